@@ -1,0 +1,187 @@
+// Package pgtest gives tests and benchmarks a PostgreSQL server: the one
+// ALK_PG_DSN names, or a throwaway cluster started from the installed server
+// binaries, listening only on a Unix socket in a temporary directory and
+// removed on Stop.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a PostgreSQL server tests may create databases on.
+type Server struct {
+	adminDSN string // a DSN for the maintenance database
+	dir      string // the throwaway cluster's directory; empty for ALK_PG_DSN
+	cmd      *exec.Cmd
+	created  []string
+	seq      atomic.Int64
+}
+
+// ErrNoServer says neither ALK_PG_DSN nor server binaries are available.
+var ErrNoServer = errors.New("pgtest: no PostgreSQL: set ALK_PG_DSN to a server tests may create databases on, " +
+	"or install the server binaries (apt-get install postgresql; .ci/run does this)")
+
+// Start returns the ALK_PG_DSN server, or starts a throwaway cluster.
+func Start() (*Server, error) {
+	if dsn := os.Getenv("ALK_PG_DSN"); dsn != "" {
+		return &Server{adminDSN: dsn}, nil
+	}
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	return startCluster(bin)
+}
+
+// binDir finds initdb and postgres: the newest /usr/lib/postgresql/*/bin,
+// else pg_config --bindir.
+func binDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	for _, d := range dirs {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
+			return d, nil
+		}
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		d := strings.TrimSpace(string(out))
+		if isExec(filepath.Join(d, "initdb")) {
+			return d, nil
+		}
+	}
+	return "", ErrNoServer
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode()&0o111 != 0
+}
+
+func startCluster(bin string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "alkstore-pg-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	// initdb refuses to run as root: run the cluster as the postgres user.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("pgtest: running as root needs a postgres user to own the cluster: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
+		"-c", "listen_addresses=", "-c", "max_connections=300",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
+	if err == nil {
+		s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	s.adminDSN = "postgres://postgres@/postgres?host=" + url.QueryEscape(dir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(context.Background(), s.adminDSN)
+		if err == nil {
+			conn.Close(context.Background())
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
+			s.Stop()
+			return nil, fmt.Errorf("pgtest: postgres did not accept connections: %w\n%s", err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// NewDatabase creates an empty database and returns a DSN for it.
+func (s *Server) NewDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("alk_test_%d_%d", os.Getpid(), s.seq.Add(1))
+	conn, err := pgx.Connect(ctx, s.adminDSN)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		return "", err
+	}
+	s.created = append(s.created, name)
+	u, err := url.Parse(s.adminDSN)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// AdminDSN is a DSN for the server's maintenance database.
+func (s *Server) AdminDSN() string { return s.adminDSN }
+
+// Stop drops the databases it created on an ALK_PG_DSN server, or stops the
+// throwaway cluster and removes its directory.
+func (s *Server) Stop() {
+	if s.dir == "" {
+		ctx := context.Background()
+		if conn, err := pgx.Connect(ctx, s.adminDSN); err == nil {
+			for _, name := range s.created {
+				_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			}
+			conn.Close(ctx)
+		}
+		return
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-done
+		}
+	}
+	_ = os.RemoveAll(s.dir)
+}

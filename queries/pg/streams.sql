@@ -1,0 +1,67 @@
+-- Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
+
+-- name: PublishEvent :one
+-- The materialized CTE assigns the transaction id before nextval draws the
+-- offset; the settled horizon (SettledSnapshot) depends on that order.
+WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid)
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid
+FROM tx
+RETURNING id;
+
+-- name: PublishEvents :many
+-- Many events in one statement; offsets follow the input order.
+WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid)
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text,
+       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
+                 unnest(@keys::text[]) AS key,
+                 unnest(@payloads::bytea[]) AS payload) AS u
+RETURNING id;
+
+-- name: SettledSnapshot :one
+-- What the settled horizon needs from the current snapshot: its xmin and
+-- xmax, and the newest offset it sees that this transaction did not write.
+SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
+       pg_snapshot_xmax(snap)::text::bigint AS xmax,
+       COALESCE((SELECT max(e.id) FROM alkstore.events e
+                 WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head
+FROM pg_current_snapshot() AS snap;
+
+-- name: ReadEvents :many
+-- Events after an offset, cut at the settled horizon; a transaction also
+-- sees its own uncommitted events.
+SELECT id, stream, key, payload, created_at
+FROM alkstore.events
+WHERE stream = @stream
+  AND id > @after
+  AND (id <= @horizon OR txid = pg_current_xact_id_if_assigned())
+ORDER BY id
+LIMIT @lim;
+
+-- name: ReadEventsFromConsumer :many
+SELECT e.id, e.stream, e.key, e.payload, e.created_at
+FROM alkstore.events e
+WHERE e.stream = @stream::text
+  AND e.id > COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                       WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0)
+  AND (e.id <= @horizon::bigint OR e.txid = pg_current_xact_id_if_assigned())
+ORDER BY e.id
+LIMIT @lim;
+
+-- name: SaveOffset :exec
+-- Monotone: a lower save leaves the stored offset as it is.
+INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
+VALUES (@stream, @consumer, @committed_offset)
+ON CONFLICT (stream, consumer) DO UPDATE
+SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
+    updated_at = now()
+WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
+
+-- name: GetOffset :one
+SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
+                 WHERE stream = @stream AND consumer = @consumer), 0)::bigint AS committed_offset;
+
+-- name: TrimStream :execrows
+DELETE FROM alkstore.events WHERE stream = @stream AND id <= @horizon;

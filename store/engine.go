@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Event is one stream event.
+type Event struct {
+	Offset    int64
+	Stream    string
+	Key       *string // nil for an unkeyed publish
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// Message is one event to publish with PublishMany.
+type Message struct {
+	Key     *string // nil: unkeyed; a set key must not be empty
+	Payload []byte
+}
+
+// ops is the engine seam: every statement the store runs, bound to one
+// connection, pool or transaction. An engine implements it by calling its
+// generated queries (db/pg, db/lite) and mapping their rows; all validation,
+// error wrapping and transaction handling live above it, once.
+type ops interface {
+	publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error)
+	publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error)
+	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
+	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
+	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
+	getOffset(ctx context.Context, stream, consumer string) (int64, error)
+	trim(ctx context.Context, stream string, horizon int64) (int64, error)
+}
+
+// engine is one database behind a Store.
+type engine interface {
+	kind() string  // "pg" or "lite"
+	readOps() ops  // auto-commit reads; never wait for a writer
+	writeOps() ops // auto-commit writes
+	begin(ctx context.Context) (driverTx, error)
+	close()
+}
+
+// driverTx is a database transaction as the engine sees it.
+type driverTx interface {
+	ops() ops
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	query(ctx context.Context, sql string, args ...any) (Rows, error)
+	queryRow(ctx context.Context, sql string, args ...any) Row
+	commit(ctx context.Context) error
+	rollback(ctx context.Context) error
+}
+
+// Rows is the result of Tx.Query on either engine.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Row is the result of Tx.QueryRow on either engine. Scan returns an error
+// matching ErrNotFound when there was no row.
+type Row interface {
+	Scan(dest ...any) error
+}

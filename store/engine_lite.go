@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3"
+	_ "github.com/ncruces/go-sqlite3/embed"  // the SQLite build itself
+	"github.com/pressly/goose/v3"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+	"github.com/alkstore/alkstore/schema"
+)
+
+// liteEngine runs the store on one SQLite file in WAL mode. Every write goes
+// through a single connection, the writer slot, so writers queue in the
+// process (bounded by their context) instead of failing with SQLITE_BUSY;
+// reads use a pool of read-only connections and never wait for a writer.
+type liteEngine struct {
+	writer  *sql.DB // at most one connection: the writer slot
+	readers *sql.DB
+}
+
+// busyTimeout covers waits on writers in other processes.
+const busyTimeout = "busy_timeout(10000)"
+
+func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.Contains(path, "mode=memory") {
+		return nil, opErr("open", "", fmt.Errorf("%w: SQLite needs a file (in-memory databases cannot share the writer and reader connections); use a temporary file", ErrInvalidArgument))
+	}
+	writer, err := sql.Open("sqlite3", sqliteURI(path, "_txlock=immediate",
+		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"))
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxIdleTime(0)
+	writer.SetConnMaxLifetime(0)
+
+	m := migration{dialect: goose.DialectSQLite3, files: schema.SQLite, table: schema.SQLiteVersionTable}
+	if err := migrateOrCheck(ctx, writer, m, c.migrate); err != nil {
+		writer.Close()
+		return nil, opErr("open", "", err)
+	}
+
+	readers, err := sql.Open("sqlite3", sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
+	if err != nil {
+		writer.Close()
+		return nil, opErr("open", "", err)
+	}
+	readers.SetMaxOpenConns(max(c.readConns, 1))
+	readers.SetMaxIdleConns(max(c.readConns, 1))
+	if err := readers.PingContext(ctx); err != nil {
+		writer.Close()
+		readers.Close()
+		return nil, opErr("open", "", err)
+	}
+	return newStore(&liteEngine{writer: writer, readers: readers}, c, ""), nil
+}
+
+// sqliteURI turns a path or a file: URI into a file: URI with params added.
+func sqliteURI(path string, params ...string) string {
+	uri := path
+	if !strings.HasPrefix(path, "file:") {
+		uri = "file:" + (&url.URL{Path: path}).EscapedPath()
+	}
+	sep := "?"
+	if strings.Contains(uri, "?") {
+		sep = "&"
+	}
+	return uri + sep + strings.Join(params, "&")
+}
+
+func (e *liteEngine) kind() string { return "lite" }
+
+func (e *liteEngine) readOps() ops  { return liteOps{q: litedb.New(e.readers)} }
+func (e *liteEngine) writeOps() ops { return liteOps{q: litedb.New(e.writer), db: e.writer} }
+
+func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
+	tx, err := e.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE on the writer slot
+	if err != nil {
+		return nil, err
+	}
+	return e.wrapTx(tx), nil
+}
+
+func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
+	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx)}}
+}
+
+func (e *liteEngine) close() {
+	e.readers.Close()
+	e.writer.Close()
+}
+
+// liteOps maps the store's operations onto the generated SQLite queries.
+type liteOps struct {
+	q  *litedb.Queries
+	db *sql.DB // the writer, for operations that need their own transaction; nil inside one
+}
+
+// atomically runs fn in one transaction: the caller's, or a new one on the
+// writer slot.
+func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) error) error {
+	if o.db == nil {
+		return fn(o.q)
+	}
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(o.q.WithTx(tx)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (o liteOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
+	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload})
+}
+
+func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
+	ids := make([]int64, len(msgs))
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		for i, m := range msgs {
+			id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
+			if err != nil {
+				return err
+			}
+			ids[i] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func (o liteOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
+	rows, err := o.q.ReadEvents(ctx, litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)})
+	return liteEvents(rows), err
+}
+
+func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
+	rows, err := o.q.ReadEventsFromConsumer(ctx, litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)})
+	return liteEvents(rows), err
+}
+
+func liteEvents(rows []litedb.AlkEvent) []Event {
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt)}
+	}
+	return evs
+}
+
+func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
+	return o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+}
+
+func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
+	return o.q.GetOffset(ctx, litedb.GetOffsetParams{Stream: stream, Consumer: consumer})
+}
+
+func (o liteOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
+	return o.q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
+}
+
+// liteTx is a database/sql transaction on the SQLite file, begun by the
+// store on the writer slot or adopted.
+type liteTx struct {
+	tx *sql.Tx
+	o  liteOps
+}
+
+func (t liteTx) ops() ops                       { return t.o }
+func (t liteTx) commit(context.Context) error   { return t.tx.Commit() }
+func (t liteTx) rollback(context.Context) error { return t.tx.Rollback() }
+
+func (t liteTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t liteTx) query(ctx context.Context, query string, args ...any) (Rows, error) {
+	rows, err := t.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (t liteTx) queryRow(ctx context.Context, query string, args ...any) Row {
+	return scanRow{t.tx.QueryRowContext(ctx, query, args...)}
+}
+
+// sqlRows adapts *sql.Rows to Rows (whose Close reports through Err).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/alkstore/alkstore/schema"
+)
+
+// pgEngine runs the store on PostgreSQL through a pgx pool.
+type pgEngine struct {
+	pool    *pgxpool.Pool
+	owned   bool // created by Open, so closed by Close
+	horizon *horizon
+}
+
+// migrationLockID keeps alkstore's migration lock apart from goose's default
+// one, which the application may use for its own migrations.
+const migrationLockID = 0x616c6b73746f7265 // "alkstore"
+
+func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	if c.maxConns > 0 {
+		cfg.MaxConns = c.maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	s, err := newPostgres(ctx, pool, true, c)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
+	if err := migratePostgres(ctx, pool, c.migrate); err != nil {
+		return nil, opErr("open", "", err)
+	}
+	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
+}
+
+func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	m := migration{dialect: goose.DialectPostgres, files: schema.Postgres, table: schema.PostgresVersionTable}
+	if apply {
+		bootstrap, err := schema.PostgresBootstrap()
+		if err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, bootstrap); err != nil {
+			return fmt.Errorf("create schema alkstore: %w", err)
+		}
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID))
+		if err != nil {
+			return err
+		}
+		m.locker = locker
+	}
+	return migrateOrCheck(ctx, db, m, apply)
+}
+
+func (e *pgEngine) kind() string { return "pg" }
+
+func (e *pgEngine) readOps() ops  { return pgOps{q: pgdb.New(e.pool), h: e.horizon} }
+func (e *pgEngine) writeOps() ops { return pgOps{q: pgdb.New(e.pool), h: e.horizon} }
+
+func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.wrapTx(tx), nil
+}
+
+func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), h: e.horizon, inTx: true}}
+}
+
+func (e *pgEngine) close() {
+	if e.owned {
+		e.pool.Close()
+	}
+}
+
+// pgOps maps the store's operations onto the generated Postgres queries.
+type pgOps struct {
+	q    *pgdb.Queries
+	h    *horizon
+	inTx bool
+}
+
+func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
+	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload})
+}
+
+func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
+	p := pgdb.PublishEventsParams{
+		Stream:   stream,
+		Keyed:    make([]bool, len(msgs)),
+		Keys:     make([]string, len(msgs)),
+		Payloads: make([][]byte, len(msgs)),
+	}
+	for i, m := range msgs {
+		if m.Key != nil {
+			p.Keyed[i], p.Keys[i] = true, *m.Key
+		}
+		p.Payloads[i] = m.Payload
+	}
+	ids, err := o.q.PublishEvents(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) != len(msgs) {
+		return nil, fmt.Errorf("published %d events, expected %d", len(ids), len(msgs))
+	}
+	// Offsets are drawn in input order; RETURNING's row order is not promised.
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// settled returns the horizon reads in this connection's next snapshot may
+// use.
+func (o pgOps) settled(ctx context.Context) (int64, error) {
+	snap, err := o.q.SettledSnapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return o.h.observe(snap, !o.inTx), nil
+}
+
+func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
+	hz, err := o.settled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: hz, Lim: clampLimit(limit)})
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	}
+	return evs, nil
+}
+
+func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
+	hz, err := o.settled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Horizon: hz, Lim: clampLimit(limit)})
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	}
+	return evs, nil
+}
+
+func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
+	return o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+}
+
+func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
+	return o.q.GetOffset(ctx, pgdb.GetOffsetParams{Stream: stream, Consumer: consumer})
+}
+
+func (o pgOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
+	return o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
+}
+
+func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }
+
+// pgTx is a pgx transaction, begun by the store or adopted.
+type pgTx struct {
+	tx pgx.Tx
+	o  pgOps
+}
+
+func (t pgTx) ops() ops                           { return t.o }
+func (t pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgTx) query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	return t.tx.Query(ctx, sql, args...)
+}
+
+func (t pgTx) queryRow(ctx context.Context, sql string, args ...any) Row {
+	return scanRow{t.tx.QueryRow(ctx, sql, args...)}
+}
+
+// scanRow makes a driver row's "no rows" match ErrNotFound.
+type scanRow struct {
+	r interface{ Scan(...any) error }
+}
+
+func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }

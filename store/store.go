@@ -1,0 +1,170 @@
+// Package store is alkstore's contract: Open a Store on SQLite or PostgreSQL,
+// then use its streams (and, in later releases, queues, notifications,
+// schedules and the outbox) alone or inside the same transaction as the
+// application's own rows.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is an open alkstore database. It is safe for concurrent use.
+type Store struct {
+	eng       engine
+	log       *slog.Logger
+	codec     Codec
+	secret    string // the DSN's password, scrubbed from every error
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// Option configures Open and OpenPool.
+type Option func(*config)
+
+type config struct {
+	migrate   bool
+	log       *slog.Logger
+	codec     Codec
+	readConns int
+	maxConns  int32
+}
+
+// WithoutMigrate turns auto-migration off: Open then only checks that the
+// database's schema is at this library's version and fails with
+// ErrSchemaVersion when it is not (apply schema/ with goose first).
+func WithoutMigrate() Option { return func(c *config) { c.migrate = false } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithCodec sets the codec typed views use to encode payloads (default JSON).
+func WithCodec(codec Codec) Option { return func(c *config) { c.codec = codec } }
+
+// WithReadConns sets the size of SQLite's read-only connection pool
+// (default 4). Writes always go through one writer connection.
+func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
+
+// WithMaxConns sets the size of the Postgres pool Open creates (default:
+// pgxpool's, or the DSN's pool_max_conns). OpenPool leaves the caller's pool
+// as it is.
+func WithMaxConns(n int32) Option { return func(c *config) { c.maxConns = n } }
+
+func newConfig(opts []Option) config {
+	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// keyValueDSN matches libpq's "host=... dbname=..." form, which Open does
+// not take (it would otherwise be read as a SQLite file name).
+var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
+
+// Open opens the store behind dsn: "postgres://..." or "postgresql://..." for
+// PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
+// auto-migration on (the default) it brings the schema up to date.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	c := newConfig(opts)
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		secret := dsnPassword(dsn)
+		s, err := openPostgres(ctx, dsn, c)
+		return s, redact(err, secret)
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), c)
+	case strings.HasPrefix(dsn, "file:"):
+		return openSQLite(ctx, dsn, c)
+	case dsn == "":
+		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
+	case strings.Contains(dsn, "://"), keyValueDSN.MatchString(dsn):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		if strings.Contains(dsn, "://") {
+			return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
+		}
+		return nil, opErr("open", "", fmt.Errorf("%w: key=value DSNs are not supported; use a postgres:// URL", ErrInvalidArgument))
+	default:
+		return openSQLite(ctx, dsn, c)
+	}
+}
+
+// OpenPool opens a store on an application's own pool, so alkstore and the
+// application share connections. Close leaves the pool open.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, opErr("open", "", fmt.Errorf("%w: nil pool", ErrInvalidArgument))
+	}
+	c := newConfig(opts)
+	secret := pool.Config().ConnConfig.Password
+	s, err := newPostgres(ctx, pool, false, c)
+	return s, redact(err, secret)
+}
+
+func newStore(eng engine, c config, secret string) *Store {
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret}
+}
+
+// Close releases the store's connections. It waits for open transactions to
+// end. Every later operation fails with ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.eng.close()
+	})
+	return nil
+}
+
+// Engine reports "pg" or "lite".
+func (s *Store) Engine() string { return s.eng.kind() }
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// driverErr normalizes an error from the database driver: a finished
+// transaction is ErrTxDone, no rows is ErrNotFound, a closed store is
+// ErrClosed, and the DSN's password never shows.
+func (s *Store) driverErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone):
+		err = fmt.Errorf("%w: %w", ErrTxDone, err)
+	case s.closed.Load() && !errors.Is(err, ErrClosed):
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	default:
+		err = noRows(err)
+	}
+	return redact(err, s.secret)
+}
+
+func dsnPassword(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		// An unparsable URL may still carry a password between ':' and '@'.
+		if at := strings.LastIndex(dsn, "@"); at > 0 {
+			head := dsn[:at]
+			if i := strings.LastIndex(head, ":"); i > strings.Index(head, "://")+2 {
+				return head[i+1:]
+			}
+		}
+		return ""
+	}
+	pw, _ := u.User.Password()
+	return pw
+}

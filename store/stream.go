@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Stream is a handle on a durable, ordered stream of events with per-consumer
+// offsets. Creating one does no I/O; a bad name is reported by every
+// operation on the handle.
+type Stream struct {
+	s    *Store
+	name string
+	err  error
+}
+
+// Stream returns the handle for the stream called name.
+func (s *Store) Stream(name string) *Stream {
+	return &Stream{s: s, name: name, err: validateName(name)}
+}
+
+// Name returns the stream's name.
+func (st *Stream) Name() string { return st.name }
+
+// Publish appends an unkeyed event and returns its offset.
+func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
+	return st.publish(ctx, autoWrite, nil, payload)
+}
+
+// PublishTx is Publish inside tx: the event commits or rolls back with it.
+func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, error) {
+	return st.publish(ctx, tx.via(), nil, payload)
+}
+
+// PublishWithKey appends an event carrying key. An empty key is
+// ErrInvalidName.
+func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
+	return st.publish(ctx, autoWrite, &key, payload)
+}
+
+// PublishWithKeyTx is PublishWithKey inside tx.
+func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
+	return st.publish(ctx, tx.via(), &key, payload)
+}
+
+func (st *Stream) publish(ctx context.Context, v via, key *string, payload []byte) (int64, error) {
+	return run(st, "publish", v, func(o ops) (int64, error) {
+		if err := validateKey(key); err != nil {
+			return 0, err
+		}
+		return o.publish(ctx, st.name, key, payload)
+	})
+}
+
+// PublishMany appends msgs in order, in one round trip, and returns their
+// offsets in the same order. All or none are stored.
+func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
+	return st.publishMany(ctx, autoWrite, msgs)
+}
+
+// PublishManyTx is PublishMany inside tx.
+func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
+	return st.publishMany(ctx, tx.via(), msgs)
+}
+
+func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
+	return run(st, "publish many", v, func(o ops) ([]int64, error) {
+		for i := range msgs {
+			if err := validateKey(msgs[i].Key); err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+		}
+		if len(msgs) == 0 {
+			return []int64{}, nil
+		}
+		return o.publishMany(ctx, st.name, msgs)
+	})
+}
+
+// ReadSince returns up to limit events with an offset above after, in offset
+// order. It never returns an event past one that may still commit (see
+// docs/design/stream-horizon.md), so a reader that resumes from the last
+// offset it saw never skips an event. limit <= 0 returns no events and does
+// no I/O.
+func (st *Stream) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
+	return st.readSince(ctx, autoRead, after, limit)
+}
+
+// ReadSinceTx is ReadSince inside tx; it also sees the events tx published.
+func (st *Stream) ReadSinceTx(ctx context.Context, tx Tx, after int64, limit int) ([]Event, error) {
+	return st.readSince(ctx, tx.via(), after, limit)
+}
+
+func (st *Stream) readSince(ctx context.Context, v via, after int64, limit int) ([]Event, error) {
+	return run(st, "read since", v, func(o ops) ([]Event, error) {
+		if limit <= 0 {
+			return []Event{}, nil
+		}
+		return o.readSince(ctx, st.name, after, limit)
+	})
+}
+
+// ReadFromConsumer reads like ReadSince from consumer's stored offset.
+func (st *Stream) ReadFromConsumer(ctx context.Context, consumer string, limit int) ([]Event, error) {
+	return st.readFromConsumer(ctx, autoRead, consumer, limit)
+}
+
+// ReadFromConsumerTx is ReadFromConsumer inside tx.
+func (st *Stream) ReadFromConsumerTx(ctx context.Context, tx Tx, consumer string, limit int) ([]Event, error) {
+	return st.readFromConsumer(ctx, tx.via(), consumer, limit)
+}
+
+func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, limit int) ([]Event, error) {
+	return run(st, "read from consumer", v, func(o ops) ([]Event, error) {
+		if err := validateLocalName("consumer", consumer); err != nil {
+			return nil, err
+		}
+		if limit <= 0 {
+			return []Event{}, nil
+		}
+		return o.readFromConsumer(ctx, st.name, consumer, limit)
+	})
+}
+
+// SaveOffset records that consumer has processed every event up to offset.
+// Offsets only move forward: saving a lower offset is a silent no-op.
+func (st *Stream) SaveOffset(ctx context.Context, consumer string, offset int64) error {
+	return st.saveOffset(ctx, autoWrite, consumer, offset)
+}
+
+// SaveOffsetTx is SaveOffset inside tx, so processing and offset commit
+// together.
+func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offset int64) error {
+	return st.saveOffset(ctx, tx.via(), consumer, offset)
+}
+
+func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
+	_, err := run(st, "save offset", v, func(o ops) (struct{}, error) {
+		if err := validateLocalName("consumer", consumer); err != nil {
+			return struct{}{}, err
+		}
+		if offset < 0 {
+			return struct{}{}, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
+		}
+		return struct{}{}, o.saveOffset(ctx, st.name, consumer, offset)
+	})
+	return err
+}
+
+// GetOffset returns consumer's stored offset, 0 for an unknown consumer.
+func (st *Stream) GetOffset(ctx context.Context, consumer string) (int64, error) {
+	return st.getOffset(ctx, autoRead, consumer)
+}
+
+// GetOffsetTx is GetOffset inside tx.
+func (st *Stream) GetOffsetTx(ctx context.Context, tx Tx, consumer string) (int64, error) {
+	return st.getOffset(ctx, tx.via(), consumer)
+}
+
+func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64, error) {
+	return run(st, "get offset", v, func(o ops) (int64, error) {
+		if err := validateLocalName("consumer", consumer); err != nil {
+			return 0, err
+		}
+		return o.getOffset(ctx, st.name, consumer)
+	})
+}
+
+// TrimTo deletes every event with an offset <= horizon and returns how many
+// it deleted. Surviving events keep their offsets; saved consumer offsets
+// stay valid. A negative horizon deletes nothing.
+func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
+	return run(st, "trim", autoWrite, func(o ops) (int64, error) {
+		if horizon < 0 {
+			return 0, nil
+		}
+		return o.trim(ctx, st.name, horizon)
+	})
+}
+
+func validateKey(key *string) error {
+	if key != nil && *key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidName)
+	}
+	return nil
+}
+
+// run is the one path every stream operation takes: the handle's name is
+// checked, the statements to use are chosen (auto-commit or the caller's
+// transaction, which also checks the store is open), and any error is
+// wrapped with the operation and the stream's name.
+func run[T any](st *Stream, op string, v via, fn func(ops) (T, error)) (T, error) {
+	var zero T
+	if st.err != nil {
+		return zero, opErr(op, st.name, st.err)
+	}
+	o, err := v(st.s)
+	if err != nil {
+		return zero, opErr(op, st.name, err)
+	}
+	res, err := fn(o)
+	if err != nil {
+		return zero, opErr(op, st.name, st.s.driverErr(err))
+	}
+	return res, nil
+}

@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Tx is a database transaction that alkstore operations and business SQL
+// share: everything written through it commits or rolls back together.
+//
+// Get one from Store.InTx (the closure form, which always ends it),
+// Store.Begin (end it with Commit; `defer tx.Rollback(ctx)` is the idiom,
+// since Rollback after Commit is a no-op), or Store.AdoptPgx / AdoptSQL to
+// work inside a transaction the caller began and will end. A Tx is not safe
+// for concurrent use, like the driver transaction under it.
+type Tx struct {
+	h *txHandle
+}
+
+// txHandle is what the caller's Tx values point at. When it becomes
+// unreachable while its transaction is still open, a cleanup rolls the
+// transaction back so no writer slot or pooled connection leaks.
+type txHandle struct {
+	store *Store
+	state *txState
+}
+
+// txState is reachable from the cleanup, so it must not point back at the
+// txHandle.
+type txState struct {
+	mu     sync.Mutex
+	dtx    driverTx
+	err    error // set when the transaction could not be adopted
+	done   bool
+	commit bool // how it ended
+	owned  bool // begun by the store, so the store must end it
+	log    *slog.Logger
+}
+
+// rollbackTimeout bounds a rollback that runs after the caller's context was
+// cancelled (a rollback must still happen to release the connection).
+const rollbackTimeout = 5 * time.Second
+
+// Begin starts a transaction. On SQLite it is a write transaction
+// (BEGIN IMMEDIATE) on the writer slot, held until the transaction ends.
+func (s *Store) Begin(ctx context.Context) (Tx, error) {
+	if err := s.check(); err != nil {
+		return Tx{}, opErr("begin", "", err)
+	}
+	dtx, err := s.eng.begin(ctx)
+	if err != nil {
+		return Tx{}, opErr("begin", "", s.driverErr(err))
+	}
+	return s.newTx(dtx, true), nil
+}
+
+// InTx runs fn in a transaction: it commits when fn returns nil and rolls
+// back when fn returns an error, panics (the panic continues after the
+// rollback) or ctx is cancelled.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) (err error) {
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(ctx)
+			panic(p)
+		}
+	}()
+	if err := fn(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = tx.Rollback(ctx)
+		return opErr("commit", "", err)
+	}
+	return tx.Commit(ctx)
+}
+
+// AdoptPgx wraps a transaction the caller began on a Postgres store's
+// database. The caller stays responsible for ending it.
+func (s *Store) AdoptPgx(ptx pgx.Tx) Tx {
+	if pe, ok := s.eng.(*pgEngine); ok && ptx != nil {
+		return s.newTx(pe.wrapTx(ptx), false)
+	}
+	return s.failedTx(fmt.Errorf("%w: AdoptPgx needs a pgx transaction on a Postgres store (this store is %s)", ErrInvalidArgument, s.eng.kind()))
+}
+
+// AdoptSQL wraps a *sql.Tx the caller began on a SQLite store's database
+// file. The caller stays responsible for ending it.
+func (s *Store) AdoptSQL(stx *sql.Tx) Tx {
+	if le, ok := s.eng.(*liteEngine); ok && stx != nil {
+		return s.newTx(le.wrapTx(stx), false)
+	}
+	return s.failedTx(fmt.Errorf("%w: AdoptSQL needs a database/sql transaction on a SQLite store (this store is %s)", ErrInvalidArgument, s.eng.kind()))
+}
+
+func (s *Store) newTx(dtx driverTx, owned bool) Tx {
+	st := &txState{dtx: dtx, owned: owned, log: s.log}
+	h := &txHandle{store: s, state: st}
+	if owned {
+		runtime.AddCleanup(h, (*txState).rollbackLeaked, st)
+	}
+	return Tx{h: h}
+}
+
+func (s *Store) failedTx(err error) Tx {
+	return Tx{h: &txHandle{store: s, state: &txState{err: err, done: true}}}
+}
+
+// Commit commits the transaction. After it, every use of tx returns
+// ErrTxDone, except Rollback, which does nothing.
+func (tx Tx) Commit(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return opErr("commit", "", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return opErr("commit", "", ErrTxDone)
+	}
+	st.done, st.commit = true, true
+	return opErr("commit", "", tx.h.store.driverErr(st.dtx.commit(ctx)))
+}
+
+// Rollback rolls the transaction back. It is a no-op on a transaction that
+// already ended, so `defer tx.Rollback(ctx)` is safe after Commit.
+func (tx Tx) Rollback(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return nil
+	}
+	st.done = true
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	return opErr("rollback", "", tx.h.store.driverErr(st.dtx.rollback(rctx)))
+}
+
+// Exec runs business SQL in the transaction and returns the number of rows
+// it affected. Placeholders are the engine's ($1 on Postgres; ? or $1 on
+// SQLite).
+func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	dtx, err := tx.live()
+	if err != nil {
+		return 0, opErr("exec", "", err)
+	}
+	n, err := dtx.exec(ctx, sql, args...)
+	return n, opErr("exec", "", tx.h.store.driverErr(err))
+}
+
+// Query runs a business query in the transaction.
+func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	dtx, err := tx.live()
+	if err != nil {
+		return nil, opErr("query", "", err)
+	}
+	rows, err := dtx.query(ctx, sql, args...)
+	if err != nil {
+		return nil, opErr("query", "", tx.h.store.driverErr(err))
+	}
+	return rows, nil
+}
+
+// QueryRow runs a business query expected to return one row.
+func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
+	dtx, err := tx.live()
+	if err != nil {
+		return errRow{opErr("query row", "", err)}
+	}
+	return dtx.queryRow(ctx, sql, args...)
+}
+
+func (tx Tx) state() (*txState, error) {
+	if tx.h == nil {
+		return nil, fmt.Errorf("%w: zero Tx", ErrTxDone)
+	}
+	return tx.h.state, nil
+}
+
+// live returns the open driver transaction, or why there is none.
+func (tx Tx) live() (driverTx, error) {
+	st, err := tx.state()
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.h.store.check(); err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.err != nil:
+		return nil, st.err
+	case st.done:
+		return nil, ErrTxDone
+	}
+	return st.dtx, nil
+}
+
+// via routes an operation into this transaction; the transaction must belong
+// to the store the operation's handle came from.
+func (tx Tx) via() via {
+	return func(s *Store) (ops, error) {
+		dtx, err := tx.live()
+		if err != nil {
+			return nil, err
+		}
+		if tx.h.store != s {
+			return nil, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
+		}
+		return dtx.ops(), nil
+	}
+}
+
+// rollbackLeaked runs when a store-begun Tx became unreachable. An open
+// transaction is rolled back and reported, since the caller lost track of it.
+func (st *txState) rollbackLeaked() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return
+	}
+	st.done = true
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	err := st.dtx.rollback(ctx)
+	st.log.Warn("alkstore: transaction became unreachable while open; rolled it back (end every Tx with Commit or Rollback)",
+		slog.Any("rollback_error", err))
+}
+
+// via chooses the statements an operation runs on.
+type via func(s *Store) (ops, error)
+
+func autoWrite(s *Store) (ops, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.eng.writeOps(), nil
+}
+
+func autoRead(s *Store) (ops, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.eng.readOps(), nil
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// noRows makes the drivers' "no rows" errors match ErrNotFound too.
+func noRows(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}

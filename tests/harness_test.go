@@ -1,0 +1,94 @@
+// Package tests is alkstore's contract suite: every behaviour test body runs
+// against both engines, as subtests "pg" and "lite", on real databases.
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/store"
+)
+
+var pgServer *pgtest.Server
+
+func TestMain(m *testing.M) {
+	srv, err := pgtest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pgServer = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+// engineEnv is one engine's fresh, empty database.
+type engineEnv struct {
+	name string // "pg" or "lite"
+	dsn  string
+}
+
+// eachEngine runs body once per engine, each on its own fresh database.
+func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
+	t.Helper()
+	for _, name := range []string{"pg", "lite"} {
+		t.Run(name, func(t *testing.T) {
+			body(t, newEnv(t, name))
+		})
+	}
+}
+
+func newEnv(t *testing.T, name string) *engineEnv {
+	t.Helper()
+	switch name {
+	case "pg":
+		dsn, err := pgServer.NewDatabase(context.Background())
+		require.NoError(t, err)
+		return &engineEnv{name: name, dsn: dsn}
+	default:
+		return &engineEnv{name: name, dsn: filepath.Join(t.TempDir(), "alk.db")}
+	}
+}
+
+// open opens a store on the env's database, closed when the test ends.
+func (e *engineEnv) open(t testing.TB, opts ...store.Option) *store.Store {
+	t.Helper()
+	s, err := store.Open(ctx(t), e.dsn, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// pool opens an application pool on the env's Postgres database.
+func (e *engineEnv) pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(ctx(t), e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// ctx is a test context with a generous deadline, so a hang fails the test
+// instead of the whole run.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func offsets(evs []store.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Offset
+	}
+	return out
+}
