@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/schema"
+	"github.com/alkstore/alkstore/store"
+)
+
+func TestOpenForms(t *testing.T) {
+	c := ctx(t)
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		filepath.Join(dir, "plain.db"),
+		"sqlite:" + filepath.Join(dir, "prefixed.db"),
+		"file:" + filepath.Join(dir, "uri.db") + "?cache=private",
+		filepath.Join(dir, "with space.db"),
+	} {
+		s, err := store.Open(c, dsn)
+		require.NoError(t, err, dsn)
+		assert.Equal(t, "lite", s.Engine())
+		_, err = s.Stream("x").Publish(c, []byte("x"))
+		require.NoError(t, err, dsn)
+		require.NoError(t, s.Close())
+	}
+
+	pgDSN := newEnv(t, "pg").dsn
+	for _, dsn := range []string{pgDSN, "postgresql://" + strings.TrimPrefix(pgDSN, "postgres://")} {
+		s, err := store.Open(c, dsn)
+		require.NoError(t, err, dsn)
+		assert.Equal(t, "pg", s.Engine())
+		_, err = s.Stream("x").Publish(c, []byte("x"))
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+
+	for _, dsn := range []string{"", "mysql://u@h/db", "host=localhost dbname=x", ":memory:"} {
+		_, err := store.Open(c, dsn)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "%q", dsn)
+	}
+}
+
+func TestOpenPoolLeavesThePoolOpen(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	pool := e.pool(t)
+	s, err := store.OpenPool(c, pool)
+	require.NoError(t, err)
+	_, err = s.Stream("x").Publish(c, []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, pool.Ping(c), "Close must leave the application's pool open")
+	var n int
+	require.NoError(t, pool.QueryRow(c, "SELECT count(*) FROM alkstore.events").Scan(&n))
+	assert.Equal(t, 1, n)
+}
+
+func TestPasswordNeverLeaks(t *testing.T) {
+	c := ctx(t)
+	const pw = "s3cr3t-Pa55word"
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, dsn := range []string{
+		"postgres://alice:" + pw + "@/nodb?host=/nonexistent-alkstore-socket-dir&connect_timeout=1",
+		"postgres://alice:" + pw + "@localhost:notaport/db",
+		"postgresql://alice:" + pw + "@127.0.0.1:1/db?connect_timeout=1",
+	} {
+		_, err := store.Open(c, dsn, store.WithLogger(logger))
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), pw)
+		assert.Contains(t, err.Error(), "alkstore: open")
+	}
+	assert.NotContains(t, logs.String(), pw)
+}
+
+func TestSchemaVersionWithoutMigrate(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		_, err := store.Open(c, e.dsn, store.WithoutMigrate())
+		require.ErrorIs(t, err, store.ErrSchemaVersion, "an empty database is behind")
+
+		e.open(t).Close() // auto-migrate
+		s, err := store.Open(c, e.dsn, store.WithoutMigrate())
+		require.NoError(t, err, "a migrated database passes the check")
+		require.NoError(t, s.Close())
+	})
+}
+
+// TestGooseCLIAppliesSchema: a DBA applies schema/ with the stock goose CLI,
+// and the library then opens the database without migrating.
+func TestGooseCLIAppliesSchema(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		var args []string
+		switch e.name {
+		case "pg":
+			// The DBA's first step: psql -f schema/pg/bootstrap/00000_schema.sql
+			bootstrap, err := schema.PostgresBootstrap()
+			require.NoError(t, err)
+			conn, err := pgx.Connect(c, e.dsn)
+			require.NoError(t, err)
+			_, err = conn.Exec(c, bootstrap)
+			require.NoError(t, err)
+			require.NoError(t, conn.Close(c))
+			args = []string{"-table", schema.PostgresVersionTable, "-dir", "../schema/pg", "postgres", e.dsn, "up"}
+		case "lite":
+			args = []string{"-table", schema.SQLiteVersionTable, "-dir", "../schema/lite", "sqlite3", e.dsn, "up"}
+		}
+		cmd := exec.CommandContext(c, "go", append([]string{"tool", "-modfile=../tools/go.mod", "goose"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "goose: %s", out)
+
+		s, err := store.Open(c, e.dsn, store.WithoutMigrate())
+		require.NoError(t, err)
+		_, err = s.Stream("x").Publish(c, []byte("x"))
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})
+}
+
+func TestClosedStoreFailsEveryCall(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("events")
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(c))
+		require.NoError(t, s.Close())
+		require.NoError(t, s.Close(), "Close is idempotent")
+
+		calls := map[string]func() error{
+			"publish":            func() error { _, err := st.Publish(c, nil); return err },
+			"publish with key":   func() error { _, err := st.PublishWithKey(c, "k", nil); return err },
+			"publish many":       func() error { _, err := st.PublishMany(c, []store.Message{{}}); return err },
+			"read since":         func() error { _, err := st.ReadSince(c, 0, 10); return err },
+			"read since limit 0": func() error { _, err := st.ReadSince(c, 0, 0); return err },
+			"read from consumer": func() error { _, err := st.ReadFromConsumer(c, "c", 10); return err },
+			"save offset":        func() error { return st.SaveOffset(c, "c", 1) },
+			"get offset":         func() error { _, err := st.GetOffset(c, "c"); return err },
+			"trim":               func() error { _, err := st.TrimTo(c, 1); return err },
+			"begin":              func() error { _, err := s.Begin(c); return err },
+			"in tx":              func() error { return s.InTx(c, func(context.Context, store.Tx) error { return nil }) },
+		}
+		for name, call := range calls {
+			require.ErrorIs(t, call(), store.ErrClosed, name)
+		}
+	})
+}
