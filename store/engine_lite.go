@@ -9,7 +9,6 @@ import (
 	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3"
-	_ "github.com/ncruces/go-sqlite3/embed"  // the SQLite build itself
 	"github.com/pressly/goose/v3"
 
 	litedb "github.com/alkstore/alkstore/db/lite"

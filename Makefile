@@ -1,0 +1,31 @@
+# Every target pins the Go toolchain: machines default to their own Go and
+# ignore go.mod's toolchain line.
+export GOTOOLCHAIN := go1.27.3
+export GOFLAGS := -buildvcs=false
+
+SQLC := go tool -modfile=tools/go.mod sqlc
+
+.PHONY: demo test bench vet generate sqlc-diff
+
+## demo: publish and read back on embedded SQLite (no setup)
+demo:
+	go run ./examples/demo
+
+## test: the whole suite, both engines (starts a throwaway PostgreSQL unless ALK_PG_DSN is set)
+test:
+	go test -race -timeout 25m ./...
+
+## bench: throughput figures beside their raw-SQL ceilings, both engines
+bench:
+	go run ./bench
+
+vet:
+	go vet ./...
+
+## generate: regenerate db/ from queries/ and schema/
+generate:
+	$(SQLC) generate
+
+## sqlc-diff: fail when db/ is not what sqlc would generate
+sqlc-diff:
+	$(SQLC) diff

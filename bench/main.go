@@ -1,0 +1,270 @@
+// Command bench measures alkstore against its ceiling: the same work done
+// with raw SQL on the same database in the same run. Each figure is printed
+// beside its ceiling as a ratio.
+//
+//	make bench            # both engines; PostgreSQL from ALK_PG_DSN or a throwaway cluster
+//	go run ./bench -d 3s  # longer runs
+//
+// The raw-SQL ceilings live here, not in queries/: they are the yardstick,
+// not statements the library runs.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/ncruces/go-sqlite3/driver"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/store"
+)
+
+var (
+	dur     = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
+	replayN = flag.Int("replay", 50000, "events to replay in the read measurement")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	ctx := context.Background()
+
+	srv, err := pgtest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+	pgDSN, err := srv.NewDatabase(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "alkstore-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Printf("%-8s %-36s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
+	for _, e := range []struct {
+		name string
+		open func() (*store.Store, raw)
+	}{
+		{"pg", func() (*store.Store, raw) { return openPG(ctx, pgDSN) }},
+		{"lite", func() (*store.Store, raw) { return openLite(ctx, filepath.Join(dir, "bench.db")) }},
+	} {
+		s, r := e.open()
+		benchStreams(ctx, e.name, s, r)
+		s.Close()
+		r.close()
+	}
+}
+
+// rawEvent is what a raw-SQL reader collects: the same row, no library.
+type rawEvent struct {
+	id      int64
+	stream  string
+	key     *string
+	payload []byte
+	created time.Time
+}
+
+func lastOf(page []rawEvent) int64 {
+	if len(page) == 0 {
+		return 0
+	}
+	return page[len(page)-1].id
+}
+
+// raw is the ceiling: the same row shape written and read with plain SQL.
+type raw interface {
+	insert(ctx context.Context, payload []byte) error
+	readPage(ctx context.Context, after int64, limit int) (last int64, n int, err error)
+	close()
+}
+
+func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
+	payload := make([]byte, 128)
+	st := s.Stream("bench")
+	for _, workers := range []int{1, 8} {
+		lib := rate(workers, func() error { _, err := st.Publish(ctx, payload); return err })
+		ceil := rate(workers, func() error { return r.insert(ctx, payload) })
+		row(engine, fmt.Sprintf("publish, %d publisher(s) (events/s)", workers), lib, ceil)
+	}
+
+	// Replay: fill a fresh stream, then read it back in pages of 1000.
+	replay := s.Stream("replay")
+	msgs := make([]store.Message, 1000)
+	for i := range msgs {
+		msgs[i].Payload = payload
+	}
+	for i := 0; i < *replayN; i += len(msgs) {
+		must(replay.PublishMany(ctx, msgs))
+		for range msgs {
+			must0(r.insert(ctx, payload))
+		}
+	}
+	lib := best(func() float64 {
+		start, n, last := time.Now(), 0, int64(0)
+		for {
+			evs, err := replay.ReadSince(ctx, last, 1000)
+			must0(err)
+			if len(evs) == 0 {
+				break
+			}
+			n += len(evs)
+			last = evs[len(evs)-1].Offset
+		}
+		return float64(n) / time.Since(start).Seconds()
+	})
+	ceil := best(func() float64 {
+		start, n, last := time.Now(), 0, int64(0)
+		for {
+			l, k, err := r.readPage(ctx, last, 1000)
+			must0(err)
+			if k == 0 {
+				break
+			}
+			n, last = n+k, l
+		}
+		return float64(n) / time.Since(start).Seconds()
+	})
+	row(engine, "replay read, pages of 1000 (events/s)", lib, ceil)
+}
+
+// rate runs op from workers goroutines for the measurement duration, twice,
+// and returns the better operations per second.
+func rate(workers int, op func() error) float64 {
+	return best(func() float64 {
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		stop := time.Now().Add(*dur)
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					must0(op())
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(n.Load()) / time.Since(start).Seconds()
+	})
+}
+
+func best(measure func() float64) float64 { return max(measure(), measure()) }
+
+func row(engine, what string, lib, ceil float64) {
+	fmt.Printf("%-8s %-36s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
+}
+
+func must[T any](v T, err error) T {
+	must0(err)
+	return v
+}
+
+func must0(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// --- PostgreSQL ---
+
+type pgRaw struct{ pool *pgxpool.Pool }
+
+func openPG(ctx context.Context, dsn string) (*store.Store, raw) {
+	s := must(store.Open(ctx, dsn, store.WithMaxConns(16)))
+	cfg := must(pgxpool.ParseConfig(dsn))
+	cfg.MaxConns = 16
+	pool := must(pgxpool.NewWithConfig(ctx, cfg))
+	_, err := pool.Exec(ctx, `CREATE TABLE raw_events (id bigserial PRIMARY KEY, stream text NOT NULL, key text,
+		payload bytea, created_at timestamptz NOT NULL DEFAULT now());
+		CREATE INDEX ON raw_events (stream, id)`)
+	must0(err)
+	return s, pgRaw{pool}
+}
+
+func (r pgRaw) insert(ctx context.Context, payload []byte) error {
+	_, err := r.pool.Exec(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES ($1, $2, $3)`, "bench", nil, payload)
+	return err
+}
+
+func (r pgRaw) readPage(ctx context.Context, after int64, limit int) (int64, int, error) {
+	rows, err := r.pool.Query(ctx, `SELECT id, stream, key, payload, created_at FROM raw_events
+		WHERE stream = $1 AND id > $2 ORDER BY id LIMIT $3`, "bench", after, limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	page := make([]rawEvent, 0, limit)
+	for rows.Next() {
+		var ev rawEvent
+		if err := rows.Scan(&ev.id, &ev.stream, &ev.key, &ev.payload, &ev.created); err != nil {
+			return 0, 0, err
+		}
+		page = append(page, ev)
+	}
+	return lastOf(page), len(page), rows.Err()
+}
+
+func (r pgRaw) close() { r.pool.Close() }
+
+// --- SQLite ---
+
+// liteRaw mirrors the store's SQLite set-up: one writer connection, a pool
+// of readers.
+type liteRaw struct{ writer, readers *sql.DB }
+
+func openLite(ctx context.Context, path string) (*store.Store, raw) {
+	s := must(store.Open(ctx, path))
+	writer := must(sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(normal)"))
+	writer.SetMaxOpenConns(1)
+	readers := must(sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)"))
+	_, err := writer.ExecContext(ctx, `CREATE TABLE raw_events (id INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
+		key TEXT, payload BLOB, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)));
+		CREATE INDEX raw_events_stream_id ON raw_events (stream, id)`)
+	must0(err)
+	return s, liteRaw{writer, readers}
+}
+
+func (r liteRaw) insert(ctx context.Context, payload []byte) error {
+	_, err := r.writer.ExecContext(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES (?, ?, ?)`, "bench", nil, payload)
+	return err
+}
+
+func (r liteRaw) readPage(ctx context.Context, after int64, limit int) (int64, int, error) {
+	rows, err := r.readers.QueryContext(ctx, `SELECT id, stream, key, payload, created_at FROM raw_events
+		WHERE stream = ? AND id > ? ORDER BY id LIMIT ?`, "bench", after, limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	page := make([]rawEvent, 0, limit)
+	for rows.Next() {
+		var ev rawEvent
+		var micros int64
+		if err := rows.Scan(&ev.id, &ev.stream, &ev.key, &ev.payload, &micros); err != nil {
+			return 0, 0, err
+		}
+		ev.created = time.UnixMicro(micros)
+		page = append(page, ev)
+	}
+	return lastOf(page), len(page), rows.Err()
+}
+
+func (r liteRaw) close() {
+	r.readers.Close()
+	r.writer.Close()
+}

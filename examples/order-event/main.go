@@ -1,0 +1,91 @@
+// Command order-event commits an order row and its "order placed" event in
+// one transaction, then shows that a failed checkout leaves neither behind.
+//
+//	go run ./examples/order-event            # embedded SQLite
+//	go run ./examples/order-event postgres://user@host/db
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+func main() {
+	dsn := ""
+	if len(os.Args) > 1 {
+		dsn = os.Args[1]
+	} else {
+		dir, err := os.MkdirTemp("", "alkstore-orders-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		dsn = filepath.Join(dir, "shop.db")
+	}
+	if err := run(context.Background(), dsn); err != nil {
+		log.Fatal(err)
+	}
+}
+
+var errPaymentDeclined = errors.New("payment declined")
+
+func run(ctx context.Context, dsn string) error {
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	orders := s.Stream("orders")
+
+	err = s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, item TEXT NOT NULL)`)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+
+	// checkout writes the business row and its event in one transaction:
+	// both commit, or neither does.
+	checkout := func(id int64, item string, pay func() error) error {
+		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO shop_orders (id, item) VALUES ($1, $2)`, id, item); err != nil {
+				return err
+			}
+			if _, err := orders.PublishWithKeyTx(ctx, tx, fmt.Sprint(id), []byte("order placed: "+item)); err != nil {
+				return err
+			}
+			return pay()
+		})
+	}
+
+	if err := checkout(1, "teapot", func() error { return nil }); err != nil {
+		return err
+	}
+	fmt.Println("order 1 committed with its event")
+	err = checkout(2, "kettle", func() error { return errPaymentDeclined })
+	fmt.Printf("order 2 failed (%v): rolled back with its event\n", err)
+
+	evs, err := orders.ReadSince(ctx, 0, 10)
+	if err != nil {
+		return err
+	}
+	var rows int
+	err = s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.QueryRow(ctx, `SELECT count(*) FROM shop_orders`).Scan(&rows)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("orders table: %d row(s); orders stream: %d event(s)\n", rows, len(evs))
+	for _, ev := range evs {
+		fmt.Printf("  offset %d key=%s %s\n", ev.Offset, *ev.Key, ev.Payload)
+	}
+	return nil
+}
