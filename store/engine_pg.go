@@ -78,8 +78,8 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error 
 
 func (e *pgEngine) kind() string { return "pg" }
 
-func (e *pgEngine) readOps() ops  { return pgOps{q: pgdb.New(e.pool), h: e.horizon} }
-func (e *pgEngine) writeOps() ops { return pgOps{q: pgdb.New(e.pool), h: e.horizon} }
+func (e *pgEngine) readOps() ops  { return pgOps{q: pgdb.New(e.pool), eng: e} }
+func (e *pgEngine) writeOps() ops { return pgOps{q: pgdb.New(e.pool), eng: e} }
 
 func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	tx, err := e.pool.Begin(ctx)
@@ -90,7 +90,7 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 }
 
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), h: e.horizon, inTx: true}}
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true}}
 }
 
 func (e *pgEngine) close() {
@@ -101,8 +101,8 @@ func (e *pgEngine) close() {
 
 // pgOps maps the store's operations onto the generated Postgres queries.
 type pgOps struct {
-	q    *pgdb.Queries
-	h    *horizon
+	q    *pgdb.Queries // on the pool, or on the transaction when inTx
+	eng  *pgEngine
 	inTx bool
 }
 
@@ -124,25 +124,46 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) (
 		p.Payloads[i] = m.Payload
 	}
 	ids, err := o.q.PublishEvents(ctx, p)
+	return sortedIDs(ids, len(msgs), err)
+}
+
+// sortedIDs checks a multi-row insert's ids. They are drawn in input order,
+// but RETURNING's row order is not promised, so they are sorted.
+func sortedIDs(ids []int64, want int, err error) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) != len(msgs) {
-		return nil, fmt.Errorf("published %d events, expected %d", len(ids), len(msgs))
+	if len(ids) != want {
+		return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
 	}
-	// Offsets are drawn in input order; RETURNING's row order is not promised.
 	slices.Sort(ids)
 	return ids, nil
 }
 
-// settled returns the horizon reads in this connection's next snapshot may
-// use.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// settled returns the horizon the next read on o may use. Inside a
+// transaction the tracker first learns from a fresh pool snapshot, since the
+// transaction's own snapshot may only consult it (see horizon.observe).
 func (o pgOps) settled(ctx context.Context) (int64, error) {
+	if o.inTx {
+		snap, err := pgdb.New(o.eng.pool).SettledSnapshot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		o.eng.horizon.observe(snap, true)
+	}
 	snap, err := o.q.SettledSnapshot(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return o.h.observe(snap, !o.inTx), nil
+	return o.eng.horizon.observe(snap, !o.inTx), nil
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {

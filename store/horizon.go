@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"sync"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -11,18 +12,18 @@ import (
 // reader that stops there never skips an event that commits later. See
 // docs/design/stream-horizon.md for the argument.
 //
-// A candidate (head, xmax) pairs the newest offset a snapshot saw with that
-// snapshot's xmax. Every transaction that could still own an offset <= head
-// has a transaction id < xmax (publishers take their id before drawing an
-// offset), so once a later snapshot's xmin reaches xmax all of them have
-// ended and head is settled.
+// A candidate (head, next) pairs the newest offset a snapshot saw with the
+// next unassigned transaction id, read after that snapshot. Every
+// transaction that could still own an offset <= head took its id before
+// drawing that offset, so its id is < next; once a later snapshot's xmin
+// reaches next, all of them have ended and head is settled.
 type horizon struct {
 	mu      sync.Mutex
 	settled candidate   // the newest candidate proven settled
-	pending []candidate // ascending in head and in xmax
+	pending []candidate // ascending in head
 }
 
-type candidate struct{ head, xmax int64 }
+type candidate struct{ head, next int64 }
 
 // maxPending bounds the candidates kept while a long transaction holds the
 // horizon back; dropping newer ones only delays the horizon.
@@ -30,43 +31,48 @@ const maxPending = 64
 
 // observe folds one snapshot in and returns the horizon that reads in that
 // snapshot (or any later one) may use. learn is false for snapshots taken
-// inside a caller's transaction: those may be older than the newest
-// settled candidate (REPEATABLE READ), so they only consult the candidates
-// their own xmin proves, and never record what they see.
+// inside a caller's transaction: those may be older than the newest settled
+// candidate (REPEATABLE READ), and a transaction with an id of its own
+// cannot read the next unassigned id (age() measures from its own id), so
+// they only consult candidates their xmin proves and record nothing.
 func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
-	var best int64
-	if h.settled.xmax <= snap.Xmin {
-		best = h.settled.head
+	best := candidate{}
+	proven := func(c candidate) {
+		if c.next <= snap.Xmin && c.head >= best.head {
+			best = c
+		}
 	}
-	n := 0
-	for n < len(h.pending) && h.pending[n].xmax <= snap.Xmin {
-		n++
+	proven(h.settled)
+	for _, c := range h.pending {
+		proven(c)
 	}
-	if n > 0 {
-		best = max(best, h.pending[n-1].head)
-	}
-	quiet := snap.Xmin == snap.Xmax // no transaction is running at all
-	if quiet {
-		best = max(best, snap.VisibleHead)
+	// age() answers INT_MAX for the special ids around an epoch boundary;
+	// such a snapshot yields no candidate.
+	fresh := candidate{head: snap.VisibleHead, next: snap.Xmax + snap.XmaxAge}
+	freshOK := learn && snap.XmaxAge >= 0 && snap.XmaxAge < math.MaxInt32
+	if freshOK {
+		proven(fresh) // nothing that could own an offset <= head still runs
 	}
 	if !learn {
-		return best
+		return best.head
 	}
 
-	switch {
-	case quiet:
-		h.settled = candidate{head: best, xmax: snap.Xmax}
-		h.pending = h.pending[:0]
-	case n > 0:
-		h.settled = candidate{head: best, xmax: h.pending[n-1].xmax}
-		h.pending = append(h.pending[:0], h.pending[n:]...)
+	if best.head > h.settled.head || (best.head == h.settled.head && best.next > h.settled.next) {
+		h.settled = best
 	}
-	if !quiet && snap.VisibleHead > best && len(h.pending) < maxPending &&
-		(len(h.pending) == 0 || snap.VisibleHead > h.pending[len(h.pending)-1].head) {
-		h.pending = append(h.pending, candidate{head: snap.VisibleHead, xmax: snap.Xmax})
+	kept := h.pending[:0]
+	for _, c := range h.pending {
+		if c.head > h.settled.head {
+			kept = append(kept, c)
+		}
 	}
-	return best
+	h.pending = kept
+	if freshOK && fresh.head > h.settled.head && len(h.pending) < maxPending &&
+		(len(h.pending) == 0 || fresh.head > h.pending[len(h.pending)-1].head) {
+		h.pending = append(h.pending, fresh)
+	}
+	return best.head
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -206,5 +207,67 @@ func TestRolledBackOffsetIsAPermanentGap(t *testing.T) {
 			return len(evs) > 0
 		}, 30*time.Second, time.Millisecond, "the rolled-back offset must not hold the horizon")
 		assert.Equal(t, []int64{off}, offsets(evs))
+	})
+}
+
+// TestNewerTransactionWithOlderOffsetHoldsTheHorizon forces the case that
+// breaks horizons built on a snapshot's xmax: P takes its transaction id
+// first; T takes a newer one and draws an offset; P draws a later offset and
+// commits. Now no running transaction is older than every completed one
+// (xmin == xmax), yet T still owns an offset below P's.
+func TestNewerTransactionWithOlderOffsetHoldsTheHorizon(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		createOrdersTable(t, s)
+		st := s.Stream("newer")
+		c := ctx(t)
+
+		txP, err := s.Begin(c)
+		require.NoError(t, err)
+		_, err = txP.Exec(c, insertOrder, 1, "P writes first") // P's transaction id
+		require.NoError(t, err)
+
+		tDrew := make(chan int64, 1)
+		tCommit := make(chan struct{})
+		tDone := make(chan error, 1)
+		go func() {
+			tDone <- s.InTx(c, func(c context.Context, tx store.Tx) error {
+				off, err := st.PublishTx(c, tx, []byte("T"))
+				if err != nil {
+					return err
+				}
+				tDrew <- off
+				<-tCommit
+				return nil
+			})
+		}()
+
+		var offT, offP int64
+		if e.name == "pg" {
+			offT = <-tDrew // T drew while P is open
+			offP, err = st.PublishTx(c, txP, []byte("P"))
+			require.NoError(t, err)
+			require.NoError(t, txP.Commit(c))
+			evs, err := st.ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			assert.Empty(t, evs, "P's event must wait for T's lower offset")
+		} else {
+			// SQLite: T waits for P's writer slot, so T draws after P.
+			offP, err = st.PublishTx(c, txP, []byte("P"))
+			require.NoError(t, err)
+			require.NoError(t, txP.Commit(c))
+			offT = <-tDrew
+		}
+		close(tCommit)
+		require.NoError(t, <-tDone)
+
+		want := []int64{min(offP, offT), max(offP, offT)}
+		var evs []store.Event
+		require.Eventually(t, func() bool {
+			evs, err = st.ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			return len(evs) == 2
+		}, 30*time.Second, time.Millisecond)
+		assert.Equal(t, want, offsets(evs))
 	})
 }
