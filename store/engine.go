@@ -32,6 +32,23 @@ type ops interface {
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	trim(ctx context.Context, stream string, horizon int64) (int64, error)
+
+	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
+	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
+	claim(ctx context.Context, r claimReq) ([]*Job, error) // buries spent expired claims first
+	// ack, retry, bury and heartbeat are fenced by the claim token and report
+	// whether the claim still held the job.
+	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
+	ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
+	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
+	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
+	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
+	getJob(ctx context.Context, queue string, id int64) (*Job, error)
+	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
+	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
+	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
+	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
+	nextDue(ctx context.Context, queue string) (*time.Time, error)
 }
 
 // engine is one database behind a Store.

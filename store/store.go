@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,6 +27,8 @@ type Store struct {
 	log       *slog.Logger
 	codec     Codec
 	secret    string // the DSN's password, scrubbed from every error
+	clock     func() time.Time
+	wakes     wakeHub
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -39,6 +42,7 @@ type config struct {
 	codec     Codec
 	readConns int
 	maxConns  int32
+	clock     func() time.Time
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -61,8 +65,12 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 // as it is.
 func WithMaxConns(n int32) Option { return func(c *config) { c.maxConns = n } }
 
+// WithClock sets the clock queue deadlines and run times are computed from
+// (default time.Now). Tests use it to move time without sleeping.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
 func newConfig(opts []Option) config {
-	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4}
+	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4, clock: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -113,7 +121,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 }
 
 func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret}
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock}
 }
 
 // Close releases the store's connections. It waits for open transactions to

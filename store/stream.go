@@ -9,14 +9,12 @@ import (
 // offsets. Creating one does no I/O; a bad name is reported by every
 // operation on the handle.
 type Stream struct {
-	s    *Store
-	name string
-	err  error
+	handle
 }
 
 // Stream returns the handle for the stream called name.
 func (s *Store) Stream(name string) *Stream {
-	return &Stream{s: s, name: name, err: validateName(name)}
+	return &Stream{newHandle(s, name)}
 }
 
 // Name returns the stream's name.
@@ -44,7 +42,7 @@ func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, paylo
 }
 
 func (st *Stream) publish(ctx context.Context, v via, key *string, payload []byte) (int64, error) {
-	return run(st, "publish", v, func(o ops) (int64, error) {
+	return run(st.handle, "publish", v, func(o target) (int64, error) {
 		if err := validateKey(key); err != nil {
 			return 0, err
 		}
@@ -64,7 +62,7 @@ func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]i
 }
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
-	return run(st, "publish many", v, func(o ops) ([]int64, error) {
+	return run(st.handle, "publish many", v, func(o target) ([]int64, error) {
 		for i := range msgs {
 			if err := validateKey(msgs[i].Key); err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
@@ -92,7 +90,7 @@ func (st *Stream) ReadSinceTx(ctx context.Context, tx Tx, after int64, limit int
 }
 
 func (st *Stream) readSince(ctx context.Context, v via, after int64, limit int) ([]Event, error) {
-	return run(st, "read since", v, func(o ops) ([]Event, error) {
+	return run(st.handle, "read since", v, func(o target) ([]Event, error) {
 		if limit <= 0 {
 			return []Event{}, nil
 		}
@@ -111,7 +109,7 @@ func (st *Stream) ReadFromConsumerTx(ctx context.Context, tx Tx, consumer string
 }
 
 func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, limit int) ([]Event, error) {
-	return run(st, "read from consumer", v, func(o ops) ([]Event, error) {
+	return run(st.handle, "read from consumer", v, func(o target) ([]Event, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return nil, err
 		}
@@ -135,7 +133,7 @@ func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offs
 }
 
 func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
-	_, err := run(st, "save offset", v, func(o ops) (struct{}, error) {
+	_, err := run(st.handle, "save offset", v, func(o target) (struct{}, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return struct{}{}, err
 		}
@@ -158,7 +156,7 @@ func (st *Stream) GetOffsetTx(ctx context.Context, tx Tx, consumer string) (int6
 }
 
 func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64, error) {
-	return run(st, "get offset", v, func(o ops) (int64, error) {
+	return run(st.handle, "get offset", v, func(o target) (int64, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return 0, err
 		}
@@ -170,7 +168,7 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 // it deleted. Surviving events keep their offsets; saved consumer offsets
 // stay valid. A negative horizon deletes nothing.
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
-	return run(st, "trim", autoWrite, func(o ops) (int64, error) {
+	return run(st.handle, "trim", autoWrite, func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}
@@ -183,24 +181,4 @@ func validateKey(key *string) error {
 		return fmt.Errorf("%w: empty key", ErrInvalidName)
 	}
 	return nil
-}
-
-// run is the one path every stream operation takes: the handle's name is
-// checked, the statements to use are chosen (auto-commit or the caller's
-// transaction, which also checks the store is open), and any error is
-// wrapped with the operation and the stream's name.
-func run[T any](st *Stream, op string, v via, fn func(ops) (T, error)) (T, error) {
-	var zero T
-	if st.err != nil {
-		return zero, opErr(op, st.name, st.err)
-	}
-	o, err := v(st.s)
-	if err != nil {
-		return zero, opErr(op, st.name, err)
-	}
-	res, err := fn(o)
-	if err != nil {
-		return zero, opErr(op, st.name, st.s.driverErr(err))
-	}
-	return res, nil
 }

@@ -43,6 +43,9 @@ type txState struct {
 	commit bool // how it ended
 	owned  bool // begun by the store, so the store must end it
 	log    *slog.Logger
+	// afterCommit runs once the transaction committed: wakes for what it
+	// wrote. An adopted transaction never runs it (the caller commits).
+	afterCommit []func()
 }
 
 // rollbackTimeout bounds a rollback that runs after the caller's context was
@@ -131,7 +134,22 @@ func (tx Tx) Commit(ctx context.Context) error {
 		return opErr("commit", "", ErrTxDone)
 	}
 	st.done, st.commit = true, true
-	return opErr("commit", "", tx.h.store.driverErr(st.dtx.commit(ctx)))
+	if err := st.dtx.commit(ctx); err != nil {
+		return opErr("commit", "", tx.h.store.driverErr(err))
+	}
+	for _, fn := range st.afterCommit {
+		fn()
+	}
+	return nil
+}
+
+// onCommit arranges fn to run after tx commits.
+func (tx Tx) onCommit(fn func()) {
+	if st, err := tx.state(); err == nil {
+		st.mu.Lock()
+		st.afterCommit = append(st.afterCommit, fn)
+		st.mu.Unlock()
+	}
 }
 
 // Rollback rolls the transaction back. It is a no-op on a transaction that
@@ -216,15 +234,15 @@ func (tx Tx) live() (driverTx, error) {
 // via routes an operation into this transaction; the transaction must belong
 // to the store the operation's handle came from.
 func (tx Tx) via() via {
-	return func(s *Store) (ops, error) {
+	return func(s *Store) (target, error) {
 		dtx, err := tx.live()
 		if err != nil {
-			return nil, err
+			return target{}, err
 		}
 		if tx.h.store != s {
-			return nil, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
+			return target{}, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
 		}
-		return dtx.ops(), nil
+		return target{ops: dtx.ops(), afterCommit: tx.onCommit}, nil
 	}
 }
 
@@ -242,23 +260,6 @@ func (st *txState) rollbackLeaked() {
 	err := st.dtx.rollback(ctx)
 	st.log.Warn("alkstore: transaction became unreachable while open; rolled it back (end every Tx with Commit or Rollback)",
 		slog.Any("rollback_error", err))
-}
-
-// via chooses the statements an operation runs on.
-type via func(s *Store) (ops, error)
-
-func autoWrite(s *Store) (ops, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	return s.eng.writeOps(), nil
-}
-
-func autoRead(s *Store) (ops, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	return s.eng.readOps(), nil
 }
 
 type errRow struct{ err error }

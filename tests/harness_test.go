@@ -20,6 +20,9 @@ import (
 var pgServer *pgtest.Server
 
 func TestMain(m *testing.M) {
+	if child := os.Getenv(childEnv); child != "" {
+		os.Exit(runChild(child)) // this binary was started as a test's child process
+	}
 	srv, err := pgtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -18,3 +18,22 @@ type AlkEvent struct {
 	Payload   []byte
 	CreatedAt int64
 }
+
+type AlkJob struct {
+	ID             int64
+	Queue          string
+	Payload        []byte
+	Priority       int64
+	State          string
+	Attempts       int64
+	MaxAttempts    int64
+	CreatedAt      int64
+	RunAt          int64
+	ClaimedAt      *int64
+	ClaimExpiresAt *int64
+	ClaimToken     *int64
+	ExpiresAt      *int64
+	Worker         *string
+	LastError      *string
+	DiedAt         *int64
+}

@@ -25,3 +25,22 @@ type AlkstoreEvent struct {
 	Txid      pgtype.Uint64
 	CreatedAt time.Time
 }
+
+type AlkstoreJob struct {
+	ID             int64
+	Queue          string
+	Payload        []byte
+	Priority       int32
+	State          string
+	Attempts       int32
+	MaxAttempts    int32
+	CreatedAt      time.Time
+	RunAt          time.Time
+	ClaimedAt      *time.Time
+	ClaimExpiresAt *time.Time
+	ClaimToken     *int64
+	ExpiresAt      *time.Time
+	Worker         *string
+	LastError      *string
+	DiedAt         *time.Time
+}

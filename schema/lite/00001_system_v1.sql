@@ -21,6 +21,35 @@ CREATE TABLE alk_consumer_offsets (
     PRIMARY KEY (stream, consumer)
 ) WITHOUT ROWID;
 
+-- Queues: live and dead jobs in one table. Claiming reads only the partial
+-- indexes over pending and running rows, so dead rows and delayed rows of
+-- lower priority never slow it down.
+CREATE TABLE alk_jobs (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue            TEXT    NOT NULL,
+    payload          BLOB,
+    priority         INTEGER NOT NULL DEFAULT 0,
+    state            TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'dead')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),
+    created_at       INTEGER NOT NULL,
+    run_at           INTEGER NOT NULL,
+    claimed_at       INTEGER,
+    claim_expires_at INTEGER,
+    -- Fences a claim: settling a job needs the token of its current claim.
+    claim_token      INTEGER,
+    expires_at       INTEGER,
+    worker           TEXT,
+    last_error       TEXT,
+    died_at          INTEGER,
+    CHECK ((state = 'running') = (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL))
+);
+CREATE INDEX alk_jobs_ready    ON alk_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+CREATE INDEX alk_jobs_running  ON alk_jobs (queue, claim_expires_at) WHERE state = 'running';
+CREATE INDEX alk_jobs_expiring ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+CREATE INDEX alk_jobs_dead     ON alk_jobs (queue, died_at) WHERE state = 'dead';
+
 -- +goose Down
+DROP TABLE alk_jobs;
 DROP TABLE alk_consumer_offsets;
 DROP TABLE alk_events;

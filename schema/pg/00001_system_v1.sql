@@ -29,8 +29,37 @@ CREATE TABLE alkstore.consumer_offsets (
     PRIMARY KEY (stream, consumer)
 );
 
+-- Queues: live and dead jobs in one table. Claiming reads only the partial
+-- indexes over pending and running rows, so dead rows and delayed rows of
+-- lower priority never slow it down.
+CREATE TABLE alkstore.jobs (
+    id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue            text        NOT NULL,
+    payload          bytea,
+    priority         integer     NOT NULL DEFAULT 0,
+    state            text        NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'dead')),
+    attempts         integer     NOT NULL DEFAULT 0,
+    max_attempts     integer     NOT NULL CHECK (max_attempts > 0),
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    run_at           timestamptz NOT NULL,
+    claimed_at       timestamptz,
+    claim_expires_at timestamptz,
+    -- Fences a claim: settling a job needs the token of its current claim.
+    claim_token      bigint,
+    expires_at       timestamptz,
+    worker           text,
+    last_error       text,
+    died_at          timestamptz,
+    CHECK ((state = 'running') = (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL))
+);
+CREATE INDEX jobs_ready    ON alkstore.jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+CREATE INDEX jobs_running  ON alkstore.jobs (queue, claim_expires_at) WHERE state = 'running';
+CREATE INDEX jobs_expiring ON alkstore.jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+CREATE INDEX jobs_dead     ON alkstore.jobs (queue, died_at) WHERE state = 'dead';
+
 -- +goose Down
 -- The schema itself stays: goose keeps its version table in it.
+DROP TABLE alkstore.jobs;
 DROP TABLE alkstore.consumer_offsets;
 DROP TABLE alkstore.events;
 DROP SEQUENCE alkstore.event_offset_seq;

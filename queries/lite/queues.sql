@@ -1,0 +1,115 @@
+-- Queues: at-least-once jobs with fenced claims (SQLite).
+-- Times are unix microseconds from the store's clock; the caller passes
+-- "now" and every deadline. The writer slot serializes claims, so no row
+-- locking is needed.
+
+-- name: EnqueueJob :one
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+RETURNING id;
+
+-- name: EnqueueJobs :one
+-- SQLite runs in process: "many" is this statement repeated inside one
+-- transaction on the writer slot.
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+RETURNING id;
+
+-- name: BuryExhaustedClaims :execrows
+-- Jobs whose last allowed claim expired go to dead instead of running again.
+UPDATE alk_jobs
+SET state = 'dead', died_at = @now, claim_token = NULL, claim_expires_at = NULL,
+    last_error = 'attempts exhausted: the last claim expired'
+WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now AND attempts >= max_attempts;
+
+-- name: ClaimJobs :many
+-- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
+-- priority order, stamped with this claim.
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = sqlc.arg(now),
+    claim_expires_at = @claim_expires_at, claim_token = @claim_token, worker = @worker
+WHERE id IN (
+    SELECT c.id FROM (
+        SELECT * FROM (SELECT r.id, r.priority, r.run_at FROM alk_jobs r
+                       WHERE r.queue = sqlc.arg(queue) AND r.state = 'pending' AND r.run_at <= sqlc.arg(now)
+                         AND (r.expires_at IS NULL OR r.expires_at > sqlc.arg(now))
+                       ORDER BY r.priority DESC, r.run_at, r.id LIMIT sqlc.arg(max_jobs))
+        UNION ALL
+        SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
+                       WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
+                         AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
+                       ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT sqlc.arg(max_jobs))
+RETURNING *;
+
+-- name: AckJob :execrows
+-- Fenced: only the current, unexpired claim may settle a job.
+DELETE FROM alk_jobs
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+
+-- name: AckJobs :execrows
+-- Per id: only rows still held by that id's claim. claims is a JSON array
+-- of [id, claim_token] pairs.
+DELETE FROM alk_jobs
+WHERE state = 'running' AND claim_expires_at > @now
+  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                            FROM json_each(@claims));
+
+-- name: RetryJob :execrows
+-- Back to pending at run_at, while attempts remain.
+UPDATE alk_jobs
+SET state = 'pending', run_at = @run_at, last_error = @cause, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token
+  AND claim_expires_at > @now AND attempts < max_attempts;
+
+-- name: BuryJob :execrows
+-- To dead with the cause; with exhausted_only, only when attempts are spent.
+UPDATE alk_jobs
+SET state = 'dead', died_at = @now, last_error = @cause, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now
+  AND (NOT @exhausted_only OR attempts >= max_attempts);
+
+-- name: HeartbeatJob :execrows
+UPDATE alk_jobs
+SET claim_expires_at = @claim_expires_at
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+
+-- name: GetJob :one
+SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
+
+-- name: SweepExpiredJobs :execrows
+UPDATE alk_jobs
+SET state = 'dead', died_at = @now, last_error = 'expired'
+WHERE queue = @queue AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= @now;
+
+-- name: CancelJob :execrows
+-- A pending or running job goes to dead; a running claim is lost.
+UPDATE alk_jobs
+SET state = 'dead', died_at = @now, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
+
+-- name: RequeueJob :execrows
+-- A dead job back to pending, due now, with its attempts reset.
+UPDATE alk_jobs
+SET state = 'pending', attempts = 0, run_at = @now, died_at = NULL
+WHERE id = @id AND queue = @queue AND state = 'dead';
+
+-- name: QueueStats :one
+SELECT CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
+       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
+       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
+       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
+       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), @now) AS INTEGER) AS oldest_ready
+FROM alk_jobs
+WHERE queue = @queue;
+
+-- name: NextJobDue :one
+-- The earliest moment, in unix microseconds, a job of the queue becomes
+-- claimable (a pending job's run_at or a claim's deadline); 0 when none.
+SELECT CAST(COALESCE(min(due), 0) AS INTEGER) AS due_us FROM (
+    SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = sqlc.arg(queue) AND p.state = 'pending'
+    UNION ALL
+    SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = sqlc.arg(queue) AND r.state = 'running'
+);

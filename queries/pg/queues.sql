@@ -1,0 +1,132 @@
+-- Queues: at-least-once jobs with fenced claims (PostgreSQL).
+-- Times come from the store's clock (time.Now unless the store was opened
+-- WithClock): the caller passes "now" and every deadline, so both engines
+-- compare the same instants and tests control time. Keep machines' clocks
+-- in sync (NTP) when several share a database.
+
+-- name: EnqueueJob :one
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at))
+RETURNING id;
+
+-- name: EnqueueJobs :many
+-- Many jobs in one statement; ids follow the input order.
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+FROM (SELECT unnest(@payloads::bytea[]) AS payload,
+             unnest(@priorities::integer[]) AS priority,
+             unnest(@max_attempts::integer[]) AS max_attempts,
+             unnest(@run_ats::timestamptz[]) AS run_at,
+             unnest(@has_expires_at::boolean[]) AS has_expires_at,
+             unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
+RETURNING id;
+
+-- name: BuryExhaustedClaims :execrows
+-- Jobs whose last allowed claim expired go to dead instead of running again.
+UPDATE alkstore.jobs
+SET state = 'dead', died_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+    last_error = 'attempts exhausted: the last claim expired'
+WHERE id IN (SELECT x.id FROM alkstore.jobs x
+             WHERE x.queue = @queue AND x.state = 'running'
+               AND x.claim_expires_at <= @now::timestamptz AND x.attempts >= x.max_attempts
+             FOR UPDATE SKIP LOCKED);
+
+-- name: ClaimJobs :many
+-- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
+-- priority order, skipping rows other claimers hold, stamped with this claim.
+WITH ready AS (
+    SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+    WHERE j.queue = @queue::text AND j.state = 'pending' AND j.run_at <= @now::timestamptz
+      AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT @max_jobs::integer
+    FOR UPDATE SKIP LOCKED
+),
+expired AS (
+    SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+    WHERE j.queue = @queue::text AND j.state = 'running'
+      AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT @max_jobs::integer
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT c.id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT @max_jobs::integer
+)
+UPDATE alkstore.jobs j
+SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
+    claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.*;
+
+-- name: AckJob :execrows
+-- Fenced: only the current, unexpired claim may settle a job.
+DELETE FROM alkstore.jobs
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
+
+-- name: AckJobs :execrows
+-- Per id: only rows still held by that id's claim.
+DELETE FROM alkstore.jobs j
+USING (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
+WHERE j.id = c.id AND j.state = 'running' AND j.claim_token = c.claim_token
+  AND j.claim_expires_at > @now::timestamptz;
+
+-- name: RetryJob :execrows
+-- Back to pending at run_at, while attempts remain.
+UPDATE alkstore.jobs
+SET state = 'pending', run_at = @run_at::timestamptz, last_error = @cause::text, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint
+  AND claim_expires_at > @now::timestamptz AND attempts < max_attempts;
+
+-- name: BuryJob :execrows
+-- To dead with the cause; with exhausted_only, only when attempts are spent.
+UPDATE alkstore.jobs
+SET state = 'dead', died_at = @now::timestamptz, last_error = @cause::text, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
+  AND (NOT @exhausted_only::boolean OR attempts >= max_attempts);
+
+-- name: HeartbeatJob :execrows
+UPDATE alkstore.jobs
+SET claim_expires_at = @claim_expires_at::timestamptz
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
+
+-- name: GetJob :one
+SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
+
+-- name: SweepExpiredJobs :execrows
+UPDATE alkstore.jobs
+SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired'
+WHERE queue = @queue AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= @now::timestamptz;
+
+-- name: CancelJob :execrows
+-- A pending or running job goes to dead; a running claim is lost.
+UPDATE alkstore.jobs
+SET state = 'dead', died_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
+
+-- name: RequeueJob :execrows
+-- A dead job back to pending, due now, with its attempts reset.
+UPDATE alkstore.jobs
+SET state = 'pending', attempts = 0, run_at = @now::timestamptz, died_at = NULL
+WHERE id = @id AND queue = @queue AND state = 'dead';
+
+-- name: QueueStats :one
+SELECT count(*) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz) AS ready,
+       count(*) FILTER (WHERE state = 'pending' AND run_at > @now::timestamptz) AS scheduled,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready
+FROM alkstore.jobs
+WHERE queue = @queue::text;
+
+-- name: NextJobDue :one
+-- The earliest moment, in unix microseconds, a job of the queue becomes
+-- claimable (a pending job's run_at or a claim's deadline); 0 when none.
+SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
+    (SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
+    (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running')
+)) * 1000000, 0)::bigint AS due_us;

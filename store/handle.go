@@ -1,0 +1,68 @@
+package store
+
+import "time"
+
+// handle is what every mechanism handle (Stream, Queue, ...) holds: its
+// store, its name, and the verdict on that name, reported by every
+// operation so that creating a handle never does I/O or fails.
+type handle struct {
+	s    *Store
+	name string
+	err  error
+}
+
+func newHandle(s *Store, name string) handle {
+	return handle{s: s, name: name, err: validateName(name)}
+}
+
+// Name returns the handle's name.
+func (h handle) Name() string { return h.name }
+
+// target is where an operation runs: the statements (auto-commit or the
+// caller's transaction) and how to do something once its writes are
+// committed (at once for auto-commit; at commit for a transaction).
+type target struct {
+	ops
+	afterCommit func(fn func())
+}
+
+// via chooses the target of an operation.
+type via func(s *Store) (target, error)
+
+func autoWrite(s *Store) (target, error) {
+	if err := s.check(); err != nil {
+		return target{}, err
+	}
+	return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }}, nil
+}
+
+func autoRead(s *Store) (target, error) {
+	if err := s.check(); err != nil {
+		return target{}, err
+	}
+	return target{ops: s.eng.readOps(), afterCommit: func(fn func()) { fn() }}, nil
+}
+
+// run is the one path every operation takes: the handle's name is checked,
+// the target is chosen (which also checks the store is open), and any error
+// is wrapped with the operation and the handle's name.
+func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, error) {
+	var zero T
+	if h.err != nil {
+		return zero, opErr(op, h.name, h.err)
+	}
+	t, err := v(h.s)
+	if err != nil {
+		return zero, opErr(op, h.name, err)
+	}
+	res, err := fn(t)
+	if err != nil {
+		return zero, opErr(op, h.name, h.s.driverErr(err))
+	}
+	return res, nil
+}
+
+// now reads the store's clock at the precision both engines store.
+func (s *Store) now() time.Time {
+	return s.clock().Truncate(time.Microsecond)
+}

@@ -1,0 +1,409 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Queue is a handle on a queue of at-least-once jobs. Creating one does no
+// I/O; a bad name is reported by every operation on the handle.
+type Queue struct {
+	handle
+}
+
+// Queue returns the handle for the queue called name. Names with the
+// reserved prefix are refused (the outbox's backing queues use it).
+func (s *Store) Queue(name string) *Queue {
+	return &Queue{newHandle(s, name)}
+}
+
+// JobState is where a job is in its life.
+type JobState string
+
+const (
+	JobPending JobState = "pending" // waiting for its run time or a worker
+	JobRunning JobState = "running" // claimed; its claim expires at ClaimExpiresAt
+	JobDead    JobState = "dead"    // failed for good, expired or cancelled; see LastError
+)
+
+// DefaultMaxAttempts is the number of claims a job gets unless
+// EnqueueOpts.MaxAttempts says otherwise.
+const DefaultMaxAttempts = 25
+
+// Job is one job. A job returned by Claim carries its claim: Ack, Retry,
+// Fail and Heartbeat act on it and fail with ErrClaimLost once the claim
+// expired or another worker reclaimed the job.
+type Job struct {
+	ID             int64
+	Queue          string
+	Payload        []byte
+	Priority       int
+	State          JobState
+	Attempts       int // claims so far, this one included
+	MaxAttempts    int
+	CreatedAt      time.Time
+	RunAt          time.Time
+	ClaimedAt      *time.Time // nil before the first claim; set by every claim
+	ClaimExpiresAt *time.Time
+	ExpiresAt      *time.Time
+	Worker         string
+	LastError      string
+	DiedAt         *time.Time
+
+	q     *Queue
+	token int64 // the claim that fences this job; 0 when not claimed
+}
+
+// EnqueueOpts are a job's options. The zero value runs the job now, at
+// priority 0, with DefaultMaxAttempts, never expiring.
+type EnqueueOpts struct {
+	Priority    int           // higher runs first
+	RunAt       time.Time     // when it becomes claimable; zero: now (+ Delay)
+	Delay       time.Duration // used when RunAt is zero
+	MaxAttempts int           // 0: DefaultMaxAttempts
+	ExpiresAt   time.Time     // zero: never; an expired pending job is swept to dead
+}
+
+// NewJob is one job for EnqueueMany.
+type NewJob struct {
+	Payload []byte
+	Opts    EnqueueOpts
+}
+
+// newJob is a validated job with its times resolved from the store's clock.
+type newJob struct {
+	payload     []byte
+	priority    int32
+	maxAttempts int32
+	runAt       time.Time
+	expiresAt   *time.Time
+}
+
+func resolveJob(now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
+	j := newJob{payload: payload, maxAttempts: DefaultMaxAttempts, runAt: now.Add(o.Delay)}
+	switch {
+	case o.MaxAttempts < 0:
+		return j, fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidArgument, o.MaxAttempts)
+	case o.Delay < 0:
+		return j, fmt.Errorf("%w: negative Delay %s", ErrInvalidArgument, o.Delay)
+	case !o.RunAt.IsZero() && o.Delay != 0:
+		return j, fmt.Errorf("%w: set RunAt or Delay, not both", ErrInvalidArgument)
+	case o.Priority > 1<<30 || o.Priority < -(1<<30):
+		return j, fmt.Errorf("%w: Priority %d out of range", ErrInvalidArgument, o.Priority)
+	case o.MaxAttempts > 1<<30:
+		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
+	}
+	j.priority = int32(o.Priority)
+	if o.MaxAttempts > 0 {
+		j.maxAttempts = int32(o.MaxAttempts)
+	}
+	if !o.RunAt.IsZero() {
+		j.runAt = o.RunAt.Truncate(time.Microsecond)
+	}
+	if !o.ExpiresAt.IsZero() {
+		e := o.ExpiresAt.Truncate(time.Microsecond)
+		j.expiresAt = &e
+	}
+	return j, nil
+}
+
+// Enqueue adds a job and returns its id.
+func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
+	return q.enqueue(ctx, autoWrite, payload, opts)
+}
+
+// EnqueueTx adds a job inside tx: it exists only if tx commits.
+func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts EnqueueOpts) (int64, error) {
+	return q.enqueue(ctx, tx.via(), payload, opts)
+}
+
+func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
+	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
+		now := q.s.now()
+		j, err := resolveJob(now, payload, opts)
+		if err != nil {
+			return 0, err
+		}
+		id, err := o.enqueue(ctx, q.name, now, j)
+		if err == nil {
+			o.afterCommit(q.wake)
+		}
+		return id, err
+	})
+}
+
+// EnqueueMany adds jobs in one round trip and returns their ids in order.
+// All or none are stored.
+func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
+	return q.enqueueMany(ctx, autoWrite, jobs)
+}
+
+// EnqueueManyTx is EnqueueMany inside tx.
+func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
+	return q.enqueueMany(ctx, tx.via(), jobs)
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, v via, jobs []NewJob) ([]int64, error) {
+	return run(q.handle, "enqueue many", v, func(o target) ([]int64, error) {
+		now := q.s.now()
+		resolved := make([]newJob, len(jobs))
+		for i, nj := range jobs {
+			j, err := resolveJob(now, nj.Payload, nj.Opts)
+			if err != nil {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			resolved[i] = j
+		}
+		if len(jobs) == 0 {
+			return []int64{}, nil
+		}
+		ids, err := o.enqueueMany(ctx, q.name, now, resolved)
+		if err == nil {
+			o.afterCommit(q.wake)
+		}
+		return ids, err
+	})
+}
+
+func (q *Queue) wake() { q.s.wakes.wake(queueTopic(q.name)) }
+
+// Claim takes up to n claimable jobs for worker: ready jobs in priority
+// (highest first), run_at, id order, and jobs whose previous claim expired.
+// Each claim increments Attempts and holds the job for visibility; after
+// that the job is claimable again. A job whose claim expired on its last
+// allowed attempt goes to dead instead. Claim has no transactional form on
+// purpose: a claim's lease must not depend on a business transaction.
+func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
+	return run(q.handle, "claim", autoWrite, func(o target) ([]*Job, error) {
+		if err := validateLocalName("worker", worker); err != nil {
+			return nil, err
+		}
+		if visibility <= 0 {
+			return nil, fmt.Errorf("%w: visibility must be positive", ErrInvalidArgument)
+		}
+		if n <= 0 {
+			return []*Job{}, nil
+		}
+		now := q.s.now()
+		token, err := newClaimToken()
+		if err != nil {
+			return nil, err
+		}
+		jobs, err := o.claim(ctx, claimReq{queue: q.name, worker: worker, n: min(n, 1<<20),
+			now: now, expiresAt: now.Add(visibility).Truncate(time.Microsecond), token: token})
+		if err != nil {
+			return nil, err
+		}
+		// RETURNING promises no order; hand jobs out in claim order.
+		slices.SortFunc(jobs, func(a, b *Job) int {
+			switch {
+			case a.Priority != b.Priority:
+				return b.Priority - a.Priority
+			case !a.RunAt.Equal(b.RunAt):
+				return a.RunAt.Compare(b.RunAt)
+			}
+			return int(a.ID - b.ID)
+		})
+		for _, j := range jobs {
+			j.q = q
+		}
+		return jobs, nil
+	})
+}
+
+type claimReq struct {
+	queue, worker  string
+	n              int
+	now, expiresAt time.Time
+	token          int64
+}
+
+// newClaimToken draws the random token that fences one Claim's jobs.
+func newClaimToken() (int64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1), nil // positive
+}
+
+// Ack completes the job: it is removed.
+func (j *Job) Ack(ctx context.Context) error {
+	_, err := j.settle(ctx, "ack", func(o target, now time.Time) (bool, error) {
+		return o.ack(ctx, j.ID, j.token, now)
+	})
+	return err
+}
+
+// Retry puts the job back to run again after delay, recording cause. It
+// returns false when the job had no attempts left: then it is dead, with
+// cause as its last error.
+func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
+	if delay < 0 {
+		delay = 0
+	}
+	retried := false
+	_, err := j.settle(ctx, "retry", func(o target, now time.Time) (bool, error) {
+		ok, err := o.retry(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond), cause)
+		if err != nil || ok {
+			retried = ok
+			if ok {
+				o.afterCommit(j.q.wake) // idle workers recompute when it is due
+			}
+			return ok, err
+		}
+		return o.bury(ctx, j.ID, j.token, now, cause, true)
+	})
+	return retried, err
+}
+
+// Fail moves the job to dead with cause, whatever attempts remain.
+func (j *Job) Fail(ctx context.Context, cause string) error {
+	_, err := j.settle(ctx, "fail", func(o target, now time.Time) (bool, error) {
+		return o.bury(ctx, j.ID, j.token, now, cause, false)
+	})
+	return err
+}
+
+// Heartbeat extends the claim to now + extend.
+func (j *Job) Heartbeat(ctx context.Context, extend time.Duration) error {
+	if extend <= 0 {
+		return opErr("heartbeat", j.Queue, fmt.Errorf("%w: extend must be positive", ErrInvalidArgument))
+	}
+	var deadline time.Time
+	_, err := j.settle(ctx, "heartbeat", func(o target, now time.Time) (bool, error) {
+		deadline = now.Add(extend).Truncate(time.Microsecond)
+		return o.heartbeat(ctx, j.ID, j.token, now, deadline)
+	})
+	if err == nil {
+		j.ClaimExpiresAt = &deadline
+	}
+	return err
+}
+
+// settle runs one fenced statement for the job's claim; a statement that
+// matched no row means the claim is gone.
+func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.Time) (bool, error)) (bool, error) {
+	if j == nil || j.q == nil || j.token == 0 {
+		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
+	}
+	return run(j.q.handle, op, autoWrite, func(o target) (bool, error) {
+		ok, err := fn(o, j.q.s.now())
+		if err == nil && !ok {
+			err = fmt.Errorf("job %d: %w", j.ID, ErrClaimLost)
+		}
+		if err == nil && op != "heartbeat" {
+			j.token = 0 // settled: the claim is spent
+		}
+		return ok, err
+	})
+}
+
+// AckBatch acks many claimed jobs in one round trip and returns how many
+// were still held by their claims; the others changed nothing.
+func (q *Queue) AckBatch(ctx context.Context, jobs []*Job) (int64, error) {
+	return run(q.handle, "ack batch", autoWrite, func(o target) (int64, error) {
+		refs := make([]claimRef, 0, len(jobs))
+		for _, j := range jobs {
+			if j == nil || j.token == 0 || j.Queue != q.name {
+				return 0, fmt.Errorf("%w: not a claimed job of this queue", ErrInvalidArgument)
+			}
+			refs = append(refs, claimRef{id: j.ID, token: j.token})
+		}
+		if len(refs) == 0 {
+			return 0, nil
+		}
+		return o.ackMany(ctx, refs, q.s.now())
+	})
+}
+
+type claimRef struct{ id, token int64 }
+
+// GetJob returns a live or dead job of this queue, or ErrNotFound.
+func (q *Queue) GetJob(ctx context.Context, id int64) (*Job, error) {
+	return q.getJob(ctx, autoRead, id)
+}
+
+// GetJobTx is GetJob inside tx; it sees jobs tx enqueued.
+func (q *Queue) GetJobTx(ctx context.Context, tx Tx, id int64) (*Job, error) {
+	return q.getJob(ctx, tx.via(), id)
+}
+
+func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
+	return run(q.handle, "get job", v, func(o target) (*Job, error) {
+		return o.getJob(ctx, q.name, id)
+	})
+}
+
+// SweepExpired moves pending jobs past their ExpiresAt to dead ("expired")
+// and returns how many it moved.
+func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
+	return run(q.handle, "sweep expired", autoWrite, func(o target) (int64, error) {
+		return o.sweepExpired(ctx, q.name, q.s.now())
+	})
+}
+
+// Cancel moves a pending or running job to dead ("cancelled"); a running
+// job's worker then loses its claim. ErrNotFound when no such live job.
+func (q *Queue) Cancel(ctx context.Context, id int64) error {
+	_, err := run(q.handle, "cancel", autoWrite, func(o target) (bool, error) {
+		ok, err := o.cancel(ctx, q.name, id, q.s.now())
+		if err == nil && !ok {
+			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
+		}
+		return ok, err
+	})
+	return err
+}
+
+// Requeue moves a dead job back to pending, due now, with its attempts
+// reset. ErrNotFound when no such dead job.
+func (q *Queue) Requeue(ctx context.Context, id int64) error {
+	_, err := run(q.handle, "requeue", autoWrite, func(o target) (bool, error) {
+		ok, err := o.requeue(ctx, q.name, id, q.s.now())
+		if err == nil && !ok {
+			err = fmt.Errorf("dead job %d: %w", id, ErrNotFound)
+		} else if ok {
+			o.afterCommit(q.wake)
+		}
+		return ok, err
+	})
+	return err
+}
+
+// QueueStats counts a queue's jobs by state.
+type QueueStats struct {
+	Ready       int64         // pending and due
+	Scheduled   int64         // pending, due later
+	Running     int64         // claimed
+	Dead        int64         // failed, expired or cancelled
+	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
+}
+
+// Stats counts the queue's jobs by state.
+func (q *Queue) Stats(ctx context.Context) (QueueStats, error) {
+	return run(q.handle, "stats", autoRead, func(o target) (QueueStats, error) {
+		return o.queueStats(ctx, q.name, q.s.now())
+	})
+}
+
+// dueTime reads NextJobDue's answer: unix microseconds, 0 for none.
+func dueTime(us int64, err error) (*time.Time, error) {
+	if err != nil || us == 0 {
+		return nil, err
+	}
+	t := time.UnixMicro(us)
+	return &t, nil
+}
+
+// nextDue is the earliest time a job of the queue becomes claimable; nil
+// when no job is pending or running.
+func (q *Queue) nextDue(ctx context.Context) (*time.Time, error) {
+	return run(q.handle, "next due", autoRead, func(o target) (*time.Time, error) {
+		return o.nextDue(ctx, q.name)
+	})
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+)
+
+// Queue statements on SQLite. Times are stored as unix microseconds.
+
+func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
+	return o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+}
+
+func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+	ids := make([]int64, len(jobs))
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		for i, j := range jobs {
+			id, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+			if err != nil {
+				return err
+			}
+			ids[i] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
+	now := r.now.UnixMicro()
+	if _, err := o.q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: &now, Queue: r.queue}); err != nil {
+		return nil, err
+	}
+	deadline := r.expiresAt.UnixMicro()
+	rows, err := o.q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: &now, ClaimExpiresAt: &deadline,
+		ClaimToken: &r.token, Worker: &r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(rows))
+	for i, row := range rows {
+		jobs[i] = liteJob(row)
+	}
+	return jobs, nil
+}
+
+func (o liteOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: &token, Now: micros(&now)})
+	return n == 1, err
+}
+
+func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+	pairs := make([][2]int64, len(claims))
+	for i, c := range claims {
+		pairs[i] = [2]int64{c.id, c.token}
+	}
+	js, err := json.Marshal(pairs)
+	if err != nil {
+		return 0, err
+	}
+	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: micros(&now), Claims: string(js)})
+}
+
+func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
+	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: id, ClaimToken: &token, Now: micros(&now),
+		RunAt: runAt.UnixMicro(), Cause: &cause})
+	return n == 1, err
+}
+
+func (o liteOps) bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error) {
+	n, err := o.q.BuryJob(ctx, litedb.BuryJobParams{ID: id, ClaimToken: &token, Now: micros(&now), Cause: &cause,
+		ExhaustedOnly: exhaustedOnly})
+	return n == 1, err
+}
+
+func (o liteOps) heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error) {
+	n, err := o.q.HeartbeatJob(ctx, litedb.HeartbeatJobParams{ID: id, ClaimToken: &token, Now: micros(&now),
+		ClaimExpiresAt: micros(&deadline)})
+	return n == 1, err
+}
+
+func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
+	row, err := o.q.GetJob(ctx, litedb.GetJobParams{ID: id, Queue: queue})
+	if err != nil {
+		return nil, err
+	}
+	return liteJob(row), nil
+}
+
+func (o liteOps) sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error) {
+	return o.q.SweepExpiredJobs(ctx, litedb.SweepExpiredJobsParams{Queue: queue, Now: micros(&now)})
+}
+
+func (o liteOps) cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
+	n, err := o.q.CancelJob(ctx, litedb.CancelJobParams{Queue: queue, ID: id, Now: micros(&now)})
+	return n == 1, err
+}
+
+func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
+	n, err := o.q.RequeueJob(ctx, litedb.RequeueJobParams{Queue: queue, ID: id, Now: now.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
+	r, err := o.q.QueueStats(ctx, litedb.QueueStatsParams{Queue: queue, Now: now.UnixMicro()})
+	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
+		OldestReady: now.Sub(time.UnixMicro(r.OldestReady))}, err
+}
+
+func (o liteOps) nextDue(ctx context.Context, queue string) (*time.Time, error) {
+	return dueTime(o.q.NextJobDue(ctx, queue))
+}
+
+func liteJob(r litedb.AlkJob) *Job {
+	return &Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority), State: JobState(r.State),
+		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
+		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
+		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
+		DiedAt: fromMicros(r.DiedAt), token: deref(r.ClaimToken)}
+}
+
+func micros(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	m := t.UnixMicro()
+	return &m
+}
+
+func fromMicros(m *int64) *time.Time {
+	if m == nil {
+		return nil
+	}
+	t := time.UnixMicro(*m)
+	return &t
+}

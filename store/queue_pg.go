@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+)
+
+// Queue statements on PostgreSQL.
+
+func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
+	return o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt})
+}
+
+func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now,
+		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs)),
+		RunAts: make([]time.Time, len(jobs)), HasExpiresAt: make([]bool, len(jobs)), ExpiresAts: make([]time.Time, len(jobs))}
+	for i, j := range jobs {
+		p.Payloads[i], p.Priorities[i], p.MaxAttempts[i], p.RunAts[i] = j.payload, j.priority, j.maxAttempts, j.runAt
+		if j.expiresAt != nil {
+			p.HasExpiresAt[i], p.ExpiresAts[i] = true, *j.expiresAt
+		} else {
+			p.ExpiresAts[i] = now
+		}
+	}
+	ids, err := o.q.EnqueueJobs(ctx, p)
+	return sortedIDs(ids, len(jobs), err)
+}
+
+func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
+	if _, err := o.q.BuryExhaustedClaims(ctx, pgdb.BuryExhaustedClaimsParams{Now: r.now, Queue: r.queue}); err != nil {
+		return nil, err
+	}
+	rows, err := o.q.ClaimJobs(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
+		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)})
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(rows))
+	for i, row := range rows {
+		jobs[i] = pgJob(row)
+	}
+	return jobs, nil
+}
+
+func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.AckJob(ctx, pgdb.AckJobParams{ID: id, ClaimToken: token, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+	p := pgdb.AckJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
+	}
+	return o.q.AckJobs(ctx, p)
+}
+
+func (o pgOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
+	n, err := o.q.RetryJob(ctx, pgdb.RetryJobParams{ID: id, ClaimToken: token, Now: now, RunAt: runAt, Cause: cause})
+	return n == 1, err
+}
+
+func (o pgOps) bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error) {
+	n, err := o.q.BuryJob(ctx, pgdb.BuryJobParams{ID: id, ClaimToken: token, Now: now, Cause: cause, ExhaustedOnly: exhaustedOnly})
+	return n == 1, err
+}
+
+func (o pgOps) heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error) {
+	n, err := o.q.HeartbeatJob(ctx, pgdb.HeartbeatJobParams{ID: id, ClaimToken: token, Now: now, ClaimExpiresAt: deadline})
+	return n == 1, err
+}
+
+func (o pgOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
+	row, err := o.q.GetJob(ctx, pgdb.GetJobParams{ID: id, Queue: queue})
+	if err != nil {
+		return nil, err
+	}
+	return pgJob(row), nil
+}
+
+func (o pgOps) sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error) {
+	return o.q.SweepExpiredJobs(ctx, pgdb.SweepExpiredJobsParams{Queue: queue, Now: now})
+}
+
+func (o pgOps) cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
+	n, err := o.q.CancelJob(ctx, pgdb.CancelJobParams{Queue: queue, ID: id, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
+	n, err := o.q.RequeueJob(ctx, pgdb.RequeueJobParams{Queue: queue, ID: id, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
+	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now})
+	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
+		OldestReady: now.Sub(r.OldestReady)}, err
+}
+
+func (o pgOps) nextDue(ctx context.Context, queue string) (*time.Time, error) {
+	return dueTime(o.q.NextJobDue(ctx, queue))
+}
+
+func pgJob(r pgdb.AlkstoreJob) *Job {
+	return &Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority), State: JobState(r.State),
+		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt, RunAt: r.RunAt,
+		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
+		Worker: deref(r.Worker), LastError: deref(r.LastError), DiedAt: r.DiedAt, token: deref(r.ClaimToken)}
+}

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// JobQueue is a typed view of a queue: payloads are values of T, encoded
+// and decoded with the store's codec (JSON unless the store was opened
+// WithCodec).
+type JobQueue[T any] struct {
+	q *Queue
+}
+
+// Jobs returns the typed view of the queue called name.
+func (s *Store) Jobs[T any](name string) *JobQueue[T] {
+	return &JobQueue[T]{q: s.Queue(name)}
+}
+
+// Raw returns the untyped queue underneath, for Claim, Stats, GetJob and
+// the other byte-level operations.
+func (t *JobQueue[T]) Raw() *Queue { return t.q }
+
+// Enqueue encodes v and adds it as a job.
+func (t *JobQueue[T]) Enqueue(ctx context.Context, v T, opts EnqueueOpts) (int64, error) {
+	payload, err := t.encode(v)
+	if err != nil {
+		return 0, opErr("enqueue", t.q.name, err)
+	}
+	return t.q.Enqueue(ctx, payload, opts)
+}
+
+// EnqueueTx encodes v and adds it as a job inside tx.
+func (t *JobQueue[T]) EnqueueTx(ctx context.Context, tx Tx, v T, opts EnqueueOpts) (int64, error) {
+	payload, err := t.encode(v)
+	if err != nil {
+		return 0, opErr("enqueue", t.q.name, err)
+	}
+	return t.q.EnqueueTx(ctx, tx, payload, opts)
+}
+
+// Work runs handler on each job's decoded value, as Queue.Work does. A
+// payload that does not decode fails its job at once with ErrCodec in its
+// cause; the worker keeps going.
+func (t *JobQueue[T]) Work(ctx context.Context, opts WorkOpts, handler func(ctx context.Context, job *Job, v T) error) error {
+	return t.q.Work(ctx, opts, func(ctx context.Context, job *Job) error {
+		var v T
+		if err := t.q.s.codec.Unmarshal(job.Payload, &v); err != nil {
+			return Permanent(fmt.Errorf("%w: decode job %d: %w", ErrCodec, job.ID, err))
+		}
+		return handler(ctx, job, v)
+	})
+}
+
+func (t *JobQueue[T]) encode(v T) ([]byte, error) {
+	b, err := t.q.s.codec.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCodec, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// WorkOpts configure Queue.Work. Zero values take the defaults.
+type WorkOpts struct {
+	Worker       string                          // claim owner; default host-pid
+	Concurrency  int                             // handlers at once; default 10
+	Batch        int                             // most jobs per claim; default Concurrency
+	Visibility   time.Duration                   // claim lease; default Timeout + 30s
+	Timeout      time.Duration                   // per handler run; default 30s; must be < Visibility
+	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
+	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
+	PollInterval time.Duration                   // safety poll when no wake comes; default 5s
+}
+
+// Handler processes one job. Returning nil acks it; an error retries it with
+// backoff until its attempts are spent; an error wrapped with Permanent
+// fails it at once. A panic counts as an error.
+type Handler func(ctx context.Context, job *Job) error
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks a handler error as not worth retrying: the job goes to
+// dead at once.
+func Permanent(err error) error { return &permanentError{err} }
+
+// DefaultBackoff is exponential with jitter: about 1s, 2s, 4s, ... capped at
+// one hour, each drawn from the upper half of its step so retries of one
+// job never get closer together.
+func DefaultBackoff(attempt int) time.Duration {
+	d := time.Hour
+	if attempt < 13 {
+		d = min(time.Second<<max(attempt-1, 0), time.Hour)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func (o WorkOpts) withDefaults() (WorkOpts, error) {
+	if o.Worker == "" {
+		host, _ := os.Hostname()
+		o.Worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 10
+	}
+	if o.Batch <= 0 || o.Batch > o.Concurrency {
+		o.Batch = o.Concurrency
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Visibility <= 0 {
+		o.Visibility = o.Timeout + 30*time.Second
+	}
+	if o.Timeout >= o.Visibility {
+		return o, fmt.Errorf("%w: Timeout %s must be shorter than Visibility %s", ErrInvalidArgument, o.Timeout, o.Visibility)
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 5 * time.Second
+	}
+	return o, nil
+}
+
+// Work runs handler on the queue's jobs until ctx is cancelled. It claims in
+// batches while it has free slots, and otherwise sleeps until a job is
+// enqueued (a wake), the next delayed job or claim deadline comes due, or
+// the safety poll fires; it never busy-polls. On cancel it stops claiming,
+// lets in-flight handlers finish within Grace (then cancels their context),
+// settles them, and returns nil. It returns an error only for bad options.
+func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
+	if q.err != nil {
+		return opErr("work", q.name, q.err)
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return opErr("work", q.name, err)
+	}
+	w := &worker{q: q, opts: opts, handler: handler,
+		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1)}
+	return w.run(ctx)
+}
+
+type worker struct {
+	q       *Queue
+	opts    WorkOpts
+	handler Handler
+	slots   chan struct{} // one token per running handler
+	freed   chan struct{} // a signal after a handler gave its slot back
+	acks    chan *Job
+	wg      sync.WaitGroup
+}
+
+func (w *worker) run(ctx context.Context) error {
+	wake, unsubscribe := w.q.s.wakes.subscribe(queueTopic(w.q.name))
+	defer unsubscribe()
+
+	// Handlers outlive ctx by up to Grace so cancelling does not abort work
+	// in flight; settling uses a context that survives the cancel.
+	handlerBase, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	settleCtx := context.WithoutCancel(ctx)
+
+	w.acks = make(chan *Job, w.opts.Concurrency)
+	ackerDone := make(chan struct{})
+	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
+
+	for ctx.Err() == nil {
+		free := cap(w.slots) - len(w.slots)
+		if free == 0 {
+			w.waitForSlot(ctx)
+			continue
+		}
+		jobs, err := w.q.Claim(ctx, w.opts.Worker, min(free, w.opts.Batch), w.opts.Visibility)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
+				w.sleep(ctx, wake, time.Second)
+			}
+			continue
+		}
+		for _, j := range jobs {
+			w.slots <- struct{}{}
+			w.wg.Add(1)
+			go w.runJob(handlerBase, settleCtx, j)
+		}
+		if len(jobs) < min(free, w.opts.Batch) {
+			w.sleep(ctx, wake, w.untilNextDue(ctx))
+		}
+	}
+
+	// Stop claiming; let in-flight handlers finish within the grace period.
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.opts.Grace):
+		cancelHandlers()
+		<-done
+	}
+	close(w.acks)
+	<-ackerDone
+	return nil
+}
+
+// untilNextDue is how long to sleep when the queue has nothing claimable:
+// until the earliest run_at or claim deadline, at most the safety poll.
+func (w *worker) untilNextDue(ctx context.Context) time.Duration {
+	due, err := w.q.nextDue(ctx)
+	if err != nil || due == nil {
+		return w.opts.PollInterval
+	}
+	return min(max(due.Sub(w.q.s.now()), time.Millisecond), w.opts.PollInterval)
+}
+
+func (w *worker) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// waitForSlot waits until a handler finishes. The slots channel has no
+// "became non-full" signal, so finishing handlers ping freed.
+func (w *worker) waitForSlot(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-w.freed:
+	}
+}
+
+func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
+	defer w.wg.Done()
+	defer func() {
+		<-w.slots
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+	}()
+	ctx, cancel := context.WithTimeout(handlerBase, w.opts.Timeout)
+	err := callHandler(ctx, w.handler, j)
+	cancel()
+	w.settle(settleCtx, j, err)
+}
+
+func callHandler(ctx context.Context, h Handler, j *Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, j)
+}
+
+func (w *worker) settle(ctx context.Context, j *Job, err error) {
+	var perm *permanentError
+	switch {
+	case err == nil:
+		w.acks <- j
+		return
+	case errors.As(err, &perm):
+		err = j.Fail(ctx, err.Error())
+	default:
+		_, err = j.Retry(ctx, w.opts.Backoff(j.Attempts), err.Error())
+	}
+	if err != nil {
+		w.q.s.log.Warn("alkstore: could not settle job", "queue", w.q.name, "job", j.ID, "error", err)
+	}
+}
+
+// ackLoop acks finished jobs in batches: whatever has accumulated while the
+// previous batch was in flight goes in the next one.
+func (w *worker) ackLoop(ctx context.Context) {
+	batch := make([]*Job, 0, cap(w.acks))
+	for j := range w.acks {
+		batch = append(batch[:0], j)
+	drain:
+		for len(batch) < 1000 {
+			select {
+			case j, ok := <-w.acks:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		n, err := w.q.AckBatch(ctx, batch)
+		if err != nil {
+			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(batch), "error", err)
+		} else if int(n) < len(batch) {
+			w.q.s.log.Warn("alkstore: claims expired before their ack; those jobs will run again",
+				"queue", w.q.name, "lost", len(batch)-int(n))
+		}
+	}
+}

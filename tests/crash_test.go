@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// childEnv, when set, makes the test binary act as a child process instead
+// of running tests: "claim <dsn> <queue> <n>" claims n jobs, prints their
+// ids as one JSON line, and blocks until killed.
+const childEnv = "ALK_TEST_CHILD"
+
+func runChild(spec string) int {
+	var dsn, queue string
+	var n int
+	if _, err := fmt.Sscanf(spec, "claim %s %s %d", &dsn, &queue, &n); err != nil {
+		fmt.Fprintln(os.Stderr, "bad child spec:", err)
+		return 2
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	jobs, err := s.Queue(queue).Claim(ctx, "doomed-child", n, time.Minute)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	line, _ := json.Marshal(ids(jobs))
+	fmt.Println(string(line))
+	select {} // hold the claims until SIGKILL
+}
+
+// TestKilledWorkerLosesNoJobs: a separate OS process claims a batch and is
+// killed with SIGKILL; once the visibility deadline passed, every one of its
+// jobs is claimable again.
+func TestKilledWorkerLosesNoJobs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		q := s.Queue("crashy")
+		c := ctx(t)
+		const total, claimed = 200, 50
+		_, err := q.EnqueueMany(c, make([]store.NewJob, total))
+		require.NoError(t, err)
+
+		cmd := exec.CommandContext(c, os.Args[0])
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=claim %s crashy %d", childEnv, e.dsn, claimed))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		var held []int64
+		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(line)), &held))
+		require.Len(t, held, claimed)
+		require.NoError(t, cmd.Process.Kill()) // SIGKILL: no cleanup runs
+		_ = cmd.Wait()
+
+		// Before the deadline the dead child's jobs stay held.
+		rest, err := q.Claim(c, "survivor", total, time.Minute)
+		require.NoError(t, err)
+		assert.Len(t, rest, total-claimed)
+		for _, j := range rest {
+			assert.NotContains(t, held, j.ID)
+		}
+		n, err := q.AckBatch(c, rest)
+		require.NoError(t, err)
+		require.EqualValues(t, total-claimed, n)
+
+		// After it (a store whose clock is two minutes ahead), all of them are
+		// claimable again; none was lost.
+		later := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(2 * time.Minute) }))
+		again, err := later.Queue("crashy").Claim(c, "rescuer", total, time.Minute)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, held, ids(again))
+		for _, j := range again {
+			assert.Equal(t, 2, j.Attempts)
+		}
+	})
+}
