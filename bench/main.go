@@ -31,7 +31,13 @@ import (
 var (
 	dur     = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
 	replayN = flag.Int("replay", 50000, "events to replay in the read measurement")
+	burnN   = flag.Int("jobs", 100000, "jobs in the burn-down measurement")
+	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
+	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
 )
+
+// results keeps figures the peer comparison reuses.
+var results = map[string]float64{}
 
 func main() {
 	flag.Parse()
@@ -53,7 +59,7 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Printf("%-8s %-36s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
+	fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
 	for _, e := range []struct {
 		name string
 		open func() (*store.Store, raw)
@@ -63,8 +69,16 @@ func main() {
 	} {
 		s, r := e.open()
 		benchStreams(ctx, e.name, s, r)
+		benchQueues(ctx, e.name, s, r)
 		s.Close()
 		r.close()
+	}
+	if *peers {
+		peersDSN, err := srv.NewDatabase(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		benchRiver(ctx, peersDSN)
 	}
 }
 
@@ -88,6 +102,11 @@ func lastOf(page []rawEvent) int64 {
 type raw interface {
 	insert(ctx context.Context, payload []byte) error
 	readPage(ctx context.Context, after int64, limit int) (last int64, n int, err error)
+	insertJob(ctx context.Context, payload []byte) error
+	insertJobs(ctx context.Context, payloads [][]byte) error
+	// takeJobs removes up to n jobs in one statement: claim and ack fused,
+	// the least work any queue can do per job.
+	takeJobs(ctx context.Context, n int) (int, error)
 	close()
 }
 
@@ -166,7 +185,8 @@ func rate(workers int, op func() error) float64 {
 func best(measure func() float64) float64 { return max(measure(), measure()) }
 
 func row(engine, what string, lib, ceil float64) {
-	fmt.Printf("%-8s %-36s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
+	fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
+	results[engine+" "+what] = lib
 }
 
 func must[T any](v T, err error) T {
@@ -191,7 +211,12 @@ func openPG(ctx context.Context, dsn string) (*store.Store, raw) {
 	pool := must(pgxpool.NewWithConfig(ctx, cfg))
 	_, err := pool.Exec(ctx, `CREATE TABLE raw_events (id bigserial PRIMARY KEY, stream text NOT NULL, key text,
 		payload bytea, created_at timestamptz NOT NULL DEFAULT now());
-		CREATE INDEX ON raw_events (stream, id)`)
+		CREATE INDEX ON raw_events (stream, id);
+		CREATE TABLE raw_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, queue text NOT NULL, payload bytea,
+		priority integer NOT NULL DEFAULT 0, state text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0,
+		max_attempts integer NOT NULL DEFAULT 25, created_at timestamptz NOT NULL DEFAULT now(),
+		run_at timestamptz NOT NULL DEFAULT now());
+		CREATE INDEX ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
 	must0(err)
 	return s, pgRaw{pool}
 }
@@ -219,13 +244,33 @@ func (r pgRaw) readPage(ctx context.Context, after int64, limit int) (int64, int
 	return lastOf(page), len(page), rows.Err()
 }
 
+func (r pgRaw) insertJob(ctx context.Context, payload []byte) error {
+	_, err := r.pool.Exec(ctx, `INSERT INTO raw_jobs (queue, payload) VALUES ($1, $2)`, "bench", payload)
+	return err
+}
+
+func (r pgRaw) insertJobs(ctx context.Context, payloads [][]byte) error {
+	_, err := r.pool.Exec(ctx, `INSERT INTO raw_jobs (queue, payload) SELECT 'bench', unnest($1::bytea[])`, payloads)
+	return err
+}
+
+func (r pgRaw) takeJobs(ctx context.Context, n int) (int, error) {
+	tag, err := r.pool.Exec(ctx, `DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs
+		WHERE queue = 'bench' AND state = 'pending' AND run_at <= now()
+		ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)`, n)
+	return int(tag.RowsAffected()), err
+}
+
 func (r pgRaw) close() { r.pool.Close() }
 
 // --- SQLite ---
 
 // liteRaw mirrors the store's SQLite set-up: one writer connection, a pool
-// of readers.
-type liteRaw struct{ writer, readers *sql.DB }
+// of readers, statements prepared once.
+type liteRaw struct {
+	writer, readers       *sql.DB
+	insertEv, insJob, rdP *sql.Stmt
+}
 
 func openLite(ctx context.Context, path string) (*store.Store, raw) {
 	s := must(store.Open(ctx, path))
@@ -234,19 +279,28 @@ func openLite(ctx context.Context, path string) (*store.Store, raw) {
 	readers := must(sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)"))
 	_, err := writer.ExecContext(ctx, `CREATE TABLE raw_events (id INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL,
 		key TEXT, payload BLOB, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)));
-		CREATE INDEX raw_events_stream_id ON raw_events (stream, id)`)
+		CREATE INDEX raw_events_stream_id ON raw_events (stream, id);
+		CREATE TABLE raw_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, payload BLOB,
+		priority INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+		max_attempts INTEGER NOT NULL DEFAULT 25, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
+		run_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)));
+		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
 	must0(err)
-	return s, liteRaw{writer, readers}
+	r := liteRaw{writer: writer, readers: readers}
+	r.insertEv = must(writer.PrepareContext(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES (?, ?, ?)`))
+	r.insJob = must(writer.PrepareContext(ctx, `INSERT INTO raw_jobs (queue, payload) VALUES (?, ?)`))
+	r.rdP = must(readers.PrepareContext(ctx, `SELECT id, stream, key, payload, created_at FROM raw_events
+		WHERE stream = ? AND id > ? ORDER BY id LIMIT ?`))
+	return s, r
 }
 
 func (r liteRaw) insert(ctx context.Context, payload []byte) error {
-	_, err := r.writer.ExecContext(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES (?, ?, ?)`, "bench", nil, payload)
+	_, err := r.insertEv.ExecContext(ctx, "bench", nil, payload)
 	return err
 }
 
 func (r liteRaw) readPage(ctx context.Context, after int64, limit int) (int64, int, error) {
-	rows, err := r.readers.QueryContext(ctx, `SELECT id, stream, key, payload, created_at FROM raw_events
-		WHERE stream = ? AND id > ? ORDER BY id LIMIT ?`, "bench", after, limit)
+	rows, err := r.rdP.QueryContext(ctx, "bench", after, limit)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -262,6 +316,37 @@ func (r liteRaw) readPage(ctx context.Context, after int64, limit int) (int64, i
 		page = append(page, ev)
 	}
 	return lastOf(page), len(page), rows.Err()
+}
+
+func (r liteRaw) insertJob(ctx context.Context, payload []byte) error {
+	_, err := r.insJob.ExecContext(ctx, "bench", payload)
+	return err
+}
+
+func (r liteRaw) insertJobs(ctx context.Context, payloads [][]byte) error {
+	tx, err := r.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	ins := tx.StmtContext(ctx, r.insJob)
+	for _, p := range payloads {
+		if _, err := ins.ExecContext(ctx, "bench", p); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
+	res, err := r.writer.ExecContext(ctx, `DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs
+		WHERE queue = 'bench' AND state = 'pending' AND run_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+		ORDER BY priority DESC, run_at, id LIMIT ?)`, n)
+	if err != nil {
+		return 0, err
+	}
+	k, err := res.RowsAffected()
+	return int(k), err
 }
 
 func (r liteRaw) close() {

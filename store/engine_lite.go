@@ -22,6 +22,8 @@ import (
 type liteEngine struct {
 	writer  *sql.DB // at most one connection: the writer slot
 	readers *sql.DB
+	// Prepared statements on each pool.
+	writeQ, readQ *litedb.Queries
 }
 
 // busyTimeout covers waits on writers in other processes.
@@ -54,12 +56,15 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	}
 	readers.SetMaxOpenConns(max(c.readConns, 1))
 	readers.SetMaxIdleConns(max(c.readConns, 1))
-	if err := readers.PingContext(ctx); err != nil {
-		writer.Close()
-		readers.Close()
+	e := &liteEngine{writer: writer, readers: readers}
+	if e.writeQ, err = litedb.Prepare(ctx, writer); err == nil {
+		e.readQ, err = litedb.Prepare(ctx, readers)
+	}
+	if err != nil {
+		e.close()
 		return nil, opErr("open", "", err)
 	}
-	return newStore(&liteEngine{writer: writer, readers: readers}, c, ""), nil
+	return newStore(e, c, ""), nil
 }
 
 // sqliteURI turns a path or a file: URI into a file: URI with params added.
@@ -77,22 +82,29 @@ func sqliteURI(path string, params ...string) string {
 
 func (e *liteEngine) kind() string { return "lite" }
 
-func (e *liteEngine) readOps() ops  { return liteOps{q: litedb.New(e.readers)} }
-func (e *liteEngine) writeOps() ops { return liteOps{q: litedb.New(e.writer), db: e.writer} }
+func (e *liteEngine) readOps() ops  { return liteOps{q: e.readQ} }
+func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer} }
 
 func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	tx, err := e.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE on the writer slot
 	if err != nil {
 		return nil, err
 	}
-	return e.wrapTx(tx), nil
+	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx)}}, nil
 }
 
+// wrapTx adopts a caller's transaction, which may be on another *sql.DB:
+// its statements are prepared by the caller's connection as they run.
 func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
 	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx)}}
 }
 
 func (e *liteEngine) close() {
+	for _, q := range []*litedb.Queries{e.readQ, e.writeQ} {
+		if q != nil {
+			_ = q.Close()
+		}
+	}
 	e.readers.Close()
 	e.writer.Close()
 }

@@ -7,6 +7,7 @@ package litedb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 type DBTX interface {
@@ -20,12 +21,278 @@ func New(db DBTX) *Queries {
 	return &Queries{db: db}
 }
 
+func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
+	q := Queries{db: db}
+	var err error
+	if q.ackJobStmt, err = db.PrepareContext(ctx, ackJob); err != nil {
+		return nil, fmt.Errorf("error preparing query AckJob: %w", err)
+	}
+	if q.ackJobsStmt, err = db.PrepareContext(ctx, ackJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query AckJobs: %w", err)
+	}
+	if q.buryExhaustedClaimsStmt, err = db.PrepareContext(ctx, buryExhaustedClaims); err != nil {
+		return nil, fmt.Errorf("error preparing query BuryExhaustedClaims: %w", err)
+	}
+	if q.buryJobStmt, err = db.PrepareContext(ctx, buryJob); err != nil {
+		return nil, fmt.Errorf("error preparing query BuryJob: %w", err)
+	}
+	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
+		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
+	}
+	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
+	}
+	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
+	}
+	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
+	}
+	if q.getJobStmt, err = db.PrepareContext(ctx, getJob); err != nil {
+		return nil, fmt.Errorf("error preparing query GetJob: %w", err)
+	}
+	if q.getOffsetStmt, err = db.PrepareContext(ctx, getOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query GetOffset: %w", err)
+	}
+	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
+		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
+	}
+	if q.nextJobDueStmt, err = db.PrepareContext(ctx, nextJobDue); err != nil {
+		return nil, fmt.Errorf("error preparing query NextJobDue: %w", err)
+	}
+	if q.publishEventStmt, err = db.PrepareContext(ctx, publishEvent); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishEvent: %w", err)
+	}
+	if q.publishEventsStmt, err = db.PrepareContext(ctx, publishEvents); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishEvents: %w", err)
+	}
+	if q.queueStatsStmt, err = db.PrepareContext(ctx, queueStats); err != nil {
+		return nil, fmt.Errorf("error preparing query QueueStats: %w", err)
+	}
+	if q.readEventsStmt, err = db.PrepareContext(ctx, readEvents); err != nil {
+		return nil, fmt.Errorf("error preparing query ReadEvents: %w", err)
+	}
+	if q.readEventsFromConsumerStmt, err = db.PrepareContext(ctx, readEventsFromConsumer); err != nil {
+		return nil, fmt.Errorf("error preparing query ReadEventsFromConsumer: %w", err)
+	}
+	if q.requeueJobStmt, err = db.PrepareContext(ctx, requeueJob); err != nil {
+		return nil, fmt.Errorf("error preparing query RequeueJob: %w", err)
+	}
+	if q.retryJobStmt, err = db.PrepareContext(ctx, retryJob); err != nil {
+		return nil, fmt.Errorf("error preparing query RetryJob: %w", err)
+	}
+	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
+	}
+	if q.sweepExpiredJobsStmt, err = db.PrepareContext(ctx, sweepExpiredJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query SweepExpiredJobs: %w", err)
+	}
+	if q.trimStreamStmt, err = db.PrepareContext(ctx, trimStream); err != nil {
+		return nil, fmt.Errorf("error preparing query TrimStream: %w", err)
+	}
+	return &q, nil
+}
+
+func (q *Queries) Close() error {
+	var err error
+	if q.ackJobStmt != nil {
+		if cerr := q.ackJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ackJobStmt: %w", cerr)
+		}
+	}
+	if q.ackJobsStmt != nil {
+		if cerr := q.ackJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ackJobsStmt: %w", cerr)
+		}
+	}
+	if q.buryExhaustedClaimsStmt != nil {
+		if cerr := q.buryExhaustedClaimsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing buryExhaustedClaimsStmt: %w", cerr)
+		}
+	}
+	if q.buryJobStmt != nil {
+		if cerr := q.buryJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing buryJobStmt: %w", cerr)
+		}
+	}
+	if q.cancelJobStmt != nil {
+		if cerr := q.cancelJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
+		}
+	}
+	if q.claimJobsStmt != nil {
+		if cerr := q.claimJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobsStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobStmt != nil {
+		if cerr := q.enqueueJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobsStmt != nil {
+		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.getJobStmt != nil {
+		if cerr := q.getJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getJobStmt: %w", cerr)
+		}
+	}
+	if q.getOffsetStmt != nil {
+		if cerr := q.getOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getOffsetStmt: %w", cerr)
+		}
+	}
+	if q.heartbeatJobStmt != nil {
+		if cerr := q.heartbeatJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
+		}
+	}
+	if q.nextJobDueStmt != nil {
+		if cerr := q.nextJobDueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing nextJobDueStmt: %w", cerr)
+		}
+	}
+	if q.publishEventStmt != nil {
+		if cerr := q.publishEventStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishEventStmt: %w", cerr)
+		}
+	}
+	if q.publishEventsStmt != nil {
+		if cerr := q.publishEventsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishEventsStmt: %w", cerr)
+		}
+	}
+	if q.queueStatsStmt != nil {
+		if cerr := q.queueStatsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing queueStatsStmt: %w", cerr)
+		}
+	}
+	if q.readEventsStmt != nil {
+		if cerr := q.readEventsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing readEventsStmt: %w", cerr)
+		}
+	}
+	if q.readEventsFromConsumerStmt != nil {
+		if cerr := q.readEventsFromConsumerStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing readEventsFromConsumerStmt: %w", cerr)
+		}
+	}
+	if q.requeueJobStmt != nil {
+		if cerr := q.requeueJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing requeueJobStmt: %w", cerr)
+		}
+	}
+	if q.retryJobStmt != nil {
+		if cerr := q.retryJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing retryJobStmt: %w", cerr)
+		}
+	}
+	if q.saveOffsetStmt != nil {
+		if cerr := q.saveOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
+		}
+	}
+	if q.sweepExpiredJobsStmt != nil {
+		if cerr := q.sweepExpiredJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing sweepExpiredJobsStmt: %w", cerr)
+		}
+	}
+	if q.trimStreamStmt != nil {
+		if cerr := q.trimStreamStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing trimStreamStmt: %w", cerr)
+		}
+	}
+	return err
+}
+
+func (q *Queries) exec(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (sql.Result, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	case stmt != nil:
+		return stmt.ExecContext(ctx, args...)
+	default:
+		return q.db.ExecContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) query(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (*sql.Rows, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryContext(ctx, args...)
+	default:
+		return q.db.QueryContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) *sql.Row {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryRowContext(ctx, args...)
+	default:
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+}
+
 type Queries struct {
-	db DBTX
+	db                         DBTX
+	tx                         *sql.Tx
+	ackJobStmt                 *sql.Stmt
+	ackJobsStmt                *sql.Stmt
+	buryExhaustedClaimsStmt    *sql.Stmt
+	buryJobStmt                *sql.Stmt
+	cancelJobStmt              *sql.Stmt
+	claimJobsStmt              *sql.Stmt
+	enqueueJobStmt             *sql.Stmt
+	enqueueJobsStmt            *sql.Stmt
+	getJobStmt                 *sql.Stmt
+	getOffsetStmt              *sql.Stmt
+	heartbeatJobStmt           *sql.Stmt
+	nextJobDueStmt             *sql.Stmt
+	publishEventStmt           *sql.Stmt
+	publishEventsStmt          *sql.Stmt
+	queueStatsStmt             *sql.Stmt
+	readEventsStmt             *sql.Stmt
+	readEventsFromConsumerStmt *sql.Stmt
+	requeueJobStmt             *sql.Stmt
+	retryJobStmt               *sql.Stmt
+	saveOffsetStmt             *sql.Stmt
+	sweepExpiredJobsStmt       *sql.Stmt
+	trimStreamStmt             *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db: tx,
+		db:                         tx,
+		tx:                         tx,
+		ackJobStmt:                 q.ackJobStmt,
+		ackJobsStmt:                q.ackJobsStmt,
+		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
+		buryJobStmt:                q.buryJobStmt,
+		cancelJobStmt:              q.cancelJobStmt,
+		claimJobsStmt:              q.claimJobsStmt,
+		enqueueJobStmt:             q.enqueueJobStmt,
+		enqueueJobsStmt:            q.enqueueJobsStmt,
+		getJobStmt:                 q.getJobStmt,
+		getOffsetStmt:              q.getOffsetStmt,
+		heartbeatJobStmt:           q.heartbeatJobStmt,
+		nextJobDueStmt:             q.nextJobDueStmt,
+		publishEventStmt:           q.publishEventStmt,
+		publishEventsStmt:          q.publishEventsStmt,
+		queueStatsStmt:             q.queueStatsStmt,
+		readEventsStmt:             q.readEventsStmt,
+		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
+		requeueJobStmt:             q.requeueJobStmt,
+		retryJobStmt:               q.retryJobStmt,
+		saveOffsetStmt:             q.saveOffsetStmt,
+		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
+		trimStreamStmt:             q.trimStreamStmt,
 	}
 }

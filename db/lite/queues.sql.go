@@ -22,7 +22,7 @@ type AckJobParams struct {
 
 // Fenced: only the current, unexpired claim may settle a job.
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, ackJob, arg.ID, arg.ClaimToken, arg.Now)
+	result, err := q.exec(ctx, q.ackJobStmt, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
 		return 0, err
 	}
@@ -44,7 +44,7 @@ type AckJobsParams struct {
 // Per id: only rows still held by that id's claim. claims is a JSON array
 // of [id, claim_token] pairs.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, ackJobs, arg.Now, arg.Claims)
+	result, err := q.exec(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Claims)
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +65,7 @@ type BuryExhaustedClaimsParams struct {
 
 // Jobs whose last allowed claim expired go to dead instead of running again.
 func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClaimsParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, buryExhaustedClaims, arg.Now, arg.Queue)
+	result, err := q.exec(ctx, q.buryExhaustedClaimsStmt, buryExhaustedClaims, arg.Now, arg.Queue)
 	if err != nil {
 		return 0, err
 	}
@@ -89,7 +89,7 @@ type BuryJobParams struct {
 
 // To dead with the cause; with exhausted_only, only when attempts are spent.
 func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, buryJob,
+	result, err := q.exec(ctx, q.buryJobStmt, buryJob,
 		arg.Now,
 		arg.Cause,
 		arg.ID,
@@ -116,7 +116,7 @@ type CancelJobParams struct {
 
 // A pending or running job goes to dead; a running claim is lost.
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, cancelJob, arg.Now, arg.ID, arg.Queue)
+	result, err := q.exec(ctx, q.cancelJobStmt, cancelJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +156,7 @@ type ClaimJobsParams struct {
 // Up to max_jobs of the ready jobs and the jobs whose claim expired, in
 // priority order, stamped with this claim.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob, error) {
-	rows, err := q.db.QueryContext(ctx, claimJobs,
+	rows, err := q.query(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
 		arg.ClaimExpiresAt,
 		arg.ClaimToken,
@@ -224,7 +224,7 @@ type EnqueueJobParams struct {
 // "now" and every deadline. The writer slot serializes claims, so no row
 // locking is needed.
 func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, enqueueJob,
+	row := q.queryRow(ctx, q.enqueueJobStmt, enqueueJob,
 		arg.Queue,
 		arg.Payload,
 		arg.Priority,
@@ -257,7 +257,7 @@ type EnqueueJobsParams struct {
 // SQLite runs in process: "many" is this statement repeated inside one
 // transaction on the writer slot.
 func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, enqueueJobs,
+	row := q.queryRow(ctx, q.enqueueJobsStmt, enqueueJobs,
 		arg.Queue,
 		arg.Payload,
 		arg.Priority,
@@ -281,7 +281,7 @@ type GetJobParams struct {
 }
 
 func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) {
-	row := q.db.QueryRowContext(ctx, getJob, arg.ID, arg.Queue)
+	row := q.queryRow(ctx, q.getJobStmt, getJob, arg.ID, arg.Queue)
 	var i AlkJob
 	err := row.Scan(
 		&i.ID,
@@ -318,7 +318,7 @@ type HeartbeatJobParams struct {
 }
 
 func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, heartbeatJob,
+	result, err := q.exec(ctx, q.heartbeatJobStmt, heartbeatJob,
 		arg.ClaimExpiresAt,
 		arg.ID,
 		arg.ClaimToken,
@@ -341,7 +341,7 @@ SELECT CAST(COALESCE(min(due), 0) AS INTEGER) AS due_us FROM (
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
-	row := q.db.QueryRowContext(ctx, nextJobDue, queue)
+	row := q.queryRow(ctx, q.nextJobDueStmt, nextJobDue, queue)
 	var due_us int64
 	err := row.Scan(&due_us)
 	return due_us, err
@@ -371,7 +371,7 @@ type QueueStatsRow struct {
 }
 
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
-	row := q.db.QueryRowContext(ctx, queueStats, arg.Now, arg.Queue)
+	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Now, arg.Queue)
 	var i QueueStatsRow
 	err := row.Scan(
 		&i.Ready,
@@ -397,7 +397,7 @@ type RequeueJobParams struct {
 
 // A dead job back to pending, due now, with its attempts reset.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, requeueJob, arg.Now, arg.ID, arg.Queue)
+	result, err := q.exec(ctx, q.requeueJobStmt, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {
 		return 0, err
 	}
@@ -421,7 +421,7 @@ type RetryJobParams struct {
 
 // Back to pending at run_at, while attempts remain.
 func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, retryJob,
+	result, err := q.exec(ctx, q.retryJobStmt, retryJob,
 		arg.RunAt,
 		arg.Cause,
 		arg.ID,
@@ -446,7 +446,7 @@ type SweepExpiredJobsParams struct {
 }
 
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, sweepExpiredJobs, arg.Now, arg.Queue)
+	result, err := q.exec(ctx, q.sweepExpiredJobsStmt, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {
 		return 0, err
 	}

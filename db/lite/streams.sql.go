@@ -20,7 +20,7 @@ type GetOffsetParams struct {
 }
 
 func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, getOffset, arg.Stream, arg.Consumer)
+	row := q.queryRow(ctx, q.getOffsetStmt, getOffset, arg.Stream, arg.Consumer)
 	var committed_offset int64
 	err := row.Scan(&committed_offset)
 	return committed_offset, err
@@ -43,7 +43,7 @@ type PublishEventParams struct {
 // SQLite has one writer at a time, so offsets commit in order and reads
 // need no horizon: every committed offset is settled.
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, publishEvent, arg.Stream, arg.Key, arg.Payload)
+	row := q.queryRow(ctx, q.publishEventStmt, publishEvent, arg.Stream, arg.Key, arg.Payload)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
@@ -64,7 +64,7 @@ type PublishEventsParams struct {
 // SQLite runs in process: "many" is this statement repeated inside one
 // transaction on the writer slot.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, publishEvents, arg.Stream, arg.Key, arg.Payload)
+	row := q.queryRow(ctx, q.publishEventsStmt, publishEvents, arg.Stream, arg.Key, arg.Payload)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
@@ -85,7 +85,7 @@ type ReadEventsParams struct {
 }
 
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]AlkEvent, error) {
-	rows, err := q.db.QueryContext(ctx, readEvents, arg.Stream, arg.After, arg.Lim)
+	rows, err := q.query(ctx, q.readEventsStmt, readEvents, arg.Stream, arg.After, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ type ReadEventsFromConsumerParams struct {
 }
 
 func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]AlkEvent, error) {
-	rows, err := q.db.QueryContext(ctx, readEventsFromConsumer, arg.Stream, arg.Consumer, arg.Lim)
+	rows, err := q.query(ctx, q.readEventsFromConsumerStmt, readEventsFromConsumer, arg.Stream, arg.Consumer, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ type SaveOffsetParams struct {
 
 // Monotone: a lower save leaves the stored offset as it is.
 func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
-	_, err := q.db.ExecContext(ctx, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	_, err := q.exec(ctx, q.saveOffsetStmt, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
 	return err
 }
 
@@ -189,7 +189,7 @@ type TrimStreamParams struct {
 }
 
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, trimStream, arg.Stream, arg.Horizon)
+	result, err := q.exec(ctx, q.trimStreamStmt, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {
 		return 0, err
 	}
