@@ -137,10 +137,18 @@ func (o liteOps) publish(ctx context.Context, stream string, key *string, payloa
 }
 
 func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
-	ids := make([]int64, len(msgs))
+	return o.insertEach(ctx, len(msgs), func(q *litedb.Queries, i int) (int64, error) {
+		return q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: msgs[i].Key, Payload: msgs[i].Payload})
+	})
+}
+
+// insertEach runs insert for indexes 0..n-1 in one transaction (SQLite's
+// form of a multi-row insert) and returns the ids in order.
+func (o liteOps) insertEach(ctx context.Context, n int, insert func(q *litedb.Queries, i int) (int64, error)) ([]int64, error) {
+	ids := make([]int64, n)
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		for i, m := range msgs {
-			id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
+		for i := range ids {
+			id, err := insert(q, i)
 			if err != nil {
 				return err
 			}

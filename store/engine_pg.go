@@ -172,14 +172,7 @@ func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit 
 		return nil, err
 	}
 	rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: hz, Lim: clampLimit(limit)})
-	if err != nil {
-		return nil, err
-	}
-	evs := make([]Event, len(rows))
-	for i, r := range rows {
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
-	}
-	return evs, nil
+	return pgEvents(rows), err
 }
 
 func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
@@ -188,14 +181,17 @@ func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, li
 		return nil, err
 	}
 	rows, err := o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Horizon: hz, Lim: clampLimit(limit)})
-	if err != nil {
-		return nil, err
-	}
+	return pgEvents(rows), err
+}
+
+// pgEvents maps either read query's rows (the same columns) to events.
+func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) []Event {
 	evs := make([]Event, len(rows))
-	for i, r := range rows {
+	for i, row := range rows {
+		r := pgdb.ReadEventsRow(row)
 		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
 	}
-	return evs, nil
+	return evs
 }
 
 func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

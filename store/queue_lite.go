@@ -16,22 +16,11 @@ func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j new
 }
 
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
-	ids := make([]int64, len(jobs))
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		for i, j := range jobs {
-			id, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
-			if err != nil {
-				return err
-			}
-			ids[i] = id
-		}
-		return nil
+	return o.insertEach(ctx, len(jobs), func(q *litedb.Queries, i int) (int64, error) {
+		j := jobs[i]
+		return q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
