@@ -2,17 +2,15 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"time"
+
+	"github.com/alkstore/alkstore/receiver"
 )
 
-// Event is one stream event.
-type Event struct {
-	Offset    int64
-	Stream    string
-	Key       *string // nil for an unkeyed publish
-	Payload   []byte
-	CreatedAt time.Time
-}
+// Event is one stream event: Offset, Stream, Key (nil for an unkeyed
+// publish), Payload and CreatedAt.
+type Event = receiver.Event
 
 // Message is one event to publish with PublishMany.
 type Message struct {
@@ -49,6 +47,9 @@ type ops interface {
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
+
+	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
+	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
 }
 
 // engine is one database behind a Store.
@@ -57,6 +58,10 @@ type engine interface {
 	readOps() ops  // auto-commit reads; never wait for a writer
 	writeOps() ops // auto-commit writes
 	begin(ctx context.Context) (driverTx, error)
+	// startFeed starts the cross-process wake feed into hub; ready closes once
+	// every later notification will reach it.
+	startFeed(hub *receiver.Hub, log *slog.Logger) (stop func(), ready <-chan struct{})
+	listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error)
 	close()
 }
 

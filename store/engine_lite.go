@@ -22,6 +22,7 @@ import (
 type liteEngine struct {
 	writer  *sql.DB // at most one connection: the writer slot
 	readers *sql.DB
+	watch   *sql.DB // the change watcher's own connection
 	// Prepared statements on each pool.
 	writeQ, readQ *litedb.Queries
 }
@@ -56,7 +57,14 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	}
 	readers.SetMaxOpenConns(max(c.readConns, 1))
 	readers.SetMaxIdleConns(max(c.readConns, 1))
-	e := &liteEngine{writer: writer, readers: readers}
+	watch, err := sql.Open("sqlite3", sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
+	if err != nil {
+		writer.Close()
+		readers.Close()
+		return nil, opErr("open", "", err)
+	}
+	watch.SetMaxOpenConns(1)
+	e := &liteEngine{writer: writer, readers: readers, watch: watch}
 	if e.writeQ, err = litedb.Prepare(ctx, writer); err == nil {
 		e.readQ, err = litedb.Prepare(ctx, readers)
 	}
@@ -105,6 +113,7 @@ func (e *liteEngine) close() {
 			_ = q.Close()
 		}
 	}
+	e.watch.Close()
 	e.readers.Close()
 	e.writer.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/schema"
 )
 
@@ -107,12 +108,14 @@ type pgOps struct {
 }
 
 func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload})
+	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
+		Wake: receiver.EncodeWake(streamTopic(stream))})
 }
 
 func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
+		Wake:     receiver.EncodeWake(streamTopic(stream)),
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/alkstore/alkstore/receiver"
 )
 
 // Sentinel errors. Every error the library returns wraps one of these or a
@@ -11,8 +13,8 @@ import (
 var (
 	ErrInvalidName     = errors.New("invalid name")
 	ErrReservedName    = errors.New("reserved name")
-	ErrClosed          = errors.New("store closed")
-	ErrPayloadTooLarge = errors.New("payload too large")
+	ErrClosed          = receiver.ErrClosed // also what closed receivers and listeners return
+	ErrPayloadTooLarge = receiver.ErrPayloadTooLarge
 	ErrCodec           = errors.New("codec error")
 	ErrNotFound        = errors.New("not found")
 	ErrClaimLost       = errors.New("claim lost")

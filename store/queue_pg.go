@@ -5,17 +5,19 @@ import (
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/alkstore/alkstore/receiver"
 )
 
 // Queue statements on PostgreSQL.
 
 func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt})
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
+		Wake: receiver.EncodeWake(queueTopic(queue))})
 }
 
 func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
-	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now,
+	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: receiver.EncodeWake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs)),
 		RunAts: make([]time.Time, len(jobs)), HasExpiresAt: make([]bool, len(jobs)), ExpiresAts: make([]time.Time, len(jobs))}
 	for i, j := range jobs {

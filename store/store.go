@@ -19,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/alkstore/alkstore/receiver"
 )
 
 // Store is an open alkstore database. It is safe for concurrent use.
@@ -28,7 +30,9 @@ type Store struct {
 	codec     Codec
 	secret    string // the DSN's password, scrubbed from every error
 	clock     func() time.Time
-	wakes     wakeHub
+	hub       *receiver.Hub // wakes and notifications for this store's waiters
+	feed      feed
+	bg        background
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -121,14 +125,21 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 }
 
 func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock}
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock, hub: &receiver.Hub{}}
 }
 
-// Close releases the store's connections. It waits for open transactions to
-// end. Every later operation fails with ErrClosed.
+// Close ends every receiver and listener (their Recv returns ErrClosed),
+// stops the wake feed and releases the store's connections. It waits for
+// open transactions to end. Every later operation fails with ErrClosed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.hub.Close(nil)
+		s.bg.closeAll()
+		s.feed.once.Do(func() {}) // no feed may start from now on
+		if s.feed.stop != nil {
+			s.feed.stop()
+		}
 		s.eng.close()
 	})
 	return nil

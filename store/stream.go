@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/alkstore/alkstore/receiver"
 )
 
 // Stream is a handle on a durable, ordered stream of events with per-consumer
@@ -46,7 +48,11 @@ func (st *Stream) publish(ctx context.Context, v via, key *string, payload []byt
 		if err := validateKey(key); err != nil {
 			return 0, err
 		}
-		return o.publish(ctx, st.name, key, payload)
+		off, err := o.publish(ctx, st.name, key, payload)
+		if err == nil {
+			o.afterCommit(st.s.wake(streamTopic(st.name)))
+		}
+		return off, err
 	})
 }
 
@@ -71,7 +77,11 @@ func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int
 		if len(msgs) == 0 {
 			return []int64{}, nil
 		}
-		return o.publishMany(ctx, st.name, msgs)
+		offs, err := o.publishMany(ctx, st.name, msgs)
+		if err == nil {
+			o.afterCommit(st.s.wake(streamTopic(st.name)))
+		}
+		return offs, err
 	})
 }
 
@@ -181,4 +191,55 @@ func validateKey(key *string) error {
 		return fmt.Errorf("%w: empty key", ErrInvalidName)
 	}
 	return nil
+}
+
+// SubscribeOpts tune a stream receiver (see receiver.Options): read-ahead
+// buffer, page size, and optional auto-save every N events or T.
+type SubscribeOpts = receiver.Options
+
+// Subscribe returns a receiver that replays consumer's events from its
+// saved offset, then delivers new ones as they commit, in offset order,
+// without polling. It attaches to the wake feed before its first read, so
+// no commit falls between. Close it when done; closing the store closes it.
+func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*receiver.EventReceiver, error) {
+	return run(st.handle, "subscribe", autoRead, func(o target) (*receiver.EventReceiver, error) {
+		if err := validateLocalName("consumer", consumer); err != nil {
+			return nil, err
+		}
+		key := new(int)
+		opts.Logger = cmpOr(opts.Logger, st.s.log)
+		opts.OnClose = func() { st.s.bg.remove(key) }
+		r, err := receiver.NewEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts)
+		if err != nil {
+			return nil, err
+		}
+		st.s.bg.add(key, r.Close)
+		return r, nil
+	})
+}
+
+// streamSource is one consumer's view of a stream, for its receiver.
+type streamSource struct {
+	st       *Stream
+	consumer string
+}
+
+func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
+	return src.st.ReadSince(ctx, after, limit)
+}
+
+func (src streamSource) GetOffset(ctx context.Context) (int64, error) {
+	return src.st.GetOffset(ctx, src.consumer)
+}
+
+func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
+	return src.st.SaveOffset(ctx, src.consumer, offset)
+}
+
+func cmpOr[T comparable](v, fallback T) T {
+	var zero T
+	if v == zero {
+		return fallback
+	}
+	return v
 }

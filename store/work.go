@@ -110,8 +110,9 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) error {
-	wake, unsubscribe := w.q.s.wakes.subscribe(queueTopic(w.q.name))
-	defer unsubscribe()
+	sub := w.q.s.subscribe(queueTopic(w.q.name))
+	defer sub.Close()
+	wake := sub.C()
 
 	// Handlers outlive ctx by up to Grace so cancelling does not abort work
 	// in flight; settling uses a context that survives the cancel.
@@ -130,6 +131,9 @@ func (w *worker) run(ctx context.Context) error {
 			continue
 		}
 		jobs, err := w.q.Claim(ctx, w.opts.Worker, min(free, w.opts.Batch), w.opts.Visibility)
+		if errors.Is(err, ErrClosed) {
+			break // the store closed: finish what is in flight and return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)

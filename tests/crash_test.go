@@ -19,13 +19,14 @@ import (
 
 // childEnv, when set, makes the test binary act as a child process instead
 // of running tests: "claim <dsn> <queue> <n>" claims n jobs, prints their
-// ids as one JSON line, and blocks until killed.
+// ids as one JSON line, and blocks until killed; "publish <dsn> <stream>
+// <n>" publishes n events, each carrying the time it was published.
 const childEnv = "ALK_TEST_CHILD"
 
 func runChild(spec string) int {
-	var dsn, queue string
+	var verb, dsn, name string
 	var n int
-	if _, err := fmt.Sscanf(spec, "claim %s %s %d", &dsn, &queue, &n); err != nil {
+	if _, err := fmt.Sscanf(spec, "%s %s %s %d", &verb, &dsn, &name, &n); err != nil {
 		fmt.Fprintln(os.Stderr, "bad child spec:", err)
 		return 2
 	}
@@ -35,6 +36,10 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if verb == "publish" {
+		return publishChild(ctx, s, name, n)
+	}
+	queue := name
 	jobs, err := s.Queue(queue).Claim(ctx, "doomed-child", n, time.Minute)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -92,4 +97,16 @@ func TestKilledWorkerLosesNoJobs(t *testing.T) {
 			assert.Equal(t, 2, j.Attempts)
 		}
 	})
+}
+
+func publishChild(ctx context.Context, s *store.Store, stream string, n int) int {
+	for i := 0; i < n; i++ {
+		stamp := time.Now().UnixNano()
+		if _, err := s.Stream(stream).Publish(ctx, []byte(fmt.Sprint(stamp))); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		time.Sleep(2 * time.Millisecond) // pace the events so each is its own wake
+	}
+	return 0
 }

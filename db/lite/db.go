@@ -57,8 +57,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
 	}
+	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
+		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
+	}
 	if q.nextJobDueStmt, err = db.PrepareContext(ctx, nextJobDue); err != nil {
 		return nil, fmt.Errorf("error preparing query NextJobDue: %w", err)
+	}
+	if q.notificationsSinceStmt, err = db.PrepareContext(ctx, notificationsSince); err != nil {
+		return nil, fmt.Errorf("error preparing query NotificationsSince: %w", err)
+	}
+	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
+		return nil, fmt.Errorf("error preparing query Notify: %w", err)
+	}
+	if q.pruneNotificationsStmt, err = db.PrepareContext(ctx, pruneNotifications); err != nil {
+		return nil, fmt.Errorf("error preparing query PruneNotifications: %w", err)
 	}
 	if q.publishEventStmt, err = db.PrepareContext(ctx, publishEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEvent: %w", err)
@@ -150,9 +162,29 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
 		}
 	}
+	if q.latestNotificationStmt != nil {
+		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
+		}
+	}
 	if q.nextJobDueStmt != nil {
 		if cerr := q.nextJobDueStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing nextJobDueStmt: %w", cerr)
+		}
+	}
+	if q.notificationsSinceStmt != nil {
+		if cerr := q.notificationsSinceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing notificationsSinceStmt: %w", cerr)
+		}
+	}
+	if q.notifyStmt != nil {
+		if cerr := q.notifyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
+		}
+	}
+	if q.pruneNotificationsStmt != nil {
+		if cerr := q.pruneNotificationsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pruneNotificationsStmt: %w", cerr)
 		}
 	}
 	if q.publishEventStmt != nil {
@@ -255,7 +287,11 @@ type Queries struct {
 	getJobStmt                 *sql.Stmt
 	getOffsetStmt              *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
+	latestNotificationStmt     *sql.Stmt
 	nextJobDueStmt             *sql.Stmt
+	notificationsSinceStmt     *sql.Stmt
+	notifyStmt                 *sql.Stmt
+	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
 	publishEventsStmt          *sql.Stmt
 	queueStatsStmt             *sql.Stmt
@@ -283,7 +319,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getJobStmt:                 q.getJobStmt,
 		getOffsetStmt:              q.getOffsetStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
+		latestNotificationStmt:     q.latestNotificationStmt,
 		nextJobDueStmt:             q.nextJobDueStmt,
+		notificationsSinceStmt:     q.notificationsSinceStmt,
+		notifyStmt:                 q.notifyStmt,
+		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,
 		publishEventsStmt:          q.publishEventsStmt,
 		queueStatsStmt:             q.queueStatsStmt,

@@ -37,3 +37,10 @@ type AlkJob struct {
 	LastError      *string
 	DiedAt         *int64
 }
+
+type AlkNotification struct {
+	ID        int64
+	Channel   string
+	Payload   []byte
+	CreatedAt int64
+}

@@ -214,12 +214,17 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 
 const enqueueJob = `-- name: EnqueueJob :one
 
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES ($1, $2, $3, $4, $5::timestamptz, $6::timestamptz, $7)
-RETURNING id
+WITH ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+    VALUES ($2::text, $3::bytea, $4::integer, $5::integer,
+            $6::timestamptz, $7::timestamptz, $8::timestamptz)
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
 `
 
 type EnqueueJobParams struct {
+	Wake        string
 	Queue       string
 	Payload     []byte
 	Priority    int32
@@ -234,8 +239,11 @@ type EnqueueJobParams struct {
 // WithClock): the caller passes "now" and every deadline, so both engines
 // compare the same instants and tests control time. Keep machines' clocks
 // in sync (NTP) when several share a database.
+// The wake is a NOTIFY, so workers elsewhere hear of the job only if it
+// commits.
 func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enqueueJob,
+		arg.Wake,
 		arg.Queue,
 		arg.Payload,
 		arg.Priority,
@@ -250,19 +258,23 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 }
 
 const enqueueJobs = `-- name: EnqueueJobs :many
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
-FROM (SELECT unnest($3::bytea[]) AS payload,
-             unnest($4::integer[]) AS priority,
-             unnest($5::integer[]) AS max_attempts,
-             unnest($6::timestamptz[]) AS run_at,
-             unnest($7::boolean[]) AS has_expires_at,
-             unnest($8::timestamptz[]) AS expires_at) AS u
-RETURNING id
+WITH ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+    SELECT $2::text AS queue, u.payload, u.priority, u.max_attempts, $3::timestamptz AS created_at, u.run_at,
+           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+    FROM (SELECT unnest($4::bytea[]) AS payload,
+                 unnest($5::integer[]) AS priority,
+                 unnest($6::integer[]) AS max_attempts,
+                 unnest($7::timestamptz[]) AS run_at,
+                 unnest($8::boolean[]) AS has_expires_at,
+                 unnest($9::timestamptz[]) AS expires_at) AS u
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
 `
 
 type EnqueueJobsParams struct {
+	Wake         string
 	Queue        string
 	Now          time.Time
 	Payloads     [][]byte
@@ -273,9 +285,10 @@ type EnqueueJobsParams struct {
 	ExpiresAts   []time.Time
 }
 
-// Many jobs in one statement; ids follow the input order.
+// Many jobs in one statement; ids follow the input order; one wake.
 func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, enqueueJobs,
+		arg.Wake,
 		arg.Queue,
 		arg.Now,
 		arg.Payloads,

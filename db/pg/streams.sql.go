@@ -29,14 +29,18 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 
 const publishEvent = `-- name: PublishEvent :one
 
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid)
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), $1::text, $2::text, $3::bytea, tx.txid
-FROM tx
-RETURNING id
+WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), $2::text, $3::text, $4::bytea, tx.txid
+    FROM tx
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
 `
 
 type PublishEventParams struct {
+	Wake    string
 	Stream  string
 	Key     *string
 	Payload []byte
@@ -44,35 +48,46 @@ type PublishEventParams struct {
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
 // The materialized CTE assigns the transaction id before nextval draws the
-// offset; the settled horizon (SettledSnapshot) depends on that order.
+// offset; the settled horizon (SettledSnapshot) depends on that order. The
+// wake is a NOTIFY, so it is sent only if the event commits.
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
-	row := q.db.QueryRow(ctx, publishEvent, arg.Stream, arg.Key, arg.Payload)
+	row := q.db.QueryRow(ctx, publishEvent,
+		arg.Wake,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
 const publishEvents = `-- name: PublishEvents :many
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid)
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), $1::text,
-       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-FROM tx, (SELECT unnest($2::boolean[]) AS keyed,
-                 unnest($3::text[]) AS key,
-                 unnest($4::bytea[]) AS payload) AS u
-RETURNING id
+WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), $2::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+    FROM tx, (SELECT unnest($3::boolean[]) AS keyed,
+                     unnest($4::text[]) AS key,
+                     unnest($5::bytea[]) AS payload) AS u
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
 `
 
 type PublishEventsParams struct {
+	Wake     string
 	Stream   string
 	Keyed    []bool
 	Keys     []string
 	Payloads [][]byte
 }
 
-// Many events in one statement; offsets follow the input order.
+// Many events in one statement; offsets follow the input order; one wake.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Wake,
 		arg.Stream,
 		arg.Keyed,
 		arg.Keys,

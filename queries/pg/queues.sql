@@ -5,22 +5,31 @@
 -- in sync (NTP) when several share a database.
 
 -- name: EnqueueJob :one
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at))
-RETURNING id;
+-- The wake is a NOTIFY, so workers elsewhere hear of the job only if it
+-- commits.
+WITH ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+    VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+            @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz)
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
 
 -- name: EnqueueJobs :many
--- Many jobs in one statement; ids follow the input order.
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
-FROM (SELECT unnest(@payloads::bytea[]) AS payload,
-             unnest(@priorities::integer[]) AS priority,
-             unnest(@max_attempts::integer[]) AS max_attempts,
-             unnest(@run_ats::timestamptz[]) AS run_at,
-             unnest(@has_expires_at::boolean[]) AS has_expires_at,
-             unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
-RETURNING id;
+-- Many jobs in one statement; ids follow the input order; one wake.
+WITH ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+    SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
+           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+    FROM (SELECT unnest(@payloads::bytea[]) AS payload,
+                 unnest(@priorities::integer[]) AS priority,
+                 unnest(@max_attempts::integer[]) AS max_attempts,
+                 unnest(@run_ats::timestamptz[]) AS run_at,
+                 unnest(@has_expires_at::boolean[]) AS has_expires_at,
+                 unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
+    RETURNING id
+)
+SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
 
 -- name: BuryExhaustedClaims :execrows
 -- Jobs whose last allowed claim expired go to dead instead of running again.

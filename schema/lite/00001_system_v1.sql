@@ -49,7 +49,19 @@ CREATE INDEX alk_jobs_running  ON alk_jobs (queue, claim_expires_at) WHERE state
 CREATE INDEX alk_jobs_expiring ON alk_jobs (queue, expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
 CREATE INDEX alk_jobs_dead     ON alk_jobs (queue, died_at) WHERE state = 'dead';
 
+-- Notifications: ephemeral messages; listeners read rows newer than the
+-- newest at the moment they started. Pruned by age and count.
+CREATE TABLE alk_notifications (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel    TEXT    NOT NULL,
+    payload    BLOB,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX alk_notifications_channel_id ON alk_notifications (channel, id);
+CREATE INDEX alk_notifications_created_at ON alk_notifications (created_at);
+
 -- +goose Down
+DROP TABLE alk_notifications;
 DROP TABLE alk_jobs;
 DROP TABLE alk_consumer_offsets;
 DROP TABLE alk_events;

@@ -1,0 +1,300 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Event is one stream event (the store's Event is this type).
+type Event struct {
+	Offset    int64
+	Stream    string
+	Key       *string // nil for an unkeyed publish
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// Source is one consumer's view of a stream, as the store provides it.
+// ReadSince must never pass an event that may still commit (the store's
+// settled horizon guarantees that).
+type Source interface {
+	ReadSince(ctx context.Context, after int64, limit int) ([]Event, error)
+	GetOffset(ctx context.Context) (int64, error)
+	SaveOffset(ctx context.Context, offset int64) error
+}
+
+// Options tune an EventReceiver. Zero values take the defaults.
+type Options struct {
+	Buffer           int           // events read ahead of Recv; default 16
+	PageSize         int           // events per read; default 256
+	AutoSaveEvery    int           // save the position every N events yielded; 0: off
+	AutoSaveInterval time.Duration // save the position at most this often while events flow; 0: off
+	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
+	Logger           *slog.Logger  // for auto-save failures; default slog.Default()
+	OnClose          func()        // called once, by Close (the store uses it to forget the receiver)
+}
+
+type item struct {
+	ev  Event
+	err error
+}
+
+// EventReceiver delivers a consumer's events in offset order: it replays
+// from the consumer's saved offset, then follows new events as wakes
+// arrive. It reads ahead into a bounded buffer, so a slow consumer parks the
+// reader rather than piling events up in memory.
+type EventReceiver struct {
+	src   Source
+	wakes *Sub
+	opts  Options
+
+	items     chan item
+	stop      chan struct{} // closed by Close
+	done      chan struct{} // closed when the reader goroutine ended
+	closed    chan struct{} // closed once Recv must report ErrClosed
+	once      sync.Once
+	closeHook sync.Once
+	cause     error // why it closed, for Recv
+
+	mu       sync.Mutex
+	position int64 // last offset yielded by Recv or TryRecv
+	saved    int64 // last position saved by auto-save
+	unsaved  int
+	lastSave time.Time
+}
+
+// NewEventReceiver starts a receiver. wakes must already be subscribed (a
+// commit between the first read and the subscription would otherwise go
+// unnoticed); the receiver owns it from now on.
+func NewEventReceiver(ctx context.Context, src Source, wakes *Sub, opts Options) (*EventReceiver, error) {
+	if opts.Buffer <= 0 {
+		opts.Buffer = 16
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 256
+	}
+	if opts.RetryInterval <= 0 {
+		opts.RetryInterval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	start, err := src.GetOffset(ctx)
+	if err != nil {
+		wakes.Close()
+		return nil, err
+	}
+	r := &EventReceiver{src: src, wakes: wakes, opts: opts, items: make(chan item, opts.Buffer),
+		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), lastSave: time.Now()}
+	go r.run(start)
+	return r, nil
+}
+
+// run drains from the cursor to the horizon, parks until a wake, and
+// repeats. It ends on Close or when the wake feed ends.
+func (r *EventReceiver) run(cursor int64) {
+	defer close(r.done)
+	defer r.wakes.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+		case <-r.done:
+		}
+		cancel()
+	}()
+	for {
+		next, err := r.drain(ctx, cursor)
+		cursor = next
+		wait := time.Duration(0)
+		if err != nil {
+			if ctx.Err() != nil {
+				r.finish(ErrClosed)
+				return
+			}
+			// Surface the failure once; keep going on the next wake or retry.
+			if !r.send(item{err: err}) {
+				r.finish(ErrClosed)
+				return
+			}
+			wait = r.opts.RetryInterval
+		}
+		if !r.park(wait) {
+			r.finish(r.wakes.Err())
+			return
+		}
+	}
+}
+
+// drain reads pages from cursor until a short page, sending each event.
+func (r *EventReceiver) drain(ctx context.Context, cursor int64) (int64, error) {
+	for {
+		evs, err := r.src.ReadSince(ctx, cursor, r.opts.PageSize)
+		if err != nil {
+			return cursor, err
+		}
+		for _, ev := range evs {
+			if !r.send(item{ev: ev}) {
+				return cursor, context.Canceled
+			}
+			cursor = ev.Offset
+		}
+		if len(evs) < r.opts.PageSize {
+			return cursor, nil
+		}
+	}
+}
+
+// send blocks until the consumer takes room in the buffer or Close.
+func (r *EventReceiver) send(it item) bool {
+	select {
+	case r.items <- it:
+		return true
+	case <-r.stop:
+		return false
+	case <-r.wakes.Done():
+		return false
+	}
+}
+
+// park waits for a wake (true), a retry timeout (true, when retry > 0), or
+// the end of the feed or Close (false).
+func (r *EventReceiver) park(retry time.Duration) bool {
+	var timeout <-chan time.Time
+	if retry > 0 {
+		t := time.NewTimer(retry)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-r.wakes.C():
+		return true
+	case <-timeout:
+		return true
+	case <-r.wakes.Done():
+		return false
+	case <-r.stop:
+		return false
+	}
+}
+
+func (r *EventReceiver) finish(cause error) {
+	if cause == nil {
+		cause = ErrClosed
+	}
+	r.once.Do(func() {
+		r.cause = cause
+		close(r.closed)
+	})
+}
+
+// Recv returns the next event, waiting for one. After the receiver closed
+// (Close, the store closing, or on SQLite its watcher dying) it returns an
+// error matching ErrClosed, for good. Other errors are the database's: one
+// per failed read, after which the receiver keeps going.
+func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
+	select {
+	case it := <-r.items:
+		return r.yield(ctx, it)
+	default:
+	}
+	select {
+	case it := <-r.items:
+		return r.yield(ctx, it)
+	case <-r.closed:
+		return Event{}, r.closedErr()
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// TryRecv returns the next event if one is ready: ok is false when none is
+// (and err is nil), or err matches ErrClosed once the receiver closed.
+func (r *EventReceiver) TryRecv(ctx context.Context) (ev Event, ok bool, err error) {
+	select {
+	case it := <-r.items:
+		ev, err = r.yield(ctx, it)
+		return ev, err == nil, err
+	case <-r.closed:
+		return Event{}, false, r.closedErr()
+	default:
+		return Event{}, false, nil
+	}
+}
+
+func (r *EventReceiver) closedErr() error {
+	if errors.Is(r.cause, ErrClosed) {
+		return r.cause
+	}
+	return errors.Join(ErrClosed, r.cause)
+}
+
+func (r *EventReceiver) yield(ctx context.Context, it item) (Event, error) {
+	if it.err != nil {
+		return Event{}, it.err
+	}
+	r.mu.Lock()
+	r.position = it.ev.Offset
+	r.unsaved++
+	due := (r.opts.AutoSaveEvery > 0 && r.unsaved >= r.opts.AutoSaveEvery) ||
+		(r.opts.AutoSaveInterval > 0 && time.Since(r.lastSave) >= r.opts.AutoSaveInterval)
+	r.mu.Unlock()
+	if due {
+		if err := r.SaveOffset(ctx); err != nil {
+			r.opts.Logger.Warn("alkstore: receiver auto-save failed; the position will be saved again later", "error", err)
+		}
+	}
+	return it.ev, nil
+}
+
+// Position is the offset of the last event Recv or TryRecv returned; 0
+// before the first.
+func (r *EventReceiver) Position() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.position
+}
+
+// SaveOffset saves Position as the consumer's offset (monotone). Before the
+// first event it does nothing: there is nothing to checkpoint. It never
+// saves an event the caller was not given.
+func (r *EventReceiver) SaveOffset(ctx context.Context) error {
+	r.mu.Lock()
+	pos := r.position
+	r.mu.Unlock()
+	if pos == 0 {
+		return nil
+	}
+	if err := r.src.SaveOffset(ctx, pos); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.saved = max(r.saved, pos)
+	if r.position == pos {
+		r.unsaved = 0
+	}
+	r.lastSave = time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// Close stops the receiver and waits for its reader to end. Recv then
+// returns ErrClosed. Close does not save the position; call SaveOffset
+// first if you want it saved.
+func (r *EventReceiver) Close() error {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+	r.finish(ErrClosed)
+	if r.opts.OnClose != nil {
+		r.closeHook.Do(r.opts.OnClose)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Watcher notices commits by other processes to a SQLite file: it polls the
+// file's data version on a connection of its own (cheap: no table is read)
+// and wakes every subscriber when it changes. If polling fails the watcher
+// dies and closes the hub, which ends every receiver: they cannot know what
+// they miss any more.
+type Watcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartWatcher polls version every interval until Close.
+func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), interval time.Duration) *Watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watcher{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		last, err := version(ctx)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for err == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var v int64
+			if v, err = version(ctx); err == nil && v != last {
+				last = v
+				hub.WakeAll()
+			}
+		}
+		if ctx.Err() == nil {
+			hub.Close(fmt.Errorf("alkstore: the SQLite change watcher stopped: %w", err))
+		}
+	}()
+	return w
+}
+
+// Close stops the watcher.
+func (w *Watcher) Close() {
+	w.cancel()
+	<-w.done
+}

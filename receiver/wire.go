@@ -1,0 +1,71 @@
+package receiver
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// On Postgres every wake and notification travels on one LISTEN channel
+// (so no statement has to build a channel identifier at run time); the
+// payload says what it is:
+//
+//	w<topic>                        a wake for topic
+//	n<len>:<channel>t<text>         a notification whose payload is UTF-8 text
+//	n<len>:<channel>b<base64>       a notification with a binary payload
+
+// MaxPayload is Postgres's limit on a NOTIFY payload, envelope included.
+const MaxPayload = 7999
+
+// ErrPayloadTooLarge is the store's ErrPayloadTooLarge.
+var ErrPayloadTooLarge = errors.New("payload too large")
+
+// EncodeWake is the NOTIFY payload that wakes topic.
+func EncodeWake(topic string) string { return "w" + topic }
+
+// EncodeNotification is the NOTIFY payload carrying a notification, or
+// ErrPayloadTooLarge when it would not fit Postgres's limit.
+func EncodeNotification(channel string, payload []byte) (string, error) {
+	var b strings.Builder
+	b.WriteString("n")
+	b.WriteString(strconv.Itoa(len(channel)))
+	b.WriteString(":")
+	b.WriteString(channel)
+	if utf8.Valid(payload) && !strings.ContainsRune(string(payload), 0) {
+		b.WriteString("t")
+		b.Write(payload)
+	} else {
+		b.WriteString("b")
+		b.WriteString(base64.StdEncoding.EncodeToString(payload))
+	}
+	if b.Len() > MaxPayload {
+		return "", fmt.Errorf("%w: %d bytes with its envelope, Postgres allows %d", ErrPayloadTooLarge, b.Len(), MaxPayload)
+	}
+	return b.String(), nil
+}
+
+// dispatch hands one NOTIFY payload to the hub.
+func dispatch(h *Hub, payload string) {
+	switch {
+	case strings.HasPrefix(payload, "w"):
+		h.Wake(payload[1:])
+	case strings.HasPrefix(payload, "n"):
+		n, rest, ok := strings.Cut(payload[1:], ":")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size > len(rest) {
+			return
+		}
+		channel, body := rest[:size], rest[size:]
+		switch {
+		case strings.HasPrefix(body, "t"):
+			h.Deliver(channel, []byte(body[1:]))
+		case strings.HasPrefix(body, "b"):
+			if data, err := base64.StdEncoding.DecodeString(body[1:]); err == nil {
+				h.Deliver(channel, data)
+			}
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/alkstore/alkstore/receiver"
+)
+
+// Wake topics: every durable write wakes its mechanism's topic once it
+// commits, in process at once and across processes through the feed.
+func streamTopic(name string) string  { return "s:" + name }
+func queueTopic(name string) string   { return "q:" + name }
+func channelTopic(name string) string { return "n:" + name }
+
+// feed is the store's cross-process wake feed, started on first use: the
+// Postgres forwarder (one LISTEN connection) or the SQLite watcher.
+type feed struct {
+	once  sync.Once
+	stop  func()
+	ready <-chan struct{}
+}
+
+// subscribe attaches to topic's wakes, starting the feed if needed.
+func (s *Store) subscribe(topic string) *receiver.Sub {
+	s.startFeed()
+	return s.hub.Subscribe(topic)
+}
+
+func (s *Store) startFeed() {
+	s.feed.once.Do(func() {
+		s.feed.stop, s.feed.ready = s.eng.startFeed(s.hub, s.log)
+	})
+}
+
+// feedReady waits until the feed delivers every later notification.
+func (s *Store) feedReady(ctx context.Context) error {
+	s.startFeed()
+	select {
+	case <-s.feed.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wake is the afterCommit action for a write to topic.
+func (s *Store) wake(topic string) func() {
+	return func() { s.hub.Wake(topic) }
+}
+
+// background tracks receivers and listeners so Close can end them.
+type background struct {
+	mu      sync.Mutex
+	closers map[any]func() error
+}
+
+func (b *background) add(key any, closeFn func() error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closers == nil {
+		b.closers = map[any]func() error{}
+	}
+	b.closers[key] = closeFn
+}
+
+func (b *background) remove(key any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.closers, key)
+}
+
+// closeAll ends everything still tracked and waits for each.
+func (b *background) closeAll() {
+	b.mu.Lock()
+	fns := make([]func() error, 0, len(b.closers))
+	for _, fn := range b.closers {
+		fns = append(fns, fn)
+	}
+	b.closers = nil
+	b.mu.Unlock()
+	for _, fn := range fns {
+		_ = fn()
+	}
+}

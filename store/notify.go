@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alkstore/alkstore/receiver"
+)
+
+// Notify sends payload to the current listeners of channel. Notifications
+// are ephemeral: a listener only receives those sent after it started. On
+// Postgres they travel by NOTIFY, whose limit (with alkstore's small
+// envelope) makes a larger payload fail with ErrPayloadTooLarge before any
+// I/O.
+func (s *Store) Notify(ctx context.Context, channel string, payload []byte) error {
+	return s.notify(ctx, autoWrite, channel, payload)
+}
+
+// NotifyTx sends the notification only if tx commits; a rollback sends
+// nothing.
+func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []byte) error {
+	return s.notify(ctx, tx.via(), channel, payload)
+}
+
+func (s *Store) notify(ctx context.Context, v via, channel string, payload []byte) error {
+	_, err := run(newHandle(s, channel), "notify", v, func(o target) (struct{}, error) {
+		if err := o.notify(ctx, channel, payload, s.now()); err != nil {
+			return struct{}{}, err
+		}
+		o.afterCommit(s.wake(channelTopic(channel)))
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Listen starts receiving channel's notifications from now on (no history
+// is replayed). Close the listener when done; closing the store closes it.
+func (s *Store) Listen(ctx context.Context, channel string) (*receiver.Listener, error) {
+	return run(newHandle(s, channel), "listen", autoRead, func(o target) (*receiver.Listener, error) {
+		key := new(int)
+		l, err := s.eng.listen(ctx, s, channel, func() { s.bg.remove(key) })
+		if err != nil {
+			return nil, err
+		}
+		s.bg.add(key, l.Close)
+		return l, nil
+	})
+}
+
+// PruneNotifications deletes SQLite's stored notifications older than
+// maxAge, keeping at most keep of the newest (listeners have read them on
+// wake long before). On Postgres, where notifications are never stored, it
+// does nothing. The janitor calls it on a schedule.
+func (s *Store) PruneNotifications(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
+	return run(handle{s: s}, "prune notifications", autoWrite, func(o target) (int64, error) {
+		if maxAge < 0 || keep < 0 {
+			return 0, fmt.Errorf("%w: maxAge and keep must not be negative", ErrInvalidArgument)
+		}
+		return o.pruneNotifications(ctx, s.now().Add(-maxAge), keep)
+	})
+}

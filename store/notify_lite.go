@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+	"github.com/alkstore/alkstore/queries"
+	"github.com/alkstore/alkstore/receiver"
+)
+
+// Wakes and notifications on SQLite.
+
+// watchInterval is how often the watcher looks for other processes'
+// commits: PRAGMA data_version reads no table, so this is cheap.
+const watchInterval = time.Millisecond
+
+// startFeed runs the watcher on a connection of its own: data_version only
+// changes for commits by other connections, and it must be the same
+// connection every time.
+func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-chan struct{}) {
+	ready := make(chan struct{})
+	close(ready) // in-process wakes need no set-up
+	stmt, err := queries.Statement("lite", "DataVersion")
+	var conn *sql.Conn
+	if err == nil {
+		conn, err = e.watch.Conn(context.Background())
+	}
+	if err != nil {
+		log.Error("alkstore: cannot watch the SQLite file for other processes' commits", "error", err)
+		hub.Close(err)
+		return func() {}, ready
+	}
+	version := func(ctx context.Context) (v int64, err error) {
+		err = conn.QueryRowContext(ctx, stmt).Scan(&v)
+		return v, err
+	}
+	w := receiver.StartWatcher(hub, version, watchInterval)
+	return func() { w.Close(); conn.Close() }, ready
+}
+
+func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error) {
+	return receiver.NewPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},
+		s.subscribe(channelTopic(channel)), 256, onClose)
+}
+
+// liteMessages reads one channel's rows of the notifications table.
+type liteMessages struct {
+	q       *litedb.Queries
+	channel string
+}
+
+func (m liteMessages) Latest(ctx context.Context) (int64, error) { return m.q.LatestNotification(ctx) }
+
+func (m liteMessages) Since(ctx context.Context, after int64) ([]int64, [][]byte, error) {
+	rows, err := m.q.NotificationsSince(ctx, litedb.NotificationsSinceParams{Channel: m.channel, After: after})
+	ids, payloads := make([]int64, len(rows)), make([][]byte, len(rows))
+	for i, r := range rows {
+		ids[i], payloads[i] = r.ID, r.Payload
+	}
+	return ids, payloads, err
+}
+
+func (o liteOps) notify(ctx context.Context, channel string, payload []byte, now time.Time) error {
+	_, err := o.q.Notify(ctx, litedb.NotifyParams{Channel: channel, Payload: payload, Now: now.UnixMicro()})
+	return err
+}
+
+func (o liteOps) pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error) {
+	latest, err := o.q.LatestNotification(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return o.q.PruneNotifications(ctx, litedb.PruneNotificationsParams{Cutoff: cutoff.UnixMicro(), MaxID: latest - int64(keep)})
+}
