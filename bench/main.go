@@ -34,6 +34,7 @@ var (
 	burnN   = flag.Int("jobs", 100000, "jobs in the burn-down measurement")
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
 	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
+	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 )
 
 // results keeps figures the peer comparison reuses.
@@ -60,16 +61,21 @@ func main() {
 	defer os.RemoveAll(dir)
 
 	fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
+	litePath := filepath.Join(dir, "bench.db")
 	for _, e := range []struct {
-		name string
-		open func() (*store.Store, raw)
+		name  string
+		open  func() (*store.Store, raw)
+		again func() *store.Store // a second store on the same database
 	}{
-		{"pg", func() (*store.Store, raw) { return openPG(ctx, pgDSN) }},
-		{"lite", func() (*store.Store, raw) { return openLite(ctx, filepath.Join(dir, "bench.db")) }},
+		{"pg", func() (*store.Store, raw) { return openPG(ctx, pgDSN) },
+			func() *store.Store { return must(store.Open(ctx, pgDSN)) }},
+		{"lite", func() (*store.Store, raw) { return openLite(ctx, litePath) },
+			func() *store.Store { return must(store.Open(ctx, litePath)) }},
 	} {
 		s, r := e.open()
 		benchStreams(ctx, e.name, s, r)
 		benchQueues(ctx, e.name, s, r)
+		benchReceivers(ctx, e.name, s, e.again, r)
 		s.Close()
 		r.close()
 	}

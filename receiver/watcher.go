@@ -16,14 +16,18 @@ type Watcher struct {
 	done   chan struct{}
 }
 
-// StartWatcher polls version every interval until Close.
-func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), interval time.Duration) *Watcher {
+// StartWatcher polls version until Close: every fastest while the file
+// changes, backing off to every slowest once it has been quiet for a while
+// (each poll takes file locks, so an idle store should not pay a thousand a
+// second).
+func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fastest, slowest time.Duration) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		last, err := version(ctx)
-		t := time.NewTicker(interval)
+		interval, lastChange := fastest, time.Now()
+		t := time.NewTimer(interval)
 		defer t.Stop()
 		for err == nil {
 			select {
@@ -33,9 +37,12 @@ func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), in
 			}
 			var v int64
 			if v, err = version(ctx); err == nil && v != last {
-				last = v
+				last, lastChange, interval = v, time.Now(), fastest
 				hub.WakeAll()
+			} else if time.Since(lastChange) > quietAfter {
+				interval = min(interval*2, slowest)
 			}
+			t.Reset(interval)
 		}
 		if ctx.Err() == nil {
 			hub.Close(fmt.Errorf("alkstore: the SQLite change watcher stopped: %w", err))
@@ -43,6 +50,9 @@ func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), in
 	}()
 	return w
 }
+
+// quietAfter is how long without a change before the watcher slows down.
+const quietAfter = 100 * time.Millisecond
 
 // Close stops the watcher.
 func (w *Watcher) Close() {

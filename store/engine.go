@@ -62,6 +62,8 @@ type engine interface {
 	// every later notification will reach it.
 	startFeed(hub *receiver.Hub, log *slog.Logger) (stop func(), ready <-chan struct{})
 	listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error)
+	// committed runs after a write to topic committed.
+	committed(topic string)
 	close()
 }
 

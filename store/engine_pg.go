@@ -22,6 +22,7 @@ type pgEngine struct {
 	pool    *pgxpool.Pool
 	owned   bool // created by Open, so closed by Close
 	horizon *horizon
+	gate    *wakeGate
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -53,6 +54,11 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	eng.gate = &wakeGate{send: func(topic string) {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		_ = pgdb.New(pool).Notify(ctx, receiver.EncodeWake(topic)) // best effort: a closed store has no listeners left
+	}}
 	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
 }
 
@@ -109,13 +115,13 @@ type pgOps struct {
 
 func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
 	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
-		Wake: receiver.EncodeWake(streamTopic(stream))})
+		Wake: o.eng.gate.wake(streamTopic(stream))})
 }
 
 func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
-		Wake:     receiver.EncodeWake(streamTopic(stream)),
+		Wake:     o.eng.gate.wake(streamTopic(stream)),
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),

@@ -44,9 +44,13 @@ func (s *Store) feedReady(ctx context.Context) error {
 	}
 }
 
-// wake is the afterCommit action for a write to topic.
+// wake is the afterCommit action for a write to topic: in-process waiters
+// wake at once; the engine makes sure other processes hear of it too.
 func (s *Store) wake(topic string) func() {
-	return func() { s.hub.Wake(topic) }
+	return func() {
+		s.hub.Wake(topic)
+		s.eng.committed(topic)
+	}
 }
 
 // background tracks receivers and listeners so Close can end them.

@@ -13,9 +13,12 @@ import (
 
 // Wakes and notifications on SQLite.
 
-// watchInterval is how often the watcher looks for other processes'
-// commits: PRAGMA data_version reads no table, so this is cheap.
-const watchInterval = time.Millisecond
+// How often the watcher looks for other processes' commits: every
+// millisecond while they flow, every few once the file has been quiet.
+const (
+	watchFastest = time.Millisecond
+	watchSlowest = 4 * time.Millisecond
+)
 
 // startFeed runs the watcher on a connection of its own: data_version only
 // changes for commits by other connections, and it must be the same
@@ -23,10 +26,18 @@ const watchInterval = time.Millisecond
 func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-chan struct{}) {
 	ready := make(chan struct{})
 	close(ready) // in-process wakes need no set-up
-	stmt, err := queries.Statement("lite", "DataVersion")
+	text, err := queries.Statement("lite", "DataVersion")
 	var conn *sql.Conn
+	var stmt *sql.Stmt
 	if err == nil {
 		conn, err = e.watch.Conn(context.Background())
+	}
+	if err == nil {
+		// Prepared once: at a thousand polls a second, parsing would be most
+		// of the watcher's cost.
+		if stmt, err = conn.PrepareContext(context.Background(), text); err != nil {
+			conn.Close()
+		}
 	}
 	if err != nil {
 		log.Error("alkstore: cannot watch the SQLite file for other processes' commits", "error", err)
@@ -34,12 +45,16 @@ func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-c
 		return func() {}, ready
 	}
 	version := func(ctx context.Context) (v int64, err error) {
-		err = conn.QueryRowContext(ctx, stmt).Scan(&v)
+		err = stmt.QueryRowContext(ctx).Scan(&v)
 		return v, err
 	}
-	w := receiver.StartWatcher(hub, version, watchInterval)
-	return func() { w.Close(); conn.Close() }, ready
+	w := receiver.StartWatcher(hub, version, watchFastest, watchSlowest)
+	return func() { w.Close(); stmt.Close(); conn.Close() }, ready
 }
+
+// committed needs nothing on SQLite: other processes' watchers see every
+// commit.
+func (e *liteEngine) committed(string) {}
 
 func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error) {
 	return receiver.NewPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},

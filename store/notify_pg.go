@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +13,69 @@ import (
 )
 
 // Wakes and notifications on PostgreSQL.
+
+// wakeWindow is how often, at most, writes to one topic send their own
+// NOTIFY. Postgres serializes the commits of notifying transactions, so a
+// NOTIFY per write would throttle concurrent writers; the first write in a
+// window notifies inside its statement (commit-atomic), later ones carry none
+// and a trailing wake follows their commit when the window closes.
+const wakeWindow = time.Millisecond
+
+// wakeGate decides which writes carry a NOTIFY and sends trailing wakes.
+type wakeGate struct {
+	send   func(topic string) // an auto-commit NOTIFY
+	mu     sync.Mutex
+	topics map[string]*gateState
+}
+
+type gateState struct {
+	last     time.Time // when a wake for the topic last went out
+	skipped  bool      // a write since then carried none
+	trailing bool      // a trailing wake is scheduled
+}
+
+// wake returns the NOTIFY payload a write to topic should carry: the wake,
+// or "" when one went out within the window.
+func (g *wakeGate) wake(topic string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.topics == nil {
+		g.topics = map[string]*gateState{}
+	}
+	st := g.topics[topic]
+	if st == nil {
+		st = &gateState{}
+		g.topics[topic] = st
+	}
+	now := time.Now()
+	if now.Sub(st.last) >= wakeWindow {
+		st.last = now
+		return receiver.EncodeWake(topic)
+	}
+	st.skipped = true
+	return ""
+}
+
+// committed runs after a write to topic committed: if writes went without a
+// wake, one follows when the window closes (after this commit, so whoever
+// wakes sees the rows).
+func (g *wakeGate) committed(topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.topics[topic]
+	if st == nil || !st.skipped || st.trailing {
+		return
+	}
+	st.trailing = true
+	time.AfterFunc(max(wakeWindow-time.Since(st.last), 0), func() {
+		g.mu.Lock()
+		st.trailing, st.skipped, st.last = false, false, time.Now()
+		g.mu.Unlock()
+		g.send(topic)
+	})
+}
+
+func (e *pgEngine) committed(topic string) { e.gate.committed(topic) }
 
 // startFeed runs the forwarder on a connection taken out of the pool for
 // good (hijacked), so it never counts against the pool's work.

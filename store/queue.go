@@ -169,7 +169,7 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, jobs []NewJob) ([]int64,
 	})
 }
 
-func (q *Queue) wake() { q.s.hub.Wake(queueTopic(q.name)) }
+func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 
 // Claim takes up to n claimable jobs for worker: ready jobs in priority
 // (highest first), run_at, id order, and jobs whose previous claim expired.

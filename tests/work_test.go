@@ -153,9 +153,9 @@ func TestWorkSurvivesPanicsAndFailsPermanentErrors(t *testing.T) {
 	})
 }
 
-// TestWorkWakesOnEnqueue: an idle worker with a long safety poll picks up a
-// job promptly after a local enqueue commits, so it is waiting on a wake,
-// not polling.
+// TestWorkWakesOnEnqueue: an idle worker with an hour-long safety poll picks
+// up a job as soon as an enqueue commits, in this store or another, so it
+// waits on wakes, not on polling.
 func TestWorkWakesOnEnqueue(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -175,6 +175,11 @@ func TestWorkWakesOnEnqueue(t *testing.T) {
 			return err
 		}))
 		require.Equal(t, id, <-got, "a committed EnqueueTx wakes the worker too")
+
+		other := e.open(t) // another store: its enqueue reaches us only through the feed
+		id, err = other.Queue("wakeful").Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.Equal(t, id, <-got, "an enqueue elsewhere wakes the worker through the feed")
 	})
 }
 

@@ -214,17 +214,17 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 
 const enqueueJob = `-- name: EnqueueJob :one
 
-WITH ins AS (
-    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-    VALUES ($2::text, $3::bytea, $4::integer, $5::integer,
-            $6::timestamptz, $7::timestamptz, $8::timestamptz)
-    RETURNING id
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $8::text <> '' THEN pg_notify('alkstore', $8::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+SELECT $1::text, $2::bytea, $3::integer, $4::integer,
+       $5::timestamptz, $6::timestamptz, $7::timestamptz
+FROM w
+RETURNING id
 `
 
 type EnqueueJobParams struct {
-	Wake        string
 	Queue       string
 	Payload     []byte
 	Priority    int32
@@ -232,6 +232,7 @@ type EnqueueJobParams struct {
 	Now         time.Time
 	RunAt       time.Time
 	ExpiresAt   *time.Time
+	Wake        string
 }
 
 // Queues: at-least-once jobs with fenced claims (PostgreSQL).
@@ -239,11 +240,10 @@ type EnqueueJobParams struct {
 // WithClock): the caller passes "now" and every deadline, so both engines
 // compare the same instants and tests control time. Keep machines' clocks
 // in sync (NTP) when several share a database.
-// The wake is a NOTIFY, so workers elsewhere hear of the job only if it
-// commits.
+// A non-empty wake is sent with NOTIFY, so workers elsewhere hear of the
+// job only if it commits (see PublishEvent on empty wakes).
 func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enqueueJob,
-		arg.Wake,
 		arg.Queue,
 		arg.Payload,
 		arg.Priority,
@@ -251,6 +251,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Wake,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -258,23 +259,22 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 }
 
 const enqueueJobs = `-- name: EnqueueJobs :many
-WITH ins AS (
-    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-    SELECT $2::text AS queue, u.payload, u.priority, u.max_attempts, $3::timestamptz AS created_at, u.run_at,
-           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
-    FROM (SELECT unnest($4::bytea[]) AS payload,
-                 unnest($5::integer[]) AS priority,
-                 unnest($6::integer[]) AS max_attempts,
-                 unnest($7::timestamptz[]) AS run_at,
-                 unnest($8::boolean[]) AS has_expires_at,
-                 unnest($9::timestamptz[]) AS expires_at) AS u
-    RETURNING id
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+FROM w, (SELECT unnest($3::bytea[]) AS payload,
+                unnest($4::integer[]) AS priority,
+                unnest($5::integer[]) AS max_attempts,
+                unnest($6::timestamptz[]) AS run_at,
+                unnest($7::boolean[]) AS has_expires_at,
+                unnest($8::timestamptz[]) AS expires_at) AS u
+RETURNING id
 `
 
 type EnqueueJobsParams struct {
-	Wake         string
 	Queue        string
 	Now          time.Time
 	Payloads     [][]byte
@@ -283,12 +283,12 @@ type EnqueueJobsParams struct {
 	RunAts       []time.Time
 	HasExpiresAt []bool
 	ExpiresAts   []time.Time
+	Wake         string
 }
 
 // Many jobs in one statement; ids follow the input order; one wake.
 func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, enqueueJobs,
-		arg.Wake,
 		arg.Queue,
 		arg.Now,
 		arg.Payloads,
@@ -297,6 +297,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 		arg.RunAts,
 		arg.HasExpiresAt,
 		arg.ExpiresAts,
+		arg.Wake,
 	)
 	if err != nil {
 		return nil, err

@@ -29,33 +29,35 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 
 const publishEvent = `-- name: PublishEvent :one
 
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
-ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), $2::text, $3::text, $4::bytea, tx.txid
-    FROM tx
-    RETURNING id
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), $1::text, $2::text, $3::bytea, tx.txid
+FROM tx
+RETURNING id
 `
 
 type PublishEventParams struct {
-	Wake    string
 	Stream  string
 	Key     *string
 	Payload []byte
+	Wake    string
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
 // The materialized CTE assigns the transaction id before nextval draws the
-// offset; the settled horizon (SettledSnapshot) depends on that order. The
-// wake is a NOTIFY, so it is sent only if the event commits.
+// offset; the settled horizon (SettledSnapshot) depends on that order. A
+// non-empty wake is sent with NOTIFY, so only if the event commits (the
+// store passes an empty one when a recent write to the stream already woke
+// listeners, and follows up after the commit; see store/notify_pg.go).
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
-		arg.Wake,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
+		arg.Wake,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -63,35 +65,35 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 }
 
 const publishEvents = `-- name: PublishEvents :many
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
-ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), $2::text,
-           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-    FROM tx, (SELECT unnest($3::boolean[]) AS keyed,
-                     unnest($4::text[]) AS key,
-                     unnest($5::bytea[]) AS payload) AS u
-    RETURNING id
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN $5::text <> '' THEN pg_notify('alkstore', $5::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', $1::text)) AS wake
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), $1::text,
+       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+FROM tx, (SELECT unnest($2::boolean[]) AS keyed,
+                 unnest($3::text[]) AS key,
+                 unnest($4::bytea[]) AS payload) AS u
+RETURNING id
 `
 
 type PublishEventsParams struct {
-	Wake     string
 	Stream   string
 	Keyed    []bool
 	Keys     []string
 	Payloads [][]byte
+	Wake     string
 }
 
 // Many events in one statement; offsets follow the input order; one wake.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
-		arg.Wake,
 		arg.Stream,
 		arg.Keyed,
 		arg.Keys,
 		arg.Payloads,
+		arg.Wake,
 	)
 	if err != nil {
 		return nil, err

@@ -5,31 +5,32 @@
 -- in sync (NTP) when several share a database.
 
 -- name: EnqueueJob :one
--- The wake is a NOTIFY, so workers elsewhere hear of the job only if it
--- commits.
-WITH ins AS (
-    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-    VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
-            @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz)
-    RETURNING id
+-- A non-empty wake is sent with NOTIFY, so workers elsewhere hear of the
+-- job only if it commits (see PublishEvent on empty wakes).
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz
+FROM w
+RETURNING id;
 
 -- name: EnqueueJobs :many
 -- Many jobs in one statement; ids follow the input order; one wake.
-WITH ins AS (
-    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-    SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
-           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
-    FROM (SELECT unnest(@payloads::bytea[]) AS payload,
-                 unnest(@priorities::integer[]) AS priority,
-                 unnest(@max_attempts::integer[]) AS max_attempts,
-                 unnest(@run_ats::timestamptz[]) AS run_at,
-                 unnest(@has_expires_at::boolean[]) AS has_expires_at,
-                 unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
-    RETURNING id
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
+                unnest(@priorities::integer[]) AS priority,
+                unnest(@max_attempts::integer[]) AS max_attempts,
+                unnest(@run_ats::timestamptz[]) AS run_at,
+                unnest(@has_expires_at::boolean[]) AS has_expires_at,
+                unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
+RETURNING id;
 
 -- name: BuryExhaustedClaims :execrows
 -- Jobs whose last allowed claim expired go to dead instead of running again.

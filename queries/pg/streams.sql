@@ -2,30 +2,32 @@
 
 -- name: PublishEvent :one
 -- The materialized CTE assigns the transaction id before nextval draws the
--- offset; the settled horizon (SettledSnapshot) depends on that order. The
--- wake is a NOTIFY, so it is sent only if the event commits.
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
-ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid
-    FROM tx
-    RETURNING id
+-- offset; the settled horizon (SettledSnapshot) depends on that order. A
+-- non-empty wake is sent with NOTIFY, so only if the event commits (the
+-- store passes an empty one when a recent write to the stream already woke
+-- listeners, and follows up after the commit; see store/notify_pg.go).
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid
+FROM tx
+RETURNING id;
 
 -- name: PublishEvents :many
 -- Many events in one statement; offsets follow the input order; one wake.
-WITH tx AS MATERIALIZED (SELECT pg_current_xact_id() AS txid),
-ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), @stream::text,
-           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-    FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
-                     unnest(@keys::text[]) AS key,
-                     unnest(@payloads::bytea[]) AS payload) AS u
-    RETURNING id
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-SELECT ins.id FROM ins, (SELECT pg_notify('alkstore', @wake::text)) AS wake;
+INSERT INTO alkstore.events (id, stream, key, payload, txid)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text,
+       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
+                 unnest(@keys::text[]) AS key,
+                 unnest(@payloads::bytea[]) AS payload) AS u
+RETURNING id;
 
 -- name: SettledSnapshot :one
 -- What the settled horizon needs from this statement's snapshot: its xmin;

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// benchReceivers measures push delivery: publish → Recv latency when the
+// subscriber shares the publisher's store (an in-process wake) and when it
+// has a store of its own (the wake crosses the feed: Postgres NOTIFY or the
+// SQLite watcher, as for another process); end-to-end throughput with 8
+// publishers and one subscriber; and the idle cost of waiting.
+func benchReceivers(ctx context.Context, engine string, s *store.Store, open func() *store.Store, r raw) {
+	other := open()
+	defer other.Close()
+	for _, c := range []struct {
+		what string
+		sub  *store.Store
+	}{{"in-process", s}, {"via the feed (second store)", other}} {
+		p50, p99 := wakeLatency(ctx, s, c.sub, "lat-"+strconv.Itoa(len(c.what)), 200)
+		fmt.Printf("%-8s %-44s %14s %14s\n", engine, "publish → Recv "+c.what, "p50 "+p50.Round(time.Microsecond).String(),
+			"p99 "+p99.Round(time.Microsecond).String())
+	}
+
+	// End to end: 8 publishers, one subscriber keeping up.
+	st := s.Stream("e2e")
+	rcv := must(st.Subscribe(ctx, "e2e", store.SubscribeOpts{Buffer: 1024, PageSize: 1000}))
+	defer rcv.Close()
+	payload := make([]byte, 128)
+	var wg sync.WaitGroup
+	start := time.Now()
+	const per = 2000
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				must(st.Publish(ctx, payload))
+			}
+		}()
+	}
+	for i := 0; i < 8*per; i++ {
+		must(rcv.Recv(ctx))
+	}
+	lib := float64(8*per) / time.Since(start).Seconds()
+	wg.Wait()
+	ceil := rate(8, func() error { return r.insert(ctx, payload) })
+	row(engine, "8 publishers → 1 subscriber (events/s)", lib, ceil)
+
+	// Idle: 20 parked receivers and a worker loop with nothing to do.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := 0; i < 20; i++ {
+		rr := must(s.Stream(fmt.Sprint("idle-", i)).Subscribe(ctx, "c", store.SubscribeOpts{}))
+		defer rr.Close()
+	}
+	go s.Queue("idle").Work(wctx, store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
+	time.Sleep(200 * time.Millisecond) // let them park
+	cpu0, t0 := cpuTime(), time.Now()
+	time.Sleep(*idleFor)
+	share := (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds() * 100
+	fmt.Printf("%-8s %-44s %13.2f%% %14s\n", engine, "idle: 20 receivers + 1 worker, CPU of one core", share, "limit 5%")
+}
+
+func wakeLatency(ctx context.Context, pub, sub *store.Store, stream string, n int) (p50, p99 time.Duration) {
+	rcv := must(sub.Stream(stream).Subscribe(ctx, "lat", store.SubscribeOpts{}))
+	defer rcv.Close()
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		must(pub.Stream(stream).Publish(ctx, nil))
+		must(rcv.Recv(ctx))
+		lat = append(lat, time.Since(t))
+	}
+	slices.Sort(lat)
+	return lat[n/2], lat[n*99/100]
+}
+
+// cpuTime is this process's user + system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,66 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWatcherWakesOnChangeAndClosesTheHubWhenItDies(t *testing.T) {
+	hub := &Hub{}
+	sub := hub.Subscribe("s:events")
+	defer sub.Close()
+	var version atomic.Int64
+	broken := errors.New("disk gone")
+	var fail atomic.Bool
+	firstRead := make(chan struct{})
+	var calls atomic.Int64
+	w := StartWatcher(hub, func(context.Context) (int64, error) {
+		if calls.Add(1) == 1 {
+			defer close(firstRead)
+		}
+		if fail.Load() {
+			return 0, broken
+		}
+		return version.Load(), nil
+	}, time.Millisecond, 4*time.Millisecond)
+	defer w.Close()
+
+	<-firstRead
+	version.Add(1) // another process committed
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake after the data version changed")
+	}
+
+	fail.Store(true)
+	select {
+	case <-sub.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hub stayed open after the watcher died")
+	}
+	require.ErrorIs(t, sub.Err(), ErrClosed)
+	assert.ErrorIs(t, sub.Err(), broken, "the cause is kept")
+	late := hub.Subscribe("s:other")
+	<-late.Done() // a dead feed accepts no new subscribers
+}
+
+func TestNotificationEnvelope(t *testing.T) {
+	hub := &Hub{}
+	text := hub.SubscribeMessages("ch", 4)
+	for _, payload := range [][]byte{[]byte("héllo"), {0, 1, 255}, {}} {
+		msg, err := EncodeNotification("ch", payload)
+		require.NoError(t, err)
+		dispatch(hub, msg)
+		assert.Equal(t, payload, <-text.c)
+	}
+	_, err := EncodeNotification("ch", make([]byte, MaxPayload))
+	require.ErrorIs(t, err, ErrPayloadTooLarge)
+	dispatch(hub, "n999:short") // malformed: ignored, no panic
+}
