@@ -107,6 +107,7 @@ func (r *EventReceiver) run(cursor int64) {
 		}
 		cancel()
 	}()
+	failing := false // an error was surfaced and no read has worked since
 	for {
 		next, err := r.drain(ctx, cursor)
 		cursor = next
@@ -116,12 +117,15 @@ func (r *EventReceiver) run(cursor int64) {
 				r.finish(ErrClosed)
 				return
 			}
-			// Surface the failure once; keep going on the next wake or retry.
-			if !r.send(item{err: err}) {
+			// Surface an outage once, then keep retrying quietly on wakes and
+			// on the retry interval.
+			if !failing && !r.send(item{err: err}) {
 				r.finish(ErrClosed)
 				return
 			}
-			wait = r.opts.RetryInterval
+			failing, wait = true, r.opts.RetryInterval
+		} else {
+			failing = false
 		}
 		if !r.park(wait) {
 			r.finish(r.wakes.Err())
@@ -195,7 +199,8 @@ func (r *EventReceiver) finish(cause error) {
 // Recv returns the next event, waiting for one. After the receiver closed
 // (Close, the store closing, or on SQLite its watcher dying) it returns an
 // error matching ErrClosed, for good. Other errors are the database's: one
-// per failed read, after which the receiver keeps going.
+// when reads start failing, after which the receiver keeps retrying and
+// resumes where it was once a read works again.
 func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
 	select {
 	case it := <-r.items:

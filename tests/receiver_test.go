@@ -341,3 +341,40 @@ func TestCrossProcessWake(t *testing.T) {
 		assert.Less(t, p50, 20*time.Millisecond)
 	})
 }
+
+// TestReceiverSurvivesATransientReadError: while the events table is away,
+// the receiver reports one database error, then resumes where it was.
+func TestReceiverSurvivesATransientReadError(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("flaky")
+		c := ctx(t)
+		first := publishN(t, st, 1)
+		table, away := "alk_events", "alk_events_away"
+		if e.name == "pg" {
+			table, away = "alkstore.events", "events_away"
+		}
+		admin := s // DDL on the same database, through the store's own transaction
+		rename := func(from, to string) {
+			require.NoError(t, admin.InTx(c, func(c context.Context, tx store.Tx) error {
+				_, err := tx.Exec(c, "ALTER TABLE "+from+" RENAME TO "+to)
+				return err
+			}))
+		}
+		rename(table, away)
+		r, err := st.Subscribe(c, "c", store.SubscribeOpts{RetryInterval: 10 * time.Millisecond})
+		require.NoError(t, err)
+		defer r.Close()
+		_, err = r.Recv(c)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, store.ErrClosed, "a read error is not the end")
+
+		back := away
+		if e.name == "pg" {
+			back = "alkstore." + away
+		}
+		rename(back, strings.TrimPrefix(table, "alkstore."))
+		more := publishN(t, st, 1)
+		assert.Equal(t, append(first, more...), recvN(t, r, 2), "resumed in order, no second error for the same outage")
+	})
+}
