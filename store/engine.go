@@ -24,7 +24,7 @@ type Message struct {
 // error wrapping and transaction handling live above it, once.
 type ops interface {
 	publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error)
-	publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error)
+	publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) // keyed ones update their heads
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
@@ -47,6 +47,15 @@ type ops interface {
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
+
+	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
+	upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error
+	getHead(ctx context.Context, stream, key string) (*Head, error)
+	lockHead(ctx context.Context, stream, key string) (head *Head, found bool, err error) // head nil: headless
+	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
+	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
+	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
+	configureStream(ctx context.Context, name string, c StreamConfig) error
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)

@@ -145,9 +145,14 @@ func (o liteOps) publish(ctx context.Context, stream string, key *string, payloa
 	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload})
 }
 
-func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
+func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
 	return o.insertEach(ctx, len(msgs), func(q *litedb.Queries, i int) (int64, error) {
-		return q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: msgs[i].Key, Payload: msgs[i].Payload})
+		m := msgs[i]
+		id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
+		if err == nil && m.Key != nil {
+			err = liteOps{q: q}.upsertHeads(ctx, stream, map[string]int64{*m.Key: id}, now)
+		}
+		return id, err
 	})
 }
 

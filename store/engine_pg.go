@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -118,7 +119,7 @@ func (o pgOps) publish(ctx context.Context, stream string, key *string, payload 
 		Wake: o.eng.gate.wake(streamTopic(stream))})
 }
 
-func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) ([]int64, error) {
+func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
 		Wake:     o.eng.gate.wake(streamTopic(stream)),
@@ -132,21 +133,42 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message) (
 		}
 		p.Payloads[i] = m.Payload
 	}
-	ids, err := o.q.PublishEvents(ctx, p)
-	return sortedIDs(ids, len(msgs), err)
+	var ids []int64
+	err := o.atomically(ctx, slices.Contains(p.Keyed, true), func(o pgOps) error {
+		var err error
+		if ids, err = sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)); err != nil {
+			return err
+		}
+		return o.upsertHeads(ctx, stream, latestPerKey(msgs, ids), now)
+	})
+	return ids, err
 }
 
-// sortedIDs checks a multi-row insert's ids. They are drawn in input order,
-// but RETURNING's row order is not promised, so they are sorted.
-func sortedIDs(ids []int64, want int, err error) ([]int64, error) {
-	if err != nil {
-		return nil, err
+// atomically runs fn in one transaction when need is set: the caller's, or
+// a new one from the pool. Single statements need none.
+func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) error {
+	if !need || o.inTx {
+		return fn(o)
 	}
-	if len(ids) != want {
-		return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
+	return pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
+		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true})
+	})
+}
+
+// sortedIDs checks a multi-row insert's ids against the number of rows
+// wanted. They are drawn in input order, but RETURNING's row order is not
+// promised, so they are sorted.
+func sortedIDs(ids []int64, err error) func(want int) ([]int64, error) {
+	return func(want int) ([]int64, error) {
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) != want {
+			return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
+		}
+		slices.Sort(ids)
+		return ids, nil
 	}
-	slices.Sort(ids)
-	return ids, nil
 }
 
 func deref[T any](p *T) T {

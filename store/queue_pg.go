@@ -27,8 +27,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 			p.ExpiresAts[i] = now
 		}
 	}
-	ids, err := o.q.EnqueueJobs(ctx, p)
-	return sortedIDs(ids, len(jobs), err)
+	return sortedIDs(o.q.EnqueueJobs(ctx, p))(len(jobs))
 }
 
 func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {

@@ -24,31 +24,29 @@ func (st *Stream) Name() string { return st.name }
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
-	return st.publish(ctx, autoWrite, nil, payload)
+	return st.publish(ctx, autoWrite, payload)
 }
 
 // PublishTx is Publish inside tx: the event commits or rolls back with it.
 func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, error) {
-	return st.publish(ctx, tx.via(), nil, payload)
+	return st.publish(ctx, tx.via(), payload)
 }
 
-// PublishWithKey appends an event carrying key. An empty key is
-// ErrInvalidName.
+// PublishWithKey appends an event carrying key and makes it the key's
+// compaction head by the winner rule (rank 0). A nil payload is a
+// tombstone. An empty key is ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
-	return st.publish(ctx, autoWrite, &key, payload)
+	return st.publishKeyed(ctx, autoWrite, key, payload, 0, 1)
 }
 
 // PublishWithKeyTx is PublishWithKey inside tx.
 func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
-	return st.publish(ctx, tx.via(), &key, payload)
+	return st.publishKeyed(ctx, tx.via(), key, payload, 0, 1)
 }
 
-func (st *Stream) publish(ctx context.Context, v via, key *string, payload []byte) (int64, error) {
+func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
-		if err := validateKey(key); err != nil {
-			return 0, err
-		}
-		off, err := o.publish(ctx, st.name, key, payload)
+		off, err := o.publish(ctx, st.name, nil, payload)
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
 		}
@@ -57,7 +55,8 @@ func (st *Stream) publish(ctx context.Context, v via, key *string, payload []byt
 }
 
 // PublishMany appends msgs in order, in one round trip, and returns their
-// offsets in the same order. All or none are stored.
+// offsets in the same order. All or none are stored. Keyed messages update
+// their keys' compaction heads (rank 0) like PublishWithKey.
 func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, autoWrite, msgs)
 }
@@ -77,7 +76,7 @@ func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int
 		if len(msgs) == 0 {
 			return []int64{}, nil
 		}
-		offs, err := o.publishMany(ctx, st.name, msgs)
+		offs, err := o.publishMany(ctx, st.name, msgs, st.s.now())
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
 		}
@@ -175,8 +174,9 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 }
 
 // TrimTo deletes every event with an offset <= horizon and returns how many
-// it deleted. Surviving events keep their offsets; saved consumer offsets
-// stay valid. A negative horizon deletes nothing.
+// it deleted; on a compacted stream the current heads are spared. Surviving
+// events keep their offsets; saved consumer offsets stay valid. A negative
+// horizon deletes nothing.
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	return run(st.handle, "trim", autoWrite, func(o target) (int64, error) {
 		if horizon < 0 {

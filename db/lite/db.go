@@ -42,11 +42,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
+	if q.configureStreamStmt, err = db.PrepareContext(ctx, configureStream); err != nil {
+		return nil, fmt.Errorf("error preparing query ConfigureStream: %w", err)
+	}
 	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
 	}
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
+	}
+	if q.getCompactionHeadStmt, err = db.PrepareContext(ctx, getCompactionHead); err != nil {
+		return nil, fmt.Errorf("error preparing query GetCompactionHead: %w", err)
+	}
+	if q.getEventPayloadStmt, err = db.PrepareContext(ctx, getEventPayload); err != nil {
+		return nil, fmt.Errorf("error preparing query GetEventPayload: %w", err)
 	}
 	if q.getJobStmt, err = db.PrepareContext(ctx, getJob); err != nil {
 		return nil, fmt.Errorf("error preparing query GetJob: %w", err)
@@ -57,8 +66,17 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
 	}
+	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
+	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
+	}
+	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
+		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
+	}
+	if q.lockCompactionHeadStmt, err = db.PrepareContext(ctx, lockCompactionHead); err != nil {
+		return nil, fmt.Errorf("error preparing query LockCompactionHead: %w", err)
 	}
 	if q.nextJobDueStmt, err = db.PrepareContext(ctx, nextJobDue); err != nil {
 		return nil, fmt.Errorf("error preparing query NextJobDue: %w", err)
@@ -77,6 +95,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.publishEventsStmt, err = db.PrepareContext(ctx, publishEvents); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEvents: %w", err)
+	}
+	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
 	}
 	if q.queueStatsStmt, err = db.PrepareContext(ctx, queueStats); err != nil {
 		return nil, fmt.Errorf("error preparing query QueueStats: %w", err)
@@ -99,8 +120,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.sweepExpiredJobsStmt, err = db.PrepareContext(ctx, sweepExpiredJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query SweepExpiredJobs: %w", err)
 	}
+	if q.touchHeadlessHeadStmt, err = db.PrepareContext(ctx, touchHeadlessHead); err != nil {
+		return nil, fmt.Errorf("error preparing query TouchHeadlessHead: %w", err)
+	}
 	if q.trimStreamStmt, err = db.PrepareContext(ctx, trimStream); err != nil {
 		return nil, fmt.Errorf("error preparing query TrimStream: %w", err)
+	}
+	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
+		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
 	return &q, nil
 }
@@ -137,6 +164,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing claimJobsStmt: %w", cerr)
 		}
 	}
+	if q.configureStreamStmt != nil {
+		if cerr := q.configureStreamStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing configureStreamStmt: %w", cerr)
+		}
+	}
 	if q.enqueueJobStmt != nil {
 		if cerr := q.enqueueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobStmt: %w", cerr)
@@ -145,6 +177,16 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.getCompactionHeadStmt != nil {
+		if cerr := q.getCompactionHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getCompactionHeadStmt: %w", cerr)
+		}
+	}
+	if q.getEventPayloadStmt != nil {
+		if cerr := q.getEventPayloadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getEventPayloadStmt: %w", cerr)
 		}
 	}
 	if q.getJobStmt != nil {
@@ -162,9 +204,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
 		}
 	}
+	if q.insertHeadlessHeadStmt != nil {
+		if cerr := q.insertHeadlessHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
+		}
+	}
 	if q.latestNotificationStmt != nil {
 		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
+		}
+	}
+	if q.listHeadsStmt != nil {
+		if cerr := q.listHeadsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listHeadsStmt: %w", cerr)
+		}
+	}
+	if q.lockCompactionHeadStmt != nil {
+		if cerr := q.lockCompactionHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing lockCompactionHeadStmt: %w", cerr)
 		}
 	}
 	if q.nextJobDueStmt != nil {
@@ -195,6 +252,11 @@ func (q *Queries) Close() error {
 	if q.publishEventsStmt != nil {
 		if cerr := q.publishEventsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishEventsStmt: %w", cerr)
+		}
+	}
+	if q.publishKeyedEventStmt != nil {
+		if cerr := q.publishKeyedEventStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
 		}
 	}
 	if q.queueStatsStmt != nil {
@@ -232,9 +294,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing sweepExpiredJobsStmt: %w", cerr)
 		}
 	}
+	if q.touchHeadlessHeadStmt != nil {
+		if cerr := q.touchHeadlessHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing touchHeadlessHeadStmt: %w", cerr)
+		}
+	}
 	if q.trimStreamStmt != nil {
 		if cerr := q.trimStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing trimStreamStmt: %w", cerr)
+		}
+	}
+	if q.upsertCompactionHeadStmt != nil {
+		if cerr := q.upsertCompactionHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
 		}
 	}
 	return err
@@ -282,18 +354,25 @@ type Queries struct {
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
 	claimJobsStmt              *sql.Stmt
+	configureStreamStmt        *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
+	getCompactionHeadStmt      *sql.Stmt
+	getEventPayloadStmt        *sql.Stmt
 	getJobStmt                 *sql.Stmt
 	getOffsetStmt              *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
+	insertHeadlessHeadStmt     *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
+	listHeadsStmt              *sql.Stmt
+	lockCompactionHeadStmt     *sql.Stmt
 	nextJobDueStmt             *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
 	publishEventsStmt          *sql.Stmt
+	publishKeyedEventStmt      *sql.Stmt
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
@@ -301,7 +380,9 @@ type Queries struct {
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
 	sweepExpiredJobsStmt       *sql.Stmt
+	touchHeadlessHeadStmt      *sql.Stmt
 	trimStreamStmt             *sql.Stmt
+	upsertCompactionHeadStmt   *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
@@ -314,18 +395,25 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
 		claimJobsStmt:              q.claimJobsStmt,
+		configureStreamStmt:        q.configureStreamStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
+		getCompactionHeadStmt:      q.getCompactionHeadStmt,
+		getEventPayloadStmt:        q.getEventPayloadStmt,
 		getJobStmt:                 q.getJobStmt,
 		getOffsetStmt:              q.getOffsetStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
+		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
+		listHeadsStmt:              q.listHeadsStmt,
+		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
 		nextJobDueStmt:             q.nextJobDueStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,
 		publishEventsStmt:          q.publishEventsStmt,
+		publishKeyedEventStmt:      q.publishKeyedEventStmt,
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
@@ -333,6 +421,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
 		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
+		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
 		trimStreamStmt:             q.trimStreamStmt,
+		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
 	}
 }

@@ -4,6 +4,16 @@
 
 package litedb
 
+type AlkCompactionHead struct {
+	Stream         string
+	Key            string
+	HeadOffset     *int64
+	SchemaVersion  *int64
+	CompactionRank *int64
+	CreatedAt      int64
+	UpdatedAt      int64
+}
+
 type AlkConsumerOffset struct {
 	Stream          string
 	Consumer        string
@@ -43,4 +53,13 @@ type AlkNotification struct {
 	Channel   string
 	Payload   []byte
 	CreatedAt int64
+}
+
+type AlkStream struct {
+	Name                 string
+	Compacted            int64
+	HeadlessTtlUs        int64
+	RetentionUs          *int64
+	MinCompactionLagUs   int64
+	TombstoneRetentionUs int64
 }

@@ -180,7 +180,10 @@ func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
 }
 
 const trimStream = `-- name: TrimStream :execrows
-DELETE FROM alk_events WHERE stream = ?1 AND id <= ?2
+DELETE FROM alk_events
+WHERE alk_events.stream = ?1 AND alk_events.id <= ?2
+  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_streams s JOIN alk_compaction_heads h ON h.stream = s.name
+                            WHERE s.name = ?1 AND s.compacted AND h.head_offset IS NOT NULL)
 `
 
 type TrimStreamParams struct {
@@ -188,6 +191,7 @@ type TrimStreamParams struct {
 	Horizon int64
 }
 
+// The current heads of a compacted stream are spared.
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
 	result, err := q.exec(ctx, q.trimStreamStmt, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {

@@ -10,6 +10,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AlkstoreCompactionHead struct {
+	Stream         string
+	Key            string
+	HeadOffset     *int64
+	SchemaVersion  *int32
+	CompactionRank *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
 type AlkstoreConsumerOffset struct {
 	Stream          string
 	Consumer        string
@@ -43,4 +53,13 @@ type AlkstoreJob struct {
 	Worker         *string
 	LastError      *string
 	DiedAt         *time.Time
+}
+
+type AlkstoreStream struct {
+	Name                 string
+	Compacted            bool
+	HeadlessTtlUs        int64
+	RetentionUs          *int64
+	MinCompactionLagUs   int64
+	TombstoneRetentionUs int64
 }

@@ -284,7 +284,10 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 }
 
 const trimStream = `-- name: TrimStream :execrows
-DELETE FROM alkstore.events WHERE stream = $1 AND id <= $2
+DELETE FROM alkstore.events e
+WHERE e.stream = $1::text AND e.id <= $2::bigint
+  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
+                  WHERE s.name = e.stream AND s.compacted AND h.head_offset = e.id)
 `
 
 type TrimStreamParams struct {
@@ -292,6 +295,7 @@ type TrimStreamParams struct {
 	Horizon int64
 }
 
+// The current heads of a compacted stream are spared.
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
 	result, err := q.db.Exec(ctx, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {

@@ -44,4 +44,8 @@ SELECT CAST(COALESCE((SELECT committed_offset FROM alk_consumer_offsets
                       WHERE stream = @stream AND consumer = @consumer), 0) AS INTEGER) AS committed_offset;
 
 -- name: TrimStream :execrows
-DELETE FROM alk_events WHERE stream = @stream AND id <= @horizon;
+-- The current heads of a compacted stream are spared.
+DELETE FROM alk_events
+WHERE alk_events.stream = sqlc.arg(stream) AND alk_events.id <= sqlc.arg(horizon)
+  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_streams s JOIN alk_compaction_heads h ON h.stream = s.name
+                            WHERE s.name = sqlc.arg(stream) AND s.compacted AND h.head_offset IS NOT NULL);

@@ -78,4 +78,8 @@ SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
                  WHERE stream = @stream AND consumer = @consumer), 0)::bigint AS committed_offset;
 
 -- name: TrimStream :execrows
-DELETE FROM alkstore.events WHERE stream = @stream AND id <= @horizon;
+-- The current heads of a compacted stream are spared.
+DELETE FROM alkstore.events e
+WHERE e.stream = @stream::text AND e.id <= @horizon::bigint
+  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
+                  WHERE s.name = e.stream AND s.compacted AND h.head_offset = e.id);

@@ -21,6 +21,34 @@ CREATE TABLE alk_consumer_offsets (
     PRIMARY KEY (stream, consumer)
 ) WITHOUT ROWID;
 
+-- Stream settings (absent row: defaults). Durations in microseconds.
+CREATE TABLE alk_streams (
+    name                   TEXT    PRIMARY KEY,
+    compacted              INTEGER NOT NULL DEFAULT 0,
+    headless_ttl_us        INTEGER NOT NULL DEFAULT 3600000000 CHECK (headless_ttl_us > 0),
+    retention_us           INTEGER CHECK (retention_us > 0),          -- NULL: keep events forever
+    min_compaction_lag_us  INTEGER NOT NULL DEFAULT 0 CHECK (min_compaction_lag_us >= 0),
+    tombstone_retention_us INTEGER NOT NULL DEFAULT 86400000000 CHECK (tombstone_retention_us >= 0)
+) WITHOUT ROWID;
+
+-- Compaction heads: per (stream, key) the one durable, lockable identity of
+-- the key. A headless row (all three head columns NULL) exists so that a
+-- transaction can lock a key before its first value.
+CREATE TABLE alk_compaction_heads (
+    stream          TEXT    NOT NULL,
+    key             TEXT    NOT NULL,
+    head_offset     INTEGER,
+    schema_version  INTEGER,
+    compaction_rank INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    PRIMARY KEY (stream, key),
+    CHECK ((head_offset IS NULL) = (schema_version IS NULL)
+       AND (head_offset IS NULL) = (compaction_rank IS NULL))
+) WITHOUT ROWID;
+CREATE INDEX alk_compaction_heads_headless ON alk_compaction_heads (stream, updated_at) WHERE head_offset IS NULL;
+CREATE INDEX alk_compaction_heads_offset ON alk_compaction_heads (head_offset) WHERE head_offset IS NOT NULL;
+
 -- Queues: live and dead jobs in one table. Claiming reads only the partial
 -- indexes over pending and running rows, so dead rows and delayed rows of
 -- lower priority never slow it down.
@@ -61,6 +89,8 @@ CREATE INDEX alk_notifications_channel_id ON alk_notifications (channel, id);
 CREATE INDEX alk_notifications_created_at ON alk_notifications (created_at);
 
 -- +goose Down
+DROP TABLE alk_compaction_heads;
+DROP TABLE alk_streams;
 DROP TABLE alk_notifications;
 DROP TABLE alk_jobs;
 DROP TABLE alk_consumer_offsets;

@@ -29,6 +29,34 @@ CREATE TABLE alkstore.consumer_offsets (
     PRIMARY KEY (stream, consumer)
 );
 
+-- Stream settings (absent row: defaults). Durations in microseconds.
+CREATE TABLE alkstore.streams (
+    name                   text    PRIMARY KEY,
+    compacted              boolean NOT NULL DEFAULT false,
+    headless_ttl_us        bigint  NOT NULL DEFAULT 3600000000 CHECK (headless_ttl_us > 0),
+    retention_us           bigint  CHECK (retention_us > 0),          -- NULL: keep events forever
+    min_compaction_lag_us  bigint  NOT NULL DEFAULT 0 CHECK (min_compaction_lag_us >= 0),
+    tombstone_retention_us bigint  NOT NULL DEFAULT 86400000000 CHECK (tombstone_retention_us >= 0)
+);
+
+-- Compaction heads: per (stream, key) the one durable, lockable identity of
+-- the key. A headless row (all three head columns NULL) exists so that a
+-- transaction can lock a key before its first value.
+CREATE TABLE alkstore.compaction_heads (
+    stream          text        NOT NULL,
+    key             text        NOT NULL,
+    head_offset     bigint,
+    schema_version  integer,
+    compaction_rank bigint,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (stream, key),
+    CHECK ((head_offset IS NULL) = (schema_version IS NULL)
+       AND (head_offset IS NULL) = (compaction_rank IS NULL))
+);
+CREATE INDEX compaction_heads_headless ON alkstore.compaction_heads (stream, updated_at) WHERE head_offset IS NULL;
+CREATE INDEX compaction_heads_offset ON alkstore.compaction_heads (head_offset) WHERE head_offset IS NOT NULL;
+
 -- Queues: live and dead jobs in one table. Claiming reads only the partial
 -- indexes over pending and running rows, so dead rows and delayed rows of
 -- lower priority never slow it down.
@@ -60,6 +88,8 @@ CREATE INDEX jobs_dead     ON alkstore.jobs (queue, died_at) WHERE state = 'dead
 -- +goose Down
 -- The schema itself stays: goose keeps its version table in it.
 DROP TABLE alkstore.jobs;
+DROP TABLE alkstore.compaction_heads;
+DROP TABLE alkstore.streams;
 DROP TABLE alkstore.consumer_offsets;
 DROP TABLE alkstore.events;
 DROP SEQUENCE alkstore.event_offset_seq;

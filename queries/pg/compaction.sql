@@ -1,0 +1,90 @@
+-- Compacted keys: per (stream, key) one head row (PostgreSQL).
+-- Winner rule: a publish becomes the head when the row is headless or its
+-- (rank, offset) is greater than the head's.
+
+-- name: PublishKeyedEvent :one
+-- A keyed publish: the event and the upsert of its key's head, in one
+-- statement (see PublishEvent for the transaction id and the wake).
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), @stream::text, @key::text, sqlc.narg(payload)::bytea, tx.txid
+    FROM tx
+    RETURNING id
+),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz
+    FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+    RETURNING h.head_offset
+)
+SELECT ins.id FROM ins LEFT JOIN head ON true;
+
+-- name: UpsertCompactionHead :exec
+-- The head upsert alone, for a batch's keyed events (newest per key first
+-- deduplicated by the caller).
+INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+VALUES (@stream::text, @key::text, @head_offset::bigint, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (stream, key) DO UPDATE
+SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+    compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+WHERE h.head_offset IS NULL
+   OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset);
+
+-- name: GetCompactionHead :one
+-- The plain read: only a materialized head (with its event) is returned.
+SELECT h.head_offset::bigint AS head_offset, h.schema_version::integer AS schema_version,
+       h.compaction_rank::bigint AS compaction_rank, h.updated_at, e.payload
+FROM alkstore.compaction_heads h
+JOIN alkstore.events e ON e.id = h.head_offset
+WHERE h.stream = @stream::text AND h.key = @key::text;
+
+-- name: LockCompactionHead :many
+-- Locks the key's row until the transaction ends; head_offset is NULL for
+-- a headless row. No row: the caller inserts a headless one and retries.
+-- No join here: after waiting for the lock, READ COMMITTED re-checks the
+-- locked row but would keep a joined row from the old snapshot, so the head
+-- event is read by GetEventPayload in the next statement.
+SELECT head_offset, schema_version, compaction_rank, updated_at
+FROM alkstore.compaction_heads
+WHERE stream = @stream::text AND key = @key::text
+FOR UPDATE;
+
+-- name: GetEventPayload :many
+SELECT payload FROM alkstore.events WHERE id = @id;
+
+-- name: InsertHeadlessHead :exec
+INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at)
+VALUES (@stream::text, @key::text, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (stream, key) DO NOTHING;
+
+-- name: TouchHeadlessHead :exec
+-- A headless row locked again stays alive for another TTL.
+UPDATE alkstore.compaction_heads SET updated_at = @now::timestamptz
+WHERE stream = @stream::text AND key = @key::text AND head_offset IS NULL;
+
+-- name: ListHeads :many
+-- The key/value view: current heads in key order, tombstones left out.
+SELECT h.key, h.head_offset::bigint AS head_offset, h.schema_version::integer AS schema_version,
+       h.compaction_rank::bigint AS compaction_rank, h.updated_at, e.payload
+FROM alkstore.compaction_heads h
+JOIN alkstore.events e ON e.id = h.head_offset
+WHERE h.stream = @stream::text AND h.key > @after::text AND e.payload IS NOT NULL
+ORDER BY h.key
+LIMIT @lim::integer;
+
+-- name: ConfigureStream :exec
+INSERT INTO alkstore.streams (name, compacted, headless_ttl_us, retention_us, min_compaction_lag_us, tombstone_retention_us)
+VALUES (@name::text, @compacted::boolean, @headless_ttl_us::bigint, sqlc.narg(retention_us)::bigint,
+        @min_compaction_lag_us::bigint, @tombstone_retention_us::bigint)
+ON CONFLICT (name) DO UPDATE
+SET compacted = EXCLUDED.compacted, headless_ttl_us = EXCLUDED.headless_ttl_us, retention_us = EXCLUDED.retention_us,
+    min_compaction_lag_us = EXCLUDED.min_compaction_lag_us, tombstone_retention_us = EXCLUDED.tombstone_retention_us;

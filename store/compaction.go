@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Head is the current value of a key in a stream: the event that won the
+// key by the winner rule (a headless row, or a greater (rank, offset)).
+type Head struct {
+	Key           string
+	Offset        int64
+	Payload       []byte // nil for a tombstone
+	SchemaVersion int
+	Rank          int64
+	UpdatedAt     time.Time
+}
+
+// Key is a handle on one key of a stream: its compaction head.
+type Key struct {
+	st  *Stream
+	key string
+}
+
+// Key returns the handle for key. Creating it does no I/O; an empty key is
+// reported by its operations.
+func (st *Stream) Key(key string) *Key { return &Key{st: st, key: key} }
+
+// CompactionHead reads the key's current head. ErrNotFound when the key has
+// no head: never published, only locked (headless), or deleted (its head
+// is a tombstone).
+func (k *Key) CompactionHead(ctx context.Context) (*Head, error) {
+	return run(k.st.handle, "compaction head", autoRead, func(o target) (*Head, error) {
+		if err := validateKey(&k.key); err != nil {
+			return nil, err
+		}
+		h, err := o.getHead(ctx, k.st.name, k.key)
+		if err == nil && h.Payload == nil {
+			err = fmt.Errorf("key %q: tombstone: %w", k.key, ErrNotFound)
+		}
+		return h, err
+	})
+}
+
+// maxLockAttempts bounds the lock loop: each lost insert race costs one
+// more round; only a transaction that cannot see committed rows (REPEATABLE
+// READ or SERIALIZABLE on Postgres) could lose forever.
+const maxLockAttempts = 16
+
+// LockCompactionHead ensures the key has a row and locks it until tx ends,
+// so a read-modify-produce on the key composes with every other writer of
+// it, even for a key that has no value yet. It returns the current head,
+// or nil when the row is headless or the head is a tombstone. The protocol:
+// select the row FOR UPDATE; when absent insert a headless row ON CONFLICT
+// DO NOTHING and select again (a lost insert race waits for the winner); a
+// found headless row has its updated_at refreshed under the lock. On SQLite
+// the writer slot that tx holds gives the same serialization.
+func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
+	return run(k.st.handle, "lock compaction head", tx.via(), func(o target) (*Head, error) {
+		if err := validateKey(&k.key); err != nil {
+			return nil, err
+		}
+		for range maxLockAttempts {
+			now := k.st.s.now()
+			h, found, err := o.lockHead(ctx, k.st.name, k.key)
+			switch {
+			case err != nil:
+				return nil, err
+			case found && h == nil:
+				return nil, o.touchHeadless(ctx, k.st.name, k.key, now)
+			case found:
+				if h.Payload == nil {
+					return nil, nil // a tombstone: the key has no value
+				}
+				return h, nil
+			}
+			if err := o.insertHeadless(ctx, k.st.name, k.key, now); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("key %q: the key row stayed invisible to this transaction (use READ COMMITTED)", k.key)
+	})
+}
+
+// StreamConfig is a stream's stored settings. Zero durations take the
+// defaults.
+type StreamConfig struct {
+	Compacted          bool          // retention and TrimTo spare current heads; the janitor compacts
+	HeadlessTTL        time.Duration // how long an unused headless row lives; default 1h
+	Retention          time.Duration // events older than this are deleted (heads spared); 0: forever
+	MinCompactionLag   time.Duration // superseded events younger than this are kept
+	TombstoneRetention time.Duration // how long a tombstone head stays; default 24h
+}
+
+// Defaults for StreamConfig.
+const (
+	DefaultHeadlessTTL        = time.Hour
+	DefaultTombstoneRetention = 24 * time.Hour
+)
+
+// Configure stores the stream's settings (replacing earlier ones).
+func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
+	_, err := run(st.handle, "configure", autoWrite, func(o target) (struct{}, error) {
+		if c.HeadlessTTL < 0 || c.Retention < 0 || c.MinCompactionLag < 0 || c.TombstoneRetention < 0 {
+			return struct{}{}, fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
+		}
+		c.HeadlessTTL = cmpOr(c.HeadlessTTL, DefaultHeadlessTTL)
+		c.TombstoneRetention = cmpOr(c.TombstoneRetention, DefaultTombstoneRetention)
+		return struct{}{}, o.configureStream(ctx, st.name, c)
+	})
+	return err
+}
+
+// publishKeyed appends a keyed event and upserts its key's head.
+func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, rank int64, schemaVersion int) (int64, error) {
+	return run(st.handle, "publish", v, func(o target) (int64, error) {
+		if err := validateKey(&key); err != nil {
+			return 0, err
+		}
+		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, rank: rank,
+			schemaVersion: int32(schemaVersion), now: st.s.now()})
+		if err == nil {
+			o.afterCommit(st.s.wake(streamTopic(st.name)))
+		}
+		return off, err
+	})
+}
+
+type keyedEvent struct {
+	stream, key   string
+	payload       []byte
+	rank          int64
+	schemaVersion int32
+	now           time.Time
+}
+
+// latestPerKey picks, for a batch's keyed messages, the newest offset of
+// each key: the only candidate for its head.
+func latestPerKey(msgs []Message, offs []int64) map[string]int64 {
+	latest := map[string]int64{}
+	for i, m := range msgs {
+		if m.Key != nil {
+			latest[*m.Key] = max(latest[*m.Key], offs[i])
+		}
+	}
+	return latest
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+)
+
+// Compaction statements on SQLite: the event and its head upsert run in one
+// transaction on the writer slot.
+
+func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
+	var off int64
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		var err error
+		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: &e.key, Payload: e.payload}); err != nil {
+			return err
+		}
+		return q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: e.stream, Key: e.key, HeadOffset: &off,
+			SchemaVersion: ptrTo(int64(e.schemaVersion)), CompactionRank: &e.rank, Now: e.now.UnixMicro()})
+	})
+	return off, err
+}
+
+func (o liteOps) upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error {
+	for key, off := range latest {
+		err := o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: &off,
+			SchemaVersion: ptrTo(int64(1)), CompactionRank: ptrTo(int64(0)), Now: now.UnixMicro()})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o liteOps) getHead(ctx context.Context, stream, key string) (*Head, error) {
+	r, err := o.q.GetCompactionHead(ctx, litedb.GetCompactionHeadParams{Stream: stream, Key: key})
+	if err != nil {
+		return nil, err
+	}
+	return &Head{Key: key, Offset: r.HeadOffset, Payload: r.Payload, SchemaVersion: int(r.SchemaVersion),
+		Rank: r.CompactionRank, UpdatedAt: time.UnixMicro(r.UpdatedAt)}, nil
+}
+
+func (o liteOps) lockHead(ctx context.Context, stream, key string) (*Head, bool, error) {
+	rows, err := o.q.LockCompactionHead(ctx, litedb.LockCompactionHeadParams{Stream: stream, Key: key})
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	r := rows[0]
+	if r.HeadOffset == nil {
+		return nil, true, nil
+	}
+	payloads, err := o.q.GetEventPayload(ctx, *r.HeadOffset)
+	if err != nil || len(payloads) == 0 {
+		return nil, true, err // the head event was trimmed: no value
+	}
+	return &Head{Key: key, Offset: *r.HeadOffset, Payload: payloads[0], SchemaVersion: int(deref(r.SchemaVersion)),
+		Rank: deref(r.CompactionRank), UpdatedAt: time.UnixMicro(r.UpdatedAt)}, true, nil
+}
+
+func (o liteOps) insertHeadless(ctx context.Context, stream, key string, now time.Time) error {
+	return o.q.InsertHeadlessHead(ctx, litedb.InsertHeadlessHeadParams{Stream: stream, Key: key, Now: now.UnixMicro()})
+}
+
+func (o liteOps) touchHeadless(ctx context.Context, stream, key string, now time.Time) error {
+	return o.q.TouchHeadlessHead(ctx, litedb.TouchHeadlessHeadParams{Stream: stream, Key: key, Now: now.UnixMicro()})
+}
+
+func (o liteOps) listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error) {
+	rows, err := o.q.ListHeads(ctx, litedb.ListHeadsParams{Stream: stream, After: after, Lim: int64(limit)})
+	heads := make([]Head, len(rows))
+	for i, r := range rows {
+		heads[i] = Head{Key: r.Key, Offset: r.HeadOffset, Payload: r.Payload, SchemaVersion: int(r.SchemaVersion),
+			Rank: r.CompactionRank, UpdatedAt: time.UnixMicro(r.UpdatedAt)}
+	}
+	return heads, err
+}
+
+func (o liteOps) configureStream(ctx context.Context, name string, c StreamConfig) error {
+	p := litedb.ConfigureStreamParams{Name: name, HeadlessTtlUs: c.HeadlessTTL.Microseconds(),
+		MinCompactionLagUs: c.MinCompactionLag.Microseconds(), TombstoneRetentionUs: c.TombstoneRetention.Microseconds()}
+	if c.Compacted {
+		p.Compacted = 1
+	}
+	if c.Retention > 0 {
+		us := c.Retention.Microseconds()
+		p.RetentionUs = &us
+	}
+	return o.q.ConfigureStream(ctx, p)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+)
+
+// Compaction statements on PostgreSQL.
+
+func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
+	return o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload,
+		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.eng.gate.wake(streamTopic(e.stream))})
+}
+
+func (o pgOps) upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error {
+	for key, off := range latest {
+		err := o.q.UpsertCompactionHead(ctx, pgdb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: off,
+			SchemaVersion: 1, CompactionRank: 0, Now: now})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {
+	r, err := o.q.GetCompactionHead(ctx, pgdb.GetCompactionHeadParams{Stream: stream, Key: key})
+	if err != nil {
+		return nil, err
+	}
+	return &Head{Key: key, Offset: r.HeadOffset, Payload: r.Payload, SchemaVersion: int(r.SchemaVersion),
+		Rank: r.CompactionRank, UpdatedAt: r.UpdatedAt}, nil
+}
+
+func (o pgOps) lockHead(ctx context.Context, stream, key string) (*Head, bool, error) {
+	rows, err := o.q.LockCompactionHead(ctx, pgdb.LockCompactionHeadParams{Stream: stream, Key: key})
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	r := rows[0]
+	if r.HeadOffset == nil {
+		return nil, true, nil
+	}
+	payloads, err := o.q.GetEventPayload(ctx, *r.HeadOffset)
+	if err != nil || len(payloads) == 0 {
+		return nil, true, err // the head event was trimmed: no value
+	}
+	return &Head{Key: key, Offset: *r.HeadOffset, Payload: payloads[0], SchemaVersion: int(deref(r.SchemaVersion)),
+		Rank: deref(r.CompactionRank), UpdatedAt: r.UpdatedAt}, true, nil
+}
+
+func (o pgOps) insertHeadless(ctx context.Context, stream, key string, now time.Time) error {
+	return o.q.InsertHeadlessHead(ctx, pgdb.InsertHeadlessHeadParams{Stream: stream, Key: key, Now: now})
+}
+
+func (o pgOps) touchHeadless(ctx context.Context, stream, key string, now time.Time) error {
+	return o.q.TouchHeadlessHead(ctx, pgdb.TouchHeadlessHeadParams{Stream: stream, Key: key, Now: now})
+}
+
+func (o pgOps) listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error) {
+	rows, err := o.q.ListHeads(ctx, pgdb.ListHeadsParams{Stream: stream, After: after, Lim: clampLimit(limit)})
+	heads := make([]Head, len(rows))
+	for i, r := range rows {
+		heads[i] = Head{Key: r.Key, Offset: r.HeadOffset, Payload: r.Payload, SchemaVersion: int(r.SchemaVersion),
+			Rank: r.CompactionRank, UpdatedAt: r.UpdatedAt}
+	}
+	return heads, err
+}
+
+func (o pgOps) configureStream(ctx context.Context, name string, c StreamConfig) error {
+	p := pgdb.ConfigureStreamParams{Name: name, Compacted: c.Compacted, HeadlessTtlUs: c.HeadlessTTL.Microseconds(),
+		MinCompactionLagUs: c.MinCompactionLag.Microseconds(), TombstoneRetentionUs: c.TombstoneRetention.Microseconds()}
+	if c.Retention > 0 {
+		us := c.Retention.Microseconds()
+		p.RetentionUs = &us
+	}
+	return o.q.ConfigureStream(ctx, p)
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Topic is a typed view of a stream: messages are values of M, encoded and
+// decoded with the store's codec. M may implement SchemaVersion() int
+// (default 1), which is stored in its key's head.
+type Topic[M any] struct {
+	st *Stream
+}
+
+// Topic returns the typed view of the stream called name.
+func (s *Store) Topic[M any](name string) *Topic[M] {
+	return &Topic[M]{st: s.Stream(name)}
+}
+
+// Stream returns the raw stream underneath.
+func (t *Topic[M]) Stream() *Stream { return t.st }
+
+// ProduceOpts are a message's options: a Key makes it the key's head by the
+// winner rule, at Rank (a lower rank never replaces a higher one; equal
+// ranks: the later offset wins).
+type ProduceOpts struct {
+	Key  string
+	Rank int64
+}
+
+// Produce publishes m. With a key, a nil m is a tombstone: it becomes the
+// head and the key reads as deleted.
+func (t *Topic[M]) Produce(ctx context.Context, m *M, opts ProduceOpts) (int64, error) {
+	return t.produce(ctx, autoWrite, m, opts)
+}
+
+// ProduceInTx publishes m inside tx, so it commits with the transaction's
+// other writes (typically after LockCompactionHead on the same key).
+func (t *Topic[M]) ProduceInTx(ctx context.Context, tx Tx, m *M, opts ProduceOpts) (int64, error) {
+	return t.produce(ctx, tx.via(), m, opts)
+}
+
+func (t *Topic[M]) produce(ctx context.Context, v via, m *M, opts ProduceOpts) (int64, error) {
+	var payload []byte
+	if m != nil {
+		b, err := t.st.s.codec.Marshal(m)
+		if err != nil {
+			return 0, opErr("produce", t.st.name, fmt.Errorf("%w: %w", ErrCodec, err))
+		}
+		payload = b
+	}
+	if opts.Key == "" {
+		if m == nil {
+			return 0, opErr("produce", t.st.name, fmt.Errorf("%w: a nil message needs a key (it is a tombstone)", ErrInvalidArgument))
+		}
+		return t.st.publish(ctx, v, payload)
+	}
+	return t.st.publishKeyed(ctx, v, opts.Key, payload, opts.Rank, schemaVersion(m))
+}
+
+func schemaVersion[M any](m *M) int {
+	if sv, ok := any(m).(interface{ SchemaVersion() int }); ok && m != nil {
+		return sv.SchemaVersion()
+	}
+	var zero M
+	if sv, ok := any(zero).(interface{ SchemaVersion() int }); ok {
+		return sv.SchemaVersion()
+	}
+	return 1
+}
+
+// TopicKey is a typed handle on one key of a topic.
+type TopicKey[M any] struct {
+	t *Topic[M]
+	k *Key
+}
+
+// Key returns the handle for key.
+func (t *Topic[M]) Key(key string) *TopicKey[M] {
+	return &TopicKey[M]{t: t, k: t.st.Key(key)}
+}
+
+// CompactionHead reads and decodes the key's current value; ErrNotFound
+// when it has none (never published, headless, or a tombstone).
+func (tk *TopicKey[M]) CompactionHead(ctx context.Context) (*M, error) {
+	h, err := tk.k.CompactionHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tk.t.decode(h)
+}
+
+// LockCompactionHead locks the key (see Key.LockCompactionHead) and returns
+// its decoded value, or nil when it has none.
+func (tk *TopicKey[M]) LockCompactionHead(ctx context.Context, tx Tx) (*M, error) {
+	h, err := tk.k.LockCompactionHead(ctx, tx)
+	if err != nil || h == nil {
+		return nil, err
+	}
+	return tk.t.decode(h)
+}
+
+// KeyValue is one key's current value.
+type KeyValue[M any] struct {
+	Key    string
+	Offset int64
+	Value  *M
+}
+
+// Heads lists current values in key order, starting after the key after
+// (empty: from the first), at most limit of them; deleted keys are left out.
+func (t *Topic[M]) Heads(ctx context.Context, after string, limit int) ([]KeyValue[M], error) {
+	heads, err := run(t.st.handle, "heads", autoRead, func(o target) ([]Head, error) {
+		if limit <= 0 {
+			return nil, nil
+		}
+		return o.listHeads(ctx, t.st.name, after, limit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyValue[M], len(heads))
+	for i := range heads {
+		v, err := t.decode(&heads[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = KeyValue[M]{Key: heads[i].Key, Offset: heads[i].Offset, Value: v}
+	}
+	return out, nil
+}
+
+func (t *Topic[M]) decode(h *Head) (*M, error) {
+	v := new(M)
+	if err := t.st.s.codec.Unmarshal(h.Payload, v); err != nil {
+		return nil, opErr("decode", t.st.name, fmt.Errorf("%w: key %q offset %d: %w", ErrCodec, h.Key, h.Offset, err))
+	}
+	return v, nil
+}

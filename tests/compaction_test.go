@@ -1,0 +1,240 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+type counter struct {
+	N int `json:"n"`
+}
+
+// increment is the read-modify-produce the lock exists for.
+func increment(c context.Context, s *store.Store, t *store.Topic[counter], key string) error {
+	return s.InTx(c, func(c context.Context, tx store.Tx) error {
+		cur, err := t.Key(key).LockCompactionHead(c, tx)
+		if err != nil {
+			return err
+		}
+		next := counter{N: 1}
+		if cur != nil {
+			next.N = cur.N + 1
+		}
+		_, err = t.ProduceInTx(c, tx, &next, store.ProduceOpts{Key: key})
+		return err
+	})
+}
+
+// TestFirstUpdatesOfANewKeyCompose: two transactions lock the same new key
+// at the same moment (released together by a barrier); the lock serializes
+// them, so the second reads the first's value and the result is 2.
+func TestFirstUpdatesOfANewKeyCompose(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		topic := s.Topic[counter]("counters")
+		c := ctx(t)
+		for round := 0; round < 200; round++ {
+			key := fmt.Sprint("new-", round)
+			start := make(chan struct{})
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() {
+					<-start
+					errs <- increment(c, s, topic, key)
+				}()
+			}
+			close(start)
+			require.NoError(t, <-errs)
+			require.NoError(t, <-errs)
+			got, err := topic.Key(key).CompactionHead(c)
+			require.NoError(t, err)
+			require.Equal(t, 2, got.N, "round %d: both increments counted", round)
+		}
+	})
+}
+
+func TestConcurrentIncrementsAreExact(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		topic := s.Topic[counter]("counters")
+		c := ctx(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 20 {
+					if err := increment(c, s, topic, "hot"); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got, err := topic.Key("hot").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, 1000, got.N)
+	})
+}
+
+func TestWinnerRule(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		topic := s.Topic[counter]("ranked")
+		k := topic.Key("k")
+		c := ctx(t)
+		produce := func(n int, rank int64) int64 {
+			off, err := topic.Produce(c, &counter{N: n}, store.ProduceOpts{Key: "k", Rank: rank})
+			require.NoError(t, err)
+			return off
+		}
+		head := func() int {
+			v, err := k.CompactionHead(c)
+			require.NoError(t, err)
+			return v.N
+		}
+		// A headless row accepts any head.
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			v, err := k.LockCompactionHead(c, tx)
+			assert.Nil(t, v, "a new key is headless")
+			return err
+		}))
+		_, err := k.CompactionHead(c)
+		require.ErrorIs(t, err, store.ErrNotFound, "a headless row has no head")
+		produce(1, 5)
+		assert.Equal(t, 1, head(), "the headless row took the first value")
+		produce(2, 4)
+		assert.Equal(t, 1, head(), "a lower rank never replaces a higher one")
+		produce(3, 5)
+		assert.Equal(t, 3, head(), "equal ranks: the later offset wins")
+		produce(4, 9)
+		assert.Equal(t, 4, head())
+		raw, err := topic.Stream().Key("k").CompactionHead(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 9, raw.Rank)
+		assert.Equal(t, 1, raw.SchemaVersion)
+	})
+}
+
+type versioned struct{ V string }
+
+func (versioned) SchemaVersion() int { return 3 }
+
+func TestTombstonesAndHeads(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		topic := s.Topic[versioned]("profiles")
+		c := ctx(t)
+		for _, k := range []string{"b", "a", "c"} {
+			_, err := topic.Produce(c, &versioned{V: k + "1"}, store.ProduceOpts{Key: k})
+			require.NoError(t, err)
+		}
+		_, err := topic.Produce(c, &versioned{V: "b2"}, store.ProduceOpts{Key: "b"})
+		require.NoError(t, err)
+		raw, err := topic.Stream().Key("b").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, 3, raw.SchemaVersion, "SchemaVersion() is stored in the head")
+
+		_, err = topic.Produce(c, nil, store.ProduceOpts{Key: "c"}) // tombstone
+		require.NoError(t, err)
+		_, err = topic.Key("c").CompactionHead(c)
+		require.ErrorIs(t, err, store.ErrNotFound, "a tombstone head reads as deleted")
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			v, err := topic.Key("c").LockCompactionHead(c, tx)
+			assert.Nil(t, v)
+			return err
+		}))
+
+		kvs, err := topic.Heads(c, "", 10)
+		require.NoError(t, err)
+		require.Len(t, kvs, 2, "deleted keys are left out")
+		assert.Equal(t, "a", kvs[0].Key)
+		assert.Equal(t, "a1", kvs[0].Value.V)
+		assert.Equal(t, "b", kvs[1].Key)
+		assert.Equal(t, "b2", kvs[1].Value.V)
+		more, err := topic.Heads(c, "a", 1)
+		require.NoError(t, err)
+		require.Len(t, more, 1)
+		assert.Equal(t, "b", more[0].Key)
+
+		_, err = topic.Produce(c, nil, store.ProduceOpts{})
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "an unkeyed nil message means nothing")
+		_, err = topic.Stream().Key("").CompactionHead(c)
+		require.ErrorIs(t, err, store.ErrInvalidName)
+	})
+}
+
+func TestKeyedBatchUpdatesHeads(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("batch")
+		c := ctx(t)
+		k1, k2 := "k1", "k2"
+		offs, err := st.PublishMany(c, []store.Message{{Key: &k1, Payload: []byte("a")}, {Payload: []byte("x")},
+			{Key: &k2, Payload: []byte("b")}, {Key: &k1, Payload: []byte("c")}})
+		require.NoError(t, err)
+		h, err := st.Key("k1").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, offs[3], h.Offset, "the batch's last write to a key is its head")
+		assert.Equal(t, "c", string(h.Payload))
+		h, err = st.Key("k2").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, offs[2], h.Offset)
+	})
+}
+
+func TestTrimSparesHeadsOfCompactedStreams(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("compacted")
+		c := ctx(t)
+		require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true}))
+		old, err := st.PublishWithKey(c, "k", []byte("old"))
+		require.NoError(t, err)
+		head, err := st.PublishWithKey(c, "k", []byte("new"))
+		require.NoError(t, err)
+		other, err := st.PublishWithKey(c, "j", []byte("only"))
+		require.NoError(t, err)
+		last, err := st.Publish(c, []byte("unkeyed"))
+		require.NoError(t, err)
+
+		n, err := st.TrimTo(c, last)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, n, "only the superseded and the unkeyed event go")
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{head, other}, offsets(evs))
+		_ = old
+		require.ErrorIs(t, st.Configure(c, store.StreamConfig{Retention: -1}), store.ErrInvalidArgument)
+	})
+}
+
+func TestPlainProduceFillsAHeadlessRow(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		topic := s.Topic[counter]("fill")
+		c := ctx(t)
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			_, err := topic.Key("k").LockCompactionHead(c, tx) // leaves a headless row
+			return err
+		}))
+		_, err := topic.Produce(c, &counter{N: 7}, store.ProduceOpts{Key: "k", Rank: -5})
+		require.NoError(t, err)
+		v, err := topic.Key("k").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, 7, v.N, "a headless row accepts any head, whatever its rank")
+	})
+}
