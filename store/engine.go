@@ -57,6 +57,13 @@ type ops interface {
 	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
 	configureStream(ctx context.Context, name string, c StreamConfig) error
 
+	deleteExpiredHeadless(ctx context.Context, now time.Time, batch int) (int64, error)
+	applyRetention(ctx context.Context, now time.Time, batch int) (int64, error)
+	compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error)
+	deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error)
+	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	stats(ctx context.Context, now time.Time) (Stats, error)
+
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
 }

@@ -30,6 +30,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ackJobsStmt, err = db.PrepareContext(ctx, ackJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query AckJobs: %w", err)
 	}
+	if q.allQueueStatsStmt, err = db.PrepareContext(ctx, allQueueStats); err != nil {
+		return nil, fmt.Errorf("error preparing query AllQueueStats: %w", err)
+	}
+	if q.applyRetentionStmt, err = db.PrepareContext(ctx, applyRetention); err != nil {
+		return nil, fmt.Errorf("error preparing query ApplyRetention: %w", err)
+	}
 	if q.buryExhaustedClaimsStmt, err = db.PrepareContext(ctx, buryExhaustedClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query BuryExhaustedClaims: %w", err)
 	}
@@ -42,14 +48,35 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
+	if q.compactSupersededStmt, err = db.PrepareContext(ctx, compactSuperseded); err != nil {
+		return nil, fmt.Errorf("error preparing query CompactSuperseded: %w", err)
+	}
+	if q.compactedStreamsStmt, err = db.PrepareContext(ctx, compactedStreams); err != nil {
+		return nil, fmt.Errorf("error preparing query CompactedStreams: %w", err)
+	}
 	if q.configureStreamStmt, err = db.PrepareContext(ctx, configureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureStream: %w", err)
+	}
+	if q.consumerLagsStmt, err = db.PrepareContext(ctx, consumerLags); err != nil {
+		return nil, fmt.Errorf("error preparing query ConsumerLags: %w", err)
+	}
+	if q.deleteEventStmt, err = db.PrepareContext(ctx, deleteEvent); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteEvent: %w", err)
+	}
+	if q.deleteExpiredHeadlessStmt, err = db.PrepareContext(ctx, deleteExpiredHeadless); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteExpiredHeadless: %w", err)
+	}
+	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
 	}
 	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
 	}
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
+	}
+	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
+		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
 	}
 	if q.getCompactionHeadStmt, err = db.PrepareContext(ctx, getCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query GetCompactionHead: %w", err)
@@ -117,6 +144,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
 	}
+	if q.streamEventStatsStmt, err = db.PrepareContext(ctx, streamEventStats); err != nil {
+		return nil, fmt.Errorf("error preparing query StreamEventStats: %w", err)
+	}
+	if q.streamHeadStatsStmt, err = db.PrepareContext(ctx, streamHeadStats); err != nil {
+		return nil, fmt.Errorf("error preparing query StreamHeadStats: %w", err)
+	}
+	if q.sweepAllExpiredJobsStmt, err = db.PrepareContext(ctx, sweepAllExpiredJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query SweepAllExpiredJobs: %w", err)
+	}
 	if q.sweepExpiredJobsStmt, err = db.PrepareContext(ctx, sweepExpiredJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query SweepExpiredJobs: %w", err)
 	}
@@ -144,6 +180,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing ackJobsStmt: %w", cerr)
 		}
 	}
+	if q.allQueueStatsStmt != nil {
+		if cerr := q.allQueueStatsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing allQueueStatsStmt: %w", cerr)
+		}
+	}
+	if q.applyRetentionStmt != nil {
+		if cerr := q.applyRetentionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing applyRetentionStmt: %w", cerr)
+		}
+	}
 	if q.buryExhaustedClaimsStmt != nil {
 		if cerr := q.buryExhaustedClaimsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing buryExhaustedClaimsStmt: %w", cerr)
@@ -164,9 +210,39 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing claimJobsStmt: %w", cerr)
 		}
 	}
+	if q.compactSupersededStmt != nil {
+		if cerr := q.compactSupersededStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing compactSupersededStmt: %w", cerr)
+		}
+	}
+	if q.compactedStreamsStmt != nil {
+		if cerr := q.compactedStreamsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing compactedStreamsStmt: %w", cerr)
+		}
+	}
 	if q.configureStreamStmt != nil {
 		if cerr := q.configureStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing configureStreamStmt: %w", cerr)
+		}
+	}
+	if q.consumerLagsStmt != nil {
+		if cerr := q.consumerLagsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing consumerLagsStmt: %w", cerr)
+		}
+	}
+	if q.deleteEventStmt != nil {
+		if cerr := q.deleteEventStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteEventStmt: %w", cerr)
+		}
+	}
+	if q.deleteExpiredHeadlessStmt != nil {
+		if cerr := q.deleteExpiredHeadlessStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteExpiredHeadlessStmt: %w", cerr)
+		}
+	}
+	if q.deleteHeadStmt != nil {
+		if cerr := q.deleteHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteHeadStmt: %w", cerr)
 		}
 	}
 	if q.enqueueJobStmt != nil {
@@ -177,6 +253,11 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.expiredTombstonesStmt != nil {
+		if cerr := q.expiredTombstonesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing expiredTombstonesStmt: %w", cerr)
 		}
 	}
 	if q.getCompactionHeadStmt != nil {
@@ -289,6 +370,21 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
 		}
 	}
+	if q.streamEventStatsStmt != nil {
+		if cerr := q.streamEventStatsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing streamEventStatsStmt: %w", cerr)
+		}
+	}
+	if q.streamHeadStatsStmt != nil {
+		if cerr := q.streamHeadStatsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing streamHeadStatsStmt: %w", cerr)
+		}
+	}
+	if q.sweepAllExpiredJobsStmt != nil {
+		if cerr := q.sweepAllExpiredJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing sweepAllExpiredJobsStmt: %w", cerr)
+		}
+	}
 	if q.sweepExpiredJobsStmt != nil {
 		if cerr := q.sweepExpiredJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing sweepExpiredJobsStmt: %w", cerr)
@@ -350,13 +446,22 @@ type Queries struct {
 	tx                         *sql.Tx
 	ackJobStmt                 *sql.Stmt
 	ackJobsStmt                *sql.Stmt
+	allQueueStatsStmt          *sql.Stmt
+	applyRetentionStmt         *sql.Stmt
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
 	claimJobsStmt              *sql.Stmt
+	compactSupersededStmt      *sql.Stmt
+	compactedStreamsStmt       *sql.Stmt
 	configureStreamStmt        *sql.Stmt
+	consumerLagsStmt           *sql.Stmt
+	deleteEventStmt            *sql.Stmt
+	deleteExpiredHeadlessStmt  *sql.Stmt
+	deleteHeadStmt             *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
+	expiredTombstonesStmt      *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
 	getEventPayloadStmt        *sql.Stmt
 	getJobStmt                 *sql.Stmt
@@ -379,6 +484,9 @@ type Queries struct {
 	requeueJobStmt             *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
+	streamEventStatsStmt       *sql.Stmt
+	streamHeadStatsStmt        *sql.Stmt
+	sweepAllExpiredJobsStmt    *sql.Stmt
 	sweepExpiredJobsStmt       *sql.Stmt
 	touchHeadlessHeadStmt      *sql.Stmt
 	trimStreamStmt             *sql.Stmt
@@ -391,13 +499,22 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		tx:                         tx,
 		ackJobStmt:                 q.ackJobStmt,
 		ackJobsStmt:                q.ackJobsStmt,
+		allQueueStatsStmt:          q.allQueueStatsStmt,
+		applyRetentionStmt:         q.applyRetentionStmt,
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
 		claimJobsStmt:              q.claimJobsStmt,
+		compactSupersededStmt:      q.compactSupersededStmt,
+		compactedStreamsStmt:       q.compactedStreamsStmt,
 		configureStreamStmt:        q.configureStreamStmt,
+		consumerLagsStmt:           q.consumerLagsStmt,
+		deleteEventStmt:            q.deleteEventStmt,
+		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
+		deleteHeadStmt:             q.deleteHeadStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
+		expiredTombstonesStmt:      q.expiredTombstonesStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
 		getEventPayloadStmt:        q.getEventPayloadStmt,
 		getJobStmt:                 q.getJobStmt,
@@ -420,6 +537,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		requeueJobStmt:             q.requeueJobStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
+		streamEventStatsStmt:       q.streamEventStatsStmt,
+		streamHeadStatsStmt:        q.streamHeadStatsStmt,
+		sweepAllExpiredJobsStmt:    q.sweepAllExpiredJobsStmt,
 		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
 		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
 		trimStreamStmt:             q.trimStreamStmt,

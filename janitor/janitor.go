@@ -1,0 +1,146 @@
+// Package janitor runs alkstore's maintenance on a schedule: expired
+// headless compaction rows, stream retention, log compaction and expired
+// tombstones, expired jobs, and SQLite's notification rows. Every task runs
+// in bounded batches that skip rows other transactions hold, within a time
+// budget per pass, so several janitors can run at once and none ever waits
+// on an active key. Nothing it deletes is needed for correctness.
+package janitor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// Config tunes a janitor. Zero values take the defaults.
+type Config struct {
+	BatchSize          int           // rows per statement; default 500
+	Budget             time.Duration // wall time per pass; default 2s
+	Interval           time.Duration // between passes in Run; default 30s
+	NotificationMaxAge time.Duration // SQLite notifications kept this long; default 1h
+	NotificationKeep   int           // and at most this many; default 10,000
+	Logger             *slog.Logger  // default slog.Default()
+}
+
+// Report counts what one pass did.
+type Report struct {
+	HeadlessDeleted     int64
+	RetentionDeleted    int64
+	Compacted           int64
+	TombstonesDeleted   int64
+	JobsExpired         int64
+	NotificationsPruned int64
+	// OutOfBudget is set when the pass stopped at its time budget with work
+	// possibly left; the next pass continues.
+	OutOfBudget bool
+	Elapsed     time.Duration
+}
+
+// Janitor runs maintenance passes on one store.
+type Janitor struct {
+	s   *store.Store
+	cfg Config
+}
+
+// New returns a janitor for s.
+func New(s *store.Store, cfg Config) *Janitor {
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = 2 * time.Second
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.NotificationMaxAge <= 0 {
+		cfg.NotificationMaxAge = time.Hour
+	}
+	if cfg.NotificationKeep <= 0 {
+		cfg.NotificationKeep = 10000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Janitor{s: s, cfg: cfg}
+}
+
+// RunOnce runs every task until it has nothing left or the pass's budget
+// is spent, and reports the counts. Running out of budget is not an error
+// (on SQLite it is also how a pass gives way to a transaction holding the
+// writer slot); a database error is.
+func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
+	start := time.Now()
+	pass, cancel := context.WithTimeout(ctx, j.cfg.Budget)
+	defer cancel()
+	m := j.s.Maintenance()
+	var r Report
+	tasks := []struct {
+		count *int64
+		run   func(context.Context, int) (int64, error)
+	}{
+		{&r.HeadlessDeleted, m.DeleteExpiredHeadless},
+		{&r.TombstonesDeleted, m.DeleteExpiredTombstones},
+		{&r.Compacted, m.CompactSuperseded},
+		{&r.RetentionDeleted, m.ApplyRetention},
+		{&r.JobsExpired, m.SweepExpiredJobs},
+	}
+	var err error
+	for _, t := range tasks {
+		if err = drain(pass, t.run, j.cfg.BatchSize, t.count); err != nil {
+			break
+		}
+	}
+	if err == nil && pass.Err() == nil {
+		r.NotificationsPruned, err = j.s.PruneNotifications(pass, j.cfg.NotificationMaxAge, j.cfg.NotificationKeep)
+	}
+	r.Elapsed = time.Since(start)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		r.OutOfBudget, err = true, nil
+	}
+	if err == nil && pass.Err() != nil && ctx.Err() == nil {
+		r.OutOfBudget = true
+	}
+	return r, err
+}
+
+// drain runs one task's batches until a batch comes back short.
+func drain(ctx context.Context, run func(context.Context, int) (int64, error), batch int, count *int64) error {
+	for ctx.Err() == nil {
+		n, err := run(ctx, batch)
+		*count += n
+		if err != nil {
+			return err
+		}
+		if n < int64(batch) {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+// Run runs a pass every Interval until ctx is done. Failed passes are
+// logged and retried at the next interval.
+func (j *Janitor) Run(ctx context.Context) error {
+	t := time.NewTicker(j.cfg.Interval)
+	defer t.Stop()
+	for {
+		r, err := j.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			j.cfg.Logger.Warn("alkstore: janitor pass failed", "error", err)
+		default:
+			j.cfg.Logger.Debug("alkstore: janitor pass", "report", r)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

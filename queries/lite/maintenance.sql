@@ -1,0 +1,94 @@
+-- Maintenance (SQLite): the janitor's bounded passes. The writer slot
+-- serializes them with every other write; the janitor bounds each pass by
+-- its time budget so it never waits long for a slot a transaction holds.
+
+-- name: DeleteExpiredHeadless :execrows
+-- Headless rows unused for longer than their stream's TTL (a later lock
+-- recreates them).
+DELETE FROM alk_compaction_heads
+WHERE head_offset IS NULL
+  AND (stream, key) IN (
+    SELECT x.stream, x.key FROM alk_compaction_heads x
+    LEFT JOIN alk_streams s ON s.name = x.stream
+    WHERE x.head_offset IS NULL
+      AND x.updated_at < sqlc.arg(now) - COALESCE(s.headless_ttl_us, 3600000000)
+    LIMIT sqlc.arg(batch));
+
+-- name: ApplyRetention :execrows
+-- Events past their stream's retention; a compacted stream keeps its heads.
+DELETE FROM alk_events
+WHERE id IN (
+    SELECT x.id FROM alk_events x
+    JOIN alk_streams s ON s.name = x.stream
+    WHERE s.retention_us IS NOT NULL
+      AND x.created_at < sqlc.arg(now) - s.retention_us
+      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alk_compaction_heads h WHERE h.head_offset = x.id))
+    LIMIT sqlc.arg(batch));
+
+-- name: CompactSuperseded :execrows
+-- Keyed events of compacted streams that a newer head superseded, once
+-- older than the stream's minimum compaction lag.
+DELETE FROM alk_events
+WHERE id IN (
+    SELECT x.id FROM alk_events x
+    JOIN alk_streams s ON s.name = x.stream AND s.compacted
+    JOIN alk_compaction_heads h ON h.stream = x.stream AND h.key = x.key
+    WHERE x.key IS NOT NULL AND h.head_offset > x.id
+      AND x.created_at < sqlc.arg(now) - s.min_compaction_lag_us
+    LIMIT sqlc.arg(batch));
+
+-- name: ExpiredTombstones :many
+-- Heads of compacted streams that are tombstones older than the stream's
+-- tombstone retention: the key is deleted for good (row and event).
+SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
+FROM alk_compaction_heads h
+JOIN alk_streams s ON s.name = h.stream AND s.compacted
+JOIN alk_events e ON e.id = h.head_offset
+WHERE e.payload IS NULL
+  AND e.created_at < sqlc.arg(now) - s.tombstone_retention_us
+LIMIT sqlc.arg(batch);
+
+-- name: DeleteHead :exec
+DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset;
+
+-- name: DeleteEvent :exec
+DELETE FROM alk_events WHERE id = @id;
+
+-- name: SweepAllExpiredJobs :execrows
+-- Expired pending jobs of every queue go to dead ("expired").
+UPDATE alk_jobs
+SET state = 'dead', died_at = sqlc.arg(now), last_error = 'expired'
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
+             LIMIT sqlc.arg(batch));
+
+-- Observability (Stats).
+
+-- name: StreamEventStats :many
+SELECT stream, CAST(max(id) AS INTEGER) AS head_offset, CAST(count(*) AS INTEGER) AS events
+FROM alk_events GROUP BY stream ORDER BY stream;
+
+-- name: StreamHeadStats :many
+SELECT stream,
+       CAST(count(*) FILTER (WHERE head_offset IS NOT NULL) AS INTEGER) AS key_count,
+       CAST(count(*) FILTER (WHERE head_offset IS NULL) AS INTEGER) AS headless,
+       CAST(COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), @now) AS INTEGER) AS oldest_headless
+FROM alk_compaction_heads GROUP BY stream ORDER BY stream;
+
+-- name: ConsumerLags :many
+-- Lag: the consumer's events still unread.
+SELECT o.stream, o.consumer, o.committed_offset,
+       CAST((SELECT count(*) FROM alk_events e WHERE e.stream = o.stream AND e.id > o.committed_offset) AS INTEGER) AS unread
+FROM alk_consumer_offsets o ORDER BY o.stream, o.consumer;
+
+-- name: CompactedStreams :many
+SELECT name FROM alk_streams WHERE compacted ORDER BY name;
+
+-- name: AllQueueStats :many
+SELECT queue,
+       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
+       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
+       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
+       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
+       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), @now) AS INTEGER) AS oldest_ready
+FROM alk_jobs GROUP BY queue ORDER BY queue;

@@ -1,0 +1,99 @@
+-- Maintenance (PostgreSQL): the janitor's bounded passes. Each takes at
+-- most @batch rows through a partial or leading index, FOR UPDATE SKIP
+-- LOCKED, so janitors never wait on each other or on active keys.
+
+-- name: DeleteExpiredHeadless :execrows
+-- Headless rows unused for longer than their stream's TTL (a later lock
+-- recreates them).
+DELETE FROM alkstore.compaction_heads h
+WHERE h.head_offset IS NULL
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    LEFT JOIN alkstore.streams s ON s.name = x.stream
+    WHERE x.head_offset IS NULL
+      AND x.updated_at + (COALESCE(s.headless_ttl_us, 3600000000)) * '1 microsecond'::interval < @now::timestamptz
+    LIMIT @batch::integer
+    FOR UPDATE OF x SKIP LOCKED);
+
+-- name: ApplyRetention :execrows
+-- Events past their stream's retention; a compacted stream keeps its heads.
+DELETE FROM alkstore.events e
+WHERE e.id IN (
+    SELECT x.id FROM alkstore.events x
+    JOIN alkstore.streams s ON s.name = x.stream
+    WHERE s.retention_us IS NOT NULL
+      AND x.created_at + (s.retention_us) * '1 microsecond'::interval < @now::timestamptz
+      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h WHERE h.head_offset = x.id))
+    LIMIT @batch::integer
+    FOR UPDATE OF x SKIP LOCKED);
+
+-- name: CompactSuperseded :execrows
+-- Keyed events of compacted streams that a newer head superseded, once
+-- older than the stream's minimum compaction lag.
+DELETE FROM alkstore.events e
+WHERE e.id IN (
+    SELECT x.id FROM alkstore.events x
+    JOIN alkstore.streams s ON s.name = x.stream AND s.compacted
+    JOIN alkstore.compaction_heads h ON h.stream = x.stream AND h.key = x.key
+    WHERE x.key IS NOT NULL AND h.head_offset > x.id
+      AND x.created_at + (s.min_compaction_lag_us) * '1 microsecond'::interval < @now::timestamptz
+    LIMIT @batch::integer
+    FOR UPDATE OF x SKIP LOCKED);
+
+-- name: ExpiredTombstones :many
+-- Heads of compacted streams that are tombstones older than the stream's
+-- tombstone retention: the key is deleted for good (row and event).
+SELECT h.stream, h.key, h.head_offset::bigint AS head_offset
+FROM alkstore.compaction_heads h
+JOIN alkstore.streams s ON s.name = h.stream AND s.compacted
+JOIN alkstore.events e ON e.id = h.head_offset
+WHERE e.payload IS NULL
+  AND e.created_at + (s.tombstone_retention_us) * '1 microsecond'::interval < @now::timestamptz
+LIMIT @batch::integer
+FOR UPDATE OF h SKIP LOCKED;
+
+-- name: DeleteHead :exec
+DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset;
+
+-- name: DeleteEvent :exec
+DELETE FROM alkstore.events WHERE id = @id;
+
+-- name: SweepAllExpiredJobs :execrows
+-- Expired pending jobs of every queue go to dead ("expired").
+UPDATE alkstore.jobs
+SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired'
+WHERE id IN (SELECT x.id FROM alkstore.jobs x
+             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+             LIMIT @batch::integer
+             FOR UPDATE SKIP LOCKED);
+
+-- Observability (Stats).
+
+-- name: StreamEventStats :many
+SELECT stream, max(id)::bigint AS head_offset, count(*)::bigint AS events
+FROM alkstore.events GROUP BY stream ORDER BY stream;
+
+-- name: StreamHeadStats :many
+SELECT stream,
+       count(*) FILTER (WHERE head_offset IS NOT NULL)::bigint AS key_count,
+       count(*) FILTER (WHERE head_offset IS NULL)::bigint AS headless,
+       COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), @now::timestamptz)::timestamptz AS oldest_headless
+FROM alkstore.compaction_heads GROUP BY stream ORDER BY stream;
+
+-- name: ConsumerLags :many
+-- Lag: the consumer's events still unread.
+SELECT o.stream, o.consumer, o.committed_offset,
+       (SELECT count(*) FROM alkstore.events e WHERE e.stream = o.stream AND e.id > o.committed_offset)::bigint AS unread
+FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer;
+
+-- name: CompactedStreams :many
+SELECT name FROM alkstore.streams WHERE compacted ORDER BY name;
+
+-- name: AllQueueStats :many
+SELECT queue,
+       count(*) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz)::bigint AS ready,
+       count(*) FILTER (WHERE state = 'pending' AND run_at > @now::timestamptz)::bigint AS scheduled,
+       count(*) FILTER (WHERE state = 'running')::bigint AS running,
+       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
+       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready
+FROM alkstore.jobs GROUP BY queue ORDER BY queue;

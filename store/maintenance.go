@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Maintenance is the janitor's access to the store's bounded maintenance
+// passes. Each call changes at most batch rows, skipping rows other
+// transactions hold, and returns how many it changed: call it again while
+// it returns batch.
+type Maintenance struct{ s *Store }
+
+// Maintenance returns the store's maintenance passes (see package janitor,
+// which runs them on a schedule).
+func (s *Store) Maintenance() Maintenance { return Maintenance{s: s} }
+
+func (m Maintenance) pass(op string, batch int, fn func(o target, now time.Time, batch int) (int64, error)) (int64, error) {
+	return run(handle{s: m.s}, op, autoWrite, func(o target) (int64, error) {
+		if batch <= 0 {
+			return 0, fmt.Errorf("%w: batch must be positive", ErrInvalidArgument)
+		}
+		return fn(o, m.s.now(), batch)
+	})
+}
+
+// DeleteExpiredHeadless deletes headless compaction rows unused for longer
+// than their stream's HeadlessTTL. A later LockCompactionHead recreates one.
+func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int64, error) {
+	return m.pass("delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.deleteExpiredHeadless(ctx, now, batch)
+	})
+}
+
+// ApplyRetention deletes events older than their stream's Retention,
+// sparing the current heads of compacted streams.
+func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, error) {
+	return m.pass("apply retention", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.applyRetention(ctx, now, batch)
+	})
+}
+
+// CompactSuperseded deletes keyed events of compacted streams that a newer
+// head superseded, once older than the stream's MinCompactionLag.
+func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, error) {
+	return m.pass("compact", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.compactSuperseded(ctx, now, batch)
+	})
+}
+
+// DeleteExpiredTombstones deletes, on compacted streams, keys whose head
+// has been a tombstone for longer than TombstoneRetention: the head row and
+// the tombstone event go together.
+func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
+	return m.pass("delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.deleteExpiredTombstones(ctx, now, batch)
+	})
+}
+
+// SweepExpiredJobs moves expired pending jobs of every queue to dead.
+func (m Maintenance) SweepExpiredJobs(ctx context.Context, batch int) (int64, error) {
+	return m.pass("sweep expired jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.sweepAllExpiredJobs(ctx, now, batch)
+	})
+}
+
+// Stats is a snapshot of the store's streams and queues.
+type Stats struct {
+	Streams []StreamStats
+	Queues  []NamedQueueStats
+}
+
+// StreamStats describes one stream.
+type StreamStats struct {
+	Name       string
+	HeadOffset int64 // the newest offset; 0 for none
+	Events     int64
+	Consumers  []ConsumerStats
+	Compacted  bool
+	// For keyed streams: keys with a head, headless rows, and how long the
+	// oldest headless row has gone unused (0 when none).
+	Keys, Headless int64
+	OldestHeadless time.Duration
+}
+
+// ConsumerStats is one consumer's position and how many events it has not
+// read yet.
+type ConsumerStats struct {
+	Consumer string
+	Offset   int64
+	Lag      int64
+}
+
+// NamedQueueStats is one queue's counts.
+type NamedQueueStats struct {
+	Queue string
+	QueueStats
+}
+
+// Stats reports every stream (head offset, event count, consumers and their
+// lag; keys, headless rows and the oldest headless age) and every queue
+// (counts by state, oldest ready age).
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	return run(handle{s: s}, "stats", autoRead, func(o target) (Stats, error) {
+		return o.stats(ctx, s.now())
+	})
+}
+
+// streamStatsBuilder gathers per-stream rows from several queries.
+type streamStatsBuilder map[string]*StreamStats
+
+func (b streamStatsBuilder) get(name string) *StreamStats {
+	if b[name] == nil {
+		b[name] = &StreamStats{Name: name}
+	}
+	return b[name]
+}
+
+func (b streamStatsBuilder) build(queues []NamedQueueStats) Stats {
+	st := Stats{Queues: queues}
+	for _, v := range b {
+		st.Streams = append(st.Streams, *v)
+	}
+	slices.SortFunc(st.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
+	return st
+}

@@ -1,0 +1,228 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/janitor"
+	"github.com/alkstore/alkstore/store"
+)
+
+// offsetClock is real time plus an offset the test moves: events get their
+// created_at from the database's clock, so maintenance cut-offs must stay
+// comparable with it.
+type offsetClock struct{ d atomic.Int64 }
+
+func (c *offsetClock) Now() time.Time          { return time.Now().Add(time.Duration(c.d.Load())) }
+func (c *offsetClock) Advance(d time.Duration) { c.d.Add(int64(d)) }
+
+func lockKey(c context.Context, s *store.Store, st *store.Stream, key string) error {
+	return s.InTx(c, func(c context.Context, tx store.Tx) error {
+		_, err := st.Key(key).LockCompactionHead(c, tx)
+		return err
+	})
+}
+
+// TestJanitorSkipsAHeldHeadlessRow: a transaction holds an expired headless
+// row's lock; a janitor pass returns promptly and deletes nothing.
+func TestJanitorSkipsAHeldHeadlessRow(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		st := s.Stream("held")
+		c := ctx(t)
+		require.NoError(t, lockKey(c, s, st, "k")) // a headless row
+		clk.Advance(2 * time.Hour)                 // past the default TTL
+
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		_, err = st.Key("k").LockCompactionHead(c, tx)
+		require.NoError(t, err)
+
+		start := time.Now()
+		r, err := janitor.New(s, janitor.Config{Budget: 300 * time.Millisecond}).RunOnce(c)
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), time.Second, "the janitor never waits on a held row")
+		assert.Zero(t, r.HeadlessDeleted)
+		require.NoError(t, tx.Commit(c))
+
+		stats, err := s.Stats(c)
+		require.NoError(t, err)
+		require.Len(t, stats.Streams, 1)
+		assert.EqualValues(t, 1, stats.Streams[0].Headless, "the held row survived")
+	})
+}
+
+// TestJanitorDeletesExpiredHeadlessThenLockRecreates: the janitor goes
+// first and deletes an expired headless row; a later lock recreates it and
+// its transaction completes.
+func TestJanitorDeletesExpiredHeadlessThenLockRecreates(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		topic := s.Topic[counter]("recreate")
+		c := ctx(t)
+		require.NoError(t, topic.Stream().Configure(c, store.StreamConfig{HeadlessTTL: time.Minute}))
+		require.NoError(t, lockKey(c, s, topic.Stream(), "k"))
+		require.NoError(t, lockKey(c, s, topic.Stream(), "fresh"))
+		clk.Advance(30 * time.Second)
+		require.NoError(t, lockKey(c, s, topic.Stream(), "fresh")) // locking again refreshes it
+		clk.Advance(45 * time.Second)                              // k: 75 s unused, fresh: 45 s
+
+		r, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.HeadlessDeleted, "only the row past its TTL")
+
+		require.NoError(t, increment(c, s, topic, "k"))
+		v, err := topic.Key("k").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v.N)
+	})
+}
+
+func TestCompactionRetentionAndTombstones(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		comp := s.Stream("compacted")
+		require.NoError(t, comp.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Minute,
+			TombstoneRetention: 10 * time.Minute, Retention: time.Hour}))
+		plain := s.Stream("plain")
+		require.NoError(t, plain.Configure(c, store.StreamConfig{Retention: time.Hour}))
+
+		v1, _ := comp.PublishWithKey(c, "k", []byte("v1"))
+		v2, _ := comp.PublishWithKey(c, "k", []byte("v2"))
+		j1, _ := comp.PublishWithKey(c, "j", []byte("j1"))
+		gone1, _ := comp.PublishWithKey(c, "gone", []byte("x"))
+		tomb, _ := comp.PublishWithKey(c, "gone", nil)
+		loose, _ := comp.Publish(c, []byte("unkeyed"))
+		p1, _ := plain.Publish(c, []byte("p1"))
+		offs := func(st *store.Stream) []int64 {
+			evs, err := st.ReadSince(c, 0, 100)
+			require.NoError(t, err)
+			return offsets(evs)
+		}
+		jan := janitor.New(s, janitor.Config{BatchSize: 1}) // batches of one: the loop must drain
+
+		r, err := jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, r.Compacted, "superseded events younger than the lag stay")
+		assert.Equal(t, []int64{v1, v2, j1, gone1, tomb, loose}, offs(comp))
+
+		clk.Advance(2 * time.Minute)
+		r, err = jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, r.Compacted, "v1 and the value under the tombstone")
+		assert.Zero(t, r.TombstonesDeleted, "the tombstone is younger than its retention")
+		assert.Equal(t, []int64{v2, j1, tomb, loose}, offs(comp))
+
+		clk.Advance(10 * time.Minute)
+		r, err = jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.TombstonesDeleted)
+		assert.Equal(t, []int64{v2, j1, loose}, offs(comp))
+		_, err = comp.Key("gone").CompactionHead(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		clk.Advance(2 * time.Hour)
+		r, err = jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, r.RetentionDeleted, "the unkeyed event and p1")
+		assert.Equal(t, []int64{v2, j1}, offs(comp), "retention spares a compacted stream's heads")
+		assert.Empty(t, offs(plain))
+		_ = p1
+		h, err := comp.Key("k").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, "v2", string(h.Payload))
+	})
+}
+
+func TestJanitorSweepsExpiredJobs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		for _, q := range []string{"a", "b"} {
+			_, err := s.Queue(q).Enqueue(c, nil, store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Minute)})
+			require.NoError(t, err)
+		}
+		clk.Advance(2 * time.Minute)
+		r, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, r.JobsExpired, "every queue")
+	})
+}
+
+func TestSeveralJanitorsAtOnce(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		st := s.Stream("many")
+		c := ctx(t)
+		const rows = 300
+		for i := 0; i < rows; i++ {
+			require.NoError(t, lockKey(c, s, st, fmt.Sprint("k", i)))
+		}
+		clk.Advance(2 * time.Hour)
+		var total atomic.Int64
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				jan := janitor.New(s, janitor.Config{BatchSize: 7, Budget: time.Minute})
+				r, err := jan.RunOnce(c)
+				assert.NoError(t, err)
+				total.Add(r.HeadlessDeleted)
+			}()
+		}
+		wg.Wait()
+		assert.EqualValues(t, rows, total.Load(), "each row deleted once, by one of them")
+	})
+}
+
+func TestStatsReportHeadlessRowsExactly(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := newFakeClock()
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		st := s.Stream("keys")
+		require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true}))
+		for i := range 3 {
+			require.NoError(t, lockKey(c, s, st, fmt.Sprint("h", i)))
+			clk.Advance(10 * time.Second)
+		}
+		_, err := st.PublishWithKey(c, "valued", []byte("v"))
+		require.NoError(t, err)
+		last, err := st.Publish(c, []byte("more"))
+		require.NoError(t, err)
+		require.NoError(t, st.SaveOffset(c, "reader", last-1))
+		_, err = s.Queue("jobs").Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		clk.Advance(30 * time.Second) // the oldest headless row is now 60 s old
+
+		stats, err := s.Stats(c)
+		require.NoError(t, err)
+		require.Len(t, stats.Streams, 1)
+		ss := stats.Streams[0]
+		assert.Equal(t, "keys", ss.Name)
+		assert.True(t, ss.Compacted)
+		assert.EqualValues(t, 3, ss.Headless)
+		assert.Equal(t, 60*time.Second, ss.OldestHeadless)
+		assert.EqualValues(t, 1, ss.Keys)
+		assert.EqualValues(t, 2, ss.Events)
+		assert.Equal(t, last, ss.HeadOffset)
+		assert.Equal(t, []store.ConsumerStats{{Consumer: "reader", Offset: last - 1, Lag: 1}}, ss.Consumers)
+		require.Len(t, stats.Queues, 1)
+		assert.Equal(t, "jobs", stats.Queues[0].Queue)
+		assert.EqualValues(t, 1, stats.Queues[0].Ready)
+	})
+}
