@@ -76,6 +76,7 @@ func main() {
 		benchStreams(ctx, e.name, s, r)
 		benchQueues(ctx, e.name, s, r)
 		benchReceivers(ctx, e.name, s, e.again, r)
+		benchCompaction(ctx, e.name, s)
 		s.Close()
 		r.close()
 	}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// benchCompaction measures what compacted keys cost: keyed publishes (each
+// upserts its key's head) at 1, 64 and 1,024 keys against unkeyed publishes
+// in the same run, and lock → produce cycles, on distinct keys and on one
+// hot key, 8 goroutines each.
+func benchCompaction(ctx context.Context, engine string, s *store.Store) {
+	payload := make([]byte, 128)
+	st := s.Stream("keyed")
+	unkeyed := rate(8, func() error { _, err := st.Publish(ctx, payload); return err })
+	for _, keys := range []int{1, 64, 1024} {
+		keyed := rate(8, func() error {
+			_, err := st.PublishWithKey(ctx, fmt.Sprint("k", rand.IntN(keys)), payload)
+			return err
+		})
+		cmp(engine, fmt.Sprintf("keyed publish, %d keys (vs unkeyed)", keys), keyed, unkeyed, "unkeyed")
+	}
+
+	topic := s.Topic[struct{ N int }]("locked")
+	cycle := func(key string) error {
+		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			cur, err := topic.Key(key).LockCompactionHead(ctx, tx)
+			if err != nil {
+				return err
+			}
+			next := struct{ N int }{1}
+			if cur != nil {
+				next.N = cur.N + 1
+			}
+			_, err = topic.ProduceInTx(ctx, tx, &next, store.ProduceOpts{Key: key})
+			return err
+		})
+	}
+	var seq atomic.Int64
+	distinct := rate(8, func() error { return cycle(fmt.Sprint("d", seq.Add(1)%4096)) })
+	hot := rate(8, func() error { return cycle("hot") })
+	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → produce cycles/s, distinct keys", distinct, "")
+	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → produce cycles/s, one hot key", hot, "")
+}
+
+// cmp prints a figure beside another of the same run (not raw SQL).
+func cmp(engine, what string, a, b float64, bName string) {
+	fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f  (beside %s)\n", engine, what, a, b, a/b, bName)
+}
