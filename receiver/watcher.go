@@ -23,9 +23,13 @@ type Watcher struct {
 func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fastest, slowest time.Duration) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{cancel: cancel, done: make(chan struct{})}
+	// The baseline is read before StartWatcher returns: a subscriber attaches
+	// to the hub first and reads second, so any commit after its attach must
+	// count as a change. A baseline read later, in the goroutine, could
+	// swallow commits the subscriber's first read already missed.
+	last, err := version(ctx)
 	go func() {
 		defer close(w.done)
-		last, err := version(ctx)
 		interval, lastChange := fastest, time.Now()
 		t := time.NewTimer(interval)
 		defer t.Stop()

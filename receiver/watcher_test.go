@@ -31,7 +31,11 @@ func TestWatcherWakesOnChangeAndClosesTheHubWhenItDies(t *testing.T) {
 	}, time.Millisecond, 4*time.Millisecond)
 	defer w.Close()
 
-	<-firstRead
+	select {
+	case <-firstRead:
+	default:
+		t.Fatal("the baseline must be read before StartWatcher returns")
+	}
 	version.Add(1) // another process committed
 	select {
 	case <-sub.C():

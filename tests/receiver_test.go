@@ -378,3 +378,26 @@ func TestReceiverSurvivesATransientReadError(t *testing.T) {
 		assert.Equal(t, append(first, more...), recvN(t, r, 2), "resumed in order, no second error for the same outage")
 	})
 }
+
+// TestSecondStoreReceiverWakes: a receiver on one store follows events
+// another store on the same database publishes, one at a time, each
+// through the feed (no shared in-process wake).
+func TestSecondStoreReceiverWakes(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		a := e.open(t)
+		busy, err := a.Stream("other").Subscribe(ctx(t), "c", store.SubscribeOpts{}) // a's feed is already running
+		require.NoError(t, err)
+		defer busy.Close()
+		b := e.open(t)
+		r, err := b.Stream("shared").Subscribe(ctx(t), "c", store.SubscribeOpts{})
+		require.NoError(t, err)
+		defer r.Close()
+		for i := 0; i < 50; i++ {
+			off, err := a.Stream("shared").Publish(ctx(t), nil)
+			require.NoError(t, err)
+			ev, err := r.Recv(ctx(t))
+			require.NoError(t, err, "round %d", i)
+			require.Equal(t, off, ev.Offset)
+		}
+	})
+}
