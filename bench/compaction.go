@@ -16,12 +16,11 @@ import (
 func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 	payload := make([]byte, 128)
 	st := s.Stream("keyed")
-	unkeyed := rate(8, func() error { _, err := st.Publish(ctx, payload); return err })
 	for _, keys := range []int{1, 64, 1024} {
-		keyed := rate(8, func() error {
+		keyed, unkeyed := pair(8, func() error {
 			_, err := st.PublishWithKey(ctx, fmt.Sprint("k", rand.IntN(keys)), payload)
 			return err
-		})
+		}, func() error { _, err := st.Publish(ctx, payload); return err })
 		cmp(engine, fmt.Sprintf("keyed publish, %d keys (vs unkeyed)", keys), keyed, unkeyed, "unkeyed")
 	}
 

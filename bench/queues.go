@@ -17,8 +17,8 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	payload := []byte(`{"to":"someone@example.com"}`)
 	q := s.Queue("bench")
 	for _, workers := range []int{1, 8} {
-		lib := rate(workers, func() error { _, err := q.Enqueue(ctx, payload, store.EnqueueOpts{}); return err })
-		ceil := rate(workers, func() error { return r.insertJob(ctx, payload) })
+		lib, ceil := pair(workers, func() error { _, err := q.Enqueue(ctx, payload, store.EnqueueOpts{}); return err },
+			func() error { return r.insertJob(ctx, payload) })
 		row(engine, fmt.Sprintf("enqueue, %d producer(s) (jobs/s)", workers), lib, ceil)
 	}
 
@@ -27,8 +27,9 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	for i := range jobs {
 		jobs[i].Payload, payloads[i] = payload, payload
 	}
-	lib := rate(1, func() error { _, err := q.EnqueueMany(ctx, jobs); return err }) * float64(len(jobs))
-	ceil := rate(1, func() error { return r.insertJobs(ctx, payloads) }) * float64(len(jobs))
+	lib, ceil := pair(1, func() error { _, err := q.EnqueueMany(ctx, jobs); return err },
+		func() error { return r.insertJobs(ctx, payloads) })
+	lib, ceil = lib*float64(len(jobs)), ceil*float64(len(jobs))
 	row(engine, "EnqueueMany of 1,000 (jobs/s)", lib, ceil)
 
 	// Burn-down: fill a fresh queue, then time Work with a no-op handler

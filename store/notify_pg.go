@@ -18,8 +18,9 @@ import (
 // NOTIFY. Postgres serializes the commits of notifying transactions, so a
 // NOTIFY per write would throttle concurrent writers; the first write in a
 // window notifies inside its statement (commit-atomic), later ones carry none
-// and a trailing wake follows their commit when the window closes.
-const wakeWindow = time.Millisecond
+// and a trailing wake follows their commit when the window closes. Other
+// processes therefore hear of a busy topic's writes at most this late.
+const wakeWindow = 5 * time.Millisecond
 
 // wakeGate decides which writes carry a NOTIFY and sends trailing wakes.
 type wakeGate struct {
