@@ -63,7 +63,8 @@ WHERE e.id IN (
     JOIN alkstore.streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at + (s.retention_us) * '1 microsecond'::interval < $1::timestamptz
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h WHERE h.head_offset = x.id))
+      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
     LIMIT $2::integer
     FOR UPDATE OF x SKIP LOCKED)
 `

@@ -287,7 +287,7 @@ const trimStream = `-- name: TrimStream :execrows
 DELETE FROM alkstore.events e
 WHERE e.stream = $1::text AND e.id <= $2::bigint
   AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.head_offset = e.id)
+                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id)
 `
 
 type TrimStreamParams struct {

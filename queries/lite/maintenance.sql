@@ -22,7 +22,8 @@ WHERE id IN (
     JOIN alk_streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at < sqlc.arg(now) - s.retention_us
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alk_compaction_heads h WHERE h.head_offset = x.id))
+      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alk_compaction_heads h
+                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
     LIMIT sqlc.arg(batch));
 
 -- name: CompactSuperseded :execrows

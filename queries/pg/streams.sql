@@ -82,4 +82,4 @@ SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
 DELETE FROM alkstore.events e
 WHERE e.stream = @stream::text AND e.id <= @horizon::bigint
   AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.head_offset = e.id);
+                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id);

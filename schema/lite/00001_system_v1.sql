@@ -47,7 +47,6 @@ CREATE TABLE alk_compaction_heads (
        AND (head_offset IS NULL) = (compaction_rank IS NULL))
 ) WITHOUT ROWID;
 CREATE INDEX alk_compaction_heads_headless ON alk_compaction_heads (stream, updated_at) WHERE head_offset IS NULL;
-CREATE INDEX alk_compaction_heads_offset ON alk_compaction_heads (head_offset) WHERE head_offset IS NOT NULL;
 
 -- Queues: live and dead jobs in one table. Claiming reads only the partial
 -- indexes over pending and running rows, so dead rows and delayed rows of

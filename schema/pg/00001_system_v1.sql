@@ -55,7 +55,6 @@ CREATE TABLE alkstore.compaction_heads (
        AND (head_offset IS NULL) = (compaction_rank IS NULL))
 );
 CREATE INDEX compaction_heads_headless ON alkstore.compaction_heads (stream, updated_at) WHERE head_offset IS NULL;
-CREATE INDEX compaction_heads_offset ON alkstore.compaction_heads (head_offset) WHERE head_offset IS NOT NULL;
 
 -- Queues: live and dead jobs in one table. Claiming reads only the partial
 -- indexes over pending and running rows, so dead rows and delayed rows of
