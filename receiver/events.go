@@ -33,6 +33,7 @@ type Options struct {
 	AutoSaveEvery    int           // save the position every N events yielded; 0: off
 	AutoSaveInterval time.Duration // save the position at most this often while events flow; 0: off
 	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
+	SafetyPoll       time.Duration // re-read this often even without a wake (wakes are best-effort); default 5s
 	Logger           *slog.Logger  // for auto-save failures; default slog.Default()
 	OnClose          func()        // called once, by Close (the store uses it to forget the receiver)
 }
@@ -78,6 +79,9 @@ func NewEventReceiver(ctx context.Context, src Source, wakes *Sub, opts Options)
 	}
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = time.Second
+	}
+	if opts.SafetyPoll <= 0 {
+		opts.SafetyPoll = 5 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -127,6 +131,9 @@ func (r *EventReceiver) run(cursor int64) {
 		} else {
 			failing = false
 		}
+		if wait == 0 {
+			wait = r.opts.SafetyPoll
+		}
 		if !r.park(wait) {
 			r.finish(r.wakes.Err())
 			return
@@ -165,8 +172,8 @@ func (r *EventReceiver) send(it item) bool {
 	}
 }
 
-// park waits for a wake (true), a retry timeout (true, when retry > 0), or
-// the end of the feed or Close (false).
+// park waits for a wake or the retry timeout (true), or the end of the
+// feed or Close (false).
 func (r *EventReceiver) park(retry time.Duration) bool {
 	var timeout <-chan time.Time
 	if retry > 0 {

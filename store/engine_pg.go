@@ -102,6 +102,7 @@ func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 }
 
 func (e *pgEngine) close() {
+	e.gate.flush()
 	if e.owned {
 		e.pool.Close()
 	}
@@ -190,12 +191,38 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 		}
 		o.eng.horizon.observe(snap, true)
 	}
-	snap, err := o.q.SettledSnapshot(ctx)
-	if err != nil {
-		return 0, err
+	if o.inTx {
+		snap, err := o.q.SettledSnapshot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return o.eng.horizon.observe(snap, false), nil
 	}
-	return o.eng.horizon.observe(snap, !o.inTx), nil
+	// Committed events above the horizon usually wait only for a short
+	// transaction still in flight somewhere in the cluster: look again a
+	// moment later (twice at most) rather than return a short page.
+	for attempt := 1; ; attempt++ {
+		snap, err := o.q.SettledSnapshot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		hz := o.eng.horizon.observe(snap, true)
+		if hz >= snap.VisibleHead || attempt == settleAttempts {
+			return hz, nil
+		}
+		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
+
+// settleAttempts bounds the snapshots one read takes while events above the
+// horizon settle.
+const settleAttempts = 3
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
 	hz, err := o.settled(ctx)

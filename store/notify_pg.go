@@ -33,6 +33,7 @@ type gateState struct {
 	last     time.Time // when a wake for the topic last went out
 	skipped  bool      // a write since then carried none
 	trailing bool      // a trailing wake is scheduled
+	timer    *time.Timer
 }
 
 // wake returns the NOTIFY payload a write to topic should carry: the wake,
@@ -68,12 +69,36 @@ func (g *wakeGate) committed(topic string) {
 		return
 	}
 	st.trailing = true
-	time.AfterFunc(max(wakeWindow-time.Since(st.last), 0), func() {
-		g.mu.Lock()
-		st.trailing, st.skipped, st.last = false, false, time.Now()
+	st.timer = time.AfterFunc(max(wakeWindow-time.Since(st.last), 0), func() { g.fire(topic, st) })
+}
+
+// fire sends a scheduled trailing wake, unless flush already did.
+func (g *wakeGate) fire(topic string, st *gateState) {
+	g.mu.Lock()
+	if !st.trailing {
 		g.mu.Unlock()
+		return
+	}
+	st.trailing, st.skipped, st.last = false, false, time.Now()
+	g.mu.Unlock()
+	g.send(topic)
+}
+
+// flush sends every scheduled trailing wake now: the store is closing, and
+// committed writes must not go unannounced.
+func (g *wakeGate) flush() {
+	g.mu.Lock()
+	var due []string
+	for topic, st := range g.topics {
+		if st.trailing && st.timer.Stop() {
+			st.trailing = false
+			due = append(due, topic)
+		}
+	}
+	g.mu.Unlock()
+	for _, topic := range due {
 		g.send(topic)
-	})
+	}
 }
 
 func (e *pgEngine) committed(topic string) { e.gate.committed(topic) }

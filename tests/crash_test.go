@@ -108,5 +108,9 @@ func publishChild(ctx context.Context, s *store.Store, stream string, n int) int
 		}
 		time.Sleep(2 * time.Millisecond) // pace the events so each is its own wake
 	}
+	if err := s.Close(); err != nil { // announces any wake still pending
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return 0
 }
