@@ -63,21 +63,26 @@ func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
 		}
 		for range maxLockAttempts {
 			now := k.st.s.now()
-			h, found, err := o.lockHead(ctx, k.st.name, k.key)
+			row, err := o.lockHead(ctx, k.st.name, k.key)
 			switch {
 			case err != nil:
 				return nil, err
-			case found && h == nil:
-				return nil, o.touchHeadless(ctx, k.st.name, k.key, now)
-			case found:
-				if h.Payload == nil {
-					return nil, nil // a tombstone: the key has no value
+			case row == nil: // no row yet: insert a headless one and look again
+				if err := o.insertHeadless(ctx, k.st.name, k.key, now); err != nil {
+					return nil, err
 				}
-				return h, nil
+				continue
+			case row.offset == nil:
+				return nil, o.touchHeadless(ctx, k.st.name, k.key, now)
 			}
-			if err := o.insertHeadless(ctx, k.st.name, k.key, now); err != nil {
-				return nil, err
+			// Read under the lock, in a statement of its own (see the
+			// LockCompactionHead query on why it is not a join).
+			payload, found, err := o.eventPayload(ctx, *row.offset)
+			if err != nil || !found || payload == nil {
+				return nil, err // trimmed, or a tombstone: the key has no value
 			}
+			return &Head{Key: k.key, Offset: *row.offset, Payload: payload, SchemaVersion: row.schemaVersion,
+				Rank: row.rank, UpdatedAt: row.updatedAt}, nil
 		}
 		return nil, fmt.Errorf("key %q: the key row stayed invisible to this transaction (use READ COMMITTED)", k.key)
 	})
@@ -125,6 +130,14 @@ func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload [
 		}
 		return off, err
 	})
+}
+
+// headRow is a locked compaction head row; offset is nil when headless.
+type headRow struct {
+	offset        *int64
+	schemaVersion int
+	rank          int64
+	updatedAt     time.Time
 }
 
 type keyedEvent struct {

@@ -34,21 +34,22 @@ func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {
 		Rank: r.CompactionRank, UpdatedAt: r.UpdatedAt}, nil
 }
 
-func (o pgOps) lockHead(ctx context.Context, stream, key string) (*Head, bool, error) {
+func (o pgOps) lockHead(ctx context.Context, stream, key string) (*headRow, error) {
 	rows, err := o.q.LockCompactionHead(ctx, pgdb.LockCompactionHeadParams{Stream: stream, Key: key})
 	if err != nil || len(rows) == 0 {
-		return nil, false, err
+		return nil, err
 	}
 	r := rows[0]
-	if r.HeadOffset == nil {
-		return nil, true, nil
-	}
-	payloads, err := o.q.GetEventPayload(ctx, *r.HeadOffset)
+	return &headRow{offset: r.HeadOffset, schemaVersion: int(deref(r.SchemaVersion)), rank: deref(r.CompactionRank),
+		updatedAt: r.UpdatedAt}, nil
+}
+
+func (o pgOps) eventPayload(ctx context.Context, id int64) ([]byte, bool, error) {
+	payloads, err := o.q.GetEventPayload(ctx, id)
 	if err != nil || len(payloads) == 0 {
-		return nil, true, err // the head event was trimmed: no value
+		return nil, false, err
 	}
-	return &Head{Key: key, Offset: *r.HeadOffset, Payload: payloads[0], SchemaVersion: int(deref(r.SchemaVersion)),
-		Rank: deref(r.CompactionRank), UpdatedAt: r.UpdatedAt}, true, nil
+	return payloads[0], true, nil
 }
 
 func (o pgOps) insertHeadless(ctx context.Context, stream, key string, now time.Time) error {

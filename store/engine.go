@@ -51,7 +51,8 @@ type ops interface {
 	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
 	upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error
 	getHead(ctx context.Context, stream, key string) (*Head, error)
-	lockHead(ctx context.Context, stream, key string) (head *Head, found bool, err error) // head nil: headless
+	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
+	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)
 	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
 	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
 	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
@@ -62,7 +63,11 @@ type ops interface {
 	compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
-	stats(ctx context.Context, now time.Time) (Stats, error)
+	streamCounts(ctx context.Context) ([]StreamStats, error)              // Name, HeadOffset, Events
+	headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
+	consumerLags(ctx context.Context) (streams []string, lags []ConsumerStats, err error)
+	compactedStreams(ctx context.Context) ([]string, error)
+	queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStats, error)
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)

@@ -105,25 +105,54 @@ type NamedQueueStats struct {
 // (counts by state, oldest ready age).
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return run(handle{s: s}, "stats", autoRead, func(o target) (Stats, error) {
-		return o.stats(ctx, s.now())
+		now := s.now()
+		byName := map[string]*StreamStats{}
+		get := func(name string) *StreamStats {
+			if byName[name] == nil {
+				byName[name] = &StreamStats{Name: name}
+			}
+			return byName[name]
+		}
+		counts, err := o.streamCounts(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		for _, c := range counts {
+			st := get(c.Name)
+			st.HeadOffset, st.Events = c.HeadOffset, c.Events
+		}
+		heads, err := o.headCounts(ctx, now)
+		if err != nil {
+			return Stats{}, err
+		}
+		for _, h := range heads {
+			st := get(h.Name)
+			st.Keys, st.Headless, st.OldestHeadless = h.Keys, h.Headless, h.OldestHeadless
+		}
+		streams, lags, err := o.consumerLags(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		for i, l := range lags {
+			st := get(streams[i])
+			st.Consumers = append(st.Consumers, l)
+		}
+		compacted, err := o.compactedStreams(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		for _, name := range compacted {
+			get(name).Compacted = true
+		}
+		queues, err := o.queueCounts(ctx, now)
+		if err != nil {
+			return Stats{}, err
+		}
+		out := Stats{Queues: queues}
+		for _, st := range byName {
+			out.Streams = append(out.Streams, *st)
+		}
+		slices.SortFunc(out.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
+		return out, nil
 	})
-}
-
-// streamStatsBuilder gathers per-stream rows from several queries.
-type streamStatsBuilder map[string]*StreamStats
-
-func (b streamStatsBuilder) get(name string) *StreamStats {
-	if b[name] == nil {
-		b[name] = &StreamStats{Name: name}
-	}
-	return b[name]
-}
-
-func (b streamStatsBuilder) build(queues []NamedQueueStats) Stats {
-	st := Stats{Queues: queues}
-	for _, v := range b {
-		st.Streams = append(st.Streams, *v)
-	}
-	slices.SortFunc(st.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
-	return st
 }

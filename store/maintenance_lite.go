@@ -43,47 +43,44 @@ func (o liteOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch i
 	return o.q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: ptrTo(now.UnixMicro()), Batch: int64(batch)})
 }
 
-func (o liteOps) stats(ctx context.Context, now time.Time) (Stats, error) {
-	b := streamStatsBuilder{}
-	events, err := o.q.StreamEventStats(ctx)
-	if err != nil {
-		return Stats{}, err
+func (o liteOps) streamCounts(ctx context.Context) ([]StreamStats, error) {
+	rows, err := o.q.StreamEventStats(ctx)
+	out := make([]StreamStats, len(rows))
+	for i, r := range rows {
+		out[i] = StreamStats{Name: r.Stream, HeadOffset: r.HeadOffset, Events: r.Events}
 	}
-	for _, r := range events {
-		s := b.get(r.Stream)
-		s.HeadOffset, s.Events = r.HeadOffset, r.Events
+	return out, err
+}
+
+func (o liteOps) headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) {
+	rows, err := o.q.StreamHeadStats(ctx, now.UnixMicro())
+	out := make([]StreamStats, len(rows))
+	for i, r := range rows {
+		out[i] = StreamStats{Name: r.Stream, Keys: r.KeyCount, Headless: r.Headless,
+			OldestHeadless: now.Sub(time.UnixMicro(r.OldestHeadless))}
 	}
-	heads, err := o.q.StreamHeadStats(ctx, now.UnixMicro())
-	if err != nil {
-		return Stats{}, err
+	return out, err
+}
+
+func (o liteOps) consumerLags(ctx context.Context) ([]string, []ConsumerStats, error) {
+	rows, err := o.q.ConsumerLags(ctx)
+	streams, lags := make([]string, len(rows)), make([]ConsumerStats, len(rows))
+	for i, r := range rows {
+		streams[i], lags[i] = r.Stream, ConsumerStats{Consumer: r.Consumer, Offset: r.CommittedOffset, Lag: r.Unread}
 	}
-	for _, r := range heads {
-		s := b.get(r.Stream)
-		s.Keys, s.Headless, s.OldestHeadless = r.KeyCount, r.Headless, now.Sub(time.UnixMicro(r.OldestHeadless))
-	}
-	lags, err := o.q.ConsumerLags(ctx)
-	if err != nil {
-		return Stats{}, err
-	}
-	for _, r := range lags {
-		s := b.get(r.Stream)
-		s.Consumers = append(s.Consumers, ConsumerStats{Consumer: r.Consumer, Offset: r.CommittedOffset, Lag: r.Unread})
-	}
-	compacted, err := o.q.CompactedStreams(ctx)
-	if err != nil {
-		return Stats{}, err
-	}
-	for _, name := range compacted {
-		b.get(name).Compacted = true
-	}
-	qs, err := o.q.AllQueueStats(ctx, now.UnixMicro())
-	if err != nil {
-		return Stats{}, err
-	}
-	queues := make([]NamedQueueStats, len(qs))
-	for i, r := range qs {
-		queues[i] = NamedQueueStats{Queue: r.Queue, QueueStats: QueueStats{Ready: r.Ready, Scheduled: r.Scheduled,
+	return streams, lags, err
+}
+
+func (o liteOps) compactedStreams(ctx context.Context) ([]string, error) {
+	return o.q.CompactedStreams(ctx)
+}
+
+func (o liteOps) queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStats, error) {
+	rows, err := o.q.AllQueueStats(ctx, now.UnixMicro())
+	out := make([]NamedQueueStats, len(rows))
+	for i, r := range rows {
+		out[i] = NamedQueueStats{Queue: r.Queue, QueueStats: QueueStats{Ready: r.Ready, Scheduled: r.Scheduled,
 			Running: r.Running, Dead: r.Dead, OldestReady: now.Sub(time.UnixMicro(r.OldestReady))}}
 	}
-	return b.build(queues), nil
+	return out, err
 }
