@@ -117,14 +117,14 @@ func (r *EventReceiver) run(cursor int64) {
 		cursor = next
 		wait := time.Duration(0)
 		if err != nil {
-			if ctx.Err() != nil {
-				r.finish(ErrClosed)
+			if errors.Is(err, errStopped) || ctx.Err() != nil {
+				r.finish(r.endCause())
 				return
 			}
 			// Surface an outage once, then keep retrying quietly on wakes and
 			// on the retry interval.
 			if !failing && !r.send(item{err: err}) {
-				r.finish(ErrClosed)
+				r.finish(r.endCause())
 				return
 			}
 			failing, wait = true, r.opts.RetryInterval
@@ -135,7 +135,7 @@ func (r *EventReceiver) run(cursor int64) {
 			wait = r.opts.SafetyPoll
 		}
 		if !r.park(wait) {
-			r.finish(r.wakes.Err())
+			r.finish(r.endCause())
 			return
 		}
 	}
@@ -150,13 +150,28 @@ func (r *EventReceiver) drain(ctx context.Context, cursor int64) (int64, error) 
 		}
 		for _, ev := range evs {
 			if !r.send(item{ev: ev}) {
-				return cursor, context.Canceled
+				return cursor, errStopped
 			}
 			cursor = ev.Offset
 		}
 		if len(evs) < r.opts.PageSize {
 			return cursor, nil
 		}
+	}
+}
+
+// errStopped says a send gave up because the receiver is closing: it ends
+// the reader and is never handed to the consumer.
+var errStopped = errors.New("receiver stopping")
+
+// endCause is why the reader ended: the feed's reason when it ended (the
+// store closed, or SQLite's watcher died), else Close.
+func (r *EventReceiver) endCause() error {
+	select {
+	case <-r.wakes.Done():
+		return r.wakes.Err()
+	default:
+		return ErrClosed
 	}
 }
 
