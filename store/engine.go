@@ -71,6 +71,22 @@ type ops interface {
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
+	// wakeOthers wakes topic in other processes (Postgres: a NOTIFY; SQLite's
+	// watchers see every commit anyway).
+	wakeOthers(ctx context.Context, topic string) error
+
+	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
+	deleteSchedule(ctx context.Context, name string) (bool, error)
+	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)
+	resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error)
+	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
+	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
+	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
+	advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) // nil: not to fire
+	nextScheduleFire(ctx context.Context) (*time.Time, error)
+	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
+	getLease(ctx context.Context, name string) (lease, error)
+	releaseLease(ctx context.Context, name string, token int64) (bool, error)
 }
 
 // engine is one database behind a Store.
@@ -110,4 +126,16 @@ type Rows interface {
 // matching ErrNotFound when there was no row.
 type Row interface {
 	Scan(dest ...any) error
+}
+
+// mapRows maps a query's generated rows to the store's type.
+func mapRows[R, T any](rows []R, err error, mapRow func(R) T) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = mapRow(r)
+	}
+	return out, nil
 }

@@ -30,6 +30,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ackJobsStmt, err = db.PrepareContext(ctx, ackJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query AckJobs: %w", err)
 	}
+	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
+		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
+	}
+	if q.advanceScheduleStmt, err = db.PrepareContext(ctx, advanceSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query AdvanceSchedule: %w", err)
+	}
 	if q.allQueueStatsStmt, err = db.PrepareContext(ctx, allQueueStats); err != nil {
 		return nil, fmt.Errorf("error preparing query AllQueueStats: %w", err)
 	}
@@ -69,6 +75,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
 	}
+	if q.deleteScheduleStmt, err = db.PrepareContext(ctx, deleteSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteSchedule: %w", err)
+	}
+	if q.dueSchedulesStmt, err = db.PrepareContext(ctx, dueSchedules); err != nil {
+		return nil, fmt.Errorf("error preparing query DueSchedules: %w", err)
+	}
 	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
 	}
@@ -87,8 +99,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getJobStmt, err = db.PrepareContext(ctx, getJob); err != nil {
 		return nil, fmt.Errorf("error preparing query GetJob: %w", err)
 	}
+	if q.getLeaseStmt, err = db.PrepareContext(ctx, getLease); err != nil {
+		return nil, fmt.Errorf("error preparing query GetLease: %w", err)
+	}
 	if q.getOffsetStmt, err = db.PrepareContext(ctx, getOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query GetOffset: %w", err)
+	}
+	if q.getScheduleStmt, err = db.PrepareContext(ctx, getSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query GetSchedule: %w", err)
 	}
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
@@ -102,17 +120,26 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
 		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
 	}
+	if q.listSchedulesStmt, err = db.PrepareContext(ctx, listSchedules); err != nil {
+		return nil, fmt.Errorf("error preparing query ListSchedules: %w", err)
+	}
 	if q.lockCompactionHeadStmt, err = db.PrepareContext(ctx, lockCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query LockCompactionHead: %w", err)
 	}
 	if q.nextJobDueStmt, err = db.PrepareContext(ctx, nextJobDue); err != nil {
 		return nil, fmt.Errorf("error preparing query NextJobDue: %w", err)
 	}
+	if q.nextScheduleFireStmt, err = db.PrepareContext(ctx, nextScheduleFire); err != nil {
+		return nil, fmt.Errorf("error preparing query NextScheduleFire: %w", err)
+	}
 	if q.notificationsSinceStmt, err = db.PrepareContext(ctx, notificationsSince); err != nil {
 		return nil, fmt.Errorf("error preparing query NotificationsSince: %w", err)
 	}
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
+	}
+	if q.pauseScheduleStmt, err = db.PrepareContext(ctx, pauseSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query PauseSchedule: %w", err)
 	}
 	if q.pruneNotificationsStmt, err = db.PrepareContext(ctx, pruneNotifications); err != nil {
 		return nil, fmt.Errorf("error preparing query PruneNotifications: %w", err)
@@ -135,8 +162,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.readEventsFromConsumerStmt, err = db.PrepareContext(ctx, readEventsFromConsumer); err != nil {
 		return nil, fmt.Errorf("error preparing query ReadEventsFromConsumer: %w", err)
 	}
+	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
+	}
 	if q.requeueJobStmt, err = db.PrepareContext(ctx, requeueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RequeueJob: %w", err)
+	}
+	if q.resumeScheduleStmt, err = db.PrepareContext(ctx, resumeSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query ResumeSchedule: %w", err)
 	}
 	if q.retryJobStmt, err = db.PrepareContext(ctx, retryJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RetryJob: %w", err)
@@ -165,6 +198,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
+	if q.upsertScheduleStmt, err = db.PrepareContext(ctx, upsertSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query UpsertSchedule: %w", err)
+	}
 	return &q, nil
 }
 
@@ -178,6 +214,16 @@ func (q *Queries) Close() error {
 	if q.ackJobsStmt != nil {
 		if cerr := q.ackJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing ackJobsStmt: %w", cerr)
+		}
+	}
+	if q.acquireLeaseStmt != nil {
+		if cerr := q.acquireLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing acquireLeaseStmt: %w", cerr)
+		}
+	}
+	if q.advanceScheduleStmt != nil {
+		if cerr := q.advanceScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing advanceScheduleStmt: %w", cerr)
 		}
 	}
 	if q.allQueueStatsStmt != nil {
@@ -245,6 +291,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing deleteHeadStmt: %w", cerr)
 		}
 	}
+	if q.deleteScheduleStmt != nil {
+		if cerr := q.deleteScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteScheduleStmt: %w", cerr)
+		}
+	}
+	if q.dueSchedulesStmt != nil {
+		if cerr := q.dueSchedulesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dueSchedulesStmt: %w", cerr)
+		}
+	}
 	if q.enqueueJobStmt != nil {
 		if cerr := q.enqueueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobStmt: %w", cerr)
@@ -275,9 +331,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getJobStmt: %w", cerr)
 		}
 	}
+	if q.getLeaseStmt != nil {
+		if cerr := q.getLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getLeaseStmt: %w", cerr)
+		}
+	}
 	if q.getOffsetStmt != nil {
 		if cerr := q.getOffsetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getOffsetStmt: %w", cerr)
+		}
+	}
+	if q.getScheduleStmt != nil {
+		if cerr := q.getScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getScheduleStmt: %w", cerr)
 		}
 	}
 	if q.heartbeatJobStmt != nil {
@@ -300,6 +366,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listHeadsStmt: %w", cerr)
 		}
 	}
+	if q.listSchedulesStmt != nil {
+		if cerr := q.listSchedulesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listSchedulesStmt: %w", cerr)
+		}
+	}
 	if q.lockCompactionHeadStmt != nil {
 		if cerr := q.lockCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing lockCompactionHeadStmt: %w", cerr)
@@ -310,6 +381,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing nextJobDueStmt: %w", cerr)
 		}
 	}
+	if q.nextScheduleFireStmt != nil {
+		if cerr := q.nextScheduleFireStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing nextScheduleFireStmt: %w", cerr)
+		}
+	}
 	if q.notificationsSinceStmt != nil {
 		if cerr := q.notificationsSinceStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing notificationsSinceStmt: %w", cerr)
@@ -318,6 +394,11 @@ func (q *Queries) Close() error {
 	if q.notifyStmt != nil {
 		if cerr := q.notifyStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
+		}
+	}
+	if q.pauseScheduleStmt != nil {
+		if cerr := q.pauseScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pauseScheduleStmt: %w", cerr)
 		}
 	}
 	if q.pruneNotificationsStmt != nil {
@@ -355,9 +436,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing readEventsFromConsumerStmt: %w", cerr)
 		}
 	}
+	if q.releaseLeaseStmt != nil {
+		if cerr := q.releaseLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
+		}
+	}
 	if q.requeueJobStmt != nil {
 		if cerr := q.requeueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing requeueJobStmt: %w", cerr)
+		}
+	}
+	if q.resumeScheduleStmt != nil {
+		if cerr := q.resumeScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing resumeScheduleStmt: %w", cerr)
 		}
 	}
 	if q.retryJobStmt != nil {
@@ -405,6 +496,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
 		}
 	}
+	if q.upsertScheduleStmt != nil {
+		if cerr := q.upsertScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing upsertScheduleStmt: %w", cerr)
+		}
+	}
 	return err
 }
 
@@ -446,6 +542,8 @@ type Queries struct {
 	tx                         *sql.Tx
 	ackJobStmt                 *sql.Stmt
 	ackJobsStmt                *sql.Stmt
+	acquireLeaseStmt           *sql.Stmt
+	advanceScheduleStmt        *sql.Stmt
 	allQueueStatsStmt          *sql.Stmt
 	applyRetentionStmt         *sql.Stmt
 	buryExhaustedClaimsStmt    *sql.Stmt
@@ -459,21 +557,28 @@ type Queries struct {
 	deleteEventStmt            *sql.Stmt
 	deleteExpiredHeadlessStmt  *sql.Stmt
 	deleteHeadStmt             *sql.Stmt
+	deleteScheduleStmt         *sql.Stmt
+	dueSchedulesStmt           *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
 	getEventPayloadStmt        *sql.Stmt
 	getJobStmt                 *sql.Stmt
+	getLeaseStmt               *sql.Stmt
 	getOffsetStmt              *sql.Stmt
+	getScheduleStmt            *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
+	listSchedulesStmt          *sql.Stmt
 	lockCompactionHeadStmt     *sql.Stmt
 	nextJobDueStmt             *sql.Stmt
+	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
+	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
 	publishEventsStmt          *sql.Stmt
@@ -481,7 +586,9 @@ type Queries struct {
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
+	releaseLeaseStmt           *sql.Stmt
 	requeueJobStmt             *sql.Stmt
+	resumeScheduleStmt         *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
 	streamEventStatsStmt       *sql.Stmt
@@ -491,6 +598,7 @@ type Queries struct {
 	touchHeadlessHeadStmt      *sql.Stmt
 	trimStreamStmt             *sql.Stmt
 	upsertCompactionHeadStmt   *sql.Stmt
+	upsertScheduleStmt         *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
@@ -499,6 +607,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		tx:                         tx,
 		ackJobStmt:                 q.ackJobStmt,
 		ackJobsStmt:                q.ackJobsStmt,
+		acquireLeaseStmt:           q.acquireLeaseStmt,
+		advanceScheduleStmt:        q.advanceScheduleStmt,
 		allQueueStatsStmt:          q.allQueueStatsStmt,
 		applyRetentionStmt:         q.applyRetentionStmt,
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
@@ -512,21 +622,28 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		deleteEventStmt:            q.deleteEventStmt,
 		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
 		deleteHeadStmt:             q.deleteHeadStmt,
+		deleteScheduleStmt:         q.deleteScheduleStmt,
+		dueSchedulesStmt:           q.dueSchedulesStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
 		getEventPayloadStmt:        q.getEventPayloadStmt,
 		getJobStmt:                 q.getJobStmt,
+		getLeaseStmt:               q.getLeaseStmt,
 		getOffsetStmt:              q.getOffsetStmt,
+		getScheduleStmt:            q.getScheduleStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
+		listSchedulesStmt:          q.listSchedulesStmt,
 		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
 		nextJobDueStmt:             q.nextJobDueStmt,
+		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
+		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,
 		publishEventsStmt:          q.publishEventsStmt,
@@ -534,7 +651,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
+		releaseLeaseStmt:           q.releaseLeaseStmt,
 		requeueJobStmt:             q.requeueJobStmt,
+		resumeScheduleStmt:         q.resumeScheduleStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
 		streamEventStatsStmt:       q.streamEventStatsStmt,
@@ -544,5 +663,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
 		trimStreamStmt:             q.trimStreamStmt,
 		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
+		upsertScheduleStmt:         q.upsertScheduleStmt,
 	}
 }

@@ -48,11 +48,34 @@ type AlkJob struct {
 	DiedAt         *int64
 }
 
+type AlkLease struct {
+	Name      string
+	Owner     string
+	Token     int64
+	RenewedAt int64
+	ExpiresAt int64
+}
+
 type AlkNotification struct {
 	ID        int64
 	Channel   string
 	Payload   []byte
 	CreatedAt int64
+}
+
+type AlkSchedule struct {
+	Name        string
+	Spec        string
+	Tz          string
+	Queue       string
+	Payload     []byte
+	Priority    int64
+	MaxAttempts int64
+	NextFireAt  int64
+	Paused      bool
+	LastFiredAt *int64
+	CreatedAt   int64
+	UpdatedAt   int64
 }
 
 type AlkStream struct {

@@ -55,6 +55,29 @@ type AlkstoreJob struct {
 	DiedAt         *time.Time
 }
 
+type AlkstoreLease struct {
+	Name      string
+	Owner     string
+	Token     int64
+	RenewedAt time.Time
+	ExpiresAt time.Time
+}
+
+type AlkstoreSchedule struct {
+	Name        string
+	Spec        string
+	Tz          string
+	Queue       string
+	Payload     []byte
+	Priority    int32
+	MaxAttempts int32
+	NextFireAt  time.Time
+	Paused      bool
+	LastFiredAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type AlkstoreStream struct {
 	Name                 string
 	Compacted            bool

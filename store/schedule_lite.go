@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+)
+
+// Schedule and lease statements on SQLite. Times are unix microseconds.
+
+// wakeOthers does nothing: other processes' watchers see every commit.
+func (o liteOps) wakeOthers(context.Context, string) error { return nil }
+
+func (o liteOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
+	return o.q.UpsertSchedule(ctx, litedb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
+		Payload: sc.Payload, Priority: int64(sc.Priority), MaxAttempts: int64(sc.MaxAttempts),
+		NextFireAt: sc.NextFireAt.UnixMicro(), Now: sc.UpdatedAt.UnixMicro()})
+}
+
+func (o liteOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
+	n, err := o.q.DeleteSchedule(ctx, name)
+	return n == 1, err
+}
+
+func (o liteOps) pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error) {
+	n, err := o.q.PauseSchedule(ctx, litedb.PauseScheduleParams{Name: name, Now: now.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
+	n, err := o.q.ResumeSchedule(ctx, litedb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz,
+		NextFireAt: next.UnixMicro(), Now: now.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) getSchedule(ctx context.Context, name string) (ScheduleInfo, error) {
+	r, err := o.q.GetSchedule(ctx, name)
+	return liteSchedule(r), err
+}
+
+func (o liteOps) listSchedules(ctx context.Context) ([]ScheduleInfo, error) {
+	rows, err := o.q.ListSchedules(ctx)
+	return mapRows(rows, err, liteSchedule)
+}
+
+func (o liteOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error) {
+	rows, err := o.q.DueSchedules(ctx, litedb.DueSchedulesParams{Now: now.UnixMicro(), MaxRows: int64(limit)})
+	return mapRows(rows, err, liteSchedule)
+}
+
+func (o liteOps) advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) {
+	rows, err := o.q.AdvanceSchedule(ctx, litedb.AdvanceScheduleParams{Name: a.name, Spec: a.spec, Tz: a.tz,
+		DueAt: a.dueAt.UnixMicro(), NextFireAt: a.next.UnixMicro(), Now: micros(&a.now)})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	r := rows[0]
+	return &scheduledJob{queue: r.Queue, payload: r.Payload, priority: int(r.Priority), maxAttempts: int(r.MaxAttempts)}, nil
+}
+
+func (o liteOps) nextScheduleFire(ctx context.Context) (*time.Time, error) {
+	return dueTime(o.q.NextScheduleFire(ctx))
+}
+
+func (o liteOps) acquireLease(ctx context.Context, l lease, now time.Time) (bool, error) {
+	n, err := o.q.AcquireLease(ctx, litedb.AcquireLeaseParams{Name: l.name, Owner: l.owner, Token: l.token,
+		ExpiresAt: l.expiresAt.UnixMicro(), Now: now.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) getLease(ctx context.Context, name string) (lease, error) {
+	r, err := o.q.GetLease(ctx, name)
+	return lease{name: r.Name, owner: r.Owner, token: r.Token, expiresAt: time.UnixMicro(r.ExpiresAt)}, err
+}
+
+func (o liteOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {
+	n, err := o.q.ReleaseLease(ctx, litedb.ReleaseLeaseParams{Name: name, Token: token})
+	return n == 1, err
+}
+
+func liteSchedule(r litedb.AlkSchedule) ScheduleInfo {
+	return ScheduleInfo{Name: r.Name, Spec: r.Spec, TZ: r.Tz, Queue: r.Queue, Payload: r.Payload,
+		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), NextFireAt: time.UnixMicro(r.NextFireAt),
+		Paused: r.Paused, LastFiredAt: fromMicros(r.LastFiredAt), CreatedAt: time.UnixMicro(r.CreatedAt),
+		UpdatedAt: time.UnixMicro(r.UpdatedAt)}
+}

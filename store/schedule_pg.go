@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/alkstore/alkstore/receiver"
+)
+
+// Schedule and lease statements on PostgreSQL.
+
+func (o pgOps) wakeOthers(ctx context.Context, topic string) error {
+	return o.q.Notify(ctx, receiver.EncodeWake(topic))
+}
+
+func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
+	return o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
+		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt})
+}
+
+func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
+	n, err := o.q.DeleteSchedule(ctx, name)
+	return n == 1, err
+}
+
+func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error) {
+	n, err := o.q.PauseSchedule(ctx, pgdb.PauseScheduleParams{Name: name, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
+	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz, NextFireAt: next, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) getSchedule(ctx context.Context, name string) (ScheduleInfo, error) {
+	r, err := o.q.GetSchedule(ctx, name)
+	return pgSchedule(r), err
+}
+
+func (o pgOps) listSchedules(ctx context.Context) ([]ScheduleInfo, error) {
+	rows, err := o.q.ListSchedules(ctx)
+	return mapRows(rows, err, pgSchedule)
+}
+
+func (o pgOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error) {
+	rows, err := o.q.DueSchedules(ctx, pgdb.DueSchedulesParams{Now: now, MaxRows: int32(limit)})
+	return mapRows(rows, err, pgSchedule)
+}
+
+func (o pgOps) advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) {
+	rows, err := o.q.AdvanceSchedule(ctx, pgdb.AdvanceScheduleParams{Name: a.name, Spec: a.spec, Tz: a.tz,
+		DueAt: a.dueAt, NextFireAt: a.next, Now: &a.now})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	r := rows[0]
+	return &scheduledJob{queue: r.Queue, payload: r.Payload, priority: int(r.Priority), maxAttempts: int(r.MaxAttempts)}, nil
+}
+
+func (o pgOps) nextScheduleFire(ctx context.Context) (*time.Time, error) {
+	return dueTime(o.q.NextScheduleFire(ctx))
+}
+
+func (o pgOps) acquireLease(ctx context.Context, l lease, now time.Time) (bool, error) {
+	n, err := o.q.AcquireLease(ctx, pgdb.AcquireLeaseParams{Name: l.name, Owner: l.owner, Token: l.token,
+		ExpiresAt: l.expiresAt, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) getLease(ctx context.Context, name string) (lease, error) {
+	r, err := o.q.GetLease(ctx, name)
+	return lease{name: r.Name, owner: r.Owner, token: r.Token, expiresAt: r.ExpiresAt}, err
+}
+
+func (o pgOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {
+	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token})
+	return n == 1, err
+}
+
+func pgSchedule(r pgdb.AlkstoreSchedule) ScheduleInfo {
+	return ScheduleInfo{Name: r.Name, Spec: r.Spec, TZ: r.Tz, Queue: r.Queue, Payload: r.Payload,
+		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), NextFireAt: r.NextFireAt, Paused: r.Paused,
+		LastFiredAt: r.LastFiredAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}

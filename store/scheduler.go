@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultLeaseTTL is how long a scheduler's leadership lasts without renewal.
+const DefaultLeaseTTL = 15 * time.Second
+
+const schedulerLease = "scheduler"
+
+// Scheduler fires due schedules. Run as many as you like, in any processes
+// sharing the database: one at a time leads, through a lease row, and the
+// others stand by to take over.
+type Scheduler struct {
+	s     *Store
+	owner string
+	// LeaseTTL is how long leadership lasts unless renewed (the leader renews
+	// every third of it). A standby takes over at most this long after a
+	// leader dies; a leader that stops gives the lease up at once. Default
+	// DefaultLeaseTTL. Set it before Run.
+	LeaseTTL time.Duration
+
+	running atomic.Bool
+	leading atomic.Bool
+}
+
+// Scheduler returns a scheduler that leads under the name owner (shown by
+// SchedulerLeader). Owners need not be unique: each Run is told apart.
+func (s *Store) Scheduler(owner string) *Scheduler {
+	return &Scheduler{s: s, owner: owner}
+}
+
+// Leading reports whether this scheduler held the lease when it last looked.
+func (sc *Scheduler) Leading() bool { return sc.leading.Load() }
+
+// SchedulerLeader returns the owner of the scheduler lease, or "" when no
+// scheduler holds an unexpired one.
+func (s *Store) SchedulerLeader(ctx context.Context) (string, error) {
+	return run(handle{s: s}, "scheduler leader", autoRead, func(o target) (string, error) {
+		l, err := o.getLease(ctx, schedulerLease)
+		if errors.Is(noRows(err), ErrNotFound) || (err == nil && !l.expiresAt.After(s.now())) {
+			return "", nil
+		}
+		return l.owner, err
+	})
+}
+
+// lease is a row of the leases table.
+type lease struct {
+	name, owner string
+	token       int64
+	expiresAt   time.Time
+}
+
+// Run leads or stands by until ctx is cancelled or the store closes; then it
+// gives the lease up and returns nil. While leading it fires every due
+// schedule: the job's enqueue and the advance to the next boundary commit in
+// one transaction, and the advance only applies if the boundary is still
+// pending, so each boundary fires once even across a change of leader. A
+// schedule that missed several boundaries (downtime, a long pause between
+// leaders) fires once for all of them; that job's RunAt is the first missed
+// boundary. Between fires it sleeps until the next boundary, its lease
+// renewal or a wake; a standby sleeps until the lease expires or is given up.
+func (sc *Scheduler) Run(ctx context.Context) error {
+	if err := validateLocalName("scheduler owner", sc.owner); err != nil {
+		return opErr("scheduler", sc.owner, err)
+	}
+	ttl, err := sc.leaseTTL()
+	if err != nil {
+		return err
+	}
+	if !sc.running.CompareAndSwap(false, true) {
+		return opErr("scheduler", sc.owner, fmt.Errorf("%w: this scheduler is already running", ErrInvalidArgument))
+	}
+	defer sc.running.Store(false)
+	token, err := newClaimToken()
+	if err != nil {
+		return opErr("scheduler", sc.owner, err)
+	}
+	l := lease{name: schedulerLease, owner: sc.owner, token: token}
+
+	sub := sc.s.subscribe(schedulerTopic)
+	defer sub.Close()
+	defer sc.resign(context.WithoutCancel(ctx), l)
+	for ctx.Err() == nil && sc.s.check() == nil {
+		wait := sc.step(ctx, l, ttl)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-sub.C():
+		case <-sub.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// RunOnce fires what is due now, if no other scheduler leads, and returns
+// how many schedules fired: it takes the lease, fires, and gives the lease
+// up. Use it to drive schedules from an external tick (a cron job, a test)
+// instead of Run.
+func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	if err := validateLocalName("scheduler owner", sc.owner); err != nil {
+		return 0, opErr("scheduler", sc.owner, err)
+	}
+	ttl, err := sc.leaseTTL()
+	if err != nil {
+		return 0, err
+	}
+	token, err := newClaimToken()
+	if err != nil {
+		return 0, opErr("scheduler", sc.owner, err)
+	}
+	l := lease{name: schedulerLease, owner: sc.owner, token: token}
+	now := sc.s.now()
+	l.expiresAt = now.Add(ttl)
+	held, err := run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
+		return o.acquireLease(ctx, l, now)
+	})
+	if err != nil || !held {
+		return 0, err
+	}
+	sc.leading.Store(true)
+	defer sc.resign(context.WithoutCancel(ctx), l)
+	fired, err := sc.fireDue(ctx, now)
+	if err == nil {
+		err = ctx.Err()
+	}
+	return fired, err
+}
+
+func (sc *Scheduler) leaseTTL() (time.Duration, error) {
+	switch {
+	case sc.LeaseTTL == 0:
+		return DefaultLeaseTTL, nil
+	case sc.LeaseTTL < 100*time.Millisecond:
+		return 0, opErr("scheduler", sc.owner, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, sc.LeaseTTL))
+	}
+	return sc.LeaseTTL, nil
+}
+
+// step takes or renews the lease and, while leading, fires what is due. It
+// returns how long to sleep.
+func (sc *Scheduler) step(ctx context.Context, l lease, ttl time.Duration) time.Duration {
+	const retry = time.Second // after an error
+	now := sc.s.now()
+	l.expiresAt = now.Add(ttl)
+	held, err := run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
+		return o.acquireLease(ctx, l, now)
+	})
+	if err != nil {
+		sc.leading.Store(false)
+		sc.logErr(ctx, "could not take or renew the scheduler lease", err)
+		return min(retry, ttl/3)
+	}
+	sc.leading.Store(held)
+	if !held {
+		return sc.standBy(ctx, now, ttl)
+	}
+	renewAt := now.Add(ttl / 3)
+	_, fireErr := sc.fireDue(ctx, now)
+	failed := fireErr != nil
+	next, err := run(handle{s: sc.s}, "next schedule", autoRead, func(o target) (*time.Time, error) {
+		return o.nextScheduleFire(ctx)
+	})
+	wait := renewAt.Sub(sc.s.now())
+	if err != nil {
+		sc.logErr(ctx, "could not read the next fire time", err)
+		failed = true
+	} else if next != nil {
+		wait = min(wait, next.Sub(sc.s.now()))
+	}
+	if failed {
+		// Something due could not fire; do not spin on it.
+		wait = max(wait, min(retry, ttl/3))
+	}
+	return max(wait, 0)
+}
+
+// standBy is how long a standby sleeps: until the leader's lease expires,
+// unless a wake (the lease given up) comes first.
+func (sc *Scheduler) standBy(ctx context.Context, now time.Time, ttl time.Duration) time.Duration {
+	l, err := run(handle{s: sc.s}, "scheduler lease", autoRead, func(o target) (lease, error) {
+		return o.getLease(ctx, schedulerLease)
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0 // given up just now: try to take it
+	case err != nil:
+		sc.logErr(ctx, "could not read the scheduler lease", err)
+		return min(time.Second, ttl/3)
+	}
+	return min(max(l.expiresAt.Sub(now)+time.Millisecond, time.Millisecond), ttl)
+}
+
+// fireDue fires every schedule due at now, a batch at a time. It returns how
+// many fired and the first failure (each is logged).
+func (sc *Scheduler) fireDue(ctx context.Context, now time.Time) (fired int, failed error) {
+	const batch = 100
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		due, err := run(handle{s: sc.s}, "due schedules", autoRead, func(o target) ([]ScheduleInfo, error) {
+			return o.dueSchedules(ctx, now, batch)
+		})
+		if err != nil {
+			sc.logErr(ctx, "could not read due schedules", err)
+			return fired, err
+		}
+		progress := false
+		for _, d := range due {
+			if seen[d.Name] {
+				continue // failed once this round already
+			}
+			seen[d.Name] = true
+			progress = true
+			ok, err := sc.fire(ctx, d, now)
+			if err != nil {
+				sc.logErr(ctx, "schedule did not fire", err, "schedule", d.Name)
+				if failed == nil {
+					failed = err
+				}
+			} else if ok {
+				fired++
+			}
+		}
+		if len(due) < batch || !progress {
+			return fired, failed
+		}
+	}
+	return fired, failed
+}
+
+// fire enqueues the job for boundary d.NextFireAt and advances the schedule
+// past now, in one transaction. Nothing happens if another scheduler fired
+// that boundary, or the schedule was paused or replaced, since it was read.
+func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (fired bool, err error) {
+	c, err := parseSpec(d.Spec, d.TZ)
+	if err != nil {
+		return false, opErr("fire schedule", d.Name, err)
+	}
+	adv := scheduleAdvance{name: d.Name, spec: d.Spec, tz: d.TZ, dueAt: d.NextFireAt, next: c.after(d.NextFireAt, now), now: now}
+	err = sc.s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+		job, err := run(handle{s: sc.s, name: d.Name}, "fire schedule", tx.via(), func(o target) (*scheduledJob, error) {
+			return o.advanceSchedule(ctx, adv)
+		})
+		if err != nil || job == nil {
+			return err
+		}
+		_, err = sc.s.Queue(job.queue).EnqueueTx(ctx, tx, job.payload,
+			EnqueueOpts{Priority: job.priority, MaxAttempts: job.maxAttempts, RunAt: d.NextFireAt})
+		fired = err == nil
+		return err
+	})
+	return fired && err == nil, err
+}
+
+// resign gives the lease up, if this run holds it, so a standby takes over
+// at once, and wakes the standbys.
+func (sc *Scheduler) resign(ctx context.Context, l lease) {
+	sc.leading.Store(false)
+	if sc.s.check() != nil {
+		return // closed: the lease expires on its own
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := run(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite, func(o target) (struct{}, error) {
+		released, err := o.releaseLease(ctx, l.name, l.token)
+		if released {
+			sc.s.wakeSchedulers(ctx, o)
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		sc.logErr(ctx, "could not give the scheduler lease up; a standby takes over when it expires", err)
+	}
+}
+
+func (sc *Scheduler) logErr(ctx context.Context, msg string, err error, args ...any) {
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		return // stopping: not worth a log line
+	}
+	sc.s.log.Error("alkstore: "+msg, append([]any{"owner", sc.owner, "error", err}, args...)...)
+}
+
+// scheduleAdvance moves a schedule from the boundary dueAt to next, if
+// dueAt is still its pending boundary and spec and tz are unchanged.
+type scheduleAdvance struct {
+	name, spec, tz   string
+	dueAt, next, now time.Time
+}
+
+// scheduledJob is what a fire enqueues.
+type scheduledJob struct {
+	queue       string
+	payload     []byte
+	priority    int
+	maxAttempts int
+}

@@ -1,0 +1,368 @@
+package tests
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// clockAt is a fake clock set to t.
+func clockAt(t time.Time) *fakeClock { return &fakeClock{t: t} }
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func onlySchedule(t *testing.T, s *store.Store) store.ScheduleInfo {
+	t.Helper()
+	all, err := s.Schedules(ctx(t))
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	return all[0]
+}
+
+// drain claims every job of q and returns them in claim order.
+func drain(t *testing.T, q *store.Queue) []*store.Job {
+	t.Helper()
+	jobs, err := q.Claim(ctx(t), "drain", 1000, time.Minute)
+	require.NoError(t, err)
+	return jobs
+}
+
+// TestCronNextFireTimes registers each spec at a known moment and checks the
+// first boundary, then fires it and checks the one after, through the
+// schedule table of each engine. The New York rows cross both DST changes
+// of 2026: 02:30 on 8 March does not exist and does not fire; 01:30 on
+// 1 November happens twice and fires twice (robfig/cron's behaviour).
+func TestCronNextFireTimes(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	utc := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		return v
+	}
+	cases := []struct {
+		name, spec, tz string
+		from           time.Time
+		first, then    time.Time
+	}{
+		{"five fields, weekdays", "30 4 * * 1-5", "", utc("2026-11-28T12:00:00Z"), utc("2026-11-30T04:30:00Z"), utc("2026-12-01T04:30:00Z")},
+		{"six fields, seconds", "*/15 * * * * *", "UTC", utc("2026-01-01T00:00:07Z"), utc("2026-01-01T00:00:15Z"), utc("2026-01-01T00:00:30Z")},
+		{"six fields, one second", "7 0 * * * *", "UTC", utc("2026-01-01T00:00:07Z"), utc("2026-01-01T01:00:07Z"), utc("2026-01-01T02:00:07Z")},
+		{"every 90s", "@every 90s", "", utc("2026-01-01T12:00:00.4Z"), utc("2026-01-01T12:01:30Z"), utc("2026-01-01T12:03:00Z")},
+		{"hourly", "@hourly", "", utc("2026-11-25T12:00:00Z"), utc("2026-11-25T13:00:00Z"), utc("2026-11-25T14:00:00Z")},
+		{"weekly", "@weekly", "", utc("2026-11-25T12:00:00Z"), utc("2026-11-29T00:00:00Z"), utc("2026-12-06T00:00:00Z")},
+		{"monthly", "@monthly", "", utc("2026-11-25T12:00:00Z"), utc("2026-12-01T00:00:00Z"), utc("2027-01-01T00:00:00Z")},
+		{"daily across spring forward", "@daily", "America/New_York",
+			time.Date(2026, 3, 7, 12, 0, 0, 0, ny), utc("2026-03-08T05:00:00Z"), utc("2026-03-09T04:00:00Z")},
+		{"skipped 02:30 on spring forward", "30 2 * * *", "America/New_York",
+			time.Date(2026, 3, 7, 12, 0, 0, 0, ny), utc("2026-03-09T06:30:00Z"), utc("2026-03-10T06:30:00Z")},
+		{"03:00 right after the gap", "0 3 * * *", "America/New_York",
+			time.Date(2026, 3, 8, 1, 0, 0, 0, ny), utc("2026-03-08T07:00:00Z"), utc("2026-03-09T07:00:00Z")},
+		{"repeated 01:30 on fall back", "30 1 * * *", "America/New_York",
+			time.Date(2026, 10, 31, 12, 0, 0, 0, ny), utc("2026-11-01T05:30:00Z"), utc("2026-11-01T06:30:00Z")},
+	}
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := newFakeClock()
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Cleanup(func() { _ = s.Unschedule(c, "cron") })
+				q := s.Queue("cron-" + tc.name)
+				clk.Set(tc.from)
+				require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "cron", Spec: tc.spec, TZ: tc.tz, Queue: q.Name()}))
+				got := onlySchedule(t, s)
+				assert.True(t, tc.first.Equal(got.NextFireAt), "first boundary: want %s, got %s", tc.first, got.NextFireAt.UTC())
+				wantTZ := tc.tz
+				if wantTZ == "" {
+					wantTZ = "UTC"
+				}
+				assert.Equal(t, wantTZ, got.TZ)
+
+				clk.Set(got.NextFireAt)
+				fired, err := s.Scheduler("table").RunOnce(c)
+				require.NoError(t, err)
+				require.Equal(t, 1, fired)
+				jobs := drain(t, q)
+				require.Len(t, jobs, 1)
+				assert.True(t, tc.first.Equal(jobs[0].RunAt), "the job's RunAt is its boundary")
+				got = onlySchedule(t, s)
+				assert.True(t, tc.then.Equal(got.NextFireAt), "second boundary: want %s, got %s", tc.then, got.NextFireAt.UTC())
+				require.NotNil(t, got.LastFiredAt)
+			})
+		}
+	})
+}
+
+// TestMissedBoundariesCollapse: after downtime a schedule fires once, for
+// the first missed boundary, and moves on to its next boundary after now;
+// @every keeps its phase.
+func TestMissedBoundariesCollapse(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		clk := clockAt(start)
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		q := s.Queue("reports")
+		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "every-minute", Spec: "@every 1m", Queue: q.Name()}))
+		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "five-past", Spec: "*/5 * * * *", Queue: q.Name(), Priority: 3}))
+
+		clk.Set(start.Add(17*time.Minute + 20*time.Second)) // down for 17 minutes
+		fired, err := s.Scheduler("late").RunOnce(c)
+		require.NoError(t, err)
+		assert.Equal(t, 2, fired, "one fire per schedule, however many boundaries were missed")
+
+		jobs := drain(t, q)
+		require.Len(t, jobs, 2)
+		assert.Equal(t, 3, jobs[0].Priority, "the schedule's priority is the job's")
+		assert.True(t, start.Add(5*time.Minute).Equal(jobs[0].RunAt), "first missed */5 boundary")
+		assert.True(t, start.Add(time.Minute).Equal(jobs[1].RunAt), "first missed @every boundary")
+
+		all, err := s.Schedules(c)
+		require.NoError(t, err)
+		require.Len(t, all, 2)
+		assert.True(t, start.Add(18*time.Minute).Equal(all[0].NextFireAt), "@every keeps its phase")
+		assert.True(t, start.Add(20*time.Minute).Equal(all[1].NextFireAt))
+
+		fired, err = s.Scheduler("late").RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, fired, "nothing is due twice")
+	})
+}
+
+// TestScheduleRejectsBadInput: every field is checked before anything is
+// stored, with the sentinel the error names.
+func TestScheduleRejectsBadInput(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		good := store.ScheduleSpec{Name: "nightly", Spec: "0 3 * * *", Queue: "reports"}
+		with := func(f func(*store.ScheduleSpec)) store.ScheduleSpec {
+			sp := good
+			f(&sp)
+			return sp
+		}
+		cases := []struct {
+			spec     store.ScheduleSpec
+			sentinel error
+			mentions string
+		}{
+			{with(func(sp *store.ScheduleSpec) { sp.Queue = "" }), store.ErrInvalidName, `Queue ""`},
+			{with(func(sp *store.ScheduleSpec) { sp.Queue = "__alk_outbox:x" }), store.ErrReservedName, `Queue "__alk_outbox:x"`},
+			{with(func(sp *store.ScheduleSpec) { sp.Name = "" }), store.ErrInvalidName, "schedule"},
+			{with(func(sp *store.ScheduleSpec) { sp.Name = "__alk_mine" }), store.ErrReservedName, "schedule"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "61 * * * *" }), store.ErrInvalidArgument, `minute field "61"`},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 * * MON-XYZ" }), store.ErrInvalidArgument, "day of week field"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "75 * * * * *" }), store.ErrInvalidArgument, `seconds field "75"`},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "* * *" }), store.ErrInvalidArgument, "expected 5 to 6 fields"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@every 500ms" }), store.ErrInvalidArgument, "whole number of seconds"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@every soon" }), store.ErrInvalidArgument, "Spec"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@reboot" }), store.ErrInvalidArgument, "Spec"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 30 2 *" }), store.ErrInvalidArgument, "never fires"},
+			{with(func(sp *store.ScheduleSpec) { sp.Spec = "CRON_TZ=Europe/Paris 0 3 * * *" }), store.ErrInvalidArgument, "TZ"},
+			{with(func(sp *store.ScheduleSpec) { sp.TZ = "Mars/Olympus_Mons" }), store.ErrInvalidArgument, `TZ "Mars/Olympus_Mons"`},
+			{with(func(sp *store.ScheduleSpec) { sp.MaxAttempts = -1 }), store.ErrInvalidArgument, "MaxAttempts"},
+		}
+		for _, tc := range cases {
+			err := s.Schedule(c, tc.spec)
+			require.ErrorIs(t, err, tc.sentinel, "%+v", tc.spec)
+			assert.Contains(t, err.Error(), tc.mentions)
+			assert.Contains(t, err.Error(), "alkstore: schedule")
+		}
+		all, err := s.Schedules(c)
+		require.NoError(t, err)
+		assert.Empty(t, all, "nothing was stored")
+		assert.ErrorIs(t, s.Unschedule(c, "nightly"), store.ErrNotFound)
+		assert.ErrorIs(t, s.PauseSchedule(c, "nightly"), store.ErrNotFound)
+		assert.ErrorIs(t, s.ResumeSchedule(c, "nightly"), store.ErrNotFound)
+	})
+}
+
+// TestPauseResumeUnschedule: a paused schedule does not fire; resuming
+// restarts from the next boundary after now (what passed meanwhile never
+// fires); re-registering keeps the pending boundary and the pause unless the
+// spec changed; unscheduling removes the row.
+func TestPauseResumeUnschedule(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		clk := clockAt(start)
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		q := s.Queue("beats")
+		sch := s.Scheduler("solo")
+		spec := store.ScheduleSpec{Name: "beat", Spec: "*/10 * * * *", Queue: q.Name(), Payload: []byte("thump")}
+		require.NoError(t, s.Schedule(c, spec))
+		require.True(t, start.Add(10*time.Minute).Equal(onlySchedule(t, s).NextFireAt))
+
+		require.NoError(t, s.PauseSchedule(c, "beat"))
+		got := onlySchedule(t, s)
+		assert.True(t, got.Paused)
+		require.NoError(t, s.Schedule(c, spec), "registering again at start-up")
+		got = onlySchedule(t, s)
+		assert.True(t, got.Paused, "re-registering keeps the pause")
+		assert.True(t, start.Add(10*time.Minute).Equal(got.NextFireAt), "and the pending boundary")
+
+		clk.Set(start.Add(35 * time.Minute))
+		fired, err := sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, fired, "paused: no fire")
+		assert.Empty(t, drain(t, q))
+
+		require.NoError(t, s.ResumeSchedule(c, "beat"))
+		got = onlySchedule(t, s)
+		assert.False(t, got.Paused)
+		assert.True(t, start.Add(40*time.Minute).Equal(got.NextFireAt), "resumes from the next boundary after now")
+		fired, err = sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, fired, "the boundaries passed while paused never fire")
+		require.NoError(t, s.ResumeSchedule(c, "beat"), "resuming a running schedule does nothing")
+		assert.True(t, start.Add(40*time.Minute).Equal(onlySchedule(t, s).NextFireAt))
+
+		clk.Set(start.Add(40 * time.Minute))
+		fired, err = sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Equal(t, 1, fired)
+		jobs := drain(t, q)
+		require.Len(t, jobs, 1)
+		assert.Equal(t, "thump", string(jobs[0].Payload))
+
+		spec.Spec = "0 * * * *"
+		require.NoError(t, s.Schedule(c, spec))
+		assert.True(t, start.Add(time.Hour).Equal(onlySchedule(t, s).NextFireAt), "a new spec gets a new boundary")
+
+		require.NoError(t, s.Unschedule(c, "beat"))
+		all, err := s.Schedules(c)
+		require.NoError(t, err)
+		assert.Empty(t, all)
+		assert.ErrorIs(t, s.Unschedule(c, "beat"), store.ErrNotFound)
+		clk.Set(start.Add(2 * time.Hour))
+		fired, err = sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, fired)
+	})
+}
+
+// TestOneBoundaryOneFire races two schedulers at one due boundary, many
+// rounds, released together by a barrier. B's clock runs a second ahead of
+// A's and A's lease lasts 100ms, so when A takes the lease first B sees it
+// expired and takes it too: both lead and both try to fire, as happens when
+// a stalled leader wakes after its successor took over. When B is first, A
+// sees a live lease and stands by. Either way the boundary fires once: the
+// advance only applies while the boundary is still pending.
+func TestOneBoundaryOneFire(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clkA := clockAt(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+		clkB := clockAt(clkA.Now())
+		a := e.open(t, store.WithClock(clkA.Now))
+		b := e.open(t, store.WithClock(clkB.Now))
+		c := ctx(t)
+		q := a.Queue("new-year")
+		require.NoError(t, a.Schedule(c, store.ScheduleSpec{Name: "new-year", Spec: "@yearly", Queue: q.Name()}))
+		schA, schB := a.Scheduler("a"), b.Scheduler("b")
+		schA.LeaseTTL = 100 * time.Millisecond
+		const rounds = 100
+		for round := range rounds {
+			boundary := time.Date(2027+round, 1, 1, 0, 0, 0, 0, time.UTC)
+			clkA.Set(boundary)
+			clkB.Set(boundary.Add(time.Second))
+			var wg sync.WaitGroup
+			release := make(chan struct{})
+			fired := make([]int, 2)
+			for i, sch := range []*store.Scheduler{schA, schB} {
+				wg.Go(func() {
+					<-release
+					n, err := sch.RunOnce(c)
+					assert.NoError(t, err)
+					fired[i] = n
+				})
+			}
+			close(release)
+			wg.Wait()
+			require.Equal(t, 1, fired[0]+fired[1], "round %d: A fired %d, B fired %d", round, fired[0], fired[1])
+		}
+		jobs := drain(t, q)
+		require.Len(t, jobs, rounds, "one job per boundary")
+		seen := map[int]bool{}
+		for _, j := range jobs {
+			assert.False(t, seen[j.RunAt.Year()], "boundary %s fired twice", j.RunAt)
+			seen[j.RunAt.Year()] = true
+		}
+	})
+}
+
+// TestSchedulerHandover: @every 1s with two schedulers running for about
+// five seconds. Exactly one leads; cancelling the leader hands over at once
+// (the lease is given up and the standby woken), and the jobs' boundaries
+// are consecutive seconds: none lost, none doubled.
+func TestSchedulerHandover(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("ticks")
+		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "tick", Spec: "@every 1s", Queue: q.Name()}))
+
+		type running struct {
+			sch    *store.Scheduler
+			cancel context.CancelFunc
+			done   chan struct{}
+		}
+		start := func(owner string) *running {
+			rc, cancel := context.WithCancel(c)
+			r := &running{sch: s.Scheduler(owner), cancel: cancel, done: make(chan struct{})}
+			r.sch.LeaseTTL = 3 * time.Second
+			go func() { assert.NoError(t, r.sch.Run(rc)); close(r.done) }()
+			return r
+		}
+		one, two := start("one"), start("two")
+		defer one.cancel()
+		defer two.cancel()
+
+		queued := func() int64 {
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			return st.Ready + st.Scheduled
+		}
+		require.Eventually(t, func() bool { return one.sch.Leading() != two.sch.Leading() }, 10*time.Second, time.Millisecond)
+		leader, standby := one, two
+		if two.sch.Leading() {
+			leader, standby = two, one
+		}
+		owner, err := s.SchedulerLeader(c)
+		require.NoError(t, err)
+		require.Equal(t, map[*running]string{one: "one", two: "two"}[leader], owner)
+		require.Eventually(t, func() bool { return queued() >= 2 }, 10*time.Second, time.Millisecond)
+		require.False(t, standby.sch.Leading(), "exactly one leader")
+
+		leader.cancel()
+		<-leader.done
+		require.Eventually(t, standby.sch.Leading, 10*time.Second, time.Millisecond, "the standby takes over")
+		require.Eventually(t, func() bool { return queued() >= 5 }, 10*time.Second, time.Millisecond)
+		standby.cancel()
+		<-standby.done
+		owner, err = s.SchedulerLeader(c)
+		require.NoError(t, err)
+		assert.Empty(t, owner, "a stopped scheduler gives the lease up")
+
+		jobs := drain(t, q)
+		require.GreaterOrEqual(t, len(jobs), 5)
+		runAts := make([]time.Time, len(jobs))
+		for i, j := range jobs {
+			runAts[i] = j.RunAt
+		}
+		slices.SortFunc(runAts, time.Time.Compare)
+		for i := 1; i < len(runAts); i++ {
+			assert.Equal(t, time.Second, runAts[i].Sub(runAts[i-1]), "boundary %d: %s then %s", i, runAts[i-1], runAts[i])
+		}
+	})
+}
