@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// OutboxQueuePrefix starts the name of every outbox's backing queue. It is in
+// the reserved namespace, so Store.Queue refuses it: an outbox is reachable
+// only through its Outbox handle.
+const OutboxQueuePrefix = ReservedPrefix + "_outbox:"
+
+// unlimitedAttempts is an outbox message's own attempt limit unless its
+// EnqueueOpts set one: OutboxOpts.MaxAttempts of the delivering Run governs.
+const unlimitedAttempts = 1 << 30
+
+// Outbox is a transactional outbox: messages written in the same transaction
+// as the business rows they describe, delivered afterwards (to a webhook, a
+// broker, another service) by Run with retries, backoff and dead letters.
+// Creating one does no I/O; a bad name is reported by every operation.
+type Outbox struct {
+	name string
+	q    *Queue
+}
+
+// Outbox returns the outbox called name, backed by the queue
+// OutboxQueuePrefix+name.
+func (s *Store) Outbox(name string) *Outbox {
+	// The backing queue's name is reserved on purpose; only the outbox's own
+	// name is the caller's to choose, and it is validated like any name.
+	return &Outbox{name: name, q: &Queue{handle{s: s, name: OutboxQueuePrefix + name, err: validateName(name)}}}
+}
+
+// Name returns the outbox's name.
+func (ob *Outbox) Name() string { return ob.name }
+
+// QueueName returns the name of the backing queue, as Stats and the janitor
+// report it.
+func (ob *Outbox) QueueName() string { return ob.q.name }
+
+// EnqueueTx adds a message inside tx: it is delivered only if tx commits.
+// opts work as for jobs; MaxAttempts, when set, caps the message's delivery
+// attempts below OutboxOpts.MaxAttempts.
+func (ob *Outbox) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts EnqueueOpts) (int64, error) {
+	return ob.q.enqueue(ctx, tx.via(), payload, outboxOpts(opts))
+}
+
+// Enqueue adds a message on its own (auto-commit).
+func (ob *Outbox) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
+	return ob.q.enqueue(ctx, autoWrite, payload, outboxOpts(opts))
+}
+
+func outboxOpts(o EnqueueOpts) EnqueueOpts {
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = unlimitedAttempts
+	}
+	return o
+}
+
+// OutboxOpts configure Outbox.Run. Zero values take the defaults.
+type OutboxOpts struct {
+	Worker      string                          // claim owner; default host-pid
+	Concurrency int                             // deliveries at once; default 10
+	MaxAttempts int                             // deliveries before a message goes to dead; default DefaultMaxAttempts
+	Backoff     func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
+	Timeout     time.Duration                   // per delivery; default 30s
+}
+
+// Run delivers messages with deliver until ctx is cancelled, through the
+// queue machinery (see Queue.Work): deliver returning nil completes the
+// message; an error retries it after Backoff until MaxAttempts deliveries
+// failed, then it goes to dead; Permanent sends it to dead at once. A
+// message whose deliverer crashed counts the attempt too. Messages are
+// delivered at least once: make deliver idempotent (the message's ID is a
+// good idempotency key).
+func (ob *Outbox) Run(ctx context.Context, opts OutboxOpts, deliver Handler) error {
+	switch {
+	case opts.MaxAttempts < 0:
+		return opErr("outbox run", ob.q.name, fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidArgument, opts.MaxAttempts))
+	case deliver == nil:
+		return opErr("outbox run", ob.q.name, fmt.Errorf("%w: no deliver function", ErrInvalidArgument))
+	}
+	limit := opts.MaxAttempts
+	if limit == 0 {
+		limit = DefaultMaxAttempts
+	}
+	work := WorkOpts{Worker: opts.Worker, Concurrency: opts.Concurrency, Backoff: opts.Backoff, Timeout: opts.Timeout}
+	return ob.q.Work(ctx, work, func(ctx context.Context, m *Job) error {
+		if m.Attempts > limit {
+			// Earlier deliveries crashed or timed out past their claim.
+			return Permanent(fmt.Errorf("attempts exhausted: %d deliveries started, MaxAttempts is %d", m.Attempts-1, limit))
+		}
+		err := deliver(ctx, m)
+		if err != nil && m.Attempts >= limit {
+			return Permanent(err)
+		}
+		return err
+	})
+}
+
+// Stats counts the outbox's messages by state.
+func (ob *Outbox) Stats(ctx context.Context) (QueueStats, error) { return ob.q.Stats(ctx) }
+
+// Message returns one message by id, dead ones included (to see LastError).
+func (ob *Outbox) Message(ctx context.Context, id int64) (*Job, error) { return ob.q.GetJob(ctx, id) }
+
+// Requeue sends a dead message back for delivery, with its attempts reset.
+func (ob *Outbox) Requeue(ctx context.Context, id int64) error { return ob.q.Requeue(ctx, id) }
