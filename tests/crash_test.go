@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // childEnv, when set, makes the test binary act as a child process instead
 // of running tests: "claim <dsn> <queue> <n>" claims n jobs, prints their
 // ids as one JSON line, and blocks until killed; "publish <dsn> <stream>
-// <n>" publishes n events, each carrying the time it was published.
+// <n>" publishes n events, each carrying the time it was published; "lead
+// <dsn> <owner> <ttl-ms>" runs a scheduler until killed.
 const childEnv = "ALK_TEST_CHILD"
 
 func runChild(spec string) int {
@@ -36,8 +38,16 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if verb == "publish" {
+	switch verb {
+	case "publish":
 		return publishChild(ctx, s, name, n)
+	case "lead":
+		sch := s.Scheduler(name)
+		sch.LeaseTTL = time.Duration(n) * time.Millisecond
+		if err := sch.Run(ctx); err != nil { // runs until SIGKILL
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 1
 	}
 	queue := name
 	jobs, err := s.Queue(queue).Claim(ctx, "doomed-child", n, time.Minute)
@@ -113,4 +123,67 @@ func publishChild(ctx context.Context, s *store.Store, stream string, n int) int
 		return 1
 	}
 	return 0
+}
+
+// TestKilledLeaderIsReplacedWithinItsTTL: a scheduler in another OS process
+// leads and is killed with SIGKILL, so it never gives its lease up. The
+// standby takes over once the lease expires, and the boundaries missed
+// meanwhile collapse into one fire: no boundary fires twice.
+func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("ticks")
+		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "tick", Spec: "@every 1s", Queue: q.Name()}))
+		queued := func() int64 {
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			return st.Ready + st.Scheduled
+		}
+
+		const ttl = 1500 * time.Millisecond
+		cmd := exec.CommandContext(c, os.Args[0])
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=lead %s doomed %d", childEnv, e.dsn, ttl.Milliseconds()))
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		require.Eventually(t, func() bool {
+			owner, err := s.SchedulerLeader(c)
+			require.NoError(t, err)
+			return owner == "doomed"
+		}, 30*time.Second, time.Millisecond)
+
+		standby := s.Scheduler("standby")
+		rc, stop := context.WithCancel(c)
+		done := make(chan struct{})
+		go func() { assert.NoError(t, standby.Run(rc)); close(done) }()
+		defer func() { stop(); <-done }()
+		require.Eventually(t, func() bool { return queued() >= 2 }, 10*time.Second, time.Millisecond)
+		assert.False(t, standby.Leading(), "the child leads")
+
+		require.NoError(t, cmd.Process.Kill()) // SIGKILL: the lease is left to expire
+		_ = cmd.Wait()
+		killed := time.Now()
+		require.Eventually(t, standby.Leading, 10*time.Second, time.Millisecond)
+		took := time.Since(killed)
+		// Loose on purpose: the bound is the TTL; the margin absorbs a slow machine.
+		assert.Less(t, took, ttl+time.Second, "took over %s after the kill", took)
+		before := queued()
+		require.Eventually(t, func() bool { return queued() >= before+2 }, 10*time.Second, time.Millisecond)
+		stop()
+		<-done
+
+		jobs, err := q.Claim(c, "check", 1000, time.Minute)
+		require.NoError(t, err)
+		runAts := make([]time.Time, len(jobs))
+		for i, j := range jobs {
+			runAts[i] = j.RunAt
+		}
+		slices.SortFunc(runAts, time.Time.Compare)
+		for i := 1; i < len(runAts); i++ {
+			step := runAts[i].Sub(runAts[i-1])
+			assert.True(t, step >= time.Second && step%time.Second == 0,
+				"boundaries %s then %s: each fires once, on whole seconds", runAts[i-1], runAts[i])
+		}
+	})
 }
