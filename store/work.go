@@ -107,12 +107,14 @@ type worker struct {
 	freed   chan struct{} // a signal after a handler gave its slot back
 	acks    chan *Job
 	wg      sync.WaitGroup
+	wake    <-chan struct{} // a job was enqueued
+	closed  <-chan struct{} // the store closed
 }
 
 func (w *worker) run(ctx context.Context) error {
 	sub := w.q.s.subscribe(queueTopic(w.q.name))
 	defer sub.Close()
-	wake := sub.C()
+	w.wake, w.closed = sub.C(), sub.Done()
 
 	// Handlers outlive ctx by up to Grace so cancelling does not abort work
 	// in flight; settling uses a context that survives the cancel.
@@ -137,7 +139,7 @@ func (w *worker) run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() == nil {
 				w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
-				w.sleep(ctx, wake, time.Second)
+				w.sleep(ctx, time.Second)
 			}
 			continue
 		}
@@ -147,7 +149,7 @@ func (w *worker) run(ctx context.Context) error {
 			go w.runJob(handlerBase, settleCtx, j)
 		}
 		if len(jobs) < min(free, w.opts.Batch) {
-			w.sleep(ctx, wake, w.untilNextDue(ctx))
+			w.sleep(ctx, w.untilNextDue(ctx))
 		}
 	}
 
@@ -175,12 +177,13 @@ func (w *worker) untilNextDue(ctx context.Context) time.Duration {
 	return min(max(due.Sub(w.q.s.now()), time.Millisecond), w.opts.PollInterval)
 }
 
-func (w *worker) sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-wake:
+	case <-w.wake:
+	case <-w.closed: // the next Claim sees ErrClosed
 	case <-t.C:
 	}
 }

@@ -290,11 +290,30 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 		go func() {
 			workDone <- s.Queue("q").Work(wctx, store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
 		}()
+		outboxDone := make(chan error, 1)
+		go func() {
+			outboxDone <- s.Outbox("o").Run(wctx, store.OutboxOpts{}, func(context.Context, *store.Job) error { return nil })
+		}()
+		sch := s.Scheduler("closing")
+		schedDone := make(chan error, 1)
+		go func() { schedDone <- sch.Run(wctx) }()
+		require.Eventually(t, sch.Leading, 10*time.Second, time.Millisecond)
 		_, err = busy.Recv(c)
 		require.NoError(t, err)
 
 		require.NoError(t, s.Close())
-		require.NoError(t, <-workDone, "Work returns when the store closes")
+		// Each returns at once, not at its next poll: waiting for one's
+		// safety poll (5s) would time out this one-second context.
+		closing, stop := context.WithTimeout(context.Background(), time.Second)
+		defer stop()
+		for what, done := range map[string]chan error{"Work": workDone, "an outbox's Run": outboxDone, "a scheduler's Run": schedDone} {
+			select {
+			case err := <-done:
+				require.NoError(t, err, what)
+			case <-closing.Done():
+				t.Fatalf("%s did not return when the store closed", what)
+			}
+		}
 		for _, r := range []*receiver.EventReceiver{busy, idle} {
 			for { // buffered events may still come out first
 				_, err := r.Recv(c)
