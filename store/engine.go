@@ -82,7 +82,7 @@ type ops interface {
 	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
 	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
 	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
-	advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) // nil: not to fire
+	fireSchedule(ctx context.Context, f scheduleFire) (bool, error) // advance and enqueue, atomically; false: not fired
 	nextScheduleFire(ctx context.Context) (*time.Time, error)
 	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
 	getLease(ctx context.Context, name string) (lease, error)

@@ -49,14 +49,20 @@ func (o liteOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]
 	return mapRows(rows, err, liteSchedule)
 }
 
-func (o liteOps) advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) {
-	rows, err := o.q.AdvanceSchedule(ctx, litedb.AdvanceScheduleParams{Name: a.name, Spec: a.spec, Tz: a.tz,
-		DueAt: a.dueAt.UnixMicro(), NextFireAt: a.next.UnixMicro(), Now: micros(&a.now)})
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	r := rows[0]
-	return &scheduledJob{queue: r.Queue, payload: r.Payload, priority: int(r.Priority), maxAttempts: int(r.MaxAttempts)}, nil
+func (o liteOps) fireSchedule(ctx context.Context, f scheduleFire) (fired bool, err error) {
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		rows, err := q.FireSchedule(ctx, litedb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
+			DueAt: f.dueAt.UnixMicro(), NextFireAt: f.next.UnixMicro(), Now: micros(&f.now)})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		r := rows[0]
+		_, err = q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: r.Queue, Payload: r.Payload, Priority: r.Priority,
+			MaxAttempts: r.MaxAttempts, Now: f.now.UnixMicro(), RunAt: f.dueAt.UnixMicro()})
+		fired = err == nil
+		return err
+	})
+	return fired && err == nil, err
 }
 
 func (o liteOps) nextScheduleFire(ctx context.Context) (*time.Time, error) {

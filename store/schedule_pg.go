@@ -50,14 +50,10 @@ func (o pgOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]Sc
 	return mapRows(rows, err, pgSchedule)
 }
 
-func (o pgOps) advanceSchedule(ctx context.Context, a scheduleAdvance) (*scheduledJob, error) {
-	rows, err := o.q.AdvanceSchedule(ctx, pgdb.AdvanceScheduleParams{Name: a.name, Spec: a.spec, Tz: a.tz,
-		DueAt: a.dueAt, NextFireAt: a.next, Now: &a.now})
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	r := rows[0]
-	return &scheduledJob{queue: r.Queue, payload: r.Payload, priority: int(r.Priority), maxAttempts: int(r.MaxAttempts)}, nil
+func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
+	ids, err := o.q.FireSchedule(ctx, pgdb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
+		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: o.eng.gate.wake(queueTopic(f.queue))})
+	return len(ids) == 1, err
 }
 
 func (o pgOps) nextScheduleFire(ctx context.Context) (*time.Time, error) {

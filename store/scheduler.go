@@ -237,27 +237,24 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time) (fired int, fai
 }
 
 // fire enqueues the job for boundary d.NextFireAt and advances the schedule
-// past now, in one transaction. Nothing happens if another scheduler fired
-// that boundary, or the schedule was paused or replaced, since it was read.
-func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (fired bool, err error) {
-	c, err := parseSpec(d.Spec, d.TZ)
-	if err != nil {
-		return false, opErr("fire schedule", d.Name, err)
-	}
-	adv := scheduleAdvance{name: d.Name, spec: d.Spec, tz: d.TZ, dueAt: d.NextFireAt, next: c.after(d.NextFireAt, now), now: now}
-	err = sc.s.InTx(ctx, func(ctx context.Context, tx Tx) error {
-		job, err := run(handle{s: sc.s, name: d.Name}, "fire schedule", tx.via(), func(o target) (*scheduledJob, error) {
-			return o.advanceSchedule(ctx, adv)
-		})
-		if err != nil || job == nil {
-			return err
+// past now, atomically. Nothing happens if another scheduler fired that
+// boundary, or the schedule was paused or replaced, since it was read.
+func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (bool, error) {
+	return run(handle{s: sc.s, name: d.Name}, "fire schedule", autoWrite, func(o target) (bool, error) {
+		c, err := parseSpec(d.Spec, d.TZ)
+		if err != nil {
+			return false, err
 		}
-		_, err = sc.s.Queue(job.queue).EnqueueTx(ctx, tx, job.payload,
-			EnqueueOpts{Priority: job.priority, MaxAttempts: job.maxAttempts, RunAt: d.NextFireAt})
-		fired = err == nil
-		return err
+		if err := validateName(d.Queue); err != nil { // only a row written behind Schedule's back
+			return false, fmt.Errorf("Queue %q: %w", d.Queue, err)
+		}
+		fired, err := o.fireSchedule(ctx, scheduleFire{name: d.Name, spec: d.Spec, tz: d.TZ, queue: d.Queue,
+			dueAt: d.NextFireAt, next: c.after(d.NextFireAt, now), now: now})
+		if fired {
+			o.afterCommit(sc.s.wake(queueTopic(d.Queue)))
+		}
+		return fired, err
 	})
-	return fired && err == nil, err
 }
 
 // resign gives the lease up, if this run holds it, so a standby takes over
@@ -288,17 +285,9 @@ func (sc *Scheduler) logErr(ctx context.Context, msg string, err error, args ...
 	sc.s.log.Error("alkstore: "+msg, append([]any{"owner", sc.owner, "error", err}, args...)...)
 }
 
-// scheduleAdvance moves a schedule from the boundary dueAt to next, if
-// dueAt is still its pending boundary and spec and tz are unchanged.
-type scheduleAdvance struct {
-	name, spec, tz   string
-	dueAt, next, now time.Time
-}
-
-// scheduledJob is what a fire enqueues.
-type scheduledJob struct {
-	queue       string
-	payload     []byte
-	priority    int
-	maxAttempts int
+// scheduleFire fires a schedule's boundary dueAt and moves it to next, if
+// dueAt is still its pending boundary and spec, tz and queue are unchanged.
+type scheduleFire struct {
+	name, spec, tz, queue string
+	dueAt, next, now      time.Time
 }

@@ -33,9 +33,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
 		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
 	}
-	if q.advanceScheduleStmt, err = db.PrepareContext(ctx, advanceSchedule); err != nil {
-		return nil, fmt.Errorf("error preparing query AdvanceSchedule: %w", err)
-	}
 	if q.allQueueStatsStmt, err = db.PrepareContext(ctx, allQueueStats); err != nil {
 		return nil, fmt.Errorf("error preparing query AllQueueStats: %w", err)
 	}
@@ -89,6 +86,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
+	}
+	if q.fireScheduleStmt, err = db.PrepareContext(ctx, fireSchedule); err != nil {
+		return nil, fmt.Errorf("error preparing query FireSchedule: %w", err)
 	}
 	if q.getCompactionHeadStmt, err = db.PrepareContext(ctx, getCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query GetCompactionHead: %w", err)
@@ -221,11 +221,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing acquireLeaseStmt: %w", cerr)
 		}
 	}
-	if q.advanceScheduleStmt != nil {
-		if cerr := q.advanceScheduleStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing advanceScheduleStmt: %w", cerr)
-		}
-	}
 	if q.allQueueStatsStmt != nil {
 		if cerr := q.allQueueStatsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing allQueueStatsStmt: %w", cerr)
@@ -314,6 +309,11 @@ func (q *Queries) Close() error {
 	if q.expiredTombstonesStmt != nil {
 		if cerr := q.expiredTombstonesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing expiredTombstonesStmt: %w", cerr)
+		}
+	}
+	if q.fireScheduleStmt != nil {
+		if cerr := q.fireScheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing fireScheduleStmt: %w", cerr)
 		}
 	}
 	if q.getCompactionHeadStmt != nil {
@@ -543,7 +543,6 @@ type Queries struct {
 	ackJobStmt                 *sql.Stmt
 	ackJobsStmt                *sql.Stmt
 	acquireLeaseStmt           *sql.Stmt
-	advanceScheduleStmt        *sql.Stmt
 	allQueueStatsStmt          *sql.Stmt
 	applyRetentionStmt         *sql.Stmt
 	buryExhaustedClaimsStmt    *sql.Stmt
@@ -562,6 +561,7 @@ type Queries struct {
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
+	fireScheduleStmt           *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
 	getEventPayloadStmt        *sql.Stmt
 	getJobStmt                 *sql.Stmt
@@ -608,7 +608,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		ackJobStmt:                 q.ackJobStmt,
 		ackJobsStmt:                q.ackJobsStmt,
 		acquireLeaseStmt:           q.acquireLeaseStmt,
-		advanceScheduleStmt:        q.advanceScheduleStmt,
 		allQueueStatsStmt:          q.allQueueStatsStmt,
 		applyRetentionStmt:         q.applyRetentionStmt,
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
@@ -627,6 +626,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,
+		fireScheduleStmt:           q.fireScheduleStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
 		getEventPayloadStmt:        q.getEventPayloadStmt,
 		getJobStmt:                 q.getJobStmt,

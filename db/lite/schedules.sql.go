@@ -41,67 +41,6 @@ func (q *Queries) AcquireLease(ctx context.Context, arg AcquireLeaseParams) (int
 	return result.RowsAffected()
 }
 
-const advanceSchedule = `-- name: AdvanceSchedule :many
-UPDATE alk_schedules
-SET next_fire_at = ?1, last_fired_at = ?2
-WHERE name = ?3 AND next_fire_at = ?4 AND spec = ?5 AND tz = ?6 AND NOT paused
-RETURNING queue, payload, priority, max_attempts
-`
-
-type AdvanceScheduleParams struct {
-	NextFireAt int64
-	Now        *int64
-	Name       string
-	DueAt      int64
-	Spec       string
-	Tz         string
-}
-
-type AdvanceScheduleRow struct {
-	Queue       string
-	Payload     []byte
-	Priority    int64
-	MaxAttempts int64
-}
-
-// Moves a due schedule past the boundary it fires, only if no one else did
-// (next_fire_at is still that boundary) and it was not paused or replaced
-// meanwhile. Returns what to enqueue; no row: do not fire.
-func (q *Queries) AdvanceSchedule(ctx context.Context, arg AdvanceScheduleParams) ([]AdvanceScheduleRow, error) {
-	rows, err := q.query(ctx, q.advanceScheduleStmt, advanceSchedule,
-		arg.NextFireAt,
-		arg.Now,
-		arg.Name,
-		arg.DueAt,
-		arg.Spec,
-		arg.Tz,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AdvanceScheduleRow
-	for rows.Next() {
-		var i AdvanceScheduleRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Payload,
-			&i.Priority,
-			&i.MaxAttempts,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const deleteSchedule = `-- name: DeleteSchedule :execrows
 DELETE FROM alk_schedules WHERE name = ?1
 `
@@ -148,6 +87,70 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 			&i.LastFiredAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const fireSchedule = `-- name: FireSchedule :many
+UPDATE alk_schedules
+SET next_fire_at = ?1, last_fired_at = ?2
+WHERE name = ?3 AND next_fire_at = ?4 AND spec = ?5 AND tz = ?6 AND queue = ?7 AND NOT paused
+RETURNING queue, payload, priority, max_attempts
+`
+
+type FireScheduleParams struct {
+	NextFireAt int64
+	Now        *int64
+	Name       string
+	DueAt      int64
+	Spec       string
+	Tz         string
+	Queue      string
+}
+
+type FireScheduleRow struct {
+	Queue       string
+	Payload     []byte
+	Priority    int64
+	MaxAttempts int64
+}
+
+// Fires a due schedule: advances it past the boundary it fires, only if no
+// one else did (next_fire_at is still that boundary) and it was not paused
+// or replaced since it was read, and returns the job to enqueue (EnqueueJob,
+// run_at = the boundary) in the same transaction. No row: do not fire.
+func (q *Queries) FireSchedule(ctx context.Context, arg FireScheduleParams) ([]FireScheduleRow, error) {
+	rows, err := q.query(ctx, q.fireScheduleStmt, fireSchedule,
+		arg.NextFireAt,
+		arg.Now,
+		arg.Name,
+		arg.DueAt,
+		arg.Spec,
+		arg.Tz,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FireScheduleRow
+	for rows.Next() {
+		var i FireScheduleRow
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.MaxAttempts,
 		); err != nil {
 			return nil, err
 		}

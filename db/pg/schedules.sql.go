@@ -42,65 +42,6 @@ func (q *Queries) AcquireLease(ctx context.Context, arg AcquireLeaseParams) (int
 	return result.RowsAffected(), nil
 }
 
-const advanceSchedule = `-- name: AdvanceSchedule :many
-UPDATE alkstore.schedules
-SET next_fire_at = $1, last_fired_at = $2
-WHERE name = $3 AND next_fire_at = $4 AND spec = $5 AND tz = $6 AND NOT paused
-RETURNING queue, payload, priority, max_attempts
-`
-
-type AdvanceScheduleParams struct {
-	NextFireAt time.Time
-	Now        *time.Time
-	Name       string
-	DueAt      time.Time
-	Spec       string
-	Tz         string
-}
-
-type AdvanceScheduleRow struct {
-	Queue       string
-	Payload     []byte
-	Priority    int32
-	MaxAttempts int32
-}
-
-// Moves a due schedule past the boundary it fires, only if no one else did
-// (next_fire_at is still that boundary) and it was not paused or replaced
-// meanwhile. A concurrent advance of the same row waits for this one and
-// then matches nothing. Returns what to enqueue; no row: do not fire.
-func (q *Queries) AdvanceSchedule(ctx context.Context, arg AdvanceScheduleParams) ([]AdvanceScheduleRow, error) {
-	rows, err := q.db.Query(ctx, advanceSchedule,
-		arg.NextFireAt,
-		arg.Now,
-		arg.Name,
-		arg.DueAt,
-		arg.Spec,
-		arg.Tz,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AdvanceScheduleRow
-	for rows.Next() {
-		var i AdvanceScheduleRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Payload,
-			&i.Priority,
-			&i.MaxAttempts,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const deleteSchedule = `-- name: DeleteSchedule :execrows
 DELETE FROM alkstore.schedules WHERE name = $1
 `
@@ -151,6 +92,68 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const fireSchedule = `-- name: FireSchedule :many
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $3::text <> '' THEN pg_notify('alkstore', $3::text)::text END AS woke
+), fired AS (
+    UPDATE alkstore.schedules AS s
+    SET next_fire_at = $4::timestamptz, last_fired_at = $1::timestamptz
+    WHERE s.name = $5::text AND s.next_fire_at = $2::timestamptz AND s.spec = $6::text
+      AND s.tz = $7::text AND s.queue = $8::text AND NOT s.paused
+    RETURNING s.queue, s.payload, s.priority, s.max_attempts
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at)
+SELECT f.queue, f.payload, f.priority, f.max_attempts, $1::timestamptz, $2::timestamptz
+FROM fired AS f, w
+RETURNING id
+`
+
+type FireScheduleParams struct {
+	Now        time.Time
+	DueAt      time.Time
+	Wake       string
+	NextFireAt time.Time
+	Name       string
+	Spec       string
+	Tz         string
+	Queue      string
+}
+
+// Fires a due schedule in one statement: advances it past the boundary it
+// fires and enqueues that boundary's job (run_at = the boundary). Only if no
+// one else did (next_fire_at is still that boundary) and it was not paused
+// or replaced since it was read: a concurrent fire of the same row waits
+// for this one's row lock, then matches nothing and enqueues nothing.
+// Returns the job; no row: nothing fired. The wake is as for EnqueueJob.
+func (q *Queries) FireSchedule(ctx context.Context, arg FireScheduleParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, fireSchedule,
+		arg.Now,
+		arg.DueAt,
+		arg.Wake,
+		arg.NextFireAt,
+		arg.Name,
+		arg.Spec,
+		arg.Tz,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -40,13 +40,14 @@ WHERE NOT paused AND next_fire_at <= @now
 ORDER BY next_fire_at, name
 LIMIT @max_rows;
 
--- name: AdvanceSchedule :many
--- Moves a due schedule past the boundary it fires, only if no one else did
--- (next_fire_at is still that boundary) and it was not paused or replaced
--- meanwhile. Returns what to enqueue; no row: do not fire.
+-- name: FireSchedule :many
+-- Fires a due schedule: advances it past the boundary it fires, only if no
+-- one else did (next_fire_at is still that boundary) and it was not paused
+-- or replaced since it was read, and returns the job to enqueue (EnqueueJob,
+-- run_at = the boundary) in the same transaction. No row: do not fire.
 UPDATE alk_schedules
 SET next_fire_at = @next_fire_at, last_fired_at = @now
-WHERE name = @name AND next_fire_at = @due_at AND spec = @spec AND tz = @tz AND NOT paused
+WHERE name = @name AND next_fire_at = @due_at AND spec = @spec AND tz = @tz AND queue = @queue AND NOT paused
 RETURNING queue, payload, priority, max_attempts;
 
 -- name: NextScheduleFire :one

@@ -39,15 +39,26 @@ WHERE NOT paused AND next_fire_at <= @now::timestamptz
 ORDER BY next_fire_at, name
 LIMIT @max_rows;
 
--- name: AdvanceSchedule :many
--- Moves a due schedule past the boundary it fires, only if no one else did
--- (next_fire_at is still that boundary) and it was not paused or replaced
--- meanwhile. A concurrent advance of the same row waits for this one and
--- then matches nothing. Returns what to enqueue; no row: do not fire.
-UPDATE alkstore.schedules
-SET next_fire_at = @next_fire_at, last_fired_at = @now
-WHERE name = @name AND next_fire_at = @due_at AND spec = @spec AND tz = @tz AND NOT paused
-RETURNING queue, payload, priority, max_attempts;
+-- name: FireSchedule :many
+-- Fires a due schedule in one statement: advances it past the boundary it
+-- fires and enqueues that boundary's job (run_at = the boundary). Only if no
+-- one else did (next_fire_at is still that boundary) and it was not paused
+-- or replaced since it was read: a concurrent fire of the same row waits
+-- for this one's row lock, then matches nothing and enqueues nothing.
+-- Returns the job; no row: nothing fired. The wake is as for EnqueueJob.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+), fired AS (
+    UPDATE alkstore.schedules AS s
+    SET next_fire_at = @next_fire_at::timestamptz, last_fired_at = @now::timestamptz
+    WHERE s.name = @name::text AND s.next_fire_at = @due_at::timestamptz AND s.spec = @spec::text
+      AND s.tz = @tz::text AND s.queue = @queue::text AND NOT s.paused
+    RETURNING s.queue, s.payload, s.priority, s.max_attempts
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at)
+SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_at::timestamptz
+FROM fired AS f, w
+RETURNING id;
 
 -- name: NextScheduleFire :one
 -- The earliest next fire of an active schedule, in unix microseconds; 0 when none.

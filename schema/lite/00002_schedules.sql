@@ -19,7 +19,9 @@ CREATE TABLE alk_schedules (
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL
 );
-CREATE INDEX alk_schedules_due ON alk_schedules (next_fire_at) WHERE NOT paused;
+-- (next_fire_at, name): the due scan's order, and a fire's lookup by both, which
+-- must never scan every schedule sharing its boundary.
+CREATE INDEX alk_schedules_due ON alk_schedules (next_fire_at, name) WHERE NOT paused;
 
 -- Leases elect one holder for a singleton role (the scheduler). token tells
 -- apart two runs that share an owner name; the holder renews before

@@ -18,7 +18,9 @@ CREATE TABLE alkstore.schedules (
     created_at    timestamptz NOT NULL,
     updated_at    timestamptz NOT NULL
 );
-CREATE INDEX schedules_due ON alkstore.schedules (next_fire_at) WHERE NOT paused;
+-- (next_fire_at, name): the due scan's order, and a fire's lookup by both, which
+-- must never scan every schedule sharing its boundary.
+CREATE INDEX schedules_due ON alkstore.schedules (next_fire_at, name) WHERE NOT paused;
 
 -- Leases elect one holder for a singleton role (the scheduler). token tells
 -- apart two runs that share an owner name; the holder renews before
