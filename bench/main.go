@@ -4,6 +4,7 @@
 //
 //	make bench            # both engines; PostgreSQL from ALK_PG_DSN or a throwaway cluster
 //	go run ./bench -d 3s  # longer runs
+//	go run ./bench -only scheduling
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
 // not statements the library runs.
@@ -21,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/ncruces/go-sqlite3/driver"
 
@@ -35,7 +37,11 @@ var (
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
 	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
+	only    = flag.String("only", "", "run one section: streams, queues, receivers, compaction or scheduling")
 )
+
+// section reports whether the named section runs.
+func section(name string) bool { return *only == "" || *only == name }
 
 // results keeps figures the peer comparison reuses.
 var results = map[string]float64{}
@@ -65,22 +71,33 @@ func main() {
 	for _, e := range []struct {
 		name  string
 		open  func() (*store.Store, raw)
-		again func() *store.Store // a second store on the same database
+		again func(...store.Option) *store.Store // a second store on the same database
 	}{
 		{"pg", func() (*store.Store, raw) { return openPG(ctx, pgDSN) },
-			func() *store.Store { return must(store.Open(ctx, pgDSN)) }},
+			func(o ...store.Option) *store.Store { return must(store.Open(ctx, pgDSN, o...)) }},
 		{"lite", func() (*store.Store, raw) { return openLite(ctx, litePath) },
-			func() *store.Store { return must(store.Open(ctx, litePath)) }},
+			func(o ...store.Option) *store.Store { return must(store.Open(ctx, litePath, o...)) }},
 	} {
 		s, r := e.open()
-		benchStreams(ctx, e.name, s, r)
-		benchQueues(ctx, e.name, s, r)
-		benchReceivers(ctx, e.name, s, e.again, r)
-		benchCompaction(ctx, e.name, s)
+		if section("streams") {
+			benchStreams(ctx, e.name, s, r)
+		}
+		if section("queues") {
+			benchQueues(ctx, e.name, s, r)
+		}
+		if section("receivers") {
+			benchReceivers(ctx, e.name, s, e.again, r)
+		}
+		if section("compaction") {
+			benchCompaction(ctx, e.name, s)
+		}
+		if section("scheduling") {
+			benchScheduling(ctx, e.name, s, e.again, r)
+		}
 		s.Close()
 		r.close()
 	}
-	if *peers {
+	if *peers && section("queues") {
 		peersDSN, err := srv.NewDatabase(ctx)
 		if err != nil {
 			log.Fatal(err)
@@ -114,6 +131,12 @@ type raw interface {
 	// takeJobs removes up to n jobs in one statement: claim and ack fused,
 	// the least work any queue can do per job.
 	takeJobs(ctx context.Context, n int) (int, error)
+	// orderWithJob inserts a bench_orders row and a job in one transaction.
+	orderWithJob(ctx context.Context, id int64, payload []byte) error
+	// createSchedules creates n schedule rows due at first; fireDue fires
+	// each one due at now: an advance to now+1h and an enqueue, atomically.
+	createSchedules(ctx context.Context, n int, payload []byte, first time.Time) error
+	fireDue(ctx context.Context, now time.Time) (int, error)
 	close()
 }
 
@@ -286,6 +309,57 @@ func (r pgRaw) takeJobs(ctx context.Context, n int) (int, error) {
 	return int(tag.RowsAffected()), err
 }
 
+func (r pgRaw) orderWithJob(ctx context.Context, id int64, payload []byte) error {
+	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO bench_orders (id) VALUES ($1)`, id); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO raw_jobs (queue, payload) VALUES ('outbox', $1)`, payload)
+		return err
+	})
+}
+
+func (r pgRaw) createSchedules(ctx context.Context, n int, payload []byte, first time.Time) error {
+	// The library's row shape, indexes included.
+	_, err := r.pool.Exec(ctx, `CREATE TABLE raw_schedules (LIKE alkstore.schedules INCLUDING ALL)`)
+	if err == nil {
+		_, err = r.pool.Exec(ctx, `INSERT INTO raw_schedules (name, spec, tz, queue, payload, priority, max_attempts,
+				next_fire_at, created_at, updated_at)
+			SELECT 's' || i, '@hourly', 'UTC', 'fired', $2, 0, 25, $3, now(), now()
+			FROM generate_series(1, $1::int) i`, n, payload, first)
+	}
+	return err
+}
+
+func (r pgRaw) fireDue(ctx context.Context, now time.Time) (int, error) {
+	rows, err := r.pool.Query(ctx, `SELECT name, next_fire_at FROM raw_schedules WHERE NOT paused AND next_fire_at <= $1
+		ORDER BY next_fire_at, name`, now)
+	if err != nil {
+		return 0, err
+	}
+	type due struct {
+		name string
+		at   time.Time
+	}
+	dues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (due, error) {
+		var d due
+		return d, row.Scan(&d.name, &d.at)
+	})
+	if err != nil {
+		return 0, err
+	}
+	// One statement per fire: the advance and the enqueue, atomically.
+	for _, d := range dues {
+		if _, err := r.pool.Exec(ctx, `WITH f AS (UPDATE raw_schedules SET next_fire_at = $3, last_fired_at = $4
+				WHERE name = $1 AND next_fire_at = $2 RETURNING queue, payload, priority, max_attempts)
+			INSERT INTO raw_jobs (queue, payload, priority, max_attempts, created_at, run_at)
+			SELECT queue, payload, priority, max_attempts, $4, $2 FROM f`, d.name, d.at, now.Add(time.Hour), now); err != nil {
+			return 0, err
+		}
+	}
+	return len(dues), nil
+}
+
 func (r pgRaw) close() { r.pool.Close() }
 
 // --- SQLite ---
@@ -372,6 +446,90 @@ func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
 	}
 	k, err := res.RowsAffected()
 	return int(k), err
+}
+
+func (r liteRaw) orderWithJob(ctx context.Context, id int64, payload []byte) error {
+	tx, err := r.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO bench_orders (id) VALUES (?)`, id); err != nil {
+		return err
+	}
+	if _, err := tx.StmtContext(ctx, r.insJob).ExecContext(ctx, "outbox", payload); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (r liteRaw) createSchedules(ctx context.Context, n int, payload []byte, first time.Time) error {
+	// The library's row shape, indexes included.
+	_, err := r.writer.ExecContext(ctx, `CREATE TABLE raw_schedules (name TEXT PRIMARY KEY, spec TEXT NOT NULL,
+		tz TEXT NOT NULL, queue TEXT NOT NULL, payload BLOB, priority INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
+		next_fire_at INTEGER NOT NULL, paused BOOLEAN NOT NULL DEFAULT FALSE, last_fired_at INTEGER,
+		created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+		CREATE INDEX raw_schedules_due ON raw_schedules (next_fire_at) WHERE NOT paused`)
+	if err == nil {
+		_, err = r.writer.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+			INSERT INTO raw_schedules (name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, created_at, updated_at)
+			SELECT 's' || n, '@hourly', 'UTC', 'fired', ?, 0, 25, ?, 0, 0 FROM i`, n, payload, first.UnixMicro())
+	}
+	return err
+}
+
+func (r liteRaw) fireDue(ctx context.Context, now time.Time) (int, error) {
+	rows, err := r.readers.QueryContext(ctx, `SELECT name, next_fire_at FROM raw_schedules
+		WHERE NOT paused AND next_fire_at <= ? ORDER BY next_fire_at, name`, now.UnixMicro())
+	if err != nil {
+		return 0, err
+	}
+	type due struct {
+		name string
+		at   int64
+	}
+	var dues []due
+	for rows.Next() {
+		var d due
+		if err := rows.Scan(&d.name, &d.at); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		dues = append(dues, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, d := range dues {
+		if err := r.fireOne(ctx, d.name, d.at, now); err != nil {
+			return 0, err
+		}
+	}
+	return len(dues), nil
+}
+
+// fireOne is the advance and the enqueue in one transaction (SQLite has no
+// data-modifying CTEs).
+func (r liteRaw) fireOne(ctx context.Context, name string, at int64, now time.Time) error {
+	tx, err := r.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var queue string
+	var payload []byte
+	var priority, maxAttempts int64
+	if err := tx.QueryRowContext(ctx, `UPDATE raw_schedules SET next_fire_at = ?, last_fired_at = ?
+		WHERE name = ? AND next_fire_at = ? RETURNING queue, payload, priority, max_attempts`,
+		now.Add(time.Hour).UnixMicro(), now.UnixMicro(), name, at).Scan(&queue, &payload, &priority, &maxAttempts); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO raw_jobs (queue, payload, priority, max_attempts, created_at, run_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, queue, payload, priority, maxAttempts, now.UnixMicro(), at); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func (r liteRaw) close() {

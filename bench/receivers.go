@@ -17,7 +17,7 @@ import (
 // has a store of its own (the wake crosses the feed: Postgres NOTIFY or the
 // SQLite watcher, as for another process); end-to-end throughput with 8
 // publishers and one subscriber; and the idle cost of waiting.
-func benchReceivers(ctx context.Context, engine string, s *store.Store, open func() *store.Store, r raw) {
+func benchReceivers(ctx context.Context, engine string, s *store.Store, open func(...store.Option) *store.Store, r raw) {
 	other := open()
 	defer other.Close()
 	for _, c := range []struct {
