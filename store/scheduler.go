@@ -119,16 +119,13 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	}
 	l := lease{name: schedulerLease, owner: sc.owner, token: token}
 	now := sc.s.now()
-	l.expiresAt = now.Add(ttl)
-	held, err := run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
-		return o.acquireLease(ctx, l, now)
-	})
+	held, err := sc.takeLease(ctx, l, now, ttl)
 	if err != nil || !held {
 		return 0, err
 	}
 	sc.leading.Store(true)
 	defer sc.resign(context.WithoutCancel(ctx), l)
-	fired, err := sc.fireDue(ctx, now)
+	fired, err := sc.fireDue(ctx, now, sc.keepLease(ctx, l, now, ttl))
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -150,10 +147,7 @@ func (sc *Scheduler) leaseTTL() (time.Duration, error) {
 func (sc *Scheduler) step(ctx context.Context, l lease, ttl time.Duration) time.Duration {
 	const retry = time.Second // after an error
 	now := sc.s.now()
-	l.expiresAt = now.Add(ttl)
-	held, err := run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
-		return o.acquireLease(ctx, l, now)
-	})
+	held, err := sc.takeLease(ctx, l, now, ttl)
 	if err != nil {
 		sc.leading.Store(false)
 		sc.logErr(ctx, "could not take or renew the scheduler lease", err)
@@ -163,9 +157,10 @@ func (sc *Scheduler) step(ctx context.Context, l lease, ttl time.Duration) time.
 	if !held {
 		return sc.standBy(ctx, now, ttl)
 	}
-	renewAt := now.Add(ttl / 3)
-	_, fireErr := sc.fireDue(ctx, now)
+	keep := sc.keepLease(ctx, l, now, ttl)
+	_, fireErr := sc.fireDue(ctx, now, keep)
 	failed := fireErr != nil
+	renewAt := keep.renewedAt.Add(ttl / 3)
 	next, err := run(handle{s: sc.s}, "next schedule", autoRead, func(o target) (*time.Time, error) {
 		return o.nextScheduleFire(ctx)
 	})
@@ -181,6 +176,44 @@ func (sc *Scheduler) step(ctx context.Context, l lease, ttl time.Duration) time.
 		wait = max(wait, min(retry, ttl/3))
 	}
 	return max(wait, 0)
+}
+
+// takeLease takes the lease, or renews it when this run holds it.
+func (sc *Scheduler) takeLease(ctx context.Context, l lease, now time.Time, ttl time.Duration) (bool, error) {
+	l.expiresAt = now.Add(ttl)
+	return run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
+		return o.acquireLease(ctx, l, now)
+	})
+}
+
+// leaseKeeper renews the lease during a long burst of fires, so a standby
+// does not take over from a leader that is busy rather than dead.
+type leaseKeeper struct {
+	sc        *Scheduler
+	ctx       context.Context
+	l         lease
+	ttl       time.Duration
+	renewedAt time.Time
+}
+
+func (sc *Scheduler) keepLease(ctx context.Context, l lease, renewedAt time.Time, ttl time.Duration) *leaseKeeper {
+	return &leaseKeeper{sc: sc, ctx: ctx, l: l, ttl: ttl, renewedAt: renewedAt}
+}
+
+// held renews the lease once a third of its TTL has passed and reports
+// whether this run still holds it.
+func (k *leaseKeeper) held() bool {
+	now := k.sc.s.now()
+	if now.Sub(k.renewedAt) < k.ttl/3 {
+		return true
+	}
+	held, err := k.sc.takeLease(k.ctx, k.l, now, k.ttl)
+	if err != nil || !held {
+		k.sc.leading.Store(false)
+		return false
+	}
+	k.renewedAt = now
+	return true
 }
 
 // standBy is how long a standby sleeps: until the leader's lease expires,
@@ -199,12 +232,13 @@ func (sc *Scheduler) standBy(ctx context.Context, now time.Time, ttl time.Durati
 	return min(max(l.expiresAt.Sub(now)+time.Millisecond, time.Millisecond), ttl)
 }
 
-// fireDue fires every schedule due at now, a batch at a time. It returns how
-// many fired and the first failure (each is logged).
-func (sc *Scheduler) fireDue(ctx context.Context, now time.Time) (fired int, failed error) {
+// fireDue fires every schedule due at now, a batch at a time, while this run
+// holds the lease. It returns how many fired and the first failure (each is
+// logged).
+func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeeper) (fired int, failed error) {
 	const batch = 100
 	seen := map[string]bool{}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && keep.held() {
 		due, err := run(handle{s: sc.s}, "due schedules", autoRead, func(o target) ([]ScheduleInfo, error) {
 			return o.dueSchedules(ctx, now, batch)
 		})
