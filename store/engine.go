@@ -71,10 +71,8 @@ type ops interface {
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
-	// wakeOthers wakes topic in other processes (Postgres: a NOTIFY; SQLite's
-	// watchers see every commit anyway).
-	wakeOthers(ctx context.Context, topic string) error
-
+	// Schedule writes that schedulers must hear of (upsert, resume, lease
+	// release) wake the scheduler topic in other processes on commit.
 	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
 	deleteSchedule(ctx context.Context, name string) (bool, error)
 	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)

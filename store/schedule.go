@@ -51,7 +51,17 @@ const schedulerTopic = "x:scheduler"
 // the paused flag, so applications can register their schedules at every
 // start.
 func (s *Store) Schedule(ctx context.Context, spec ScheduleSpec) error {
-	_, err := run(newHandle(s, spec.Name), "schedule", autoWrite, func(o target) (struct{}, error) {
+	return s.schedule(ctx, autoWrite, spec)
+}
+
+// ScheduleTx is Schedule inside tx: the schedule exists, and schedulers hear
+// of it, only if tx commits.
+func (s *Store) ScheduleTx(ctx context.Context, tx Tx, spec ScheduleSpec) error {
+	return s.schedule(ctx, tx.via(), spec)
+}
+
+func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
+	_, err := run(newHandle(s, spec.Name), "schedule", v, func(o target) (struct{}, error) {
 		c, err := parseSpec(spec.Spec, spec.TZ)
 		if err != nil {
 			return struct{}{}, err
@@ -73,7 +83,7 @@ func (s *Store) Schedule(ctx context.Context, spec ScheduleSpec) error {
 		if err := o.upsertSchedule(ctx, info); err != nil {
 			return struct{}{}, err
 		}
-		s.wakeSchedulers(ctx, o)
+		s.wakeSchedulers(o)
 		return struct{}{}, nil
 	})
 	return err
@@ -81,7 +91,17 @@ func (s *Store) Schedule(ctx context.Context, spec ScheduleSpec) error {
 
 // Unschedule removes the schedule; ErrNotFound when there is none.
 func (s *Store) Unschedule(ctx context.Context, name string) error {
-	_, err := run(newHandle(s, name), "unschedule", autoWrite, func(o target) (struct{}, error) {
+	return s.unschedule(ctx, autoWrite, name)
+}
+
+// UnscheduleTx is Unschedule inside tx: the schedule is gone only if tx
+// commits.
+func (s *Store) UnscheduleTx(ctx context.Context, tx Tx, name string) error {
+	return s.unschedule(ctx, tx.via(), name)
+}
+
+func (s *Store) unschedule(ctx context.Context, v via, name string) error {
+	_, err := run(newHandle(s, name), "unschedule", v, func(o target) (struct{}, error) {
 		return struct{}{}, found(o.deleteSchedule(ctx, name))
 	})
 	return err
@@ -116,7 +136,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
 			resumed, err := o.resumeSchedule(ctx, cur.Name, cur.Spec, cur.TZ, c.first(now), now)
 			if err != nil || resumed {
 				if resumed {
-					s.wakeSchedulers(ctx, o)
+					s.wakeSchedulers(o)
 				}
 				return struct{}{}, err
 			}
@@ -133,13 +153,10 @@ func (s *Store) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	})
 }
 
-// wakeSchedulers tells schedulers here and in other processes to look at the
-// schedules again: one may be due sooner than they planned to wake.
-func (s *Store) wakeSchedulers(ctx context.Context, o target) {
-	s.hub.Wake(schedulerTopic)
-	if err := o.wakeOthers(ctx, schedulerTopic); err != nil {
-		s.log.Warn("alkstore: could not wake other schedulers; they look again within their lease renewal", "error", err)
-	}
+// wakeSchedulers wakes schedulers in this process once o's writes commit;
+// the write itself carried the wake to other processes.
+func (s *Store) wakeSchedulers(o target) {
+	o.afterCommit(s.wake(schedulerTopic))
 }
 
 // found turns "no row was affected" into ErrNotFound.

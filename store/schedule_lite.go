@@ -9,9 +9,6 @@ import (
 
 // Schedule and lease statements on SQLite. Times are unix microseconds.
 
-// wakeOthers does nothing: other processes' watchers see every commit.
-func (o liteOps) wakeOthers(context.Context, string) error { return nil }
-
 func (o liteOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	return o.q.UpsertSchedule(ctx, litedb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int64(sc.Priority), MaxAttempts: int64(sc.MaxAttempts),
@@ -77,7 +74,7 @@ func (o liteOps) acquireLease(ctx context.Context, l lease, now time.Time) (bool
 
 func (o liteOps) getLease(ctx context.Context, name string) (lease, error) {
 	r, err := o.q.GetLease(ctx, name)
-	return lease{name: r.Name, owner: r.Owner, token: r.Token, expiresAt: time.UnixMicro(r.ExpiresAt)}, err
+	return lease{name: r.Name, owner: r.Owner, token: r.Token, renewedAt: time.UnixMicro(r.RenewedAt), expiresAt: time.UnixMicro(r.ExpiresAt)}, err
 }
 
 func (o liteOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {

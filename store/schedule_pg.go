@@ -5,19 +5,15 @@ import (
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
-	"github.com/alkstore/alkstore/receiver"
 )
 
-// Schedule and lease statements on PostgreSQL.
-
-func (o pgOps) wakeOthers(ctx context.Context, topic string) error {
-	return o.q.Notify(ctx, receiver.EncodeWake(topic))
-}
+// Schedule and lease statements on PostgreSQL. Writes that schedulers must
+// hear of carry a wake on the scheduler topic (see EnqueueJob).
 
 func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	return o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt})
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Wake: o.eng.gate.wake(schedulerTopic)})
 }
 
 func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
@@ -31,7 +27,8 @@ func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (b
 }
 
 func (o pgOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
-	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz, NextFireAt: next, Now: now})
+	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz, NextFireAt: next, Now: now,
+		Wake: o.eng.gate.wake(schedulerTopic)})
 	return n == 1, err
 }
 
@@ -68,11 +65,11 @@ func (o pgOps) acquireLease(ctx context.Context, l lease, now time.Time) (bool, 
 
 func (o pgOps) getLease(ctx context.Context, name string) (lease, error) {
 	r, err := o.q.GetLease(ctx, name)
-	return lease{name: r.Name, owner: r.Owner, token: r.Token, expiresAt: r.ExpiresAt}, err
+	return lease{name: r.Name, owner: r.Owner, token: r.Token, renewedAt: r.RenewedAt, expiresAt: r.ExpiresAt}, err
 }
 
 func (o pgOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {
-	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token})
+	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token, Wake: o.eng.gate.wake(schedulerTopic)})
 	return n == 1, err
 }
 

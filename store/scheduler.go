@@ -38,23 +38,30 @@ func (s *Store) Scheduler(owner string) *Scheduler {
 // Leading reports whether this scheduler held the lease when it last looked.
 func (sc *Scheduler) Leading() bool { return sc.leading.Load() }
 
-// SchedulerLeader returns the owner of the scheduler lease, or "" when no
-// scheduler holds an unexpired one.
-func (s *Store) SchedulerLeader(ctx context.Context) (string, error) {
-	return run(handle{s: s}, "scheduler leader", autoRead, func(o target) (string, error) {
+// SchedulerLease is who leads the schedulers, as SchedulerLeader reports it.
+type SchedulerLease struct {
+	Owner     string    // the leader's owner name; "" when no scheduler leads
+	RenewedAt time.Time // when the leader took or last renewed the lease
+	ExpiresAt time.Time // when a standby may take over unless it is renewed
+}
+
+// SchedulerLeader returns the scheduler lease, or a zero SchedulerLease when
+// no scheduler holds an unexpired one.
+func (s *Store) SchedulerLeader(ctx context.Context) (SchedulerLease, error) {
+	return run(handle{s: s}, "scheduler leader", autoRead, func(o target) (SchedulerLease, error) {
 		l, err := o.getLease(ctx, schedulerLease)
 		if errors.Is(noRows(err), ErrNotFound) || (err == nil && !l.expiresAt.After(s.now())) {
-			return "", nil
+			return SchedulerLease{}, nil
 		}
-		return l.owner, err
+		return SchedulerLease{Owner: l.owner, RenewedAt: l.renewedAt, ExpiresAt: l.expiresAt}, err
 	})
 }
 
 // lease is a row of the leases table.
 type lease struct {
-	name, owner string
-	token       int64
-	expiresAt   time.Time
+	name, owner          string
+	token                int64
+	renewedAt, expiresAt time.Time
 }
 
 // Run leads or stands by until ctx is cancelled or the store closes; then it
@@ -83,12 +90,13 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 		return opErr("scheduler", sc.owner, err)
 	}
 	l := lease{name: schedulerLease, owner: sc.owner, token: token}
+	keep := sc.keepLease(ctx, l, ttl)
 
 	sub := sc.s.subscribe(schedulerTopic)
 	defer sub.Close()
 	defer sc.resign(context.WithoutCancel(ctx), l)
 	for ctx.Err() == nil && sc.s.check() == nil {
-		wait := sc.step(ctx, l, ttl)
+		wait := sc.step(ctx, keep)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -118,14 +126,13 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 		return 0, opErr("scheduler", sc.owner, err)
 	}
 	l := lease{name: schedulerLease, owner: sc.owner, token: token}
-	now := sc.s.now()
-	held, err := sc.takeLease(ctx, l, now, ttl)
+	keep := sc.keepLease(ctx, l, ttl)
+	held, err := keep.held()
 	if err != nil || !held {
 		return 0, err
 	}
-	sc.leading.Store(true)
 	defer sc.resign(context.WithoutCancel(ctx), l)
-	fired, err := sc.fireDue(ctx, now, sc.keepLease(ctx, l, now, ttl))
+	fired, err := sc.fireDue(ctx, sc.s.now(), keep)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -142,29 +149,34 @@ func (sc *Scheduler) leaseTTL() (time.Duration, error) {
 	return sc.LeaseTTL, nil
 }
 
-// step takes or renews the lease and, while leading, fires what is due. It
-// returns how long to sleep.
-func (sc *Scheduler) step(ctx context.Context, l lease, ttl time.Duration) time.Duration {
+// step leads or stands by once, and returns how long to sleep. Wakes come
+// often (on SQLite every commit anywhere wakes everyone), so a step writes
+// only when it must: a leader renews its lease once a third of the TTL has
+// passed, and a standby tries to take the lease only once it is free.
+func (sc *Scheduler) step(ctx context.Context, keep *leaseKeeper) time.Duration {
 	const retry = time.Second // after an error
+	ttl := keep.ttl
 	now := sc.s.now()
-	held, err := sc.takeLease(ctx, l, now, ttl)
-	if err != nil {
-		sc.leading.Store(false)
+	if !sc.leading.Load() {
+		if wait, free := sc.standBy(ctx, now, keep); !free {
+			return wait
+		}
+	}
+	held, err := keep.held()
+	switch {
+	case err != nil:
 		sc.logErr(ctx, "could not take or renew the scheduler lease", err)
 		return min(retry, ttl/3)
+	case !held:
+		wait, _ := sc.standBy(ctx, now, keep)
+		return wait
 	}
-	sc.leading.Store(held)
-	if !held {
-		return sc.standBy(ctx, now, ttl)
-	}
-	keep := sc.keepLease(ctx, l, now, ttl)
 	_, fireErr := sc.fireDue(ctx, now, keep)
 	failed := fireErr != nil
-	renewAt := keep.renewedAt.Add(ttl / 3)
 	next, err := run(handle{s: sc.s}, "next schedule", autoRead, func(o target) (*time.Time, error) {
 		return o.nextScheduleFire(ctx)
 	})
-	wait := renewAt.Sub(sc.s.now())
+	wait := keep.renewedAt.Add(ttl / 3).Sub(sc.s.now())
 	if err != nil {
 		sc.logErr(ctx, "could not read the next fire time", err)
 		failed = true
@@ -186,50 +198,54 @@ func (sc *Scheduler) takeLease(ctx context.Context, l lease, now time.Time, ttl 
 	})
 }
 
-// leaseKeeper renews the lease during a long burst of fires, so a standby
-// does not take over from a leader that is busy rather than dead.
+// leaseKeeper takes the lease and renews it when a third of its TTL has
+// passed, between steps and during a long burst of fires (so a standby does
+// not take over from a leader that is busy rather than dead).
 type leaseKeeper struct {
 	sc        *Scheduler
 	ctx       context.Context
 	l         lease
 	ttl       time.Duration
-	renewedAt time.Time
+	renewedAt time.Time // zero until taken
 }
 
-func (sc *Scheduler) keepLease(ctx context.Context, l lease, renewedAt time.Time, ttl time.Duration) *leaseKeeper {
-	return &leaseKeeper{sc: sc, ctx: ctx, l: l, ttl: ttl, renewedAt: renewedAt}
+func (sc *Scheduler) keepLease(ctx context.Context, l lease, ttl time.Duration) *leaseKeeper {
+	return &leaseKeeper{sc: sc, ctx: ctx, l: l, ttl: ttl}
 }
 
-// held renews the lease once a third of its TTL has passed and reports
-// whether this run still holds it.
-func (k *leaseKeeper) held() bool {
+// held reports whether this run holds the lease, taking or renewing it when
+// it is due for that.
+func (k *leaseKeeper) held() (bool, error) {
 	now := k.sc.s.now()
-	if now.Sub(k.renewedAt) < k.ttl/3 {
-		return true
+	if k.sc.leading.Load() && now.Sub(k.renewedAt) < k.ttl/3 {
+		return true, nil
 	}
 	held, err := k.sc.takeLease(k.ctx, k.l, now, k.ttl)
-	if err != nil || !held {
-		k.sc.leading.Store(false)
-		return false
+	k.sc.leading.Store(held && err == nil)
+	if held && err == nil {
+		k.renewedAt = now
 	}
-	k.renewedAt = now
-	return true
+	return held, err
 }
 
-// standBy is how long a standby sleeps: until the leader's lease expires,
-// unless a wake (the lease given up) comes first.
-func (sc *Scheduler) standBy(ctx context.Context, now time.Time, ttl time.Duration) time.Duration {
+// standBy reads the lease: free (absent or expired) means try to take it;
+// otherwise it returns how long to sleep, until the lease expires, unless a
+// wake (the lease given up) comes first.
+func (sc *Scheduler) standBy(ctx context.Context, now time.Time, keep *leaseKeeper) (wait time.Duration, free bool) {
+	ttl := keep.ttl
 	l, err := run(handle{s: sc.s}, "scheduler lease", autoRead, func(o target) (lease, error) {
 		return o.getLease(ctx, schedulerLease)
 	})
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return 0 // given up just now: try to take it
+		return 0, true
 	case err != nil:
 		sc.logErr(ctx, "could not read the scheduler lease", err)
-		return min(time.Second, ttl/3)
+		return min(time.Second, ttl/3), false
+	case !l.expiresAt.After(now), l.token == keep.l.token: // expired, or ours after all
+		return 0, true
 	}
-	return min(max(l.expiresAt.Sub(now)+time.Millisecond, time.Millisecond), ttl)
+	return min(l.expiresAt.Sub(now)+time.Millisecond, ttl), false
 }
 
 // fireDue fires every schedule due at now, a batch at a time, while this run
@@ -238,7 +254,10 @@ func (sc *Scheduler) standBy(ctx context.Context, now time.Time, ttl time.Durati
 func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeeper) (fired int, failed error) {
 	const batch = 100
 	seen := map[string]bool{}
-	for ctx.Err() == nil && keep.held() {
+	for ctx.Err() == nil {
+		if held, _ := keep.held(); !held {
+			return fired, failed // another scheduler took over
+		}
 		due, err := run(handle{s: sc.s}, "due schedules", autoRead, func(o target) ([]ScheduleInfo, error) {
 			return o.dueSchedules(ctx, now, batch)
 		})
@@ -303,7 +322,7 @@ func (sc *Scheduler) resign(ctx context.Context, l lease) {
 	_, err := run(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite, func(o target) (struct{}, error) {
 		released, err := o.releaseLease(ctx, l.name, l.token)
 		if released {
-			sc.s.wakeSchedulers(ctx, o)
+			sc.s.wakeSchedulers(o)
 		}
 		return struct{}{}, err
 	})

@@ -148,9 +148,9 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 		require.Eventually(t, func() bool {
-			owner, err := s.SchedulerLeader(c)
+			lease, err := s.SchedulerLeader(c)
 			require.NoError(t, err)
-			return owner == "doomed"
+			return lease.Owner == "doomed"
 		}, 30*time.Second, time.Millisecond)
 
 		standby := s.Scheduler("standby")

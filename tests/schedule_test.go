@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -338,9 +340,9 @@ func TestSchedulerHandover(t *testing.T) {
 		if two.sch.Leading() {
 			leader, standby = two, one
 		}
-		owner, err := s.SchedulerLeader(c)
+		lease, err := s.SchedulerLeader(c)
 		require.NoError(t, err)
-		require.Equal(t, map[*running]string{one: "one", two: "two"}[leader], owner)
+		require.Equal(t, map[*running]string{one: "one", two: "two"}[leader], lease.Owner)
 		require.Eventually(t, func() bool { return queued() >= 2 }, 10*time.Second, time.Millisecond)
 		require.False(t, standby.sch.Leading(), "exactly one leader")
 
@@ -350,9 +352,9 @@ func TestSchedulerHandover(t *testing.T) {
 		require.Eventually(t, func() bool { return queued() >= 5 }, 10*time.Second, time.Millisecond)
 		standby.cancel()
 		<-standby.done
-		owner, err = s.SchedulerLeader(c)
+		lease, err = s.SchedulerLeader(c)
 		require.NoError(t, err)
-		assert.Empty(t, owner, "a stopped scheduler gives the lease up")
+		assert.Empty(t, lease.Owner, "a stopped scheduler gives the lease up")
 
 		jobs := drain(t, q)
 		require.GreaterOrEqual(t, len(jobs), 5)
@@ -364,5 +366,118 @@ func TestSchedulerHandover(t *testing.T) {
 		for i := 1; i < len(runAts); i++ {
 			assert.Equal(t, time.Second, runAts[i].Sub(runAts[i-1]), "boundary %d: %s then %s", i, runAts[i-1], runAts[i])
 		}
+	})
+}
+
+// TestScheduleInATransaction: a schedule registered with the business row it
+// belongs to exists only if that transaction commits, and so does its
+// removal.
+func TestScheduleInATransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		spec := store.ScheduleSpec{Name: "report-42", Spec: "@daily", Queue: "reports"}
+		boom := errors.New("customer rejected")
+		err := s.InTx(c, func(c context.Context, tx store.Tx) error {
+			require.NoError(t, s.ScheduleTx(c, tx, spec))
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		all, err := s.Schedules(c)
+		require.NoError(t, err)
+		assert.Empty(t, all, "rolled back with its transaction")
+
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return s.ScheduleTx(c, tx, spec) }))
+		assert.Equal(t, "report-42", onlySchedule(t, s).Name)
+
+		err = s.InTx(c, func(c context.Context, tx store.Tx) error {
+			require.NoError(t, s.UnscheduleTx(c, tx, "report-42"))
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, "report-42", onlySchedule(t, s).Name, "the removal rolled back too")
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return s.UnscheduleTx(c, tx, "report-42") }))
+		all, err = s.Schedules(c)
+		require.NoError(t, err)
+		assert.Empty(t, all)
+
+		err = s.InTx(c, func(c context.Context, tx store.Tx) error {
+			return s.ScheduleTx(c, tx, store.ScheduleSpec{Name: "x", Spec: "@daily", Queue: "__alk_outbox:x"})
+		})
+		require.ErrorIs(t, err, store.ErrReservedName)
+	})
+}
+
+// TestNewScheduleWakesARunningLeader: a leader sleeping until its lease
+// renewal (a minute away, nothing scheduled) fires a schedule registered
+// from another store at its first boundary, because the registration wakes
+// it: it does not wait for its renewal.
+func TestNewScheduleWakesARunningLeader(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		other := e.open(t)
+		c := ctx(t)
+		sch := s.Scheduler("sleeper")
+		sch.LeaseTTL = 3 * time.Minute
+		rc, stop := context.WithCancel(c)
+		done := make(chan struct{})
+		go func() { assert.NoError(t, sch.Run(rc)); close(done) }()
+		defer func() { stop(); <-done }()
+		require.Eventually(t, sch.Leading, 10*time.Second, time.Millisecond)
+
+		q := other.Queue("woken")
+		require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: "soon", Spec: "@every 1s", Queue: q.Name()}))
+		require.Eventually(t, func() bool {
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			return st.Ready > 0
+		}, 30*time.Second, time.Millisecond, "fired well before the leader's renewal a minute away")
+	})
+}
+
+// TestWakesDoNotRenewTheLease: wakes come often (on SQLite every commit wakes
+// every waiter), and schedulers must answer them with reads: the leader
+// renews its lease once per third of its TTL, and a standby writes nothing
+// while the lease is held. Were a renewal answered per wake, each renewal, a
+// commit itself, would wake them again: a loop of writes.
+func TestWakesDoNotRenewTheLease(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		other := e.open(t)
+		c := ctx(t)
+		rc, stop := context.WithCancel(c)
+		var wg sync.WaitGroup
+		defer func() { stop(); wg.Wait() }()
+		var schedulers []*store.Scheduler
+		for i, st := range []*store.Store{s, other} {
+			sch := st.Scheduler(fmt.Sprint("scheduler-", i))
+			sch.LeaseTTL = 3 * time.Minute // renewals every minute
+			schedulers = append(schedulers, sch)
+			wg.Go(func() { assert.NoError(t, sch.Run(rc)) })
+		}
+		require.Eventually(t, func() bool { return schedulers[0].Leading() || schedulers[1].Leading() }, 10*time.Second, time.Millisecond)
+		before, err := s.SchedulerLeader(c)
+		require.NoError(t, err)
+
+		// Plenty of wakes: schedule registrations, the fires they cause, and
+		// unrelated commits.
+		q := other.Queue("beats")
+		require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: "beat", Spec: "@every 1s", Queue: q.Name()}))
+		for i := range 20 {
+			require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: fmt.Sprint("later-", i), Spec: "@yearly", Queue: "later"}))
+			_, err := other.Queue("unrelated").Enqueue(c, nil, store.EnqueueOpts{})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool {
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			return st.Ready >= 3
+		}, 30*time.Second, time.Millisecond, "the leader fired three boundaries")
+
+		after, err := s.SchedulerLeader(c)
+		require.NoError(t, err)
+		assert.Equal(t, before.Owner, after.Owner)
+		assert.True(t, before.RenewedAt.Equal(after.RenewedAt), "no renewal between renewal times: %s then %s",
+			before.RenewedAt, after.RenewedAt)
 	})
 }

@@ -270,16 +270,21 @@ func (q *Queries) PauseSchedule(ctx context.Context, arg PauseScheduleParams) (i
 }
 
 const releaseLease = `-- name: ReleaseLease :execrows
-DELETE FROM alkstore.leases WHERE name = $1 AND token = $2
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $3::text <> '' THEN pg_notify('alkstore', $3::text)::text END AS woke
+)
+DELETE FROM alkstore.leases AS l USING w WHERE l.name = $1::text AND l.token = $2::bigint
 `
 
 type ReleaseLeaseParams struct {
 	Name  string
 	Token int64
+	Wake  string
 }
 
+// The wake tells standbys, on commit, to take the lease now.
 func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseLease, arg.Name, arg.Token)
+	result, err := q.db.Exec(ctx, releaseLease, arg.Name, arg.Token, arg.Wake)
 	if err != nil {
 		return 0, err
 	}
@@ -287,9 +292,13 @@ func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int
 }
 
 const resumeSchedule = `-- name: ResumeSchedule :execrows
-UPDATE alkstore.schedules
-SET paused = false, next_fire_at = $1, updated_at = $2
-WHERE name = $3 AND paused AND spec = $4 AND tz = $5
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $6::text <> '' THEN pg_notify('alkstore', $6::text)::text END AS woke
+)
+UPDATE alkstore.schedules AS s
+SET paused = false, next_fire_at = $1::timestamptz, updated_at = $2::timestamptz
+FROM w
+WHERE s.name = $3::text AND s.paused AND s.spec = $4::text AND s.tz = $5::text
 `
 
 type ResumeScheduleParams struct {
@@ -298,9 +307,11 @@ type ResumeScheduleParams struct {
 	Name       string
 	Spec       string
 	Tz         string
+	Wake       string
 }
 
 // Only if the spec is still the one the next fire time was computed from.
+// The wake is as for UpsertSchedule.
 func (q *Queries) ResumeSchedule(ctx context.Context, arg ResumeScheduleParams) (int64, error) {
 	result, err := q.db.Exec(ctx, resumeSchedule,
 		arg.NextFireAt,
@@ -308,6 +319,7 @@ func (q *Queries) ResumeSchedule(ctx context.Context, arg ResumeScheduleParams) 
 		arg.Name,
 		arg.Spec,
 		arg.Tz,
+		arg.Wake,
 	)
 	if err != nil {
 		return 0, err
@@ -317,10 +329,14 @@ func (q *Queries) ResumeSchedule(ctx context.Context, arg ResumeScheduleParams) 
 
 const upsertSchedule = `-- name: UpsertSchedule :exec
 
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+)
 INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, max_attempts,
                                      next_fire_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $9)
+SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::integer,
+       $7::integer, $8::timestamptz, $9::timestamptz, $9::timestamptz
+FROM w
 ON CONFLICT (name) DO UPDATE
 SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
@@ -338,13 +354,15 @@ type UpsertScheduleParams struct {
 	MaxAttempts int32
 	NextFireAt  time.Time
 	Now         time.Time
+	Wake        string
 }
 
 // Schedules and the scheduler's lease (PostgreSQL). Times come from the
 // store's clock; next fire times are computed by the caller from the spec.
 // Registers or replaces a schedule. Registering the same spec and time zone
 // again keeps the pending boundary (and the paused flag), so an application
-// may register its schedules at every start without skipping a fire.
+// may register its schedules at every start without skipping a fire. A
+// non-empty wake tells schedulers elsewhere, on commit, to look again.
 func (q *Queries) UpsertSchedule(ctx context.Context, arg UpsertScheduleParams) error {
 	_, err := q.db.Exec(ctx, upsertSchedule,
 		arg.Name,
@@ -356,6 +374,7 @@ func (q *Queries) UpsertSchedule(ctx context.Context, arg UpsertScheduleParams) 
 		arg.MaxAttempts,
 		arg.NextFireAt,
 		arg.Now,
+		arg.Wake,
 	)
 	return err
 }

@@ -101,11 +101,11 @@ func run(ctx context.Context, dsn string) error {
 	if b.Leading() {
 		stopLeader, leaderDone, standby = stopB, doneB, a
 	}
-	owner, err := s.SchedulerLeader(ctx)
+	lease, err := s.SchedulerLeader(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Println("leader:", owner)
+	fmt.Println("leader:", lease.Owner)
 
 	for count() < 3 {
 		time.Sleep(10 * time.Millisecond)
@@ -117,11 +117,11 @@ func run(ctx context.Context, dsn string) error {
 	for !standby.Leading() {
 		time.Sleep(time.Millisecond)
 	}
-	stopped := owner
-	if owner, err = s.SchedulerLeader(ctx); err != nil {
+	stopped := lease.Owner
+	if lease, err = s.SchedulerLeader(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("%s stopped; the standby %s took over\n", stopped, owner)
+	fmt.Printf("%s stopped; the standby %s took over\n", stopped, lease.Owner)
 
 	for count() < 5 {
 		time.Sleep(10 * time.Millisecond)

@@ -4,11 +4,16 @@
 -- name: UpsertSchedule :exec
 -- Registers or replaces a schedule. Registering the same spec and time zone
 -- again keeps the pending boundary (and the paused flag), so an application
--- may register its schedules at every start without skipping a fire.
+-- may register its schedules at every start without skipping a fire. A
+-- non-empty wake tells schedulers elsewhere, on commit, to look again.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
 INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, max_attempts,
                                      next_fire_at, created_at, updated_at)
-VALUES (@name, @spec, @tz, @queue, sqlc.narg(payload), @priority, @max_attempts,
-        @next_fire_at, @now, @now)
+SELECT @name::text, @spec::text, @tz::text, @queue::text, sqlc.narg(payload)::bytea, @priority::integer,
+       @max_attempts::integer, @next_fire_at::timestamptz, @now::timestamptz, @now::timestamptz
+FROM w
 ON CONFLICT (name) DO UPDATE
 SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
@@ -23,9 +28,14 @@ UPDATE alkstore.schedules SET paused = true, updated_at = @now WHERE name = @nam
 
 -- name: ResumeSchedule :execrows
 -- Only if the spec is still the one the next fire time was computed from.
-UPDATE alkstore.schedules
-SET paused = false, next_fire_at = @next_fire_at, updated_at = @now
-WHERE name = @name AND paused AND spec = @spec AND tz = @tz;
+-- The wake is as for UpsertSchedule.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+UPDATE alkstore.schedules AS s
+SET paused = false, next_fire_at = @next_fire_at::timestamptz, updated_at = @now::timestamptz
+FROM w
+WHERE s.name = @name::text AND s.paused AND s.spec = @spec::text AND s.tz = @tz::text;
 
 -- name: GetSchedule :one
 SELECT * FROM alkstore.schedules WHERE name = @name;
@@ -78,4 +88,8 @@ WHERE l.token = excluded.token OR l.expires_at <= excluded.renewed_at;
 SELECT * FROM alkstore.leases WHERE name = @name;
 
 -- name: ReleaseLease :execrows
-DELETE FROM alkstore.leases WHERE name = @name AND token = @token;
+-- The wake tells standbys, on commit, to take the lease now.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+DELETE FROM alkstore.leases AS l USING w WHERE l.name = @name::text AND l.token = @token::bigint;
