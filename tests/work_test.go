@@ -184,7 +184,9 @@ func TestWorkWakesOnEnqueue(t *testing.T) {
 }
 
 // TestWorkFinishesInFlightOnCancel: cancelling Work stops claiming but lets
-// a running handler finish and settle.
+// a running handler finish and settle. With one slot, the held handler keeps
+// Work from claiming until its slot frees, so no claim is in flight when the
+// test cancels: the enqueue after the cancel must stay unclaimed.
 func TestWorkFinishesInFlightOnCancel(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -194,19 +196,23 @@ func TestWorkFinishesInFlightOnCancel(t *testing.T) {
 		require.NoError(t, err)
 		started, release := make(chan struct{}), make(chan struct{})
 		var sawCancel atomic.Bool
-		stop := runWork(t, q, store.WorkOpts{Grace: time.Minute}, func(ctx context.Context, j *store.Job) error {
-			close(started)
-			<-release
-			sawCancel.Store(ctx.Err() != nil)
-			return nil
-		})
+		wctx, cancel := context.WithCancel(c)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Work(wctx, store.WorkOpts{Concurrency: 1, Grace: time.Minute}, func(ctx context.Context, j *store.Job) error {
+				close(started)
+				<-release
+				sawCancel.Store(ctx.Err() != nil)
+				return nil
+			})
+		}()
 		<-started
-		stopped := make(chan struct{})
-		go func() { stop(); close(stopped) }()
+		cancel()
 		_, err = q.Enqueue(c, nil, store.EnqueueOpts{}) // must not be claimed any more
 		require.NoError(t, err)
 		close(release)
-		<-stopped
+		require.NoError(t, <-done)
 		assert.False(t, sawCancel.Load(), "the handler's context lives through the grace period")
 		_, err = q.GetJob(c, id)
 		require.ErrorIs(t, err, store.ErrNotFound, "the in-flight job was acked before Work returned")
