@@ -54,8 +54,9 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 	ceil := rate(8, func() error { return r.insert(ctx, payload) })
 	row(engine, "8 publishers → 1 subscriber (events/s)", lib, ceil)
 
-	// Idle: 20 parked receivers, a worker loop with nothing to do, and two
-	// schedulers (a leader and a standby) with nothing scheduled.
+	// Idle: 20 parked receivers and a worker loop with nothing to do; then
+	// the same with two schedulers added (a leader, and a standby on a
+	// second store as in another process) with nothing scheduled.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for i := 0; i < 20; i++ {
@@ -63,13 +64,19 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 		defer rr.Close()
 	}
 	go s.Queue("idle").Work(wctx, store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
+	idle(engine, "idle: 20 receivers + 1 worker, CPU of one core")
 	go s.Scheduler("idle-leader").Run(wctx)
 	go other.Scheduler("idle-standby").Run(wctx)
+	idle(engine, "idle: the same + 2 schedulers, CPU of one core")
+}
+
+// idle measures this process's CPU share while what runs is parked.
+func idle(engine, what string) {
 	time.Sleep(200 * time.Millisecond) // let them park
 	cpu0, t0 := cpuTime(), time.Now()
 	time.Sleep(*idleFor)
 	share := (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds() * 100
-	fmt.Printf("%-8s %-44s %13.2f%% %14s\n", engine, "idle: 20 receivers, worker, 2 schedulers, CPU", share, "limit 5%")
+	fmt.Printf("%-8s %-44s %13.2f%% %14s\n", engine, what, share, "limit 5%")
 }
 
 func wakeLatency(ctx context.Context, pub, sub *store.Store, stream string, n int) (p50, p99 time.Duration) {
