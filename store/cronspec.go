@@ -25,8 +25,12 @@ type cronSpec struct {
 // name the field at fault and match ErrInvalidArgument.
 func parseSpec(spec, tz string) (cronSpec, error) {
 	var c cronSpec
-	if tz == "" {
+	switch tz {
+	case "":
 		tz = "UTC"
+	case "Local":
+		// Schedulers on different machines would read it differently.
+		return c, fmt.Errorf("%w: TZ \"Local\" depends on the machine; name the zone (\"Europe/Paris\")", ErrInvalidArgument)
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {

@@ -174,6 +174,7 @@ func TestScheduleRejectsBadInput(t *testing.T) {
 			{with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 30 2 *" }), store.ErrInvalidArgument, "never fires"},
 			{with(func(sp *store.ScheduleSpec) { sp.Spec = "CRON_TZ=Europe/Paris 0 3 * * *" }), store.ErrInvalidArgument, "TZ"},
 			{with(func(sp *store.ScheduleSpec) { sp.TZ = "Mars/Olympus_Mons" }), store.ErrInvalidArgument, `TZ "Mars/Olympus_Mons"`},
+			{with(func(sp *store.ScheduleSpec) { sp.TZ = "Local" }), store.ErrInvalidArgument, `TZ "Local" depends on the machine`},
 			{with(func(sp *store.ScheduleSpec) { sp.MaxAttempts = -1 }), store.ErrInvalidArgument, "MaxAttempts"},
 		}
 		for _, tc := range cases {
