@@ -306,8 +306,9 @@ func TestOneBoundaryOneFire(t *testing.T) {
 
 // TestSchedulerHandover: @every 1s with two schedulers running for about
 // five seconds. Exactly one leads; cancelling the leader hands over at once
-// (the lease is given up and the standby woken), and the jobs' boundaries
-// are consecutive seconds: none lost, none doubled.
+// (the lease is given up and the standby woken through the feed; waiting for
+// the lease to expire would lose boundaries), and the jobs' boundaries are
+// consecutive seconds: none lost, none doubled.
 func TestSchedulerHandover(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -320,14 +321,18 @@ func TestSchedulerHandover(t *testing.T) {
 			cancel context.CancelFunc
 			done   chan struct{}
 		}
-		start := func(owner string) *running {
+		start := func(owner string, st *store.Store) *running {
 			rc, cancel := context.WithCancel(c)
-			r := &running{sch: s.Scheduler(owner), cancel: cancel, done: make(chan struct{})}
-			r.sch.LeaseTTL = 3 * time.Second
+			r := &running{sch: st.Scheduler(owner), cancel: cancel, done: make(chan struct{})}
+			// Long enough that only a wake can explain a prompt takeover: the
+			// lease would not expire for twenty seconds or more.
+			r.sch.LeaseTTL = 30 * time.Second
 			go func() { assert.NoError(t, r.sch.Run(rc)); close(r.done) }()
 			return r
 		}
-		one, two := start("one"), start("two")
+		// Each on its own store, as in two processes: the standby hears of the
+		// lease given up only through the wake feed.
+		one, two := start("one", s), start("two", e.open(t))
 		defer one.cancel()
 		defer two.cancel()
 
@@ -409,15 +414,25 @@ func TestScheduleInATransaction(t *testing.T) {
 	})
 }
 
-// TestNewScheduleWakesARunningLeader: a leader sleeping until its lease
-// renewal (a minute away, nothing scheduled) fires a schedule registered
-// from another store at its first boundary, because the registration wakes
-// it: it does not wait for its renewal.
+// TestNewScheduleWakesARunningLeader: a schedule registered from another
+// store while the leader runs, its next renewal a minute away and nothing
+// else scheduled, fires at its first boundary: the registration wakes the
+// leader (or, had it not gone to sleep yet, its next read sees it). That the
+// wake alone crosses processes is shown deterministically by
+// TestSchedulerHandover, whose standby is asleep for certain.
 func TestNewScheduleWakesARunningLeader(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		other := e.open(t)
 		c := ctx(t)
+		// Let s's wake feed settle first: a message sent and received through
+		// it proves its start-up wake to everyone is over, so that wake cannot
+		// be what rouses the leader below.
+		l, err := s.Listen(c, "settle")
+		require.NoError(t, err)
+		require.NoError(t, s.Notify(c, "settle", nil))
+		_, err = l.Recv(c)
+		require.NoError(t, err)
 		sch := s.Scheduler("sleeper")
 		sch.LeaseTTL = 3 * time.Minute
 		rc, stop := context.WithCancel(c)
