@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -70,9 +71,12 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 	idle(engine, "idle: the same + 2 schedulers, CPU of one core")
 }
 
-// idle measures this process's CPU share while what runs is parked.
+// idle measures this process's CPU share while what runs is parked. The
+// garbage of the sections before is collected first, so the figure is the
+// cost of waiting, not of cleaning up after the last measurement.
 func idle(engine, what string) {
-	time.Sleep(200 * time.Millisecond) // let them park
+	time.Sleep(time.Second) // let them park, and the watchers slow down
+	runtime.GC()
 	cpu0, t0 := cpuTime(), time.Now()
 	time.Sleep(*idleFor)
 	share := (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds() * 100
