@@ -10,11 +10,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
-	"os"
-	"path/filepath"
 	"sync"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/janitor"
 	"github.com/alkstore/alkstore/store"
 )
@@ -26,22 +24,7 @@ type Counter struct {
 
 func (Counter) SchemaVersion() int { return 1 }
 
-func main() {
-	dsn := ""
-	if len(os.Args) > 1 {
-		dsn = os.Args[1]
-	} else {
-		dir, err := os.MkdirTemp("", "alkstore-counter-")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		dsn = filepath.Join(dir, "app.db")
-	}
-	if err := run(context.Background(), dsn); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 func run(ctx context.Context, dsn string) error {
 	s, err := store.Open(ctx, dsn)

@@ -7,23 +7,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
-	"os"
-	"path/filepath"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
 )
 
-func main() {
-	dir, err := os.MkdirTemp("", "alkstore-demo-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := run(context.Background(), filepath.Join(dir, "demo.db")); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 func run(ctx context.Context, path string) error {
 	s, err := store.Open(ctx, path) // SQLite, schema migrated on open

@@ -11,12 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -25,22 +23,7 @@ type welcome struct {
 	Email string `json:"email"`
 }
 
-func main() {
-	dsn := ""
-	if len(os.Args) > 1 {
-		dsn = os.Args[1]
-	} else {
-		dir, err := os.MkdirTemp("", "alkstore-email-")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		dsn = filepath.Join(dir, "app.db")
-	}
-	if err := run(context.Background(), dsn); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 var errBadAddress = errors.New("mailbox does not exist")
 

@@ -12,28 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
 )
 
-func main() {
-	dsn := ""
-	if len(os.Args) > 1 {
-		dsn = os.Args[1]
-	} else {
-		dir, err := os.MkdirTemp("", "alkstore-live-")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		dsn = filepath.Join(dir, "app.db")
-	}
-	if err := run(context.Background(), dsn); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 func run(ctx context.Context, dsn string) error {
 	s, err := store.Open(ctx, dsn)

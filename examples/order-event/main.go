@@ -9,29 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
-	"os"
-	"path/filepath"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
 )
 
-func main() {
-	dsn := ""
-	if len(os.Args) > 1 {
-		dsn = os.Args[1]
-	} else {
-		dir, err := os.MkdirTemp("", "alkstore-orders-")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		dsn = filepath.Join(dir, "shop.db")
-	}
-	if err := run(context.Background(), dsn); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 var errPaymentDeclined = errors.New("payment declined")
 

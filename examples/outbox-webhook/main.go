@@ -13,34 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
 )
 
-func main() {
-	dsn := ""
-	if len(os.Args) > 1 {
-		dsn = os.Args[1]
-	} else {
-		dir, err := os.MkdirTemp("", "alkstore-outbox-")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		dsn = filepath.Join(dir, "app.db")
-	}
-	if err := run(context.Background(), dsn); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { example.Main(run) }
 
 var errDeclined = errors.New("card declined")
 
