@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,10 +75,7 @@ type lease struct {
 // boundary. Between fires it sleeps until the next boundary, its lease
 // renewal or a wake; a standby sleeps until the lease expires or is given up.
 func (sc *Scheduler) Run(ctx context.Context) error {
-	if err := validateLocalName("scheduler owner", sc.owner); err != nil {
-		return opErr("scheduler", sc.owner, err)
-	}
-	ttl, err := sc.leaseTTL()
+	keep, err := sc.newKeeper(ctx)
 	if err != nil {
 		return err
 	}
@@ -85,16 +83,10 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 		return opErr("scheduler", sc.owner, fmt.Errorf("%w: this scheduler is already running", ErrInvalidArgument))
 	}
 	defer sc.running.Store(false)
-	token, err := newClaimToken()
-	if err != nil {
-		return opErr("scheduler", sc.owner, err)
-	}
-	l := lease{name: schedulerLease, owner: sc.owner, token: token}
-	keep := sc.keepLease(ctx, l, ttl)
 
 	sub := sc.s.subscribe(schedulerTopic)
 	defer sub.Close()
-	defer sc.resign(context.WithoutCancel(ctx), l)
+	defer sc.resign(context.WithoutCancel(ctx), keep.l)
 	for ctx.Err() == nil && sc.s.check() == nil {
 		wait := sc.step(ctx, keep)
 		t := time.NewTimer(wait)
@@ -114,24 +106,15 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 // up. Use it to drive schedules from an external tick (a cron job, a test)
 // instead of Run.
 func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
-	if err := validateLocalName("scheduler owner", sc.owner); err != nil {
-		return 0, opErr("scheduler", sc.owner, err)
-	}
-	ttl, err := sc.leaseTTL()
+	keep, err := sc.newKeeper(ctx)
 	if err != nil {
 		return 0, err
 	}
-	token, err := newClaimToken()
-	if err != nil {
-		return 0, opErr("scheduler", sc.owner, err)
-	}
-	l := lease{name: schedulerLease, owner: sc.owner, token: token}
-	keep := sc.keepLease(ctx, l, ttl)
 	held, err := keep.held()
 	if err != nil || !held {
 		return 0, err
 	}
-	defer sc.resign(context.WithoutCancel(ctx), l)
+	defer sc.resign(context.WithoutCancel(ctx), keep.l)
 	fired, err := sc.fireDue(ctx, sc.s.now(), keep)
 	if err == nil {
 		err = ctx.Err()
@@ -139,14 +122,24 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	return fired, err
 }
 
-func (sc *Scheduler) leaseTTL() (time.Duration, error) {
-	switch {
-	case sc.LeaseTTL == 0:
-		return DefaultLeaseTTL, nil
-	case sc.LeaseTTL < 100*time.Millisecond:
-		return 0, opErr("scheduler", sc.owner, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, sc.LeaseTTL))
+// newKeeper checks the scheduler's settings and prepares the lease of one
+// run, with its own random token, so runs sharing an owner name are told
+// apart.
+func (sc *Scheduler) newKeeper(ctx context.Context) (*leaseKeeper, error) {
+	ttl := cmp.Or(sc.LeaseTTL, DefaultLeaseTTL)
+	err := validateLocalName("scheduler owner", sc.owner)
+	if err == nil && ttl < 100*time.Millisecond {
+		err = fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, ttl)
 	}
-	return sc.LeaseTTL, nil
+	var token int64
+	if err == nil {
+		token, err = newClaimToken()
+	}
+	if err != nil {
+		return nil, opErr("scheduler", sc.owner, err)
+	}
+	l := lease{name: schedulerLease, owner: sc.owner, token: token}
+	return &leaseKeeper{sc: sc, ctx: ctx, l: l, ttl: ttl}, nil
 }
 
 // step leads or stands by once, and returns how long to sleep. Wakes come
@@ -190,14 +183,6 @@ func (sc *Scheduler) step(ctx context.Context, keep *leaseKeeper) time.Duration 
 	return max(wait, 0)
 }
 
-// takeLease takes the lease, or renews it when this run holds it.
-func (sc *Scheduler) takeLease(ctx context.Context, l lease, now time.Time, ttl time.Duration) (bool, error) {
-	l.expiresAt = now.Add(ttl)
-	return run(handle{s: sc.s, name: sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
-		return o.acquireLease(ctx, l, now)
-	})
-}
-
 // leaseKeeper takes the lease and renews it when a third of its TTL has
 // passed, between steps and during a long burst of fires (so a standby does
 // not take over from a leader that is busy rather than dead).
@@ -209,10 +194,6 @@ type leaseKeeper struct {
 	renewedAt time.Time // zero until taken
 }
 
-func (sc *Scheduler) keepLease(ctx context.Context, l lease, ttl time.Duration) *leaseKeeper {
-	return &leaseKeeper{sc: sc, ctx: ctx, l: l, ttl: ttl}
-}
-
 // held reports whether this run holds the lease, taking or renewing it when
 // it is due for that.
 func (k *leaseKeeper) held() (bool, error) {
@@ -220,7 +201,11 @@ func (k *leaseKeeper) held() (bool, error) {
 	if k.sc.leading.Load() && now.Sub(k.renewedAt) < k.ttl/3 {
 		return true, nil
 	}
-	held, err := k.sc.takeLease(k.ctx, k.l, now, k.ttl)
+	l := k.l
+	l.expiresAt = now.Add(k.ttl)
+	held, err := run(handle{s: k.sc.s, name: k.sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
+		return o.acquireLease(k.ctx, l, now)
+	})
 	k.sc.leading.Store(held && err == nil)
 	if held && err == nil {
 		k.renewedAt = now
