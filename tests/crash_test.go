@@ -135,11 +135,7 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 		c := ctx(t)
 		q := s.Queue("ticks")
 		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "tick", Spec: "@every 1s", Queue: q.Name()}))
-		queued := func() int64 {
-			st, err := q.Stats(c)
-			require.NoError(t, err)
-			return st.Ready + st.Scheduled
-		}
+		queued := func() int64 { return queuedJobs(t, c, q) }
 
 		const ttl = 1500 * time.Millisecond
 		cmd := exec.CommandContext(c, os.Args[0])

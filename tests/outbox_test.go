@@ -15,9 +15,9 @@ import (
 )
 
 // outboxSettled reports whether the outbox has nothing left to deliver.
-func outboxSettled(t *testing.T, ob *store.Outbox) func() bool {
+func outboxSettled(t *testing.T, c context.Context, ob *store.Outbox) func() bool {
 	return func() bool {
-		st, err := ob.Stats(ctx(t))
+		st, err := ob.Stats(c)
 		require.NoError(t, err)
 		return st.Ready+st.Scheduled+st.Running == 0
 	}
@@ -65,7 +65,7 @@ func TestOutboxCommitsWithTheOrder(t *testing.T) {
 			delivered = append(delivered, string(m.Payload))
 			return nil
 		})
-		require.Eventually(t, outboxSettled(t, ob), 10*time.Second, time.Millisecond)
+		require.Eventually(t, outboxSettled(t, c, ob), 10*time.Second, time.Millisecond)
 
 		mu.Lock()
 		assert.Equal(t, []string{"order 1 placed"}, delivered, "the committed message once; the rolled-back one never")
@@ -134,7 +134,7 @@ func TestOutboxRetriesThenDead(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, store.JobDead, m.State)
 		assert.Contains(t, m.LastError, "endpoint answered 503 (try 3)")
-		assert.True(t, outboxSettled(t, ob)())
+		assert.True(t, outboxSettled(t, c, ob)())
 
 		require.NoError(t, ob.Requeue(c, id))
 		require.Eventually(t, func() bool {

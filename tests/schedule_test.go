@@ -32,6 +32,14 @@ func onlySchedule(t *testing.T, s *store.Store) store.ScheduleInfo {
 	return all[0]
 }
 
+// queuedJobs counts q's pending jobs, due or not: fired and not yet taken.
+func queuedJobs(t *testing.T, c context.Context, q *store.Queue) int64 {
+	t.Helper()
+	st, err := q.Stats(c)
+	require.NoError(t, err)
+	return st.Ready + st.Scheduled
+}
+
 // drain claims every job of q and returns them in claim order.
 func drain(t *testing.T, q *store.Queue) []*store.Job {
 	t.Helper()
@@ -336,11 +344,7 @@ func TestSchedulerHandover(t *testing.T) {
 		defer one.cancel()
 		defer two.cancel()
 
-		queued := func() int64 {
-			st, err := q.Stats(c)
-			require.NoError(t, err)
-			return st.Ready + st.Scheduled
-		}
+		queued := func() int64 { return queuedJobs(t, c, q) }
 		require.Eventually(t, func() bool { return one.sch.Leading() != two.sch.Leading() }, 10*time.Second, time.Millisecond)
 		leader, standby := one, two
 		if two.sch.Leading() {
@@ -443,11 +447,7 @@ func TestNewScheduleWakesARunningLeader(t *testing.T) {
 
 		q := other.Queue("woken")
 		require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: "soon", Spec: "@every 1s", Queue: q.Name()}))
-		require.Eventually(t, func() bool {
-			st, err := q.Stats(c)
-			require.NoError(t, err)
-			return st.Ready > 0
-		}, 30*time.Second, time.Millisecond, "fired well before the leader's renewal a minute away")
+		require.Eventually(t, func() bool { return queuedJobs(t, c, q) > 0 }, 30*time.Second, time.Millisecond, "fired well before the leader's renewal a minute away")
 	})
 }
 
@@ -484,11 +484,7 @@ func TestWakesDoNotRenewTheLease(t *testing.T) {
 			_, err := other.Queue("unrelated").Enqueue(c, nil, store.EnqueueOpts{})
 			require.NoError(t, err)
 		}
-		require.Eventually(t, func() bool {
-			st, err := q.Stats(c)
-			require.NoError(t, err)
-			return st.Ready >= 3
-		}, 30*time.Second, time.Millisecond, "the leader fired three boundaries")
+		require.Eventually(t, func() bool { return queuedJobs(t, c, q) >= 3 }, 30*time.Second, time.Millisecond, "the leader fired three boundaries")
 
 		after, err := s.SchedulerLeader(c)
 		require.NoError(t, err)
