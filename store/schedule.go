@@ -74,11 +74,8 @@ func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
 		if err != nil {
 			return struct{}{}, err
 		}
-		tz := spec.TZ
-		if tz == "" {
-			tz = "UTC"
-		}
-		info := ScheduleInfo{Name: spec.Name, Spec: spec.Spec, TZ: tz, Queue: spec.Queue, Payload: spec.Payload,
+		// The parsed zone's name: "" is stored as "UTC".
+		info := ScheduleInfo{Name: spec.Name, Spec: spec.Spec, TZ: c.loc.String(), Queue: spec.Queue, Payload: spec.Payload,
 			Priority: int(j.priority), MaxAttempts: int(j.maxAttempts), NextFireAt: c.first(now), UpdatedAt: now}
 		if err := o.upsertSchedule(ctx, info); err != nil {
 			return struct{}{}, err
