@@ -19,11 +19,17 @@ import (
 )
 
 // childEnv, when set, makes the test binary act as a child process instead
-// of running tests: "claim <dsn> <queue> <n>" claims n jobs, prints their
-// ids as one JSON line, and blocks until killed; "publish <dsn> <stream>
-// <n>" publishes n events, each carrying the time it was published; "lead
-// <dsn> <owner> <ttl-ms>" runs a scheduler until killed.
+// of running tests: its value is "<verb> <dsn> <name> <n>", and the verb
+// picks one of the children registered in childVerbs (each test file
+// registers its own in an init function).
 const childEnv = "ALK_TEST_CHILD"
+
+// childVerbs maps a child verb to what the child does with its opened store.
+var childVerbs = map[string]func(ctx context.Context, s *store.Store, name string, n int) int{
+	"claim":   claimChild,
+	"publish": publishChild,
+	"lead":    leadChild,
+}
 
 func runChild(spec string) int {
 	var verb, dsn, name string
@@ -32,24 +38,41 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "bad child spec:", err)
 		return 2
 	}
+	child, ok := childVerbs[verb]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "unknown child verb:", verb)
+		return 2
+	}
 	ctx := context.Background()
 	s, err := store.Open(ctx, dsn)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	switch verb {
-	case "publish":
-		return publishChild(ctx, s, name, n)
-	case "lead":
-		sch := s.Scheduler(name)
-		sch.LeaseTTL = time.Duration(n) * time.Millisecond
-		if err := sch.Run(ctx); err != nil { // runs until SIGKILL
-			fmt.Fprintln(os.Stderr, err)
-		}
-		return 1
+	return child(ctx, s, name, n)
+}
+
+// startChild starts this test binary as a child process running verb.
+func startChild(ctx context.Context, verb, dsn, name string, n int) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", childEnv, verb, dsn, name, n))
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// leadChild runs a scheduler called owner with a lease of n ms until killed.
+func leadChild(ctx context.Context, s *store.Store, owner string, n int) int {
+	sch := s.Scheduler(owner)
+	sch.LeaseTTL = time.Duration(n) * time.Millisecond
+	if err := sch.Run(ctx); err != nil { // runs until SIGKILL
+		fmt.Fprintln(os.Stderr, err)
 	}
-	queue := name
+	return 1
+}
+
+// claimChild claims n jobs of queue, prints their ids as one JSON line, and
+// blocks until killed.
+func claimChild(ctx context.Context, s *store.Store, queue string, n int) int {
 	jobs, err := s.Queue(queue).Claim(ctx, "doomed-child", n, time.Minute)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,9 +95,7 @@ func TestKilledWorkerLosesNoJobs(t *testing.T) {
 		_, err := q.EnqueueMany(c, make([]store.NewJob, total))
 		require.NoError(t, err)
 
-		cmd := exec.CommandContext(c, os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=claim %s crashy %d", childEnv, e.dsn, claimed))
-		cmd.Stderr = os.Stderr
+		cmd := startChild(c, "claim", e.dsn, "crashy", claimed)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
@@ -138,9 +159,7 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 		queued := func() int64 { return queuedJobs(t, c, q) }
 
 		const ttl = 1500 * time.Millisecond
-		cmd := exec.CommandContext(c, os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=lead %s doomed %d", childEnv, e.dsn, ttl.Milliseconds()))
-		cmd.Stderr = os.Stderr
+		cmd := startChild(c, "lead", e.dsn, "doomed", int(ttl.Milliseconds()))
 		require.NoError(t, cmd.Start())
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 		require.Eventually(t, func() bool {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,9 +339,7 @@ func TestCrossProcessWake(t *testing.T) {
 		require.NoError(t, err)
 		defer r.Close()
 		const n = 100
-		cmd := exec.CommandContext(c, os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=publish %s xproc %d", childEnv, e.dsn, n))
-		cmd.Stderr = os.Stderr
+		cmd := startChild(c, "publish", e.dsn, "xproc", n)
 		require.NoError(t, cmd.Start())
 		lat := make([]time.Duration, 0, n)
 		for len(lat) < n {
