@@ -122,25 +122,30 @@ func drain(ctx context.Context, run func(context.Context, int) (int64, error), b
 	return ctx.Err()
 }
 
-// Run runs a pass every Interval until ctx is done. Failed passes are
-// logged and retried at the next interval.
+// Run runs a pass every Interval until ctx is done or the store shuts
+// down (it runs as one of the store's loops, so Close waits for a pass in
+// flight). Failed passes are logged and retried at the next interval. It
+// returns nil after ctx was cancelled and an error matching
+// store.ErrClosed when the store's shutdown stopped it.
 func (j *Janitor) Run(ctx context.Context) error {
-	t := time.NewTicker(j.cfg.Interval)
-	defer t.Stop()
-	for {
-		r, err := j.RunOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			j.cfg.Logger.Warn("alkstore: janitor pass failed", "error", err)
-		default:
-			j.cfg.Logger.Debug("alkstore: janitor pass", "report", r)
+	return j.s.RunLoop(ctx, "janitor", func(ctx context.Context) error {
+		t := time.NewTicker(j.cfg.Interval)
+		defer t.Stop()
+		for {
+			r, err := j.RunOnce(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				j.cfg.Logger.Warn("alkstore: janitor pass failed", "error", err)
+			default:
+				j.cfg.Logger.Debug("alkstore: janitor pass", "report", r)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
 }

@@ -41,6 +41,7 @@ type ops interface {
 	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
 	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
 	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
+	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
@@ -99,7 +100,9 @@ type engine interface {
 	listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error)
 	// committed runs after a write to topic committed.
 	committed(topic string)
-	close()
+	// close releases the connections; abandoned says transactions are still
+	// open, whose connections go back (and close) when they end.
+	close(abandoned bool)
 }
 
 // driverTx is a database transaction as the engine sees it.

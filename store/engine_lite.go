@@ -69,7 +69,7 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		e.readQ, err = litedb.Prepare(ctx, readers)
 	}
 	if err != nil {
-		e.close()
+		e.close(false)
 		return nil, opErr("open", "", err)
 	}
 	return newStore(e, c, ""), nil
@@ -107,7 +107,9 @@ func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
 	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx)}}
 }
 
-func (e *liteEngine) close() {
+// close closes the pools; database/sql closes a connection still in a
+// transaction when that transaction ends.
+func (e *liteEngine) close(bool) {
 	for _, q := range []*litedb.Queries{e.readQ, e.writeQ} {
 		if q != nil {
 			_ = q.Close()

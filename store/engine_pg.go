@@ -101,9 +101,13 @@ func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true}}
 }
 
-func (e *pgEngine) close() {
+func (e *pgEngine) close(abandoned bool) {
 	e.gate.flush()
-	if e.owned {
+	switch {
+	case !e.owned:
+	case abandoned:
+		go e.pool.Close() // pgxpool waits for every connection to come back
+	default:
 		e.pool.Close()
 	}
 }
@@ -179,6 +183,10 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// uninterruptedTimeout bounds a statement that must not be cancelled half
+// way (see pgOps.claim).
+const uninterruptedTimeout = time.Minute
 
 // settled returns the horizon the next read on o may use. Inside a
 // transaction the tracker first learns from a fresh pool snapshot, since the

@@ -57,15 +57,22 @@ func (s *Store) wake(topic string) func() {
 type background struct {
 	mu      sync.Mutex
 	closers map[any]func() error
+	closed  bool
 }
 
-func (b *background) add(key any, closeFn func() error) {
+// add tracks a receiver or listener; false when the store already closed
+// them all (the caller must close it and report ErrClosed).
+func (b *background) add(key any, closeFn func() error) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
 	if b.closers == nil {
 		b.closers = map[any]func() error{}
 	}
 	b.closers[key] = closeFn
+	return true
 }
 
 func (b *background) remove(key any) {
@@ -81,7 +88,7 @@ func (b *background) closeAll() {
 	for _, fn := range b.closers {
 		fns = append(fns, fn)
 	}
-	b.closers = nil
+	b.closers, b.closed = nil, true
 	b.mu.Unlock()
 	for _, fn := range fns {
 		_ = fn()

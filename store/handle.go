@@ -24,6 +24,7 @@ func (h handle) Name() string { return h.name }
 type target struct {
 	ops
 	afterCommit func(fn func())
+	auto        bool // auto-commit: the operation waits for a connection of its own
 }
 
 // via chooses the target of an operation.
@@ -33,14 +34,14 @@ func autoWrite(s *Store) (target, error) {
 	if err := s.check(); err != nil {
 		return target{}, err
 	}
-	return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }}, nil
+	return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
 }
 
 func autoRead(s *Store) (target, error) {
 	if err := s.check(); err != nil {
 		return target{}, err
 	}
-	return target{ops: s.eng.readOps(), afterCommit: func(fn func()) { fn() }}, nil
+	return target{ops: s.eng.readOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
 }
 
 // run is the one path every operation takes: the handle's name is checked,
@@ -54,6 +55,9 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	t, err := v(h.s)
 	if err != nil {
 		return zero, opErr(op, h.name, err)
+	}
+	if t.auto {
+		defer h.s.life.whileWaiting()() // a dropped transaction may hold what it waits for
 	}
 	res, err := fn(t)
 	if err != nil {

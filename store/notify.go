@@ -43,7 +43,10 @@ func (s *Store) Listen(ctx context.Context, channel string) (*receiver.Listener,
 		if err != nil {
 			return nil, err
 		}
-		s.bg.add(key, l.Close)
+		if !s.bg.add(key, l.Close) {
+			_ = l.Close()
+			return nil, ErrClosed
+		}
 		return l, nil
 	})
 }

@@ -285,6 +285,22 @@ func (j *Job) Heartbeat(ctx context.Context, extend time.Duration) error {
 	return err
 }
 
+// release gives the job back to its queue without spending its attempt.
+func (j *Job) release(ctx context.Context) error {
+	_, err := j.settle(ctx, "release", func(o target, now time.Time) (bool, error) {
+		ok, err := o.release(ctx, j.ID, j.token, now)
+		if ok {
+			o.afterCommit(j.q.wake)
+		}
+		return ok, err
+	})
+	return err
+}
+
+// settled reports whether the job's claim was spent by Ack, Retry, Fail or
+// release (a handler may settle its own job).
+func (j *Job) settled() bool { return j.token == 0 }
+
 // settle runs one fenced statement for the job's claim; a statement that
 // matched no row means the claim is gone.
 func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.Time) (bool, error)) (bool, error) {
@@ -304,13 +320,15 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 }
 
 // AckBatch acks many claimed jobs in one round trip and returns how many
-// were still held by their claims; the others changed nothing.
+// were still held by their claims; the others changed nothing. Entries that
+// hold no claim of this queue (nil, already settled, or another queue's)
+// are skipped and not counted: one bad entry never sinks the batch.
 func (q *Queue) AckBatch(ctx context.Context, jobs []*Job) (int64, error) {
 	return run(q.handle, "ack batch", autoWrite, func(o target) (int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
-			if j == nil || j.token == 0 || j.Queue != q.name {
-				return 0, fmt.Errorf("%w: not a claimed job of this queue", ErrInvalidArgument)
+			if j == nil || j.settled() || j.Queue != q.name {
+				continue
 			}
 			refs = append(refs, claimRef{id: j.ID, token: j.token})
 		}

@@ -23,26 +23,37 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 	})
 }
 
+// claim runs in one transaction, so a cancelled claim either committed (and
+// Claim returns its jobs) or rolled back: none is left running unseen.
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	now := r.now.UnixMicro()
-	if _, err := o.q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: &now, Queue: r.queue}); err != nil {
-		return nil, err
-	}
 	deadline := r.expiresAt.UnixMicro()
-	rows, err := o.q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: &now, ClaimExpiresAt: &deadline,
-		ClaimToken: &r.token, Worker: &r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
-	if err != nil {
-		return nil, err
-	}
-	jobs := make([]*Job, len(rows))
-	for i, row := range rows {
-		jobs[i] = liteJob(row)
-	}
-	return jobs, nil
+	var jobs []*Job
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: &now, Queue: r.queue}); err != nil {
+			return err
+		}
+		rows, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: &now, ClaimExpiresAt: &deadline,
+			ClaimToken: &r.token, Worker: &r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
+		if err != nil {
+			return err
+		}
+		jobs = make([]*Job, len(rows))
+		for i, row := range rows {
+			jobs[i] = liteJob(row)
+		}
+		return nil
+	})
+	return jobs, err
 }
 
 func (o liteOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
 	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: &token, Now: micros(&now)})
+	return n == 1, err
+}
+
+func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.ReleaseJob(ctx, litedb.ReleaseJobParams{ID: id, ClaimToken: &token, Now: micros(&now)})
 	return n == 1, err
 }
 

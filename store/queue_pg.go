@@ -30,11 +30,23 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	return sortedIDs(o.q.EnqueueJobs(ctx, p))(len(jobs))
 }
 
+// claim waits for a connection as long as ctx allows, but once it has one
+// its statements run to the end: pgx abandons a cancelled statement without
+// knowing whether it committed, and a claim that committed unseen would
+// leave its jobs running with no handler until their visibility ran out.
 func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
-	if _, err := o.q.BuryExhaustedClaims(ctx, pgdb.BuryExhaustedClaimsParams{Now: r.now, Queue: r.queue}); err != nil {
+	conn, err := o.eng.pool.Acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := o.q.ClaimJobs(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
+	defer conn.Release()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
+	defer cancel()
+	q := pgdb.New(conn)
+	if _, err := q.BuryExhaustedClaims(ctx, pgdb.BuryExhaustedClaimsParams{Now: r.now, Queue: r.queue}); err != nil {
+		return nil, err
+	}
+	rows, err := q.ClaimJobs(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
 		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)})
 	if err != nil {
 		return nil, err
@@ -61,6 +73,11 @@ func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (i
 
 func (o pgOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
 	n, err := o.q.RetryJob(ctx, pgdb.RetryJobParams{ID: id, ClaimToken: token, Now: now, RunAt: runAt, Cause: cause})
+	return n == 1, err
+}
+
+func (o pgOps) release(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.ReleaseJob(ctx, pgdb.ReleaseJobParams{ID: id, ClaimToken: token, Now: now})
 	return n == 1, err
 }
 

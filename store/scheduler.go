@@ -65,8 +65,10 @@ type lease struct {
 	renewedAt, expiresAt time.Time
 }
 
-// Run leads or stands by until ctx is cancelled or the store closes; then it
-// gives the lease up and returns nil. While leading it fires every due
+// Run leads or stands by until ctx is cancelled or the store shuts down;
+// then it gives the lease up (so a standby elsewhere takes over at once) and
+// returns: nil after ctx was cancelled, an error matching ErrClosed when the
+// store's shutdown stopped it (or had begun before Run started). While leading it fires every due
 // schedule: the job's enqueue and the advance to the next boundary commit in
 // one transaction, and the advance only applies if the boundary is still
 // pending, so each boundary fires once even across a change of leader. A
@@ -83,20 +85,33 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 		return opErr("scheduler", sc.owner, fmt.Errorf("%w: this scheduler is already running", ErrInvalidArgument))
 	}
 	defer sc.running.Store(false)
+	leave, err := sc.s.life.enterLoop()
+	if err != nil {
+		return opErr("scheduler", sc.owner, err)
+	}
+	defer leave()
 
 	sub := sc.s.subscribe(schedulerTopic)
 	defer sub.Close()
+	parent := ctx
+	ctx, stop := sc.s.life.loopContext(ctx)
+	defer stop()
+	keep.ctx = ctx
+	// The store is still usable while its loops stop: resigning frees the
+	// lease for a standby at once instead of after a TTL.
 	defer sc.resign(context.WithoutCancel(ctx), keep.l)
-	for ctx.Err() == nil && sc.s.check() == nil {
+	for ctx.Err() == nil {
 		wait := sc.step(ctx, keep)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-sub.C():
-		case <-sub.Done():
 		case <-t.C:
 		}
 		t.Stop()
+	}
+	if sc.s.life.stoppedByClose() && parent.Err() == nil {
+		return opErr("scheduler", sc.owner, ErrClosed)
 	}
 	return nil
 }

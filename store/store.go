@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +32,9 @@ type Store struct {
 	hub       *receiver.Hub // wakes and notifications for this store's waiters
 	feed      feed
 	bg        background
-	closed    atomic.Bool
+	life      *lifecycle
 	closeOnce sync.Once
+	closeErr  error // what the first Shutdown returned
 }
 
 // Option configures Open and OpenPool.
@@ -125,31 +125,17 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 }
 
 func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock, hub: &receiver.Hub{}}
-}
-
-// Close ends every receiver and listener (their Recv returns ErrClosed),
-// stops the wake feed and releases the store's connections. It waits for
-// open transactions to end. Every later operation fails with ErrClosed.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		s.hub.Close(nil)
-		s.bg.closeAll()
-		s.feed.once.Do(func() {}) // no feed may start from now on
-		if s.feed.stop != nil {
-			s.feed.stop()
-		}
-		s.eng.close()
-	})
-	return nil
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock, hub: &receiver.Hub{},
+		life: newLifecycle()}
 }
 
 // Engine reports "pg" or "lite".
 func (s *Store) Engine() string { return s.eng.kind() }
 
+// check refuses new operations once the store is shutting down and its
+// loops have returned (see Shutdown).
 func (s *Store) check() error {
-	if s.closed.Load() {
+	if s.life.at() >= phaseDraining {
 		return ErrClosed
 	}
 	return nil
@@ -164,7 +150,7 @@ func (s *Store) driverErr(err error) error {
 		return nil
 	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone):
 		err = fmt.Errorf("%w: %w", ErrTxDone, err)
-	case s.closed.Load() && !errors.Is(err, ErrClosed):
+	case s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed):
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	default:
 		err = noRows(err)

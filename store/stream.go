@@ -213,7 +213,10 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 		if err != nil {
 			return nil, err
 		}
-		st.s.bg.add(key, r.Close)
+		if !st.s.bg.add(key, r.Close) {
+			_ = r.Close()
+			return nil, ErrClosed
+		}
 		return r, nil
 	})
 }

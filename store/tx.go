@@ -43,6 +43,7 @@ type txState struct {
 	commit bool // how it ended
 	owned  bool // begun by the store, so the store must end it
 	log    *slog.Logger
+	life   *lifecycle // tracks the transaction while it is open (owned only)
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -54,15 +55,29 @@ const rollbackTimeout = 5 * time.Second
 
 // Begin starts a transaction. On SQLite it is a write transaction
 // (BEGIN IMMEDIATE) on the writer slot, held until the transaction ends.
+//
+// End every transaction with Commit or Rollback. One that is dropped while
+// open is rolled back when it is garbage-collected; the store forces a
+// collection when another operation has waited 100 ms for
+// a connection or the writer slot while a transaction is open, so a leak
+// holds them only that long once something needs them.
 func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	if err := s.check(); err != nil {
 		return Tx{}, opErr("begin", "", err)
 	}
+	disarm := s.life.whileWaiting()
 	dtx, err := s.eng.begin(ctx)
+	disarm()
 	if err != nil {
 		return Tx{}, opErr("begin", "", s.driverErr(err))
 	}
-	return s.newTx(dtx, true), nil
+	tx := s.newTx(dtx, true)
+	if err := s.life.addTx(tx.h.state); err != nil { // the store began to drain meanwhile
+		tx.h.state.done = true
+		_ = dtx.rollback(context.WithoutCancel(ctx))
+		return Tx{}, opErr("begin", "", err)
+	}
+	return tx, nil
 }
 
 // InTx runs fn in a transaction: it commits when fn returns nil and rolls
@@ -109,7 +124,7 @@ func (s *Store) AdoptSQL(stx *sql.Tx) Tx {
 }
 
 func (s *Store) newTx(dtx driverTx, owned bool) Tx {
-	st := &txState{dtx: dtx, owned: owned, log: s.log}
+	st := &txState{dtx: dtx, owned: owned, log: s.log, life: s.life}
 	h := &txHandle{store: s, state: st}
 	if owned {
 		runtime.AddCleanup(h, (*txState).rollbackLeaked, st)
@@ -122,7 +137,8 @@ func (s *Store) failedTx(err error) Tx {
 }
 
 // Commit commits the transaction. After it, every use of tx returns
-// ErrTxDone, except Rollback, which does nothing.
+// ErrTxDone, except Rollback, which does nothing. On a store that finished
+// closing (see Shutdown) it rolls back and returns ErrClosed.
 func (tx Tx) Commit(ctx context.Context) error {
 	st, err := tx.state()
 	if err != nil {
@@ -132,6 +148,12 @@ func (tx Tx) Commit(ctx context.Context) error {
 	defer st.mu.Unlock()
 	if st.done {
 		return opErr("commit", "", ErrTxDone)
+	}
+	defer st.ended()
+	if tx.h.store.life.at() == phaseClosed {
+		st.done = true
+		_ = st.dtx.rollback(context.WithoutCancel(ctx))
+		return opErr("commit", "", ErrClosed)
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
@@ -165,6 +187,7 @@ func (tx Tx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	st.done = true
+	defer st.ended()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
 	return opErr("rollback", "", tx.h.store.driverErr(st.dtx.rollback(rctx)))
@@ -217,8 +240,8 @@ func (tx Tx) live() (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.h.store.check(); err != nil {
-		return nil, err
+	if tx.h.store.life.at() == phaseClosed {
+		return nil, ErrClosed
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -255,11 +278,19 @@ func (st *txState) rollbackLeaked() {
 		return
 	}
 	st.done = true
+	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
 	err := st.dtx.rollback(ctx)
 	st.log.Warn("alkstore: transaction became unreachable while open; rolled it back (end every Tx with Commit or Rollback)",
 		slog.Any("rollback_error", err))
+}
+
+// ended stops tracking a store-begun transaction.
+func (st *txState) ended() {
+	if st.owned {
+		st.life.endTx(st)
+	}
 }
 
 type errRow struct{ err error }

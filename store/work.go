@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,23 +81,45 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 	return o, nil
 }
 
-// Work runs handler on the queue's jobs until ctx is cancelled. It claims in
-// batches while it has free slots, and otherwise sleeps until a job is
-// enqueued (a wake), the next delayed job or claim deadline comes due, or
-// the safety poll fires; it never busy-polls. On cancel it stops claiming,
-// lets in-flight handlers finish within Grace (then cancels their context),
-// settles them, and returns nil. It returns an error only for bad options.
+// Work runs handler on the queue's jobs until ctx is cancelled or the store
+// shuts down. It claims in batches while it has free slots, and otherwise
+// sleeps until a job is enqueued (a wake), the next delayed job or claim
+// deadline comes due, or the safety poll fires; it never busy-polls.
+//
+// When ctx is cancelled or the store begins to shut down, Work stops
+// claiming (a claim in flight either hands its jobs to handlers or claims
+// nothing), lets in-flight handlers finish within Grace, then cancels their
+// context, settles every job and returns. A job whose handler failed only
+// because the stop cancelled it goes back to the queue with its attempt
+// restored. Work returns nil after ctx was cancelled and an error matching
+// ErrClosed when the store's shutdown stopped it (or had begun before Work
+// started); other errors are bad options.
+//
+// A handler may settle its own job (Ack, Retry with a delay of its choice,
+// Fail) and return; Work then leaves the job as the handler settled it.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
 	if q.err != nil {
 		return opErr("work", q.name, q.err)
+	}
+	if handler == nil {
+		return opErr("work", q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return opErr("work", q.name, err)
 	}
+	leave, err := q.s.life.enterLoop()
+	if err != nil {
+		return opErr("work", q.name, err)
+	}
+	defer leave()
 	w := &worker{q: q, opts: opts, handler: handler,
 		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1)}
-	return w.run(ctx)
+	w.run(ctx)
+	if q.s.life.stoppedByClose() && ctx.Err() == nil {
+		return opErr("work", q.name, ErrClosed)
+	}
+	return nil
 }
 
 type worker struct {
@@ -108,16 +131,19 @@ type worker struct {
 	acks    chan *Job
 	wg      sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
-	closed  <-chan struct{} // the store closed
+	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 }
 
-func (w *worker) run(ctx context.Context) error {
+func (w *worker) run(ctx context.Context) {
 	sub := w.q.s.subscribe(queueTopic(w.q.name))
 	defer sub.Close()
-	w.wake, w.closed = sub.C(), sub.Done()
+	w.wake = sub.C()
+	// Claiming stops when ctx is cancelled or the store begins to shut down.
+	ctx, stopClaiming := w.q.s.life.loopContext(ctx)
+	defer stopClaiming()
 
-	// Handlers outlive ctx by up to Grace so cancelling does not abort work
-	// in flight; settling uses a context that survives the cancel.
+	// Handlers outlive the stop by up to Grace so stopping does not abort
+	// work in flight; settling uses a context that survives the stop.
 	handlerBase, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	settleCtx := context.WithoutCancel(ctx)
@@ -132,39 +158,40 @@ func (w *worker) run(ctx context.Context) error {
 			w.waitForSlot(ctx)
 			continue
 		}
+		// A claim that committed returns its jobs even when ctx was cancelled
+		// meanwhile; they run like any other (see Queue.Claim).
 		jobs, err := w.q.Claim(ctx, w.opts.Worker, min(free, w.opts.Batch), w.opts.Visibility)
-		if errors.Is(err, ErrClosed) {
-			break // the store closed: finish what is in flight and return
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
-				w.sleep(ctx, time.Second)
-			}
-			continue
-		}
 		for _, j := range jobs {
 			w.slots <- struct{}{}
 			w.wg.Add(1)
 			go w.runJob(handlerBase, settleCtx, j)
 		}
-		if len(jobs) < min(free, w.opts.Batch) {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
+			w.sleep(ctx, time.Second)
+		case err == nil && len(jobs) < min(free, w.opts.Batch):
 			w.sleep(ctx, w.untilNextDue(ctx))
 		}
 	}
 
-	// Stop claiming; let in-flight handlers finish within the grace period.
+	// Stop claiming; let in-flight handlers finish within the grace period,
+	// or until a hard stop of the store.
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
+	grace := time.NewTimer(w.opts.Grace)
+	defer grace.Stop()
 	select {
 	case <-done:
-	case <-time.After(w.opts.Grace):
-		cancelHandlers()
-		<-done
+	case <-grace.C:
+	case <-w.q.s.life.hard:
+		w.q.s.life.cut.Store(true)
 	}
+	w.stopped.Store(true)
+	cancelHandlers()
+	<-done
 	close(w.acks)
 	<-ackerDone
-	return nil
 }
 
 // untilNextDue is how long to sleep when the queue has nothing claimable:
@@ -183,7 +210,6 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-w.wake:
-	case <-w.closed: // the next Claim sees ErrClosed
 	case <-t.C:
 	}
 }
@@ -208,8 +234,9 @@ func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
 	}()
 	ctx, cancel := context.WithTimeout(handlerBase, w.opts.Timeout)
 	err := callHandler(ctx, w.handler, j)
+	stoppedIt := err != nil && handlerBase.Err() != nil && w.stopped.Load()
 	cancel()
-	w.settle(settleCtx, j, err)
+	w.settle(settleCtx, j, err, stoppedIt)
 }
 
 func callHandler(ctx context.Context, h Handler, j *Job) (err error) {
@@ -221,12 +248,20 @@ func callHandler(ctx context.Context, h Handler, j *Job) (err error) {
 	return h(ctx, j)
 }
 
-func (w *worker) settle(ctx context.Context, j *Job, err error) {
+// settle settles the job by its handler's result, unless the handler
+// settled it itself. stoppedIt says the handler failed after the stop
+// cancelled it: the job did not fail, so it goes back with its attempt.
+func (w *worker) settle(ctx context.Context, j *Job, err error, stoppedIt bool) {
+	if j.settled() {
+		return
+	}
 	var perm *permanentError
 	switch {
 	case err == nil:
 		w.acks <- j
 		return
+	case stoppedIt:
+		err = j.release(ctx)
 	case errors.As(err, &perm):
 		err = j.Fail(ctx, err.Error())
 	default:

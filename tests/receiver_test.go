@@ -307,7 +307,7 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 		for what, done := range map[string]chan error{"Work": workDone, "an outbox's Run": outboxDone, "a scheduler's Run": schedDone} {
 			select {
 			case err := <-done:
-				require.NoError(t, err, what)
+				require.ErrorIs(t, err, store.ErrClosed, what)
 			case <-closing.Done():
 				t.Fatalf("%s did not return when the store closed", what)
 			}

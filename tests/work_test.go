@@ -57,7 +57,7 @@ func TestWorkDrainsTenThousandJobs(t *testing.T) {
 			st, err := q.Stats(c)
 			require.NoError(t, err)
 			return st == store.QueueStats{}
-		}, time.Minute, 5*time.Millisecond, "every job acked and removed")
+		}, 90*time.Second, 5*time.Millisecond, "every job acked and removed")
 		mu.Lock()
 		assert.Len(t, seen, total)
 		mu.Unlock()

@@ -162,6 +162,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.readEventsFromConsumerStmt, err = db.PrepareContext(ctx, readEventsFromConsumer); err != nil {
 		return nil, fmt.Errorf("error preparing query ReadEventsFromConsumer: %w", err)
 	}
+	if q.releaseJobStmt, err = db.PrepareContext(ctx, releaseJob); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseJob: %w", err)
+	}
 	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
 	}
@@ -436,6 +439,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing readEventsFromConsumerStmt: %w", cerr)
 		}
 	}
+	if q.releaseJobStmt != nil {
+		if cerr := q.releaseJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseJobStmt: %w", cerr)
+		}
+	}
 	if q.releaseLeaseStmt != nil {
 		if cerr := q.releaseLeaseStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
@@ -586,6 +594,7 @@ type Queries struct {
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
+	releaseJobStmt             *sql.Stmt
 	releaseLeaseStmt           *sql.Stmt
 	requeueJobStmt             *sql.Stmt
 	resumeScheduleStmt         *sql.Stmt
@@ -651,6 +660,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
+		releaseJobStmt:             q.releaseJobStmt,
 		releaseLeaseStmt:           q.releaseLeaseStmt,
 		requeueJobStmt:             q.requeueJobStmt,
 		resumeScheduleStmt:         q.resumeScheduleStmt,

@@ -428,6 +428,28 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 	return i, err
 }
 
+const releaseJob = `-- name: ReleaseJob :execrows
+UPDATE alkstore.jobs
+SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
+WHERE id = $1 AND state = 'running' AND claim_token = $2::bigint AND claim_expires_at > $3::timestamptz
+`
+
+type ReleaseJobParams struct {
+	ID         int64
+	ClaimToken int64
+	Now        time.Time
+}
+
+// Gives a claimed job back without spending its attempt: a shutdown stopped
+// its handler, the job did not fail. It keeps its place in line (run_at).
+func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) (int64, error) {
+	result, err := q.db.Exec(ctx, releaseJob, arg.ID, arg.ClaimToken, arg.Now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = $1::timestamptz, died_at = NULL

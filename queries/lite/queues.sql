@@ -76,6 +76,13 @@ UPDATE alk_jobs
 SET claim_expires_at = @claim_expires_at
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
 
+-- name: ReleaseJob :execrows
+-- Gives a claimed job back without spending its attempt: a shutdown stopped
+-- its handler, the job did not fail. It keeps its place in line (run_at).
+UPDATE alk_jobs
+SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+
 -- name: GetJob :one
 SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 

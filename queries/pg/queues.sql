@@ -104,6 +104,13 @@ UPDATE alkstore.jobs
 SET claim_expires_at = @claim_expires_at::timestamptz
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
 
+-- name: ReleaseJob :execrows
+-- Gives a claimed job back without spending its attempt: a shutdown stopped
+-- its handler, the job did not fail. It keeps its place in line (run_at).
+UPDATE alkstore.jobs
+SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
+
 -- name: GetJob :one
 SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
 

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A store shuts down in phases, so that work in flight finishes on a store
+// that still works:
+//
+//	open     everything works
+//	closing  loops (Work, Outbox.Run, Scheduler.Run, RunLoop) stop claiming,
+//	         firing and renewing; receivers and listeners end; handlers
+//	         still running finish and are settled; starting a loop,
+//	         receiver or listener fails with ErrClosed
+//	draining every loop returned; new operations fail with ErrClosed, while
+//	         transactions already open may finish (Commit included)
+//	closed   every operation fails with ErrClosed, in open transactions too
+//	         (their Commit rolls back); the connections are released
+type phase int32
+
+const (
+	phaseOpen phase = iota
+	phaseClosing
+	phaseDraining
+	phaseClosed
+)
+
+type lifecycle struct {
+	phase   atomic.Int32
+	mu      sync.Mutex
+	closing chan struct{} // closed when shutdown begins
+	hard    chan struct{} // closed when the shutdown's context ended: cancel handlers now
+	loops   sync.WaitGroup
+	txs     map[*txState]struct{} // open transactions the store began
+	openTxs atomic.Int64          // len(txs), read without the lock
+	txsGone chan struct{}         // closed when txs became empty, while draining waits
+	lastGC  atomic.Int64          // unix nanos of the last leak nudge
+	cut     atomic.Bool           // the hard stop cancelled a handler still running
+}
+
+func newLifecycle() *lifecycle {
+	return &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{}}
+}
+
+func (l *lifecycle) at() phase { return phase(l.phase.Load()) }
+
+// enterLoop registers a loop, unless shutdown has begun; the loop calls
+// leave when it returned.
+func (l *lifecycle) enterLoop() (leave func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.at() != phaseOpen {
+		return nil, ErrClosed
+	}
+	l.loops.Add(1)
+	return l.loops.Done, nil
+}
+
+// addTx tracks a transaction the store began, unless new work is refused.
+func (l *lifecycle) addTx(st *txState) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.at() >= phaseDraining {
+		return ErrClosed
+	}
+	l.txs[st] = struct{}{}
+	l.openTxs.Store(int64(len(l.txs)))
+	return nil
+}
+
+// endTx forgets a transaction that ended.
+func (l *lifecycle) endTx(st *txState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.txs, st)
+	l.openTxs.Store(int64(len(l.txs)))
+	if len(l.txs) == 0 && l.txsGone != nil {
+		close(l.txsGone)
+		l.txsGone = nil
+	}
+}
+
+// loopContext is ctx, also cancelled when shutdown begins. The caller must
+// call cancel when the loop returns.
+func (l *lifecycle) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	lctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-l.closing:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	return lctx, cancel
+}
+
+// stoppedByClose reports whether shutdown has begun (so a loop that ended
+// reports ErrClosed rather than nil).
+func (l *lifecycle) stoppedByClose() bool { return l.at() != phaseOpen }
+
+// leakNudgeAfter is how long an operation waits for a connection or the
+// SQLite writer slot, while a transaction the store began is open, before
+// the store runs a garbage collection: a transaction dropped without
+// Commit or Rollback is rolled back by its cleanup, which only a collection
+// runs. A quiet program may not collect for minutes on its own.
+const leakNudgeAfter = 100 * time.Millisecond
+
+// whileWaiting arms the leak nudge for an operation about to wait for a
+// connection; the returned function disarms it. It costs nothing while no
+// transaction is open.
+func (l *lifecycle) whileWaiting() func() {
+	if l.openTxs.Load() == 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(leakNudgeAfter, l.nudge)
+	return func() { t.Stop() }
+}
+
+// nudge collects garbage, at most once per leakNudgeAfter, so cleanups of
+// dropped transactions run.
+func (l *lifecycle) nudge() {
+	now := time.Now().UnixNano()
+	last := l.lastGC.Load()
+	if now-last < int64(leakNudgeAfter) || !l.lastGC.CompareAndSwap(last, now) {
+		return
+	}
+	runtime.GC()
+}
+
+// Shutdown stops the store gracefully, bounded by ctx:
+//
+//  1. Work, Outbox.Run, Scheduler.Run and loops started with RunLoop stop
+//     claiming and firing; receivers and listeners end (Recv returns
+//     ErrClosed); starting any of them now fails with ErrClosed.
+//  2. Handlers in flight finish, within each Work's Grace, and are settled;
+//     schedulers give their lease up. Every loop then returns an error
+//     matching ErrClosed.
+//  3. Operations outside a transaction now fail with ErrClosed; transactions
+//     already open may still finish and commit.
+//  4. Every operation fails with ErrClosed and the connections are released.
+//
+// When ctx ends first, handlers still running have their context cancelled
+// (a hard stop; a job whose handler fails because of it goes back to its
+// queue without losing an attempt), and transactions still open are
+// abandoned: their operations, Commit included, fail with ErrClosed and
+// roll back. Shutdown then returns ctx's error. A hard stop right away is
+// Shutdown with a context that is already done.
+//
+// Shutdown and Close may be called more than once, and concurrently; every
+// call waits for the first to finish.
+func (s *Store) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
+	if s.closeErr != nil {
+		return opErr("shutdown", "", s.closeErr)
+	}
+	return nil
+}
+
+// DefaultCloseTimeout bounds Close: it is Shutdown with this deadline.
+const DefaultCloseTimeout = time.Minute
+
+// Close shuts the store down gracefully: Shutdown with a deadline of
+// DefaultCloseTimeout. `defer s.Close()` in main lets handlers in flight
+// finish within their Grace and settles them before the connections close.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultCloseTimeout)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+func (s *Store) shutdown(ctx context.Context) error {
+	l := s.life
+	l.mu.Lock()
+	l.phase.Store(int32(phaseClosing))
+	close(l.closing)
+	l.mu.Unlock()
+	s.hub.Close(nil) // receivers, listeners and idle loops hear it at once
+	s.bg.closeAll()
+	stopHard := context.AfterFunc(ctx, func() { close(l.hard) })
+	l.loops.Wait()
+	stopHard()
+	var err error
+	if l.cut.Load() {
+		err = fmt.Errorf("handlers cancelled: %w", context.Cause(ctx))
+	}
+
+	l.mu.Lock()
+	l.phase.Store(int32(phaseDraining))
+	var gone chan struct{}
+	if len(l.txs) > 0 {
+		gone = make(chan struct{})
+		l.txsGone = gone
+	}
+	l.mu.Unlock()
+	if gone != nil {
+		err = cmp.Or(waitTxs(ctx, l, gone), err)
+	}
+
+	l.mu.Lock()
+	l.phase.Store(int32(phaseClosed))
+	abandoned := len(l.txs)
+	l.mu.Unlock()
+	if abandoned > 0 {
+		s.log.Warn("alkstore: store closed with transactions still open; they roll back when next used", "open", abandoned)
+	}
+	s.feed.once.Do(func() {}) // no feed may start from now on
+	if s.feed.stop != nil {
+		s.feed.stop()
+	}
+	s.eng.close(abandoned > 0)
+	return err
+}
+
+// waitTxs waits until every open transaction ended or ctx ended. Dropped
+// transactions are rolled back by their cleanups, so it collects garbage
+// while it waits.
+func waitTxs(ctx context.Context, l *lifecycle, gone <-chan struct{}) error {
+	t := time.NewTicker(leakNudgeAfter)
+	defer t.Stop()
+	for {
+		select {
+		case <-gone:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("transactions still open: %w", ctx.Err())
+		case <-t.C:
+			l.nudge()
+		}
+	}
+}
+
+// RunLoop runs fn as one of the store's loops, as Work and Scheduler.Run
+// are: fn's context is cancelled when ctx is or when the store begins to
+// shut down, and Close waits for fn to return before it releases the
+// connections. RunLoop returns fn's error; when the store's shutdown ended
+// fn (or had begun before), it returns an error matching ErrClosed. The
+// janitor runs this way; so can an application's own loops that use the
+// store.
+func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return opErr("run loop", name, fmt.Errorf("%w: nil function", ErrInvalidArgument))
+	}
+	leave, err := s.life.enterLoop()
+	if err != nil {
+		return opErr("run loop", name, err)
+	}
+	defer leave()
+	lctx, cancel := s.life.loopContext(ctx)
+	defer cancel()
+	err = fn(lctx)
+	if err == nil && s.life.stoppedByClose() && ctx.Err() == nil {
+		err = ErrClosed
+	}
+	return opErr("run loop", name, err)
+}

@@ -1,0 +1,391 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/janitor"
+	"github.com/alkstore/alkstore/store"
+)
+
+// shuttingDown waits until s has begun to shut down: from then on a new
+// receiver is refused.
+func shuttingDown(t *testing.T, c context.Context, s *store.Store) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r, err := s.Stream("probe").Subscribe(c, "probe", store.SubscribeOpts{})
+		if err == nil {
+			_ = r.Close()
+			return false
+		}
+		require.ErrorIs(t, err, store.ErrClosed)
+		return true
+	}, 30*time.Second, time.Millisecond)
+}
+
+// TestCancelledWorkStrandsNoJob: Work is cancelled while its claims may be
+// in flight. A claim that committed must reach a handler; one that did not
+// must leave its jobs untouched. No job may be left running without a
+// handler, and none may lose an attempt (MaxAttempts 1 would make a lost
+// attempt a dead job). The cancel lands at a random moment in the first
+// few milliseconds, over many rounds, so it hits the claim statement's
+// every stage: before it is sent, while it runs, while its rows come back.
+func TestCancelledWorkStrandsNoJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		const rounds, perRound = 40, 300
+		for round := range rounds {
+			q := s.Queue("cancelled")
+			batch := make([]store.NewJob, perRound)
+			for i := range batch {
+				batch[i].Opts.MaxAttempts = 1
+			}
+			_, err := q.EnqueueMany(c, batch)
+			require.NoError(t, err)
+			wctx, cancel := context.WithCancel(c)
+			done := make(chan error, 1)
+			go func() {
+				done <- q.Work(wctx, store.WorkOpts{Concurrency: 20, Batch: 20}, func(context.Context, *store.Job) error { return nil })
+			}()
+			time.Sleep(time.Duration(rand.N(3000)) * time.Microsecond)
+			cancel()
+			require.NoError(t, <-done)
+
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			require.Zero(t, st.Running, "round %d: a claimed job was left without a handler", round)
+			require.Zero(t, st.Dead, "round %d: a job lost its only attempt", round)
+			left, err := q.Claim(c, "sweeper", perRound, time.Minute)
+			require.NoError(t, err)
+			for _, j := range left {
+				require.Equal(t, 1, j.Attempts, "round %d: job %d was claimed before without running", round, j.ID)
+			}
+			_, err = q.AckBatch(c, left)
+			require.NoError(t, err)
+		}
+	})
+}
+
+// TestCloseLetsHandlersFinishAndSettles: `defer s.Close()` with Work
+// running. Close waits for the handler in flight (its context stays alive
+// within Grace), acks its job, and only then releases the connections;
+// Work returns ErrClosed.
+func TestCloseLetsHandlersFinishAndSettles(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		q := s.Queue("deploy")
+		id, err := q.Enqueue(c, []byte("in flight"), store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		started, release := make(chan struct{}), make(chan struct{})
+		var cancelled atomic.Bool
+		workDone := make(chan error, 1)
+		go func() {
+			workDone <- q.Work(c, store.WorkOpts{Grace: time.Minute}, func(ctx context.Context, j *store.Job) error {
+				close(started)
+				<-release
+				cancelled.Store(ctx.Err() != nil)
+				return nil
+			})
+		}()
+		<-started
+		closeDone := make(chan error, 1)
+		go func() { closeDone <- s.Close() }()
+		shuttingDown(t, c, s)
+		select {
+		case err := <-closeDone:
+			t.Fatalf("Close returned (%v) while a handler was still running", err)
+		default:
+		}
+		close(release)
+		require.NoError(t, <-closeDone)
+		require.ErrorIs(t, <-workDone, store.ErrClosed, "a loop the store's shutdown stopped says so")
+		assert.False(t, cancelled.Load(), "the handler's context lives through the grace period")
+
+		check := e.open(t)
+		_, err = check.Queue("deploy").GetJob(c, id)
+		require.ErrorIs(t, err, store.ErrNotFound, "the job was acked before the store closed")
+		st, err := check.Queue("deploy").Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Running+st.Ready+st.Dead)
+	})
+}
+
+// TestHardStopReturnsJobsWithTheirAttempt: Shutdown with a context that
+// ends while a handler ignores its grace cancels the handler; the job goes
+// back to its queue with its attempt restored, so a deploy never kills a
+// job that has one attempt.
+func TestHardStopReturnsJobsWithTheirAttempt(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		q := s.Queue("hard")
+		id, err := q.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		started := make(chan struct{})
+		workDone := make(chan error, 1)
+		go func() {
+			workDone <- q.Work(c, store.WorkOpts{Grace: time.Hour}, func(ctx context.Context, j *store.Job) error {
+				close(started)
+				<-ctx.Done() // only the hard stop ends it
+				return ctx.Err()
+			})
+		}()
+		<-started
+		hard, cancel := context.WithCancel(c)
+		cancel() // a hard stop right away
+		require.ErrorIs(t, s.Shutdown(hard), context.Canceled)
+		require.ErrorIs(t, <-workDone, store.ErrClosed)
+
+		check := e.open(t)
+		j, err := check.Queue("hard").GetJob(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobPending, j.State)
+		assert.Zero(t, j.Attempts, "the stop, not the job, ended the attempt")
+	})
+}
+
+// TestLoopsStopWithTheStore: every loop returns an error matching ErrClosed
+// when the store shuts down under it, and at once when started on a closed
+// store: a supervisor that restarts loops must not spin.
+func TestLoopsStopWithTheStore(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		noop := func(context.Context, *store.Job) error { return nil }
+		loops := map[string]func() error{
+			"Work":          func() error { return s.Queue("q").Work(c, store.WorkOpts{}, noop) },
+			"Outbox.Run":    func() error { return s.Outbox("o").Run(c, store.OutboxOpts{}, noop) },
+			"Scheduler.Run": func() error { return s.Scheduler("me").Run(c) },
+			"janitor.Run":   func() error { return janitor.New(s, janitor.Config{}).Run(c) },
+			"RunLoop": func() error {
+				return s.RunLoop(c, "mine", func(ctx context.Context) error { <-ctx.Done(); return nil })
+			},
+		}
+		var wg sync.WaitGroup
+		results := make(chan error, len(loops))
+		for _, loop := range loops {
+			wg.Go(func() { results <- loop() })
+		}
+		require.NoError(t, s.Close())
+		wg.Wait() // Close waited for every loop; each has returned by now
+		close(results)
+		for err := range results {
+			require.ErrorIs(t, err, store.ErrClosed)
+		}
+		for name, loop := range loops {
+			require.ErrorIs(t, loop(), store.ErrClosed, "%s on a closed store", name)
+		}
+		_, err = s.Stream("s").Subscribe(c, "c", store.SubscribeOpts{})
+		require.ErrorIs(t, err, store.ErrClosed)
+		_, err = s.Listen(c, "ch")
+		require.ErrorIs(t, err, store.ErrClosed)
+	})
+}
+
+// TestWorkRejectsANilHandler: a nil handler is a programming error reported
+// before any job is claimed, not a panic per job.
+func TestWorkRejectsANilHandler(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("nil")
+		_, err := q.Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.ErrorIs(t, q.Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, st.Ready, "nothing was claimed")
+	})
+}
+
+// TestClosingSchedulerGivesItsLeaseUp: a leader whose store closes resigns,
+// so a standby in another store takes over at once rather than after the
+// lease's TTL.
+func TestClosingSchedulerGivesItsLeaseUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		leader := s.Scheduler("leader")
+		leader.LeaseTTL = time.Hour
+		done := make(chan error, 1)
+		go func() { done <- leader.Run(c) }()
+		require.Eventually(t, leader.Leading, 30*time.Second, time.Millisecond)
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-done, store.ErrClosed)
+
+		other := e.open(t)
+		lease, err := other.SchedulerLeader(c)
+		require.NoError(t, err)
+		assert.Empty(t, lease.Owner, "the lease was given up, not left to expire in an hour")
+	})
+}
+
+// TestShutdownWaitsForOpenTransactions is the rule for a transaction open
+// when the store closes, the same on both engines: Shutdown waits for it
+// until its context ends, and it may commit meanwhile; once that context
+// ended, its operations and its Commit fail with ErrClosed and it rolls
+// back.
+func TestShutdownWaitsForOpenTransactions(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		t.Run("commits while Shutdown waits", func(t *testing.T) {
+			s, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			st := s.Stream("waited")
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			_, err = st.PublishTx(c, tx, []byte("committed during shutdown"))
+			require.NoError(t, err)
+			closeDone := make(chan error, 1)
+			go func() { closeDone <- s.Close() }()
+			require.Eventually(t, func() bool { // new work is refused from now on
+				_, err := st.ReadSince(c, 0, 1)
+				return errors.Is(err, store.ErrClosed)
+			}, 30*time.Second, time.Millisecond)
+			select {
+			case err := <-closeDone:
+				t.Fatalf("Close returned (%v) with a transaction open", err)
+			default:
+			}
+			_, err = st.PublishTx(c, tx, []byte("still works"))
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(c))
+			require.NoError(t, <-closeDone)
+			evs, err := e.open(t).Stream("waited").ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			assert.Len(t, evs, 2)
+		})
+		t.Run("rolls back once the deadline passed", func(t *testing.T) {
+			s, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			st := s.Stream("abandoned")
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			_, err = st.PublishTx(c, tx, []byte("never committed"))
+			require.NoError(t, err)
+			short, cancel := context.WithTimeout(c, 100*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, s.Shutdown(short), context.DeadlineExceeded)
+			_, err = st.PublishTx(c, tx, nil)
+			require.ErrorIs(t, err, store.ErrClosed)
+			require.ErrorIs(t, tx.Commit(c), store.ErrClosed)
+			require.NoError(t, tx.Rollback(c), "Rollback after the failed Commit is a no-op")
+			evs, err := e.open(t).Stream("abandoned").ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			assert.Empty(t, evs)
+		})
+	})
+}
+
+// TestHandlerSettlesItsOwnJob: handlers that Retry (with a delay of their
+// choosing), Fail or Ack their own job and return nil leave it as they
+// settled it, and every other job of the same ack batches is acked.
+func TestHandlerSettlesItsOwnJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("self-settling")
+		const n = 200
+		ids, err := q.EnqueueMany(c, make([]store.NewJob, n))
+		require.NoError(t, err)
+		kind := map[int64]int{}
+		for i, id := range ids {
+			kind[id] = i % 4 // 0: Retry, 1: Fail, 2: Ack, 3: return nil
+		}
+		var mu sync.Mutex
+		runs := map[int64]int{}
+		all := make(chan struct{})
+		wctx, cancel := context.WithCancel(c)
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Work(wctx, store.WorkOpts{Concurrency: 8}, func(ctx context.Context, j *store.Job) error {
+				var err error
+				switch kind[j.ID] {
+				case 0:
+					_, err = j.Retry(ctx, time.Hour, "later")
+				case 1:
+					err = j.Fail(ctx, "no")
+				case 2:
+					err = j.Ack(ctx)
+				}
+				mu.Lock()
+				runs[j.ID]++
+				if len(runs) == n {
+					close(all)
+				}
+				mu.Unlock()
+				return err
+			})
+		}()
+		<-all
+		cancel()
+		require.NoError(t, <-done)
+		for id, r := range runs {
+			require.Equal(t, 1, r, "job %d ran %d times", id, r)
+		}
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Running, "every job a handler returned from is settled")
+		assert.Zero(t, st.Ready)
+		assert.EqualValues(t, n/4, st.Scheduled, "retried an hour out")
+		assert.EqualValues(t, n/4, st.Dead, "failed")
+	})
+}
+
+// TestAckBatchSkipsSettledEntries: one settled job in a batch does not sink
+// the batch.
+func TestAckBatchSkipsSettledEntries(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("batch")
+		_, err := q.EnqueueMany(c, make([]store.NewJob, 5))
+		require.NoError(t, err)
+		jobs, err := q.Claim(c, "w", 5, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 5)
+		require.NoError(t, jobs[2].Ack(c))
+		n, err := q.AckBatch(c, append(jobs, nil))
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, n)
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Running+st.Ready)
+	})
+}
+
+// TestDroppedTransactionDoesNotWaitForTheGC: a Begin()'d transaction that
+// is dropped while open holds the SQLite writer slot, or the only pooled
+// Postgres connection, until its cleanup runs, which needs a garbage
+// collection. With automatic collection off (a quiet program may not
+// collect for minutes), the next writer must still get through: the store
+// collects when a writer waits while a transaction is open.
+func TestDroppedTransactionDoesNotWaitForTheGC(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t, store.WithMaxConns(1))
+		c := ctx(t)
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		for range 5 {
+			abandon(t, s, c)
+			quick, cancel := context.WithTimeout(c, 5*time.Second)
+			_, err := s.Stream("after").Publish(quick, []byte("got through"))
+			cancel()
+			require.NoError(t, err)
+		}
+	})
+}
