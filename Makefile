@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 
 SQLC := go tool -modfile=tools/go.mod sqlc
 
-.PHONY: demo test bench vet generate sqlc-diff
+.PHONY: demo test bench vet generate sqlc-diff tidy-diff fmt-diff
 
 ## demo: publish and read back on embedded SQLite (no setup)
 demo:
@@ -29,3 +29,13 @@ generate:
 ## sqlc-diff: fail when db/ is not what sqlc would generate
 sqlc-diff:
 	$(SQLC) diff
+
+## tidy-diff: fail when go.mod/go.sum are not what `go mod tidy` would write
+tidy-diff:
+	go mod tidy -diff
+
+## fmt-diff: fail when any Go file (db/ included) is not gofmt-clean; uses the
+## pinned toolchain's gofmt, since an older one rejects newer syntax
+fmt-diff:
+	@out=$$("$$(go env GOROOT)/bin/gofmt" -l .); \
+	if [ -n "$$out" ]; then echo "not gofmt-clean:"; echo "$$out"; exit 1; fi

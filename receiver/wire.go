@@ -55,7 +55,7 @@ func dispatch(h *Hub, payload string) {
 	case strings.HasPrefix(payload, "n"):
 		n, rest, ok := strings.Cut(payload[1:], ":")
 		size, err := strconv.Atoi(n)
-		if !ok || err != nil || size > len(rest) {
+		if !ok || err != nil || size < 0 || size > len(rest) { // "n-1:" would panic
 			return
 		}
 		channel, body := rest[:size], rest[size:]

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alkstore/alkstore/receiver"
@@ -85,6 +86,10 @@ func newConfig(opts []Option) config {
 // not take (it would otherwise be read as a SQLite file name).
 var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
 
+// uriScheme matches a URI scheme (RFC 3986), the only part of an unsupported
+// DSN that an error may quote.
+var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
 // auto-migration on (the default) it brings the schema up to date.
@@ -104,6 +109,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	case strings.Contains(dsn, "://"), keyValueDSN.MatchString(dsn):
 		scheme, _, _ := strings.Cut(dsn, "://")
 		if strings.Contains(dsn, "://") {
+			if !uriScheme.MatchString(scheme) {
+				scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
+			}
 			return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
 		}
 		return nil, opErr("open", "", fmt.Errorf("%w: key=value DSNs are not supported; use a postgres:// URL", ErrInvalidArgument))
@@ -159,6 +167,11 @@ func (s *Store) driverErr(err error) error {
 }
 
 func dsnPassword(dsn string) string {
+	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
+		// Exactly the password the driver will send; net/url refuses some
+		// userinfo the driver takes ("postgres:// ::@h" has password ":").
+		return cfg.Password
+	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.User == nil {
 		// An unparsable URL may still carry a password between ':' and '@'.

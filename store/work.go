@@ -39,14 +39,19 @@ func (e *permanentError) Unwrap() error { return e.err }
 func Permanent(err error) error { return &permanentError{err} }
 
 // DefaultBackoff is exponential with jitter: about 1s, 2s, 4s, ... capped at
-// one hour, each drawn from the upper half of its step so retries of one
-// job never get closer together.
+// one hour. Attempt n waits between step n-1 and step n (0.5-1s, 1-2s, 2-4s,
+// ..., 34-60 min), so retries of one job never get closer together; from
+// attempt 14 on every retry waits exactly one hour (the jitter drawn on the
+// way up keeps jobs that failed together apart).
 func DefaultBackoff(attempt int) time.Duration {
-	d := time.Hour
-	if attempt < 13 {
-		d = min(time.Second<<max(attempt-1, 0), time.Hour)
+	step := func(n int) time.Duration { // 1s, 2s, 4s, ... capped at one hour
+		if n < 1 {
+			return time.Second / 2
+		}
+		return min(time.Second<<min(n-1, 12), time.Hour) // 1s<<12 is past the cap
 	}
-	return d/2 + rand.N(d/2+1)
+	lo, hi := step(attempt-1), step(attempt)
+	return lo + rand.N(hi-lo+1)
 }
 
 func (o WorkOpts) withDefaults() (WorkOpts, error) {

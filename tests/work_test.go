@@ -32,12 +32,19 @@ func runWork(t *testing.T, q *store.Queue, opts store.WorkOpts, h store.Handler)
 	return stop
 }
 
-func TestWorkDrainsTenThousandJobs(t *testing.T) {
+func TestWorkDrainsThousandsOfJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		q := s.Queue("drain")
 		c := ctx(t)
-		const total = 10000
+		total := 10000
+		if e.name == "lite" {
+			// The writer slot serializes claims and acks on SQLite, so there is
+			// no claim race to provoke; a thousand jobs still take 20+ claim
+			// and ack cycles through Work's batching, at a tenth of the cost
+			// (SQLite is Go code, slowed ~40x by -race).
+			total = 1000
+		}
 		batch := make([]store.NewJob, 1000)
 		for i := 0; i < total; i += len(batch) {
 			_, err := q.EnqueueMany(c, batch)
