@@ -94,11 +94,13 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.wrapTx(tx), nil
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
 }
 
+// wrapTx adopts a caller's transaction (AdoptPgx): the store never sees it
+// commit.
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true}}
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{adopted: true}}}
 }
 
 func (e *pgEngine) close() {
@@ -113,17 +115,37 @@ type pgOps struct {
 	q    *pgdb.Queries // on the pool, or on the transaction when inTx
 	eng  *pgEngine
 	inTx bool
+	txs  *pgTxState // the transaction's, when it is a Tx's; nil otherwise
+}
+
+// pgTxState is what the store knows about one Tx's transaction.
+type pgTxState struct {
+	// adopted: the caller began it and commits it, so no wake can follow
+	// its commit (see wake).
+	adopted bool
+}
+
+// wake returns the NOTIFY payload a write to topic carries. Writes the
+// store sees commit go through the throttle, which follows skipped ones
+// with a trailing wake after their commit; the commit of an adopted
+// transaction is never seen, so each of its writes notifies in its own
+// statement (commit-atomic, and heard in this process through the feed).
+func (o pgOps) wake(topic string) string {
+	if o.txs != nil && o.txs.adopted {
+		return receiver.EncodeWake(topic)
+	}
+	return o.eng.gate.wake(topic)
 }
 
 func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
 	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
-		Wake: o.eng.gate.wake(streamTopic(stream))})
+		Wake: o.wake(streamTopic(stream))})
 }
 
 func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
-		Wake:     o.eng.gate.wake(streamTopic(stream)),
+		Wake:     o.wake(streamTopic(stream)),
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -12,14 +13,112 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/store"
 )
 
-// Wakes and reads inside transactions.
+// Wakes and reads inside transactions: defects 9, 12, 13 and 24 of issue 11.
 
 // longPoll is a safety poll no test below waits for: a delivery well before
 // it can only come from a wake.
 const longPoll = time.Minute
+
+// TestAdoptedWritesWakeAtOnce: a write in an adopted transaction, within the
+// wake throttle's window of another write to the same topic, still wakes a
+// receiver and a sleeping worker, in this store and in another one, long
+// before their safety poll. The library never sees an adopted transaction
+// commit, so such a write cannot rely on a wake sent after its commit.
+//
+// The window is forced: transaction A writes first (opening the window) and
+// rolls back, so its wake is never sent; transaction B writes right after
+// and commits. On SQLite there is no throttle and the watcher sees every
+// commit to the file, so its half shows the same promise holds there.
+func TestAdoptedWritesWakeAtOnce(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		other := e.open(t)
+		c := ctx(t)
+
+		type adopted struct {
+			tx       store.Tx
+			commit   func() error
+			rollback func() error
+		}
+		var begin func() adopted
+		switch e.name {
+		case "pg":
+			pool := e.pool(t)
+			begin = func() adopted {
+				ptx, err := pool.Begin(c)
+				require.NoError(t, err)
+				return adopted{s.AdoptPgx(ptx), func() error { return ptx.Commit(c) }, func() error { return ptx.Rollback(c) }}
+			}
+		case "lite":
+			db, err := sql.Open("sqlite3", "file:"+e.dsn+"?_pragma=busy_timeout(10000)")
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			begin = func() adopted {
+				stx, err := db.BeginTx(c, nil)
+				require.NoError(t, err)
+				return adopted{s.AdoptSQL(stx), stx.Commit, stx.Rollback}
+			}
+		}
+		// writeInWindow runs write in A then in B, back to back on Postgres
+		// (one writer at a time on SQLite), rolls A back and commits B.
+		writeInWindow := func(write func(tx store.Tx) error) {
+			a := begin()
+			if e.name == "pg" {
+				b := begin()
+				require.NoError(t, write(a.tx))
+				require.NoError(t, write(b.tx))
+				require.NoError(t, a.rollback())
+				require.NoError(t, b.commit())
+				return
+			}
+			require.NoError(t, write(a.tx))
+			require.NoError(t, a.rollback())
+			b := begin()
+			require.NoError(t, write(b.tx))
+			require.NoError(t, b.commit())
+		}
+
+		opts := store.SubscribeOpts{SafetyPoll: longPoll}
+		var receivers []*receiver.EventReceiver
+		for _, st := range []*store.Stream{s.Stream("w"), other.Stream("w")} {
+			r, err := st.Subscribe(c, "c", opts)
+			require.NoError(t, err)
+			defer r.Close()
+			receivers = append(receivers, r)
+		}
+		handled := make(chan int64, 16)
+		work := store.WorkOpts{PollInterval: longPoll}
+		h := func(_ context.Context, j *store.Job) error { handled <- j.ID; return nil }
+		runWork(t, s.Queue("w"), work, h)
+		runWork(t, other.Queue("w"), work, h)
+		time.Sleep(100 * time.Millisecond) // let both workers find the queue empty and sleep
+
+		for round := range 3 {
+			start := time.Now()
+			writeInWindow(func(tx store.Tx) error { _, err := s.Stream("w").PublishTx(c, tx, nil); return err })
+			for i, r := range receivers {
+				rc, cancel := context.WithTimeout(c, 5*time.Second)
+				_, err := r.Recv(rc)
+				cancel()
+				require.NoError(t, err, "round %d: receiver %d woke for the adopted publish", round, i)
+			}
+			writeInWindow(func(tx store.Tx) error {
+				_, err := s.Queue("w").EnqueueTx(c, tx, nil, store.EnqueueOpts{})
+				return err
+			})
+			select {
+			case <-handled:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: no worker woke for the adopted enqueue", round)
+			}
+			t.Logf("round %d: %v", round, time.Since(start))
+		}
+	})
+}
 
 // TestRecoveryAfterAnOutageIsPrompt: the forwarder's LISTEN connection is
 // terminated and no new connection can be made for 2.6 s (long enough for
