@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +24,193 @@ import (
 // longPoll is a safety poll no test below waits for: a delivery well before
 // it can only come from a wake.
 const longPoll = time.Minute
+
+// TestTransactionsReadWithoutASecondConnection: two transactions that hold
+// the pool's only two connections both read from a consumer. A read inside a
+// transaction must not need another connection of the pool, or both wait
+// for each other until their deadline.
+//
+// Postgres only: a SQLite transaction holds the single writer slot, so two
+// never run at once, and its reads use the transaction's own connection;
+// TestExactlyOnceConsumersAllProgress runs the pattern on both engines.
+func TestTransactionsReadWithoutASecondConnection(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t, store.WithMaxConns(2))
+	st := s.Stream("ledger")
+	want := publishN(t, st, 5)
+
+	c, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	txs := make([]store.Tx, 2)
+	for i := range txs { // both connections are now taken
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c)
+		txs[i] = tx
+	}
+	var wg sync.WaitGroup
+	got := make([][]int64, len(txs))
+	errs := make([]error, len(txs))
+	for i, tx := range txs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			consumer := fmt.Sprint("c", i)
+			evs, err := st.ReadFromConsumerTx(c, tx, consumer, 100)
+			if err == nil && len(evs) > 0 {
+				err = st.SaveOffsetTx(c, tx, consumer, evs[len(evs)-1].Offset)
+			}
+			if err == nil {
+				err = tx.Commit(c)
+			}
+			got[i], errs[i] = offsets(evs), err
+		}()
+	}
+	wg.Wait()
+	for i := range txs {
+		require.NoError(t, errs[i], "transaction %d", i)
+		assert.Equal(t, want, got[i], "transaction %d reads everything committed before it", i)
+	}
+}
+
+// TestExactlyOnceConsumersAllProgress: eight consumers each run the
+// documented exactly-once loop (InTx → ReadFromConsumerTx → business write →
+// SaveOffsetTx) on the default pool while two producers publish. Every
+// consumer processes every event exactly once: the business table's primary
+// key rejects a duplicate, and the final count rules out a skip.
+func TestExactlyOnceConsumersAllProgress(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		require.NoError(t, s.InTx(ctx(t), func(c context.Context, tx store.Tx) error {
+			_, err := tx.Exec(c, `CREATE TABLE processed (consumer TEXT NOT NULL, off BIGINT NOT NULL, PRIMARY KEY (consumer, off))`)
+			return err
+		}))
+		st := s.Stream("orders")
+		const consumers, before, producers, each = 8, 200, 2, 100
+		const total = before + producers*each
+		publishN(t, st, before)
+
+		c, cancel := context.WithTimeout(ctx(t), 60*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		var published sync.Map
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					off, err := st.Publish(c, []byte(fmt.Sprint(p, "-", i)))
+					if !assert.NoError(t, err) {
+						return
+					}
+					published.Store(off, true)
+				}
+			}()
+		}
+		var txns atomic.Int64
+		for i := range consumers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprint("consumer", i)
+				done := 0
+				for done < total {
+					err := s.InTx(c, func(c context.Context, tx store.Tx) error {
+						evs, err := st.ReadFromConsumerTx(c, tx, name, 25)
+						if err != nil || len(evs) == 0 {
+							return err
+						}
+						for _, ev := range evs {
+							if _, err := tx.Exec(c, `INSERT INTO processed (consumer, off) VALUES ($1, $2)`, name, ev.Offset); err != nil {
+								return err
+							}
+						}
+						done += len(evs) // only counted if the commit below succeeds
+						if err := st.SaveOffsetTx(c, tx, name, evs[len(evs)-1].Offset); err != nil {
+							done -= len(evs)
+							return err
+						}
+						return nil
+					})
+					if !assert.NoError(t, err, "%s after %d events", name, done) {
+						return
+					}
+					txns.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("%d transactions", txns.Load())
+		for i := range consumers {
+			var n int64
+			require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+				return tx.QueryRow(c, `SELECT count(*) FROM processed WHERE consumer = $1`, fmt.Sprint("consumer", i)).Scan(&n)
+			}))
+			assert.EqualValues(t, total, n, "consumer %d processed every event once", i)
+		}
+	})
+}
+
+// TestRepeatableReadTransactionsProgress: a REPEATABLE READ transaction
+// takes its snapshot at its first query. Events published and proven
+// settled before that snapshot must be readable in it, even after the store
+// proved a newer horizon the old snapshot cannot use (another write and a
+// read land between the snapshot and the transaction's read). Ten such
+// transactions in a row each make progress, and no event is skipped.
+//
+// On SQLite, a transaction cannot write once another connection committed
+// after its snapshot, and commits never come out of order: its half runs
+// the same loop without the write in between and shows that a transaction
+// which queried first still reads what committed before it.
+func TestRepeatableReadTransactionsProgress(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("rr")
+		c := ctx(t)
+		var begin func() (tx store.Tx, query func() error, commit func() error)
+		switch e.name {
+		case "pg":
+			pool := e.pool(t)
+			begin = func() (store.Tx, func() error, func() error) {
+				ptx, err := pool.BeginTx(c, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = ptx.Rollback(context.Background()) })
+				query := func() error { _, err := ptx.Exec(c, "SELECT 1"); return err }
+				return s.AdoptPgx(ptx), query, func() error { return ptx.Commit(c) }
+			}
+		case "lite":
+			begin = func() (store.Tx, func() error, func() error) {
+				tx, err := s.Begin(c)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+				query := func() error { return tx.QueryRow(c, "SELECT count(*) FROM alk_events").Scan(new(int64)) }
+				return tx, query, func() error { return tx.Commit(c) }
+			}
+		}
+
+		var all, seen []int64
+		for round := range 10 {
+			all = append(all, publishN(t, st, 3)...)
+			_, err := st.ReadSince(c, 0, 1000) // the store proves these settled
+			require.NoError(t, err)
+
+			tx, query, commit := begin()
+			require.NoError(t, query()) // the snapshot is taken here
+			if e.name == "pg" {
+				all = append(all, publishN(t, st, 1)...) // a newer write...
+				_, err := st.ReadSince(c, 0, 1000)       // ...and a newer proven horizon
+				require.NoError(t, err)
+			}
+			evs, err := st.ReadFromConsumerTx(c, tx, "rr", 1000)
+			require.NoError(t, err)
+			require.NotEmpty(t, evs, "round %d: the transaction reads what settled before its snapshot", round)
+			require.NoError(t, st.SaveOffsetTx(c, tx, "rr", evs[len(evs)-1].Offset))
+			require.NoError(t, commit())
+			seen = append(seen, offsets(evs)...)
+		}
+		assert.Equal(t, all[:len(seen)], seen, "in order, nothing skipped or repeated")
+	})
+}
 
 // TestAdoptedWritesWakeAtOnce: a write in an adopted transaction, within the
 // wake throttle's window of another write to the same topic, still wakes a
