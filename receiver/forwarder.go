@@ -27,11 +27,19 @@ type Forwarder struct {
 	reconnects atomic.Int64
 }
 
-// Backoff bounds between reconnect attempts.
+// Backoff bounds between reconnect attempts. The cap bounds recovery: once
+// the database accepts connections again, the forwarder is back within
+// maxBackoff (plus one connect), and its reconnect wake makes every
+// subscriber re-read at once instead of at its safety poll. A failed
+// attempt is one refused connection, so a few a second cost nothing.
 const (
 	minBackoff = 10 * time.Millisecond
-	maxBackoff = 5 * time.Second
+	maxBackoff = 500 * time.Millisecond
 )
+
+// connectTimeout bounds one attempt to connect and LISTEN, so a connection
+// that hangs (a lost network rather than a refusing server) is retried too.
+const connectTimeout = 5 * time.Second
 
 // StartForwarder connects in the background and forwards until Close.
 func StartForwarder(hub *Hub, connect func(context.Context) (*pgx.Conn, error),
@@ -77,12 +85,14 @@ func (f *Forwarder) run(ctx context.Context) {
 // forward notifications until the connection fails. forwarded says whether
 // it got as far as listening.
 func (f *Forwarder) session(ctx context.Context, reconnect bool) (forwarded bool, err error) {
-	conn, err := f.connect(ctx)
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := f.connect(cctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := f.listen(ctx, conn); err != nil {
+	if err := f.listen(cctx, conn); err != nil {
 		return false, err
 	}
 	if reconnect {

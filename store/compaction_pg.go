@@ -11,7 +11,7 @@ import (
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	return o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload,
-		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.eng.gate.wake(streamTopic(e.stream))})
+		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.wake(streamTopic(e.stream))})
 }
 
 func (o pgOps) upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error {

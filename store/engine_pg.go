@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +26,7 @@ type pgEngine struct {
 	owned   bool // created by Open, so closed by Close
 	horizon *horizon
 	gate    *wakeGate
+	learner learner
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -55,6 +58,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
 	eng.gate = &wakeGate{send: func(topic string) {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
@@ -94,15 +98,20 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.wrapTx(tx), nil
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
 }
 
+// wrapTx adopts a caller's transaction (AdoptPgx): the store never sees it
+// commit, and does not know what ran in it before.
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true}}
+	txs := &pgTxState{adopted: true}
+	txs.foreign.Store(true)
+	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: txs}}
 }
 
 func (e *pgEngine) close(abandoned bool) {
 	e.gate.flush()
+	e.learner.stop()
 	switch {
 	case !e.owned:
 	case abandoned:
@@ -117,17 +126,42 @@ type pgOps struct {
 	q    *pgdb.Queries // on the pool, or on the transaction when inTx
 	eng  *pgEngine
 	inTx bool
+	txs  *pgTxState // the transaction's, when it is a Tx's; nil otherwise
+}
+
+// pgTxState is what the store knows about one Tx's transaction.
+type pgTxState struct {
+	// adopted: the caller began it and commits it, so no wake can follow
+	// its commit (see wake).
+	adopted bool
+	// foreign: statements the store did not write may have run in it
+	// (adopted, or business SQL through Tx); ageUsed: a SettledSnapshot
+	// ran in it. Either means its next SettledSnapshot cannot teach the
+	// tracker (see mayLearn).
+	foreign, ageUsed atomic.Bool
+}
+
+// wake returns the NOTIFY payload a write to topic carries. Writes the
+// store sees commit go through the throttle, which follows skipped ones
+// with a trailing wake after their commit; the commit of an adopted
+// transaction is never seen, so each of its writes notifies in its own
+// statement (commit-atomic, and heard in this process through the feed).
+func (o pgOps) wake(topic string) string {
+	if o.txs != nil && o.txs.adopted {
+		return receiver.EncodeWake(topic)
+	}
+	return o.eng.gate.wake(topic)
 }
 
 func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
 	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
-		Wake: o.eng.gate.wake(streamTopic(stream))})
+		Wake: o.wake(streamTopic(stream))})
 }
 
 func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
-		Wake:     o.eng.gate.wake(streamTopic(stream)),
+		Wake:     o.wake(streamTopic(stream)),
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),
@@ -188,33 +222,30 @@ func deref[T any](p *T) T {
 // way (see pgOps.claim).
 const uninterruptedTimeout = time.Minute
 
-// settled returns the horizon the next read on o may use. Inside a
-// transaction the tracker first learns from a fresh pool snapshot, since the
-// transaction's own snapshot may only consult it (see horizon.observe).
+// settled returns the horizon the next read on o may use. A read inside a
+// transaction uses only the transaction's own connection: it must never
+// wait for a second connection of the pool, which other transactions may
+// hold while they wait for theirs. When its snapshot cannot teach the
+// tracker (see mayLearn) and it holds events back, the store learns from a
+// pool snapshot in the background, for later reads.
 func (o pgOps) settled(ctx context.Context) (int64, error) {
-	if o.inTx {
-		snap, err := pgdb.New(o.eng.pool).SettledSnapshot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		o.eng.horizon.observe(snap, true)
-	}
-	if o.inTx {
-		snap, err := o.q.SettledSnapshot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return o.eng.horizon.observe(snap, false), nil
-	}
 	// Committed events above the horizon usually wait only for a short
-	// transaction still in flight somewhere in the cluster: look again a
-	// moment later (twice at most) rather than return a short page.
+	// transaction still in flight somewhere in the cluster: outside a
+	// transaction, look again a moment later (twice at most) rather than
+	// return a short page.
 	for attempt := 1; ; attempt++ {
 		snap, err := o.q.SettledSnapshot(ctx)
 		if err != nil {
 			return 0, err
 		}
-		hz := o.eng.horizon.observe(snap, true)
+		learn := o.mayLearn(snap)
+		hz := o.eng.horizon.observe(snap, learn)
+		if o.inTx {
+			if !learn && hz < snap.VisibleHead {
+				o.eng.learner.learn(o.eng)
+			}
+			return hz, nil
+		}
 		if hz >= snap.VisibleHead || attempt == settleAttempts {
 			return hz, nil
 		}
@@ -231,6 +262,68 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 // settleAttempts bounds the snapshots one read takes while events above the
 // horizon settle.
 const settleAttempts = 3
+
+// mayLearn says whether snap, which o just took, may teach the tracker its
+// candidate: whether xmax + age(xmax) is the next unassigned transaction id
+// as of a moment after the snapshot. Outside a transaction it always is.
+// PostgreSQL fixes age()'s reference at its first call in a transaction, to
+// the transaction's own id if it has one, else to the next unassigned id of
+// that moment. So inside a transaction it is only when the transaction holds
+// no id and no earlier statement in it called age() (under READ COMMITTED,
+// an earlier statement's snapshot is older than this one), which the store
+// only knows of a transaction it began and in which only its own statements
+// ran. Every SettledSnapshot calls age(), so only the first one may learn.
+func (o pgOps) mayLearn(snap pgdb.SettledSnapshotRow) bool {
+	if !o.inTx {
+		return true
+	}
+	if o.txs == nil {
+		return false
+	}
+	first := !o.txs.ageUsed.Swap(true)
+	return first && !o.txs.foreign.Load() && !snap.HasXid
+}
+
+// learner takes pool snapshots in the background for reads inside
+// transactions that could not teach the tracker themselves: one at a time,
+// and never one that a transaction waits for.
+type learner struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	busy   bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// learn starts a background snapshot unless one is under way.
+func (l *learner) learn(e *pgEngine) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy || l.closed {
+		return
+	}
+	l.busy = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		if snap, err := pgdb.New(e.pool).SettledSnapshot(l.ctx); err == nil {
+			e.horizon.observe(snap, true)
+		}
+		l.mu.Lock()
+		l.busy = false
+		l.mu.Unlock()
+	}()
+}
+
+// stop ends a background snapshot under way and refuses new ones.
+func (l *learner) stop() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+}
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
 	hz, err := o.settled(ctx)
@@ -284,16 +377,21 @@ func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
+// Business SQL may call age(): the transaction's reads stop teaching the
+// tracker (see pgOps.mayLearn).
 func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
 
 func (t pgTx) query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	t.o.txs.foreign.Store(true)
 	return t.tx.Query(ctx, sql, args...)
 }
 
 func (t pgTx) queryRow(ctx context.Context, sql string, args ...any) Row {
+	t.o.txs.foreign.Store(true)
 	return scanRow{t.tx.QueryRow(ctx, sql, args...)}
 }
 

@@ -2,6 +2,8 @@ package store
 
 import (
 	"math"
+	"slices"
+	"sort"
 	"sync"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -15,64 +17,88 @@ import (
 // A candidate (head, next) pairs the newest offset a snapshot saw with the
 // next unassigned transaction id, read after that snapshot. Every
 // transaction that could still own an offset <= head took its id before
-// drawing that offset, so its id is < next; once a later snapshot's xmin
+// drawing that offset, so its id is < next; in any snapshot whose xmin
 // reaches next, all of them have ended and head is settled.
+//
+// A read may use the best candidate its own snapshot proves, so the tracker
+// keeps a history: a REPEATABLE READ transaction's snapshot may be older
+// than the proof of the newest candidate, and must find the newest one its
+// xmin proves.
 type horizon struct {
-	mu      sync.Mutex
-	settled candidate   // the newest candidate proven settled
-	pending []candidate // ascending in head
+	mu sync.Mutex
+	// cands holds no candidate another makes useless (one with a next no
+	// greater and a head no smaller), so it ascends in next and in head.
+	cands []candidate
+	// xmin is the newest xmin observed: candidates with next <= xmin are
+	// settled for every later snapshot; the others are pending.
+	xmin int64
 }
 
 type candidate struct{ head, next int64 }
 
-// maxPending bounds the candidates kept while a long transaction holds the
-// horizon back; dropping newer ones only delays the horizon.
-const maxPending = 64
+// Bounds on the candidates kept. Pending ones beyond maxPending (while a
+// long transaction holds the horizon back) are dropped newest first, which
+// only delays the horizon. Settled ones beyond maxSettled are thinned,
+// older ones more (every thinning halves those older than the newest), so
+// the history reaches far back at a coarser grain: an old snapshot may then
+// use an older candidate than the best it could prove, never a wrong one.
+const (
+	maxPending = 64
+	maxSettled = 64
+)
 
 // observe folds one snapshot in and returns the horizon that reads in that
-// snapshot (or any later one) may use. learn is false for snapshots taken
-// inside a caller's transaction: those may be older than the newest settled
-// candidate (REPEATABLE READ), and a transaction with an id of its own
-// cannot read the next unassigned id (age() measures from its own id), so
-// they only consult candidates their xmin proves and record nothing.
+// snapshot may use: the newest head among the candidates its xmin proves.
+// learn says whether its candidate may be recorded: whether xmax +
+// age(xmax) is the next unassigned transaction id as of a moment after the
+// snapshot (see pgOps.mayLearn; not so in a transaction holding an id).
 func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 
-	best := candidate{}
-	proven := func(c candidate) {
-		if c.next <= snap.Xmin && c.head >= best.head {
-			best = c
-		}
-	}
-	proven(h.settled)
-	for _, c := range h.pending {
-		proven(c)
-	}
 	// age() answers INT_MAX for the special ids around an epoch boundary;
 	// such a snapshot yields no candidate.
 	fresh := candidate{head: snap.VisibleHead, next: snap.Xmax + snap.XmaxAge}
-	freshOK := learn && snap.XmaxAge >= 0 && snap.XmaxAge < math.MaxInt32
-	if freshOK {
-		proven(fresh) // nothing that could own an offset <= head still runs
+	if learn && snap.XmaxAge >= 0 && snap.XmaxAge < math.MaxInt32 {
+		h.xmin = max(h.xmin, snap.Xmin)
+		h.add(fresh)
 	}
-	if !learn {
-		return best.head
+	// The last candidate with next <= xmin has the greatest head of those.
+	i := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > snap.Xmin })
+	if i == 0 {
+		return 0
 	}
+	return h.cands[i-1].head
+}
 
-	if best.head > h.settled.head || (best.head == h.settled.head && best.next > h.settled.next) {
-		h.settled = best
+// add records c unless a kept candidate is at least as good, drops those c
+// is at least as good as, and keeps the bounds.
+func (h *horizon) add(c candidate) {
+	// cands[:i] have next <= c.next, the last of them the greatest head.
+	i := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > c.next })
+	if i > 0 && h.cands[i-1].head >= c.head {
+		return
 	}
-	kept := h.pending[:0]
-	for _, c := range h.pending {
-		if c.head > h.settled.head {
-			kept = append(kept, c)
+	lo := i // same next, smaller head: c is better
+	for lo > 0 && h.cands[lo-1].next == c.next {
+		lo--
+	}
+	hi := i // greater next, head no greater: c is better
+	for hi < len(h.cands) && h.cands[hi].head <= c.head {
+		hi++
+	}
+	h.cands = slices.Replace(h.cands, lo, hi, c)
+
+	settled := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
+	if pending := len(h.cands) - settled; pending > maxPending {
+		h.cands = h.cands[:settled+maxPending]
+	}
+	if settled > maxSettled {
+		// Keep every second of the older settled candidates and the newest.
+		kept := h.cands[:0]
+		for j := 0; j < settled-1; j += 2 {
+			kept = append(kept, h.cands[j])
 		}
+		h.cands = append(kept, h.cands[settled-1:]...)
 	}
-	h.pending = kept
-	if freshOK && fresh.head > h.settled.head && len(h.pending) < maxPending &&
-		(len(h.pending) == 0 || fresh.head > h.pending[len(h.pending)-1].head) {
-		h.pending = append(h.pending, fresh)
-	}
-	return best.head
 }

@@ -43,7 +43,7 @@ func TestHorizonQuietSnapshotSettlesEverythingVisible(t *testing.T) {
 	var h horizon
 	assert.EqualValues(t, 0, h.observe(snap(100, 105, 10), true))
 	assert.EqualValues(t, 40, h.observe(snap(120, 120, 40), true))
-	assert.Empty(t, h.pending)
+	assert.Equal(t, []candidate{{10, 105}, {40, 120}}, h.cands, "the older one stays for older snapshots")
 }
 
 func TestHorizonInTransactionSnapshotsOnlyConsult(t *testing.T) {
@@ -53,8 +53,7 @@ func TestHorizonInTransactionSnapshotsOnlyConsult(t *testing.T) {
 	// snapshot proved: it may not see every event up to 50.
 	assert.EqualValues(t, 0, h.observe(snap(150, 160, 30), false))
 	// It records nothing, and its own "quiet" look proves nothing either.
-	assert.Empty(t, h.pending)
-	assert.EqualValues(t, 50, h.settled.head)
+	assert.Equal(t, []candidate{{50, 200}}, h.cands)
 	assert.EqualValues(t, 0, h.observe(snap(150, 150, 30), false))
 	// A transaction snapshot newer than the proof uses it.
 	assert.EqualValues(t, 50, h.observe(snap(210, 220, 60), false))
@@ -64,7 +63,7 @@ func TestHorizonIgnoresEpochBoundaryAge(t *testing.T) {
 	var h horizon
 	row := pgdb.SettledSnapshotRow{Xmin: 1 << 32, Xmax: 1 << 32, XmaxAge: 2147483647, VisibleHead: 10}
 	assert.EqualValues(t, 0, h.observe(row, true))
-	assert.Empty(t, h.pending)
+	assert.Empty(t, h.cands)
 }
 
 func TestHorizonBoundsPendingCandidates(t *testing.T) {
@@ -72,6 +71,50 @@ func TestHorizonBoundsPendingCandidates(t *testing.T) {
 	for i := int64(1); i <= 2*maxPending; i++ {
 		h.observe(snap(1, 1+i, i), true) // transaction 1 never ends
 	}
-	assert.Len(t, h.pending, maxPending)
+	assert.Len(t, h.cands, maxPending)
 	assert.EqualValues(t, maxPending, h.observe(snap(1+maxPending, 1000, 500), true))
+}
+
+// An old snapshot (a REPEATABLE READ transaction's) uses the newest
+// candidate its own xmin proves, though newer ones have settled since.
+func TestHorizonOlderSnapshotUsesAnOlderProof(t *testing.T) {
+	var h horizon
+	assert.EqualValues(t, 10, h.observe(snap(100, 100, 10), true))
+	assert.EqualValues(t, 20, h.observe(snap(110, 110, 20), true))
+	assert.EqualValues(t, 30, h.observe(snap(120, 120, 30), true))
+	assert.EqualValues(t, 20, h.observe(snap(115, 125, 25), false), "xmin 115 proves (20, 110), not (30, 120)")
+	assert.EqualValues(t, 10, h.observe(snap(105, 125, 25), false))
+	assert.EqualValues(t, 0, h.observe(snap(99, 125, 25), false))
+}
+
+// A candidate from an old snapshot learnt late (old head, new next) is no
+// use beside one with a greater head and no greater next, and is dropped.
+func TestHorizonKeepsOnlyUsefulCandidates(t *testing.T) {
+	var h horizon
+	h.observe(snap(100, 100, 10), true)
+	h.observe(snap(90, 130, 40), true) // pending: (40, 130)
+	h.observe(snap(90, 140, 30), true) // (30, 140) is worse than (40, 130)
+	h.observe(snap(90, 130, 45), true) // same next, greater head: replaces (40, 130)
+	h.observe(snap(90, 135, 50), true) // (50, 135) stays: greater head, greater next
+	h.observe(snap(90, 120, 60), true) // better than both
+	assert.Equal(t, []candidate{{10, 100}, {60, 120}}, h.cands)
+}
+
+// Settled candidates are thinned, never all dropped: snapshots of every age
+// still find a proof, the newest ones the best.
+func TestHorizonThinsItsHistory(t *testing.T) {
+	var h horizon
+	const n = 10 * maxSettled
+	for i := int64(1); i <= n; i++ {
+		h.observe(snap(1000+10*i, 1000+10*i, i), true)
+	}
+	assert.LessOrEqual(t, len(h.cands), maxSettled+1)
+	assert.EqualValues(t, n, h.observe(snap(1000+10*n, 1000+10*n, n), false))
+	assert.EqualValues(t, n-1, h.observe(snap(1000+10*(n-1), 1000, 0), false), "the newest are kept one by one")
+	for _, age := range []int64{2, 10, 100, n - 1} {
+		hz := h.observe(snap(1000+10*(n-age), 1000, 0), false)
+		assert.Positive(t, hz, "a snapshot %d candidates old finds one", age)
+		assert.LessOrEqual(t, hz, n-age)
+		assert.GreaterOrEqual(t, hz, n-3*age, "at a grain that grows with age")
+	}
 }

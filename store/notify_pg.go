@@ -19,7 +19,9 @@ import (
 // NOTIFY per write would throttle concurrent writers; the first write in a
 // window notifies inside its statement (commit-atomic), later ones carry none
 // and a trailing wake follows their commit when the window closes. Other
-// processes therefore hear of a busy topic's writes at most this late.
+// processes therefore hear of a busy topic's writes at most this late. The
+// store never sees an adopted transaction commit, so writes in one bypass
+// the gate and always notify (pgOps.wake).
 const wakeWindow = 5 * time.Millisecond
 
 // wakeGate decides which writes carry a NOTIFY and sends trailing wakes.

@@ -12,11 +12,11 @@ import (
 func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
 		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
-		Wake: o.eng.gate.wake(queueTopic(queue))})
+		Wake: o.wake(queueTopic(queue))})
 }
 
 func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
-	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.eng.gate.wake(queueTopic(queue)),
+	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs)),
 		RunAts: make([]time.Time, len(jobs)), HasExpiresAt: make([]bool, len(jobs)), ExpiresAts: make([]time.Time, len(jobs))}
 	for i, j := range jobs {

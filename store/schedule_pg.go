@@ -13,7 +13,7 @@ import (
 func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	return o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Wake: o.eng.gate.wake(schedulerTopic)})
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Wake: o.wake(schedulerTopic)})
 }
 
 func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
@@ -28,7 +28,7 @@ func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (b
 
 func (o pgOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
 	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz, NextFireAt: next, Now: now,
-		Wake: o.eng.gate.wake(schedulerTopic)})
+		Wake: o.wake(schedulerTopic)})
 	return n == 1, err
 }
 
@@ -49,7 +49,7 @@ func (o pgOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]Sc
 
 func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
 	ids, err := o.q.FireSchedule(ctx, pgdb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
-		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: o.eng.gate.wake(queueTopic(f.queue))})
+		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: o.wake(queueTopic(f.queue))})
 	return len(ids) == 1, err
 }
 
@@ -69,7 +69,7 @@ func (o pgOps) getLease(ctx context.Context, name string) (lease, error) {
 }
 
 func (o pgOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {
-	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token, Wake: o.eng.gate.wake(schedulerTopic)})
+	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token, Wake: o.wake(schedulerTopic)})
 	return n == 1, err
 }
 

@@ -254,7 +254,8 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        pg_snapshot_xmax(snap)::text::bigint AS xmax,
        age((pg_snapshot_xmax(snap)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
-                 WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head
+                 WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid
 FROM pg_current_snapshot() AS snap
 `
 
@@ -263,14 +264,16 @@ type SettledSnapshotRow struct {
 	Xmax        int64
 	XmaxAge     int64
 	VisibleHead int64
+	HasXid      bool
 }
 
 // What the settled horizon needs from this statement's snapshot: its xmin;
 // its xmax and age(xmax), from which the caller derives the next unassigned
 // transaction id as of a moment after the snapshot (age() measures from
 // ReadNextTransactionId() in a transaction without an id; xmax alone is
-// latestCompletedXid + 1, which running transactions can exceed); and the
-// newest offset the snapshot sees that this transaction did not write.
+// latestCompletedXid + 1, which running transactions can exceed); the
+// newest offset the snapshot sees that this transaction did not write; and
+// whether this transaction holds an id (then age() measures from that id).
 func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, error) {
 	row := q.db.QueryRow(ctx, settledSnapshot)
 	var i SettledSnapshotRow
@@ -279,6 +282,7 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 		&i.Xmax,
 		&i.XmaxAge,
 		&i.VisibleHead,
+		&i.HasXid,
 	)
 	return i, err
 }
