@@ -57,6 +57,7 @@ type EventReceiver struct {
 	done      chan struct{} // closed when the reader goroutine ended
 	closed    chan struct{} // closed once Recv must report ErrClosed
 	once      sync.Once
+	stopOnce  sync.Once
 	closeHook sync.Once
 	cause     error // why it closed, for Recv
 
@@ -220,37 +221,69 @@ func (r *EventReceiver) finish(cause error) {
 
 // Recv returns the next event, waiting for one. After the receiver closed
 // (Close, the store closing, or on SQLite its watcher dying) it returns an
-// error matching ErrClosed, for good. Other errors are the database's: one
-// when reads start failing, after which the receiver keeps retrying and
-// resumes where it was once a read works again.
+// error matching ErrClosed, for good, even while events are still buffered.
+// Other errors are the database's: one when reads start failing, after which
+// the receiver keeps retrying and resumes where it was once a read works
+// again.
 func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
-	select {
-	case it := <-r.items:
-		return r.yield(ctx, it)
-	default:
+	if r.ended() {
+		return Event{}, r.closedErr()
 	}
 	select {
 	case it := <-r.items:
-		return r.yield(ctx, it)
-	case <-r.closed:
-		return Event{}, r.closedErr()
+		if !r.ended() { // a close that raced with this receive wins
+			return r.yield(ctx, it)
+		}
+	case <-r.stop:
+	case <-r.wakes.Done():
 	case <-ctx.Done():
 		return Event{}, ctx.Err()
 	}
+	r.ended()
+	return Event{}, r.closedErr()
 }
 
 // TryRecv returns the next event if one is ready: ok is false when none is
 // (and err is nil), or err matches ErrClosed once the receiver closed.
 func (r *EventReceiver) TryRecv(ctx context.Context) (ev Event, ok bool, err error) {
+	if r.ended() {
+		return Event{}, false, r.closedErr()
+	}
 	select {
 	case it := <-r.items:
+		if r.ended() {
+			return Event{}, false, r.closedErr()
+		}
 		ev, err = r.yield(ctx, it)
 		return ev, err == nil, err
-	case <-r.closed:
-		return Event{}, false, r.closedErr()
 	default:
 		return Event{}, false, nil
 	}
+}
+
+// ended reports whether the receiver has closed, settling why the first
+// time it notices: Close, or the end of the wake feed (the store closing).
+// Recv and TryRecv ask it before and after taking from the buffer, so a
+// closed receiver never hands out a buffered event.
+func (r *EventReceiver) ended() bool {
+	select {
+	case <-r.closed:
+		return true
+	default:
+	}
+	select {
+	case <-r.stop:
+		r.finish(ErrClosed)
+		return true
+	default:
+	}
+	select {
+	case <-r.wakes.Done():
+		r.finish(r.wakes.Err())
+		return true
+	default:
+	}
+	return false
 }
 
 func (r *EventReceiver) closedErr() error {
@@ -277,6 +310,10 @@ func (r *EventReceiver) yield(ctx context.Context, it item) (Event, error) {
 	}
 	return it.ev, nil
 }
+
+// Buffered is the number of events read ahead and waiting for Recv (at
+// most Options.Buffer).
+func (r *EventReceiver) Buffered() int { return len(r.items) }
 
 // Position is the offset of the last event Recv or TryRecv returned; 0
 // before the first.
@@ -309,15 +346,11 @@ func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the receiver and waits for its reader to end. Recv then
-// returns ErrClosed. Close does not save the position; call SaveOffset
+// Close stops the receiver and waits for its reader to end. Recv and
+// TryRecv then return ErrClosed, even for events still buffered. Close does not save the position; call SaveOffset
 // first if you want it saved.
 func (r *EventReceiver) Close() error {
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
+	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 	r.finish(ErrClosed)
 	if r.opts.OnClose != nil {
