@@ -1,15 +1,25 @@
 package tests
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/store"
 )
+
+func init() {
+	childVerbs["consume"] = consumeChild
+}
 
 // fullReceiver subscribes with a small buffer to a stream holding more
 // events than the buffer, and waits until the reader has filled the buffer.
@@ -75,5 +85,148 @@ func TestClosedReceiverHandsOutNothingBuffered(t *testing.T) {
 			require.NoError(t, s.Close())
 			assertClosedForGood(t, r, l)
 		})
+	})
+}
+
+// TestAutoSaveIntervalCoversOnlyFinishedEvents (issue 11, defect 22): with
+// AutoSaveInterval too, an event counts as finished only when the caller asks
+// for the next one (Recv or TryRecv); the event being handed out is never
+// saved.
+func TestAutoSaveIntervalCoversOnlyFinishedEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("interval")
+		c := ctx(t)
+		offs := publishN(t, st, 3)
+		r, err := st.Subscribe(c, "c", store.SubscribeOpts{AutoSaveInterval: time.Nanosecond})
+		require.NoError(t, err)
+		defer r.Close()
+		saved := func() int64 {
+			got, err := st.GetOffset(c, "c")
+			require.NoError(t, err)
+			return got
+		}
+		recvN(t, r, 1)
+		assert.Zero(t, saved(), "the first event is still being processed")
+		recvN(t, r, 1)
+		assert.Equal(t, offs[0], saved(), "asking for the second finished the first")
+		require.Eventually(t, func() bool { return r.Buffered() == 1 }, 10*time.Second, time.Millisecond)
+		_, ok, err := r.TryRecv(c)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, offs[1], saved(), "TryRecv finishes the previous event too")
+	})
+}
+
+// consumeChild subscribes to the stream "killed" with AutoSaveEvery: 1 and
+// processes each event (a short piece of work, then its offset appended to
+// the file record and synced) until it processed the event at offset last.
+func consumeChild(ctx context.Context, s *store.Store, record string, last int) int {
+	f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r, err := s.Stream("killed").Subscribe(ctx, "consumer", store.SubscribeOpts{AutoSaveEvery: 1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for {
+		ev, err := r.Recv(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		time.Sleep(300 * time.Microsecond) // the work, before its result is recorded
+		if _, err := fmt.Fprintf(f, "%d\n", ev.Offset); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := f.Sync(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if ev.Offset >= int64(last) {
+			return 0
+		}
+	}
+}
+
+// TestKilledConsumerLosesNoEvents (issue 11, defect 22): a Subscribe
+// consumer in another OS process, auto-saving every event, is killed with
+// SIGKILL again and again while it works through a stream and restarted each
+// time; every event was processed at least once. Auto-save used to save an
+// event as it was handed out, so a kill before its processing was recorded
+// lost it.
+func TestKilledConsumerLosesNoEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("killed")
+		c := ctx(t)
+		const events, kills = 2000, 24
+		var offs []int64
+		for len(offs) < events {
+			o, err := st.PublishMany(c, make([]store.Message, 500))
+			require.NoError(t, err)
+			offs = append(offs, o...)
+		}
+		last := offs[len(offs)-1]
+		record := t.TempDir() + "/processed"
+		processed := func() map[int64]int {
+			data, err := os.ReadFile(record)
+			if os.IsNotExist(err) {
+				return nil
+			}
+			require.NoError(t, err)
+			seen := map[int64]int{}
+			for _, line := range bytes.Split(data, []byte("\n")) {
+				if off, err := strconv.ParseInt(string(line), 10, 64); err == nil {
+					seen[off]++
+				}
+			}
+			return seen
+		}
+
+		killed := 0
+		for {
+			cmd := startChild(c, "consume", e.dsn, record, int(last))
+			require.NoError(t, cmd.Start())
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			if killed == kills {
+				require.NoError(t, <-exited, "the last run works through to the end")
+				break
+			}
+			// Kill it mid-stream: once it has processed something new, at a
+			// random moment.
+			before := len(processed())
+			for len(processed()) == before && len(exited) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(time.Duration(rand.IntN(20_000)) * time.Microsecond)
+			select {
+			case err := <-exited:
+				require.NoError(t, err, "the consumer failed on its own")
+			default:
+				require.NoError(t, cmd.Process.Kill()) // SIGKILL: no cleanup runs
+				<-exited
+				killed++
+				continue
+			}
+			break // it finished before the kill
+		}
+		seen := processed()
+		var lost []int64
+		dups := 0
+		for _, off := range offs {
+			if seen[off] == 0 {
+				lost = append(lost, off)
+			}
+			dups += max(seen[off]-1, 0)
+		}
+		t.Logf("%d kills, %d events processed twice", killed, dups)
+		assert.GreaterOrEqual(t, killed, kills/2, "the consumer was killed mid-stream again and again")
+		assert.Empty(t, lost, "events never processed")
 	})
 }
