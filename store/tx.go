@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,12 +68,17 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 
 // InTx runs fn in a transaction: it commits when fn returns nil and rolls
 // back when fn returns an error, panics (the panic continues after the
-// rollback) or ctx is cancelled.
+// rollback) or ctx is cancelled. If fn commits tx itself and returns nil,
+// InTx returns nil; if fn ends it any other way (Rollback, or a Commit that
+// failed) and returns nil, InTx returns an error matching ErrTxDone that
+// says nothing was committed.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) (err error) {
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return err
 	}
+	var committed atomic.Bool // fn may commit tx itself
+	tx.onCommit(func() { committed.Store(true) })
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(ctx)
@@ -83,11 +89,24 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) er
 		_ = tx.Rollback(ctx)
 		return err
 	}
+	if !tx.h.state.open() { // fn ended the transaction itself
+		if committed.Load() {
+			return nil
+		}
+		return opErr("commit", "", fmt.Errorf("%w: the function ended the transaction without committing it (Rollback, or a Commit that failed) and returned nil; nothing was committed", ErrTxDone))
+	}
 	if err := ctx.Err(); err != nil {
 		_ = tx.Rollback(ctx)
 		return opErr("commit", "", err)
 	}
 	return tx.Commit(ctx)
+}
+
+// open reports whether the transaction has not ended yet.
+func (st *txState) open() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.done
 }
 
 // AdoptPgx wraps a transaction the caller began on a Postgres store's

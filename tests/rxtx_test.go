@@ -88,6 +88,37 @@ func TestClosedReceiverHandsOutNothingBuffered(t *testing.T) {
 	})
 }
 
+// TestInTxWhoseFunctionEndedTheTx (issue 11, defect 20): a function that
+// commits its transaction itself and returns nil made InTx succeed; one that
+// rolled it back itself gets an error saying nothing was committed.
+func TestInTxWhoseFunctionEndedTheTx(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("self")
+		c := ctx(t)
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			if _, err := st.PublishTx(c, tx, []byte("committed")); err != nil {
+				return err
+			}
+			return tx.Commit(c)
+		}), "fn committed: InTx reports success")
+
+		err := s.InTx(c, func(c context.Context, tx store.Tx) error {
+			if _, err := st.PublishTx(c, tx, []byte("rolled back")); err != nil {
+				return err
+			}
+			return tx.Rollback(c)
+		})
+		require.ErrorIs(t, err, store.ErrTxDone)
+		assert.Contains(t, err.Error(), "nothing was committed")
+
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		assert.Equal(t, "committed", string(evs[0].Payload))
+	})
+}
+
 // TestAutoSaveIntervalCoversOnlyFinishedEvents (issue 11, defect 22): with
 // AutoSaveInterval too, an event counts as finished only when the caller asks
 // for the next one (Recv or TryRecv); the event being handed out is never
