@@ -88,6 +88,73 @@ func TestClosedReceiverHandsOutNothingBuffered(t *testing.T) {
 	})
 }
 
+// TestWriteInsideInTxOnSQLiteFailsFast (issue 11, defect 15): inside an
+// InTx function, with the ctx it was handed, an auto-commit write, a Begin
+// or a nested InTx on the same store works on Postgres (another
+// connection) and on SQLite fails at once with ErrInvalidArgument, since
+// the open transaction holds the writer slot: no waiting for itself until
+// the deadline. Once the transaction ended, the same ctx writes again.
+func TestWriteInsideInTxOnSQLiteFailsFast(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("nested")
+		q := s.Queue("nested")
+		// Short, so that the hang this test guards against fails it quickly.
+		c, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+		defer cancel()
+		lite := e.name == "lite"
+		check := func(what string, err error) {
+			t.Helper()
+			if lite {
+				require.ErrorIs(t, err, store.ErrInvalidArgument, what)
+				assert.Contains(t, err.Error(), "writer slot", what)
+			} else {
+				require.NoError(t, err, what)
+			}
+		}
+		var kept context.Context
+		start := time.Now()
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			kept = c
+			_, err := st.PublishTx(c, tx, []byte("in tx"))
+			require.NoError(t, err)
+
+			_, err = st.Publish(c, []byte("auto-commit"))
+			check("auto-commit publish", err)
+			_, err = q.Enqueue(c, []byte("job"), store.EnqueueOpts{})
+			check("auto-commit enqueue", err)
+			_, err = q.Claim(c, "w", 1, time.Minute)
+			check("claim", err)
+			check("notify", s.Notify(c, "ch", nil))
+
+			inner, err := s.Begin(c)
+			check("begin", err)
+			if err == nil {
+				_, err = st.PublishTx(c, inner, []byte("inner begin"))
+				require.NoError(t, err)
+				require.NoError(t, inner.Commit(c))
+			}
+			check("nested InTx", s.InTx(c, func(c context.Context, inner store.Tx) error {
+				_, err := st.PublishTx(c, inner, []byte("inner InTx"))
+				return err
+			}))
+			return nil
+		}))
+		assert.Less(t, time.Since(start), 2*time.Second, "no write waited for its own transaction")
+
+		evs, err := st.ReadSince(c, 0, 100)
+		require.NoError(t, err)
+		want := 1 // the outer transaction's own publish
+		if !lite {
+			want = 4 // and the auto-commit one, the Begin'd one and the nested InTx's
+		}
+		assert.Len(t, evs, want)
+
+		_, err = st.Publish(kept, []byte("after"))
+		require.NoError(t, err, "the ctx InTx handed out writes again once its transaction ended")
+	})
+}
+
 // TestInTxWhoseFunctionEndedTheTx (issue 11, defect 20): a function that
 // commits its transaction itself and returns nil made InTx succeed; one that
 // rolled it back itself gets an error saying nothing was committed.
