@@ -27,11 +27,18 @@ type Source interface {
 }
 
 // Options tune an EventReceiver. Zero values take the defaults.
+//
+// Auto-save covers only events the caller has finished with: an event counts
+// as finished once the caller asks for the next one (calls Recv or TryRecv
+// again), never when it is handed out. A consumer that dies while processing
+// an event therefore gets it again after a restart (at-least-once). The last
+// event before a pause stays unsaved until the next Recv or TryRecv; call
+// SaveOffset to save the last event Recv returned yourself.
 type Options struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256
-	AutoSaveEvery    int           // save the position every N events yielded; 0: off
-	AutoSaveInterval time.Duration // save the position at most this often while events flow; 0: off
+	AutoSaveEvery    int           // save the finished position every N finished events; 0: off
+	AutoSaveInterval time.Duration // save the finished position at most this often (checked on each Recv/TryRecv); 0: off
 	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
 	SafetyPoll       time.Duration // re-read this often even without a wake (wakes are best-effort); default 5s
 	Logger           *slog.Logger  // for auto-save failures; default slog.Default()
@@ -57,13 +64,16 @@ type EventReceiver struct {
 	done      chan struct{} // closed when the reader goroutine ended
 	closed    chan struct{} // closed once Recv must report ErrClosed
 	once      sync.Once
+	stopOnce  sync.Once
 	closeHook sync.Once
 	cause     error // why it closed, for Recv
 
 	mu       sync.Mutex
 	position int64 // last offset yielded by Recv or TryRecv
-	saved    int64 // last position saved by auto-save
-	unsaved  int
+	pending  bool  // position was yielded and the caller has not asked for the next event yet
+	finished int64 // last offset the caller finished with: auto-save never goes past it
+	saved    int64 // last position saved
+	unsaved  int   // events finished since the last save
 	lastSave time.Time
 }
 
@@ -220,37 +230,72 @@ func (r *EventReceiver) finish(cause error) {
 
 // Recv returns the next event, waiting for one. After the receiver closed
 // (Close, the store closing, or on SQLite its watcher dying) it returns an
-// error matching ErrClosed, for good. Other errors are the database's: one
-// when reads start failing, after which the receiver keeps retrying and
-// resumes where it was once a read works again.
+// error matching ErrClosed, for good, even while events are still buffered.
+// Other errors are the database's: one when reads start failing, after which
+// the receiver keeps retrying and resumes where it was once a read works
+// again. Calling Recv marks the previous event finished (see Options).
 func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
-	select {
-	case it := <-r.items:
-		return r.yield(ctx, it)
-	default:
-	}
-	select {
-	case it := <-r.items:
-		return r.yield(ctx, it)
-	case <-r.closed:
+	if r.ended() {
 		return Event{}, r.closedErr()
+	}
+	r.autoSave(ctx)
+	select {
+	case it := <-r.items:
+		if !r.ended() { // a close that raced with this receive wins
+			return r.yield(it)
+		}
+	case <-r.stop:
+	case <-r.wakes.Done():
 	case <-ctx.Done():
 		return Event{}, ctx.Err()
 	}
+	r.ended()
+	return Event{}, r.closedErr()
 }
 
 // TryRecv returns the next event if one is ready: ok is false when none is
 // (and err is nil), or err matches ErrClosed once the receiver closed.
+// Calling TryRecv marks the previous event finished (see Options).
 func (r *EventReceiver) TryRecv(ctx context.Context) (ev Event, ok bool, err error) {
+	if r.ended() {
+		return Event{}, false, r.closedErr()
+	}
+	r.autoSave(ctx)
 	select {
 	case it := <-r.items:
-		ev, err = r.yield(ctx, it)
+		if r.ended() {
+			return Event{}, false, r.closedErr()
+		}
+		ev, err = r.yield(it)
 		return ev, err == nil, err
-	case <-r.closed:
-		return Event{}, false, r.closedErr()
 	default:
 		return Event{}, false, nil
 	}
+}
+
+// ended reports whether the receiver has closed, settling why the first
+// time it notices: Close, or the end of the wake feed (the store closing).
+// Recv and TryRecv ask it before and after taking from the buffer, so a
+// closed receiver never hands out a buffered event.
+func (r *EventReceiver) ended() bool {
+	select {
+	case <-r.closed:
+		return true
+	default:
+	}
+	select {
+	case <-r.stop:
+		r.finish(ErrClosed)
+		return true
+	default:
+	}
+	select {
+	case <-r.wakes.Done():
+		r.finish(r.wakes.Err())
+		return true
+	default:
+	}
+	return false
 }
 
 func (r *EventReceiver) closedErr() error {
@@ -260,23 +305,43 @@ func (r *EventReceiver) closedErr() error {
 	return errors.Join(ErrClosed, r.cause)
 }
 
-func (r *EventReceiver) yield(ctx context.Context, it item) (Event, error) {
+func (r *EventReceiver) yield(it item) (Event, error) {
 	if it.err != nil {
 		return Event{}, it.err
 	}
 	r.mu.Lock()
-	r.position = it.ev.Offset
-	r.unsaved++
-	due := (r.opts.AutoSaveEvery > 0 && r.unsaved >= r.opts.AutoSaveEvery) ||
-		(r.opts.AutoSaveInterval > 0 && time.Since(r.lastSave) >= r.opts.AutoSaveInterval)
+	r.position, r.pending = it.ev.Offset, true
+	r.mu.Unlock()
+	return it.ev, nil
+}
+
+// autoSave runs when the caller asks for the next event: the event yielded
+// before is finished now, and the finished position is saved when due. It
+// never saves the event about to be handed out.
+func (r *EventReceiver) autoSave(ctx context.Context) {
+	if r.opts.AutoSaveEvery <= 0 && r.opts.AutoSaveInterval <= 0 {
+		return
+	}
+	r.mu.Lock()
+	if r.pending {
+		r.pending, r.finished = false, r.position
+		r.unsaved++
+	}
+	pos := r.finished
+	due := pos > r.saved &&
+		((r.opts.AutoSaveEvery > 0 && r.unsaved >= r.opts.AutoSaveEvery) ||
+			(r.opts.AutoSaveInterval > 0 && time.Since(r.lastSave) >= r.opts.AutoSaveInterval))
 	r.mu.Unlock()
 	if due {
-		if err := r.SaveOffset(ctx); err != nil {
+		if err := r.save(ctx, pos); err != nil {
 			r.opts.Logger.Warn("alkstore: receiver auto-save failed; the position will be saved again later", "error", err)
 		}
 	}
-	return it.ev, nil
 }
+
+// Buffered is the number of events read ahead and waiting for Recv (at
+// most Options.Buffer).
+func (r *EventReceiver) Buffered() int { return len(r.items) }
 
 // Position is the offset of the last event Recv or TryRecv returned; 0
 // before the first.
@@ -293,6 +358,10 @@ func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 	r.mu.Lock()
 	pos := r.position
 	r.mu.Unlock()
+	return r.save(ctx, pos)
+}
+
+func (r *EventReceiver) save(ctx context.Context, pos int64) error {
 	if pos == 0 {
 		return nil
 	}
@@ -301,7 +370,7 @@ func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.saved = max(r.saved, pos)
-	if r.position == pos {
+	if r.finished <= pos {
 		r.unsaved = 0
 	}
 	r.lastSave = time.Now()
@@ -309,15 +378,11 @@ func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the receiver and waits for its reader to end. Recv then
-// returns ErrClosed. Close does not save the position; call SaveOffset
+// Close stops the receiver and waits for its reader to end. Recv and
+// TryRecv then return ErrClosed, even for events still buffered. Close does not save the position; call SaveOffset
 // first if you want it saved.
 func (r *EventReceiver) Close() error {
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
+	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 	r.finish(ErrClosed)
 	if r.opts.OnClose != nil {

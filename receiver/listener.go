@@ -54,7 +54,9 @@ func NewPollListener(ctx context.Context, channel string, src MessageSource, wak
 	}
 	out := make(chan []byte, max(buf, 1))
 	stop, ended := make(chan struct{}), make(chan struct{})
-	l := &Listener{channel: channel, c: out, done: ended, cause: wakes.Err, closed: make(chan struct{}), onClose: onClose}
+	// done is the wake feed's end, not the reader's: Recv must see the store
+	// closing at once, not only after the reader noticed.
+	l := &Listener{channel: channel, c: out, done: wakes.Done(), cause: wakes.Err, closed: make(chan struct{}), onClose: onClose}
 	l.stop = func() { close(stop); <-ended }
 	go func() {
 		defer close(ended)
@@ -88,27 +90,47 @@ func NewPollListener(ctx context.Context, channel string, src MessageSource, wak
 }
 
 // Recv waits for the next notification. After Close (or the store closing)
-// it returns an error matching ErrClosed.
+// it returns an error matching ErrClosed, even while notifications are still
+// buffered.
 func (l *Listener) Recv(ctx context.Context) (Notification, error) {
-	select {
-	case p := <-l.c:
-		return Notification{Channel: l.channel, Payload: p}, nil
-	default:
+	if err := l.ended(); err != nil {
+		return Notification{}, err
 	}
 	select {
 	case p := <-l.c:
-		return Notification{Channel: l.channel, Payload: p}, nil
-	case <-l.closed:
-		return Notification{}, ErrClosed
-	case <-l.done:
-		if err := l.cause(); err != nil {
+		if err := l.ended(); err != nil { // a close that raced with this receive wins
 			return Notification{}, err
 		}
-		return Notification{}, ErrClosed
+		return Notification{Channel: l.channel, Payload: p}, nil
+	case <-l.closed:
+	case <-l.done:
 	case <-ctx.Done():
 		return Notification{}, ctx.Err()
 	}
+	return Notification{}, l.ended()
 }
+
+// ended is why the listener has closed (Close first, then the feed's end),
+// or nil while it is open.
+func (l *Listener) ended() error {
+	select {
+	case <-l.closed:
+		return ErrClosed
+	default:
+	}
+	select {
+	case <-l.done:
+		if err := l.cause(); err != nil {
+			return err
+		}
+		return ErrClosed
+	default:
+	}
+	return nil
+}
+
+// Buffered is the number of notifications received and waiting for Recv.
+func (l *Listener) Buffered() int { return len(l.c) }
 
 // Close stops listening. Recv then returns ErrClosed.
 func (l *Listener) Close() error {

@@ -106,7 +106,7 @@ const (
 
 // Configure stores the stream's settings (replacing earlier ones).
 func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
-	_, err := run(st.handle, "configure", autoWrite, func(o target) (struct{}, error) {
+	_, err := run(st.handle, "configure", autoWrite(ctx), func(o target) (struct{}, error) {
 		if c.HeadlessTTL < 0 || c.Retention < 0 || c.MinCompactionLag < 0 || c.TombstoneRetention < 0 {
 			return struct{}{}, fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
 		}

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // handle is what every mechanism handle (Stream, Queue, ...) holds: its
 // store, its name, and the verdict on that name, reported by every
@@ -30,11 +33,19 @@ type target struct {
 // via chooses the target of an operation.
 type via func(s *Store) (target, error)
 
-func autoWrite(s *Store) (target, error) {
-	if err := s.check(); err != nil {
-		return target{}, err
+// autoWrite is an auto-commit write made with ctx. On SQLite it needs the
+// writer slot, so it is refused at once when ctx's own transaction holds
+// the slot (see writerHeldBy) instead of waiting for itself.
+func autoWrite(ctx context.Context) via {
+	return func(s *Store) (target, error) {
+		if err := s.check(); err != nil {
+			return target{}, err
+		}
+		if err := s.writerHeldBy(ctx); err != nil {
+			return target{}, err
+		}
+		return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
 	}
-	return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
 }
 
 func autoRead(s *Store) (target, error) {

@@ -18,8 +18,8 @@ type Maintenance struct{ s *Store }
 // which runs them on a schedule).
 func (s *Store) Maintenance() Maintenance { return Maintenance{s: s} }
 
-func (m Maintenance) pass(op string, batch int, fn func(o target, now time.Time, batch int) (int64, error)) (int64, error) {
-	return run(handle{s: m.s}, op, autoWrite, func(o target) (int64, error) {
+func (m Maintenance) pass(ctx context.Context, op string, batch int, fn func(o target, now time.Time, batch int) (int64, error)) (int64, error) {
+	return run(handle{s: m.s}, op, autoWrite(ctx), func(o target) (int64, error) {
 		if batch <= 0 {
 			return 0, fmt.Errorf("%w: batch must be positive", ErrInvalidArgument)
 		}
@@ -30,7 +30,7 @@ func (m Maintenance) pass(op string, batch int, fn func(o target, now time.Time,
 // DeleteExpiredHeadless deletes headless compaction rows unused for longer
 // than their stream's HeadlessTTL. A later LockCompactionHead recreates one.
 func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int64, error) {
-	return m.pass("delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
+	return m.pass(ctx, "delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.deleteExpiredHeadless(ctx, now, batch)
 	})
 }
@@ -38,7 +38,7 @@ func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int6
 // ApplyRetention deletes events older than their stream's Retention,
 // sparing the current heads of compacted streams.
 func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, error) {
-	return m.pass("apply retention", batch, func(o target, now time.Time, batch int) (int64, error) {
+	return m.pass(ctx, "apply retention", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.applyRetention(ctx, now, batch)
 	})
 }
@@ -46,7 +46,7 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 // CompactSuperseded deletes keyed events of compacted streams that a newer
 // head superseded, once older than the stream's MinCompactionLag.
 func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, error) {
-	return m.pass("compact", batch, func(o target, now time.Time, batch int) (int64, error) {
+	return m.pass(ctx, "compact", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.compactSuperseded(ctx, now, batch)
 	})
 }
@@ -55,14 +55,14 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 // has been a tombstone for longer than TombstoneRetention: the head row and
 // the tombstone event go together.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
-	return m.pass("delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
+	return m.pass(ctx, "delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.deleteExpiredTombstones(ctx, now, batch)
 	})
 }
 
 // SweepExpiredJobs moves expired pending jobs of every queue to dead.
 func (m Maintenance) SweepExpiredJobs(ctx context.Context, batch int) (int64, error) {
-	return m.pass("sweep expired jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
+	return m.pass(ctx, "sweep expired jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.sweepAllExpiredJobs(ctx, now, batch)
 	})
 }

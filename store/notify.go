@@ -14,7 +14,7 @@ import (
 // envelope) makes a larger payload fail with ErrPayloadTooLarge before any
 // I/O.
 func (s *Store) Notify(ctx context.Context, channel string, payload []byte) error {
-	return s.notify(ctx, autoWrite, channel, payload)
+	return s.notify(ctx, autoWrite(ctx), channel, payload)
 }
 
 // NotifyTx sends the notification only if tx commits; a rollback sends
@@ -56,7 +56,7 @@ func (s *Store) Listen(ctx context.Context, channel string) (*receiver.Listener,
 // wake long before). On Postgres, where notifications are never stored, it
 // does nothing. The janitor calls it on a schedule.
 func (s *Store) PruneNotifications(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
-	return run(handle{s: s}, "prune notifications", autoWrite, func(o target) (int64, error) {
+	return run(handle{s: s}, "prune notifications", autoWrite(ctx), func(o target) (int64, error) {
 		if maxAge < 0 || keep < 0 {
 			return 0, fmt.Errorf("%w: maxAge and keep must not be negative", ErrInvalidArgument)
 		}

@@ -48,7 +48,7 @@ func (ob *Outbox) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enq
 
 // Enqueue adds a message on its own (auto-commit).
 func (ob *Outbox) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
-	return ob.q.enqueue(ctx, autoWrite, payload, outboxOpts(opts))
+	return ob.q.enqueue(ctx, autoWrite(ctx), payload, outboxOpts(opts))
 }
 
 func outboxOpts(o EnqueueOpts) EnqueueOpts {

@@ -113,7 +113,7 @@ func resolveJob(now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
 
 // Enqueue adds a job and returns its id.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
-	return q.enqueue(ctx, autoWrite, payload, opts)
+	return q.enqueue(ctx, autoWrite(ctx), payload, opts)
 }
 
 // EnqueueTx adds a job inside tx: it exists only if tx commits.
@@ -139,7 +139,7 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 // EnqueueMany adds jobs in one round trip and returns their ids in order.
 // All or none are stored.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
-	return q.enqueueMany(ctx, autoWrite, jobs)
+	return q.enqueueMany(ctx, autoWrite(ctx), jobs)
 }
 
 // EnqueueManyTx is EnqueueMany inside tx.
@@ -178,7 +178,7 @@ func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 // allowed attempt goes to dead instead. Claim has no transactional form on
 // purpose: a claim's lease must not depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
-	return run(q.handle, "claim", autoWrite, func(o target) ([]*Job, error) {
+	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
 			return nil, err
 		}
@@ -307,7 +307,7 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 	if j == nil || j.q == nil || j.token == 0 {
 		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
 	}
-	return run(j.q.handle, op, autoWrite, func(o target) (bool, error) {
+	return run(j.q.handle, op, autoWrite(ctx), func(o target) (bool, error) {
 		ok, err := fn(o, j.q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("job %d: %w", j.ID, ErrClaimLost)
@@ -324,7 +324,7 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch.
 func (q *Queue) AckBatch(ctx context.Context, jobs []*Job) (int64, error) {
-	return run(q.handle, "ack batch", autoWrite, func(o target) (int64, error) {
+	return run(q.handle, "ack batch", autoWrite(ctx), func(o target) (int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
 			if j == nil || j.settled() || j.Queue != q.name {
@@ -360,7 +360,7 @@ func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
 // SweepExpired moves pending jobs past their ExpiresAt to dead ("expired")
 // and returns how many it moved.
 func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
-	return run(q.handle, "sweep expired", autoWrite, func(o target) (int64, error) {
+	return run(q.handle, "sweep expired", autoWrite(ctx), func(o target) (int64, error) {
 		return o.sweepExpired(ctx, q.name, q.s.now())
 	})
 }
@@ -368,7 +368,7 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 // Cancel moves a pending or running job to dead ("cancelled"); a running
 // job's worker then loses its claim. ErrNotFound when no such live job.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
-	_, err := run(q.handle, "cancel", autoWrite, func(o target) (bool, error) {
+	_, err := run(q.handle, "cancel", autoWrite(ctx), func(o target) (bool, error) {
 		ok, err := o.cancel(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
@@ -381,7 +381,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 // Requeue moves a dead job back to pending, due now, with its attempts
 // reset. ErrNotFound when no such dead job.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
-	_, err := run(q.handle, "requeue", autoWrite, func(o target) (bool, error) {
+	_, err := run(q.handle, "requeue", autoWrite(ctx), func(o target) (bool, error) {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("dead job %d: %w", id, ErrNotFound)

@@ -51,7 +51,7 @@ const schedulerTopic = "x:scheduler"
 // the paused flag, so applications can register their schedules at every
 // start.
 func (s *Store) Schedule(ctx context.Context, spec ScheduleSpec) error {
-	return s.schedule(ctx, autoWrite, spec)
+	return s.schedule(ctx, autoWrite(ctx), spec)
 }
 
 // ScheduleTx is Schedule inside tx: the schedule exists, and schedulers hear
@@ -88,7 +88,7 @@ func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
 
 // Unschedule removes the schedule; ErrNotFound when there is none.
 func (s *Store) Unschedule(ctx context.Context, name string) error {
-	return s.unschedule(ctx, autoWrite, name)
+	return s.unschedule(ctx, autoWrite(ctx), name)
 }
 
 // UnscheduleTx is Unschedule inside tx: the schedule is gone only if tx
@@ -107,7 +107,7 @@ func (s *Store) unschedule(ctx context.Context, v via, name string) error {
 // PauseSchedule stops the schedule's fires until ResumeSchedule; ErrNotFound
 // when there is none.
 func (s *Store) PauseSchedule(ctx context.Context, name string) error {
-	_, err := run(newHandle(s, name), "pause schedule", autoWrite, func(o target) (struct{}, error) {
+	_, err := run(newHandle(s, name), "pause schedule", autoWrite(ctx), func(o target) (struct{}, error) {
 		return struct{}{}, found(o.pauseSchedule(ctx, name, s.now()))
 	})
 	return err
@@ -117,7 +117,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string) error {
 // now: boundaries that passed while it was paused never fire. Resuming a
 // running schedule does nothing; ErrNotFound when there is none.
 func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
-	_, err := run(newHandle(s, name), "resume schedule", autoWrite, func(o target) (struct{}, error) {
+	_, err := run(newHandle(s, name), "resume schedule", autoWrite(ctx), func(o target) (struct{}, error) {
 		// The next boundary depends on the spec; a replace in between is
 		// caught by the update's check and read again.
 		for range 5 {

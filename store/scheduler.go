@@ -218,7 +218,7 @@ func (k *leaseKeeper) held() (bool, error) {
 	}
 	l := k.l
 	l.expiresAt = now.Add(k.ttl)
-	held, err := run(handle{s: k.sc.s, name: k.sc.owner}, "scheduler lease", autoWrite, func(o target) (bool, error) {
+	held, err := run(handle{s: k.sc.s, name: k.sc.owner}, "scheduler lease", autoWrite(k.ctx), func(o target) (bool, error) {
 		return o.acquireLease(k.ctx, l, now)
 	})
 	k.sc.leading.Store(held && err == nil)
@@ -293,7 +293,7 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeep
 // past now, atomically. Nothing happens if another scheduler fired that
 // boundary, or the schedule was paused or replaced, since it was read.
 func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (bool, error) {
-	return run(handle{s: sc.s, name: d.Name}, "fire schedule", autoWrite, func(o target) (bool, error) {
+	return run(handle{s: sc.s, name: d.Name}, "fire schedule", autoWrite(ctx), func(o target) (bool, error) {
 		c, err := parseSpec(d.Spec, d.TZ)
 		if err != nil {
 			return false, err
@@ -319,7 +319,7 @@ func (sc *Scheduler) resign(ctx context.Context, l lease) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := run(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite, func(o target) (struct{}, error) {
+	_, err := run(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite(ctx), func(o target) (struct{}, error) {
 		released, err := o.releaseLease(ctx, l.name, l.token)
 		if released {
 			sc.s.wakeSchedulers(o)

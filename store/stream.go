@@ -24,7 +24,7 @@ func (st *Stream) Name() string { return st.name }
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
-	return st.publish(ctx, autoWrite, payload)
+	return st.publish(ctx, autoWrite(ctx), payload)
 }
 
 // PublishTx is Publish inside tx: the event commits or rolls back with it.
@@ -36,7 +36,7 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 // compaction head by the winner rule (rank 0). A nil payload is a
 // tombstone. An empty key is ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, autoWrite, key, payload, 0, 1)
+	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
 }
 
 // PublishWithKeyTx is PublishWithKey inside tx.
@@ -58,7 +58,7 @@ func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, er
 // offsets in the same order. All or none are stored. Keyed messages update
 // their keys' compaction heads (rank 0) like PublishWithKey.
 func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
-	return st.publishMany(ctx, autoWrite, msgs)
+	return st.publishMany(ctx, autoWrite(ctx), msgs)
 }
 
 // PublishManyTx is PublishMany inside tx.
@@ -132,7 +132,7 @@ func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, 
 // SaveOffset records that consumer has processed every event up to offset.
 // Offsets only move forward: saving a lower offset is a silent no-op.
 func (st *Stream) SaveOffset(ctx context.Context, consumer string, offset int64) error {
-	return st.saveOffset(ctx, autoWrite, consumer, offset)
+	return st.saveOffset(ctx, autoWrite(ctx), consumer, offset)
 }
 
 // SaveOffsetTx is SaveOffset inside tx, so processing and offset commit
@@ -178,7 +178,7 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 // events keep their offsets; saved consumer offsets stay valid. A negative
 // horizon deletes nothing.
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
-	return run(st.handle, "trim", autoWrite, func(o target) (int64, error) {
+	return run(st.handle, "trim", autoWrite(ctx), func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}

@@ -31,7 +31,7 @@ type ProduceOpts struct {
 // Produce publishes m. With a key, a nil m is a tombstone: it becomes the
 // head and the key reads as deleted.
 func (t *Topic[M]) Produce(ctx context.Context, m *M, opts ProduceOpts) (int64, error) {
-	return t.produce(ctx, autoWrite, m, opts)
+	return t.produce(ctx, autoWrite(ctx), m, opts)
 }
 
 // ProduceInTx publishes m inside tx, so it commits with the transaction's

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,15 +55,24 @@ type txState struct {
 const rollbackTimeout = 5 * time.Second
 
 // Begin starts a transaction. On SQLite it is a write transaction
-// (BEGIN IMMEDIATE) on the writer slot, held until the transaction ends.
+// (BEGIN IMMEDIATE) on the writer slot, held until the transaction ends: an
+// auto-commit write or another Begin made while your own Tx is open waits
+// for that Tx to end, so on the same goroutine it waits until its context
+// expires (on Postgres it runs on another connection). With the ctx InTx
+// hands its function, the library can tell and fails at once with
+// ErrInvalidArgument instead; with a Begin'd Tx it cannot, so use the Tx
+// forms (PublishTx, EnqueueTx, ...) inside a transaction.
 //
 // End every transaction with Commit or Rollback. One that is dropped while
 // open is rolled back when it is garbage-collected; the store forces a
-// collection when another operation has waited 100 ms for
-// a connection or the writer slot while a transaction is open, so a leak
-// holds them only that long once something needs them.
+// collection when another operation has waited 100 ms for a connection or
+// the writer slot while a transaction is open, so a leak holds them only
+// that long once something needs them.
 func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	if err := s.check(); err != nil {
+		return Tx{}, opErr("begin", "", err)
+	}
+	if err := s.writerHeldBy(ctx); err != nil {
 		return Tx{}, opErr("begin", "", err)
 	}
 	disarm := s.life.whileWaiting()
@@ -82,27 +92,79 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 
 // InTx runs fn in a transaction: it commits when fn returns nil and rolls
 // back when fn returns an error, panics (the panic continues after the
-// rollback) or ctx is cancelled.
+// rollback) or ctx is cancelled. If fn commits tx itself and returns nil,
+// InTx returns nil; if fn ends it any other way (Rollback, or a Commit that
+// failed) and returns nil, InTx returns an error matching ErrTxDone that
+// says nothing was committed.
+//
+// The ctx fn receives carries the transaction. On SQLite the transaction
+// holds the writer slot, so an auto-commit write (Publish, Enqueue, Claim,
+// ...), Begin or a nested InTx made with that ctx, on this store, while the
+// transaction is open, fails at once with an error matching
+// ErrInvalidArgument instead of waiting for itself; use the Tx forms. On
+// Postgres those run on another connection and work.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) (err error) {
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return err
 	}
+	var committed atomic.Bool // fn may commit tx itself
+	tx.onCommit(func() { committed.Store(true) })
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback(ctx)
 			panic(p)
 		}
 	}()
-	if err := fn(ctx, tx); err != nil {
+	if err := fn(withTx(ctx, s, tx), tx); err != nil {
 		_ = tx.Rollback(ctx)
 		return err
+	}
+	if !tx.h.state.open() { // fn ended the transaction itself
+		if committed.Load() {
+			return nil
+		}
+		return opErr("commit", "", fmt.Errorf("%w: the function ended the transaction without committing it (Rollback, or a Commit that failed) and returned nil; nothing was committed", ErrTxDone))
 	}
 	if err := ctx.Err(); err != nil {
 		_ = tx.Rollback(ctx)
 		return opErr("commit", "", err)
 	}
 	return tx.Commit(ctx)
+}
+
+// txKey marks the ctx InTx hands to its function with its transaction.
+type txKey struct{}
+
+type txMark struct {
+	s  *Store
+	st *txState // not the handle, which must stay collectable
+}
+
+func withTx(ctx context.Context, s *Store, tx Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, txMark{s: s, st: tx.h.state})
+}
+
+// writerHeldBy refuses, on SQLite, what needs the writer slot while ctx's
+// own transaction on this store (InTx's) is open and holds that slot: it
+// would wait for the transaction, which waits for it. Postgres runs such
+// writes on another connection, so nothing is refused there.
+func (s *Store) writerHeldBy(ctx context.Context) error {
+	m, ok := ctx.Value(txKey{}).(txMark)
+	if !ok || m.s != s || !m.st.open() {
+		return nil
+	}
+	if _, lite := s.eng.(*liteEngine); !lite {
+		return nil
+	}
+	return fmt.Errorf("%w: on SQLite this needs the writer slot, which the open transaction of this ctx (InTx's) holds, so it would wait for itself; use the transaction's Tx forms, or do it after InTx returns", ErrInvalidArgument)
+}
+
+// open reports whether the transaction has not ended yet.
+func (st *txState) open() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.done
 }
 
 // AdoptPgx wraps a transaction the caller began on a Postgres store's
