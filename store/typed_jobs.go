@@ -43,6 +43,9 @@ func (t *JobQueue[T]) EnqueueTx(ctx context.Context, tx Tx, v T, opts EnqueueOpt
 // payload that does not decode fails its job at once with ErrCodec in its
 // cause; the worker keeps going.
 func (t *JobQueue[T]) Work(ctx context.Context, opts WorkOpts, handler func(ctx context.Context, job *Job, v T) error) error {
+	if handler == nil {
+		return opErr("work", t.q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	}
 	return t.q.Work(ctx, opts, func(ctx context.Context, job *Job) error {
 		var v T
 		if err := t.q.s.codec.Unmarshal(job.Payload, &v); err != nil {

@@ -206,6 +206,7 @@ func TestWorkRejectsANilHandler(t *testing.T) {
 		_, err := q.Enqueue(c, nil, store.EnqueueOpts{})
 		require.NoError(t, err)
 		require.ErrorIs(t, q.Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
+		require.ErrorIs(t, s.Jobs[string]("nil").Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
 		st, err := q.Stats(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, st.Ready, "nothing was claimed")
