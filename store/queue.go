@@ -41,7 +41,7 @@ const DefaultMaxAttempts = 25
 type Job struct {
 	ID             int64
 	Queue          string
-	Payload        []byte
+	Payload        []byte // as enqueued: nil stays nil, empty stays empty (non-nil)
 	Priority       int
 	State          JobState
 	Attempts       int // claims so far, this one included

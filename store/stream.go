@@ -34,7 +34,8 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 
 // PublishWithKey appends an event carrying key and makes it the key's
 // compaction head by the winner rule (rank 0). A nil payload is a
-// tombstone. An empty key is ErrInvalidName.
+// tombstone; an empty, non-nil one is a value. An empty key is
+// ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, autoWrite, key, payload, 0, 1)
 }

@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const ackJob = `-- name: AckJob :execrows
@@ -216,7 +218,7 @@ RETURNING id
 
 type EnqueueJobParams struct {
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	Now         int64
@@ -251,7 +253,7 @@ RETURNING id
 
 type EnqueueJobsParams struct {
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	Now         int64
