@@ -123,6 +123,9 @@ func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload [
 		if err := validateKey(&key); err != nil {
 			return 0, err
 		}
+		if err := st.s.checkPayload("payload", payload); err != nil {
+			return 0, err
+		}
 		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, rank: rank,
 			schemaVersion: int32(schemaVersion), now: st.s.now()})
 		if err == nil {

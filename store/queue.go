@@ -129,6 +129,9 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enque
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
+		if err := q.s.checkPayload("payload", payload); err != nil {
+			return 0, err
+		}
 		now := q.s.now()
 		j, err := resolveJob(now, payload, opts)
 		if err != nil {
@@ -158,6 +161,9 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, jobs []NewJob) ([]int64,
 		now := q.s.now()
 		resolved := make([]newJob, len(jobs))
 		for i, nj := range jobs {
+			if err := q.s.checkPayload(fmt.Sprintf("job %d's payload", i), nj.Payload); err != nil {
+				return nil, err
+			}
 			j, err := resolveJob(now, nj.Payload, nj.Opts)
 			if err != nil {
 				return nil, fmt.Errorf("job %d: %w", i, err)

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -186,4 +187,190 @@ func TestEmptyPayloadIsAValueNilIsNot(t *testing.T) {
 			samePayload(t, want, n.Payload, fmt.Sprintf("notification %d", i))
 		}
 	})
+}
+
+// Every entry point refuses a payload over the limit with
+// ErrPayloadTooLarge before any I/O (nothing is stored), single and batch
+// forms, typed forms and the outbox too, on both engines.
+func TestOversizedPayloadIsRefusedEverywhere(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		big := make([]byte, store.MaxPayloadSize+1)
+		st := s.Stream("big")
+		q := s.Queue("big")
+		ob := s.Outbox("big")
+		type blob struct{ B []byte }
+		bigTyped := blob{B: make([]byte, store.MaxPayloadSize)} // larger once encoded
+		tooLarge := func(what string, err error) {
+			t.Helper()
+			assert.ErrorIs(t, err, store.ErrPayloadTooLarge, what)
+		}
+
+		_, err := st.Publish(c, big)
+		tooLarge("Publish", err)
+		_, err = st.PublishWithKey(c, "k", big)
+		tooLarge("PublishWithKey", err)
+		_, err = st.PublishMany(c, []store.Message{{Payload: []byte("ok")}, {Payload: big}})
+		tooLarge("PublishMany", err)
+		_, err = s.Topic[blob]("big").Produce(c, &bigTyped, store.ProduceOpts{Key: "k"})
+		tooLarge("Topic.Produce", err)
+		_, err = q.Enqueue(c, big, store.EnqueueOpts{})
+		tooLarge("Enqueue", err)
+		_, err = q.EnqueueMany(c, []store.NewJob{{Payload: []byte("ok")}, {Payload: big}})
+		tooLarge("EnqueueMany", err)
+		_, err = s.Jobs[blob]("big").Enqueue(c, bigTyped, store.EnqueueOpts{})
+		tooLarge("Jobs.Enqueue", err)
+		_, err = ob.Enqueue(c, big, store.EnqueueOpts{})
+		tooLarge("Outbox.Enqueue", err)
+		err = s.Schedule(c, store.ScheduleSpec{Name: "big", Spec: "@hourly", Queue: "big", Payload: big})
+		tooLarge("Schedule", err)
+		err = s.Notify(c, "big", make([]byte, 8000))
+		tooLarge("Notify (NOTIFY's limit, on both engines)", err)
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			_, err := st.PublishTx(c, tx, big)
+			tooLarge("PublishTx", err)
+			_, err = st.PublishWithKeyTx(c, tx, "k", big)
+			tooLarge("PublishWithKeyTx", err)
+			_, err = st.PublishManyTx(c, tx, []store.Message{{Payload: big}})
+			tooLarge("PublishManyTx", err)
+			_, err = q.EnqueueTx(c, tx, big, store.EnqueueOpts{})
+			tooLarge("EnqueueTx", err)
+			_, err = q.EnqueueManyTx(c, tx, []store.NewJob{{Payload: big}})
+			tooLarge("EnqueueManyTx", err)
+			_, err = ob.EnqueueTx(c, tx, big, store.EnqueueOpts{})
+			tooLarge("Outbox.EnqueueTx", err)
+			tooLarge("NotifyTx", s.NotifyTx(c, tx, "big", make([]byte, 8000)))
+			return nil
+		}))
+
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		assert.Empty(t, evs, "nothing was published")
+		stats, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, stats.Ready, "nothing was enqueued")
+		list, err := s.Schedules(c)
+		require.NoError(t, err)
+		assert.Empty(t, list)
+
+		// A lower limit is an Open option; beyond MaxPayloadSize is refused.
+		small := e.open(t, store.WithMaxPayloadSize(16))
+		_, err = small.Stream("big").Publish(c, make([]byte, 17))
+		tooLarge("WithMaxPayloadSize", err)
+		_, err = small.Stream("big").Publish(c, make([]byte, 16))
+		require.NoError(t, err)
+		_, err = store.Open(c, e.dsn, store.WithMaxPayloadSize(store.MaxPayloadSize+1))
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+	})
+}
+
+// Payloads at the limit round-trip through a batch enqueue, one claim of
+// the whole batch and an ack batch, and through publish and read, and the
+// store stays usable afterwards. On SQLite a claim used to copy every
+// claimed payload into the connection's capped memory; rows of a few tens
+// of MiB made it panic inside the driver.
+func TestPayloadsAtTheLimitRoundTrip(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		const n = 16
+		payload := func(i int) []byte {
+			p := make([]byte, store.MaxPayloadSize)
+			for j := range p {
+				p[j] = byte(i + j)
+			}
+			return p
+		}
+
+		q := s.Queue("full")
+		jobs := make([]store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Payload: payload(i)}
+		}
+		jobIDs, err := q.EnqueueMany(c, jobs)
+		require.NoError(t, err)
+		claimed, err := q.Claim(c, "w", n, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, jobIDs, ids(claimed))
+		for i, j := range claimed {
+			require.True(t, bytes.Equal(payload(i), j.Payload), "job %d's payload", i)
+		}
+		acked, err := q.AckBatch(c, claimed)
+		require.NoError(t, err)
+		assert.EqualValues(t, n, acked)
+
+		st := s.Stream("full")
+		msgs := make([]store.Message, n)
+		for i := range msgs {
+			msgs[i] = store.Message{Payload: payload(i)}
+		}
+		offs, err := st.PublishMany(c, msgs)
+		require.NoError(t, err)
+		_, err = st.PublishWithKey(c, "k", payload(n))
+		require.NoError(t, err)
+		evs, err := st.ReadSince(c, 0, n+1)
+		require.NoError(t, err)
+		require.Len(t, evs, n+1)
+		assert.Equal(t, offs, offsets(evs[:n]))
+		for i, ev := range evs {
+			require.True(t, bytes.Equal(payload(i), ev.Payload), "event %d's payload", i)
+		}
+		h, err := st.Key("k").CompactionHead(c)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(payload(n), h.Payload))
+
+		// Still usable.
+		id, err := q.Enqueue(c, []byte("small"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		claimed, err = q.Claim(c, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, []int64{id}, ids(claimed))
+		require.NoError(t, claimed[0].Ack(c))
+	})
+}
+
+// A statement that makes the SQLite driver panic (it panics by design when
+// a connection runs out of its capped memory) returns an error instead, and
+// the writer slot it ran on is not left checked out: later writes proceed.
+// Postgres cannot show it: pgx returns errors, it does not panic.
+func TestDriverPanicLeavesTheWriterSlotUsable(t *testing.T) {
+	e := newEnv(t, "lite")
+	s := e.open(t)
+	c := ctx(t)
+	oom := func(c context.Context, tx store.Tx) error {
+		var n int64
+		// Far beyond a connection's memory, well within SQLite's blob limit.
+		return tx.QueryRow(c, "SELECT length(randomblob(?))", 600<<20).Scan(&n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("panicked: %v", p)
+			}
+		}()
+		err := s.InTx(c, oom)
+		assert.Error(t, err, "the failed statement reports an error")
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "library code must not panic")
+	case <-time.After(time.Minute):
+		t.Fatal("InTx hung after the driver failed")
+	}
+
+	short, cancel := context.WithTimeout(c, 5*time.Second)
+	defer cancel()
+	q := s.Queue("after")
+	_, err := q.Enqueue(short, []byte("x"), store.EnqueueOpts{})
+	require.NoError(t, err, "the writer slot must be free again")
+	require.NoError(t, s.InTx(short, func(c context.Context, tx store.Tx) error {
+		_, err := q.EnqueueTx(c, tx, []byte("y"), store.EnqueueOpts{})
+		return err
+	}))
+	jobs, err := q.Claim(short, "w", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, jobs, 2)
 }
