@@ -13,7 +13,7 @@ type Event struct {
 	Offset    int64
 	Stream    string
 	Key       *string // nil for an unkeyed publish
-	Payload   []byte
+	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
 	CreatedAt time.Time
 }
 

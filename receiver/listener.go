@@ -9,7 +9,7 @@ import (
 // Notification is one message received on a channel.
 type Notification struct {
 	Channel string
-	Payload []byte
+	Payload []byte // as sent: nil stays nil, empty stays empty (non-nil)
 }
 
 // MessageSource is where a polling listener reads notifications (SQLite's

@@ -16,6 +16,8 @@ import (
 //	w<topic>                        a wake for topic
 //	n<len>:<channel>t<text>         a notification whose payload is UTF-8 text
 //	n<len>:<channel>b<base64>       a notification with a binary payload
+//	n<len>:<channel>                a notification with a nil payload (an
+//	                                empty one is t with no text)
 
 // MaxPayload is Postgres's limit on a NOTIFY payload, envelope included.
 const MaxPayload = 7999
@@ -34,10 +36,12 @@ func EncodeNotification(channel string, payload []byte) (string, error) {
 	b.WriteString(strconv.Itoa(len(channel)))
 	b.WriteString(":")
 	b.WriteString(channel)
-	if utf8.Valid(payload) && !strings.ContainsRune(string(payload), 0) {
+	switch {
+	case payload == nil: // nothing more: nil stays nil, apart from empty
+	case utf8.Valid(payload) && !strings.ContainsRune(string(payload), 0):
 		b.WriteString("t")
 		b.Write(payload)
-	} else {
+	default:
 		b.WriteString("b")
 		b.WriteString(base64.StdEncoding.EncodeToString(payload))
 	}
@@ -60,6 +64,8 @@ func dispatch(h *Hub, payload string) {
 		}
 		channel, body := rest[:size], rest[size:]
 		switch {
+		case body == "":
+			h.Deliver(channel, nil)
 		case strings.HasPrefix(body, "t"):
 			h.Deliver(channel, []byte(body[1:]))
 		case strings.HasPrefix(body, "b"):

@@ -11,7 +11,7 @@ import (
 type Head struct {
 	Key           string
 	Offset        int64
-	Payload       []byte // nil for a tombstone
+	Payload       []byte // nil for a tombstone; an empty, non-nil payload is a value
 	SchemaVersion int
 	Rank          int64
 	UpdatedAt     time.Time
@@ -121,6 +121,9 @@ func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, rank int64, schemaVersion int) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
 		if err := validateKey(&key); err != nil {
+			return 0, err
+		}
+		if err := st.s.checkPayload("payload", payload); err != nil {
 			return 0, err
 		}
 		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, rank: rank,

@@ -15,7 +15,7 @@ type Event = receiver.Event
 // Message is one event to publish with PublishMany.
 type Message struct {
 	Key     *string // nil: unkeyed; a set key must not be empty
-	Payload []byte
+	Payload []byte  // nil with a key is a tombstone; empty is a value
 }
 
 // ops is the engine seam: every statement the store runs, bound to one

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3"
 	"github.com/pressly/goose/v3"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
+	"github.com/alkstore/alkstore/internal/litedriver" // also registers the driver as "sqlite3" (AdoptSQL)
 	"github.com/alkstore/alkstore/schema"
 )
 
@@ -19,6 +19,9 @@ import (
 // through a single connection, the writer slot, so writers queue in the
 // process (bounded by their context) instead of failing with SQLITE_BUSY;
 // reads use a pool of read-only connections and never wait for a writer.
+// Connections come from litedriver, so a statement that makes the driver
+// panic (SQLite out of memory) returns an error and its connection is
+// replaced: the writer slot survives any failure of what it runs.
 type liteEngine struct {
 	writer  *sql.DB // at most one connection: the writer slot
 	readers *sql.DB
@@ -34,7 +37,7 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.Contains(path, "mode=memory") {
 		return nil, opErr("open", "", fmt.Errorf("%w: SQLite needs a file (in-memory databases cannot share the writer and reader connections); use a temporary file", ErrInvalidArgument))
 	}
-	writer, err := sql.Open("sqlite3", sqliteURI(path, "_txlock=immediate",
+	writer, err := litedriver.Open(sqliteURI(path, "_txlock=immediate",
 		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"))
 	if err != nil {
 		return nil, opErr("open", "", err)
@@ -50,14 +53,14 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		return nil, opErr("open", "", err)
 	}
 
-	readers, err := sql.Open("sqlite3", sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
+	readers, err := litedriver.Open(sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
 	if err != nil {
 		writer.Close()
 		return nil, opErr("open", "", err)
 	}
 	readers.SetMaxOpenConns(max(c.readConns, 1))
 	readers.SetMaxIdleConns(max(c.readConns, 1))
-	watch, err := sql.Open("sqlite3", sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
+	watch, err := litedriver.Open(sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
 	if err != nil {
 		writer.Close()
 		readers.Close()

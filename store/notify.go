@@ -10,9 +10,9 @@ import (
 
 // Notify sends payload to the current listeners of channel. Notifications
 // are ephemeral: a listener only receives those sent after it started. On
-// Postgres they travel by NOTIFY, whose limit (with alkstore's small
-// envelope) makes a larger payload fail with ErrPayloadTooLarge before any
-// I/O.
+// Postgres they travel by NOTIFY, whose limit (8000 bytes with alkstore's
+// small envelope; binary payloads travel in base64) makes a larger payload
+// fail with ErrPayloadTooLarge before any I/O, on both engines.
 func (s *Store) Notify(ctx context.Context, channel string, payload []byte) error {
 	return s.notify(ctx, autoWrite(ctx), channel, payload)
 }
@@ -25,6 +25,11 @@ func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []b
 
 func (s *Store) notify(ctx context.Context, v via, channel string, payload []byte) error {
 	_, err := run(newHandle(s, channel), "notify", v, func(o target) (struct{}, error) {
+		// NOTIFY's limit on both engines, so that code written on one runs
+		// on the other.
+		if _, err := receiver.EncodeNotification(channel, payload); err != nil {
+			return struct{}{}, err
+		}
 		if err := o.notify(ctx, channel, payload, s.now()); err != nil {
 			return struct{}{}, err
 		}

@@ -36,11 +36,12 @@ const DefaultMaxAttempts = 25
 
 // Job is one job. A job returned by Claim carries its claim: Ack, Retry,
 // Fail and Heartbeat act on it and fail with ErrClaimLost once the claim
-// expired or another worker reclaimed the job.
+// expired or another worker reclaimed the job. A job past its ExpiresAt is
+// never handed out again (see EnqueueOpts.ExpiresAt).
 type Job struct {
 	ID             int64
 	Queue          string
-	Payload        []byte
+	Payload        []byte // as enqueued: nil stays nil, empty stays empty (non-nil)
 	Priority       int
 	State          JobState
 	Attempts       int // claims so far, this one included
@@ -65,7 +66,12 @@ type EnqueueOpts struct {
 	RunAt       time.Time     // when it becomes claimable; zero: now (+ Delay)
 	Delay       time.Duration // used when RunAt is zero
 	MaxAttempts int           // 0: DefaultMaxAttempts
-	ExpiresAt   time.Time     // zero: never; an expired pending job is swept to dead
+	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
+	// handed out, whatever its state: a pending job is not claimed and a
+	// job whose claim lapsed is not reclaimed; both go to dead ("expired")
+	// at the next Claim, SweepExpired or janitor pass. A claim taken
+	// before ExpiresAt still holds: its worker may settle the job.
+	ExpiresAt time.Time
 }
 
 // NewJob is one job for EnqueueMany.
@@ -123,6 +129,9 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enque
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
+		if err := q.s.checkPayload("payload", payload); err != nil {
+			return 0, err
+		}
 		now := q.s.now()
 		j, err := resolveJob(now, payload, opts)
 		if err != nil {
@@ -152,6 +161,9 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, jobs []NewJob) ([]int64,
 		now := q.s.now()
 		resolved := make([]newJob, len(jobs))
 		for i, nj := range jobs {
+			if err := q.s.checkPayload(fmt.Sprintf("job %d's payload", i), nj.Payload); err != nil {
+				return nil, err
+			}
 			j, err := resolveJob(now, nj.Payload, nj.Opts)
 			if err != nil {
 				return nil, fmt.Errorf("job %d: %w", i, err)
@@ -175,7 +187,7 @@ func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 // (highest first), run_at, id order, and jobs whose previous claim expired.
 // Each claim increments Attempts and holds the job for visibility; after
 // that the job is claimable again. A job whose claim expired on its last
-// allowed attempt goes to dead instead. Claim has no transactional form on
+// allowed attempt, or past the job's ExpiresAt, goes to dead instead. Claim has no transactional form on
 // purpose: a claim's lease must not depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
 	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
@@ -357,8 +369,9 @@ func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
 	})
 }
 
-// SweepExpired moves pending jobs past their ExpiresAt to dead ("expired")
-// and returns how many it moved.
+// SweepExpired moves jobs past their ExpiresAt to dead ("expired"): pending
+// ones and running ones whose claim lapsed (a live claim may still settle
+// its job). It returns how many it moved.
 func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 	return run(q.handle, "sweep expired", autoWrite(ctx), func(o target) (int64, error) {
 		return o.sweepExpired(ctx, q.name, q.s.now())

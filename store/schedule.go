@@ -69,6 +69,9 @@ func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
 		if err := validateName(spec.Queue); err != nil {
 			return struct{}{}, fmt.Errorf("Queue %q: %w", spec.Queue, err)
 		}
+		if err := s.checkPayload("payload", spec.Payload); err != nil {
+			return struct{}{}, err
+		}
 		now := s.now()
 		j, err := resolveJob(now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts})
 		if err != nil {

@@ -25,29 +25,31 @@ import (
 
 // Store is an open alkstore database. It is safe for concurrent use.
 type Store struct {
-	eng       engine
-	log       *slog.Logger
-	codec     Codec
-	secret    string // the DSN's password, scrubbed from every error
-	clock     func() time.Time
-	hub       *receiver.Hub // wakes and notifications for this store's waiters
-	feed      feed
-	bg        background
-	life      *lifecycle
-	closeOnce sync.Once
-	closeErr  error // what the first Shutdown returned
+	eng        engine
+	log        *slog.Logger
+	codec      Codec
+	secret     string // the DSN's password, scrubbed from every error
+	clock      func() time.Time
+	maxPayload int
+	hub        *receiver.Hub // wakes and notifications for this store's waiters
+	feed       feed
+	bg         background
+	life       *lifecycle
+	closeOnce  sync.Once
+	closeErr   error // what the first Shutdown returned
 }
 
 // Option configures Open and OpenPool.
 type Option func(*config)
 
 type config struct {
-	migrate   bool
-	log       *slog.Logger
-	codec     Codec
-	readConns int
-	maxConns  int32
-	clock     func() time.Time
+	migrate    bool
+	log        *slog.Logger
+	codec      Codec
+	readConns  int
+	maxConns   int32
+	clock      func() time.Time
+	maxPayload int
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -74,12 +76,40 @@ func WithMaxConns(n int32) Option { return func(c *config) { c.maxConns = n } }
 // (default time.Now). Tests use it to move time without sleeping.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
-func newConfig(opts []Option) config {
-	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4, clock: time.Now}
+// MaxPayloadSize is the largest payload, in bytes, of a job, an event or an
+// outbox message, on both engines (notifications have NOTIFY's smaller
+// limit, see Store.Notify). A larger one fails with ErrPayloadTooLarge
+// before any I/O. It is what SQLite's driver handles with room to spare:
+// each SQLite connection has a fixed memory budget (256 MiB in
+// ncruces/go-sqlite3), and a row of a few tens of MiB already exhausts it
+// once statements copy it, so a claim of such jobs failed and every later
+// one with it. Larger data belongs elsewhere (a file or object store), with
+// its reference in the payload.
+const MaxPayloadSize = 4 << 20
+
+// WithMaxPayloadSize lowers the payload limit to n bytes (1 to
+// MaxPayloadSize; other values make Open fail with ErrInvalidArgument).
+func WithMaxPayloadSize(n int) Option { return func(c *config) { c.maxPayload = n } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4, clock: time.Now,
+		maxPayload: MaxPayloadSize}
 	for _, o := range opts {
 		o(&c)
 	}
-	return c
+	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
+		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))
+	}
+	return c, nil
+}
+
+// checkPayload enforces the payload limit; what names the payload in the
+// error ("payload", "job 3", ...).
+func (s *Store) checkPayload(what string, payload []byte) error {
+	if len(payload) > s.maxPayload {
+		return fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrPayloadTooLarge, what, len(payload), s.maxPayload)
+	}
+	return nil
 }
 
 // keyValueDSN matches libpq's "host=... dbname=..." form, which Open does
@@ -94,7 +124,10 @@ var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
 // auto-migration on (the default) it brings the schema up to date.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		secret := dsnPassword(dsn)
@@ -126,15 +159,18 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if pool == nil {
 		return nil, opErr("open", "", fmt.Errorf("%w: nil pool", ErrInvalidArgument))
 	}
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	secret := pool.Config().ConnConfig.Password
 	s, err := newPostgres(ctx, pool, false, c)
 	return s, redact(err, secret)
 }
 
 func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock, hub: &receiver.Hub{},
-		life: newLifecycle()}
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
+		maxPayload: c.maxPayload, hub: &receiver.Hub{}, life: newLifecycle()}
 }
 
 // Engine reports "pg" or "lite".

@@ -34,7 +34,8 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 
 // PublishWithKey appends an event carrying key and makes it the key's
 // compaction head by the winner rule (rank 0). A nil payload is a
-// tombstone. An empty key is ErrInvalidName.
+// tombstone; an empty, non-nil one is a value. An empty key is
+// ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
 }
@@ -46,6 +47,9 @@ func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, paylo
 
 func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
+		if err := st.s.checkPayload("payload", payload); err != nil {
+			return 0, err
+		}
 		off, err := o.publish(ctx, st.name, nil, payload)
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
@@ -71,6 +75,9 @@ func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int
 		for i := range msgs {
 			if err := validateKey(msgs[i].Key); err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+			if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
+				return nil, err
 			}
 		}
 		if len(msgs) == 0 {

@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const configureStream = `-- name: ConfigureStream :exec
@@ -56,7 +58,7 @@ type GetCompactionHeadRow struct {
 	SchemaVersion  int64
 	CompactionRank int64
 	UpdatedAt      int64
-	Payload        []byte
+	Payload        litedriver.Blob
 }
 
 // The plain read: only a materialized head (with its event) is returned.
@@ -77,15 +79,15 @@ const getEventPayload = `-- name: GetEventPayload :many
 SELECT payload FROM alk_events WHERE id = ?1
 `
 
-func (q *Queries) GetEventPayload(ctx context.Context, id int64) ([][]byte, error) {
+func (q *Queries) GetEventPayload(ctx context.Context, id int64) ([]litedriver.Blob, error) {
 	rows, err := q.query(ctx, q.getEventPayloadStmt, getEventPayload, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items [][]byte
+	var items []litedriver.Blob
 	for rows.Next() {
-		var payload []byte
+		var payload litedriver.Blob
 		if err := rows.Scan(&payload); err != nil {
 			return nil, err
 		}
@@ -139,7 +141,7 @@ type ListHeadsRow struct {
 	SchemaVersion  int64
 	CompactionRank int64
 	UpdatedAt      int64
-	Payload        []byte
+	Payload        litedriver.Blob
 }
 
 // The key/value view: current heads in key order, tombstones left out.
@@ -232,7 +234,7 @@ RETURNING id
 type PublishKeyedEventParams struct {
 	Stream  string
 	Key     *string
-	Payload []byte
+	Payload litedriver.Blob
 }
 
 // Compacted keys: per (stream, key) one head row (SQLite). The writer slot

@@ -360,9 +360,13 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now int64) ([]StreamHeadS
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = 'expired'
+SET state = 'dead', died_at = ?1, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.state = 'running' AND r.claim_expires_at <= ?1
+               AND r.expires_at IS NOT NULL AND r.expires_at <= ?1
              LIMIT ?2)
 `
 
@@ -371,7 +375,8 @@ type SweepAllExpiredJobsParams struct {
 	Batch int64
 }
 
-// Expired pending jobs of every queue go to dead ("expired").
+// Expired jobs of every queue go to dead ("expired"): pending ones, and
+// running ones whose claim lapsed.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepAllExpiredJobsStmt, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

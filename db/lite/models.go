@@ -4,6 +4,10 @@
 
 package litedb
 
+import (
+	"github.com/alkstore/alkstore/internal/litedriver"
+)
+
 type AlkCompactionHead struct {
 	Stream         string
 	Key            string
@@ -25,14 +29,14 @@ type AlkEvent struct {
 	ID        int64
 	Stream    string
 	Key       *string
-	Payload   []byte
+	Payload   litedriver.Blob
 	CreatedAt int64
 }
 
 type AlkJob struct {
 	ID             int64
 	Queue          string
-	Payload        []byte
+	Payload        litedriver.Blob
 	Priority       int64
 	State          string
 	Attempts       int64
@@ -59,7 +63,7 @@ type AlkLease struct {
 type AlkNotification struct {
 	ID        int64
 	Channel   string
-	Payload   []byte
+	Payload   litedriver.Blob
 	CreatedAt int64
 }
 
@@ -68,7 +72,7 @@ type AlkSchedule struct {
 	Spec        string
 	Tz          string
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	NextFireAt  int64

@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const latestNotification = `-- name: LatestNotification :one
@@ -34,7 +36,7 @@ type NotificationsSinceParams struct {
 
 type NotificationsSinceRow struct {
 	ID      int64
-	Payload []byte
+	Payload litedriver.Blob
 }
 
 func (q *Queries) NotificationsSince(ctx context.Context, arg NotificationsSinceParams) ([]NotificationsSinceRow, error) {
@@ -68,7 +70,7 @@ RETURNING id
 
 type NotifyParams struct {
 	Channel string
-	Payload []byte
+	Payload litedriver.Blob
 	Now     int64
 }
 

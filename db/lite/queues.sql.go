@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const ackJob = `-- name: AckJob :execrows
@@ -54,8 +56,10 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alk_jobs
 SET state = 'dead', died_at = ?1, claim_token = NULL, claim_expires_at = NULL,
-    last_error = 'attempts exhausted: the last claim expired'
-WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1 AND attempts >= max_attempts
+    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= ?1 THEN 'expired'
+                      ELSE 'attempts exhausted: the last claim expired' END
+WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1
+  AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= ?1))
 `
 
 type BuryExhaustedClaimsParams struct {
@@ -63,7 +67,9 @@ type BuryExhaustedClaimsParams struct {
 	Queue string
 }
 
-// Jobs whose last allowed claim expired go to dead instead of running again.
+// Jobs whose claim expired and that must not run again go to dead: past
+// their expires_at ("expired"; an expired job is never handed out, whatever
+// its state), or after their last allowed attempt.
 func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClaimsParams) (int64, error) {
 	result, err := q.exec(ctx, q.buryExhaustedClaimsStmt, buryExhaustedClaims, arg.Now, arg.Queue)
 	if err != nil {
@@ -137,6 +143,7 @@ WHERE id IN (
         SELECT id, priority, run_at FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
                        WHERE x.queue = ?5 AND x.state = 'running'
                          AND x.claim_expires_at <= ?1 AND x.attempts < x.max_attempts
+                         AND (x.expires_at IS NULL OR x.expires_at > ?1)
                        ORDER BY x.priority DESC, x.run_at, x.id LIMIT ?6)
     ) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
@@ -211,7 +218,7 @@ RETURNING id
 
 type EnqueueJobParams struct {
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	Now         int64
@@ -246,7 +253,7 @@ RETURNING id
 
 type EnqueueJobsParams struct {
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	Now         int64
@@ -458,8 +465,9 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = 'expired'
-WHERE queue = ?2 AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1
+SET state = 'dead', died_at = ?1, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+WHERE queue = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
+  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= ?1))
 `
 
 type SweepExpiredJobsParams struct {
@@ -467,6 +475,8 @@ type SweepExpiredJobsParams struct {
 	Queue string
 }
 
+// Jobs past their expires_at go to dead ("expired"): pending ones, and
+// running ones whose claim lapsed (a live claim may still settle its job).
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepExpiredJobsStmt, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {

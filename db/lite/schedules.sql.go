@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const acquireLease = `-- name: AcquireLease :execrows
@@ -120,7 +122,7 @@ type FireScheduleParams struct {
 
 type FireScheduleRow struct {
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 }
@@ -340,7 +342,7 @@ type UpsertScheduleParams struct {
 	Spec        string
 	Tz          string
 	Queue       string
-	Payload     []byte
+	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
 	NextFireAt  int64

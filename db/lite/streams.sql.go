@@ -7,6 +7,8 @@ package litedb
 
 import (
 	"context"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 const getOffset = `-- name: GetOffset :one
@@ -36,7 +38,7 @@ RETURNING id
 type PublishEventParams struct {
 	Stream  string
 	Key     *string
-	Payload []byte
+	Payload litedriver.Blob
 }
 
 // Streams: durable, ordered events with per-consumer offsets (SQLite).
@@ -58,7 +60,7 @@ RETURNING id
 type PublishEventsParams struct {
 	Stream  string
 	Key     *string
-	Payload []byte
+	Payload litedriver.Blob
 }
 
 // SQLite runs in process: "many" is this statement repeated inside one

@@ -347,9 +347,10 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now time.Time) ([]StreamH
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired'
+SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
+             WHERE x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
              LIMIT $2::integer
              FOR UPDATE SKIP LOCKED)
 `
@@ -359,7 +360,8 @@ type SweepAllExpiredJobsParams struct {
 	Batch int32
 }
 
-// Expired pending jobs of every queue go to dead ("expired").
+// Expired jobs of every queue go to dead ("expired"): pending ones, and
+// running ones whose claim lapsed.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

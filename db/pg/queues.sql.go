@@ -55,10 +55,11 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alkstore.jobs
 SET state = 'dead', died_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL,
-    last_error = 'attempts exhausted: the last claim expired'
+    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= $1::timestamptz THEN 'expired'
+                      ELSE 'attempts exhausted: the last claim expired' END
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = $2 AND x.state = 'running'
-               AND x.claim_expires_at <= $1::timestamptz AND x.attempts >= x.max_attempts
+             WHERE x.queue = $2 AND x.state = 'running' AND x.claim_expires_at <= $1::timestamptz
+               AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz))
              FOR UPDATE SKIP LOCKED)
 `
 
@@ -67,7 +68,9 @@ type BuryExhaustedClaimsParams struct {
 	Queue string
 }
 
-// Jobs whose last allowed claim expired go to dead instead of running again.
+// Jobs whose claim expired and that must not run again go to dead: past
+// their expires_at ("expired"; an expired job is never handed out, whatever
+// its state), or after their last allowed attempt.
 func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClaimsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, buryExhaustedClaims, arg.Now, arg.Queue)
 	if err != nil {
@@ -140,6 +143,7 @@ expired AS (
     SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
     WHERE j.queue = $5::text AND j.state = 'running'
       AND j.claim_expires_at <= $1::timestamptz AND j.attempts < j.max_attempts
+      AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT $6::integer
     FOR UPDATE SKIP LOCKED
@@ -503,8 +507,9 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired'
-WHERE queue = $2 AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1::timestamptz
+SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+WHERE queue = $2 AND expires_at IS NOT NULL AND expires_at <= $1::timestamptz
+  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= $1::timestamptz))
 `
 
 type SweepExpiredJobsParams struct {
@@ -512,6 +517,8 @@ type SweepExpiredJobsParams struct {
 	Queue string
 }
 
+// Jobs past their expires_at go to dead ("expired"): pending ones, and
+// running ones whose claim lapsed (a live claim may still settle its job).
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {

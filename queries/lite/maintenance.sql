@@ -56,11 +56,16 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 DELETE FROM alk_events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired pending jobs of every queue go to dead ("expired").
+-- Expired jobs of every queue go to dead ("expired"): pending ones, and
+-- running ones whose claim lapsed.
 UPDATE alk_jobs
-SET state = 'dead', died_at = sqlc.arg(now), last_error = 'expired'
+SET state = 'dead', died_at = sqlc.arg(now), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
+               AND r.expires_at IS NOT NULL AND r.expires_at <= sqlc.arg(now)
              LIMIT sqlc.arg(batch));
 
 -- Observability (Stats).

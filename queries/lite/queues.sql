@@ -16,11 +16,15 @@ VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sql
 RETURNING id;
 
 -- name: BuryExhaustedClaims :execrows
--- Jobs whose last allowed claim expired go to dead instead of running again.
+-- Jobs whose claim expired and that must not run again go to dead: past
+-- their expires_at ("expired"; an expired job is never handed out, whatever
+-- its state), or after their last allowed attempt.
 UPDATE alk_jobs
 SET state = 'dead', died_at = @now, claim_token = NULL, claim_expires_at = NULL,
-    last_error = 'attempts exhausted: the last claim expired'
-WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now AND attempts >= max_attempts;
+    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
+                      ELSE 'attempts exhausted: the last claim expired' END
+WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
+  AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
 -- name: ClaimJobs :many
 -- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
@@ -38,6 +42,7 @@ WHERE id IN (
         SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
                        WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
                          AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
+                         AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
                        ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
     ) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
@@ -87,9 +92,12 @@ WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_ex
 SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 
 -- name: SweepExpiredJobs :execrows
+-- Jobs past their expires_at go to dead ("expired"): pending ones, and
+-- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
-SET state = 'dead', died_at = @now, last_error = 'expired'
-WHERE queue = @queue AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= @now;
+SET state = 'dead', died_at = @now, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now
+  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now));
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.

@@ -60,11 +60,13 @@ DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND 
 DELETE FROM alkstore.events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired pending jobs of every queue go to dead ("expired").
+-- Expired jobs of every queue go to dead ("expired"): pending ones, and
+-- running ones whose claim lapsed.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired'
+SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+             WHERE x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
              LIMIT @batch::integer
              FOR UPDATE SKIP LOCKED);
 

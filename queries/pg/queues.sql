@@ -33,13 +33,16 @@ FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
 RETURNING id;
 
 -- name: BuryExhaustedClaims :execrows
--- Jobs whose last allowed claim expired go to dead instead of running again.
+-- Jobs whose claim expired and that must not run again go to dead: past
+-- their expires_at ("expired"; an expired job is never handed out, whatever
+-- its state), or after their last allowed attempt.
 UPDATE alkstore.jobs
 SET state = 'dead', died_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
-    last_error = 'attempts exhausted: the last claim expired'
+    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now::timestamptz THEN 'expired'
+                      ELSE 'attempts exhausted: the last claim expired' END
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = @queue AND x.state = 'running'
-               AND x.claim_expires_at <= @now::timestamptz AND x.attempts >= x.max_attempts
+             WHERE x.queue = @queue AND x.state = 'running' AND x.claim_expires_at <= @now::timestamptz
+               AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz))
              FOR UPDATE SKIP LOCKED);
 
 -- name: ClaimJobs :many
@@ -57,6 +60,7 @@ expired AS (
     SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
     WHERE j.queue = @queue::text AND j.state = 'running'
       AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts
+      AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT @max_jobs::integer
     FOR UPDATE SKIP LOCKED
@@ -115,9 +119,12 @@ WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND 
 SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
 
 -- name: SweepExpiredJobs :execrows
+-- Jobs past their expires_at go to dead ("expired"): pending ones, and
+-- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired'
-WHERE queue = @queue AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= @now::timestamptz;
+SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now::timestamptz
+  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now::timestamptz));
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.

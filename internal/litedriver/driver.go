@@ -1,0 +1,243 @@
+package litedriver
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	sqlite "github.com/ncruces/go-sqlite3/driver"
+)
+
+// Open returns a database handle on the SQLite database name (a file: URI)
+// whose connections never panic: ncruces/go-sqlite3 panics by design when
+// SQLite runs out of memory (each connection's memory is capped), and
+// database/sql does not survive a panic in a driver: the connection stays
+// checked out forever (and a transaction's lock with it), so a pool of one,
+// like alkstore's writer slot, blocks every later caller. Here every driver
+// call recovers a panic into an error and marks its connection broken;
+// database/sql then discards the connection when it is released and opens
+// a fresh one, so the pool survives any failure of a statement.
+func Open(name string) (*sql.DB, error) {
+	c, err := (&sqlite.SQLite{}).OpenConnector(name)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(connector{c}), nil
+}
+
+// ErrPanicked is what a driver call that panicked returns (wrapping the
+// panic's value when it is an error).
+var ErrPanicked = errors.New("sqlite driver panicked")
+
+// guard turns a panic into *err and marks the connection broken.
+func guard(broken *atomic.Bool, err *error) {
+	if p := recover(); p != nil {
+		broken.Store(true)
+		if pe, ok := p.(error); ok {
+			*err = fmt.Errorf("%w: %w", ErrPanicked, pe)
+		} else {
+			*err = fmt.Errorf("%w: %v", ErrPanicked, p)
+		}
+	}
+}
+
+type connector struct{ c driver.Connector }
+
+func (n connector) Driver() driver.Driver { return n.c.Driver() }
+
+func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
+	var broken atomic.Bool
+	defer guard(&broken, &err)
+	raw, err := n.c.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{raw: raw.(sqlite.Conn), broken: &broken}, nil
+}
+
+// conn is one connection; broken once a call on it panicked.
+type conn struct {
+	raw    sqlite.Conn
+	broken *atomic.Bool
+}
+
+var (
+	_ driver.Conn               = (*conn)(nil)
+	_ driver.ConnBeginTx        = (*conn)(nil)
+	_ driver.ConnPrepareContext = (*conn)(nil)
+	_ driver.ExecerContext      = (*conn)(nil)
+	_ driver.NamedValueChecker  = (*conn)(nil)
+	_ driver.Validator          = (*conn)(nil)
+	_ driver.SessionResetter    = (*conn)(nil)
+)
+
+func (c *conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt, err error) {
+	defer guard(c.broken, &err)
+	raw, err := c.raw.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &stmt{raw: raw, broken: c.broken}, nil
+}
+
+func (c *conn) Close() (err error) {
+	defer guard(c.broken, &err)
+	return c.raw.Close()
+}
+
+func (c *conn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
+	defer guard(c.broken, &err)
+	raw, err := c.raw.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return tx{raw: raw, broken: c.broken}, nil
+}
+
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
+	defer guard(c.broken, &err)
+	return c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
+}
+
+func (c *conn) CheckNamedValue(arg *driver.NamedValue) error {
+	return c.raw.(driver.NamedValueChecker).CheckNamedValue(arg)
+}
+
+// IsValid tells database/sql to discard a broken connection when it is
+// released.
+func (c *conn) IsValid() bool { return !c.broken.Load() }
+
+func (c *conn) ResetSession(context.Context) error {
+	if c.broken.Load() {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+type tx struct {
+	raw    driver.Tx
+	broken *atomic.Bool
+}
+
+// Commit refuses to commit on a connection that panicked: what the failed
+// statement left behind is unknown, so the transaction is rolled back.
+func (t tx) Commit() (err error) {
+	defer guard(t.broken, &err)
+	if t.broken.Load() {
+		_ = t.Rollback()
+		return fmt.Errorf("%w: the transaction was rolled back", ErrPanicked)
+	}
+	return t.raw.Commit()
+}
+
+func (t tx) Rollback() (err error) {
+	defer guard(t.broken, &err)
+	return t.raw.Rollback()
+}
+
+type stmt struct {
+	raw    driver.Stmt
+	broken *atomic.Bool
+}
+
+var (
+	_ driver.StmtExecContext   = (*stmt)(nil)
+	_ driver.StmtQueryContext  = (*stmt)(nil)
+	_ driver.NamedValueChecker = (*stmt)(nil)
+)
+
+func (s *stmt) Close() (err error) {
+	defer guard(s.broken, &err)
+	return s.raw.Close()
+}
+
+func (s *stmt) NumInput() int { return s.raw.NumInput() }
+
+// Exec and Query are never called: database/sql prefers the context forms.
+func (s *stmt) Exec(args []driver.Value) (r driver.Result, err error) {
+	defer guard(s.broken, &err)
+	return s.raw.Exec(args) //nolint:staticcheck // required by driver.Stmt
+}
+
+func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
+	defer guard(s.broken, &err)
+	raw, err := s.raw.Query(args) //nolint:staticcheck // required by driver.Stmt
+	if err != nil {
+		return nil, err
+	}
+	return &rows{raw: raw.(rawRows), broken: s.broken}, nil
+}
+
+func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r driver.Result, err error) {
+	defer guard(s.broken, &err)
+	return s.raw.(driver.StmtExecContext).ExecContext(ctx, args)
+}
+
+func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r driver.Rows, err error) {
+	defer guard(s.broken, &err)
+	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{raw: raw.(rawRows), broken: s.broken}, nil
+}
+
+func (s *stmt) CheckNamedValue(arg *driver.NamedValue) error {
+	return s.raw.(driver.NamedValueChecker).CheckNamedValue(arg)
+}
+
+// rawRows is what the driver's rows implement.
+type rawRows interface {
+	driver.Rows
+	driver.RowsColumnScanner
+	driver.RowsColumnTypeDatabaseTypeName
+	driver.RowsColumnTypeNullable
+	driver.RowsColumnTypeScanType
+}
+
+type rows struct {
+	raw    rawRows
+	broken *atomic.Bool
+}
+
+var _ rawRows = (*rows)(nil)
+
+func (r *rows) Columns() []string { return r.raw.Columns() }
+
+func (r *rows) Close() (err error) {
+	defer guard(r.broken, &err)
+	return r.raw.Close()
+}
+
+func (r *rows) Next(dest []driver.Value) (err error) {
+	defer guard(r.broken, &err)
+	return r.raw.Next(dest)
+}
+
+func (r *rows) NextRow() (err error) {
+	defer guard(r.broken, &err)
+	return r.raw.NextRow()
+}
+
+func (r *rows) ScanColumn(ctx driver.ScanContext, i int, dest any) (err error) {
+	defer guard(r.broken, &err)
+	return r.raw.ScanColumn(ctx, i, dest)
+}
+
+func (r *rows) ColumnTypeDatabaseTypeName(i int) string { return r.raw.ColumnTypeDatabaseTypeName(i) }
+
+func (r *rows) ColumnTypeNullable(i int) (nullable, ok bool) { return r.raw.ColumnTypeNullable(i) }
+
+func (r *rows) ColumnTypeScanType(i int) (typ reflect.Type) { return r.raw.ColumnTypeScanType(i) }
