@@ -153,7 +153,9 @@ func (l *lifecycle) nudge() {
 // Shutdown with a context that is already done.
 //
 // Shutdown and Close may be called more than once, and concurrently; every
-// call waits for the first to finish.
+// call waits for the first to finish. Do not call them from a handler or a
+// RunLoop function: shutdown waits for those to return. Cancel the loop's
+// context instead, or close the store from another goroutine.
 func (s *Store) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
 	if s.closeErr != nil {

@@ -190,7 +190,11 @@ func (w *worker) run(ctx context.Context) {
 	case <-done:
 	case <-grace.C:
 	case <-w.q.s.life.hard:
-		w.q.s.life.cut.Store(true)
+		select {
+		case <-done:
+		default:
+			w.q.s.life.cut.Store(true) // handlers were still running
+		}
 	}
 	w.stopped.Store(true)
 	cancelHandlers()
