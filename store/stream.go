@@ -34,7 +34,7 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 
 // PublishWithKey appends an event carrying key and makes it the key's
 // compaction head by the winner rule (rank 0). A nil payload is a
-// tombstone. An empty key is ErrInvalidName.
+// tombstone. A key that ValidateKey rejects is ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, autoWrite, key, payload, 0, 1)
 }
@@ -184,13 +184,6 @@ func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 		}
 		return o.trim(ctx, st.name, horizon)
 	})
-}
-
-func validateKey(key *string) error {
-	if key != nil && *key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalidName)
-	}
-	return nil
 }
 
 // SubscribeOpts tune a stream receiver (see receiver.Options): read-ahead
