@@ -147,15 +147,3 @@ type keyedEvent struct {
 	schemaVersion int32
 	now           time.Time
 }
-
-// latestPerKey picks, for a batch's keyed messages, the newest offset of
-// each key: the only candidate for its head.
-func latestPerKey(msgs []Message, offs []int64) map[string]int64 {
-	latest := map[string]int64{}
-	for i, m := range msgs {
-		if m.Key != nil {
-			latest[*m.Key] = max(latest[*m.Key], offs[i])
-		}
-	}
-	return latest
-}

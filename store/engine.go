@@ -49,7 +49,6 @@ type ops interface {
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
 
 	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
-	upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error
 	getHead(ctx context.Context, stream, key string) (*Head, error)
 	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
 	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)

@@ -150,7 +150,7 @@ func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message,
 		m := msgs[i]
 		id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
 		if err == nil && m.Key != nil {
-			err = liteOps{q: q}.upsertHeads(ctx, stream, map[string]int64{*m.Key: id}, now)
+			err = liteOps{q: q}.upsertHead(ctx, stream, *m.Key, id, now)
 		}
 		return id, err
 	})

@@ -127,6 +127,7 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),
+		Now:      now,
 	}
 	for i, m := range msgs {
 		if m.Key != nil {
@@ -134,15 +135,7 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 		}
 		p.Payloads[i] = m.Payload
 	}
-	var ids []int64
-	err := o.atomically(ctx, slices.Contains(p.Keyed, true), func(o pgOps) error {
-		var err error
-		if ids, err = sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)); err != nil {
-			return err
-		}
-		return o.upsertHeads(ctx, stream, latestPerKey(msgs, ids), now)
-	})
-	return ids, err
+	return sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)) // the keys' heads too, in one statement
 }
 
 // atomically runs fn in one transaction when need is set: the caller's, or

@@ -67,33 +67,56 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 const publishEvents = `-- name: PublishEvents :many
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
-           CASE WHEN $5::text <> '' THEN pg_notify('alkstore', $5::text)::text END AS woke
+           CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), $2::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+    FROM tx, (SELECT unnest($3::boolean[]) AS keyed,
+                     unnest($4::text[]) AS key,
+                     unnest($5::bytea[]) AS payload) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+    SELECT $2::text, ins.key, max(ins.id), 1, 0, $6::timestamptz, $6::timestamptz
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+    RETURNING h.key
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), $1::text,
-       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-FROM tx, (SELECT unnest($2::boolean[]) AS keyed,
-                 unnest($3::text[]) AS key,
-                 unnest($4::bytea[]) AS payload) AS u
-RETURNING id
+SELECT ins.id FROM ins
 `
 
 type PublishEventsParams struct {
+	Wake     string
 	Stream   string
 	Keyed    []bool
 	Keys     []string
 	Payloads [][]byte
-	Wake     string
+	Now      time.Time
 }
 
 // Many events in one statement; offsets follow the input order; one wake.
+// Keyed events upsert their keys' heads in the same statement: per key the
+// batch's newest offset (rank 0, schema version 1), by the winner rule (see
+// compaction.sql). The head rows are written in key order, so concurrent
+// batches that share keys lock them in one order and never deadlock.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Wake,
 		arg.Stream,
 		arg.Keyed,
 		arg.Keys,
 		arg.Payloads,
-		arg.Wake,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err

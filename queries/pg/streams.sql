@@ -17,17 +17,38 @@ RETURNING id;
 
 -- name: PublishEvents :many
 -- Many events in one statement; offsets follow the input order; one wake.
+-- Keyed events upsert their keys' heads in the same statement: per key the
+-- batch's newest offset (rank 0, schema version 1), by the winner rule (see
+-- compaction.sql). The head rows are written in key order, so concurrent
+-- batches that share keys lock them in one order and never deadlock.
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), @stream::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+    FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
+                     unnest(@keys::text[]) AS key,
+                     unnest(@payloads::bytea[]) AS payload) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+    RETURNING h.key
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), @stream::text,
-       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
-                 unnest(@keys::text[]) AS key,
-                 unnest(@payloads::bytea[]) AS payload) AS u
-RETURNING id;
+SELECT ins.id FROM ins;
 
 -- name: SettledSnapshot :one
 -- What the settled horizon needs from this statement's snapshot: its xmin;
