@@ -93,7 +93,7 @@ func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
 type StreamConfig struct {
 	Compacted          bool          // retention and TrimTo spare current heads; the janitor compacts
 	HeadlessTTL        time.Duration // how long an unused headless row lives; default 1h
-	Retention          time.Duration // events older than this are deleted (heads spared); 0: forever
+	Retention          time.Duration // events older than this are deleted (compacted: heads spared); 0: forever
 	MinCompactionLag   time.Duration // superseded events younger than this are kept
 	TombstoneRetention time.Duration // how long a tombstone head stays; default 24h
 }

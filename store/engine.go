@@ -29,7 +29,7 @@ type ops interface {
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
-	trim(ctx context.Context, stream string, horizon int64) (int64, error)
+	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)

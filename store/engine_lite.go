@@ -202,8 +202,16 @@ func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64,
 	return o.q.GetOffset(ctx, litedb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }
 
-func (o liteOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
-	return o.q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
+func (o liteOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		err := q.UnheadTrimmed(ctx, litedb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now.UnixMicro()})
+		if err == nil {
+			n, err = q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
+		}
+		return err
+	})
+	return n, err
 }
 
 // liteTx is a database/sql transaction on the SQLite file, begun by the

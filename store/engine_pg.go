@@ -253,8 +253,16 @@ func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, e
 	return o.q.GetOffset(ctx, pgdb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }
 
-func (o pgOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
-	return o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
+func (o pgOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		err := o.q.UnheadTrimmed(ctx, pgdb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now})
+		if err == nil {
+			n, err = o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
+		}
+		return err
+	})
+	return n, err
 }
 
 func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }

@@ -174,15 +174,17 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 }
 
 // TrimTo deletes every event with an offset <= horizon and returns how many
-// it deleted; on a compacted stream the current heads are spared. Surviving
-// events keep their offsets; saved consumer offsets stay valid. A negative
-// horizon deletes nothing.
+// it deleted; on a compacted stream the current heads are spared. On any
+// other stream a key whose head it deletes becomes headless: the key reads
+// as having no value until its next publish, which becomes the head
+// whatever its rank. Surviving events keep their offsets; saved consumer
+// offsets stay valid. A negative horizon deletes nothing.
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	return run(st.handle, "trim", autoWrite, func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}
-		return o.trim(ctx, st.name, horizon)
+		return o.trim(ctx, st.name, horizon, st.s.now())
 	})
 }
 

@@ -309,8 +309,8 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 const trimStream = `-- name: TrimStream :execrows
 DELETE FROM alkstore.events e
 WHERE e.stream = $1::text AND e.id <= $2::bigint
-  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                  WHERE h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id)
 `
 
 type TrimStreamParams struct {
@@ -318,11 +318,40 @@ type TrimStreamParams struct {
 	Horizon int64
 }
 
-// The current heads of a compacted stream are spared.
+// Current heads are spared: those of a compacted stream, and any that
+// became a head after UnheadTrimmed ran. A head row never points at a
+// deleted event.
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
 	result, err := q.db.Exec(ctx, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const unheadTrimmed = `-- name: UnheadTrimmed :exec
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
+WHERE h.head_offset <= $2::bigint
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = $3::text AND x.head_offset <= $2::bigint
+      AND NOT EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = x.stream AND s.compacted)
+    ORDER BY x.key
+    FOR UPDATE OF x)
+`
+
+type UnheadTrimmedParams struct {
+	Now     time.Time
+	Horizon int64
+	Stream  string
+}
+
+// Runs before TrimStream, in its transaction. On a stream that is not
+// compacted, the heads whose events the trim deletes become headless, so
+// the key takes its next value by the winner rule instead of keeping a head
+// that no longer exists. Rows are locked in key order (see PublishEvents).
+func (q *Queries) UnheadTrimmed(ctx context.Context, arg UnheadTrimmedParams) error {
+	_, err := q.db.Exec(ctx, unheadTrimmed, arg.Now, arg.Horizon, arg.Stream)
+	return err
 }

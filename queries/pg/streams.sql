@@ -98,9 +98,26 @@ WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
                  WHERE stream = @stream AND consumer = @consumer), 0)::bigint AS committed_offset;
 
+-- name: UnheadTrimmed :exec
+-- Runs before TrimStream, in its transaction. On a stream that is not
+-- compacted, the heads whose events the trim deletes become headless, so
+-- the key takes its next value by the winner rule instead of keeping a head
+-- that no longer exists. Rows are locked in key order (see PublishEvents).
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
+WHERE h.head_offset <= @horizon::bigint
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = @stream::text AND x.head_offset <= @horizon::bigint
+      AND NOT EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = x.stream AND s.compacted)
+    ORDER BY x.key
+    FOR UPDATE OF x);
+
 -- name: TrimStream :execrows
--- The current heads of a compacted stream are spared.
+-- Current heads are spared: those of a compacted stream, and any that
+-- became a head after UnheadTrimmed ran. A head row never points at a
+-- deleted event.
 DELETE FROM alkstore.events e
 WHERE e.stream = @stream::text AND e.id <= @horizon::bigint
-  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id);
+  AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                  WHERE h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id);
