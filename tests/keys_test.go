@@ -188,3 +188,63 @@ func TestKeysAreValidatedLikeNames(t *testing.T) {
 		assert.Equal(t, "v", string(h.Payload))
 	})
 }
+
+// TestDeletedHeadLetsTheKeyTakeNewValues: on a stream that is not
+// compacted, trimming (TrimTo) or expiring (retention) a key's head event
+// leaves the key headless, so a later value of any rank becomes its head
+// and is readable (it was stuck behind the gone, higher-ranked head).
+func TestDeletedHeadLetsTheKeyTakeNewValues(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		expectValue := func(topic *store.Topic[counter], want int) {
+			t.Helper()
+			v, err := topic.Key("k").CompactionHead(c)
+			require.NoError(t, err)
+			assert.Equal(t, want, v.N)
+			kvs, err := topic.Heads(c, "", 10)
+			require.NoError(t, err)
+			require.Len(t, kvs, 1)
+			assert.Equal(t, want, kvs[0].Value.N)
+		}
+
+		trimmed := s.Topic[counter]("trimmed")
+		head, err := trimmed.Produce(c, &counter{N: 1}, store.ProduceOpts{Key: "k", Rank: 5})
+		require.NoError(t, err)
+		n, err := trimmed.Stream().TrimTo(c, head)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "a stream that is not compacted keeps no head")
+		_, err = trimmed.Key("k").CompactionHead(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = trimmed.Produce(c, &counter{N: 2}, store.ProduceOpts{Key: "k", Rank: 0})
+		require.NoError(t, err)
+		expectValue(trimmed, 2)
+
+		expired := s.Topic[counter]("expired")
+		require.NoError(t, expired.Stream().Configure(c, store.StreamConfig{Retention: time.Hour}))
+		_, err = expired.Produce(c, &counter{N: 1}, store.ProduceOpts{Key: "k", Rank: 5})
+		require.NoError(t, err)
+		clk.Advance(2 * time.Hour)
+		n, err = s.Maintenance().ApplyRetention(c, 100)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "retention deletes the head's event")
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			v, err := expired.Key("k").LockCompactionHead(c, tx)
+			assert.Nil(t, v, "the key is headless")
+			if err != nil {
+				return err
+			}
+			_, err = expired.ProduceInTx(c, tx, &counter{N: 3}, store.ProduceOpts{Key: "k", Rank: -1})
+			return err
+		}))
+		expectValue(expired, 3)
+
+		stats, err := s.Stats(c)
+		require.NoError(t, err)
+		for _, st := range stats.Streams {
+			assert.EqualValues(t, 1, st.Keys, "%s: one key with a head", st.Name)
+			assert.Zero(t, st.Headless, "%s: the new value filled the headless row", st.Name)
+		}
+	})
+}
