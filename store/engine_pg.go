@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -72,16 +74,26 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error 
 		if err != nil {
 			return err
 		}
-		if _, err := db.ExecContext(ctx, bootstrap); err != nil {
+		// CREATE SCHEMA IF NOT EXISTS is not safe against itself: when
+		// processes open a fresh database at once, all but one may fail with
+		// a unique violation, which means the schema now exists.
+		if _, err := db.ExecContext(ctx, bootstrap); err != nil && !isUniqueViolation(err) {
 			return fmt.Errorf("create schema alkstore: %w", err)
 		}
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID))
+		// Probe every second (goose's default is every 5 s) for up to 5 minutes:
+		// processes that start together wait for the first one's migration.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return err
 		}
 		m.locker = locker
 	}
 	return migrateOrCheck(ctx, db, m, apply)
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 func (e *pgEngine) kind() string { return "pg" }
