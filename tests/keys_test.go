@@ -248,3 +248,46 @@ func TestDeletedHeadLetsTheKeyTakeNewValues(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentOpensMigrateAFreshDatabaseOnce: several stores (separate
+// connections, as separate processes have) open one fresh database at the
+// same moment, round after round. Every Open succeeds, and each migration
+// is recorded once: the first to take the database migrates, the others
+// wait for it and find the schema up to date.
+func TestConcurrentOpensMigrateAFreshDatabaseOnce(t *testing.T) {
+	const opens = 6
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		rounds, versions := 12, "alk_goose_db_version"
+		if e.name == "pg" {
+			rounds, versions = 2, "alkstore.goose_db_version" // a fresh database per round is costly; pg's advisory lock is simple
+		}
+		for round := range rounds {
+			fresh := newEnv(t, e.name)
+			start := make(chan struct{})
+			stores := make([]*store.Store, opens)
+			errs := make([]error, opens)
+			var wg sync.WaitGroup
+			for i := range opens {
+				wg.Go(func() {
+					<-start
+					stores[i], errs[i] = store.Open(ctx(t), fresh.dsn)
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i, s := range stores {
+				if s != nil {
+					defer s.Close()
+				}
+				require.NoError(t, errs[i], "round %d open %d", round, i)
+			}
+			_, err := stores[0].Stream("s").Publish(ctx(t), []byte("works"))
+			require.NoError(t, err)
+			var rows, distinct int
+			require.NoError(t, stores[0].InTx(ctx(t), func(c context.Context, tx store.Tx) error {
+				return tx.QueryRow(c, "SELECT count(*), count(DISTINCT version_id) FROM "+versions+" WHERE is_applied").Scan(&rows, &distinct)
+			}))
+			assert.Equal(t, distinct, rows, "round %d: every version applied once", round)
+		}
+	})
+}
