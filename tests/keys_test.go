@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -290,4 +292,33 @@ func TestConcurrentOpensMigrateAFreshDatabaseOnce(t *testing.T) {
 			assert.Equal(t, distinct, rows, "round %d: every version applied once", round)
 		}
 	})
+}
+
+func init() {
+	childVerbs["open"] = func(ctx context.Context, s *store.Store, _ string, _ int) int {
+		return 0 // runChild opened (and migrated) the store: that is the whole job
+	}
+}
+
+// TestProcessesOpenAFreshSQLiteFileTogether: the same race between real
+// processes. Each round starts its children back to back on a new file;
+// every one must open it. (SQLite only: PostgreSQL's migration lock is
+// shared by the server, so processes add nothing the test above does not
+// show there.)
+func TestProcessesOpenAFreshSQLiteFileTogether(t *testing.T) {
+	const rounds, children = 5, 4
+	for round := range rounds {
+		path := filepath.Join(t.TempDir(), "fresh.db")
+		cmds := make([]*os.Process, 0, children)
+		var waits []func() error
+		for range children {
+			cmd := startChild(ctx(t), "open", path, "-", 0)
+			require.NoError(t, cmd.Start())
+			cmds = append(cmds, cmd.Process)
+			waits = append(waits, cmd.Wait)
+		}
+		for i, wait := range waits {
+			require.NoError(t, wait(), "round %d child %d (pid %d)", round, i, cmds[i].Pid)
+		}
+	}
 }
