@@ -306,7 +306,7 @@ func init() {
 // shared by the server, so processes add nothing the test above does not
 // show there.)
 func TestProcessesOpenAFreshSQLiteFileTogether(t *testing.T) {
-	const rounds, children = 5, 4
+	const rounds, children = 3, 4
 	for round := range rounds {
 		path := filepath.Join(t.TempDir(), "fresh.db")
 		cmds := make([]*os.Process, 0, children)
