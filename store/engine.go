@@ -14,7 +14,7 @@ type Event = receiver.Event
 
 // Message is one event to publish with PublishMany.
 type Message struct {
-	Key     *string // nil: unkeyed; a set key must not be empty
+	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
 	Payload []byte
 }
 
