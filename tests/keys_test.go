@@ -3,10 +3,10 @@ package tests
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
