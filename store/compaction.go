@@ -93,7 +93,7 @@ func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
 type StreamConfig struct {
 	Compacted          bool          // retention and TrimTo spare current heads; the janitor compacts
 	HeadlessTTL        time.Duration // how long an unused headless row lives; default 1h
-	Retention          time.Duration // events older than this are deleted (heads spared); 0: forever
+	Retention          time.Duration // events older than this are deleted (compacted: heads spared); 0: forever
 	MinCompactionLag   time.Duration // superseded events younger than this are kept
 	TombstoneRetention time.Duration // how long a tombstone head stays; default 24h
 }
@@ -149,16 +149,4 @@ type keyedEvent struct {
 	rank          int64
 	schemaVersion int32
 	now           time.Time
-}
-
-// latestPerKey picks, for a batch's keyed messages, the newest offset of
-// each key: the only candidate for its head.
-func latestPerKey(msgs []Message, offs []int64) map[string]int64 {
-	latest := map[string]int64{}
-	for i, m := range msgs {
-		if m.Key != nil {
-			latest[*m.Key] = max(latest[*m.Key], offs[i])
-		}
-	}
-	return latest
 }

@@ -23,15 +23,11 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 	return off, err
 }
 
-func (o liteOps) upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error {
-	for key, off := range latest {
-		err := o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: &off,
-			SchemaVersion: ptrTo(int64(1)), CompactionRank: ptrTo(int64(0)), Now: now.UnixMicro()})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// upsertHead makes off, a batch's rank-0 event of key, the key's head by
+// the winner rule.
+func (o liteOps) upsertHead(ctx context.Context, stream, key string, off int64, now time.Time) error {
+	return o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: &off,
+		SchemaVersion: ptrTo(int64(1)), CompactionRank: ptrTo(int64(0)), Now: now.UnixMicro()})
 }
 
 func (o liteOps) getHead(ctx context.Context, stream, key string) (*Head, error) {

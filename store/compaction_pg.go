@@ -14,17 +14,6 @@ func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.wake(streamTopic(e.stream))})
 }
 
-func (o pgOps) upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error {
-	for key, off := range latest {
-		err := o.q.UpsertCompactionHead(ctx, pgdb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: off,
-			SchemaVersion: 1, CompactionRank: 0, Now: now})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {
 	r, err := o.q.GetCompactionHead(ctx, pgdb.GetCompactionHeadParams{Stream: stream, Key: key})
 	if err != nil {

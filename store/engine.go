@@ -14,7 +14,7 @@ type Event = receiver.Event
 
 // Message is one event to publish with PublishMany.
 type Message struct {
-	Key     *string // nil: unkeyed; a set key must not be empty
+	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
 	Payload []byte  // nil with a key is a tombstone; empty is a value
 }
 
@@ -29,7 +29,7 @@ type ops interface {
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
-	trim(ctx context.Context, stream string, horizon int64) (int64, error)
+	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
@@ -50,7 +50,6 @@ type ops interface {
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
 
 	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
-	upsertHeads(ctx context.Context, stream string, latest map[string]int64, now time.Time) error
 	getHead(ctx context.Context, stream, key string) (*Head, error)
 	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
 	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/ncruces/go-sqlite3"
 	"github.com/pressly/goose/v3"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -31,7 +33,10 @@ type liteEngine struct {
 }
 
 // busyTimeout covers waits on writers in other processes.
-const busyTimeout = "busy_timeout(10000)"
+const (
+	busyTimeout = "busy_timeout(10000)"
+	busyWait    = 10 * time.Second
+)
 
 func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.Contains(path, "mode=memory") {
@@ -47,8 +52,12 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
 
-	m := migration{dialect: goose.DialectSQLite3, files: schema.SQLite, table: schema.SQLiteVersionTable}
-	if err := migrateOrCheck(ctx, writer, m, c.migrate); err != nil {
+	m := migration{dialect: goose.DialectSQLite3, files: schema.SQLite, table: schema.SQLiteVersionTable, guarded: true}
+	err = connectWriter(ctx, writer)
+	if err == nil {
+		err = migrateOrCheck(ctx, writer, m, c.migrate)
+	}
+	if err != nil {
 		writer.Close()
 		return nil, opErr("open", "", err)
 	}
@@ -76,6 +85,28 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		return nil, opErr("open", "", err)
 	}
 	return newStore(e, c, ""), nil
+}
+
+// connectWriter opens the writer connection. Its journal_mode(wal) pragma
+// needs the file's exclusive lock, and on a file that other processes open
+// at the same moment SQLite may refuse it at once with SQLITE_BUSY instead
+// of waiting (the busy timeout does not cover every lock upgrade), so a
+// busy connect is tried again, within the busy timeout and ctx.
+func connectWriter(ctx context.Context, writer *sql.DB) error {
+	deadline := time.Now().Add(busyWait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		err := writer.PingContext(ctx)
+		if err == nil || !errors.Is(err, sqlite3.BUSY) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // sqliteURI turns a path or a file: URI into a file: URI with params added.
@@ -155,7 +186,7 @@ func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message,
 		m := msgs[i]
 		id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
 		if err == nil && m.Key != nil {
-			err = liteOps{q: q}.upsertHeads(ctx, stream, map[string]int64{*m.Key: id}, now)
+			err = liteOps{q: q}.upsertHead(ctx, stream, *m.Key, id, now)
 		}
 		return id, err
 	})
@@ -207,8 +238,16 @@ func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64,
 	return o.q.GetOffset(ctx, litedb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }
 
-func (o liteOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
-	return o.q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
+func (o liteOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		err := q.UnheadTrimmed(ctx, litedb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now.UnixMicro()})
+		if err == nil {
+			n, err = q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
+		}
+		return err
+	})
+	return n, err
 }
 
 // liteTx is a database/sql transaction on the SQLite file, begun by the

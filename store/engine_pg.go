@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -76,16 +78,26 @@ func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error 
 		if err != nil {
 			return err
 		}
-		if _, err := db.ExecContext(ctx, bootstrap); err != nil {
+		// CREATE SCHEMA IF NOT EXISTS is not safe against itself: when
+		// processes open a fresh database at once, all but one may fail with
+		// a unique violation, which means the schema now exists.
+		if _, err := db.ExecContext(ctx, bootstrap); err != nil && !isUniqueViolation(err) {
 			return fmt.Errorf("create schema alkstore: %w", err)
 		}
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID))
+		// Probe every second (goose's default is every 5 s) for up to 5 minutes:
+		// processes that start together wait for the first one's migration.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return err
 		}
 		m.locker = locker
 	}
 	return migrateOrCheck(ctx, db, m, apply)
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 func (e *pgEngine) kind() string { return "pg" }
@@ -165,6 +177,7 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 		Keyed:    make([]bool, len(msgs)),
 		Keys:     make([]string, len(msgs)),
 		Payloads: make([][]byte, len(msgs)),
+		Now:      now,
 	}
 	for i, m := range msgs {
 		if m.Key != nil {
@@ -172,15 +185,7 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 		}
 		p.Payloads[i] = m.Payload
 	}
-	var ids []int64
-	err := o.atomically(ctx, slices.Contains(p.Keyed, true), func(o pgOps) error {
-		var err error
-		if ids, err = sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)); err != nil {
-			return err
-		}
-		return o.upsertHeads(ctx, stream, latestPerKey(msgs, ids), now)
-	})
-	return ids, err
+	return sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)) // the keys' heads too, in one statement
 }
 
 // atomically runs fn in one transaction when need is set: the caller's, or
@@ -361,8 +366,16 @@ func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, e
 	return o.q.GetOffset(ctx, pgdb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }
 
-func (o pgOps) trim(ctx context.Context, stream string, horizon int64) (int64, error) {
-	return o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
+func (o pgOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		err := o.q.UnheadTrimmed(ctx, pgdb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now})
+		if err == nil {
+			n, err = o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
+		}
+		return err
+	})
+	return n, err
 }
 
 func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }

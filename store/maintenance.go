@@ -36,7 +36,8 @@ func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int6
 }
 
 // ApplyRetention deletes events older than their stream's Retention,
-// sparing the current heads of compacted streams.
+// sparing the current heads of compacted streams. On other streams a key
+// whose head it deletes becomes headless (see Stream.TrimTo).
 func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "apply retention", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.applyRetention(ctx, now, batch)

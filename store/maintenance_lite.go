@@ -14,7 +14,15 @@ func (o liteOps) deleteExpiredHeadless(ctx context.Context, now time.Time, batch
 }
 
 func (o liteOps) applyRetention(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.ApplyRetention(ctx, litedb.ApplyRetentionParams{Now: ptrTo(now.UnixMicro()), Batch: int64(batch)})
+	var n int64
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		err := q.UnheadExpired(ctx, litedb.UnheadExpiredParams{Now: now.UnixMicro(), Batch: int64(batch)})
+		if err == nil {
+			n, err = q.ApplyRetention(ctx, litedb.ApplyRetentionParams{Now: ptrTo(now.UnixMicro()), Batch: int64(batch)})
+		}
+		return err
+	})
+	return n, err
 }
 
 func (o liteOps) compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error) {

@@ -14,7 +14,15 @@ func (o pgOps) deleteExpiredHeadless(ctx context.Context, now time.Time, batch i
 }
 
 func (o pgOps) applyRetention(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.ApplyRetention(ctx, pgdb.ApplyRetentionParams{Now: now, Batch: clampLimit(batch)})
+	var n int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		err := o.q.UnheadExpired(ctx, pgdb.UnheadExpiredParams{Now: now, Batch: clampLimit(batch)})
+		if err == nil {
+			n, err = o.q.ApplyRetention(ctx, pgdb.ApplyRetentionParams{Now: now, Batch: clampLimit(batch)})
+		}
+		return err
+	})
+	return n, err
 }
 
 func (o pgOps) compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error) {

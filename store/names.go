@@ -13,6 +13,10 @@ const ReservedPrefix = "__alk"
 
 const maxNameLen = 255
 
+// MaxKeyLen is the longest key, in bytes, a keyed publish or a key handle
+// accepts.
+const MaxKeyLen = 1024
+
 // validateName checks a mechanism name (queue, stream, channel, outbox,
 // schedule): 1–255 bytes of valid UTF-8 without control characters, and not
 // in the reserved namespace.
@@ -27,17 +31,34 @@ func validateName(name string) error {
 }
 
 func validateNameShape(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > maxNameLen:
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidName, len(name), maxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidName)
+	return validateText("", name, maxNameLen)
+}
+
+// validateKey checks an optional compaction key (nil: unkeyed) the way
+// names are checked: 1 to MaxKeyLen bytes of valid UTF-8 without NUL or
+// other control characters. Every keyed operation checks its key before
+// any I/O, so both engines reject the same keys with ErrInvalidName.
+func validateKey(key *string) error {
+	if key == nil {
+		return nil
 	}
-	for _, r := range name {
+	return validateText("key ", *key, MaxKeyLen)
+}
+
+// validateText checks a name or key: 1 to limit bytes of valid UTF-8
+// without control characters. what prefixes the reason ("key " or "").
+func validateText(what, s string, limit int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %sempty", ErrInvalidName, what)
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s%d bytes, the limit is %d", ErrInvalidName, what, len(s), limit)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %snot valid UTF-8", ErrInvalidName, what)
+	}
+	for _, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: contains control character %U", ErrInvalidName, r)
+			return fmt.Errorf("%w: %scontains control character %U", ErrInvalidName, what, r)
 		}
 	}
 	return nil

@@ -34,8 +34,8 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 
 // PublishWithKey appends an event carrying key and makes it the key's
 // compaction head by the winner rule (rank 0). A nil payload is a
-// tombstone; an empty, non-nil one is a value. An empty key is
-// ErrInvalidName.
+// tombstone; an empty, non-nil one is a value. A key that ValidateKey
+// rejects is ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
 }
@@ -181,23 +181,18 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 }
 
 // TrimTo deletes every event with an offset <= horizon and returns how many
-// it deleted; on a compacted stream the current heads are spared. Surviving
-// events keep their offsets; saved consumer offsets stay valid. A negative
-// horizon deletes nothing.
+// it deleted; on a compacted stream the current heads are spared. On any
+// other stream a key whose head it deletes becomes headless: the key reads
+// as having no value until its next publish, which becomes the head
+// whatever its rank. Surviving events keep their offsets; saved consumer
+// offsets stay valid. A negative horizon deletes nothing.
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	return run(st.handle, "trim", autoWrite(ctx), func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}
-		return o.trim(ctx, st.name, horizon)
+		return o.trim(ctx, st.name, horizon, st.s.now())
 	})
-}
-
-func validateKey(key *string) error {
-	if key != nil && *key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalidName)
-	}
-	return nil
 }
 
 // SubscribeOpts tune a stream receiver (see receiver.Options): read-ahead

@@ -109,8 +109,14 @@ type KeyValue[M any] struct {
 
 // Heads lists current values in key order, starting after the key after
 // (empty: from the first), at most limit of them; deleted keys are left out.
+// A non-empty after must be a valid key (ErrInvalidName otherwise).
 func (t *Topic[M]) Heads(ctx context.Context, after string, limit int) ([]KeyValue[M], error) {
 	heads, err := run(t.st.handle, "heads", autoRead, func(o target) ([]Head, error) {
+		if after != "" {
+			if err := validateKey(&after); err != nil {
+				return nil, fmt.Errorf("after: %w", err)
+			}
+		}
 		if limit <= 0 {
 			return nil, nil
 		}

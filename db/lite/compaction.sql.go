@@ -286,6 +286,8 @@ type UpsertCompactionHeadParams struct {
 	Now            int64
 }
 
+// SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
+// PublishEvents, as one statement with the event.
 func (q *Queries) UpsertCompactionHead(ctx context.Context, arg UpsertCompactionHeadParams) error {
 	_, err := q.exec(ctx, q.upsertCompactionHeadStmt, upsertCompactionHead,
 		arg.Stream,

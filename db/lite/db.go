@@ -198,6 +198,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.trimStreamStmt, err = db.PrepareContext(ctx, trimStream); err != nil {
 		return nil, fmt.Errorf("error preparing query TrimStream: %w", err)
 	}
+	if q.unheadExpiredStmt, err = db.PrepareContext(ctx, unheadExpired); err != nil {
+		return nil, fmt.Errorf("error preparing query UnheadExpired: %w", err)
+	}
+	if q.unheadTrimmedStmt, err = db.PrepareContext(ctx, unheadTrimmed); err != nil {
+		return nil, fmt.Errorf("error preparing query UnheadTrimmed: %w", err)
+	}
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
@@ -499,6 +505,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing trimStreamStmt: %w", cerr)
 		}
 	}
+	if q.unheadExpiredStmt != nil {
+		if cerr := q.unheadExpiredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing unheadExpiredStmt: %w", cerr)
+		}
+	}
+	if q.unheadTrimmedStmt != nil {
+		if cerr := q.unheadTrimmedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing unheadTrimmedStmt: %w", cerr)
+		}
+	}
 	if q.upsertCompactionHeadStmt != nil {
 		if cerr := q.upsertCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
@@ -606,6 +622,8 @@ type Queries struct {
 	sweepExpiredJobsStmt       *sql.Stmt
 	touchHeadlessHeadStmt      *sql.Stmt
 	trimStreamStmt             *sql.Stmt
+	unheadExpiredStmt          *sql.Stmt
+	unheadTrimmedStmt          *sql.Stmt
 	upsertCompactionHeadStmt   *sql.Stmt
 	upsertScheduleStmt         *sql.Stmt
 }
@@ -672,6 +690,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
 		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
 		trimStreamStmt:             q.trimStreamStmt,
+		unheadExpiredStmt:          q.unheadExpiredStmt,
+		unheadTrimmedStmt:          q.unheadTrimmedStmt,
 		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
 		upsertScheduleStmt:         q.upsertScheduleStmt,
 	}

@@ -65,8 +65,8 @@ WHERE id IN (
     JOIN alk_streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at < ?1 - s.retention_us
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alk_compaction_heads h
-                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT ?2)
 `
 
@@ -75,7 +75,9 @@ type ApplyRetentionParams struct {
 	Batch int64
 }
 
-// Events past their stream's retention; a compacted stream keeps its heads.
+// Events past their stream's retention. Current heads are spared: those of
+// a compacted stream (UnheadExpired made the others headless). A head row
+// never points at a deleted event.
 func (q *Queries) ApplyRetention(ctx context.Context, arg ApplyRetentionParams) (int64, error) {
 	result, err := q.exec(ctx, q.applyRetentionStmt, applyRetention, arg.Now, arg.Batch)
 	if err != nil {
@@ -383,4 +385,30 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const unheadExpired = `-- name: UnheadExpired :exec
+UPDATE alk_compaction_heads
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = ?1
+WHERE head_offset IS NOT NULL
+  AND (stream, key) IN (
+    SELECT x.stream, x.key FROM alk_compaction_heads x
+    JOIN alk_streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
+    JOIN alk_events e ON e.id = x.head_offset
+    WHERE e.created_at < ?1 - s.retention_us
+    ORDER BY x.stream, x.key
+    LIMIT ?2)
+`
+
+type UnheadExpiredParams struct {
+	Now   int64
+	Batch int64
+}
+
+// Runs before ApplyRetention, in its transaction: on streams that are not
+// compacted, heads whose events are past retention become headless (see
+// UnheadTrimmed).
+func (q *Queries) UnheadExpired(ctx context.Context, arg UnheadExpiredParams) error {
+	_, err := q.exec(ctx, q.unheadExpiredStmt, unheadExpired, arg.Now, arg.Batch)
+	return err
 }

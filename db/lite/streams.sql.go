@@ -184,8 +184,8 @@ func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
 const trimStream = `-- name: TrimStream :execrows
 DELETE FROM alk_events
 WHERE alk_events.stream = ?1 AND alk_events.id <= ?2
-  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_streams s JOIN alk_compaction_heads h ON h.stream = s.name
-                            WHERE s.name = ?1 AND s.compacted AND h.head_offset IS NOT NULL)
+  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_compaction_heads h
+                            WHERE h.stream = ?1 AND h.head_offset IS NOT NULL)
 `
 
 type TrimStreamParams struct {
@@ -193,11 +193,34 @@ type TrimStreamParams struct {
 	Horizon int64
 }
 
-// The current heads of a compacted stream are spared.
+// Current heads are spared: those of a compacted stream (UnheadTrimmed
+// made the others headless). A head row never points at a deleted event.
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
 	result, err := q.exec(ctx, q.trimStreamStmt, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const unheadTrimmed = `-- name: UnheadTrimmed :exec
+UPDATE alk_compaction_heads
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = ?1
+WHERE alk_compaction_heads.stream = ?2 AND alk_compaction_heads.head_offset <= CAST(?3 AS INTEGER)
+  AND NOT EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = ?2 AND s.compacted)
+`
+
+type UnheadTrimmedParams struct {
+	Now     int64
+	Stream  string
+	Horizon int64
+}
+
+// Runs before TrimStream, in its transaction. On a stream that is not
+// compacted, the heads whose events the trim deletes become headless, so
+// the key takes its next value by the winner rule instead of keeping a head
+// that no longer exists.
+func (q *Queries) UnheadTrimmed(ctx context.Context, arg UnheadTrimmedParams) error {
+	_, err := q.exec(ctx, q.unheadTrimmedStmt, unheadTrimmed, arg.Now, arg.Stream, arg.Horizon)
+	return err
 }

@@ -290,36 +290,3 @@ func (q *Queries) TouchHeadlessHead(ctx context.Context, arg TouchHeadlessHeadPa
 	_, err := q.db.Exec(ctx, touchHeadlessHead, arg.Now, arg.Stream, arg.Key)
 	return err
 }
-
-const upsertCompactionHead = `-- name: UpsertCompactionHead :exec
-INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-VALUES ($1::text, $2::text, $3::bigint, $4::integer, $5::bigint, $6::timestamptz, $6::timestamptz)
-ON CONFLICT (stream, key) DO UPDATE
-SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-    compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
-WHERE h.head_offset IS NULL
-   OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
-`
-
-type UpsertCompactionHeadParams struct {
-	Stream         string
-	Key            string
-	HeadOffset     int64
-	SchemaVersion  int32
-	CompactionRank int64
-	Now            time.Time
-}
-
-// The head upsert alone, for a batch's keyed events (newest per key first
-// deduplicated by the caller).
-func (q *Queries) UpsertCompactionHead(ctx context.Context, arg UpsertCompactionHeadParams) error {
-	_, err := q.db.Exec(ctx, upsertCompactionHead,
-		arg.Stream,
-		arg.Key,
-		arg.HeadOffset,
-		arg.SchemaVersion,
-		arg.CompactionRank,
-		arg.Now,
-	)
-	return err
-}

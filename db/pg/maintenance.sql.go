@@ -63,8 +63,8 @@ WHERE e.id IN (
     JOIN alkstore.streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at + (s.retention_us) * '1 microsecond'::interval < $1::timestamptz
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT $2::integer
     FOR UPDATE OF x SKIP LOCKED)
 `
@@ -74,7 +74,9 @@ type ApplyRetentionParams struct {
 	Batch int32
 }
 
-// Events past their stream's retention; a compacted stream keeps its heads.
+// Events past their stream's retention. Current heads are spared: those of
+// a compacted stream, and any UnheadExpired skipped. A head row never
+// points at a deleted event.
 func (q *Queries) ApplyRetention(ctx context.Context, arg ApplyRetentionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, applyRetention, arg.Now, arg.Batch)
 	if err != nil {
@@ -368,4 +370,32 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const unheadExpired = `-- name: UnheadExpired :exec
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
+WHERE h.head_offset IS NOT NULL
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    JOIN alkstore.streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
+    JOIN alkstore.events e ON e.id = x.head_offset
+    WHERE e.created_at + (s.retention_us) * '1 microsecond'::interval < $1::timestamptz
+    ORDER BY x.stream, x.key
+    LIMIT $2::integer
+    FOR UPDATE OF x SKIP LOCKED)
+`
+
+type UnheadExpiredParams struct {
+	Now   time.Time
+	Batch int32
+}
+
+// Runs before ApplyRetention, in its transaction: on streams that are not
+// compacted, heads whose events are past retention become headless (see
+// UnheadTrimmed), in key order, skipping rows others hold (their events
+// stay for a later pass).
+func (q *Queries) UnheadExpired(ctx context.Context, arg UnheadExpiredParams) error {
+	_, err := q.db.Exec(ctx, unheadExpired, arg.Now, arg.Batch)
+	return err
 }

@@ -32,9 +32,13 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 
 const ackJobs = `-- name: AckJobs :execrows
 DELETE FROM alkstore.jobs j
-USING (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
-WHERE j.id = c.id AND j.state = 'running' AND j.claim_token = c.claim_token
-  AND j.claim_expires_at > $3::timestamptz
+WHERE j.id IN (
+    SELECT x.id FROM alkstore.jobs x
+    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
+      ON x.id = c.id AND x.claim_token = c.claim_token
+    WHERE x.state = 'running' AND x.claim_expires_at > $3::timestamptz
+    ORDER BY x.id
+    FOR UPDATE OF x)
 `
 
 type AckJobsParams struct {
@@ -43,7 +47,9 @@ type AckJobsParams struct {
 	Now         time.Time
 }
 
-// Per id: only rows still held by that id's claim.
+// Per id: only rows still held by that id's claim. The rows are locked in
+// id order first, so batches that share jobs (or a transaction settling
+// jobs one by one in id order) never deadlock, whatever their input order.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ackJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {

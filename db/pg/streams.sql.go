@@ -67,33 +67,56 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 const publishEvents = `-- name: PublishEvents :many
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
-           CASE WHEN $5::text <> '' THEN pg_notify('alkstore', $5::text)::text END AS woke
+           CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), $2::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+    FROM tx, (SELECT unnest($3::boolean[]) AS keyed,
+                     unnest($4::text[]) AS key,
+                     unnest($5::bytea[]) AS payload) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+    SELECT $2::text, ins.key, max(ins.id), 1, 0, $6::timestamptz, $6::timestamptz
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+    RETURNING h.key
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), $1::text,
-       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-FROM tx, (SELECT unnest($2::boolean[]) AS keyed,
-                 unnest($3::text[]) AS key,
-                 unnest($4::bytea[]) AS payload) AS u
-RETURNING id
+SELECT ins.id FROM ins
 `
 
 type PublishEventsParams struct {
+	Wake     string
 	Stream   string
 	Keyed    []bool
 	Keys     []string
 	Payloads [][]byte
-	Wake     string
+	Now      time.Time
 }
 
 // Many events in one statement; offsets follow the input order; one wake.
+// Keyed events upsert their keys' heads in the same statement: per key the
+// batch's newest offset (rank 0, schema version 1), by the winner rule (see
+// compaction.sql). The head rows are written in key order, so concurrent
+// batches that share keys lock them in one order and never deadlock.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Wake,
 		arg.Stream,
 		arg.Keyed,
 		arg.Keys,
 		arg.Payloads,
-		arg.Wake,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
@@ -290,8 +313,8 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 const trimStream = `-- name: TrimStream :execrows
 DELETE FROM alkstore.events e
 WHERE e.stream = $1::text AND e.id <= $2::bigint
-  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                  WHERE h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id)
 `
 
 type TrimStreamParams struct {
@@ -299,11 +322,40 @@ type TrimStreamParams struct {
 	Horizon int64
 }
 
-// The current heads of a compacted stream are spared.
+// Current heads are spared: those of a compacted stream, and any that
+// became a head after UnheadTrimmed ran. A head row never points at a
+// deleted event.
 func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, error) {
 	result, err := q.db.Exec(ctx, trimStream, arg.Stream, arg.Horizon)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const unheadTrimmed = `-- name: UnheadTrimmed :exec
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
+WHERE h.head_offset <= $2::bigint
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = $3::text AND x.head_offset <= $2::bigint
+      AND NOT EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = x.stream AND s.compacted)
+    ORDER BY x.key
+    FOR UPDATE OF x)
+`
+
+type UnheadTrimmedParams struct {
+	Now     time.Time
+	Horizon int64
+	Stream  string
+}
+
+// Runs before TrimStream, in its transaction. On a stream that is not
+// compacted, the heads whose events the trim deletes become headless, so
+// the key takes its next value by the winner rule instead of keeping a head
+// that no longer exists. Rows are locked in key order (see PublishEvents).
+func (q *Queries) UnheadTrimmed(ctx context.Context, arg UnheadTrimmedParams) error {
+	_, err := q.db.Exec(ctx, unheadTrimmed, arg.Now, arg.Horizon, arg.Stream)
+	return err
 }

@@ -11,6 +11,8 @@ VALUES (@stream, @key, sqlc.narg(payload))
 RETURNING id;
 
 -- name: UpsertCompactionHead :exec
+-- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
+-- PublishEvents, as one statement with the event.
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
 VALUES (@stream, @key, @head_offset, @schema_version, @compaction_rank, @now, @now)
 ON CONFLICT (stream, key) DO UPDATE

@@ -14,16 +14,33 @@ WHERE head_offset IS NULL
       AND x.updated_at < sqlc.arg(now) - COALESCE(s.headless_ttl_us, 3600000000)
     LIMIT sqlc.arg(batch));
 
+-- name: UnheadExpired :exec
+-- Runs before ApplyRetention, in its transaction: on streams that are not
+-- compacted, heads whose events are past retention become headless (see
+-- UnheadTrimmed).
+UPDATE alk_compaction_heads
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = sqlc.arg(now)
+WHERE head_offset IS NOT NULL
+  AND (stream, key) IN (
+    SELECT x.stream, x.key FROM alk_compaction_heads x
+    JOIN alk_streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
+    JOIN alk_events e ON e.id = x.head_offset
+    WHERE e.created_at < sqlc.arg(now) - s.retention_us
+    ORDER BY x.stream, x.key
+    LIMIT sqlc.arg(batch));
+
 -- name: ApplyRetention :execrows
--- Events past their stream's retention; a compacted stream keeps its heads.
+-- Events past their stream's retention. Current heads are spared: those of
+-- a compacted stream (UnheadExpired made the others headless). A head row
+-- never points at a deleted event.
 DELETE FROM alk_events
 WHERE id IN (
     SELECT x.id FROM alk_events x
     JOIN alk_streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at < sqlc.arg(now) - s.retention_us
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alk_compaction_heads h
-                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT sqlc.arg(batch));
 
 -- name: CompactSuperseded :execrows

@@ -43,9 +43,20 @@ WHERE committed_offset < excluded.committed_offset;
 SELECT CAST(COALESCE((SELECT committed_offset FROM alk_consumer_offsets
                       WHERE stream = @stream AND consumer = @consumer), 0) AS INTEGER) AS committed_offset;
 
+-- name: UnheadTrimmed :exec
+-- Runs before TrimStream, in its transaction. On a stream that is not
+-- compacted, the heads whose events the trim deletes become headless, so
+-- the key takes its next value by the winner rule instead of keeping a head
+-- that no longer exists.
+UPDATE alk_compaction_heads
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = sqlc.arg(now)
+WHERE alk_compaction_heads.stream = sqlc.arg(stream) AND alk_compaction_heads.head_offset <= CAST(sqlc.arg(horizon) AS INTEGER)
+  AND NOT EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = sqlc.arg(stream) AND s.compacted);
+
 -- name: TrimStream :execrows
--- The current heads of a compacted stream are spared.
+-- Current heads are spared: those of a compacted stream (UnheadTrimmed
+-- made the others headless). A head row never points at a deleted event.
 DELETE FROM alk_events
 WHERE alk_events.stream = sqlc.arg(stream) AND alk_events.id <= sqlc.arg(horizon)
-  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_streams s JOIN alk_compaction_heads h ON h.stream = s.name
-                            WHERE s.name = sqlc.arg(stream) AND s.compacted AND h.head_offset IS NOT NULL);
+  AND alk_events.id NOT IN (SELECT h.head_offset FROM alk_compaction_heads h
+                            WHERE h.stream = sqlc.arg(stream) AND h.head_offset IS NOT NULL);

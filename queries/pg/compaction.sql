@@ -28,17 +28,6 @@ head AS (
 )
 SELECT ins.id FROM ins LEFT JOIN head ON true;
 
--- name: UpsertCompactionHead :exec
--- The head upsert alone, for a batch's keyed events (newest per key first
--- deduplicated by the caller).
-INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-VALUES (@stream::text, @key::text, @head_offset::bigint, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz)
-ON CONFLICT (stream, key) DO UPDATE
-SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-    compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
-WHERE h.head_offset IS NULL
-   OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset);
-
 -- name: GetCompactionHead :one
 -- The plain read: only a materialized head (with its event) is returned.
 SELECT h.head_offset::bigint AS head_offset, h.schema_version::integer AS schema_version,

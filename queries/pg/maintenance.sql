@@ -15,16 +15,35 @@ WHERE h.head_offset IS NULL
     LIMIT @batch::integer
     FOR UPDATE OF x SKIP LOCKED);
 
+-- name: UnheadExpired :exec
+-- Runs before ApplyRetention, in its transaction: on streams that are not
+-- compacted, heads whose events are past retention become headless (see
+-- UnheadTrimmed), in key order, skipping rows others hold (their events
+-- stay for a later pass).
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
+WHERE h.head_offset IS NOT NULL
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    JOIN alkstore.streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
+    JOIN alkstore.events e ON e.id = x.head_offset
+    WHERE e.created_at + (s.retention_us) * '1 microsecond'::interval < @now::timestamptz
+    ORDER BY x.stream, x.key
+    LIMIT @batch::integer
+    FOR UPDATE OF x SKIP LOCKED);
+
 -- name: ApplyRetention :execrows
--- Events past their stream's retention; a compacted stream keeps its heads.
+-- Events past their stream's retention. Current heads are spared: those of
+-- a compacted stream, and any UnheadExpired skipped. A head row never
+-- points at a deleted event.
 DELETE FROM alkstore.events e
 WHERE e.id IN (
     SELECT x.id FROM alkstore.events x
     JOIN alkstore.streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
       AND x.created_at + (s.retention_us) * '1 microsecond'::interval < @now::timestamptz
-      AND NOT (s.compacted AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                                        WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT @batch::integer
     FOR UPDATE OF x SKIP LOCKED);
 

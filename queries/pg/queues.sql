@@ -83,11 +83,17 @@ DELETE FROM alkstore.jobs
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
 
 -- name: AckJobs :execrows
--- Per id: only rows still held by that id's claim.
+-- Per id: only rows still held by that id's claim. The rows are locked in
+-- id order first, so batches that share jobs (or a transaction settling
+-- jobs one by one in id order) never deadlock, whatever their input order.
 DELETE FROM alkstore.jobs j
-USING (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
-WHERE j.id = c.id AND j.state = 'running' AND j.claim_token = c.claim_token
-  AND j.claim_expires_at > @now::timestamptz;
+WHERE j.id IN (
+    SELECT x.id FROM alkstore.jobs x
+    JOIN (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
+      ON x.id = c.id AND x.claim_token = c.claim_token
+    WHERE x.state = 'running' AND x.claim_expires_at > @now::timestamptz
+    ORDER BY x.id
+    FOR UPDATE OF x);
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain.

@@ -17,17 +17,38 @@ RETURNING id;
 
 -- name: PublishEvents :many
 -- Many events in one statement; offsets follow the input order; one wake.
+-- Keyed events upsert their keys' heads in the same statement: per key the
+-- batch's newest offset (rank 0, schema version 1), by the winner rule (see
+-- compaction.sql). The head rows are written in key order, so concurrent
+-- batches that share keys lock them in one order and never deadlock.
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    SELECT nextval('alkstore.event_offset_seq'), @stream::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+    FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
+                     unnest(@keys::text[]) AS key,
+                     unnest(@payloads::bytea[]) AS payload) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+    RETURNING h.key
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), @stream::text,
-       CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
-FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
-                 unnest(@keys::text[]) AS key,
-                 unnest(@payloads::bytea[]) AS payload) AS u
-RETURNING id;
+SELECT ins.id FROM ins;
 
 -- name: SettledSnapshot :one
 -- What the settled horizon needs from this statement's snapshot: its xmin;
@@ -79,9 +100,26 @@ WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
                  WHERE stream = @stream AND consumer = @consumer), 0)::bigint AS committed_offset;
 
+-- name: UnheadTrimmed :exec
+-- Runs before TrimStream, in its transaction. On a stream that is not
+-- compacted, the heads whose events the trim deletes become headless, so
+-- the key takes its next value by the winner rule instead of keeping a head
+-- that no longer exists. Rows are locked in key order (see PublishEvents).
+UPDATE alkstore.compaction_heads h
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
+WHERE h.head_offset <= @horizon::bigint
+  AND (h.stream, h.key) IN (
+    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = @stream::text AND x.head_offset <= @horizon::bigint
+      AND NOT EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = x.stream AND s.compacted)
+    ORDER BY x.key
+    FOR UPDATE OF x);
+
 -- name: TrimStream :execrows
--- The current heads of a compacted stream are spared.
+-- Current heads are spared: those of a compacted stream, and any that
+-- became a head after UnheadTrimmed ran. A head row never points at a
+-- deleted event.
 DELETE FROM alkstore.events e
 WHERE e.stream = @stream::text AND e.id <= @horizon::bigint
-  AND NOT EXISTS (SELECT 1 FROM alkstore.streams s JOIN alkstore.compaction_heads h ON h.stream = s.name
-                  WHERE s.name = e.stream AND s.compacted AND h.key = e.key AND h.head_offset = e.id);
+  AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                  WHERE h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id);

@@ -1,0 +1,13 @@
+-- Heads whose events a trim or retention pass deleted before those passes
+-- made such heads headless: they kept the key from taking new values of a
+-- lower rank. They become headless now, as the passes do today.
+
+-- +goose Up
+UPDATE alk_compaction_heads
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL,
+    updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+WHERE head_offset IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM alk_events e WHERE e.id = alk_compaction_heads.head_offset);
+
+-- +goose Down
+-- Nothing to undo: the deleted events cannot come back.
