@@ -514,8 +514,10 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alkstore.jobs
 SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = $2 AND expires_at IS NOT NULL AND expires_at <= $1::timestamptz
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= $1::timestamptz))
+WHERE id IN (SELECT x.id FROM alkstore.jobs x
+             WHERE x.queue = $2 AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
+             FOR UPDATE SKIP LOCKED)
 `
 
 type SweepExpiredJobsParams struct {
@@ -525,6 +527,8 @@ type SweepExpiredJobsParams struct {
 
 // Jobs past their expires_at go to dead ("expired"): pending ones, and
 // running ones whose claim lapsed (a live claim may still settle its job).
+// Rows another statement holds are skipped, never waited for, so sweeps and
+// claims cannot deadlock; the next sweep or claim takes them.
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {

@@ -127,10 +127,14 @@ SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
 -- name: SweepExpiredJobs :execrows
 -- Jobs past their expires_at go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed (a live claim may still settle its job).
+-- Rows another statement holds are skipped, never waited for, so sweeps and
+-- claims cannot deadlock; the next sweep or claim takes them.
 UPDATE alkstore.jobs
 SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now::timestamptz
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now::timestamptz));
+WHERE id IN (SELECT x.id FROM alkstore.jobs x
+             WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
+             FOR UPDATE SKIP LOCKED);
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.
