@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -35,7 +36,9 @@ type lifecycle struct {
 	phase   atomic.Int32
 	mu      sync.Mutex
 	closing chan struct{} // closed when shutdown begins
-	hard    chan struct{} // closed when the shutdown's context ended: cancel handlers now
+	hard    chan struct{} // closed when a Shutdown's context ended: cancel handlers now
+	hardOne sync.Once
+	hardWhy error // that context's error; read only after hard is closed
 	loops   sync.WaitGroup
 	txs     map[*txState]struct{} // open transactions the store began
 	openTxs atomic.Int64          // len(txs), read without the lock
@@ -49,6 +52,20 @@ func newLifecycle() *lifecycle {
 }
 
 func (l *lifecycle) at() phase { return phase(l.phase.Load()) }
+
+// stopHard turns the shutdown into a hard stop, for the reason why.
+func (l *lifecycle) stopHard(why error) {
+	l.hardOne.Do(func() {
+		l.hardWhy = why
+		close(l.hard)
+	})
+}
+
+// hardStopWait is how long a hard stop waits for the handlers it cancelled
+// to return and be settled (a job whose handler returns goes back to its
+// queue with its attempt), before the store closes under any that ignore
+// their context.
+const hardStopWait = 5 * time.Second
 
 // enterLoop registers a loop, unless shutdown has begun; the loop calls
 // leave when it returned.
@@ -143,21 +160,28 @@ func (l *lifecycle) nudge() {
 //     matching ErrClosed.
 //  3. Operations outside a transaction now fail with ErrClosed; transactions
 //     already open may still finish and commit.
-//  4. Every operation fails with ErrClosed and the connections are released.
+//  4. Transactions still open are rolled back, every operation fails with
+//     ErrClosed, and the connections are released.
 //
-// When ctx ends first, handlers still running have their context cancelled
-// (a hard stop; a job whose handler fails because of it goes back to its
-// queue without losing an attempt), and transactions still open are
-// abandoned: their operations, Commit included, fail with ErrClosed and
-// roll back. Shutdown then returns ctx's error. A hard stop right away is
-// Shutdown with a context that is already done.
+// When ctx ends first, Shutdown stops hard: handlers still running have
+// their context cancelled (a job whose handler then returns an error goes
+// back to its queue without losing an attempt) and get up to 5 seconds to
+// return; transactions still open are rolled back at once (their later
+// operations and Commit fail with ErrClosed). Shutdown then returns an
+// error matching ctx's. A handler that ignores its context is left running
+// on a closed store: its job comes back after its visibility. A hard stop
+// right away is Shutdown with a context that is already done.
 //
 // Shutdown and Close may be called more than once, and concurrently; every
-// call waits for the first to finish. Do not call them from a handler or a
-// RunLoop function: shutdown waits for those to return. Cancel the loop's
-// context instead, or close the store from another goroutine.
+// call waits for the first to finish, and any caller's ctx ending turns a
+// graceful shutdown in progress into a hard one (a second SIGINT). Do not
+// call them from a handler or a RunLoop function: shutdown waits for those
+// to return. Cancel the loop's context instead, or close the store from
+// another goroutine.
 func (s *Store) Shutdown(ctx context.Context) error {
-	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
+	stop := context.AfterFunc(ctx, func() { s.life.stopHard(context.Cause(ctx)) })
+	defer stop()
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
 	if s.closeErr != nil {
 		return opErr("shutdown", "", s.closeErr)
 	}
@@ -176,7 +200,7 @@ func (s *Store) Close() error {
 	return s.Shutdown(ctx)
 }
 
-func (s *Store) shutdown(ctx context.Context) error {
+func (s *Store) shutdown() error {
 	l := s.life
 	l.mu.Lock()
 	l.phase.Store(int32(phaseClosing))
@@ -184,12 +208,24 @@ func (s *Store) shutdown(ctx context.Context) error {
 	l.mu.Unlock()
 	s.hub.Close(nil) // receivers, listeners and idle loops hear it at once
 	s.bg.closeAll()
-	stopHard := context.AfterFunc(ctx, func() { close(l.hard) })
-	l.loops.Wait()
-	stopHard()
+	loopsDone := make(chan struct{})
+	go func() { l.loops.Wait(); close(loopsDone) }()
 	var err error
-	if l.cut.Load() {
-		err = fmt.Errorf("handlers cancelled: %w", context.Cause(ctx))
+	loopsLeft := false
+	select {
+	case <-loopsDone:
+	case <-l.hard:
+		t := time.NewTimer(hardStopWait)
+		select {
+		case <-loopsDone:
+		case <-t.C:
+			loopsLeft = true
+			err = fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
+		}
+		t.Stop()
+	}
+	if err == nil && l.cut.Load() {
+		err = fmt.Errorf("handlers cancelled: %w", l.hardWhy)
 	}
 
 	l.mu.Lock()
@@ -201,36 +237,45 @@ func (s *Store) shutdown(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	if gone != nil {
-		err = cmp.Or(waitTxs(ctx, l, gone), err)
+		err = cmp.Or(waitTxs(l, gone), err)
 	}
 
 	l.mu.Lock()
 	l.phase.Store(int32(phaseClosed))
-	abandoned := len(l.txs)
+	open := make([]*txState, 0, len(l.txs))
+	for st := range l.txs {
+		open = append(open, st)
+	}
 	l.mu.Unlock()
-	if abandoned > 0 {
-		s.log.Warn("alkstore: store closed with transactions still open; they roll back when next used", "open", abandoned)
+	stuck := 0
+	for _, st := range open {
+		if !st.abandon() {
+			stuck++
+		}
+	}
+	if len(open) > 0 {
+		s.log.Warn("alkstore: store closed with transactions still open; rolled them back", "open", len(open), "failed", stuck)
 	}
 	s.feed.once.Do(func() {}) // no feed may start from now on
 	if s.feed.stop != nil {
 		s.feed.stop()
 	}
-	s.eng.close(abandoned > 0)
+	s.eng.close(stuck > 0 || loopsLeft)
 	return err
 }
 
-// waitTxs waits until every open transaction ended or ctx ended. Dropped
-// transactions are rolled back by their cleanups, so it collects garbage
-// while it waits.
-func waitTxs(ctx context.Context, l *lifecycle, gone <-chan struct{}) error {
+// waitTxs waits until every open transaction ended or the shutdown turned
+// hard. Dropped transactions are rolled back by their cleanups, so it
+// collects garbage while it waits.
+func waitTxs(l *lifecycle, gone <-chan struct{}) error {
 	t := time.NewTicker(leakNudgeAfter)
 	defer t.Stop()
 	for {
 		select {
 		case <-gone:
 			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("transactions still open: %w", ctx.Err())
+		case <-l.hard:
+			return fmt.Errorf("transactions still open: %w", l.hardWhy)
 		case <-t.C:
 			l.nudge()
 		}
@@ -256,8 +301,8 @@ func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Co
 	lctx, cancel := s.life.loopContext(ctx)
 	defer cancel()
 	err = fn(lctx)
-	if err == nil && s.life.stoppedByClose() && ctx.Err() == nil {
-		err = ErrClosed
+	if s.life.stoppedByClose() && ctx.Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {
+		err = ErrClosed // fn ended because the store shut down (returning nil or ctx.Err())
 	}
 	return opErr("run loop", name, err)
 }

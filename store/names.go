@@ -64,10 +64,29 @@ func validateText(what, s string, limit int) error {
 	return nil
 }
 
-// validateLocalName checks a consumer or worker name: non-empty only.
+// validateLocalName checks a consumer, worker or scheduler owner name like
+// a mechanism name (1–255 bytes of valid UTF-8 without control characters;
+// PostgreSQL's text refuses NUL and invalid UTF-8, SQLite would store them),
+// but the reserved prefix is allowed.
 func validateLocalName(kind, name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: empty %s name", ErrInvalidName, kind)
+	return validateText(kind+" name ", name, maxNameLen)
+}
+
+// maxCauseLen bounds the error text a job keeps as its LastError.
+const maxCauseLen = 8 << 10
+
+// cleanCause makes a handler's error text storable on both engines: invalid
+// UTF-8 and NUL become U+FFFD (PostgreSQL's text refuses both, and a cause
+// that cannot be stored would leave its job unsettled), and it is cut to
+// maxCauseLen bytes at a character boundary.
+func cleanCause(cause string) string {
+	cause = strings.ReplaceAll(strings.ToValidUTF8(cause, "\uFFFD"), "\x00", "\uFFFD")
+	if len(cause) <= maxCauseLen {
+		return cause
 	}
-	return nil
+	cut := maxCauseLen
+	for cut > 0 && !utf8.RuneStart(cause[cut]) {
+		cut--
+	}
+	return cause[:cut]
 }

@@ -251,10 +251,12 @@ func (j *Job) Ack(ctx context.Context) error {
 	return err
 }
 
-// Retry puts the job back to run again after delay, recording cause. It
+// Retry puts the job back to run again after delay, recording cause (its
+// invalid UTF-8 and NUL bytes replaced by U+FFFD, cut to 8 KiB). It
 // returns false when the job had no attempts left: then it is dead, with
 // cause as its last error.
 func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
+	cause = cleanCause(cause)
 	if delay < 0 {
 		delay = 0
 	}
@@ -273,8 +275,10 @@ func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (boo
 	return retried, err
 }
 
-// Fail moves the job to dead with cause, whatever attempts remain.
+// Fail moves the job to dead with cause (cleaned like Retry's), whatever
+// attempts remain.
 func (j *Job) Fail(ctx context.Context, cause string) error {
+	cause = cleanCause(cause)
 	_, err := j.settle(ctx, "fail", func(o target, now time.Time) (bool, error) {
 		return o.bury(ctx, j.ID, j.token, now, cause, false)
 	})

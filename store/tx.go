@@ -43,8 +43,10 @@ type txState struct {
 	done   bool
 	commit bool // how it ended
 	owned  bool // begun by the store, so the store must end it
-	log    *slog.Logger
-	life   *lifecycle // tracks the transaction while it is open (owned only)
+	// abandoned: the store's shutdown rolled it back (see Shutdown).
+	abandoned bool
+	log       *slog.Logger
+	life      *lifecycle // tracks the transaction while it is open (owned only)
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -208,7 +210,10 @@ func (tx Tx) Commit(ctx context.Context) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.done {
+	switch {
+	case st.abandoned:
+		return opErr("commit", "", fmt.Errorf("%w: the store's shutdown rolled the transaction back", ErrClosed))
+	case st.done:
 		return opErr("commit", "", ErrTxDone)
 	}
 	defer st.ended()
@@ -346,6 +351,22 @@ func (st *txState) rollbackLeaked() {
 	err := st.dtx.rollback(ctx)
 	st.log.Warn("alkstore: transaction became unreachable while open; rolled it back (end every Tx with Commit or Rollback)",
 		slog.Any("rollback_error", err))
+}
+
+// abandon rolls back a transaction the store's shutdown found still open;
+// false when the rollback failed (the connection was busy with a statement
+// of its owner, who then finds the store closed).
+func (st *txState) abandon() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done {
+		return true
+	}
+	st.done, st.abandoned = true, true
+	defer st.ended()
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	return st.dtx.rollback(ctx) == nil
 }
 
 // ended stops tracking a store-begun transaction.

@@ -59,6 +59,9 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 		host, _ := os.Hostname()
 		o.Worker = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if err := validateLocalName("worker", o.Worker); err != nil {
+		return o, err
+	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 10
 	}

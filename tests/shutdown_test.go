@@ -174,6 +174,9 @@ func TestLoopsStopWithTheStore(t *testing.T) {
 			"RunLoop": func() error {
 				return s.RunLoop(c, "mine", func(ctx context.Context) error { <-ctx.Done(); return nil })
 			},
+			"RunLoop returning ctx.Err()": func() error {
+				return s.RunLoop(c, "idiomatic", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+			},
 		}
 		var wg sync.WaitGroup
 		results := make(chan error, len(loops))
@@ -388,5 +391,141 @@ func TestDroppedTransactionDoesNotWaitForTheGC(t *testing.T) {
 			cancel()
 			require.NoError(t, err)
 		}
+	})
+}
+
+// TestShutdownIsBoundedByItsContext: a handler that ignores its context
+// cannot hold Shutdown past its deadline (plus the hard stop's few seconds
+// for cancelled handlers to return), and a second call with a done context
+// turns a graceful shutdown in progress into a hard one.
+func TestShutdownIsBoundedByItsContext(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		t.Run("a handler that ignores its context", func(t *testing.T) {
+			s, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			_, err = s.Queue("stuck").Enqueue(c, nil, store.EnqueueOpts{})
+			require.NoError(t, err)
+			started, release := make(chan struct{}), make(chan struct{})
+			defer close(release)
+			go func() {
+				_ = s.Queue("stuck").Work(c, store.WorkOpts{Grace: time.Hour}, func(context.Context, *store.Job) error {
+					close(started)
+					<-release // deaf to its context
+					return nil
+				})
+			}()
+			<-started
+			short, cancel := context.WithTimeout(c, 200*time.Millisecond)
+			defer cancel()
+			begun := time.Now()
+			require.ErrorIs(t, s.Shutdown(short), context.DeadlineExceeded)
+			assert.Less(t, time.Since(begun), 30*time.Second, "bounded by the deadline and the hard stop's wait")
+			_, err = s.Stream("x").ReadSince(c, 0, 1)
+			require.ErrorIs(t, err, store.ErrClosed)
+		})
+		t.Run("a second call stops hard", func(t *testing.T) {
+			s, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			id, err := s.Queue("second").Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 1})
+			require.NoError(t, err)
+			started := make(chan struct{})
+			go func() {
+				_ = s.Queue("second").Work(c, store.WorkOpts{Grace: time.Hour}, func(ctx context.Context, j *store.Job) error {
+					close(started)
+					<-ctx.Done()
+					return ctx.Err()
+				})
+			}()
+			<-started
+			graceful := make(chan error, 1)
+			go func() { graceful <- s.Close() }() // would wait an hour's grace, bounded by a minute
+			shuttingDown(t, c, s)
+			now, cancel := context.WithCancel(c)
+			cancel()
+			require.ErrorIs(t, s.Shutdown(now), context.Canceled, "its done context cut the handlers short")
+			require.ErrorIs(t, <-graceful, context.Canceled, "both calls report the one shutdown")
+			j, err := e.open(t).Queue("second").GetJob(c, id)
+			require.NoError(t, err)
+			assert.Equal(t, store.JobPending, j.State, "released by the hard stop")
+			assert.Zero(t, j.Attempts)
+		})
+	})
+}
+
+// TestHardStopRollsBackOpenTransactions: a transaction a hard stop finds
+// open is rolled back then and there, so it holds no lock, writer slot or
+// connection once Shutdown returned, even if its owner never touches it
+// again.
+func TestHardStopRollsBackOpenTransactions(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		_, err = s.Stream("locked").Key("k").LockCompactionHead(c, tx)
+		require.NoError(t, err)
+		now, cancel := context.WithCancel(c)
+		cancel()
+		require.ErrorIs(t, s.Shutdown(now), context.Canceled)
+
+		other := e.open(t)
+		quick, stop := context.WithTimeout(c, 5*time.Second)
+		defer stop()
+		require.NoError(t, other.InTx(quick, func(ctx context.Context, tx2 store.Tx) error {
+			_, err := other.Stream("locked").Key("k").LockCompactionHead(ctx, tx2)
+			return err
+		}), "the abandoned transaction's lock is gone")
+		require.ErrorIs(t, tx.Commit(c), store.ErrClosed)
+	})
+}
+
+// TestUnstorableTextIsRefusedOrCleaned: PostgreSQL's text refuses NUL and
+// invalid UTF-8, which SQLite would store. Names that would carry them are
+// refused on both engines; a handler's error text is cleaned, so its job is
+// always settled.
+func TestUnstorableTextIsRefusedOrCleaned(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("causes")
+		ids, err := q.EnqueueMany(c, []store.NewJob{{Opts: store.EnqueueOpts{MaxAttempts: 1}}, {}})
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(c)
+		var handled sync.WaitGroup
+		handled.Add(2)
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Work(wctx, store.WorkOpts{Backoff: func(int) time.Duration { return time.Hour }},
+				func(ctx context.Context, j *store.Job) error {
+					defer handled.Done()
+					if j.ID == ids[0] {
+						return store.Permanent(errors.New("bad utf8 \xff\xfe"))
+					}
+					return errors.New("bad\x00nul")
+				})
+		}()
+		handled.Wait()
+		cancel()
+		require.NoError(t, <-done)
+		dead, err := q.GetJob(c, ids[0])
+		require.NoError(t, err)
+		assert.Equal(t, store.JobDead, dead.State)
+		assert.Contains(t, dead.LastError, "bad utf8 \uFFFD")
+		retried, err := q.GetJob(c, ids[1])
+		require.NoError(t, err)
+		assert.Equal(t, store.JobPending, retried.State)
+		assert.Contains(t, retried.LastError, "bad\uFFFDnul")
+
+		for _, bad := range []string{"nul\x00", "bad \xff", ""} {
+			_, err := s.Stream("s").ReadFromConsumer(c, bad, 10)
+			require.ErrorIs(t, err, store.ErrInvalidName, "%q", bad)
+			require.ErrorIs(t, s.Stream("s").SaveOffset(c, bad, 1), store.ErrInvalidName, "%q", bad)
+			_, err = q.Claim(c, bad, 1, time.Minute)
+			require.ErrorIs(t, err, store.ErrInvalidName, "%q", bad)
+		}
+		require.ErrorIs(t, q.Work(c, store.WorkOpts{Worker: "w\x00"}, func(context.Context, *store.Job) error { return nil }),
+			store.ErrInvalidName, "bad options fail Work at once")
 	})
 }
