@@ -49,19 +49,21 @@ func TestConcurrentKeyedBatchesDoNotDeadlock(t *testing.T) {
 			}
 		}
 
+		// Read every event back; a read stops at the settled horizon, which may
+		// lag an unrelated transaction in the cluster for a moment, so an empty
+		// page is not the end: the count is.
 		newest := map[string]int64{}
-		after := int64(0)
-		for {
+		after, seen := int64(0), 0
+		require.Eventually(t, func() bool {
 			evs, err := st.ReadSince(c, after, 500)
 			require.NoError(t, err)
-			if len(evs) == 0 {
-				break
-			}
 			for _, ev := range evs {
 				newest[*ev.Key] = max(newest[*ev.Key], ev.Offset)
 				after = ev.Offset
+				seen++
 			}
-		}
+			return seen == writers*keys*rounds
+		}, 30*time.Second, time.Millisecond)
 		require.Len(t, newest, keys)
 		for k, off := range newest {
 			h, err := st.Key(k).CompactionHead(c)
