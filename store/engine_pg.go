@@ -18,7 +18,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 	"github.com/alkstore/alkstore/schema"
 )
 
@@ -64,7 +64,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	eng.gate = &wakeGate{send: func(topic string) {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		_ = pgdb.New(pool).Notify(ctx, receiver.EncodeWake(topic)) // best effort: a closed store has no listeners left
+		_ = pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) // best effort: a closed store has no listeners left
 	}}
 	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
 }
@@ -160,7 +160,7 @@ type pgTxState struct {
 // statement (commit-atomic, and heard in this process through the feed).
 func (o pgOps) wake(topic string) string {
 	if o.txs != nil && o.txs.adopted {
-		return receiver.EncodeWake(topic)
+		return wake.EncodeWake(topic)
 	}
 	return o.eng.gate.wake(topic)
 }

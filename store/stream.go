@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-
-	"github.com/alkstore/alkstore/receiver"
 )
 
 // Stream is a handle on a durable, ordered stream of events with per-consumer
@@ -195,23 +193,19 @@ func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	})
 }
 
-// SubscribeOpts tune a stream receiver (see receiver.Options): read-ahead
-// buffer, page size, and optional auto-save every N events or T.
-type SubscribeOpts = receiver.Options
-
 // Subscribe returns a receiver that replays consumer's events from its
 // saved offset, then delivers new ones as they commit, in offset order,
 // without polling. It attaches to the wake feed before its first read, so
 // no commit falls between. Close it when done; closing the store closes it.
-func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*receiver.EventReceiver, error) {
-	return run(st.handle, "subscribe", autoRead, func(o target) (*receiver.EventReceiver, error) {
+func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*EventReceiver, error) {
+	return run(st.handle, "subscribe", autoRead, func(o target) (*EventReceiver, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return nil, err
 		}
 		key := new(int)
 		opts.Logger = cmpOr(opts.Logger, st.s.log)
-		opts.OnClose = func() { st.s.bg.remove(key) }
-		r, err := receiver.NewEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts)
+		r, err := newEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts,
+			func() { st.s.bg.remove(key) })
 		if err != nil {
 			return nil, err
 		}
