@@ -26,16 +26,12 @@ const (
 func (e *liteEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan struct{}) {
 	ready := make(chan struct{})
 	close(ready) // in-process wakes need no set-up
-	text, err := queries.Statement("lite", "DataVersion")
-	var conn *sql.Conn
 	var stmt *sql.Stmt
-	if err == nil {
-		conn, err = e.watch.Conn(context.Background())
-	}
+	conn, err := e.watch.Conn(context.Background())
 	if err == nil {
 		// Prepared once: at a thousand polls a second, parsing would be most
 		// of the watcher's cost.
-		if stmt, err = conn.PrepareContext(context.Background(), text); err != nil {
+		if stmt, err = conn.PrepareContext(context.Background(), queries.DataVersion); err != nil {
 			conn.Close()
 		}
 	}
