@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -110,8 +111,8 @@ func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 		if c.HeadlessTTL < 0 || c.Retention < 0 || c.MinCompactionLag < 0 || c.TombstoneRetention < 0 {
 			return struct{}{}, fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
 		}
-		c.HeadlessTTL = cmpOr(c.HeadlessTTL, DefaultHeadlessTTL)
-		c.TombstoneRetention = cmpOr(c.TombstoneRetention, DefaultTombstoneRetention)
+		c.HeadlessTTL = cmp.Or(c.HeadlessTTL, DefaultHeadlessTTL)
+		c.TombstoneRetention = cmp.Or(c.TombstoneRetention, DefaultTombstoneRetention)
 		return struct{}{}, o.configureStream(ctx, st.name, c)
 	})
 	return err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 )
@@ -203,7 +204,7 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 			return nil, err
 		}
 		key := new(int)
-		opts.Logger = cmpOr(opts.Logger, st.s.log)
+		opts.Logger = cmp.Or(opts.Logger, st.s.log)
 		r, err := newEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts,
 			func() { st.s.bg.remove(key) })
 		if err != nil {
@@ -233,12 +234,4 @@ func (src streamSource) GetOffset(ctx context.Context) (int64, error) {
 
 func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
 	return src.st.SaveOffset(ctx, src.consumer, offset)
-}
-
-func cmpOr[T comparable](v, fallback T) T {
-	var zero T
-	if v == zero {
-		return fallback
-	}
-	return v
 }
