@@ -24,19 +24,18 @@ func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []b
 }
 
 func (s *Store) notify(ctx context.Context, v via, channel string, payload []byte) error {
-	_, err := run(newHandle(s, channel), "notify", v, func(o target) (struct{}, error) {
+	return run0(newHandle(s, channel), "notify", v, func(o target) error {
 		// NOTIFY's limit on both engines, so that code written on one runs
 		// on the other.
 		if _, err := notifyMessage(channel, payload); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if err := o.notify(ctx, channel, payload, s.now()); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		o.afterCommit(s.wake(channelTopic(channel)))
-		return struct{}{}, nil
+		return nil
 	})
-	return err
 }
 
 // Listen starts receiving channel's notifications from now on (no history

@@ -148,16 +148,15 @@ func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offs
 }
 
 func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
-	_, err := run(st.handle, "save offset", v, func(o target) (struct{}, error) {
+	return run0(st.handle, "save offset", v, func(o target) error {
 		if err := validateLocalName("consumer", consumer); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if offset < 0 {
-			return struct{}{}, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
+			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return struct{}{}, o.saveOffset(ctx, st.name, consumer, offset)
+		return o.saveOffset(ctx, st.name, consumer, offset)
 	})
-	return err
 }
 
 // GetOffset returns consumer's stored offset, 0 for an unknown consumer.
