@@ -1,42 +1,35 @@
-// Package queries embeds the named statements sqlc cannot generate code for
-// (SQLite's PRAGMA data_version), so that they still live in queries/ with
-// every other statement the library runs.
+// Package queries holds the one statement sqlc cannot generate code for:
+// SQLite's PRAGMA data_version (sqlc skips PRAGMAs). It stays in
+// lite/notify.sql beside the other statements of the wake feed, and this
+// package hands it out by name.
 package queries
 
 import (
-	"embed"
-	"fmt"
+	_ "embed"
 	"strings"
 )
 
-//go:embed lite/*.sql pg/*.sql
-var files embed.FS
+//go:embed lite/notify.sql
+var liteNotify string
 
-// Statement returns the statement named name ("-- name: Name ...") from the
-// dialect's ("pg" or "lite") files.
-func Statement(dialect, name string) (string, error) {
-	entries, err := files.ReadDir(dialect)
-	if err != nil {
-		return "", err
+// DataVersion is lite/notify.sql's DataVersion: it changes whenever another
+// connection commits to the SQLite file.
+var DataVersion = statement(liteNotify, "DataVersion")
+
+// statement is the body of the query named name ("-- name: Name :kind") in
+// src, without its comment lines; "" when src has no such query.
+func statement(src, name string) string {
+	_, rest, ok := strings.Cut(src, "-- name: "+name+" ")
+	if !ok {
+		return ""
 	}
-	for _, e := range entries {
-		b, err := files.ReadFile(dialect + "/" + e.Name())
-		if err != nil {
-			return "", err
-		}
-		for _, block := range strings.Split(string(b), "-- name: ")[1:] {
-			header, body, _ := strings.Cut(block, "\n")
-			if strings.Fields(header)[0] != name {
-				continue
-			}
-			var stmt []string
-			for _, line := range strings.Split(body, "\n") {
-				if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-					stmt = append(stmt, line)
-				}
-			}
-			return strings.TrimSpace(strings.Join(stmt, "\n")), nil
+	_, body, _ := strings.Cut(rest, "\n")
+	body, _, _ = strings.Cut(body, "-- name: ")
+	var stmt []string
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			stmt = append(stmt, line)
 		}
 	}
-	return "", fmt.Errorf("queries: no statement %q for %s", name, dialect)
+	return strings.TrimSpace(strings.Join(stmt, "\n"))
 }

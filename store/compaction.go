@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -106,15 +107,14 @@ const (
 
 // Configure stores the stream's settings (replacing earlier ones).
 func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
-	_, err := run(st.handle, "configure", autoWrite(ctx), func(o target) (struct{}, error) {
+	return run0(st.handle, "configure", autoWrite(ctx), func(o target) error {
 		if c.HeadlessTTL < 0 || c.Retention < 0 || c.MinCompactionLag < 0 || c.TombstoneRetention < 0 {
-			return struct{}{}, fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
+			return fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
 		}
-		c.HeadlessTTL = cmpOr(c.HeadlessTTL, DefaultHeadlessTTL)
-		c.TombstoneRetention = cmpOr(c.TombstoneRetention, DefaultTombstoneRetention)
-		return struct{}{}, o.configureStream(ctx, st.name, c)
+		c.HeadlessTTL = cmp.Or(c.HeadlessTTL, DefaultHeadlessTTL)
+		c.TombstoneRetention = cmp.Or(c.TombstoneRetention, DefaultTombstoneRetention)
+		return o.configureStream(ctx, st.name, c)
 	})
-	return err
 }
 
 // publishKeyed appends a keyed event and upserts its key's head.

@@ -14,11 +14,11 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 	var off int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		var err error
-		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: &e.key, Payload: e.payload}); err != nil {
+		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload}); err != nil {
 			return err
 		}
-		return q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: e.stream, Key: e.key, HeadOffset: &off,
-			SchemaVersion: ptrTo(int64(e.schemaVersion)), CompactionRank: &e.rank, Now: e.now.UnixMicro()})
+		return q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: e.stream, Key: e.key, HeadOffset: off,
+			SchemaVersion: int64(e.schemaVersion), CompactionRank: e.rank, Now: e.now.UnixMicro()})
 	})
 	return off, err
 }
@@ -26,8 +26,8 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 // upsertHead makes off, a batch's rank-0 event of key, the key's head by
 // the winner rule.
 func (o liteOps) upsertHead(ctx context.Context, stream, key string, off int64, now time.Time) error {
-	return o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: &off,
-		SchemaVersion: ptrTo(int64(1)), CompactionRank: ptrTo(int64(0)), Now: now.UnixMicro()})
+	return o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: off,
+		SchemaVersion: 1, CompactionRank: 0, Now: now.UnixMicro()})
 }
 
 func (o liteOps) getHead(ctx context.Context, stream, key string) (*Head, error) {
@@ -87,5 +87,3 @@ func (o liteOps) configureStream(ctx context.Context, name string, c StreamConfi
 	}
 	return o.q.ConfigureStream(ctx, p)
 }
-
-func ptrTo[T any](v T) *T { return &v }

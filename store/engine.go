@@ -5,12 +5,17 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
-// Event is one stream event: Offset, Stream, Key (nil for an unkeyed
-// publish), Payload and CreatedAt.
-type Event = receiver.Event
+// Event is one stream event.
+type Event struct {
+	Offset    int64
+	Stream    string
+	Key       *string // nil for an unkeyed publish
+	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
+	CreatedAt time.Time
+}
 
 // Message is one event to publish with PublishMany.
 type Message struct {
@@ -95,8 +100,8 @@ type engine interface {
 	begin(ctx context.Context) (driverTx, error)
 	// startFeed starts the cross-process wake feed into hub; ready closes once
 	// every later notification will reach it.
-	startFeed(hub *receiver.Hub, log *slog.Logger) (stop func(), ready <-chan struct{})
-	listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error)
+	startFeed(hub *wake.Hub, log *slog.Logger) (stop func(), ready <-chan struct{})
+	listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error)
 	// committed runs after a write to topic committed.
 	committed(topic string)
 	// close releases the connections; abandoned says transactions are still

@@ -18,7 +18,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 	"github.com/alkstore/alkstore/schema"
 )
 
@@ -64,7 +64,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	eng.gate = &wakeGate{send: func(topic string) {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		_ = pgdb.New(pool).Notify(ctx, receiver.EncodeWake(topic)) // best effort: a closed store has no listeners left
+		_ = pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) // best effort: a closed store has no listeners left
 	}}
 	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
 }
@@ -160,7 +160,7 @@ type pgTxState struct {
 // statement (commit-atomic, and heard in this process through the feed).
 func (o pgOps) wake(topic string) string {
 	if o.txs != nil && o.txs.adopted {
-		return receiver.EncodeWake(topic)
+		return wake.EncodeWake(topic)
 	}
 	return o.eng.gate.wake(topic)
 }
@@ -185,7 +185,8 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 		}
 		p.Payloads[i] = m.Payload
 	}
-	return sortedIDs(o.q.PublishEvents(ctx, p))(len(msgs)) // the keys' heads too, in one statement
+	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
+	return sortedIDs(ids, err, len(msgs))
 }
 
 // atomically runs fn in one transaction when need is set: the caller's, or
@@ -200,19 +201,17 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 }
 
 // sortedIDs checks a multi-row insert's ids against the number of rows
-// wanted. They are drawn in input order, but RETURNING's row order is not
-// promised, so they are sorted.
-func sortedIDs(ids []int64, err error) func(want int) ([]int64, error) {
-	return func(want int) ([]int64, error) {
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) != want {
-			return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
-		}
-		slices.Sort(ids)
-		return ids, nil
+// wanted, passing on the insert's error. They are drawn in input order, but
+// RETURNING's row order is not promised, so they are sorted.
+func sortedIDs(ids []int64, err error, want int) ([]int64, error) {
+	if err != nil {
+		return nil, err
 	}
+	if len(ids) != want {
+		return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func deref[T any](p *T) T {

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/alkstore/alkstore/receiver"
 )
 
 // Sentinel errors. Every error the library returns wraps one of these or a
@@ -13,8 +11,8 @@ import (
 var (
 	ErrInvalidName     = errors.New("invalid name")
 	ErrReservedName    = errors.New("reserved name")
-	ErrClosed          = receiver.ErrClosed // also what closed receivers and listeners return
-	ErrPayloadTooLarge = receiver.ErrPayloadTooLarge
+	ErrClosed          = errors.New("store closed") // also what closed receivers and listeners return
+	ErrPayloadTooLarge = errors.New("payload too large")
 	ErrCodec           = errors.New("codec error")
 	ErrNotFound        = errors.New("not found")
 	ErrClaimLost       = errors.New("claim lost")
@@ -22,6 +20,15 @@ var (
 	ErrTxDone          = errors.New("transaction already finished")
 	ErrInvalidArgument = errors.New("invalid argument")
 )
+
+// closedBy is what a receiver or listener reports once its wake feed ended:
+// ErrClosed, joined with the failure that ended the feed, if one did.
+func closedBy(cause error) error {
+	if cause == nil {
+		return ErrClosed
+	}
+	return errors.Join(ErrClosed, cause)
+}
 
 // OpError is the error every operation returns: the operation, the name of
 // the queue, stream or channel it acted on, and the cause. The cause stays

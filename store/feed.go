@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
 // Wake topics: every durable write wakes its mechanism's topic once it
@@ -22,7 +22,7 @@ type feed struct {
 }
 
 // subscribe attaches to topic's wakes, starting the feed if needed.
-func (s *Store) subscribe(topic string) *receiver.Sub {
+func (s *Store) subscribe(topic string) *wake.Sub {
 	s.startFeed()
 	return s.hub.Subscribe(topic)
 }

@@ -77,6 +77,12 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	return res, nil
 }
 
+// run0 is run for an operation with no result.
+func run0(h handle, op string, v via, fn func(target) error) error {
+	_, err := run(h, op, v, func(t target) (struct{}, error) { return struct{}{}, fn(t) })
+	return err
+}
+
 // now reads the store's clock at the precision both engines store.
 func (s *Store) now() time.Time {
 	return s.clock().Truncate(time.Microsecond)

@@ -18,7 +18,7 @@ func (o liteOps) applyRetention(ctx context.Context, now time.Time, batch int) (
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		err := q.UnheadExpired(ctx, litedb.UnheadExpiredParams{Now: now.UnixMicro(), Batch: int64(batch)})
 		if err == nil {
-			n, err = q.ApplyRetention(ctx, litedb.ApplyRetentionParams{Now: ptrTo(now.UnixMicro()), Batch: int64(batch)})
+			n, err = q.ApplyRetention(ctx, litedb.ApplyRetentionParams{Now: now.UnixMicro(), Batch: int64(batch)})
 		}
 		return err
 	})
@@ -35,7 +35,7 @@ func (o liteOps) deleteExpiredTombstones(ctx context.Context, now time.Time, bat
 		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Now: now.UnixMicro(), Batch: int64(batch)})
 		for _, r := range rows {
 			if err == nil {
-				err = q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: &r.HeadOffset})
+				err = q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
 			}
 			if err == nil {
 				err = q.DeleteEvent(ctx, r.HeadOffset)
@@ -48,7 +48,7 @@ func (o liteOps) deleteExpiredTombstones(ctx context.Context, now time.Time, bat
 }
 
 func (o liteOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: ptrTo(now.UnixMicro()), Batch: int64(batch)})
+	return o.q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: now.UnixMicro(), Batch: int64(batch)})
 }
 
 func (o liteOps) streamCounts(ctx context.Context) ([]StreamStats, error) {

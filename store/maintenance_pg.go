@@ -35,7 +35,7 @@ func (o pgOps) deleteExpiredTombstones(ctx context.Context, now time.Time, batch
 		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Now: now, Batch: clampLimit(batch)})
 		for _, r := range rows {
 			if err == nil {
-				err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: &r.HeadOffset})
+				err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
 			}
 			if err == nil {
 				err = o.q.DeleteEvent(ctx, r.HeadOffset)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
 // Notify sends payload to the current listeners of channel. Notifications
@@ -24,25 +24,24 @@ func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []b
 }
 
 func (s *Store) notify(ctx context.Context, v via, channel string, payload []byte) error {
-	_, err := run(newHandle(s, channel), "notify", v, func(o target) (struct{}, error) {
+	return run0(newHandle(s, channel), "notify", v, func(o target) error {
 		// NOTIFY's limit on both engines, so that code written on one runs
 		// on the other.
-		if _, err := receiver.EncodeNotification(channel, payload); err != nil {
-			return struct{}{}, err
+		if _, err := notifyMessage(channel, payload); err != nil {
+			return err
 		}
 		if err := o.notify(ctx, channel, payload, s.now()); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		o.afterCommit(s.wake(channelTopic(channel)))
-		return struct{}{}, nil
+		return nil
 	})
-	return err
 }
 
 // Listen starts receiving channel's notifications from now on (no history
 // is replayed). Close the listener when done; closing the store closes it.
-func (s *Store) Listen(ctx context.Context, channel string) (*receiver.Listener, error) {
-	return run(newHandle(s, channel), "listen", autoRead, func(o target) (*receiver.Listener, error) {
+func (s *Store) Listen(ctx context.Context, channel string) (*Listener, error) {
+	return run(newHandle(s, channel), "listen", autoRead, func(o target) (*Listener, error) {
 		key := new(int)
 		l, err := s.eng.listen(ctx, s, channel, func() { s.bg.remove(key) })
 		if err != nil {
@@ -54,6 +53,16 @@ func (s *Store) Listen(ctx context.Context, channel string) (*receiver.Listener,
 		}
 		return l, nil
 	})
+}
+
+// notifyMessage is the notification as Postgres's NOTIFY carries it, or
+// ErrPayloadTooLarge when it does not fit NOTIFY's limit.
+func notifyMessage(channel string, payload []byte) (string, error) {
+	msg := wake.EncodeNotification(channel, payload)
+	if len(msg) > wake.MaxPayload {
+		return "", fmt.Errorf("%w: %d bytes with its envelope, Postgres allows %d", ErrPayloadTooLarge, len(msg), wake.MaxPayload)
+	}
+	return msg, nil
 }
 
 // PruneNotifications deletes SQLite's stored notifications older than

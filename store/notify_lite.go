@@ -7,8 +7,8 @@ import (
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
+	"github.com/alkstore/alkstore/internal/wake"
 	"github.com/alkstore/alkstore/queries"
-	"github.com/alkstore/alkstore/receiver"
 )
 
 // Wakes and notifications on SQLite.
@@ -23,19 +23,15 @@ const (
 // startFeed runs the watcher on a connection of its own: data_version only
 // changes for commits by other connections, and it must be the same
 // connection every time.
-func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-chan struct{}) {
+func (e *liteEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan struct{}) {
 	ready := make(chan struct{})
 	close(ready) // in-process wakes need no set-up
-	text, err := queries.Statement("lite", "DataVersion")
-	var conn *sql.Conn
 	var stmt *sql.Stmt
-	if err == nil {
-		conn, err = e.watch.Conn(context.Background())
-	}
+	conn, err := e.watch.Conn(context.Background())
 	if err == nil {
 		// Prepared once: at a thousand polls a second, parsing would be most
 		// of the watcher's cost.
-		if stmt, err = conn.PrepareContext(context.Background(), text); err != nil {
+		if stmt, err = conn.PrepareContext(context.Background(), queries.DataVersion); err != nil {
 			conn.Close()
 		}
 	}
@@ -48,7 +44,7 @@ func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-c
 		err = stmt.QueryRowContext(ctx).Scan(&v)
 		return v, err
 	}
-	w := receiver.StartWatcher(hub, version, watchFastest, watchSlowest)
+	w := wake.StartWatcher(hub, version, watchFastest, watchSlowest)
 	return func() { w.Close(); stmt.Close(); conn.Close() }, ready
 }
 
@@ -56,8 +52,8 @@ func (e *liteEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-c
 // commit.
 func (e *liteEngine) committed(string) {}
 
-func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error) {
-	return receiver.NewPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},
+func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error) {
+	return newPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},
 		s.subscribe(channelTopic(channel)), 256, onClose)
 }
 

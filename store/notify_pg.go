@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
 // Wakes and notifications on PostgreSQL.
@@ -54,7 +54,7 @@ func (g *wakeGate) wake(topic string) string {
 	now := time.Now()
 	if now.Sub(st.last) >= wakeWindow {
 		st.last = now
-		return receiver.EncodeWake(topic)
+		return wake.EncodeWake(topic)
 	}
 	st.skipped = true
 	return ""
@@ -107,7 +107,7 @@ func (e *pgEngine) committed(topic string) { e.gate.committed(topic) }
 
 // startFeed runs the forwarder on a connection taken out of the pool for
 // good (hijacked), so it never counts against the pool's work.
-func (e *pgEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-chan struct{}) {
+func (e *pgEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan struct{}) {
 	connect := func(ctx context.Context) (*pgx.Conn, error) {
 		c, err := e.pool.Acquire(ctx)
 		if err != nil {
@@ -116,24 +116,24 @@ func (e *pgEngine) startFeed(hub *receiver.Hub, log *slog.Logger) (func(), <-cha
 		return c.Hijack(), nil
 	}
 	listen := func(ctx context.Context, conn *pgx.Conn) error { return pgdb.New(conn).ListenWakes(ctx) }
-	f := receiver.StartForwarder(hub, connect, listen, log)
+	f := wake.StartForwarder(hub, connect, listen, log)
 	return f.Close, f.Ready()
 }
 
 // listen subscribes to the channel's messages, then waits until the
 // forwarder's LISTEN is in place, so the listener hears everything sent
 // after Listen returns.
-func (e *pgEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*receiver.Listener, error) {
+func (e *pgEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error) {
 	sub := s.hub.SubscribeMessages(channel, 256)
 	if err := s.feedReady(ctx); err != nil {
 		sub.Close()
 		return nil, err
 	}
-	return receiver.NewPushListener(channel, sub, onClose), nil
+	return newPushListener(channel, sub, onClose), nil
 }
 
 func (o pgOps) notify(ctx context.Context, channel string, payload []byte, _ time.Time) error {
-	msg, err := receiver.EncodeNotification(channel, payload) // size checked before any I/O
+	msg, err := notifyMessage(channel, payload) // size checked before any I/O
 	if err != nil {
 		return err
 	}

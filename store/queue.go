@@ -385,29 +385,27 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 // Cancel moves a pending or running job to dead ("cancelled"); a running
 // job's worker then loses its claim. ErrNotFound when no such live job.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
-	_, err := run(q.handle, "cancel", autoWrite(ctx), func(o target) (bool, error) {
+	return run0(q.handle, "cancel", autoWrite(ctx), func(o target) error {
 		ok, err := o.cancel(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
 		}
-		return ok, err
+		return err
 	})
-	return err
 }
 
 // Requeue moves a dead job back to pending, due now, with its attempts
 // reset. ErrNotFound when no such dead job.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
-	_, err := run(q.handle, "requeue", autoWrite(ctx), func(o target) (bool, error) {
+	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("dead job %d: %w", id, ErrNotFound)
 		} else if ok {
 			o.afterCommit(q.wake)
 		}
-		return ok, err
+		return err
 	})
-	return err
 }
 
 // QueueStats counts a queue's jobs by state.

@@ -27,14 +27,13 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 // Claim returns its jobs) or rolled back: none is left running unseen.
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	now := r.now.UnixMicro()
-	deadline := r.expiresAt.UnixMicro()
 	var jobs []*Job
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: &now, Queue: r.queue}); err != nil {
+		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		rows, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: &now, ClaimExpiresAt: &deadline,
-			ClaimToken: &r.token, Worker: &r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
+		rows, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+			ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
 		if err != nil {
 			return err
 		}
@@ -48,12 +47,12 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 }
 
 func (o liteOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: &token, Now: micros(&now)})
+	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
 	return n == 1, err
 }
 
 func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.ReleaseJob(ctx, litedb.ReleaseJobParams{ID: id, ClaimToken: &token, Now: micros(&now)})
+	n, err := o.q.ReleaseJob(ctx, litedb.ReleaseJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
 	return n == 1, err
 }
 
@@ -66,24 +65,24 @@ func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) 
 	if err != nil {
 		return 0, err
 	}
-	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: micros(&now), Claims: string(js)})
+	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: now.UnixMicro(), Claims: string(js)})
 }
 
 func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
-	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: id, ClaimToken: &token, Now: micros(&now),
-		RunAt: runAt.UnixMicro(), Cause: &cause})
+	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(),
+		RunAt: runAt.UnixMicro(), Cause: cause})
 	return n == 1, err
 }
 
 func (o liteOps) bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error) {
-	n, err := o.q.BuryJob(ctx, litedb.BuryJobParams{ID: id, ClaimToken: &token, Now: micros(&now), Cause: &cause,
+	n, err := o.q.BuryJob(ctx, litedb.BuryJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(), Cause: cause,
 		ExhaustedOnly: exhaustedOnly})
 	return n == 1, err
 }
 
 func (o liteOps) heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error) {
-	n, err := o.q.HeartbeatJob(ctx, litedb.HeartbeatJobParams{ID: id, ClaimToken: &token, Now: micros(&now),
-		ClaimExpiresAt: micros(&deadline)})
+	n, err := o.q.HeartbeatJob(ctx, litedb.HeartbeatJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(),
+		ClaimExpiresAt: deadline.UnixMicro()})
 	return n == 1, err
 }
 
@@ -96,11 +95,11 @@ func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, erro
 }
 
 func (o liteOps) sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error) {
-	return o.q.SweepExpiredJobs(ctx, litedb.SweepExpiredJobsParams{Queue: queue, Now: micros(&now)})
+	return o.q.SweepExpiredJobs(ctx, litedb.SweepExpiredJobsParams{Queue: queue, Now: now.UnixMicro()})
 }
 
 func (o liteOps) cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
-	n, err := o.q.CancelJob(ctx, litedb.CancelJobParams{Queue: queue, ID: id, Now: micros(&now)})
+	n, err := o.q.CancelJob(ctx, litedb.CancelJobParams{Queue: queue, ID: id, Now: now.UnixMicro()})
 	return n == 1, err
 }
 

@@ -27,7 +27,8 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 			p.ExpiresAts[i] = now
 		}
 	}
-	return sortedIDs(o.q.EnqueueJobs(ctx, p))(len(jobs))
+	ids, err := o.q.EnqueueJobs(ctx, p)
+	return sortedIDs(ids, err, len(jobs))
 }
 
 // claim waits for a connection as long as ctx allows, but once it has one

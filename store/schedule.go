@@ -61,32 +61,31 @@ func (s *Store) ScheduleTx(ctx context.Context, tx Tx, spec ScheduleSpec) error 
 }
 
 func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
-	_, err := run(newHandle(s, spec.Name), "schedule", v, func(o target) (struct{}, error) {
+	return run0(newHandle(s, spec.Name), "schedule", v, func(o target) error {
 		c, err := parseSpec(spec.Spec, spec.TZ)
 		if err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if err := validateName(spec.Queue); err != nil {
-			return struct{}{}, fmt.Errorf("Queue %q: %w", spec.Queue, err)
+			return fmt.Errorf("Queue %q: %w", spec.Queue, err)
 		}
 		if err := s.checkPayload("payload", spec.Payload); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		now := s.now()
 		j, err := resolveJob(now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts})
 		if err != nil {
-			return struct{}{}, err
+			return err
 		}
 		// The parsed zone's name: "" is stored as "UTC".
 		info := ScheduleInfo{Name: spec.Name, Spec: spec.Spec, TZ: c.loc.String(), Queue: spec.Queue, Payload: spec.Payload,
 			Priority: int(j.priority), MaxAttempts: int(j.maxAttempts), NextFireAt: c.first(now), UpdatedAt: now}
 		if err := o.upsertSchedule(ctx, info); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		s.wakeSchedulers(o)
-		return struct{}{}, nil
+		return nil
 	})
-	return err
 }
 
 // Unschedule removes the schedule; ErrNotFound when there is none.
@@ -101,36 +100,34 @@ func (s *Store) UnscheduleTx(ctx context.Context, tx Tx, name string) error {
 }
 
 func (s *Store) unschedule(ctx context.Context, v via, name string) error {
-	_, err := run(newHandle(s, name), "unschedule", v, func(o target) (struct{}, error) {
-		return struct{}{}, found(o.deleteSchedule(ctx, name))
+	return run0(newHandle(s, name), "unschedule", v, func(o target) error {
+		return found(o.deleteSchedule(ctx, name))
 	})
-	return err
 }
 
 // PauseSchedule stops the schedule's fires until ResumeSchedule; ErrNotFound
 // when there is none.
 func (s *Store) PauseSchedule(ctx context.Context, name string) error {
-	_, err := run(newHandle(s, name), "pause schedule", autoWrite(ctx), func(o target) (struct{}, error) {
-		return struct{}{}, found(o.pauseSchedule(ctx, name, s.now()))
+	return run0(newHandle(s, name), "pause schedule", autoWrite(ctx), func(o target) error {
+		return found(o.pauseSchedule(ctx, name, s.now()))
 	})
-	return err
 }
 
 // ResumeSchedule restarts a paused schedule from its next boundary after
 // now: boundaries that passed while it was paused never fire. Resuming a
 // running schedule does nothing; ErrNotFound when there is none.
 func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
-	_, err := run(newHandle(s, name), "resume schedule", autoWrite(ctx), func(o target) (struct{}, error) {
+	return run0(newHandle(s, name), "resume schedule", autoWrite(ctx), func(o target) error {
 		// The next boundary depends on the spec; a replace in between is
 		// caught by the update's check and read again.
 		for range 5 {
 			cur, err := o.getSchedule(ctx, name)
 			if err != nil || !cur.Paused {
-				return struct{}{}, err
+				return err
 			}
 			c, err := parseSpec(cur.Spec, cur.TZ)
 			if err != nil {
-				return struct{}{}, err
+				return err
 			}
 			now := s.now()
 			resumed, err := o.resumeSchedule(ctx, cur.Name, cur.Spec, cur.TZ, c.first(now), now)
@@ -138,12 +135,11 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
 				if resumed {
 					s.wakeSchedulers(o)
 				}
-				return struct{}{}, err
+				return err
 			}
 		}
-		return struct{}{}, errors.New("the schedule kept changing; try again")
+		return errors.New("the schedule kept changing; try again")
 	})
-	return err
 }
 
 // Schedules lists every schedule by name.

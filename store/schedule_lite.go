@@ -49,7 +49,7 @@ func (o liteOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]
 func (o liteOps) fireSchedule(ctx context.Context, f scheduleFire) (fired bool, err error) {
 	err = o.atomically(ctx, func(q *litedb.Queries) error {
 		rows, err := q.FireSchedule(ctx, litedb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
-			DueAt: f.dueAt.UnixMicro(), NextFireAt: f.next.UnixMicro(), Now: micros(&f.now)})
+			DueAt: f.dueAt.UnixMicro(), NextFireAt: f.next.UnixMicro(), Now: f.now.UnixMicro()})
 		if err != nil || len(rows) == 0 {
 			return err
 		}

@@ -319,12 +319,12 @@ func (sc *Scheduler) resign(ctx context.Context, l lease) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := run(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite(ctx), func(o target) (struct{}, error) {
+	err := run0(handle{s: sc.s, name: sc.owner}, "scheduler resign", autoWrite(ctx), func(o target) error {
 		released, err := o.releaseLease(ctx, l.name, l.token)
 		if released {
 			sc.s.wakeSchedulers(o)
 		}
-		return struct{}{}, err
+		return err
 	})
 	if err != nil {
 		sc.logErr(ctx, "could not give the scheduler lease up; a standby takes over when it expires", err)

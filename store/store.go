@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/alkstore/alkstore/receiver"
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
 // Store is an open alkstore database. It is safe for concurrent use.
@@ -31,7 +31,7 @@ type Store struct {
 	secret     string // the DSN's password, scrubbed from every error
 	clock      func() time.Time
 	maxPayload int
-	hub        *receiver.Hub // wakes and notifications for this store's waiters
+	hub        *wake.Hub // wakes and notifications for this store's waiters
 	feed       feed
 	bg         background
 	life       *lifecycle
@@ -170,7 +170,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 
 func newStore(eng engine, c config, secret string) *Store {
 	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
-		maxPayload: c.maxPayload, hub: &receiver.Hub{}, life: newLifecycle()}
+		maxPayload: c.maxPayload, hub: &wake.Hub{}, life: newLifecycle()}
 }
 
 // Engine reports "pg" or "lite".

@@ -1,10 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-
-	"github.com/alkstore/alkstore/receiver"
 )
 
 // Stream is a handle on a durable, ordered stream of events with per-consumer
@@ -149,16 +148,15 @@ func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offs
 }
 
 func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
-	_, err := run(st.handle, "save offset", v, func(o target) (struct{}, error) {
+	return run0(st.handle, "save offset", v, func(o target) error {
 		if err := validateLocalName("consumer", consumer); err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if offset < 0 {
-			return struct{}{}, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
+			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return struct{}{}, o.saveOffset(ctx, st.name, consumer, offset)
+		return o.saveOffset(ctx, st.name, consumer, offset)
 	})
-	return err
 }
 
 // GetOffset returns consumer's stored offset, 0 for an unknown consumer.
@@ -195,23 +193,19 @@ func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	})
 }
 
-// SubscribeOpts tune a stream receiver (see receiver.Options): read-ahead
-// buffer, page size, and optional auto-save every N events or T.
-type SubscribeOpts = receiver.Options
-
 // Subscribe returns a receiver that replays consumer's events from its
 // saved offset, then delivers new ones as they commit, in offset order,
 // without polling. It attaches to the wake feed before its first read, so
 // no commit falls between. Close it when done; closing the store closes it.
-func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*receiver.EventReceiver, error) {
-	return run(st.handle, "subscribe", autoRead, func(o target) (*receiver.EventReceiver, error) {
+func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*EventReceiver, error) {
+	return run(st.handle, "subscribe", autoRead, func(o target) (*EventReceiver, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return nil, err
 		}
 		key := new(int)
-		opts.Logger = cmpOr(opts.Logger, st.s.log)
-		opts.OnClose = func() { st.s.bg.remove(key) }
-		r, err := receiver.NewEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts)
+		opts.Logger = cmp.Or(opts.Logger, st.s.log)
+		r, err := newEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts,
+			func() { st.s.bg.remove(key) })
 		if err != nil {
 			return nil, err
 		}
@@ -239,12 +233,4 @@ func (src streamSource) GetOffset(ctx context.Context) (int64, error) {
 
 func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
 	return src.st.SaveOffset(ctx, src.consumer, offset)
-}
-
-func cmpOr[T comparable](v, fallback T) T {
-	var zero T
-	if v == zero {
-		return fallback
-	}
-	return v
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -32,7 +31,7 @@ func publishN(t *testing.T, st *store.Stream, n int) []int64 {
 	return offs
 }
 
-func recvN(t *testing.T, r *receiver.EventReceiver, n int) []int64 {
+func recvN(t *testing.T, r *store.EventReceiver, n int) []int64 {
 	t.Helper()
 	out := make([]int64, n)
 	for i := range out {
@@ -319,7 +318,7 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 				t.Fatalf("%s did not return when the store closed", what)
 			}
 		}
-		for _, r := range []*receiver.EventReceiver{busy, idle} {
+		for _, r := range []*store.EventReceiver{busy, idle} {
 			for { // buffered events may still come out first
 				_, err := r.Recv(c)
 				if err != nil {

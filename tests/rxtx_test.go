@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -23,7 +22,7 @@ func init() {
 
 // fullReceiver subscribes with a small buffer to a stream holding more
 // events than the buffer, and waits until the reader has filled the buffer.
-func fullReceiver(t *testing.T, s *store.Store) *receiver.EventReceiver {
+func fullReceiver(t *testing.T, s *store.Store) *store.EventReceiver {
 	t.Helper()
 	c := ctx(t)
 	const buffer = 4
@@ -36,7 +35,7 @@ func fullReceiver(t *testing.T, s *store.Store) *receiver.EventReceiver {
 }
 
 // fullListener listens and waits until three notifications are buffered.
-func fullListener(t *testing.T, s *store.Store) *receiver.Listener {
+func fullListener(t *testing.T, s *store.Store) *store.Listener {
 	t.Helper()
 	c := ctx(t)
 	l, err := s.Listen(c, "full")
@@ -52,7 +51,7 @@ func fullListener(t *testing.T, s *store.Store) *receiver.Listener {
 // assertClosedForGood: every Recv and TryRecv after the close reports
 // ErrClosed, never one of the events still buffered (Go's select picks a
 // ready case at random, so one call would not show it).
-func assertClosedForGood(t *testing.T, r *receiver.EventReceiver, l *receiver.Listener) {
+func assertClosedForGood(t *testing.T, r *store.EventReceiver, l *store.Listener) {
 	t.Helper()
 	c := ctx(t)
 	for range 200 {

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alkstore/alkstore/receiver"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -272,7 +271,7 @@ func TestAdoptedWritesWakeAtOnce(t *testing.T) {
 		}
 
 		opts := store.SubscribeOpts{SafetyPoll: longPoll}
-		var receivers []*receiver.EventReceiver
+		var receivers []*store.EventReceiver
 		for _, st := range []*store.Stream{s.Stream("w"), other.Stream("w")} {
 			r, err := st.Subscribe(c, "c", opts)
 			require.NoError(t, err)

@@ -227,13 +227,13 @@ func (q *Queries) LockCompactionHead(ctx context.Context, arg LockCompactionHead
 const publishKeyedEvent = `-- name: PublishKeyedEvent :one
 
 INSERT INTO alk_events (stream, key, payload)
-VALUES (?1, ?2, ?3)
+VALUES (?1, CAST(?2 AS TEXT), ?3)
 RETURNING id
 `
 
 type PublishKeyedEventParams struct {
 	Stream  string
-	Key     *string
+	Key     string
 	Payload litedriver.Blob
 }
 
@@ -269,7 +269,7 @@ func (q *Queries) TouchHeadlessHead(ctx context.Context, arg TouchHeadlessHeadPa
 
 const upsertCompactionHead = `-- name: UpsertCompactionHead :exec
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+VALUES (?1, ?2, CAST(?3 AS INTEGER), CAST(?4 AS INTEGER), CAST(?5 AS INTEGER), ?6, ?6)
 ON CONFLICT (stream, key) DO UPDATE
 SET head_offset = excluded.head_offset, schema_version = excluded.schema_version,
     compaction_rank = excluded.compaction_rank, updated_at = excluded.updated_at
@@ -280,9 +280,9 @@ WHERE alk_compaction_heads.head_offset IS NULL
 type UpsertCompactionHeadParams struct {
 	Stream         string
 	Key            string
-	HeadOffset     *int64
-	SchemaVersion  *int64
-	CompactionRank *int64
+	HeadOffset     int64
+	SchemaVersion  int64
+	CompactionRank int64
 	Now            int64
 }
 

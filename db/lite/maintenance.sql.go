@@ -64,14 +64,14 @@ WHERE id IN (
     SELECT x.id FROM alk_events x
     JOIN alk_streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
-      AND x.created_at < ?1 - s.retention_us
+      AND x.created_at < CAST(?1 AS INTEGER) - s.retention_us
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT ?2)
 `
 
 type ApplyRetentionParams struct {
-	Now   *int64
+	Now   int64
 	Batch int64
 }
 
@@ -221,13 +221,13 @@ func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHe
 }
 
 const deleteHead = `-- name: DeleteHead :exec
-DELETE FROM alk_compaction_heads WHERE stream = ?1 AND key = ?2 AND head_offset = ?3
+DELETE FROM alk_compaction_heads WHERE stream = ?1 AND key = ?2 AND head_offset = CAST(?3 AS INTEGER)
 `
 
 type DeleteHeadParams struct {
 	Stream     string
 	Key        string
-	HeadOffset *int64
+	HeadOffset int64
 }
 
 func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
@@ -362,7 +362,7 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now int64) ([]StreamHeadS
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
              UNION ALL
@@ -373,7 +373,7 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
 `
 
 type SweepAllExpiredJobsParams struct {
-	Now   *int64
+	Now   int64
 	Batch int64
 }
 

@@ -13,13 +13,13 @@ import (
 
 const ackJob = `-- name: AckJob :execrows
 DELETE FROM alk_jobs
-WHERE id = ?1 AND state = 'running' AND claim_token = ?2 AND claim_expires_at > ?3
+WHERE id = ?1 AND state = 'running' AND claim_token = CAST(?2 AS INTEGER) AND claim_expires_at > CAST(?3 AS INTEGER)
 `
 
 type AckJobParams struct {
 	ID         int64
-	ClaimToken *int64
-	Now        *int64
+	ClaimToken int64
+	Now        int64
 }
 
 // Fenced: only the current, unexpired claim may settle a job.
@@ -33,13 +33,13 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 
 const ackJobs = `-- name: AckJobs :execrows
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > ?1
+WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(?2))
 `
 
 type AckJobsParams struct {
-	Now    *int64
+	Now    int64
 	Claims interface{}
 }
 
@@ -55,7 +55,7 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', died_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= ?1 THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1
@@ -63,7 +63,7 @@ WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1
 `
 
 type BuryExhaustedClaimsParams struct {
-	Now   *int64
+	Now   int64
 	Queue string
 }
 
@@ -80,16 +80,16 @@ func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClai
 
 const buryJob = `-- name: BuryJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = ?2, claim_token = NULL, claim_expires_at = NULL
-WHERE id = ?3 AND state = 'running' AND claim_token = ?4 AND claim_expires_at > ?1
+SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
+WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER) AND claim_expires_at > ?1
   AND (NOT ?5 OR attempts >= max_attempts)
 `
 
 type BuryJobParams struct {
-	Now           *int64
-	Cause         *string
+	Now           int64
+	Cause         string
 	ID            int64
-	ClaimToken    *int64
+	ClaimToken    int64
 	ExhaustedOnly interface{}
 }
 
@@ -110,12 +110,12 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
 type CancelJobParams struct {
-	Now   *int64
+	Now   int64
 	ID    int64
 	Queue string
 }
@@ -131,8 +131,8 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 
 const claimJobs = `-- name: ClaimJobs :many
 UPDATE alk_jobs
-SET state = 'running', attempts = attempts + 1, claimed_at = ?1,
-    claim_expires_at = ?2, claim_token = ?3, worker = ?4
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
+    claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (
     SELECT c.id FROM (
         SELECT id, priority, run_at FROM (SELECT r.id, r.priority, r.run_at FROM alk_jobs r
@@ -152,10 +152,10 @@ RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_a
 `
 
 type ClaimJobsParams struct {
-	Now            *int64
-	ClaimExpiresAt *int64
-	ClaimToken     *int64
-	Worker         *string
+	Now            int64
+	ClaimExpiresAt int64
+	ClaimToken     int64
+	Worker         string
 	Queue          string
 	MaxJobs        int64
 }
@@ -313,15 +313,15 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 
 const heartbeatJob = `-- name: HeartbeatJob :execrows
 UPDATE alk_jobs
-SET claim_expires_at = ?1
-WHERE id = ?2 AND state = 'running' AND claim_token = ?3 AND claim_expires_at > ?4
+SET claim_expires_at = CAST(?1 AS INTEGER)
+WHERE id = ?2 AND state = 'running' AND claim_token = CAST(?3 AS INTEGER) AND claim_expires_at > CAST(?4 AS INTEGER)
 `
 
 type HeartbeatJobParams struct {
-	ClaimExpiresAt *int64
+	ClaimExpiresAt int64
 	ID             int64
-	ClaimToken     *int64
-	Now            *int64
+	ClaimToken     int64
+	Now            int64
 }
 
 func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int64, error) {
@@ -393,13 +393,13 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 const releaseJob = `-- name: ReleaseJob :execrows
 UPDATE alk_jobs
 SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
-WHERE id = ?1 AND state = 'running' AND claim_token = ?2 AND claim_expires_at > ?3
+WHERE id = ?1 AND state = 'running' AND claim_token = CAST(?2 AS INTEGER) AND claim_expires_at > CAST(?3 AS INTEGER)
 `
 
 type ReleaseJobParams struct {
 	ID         int64
-	ClaimToken *int64
-	Now        *int64
+	ClaimToken int64
+	Now        int64
 }
 
 // Gives a claimed job back without spending its attempt: a shutdown stopped
@@ -435,17 +435,17 @@ func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, 
 
 const retryJob = `-- name: RetryJob :execrows
 UPDATE alk_jobs
-SET state = 'pending', run_at = ?1, last_error = ?2, claim_token = NULL, claim_expires_at = NULL
-WHERE id = ?3 AND state = 'running' AND claim_token = ?4
-  AND claim_expires_at > ?5 AND attempts < max_attempts
+SET state = 'pending', run_at = ?1, last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
+WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER)
+  AND claim_expires_at > CAST(?5 AS INTEGER) AND attempts < max_attempts
 `
 
 type RetryJobParams struct {
 	RunAt      int64
-	Cause      *string
+	Cause      string
 	ID         int64
-	ClaimToken *int64
-	Now        *int64
+	ClaimToken int64
+	Now        int64
 }
 
 // Back to pending at run_at, while attempts remain.
@@ -465,13 +465,13 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = ?1, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE queue = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
   AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= ?1))
 `
 
 type SweepExpiredJobsParams struct {
-	Now   *int64
+	Now   int64
 	Queue string
 }
 

@@ -105,14 +105,14 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 
 const fireSchedule = `-- name: FireSchedule :many
 UPDATE alk_schedules
-SET next_fire_at = ?1, last_fired_at = ?2
+SET next_fire_at = ?1, last_fired_at = CAST(?2 AS INTEGER)
 WHERE name = ?3 AND next_fire_at = ?4 AND spec = ?5 AND tz = ?6 AND queue = ?7 AND NOT paused
 RETURNING queue, payload, priority, max_attempts
 `
 
 type FireScheduleParams struct {
 	NextFireAt int64
-	Now        *int64
+	Now        int64
 	Name       string
 	DueAt      int64
 	Spec       string

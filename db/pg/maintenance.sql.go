@@ -216,13 +216,13 @@ func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHe
 }
 
 const deleteHead = `-- name: DeleteHead :exec
-DELETE FROM alkstore.compaction_heads WHERE stream = $1 AND key = $2 AND head_offset = $3
+DELETE FROM alkstore.compaction_heads WHERE stream = $1 AND key = $2 AND head_offset = $3::bigint
 `
 
 type DeleteHeadParams struct {
 	Stream     string
 	Key        string
-	HeadOffset *int64
+	HeadOffset int64
 }
 
 func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {

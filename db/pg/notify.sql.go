@@ -16,7 +16,7 @@ LISTEN alkstore
 
 // Wakes and notifications (PostgreSQL). Every wake and notification travels
 // on the one channel "alkstore"; the payload says what it is (see
-// receiver/wire.go), so no statement builds a channel name at run time.
+// internal/wake/wire.go), so no statement builds a channel name at run time.
 // Run by the store's forwarder on its dedicated connection.
 func (q *Queries) ListenWakes(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, listenWakes)

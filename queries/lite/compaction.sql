@@ -7,14 +7,14 @@
 -- A keyed publish's event; UpsertCompactionHead follows in the same
 -- transaction.
 INSERT INTO alk_events (stream, key, payload)
-VALUES (@stream, @key, sqlc.narg(payload))
+VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload))
 RETURNING id;
 
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
 -- PublishEvents, as one statement with the event.
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-VALUES (@stream, @key, @head_offset, @schema_version, @compaction_rank, @now, @now)
+VALUES (@stream, @key, CAST(@head_offset AS INTEGER), CAST(@schema_version AS INTEGER), CAST(@compaction_rank AS INTEGER), @now, @now)
 ON CONFLICT (stream, key) DO UPDATE
 SET head_offset = excluded.head_offset, schema_version = excluded.schema_version,
     compaction_rank = excluded.compaction_rank, updated_at = excluded.updated_at

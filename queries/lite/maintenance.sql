@@ -38,7 +38,7 @@ WHERE id IN (
     SELECT x.id FROM alk_events x
     JOIN alk_streams s ON s.name = x.stream
     WHERE s.retention_us IS NOT NULL
-      AND x.created_at < sqlc.arg(now) - s.retention_us
+      AND x.created_at < CAST(sqlc.arg(now) AS INTEGER) - s.retention_us
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     LIMIT sqlc.arg(batch));
@@ -67,7 +67,7 @@ WHERE e.payload IS NULL
 LIMIT sqlc.arg(batch);
 
 -- name: DeleteHead :exec
-DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset;
+DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = CAST(@head_offset AS INTEGER);
 
 -- name: DeleteEvent :exec
 DELETE FROM alk_events WHERE id = @id;
@@ -76,7 +76,7 @@ DELETE FROM alk_events WHERE id = @id;
 -- Expired jobs of every queue go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed.
 UPDATE alk_jobs
-SET state = 'dead', died_at = sqlc.arg(now), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
              UNION ALL

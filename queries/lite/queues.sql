@@ -20,7 +20,7 @@ RETURNING id;
 -- their expires_at ("expired"; an expired job is never handed out, whatever
 -- its state), or after their last allowed attempt.
 UPDATE alk_jobs
-SET state = 'dead', died_at = @now, claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', died_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
@@ -30,8 +30,8 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
 -- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
 -- priority order, stamped with this claim.
 UPDATE alk_jobs
-SET state = 'running', attempts = attempts + 1, claimed_at = sqlc.arg(now),
-    claim_expires_at = @claim_expires_at, claim_token = @claim_token, worker = @worker
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(sqlc.arg(now) AS INTEGER),
+    claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
 WHERE id IN (
     SELECT c.id FROM (
         SELECT * FROM (SELECT r.id, r.priority, r.run_at FROM alk_jobs r
@@ -52,41 +52,41 @@ RETURNING *;
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job.
 DELETE FROM alk_jobs
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
 
 -- name: AckJobs :execrows
 -- Per id: only rows still held by that id's claim. claims is a JSON array
 -- of [id, claim_token] pairs.
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > @now
+WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(@claims));
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain.
 UPDATE alk_jobs
-SET state = 'pending', run_at = @run_at, last_error = @cause, claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token
-  AND claim_expires_at > @now AND attempts < max_attempts;
+SET state = 'pending', run_at = @run_at, last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER)
+  AND claim_expires_at > CAST(@now AS INTEGER) AND attempts < max_attempts;
 
 -- name: BuryJob :execrows
 -- To dead with the cause; with exhausted_only, only when attempts are spent.
 UPDATE alk_jobs
-SET state = 'dead', died_at = @now, last_error = @cause, claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now
+SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > @now
   AND (NOT @exhausted_only OR attempts >= max_attempts);
 
 -- name: HeartbeatJob :execrows
 UPDATE alk_jobs
-SET claim_expires_at = @claim_expires_at
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+SET claim_expires_at = CAST(@claim_expires_at AS INTEGER)
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
 
 -- name: ReleaseJob :execrows
 -- Gives a claimed job back without spending its attempt: a shutdown stopped
 -- its handler, the job did not fail. It keeps its place in line (run_at).
 UPDATE alk_jobs
 SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token AND claim_expires_at > @now;
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
 
 -- name: GetJob :one
 SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
@@ -95,14 +95,14 @@ SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 -- Jobs past their expires_at go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
-SET state = 'dead', died_at = @now, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now
   AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now));
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.
 UPDATE alk_jobs
-SET state = 'dead', died_at = @now, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows

@@ -46,7 +46,7 @@ LIMIT @max_rows;
 -- or replaced since it was read, and returns the job to enqueue (EnqueueJob,
 -- run_at = the boundary) in the same transaction. No row: do not fire.
 UPDATE alk_schedules
-SET next_fire_at = @next_fire_at, last_fired_at = @now
+SET next_fire_at = @next_fire_at, last_fired_at = CAST(@now AS INTEGER)
 WHERE name = @name AND next_fire_at = @due_at AND spec = @spec AND tz = @tz AND queue = @queue AND NOT paused
 RETURNING queue, payload, priority, max_attempts;
 

@@ -73,7 +73,7 @@ LIMIT @batch::integer
 FOR UPDATE OF h SKIP LOCKED;
 
 -- name: DeleteHead :exec
-DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset;
+DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset::bigint;
 
 -- name: DeleteEvent :exec
 DELETE FROM alkstore.events WHERE id = @id;

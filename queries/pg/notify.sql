@@ -1,6 +1,6 @@
 -- Wakes and notifications (PostgreSQL). Every wake and notification travels
 -- on the one channel "alkstore"; the payload says what it is (see
--- receiver/wire.go), so no statement builds a channel name at run time.
+-- internal/wake/wire.go), so no statement builds a channel name at run time.
 
 -- name: ListenWakes :exec
 -- Run by the store's forwarder on its dedicated connection.

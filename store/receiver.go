@@ -1,4 +1,4 @@
-package receiver
+package store
 
 import (
 	"context"
@@ -6,27 +6,12 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
-// Event is one stream event (the store's Event is this type).
-type Event struct {
-	Offset    int64
-	Stream    string
-	Key       *string // nil for an unkeyed publish
-	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
-	CreatedAt time.Time
-}
-
-// Source is one consumer's view of a stream, as the store provides it.
-// ReadSince must never pass an event that may still commit (the store's
-// settled horizon guarantees that).
-type Source interface {
-	ReadSince(ctx context.Context, after int64, limit int) ([]Event, error)
-	GetOffset(ctx context.Context) (int64, error)
-	SaveOffset(ctx context.Context, offset int64) error
-}
-
-// Options tune an EventReceiver. Zero values take the defaults.
+// SubscribeOpts tune an EventReceiver (Stream.Subscribe). Zero values take
+// the defaults.
 //
 // Auto-save covers only events the caller has finished with: an event counts
 // as finished once the caller asks for the next one (calls Recv or TryRecv
@@ -34,15 +19,14 @@ type Source interface {
 // an event therefore gets it again after a restart (at-least-once). The last
 // event before a pause stays unsaved until the next Recv or TryRecv; call
 // SaveOffset to save the last event Recv returned yourself.
-type Options struct {
+type SubscribeOpts struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256
 	AutoSaveEvery    int           // save the finished position every N finished events; 0: off
 	AutoSaveInterval time.Duration // save the finished position at most this often (checked on each Recv/TryRecv); 0: off
 	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
 	SafetyPoll       time.Duration // re-read this often even without a wake (wakes are best-effort); default 5s
-	Logger           *slog.Logger  // for auto-save failures; default slog.Default()
-	OnClose          func()        // called once, by Close (the store uses it to forget the receiver)
+	Logger           *slog.Logger  // for auto-save failures; default the store's logger
 }
 
 type item struct {
@@ -55,9 +39,10 @@ type item struct {
 // arrive. It reads ahead into a bounded buffer, so a slow consumer parks the
 // reader rather than piling events up in memory.
 type EventReceiver struct {
-	src   Source
-	wakes *Sub
-	opts  Options
+	src     streamSource
+	wakes   *wake.Sub
+	opts    SubscribeOpts
+	onClose func() // run once, by Close: the store forgets the receiver
 
 	items     chan item
 	stop      chan struct{} // closed by Close
@@ -77,10 +62,10 @@ type EventReceiver struct {
 	lastSave time.Time
 }
 
-// NewEventReceiver starts a receiver. wakes must already be subscribed (a
+// newEventReceiver starts a receiver. wakes must already be subscribed (a
 // commit between the first read and the subscription would otherwise go
-// unnoticed); the receiver owns it from now on.
-func NewEventReceiver(ctx context.Context, src Source, wakes *Sub, opts Options) (*EventReceiver, error) {
+// unnoticed); the receiver owns it from now on. onClose runs once, by Close.
+func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, opts SubscribeOpts, onClose func()) (*EventReceiver, error) {
 	if opts.Buffer <= 0 {
 		opts.Buffer = 16
 	}
@@ -93,15 +78,12 @@ func NewEventReceiver(ctx context.Context, src Source, wakes *Sub, opts Options)
 	if opts.SafetyPoll <= 0 {
 		opts.SafetyPoll = 5 * time.Second
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	start, err := src.GetOffset(ctx)
 	if err != nil {
 		wakes.Close()
 		return nil, err
 	}
-	r := &EventReceiver{src: src, wakes: wakes, opts: opts, items: make(chan item, opts.Buffer),
+	r := &EventReceiver{src: src, wakes: wakes, opts: opts, onClose: onClose, items: make(chan item, opts.Buffer),
 		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), lastSave: time.Now()}
 	go r.run(start)
 	return r, nil
@@ -179,7 +161,7 @@ var errStopped = errors.New("receiver stopping")
 func (r *EventReceiver) endCause() error {
 	select {
 	case <-r.wakes.Done():
-		return r.wakes.Err()
+		return closedBy(r.wakes.Err())
 	default:
 		return ErrClosed
 	}
@@ -233,7 +215,7 @@ func (r *EventReceiver) finish(cause error) {
 // error matching ErrClosed, for good, even while events are still buffered.
 // Other errors are the database's: one when reads start failing, after which
 // the receiver keeps retrying and resumes where it was once a read works
-// again. Calling Recv marks the previous event finished (see Options).
+// again. Calling Recv marks the previous event finished (see SubscribeOpts).
 func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
 	if r.ended() {
 		return Event{}, r.closedErr()
@@ -255,7 +237,7 @@ func (r *EventReceiver) Recv(ctx context.Context) (Event, error) {
 
 // TryRecv returns the next event if one is ready: ok is false when none is
 // (and err is nil), or err matches ErrClosed once the receiver closed.
-// Calling TryRecv marks the previous event finished (see Options).
+// Calling TryRecv marks the previous event finished (see SubscribeOpts).
 func (r *EventReceiver) TryRecv(ctx context.Context) (ev Event, ok bool, err error) {
 	if r.ended() {
 		return Event{}, false, r.closedErr()
@@ -291,7 +273,7 @@ func (r *EventReceiver) ended() bool {
 	}
 	select {
 	case <-r.wakes.Done():
-		r.finish(r.wakes.Err())
+		r.finish(closedBy(r.wakes.Err()))
 		return true
 	default:
 	}
@@ -340,7 +322,7 @@ func (r *EventReceiver) autoSave(ctx context.Context) {
 }
 
 // Buffered is the number of events read ahead and waiting for Recv (at
-// most Options.Buffer).
+// most SubscribeOpts.Buffer).
 func (r *EventReceiver) Buffered() int { return len(r.items) }
 
 // Position is the offset of the last event Recv or TryRecv returned; 0
@@ -379,14 +361,14 @@ func (r *EventReceiver) save(ctx context.Context, pos int64) error {
 }
 
 // Close stops the receiver and waits for its reader to end. Recv and
-// TryRecv then return ErrClosed, even for events still buffered. Close does not save the position; call SaveOffset
-// first if you want it saved.
+// TryRecv then return ErrClosed, even for events still buffered. Close does
+// not save the position; call SaveOffset first if you want it saved.
 func (r *EventReceiver) Close() error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 	r.finish(ErrClosed)
-	if r.opts.OnClose != nil {
-		r.closeHook.Do(r.opts.OnClose)
+	if r.onClose != nil {
+		r.closeHook.Do(r.onClose)
 	}
 	return nil
 }

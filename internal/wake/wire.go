@@ -1,9 +1,7 @@
-package receiver
+package wake
 
 import (
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,18 +17,16 @@ import (
 //	n<len>:<channel>                a notification with a nil payload (an
 //	                                empty one is t with no text)
 
-// MaxPayload is Postgres's limit on a NOTIFY payload, envelope included.
+// MaxPayload is Postgres's limit on a NOTIFY payload, envelope included:
+// the store refuses a notification whose encoding is longer.
 const MaxPayload = 7999
-
-// ErrPayloadTooLarge is the store's ErrPayloadTooLarge.
-var ErrPayloadTooLarge = errors.New("payload too large")
 
 // EncodeWake is the NOTIFY payload that wakes topic.
 func EncodeWake(topic string) string { return "w" + topic }
 
-// EncodeNotification is the NOTIFY payload carrying a notification, or
-// ErrPayloadTooLarge when it would not fit Postgres's limit.
-func EncodeNotification(channel string, payload []byte) (string, error) {
+// EncodeNotification is the NOTIFY payload carrying a notification. It may
+// be longer than MaxPayload; the caller checks.
+func EncodeNotification(channel string, payload []byte) string {
 	var b strings.Builder
 	b.WriteString("n")
 	b.WriteString(strconv.Itoa(len(channel)))
@@ -45,10 +41,7 @@ func EncodeNotification(channel string, payload []byte) (string, error) {
 		b.WriteString("b")
 		b.WriteString(base64.StdEncoding.EncodeToString(payload))
 	}
-	if b.Len() > MaxPayload {
-		return "", fmt.Errorf("%w: %d bytes with its envelope, Postgres allows %d", ErrPayloadTooLarge, b.Len(), MaxPayload)
-	}
-	return b.String(), nil
+	return b.String()
 }
 
 // dispatch hands one NOTIFY payload to the hub.

@@ -1,25 +1,17 @@
-package receiver
+package store
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/alkstore/alkstore/internal/wake"
 )
 
 // Notification is one message received on a channel.
 type Notification struct {
 	Channel string
 	Payload []byte // as sent: nil stays nil, empty stays empty (non-nil)
-}
-
-// MessageSource is where a polling listener reads notifications (SQLite's
-// notifications table), as the store provides it.
-type MessageSource interface {
-	// Latest is the id of the newest stored notification (0 for none): a
-	// listener starts after it, so history is never replayed.
-	Latest(ctx context.Context) (int64, error)
-	// Since returns the channel's notifications with an id above after.
-	Since(ctx context.Context, after int64) (ids []int64, payloads [][]byte, err error)
 }
 
 // Listener receives a channel's notifications from the moment it was
@@ -36,17 +28,17 @@ type Listener struct {
 	onClose func()
 }
 
-// NewPushListener listens through a hub message subscription (Postgres: the
+// newPushListener listens through a hub message subscription (Postgres: the
 // forwarder delivers each NOTIFY).
 // onClose (may be nil) runs once, when Close is called.
-func NewPushListener(channel string, sub *MsgSub, onClose func()) *Listener {
-	return &Listener{channel: channel, c: sub.c, done: sub.done, cause: sub.hub.closeErr, stop: sub.Close,
+func newPushListener(channel string, sub *wake.MsgSub, onClose func()) *Listener {
+	return &Listener{channel: channel, c: sub.C(), done: sub.Done(), cause: sub.Err, stop: sub.Close,
 		closed: make(chan struct{}), onClose: onClose}
 }
 
-// NewPollListener reads src after every wake (SQLite: the notifications
+// newPollListener reads src after every wake (SQLite: the notifications
 // table). wakes must already be subscribed; the listener owns it.
-func NewPollListener(ctx context.Context, channel string, src MessageSource, wakes *Sub, buf int, onClose func()) (*Listener, error) {
+func newPollListener(ctx context.Context, channel string, src liteMessages, wakes *wake.Sub, buf int, onClose func()) (*Listener, error) {
 	last, err := src.Latest(ctx)
 	if err != nil {
 		wakes.Close()
@@ -120,10 +112,7 @@ func (l *Listener) ended() error {
 	}
 	select {
 	case <-l.done:
-		if err := l.cause(); err != nil {
-			return err
-		}
-		return ErrClosed
+		return closedBy(l.cause())
 	default:
 	}
 	return nil

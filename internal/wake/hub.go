@@ -1,18 +1,10 @@
-// Package receiver turns wake signals into push delivery: a Hub fans wakes
-// and notification messages out to in-process subscribers, the Postgres
-// Forwarder and the SQLite Watcher feed it from other processes, and
-// EventReceiver and Listener are what callers read from. It depends on
-// small interfaces (Source, MessageSource) rather than on the store.
-package receiver
+// Package wake is the store's wake machinery, out of its users' sight: a
+// Hub fans wakes and notification messages out to in-process subscribers,
+// and the Postgres Forwarder and the SQLite Watcher feed it from other
+// processes. The store's EventReceiver and Listener read from it.
+package wake
 
-import (
-	"errors"
-	"sync"
-)
-
-// ErrClosed is returned once a receiver, listener or feed has closed. The
-// store's ErrClosed is this same value.
-var ErrClosed = errors.New("store closed")
+import "sync"
 
 // Hub fans wakes out to subscribers by topic. A wake carries no data (the
 // durable rows are the truth); a subscriber's channel holds at most one
@@ -23,7 +15,7 @@ type Hub struct {
 	wakes  map[string]map[*Sub]struct{}
 	msgs   map[string]map[*MsgSub]struct{}
 	closed bool
-	err    error // why the hub closed
+	cause  error // why the hub closed; nil for a plain Close
 }
 
 // Sub is a wake subscription.
@@ -41,8 +33,9 @@ func (s *Sub) C() <-chan struct{} { return s.c }
 // Done is closed when the hub closes: no more wakes will come.
 func (s *Sub) Done() <-chan struct{} { return s.done }
 
-// Err says why the hub closed: ErrClosed, possibly wrapping a feed's error.
-func (s *Sub) Err() error { return s.hub.closeErr() }
+// Err is why the hub closed once Done is: a feed's error, or nil when the
+// store closed it.
+func (s *Sub) Err() error { return s.hub.closeCause() }
 
 // Close unsubscribes.
 func (s *Sub) Close() {
@@ -59,6 +52,15 @@ type MsgSub struct {
 	done    chan struct{}
 	dropped int
 }
+
+// C receives the channel's messages, in the order they arrived.
+func (s *MsgSub) C() <-chan []byte { return s.c }
+
+// Done is closed when the hub closes: no more messages will come.
+func (s *MsgSub) Done() <-chan struct{} { return s.done }
+
+// Err is why the hub closed once Done is (see Sub.Err).
+func (s *MsgSub) Err() error { return s.hub.closeCause() }
 
 // Close unsubscribes.
 func (s *MsgSub) Close() {
@@ -148,19 +150,15 @@ func (h *Hub) HasMessageSubscribers(channel string) bool {
 	return len(h.msgs[channel]) > 0
 }
 
-// Close ends every subscription; cause (may be nil) is reported through
-// Err wrapped in ErrClosed. Closing twice keeps the first cause.
+// Close ends every subscription; cause (may be nil) is what their Err
+// reports. Closing twice keeps the first cause.
 func (h *Hub) Close(cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
-	h.closed = true
-	h.err = ErrClosed
-	if cause != nil {
-		h.err = errors.Join(ErrClosed, cause)
-	}
+	h.closed, h.cause = true, cause
 	for _, subs := range h.wakes {
 		for s := range subs {
 			close(s.done)
@@ -174,10 +172,10 @@ func (h *Hub) Close(cause error) {
 	h.wakes, h.msgs = nil, nil
 }
 
-func (h *Hub) closeErr() error {
+func (h *Hub) closeCause() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.err
+	return h.cause
 }
 
 func signal(c chan struct{}) {
