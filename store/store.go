@@ -1,7 +1,8 @@
 // Package store is alkstore's contract: Open a Store on SQLite or PostgreSQL,
-// then use its streams (and, in later releases, queues, notifications,
-// schedules and the outbox) alone or inside the same transaction as the
-// application's own rows.
+// then use its queues, streams (with consumer offsets and compacted keys),
+// notifications, schedules and transactional outbox, alone or inside the
+// same transaction as the application's own rows. Shutdown (or Close) stops
+// everything the store runs, in order.
 package store
 
 import (
