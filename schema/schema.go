@@ -1,6 +1,10 @@
 // Package schema embeds alkstore's goose migrations, one folder per dialect.
 // They are also sqlc's schema input and what a DBA applies with the goose
-// CLI (see README.md).
+// CLI and alkstore's version table (see README.md, "Schema and migrations").
+//
+// Applied migrations never change, the 00001 baseline included: every
+// schema change is a new numbered file, with the same number in pg/ and
+// lite/ (a no-op SELECT 1 where a dialect has nothing to do).
 package schema
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	litedb "github.com/alkstore/alkstore/db/lite"
 	"github.com/alkstore/alkstore/internal/litedriver" // also registers the driver as "sqlite3" (AdoptSQL)
+	"github.com/alkstore/alkstore/queries"
 	"github.com/alkstore/alkstore/schema"
 )
 
@@ -52,7 +53,14 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
 
-	m := migration{dialect: goose.DialectSQLite3, files: schema.SQLite, table: schema.SQLiteVersionTable, guarded: true}
+	m := migration{
+		dialect: goose.DialectSQLite3,
+		files:   schema.SQLite,
+		table:   schema.SQLiteVersionTable,
+		cli:     "goose -table " + schema.SQLiteVersionTable + " -dir schema/lite sqlite3 " + path + " up",
+		objects: func(ctx context.Context) (schemaObjects, error) { return liteSchemaObjects(ctx, writer) },
+		guarded: true,
+	}
 	err = connectWriter(ctx, writer)
 	if err == nil {
 		err = migrateOrCheck(ctx, writer, m, c.migrate)
@@ -107,6 +115,37 @@ func connectWriter(ctx context.Context, writer *sql.DB) error {
 		case <-t.C:
 		}
 	}
+}
+
+// liteSchemaObjects reads the main database's table list (queries/lite's
+// SchemaObjects, a PRAGMA sqlc cannot generate) for what Open looks at.
+func liteSchemaObjects(ctx context.Context, db *sql.DB) (schemaObjects, error) {
+	var objs schemaObjects
+	text, err := queries.Statement("lite", "SchemaObjects")
+	if err != nil {
+		return objs, err
+	}
+	rows, err := db.QueryContext(ctx, text)
+	if err != nil {
+		return objs, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var schemaName, name, kind string
+		var ncol, wr, strict int64
+		if err := rows.Scan(&schemaName, &name, &kind, &ncol, &wr, &strict); err != nil {
+			return objs, err
+		}
+		switch name {
+		case schema.SQLiteVersionTable:
+			objs.versionTable = true
+		case "alk_events":
+			objs.tables = true
+		case "goose_db_version":
+			objs.defaultTable = name
+		}
+	}
+	return objs, rows.Err()
 }
 
 // sqliteURI turns a path or a file: URI into a file: URI with params added.

@@ -72,25 +72,31 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	m := migration{dialect: goose.DialectPostgres, files: schema.Postgres, table: schema.PostgresVersionTable}
-	if apply {
-		bootstrap, err := schema.PostgresBootstrap()
-		if err != nil {
-			return err
-		}
-		// CREATE SCHEMA IF NOT EXISTS is not safe against itself: when
-		// processes open a fresh database at once, all but one may fail with
-		// a unique violation, which means the schema now exists.
-		if _, err := db.ExecContext(ctx, bootstrap); err != nil && !isUniqueViolation(err) {
-			return fmt.Errorf("create schema alkstore: %w", err)
-		}
-		// Probe every second (goose's default is every 5 s) for up to 5 minutes:
-		// processes that start together wait for the first one's migration.
-		locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
-		if err != nil {
-			return err
-		}
-		m.locker = locker
+	m := migration{
+		dialect: goose.DialectPostgres,
+		files:   schema.Postgres,
+		table:   schema.PostgresVersionTable,
+		cli:     `goose -table ` + schema.PostgresVersionTable + ` -dir schema/pg postgres "$DSN" up`,
+		objects: func(ctx context.Context) (schemaObjects, error) {
+			r, err := pgdb.New(pool).SchemaObjects(ctx, schema.PostgresVersionTable)
+			return schemaObjects{versionTable: r.HasVersionTable, tables: r.HasTables, defaultTable: r.DefaultVersionTable}, err
+		},
+		prepare: func(ctx context.Context) (lock.SessionLocker, error) {
+			bootstrap, err := schema.PostgresBootstrap()
+			if err != nil {
+				return nil, err
+			}
+			// CREATE SCHEMA IF NOT EXISTS is not safe against itself: when
+			// processes open a fresh database at once, all but one may fail
+			// with a unique violation, which means the schema now exists.
+			if _, err := db.ExecContext(ctx, bootstrap); err != nil && !isUniqueViolation(err) {
+				return nil, fmt.Errorf("create schema alkstore: %w", err)
+			}
+			// Probe every second (goose's default is every 5 s) for up to 5
+			// minutes: processes that start together wait for the first
+			// one's migration.
+			return lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID), lock.WithLockTimeout(1, 300))
+		},
 	}
 	return migrateOrCheck(ctx, db, m, apply)
 }

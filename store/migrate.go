@@ -17,15 +17,32 @@ type migration struct {
 	dialect goose.Dialect
 	files   func() (fs.FS, error)
 	table   string
-	locker  lock.SessionLocker // nil: none needed
+	cli     string // the goose command a DBA runs, for error messages
+	// objects reads which of the tables Open looks at exist.
+	objects func(ctx context.Context) (schemaObjects, error)
+	// prepare readies the database for goose and returns the lock to
+	// migrate under (nil: none needed). It runs only when a migration is
+	// pending, so that opening a current database needs no privilege beyond
+	// those of the library's own statements.
+	prepare func(ctx context.Context) (lock.SessionLocker, error)
 	// guarded: the engine has no migration lock (goose has none for
 	// SQLite); each migration's transaction checks instead that no one else
 	// applied it first (see onceStore).
 	guarded bool
 }
 
+// schemaObjects is what Open looks at before it asks goose anything.
+type schemaObjects struct {
+	versionTable bool   // alkstore's goose version table exists
+	tables       bool   // alkstore's tables exist
+	defaultTable string // goose's default version table, if it exists
+}
+
 // migrateOrCheck brings the schema up to date, or with auto-migration off
-// only checks that it is at the version this library was built for.
+// only checks that it is at the version this library was built for. A
+// current database is only read: goose, which creates its version table
+// and (on PostgreSQL) the alkstore schema first, runs only when a migration
+// is pending.
 func migrateOrCheck(ctx context.Context, db *sql.DB, m migration, apply bool) error {
 	fsys, err := m.files()
 	if err != nil {
@@ -43,26 +60,73 @@ func migrateOrCheck(ctx context.Context, db *sql.DB, m migration, apply bool) er
 	} else {
 		opts = append(opts, goose.WithTableName(m.table))
 	}
-	if m.locker != nil {
-		opts = append(opts, goose.WithSessionLocker(m.locker))
-	}
 	p, err := goose.NewProvider(dialect, db, fsys, opts...)
 	if err != nil {
 		return err
 	}
 	sources := p.ListSources()
-	if apply {
-		return up(ctx, p, len(sources))
-	}
 	want := sources[len(sources)-1].Version
-	have, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: cannot read the schema version (apply schema/ with goose, or open with auto-migration): %w", ErrSchemaVersion, err)
-	}
-	if have != want {
+	have, err := recordedVersion(ctx, db, m)
+	switch {
+	case err != nil:
+		return err
+	case have == want || apply && have > want:
+		return nil
+	case !apply && have == 0:
+		return fmt.Errorf("%w: the database has no alkstore schema (%s records no version): apply it with %s, or open with auto-migration", ErrSchemaVersion, m.table, m.cli)
+	case !apply:
 		return fmt.Errorf("%w: database is at version %d, this library needs %d", ErrSchemaVersion, have, want)
 	}
-	return nil
+	if m.prepare != nil {
+		locker, err := m.prepare(ctx)
+		if err != nil {
+			return err
+		}
+		if locker != nil {
+			opts = append(opts, goose.WithSessionLocker(locker))
+			if p, err = goose.NewProvider(dialect, db, fsys, opts...); err != nil {
+				return err
+			}
+		}
+	}
+	return up(ctx, p, len(sources))
+}
+
+// recordedVersion returns the latest version alkstore's version table
+// records: 0 when it records none or does not exist (goose creates it when
+// it migrates). It refuses a database whose alkstore tables exist while
+// that table records none: their schema was applied with another version
+// table (goose's default one, when -table was left out), and migrating
+// would apply it again. The tables are looked at before the version is
+// read: a migration commits its tables and its version together, so tables
+// seen here mean their version is visible below, even while another process
+// is migrating.
+func recordedVersion(ctx context.Context, db *sql.DB, m migration) (int64, error) {
+	objs, err := m.objects(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the schema catalog: %w", err)
+	}
+	var have int64
+	if objs.versionTable {
+		st, err := database.NewStore(m.dialect, m.table)
+		if err != nil {
+			return 0, err
+		}
+		if have, err = st.GetLatestVersion(ctx, db); err != nil && !errors.Is(err, database.ErrVersionNotFound) {
+			return 0, fmt.Errorf("%w: cannot read the schema version from %s: %w", ErrSchemaVersion, m.table, err)
+		}
+	}
+	if have > 0 || !objs.tables {
+		return have, nil
+	}
+	if objs.defaultTable != "" {
+		return 0, fmt.Errorf("%w: alkstore's tables exist but %s records no version, and goose's default version table %s exists: "+
+			"the schema was applied without -table %s; copy its history into %s (README.md, \"Schema and migrations\"), "+
+			"then run goose as: %s", ErrSchemaVersion, m.table, objs.defaultTable, m.table, m.table, m.cli)
+	}
+	return 0, fmt.Errorf("%w: alkstore's tables exist but %s records no version: the schema was applied with another "+
+		"goose version table; copy its history into %s (README.md, \"Schema and migrations\"), then run goose as: %s",
+		ErrSchemaVersion, m.table, m.table, m.cli)
 }
 
 // up applies the pending migrations. A migration that failed because

@@ -123,7 +123,10 @@ var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
-// auto-migration on (the default) it brings the schema up to date.
+// auto-migration on (the default) it brings the schema up to date. A current
+// schema is only read, so a role with just the privileges of the library's
+// statements can open it (README.md, "Schema and migrations"); migrating
+// needs the schema owner's.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	c, err := newConfig(opts)
 	if err != nil {

@@ -10,79 +10,142 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// Per (stream, key) the newest value's offset and the row transactions lock to serialise writes of the key; headless (head columns NULL) while the key has no value
 type AlkstoreCompactionHead struct {
-	Stream         string
-	Key            string
-	HeadOffset     *int64
-	SchemaVersion  *int32
+	// Stream name
+	Stream string
+	// Compaction key
+	Key string
+	// Offset (events.id) of the key's newest value (NULL: headless)
+	HeadOffset *int64
+	// SchemaVersion() the application's payload type reported for the head (NULL: headless)
+	SchemaVersion *int32
+	// Rank of the head (ProduceOpts.Rank): only a value with a greater (rank, offset) replaces it (NULL: headless)
 	CompactionRank *int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// When the key was first locked or written
+	CreatedAt time.Time
+	// When the head last changed; a headless row older than its stream's headless_ttl_us is deleted
+	UpdatedAt time.Time
 }
 
+// Saved read positions: one row per (stream, consumer)
 type AlkstoreConsumerOffset struct {
-	Stream          string
-	Consumer        string
+	// Stream name
+	Stream string
+	// Consumer name, chosen by the application
+	Consumer string
+	// Offset of the last event the consumer has processed; it resumes after it
 	CommittedOffset int64
-	UpdatedAt       time.Time
+	// When the offset was last saved
+	UpdatedAt time.Time
 }
 
+// Stream events, one row per published message; id is the offset; deleted by trim, retention and compaction
 type AlkstoreEvent struct {
-	ID        int64
-	Stream    string
-	Key       *string
-	Payload   []byte
-	Txid      pgtype.Uint64
+	// Offset: from alkstore.event_offset_seq, increasing in publish order across all streams
+	ID int64
+	// Stream name
+	Stream string
+	// Compaction key (NULL: an unkeyed event); each key's current value is named by compaction_heads
+	Key *string
+	// Message body as the application gave it (NULL: none; on a keyed event, a tombstone that deletes the key)
+	Payload []byte
+	// Top-level transaction id of the publisher, taken before the id was drawn: lets readers wait for older transactions and a transaction read its own events
+	Txid pgtype.Uint64
+	// When the event was published
 	CreatedAt time.Time
 }
 
+// Queue jobs, live (pending, running) and dead, one row each
 type AlkstoreJob struct {
-	ID             int64
-	Queue          string
-	Payload        []byte
-	Priority       int32
-	State          string
-	Attempts       int32
-	MaxAttempts    int32
-	CreatedAt      time.Time
-	RunAt          time.Time
-	ClaimedAt      *time.Time
+	// Job id, increasing in enqueue order
+	ID int64
+	// Queue name
+	Queue string
+	// Job body as the application gave it
+	Payload []byte
+	// Higher runs first among ready jobs
+	Priority int32
+	// pending (waiting for run_at or a worker), running (claimed) or dead (failed for good, out of attempts, expired or cancelled; kept until requeued or deleted)
+	State string
+	// Claims so far
+	Attempts int32
+	// Claims allowed before the job dies
+	MaxAttempts int32
+	// When the job was enqueued
+	CreatedAt time.Time
+	// Earliest time the job may be claimed
+	RunAt time.Time
+	// When the current or last claim was taken
+	ClaimedAt *time.Time
+	// When the current claim lapses and the job may be claimed again (set while running)
 	ClaimExpiresAt *time.Time
-	ClaimToken     *int64
-	ExpiresAt      *time.Time
-	Worker         *string
-	LastError      *string
-	DiedAt         *time.Time
+	// Fences the current claim: settling the job needs it (set while running)
+	ClaimToken *int64
+	// A job past it is never handed out and goes to dead with last_error 'expired' (NULL: never expires)
+	ExpiresAt *time.Time
+	// Name of the worker holding or last holding the claim
+	Worker *string
+	// Why the last attempt failed or the job died
+	LastError *string
+	// When the job became dead
+	DiedAt *time.Time
 }
 
+// Leases electing one holder for a singleton role (the scheduler)
 type AlkstoreLease struct {
-	Name      string
-	Owner     string
-	Token     int64
+	// Role name
+	Name string
+	// Name of the holder
+	Owner string
+	// Tells apart two runs that share an owner name
+	Token int64
+	// When the holder last took or renewed the lease
 	RenewedAt time.Time
+	// After this anyone may take the lease
 	ExpiresAt time.Time
 }
 
+// Recurring jobs: each row enqueues a job into its queue at every boundary of its spec
 type AlkstoreSchedule struct {
-	Name        string
-	Spec        string
-	Tz          string
-	Queue       string
-	Payload     []byte
-	Priority    int32
+	// Schedule name
+	Name string
+	// When it fires: 5- or 6-field cron, @every <duration> or @hourly, @daily, @weekly, @monthly, @yearly
+	Spec string
+	// IANA time zone the spec is read in
+	Tz string
+	// Queue each fire enqueues into
+	Queue string
+	// Body of each enqueued job
+	Payload []byte
+	// Priority of each enqueued job
+	Priority int32
+	// max_attempts of each enqueued job
 	MaxAttempts int32
-	NextFireAt  time.Time
-	Paused      bool
+	// The next boundary to fire; advanced in the fire's transaction
+	NextFireAt time.Time
+	// A paused schedule does not fire
+	Paused bool
+	// The boundary fired last (NULL: never fired)
 	LastFiredAt *time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// When the schedule was created
+	CreatedAt time.Time
+	// When the schedule was last changed or fired
+	UpdatedAt time.Time
 }
 
+// Per-stream settings; a stream without a row uses the defaults
 type AlkstoreStream struct {
-	Name                 string
-	Compacted            bool
-	HeadlessTtlUs        int64
-	RetentionUs          *int64
-	MinCompactionLagUs   int64
+	// Stream name
+	Name string
+	// Compacted: the janitor deletes events a newer value of their key superseded, and trims and retention never delete a key's current head
+	Compacted bool
+	// Microseconds a headless compaction_heads row (a lock without a value) is kept unused before the janitor deletes it
+	HeadlessTtlUs int64
+	// Microseconds events are kept before the janitor deletes them (NULL: forever)
+	RetentionUs *int64
+	// Microseconds a superseded event is kept before compaction may delete it
+	MinCompactionLagUs int64
+	// Microseconds a tombstone (a keyed event without payload) is kept as its key's head before the janitor deletes it and the head
 	TombstoneRetentionUs int64
 }

@@ -1,5 +1,6 @@
--- alkstore system schema v1 (SQLite). Pre-release: later issues extend this
--- baseline in place. Every table is prefixed alk_. Times are unix microseconds.
+-- alkstore system schema v1 (SQLite), the baseline. Frozen: databases have
+-- applied it, so it never changes; every schema change is a new numbered
+-- migration. Every table is prefixed alk_. Times are unix microseconds.
 
 -- +goose Up
 -- AUTOINCREMENT: an offset is never reused, even after the newest events

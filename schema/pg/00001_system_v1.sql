@@ -1,5 +1,6 @@
--- alkstore system schema v1 (PostgreSQL). Pre-release: later issues extend
--- this baseline in place. Every object lives in the schema "alkstore".
+-- alkstore system schema v1 (PostgreSQL), the baseline. Frozen: databases
+-- have applied it, so it never changes; every schema change is a new
+-- numbered migration. Every object lives in the schema "alkstore".
 
 -- +goose Up
 CREATE SCHEMA IF NOT EXISTS alkstore;

@@ -1,0 +1,11 @@
+-- Schema (SQLite): what Open looks at before it asks goose anything.
+
+-- name: SchemaObjects :many
+-- The tables of the main database (schema, name, type, ncol, wr, strict).
+-- Open looks for alkstore's goose version table, its tables (alk_events)
+-- and goose's default version table (goose_db_version, which a goose run
+-- without -table writes), to tell a schema applied without alkstore's
+-- version table from a fresh database. PostgreSQL's SchemaObjects answers
+-- the same from its catalog; sqlc knows no SQLite catalog, so this PRAGMA is
+-- read through queries.Statement.
+PRAGMA main.table_list;

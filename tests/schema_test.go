@@ -1,0 +1,450 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for goose
+	"github.com/pressly/goose/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/schema"
+	"github.com/alkstore/alkstore/store"
+)
+
+// goose runs the pinned goose CLI, as a DBA would.
+func gooseCLI(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx(t), "go", append([]string{"tool", "-modfile=../tools/go.mod", "goose"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "goose %v: %s", args, out)
+}
+
+// execSQL runs statements on the env's database through database/sql.
+func (e *engineEnv) execSQL(t *testing.T, stmts ...string) {
+	t.Helper()
+	db := e.sqlDB(t)
+	for _, s := range stmts {
+		_, err := db.ExecContext(ctx(t), s)
+		require.NoError(t, err, s)
+	}
+}
+
+func (e *engineEnv) sqlDB(t *testing.T) *sql.DB {
+	t.Helper()
+	driver, dsn := "pgx", e.dsn
+	if e.name == "lite" {
+		driver, dsn = "sqlite3", "file:"+e.dsn+"?_pragma=busy_timeout(10000)"
+	}
+	db, err := sql.Open(driver, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestPlainGooseHistoryIsNamed: the schema applied with goose's default
+// version table (the command without -table) is refused on open with
+// ErrSchemaVersion naming the table found and the flag to use, instead of
+// "database is at version 0" or migrating it a second time ("relation
+// already exists"); the README's remedy then makes the database open.
+func TestPlainGooseHistoryIsNamed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		versionTable, defaultTable := schema.PostgresVersionTable, "public.goose_db_version"
+		if e.name == "pg" {
+			gooseCLI(t, "-dir", "../schema/pg", "postgres", e.dsn, "up")
+		} else {
+			versionTable, defaultTable = schema.SQLiteVersionTable, "goose_db_version"
+			gooseCLI(t, "-dir", "../schema/lite", "sqlite3", e.dsn, "up")
+		}
+
+		for _, opts := range [][]store.Option{{store.WithoutMigrate()}, nil, {store.WithoutMigrate()}} {
+			_, err := store.Open(c, e.dsn, opts...)
+			require.ErrorIs(t, err, store.ErrSchemaVersion)
+			assert.Contains(t, err.Error(), "goose's default version table "+defaultTable+" exists")
+			assert.Contains(t, err.Error(), "-table "+versionTable+" ")
+			assert.NotContains(t, err.Error(), "already exists")
+		}
+
+		// The README's remedy: goose creates alkstore's version table, and
+		// the history moves into it.
+		if e.name == "pg" {
+			gooseCLI(t, "-table", versionTable, "-dir", "../schema/pg", "postgres", e.dsn, "version")
+		} else {
+			gooseCLI(t, "-table", versionTable, "-dir", "../schema/lite", "sqlite3", e.dsn, "version")
+		}
+		e.execSQL(t, "INSERT INTO "+versionTable+" (version_id, is_applied) "+
+			"SELECT version_id, is_applied FROM goose_db_version WHERE version_id > 0 ORDER BY id")
+		for _, opts := range [][]store.Option{{store.WithoutMigrate()}, nil} {
+			s, err := store.Open(c, e.dsn, opts...)
+			require.NoError(t, err)
+			_, err = s.Stream("x").Publish(c, []byte("x"))
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+		}
+	})
+}
+
+// TestLeastPrivilegeRoleOpensCurrentDatabase: a role with only the
+// privileges the library's statements use (no CREATE on the database, DML on
+// alkstore's tables, SELECT on its version table) opens a database an owner
+// migrated, auto-migration on or off, and uses it. SQLite has no roles: a
+// file's permissions are all or nothing, so only PostgreSQL can show it.
+func TestLeastPrivilegeRoleOpensCurrentDatabase(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	e.open(t).Close() // the owner migrates
+
+	u, err := url.Parse(e.dsn)
+	require.NoError(t, err)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	role := dbName + "_app"
+	admin, err := pgx.Connect(c, e.dsn)
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"REVOKE ALL ON DATABASE " + dbName + " FROM PUBLIC",
+		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
+		"GRANT USAGE ON SCHEMA alkstore TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA alkstore TO " + role,
+		"REVOKE INSERT, UPDATE, DELETE ON " + schema.PostgresVersionTable + " FROM " + role,
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA alkstore TO " + role,
+	} {
+		_, err := admin.Exec(c, stmt)
+		require.NoError(t, err, stmt)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_, _ = admin.Exec(bg, "DROP OWNED BY "+role)
+		_, _ = admin.Exec(bg, "DROP ROLE "+role)
+	})
+	u.User = url.User(role)
+	app := u.String()
+
+	// The role really is least-privileged: it cannot create the schema.
+	conn, err := pgx.Connect(c, app)
+	require.NoError(t, err)
+	_, err = conn.Exec(c, "CREATE SCHEMA IF NOT EXISTS alkstore")
+	require.ErrorContains(t, err, "permission denied")
+	require.NoError(t, conn.Close(c))
+
+	for _, opts := range [][]store.Option{nil, {store.WithoutMigrate()}} {
+		s, err := store.Open(c, app, opts...)
+		require.NoError(t, err)
+		exerciseStore(t, s, fmt.Sprint(len(opts)))
+		require.NoError(t, s.Close())
+	}
+}
+
+// exerciseStore publishes, reads, saves an offset, writes a key, enqueues,
+// claims and acks, and fires a schedule.
+func exerciseStore(t *testing.T, s *store.Store, tag string) {
+	t.Helper()
+	c := ctx(t)
+	st := s.Stream("ex-" + tag)
+	off, err := st.Publish(c, []byte("a"))
+	require.NoError(t, err)
+	evs, err := st.ReadSince(c, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{off}, offsets(evs))
+	require.NoError(t, st.SaveOffset(c, "c", off))
+	_, err = st.PublishWithKey(c, "k", []byte("v"))
+	require.NoError(t, err)
+	h, err := st.Key("k").CompactionHead(c)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("v"), h.Payload)
+
+	q := s.Queue("ex-" + tag)
+	_, err = q.Enqueue(c, []byte("job"), store.EnqueueOpts{})
+	require.NoError(t, err)
+	jobs, err := q.Claim(c, "w", 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, jobs[0].Ack(c))
+
+	require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "ex-" + tag, Spec: "@every 1s", Queue: "ex-" + tag}))
+	_, err = s.Scheduler("w").RunOnce(c)
+	require.NoError(t, err)
+}
+
+// TestCommentsOnEveryTableAndColumn: a DBA reading \d+ learns what each of
+// alkstore's tables and columns is for. PostgreSQL only: SQLite has no
+// COMMENT ON (its 00004 is a no-op; the migration files are its notes).
+func TestCommentsOnEveryTableAndColumn(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	e.open(t).Close()
+	pool := e.pool(t)
+	rows, err := pool.Query(c, `
+		SELECT c.relname, COALESCE(a.attname, ''), d.description IS NOT NULL
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'alkstore'
+		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass
+		     AND d.objsubid = COALESCE(a.attnum, 0)
+		WHERE c.relkind = 'r' AND c.relname <> 'goose_db_version' AND a.attnum IS NOT NULL
+		UNION ALL
+		SELECT c.relname, '', obj_description(c.oid, 'pg_class') IS NOT NULL
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'alkstore'
+		WHERE c.relkind IN ('r', 'S') AND c.relname NOT LIKE 'goose_db_version%'`)
+	require.NoError(t, err)
+	var missing []string
+	seen := 0
+	for rows.Next() {
+		var rel, col string
+		var ok bool
+		require.NoError(t, rows.Scan(&rel, &col, &ok))
+		seen++
+		if !ok {
+			missing = append(missing, strings.TrimSuffix(rel+"."+col, "."))
+		}
+	}
+	require.NoError(t, rows.Err())
+	assert.Greater(t, seen, 60)
+	assert.Empty(t, missing, "objects without COMMENT ON")
+}
+
+// TestMigrateHoldingData: a database migrated to each earlier version, with
+// rows written after each version as that version's library wrote them,
+// opens with auto-migration and its data is intact and usable.
+func TestMigrateHoldingData(t *testing.T) {
+	for _, name := range []string{"pg", "lite"} {
+		t.Run(name, func(t *testing.T) {
+			files, table, dialect := schema.Postgres, schema.PostgresVersionTable, goose.DialectPostgres
+			if name == "lite" {
+				files, table, dialect = schema.SQLite, schema.SQLiteVersionTable, goose.DialectSQLite3
+			}
+			fsys, err := files()
+			require.NoError(t, err)
+			versions := sourceVersions(t, fsys)
+			for _, from := range versions[:len(versions)-1] {
+				t.Run(fmt.Sprintf("from-%d", from), func(t *testing.T) {
+					e := newEnv(t, name)
+					c := ctx(t)
+					db := e.sqlDB(t)
+					if name == "pg" {
+						bootstrap, err := schema.PostgresBootstrap()
+						require.NoError(t, err)
+						_, err = db.ExecContext(c, bootstrap)
+						require.NoError(t, err)
+					}
+					p, err := goose.NewProvider(dialect, db, fsys, goose.WithTableName(table), goose.WithDisableGlobalRegistry(true))
+					require.NoError(t, err)
+					var want seeded
+					for _, v := range versions {
+						if v > from {
+							break
+						}
+						_, err := p.UpTo(c, v)
+						require.NoError(t, err)
+						have, err := p.GetDBVersion(c)
+						require.NoError(t, err)
+						require.Equal(t, v, have)
+						seed(t, e, db, v, &want)
+					}
+					require.NoError(t, db.Close())
+
+					s := e.open(t) // auto-migrate to the latest
+					checkSeeded(t, s, want)
+					exerciseStore(t, s, "after")
+				})
+			}
+		})
+	}
+}
+
+func sourceVersions(t *testing.T, fsys fs.FS) []int64 {
+	t.Helper()
+	p, err := goose.NewProvider(goose.DialectSQLite3, &sql.DB{}, fsys, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	var vs []int64
+	for _, s := range p.ListSources() {
+		vs = append(vs, s.Version)
+	}
+	require.GreaterOrEqual(t, len(vs), 4)
+	return vs
+}
+
+// seeded is what seed wrote, for checkSeeded.
+type seeded struct {
+	events    [][]byte          // stream "data", in offset order
+	heads     map[string]string // key of stream "kv" -> payload; "" for no value
+	jobs      []string          // pending jobs of queue "jobs"
+	dead      int               // dead jobs of queue "jobs"
+	schedules []string          // schedules, each due
+	offset    int               // index in events of consumer "c"'s saved offset
+}
+
+// seed writes rows into the tables version v has, as the library of that
+// version wrote them. Each version's statements are frozen with it: a later
+// schema change adds a case here, never edits one.
+func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
+	t.Helper()
+	c := ctx(t)
+	if w.heads == nil {
+		w.heads = map[string]string{}
+	}
+	exec := func(q string, args ...any) int64 {
+		t.Helper()
+		var id int64
+		if strings.Contains(q, "RETURNING") {
+			require.NoError(t, db.QueryRowContext(c, q, args...).Scan(&id), q)
+		} else {
+			_, err := db.ExecContext(c, q, args...)
+			require.NoError(t, err, q)
+		}
+		return id
+	}
+	now := time.Now()
+	tag := fmt.Sprint(v)
+	pg := e.name == "pg"
+
+	// Every version has events, keyed heads, offsets and jobs.
+	event := func(stream string, key *string, payload []byte) int64 {
+		if pg {
+			return exec(`INSERT INTO alkstore.events (id, stream, key, payload, txid)
+				VALUES (nextval('alkstore.event_offset_seq'), $1, $2, $3, pg_current_xact_id()) RETURNING id`, stream, key, payload)
+		}
+		return exec(`INSERT INTO alk_events (stream, key, payload) VALUES (?, ?, ?) RETURNING id`, stream, key, payload)
+	}
+	head := func(key string, off int64) {
+		if pg {
+			exec(`INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank)
+				VALUES ('kv', $1, $2, 0, 0)
+				ON CONFLICT (stream, key) DO UPDATE SET head_offset = excluded.head_offset, updated_at = now()`, key, off)
+			return
+		}
+		exec(`INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
+			VALUES ('kv', ?, ?, 0, 0, ?, ?)
+			ON CONFLICT (stream, key) DO UPDATE SET head_offset = excluded.head_offset, updated_at = excluded.updated_at`,
+			key, off, now.UnixMicro(), now.UnixMicro())
+	}
+	for i := range 2 {
+		p := []byte(fmt.Sprintf("v%s-e%d", tag, i))
+		event("data", nil, p)
+		w.events = append(w.events, p)
+	}
+	key := "k" + tag
+	head(key, event("kv", &key, []byte("old-"+key)))
+	head(key, event("kv", &key, []byte("new-"+key)))
+	w.heads[key] = "new-" + key
+	// Before 00003, trims deleted head events and left their heads behind
+	// (00003 makes such heads headless).
+	if v < 3 {
+		gone := "gone" + tag
+		off := event("kv", &gone, []byte("x"))
+		head(gone, off)
+		if pg {
+			exec(`DELETE FROM alkstore.events WHERE id = $1`, off)
+		} else {
+			exec(`DELETE FROM alk_events WHERE id = ?`, off)
+		}
+		w.heads[gone] = ""
+	}
+	if pg {
+		exec(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
+			SELECT 'data', 'c', max(id) FROM alkstore.events WHERE stream = 'data'
+			ON CONFLICT (stream, consumer) DO UPDATE SET committed_offset = excluded.committed_offset`)
+		exec(`INSERT INTO alkstore.streams (name, compacted) VALUES ('kv', true) ON CONFLICT DO NOTHING`)
+		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at) VALUES ('jobs', $1, 3, now() - interval '1 second')`, []byte("job"+tag))
+		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, died_at, last_error)
+			VALUES ('jobs', $1, 1, now(), 'dead', 1, now(), 'boom')`, []byte("dead"+tag))
+	} else {
+		exec(`INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
+			SELECT 'data', 'c', max(id) FROM alk_events WHERE stream = 'data'
+			ON CONFLICT (stream, consumer) DO UPDATE SET committed_offset = excluded.committed_offset`)
+		exec(`INSERT INTO alk_streams (name, compacted) VALUES ('kv', 1) ON CONFLICT DO NOTHING`)
+		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('jobs', ?, 3, ?, ?)`,
+			[]byte("job"+tag), now.UnixMicro(), now.Add(-time.Second).UnixMicro())
+		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, died_at, last_error)
+			VALUES ('jobs', ?, 1, ?, ?, 'dead', 1, ?, 'boom')`, []byte("dead"+tag), now.UnixMicro(), now.UnixMicro(), now.UnixMicro())
+	}
+	w.offset = len(w.events) - 1
+	w.jobs = append(w.jobs, "job"+tag)
+	w.dead++
+
+	// 00002 added schedules and leases.
+	if v >= 2 {
+		name := "sched" + tag
+		if pg {
+			exec(`INSERT INTO alkstore.schedules (name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, created_at, updated_at)
+				VALUES ($1, '@every 3600s', 'UTC', 'fired', $2, 0, 3, now() - interval '1 second', now(), now())`, name, []byte(name))
+		} else {
+			exec(`INSERT INTO alk_schedules (name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, created_at, updated_at)
+				VALUES (?, '@every 3600s', 'UTC', 'fired', ?, 0, 3, ?, ?, ?)`,
+				name, []byte(name), now.Add(-time.Second).UnixMicro(), now.UnixMicro(), now.UnixMicro())
+		}
+		w.schedules = append(w.schedules, name)
+	}
+}
+
+// checkSeeded reads back what seed wrote through the library, and uses it.
+func checkSeeded(t *testing.T, s *store.Store, w seeded) {
+	t.Helper()
+	c := ctx(t)
+	evs, err := s.Stream("data").ReadSince(c, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, len(w.events))
+	for i, ev := range evs {
+		assert.Equal(t, w.events[i], ev.Payload)
+	}
+	got, err := s.Stream("data").GetOffset(c, "c")
+	require.NoError(t, err)
+	assert.Equal(t, evs[w.offset].Offset, got)
+	next, err := s.Stream("data").Publish(c, []byte("after"))
+	require.NoError(t, err)
+	assert.Greater(t, next, evs[len(evs)-1].Offset, "offsets continue after the migrated ones")
+
+	kv := s.Stream("kv")
+	for key, want := range w.heads {
+		h, err := kv.Key(key).CompactionHead(c)
+		if want == "" {
+			require.ErrorIs(t, err, store.ErrNotFound, key)
+			continue
+		}
+		require.NoError(t, err, key)
+		assert.Equal(t, want, string(h.Payload), key)
+	}
+	_, err = kv.PublishWithKey(c, "k1", []byte("newest"))
+	require.NoError(t, err)
+	h, err := kv.Key("k1").CompactionHead(c)
+	require.NoError(t, err)
+	assert.Equal(t, "newest", string(h.Payload))
+
+	q := s.Queue("jobs")
+	stats, err := q.Stats(c)
+	require.NoError(t, err)
+	assert.EqualValues(t, w.dead, stats.Dead)
+	jobs, err := q.Claim(c, "w", 100, time.Minute)
+	require.NoError(t, err)
+	var payloads []string
+	for _, j := range jobs {
+		payloads = append(payloads, string(j.Payload))
+		require.NoError(t, j.Ack(c))
+	}
+	assert.ElementsMatch(t, w.jobs, payloads)
+
+	list, err := s.Schedules(c)
+	require.NoError(t, err)
+	var names []string
+	for _, sc := range list {
+		names = append(names, sc.Name)
+	}
+	assert.ElementsMatch(t, w.schedules, names)
+	fired, err := s.Scheduler("w").RunOnce(c)
+	require.NoError(t, err)
+	assert.Equal(t, len(w.schedules), fired)
+	jobs, err = s.Queue("fired").Claim(c, "w", 100, time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, jobs, len(w.schedules))
+}
