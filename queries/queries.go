@@ -1,7 +1,6 @@
-// Package queries holds the one statement sqlc cannot generate code for:
-// SQLite's PRAGMA data_version (sqlc skips PRAGMAs). It stays in
-// lite/notify.sql beside the other statements of the wake feed, and this
-// package hands it out by name.
+// Package queries holds the statements sqlc cannot generate code for:
+// SQLite's PRAGMAs (sqlc skips them). Each stays in its file beside the
+// other statements of its mechanism, and this package hands it out.
 package queries
 
 import (
@@ -12,9 +11,16 @@ import (
 //go:embed lite/notify.sql
 var liteNotify string
 
+//go:embed lite/schema.sql
+var liteSchema string
+
 // DataVersion is lite/notify.sql's DataVersion: it changes whenever another
 // connection commits to the SQLite file.
 var DataVersion = statement(liteNotify, "DataVersion")
+
+// SchemaObjects is lite/schema.sql's SchemaObjects: the main database's
+// tables, which Open looks at before it asks goose anything.
+var SchemaObjects = statement(liteSchema, "SchemaObjects")
 
 // statement is the body of the query named name ("-- name: Name :kind") in
 // src, without its comment lines; "" when src has no such query.

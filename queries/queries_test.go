@@ -7,3 +7,9 @@ func TestDataVersion(t *testing.T) {
 		t.Fatalf("DataVersion = %q, want lite/notify.sql's PRAGMA", DataVersion)
 	}
 }
+
+func TestSchemaObjects(t *testing.T) {
+	if SchemaObjects != "PRAGMA main.table_list;" {
+		t.Fatalf("SchemaObjects = %q, want lite/schema.sql's PRAGMA", SchemaObjects)
+	}
+}

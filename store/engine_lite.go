@@ -121,11 +121,7 @@ func connectWriter(ctx context.Context, writer *sql.DB) error {
 // SchemaObjects, a PRAGMA sqlc cannot generate) for what Open looks at.
 func liteSchemaObjects(ctx context.Context, db *sql.DB) (schemaObjects, error) {
 	var objs schemaObjects
-	text, err := queries.Statement("lite", "SchemaObjects")
-	if err != nil {
-		return objs, err
-	}
-	rows, err := db.QueryContext(ctx, text)
+	rows, err := db.QueryContext(ctx, queries.SchemaObjects)
 	if err != nil {
 		return objs, err
 	}

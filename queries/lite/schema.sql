@@ -7,5 +7,5 @@
 -- without -table writes), to tell a schema applied without alkstore's
 -- version table from a fresh database. PostgreSQL's SchemaObjects answers
 -- the same from its catalog; sqlc knows no SQLite catalog, so this PRAGMA is
--- read through queries.Statement.
+-- read through queries.SchemaObjects.
 PRAGMA main.table_list;
