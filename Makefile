@@ -22,13 +22,18 @@ bench:
 vet:
 	go vet ./...
 
-## generate: regenerate db/ from queries/ and schema/
+# The sqlc-shared-tx example's application has its own sqlc config.
+SQLC_EXAMPLE := examples/sqlc-shared-tx/sqlc.yaml
+
+## generate: regenerate db/ from queries/ and schema/ (and the sqlc example's code)
 generate:
 	$(SQLC) generate
+	$(SQLC) generate -f $(SQLC_EXAMPLE)
 
-## sqlc-diff: fail when db/ is not what sqlc would generate
+## sqlc-diff: fail when db/ (or the sqlc example's code) is not what sqlc would generate
 sqlc-diff:
 	$(SQLC) diff
+	$(SQLC) diff -f $(SQLC_EXAMPLE)
 
 ## tidy-diff: fail when go.mod/go.sum are not what `go mod tidy` would write
 tidy-diff:

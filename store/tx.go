@@ -22,6 +22,11 @@ import (
 // since Rollback after Commit is a no-op), or Store.AdoptPgx / AdoptSQL to
 // work inside a transaction the caller began and will end. A Tx is not safe
 // for concurrent use, like the driver transaction under it.
+//
+// Exec, Query and QueryRow run business SQL on either engine ($1
+// placeholders work on both). For code written against a driver, such as
+// sqlc-generated queries, Pgx and SQL hand out the driver transaction
+// itself: statements run on it are part of tx.
 type Tx struct {
 	h *txHandle
 }
@@ -39,7 +44,6 @@ type txHandle struct {
 type txState struct {
 	mu     sync.Mutex
 	dtx    driverTx
-	err    error // set when the transaction could not be adopted
 	done   bool
 	commit bool // how it ended
 	owned  bool // begun by the store, so the store must end it
@@ -51,6 +55,9 @@ type txState struct {
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
 }
+
+// errAdopted is why an adopted Tx does not end its transaction.
+var errAdopted = fmt.Errorf("%w: the transaction is adopted: whoever began it ends it (Commit or Rollback on the pgx.Tx or *sql.Tx given to AdoptPgx or AdoptSQL)", ErrInvalidArgument)
 
 // rollbackTimeout bounds a rollback that runs after the caller's context was
 // cancelled (a rollback must still happen to release the connection).
@@ -169,22 +176,46 @@ func (st *txState) open() bool {
 	return !st.done
 }
 
-// AdoptPgx wraps a transaction the caller began on a Postgres store's
-// database. The caller stays responsible for ending it.
-func (s *Store) AdoptPgx(ptx pgx.Tx) Tx {
-	if pe, ok := s.eng.(*pgEngine); ok && ptx != nil {
-		return s.newTx(pe.wrapTx(ptx), false)
+// AdoptPgx adopts a transaction the caller began with pgx on a Postgres
+// store's database, so the store's Tx forms (PublishTx, EnqueueTx, ...) run
+// in it beside the caller's own statements. The caller began it and ends it
+// with ptx.Commit or ptx.Rollback; the returned Tx's Commit and Rollback
+// refuse (see Tx.Commit). It fails at once, with an error matching
+// ErrInvalidArgument, for a nil ptx or a SQLite store, and with ErrClosed
+// on a closed store.
+func (s *Store) AdoptPgx(ptx pgx.Tx) (Tx, error) {
+	if err := s.check(); err != nil {
+		return Tx{}, opErr("adopt", "", err)
 	}
-	return s.failedTx(fmt.Errorf("%w: AdoptPgx needs a pgx transaction on a Postgres store (this store is %s)", ErrInvalidArgument, s.eng.kind()))
+	pe, ok := s.eng.(*pgEngine)
+	switch {
+	case !ok:
+		return Tx{}, opErr("adopt", "", fmt.Errorf("%w: AdoptPgx needs a Postgres store (this store is %s; use AdoptSQL)", ErrInvalidArgument, s.eng.kind()))
+	case ptx == nil:
+		return Tx{}, opErr("adopt", "", fmt.Errorf("%w: AdoptPgx needs a transaction, not nil", ErrInvalidArgument))
+	}
+	return s.newTx(pe.wrapTx(ptx), false), nil
 }
 
-// AdoptSQL wraps a *sql.Tx the caller began on a SQLite store's database
-// file. The caller stays responsible for ending it.
-func (s *Store) AdoptSQL(stx *sql.Tx) Tx {
-	if le, ok := s.eng.(*liteEngine); ok && stx != nil {
-		return s.newTx(le.wrapTx(stx), false)
+// AdoptSQL adopts a *sql.Tx the caller began on a SQLite store's database
+// file (a *sql.DB of the "sqlite3" driver, which importing store
+// registers), so the store's Tx forms run in it beside the caller's own
+// statements. The caller began it and ends it with stx.Commit or
+// stx.Rollback; the returned Tx's Commit and Rollback refuse (see
+// Tx.Commit). It fails at once, with an error matching ErrInvalidArgument,
+// for a nil stx or a Postgres store, and with ErrClosed on a closed store.
+func (s *Store) AdoptSQL(stx *sql.Tx) (Tx, error) {
+	if err := s.check(); err != nil {
+		return Tx{}, opErr("adopt", "", err)
 	}
-	return s.failedTx(fmt.Errorf("%w: AdoptSQL needs a database/sql transaction on a SQLite store (this store is %s)", ErrInvalidArgument, s.eng.kind()))
+	le, ok := s.eng.(*liteEngine)
+	switch {
+	case !ok:
+		return Tx{}, opErr("adopt", "", fmt.Errorf("%w: AdoptSQL needs a SQLite store (this store is %s; use AdoptPgx)", ErrInvalidArgument, s.eng.kind()))
+	case stx == nil:
+		return Tx{}, opErr("adopt", "", fmt.Errorf("%w: AdoptSQL needs a transaction, not nil", ErrInvalidArgument))
+	}
+	return s.newTx(le.wrapTx(stx), false), nil
 }
 
 func (s *Store) newTx(dtx driverTx, owned bool) Tx {
@@ -196,17 +227,63 @@ func (s *Store) newTx(dtx driverTx, owned bool) Tx {
 	return Tx{h: h}
 }
 
-func (s *Store) failedTx(err error) Tx {
-	return Tx{h: &txHandle{store: s, state: &txState{err: err, done: true}}}
+// Pgx returns the pgx transaction under tx, begun by the store or adopted,
+// so code written for pgx runs in the same transaction: sqlc-generated
+// queries (pass it as their DBTX), pgx.CollectRows over its Query, helpers
+// taking a pgx.Tx. ok is false on a SQLite store (use SQL) and for the zero
+// Tx.
+//
+// Run statements on it; end the transaction through tx, never through the
+// pgx.Tx. A store-begun transaction belongs to its Tx, whose Commit also
+// sends the wakes for what the store wrote and stops tracking it; if the
+// pgx.Tx is committed or rolled back directly, the store cannot tell which
+// happened, and tx.Commit returns an error matching ErrTxDone. An adopted
+// transaction is the other way round: you end the pgx.Tx, and tx refuses to.
+func (tx Tx) Pgx() (pgx.Tx, bool) {
+	if tx.h == nil {
+		return nil, false
+	}
+	t, ok := tx.h.state.dtx.(pgTx)
+	if !ok {
+		return nil, false
+	}
+	t.o.txs.foreign.Store(true) // statements the store did not write (see pgOps.mayLearn)
+	return t.tx, true
+}
+
+// SQL returns the database/sql transaction under tx, begun by the store or
+// adopted, so code written for database/sql runs in the same transaction:
+// sqlc-generated queries (pass it as their DBTX), helpers taking a *sql.Tx.
+// ok is false on a Postgres store (use Pgx) and for the zero Tx. The rule
+// of Pgx holds: end the transaction through tx, never through the *sql.Tx,
+// unless you adopted it.
+func (tx Tx) SQL() (*sql.Tx, bool) {
+	if tx.h == nil {
+		return nil, false
+	}
+	t, ok := tx.h.state.dtx.(liteTx)
+	if !ok {
+		return nil, false
+	}
+	return t.tx, true
 }
 
 // Commit commits the transaction. After it, every use of tx returns
 // ErrTxDone, except Rollback, which does nothing. On a store that finished
-// closing (see Shutdown) it rolls back and returns ErrClosed.
+// closing (see Shutdown) it rolls back and returns ErrClosed. If the driver
+// transaction was ended directly (through Pgx or SQL), it returns an error
+// matching ErrTxDone.
+//
+// On an adopted transaction (AdoptPgx, AdoptSQL) Commit and Rollback change
+// nothing and return an error matching ErrInvalidArgument: whoever began it
+// ends it, through the pgx.Tx or *sql.Tx.
 func (tx Tx) Commit(ctx context.Context) error {
 	st, err := tx.state()
 	if err != nil {
 		return opErr("commit", "", err)
+	}
+	if !st.owned {
+		return opErr("commit", "", errAdopted)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -224,6 +301,9 @@ func (tx Tx) Commit(ctx context.Context) error {
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
+		if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, sql.ErrTxDone) {
+			err = fmt.Errorf("the driver transaction had already ended: was it committed or rolled back directly, not through this Tx? (%w)", err)
+		}
 		return opErr("commit", "", tx.h.store.driverErr(err))
 	}
 	for _, fn := range st.afterCommit {
@@ -242,11 +322,16 @@ func (tx Tx) onCommit(fn func()) {
 }
 
 // Rollback rolls the transaction back. It is a no-op on a transaction that
-// already ended, so `defer tx.Rollback(ctx)` is safe after Commit.
+// already ended, so `defer tx.Rollback(ctx)` is safe after Commit. On an
+// adopted transaction it changes nothing and returns an error matching
+// ErrInvalidArgument (see Commit).
 func (tx Tx) Rollback(ctx context.Context) error {
 	st, err := tx.state()
 	if err != nil {
 		return nil
+	}
+	if !st.owned {
+		return opErr("rollback", "", errAdopted)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -312,10 +397,7 @@ func (tx Tx) live() (driverTx, error) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	switch {
-	case st.err != nil:
-		return nil, st.err
-	case st.done:
+	if st.done {
 		return nil, ErrTxDone
 	}
 	return st.dtx, nil

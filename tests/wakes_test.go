@@ -175,7 +175,9 @@ func TestRepeatableReadTransactionsProgress(t *testing.T) {
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = ptx.Rollback(context.Background()) })
 				query := func() error { _, err := ptx.Exec(c, "SELECT 1"); return err }
-				return s.AdoptPgx(ptx), query, func() error { return ptx.Commit(c) }
+				tx, err := s.AdoptPgx(ptx)
+				require.NoError(t, err)
+				return tx, query, func() error { return ptx.Commit(c) }
 			}
 		case "lite":
 			begin = func() (store.Tx, func() error, func() error) {
@@ -239,7 +241,9 @@ func TestAdoptedWritesWakeAtOnce(t *testing.T) {
 			begin = func() adopted {
 				ptx, err := pool.Begin(c)
 				require.NoError(t, err)
-				return adopted{s.AdoptPgx(ptx), func() error { return ptx.Commit(c) }, func() error { return ptx.Rollback(c) }}
+				tx, err := s.AdoptPgx(ptx)
+				require.NoError(t, err)
+				return adopted{tx, func() error { return ptx.Commit(c) }, func() error { return ptx.Rollback(c) }}
 			}
 		case "lite":
 			db, err := sql.Open("sqlite3", "file:"+e.dsn+"?_pragma=busy_timeout(10000)")
@@ -248,7 +252,9 @@ func TestAdoptedWritesWakeAtOnce(t *testing.T) {
 			begin = func() adopted {
 				stx, err := db.BeginTx(c, nil)
 				require.NoError(t, err)
-				return adopted{s.AdoptSQL(stx), stx.Commit, stx.Rollback}
+				tx, err := s.AdoptSQL(stx)
+				require.NoError(t, err)
+				return adopted{tx, stx.Commit, stx.Rollback}
 			}
 		}
 		// writeInWindow runs write in A then in B, back to back on Postgres
