@@ -134,3 +134,30 @@ func TestBeginCtxBoundsOnlyTheWait(t *testing.T) {
 		require.NoError(t, tx.Rollback(c))
 	})
 }
+
+// TestPlaceholdersBindByNumber: business SQL on a Tx binds $n to the nth
+// argument on both engines, in whatever order the placeholders appear
+// (SQLite used to number them in order of first appearance, so "$2 ...
+// $1" swapped the arguments).
+func TestPlaceholdersBindByNumber(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c)
+		_, err = tx.Exec(c, "CREATE TABLE app_items (id bigint PRIMARY KEY, name text NOT NULL)")
+		require.NoError(t, err)
+		_, err = tx.Exec(c, "INSERT INTO app_items (name, id) VALUES ($2, $1)", 7, "seven")
+		require.NoError(t, err)
+		n, err := tx.Exec(c, "UPDATE app_items SET name = $2 WHERE id = $1 AND name = $3", 7, "SEVEN", "seven")
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		var id int64
+		var name string
+		require.NoError(t, tx.QueryRow(c, "SELECT id, name FROM app_items WHERE name = $2 AND id = $1", 7, "SEVEN").Scan(&id, &name))
+		require.Equal(t, int64(7), id)
+		require.Equal(t, "SEVEN", name)
+		require.NoError(t, tx.Commit(c))
+	})
+}
