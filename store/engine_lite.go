@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -162,8 +163,22 @@ func (e *liteEngine) kind() string { return "lite" }
 func (e *liteEngine) readOps() ops  { return liteOps{q: e.readQ} }
 func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer} }
 
+// begin starts BEGIN IMMEDIATE on the writer slot. ctx bounds only the wait
+// to begin (for the slot, and for other processes' writers), as on
+// Postgres, where pgx forgets Begin's ctx once the transaction began:
+// database/sql would roll the transaction back whenever the ctx it began
+// with ends, so it begins with a ctx that ctx cancels only until begin
+// returns.
 func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
-	tx, err := e.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE on the writer slot
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := e.writer.BeginTx(bctx, nil)
+	if !stop() { // ctx ended during begin, which bctx followed
+		if err == nil {
+			_ = tx.Rollback()
+		}
+		return nil, cmp.Or(ctx.Err(), err)
+	}
 	if err != nil {
 		return nil, err
 	}

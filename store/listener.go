@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alkstore/alkstore/internal/wake"
@@ -15,11 +16,13 @@ type Notification struct {
 }
 
 // Listener receives a channel's notifications from the moment it was
-// created. Notifications are ephemeral: a listener that falls far behind
-// loses the oldest it has not read.
+// created. Notifications are ephemeral: a listener buffers up to
+// ListenBuffer of them for Recv, and once that many wait, each new one
+// drops the oldest waiting (Dropped counts them), on both engines.
 type Listener struct {
 	channel string
 	c       <-chan []byte
+	dropped func() int64
 	done    <-chan struct{} // the feed ended
 	cause   func() error    // why it ended
 	stop    func()
@@ -28,16 +31,24 @@ type Listener struct {
 	onClose func()
 }
 
+// ListenBuffer is how many notifications a Listener holds for Recv before
+// each new one drops the oldest. Dropping the oldest keeps a listener that
+// falls behind current: it catches up with the latest notifications, which
+// describe the present, instead of working through stale ones and losing
+// everything sent meanwhile.
+const ListenBuffer = 256
+
 // newPushListener listens through a hub message subscription (Postgres: the
 // forwarder delivers each NOTIFY).
 // onClose (may be nil) runs once, when Close is called.
 func newPushListener(channel string, sub *wake.MsgSub, onClose func()) *Listener {
-	return &Listener{channel: channel, c: sub.C(), done: sub.Done(), cause: sub.Err, stop: sub.Close,
+	return &Listener{channel: channel, c: sub.C(), dropped: sub.Dropped, done: sub.Done(), cause: sub.Err, stop: sub.Close,
 		closed: make(chan struct{}), onClose: onClose}
 }
 
 // newPollListener reads src after every wake (SQLite: the notifications
-// table). wakes must already be subscribed; the listener owns it.
+// table) into a buffer of buf that drops its oldest when full, like the
+// push listener's. wakes must already be subscribed; the listener owns it.
 func newPollListener(ctx context.Context, channel string, src liteMessages, wakes *wake.Sub, buf int, onClose func()) (*Listener, error) {
 	last, err := src.Latest(ctx)
 	if err != nil {
@@ -45,10 +56,12 @@ func newPollListener(ctx context.Context, channel string, src liteMessages, wake
 		return nil, err
 	}
 	out := make(chan []byte, max(buf, 1))
+	dropped := new(atomic.Int64)
 	stop, ended := make(chan struct{}), make(chan struct{})
 	// done is the wake feed's end, not the reader's: Recv must see the store
 	// closing at once, not only after the reader noticed.
-	l := &Listener{channel: channel, c: out, done: wakes.Done(), cause: wakes.Err, closed: make(chan struct{}), onClose: onClose}
+	l := &Listener{channel: channel, c: out, dropped: dropped.Load, done: wakes.Done(), cause: wakes.Err,
+		closed: make(chan struct{}), onClose: onClose}
 	l.stop = func() { close(stop); <-ended }
 	go func() {
 		defer close(ended)
@@ -64,21 +77,31 @@ func newPollListener(ctx context.Context, channel string, src liteMessages, wake
 			case <-stop:
 				return
 			}
-			ids, payloads, err := src.Since(rctx, last)
-			if err != nil {
-				continue // the rows are still there; the next wake retries
-			}
-			for i := range ids {
-				select {
-				case out <- payloads[i]:
-				case <-stop:
-					return
+			for {
+				ids, payloads, err := src.Since(rctx, last)
+				if err != nil {
+					break // the rows are still there; the next wake retries
 				}
-				last = ids[i]
+				for i := range ids {
+					wake.PushDropOldest(out, payloads[i], dropped)
+					last = ids[i]
+				}
+				if len(ids) < notificationPage || isClosed(stop) {
+					break
+				}
 			}
 		}
 	}()
 	return l, nil
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Recv waits for the next notification. After Close (or the store closing)
@@ -120,6 +143,10 @@ func (l *Listener) ended() error {
 
 // Buffered is the number of notifications received and waiting for Recv.
 func (l *Listener) Buffered() int { return len(l.c) }
+
+// Dropped is the number of notifications this listener discarded, oldest
+// first, because ListenBuffer of them were already waiting for Recv.
+func (l *Listener) Dropped() int64 { return l.dropped() }
 
 // Close stops listening. Recv then returns ErrClosed.
 func (l *Listener) Close() error {

@@ -54,8 +54,12 @@ func (e *liteEngine) committed(string) {}
 
 func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error) {
 	return newPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},
-		s.subscribe(channelTopic(channel)), 256, onClose)
+		s.subscribe(channelTopic(channel)), ListenBuffer, onClose)
 }
+
+// notificationPage is NotificationsSince's LIMIT: a full page means more
+// rows may follow.
+const notificationPage = 1000
 
 // liteMessages reads one channel's rows of the notifications table.
 type liteMessages struct {

@@ -124,7 +124,7 @@ func (e *pgEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan st
 // forwarder's LISTEN is in place, so the listener hears everything sent
 // after Listen returns.
 func (e *pgEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error) {
-	sub := s.hub.SubscribeMessages(channel, 256)
+	sub := s.hub.SubscribeMessages(channel, ListenBuffer)
 	if err := s.feedReady(ctx); err != nil {
 		sub.Close()
 		return nil, err

@@ -72,6 +72,10 @@ const rollbackTimeout = 5 * time.Second
 // ErrInvalidArgument instead; with a Begin'd Tx it cannot, so use the Tx
 // forms (PublishTx, EnqueueTx, ...) inside a transaction.
 //
+// ctx bounds only the wait to begin (for a pooled connection, or the writer
+// slot): cancelling it afterwards does not end the transaction, on either
+// engine. Each statement is bounded by its own ctx.
+//
 // End every transaction with Commit or Rollback. One that is dropped while
 // open is rolled back when it is garbage-collected; the store forces a
 // collection when another operation has waited 100 ms for a connection or

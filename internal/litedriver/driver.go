@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"sync/atomic"
 
 	sqlite "github.com/ncruces/go-sqlite3/driver"
@@ -182,16 +184,45 @@ func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(s.broken, &err)
-	return s.raw.(driver.StmtExecContext).ExecContext(ctx, args)
+	return s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r driver.Rows, err error) {
 	defer guard(s.broken, &err)
-	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, args)
+	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, s.numbered(args))
 	if err != nil {
 		return nil, err
 	}
 	return &rows{raw: raw.(rawRows), broken: s.broken}, nil
+}
+
+// numbered binds the nth positional argument to the parameter $n, as
+// Postgres does. SQLite treats $1, $2 as names and numbers its parameters
+// in order of first appearance, so "SET a = $2 WHERE id = $1" would bind
+// the first argument to $2; the driver binds positional arguments by that
+// number. A statement without $n parameters ("?", "?NNN", ":name") binds
+// as before.
+func (s *stmt) numbered(args []driver.NamedValue) []driver.NamedValue {
+	bi, ok := s.raw.(interface{ BindIndex(name string) int })
+	if !ok {
+		return args
+	}
+	var out []driver.NamedValue
+	for i, a := range args {
+		if a.Name != "" {
+			continue
+		}
+		if id := bi.BindIndex("$" + strconv.Itoa(a.Ordinal)); id != 0 && id != a.Ordinal {
+			if out == nil {
+				out = slices.Clone(args)
+			}
+			out[i].Ordinal = id
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 func (s *stmt) CheckNamedValue(arg *driver.NamedValue) error {

@@ -4,12 +4,16 @@
 // processes. The store's EventReceiver and Listener read from it.
 package wake
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Hub fans wakes out to subscribers by topic. A wake carries no data (the
 // durable rows are the truth); a subscriber's channel holds at most one
 // pending wake, so wakes coalesce. Messages (notification payloads) are
-// delivered one by one to bounded per-subscriber buffers.
+// delivered one by one to bounded per-subscriber buffers, which drop their
+// oldest message when a new one finds them full.
 type Hub struct {
 	mu     sync.Mutex
 	wakes  map[string]map[*Sub]struct{}
@@ -50,11 +54,14 @@ type MsgSub struct {
 	channel string
 	c       chan []byte
 	done    chan struct{}
-	dropped int
+	dropped atomic.Int64
 }
 
 // C receives the channel's messages, in the order they arrived.
 func (s *MsgSub) C() <-chan []byte { return s.c }
+
+// Dropped counts the messages discarded because the buffer was full.
+func (s *MsgSub) Dropped() int64 { return s.dropped.Load() }
 
 // Done is closed when the hub closes: no more messages will come.
 func (s *MsgSub) Done() <-chan struct{} { return s.done }
@@ -89,8 +96,8 @@ func (h *Hub) Subscribe(topic string) *Sub {
 }
 
 // SubscribeMessages attaches to a channel's messages with a buffer of size
-// buf; when the subscriber falls that far behind, newer messages are dropped
-// (notifications are ephemeral) and counted.
+// buf; when the subscriber falls that far behind, each new message drops the
+// oldest buffered one (notifications are ephemeral), and Dropped counts them.
 func (h *Hub) SubscribeMessages(channel string, buf int) *MsgSub {
 	s := &MsgSub{hub: h, channel: channel, c: make(chan []byte, max(buf, 1)), done: make(chan struct{})}
 	h.mu.Lock()
@@ -130,15 +137,30 @@ func (h *Hub) WakeAll() {
 	}
 }
 
-// Deliver hands a message to every subscriber of channel without blocking.
+// Deliver hands a message to every subscriber of channel without blocking;
+// a full buffer drops its oldest message to make room.
 func (h *Hub) Deliver(channel string, payload []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.msgs[channel] {
+		PushDropOldest(s.c, payload, &s.dropped)
+	}
+}
+
+// PushDropOldest puts v into c without blocking: when c is full it first
+// takes out the oldest value and counts it in dropped. The caller must be
+// c's only sender, so the room made stays free for v.
+func PushDropOldest[T any](c chan T, v T, dropped *atomic.Int64) {
+	for {
 		select {
-		case s.c <- payload:
+		case c <- v:
+			return
 		default:
-			s.dropped++
+		}
+		select {
+		case <-c:
+			dropped.Add(1)
+		default: // a receiver made room meanwhile
 		}
 	}
 }
