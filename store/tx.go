@@ -105,10 +105,10 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 
 // InTx runs fn in a transaction: it commits when fn returns nil and rolls
 // back when fn returns an error, panics (the panic continues after the
-// rollback) or ctx is cancelled. If fn commits tx itself and returns nil,
-// InTx returns nil; if fn ends it any other way (Rollback, or a Commit that
-// failed) and returns nil, InTx returns an error matching ErrTxDone that
-// says nothing was committed.
+// rollback), exits its goroutine (runtime.Goexit) or ctx is cancelled. If
+// fn commits tx itself and returns nil, InTx returns nil; if fn ends it any
+// other way (Rollback, or a Commit that failed) and returns nil, InTx
+// returns an error matching ErrTxDone that says nothing was committed.
 //
 // The ctx fn receives carries the transaction. On SQLite the transaction
 // holds the writer slot, so an auto-commit write (Publish, Enqueue, Claim,
@@ -123,13 +123,20 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) er
 	}
 	var committed atomic.Bool // fn may commit tx itself
 	tx.onCommit(func() { committed.Store(true) })
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		// A panic, or runtime.Goexit (t.FailNow in a test), leaves fn without
+		// returning: roll back so the transaction never outlives InTx.
+		if p := recover(); p != nil || !returned {
 			_ = tx.Rollback(ctx)
-			panic(p)
+			if p != nil {
+				panic(p)
+			}
 		}
 	}()
-	if err := fn(withTx(ctx, s, tx), tx); err != nil {
+	err = fn(withTx(ctx, s, tx), tx)
+	returned = true
+	if err != nil {
 		_ = tx.Rollback(ctx)
 		return err
 	}

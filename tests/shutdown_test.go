@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -527,5 +528,38 @@ func TestUnstorableTextIsRefusedOrCleaned(t *testing.T) {
 		}
 		require.ErrorIs(t, q.Work(c, store.WorkOpts{Worker: "w\x00"}, func(context.Context, *store.Job) error { return nil }),
 			store.ErrInvalidName, "bad options fail Work at once")
+	})
+}
+
+// TestInTxRollsBackWhenItsFunctionExitsTheGoroutine: a function that leaves
+// through runtime.Goexit (t.FailNow inside an InTx, for one) neither
+// returns nor panics; its transaction must still end, or it would hold the
+// writer slot or a connection until the store closes.
+func TestInTxRollsBackWhenItsFunctionExitsTheGoroutine(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t, store.WithMaxConns(1))
+		c := ctx(t)
+		st := s.Stream("goexit")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+				if _, err := st.PublishTx(ctx, tx, []byte("never committed")); err != nil {
+					return err
+				}
+				runtime.Goexit()
+				return nil
+			})
+		}()
+		<-done
+		quick, cancel := context.WithTimeout(c, 5*time.Second)
+		defer cancel()
+		_, err := st.Publish(quick, []byte("after"))
+		require.NoError(t, err, "the writer slot or connection is free")
+		require.Eventually(t, func() bool {
+			evs, err := st.ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			return len(evs) == 1 && string(evs[0].Payload) == "after"
+		}, 30*time.Second, time.Millisecond)
 	})
 }
