@@ -21,8 +21,8 @@ import (
 //	         receiver or listener fails with ErrClosed
 //	draining every loop returned; new operations fail with ErrClosed, while
 //	         transactions already open may finish (Commit included)
-//	closed   every operation fails with ErrClosed, in open transactions too
-//	         (their Commit rolls back); the connections are released
+//	closed   transactions still open were rolled back; every operation
+//	         fails with ErrClosed; the connections are released
 type phase int32
 
 const (
