@@ -28,7 +28,7 @@ func (m Maintenance) pass(ctx context.Context, op string, batch int, fn func(o t
 }
 
 // DeleteExpiredHeadless deletes headless compaction rows unused for longer
-// than their stream's HeadlessTTL. A later LockCompactionHead recreates one.
+// than their stream's HeadlessTTL. A later LockCompactionHeadTx recreates one.
 func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.deleteExpiredHeadless(ctx, now, batch)

@@ -78,7 +78,7 @@ func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, op
 	if opts.SafetyPoll <= 0 {
 		opts.SafetyPoll = 5 * time.Second
 	}
-	start, err := src.GetOffset(ctx)
+	start, err := src.Offset(ctx)
 	if err != nil {
 		wakes.Close()
 		return nil, err

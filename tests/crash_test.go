@@ -114,7 +114,7 @@ func TestKilledWorkerLosesNoJobs(t *testing.T) {
 		for _, j := range rest {
 			assert.NotContains(t, held, j.ID)
 		}
-		n, err := q.AckBatch(c, rest)
+		n, err := q.AckMany(c, rest)
 		require.NoError(t, err)
 		require.EqualValues(t, total-claimed, n)
 

@@ -25,7 +25,7 @@ func (c *offsetClock) Advance(d time.Duration) { c.d.Add(int64(d)) }
 
 func lockKey(c context.Context, s *store.Store, st *store.Stream, key string) error {
 	return s.InTx(c, func(c context.Context, tx store.Tx) error {
-		_, err := st.Key(key).LockCompactionHead(c, tx)
+		_, err := st.Key(key).LockCompactionHeadTx(c, tx)
 		return err
 	})
 }
@@ -43,7 +43,7 @@ func TestJanitorSkipsAHeldHeadlessRow(t *testing.T) {
 
 		tx, err := s.Begin(c)
 		require.NoError(t, err)
-		_, err = st.Key("k").LockCompactionHead(c, tx)
+		_, err = st.Key("k").LockCompactionHeadTx(c, tx)
 		require.NoError(t, err)
 
 		start := time.Now()

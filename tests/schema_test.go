@@ -398,7 +398,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	for i, ev := range evs {
 		assert.Equal(t, w.events[i], ev.Payload)
 	}
-	got, err := s.Stream("data").GetOffset(c, "c")
+	got, err := s.Stream("data").Offset(c, "c")
 	require.NoError(t, err)
 	assert.Equal(t, evs[w.offset].Offset, got)
 	next, err := s.Stream("data").Publish(c, []byte("after"))
