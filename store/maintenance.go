@@ -68,6 +68,19 @@ func (m Maintenance) SweepExpiredJobs(ctx context.Context, batch int) (int64, er
 	})
 }
 
+// PruneNotifications deletes SQLite's stored notifications older than
+// maxAge, keeping at most keep of the newest (listeners have read them on
+// wake long before). On Postgres, where notifications are never stored, it
+// does nothing. Unlike the other passes it is bounded by keep, not a batch.
+func (m Maintenance) PruneNotifications(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
+	return run(handle{s: m.s}, "prune notifications", autoWrite(ctx), func(o target) (int64, error) {
+		if maxAge < 0 || keep < 0 {
+			return 0, fmt.Errorf("%w: maxAge and keep must not be negative", ErrInvalidArgument)
+		}
+		return o.pruneNotifications(ctx, m.s.now().Add(-maxAge), keep)
+	})
+}
+
 // Stats is a snapshot of the store's streams and queues.
 type Stats struct {
 	Streams []StreamStats

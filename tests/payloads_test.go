@@ -59,7 +59,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 
 		// So does the janitor.
 		id = enqueueAndLapse()
-		rep, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		rep, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, rep.JobsExpired)
 		dead(id)
@@ -223,7 +223,7 @@ func TestOversizedPayloadIsRefusedEverywhere(t *testing.T) {
 		tooLarge("Jobs.Enqueue", err)
 		_, err = ob.Enqueue(c, big, store.EnqueueOpts{})
 		tooLarge("Outbox.Enqueue", err)
-		err = s.Schedule(c, store.ScheduleSpec{Name: "big", Spec: "@hourly", Queue: "big", Payload: big})
+		err = s.Schedule("big").Set(c, store.ScheduleSpec{Spec: "@hourly", Queue: "big", Payload: big})
 		tooLarge("Schedule", err)
 		err = s.Notify(c, "big", make([]byte, 8000))
 		tooLarge("Notify (NOTIFY's limit, on both engines)", err)

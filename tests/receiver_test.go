@@ -298,7 +298,7 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 		go func() {
 			outboxDone <- s.Outbox("o").Run(wctx, store.OutboxOpts{}, func(context.Context, *store.Job) error { return nil })
 		}()
-		sch := s.Scheduler("closing")
+		sch := s.Scheduler("closing", store.SchedulerOpts{})
 		schedDone := make(chan error, 1)
 		go func() { schedDone <- sch.Run(wctx) }()
 		require.Eventually(t, sch.Leading, 10*time.Second, time.Millisecond)

@@ -170,8 +170,8 @@ func TestLoopsStopWithTheStore(t *testing.T) {
 		loops := map[string]func() error{
 			"Work":          func() error { return s.Queue("q").Work(c, store.WorkOpts{}, noop) },
 			"Outbox.Run":    func() error { return s.Outbox("o").Run(c, store.OutboxOpts{}, noop) },
-			"Scheduler.Run": func() error { return s.Scheduler("me").Run(c) },
-			"janitor.Run":   func() error { return janitor.New(s, janitor.Config{}).Run(c) },
+			"Scheduler.Run": func() error { return s.Scheduler("me", store.SchedulerOpts{}).Run(c) },
+			"janitor.Run":   func() error { return janitor.New(s, janitor.Opts{}).Run(c) },
 			"RunLoop": func() error {
 				return s.RunLoop(c, "mine", func(ctx context.Context) error { <-ctx.Done(); return nil })
 			},
@@ -225,8 +225,7 @@ func TestClosingSchedulerGivesItsLeaseUp(t *testing.T) {
 		c := ctx(t)
 		s, err := store.Open(c, e.dsn)
 		require.NoError(t, err)
-		leader := s.Scheduler("leader")
-		leader.LeaseTTL = time.Hour
+		leader := s.Scheduler("leader", store.SchedulerOpts{LeaseTTL: time.Hour})
 		done := make(chan error, 1)
 		go func() { done <- leader.Run(c) }()
 		require.Eventually(t, leader.Leading, 30*time.Second, time.Millisecond)

@@ -82,7 +82,7 @@ func run(ctx context.Context, dsn string) error {
 	fmt.Printf("%d goroutines × %d increments → page-visits = %d\n", workers, each, final.N)
 
 	// Compaction: every superseded value can go; the head stays.
-	report, err := janitor.New(s, janitor.Config{}).RunOnce(ctx)
+	report, err := janitor.New(s, janitor.Opts{}).RunOnce(ctx)
 	if err != nil {
 		return err
 	}
