@@ -41,7 +41,7 @@ type Report struct {
 
 // Janitor runs maintenance passes on one store.
 type Janitor struct {
-	s   *store.Store
+	s    *store.Store
 	opts Opts
 }
 

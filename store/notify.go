@@ -63,4 +63,3 @@ func notifyMessage(channel string, payload []byte) (string, error) {
 	}
 	return msg, nil
 }
-

@@ -148,7 +148,7 @@ func TestKeysAreValidatedLikeNames(t *testing.T) {
 					"TopicKey":       func() error { _, err := topic.Key(bad).CompactionHead(c); return err },
 				}
 				if bad != "" { // an empty PublishOpts.Key is an unkeyed message; an empty after, "from the first key"
-					entry["Produce"] = func() error { _, err := topic.Publish(c, &counter{N: 1}, store.PublishOpts{Key: bad}); return err }
+					entry["Topic.Publish"] = func() error { _, err := topic.Publish(c, &counter{N: 1}, store.PublishOpts{Key: bad}); return err }
 					entry["Heads after"] = func() error { _, err := topic.Heads(c, bad, 10); return err }
 				}
 				for what, call := range entry {
