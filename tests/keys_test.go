@@ -73,10 +73,10 @@ func TestConcurrentKeyedBatchesDoNotDeadlock(t *testing.T) {
 	})
 }
 
-// TestConcurrentAckBatchesInAnyOrder: two acks of the same claimed jobs,
+// TestConcurrentAckManyInAnyOrder: two acks of the same claimed jobs,
 // in opposite orders, started together, round after round: neither fails
 // (rows are locked in id order), and every job is acked exactly once.
-func TestConcurrentAckBatchesInAnyOrder(t *testing.T) {
+func TestConcurrentAckManyInAnyOrder(t *testing.T) {
 	const jobs, rounds = 40, 15
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)

@@ -324,7 +324,7 @@ func TestSpentClaimThatExpiresGoesDead(t *testing.T) {
 	})
 }
 
-func TestAckBatchOnlyAcksHeldClaims(t *testing.T) {
+func TestAckManyOnlyAcksHeldClaims(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
 		s := e.open(t, store.WithClock(clk.Now))

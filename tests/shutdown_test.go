@@ -351,9 +351,9 @@ func TestHandlerSettlesItsOwnJob(t *testing.T) {
 	})
 }
 
-// TestAckBatchSkipsSettledEntries: one settled job in a batch does not sink
+// TestAckManySkipsSettledEntries: one settled job in a batch does not sink
 // the batch.
-func TestAckBatchSkipsSettledEntries(t *testing.T) {
+func TestAckManySkipsSettledEntries(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
