@@ -11,7 +11,7 @@ import (
 
 // benchCompaction measures what compacted keys cost: keyed publishes (each
 // upserts its key's head) at 1, 64 and 1,024 keys against unkeyed publishes
-// in the same run, and lock → produce cycles, on distinct keys and on one
+// in the same run, and lock → publish cycles, on distinct keys and on one
 // hot key, 8 goroutines each.
 func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 	payload := make([]byte, 128)
@@ -27,7 +27,7 @@ func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 	topic := s.Topic[struct{ N int }]("locked")
 	cycle := func(key string) error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			cur, err := topic.Key(key).LockCompactionHead(ctx, tx)
+			cur, err := topic.Key(key).LockCompactionHeadTx(ctx, tx)
 			if err != nil {
 				return err
 			}
@@ -35,15 +35,15 @@ func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 			if cur != nil {
 				next.N = cur.N + 1
 			}
-			_, err = topic.ProduceInTx(ctx, tx, &next, store.ProduceOpts{Key: key})
+			_, err = topic.PublishTx(ctx, tx, &next, store.PublishOpts{Key: key})
 			return err
 		})
 	}
 	var seq atomic.Int64
 	distinct := rate(8, func() error { return cycle(fmt.Sprint("d", seq.Add(1)%4096)) })
 	hot := rate(8, func() error { return cycle("hot") })
-	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → produce cycles/s, distinct keys", distinct, "")
-	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → produce cycles/s, one hot key", hot, "")
+	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → publish cycles/s, distinct keys", distinct, "")
+	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → publish cycles/s, one hot key", hot, "")
 }
 
 // cmp prints a figure beside another of the same run (not raw SQL).

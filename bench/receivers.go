@@ -66,8 +66,8 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 	}
 	go s.Queue("idle").Work(wctx, store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
 	idle(engine, "idle: 20 receivers + 1 worker, CPU of one core")
-	go s.Scheduler("idle-leader").Run(wctx)
-	go other.Scheduler("idle-standby").Run(wctx)
+	go s.Scheduler("idle-leader", store.SchedulerOpts{}).Run(wctx)
+	go other.Scheduler("idle-standby", store.SchedulerOpts{}).Run(wctx)
 	idle(engine, "idle: the same + 2 schedulers, CPU of one core")
 }
 

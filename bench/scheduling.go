@@ -41,14 +41,14 @@ func benchScheduling(ctx context.Context, engine string, s *store.Store, open fu
 	fs := open(store.WithClock(clock))
 	defer fs.Close()
 	for i := range n {
-		must0(fs.Schedule(ctx, store.ScheduleSpec{Name: fmt.Sprint("s", i), Spec: "@hourly", Queue: "fired", Payload: payload}))
+		must0(fs.Schedule(fmt.Sprint("s", i)).Set(ctx, store.ScheduleSpec{Spec: "@hourly", Queue: "fired", Payload: payload}))
 	}
 	must0(r.createSchedules(ctx, n, payload, time.Now().Truncate(time.Hour).Add(time.Hour)))
 	var a, b float64
 	for range 3 {
 		hours.Add(2)
 		start := time.Now()
-		fired := must(fs.Scheduler("bench").RunOnce(ctx))
+		fired := must(fs.Scheduler("bench", store.SchedulerOpts{}).RunOnce(ctx))
 		if fired != n {
 			log.Fatalf("fired %d of %d schedules", fired, n)
 		}

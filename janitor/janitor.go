@@ -15,8 +15,8 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// Config tunes a janitor. Zero values take the defaults.
-type Config struct {
+// Opts configure a janitor. Zero values take the defaults.
+type Opts struct {
 	BatchSize          int           // rows per statement; default 500
 	Budget             time.Duration // wall time per pass; default 2s
 	Interval           time.Duration // between passes in Run; default 30s
@@ -41,31 +41,31 @@ type Report struct {
 
 // Janitor runs maintenance passes on one store.
 type Janitor struct {
-	s   *store.Store
-	cfg Config
+	s    *store.Store
+	opts Opts
 }
 
 // New returns a janitor for s.
-func New(s *store.Store, cfg Config) *Janitor {
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
+func New(s *store.Store, opts Opts) *Janitor {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 500
 	}
-	if cfg.Budget <= 0 {
-		cfg.Budget = 2 * time.Second
+	if opts.Budget <= 0 {
+		opts.Budget = 2 * time.Second
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 30 * time.Second
+	if opts.Interval <= 0 {
+		opts.Interval = 30 * time.Second
 	}
-	if cfg.NotificationMaxAge <= 0 {
-		cfg.NotificationMaxAge = time.Hour
+	if opts.NotificationMaxAge <= 0 {
+		opts.NotificationMaxAge = time.Hour
 	}
-	if cfg.NotificationKeep <= 0 {
-		cfg.NotificationKeep = 10000
+	if opts.NotificationKeep <= 0 {
+		opts.NotificationKeep = 10000
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
-	return &Janitor{s: s, cfg: cfg}
+	return &Janitor{s: s, opts: opts}
 }
 
 // RunOnce runs every task until it has nothing left or the pass's budget
@@ -74,7 +74,7 @@ func New(s *store.Store, cfg Config) *Janitor {
 // writer slot); a database error is.
 func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	start := time.Now()
-	pass, cancel := context.WithTimeout(ctx, j.cfg.Budget)
+	pass, cancel := context.WithTimeout(ctx, j.opts.Budget)
 	defer cancel()
 	m := j.s.Maintenance()
 	var r Report
@@ -90,12 +90,12 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	}
 	var err error
 	for _, t := range tasks {
-		if err = drain(pass, t.run, j.cfg.BatchSize, t.count); err != nil {
+		if err = drain(pass, t.run, j.opts.BatchSize, t.count); err != nil {
 			break
 		}
 	}
 	if err == nil && pass.Err() == nil {
-		r.NotificationsPruned, err = j.s.PruneNotifications(pass, j.cfg.NotificationMaxAge, j.cfg.NotificationKeep)
+		r.NotificationsPruned, err = m.PruneNotifications(pass, j.opts.NotificationMaxAge, j.opts.NotificationKeep)
 	}
 	r.Elapsed = time.Since(start)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -129,7 +129,7 @@ func drain(ctx context.Context, run func(context.Context, int) (int64, error), b
 // store.ErrClosed when the store's shutdown stopped it.
 func (j *Janitor) Run(ctx context.Context) error {
 	return j.s.RunLoop(ctx, "janitor", func(ctx context.Context) error {
-		t := time.NewTicker(j.cfg.Interval)
+		t := time.NewTicker(j.opts.Interval)
 		defer t.Stop()
 		for {
 			r, err := j.RunOnce(ctx)
@@ -137,9 +137,9 @@ func (j *Janitor) Run(ctx context.Context) error {
 			case ctx.Err() != nil:
 				return nil
 			case err != nil:
-				j.cfg.Logger.Warn("alkstore: janitor pass failed", "error", err)
+				j.opts.Logger.Warn("alkstore: janitor pass failed", "error", err)
 			default:
-				j.cfg.Logger.Debug("alkstore: janitor pass", "report", r)
+				j.opts.Logger.Debug("alkstore: janitor pass", "report", r)
 			}
 			select {
 			case <-ctx.Done():

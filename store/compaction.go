@@ -49,15 +49,15 @@ func (k *Key) CompactionHead(ctx context.Context) (*Head, error) {
 // READ or SERIALIZABLE on Postgres) could lose forever.
 const maxLockAttempts = 16
 
-// LockCompactionHead ensures the key has a row and locks it until tx ends,
-// so a read-modify-produce on the key composes with every other writer of
+// LockCompactionHeadTx ensures the key has a row and locks it until tx ends,
+// so a read-modify-publish on the key composes with every other writer of
 // it, even for a key that has no value yet. It returns the current head,
 // or nil when the row is headless or the head is a tombstone. The protocol:
 // select the row FOR UPDATE; when absent insert a headless row ON CONFLICT
 // DO NOTHING and select again (a lost insert race waits for the winner); a
 // found headless row has its updated_at refreshed under the lock. On SQLite
 // the writer slot that tx holds gives the same serialization.
-func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
+func (k *Key) LockCompactionHeadTx(ctx context.Context, tx Tx) (*Head, error) {
 	return run(k.st.handle, "lock compaction head", tx.via(), func(o target) (*Head, error) {
 		if err := validateKey(&k.key); err != nil {
 			return nil, err
@@ -77,7 +77,7 @@ func (k *Key) LockCompactionHead(ctx context.Context, tx Tx) (*Head, error) {
 				return nil, o.touchHeadless(ctx, k.st.name, k.key, now)
 			}
 			// Read under the lock, in a statement of its own (see the
-			// LockCompactionHead query on why it is not a join).
+			// LockCompactionHeadTx query on why it is not a join).
 			payload, found, err := o.eventPayload(ctx, *row.offset)
 			if err != nil || !found || payload == nil {
 				return nil, err // trimmed, or a tombstone: the key has no value

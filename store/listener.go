@@ -148,7 +148,8 @@ func (l *Listener) Buffered() int { return len(l.c) }
 // first, because ListenBuffer of them were already waiting for Recv.
 func (l *Listener) Dropped() int64 { return l.dropped() }
 
-// Close stops listening. Recv then returns ErrClosed.
+// Close stops listening. Recv then returns ErrClosed. It always returns
+// nil: the error result only makes a Listener an io.Closer.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		close(l.closed)

@@ -28,7 +28,7 @@ func (m Maintenance) pass(ctx context.Context, op string, batch int, fn func(o t
 }
 
 // DeleteExpiredHeadless deletes headless compaction rows unused for longer
-// than their stream's HeadlessTTL. A later LockCompactionHead recreates one.
+// than their stream's HeadlessTTL. A later LockCompactionHeadTx recreates one.
 func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.deleteExpiredHeadless(ctx, now, batch)
@@ -65,6 +65,19 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 func (m Maintenance) SweepExpiredJobs(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "sweep expired jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.sweepAllExpiredJobs(ctx, now, batch)
+	})
+}
+
+// PruneNotifications deletes SQLite's stored notifications older than
+// maxAge, keeping at most keep of the newest (listeners have read them on
+// wake long before). On Postgres, where notifications are never stored, it
+// does nothing. Unlike the other passes it is bounded by keep, not a batch.
+func (m Maintenance) PruneNotifications(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
+	return run(handle{s: m.s}, "prune notifications", autoWrite(ctx), func(o target) (int64, error) {
+		if maxAge < 0 || keep < 0 {
+			return 0, fmt.Errorf("%w: maxAge and keep must not be negative", ErrInvalidArgument)
+		}
+		return o.pruneNotifications(ctx, m.s.now().Add(-maxAge), keep)
 	})
 }
 

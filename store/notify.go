@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/alkstore/alkstore/internal/wake"
 )
@@ -63,17 +62,4 @@ func notifyMessage(channel string, payload []byte) (string, error) {
 		return "", fmt.Errorf("%w: %d bytes with its envelope, Postgres allows %d", ErrPayloadTooLarge, len(msg), wake.MaxPayload)
 	}
 	return msg, nil
-}
-
-// PruneNotifications deletes SQLite's stored notifications older than
-// maxAge, keeping at most keep of the newest (listeners have read them on
-// wake long before). On Postgres, where notifications are never stored, it
-// does nothing. The janitor calls it on a schedule.
-func (s *Store) PruneNotifications(ctx context.Context, maxAge time.Duration, keep int) (int64, error) {
-	return run(handle{s: s}, "prune notifications", autoWrite(ctx), func(o target) (int64, error) {
-		if maxAge < 0 || keep < 0 {
-			return 0, fmt.Errorf("%w: maxAge and keep must not be negative", ErrInvalidArgument)
-		}
-		return o.pruneNotifications(ctx, s.now().Add(-maxAge), keep)
-	})
 }

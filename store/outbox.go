@@ -103,7 +103,7 @@ func (ob *Outbox) Run(ctx context.Context, opts OutboxOpts, deliver Handler) err
 func (ob *Outbox) Stats(ctx context.Context) (QueueStats, error) { return ob.q.Stats(ctx) }
 
 // Message returns one message by id, dead ones included (to see LastError).
-func (ob *Outbox) Message(ctx context.Context, id int64) (*Job, error) { return ob.q.GetJob(ctx, id) }
+func (ob *Outbox) Message(ctx context.Context, id int64) (*Job, error) { return ob.q.Job(ctx, id) }
 
 // Requeue sends a dead message back for delivery, with its attempts reset.
 func (ob *Outbox) Requeue(ctx context.Context, id int64) error { return ob.q.Requeue(ctx, id) }

@@ -335,11 +335,11 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 	})
 }
 
-// AckBatch acks many claimed jobs in one round trip and returns how many
+// AckMany acks many claimed jobs in one round trip and returns how many
 // were still held by their claims; the others changed nothing. Entries that
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch.
-func (q *Queue) AckBatch(ctx context.Context, jobs []*Job) (int64, error) {
+func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 	return run(q.handle, "ack batch", autoWrite(ctx), func(o target) (int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
@@ -357,13 +357,13 @@ func (q *Queue) AckBatch(ctx context.Context, jobs []*Job) (int64, error) {
 
 type claimRef struct{ id, token int64 }
 
-// GetJob returns a live or dead job of this queue, or ErrNotFound.
-func (q *Queue) GetJob(ctx context.Context, id int64) (*Job, error) {
+// Job returns a live or dead job of this queue, or ErrNotFound.
+func (q *Queue) Job(ctx context.Context, id int64) (*Job, error) {
 	return q.getJob(ctx, autoRead, id)
 }
 
-// GetJobTx is GetJob inside tx; it sees jobs tx enqueued.
-func (q *Queue) GetJobTx(ctx context.Context, tx Tx, id int64) (*Job, error) {
+// JobTx is Job inside tx; it sees jobs tx enqueued.
+func (q *Queue) JobTx(ctx context.Context, tx Tx, id int64) (*Job, error) {
 	return q.getJob(ctx, tx.via(), id)
 }
 

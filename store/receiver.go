@@ -78,7 +78,7 @@ func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, op
 	if opts.SafetyPoll <= 0 {
 		opts.SafetyPoll = 5 * time.Second
 	}
-	start, err := src.GetOffset(ctx)
+	start, err := src.Offset(ctx)
 	if err != nil {
 		wakes.Close()
 		return nil, err
@@ -362,7 +362,9 @@ func (r *EventReceiver) save(ctx context.Context, pos int64) error {
 
 // Close stops the receiver and waits for its reader to end. Recv and
 // TryRecv then return ErrClosed, even for events still buffered. Close does
-// not save the position; call SaveOffset first if you want it saved.
+// not save the position; call SaveOffset first if you want it saved. It
+// always returns nil: the error result only makes an EventReceiver an
+// io.Closer.
 func (r *EventReceiver) Close() error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done

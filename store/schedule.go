@@ -7,11 +7,22 @@ import (
 	"time"
 )
 
+// Schedule is the handle of one named schedule: at every boundary of its
+// spec it enqueues a job (see Scheduler, which fires them). Creating one
+// does no I/O; a bad name is reported by every operation.
+type Schedule struct {
+	handle
+}
+
+// Schedule returns the handle of the schedule called name.
+func (s *Store) Schedule(name string) *Schedule {
+	return &Schedule{newHandle(s, name)}
+}
+
 // ScheduleSpec describes a schedule: at every boundary of Spec, in time
 // zone TZ, a job with Payload, Priority and MaxAttempts is enqueued into
 // Queue.
 type ScheduleSpec struct {
-	Name string // the schedule's own name; registering it again replaces it
 	// Spec is a 5-field cron line ("30 4 * * 1-5"), a 6-field one with
 	// seconds first ("*/10 * * * * *"), @every <Go duration> in whole
 	// seconds ("@every 90s"), or @hourly, @daily, @weekly, @monthly, @yearly.
@@ -23,7 +34,8 @@ type ScheduleSpec struct {
 	MaxAttempts int // 0: DefaultMaxAttempts
 }
 
-// ScheduleInfo is a registered schedule as Schedules reports it.
+// ScheduleInfo is a registered schedule as Schedule.Info and
+// Store.Schedules report it.
 type ScheduleInfo struct {
 	Name        string
 	Spec        string
@@ -43,25 +55,25 @@ type ScheduleInfo struct {
 // resumed, or when the lease is given up.
 const schedulerTopic = "x:scheduler"
 
-// Schedule registers the schedule, or replaces the one with the same name.
-// Every field is checked before anything is stored: a bad Spec or TZ fails
-// with ErrInvalidArgument naming the field, an empty Queue with
-// ErrInvalidName and a Queue in the reserved namespace with ErrReservedName.
-// Registering an unchanged Spec and TZ again keeps the pending boundary and
-// the paused flag, so applications can register their schedules at every
-// start.
-func (s *Store) Schedule(ctx context.Context, spec ScheduleSpec) error {
-	return s.schedule(ctx, autoWrite(ctx), spec)
+// Set registers the schedule, or replaces it. Every field is checked
+// before anything is stored: a bad Spec or TZ fails with ErrInvalidArgument
+// naming the field, an empty Queue with ErrInvalidName and a Queue in the
+// reserved namespace with ErrReservedName. Setting an unchanged Spec and TZ
+// again keeps the pending boundary and the paused flag, so applications can
+// set their schedules at every start.
+func (sc *Schedule) Set(ctx context.Context, spec ScheduleSpec) error {
+	return sc.set(ctx, autoWrite(ctx), spec)
 }
 
-// ScheduleTx is Schedule inside tx: the schedule exists, and schedulers hear
-// of it, only if tx commits.
-func (s *Store) ScheduleTx(ctx context.Context, tx Tx, spec ScheduleSpec) error {
-	return s.schedule(ctx, tx.via(), spec)
+// SetTx is Set inside tx: the schedule exists, and schedulers hear of it,
+// only if tx commits.
+func (sc *Schedule) SetTx(ctx context.Context, tx Tx, spec ScheduleSpec) error {
+	return sc.set(ctx, tx.via(), spec)
 }
 
-func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
-	return run0(newHandle(s, spec.Name), "schedule", v, func(o target) error {
+func (sc *Schedule) set(ctx context.Context, v via, spec ScheduleSpec) error {
+	s := sc.s
+	return run0(sc.handle, "set schedule", v, func(o target) error {
 		c, err := parseSpec(spec.Spec, spec.TZ)
 		if err != nil {
 			return err
@@ -78,7 +90,7 @@ func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
 			return err
 		}
 		// The parsed zone's name: "" is stored as "UTC".
-		info := ScheduleInfo{Name: spec.Name, Spec: spec.Spec, TZ: c.loc.String(), Queue: spec.Queue, Payload: spec.Payload,
+		info := ScheduleInfo{Name: sc.name, Spec: spec.Spec, TZ: c.loc.String(), Queue: spec.Queue, Payload: spec.Payload,
 			Priority: int(j.priority), MaxAttempts: int(j.maxAttempts), NextFireAt: c.first(now), UpdatedAt: now}
 		if err := o.upsertSchedule(ctx, info); err != nil {
 			return err
@@ -88,42 +100,42 @@ func (s *Store) schedule(ctx context.Context, v via, spec ScheduleSpec) error {
 	})
 }
 
-// Unschedule removes the schedule; ErrNotFound when there is none.
-func (s *Store) Unschedule(ctx context.Context, name string) error {
-	return s.unschedule(ctx, autoWrite(ctx), name)
+// Delete removes the schedule; ErrNotFound when there is none.
+func (sc *Schedule) Delete(ctx context.Context) error {
+	return sc.delete(ctx, autoWrite(ctx))
 }
 
-// UnscheduleTx is Unschedule inside tx: the schedule is gone only if tx
-// commits.
-func (s *Store) UnscheduleTx(ctx context.Context, tx Tx, name string) error {
-	return s.unschedule(ctx, tx.via(), name)
+// DeleteTx is Delete inside tx: the schedule is gone only if tx commits.
+func (sc *Schedule) DeleteTx(ctx context.Context, tx Tx) error {
+	return sc.delete(ctx, tx.via())
 }
 
-func (s *Store) unschedule(ctx context.Context, v via, name string) error {
-	return run0(newHandle(s, name), "unschedule", v, func(o target) error {
-		return found(o.deleteSchedule(ctx, name))
+func (sc *Schedule) delete(ctx context.Context, v via) error {
+	return run0(sc.handle, "delete schedule", v, func(o target) error {
+		return found(o.deleteSchedule(ctx, sc.name))
 	})
 }
 
-// PauseSchedule stops the schedule's fires until ResumeSchedule; ErrNotFound
-// when there is none.
-func (s *Store) PauseSchedule(ctx context.Context, name string) error {
-	return run0(newHandle(s, name), "pause schedule", autoWrite(ctx), func(o target) error {
-		return found(o.pauseSchedule(ctx, name, s.now()))
+// Pause stops the schedule's fires until Resume; ErrNotFound when there is
+// none.
+func (sc *Schedule) Pause(ctx context.Context) error {
+	return run0(sc.handle, "pause schedule", autoWrite(ctx), func(o target) error {
+		return found(o.pauseSchedule(ctx, sc.name, sc.s.now()))
 	})
 }
 
-// ResumeSchedule restarts a paused schedule from its next boundary after
-// now: boundaries that passed while it was paused never fire. Resuming a
-// running schedule does nothing; ErrNotFound when there is none.
-func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
-	return run0(newHandle(s, name), "resume schedule", autoWrite(ctx), func(o target) error {
+// Resume restarts a paused schedule from its next boundary after now:
+// boundaries that passed while it was paused never fire. Resuming a running
+// schedule does nothing; ErrNotFound when there is none.
+func (sc *Schedule) Resume(ctx context.Context) error {
+	s := sc.s
+	return run0(sc.handle, "resume schedule", autoWrite(ctx), func(o target) error {
 		// The next boundary depends on the spec; a replace in between is
 		// caught by the update's check and read again.
 		for range 5 {
-			cur, err := o.getSchedule(ctx, name)
+			cur, err := o.getSchedule(ctx, sc.name)
 			if err != nil || !cur.Paused {
-				return err
+				return noRows(err)
 			}
 			c, err := parseSpec(cur.Spec, cur.TZ)
 			if err != nil {
@@ -139,6 +151,14 @@ func (s *Store) ResumeSchedule(ctx context.Context, name string) error {
 			}
 		}
 		return errors.New("the schedule kept changing; try again")
+	})
+}
+
+// Info reads the schedule as registered; ErrNotFound when there is none.
+func (sc *Schedule) Info(ctx context.Context) (ScheduleInfo, error) {
+	return run(sc.handle, "schedule info", autoRead, func(o target) (ScheduleInfo, error) {
+		info, err := o.getSchedule(ctx, sc.name)
+		return info, noRows(err)
 	})
 }
 

@@ -20,20 +20,25 @@ const schedulerLease = "scheduler"
 type Scheduler struct {
 	s     *Store
 	owner string
-	// LeaseTTL is how long leadership lasts unless renewed (the leader renews
-	// every third of it). A standby takes over at most this long after a
-	// leader dies; a leader that stops gives the lease up at once. Default
-	// DefaultLeaseTTL. Set it before Run.
-	LeaseTTL time.Duration
+	opts  SchedulerOpts
 
 	running atomic.Bool
 	leading atomic.Bool
 }
 
+// SchedulerOpts configure a Scheduler. Zero values take the defaults.
+type SchedulerOpts struct {
+	// LeaseTTL is how long leadership lasts unless renewed (the leader renews
+	// every third of it). A standby takes over at most this long after a
+	// leader dies; a leader that stops gives the lease up at once. Default
+	// DefaultLeaseTTL; at least 100ms.
+	LeaseTTL time.Duration
+}
+
 // Scheduler returns a scheduler that leads under the name owner (shown by
 // SchedulerLeader). Owners need not be unique: each Run is told apart.
-func (s *Store) Scheduler(owner string) *Scheduler {
-	return &Scheduler{s: s, owner: owner}
+func (s *Store) Scheduler(owner string, opts SchedulerOpts) *Scheduler {
+	return &Scheduler{s: s, owner: owner, opts: opts}
 }
 
 // Leading reports whether this scheduler held the lease when it last looked.
@@ -141,7 +146,7 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 // run, with its own random token, so runs sharing an owner name are told
 // apart.
 func (sc *Scheduler) newKeeper(ctx context.Context) (*leaseKeeper, error) {
-	ttl := cmp.Or(sc.LeaseTTL, DefaultLeaseTTL)
+	ttl := cmp.Or(sc.opts.LeaseTTL, DefaultLeaseTTL)
 	err := validateLocalName("scheduler owner", sc.owner)
 	if err == nil && ttl < 100*time.Millisecond {
 		err = fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, ttl)

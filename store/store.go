@@ -3,6 +3,19 @@
 // notifications, schedules and transactional outbox, alone or inside the
 // same transaction as the application's own rows. Shutdown (or Close) stops
 // everything the store runs, in order.
+//
+// Names follow one rule. A handle constructor is named after the type it
+// returns (Store.Queue → *Queue, Store.Schedule → *Schedule, Store.JobQueue[T]
+// → *JobQueue[T], Store.Topic[M] → *Topic[M]); handles do no I/O and never
+// fail, and Store itself keeps only what is store-wide. Every operation that
+// runs in the caller's transaction takes the Tx as its second argument and
+// ends in Tx (PublishTx, EnqueueTx, SetTx, LockCompactionHeadTx); without the
+// suffix it commits on its own. One verb names one act: Publish for streams
+// and topics, Enqueue for queues and outboxes, …Many for batches, and reads
+// are named after what they return, without Get (Queue.Job, Stream.Offset).
+// Settings are passed as an …Opts struct (WorkOpts, PublishOpts,
+// SchedulerOpts), never set as exported fields; only Open takes Options.
+// Cleanup passes are methods of Maintenance.
 package store
 
 import (

@@ -159,13 +159,13 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 	})
 }
 
-// GetOffset returns consumer's stored offset, 0 for an unknown consumer.
-func (st *Stream) GetOffset(ctx context.Context, consumer string) (int64, error) {
+// Offset returns consumer's stored offset, 0 for an unknown consumer.
+func (st *Stream) Offset(ctx context.Context, consumer string) (int64, error) {
 	return st.getOffset(ctx, autoRead, consumer)
 }
 
-// GetOffsetTx is GetOffset inside tx.
-func (st *Stream) GetOffsetTx(ctx context.Context, tx Tx, consumer string) (int64, error) {
+// OffsetTx is Offset inside tx.
+func (st *Stream) OffsetTx(ctx context.Context, tx Tx, consumer string) (int64, error) {
 	return st.getOffset(ctx, tx.via(), consumer)
 }
 
@@ -227,8 +227,8 @@ func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) (
 	return src.st.ReadSince(ctx, after, limit)
 }
 
-func (src streamSource) GetOffset(ctx context.Context) (int64, error) {
-	return src.st.GetOffset(ctx, src.consumer)
+func (src streamSource) Offset(ctx context.Context) (int64, error) {
+	return src.st.Offset(ctx, src.consumer)
 }
 
 func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {

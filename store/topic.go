@@ -17,41 +17,41 @@ func (s *Store) Topic[M any](name string) *Topic[M] {
 	return &Topic[M]{st: s.Stream(name)}
 }
 
-// Stream returns the raw stream underneath.
+// Stream returns the untyped stream underneath.
 func (t *Topic[M]) Stream() *Stream { return t.st }
 
-// ProduceOpts are a message's options: a Key makes it the key's head by the
+// PublishOpts are a message's options: a Key makes it the key's head by the
 // winner rule, at Rank (a lower rank never replaces a higher one; equal
 // ranks: the later offset wins).
-type ProduceOpts struct {
+type PublishOpts struct {
 	Key  string
 	Rank int64
 }
 
-// Produce publishes m. With a key, a nil m is a tombstone: it becomes the
+// Publish publishes m. With a key, a nil m is a tombstone: it becomes the
 // head and the key reads as deleted.
-func (t *Topic[M]) Produce(ctx context.Context, m *M, opts ProduceOpts) (int64, error) {
-	return t.produce(ctx, autoWrite(ctx), m, opts)
+func (t *Topic[M]) Publish(ctx context.Context, m *M, opts PublishOpts) (int64, error) {
+	return t.publish(ctx, autoWrite(ctx), m, opts)
 }
 
-// ProduceInTx publishes m inside tx, so it commits with the transaction's
-// other writes (typically after LockCompactionHead on the same key).
-func (t *Topic[M]) ProduceInTx(ctx context.Context, tx Tx, m *M, opts ProduceOpts) (int64, error) {
-	return t.produce(ctx, tx.via(), m, opts)
+// PublishTx publishes m inside tx, so it commits with the transaction's
+// other writes (typically after LockCompactionHeadTx on the same key).
+func (t *Topic[M]) PublishTx(ctx context.Context, tx Tx, m *M, opts PublishOpts) (int64, error) {
+	return t.publish(ctx, tx.via(), m, opts)
 }
 
-func (t *Topic[M]) produce(ctx context.Context, v via, m *M, opts ProduceOpts) (int64, error) {
+func (t *Topic[M]) publish(ctx context.Context, v via, m *M, opts PublishOpts) (int64, error) {
 	var payload []byte
 	if m != nil {
 		b, err := t.st.s.codec.Marshal(m)
 		if err != nil {
-			return 0, opErr("produce", t.st.name, fmt.Errorf("%w: %w", ErrCodec, err))
+			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: %w", ErrCodec, err))
 		}
 		payload = b
 	}
 	if opts.Key == "" {
 		if m == nil {
-			return 0, opErr("produce", t.st.name, fmt.Errorf("%w: a nil message needs a key (it is a tombstone)", ErrInvalidArgument))
+			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: a nil message needs a key (it is a tombstone)", ErrInvalidArgument))
 		}
 		return t.st.publish(ctx, v, payload)
 	}
@@ -90,10 +90,10 @@ func (tk *TopicKey[M]) CompactionHead(ctx context.Context) (*M, error) {
 	return tk.t.decode(h)
 }
 
-// LockCompactionHead locks the key (see Key.LockCompactionHead) and returns
+// LockCompactionHeadTx locks the key (see Key.LockCompactionHeadTx) and returns
 // its decoded value, or nil when it has none.
-func (tk *TopicKey[M]) LockCompactionHead(ctx context.Context, tx Tx) (*M, error) {
-	h, err := tk.k.LockCompactionHead(ctx, tx)
+func (tk *TopicKey[M]) LockCompactionHeadTx(ctx context.Context, tx Tx) (*M, error) {
+	h, err := tk.k.LockCompactionHeadTx(ctx, tx)
 	if err != nil || h == nil {
 		return nil, err
 	}

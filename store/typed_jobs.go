@@ -12,14 +12,14 @@ type JobQueue[T any] struct {
 	q *Queue
 }
 
-// Jobs returns the typed view of the queue called name.
-func (s *Store) Jobs[T any](name string) *JobQueue[T] {
+// JobQueue returns the typed view of the queue called name.
+func (s *Store) JobQueue[T any](name string) *JobQueue[T] {
 	return &JobQueue[T]{q: s.Queue(name)}
 }
 
-// Raw returns the untyped queue underneath, for Claim, Stats, GetJob and
+// Queue returns the untyped queue underneath, for Claim, Stats, Job and
 // the other byte-level operations.
-func (t *JobQueue[T]) Raw() *Queue { return t.q }
+func (t *JobQueue[T]) Queue() *Queue { return t.q }
 
 // Enqueue encodes v and adds it as a job.
 func (t *JobQueue[T]) Enqueue(ctx context.Context, v T, opts EnqueueOpts) (int64, error) {

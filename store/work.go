@@ -302,7 +302,7 @@ func (w *worker) ackLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		n, err := w.q.AckBatch(ctx, batch)
+		n, err := w.q.AckMany(ctx, batch)
 		if err != nil {
 			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(batch), "error", err)
 		} else if int(n) < len(batch) {

@@ -16,10 +16,10 @@ type counter struct {
 	N int `json:"n"`
 }
 
-// increment is the read-modify-produce the lock exists for.
+// increment is the read-modify-publish the lock exists for.
 func increment(c context.Context, s *store.Store, t *store.Topic[counter], key string) error {
 	return s.InTx(c, func(c context.Context, tx store.Tx) error {
-		cur, err := t.Key(key).LockCompactionHead(c, tx)
+		cur, err := t.Key(key).LockCompactionHeadTx(c, tx)
 		if err != nil {
 			return err
 		}
@@ -27,7 +27,7 @@ func increment(c context.Context, s *store.Store, t *store.Topic[counter], key s
 		if cur != nil {
 			next.N = cur.N + 1
 		}
-		_, err = t.ProduceInTx(c, tx, &next, store.ProduceOpts{Key: key})
+		_, err = t.PublishTx(c, tx, &next, store.PublishOpts{Key: key})
 		return err
 	})
 }
@@ -96,8 +96,8 @@ func TestWinnerRule(t *testing.T) {
 		topic := s.Topic[counter]("ranked")
 		k := topic.Key("k")
 		c := ctx(t)
-		produce := func(n int, rank int64) int64 {
-			off, err := topic.Produce(c, &counter{N: n}, store.ProduceOpts{Key: "k", Rank: rank})
+		publish := func(n int, rank int64) int64 {
+			off, err := topic.Publish(c, &counter{N: n}, store.PublishOpts{Key: "k", Rank: rank})
 			require.NoError(t, err)
 			return off
 		}
@@ -108,19 +108,19 @@ func TestWinnerRule(t *testing.T) {
 		}
 		// A headless row accepts any head.
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
-			v, err := k.LockCompactionHead(c, tx)
+			v, err := k.LockCompactionHeadTx(c, tx)
 			assert.Nil(t, v, "a new key is headless")
 			return err
 		}))
 		_, err := k.CompactionHead(c)
 		require.ErrorIs(t, err, store.ErrNotFound, "a headless row has no head")
-		produce(1, 5)
+		publish(1, 5)
 		assert.Equal(t, 1, head(), "the headless row took the first value")
-		produce(2, 4)
+		publish(2, 4)
 		assert.Equal(t, 1, head(), "a lower rank never replaces a higher one")
-		produce(3, 5)
+		publish(3, 5)
 		assert.Equal(t, 3, head(), "equal ranks: the later offset wins")
-		produce(4, 9)
+		publish(4, 9)
 		assert.Equal(t, 4, head())
 		raw, err := topic.Stream().Key("k").CompactionHead(c)
 		require.NoError(t, err)
@@ -139,21 +139,21 @@ func TestTombstonesAndHeads(t *testing.T) {
 		topic := s.Topic[versioned]("profiles")
 		c := ctx(t)
 		for _, k := range []string{"b", "a", "c"} {
-			_, err := topic.Produce(c, &versioned{V: k + "1"}, store.ProduceOpts{Key: k})
+			_, err := topic.Publish(c, &versioned{V: k + "1"}, store.PublishOpts{Key: k})
 			require.NoError(t, err)
 		}
-		_, err := topic.Produce(c, &versioned{V: "b2"}, store.ProduceOpts{Key: "b"})
+		_, err := topic.Publish(c, &versioned{V: "b2"}, store.PublishOpts{Key: "b"})
 		require.NoError(t, err)
 		raw, err := topic.Stream().Key("b").CompactionHead(c)
 		require.NoError(t, err)
 		assert.Equal(t, 3, raw.SchemaVersion, "SchemaVersion() is stored in the head")
 
-		_, err = topic.Produce(c, nil, store.ProduceOpts{Key: "c"}) // tombstone
+		_, err = topic.Publish(c, nil, store.PublishOpts{Key: "c"}) // tombstone
 		require.NoError(t, err)
 		_, err = topic.Key("c").CompactionHead(c)
 		require.ErrorIs(t, err, store.ErrNotFound, "a tombstone head reads as deleted")
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
-			v, err := topic.Key("c").LockCompactionHead(c, tx)
+			v, err := topic.Key("c").LockCompactionHeadTx(c, tx)
 			assert.Nil(t, v)
 			return err
 		}))
@@ -170,7 +170,7 @@ func TestTombstonesAndHeads(t *testing.T) {
 		require.Len(t, more, 1)
 		assert.Equal(t, "b", more[0].Key)
 
-		_, err = topic.Produce(c, nil, store.ProduceOpts{})
+		_, err = topic.Publish(c, nil, store.PublishOpts{})
 		require.ErrorIs(t, err, store.ErrInvalidArgument, "an unkeyed nil message means nothing")
 		_, err = topic.Stream().Key("").CompactionHead(c)
 		require.ErrorIs(t, err, store.ErrInvalidName)
@@ -222,16 +222,16 @@ func TestTrimSparesHeadsOfCompactedStreams(t *testing.T) {
 	})
 }
 
-func TestPlainProduceFillsAHeadlessRow(t *testing.T) {
+func TestPlainPublishFillsAHeadlessRow(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		topic := s.Topic[counter]("fill")
 		c := ctx(t)
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
-			_, err := topic.Key("k").LockCompactionHead(c, tx) // leaves a headless row
+			_, err := topic.Key("k").LockCompactionHeadTx(c, tx) // leaves a headless row
 			return err
 		}))
-		_, err := topic.Produce(c, &counter{N: 7}, store.ProduceOpts{Key: "k", Rank: -5})
+		_, err := topic.Publish(c, &counter{N: 7}, store.PublishOpts{Key: "k", Rank: -5})
 		require.NoError(t, err)
 		v, err := topic.Key("k").CompactionHead(c)
 		require.NoError(t, err)

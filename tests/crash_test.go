@@ -62,8 +62,7 @@ func startChild(ctx context.Context, verb, dsn, name string, n int) *exec.Cmd {
 
 // leadChild runs a scheduler called owner with a lease of n ms until killed.
 func leadChild(ctx context.Context, s *store.Store, owner string, n int) int {
-	sch := s.Scheduler(owner)
-	sch.LeaseTTL = time.Duration(n) * time.Millisecond
+	sch := s.Scheduler(owner, store.SchedulerOpts{LeaseTTL: time.Duration(n) * time.Millisecond})
 	if err := sch.Run(ctx); err != nil { // runs until SIGKILL
 		fmt.Fprintln(os.Stderr, err)
 	}
@@ -114,7 +113,7 @@ func TestKilledWorkerLosesNoJobs(t *testing.T) {
 		for _, j := range rest {
 			assert.NotContains(t, held, j.ID)
 		}
-		n, err := q.AckBatch(c, rest)
+		n, err := q.AckMany(c, rest)
 		require.NoError(t, err)
 		require.EqualValues(t, total-claimed, n)
 
@@ -155,7 +154,7 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 		s := e.open(t)
 		c := ctx(t)
 		q := s.Queue("ticks")
-		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "tick", Spec: "@every 1s", Queue: q.Name()}))
+		require.NoError(t, s.Schedule("tick").Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: q.Name()}))
 		queued := func() int64 { return queuedJobs(t, c, q) }
 
 		const ttl = 1500 * time.Millisecond
@@ -168,7 +167,7 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 			return lease.Owner == "doomed"
 		}, 30*time.Second, time.Millisecond)
 
-		standby := s.Scheduler("standby")
+		standby := s.Scheduler("standby", store.SchedulerOpts{})
 		rc, stop := context.WithCancel(c)
 		done := make(chan struct{})
 		go func() { assert.NoError(t, standby.Run(rc)); close(done) }()

@@ -25,7 +25,7 @@ func (c *offsetClock) Advance(d time.Duration) { c.d.Add(int64(d)) }
 
 func lockKey(c context.Context, s *store.Store, st *store.Stream, key string) error {
 	return s.InTx(c, func(c context.Context, tx store.Tx) error {
-		_, err := st.Key(key).LockCompactionHead(c, tx)
+		_, err := st.Key(key).LockCompactionHeadTx(c, tx)
 		return err
 	})
 }
@@ -43,11 +43,11 @@ func TestJanitorSkipsAHeldHeadlessRow(t *testing.T) {
 
 		tx, err := s.Begin(c)
 		require.NoError(t, err)
-		_, err = st.Key("k").LockCompactionHead(c, tx)
+		_, err = st.Key("k").LockCompactionHeadTx(c, tx)
 		require.NoError(t, err)
 
 		start := time.Now()
-		r, err := janitor.New(s, janitor.Config{Budget: 300 * time.Millisecond}).RunOnce(c)
+		r, err := janitor.New(s, janitor.Opts{Budget: 300 * time.Millisecond}).RunOnce(c)
 		require.NoError(t, err)
 		assert.Less(t, time.Since(start), time.Second, "the janitor never waits on a held row")
 		assert.Zero(t, r.HeadlessDeleted)
@@ -76,7 +76,7 @@ func TestJanitorDeletesExpiredHeadlessThenLockRecreates(t *testing.T) {
 		require.NoError(t, lockKey(c, s, topic.Stream(), "fresh")) // locking again refreshes it
 		clk.Advance(45 * time.Second)                              // k: 75 s unused, fresh: 45 s
 
-		r, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		r, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, r.HeadlessDeleted, "only the row past its TTL")
 
@@ -110,7 +110,7 @@ func TestCompactionRetentionAndTombstones(t *testing.T) {
 			require.NoError(t, err)
 			return offsets(evs)
 		}
-		jan := janitor.New(s, janitor.Config{BatchSize: 1}) // batches of one: the loop must drain
+		jan := janitor.New(s, janitor.Opts{BatchSize: 1}) // batches of one: the loop must drain
 
 		r, err := jan.RunOnce(c)
 		require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestJanitorSweepsExpiredJobs(t *testing.T) {
 			require.NoError(t, err)
 		}
 		clk.Advance(2 * time.Minute)
-		r, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		r, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 2, r.JobsExpired, "every queue")
 	})
@@ -178,7 +178,7 @@ func TestSeveralJanitorsAtOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				jan := janitor.New(s, janitor.Config{BatchSize: 7, Budget: time.Minute})
+				jan := janitor.New(s, janitor.Opts{BatchSize: 7, Budget: time.Minute})
 				r, err := jan.RunOnce(c)
 				assert.NoError(t, err)
 				total.Add(r.HeadlessDeleted)

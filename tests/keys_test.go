@@ -73,10 +73,10 @@ func TestConcurrentKeyedBatchesDoNotDeadlock(t *testing.T) {
 	})
 }
 
-// TestConcurrentAckBatchesInAnyOrder: two acks of the same claimed jobs,
+// TestConcurrentAckManyInAnyOrder: two acks of the same claimed jobs,
 // in opposite orders, started together, round after round: neither fails
 // (rows are locked in id order), and every job is acked exactly once.
-func TestConcurrentAckBatchesInAnyOrder(t *testing.T) {
+func TestConcurrentAckManyInAnyOrder(t *testing.T) {
 	const jobs, rounds = 40, 15
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -103,7 +103,7 @@ func TestConcurrentAckBatchesInAnyOrder(t *testing.T) {
 			for i, batch := range [][]*store.Job{claimed, reversed} {
 				wg.Go(func() {
 					<-start
-					acked[i], errs[i] = q.AckBatch(c, batch)
+					acked[i], errs[i] = q.AckMany(c, batch)
 				})
 			}
 			close(start)
@@ -147,8 +147,8 @@ func TestKeysAreValidatedLikeNames(t *testing.T) {
 					"CompactionHead": func() error { _, err := st.Key(bad).CompactionHead(c); return err },
 					"TopicKey":       func() error { _, err := topic.Key(bad).CompactionHead(c); return err },
 				}
-				if bad != "" { // an empty ProduceOpts.Key is an unkeyed message; an empty after, "from the first key"
-					entry["Produce"] = func() error { _, err := topic.Produce(c, &counter{N: 1}, store.ProduceOpts{Key: bad}); return err }
+				if bad != "" { // an empty PublishOpts.Key is an unkeyed message; an empty after, "from the first key"
+					entry["Topic.Publish"] = func() error { _, err := topic.Publish(c, &counter{N: 1}, store.PublishOpts{Key: bad}); return err }
 					entry["Heads after"] = func() error { _, err := topic.Heads(c, bad, 10); return err }
 				}
 				for what, call := range entry {
@@ -161,11 +161,11 @@ func TestKeysAreValidatedLikeNames(t *testing.T) {
 							_, err := st.PublishManyTx(c, tx, []store.Message{{Key: &bad, Payload: []byte("v")}})
 							return err
 						},
-						"LockCompactionHead": func() error { _, err := st.Key(bad).LockCompactionHead(c, tx); return err },
+						"LockCompactionHeadTx": func() error { _, err := st.Key(bad).LockCompactionHeadTx(c, tx); return err },
 					}
 					if bad != "" {
-						inTx["ProduceInTx"] = func() error {
-							_, err := topic.ProduceInTx(c, tx, &counter{N: 1}, store.ProduceOpts{Key: bad})
+						inTx["PublishTx"] = func() error {
+							_, err := topic.PublishTx(c, tx, &counter{N: 1}, store.PublishOpts{Key: bad})
 							return err
 						}
 					}
@@ -214,32 +214,32 @@ func TestDeletedHeadLetsTheKeyTakeNewValues(t *testing.T) {
 		}
 
 		trimmed := s.Topic[counter]("trimmed")
-		head, err := trimmed.Produce(c, &counter{N: 1}, store.ProduceOpts{Key: "k", Rank: 5})
+		head, err := trimmed.Publish(c, &counter{N: 1}, store.PublishOpts{Key: "k", Rank: 5})
 		require.NoError(t, err)
 		n, err := trimmed.Stream().TrimTo(c, head)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n, "a stream that is not compacted keeps no head")
 		_, err = trimmed.Key("k").CompactionHead(c)
 		require.ErrorIs(t, err, store.ErrNotFound)
-		_, err = trimmed.Produce(c, &counter{N: 2}, store.ProduceOpts{Key: "k", Rank: 0})
+		_, err = trimmed.Publish(c, &counter{N: 2}, store.PublishOpts{Key: "k", Rank: 0})
 		require.NoError(t, err)
 		expectValue(trimmed, 2)
 
 		expired := s.Topic[counter]("expired")
 		require.NoError(t, expired.Stream().Configure(c, store.StreamConfig{Retention: time.Hour}))
-		_, err = expired.Produce(c, &counter{N: 1}, store.ProduceOpts{Key: "k", Rank: 5})
+		_, err = expired.Publish(c, &counter{N: 1}, store.PublishOpts{Key: "k", Rank: 5})
 		require.NoError(t, err)
 		clk.Advance(2 * time.Hour)
 		n, err = s.Maintenance().ApplyRetention(c, 100)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n, "retention deletes the head's event")
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
-			v, err := expired.Key("k").LockCompactionHead(c, tx)
+			v, err := expired.Key("k").LockCompactionHeadTx(c, tx)
 			assert.Nil(t, v, "the key is headless")
 			if err != nil {
 				return err
 			}
-			_, err = expired.ProduceInTx(c, tx, &counter{N: 3}, store.ProduceOpts{Key: "k", Rank: -1})
+			_, err = expired.PublishTx(c, tx, &counter{N: 3}, store.PublishOpts{Key: "k", Rank: -1})
 			return err
 		}))
 		expectValue(expired, 3)

@@ -147,7 +147,7 @@ func TestClosedStoreFailsEveryCall(t *testing.T) {
 			"read since limit 0": func() error { _, err := st.ReadSince(c, 0, 0); return err },
 			"read from consumer": func() error { _, err := st.ReadFromConsumer(c, "c", 10); return err },
 			"save offset":        func() error { return st.SaveOffset(c, "c", 1) },
-			"get offset":         func() error { _, err := st.GetOffset(c, "c"); return err },
+			"get offset":         func() error { _, err := st.Offset(c, "c"); return err },
 			"trim":               func() error { _, err := st.TrimTo(c, 1); return err },
 			"begin":              func() error { _, err := s.Begin(c); return err },
 			"in tx":              func() error { return s.InTx(c, func(context.Context, store.Tx) error { return nil }) },

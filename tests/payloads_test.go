@@ -35,7 +35,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 		}
 		dead := func(id int64) {
 			t.Helper()
-			j, err := q.GetJob(c, id)
+			j, err := q.Job(c, id)
 			require.NoError(t, err)
 			assert.Equal(t, store.JobDead, j.State)
 			assert.Equal(t, "expired", j.LastError)
@@ -59,7 +59,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 
 		// So does the janitor.
 		id = enqueueAndLapse()
-		rep, err := janitor.New(s, janitor.Config{}).RunOnce(c)
+		rep, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, rep.JobsExpired)
 		dead(id)
@@ -129,7 +129,7 @@ func TestEmptyPayloadIsAValueNilIsNot(t *testing.T) {
 		_, err = st.Key("gone").CompactionHead(c)
 		require.ErrorIs(t, err, store.ErrNotFound, "a nil keyed payload is a tombstone")
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
-			h, err := st.Key("empty").LockCompactionHead(c, tx)
+			h, err := st.Key("empty").LockCompactionHeadTx(c, tx)
 			require.NoError(t, err)
 			require.NotNil(t, h, "an empty head is a value under the lock too")
 			samePayload(t, empty, h.Payload, "locked head")
@@ -148,7 +148,7 @@ func TestEmptyPayloadIsAValueNilIsNot(t *testing.T) {
 		jobIDs = append(jobIDs, moreIDs...)
 		wants := [][]byte{empty, nil, empty, nil}
 		for i, id := range jobIDs {
-			j, err := q.GetJob(c, id)
+			j, err := q.Job(c, id)
 			require.NoError(t, err)
 			samePayload(t, wants[i], j.Payload, fmt.Sprintf("job %d", i))
 		}
@@ -213,17 +213,17 @@ func TestOversizedPayloadIsRefusedEverywhere(t *testing.T) {
 		tooLarge("PublishWithKey", err)
 		_, err = st.PublishMany(c, []store.Message{{Payload: []byte("ok")}, {Payload: big}})
 		tooLarge("PublishMany", err)
-		_, err = s.Topic[blob]("big").Produce(c, &bigTyped, store.ProduceOpts{Key: "k"})
-		tooLarge("Topic.Produce", err)
+		_, err = s.Topic[blob]("big").Publish(c, &bigTyped, store.PublishOpts{Key: "k"})
+		tooLarge("Topic.Publish", err)
 		_, err = q.Enqueue(c, big, store.EnqueueOpts{})
 		tooLarge("Enqueue", err)
 		_, err = q.EnqueueMany(c, []store.NewJob{{Payload: []byte("ok")}, {Payload: big}})
 		tooLarge("EnqueueMany", err)
-		_, err = s.Jobs[blob]("big").Enqueue(c, bigTyped, store.EnqueueOpts{})
+		_, err = s.JobQueue[blob]("big").Enqueue(c, bigTyped, store.EnqueueOpts{})
 		tooLarge("Jobs.Enqueue", err)
 		_, err = ob.Enqueue(c, big, store.EnqueueOpts{})
 		tooLarge("Outbox.Enqueue", err)
-		err = s.Schedule(c, store.ScheduleSpec{Name: "big", Spec: "@hourly", Queue: "big", Payload: big})
+		err = s.Schedule("big").Set(c, store.ScheduleSpec{Spec: "@hourly", Queue: "big", Payload: big})
 		tooLarge("Schedule", err)
 		err = s.Notify(c, "big", make([]byte, 8000))
 		tooLarge("Notify (NOTIFY's limit, on both engines)", err)
@@ -296,7 +296,7 @@ func TestPayloadsAtTheLimitRoundTrip(t *testing.T) {
 		for i, j := range claimed {
 			require.True(t, bytes.Equal(payload(i), j.Payload), "job %d's payload", i)
 		}
-		acked, err := q.AckBatch(c, claimed)
+		acked, err := q.AckMany(c, claimed)
 		require.NoError(t, err)
 		assert.EqualValues(t, n, acked)
 

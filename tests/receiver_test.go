@@ -61,7 +61,7 @@ func TestSubscribeReplaysThenFollows(t *testing.T) {
 		live := publishN(t, st, 2)
 		assert.Equal(t, live, recvN(t, r, 2), "then live events")
 		require.NoError(t, r.SaveOffset(c))
-		got, err := st.GetOffset(c, "mailer")
+		got, err := st.Offset(c, "mailer")
 		require.NoError(t, err)
 		assert.Equal(t, live[1], got)
 
@@ -87,8 +87,8 @@ func TestSubscribersProgressIndependently(t *testing.T) {
 		require.NoError(t, a.SaveOffset(c))
 		assert.Equal(t, offs[:1], recvN(t, b, 1))
 		require.NoError(t, b.SaveOffset(c))
-		ga, _ := st.GetOffset(c, "a")
-		gb, _ := st.GetOffset(c, "b")
+		ga, _ := st.Offset(c, "a")
+		gb, _ := st.Offset(c, "b")
 		assert.Equal(t, offs[3], ga)
 		assert.Equal(t, offs[0], gb)
 	})
@@ -107,7 +107,7 @@ func TestStalledConsumerSavesOnlyWhatItWasGiven(t *testing.T) {
 		defer r.Close()
 		assert.Equal(t, offs[:3], recvN(t, r, 3))
 		require.NoError(t, r.SaveOffset(c))
-		got, err := st.GetOffset(c, "slow")
+		got, err := st.Offset(c, "slow")
 		require.NoError(t, err)
 		assert.Equal(t, offs[2], got)
 	})
@@ -142,7 +142,7 @@ func TestAutoSave(t *testing.T) {
 		require.NoError(t, err)
 		defer r.Close()
 		saved := func() int64 {
-			got, err := st.GetOffset(c, "c")
+			got, err := st.Offset(c, "c")
 			require.NoError(t, err)
 			return got
 		}
@@ -298,7 +298,7 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 		go func() {
 			outboxDone <- s.Outbox("o").Run(wctx, store.OutboxOpts{}, func(context.Context, *store.Job) error { return nil })
 		}()
-		sch := s.Scheduler("closing")
+		sch := s.Scheduler("closing", store.SchedulerOpts{})
 		schedDone := make(chan error, 1)
 		go func() { schedDone <- sch.Run(wctx) }()
 		require.Eventually(t, sch.Leading, 10*time.Second, time.Millisecond)

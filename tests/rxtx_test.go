@@ -199,7 +199,7 @@ func TestAutoSaveIntervalCoversOnlyFinishedEvents(t *testing.T) {
 		require.NoError(t, err)
 		defer r.Close()
 		saved := func() int64 {
-			got, err := st.GetOffset(c, "c")
+			got, err := st.Offset(c, "c")
 			require.NoError(t, err)
 			return got
 		}

@@ -88,10 +88,10 @@ func TestCronNextFireTimes(t *testing.T) {
 		c := ctx(t)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				t.Cleanup(func() { _ = s.Unschedule(c, "cron") })
+				t.Cleanup(func() { _ = s.Schedule("cron").Delete(c) })
 				q := s.Queue("cron-" + tc.name)
 				clk.Set(tc.from)
-				require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "cron", Spec: tc.spec, TZ: tc.tz, Queue: q.Name()}))
+				require.NoError(t, s.Schedule("cron").Set(c, store.ScheduleSpec{Spec: tc.spec, TZ: tc.tz, Queue: q.Name()}))
 				got := onlySchedule(t, s)
 				assert.True(t, tc.first.Equal(got.NextFireAt), "first boundary: want %s, got %s", tc.first, got.NextFireAt.UTC())
 				wantTZ := tc.tz
@@ -101,7 +101,7 @@ func TestCronNextFireTimes(t *testing.T) {
 				assert.Equal(t, wantTZ, got.TZ)
 
 				clk.Set(got.NextFireAt)
-				fired, err := s.Scheduler("table").RunOnce(c)
+				fired, err := s.Scheduler("table", store.SchedulerOpts{}).RunOnce(c)
 				require.NoError(t, err)
 				require.Equal(t, 1, fired)
 				jobs := drain(t, q)
@@ -125,11 +125,11 @@ func TestMissedBoundariesCollapse(t *testing.T) {
 		s := e.open(t, store.WithClock(clk.Now))
 		c := ctx(t)
 		q := s.Queue("reports")
-		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "every-minute", Spec: "@every 1m", Queue: q.Name()}))
-		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "five-past", Spec: "*/5 * * * *", Queue: q.Name(), Priority: 3}))
+		require.NoError(t, s.Schedule("every-minute").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name()}))
+		require.NoError(t, s.Schedule("five-past").Set(c, store.ScheduleSpec{Spec: "*/5 * * * *", Queue: q.Name(), Priority: 3}))
 
 		clk.Set(start.Add(17*time.Minute + 20*time.Second)) // down for 17 minutes
-		fired, err := s.Scheduler("late").RunOnce(c)
+		fired, err := s.Scheduler("late", store.SchedulerOpts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.Equal(t, 2, fired, "one fire per schedule, however many boundaries were missed")
 
@@ -145,7 +145,7 @@ func TestMissedBoundariesCollapse(t *testing.T) {
 		assert.True(t, start.Add(18*time.Minute).Equal(all[0].NextFireAt), "@every keeps its phase")
 		assert.True(t, start.Add(20*time.Minute).Equal(all[1].NextFireAt))
 
-		fired, err = s.Scheduler("late").RunOnce(c)
+		fired, err = s.Scheduler("late", store.SchedulerOpts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.Zero(t, fired, "nothing is due twice")
 	})
@@ -157,70 +157,77 @@ func TestScheduleRejectsBadInput(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		good := store.ScheduleSpec{Name: "nightly", Spec: "0 3 * * *", Queue: "reports"}
+		good := store.ScheduleSpec{Spec: "0 3 * * *", Queue: "reports"}
 		with := func(f func(*store.ScheduleSpec)) store.ScheduleSpec {
 			sp := good
 			f(&sp)
 			return sp
 		}
 		cases := []struct {
+			name     string
 			spec     store.ScheduleSpec
 			sentinel error
 			mentions string
 		}{
-			{with(func(sp *store.ScheduleSpec) { sp.Queue = "" }), store.ErrInvalidName, `Queue ""`},
-			{with(func(sp *store.ScheduleSpec) { sp.Queue = "__alk_outbox:x" }), store.ErrReservedName, `Queue "__alk_outbox:x"`},
-			{with(func(sp *store.ScheduleSpec) { sp.Name = "" }), store.ErrInvalidName, "schedule"},
-			{with(func(sp *store.ScheduleSpec) { sp.Name = "__alk_mine" }), store.ErrReservedName, "schedule"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "61 * * * *" }), store.ErrInvalidArgument, `minute field "61"`},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 * * MON-XYZ" }), store.ErrInvalidArgument, "day of week field"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "75 * * * * *" }), store.ErrInvalidArgument, `seconds field "75"`},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "* * *" }), store.ErrInvalidArgument, "expected 5 to 6 fields"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@every 500ms" }), store.ErrInvalidArgument, "whole number of seconds"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@every soon" }), store.ErrInvalidArgument, "Spec"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "@reboot" }), store.ErrInvalidArgument, "Spec"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 30 2 *" }), store.ErrInvalidArgument, "never fires"},
-			{with(func(sp *store.ScheduleSpec) { sp.Spec = "CRON_TZ=Europe/Paris 0 3 * * *" }), store.ErrInvalidArgument, "TZ"},
-			{with(func(sp *store.ScheduleSpec) { sp.TZ = "Mars/Olympus_Mons" }), store.ErrInvalidArgument, `TZ "Mars/Olympus_Mons"`},
-			{with(func(sp *store.ScheduleSpec) { sp.TZ = "Local" }), store.ErrInvalidArgument, `TZ "Local" depends on the machine`},
-			{with(func(sp *store.ScheduleSpec) { sp.MaxAttempts = -1 }), store.ErrInvalidArgument, "MaxAttempts"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Queue = "" }), store.ErrInvalidName, `Queue ""`},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Queue = "__alk_outbox:x" }), store.ErrReservedName, `Queue "__alk_outbox:x"`},
+			{"", good, store.ErrInvalidName, "schedule"},
+			{"__alk_mine", good, store.ErrReservedName, "schedule"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "61 * * * *" }), store.ErrInvalidArgument, `minute field "61"`},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 * * MON-XYZ" }), store.ErrInvalidArgument, "day of week field"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "75 * * * * *" }), store.ErrInvalidArgument, `seconds field "75"`},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "* * *" }), store.ErrInvalidArgument, "expected 5 to 6 fields"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "@every 500ms" }), store.ErrInvalidArgument, "whole number of seconds"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "@every soon" }), store.ErrInvalidArgument, "Spec"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "@reboot" }), store.ErrInvalidArgument, "Spec"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "0 0 30 2 *" }), store.ErrInvalidArgument, "never fires"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.Spec = "CRON_TZ=Europe/Paris 0 3 * * *" }), store.ErrInvalidArgument, "TZ"},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.TZ = "Mars/Olympus_Mons" }), store.ErrInvalidArgument, `TZ "Mars/Olympus_Mons"`},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.TZ = "Local" }), store.ErrInvalidArgument, `TZ "Local" depends on the machine`},
+			{"nightly", with(func(sp *store.ScheduleSpec) { sp.MaxAttempts = -1 }), store.ErrInvalidArgument, "MaxAttempts"},
 		}
 		for _, tc := range cases {
-			err := s.Schedule(c, tc.spec)
-			require.ErrorIs(t, err, tc.sentinel, "%+v", tc.spec)
+			err := s.Schedule(tc.name).Set(c, tc.spec)
+			require.ErrorIs(t, err, tc.sentinel, "%q %+v", tc.name, tc.spec)
 			assert.Contains(t, err.Error(), tc.mentions)
-			assert.Contains(t, err.Error(), "alkstore: schedule")
+			assert.Contains(t, err.Error(), "alkstore: set schedule")
 		}
 		all, err := s.Schedules(c)
 		require.NoError(t, err)
 		assert.Empty(t, all, "nothing was stored")
-		assert.ErrorIs(t, s.Unschedule(c, "nightly"), store.ErrNotFound)
-		assert.ErrorIs(t, s.PauseSchedule(c, "nightly"), store.ErrNotFound)
-		assert.ErrorIs(t, s.ResumeSchedule(c, "nightly"), store.ErrNotFound)
+		nightly := s.Schedule("nightly")
+		assert.ErrorIs(t, nightly.Delete(c), store.ErrNotFound)
+		assert.ErrorIs(t, nightly.Pause(c), store.ErrNotFound)
+		assert.ErrorIs(t, nightly.Resume(c), store.ErrNotFound)
+		_, err = nightly.Info(c)
+		assert.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
 
-// TestPauseResumeUnschedule: a paused schedule does not fire; resuming
+// TestPauseResumeDeleteSchedule: a paused schedule does not fire; resuming
 // restarts from the next boundary after now (what passed meanwhile never
 // fires); re-registering keeps the pending boundary and the pause unless the
 // spec changed; unscheduling removes the row.
-func TestPauseResumeUnschedule(t *testing.T) {
+func TestPauseResumeDeleteSchedule(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 		clk := clockAt(start)
 		s := e.open(t, store.WithClock(clk.Now))
 		c := ctx(t)
 		q := s.Queue("beats")
-		sch := s.Scheduler("solo")
-		spec := store.ScheduleSpec{Name: "beat", Spec: "*/10 * * * *", Queue: q.Name(), Payload: []byte("thump")}
-		require.NoError(t, s.Schedule(c, spec))
+		sch := s.Scheduler("solo", store.SchedulerOpts{})
+		beat := s.Schedule("beat")
+		spec := store.ScheduleSpec{Spec: "*/10 * * * *", Queue: q.Name(), Payload: []byte("thump")}
+		require.NoError(t, beat.Set(c, spec))
 		require.True(t, start.Add(10*time.Minute).Equal(onlySchedule(t, s).NextFireAt))
 
-		require.NoError(t, s.PauseSchedule(c, "beat"))
+		require.NoError(t, beat.Pause(c))
 		got := onlySchedule(t, s)
 		assert.True(t, got.Paused)
-		require.NoError(t, s.Schedule(c, spec), "registering again at start-up")
-		got = onlySchedule(t, s)
+		require.NoError(t, beat.Set(c, spec), "registering again at start-up")
+		got, err := beat.Info(c)
+		require.NoError(t, err)
+		assert.Equal(t, onlySchedule(t, s), got, "Info reads what Schedules lists")
 		assert.True(t, got.Paused, "re-registering keeps the pause")
 		assert.True(t, start.Add(10*time.Minute).Equal(got.NextFireAt), "and the pending boundary")
 
@@ -230,14 +237,14 @@ func TestPauseResumeUnschedule(t *testing.T) {
 		assert.Zero(t, fired, "paused: no fire")
 		assert.Empty(t, drain(t, q))
 
-		require.NoError(t, s.ResumeSchedule(c, "beat"))
+		require.NoError(t, beat.Resume(c))
 		got = onlySchedule(t, s)
 		assert.False(t, got.Paused)
 		assert.True(t, start.Add(40*time.Minute).Equal(got.NextFireAt), "resumes from the next boundary after now")
 		fired, err = sch.RunOnce(c)
 		require.NoError(t, err)
 		assert.Zero(t, fired, "the boundaries passed while paused never fire")
-		require.NoError(t, s.ResumeSchedule(c, "beat"), "resuming a running schedule does nothing")
+		require.NoError(t, beat.Resume(c), "resuming a running schedule does nothing")
 		assert.True(t, start.Add(40*time.Minute).Equal(onlySchedule(t, s).NextFireAt))
 
 		clk.Set(start.Add(40 * time.Minute))
@@ -249,14 +256,14 @@ func TestPauseResumeUnschedule(t *testing.T) {
 		assert.Equal(t, "thump", string(jobs[0].Payload))
 
 		spec.Spec = "0 * * * *"
-		require.NoError(t, s.Schedule(c, spec))
+		require.NoError(t, beat.Set(c, spec))
 		assert.True(t, start.Add(time.Hour).Equal(onlySchedule(t, s).NextFireAt), "a new spec gets a new boundary")
 
-		require.NoError(t, s.Unschedule(c, "beat"))
+		require.NoError(t, beat.Delete(c))
 		all, err := s.Schedules(c)
 		require.NoError(t, err)
 		assert.Empty(t, all)
-		assert.ErrorIs(t, s.Unschedule(c, "beat"), store.ErrNotFound)
+		assert.ErrorIs(t, beat.Delete(c), store.ErrNotFound)
 		clk.Set(start.Add(2 * time.Hour))
 		fired, err = sch.RunOnce(c)
 		require.NoError(t, err)
@@ -279,9 +286,8 @@ func TestOneBoundaryOneFire(t *testing.T) {
 		b := e.open(t, store.WithClock(clkB.Now))
 		c := ctx(t)
 		q := a.Queue("new-year")
-		require.NoError(t, a.Schedule(c, store.ScheduleSpec{Name: "new-year", Spec: "@yearly", Queue: q.Name()}))
-		schA, schB := a.Scheduler("a"), b.Scheduler("b")
-		schA.LeaseTTL = 100 * time.Millisecond
+		require.NoError(t, a.Schedule("new-year").Set(c, store.ScheduleSpec{Spec: "@yearly", Queue: q.Name()}))
+		schA, schB := a.Scheduler("a", store.SchedulerOpts{LeaseTTL: 100 * time.Millisecond}), b.Scheduler("b", store.SchedulerOpts{})
 		const rounds = 100
 		for round := range rounds {
 			boundary := time.Date(2027+round, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -322,7 +328,7 @@ func TestSchedulerHandover(t *testing.T) {
 		s := e.open(t)
 		c := ctx(t)
 		q := s.Queue("ticks")
-		require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "tick", Spec: "@every 1s", Queue: q.Name()}))
+		require.NoError(t, s.Schedule("tick").Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: q.Name()}))
 
 		type running struct {
 			sch    *store.Scheduler
@@ -331,10 +337,10 @@ func TestSchedulerHandover(t *testing.T) {
 		}
 		start := func(owner string, st *store.Store) *running {
 			rc, cancel := context.WithCancel(c)
-			r := &running{sch: st.Scheduler(owner), cancel: cancel, done: make(chan struct{})}
 			// Long enough that only a wake can explain a prompt takeover: the
 			// lease would not expire for twenty seconds or more.
-			r.sch.LeaseTTL = 30 * time.Second
+			sch := st.Scheduler(owner, store.SchedulerOpts{LeaseTTL: 30 * time.Second})
+			r := &running{sch: sch, cancel: cancel, done: make(chan struct{})}
 			go func() { assert.NoError(t, r.sch.Run(rc)); close(r.done) }()
 			return r
 		}
@@ -386,10 +392,11 @@ func TestScheduleInATransaction(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		spec := store.ScheduleSpec{Name: "report-42", Spec: "@daily", Queue: "reports"}
+		report := s.Schedule("report-42")
+		spec := store.ScheduleSpec{Spec: "@daily", Queue: "reports"}
 		boom := errors.New("customer rejected")
 		err := s.InTx(c, func(c context.Context, tx store.Tx) error {
-			require.NoError(t, s.ScheduleTx(c, tx, spec))
+			require.NoError(t, report.SetTx(c, tx, spec))
 			return boom
 		})
 		require.ErrorIs(t, err, boom)
@@ -397,22 +404,22 @@ func TestScheduleInATransaction(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, all, "rolled back with its transaction")
 
-		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return s.ScheduleTx(c, tx, spec) }))
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return report.SetTx(c, tx, spec) }))
 		assert.Equal(t, "report-42", onlySchedule(t, s).Name)
 
 		err = s.InTx(c, func(c context.Context, tx store.Tx) error {
-			require.NoError(t, s.UnscheduleTx(c, tx, "report-42"))
+			require.NoError(t, report.DeleteTx(c, tx))
 			return boom
 		})
 		require.ErrorIs(t, err, boom)
 		assert.Equal(t, "report-42", onlySchedule(t, s).Name, "the removal rolled back too")
-		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return s.UnscheduleTx(c, tx, "report-42") }))
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error { return report.DeleteTx(c, tx) }))
 		all, err = s.Schedules(c)
 		require.NoError(t, err)
 		assert.Empty(t, all)
 
 		err = s.InTx(c, func(c context.Context, tx store.Tx) error {
-			return s.ScheduleTx(c, tx, store.ScheduleSpec{Name: "x", Spec: "@daily", Queue: "__alk_outbox:x"})
+			return s.Schedule("x").SetTx(c, tx, store.ScheduleSpec{Spec: "@daily", Queue: "__alk_outbox:x"})
 		})
 		require.ErrorIs(t, err, store.ErrReservedName)
 	})
@@ -437,8 +444,7 @@ func TestNewScheduleWakesARunningLeader(t *testing.T) {
 		require.NoError(t, s.Notify(c, "settle", nil))
 		_, err = l.Recv(c)
 		require.NoError(t, err)
-		sch := s.Scheduler("sleeper")
-		sch.LeaseTTL = 3 * time.Minute
+		sch := s.Scheduler("sleeper", store.SchedulerOpts{LeaseTTL: 3 * time.Minute})
 		rc, stop := context.WithCancel(c)
 		done := make(chan struct{})
 		go func() { assert.NoError(t, sch.Run(rc)); close(done) }()
@@ -446,7 +452,7 @@ func TestNewScheduleWakesARunningLeader(t *testing.T) {
 		require.Eventually(t, sch.Leading, 10*time.Second, time.Millisecond)
 
 		q := other.Queue("woken")
-		require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: "soon", Spec: "@every 1s", Queue: q.Name()}))
+		require.NoError(t, other.Schedule("soon").Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: q.Name()}))
 		require.Eventually(t, func() bool { return queuedJobs(t, c, q) > 0 }, 30*time.Second, time.Millisecond, "fired well before the leader's renewal a minute away")
 	})
 }
@@ -466,8 +472,7 @@ func TestWakesDoNotRenewTheLease(t *testing.T) {
 		defer func() { stop(); wg.Wait() }()
 		var schedulers []*store.Scheduler
 		for i, st := range []*store.Store{s, other} {
-			sch := st.Scheduler(fmt.Sprint("scheduler-", i))
-			sch.LeaseTTL = 3 * time.Minute // renewals every minute
+			sch := st.Scheduler(fmt.Sprint("scheduler-", i), store.SchedulerOpts{LeaseTTL: 3 * time.Minute}) // renewals every minute
 			schedulers = append(schedulers, sch)
 			wg.Go(func() { assert.NoError(t, sch.Run(rc)) })
 		}
@@ -478,9 +483,9 @@ func TestWakesDoNotRenewTheLease(t *testing.T) {
 		// Plenty of wakes: schedule registrations, the fires they cause, and
 		// unrelated commits.
 		q := other.Queue("beats")
-		require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: "beat", Spec: "@every 1s", Queue: q.Name()}))
+		require.NoError(t, other.Schedule("beat").Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: q.Name()}))
 		for i := range 20 {
-			require.NoError(t, other.Schedule(c, store.ScheduleSpec{Name: fmt.Sprint("later-", i), Spec: "@yearly", Queue: "later"}))
+			require.NoError(t, other.Schedule(fmt.Sprint("later-", i)).Set(c, store.ScheduleSpec{Spec: "@yearly", Queue: "later"}))
 			_, err := other.Queue("unrelated").Enqueue(c, nil, store.EnqueueOpts{})
 			require.NoError(t, err)
 		}

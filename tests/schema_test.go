@@ -172,8 +172,8 @@ func exerciseStore(t *testing.T, s *store.Store, tag string) {
 	require.Len(t, jobs, 1)
 	require.NoError(t, jobs[0].Ack(c))
 
-	require.NoError(t, s.Schedule(c, store.ScheduleSpec{Name: "ex-" + tag, Spec: "@every 1s", Queue: "ex-" + tag}))
-	_, err = s.Scheduler("w").RunOnce(c)
+	require.NoError(t, s.Schedule("ex-"+tag).Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: "ex-" + tag}))
+	_, err = s.Scheduler("w", store.SchedulerOpts{}).RunOnce(c)
 	require.NoError(t, err)
 }
 
@@ -398,7 +398,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	for i, ev := range evs {
 		assert.Equal(t, w.events[i], ev.Payload)
 	}
-	got, err := s.Stream("data").GetOffset(c, "c")
+	got, err := s.Stream("data").Offset(c, "c")
 	require.NoError(t, err)
 	assert.Equal(t, evs[w.offset].Offset, got)
 	next, err := s.Stream("data").Publish(c, []byte("after"))
@@ -441,7 +441,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 		names = append(names, sc.Name)
 	}
 	assert.ElementsMatch(t, w.schedules, names)
-	fired, err := s.Scheduler("w").RunOnce(c)
+	fired, err := s.Scheduler("w", store.SchedulerOpts{}).RunOnce(c)
 	require.NoError(t, err)
 	assert.Equal(t, len(w.schedules), fired)
 	jobs, err = s.Queue("fired").Claim(c, "w", 100, time.Minute)

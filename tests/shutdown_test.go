@@ -71,7 +71,7 @@ func TestCancelledWorkStrandsNoJob(t *testing.T) {
 			for _, j := range left {
 				require.Equal(t, 1, j.Attempts, "round %d: job %d was claimed before without running", round, j.ID)
 			}
-			_, err = q.AckBatch(c, left)
+			_, err = q.AckMany(c, left)
 			require.NoError(t, err)
 		}
 	})
@@ -115,7 +115,7 @@ func TestCloseLetsHandlersFinishAndSettles(t *testing.T) {
 		assert.False(t, cancelled.Load(), "the handler's context lives through the grace period")
 
 		check := e.open(t)
-		_, err = check.Queue("deploy").GetJob(c, id)
+		_, err = check.Queue("deploy").Job(c, id)
 		require.ErrorIs(t, err, store.ErrNotFound, "the job was acked before the store closed")
 		st, err := check.Queue("deploy").Stats(c)
 		require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestHardStopReturnsJobsWithTheirAttempt(t *testing.T) {
 		require.ErrorIs(t, <-workDone, store.ErrClosed)
 
 		check := e.open(t)
-		j, err := check.Queue("hard").GetJob(c, id)
+		j, err := check.Queue("hard").Job(c, id)
 		require.NoError(t, err)
 		assert.Equal(t, store.JobPending, j.State)
 		assert.Zero(t, j.Attempts, "the stop, not the job, ended the attempt")
@@ -170,8 +170,8 @@ func TestLoopsStopWithTheStore(t *testing.T) {
 		loops := map[string]func() error{
 			"Work":          func() error { return s.Queue("q").Work(c, store.WorkOpts{}, noop) },
 			"Outbox.Run":    func() error { return s.Outbox("o").Run(c, store.OutboxOpts{}, noop) },
-			"Scheduler.Run": func() error { return s.Scheduler("me").Run(c) },
-			"janitor.Run":   func() error { return janitor.New(s, janitor.Config{}).Run(c) },
+			"Scheduler.Run": func() error { return s.Scheduler("me", store.SchedulerOpts{}).Run(c) },
+			"janitor.Run":   func() error { return janitor.New(s, janitor.Opts{}).Run(c) },
 			"RunLoop": func() error {
 				return s.RunLoop(c, "mine", func(ctx context.Context) error { <-ctx.Done(); return nil })
 			},
@@ -210,7 +210,7 @@ func TestWorkRejectsANilHandler(t *testing.T) {
 		_, err := q.Enqueue(c, nil, store.EnqueueOpts{})
 		require.NoError(t, err)
 		require.ErrorIs(t, q.Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
-		require.ErrorIs(t, s.Jobs[string]("nil").Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
+		require.ErrorIs(t, s.JobQueue[string]("nil").Work(c, store.WorkOpts{}, nil), store.ErrInvalidArgument)
 		st, err := q.Stats(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, st.Ready, "nothing was claimed")
@@ -225,8 +225,7 @@ func TestClosingSchedulerGivesItsLeaseUp(t *testing.T) {
 		c := ctx(t)
 		s, err := store.Open(c, e.dsn)
 		require.NoError(t, err)
-		leader := s.Scheduler("leader")
-		leader.LeaseTTL = time.Hour
+		leader := s.Scheduler("leader", store.SchedulerOpts{LeaseTTL: time.Hour})
 		done := make(chan error, 1)
 		go func() { done <- leader.Run(c) }()
 		require.Eventually(t, leader.Leading, 30*time.Second, time.Millisecond)
@@ -352,9 +351,9 @@ func TestHandlerSettlesItsOwnJob(t *testing.T) {
 	})
 }
 
-// TestAckBatchSkipsSettledEntries: one settled job in a batch does not sink
+// TestAckManySkipsSettledEntries: one settled job in a batch does not sink
 // the batch.
-func TestAckBatchSkipsSettledEntries(t *testing.T) {
+func TestAckManySkipsSettledEntries(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
@@ -365,7 +364,7 @@ func TestAckBatchSkipsSettledEntries(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, jobs, 5)
 		require.NoError(t, jobs[2].Ack(c))
-		n, err := q.AckBatch(c, append(jobs, nil))
+		n, err := q.AckMany(c, append(jobs, nil))
 		require.NoError(t, err)
 		assert.EqualValues(t, 4, n)
 		st, err := q.Stats(c)
@@ -446,7 +445,7 @@ func TestShutdownIsBoundedByItsContext(t *testing.T) {
 			cancel()
 			require.ErrorIs(t, s.Shutdown(now), context.Canceled, "its done context cut the handlers short")
 			require.ErrorIs(t, <-graceful, context.Canceled, "both calls report the one shutdown")
-			j, err := e.open(t).Queue("second").GetJob(c, id)
+			j, err := e.open(t).Queue("second").Job(c, id)
 			require.NoError(t, err)
 			assert.Equal(t, store.JobPending, j.State, "released by the hard stop")
 			assert.Zero(t, j.Attempts)
@@ -465,7 +464,7 @@ func TestHardStopRollsBackOpenTransactions(t *testing.T) {
 		require.NoError(t, err)
 		tx, err := s.Begin(c)
 		require.NoError(t, err)
-		_, err = s.Stream("locked").Key("k").LockCompactionHead(c, tx)
+		_, err = s.Stream("locked").Key("k").LockCompactionHeadTx(c, tx)
 		require.NoError(t, err)
 		now, cancel := context.WithCancel(c)
 		cancel()
@@ -475,7 +474,7 @@ func TestHardStopRollsBackOpenTransactions(t *testing.T) {
 		quick, stop := context.WithTimeout(c, 5*time.Second)
 		defer stop()
 		require.NoError(t, other.InTx(quick, func(ctx context.Context, tx2 store.Tx) error {
-			_, err := other.Stream("locked").Key("k").LockCompactionHead(ctx, tx2)
+			_, err := other.Stream("locked").Key("k").LockCompactionHeadTx(ctx, tx2)
 			return err
 		}), "the abandoned transaction's lock is gone")
 		require.ErrorIs(t, tx.Commit(c), store.ErrClosed)
@@ -510,11 +509,11 @@ func TestUnstorableTextIsRefusedOrCleaned(t *testing.T) {
 		handled.Wait()
 		cancel()
 		require.NoError(t, <-done)
-		dead, err := q.GetJob(c, ids[0])
+		dead, err := q.Job(c, ids[0])
 		require.NoError(t, err)
 		assert.Equal(t, store.JobDead, dead.State)
 		assert.Contains(t, dead.LastError, "bad utf8 \uFFFD")
-		retried, err := q.GetJob(c, ids[1])
+		retried, err := q.Job(c, ids[1])
 		require.NoError(t, err)
 		assert.Equal(t, store.JobPending, retried.State)
 		assert.Contains(t, retried.LastError, "bad\uFFFDnul")

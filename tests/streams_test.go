@@ -152,7 +152,7 @@ func TestConsumerOffsets(t *testing.T) {
 			offs = append(offs, off)
 		}
 
-		got, err := st.GetOffset(c, "unknown")
+		got, err := st.Offset(c, "unknown")
 		require.NoError(t, err)
 		assert.Zero(t, got)
 
@@ -162,7 +162,7 @@ func TestConsumerOffsets(t *testing.T) {
 
 		require.NoError(t, st.SaveOffset(c, "worker", offs[2]))
 		require.NoError(t, st.SaveOffset(c, "worker", offs[0]), "a lower save is a silent no-op")
-		got, err = st.GetOffset(c, "worker")
+		got, err = st.Offset(c, "worker")
 		require.NoError(t, err)
 		assert.Equal(t, offs[2], got)
 
@@ -171,10 +171,10 @@ func TestConsumerOffsets(t *testing.T) {
 		assert.Equal(t, offs[3:], offsets(evs))
 
 		// Consumers are independent, and per stream.
-		got, err = st.GetOffset(c, "other")
+		got, err = st.Offset(c, "other")
 		require.NoError(t, err)
 		assert.Zero(t, got)
-		got, err = s.Stream("elsewhere").GetOffset(c, "worker")
+		got, err = s.Stream("elsewhere").Offset(c, "worker")
 		require.NoError(t, err)
 		assert.Zero(t, got)
 
@@ -265,7 +265,7 @@ func TestNamesValidatedBeforeIO(t *testing.T) {
 			_, err = st.ReadFromConsumer(c, "c", 10)
 			require.ErrorIs(t, err, want)
 			require.ErrorIs(t, st.SaveOffset(c, "c", 1), want)
-			_, err = st.GetOffset(c, "c")
+			_, err = st.Offset(c, "c")
 			require.ErrorIs(t, err, want)
 			_, err = st.TrimTo(c, 10)
 			require.ErrorIs(t, err, want)

@@ -57,7 +57,7 @@ func observe(t *testing.T, s *store.Store, orderID int64) world {
 	evs, err := s.Stream("orders").ReadSince(c, 0, 100)
 	require.NoError(t, err)
 	w.events = len(evs)
-	w.offset, err = s.Stream("orders").GetOffset(c, "billing")
+	w.offset, err = s.Stream("orders").Offset(c, "billing")
 	require.NoError(t, err)
 	return w
 }
@@ -148,7 +148,7 @@ func TestTxReadsItsOwnWrites(t *testing.T) {
 		assert.Equal(t, append([]int64{off}, more...), offsets(evs), "the tx sees what it published")
 		require.NotNil(t, evs[0].Key)
 		assert.Equal(t, k, *evs[0].Key)
-		got, err := st.GetOffsetTx(c, tx, "billing")
+		got, err := st.OffsetTx(c, tx, "billing")
 		require.NoError(t, err)
 		assert.Equal(t, off, got)
 		evs, err = st.ReadFromConsumerTx(c, tx, "billing", 10)
@@ -159,7 +159,7 @@ func TestTxReadsItsOwnWrites(t *testing.T) {
 		outside, err := st.ReadSince(c, 0, 10)
 		require.NoError(t, err)
 		assert.Empty(t, outside)
-		got, err = st.GetOffset(c, "billing")
+		got, err = st.Offset(c, "billing")
 		require.NoError(t, err)
 		assert.Zero(t, got)
 

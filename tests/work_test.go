@@ -105,7 +105,7 @@ func TestWorkRetriesWithGrowingDelaysThenAcks(t *testing.T) {
 		case <-c.Done():
 			t.Fatal("the job never succeeded")
 		}
-		require.Eventually(t, func() bool { _, err := q.GetJob(c, id); return errors.Is(err, store.ErrNotFound) },
+		require.Eventually(t, func() bool { _, err := q.Job(c, id); return errors.Is(err, store.ErrNotFound) },
 			30*time.Second, 5*time.Millisecond, "acked after the third attempt")
 		mu.Lock()
 		defer mu.Unlock()
@@ -143,16 +143,16 @@ func TestWorkSurvivesPanicsAndFailsPermanentErrors(t *testing.T) {
 		})
 		require.Eventually(t, func() bool { return fineRuns.Load() == 1 }, 30*time.Second, 5*time.Millisecond)
 		require.Eventually(t, func() bool {
-			a, errA := q.GetJob(c, panicky)
-			b, errB := q.GetJob(c, fatal)
+			a, errA := q.Job(c, panicky)
+			b, errB := q.Job(c, fatal)
 			return errA == nil && errB == nil && a.State == store.JobDead && b.State == store.JobDead
 		}, 30*time.Second, 5*time.Millisecond)
-		a, _ := q.GetJob(c, panicky)
+		a, _ := q.Job(c, panicky)
 		assert.Contains(t, a.LastError, "handler bug")
-		b, _ := q.GetJob(c, fatal)
+		b, _ := q.Job(c, fatal)
 		assert.Contains(t, b.LastError, "bad input")
 		assert.Equal(t, 1, b.Attempts, "a permanent error is not retried")
-		require.Eventually(t, func() bool { _, err := q.GetJob(c, fine); return errors.Is(err, store.ErrNotFound) },
+		require.Eventually(t, func() bool { _, err := q.Job(c, fine); return errors.Is(err, store.ErrNotFound) },
 			30*time.Second, 5*time.Millisecond, "the fine job is acked (acks are batched)")
 
 		// The loop is still alive after the panic.
@@ -223,7 +223,7 @@ func TestWorkFinishesInFlightOnCancel(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done)
 		assert.False(t, sawCancel.Load(), "the handler's context lives through the grace period")
-		_, err = q.GetJob(c, id)
+		_, err = q.Job(c, id)
 		require.ErrorIs(t, err, store.ErrNotFound, "the in-flight job was acked before Work returned")
 		st, err := q.Stats(c)
 		require.NoError(t, err)
@@ -239,11 +239,11 @@ type order struct {
 func TestTypedJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
-		jobs := s.Jobs[order]("orders")
+		jobs := s.JobQueue[order]("orders")
 		c := ctx(t)
 		_, err := jobs.Enqueue(c, order{ID: 7, Item: "teapot"}, store.EnqueueOpts{})
 		require.NoError(t, err)
-		bad, err := jobs.Raw().Enqueue(c, []byte("{not json"), store.EnqueueOpts{})
+		bad, err := jobs.Queue().Enqueue(c, []byte("{not json"), store.EnqueueOpts{})
 		require.NoError(t, err)
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
 			_, err := jobs.EnqueueTx(c, tx, order{ID: 8, Item: "kettle"}, store.EnqueueOpts{})
@@ -261,17 +261,17 @@ func TestTypedJobs(t *testing.T) {
 		}()
 		assert.ElementsMatch(t, []order{{7, "teapot"}, {8, "kettle"}}, []order{<-got, <-got})
 		require.Eventually(t, func() bool {
-			j, err := jobs.Raw().GetJob(c, bad)
+			j, err := jobs.Queue().Job(c, bad)
 			return err == nil && j.State == store.JobDead
 		}, 30*time.Second, 5*time.Millisecond, "an undecodable payload fails its job; the worker goes on")
-		j, err := jobs.Raw().GetJob(c, bad)
+		j, err := jobs.Queue().Job(c, bad)
 		require.NoError(t, err)
 		assert.Contains(t, j.LastError, store.ErrCodec.Error())
 		assert.Equal(t, 1, j.Attempts)
 		cancel()
 		require.NoError(t, <-done)
 
-		_, err = s.Jobs[chan int]("orders").Enqueue(c, make(chan int), store.EnqueueOpts{})
+		_, err = s.JobQueue[chan int]("orders").Enqueue(c, make(chan int), store.EnqueueOpts{})
 		require.ErrorIs(t, err, store.ErrCodec, "an unencodable value is a codec error")
 	})
 }

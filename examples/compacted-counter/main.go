@@ -41,7 +41,7 @@ func run(ctx context.Context, dsn string) error {
 
 	increment := func() error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			cur, err := visits.LockCompactionHead(ctx, tx) // nil: no value yet (the row is locked all the same)
+			cur, err := visits.LockCompactionHeadTx(ctx, tx) // nil: no value yet (the row is locked all the same)
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ func run(ctx context.Context, dsn string) error {
 			if cur != nil {
 				next.N = cur.N + 1
 			}
-			_, err = counters.ProduceInTx(ctx, tx, &next, store.ProduceOpts{Key: "page-visits"})
+			_, err = counters.PublishTx(ctx, tx, &next, store.PublishOpts{Key: "page-visits"})
 			return err
 		})
 	}
@@ -82,7 +82,7 @@ func run(ctx context.Context, dsn string) error {
 	fmt.Printf("%d goroutines × %d increments → page-visits = %d\n", workers, each, final.N)
 
 	// Compaction: every superseded value can go; the head stays.
-	report, err := janitor.New(s, janitor.Config{}).RunOnce(ctx)
+	report, err := janitor.New(s, janitor.Opts{}).RunOnce(ctx)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func run(ctx context.Context, path string) error {
 	if err := events.SaveOffset(ctx, "mailer", batch[len(batch)-1].Offset); err != nil {
 		return err
 	}
-	saved, err := events.GetOffset(ctx, "mailer")
+	saved, err := events.Offset(ctx, "mailer")
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func run(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer s.Close()
-	emails := s.Jobs[welcome]("emails") // a typed view: payloads are JSON-encoded welcome values
+	emails := s.JobQueue[welcome]("emails") // a typed view: payloads are JSON-encoded welcome values
 
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS app_users (name TEXT PRIMARY KEY, email TEXT NOT NULL)`)
@@ -84,7 +84,7 @@ func run(ctx context.Context, dsn string) error {
 	if err := <-done; err != nil {
 		return err
 	}
-	st, err := emails.Raw().Stats(ctx)
+	st, err := emails.Queue().Stats(ctx)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func run(ctx context.Context, dsn string) error {
 		}
 		fmt.Printf("ticker got offset %d: %s\n", ev.Offset, ev.Payload)
 	}
-	saved, err := prices.GetOffset(ctx, "ticker")
+	saved, err := prices.Offset(ctx, "ticker")
 	if err != nil {
 		return err
 	}

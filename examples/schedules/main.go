@@ -27,17 +27,17 @@ func run(ctx context.Context, dsn string) error {
 
 	// Registering at every start is safe: an unchanged spec keeps its
 	// pending boundary (and a pause an operator set).
-	for _, spec := range []store.ScheduleSpec{
-		{Name: "tick", Spec: "@every 1s", Queue: "ticks", Payload: []byte("tick")},
-		{Name: "nightly-report", Spec: "30 2 * * *", TZ: "America/New_York", Queue: "reports", Payload: []byte("report")},
+	for name, spec := range map[string]store.ScheduleSpec{
+		"tick":           {Spec: "@every 1s", Queue: "ticks", Payload: []byte("tick")},
+		"nightly-report": {Spec: "30 2 * * *", TZ: "America/New_York", Queue: "reports", Payload: []byte("report")},
 	} {
-		if err := s.Schedule(ctx, spec); err != nil {
+		if err := s.Schedule(name).Set(ctx, spec); err != nil {
 			return err
 		}
 	}
-	err = s.Schedule(ctx, store.ScheduleSpec{Name: "bad", Spec: "61 * * * *", Queue: "ticks"})
+	err = s.Schedule("bad").Set(ctx, store.ScheduleSpec{Spec: "61 * * * *", Queue: "ticks"})
 	fmt.Println("a bad spec is refused:", err)
-	err = s.Schedule(ctx, store.ScheduleSpec{Name: "sneaky", Spec: "@hourly", Queue: store.OutboxQueuePrefix + "x"})
+	err = s.Schedule("sneaky").Set(ctx, store.ScheduleSpec{Spec: "@hourly", Queue: store.OutboxQueuePrefix + "x"})
 	fmt.Println("so is a reserved queue:", err)
 
 	list, err := s.Schedules(ctx)
@@ -68,7 +68,7 @@ func run(ctx context.Context, dsn string) error {
 
 	// Two schedulers, as if in two processes: one leads, one stands by.
 	start := func(owner string) (*store.Scheduler, context.CancelFunc, <-chan error) {
-		sch := s.Scheduler(owner)
+		sch := s.Scheduler(owner, store.SchedulerOpts{})
 		c, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- sch.Run(c) }()
@@ -109,7 +109,7 @@ func run(ctx context.Context, dsn string) error {
 	for count() < 5 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := s.PauseSchedule(ctx, "tick"); err != nil {
+	if err := s.Schedule("tick").Pause(ctx); err != nil {
 		return err
 	}
 	fmt.Println("tick paused after", count(), "ticks; none lost or doubled across the handover")
