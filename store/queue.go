@@ -145,8 +145,8 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 	})
 }
 
-// EnqueueMany adds jobs in one round trip and returns their ids in order.
-// All or none are stored.
+// EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
+// SQLite) and returns their ids in order. All or none are stored.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	return q.enqueueMany(ctx, autoWrite(ctx), jobs)
 }
@@ -335,7 +335,7 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 	})
 }
 
-// AckMany acks many claimed jobs in one round trip and returns how many
+// AckMany acks many claimed jobs in one statement and returns how many
 // were still held by their claims; the others changed nothing. Entries that
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch.

@@ -57,8 +57,9 @@ func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, er
 	})
 }
 
-// PublishMany appends msgs in order, in one round trip, and returns their
-// offsets in the same order. All or none are stored. Keyed messages update
+// PublishMany appends msgs in order, in one statement on PostgreSQL (keyed
+// heads included; one transaction on SQLite), and returns their offsets in
+// the same order. All or none are stored. Keyed messages update
 // their keys' compaction heads (rank 0) like PublishWithKey.
 func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, autoWrite(ctx), msgs)
