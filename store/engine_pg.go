@@ -41,7 +41,7 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 		return nil, opErr("open", "", err)
 	}
 	if c.maxConns > 0 {
-		cfg.MaxConns = c.maxConns
+		cfg.MaxConns = int32(min(c.maxConns, math.MaxInt32))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

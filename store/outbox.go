@@ -65,6 +65,8 @@ type OutboxOpts struct {
 	MaxAttempts int                             // deliveries before a message goes to dead; default DefaultMaxAttempts
 	Backoff     func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Timeout     time.Duration                   // per delivery; default 30s
+	Visibility  time.Duration                   // a delivery's claim; default Timeout + 30s
+	Grace       time.Duration                   // on stop, how long deliveries in flight may finish; default 30s
 }
 
 // Run delivers messages with deliver until ctx is cancelled, through the
@@ -85,7 +87,8 @@ func (ob *Outbox) Run(ctx context.Context, opts OutboxOpts, deliver Handler) err
 	if limit == 0 {
 		limit = DefaultMaxAttempts
 	}
-	work := WorkOpts{Worker: opts.Worker, Concurrency: opts.Concurrency, Backoff: opts.Backoff, Timeout: opts.Timeout}
+	work := WorkOpts{Worker: opts.Worker, Concurrency: opts.Concurrency, Backoff: opts.Backoff, Timeout: opts.Timeout,
+		Visibility: opts.Visibility, Grace: opts.Grace}
 	return ob.q.Work(ctx, work, func(ctx context.Context, m *Job) error {
 		if m.Attempts > limit {
 			// Earlier deliveries crashed or timed out past their claim.
@@ -102,8 +105,8 @@ func (ob *Outbox) Run(ctx context.Context, opts OutboxOpts, deliver Handler) err
 // Stats counts the outbox's messages by state.
 func (ob *Outbox) Stats(ctx context.Context) (QueueStats, error) { return ob.q.Stats(ctx) }
 
-// Message returns one message by id, dead ones included (to see LastError).
-func (ob *Outbox) Message(ctx context.Context, id int64) (*Job, error) { return ob.q.Job(ctx, id) }
+// Job returns one message by id, dead ones included (to see LastError).
+func (ob *Outbox) Job(ctx context.Context, id int64) (*Job, error) { return ob.q.Job(ctx, id) }
 
 // Requeue sends a dead message back for delivery, with its attempts reset.
 func (ob *Outbox) Requeue(ctx context.Context, id int64) error { return ob.q.Requeue(ctx, id) }

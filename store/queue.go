@@ -21,6 +21,9 @@ func (s *Store) Queue(name string) *Queue {
 	return &Queue{newHandle(s, name)}
 }
 
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
 // JobState is where a job is in its life.
 type JobState string
 
@@ -320,8 +323,11 @@ func (j *Job) settled() bool { return j.token == 0 }
 // settle runs one fenced statement for the job's claim; a statement that
 // matched no row means the claim is gone.
 func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.Time) (bool, error)) (bool, error) {
-	if j == nil || j.q == nil || j.token == 0 {
+	switch {
+	case j == nil || j.q == nil:
 		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
+	case j.token == 0:
+		return false, opErr(op, j.q.name, fmt.Errorf("%w: job %d was already settled (Ack, Retry or Fail spend its claim)", ErrInvalidArgument, j.ID))
 	}
 	return run(j.q.handle, op, autoWrite(ctx), func(o target) (bool, error) {
 		ok, err := fn(o, j.q.s.now())
@@ -340,7 +346,7 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch.
 func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
-	return run(q.handle, "ack batch", autoWrite(ctx), func(o target) (int64, error) {
+	return run(q.handle, "ack many", autoWrite(ctx), func(o target) (int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
 			if j == nil || j.settled() || j.Queue != q.name {
@@ -368,7 +374,7 @@ func (q *Queue) JobTx(ctx context.Context, tx Tx, id int64) (*Job, error) {
 }
 
 func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
-	return run(q.handle, "get job", v, func(o target) (*Job, error) {
+	return run(q.handle, "job", v, func(o target) (*Job, error) {
 		return o.getJob(ctx, q.name, id)
 	})
 }

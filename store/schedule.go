@@ -19,6 +19,9 @@ func (s *Store) Schedule(name string) *Schedule {
 	return &Schedule{newHandle(s, name)}
 }
 
+// Name returns the schedule's name.
+func (sc *Schedule) Name() string { return sc.name }
+
 // ScheduleSpec describes a schedule: at every boundary of Spec, in time
 // zone TZ, a job with Payload, Priority and MaxAttempts is enqueued into
 // Queue.

@@ -14,7 +14,7 @@
 // and topics, Enqueue for queues and outboxes, …Many for batches, and reads
 // are named after what they return, without Get (Queue.Job, Stream.Offset).
 // Settings are passed as an …Opts struct (WorkOpts, PublishOpts,
-// SchedulerOpts), never set as exported fields; only Open takes Options.
+// SchedulerOpts), never set as exported fields; only Open and OpenPool take Options.
 // Cleanup passes are methods of Maintenance.
 package store
 
@@ -61,7 +61,7 @@ type config struct {
 	log        *slog.Logger
 	codec      Codec
 	readConns  int
-	maxConns   int32
+	maxConns   int
 	clock      func() time.Time
 	maxPayload int
 }
@@ -84,7 +84,7 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 // WithMaxConns sets the size of the Postgres pool Open creates (default:
 // pgxpool's, or the DSN's pool_max_conns). OpenPool leaves the caller's pool
 // as it is.
-func WithMaxConns(n int32) Option { return func(c *config) { c.maxConns = n } }
+func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // WithClock sets the clock queue deadlines and run times are computed from
 // (default time.Now). Tests use it to move time without sleeping.

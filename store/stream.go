@@ -33,8 +33,9 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 
 // PublishWithKey appends an event carrying key and makes it the key's
 // compaction head by the winner rule (rank 0). A nil payload is a
-// tombstone; an empty, non-nil one is a value. A key that ValidateKey
-// rejects is ErrInvalidName.
+// tombstone; an empty, non-nil one is a value. A key that is not 1 to
+// MaxKeyLen bytes of valid UTF-8 without control characters is
+// ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
 }
@@ -171,7 +172,7 @@ func (st *Stream) OffsetTx(ctx context.Context, tx Tx, consumer string) (int64, 
 }
 
 func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64, error) {
-	return run(st.handle, "get offset", v, func(o target) (int64, error) {
+	return run(st.handle, "offset", v, func(o target) (int64, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return 0, err
 		}

@@ -50,6 +50,9 @@ func (t *Topic[M]) publish(ctx context.Context, v via, m *M, opts PublishOpts) (
 		payload = b
 	}
 	if opts.Key == "" {
+		if opts.Rank != 0 {
+			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: Rank %d without a Key (only keyed events compete for a head)", ErrInvalidArgument, opts.Rank))
+		}
 		if m == nil {
 			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: a nil message needs a key (it is a tombstone)", ErrInvalidArgument))
 		}

@@ -387,7 +387,17 @@ func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
-	return dtx.queryRow(ctx, sql, args...)
+	return opRow{r: dtx.queryRow(ctx, sql, args...), s: tx.h.store}
+}
+
+// opRow wraps a business row's Scan error like every other operation's.
+type opRow struct {
+	r Row
+	s *Store
+}
+
+func (r opRow) Scan(dest ...any) error {
+	return opErr("query row", "", r.s.driverErr(r.r.Scan(dest...)))
 }
 
 func (tx Tx) state() (*txState, error) {
@@ -475,6 +485,9 @@ func (r errRow) Scan(...any) error { return r.err }
 
 // noRows makes the drivers' "no rows" errors match ErrNotFound too.
 func noRows(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return err // already marked
+	}
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}

@@ -31,7 +31,9 @@ type Handler func(ctx context.Context, job *Job) error
 
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+// Error is the wrapped error's text: Permanent marks the error by its type,
+// so a job's LastError reads as the handler's own error.
+func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Permanent marks a handler error as not worth retrying: the job goes to

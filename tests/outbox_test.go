@@ -130,7 +130,7 @@ func TestOutboxRetriesThenDead(t *testing.T) {
 			assert.GreaterOrEqual(t, tries[i].Sub(tries[i-1]), backoff, "retry %d waited its backoff", i)
 		}
 		mu.Unlock()
-		m, err := ob.Message(c, id)
+		m, err := ob.Job(c, id)
 		require.NoError(t, err)
 		assert.Equal(t, store.JobDead, m.State)
 		assert.Contains(t, m.LastError, "endpoint answered 503 (try 3)")

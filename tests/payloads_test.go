@@ -170,7 +170,7 @@ func TestEmptyPayloadIsAValueNilIsNot(t *testing.T) {
 			return nil
 		}))
 		for i, id := range msgIDs {
-			m, err := ob.Message(c, id)
+			m, err := ob.Job(c, id)
 			require.NoError(t, err)
 			samePayload(t, wants[i], m.Payload, fmt.Sprintf("outbox message %d", i))
 		}
