@@ -18,7 +18,6 @@ func newHandle(s *Store, name string) handle {
 	return handle{s: s, name: name, err: validateName(name)}
 }
 
-
 // target is where an operation runs: the statements (auto-commit or the
 // caller's transaction) and how to do something once its writes are
 // committed (at once for auto-commit; at commit for a transaction).
