@@ -18,7 +18,7 @@ type WorkOpts struct {
 	Concurrency  int                             // handlers at once; default 10
 	Batch        int                             // most jobs per claim; default Concurrency
 	Visibility   time.Duration                   // claim lease; default Timeout + 30s
-	Timeout      time.Duration                   // per handler run; default 30s; must be < Visibility
+	Timeout      time.Duration                   // per handler run; default 30s, or 2/3 of a shorter Visibility; must be < Visibility
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
 	PollInterval time.Duration                   // safety poll when no wake comes; default 5s
@@ -72,6 +72,11 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
+		if o.Visibility > 0 {
+			// A Visibility set alone must work: leave the handler a third of
+			// the lease to be settled in.
+			o.Timeout = min(o.Timeout, o.Visibility*2/3)
+		}
 	}
 	if o.Visibility <= 0 {
 		o.Visibility = o.Timeout + 30*time.Second

@@ -562,3 +562,31 @@ func TestInTxRollsBackWhenItsFunctionExitsTheGoroutine(t *testing.T) {
 		}, 30*time.Second, time.Millisecond)
 	})
 }
+
+// TestWorkOptionsMakeSenseAlone: a Visibility shorter than the default
+// Timeout, set alone, takes a Timeout that fits it instead of failing.
+func TestWorkOptionsMakeSenseAlone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("short-lease")
+		_, err := q.Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		ran := make(chan time.Duration, 1)
+		wctx, cancel := context.WithCancel(c)
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Work(wctx, store.WorkOpts{Visibility: 9 * time.Second}, func(ctx context.Context, j *store.Job) error {
+				deadline, _ := ctx.Deadline()
+				ran <- time.Until(deadline)
+				return nil
+			})
+		}()
+		left := <-ran
+		cancel()
+		require.NoError(t, <-done)
+		assert.LessOrEqual(t, left, 6*time.Second, "the handler's timeout is two thirds of the lease")
+		require.ErrorIs(t, q.Work(c, store.WorkOpts{Visibility: 9 * time.Second, Timeout: 10 * time.Second},
+			func(context.Context, *store.Job) error { return nil }), store.ErrInvalidArgument, "an explicit Timeout past the lease is still refused")
+	})
+}
