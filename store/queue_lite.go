@@ -24,7 +24,8 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 }
 
 // claim runs in one transaction, so a cancelled claim either committed (and
-// Claim returns its jobs) or rolled back: none is left running unseen.
+// Claim returns its jobs) or rolled back: none is left running unseen. The
+// writer slot holds from choosing the jobs (ClaimableJobs) to stamping them.
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	now := r.now.UnixMicro()
 	var jobs []*Job
@@ -32,8 +33,16 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
+		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(r.n)})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		js, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
 		rows, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-			ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int64(r.n)})
+			ClaimToken: r.token, Worker: r.worker, Ids: string(js)})
 		if err != nil {
 			return err
 		}

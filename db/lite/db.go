@@ -51,6 +51,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
+	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
+	}
 	if q.compactSupersededStmt, err = db.PrepareContext(ctx, compactSuperseded); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactSuperseded: %w", err)
 	}
@@ -258,6 +261,11 @@ func (q *Queries) Close() error {
 	if q.claimJobsStmt != nil {
 		if cerr := q.claimJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimJobsStmt: %w", cerr)
+		}
+	}
+	if q.claimableJobsStmt != nil {
+		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
 		}
 	}
 	if q.compactSupersededStmt != nil {
@@ -573,6 +581,7 @@ type Queries struct {
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
 	claimJobsStmt              *sql.Stmt
+	claimableJobsStmt          *sql.Stmt
 	compactSupersededStmt      *sql.Stmt
 	compactedStreamsStmt       *sql.Stmt
 	configureStreamStmt        *sql.Stmt
@@ -641,6 +650,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
 		claimJobsStmt:              q.claimJobsStmt,
+		claimableJobsStmt:          q.claimableJobsStmt,
 		compactSupersededStmt:      q.compactSupersededStmt,
 		compactedStreamsStmt:       q.compactedStreamsStmt,
 		configureStreamStmt:        q.configureStreamStmt,

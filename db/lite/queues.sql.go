@@ -133,21 +133,7 @@ const claimJobs = `-- name: ClaimJobs :many
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
-WHERE id IN (
-    SELECT c.id FROM (
-        SELECT id, priority, run_at FROM (SELECT r.id, r.priority, r.run_at FROM alk_jobs r
-                       WHERE r.queue = ?5 AND r.state = 'pending' AND r.run_at <= ?1
-                         AND (r.expires_at IS NULL OR r.expires_at > ?1)
-                       ORDER BY r.priority DESC, r.run_at, r.id LIMIT ?6)
-        UNION ALL
-        SELECT id, priority, run_at FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
-                       WHERE x.queue = ?5 AND x.state = 'running'
-                         AND x.claim_expires_at <= ?1 AND x.attempts < x.max_attempts
-                         AND (x.expires_at IS NULL OR x.expires_at > ?1)
-                       ORDER BY x.priority DESC, x.run_at, x.id LIMIT ?6)
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT ?6)
+WHERE id IN (SELECT value FROM json_each(?5))
 RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, died_at
 `
 
@@ -156,20 +142,17 @@ type ClaimJobsParams struct {
 	ClaimExpiresAt int64
 	ClaimToken     int64
 	Worker         string
-	Queue          string
-	MaxJobs        int64
+	Ids            interface{}
 }
 
-// Up to max_jobs of the ready jobs and the jobs whose claim expired, in
-// priority order, stamped with this claim.
+// Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
 		arg.ClaimExpiresAt,
 		arg.ClaimToken,
 		arg.Worker,
-		arg.Queue,
-		arg.MaxJobs,
+		arg.Ids,
 	)
 	if err != nil {
 		return nil, err
@@ -199,6 +182,83 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const claimableJobs = `-- name: ClaimableJobs :many
+WITH RECURSIVE prios(p, above) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h
+            WHERE h.queue = ?2 AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1), 0
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h
+            WHERE h.queue = ?2 AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1),
+           prios.above + (SELECT count(*) FROM (
+               SELECT 1 FROM alk_jobs k
+               WHERE k.queue = ?2 AND k.state = 'pending' AND k.priority = prios.p
+                 AND k.run_at <= ?3 AND (k.expires_at IS NULL OR k.expires_at > ?3)
+               LIMIT ?1))
+    FROM prios
+    WHERE prios.p IS NOT NULL AND prios.above < ?1
+)
+SELECT c.id FROM (
+    SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
+    WHERE prios.above < ?1
+      AND r.id IN (SELECT x.id FROM alk_jobs x
+                   WHERE x.queue = ?2 AND x.state = 'pending' AND x.priority = prios.p
+                     AND x.run_at <= ?3 AND (x.expires_at IS NULL OR x.expires_at > ?3)
+                   ORDER BY x.run_at, x.id LIMIT ?1)
+    UNION ALL
+    SELECT id, priority, run_at FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
+                   WHERE x.queue = ?2 AND x.state = 'running'
+                     AND x.claim_expires_at <= ?3 AND x.attempts < x.max_attempts
+                     AND (x.expires_at IS NULL OR x.expires_at > ?3)
+                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT ?1)
+) AS c
+ORDER BY c.priority DESC, c.run_at, c.id
+LIMIT ?1
+`
+
+type ClaimableJobsParams struct {
+	MaxJobs int64
+	Queue   string
+	Now     int64
+}
+
+// The ids ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
+// whose claim expired, in priority order. Run in the claim's transaction on
+// the writer slot, so nothing changes between the two statements. (A
+// SELECT of its own because sqlc reads no WITH on an UPDATE in SQLite.)
+// Ready jobs are read one priority at a time, highest first: prios walks
+// the distinct priorities of the queue's pending jobs down alk_jobs_ready
+// (one index descent each) and counts, up to max_jobs, the ready rows of
+// each (an index range: run_at <= now), stopping once the priorities above
+// hold max_jobs ready rows; each priority it reached gives its first
+// max_jobs ready rows. So delayed rows, wherever their priority, are never
+// read, and the outer ORDER BY picks exactly the rows one ordered scan of
+// every ready row would. No locks: the writer slot serializes claims, so
+// the counts are exact.
+func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

@@ -137,13 +137,31 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 }
 
 const claimJobs = `-- name: ClaimJobs :many
-WITH ready AS (
-    SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
-    WHERE j.queue = $5::text AND j.state = 'pending' AND j.run_at <= $1::timestamptz
-      AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
-    ORDER BY j.priority DESC, j.run_at, j.id
+WITH RECURSIVE prios AS (
+    (SELECT j.priority FROM alkstore.jobs j
+     WHERE j.queue = $5::text AND j.state = 'pending'
+     ORDER BY j.priority DESC
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM alkstore.jobs j
+            WHERE j.queue = $5::text AND j.state = 'pending' AND j.priority < p.priority
+            ORDER BY j.priority DESC
+            LIMIT 1)
+    FROM prios p
+    WHERE p.priority IS NOT NULL
+),
+ready AS (
+    SELECT r.id, r.priority, r.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = $5::text AND j.state = 'pending' AND j.priority = p.priority
+          AND j.run_at <= $1::timestamptz
+          AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
+        ORDER BY j.run_at, j.id
+        LIMIT $6::integer
+        FOR UPDATE SKIP LOCKED
+    ) AS r
     LIMIT $6::integer
-    FOR UPDATE SKIP LOCKED
 ),
 expired AS (
     SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
@@ -178,6 +196,13 @@ type ClaimJobsParams struct {
 
 // Up to max_jobs of the ready jobs and the jobs whose claim expired, in
 // priority order, skipping rows other claimers hold, stamped with this claim.
+// Ready jobs are read one priority at a time, highest first: prios walks
+// the distinct priorities of the queue's pending jobs down jobs_ready (one
+// index descent each), and for each priority the ready rows are an index
+// range (run_at <= now), so delayed rows, wherever their priority, are never
+// read. The nested loop over prios yields its rows in priority order and
+// stops (with its locks) at max_jobs, the rows the single ordered scan of
+// jobs_ready gave before; picked sorts them all again.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, claimJobs,
 		arg.Now,
@@ -395,6 +420,7 @@ SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
+// Each min is the first entry of a partial index (jobs_due, jobs_running).
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.db.QueryRow(ctx, nextJobDue, queue)
 	var due_us int64

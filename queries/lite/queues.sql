@@ -26,27 +26,59 @@ SET state = 'dead', died_at = CAST(@now AS INTEGER), claim_token = NULL, claim_e
 WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
+-- name: ClaimableJobs :many
+-- The ids ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
+-- whose claim expired, in priority order. Run in the claim's transaction on
+-- the writer slot, so nothing changes between the two statements. (A
+-- SELECT of its own because sqlc reads no WITH on an UPDATE in SQLite.)
+-- Ready jobs are read one priority at a time, highest first: prios walks
+-- the distinct priorities of the queue's pending jobs down alk_jobs_ready
+-- (one index descent each) and counts, up to max_jobs, the ready rows of
+-- each (an index range: run_at <= now), stopping once the priorities above
+-- hold max_jobs ready rows; each priority it reached gives its first
+-- max_jobs ready rows. So delayed rows, wherever their priority, are never
+-- read, and the outer ORDER BY picks exactly the rows one ordered scan of
+-- every ready row would. No locks: the writer slot serializes claims, so
+-- the counts are exact.
+WITH RECURSIVE prios(p, above) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h
+            WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1), 0
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h
+            WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1),
+           prios.above + (SELECT count(*) FROM (
+               SELECT 1 FROM alk_jobs k
+               WHERE k.queue = sqlc.arg(queue) AND k.state = 'pending' AND k.priority = prios.p
+                 AND k.run_at <= sqlc.arg(now) AND (k.expires_at IS NULL OR k.expires_at > sqlc.arg(now))
+               LIMIT sqlc.arg(max_jobs)))
+    FROM prios
+    WHERE prios.p IS NOT NULL AND prios.above < sqlc.arg(max_jobs)
+)
+SELECT c.id FROM (
+    SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
+    WHERE prios.above < sqlc.arg(max_jobs)
+      AND r.id IN (SELECT x.id FROM alk_jobs x
+                   WHERE x.queue = sqlc.arg(queue) AND x.state = 'pending' AND x.priority = prios.p
+                     AND x.run_at <= sqlc.arg(now) AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
+                   ORDER BY x.run_at, x.id LIMIT sqlc.arg(max_jobs))
+    UNION ALL
+    SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
+                   WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
+                     AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
+                     AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
+                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
+) AS c
+ORDER BY c.priority DESC, c.run_at, c.id
+LIMIT sqlc.arg(max_jobs);
+
 -- name: ClaimJobs :many
--- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
--- priority order, stamped with this claim.
+-- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
 UPDATE alk_jobs
-SET state = 'running', attempts = attempts + 1, claimed_at = CAST(sqlc.arg(now) AS INTEGER),
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
     claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
-WHERE id IN (
-    SELECT c.id FROM (
-        SELECT * FROM (SELECT r.id, r.priority, r.run_at FROM alk_jobs r
-                       WHERE r.queue = sqlc.arg(queue) AND r.state = 'pending' AND r.run_at <= sqlc.arg(now)
-                         AND (r.expires_at IS NULL OR r.expires_at > sqlc.arg(now))
-                       ORDER BY r.priority DESC, r.run_at, r.id LIMIT sqlc.arg(max_jobs))
-        UNION ALL
-        SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
-                       WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
-                         AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
-                         AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
-                       ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT sqlc.arg(max_jobs))
+WHERE id IN (SELECT value FROM json_each(@ids))
 RETURNING *;
 
 -- name: AckJob :execrows

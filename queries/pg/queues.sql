@@ -48,13 +48,38 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
 -- name: ClaimJobs :many
 -- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
 -- priority order, skipping rows other claimers hold, stamped with this claim.
-WITH ready AS (
-    SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
-    WHERE j.queue = @queue::text AND j.state = 'pending' AND j.run_at <= @now::timestamptz
-      AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
-    ORDER BY j.priority DESC, j.run_at, j.id
+-- Ready jobs are read one priority at a time, highest first: prios walks
+-- the distinct priorities of the queue's pending jobs down jobs_ready (one
+-- index descent each), and for each priority the ready rows are an index
+-- range (run_at <= now), so delayed rows, wherever their priority, are never
+-- read. The nested loop over prios yields its rows in priority order and
+-- stops (with its locks) at max_jobs, the rows the single ordered scan of
+-- jobs_ready gave before; picked sorts them all again.
+WITH RECURSIVE prios AS (
+    (SELECT j.priority FROM alkstore.jobs j
+     WHERE j.queue = @queue::text AND j.state = 'pending'
+     ORDER BY j.priority DESC
+     LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM alkstore.jobs j
+            WHERE j.queue = @queue::text AND j.state = 'pending' AND j.priority < p.priority
+            ORDER BY j.priority DESC
+            LIMIT 1)
+    FROM prios p
+    WHERE p.priority IS NOT NULL
+),
+ready AS (
+    SELECT r.id, r.priority, r.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = @queue::text AND j.state = 'pending' AND j.priority = p.priority
+          AND j.run_at <= @now::timestamptz
+          AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
+        ORDER BY j.run_at, j.id
+        LIMIT @max_jobs::integer
+        FOR UPDATE SKIP LOCKED
+    ) AS r
     LIMIT @max_jobs::integer
-    FOR UPDATE SKIP LOCKED
 ),
 expired AS (
     SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
@@ -160,6 +185,7 @@ WHERE queue = @queue::text;
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes
 -- claimable (a pending job's run_at or a claim's deadline); 0 when none.
+-- Each min is the first entry of a partial index (jobs_due, jobs_running).
 SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
     (SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
     (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running')
