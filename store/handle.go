@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -57,7 +58,10 @@ func autoRead(s *Store) (target, error) {
 // is wrapped with the operation and the handle's name.
 func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, error) {
 	var zero T
-	if h.err != nil {
+	switch {
+	case h.s == nil:
+		return zero, opErr(op, h.name, errNoStore)
+	case h.err != nil:
 		return zero, opErr(op, h.name, h.err)
 	}
 	t, err := v(h.s)
@@ -79,6 +83,10 @@ func run0(h handle, op string, v via, fn func(target) error) error {
 	_, err := run(h, op, v, func(t target) (struct{}, error) { return struct{}{}, fn(t) })
 	return err
 }
+
+// errNoStore is what a zero-value handle or a nil *Store reports instead of
+// panicking: handles come from a Store (s.Queue, s.Stream, ...).
+var errNoStore = fmt.Errorf("%w: no store (a zero-value handle or a nil *Store; get handles from an open Store)", ErrInvalidArgument)
 
 // now reads the store's clock at the precision both engines store.
 func (s *Store) now() time.Time {

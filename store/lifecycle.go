@@ -179,6 +179,9 @@ func (l *lifecycle) nudge() {
 // to return. Cancel the loop's context instead, or close the store from
 // another goroutine.
 func (s *Store) Shutdown(ctx context.Context) error {
+	if s == nil {
+		return opErr("shutdown", "", errNoStore)
+	}
 	stop := context.AfterFunc(ctx, func() { s.life.stopHard(context.Cause(ctx)) })
 	defer stop()
 	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
@@ -290,7 +293,10 @@ func waitTxs(l *lifecycle, gone <-chan struct{}) error {
 // janitor runs this way; so can an application's own loops that use the
 // store.
 func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	if fn == nil {
+	switch {
+	case s == nil:
+		return opErr("run loop", name, errNoStore)
+	case fn == nil:
 		return opErr("run loop", name, fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	leave, err := s.life.enterLoop()

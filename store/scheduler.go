@@ -146,6 +146,9 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 // run, with its own random token, so runs sharing an owner name are told
 // apart.
 func (sc *Scheduler) newKeeper(ctx context.Context) (*leaseKeeper, error) {
+	if sc.s == nil {
+		return nil, opErr("scheduler", sc.owner, errNoStore)
+	}
 	ttl := cmp.Or(sc.opts.LeaseTTL, DefaultLeaseTTL)
 	err := validateLocalName("scheduler owner", sc.owner)
 	if err == nil && ttl < 100*time.Millisecond {

@@ -196,6 +196,9 @@ func (s *Store) Engine() string { return s.eng.kind() }
 // check refuses new operations once the store is shutting down and its
 // loops have returned (see Shutdown).
 func (s *Store) check() error {
+	if s == nil {
+		return errNoStore
+	}
 	if s.life.at() >= phaseDraining {
 		return ErrClosed
 	}

@@ -82,6 +82,9 @@ const rollbackTimeout = 5 * time.Second
 // the writer slot while a transaction is open, so a leak holds them only
 // that long once something needs them.
 func (s *Store) Begin(ctx context.Context) (Tx, error) {
+	if s == nil {
+		return Tx{}, opErr("begin", "", errNoStore)
+	}
 	if err := s.check(); err != nil {
 		return Tx{}, opErr("begin", "", err)
 	}

@@ -113,6 +113,9 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // A handler may settle its own job (Ack, Retry with a delay of its choice,
 // Fail) and return; Work then leaves the job as the handler settled it.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
+	if q.s == nil {
+		return opErr("work", q.name, errNoStore)
+	}
 	if q.err != nil {
 		return opErr("work", q.name, q.err)
 	}

@@ -590,3 +590,37 @@ func TestWorkOptionsMakeSenseAlone(t *testing.T) {
 			func(context.Context, *store.Job) error { return nil }), store.ErrInvalidArgument, "an explicit Timeout past the lease is still refused")
 	})
 }
+
+// TestZeroValuesDoNotPanic: library code never panics, not even on a
+// zero-value handle or a nil *Store; they report ErrInvalidArgument.
+func TestZeroValuesDoNotPanic(t *testing.T) {
+	c := ctx(t)
+	var nilStore *store.Store
+	var q store.Queue
+	var st store.Stream
+	var sch store.Schedule
+	noop := func(context.Context, *store.Job) error { return nil }
+	calls := map[string]func() error{
+		"Queue.Enqueue":    func() error { _, err := q.Enqueue(c, nil, store.EnqueueOpts{}); return err },
+		"Queue.Claim":      func() error { _, err := q.Claim(c, "w", 1, time.Minute); return err },
+		"Queue.Work":       func() error { return q.Work(c, store.WorkOpts{}, noop) },
+		"Stream.Publish":   func() error { _, err := st.Publish(c, nil); return err },
+		"Stream.ReadSince": func() error { _, err := st.ReadSince(c, 0, 1); return err },
+		"Schedule.Pause":   func() error { return sch.Pause(c) },
+		"nil Store.Queue":  func() error { _, err := nilStore.Queue("q").Enqueue(c, nil, store.EnqueueOpts{}); return err },
+		"nil Store.Begin":  func() error { _, err := nilStore.Begin(c); return err },
+		"nil Store.InTx":   func() error { return nilStore.InTx(c, func(context.Context, store.Tx) error { return nil }) },
+		"nil Store.Stats":  func() error { _, err := nilStore.Stats(c); return err },
+		"nil Store.Scheduler.RunOnce": func() error {
+			_, err := nilStore.Scheduler("me", store.SchedulerOpts{}).RunOnce(c)
+			return err
+		},
+		"nil Store.Maintenance": func() error { _, err := nilStore.Maintenance().ApplyRetention(c, 10); return err },
+		"nil Store.Shutdown":    func() error { return nilStore.Shutdown(c) },
+	}
+	for name, call := range calls {
+		require.NotPanics(t, func() {
+			require.ErrorIs(t, call(), store.ErrInvalidArgument, name)
+		}, name)
+	}
+}
