@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -254,7 +255,8 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 		var ids string
 		require.NoError(t, conn.QueryRowContext(c, "SELECT json_group_array(id) FROM alk_jobs WHERE queue = 'skewed' AND state = 'pending' AND run_at <= ?",
 			args["now"]).Scan(&ids))
-		args = maps(args, "ids", ids)
+		args = maps.Clone(args)
+		args["ids"] = ids
 	}
 	vals := make([]any, len(params))
 	for i, p := range params {
@@ -327,15 +329,6 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 		return nil
 	})
 	require.NoError(t, err, name)
-}
-
-func maps(m map[string]any, k string, v any) map[string]any {
-	out := make(map[string]any, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	out[k] = v
-	return out
 }
 
 // TestClaimTakesTheOrderedPrefix: whatever mix of priorities, due times,
