@@ -56,7 +56,7 @@ type Job struct {
 	ExpiresAt      *time.Time
 	Worker         string
 	LastError      string
-	DiedAt         *time.Time
+	FinishedAt     *time.Time
 
 	q     *Queue
 	token int64 // the claim that fences this job; 0 when not claimed

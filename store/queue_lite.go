@@ -132,7 +132,7 @@ func liteJob(r litedb.AlkJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
 		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
-		DiedAt: fromMicros(r.DiedAt), token: deref(r.ClaimToken)}
+		FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
 }
 
 func micros(t *time.Time) *int64 {

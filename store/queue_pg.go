@@ -128,5 +128,5 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 	return &Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority), State: JobState(r.State),
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt, RunAt: r.RunAt,
 		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
-		Worker: deref(r.Worker), LastError: deref(r.LastError), DiedAt: r.DiedAt, token: deref(r.ClaimToken)}
+		Worker: deref(r.Worker), LastError: deref(r.LastError), FinishedAt: r.FinishedAt, token: deref(r.ClaimToken)}
 }

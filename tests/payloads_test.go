@@ -39,7 +39,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, store.JobDead, j.State)
 			assert.Equal(t, "expired", j.LastError)
-			assert.NotNil(t, j.DiedAt)
+			assert.NotNil(t, j.FinishedAt)
 			assert.Nil(t, j.ClaimExpiresAt)
 		}
 

@@ -109,7 +109,7 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 		ts := func(d time.Duration) string {
 			return fmt.Sprintf("'%s'::timestamptz", now.Add(d).Format(time.RFC3339Nano))
 		}
-		ins := "INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, died_at, last_error) "
+		ins := "INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, finished_at, last_error) "
 		stmts = []string{
 			ins + fmt.Sprintf("SELECT 'skewed', g %% 10, 'pending', 3, %s, %s + g * interval '1 ms', NULL, NULL FROM generate_series(1, %d) g",
 				ts(-time.Hour), ts(time.Hour), planDelayed),
@@ -124,7 +124,7 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 	} else {
 		us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
 		ins := "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < %d) " +
-			"INSERT INTO alk_jobs (queue, priority, state, max_attempts, created_at, run_at, died_at, last_error) "
+			"INSERT INTO alk_jobs (queue, priority, state, max_attempts, created_at, run_at, finished_at, last_error) "
 		stmts = []string{
 			fmt.Sprintf(ins+"SELECT 'skewed', i %% 10, 'pending', 3, %d, %d + i * 1000, NULL, NULL FROM g",
 				planDelayed, us(-time.Hour), us(time.Hour)),

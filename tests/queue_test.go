@@ -129,7 +129,7 @@ func TestExpiredJobsSweptToDead(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, store.JobDead, j.State)
 		assert.Equal(t, "expired", j.LastError)
-		require.NotNil(t, j.DiedAt)
+		require.NotNil(t, j.FinishedAt)
 	})
 }
 
@@ -269,7 +269,7 @@ func TestRetryFailRequeueCancel(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, store.JobDead, j.State)
 		assert.Equal(t, "out of attempts", j.LastError)
-		require.NotNil(t, j.DiedAt)
+		require.NotNil(t, j.FinishedAt)
 
 		require.NoError(t, q.Requeue(c, id))
 		j, err = q.Job(c, id)

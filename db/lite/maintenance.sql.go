@@ -362,7 +362,7 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now int64) ([]StreamHeadS
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
              UNION ALL

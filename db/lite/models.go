@@ -49,7 +49,7 @@ type AlkJob struct {
 	ExpiresAt      *int64
 	Worker         *string
 	LastError      *string
-	DiedAt         *int64
+	FinishedAt     *int64
 }
 
 type AlkLease struct {
@@ -65,6 +65,14 @@ type AlkNotification struct {
 	Channel   string
 	Payload   litedriver.Blob
 	CreatedAt int64
+}
+
+type AlkQueue struct {
+	Name                 string
+	Paused               int64
+	CompletedRetentionUs int64
+	DeadRetentionUs      *int64
+	UpdatedAt            int64
 }
 
 type AlkSchedule struct {

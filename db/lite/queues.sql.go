@@ -55,7 +55,7 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= ?1 THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1
@@ -80,7 +80,7 @@ func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClai
 
 const buryJob = `-- name: BuryJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER) AND claim_expires_at > ?1
   AND (NOT ?5 OR attempts >= max_attempts)
 `
@@ -110,7 +110,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
@@ -134,7 +134,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, died_at
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at
 `
 
 type ClaimJobsParams struct {
@@ -177,7 +177,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.ExpiresAt,
 			&i.Worker,
 			&i.LastError,
-			&i.DiedAt,
+			&i.FinishedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -339,7 +339,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, died_at FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -366,7 +366,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.ExpiresAt,
 		&i.Worker,
 		&i.LastError,
-		&i.DiedAt,
+		&i.FinishedAt,
 	)
 	return i, err
 }
@@ -474,7 +474,7 @@ func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) (int64, 
 
 const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alk_jobs
-SET state = 'pending', attempts = 0, run_at = ?1, died_at = NULL
+SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state = 'dead'
 `
 
@@ -525,7 +525,7 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE queue = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
   AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= ?1))
 `

@@ -349,7 +349,7 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now time.Time) ([]StreamH
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))

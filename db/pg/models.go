@@ -66,7 +66,7 @@ type AlkstoreJob struct {
 	Payload []byte
 	// Higher runs first among ready jobs
 	Priority int32
-	// pending (waiting for run_at or a worker), running (claimed) or dead (failed for good, out of attempts, expired or cancelled; kept until requeued or deleted)
+	// pending (waiting for run_at or a worker), running (claimed), or final: completed, cancelled, expired, dead (failed for good)
 	State string
 	// Claims so far
 	Attempts int32
@@ -88,8 +88,8 @@ type AlkstoreJob struct {
 	Worker *string
 	// Why the last attempt failed or the job died
 	LastError *string
-	// When the job became dead
-	DiedAt *time.Time
+	// When the job reached its final state (NULL while pending or running)
+	FinishedAt *time.Time
 }
 
 // Leases electing one holder for a singleton role (the scheduler)
@@ -104,6 +104,20 @@ type AlkstoreLease struct {
 	RenewedAt time.Time
 	// After this anyone may take the lease
 	ExpiresAt time.Time
+}
+
+// Per-queue settings and state; a queue without a row has the defaults
+type AlkstoreQueue struct {
+	// Queue name
+	Name string
+	// Workers claim nothing from a paused queue
+	Paused bool
+	// How long completed jobs are kept, in microseconds (0: deleted when acked)
+	CompletedRetentionUs int64
+	// How long dead, cancelled and expired jobs are kept, in microseconds (NULL: until deleted)
+	DeadRetentionUs *int64
+	// When the row last changed
+	UpdatedAt time.Time
 }
 
 // Recurring jobs: each row enqueues a job into its queue at every boundary of its spec

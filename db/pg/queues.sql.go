@@ -60,7 +60,7 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= $1::timestamptz THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
@@ -87,7 +87,7 @@ func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClai
 
 const buryJob = `-- name: BuryJob :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = $2::text, claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = $1::timestamptz, last_error = $2::text, claim_token = NULL, claim_expires_at = NULL
 WHERE id = $3 AND state = 'running' AND claim_token = $4::bigint AND claim_expires_at > $1::timestamptz
   AND (NOT $5::boolean OR attempts >= max_attempts)
 `
@@ -117,7 +117,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = $1::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = $2 AND queue = $3 AND state IN ('pending', 'running')
 `
 
@@ -182,7 +182,7 @@ SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.died_at
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at
 `
 
 type ClaimJobsParams struct {
@@ -235,7 +235,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 			&i.ExpiresAt,
 			&i.Worker,
 			&i.LastError,
-			&i.DiedAt,
+			&i.FinishedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -353,7 +353,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, died_at FROM alkstore.jobs WHERE id = $1 AND queue = $2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
 
 type GetJobParams struct {
@@ -380,7 +380,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkstoreJob, er
 		&i.ExpiresAt,
 		&i.Worker,
 		&i.LastError,
-		&i.DiedAt,
+		&i.FinishedAt,
 	)
 	return i, err
 }
@@ -488,7 +488,7 @@ func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) (int64, 
 
 const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alkstore.jobs
-SET state = 'pending', attempts = 0, run_at = $1::timestamptz, died_at = NULL
+SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NULL
 WHERE id = $2 AND queue = $3 AND state = 'dead'
 `
 
@@ -539,7 +539,7 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.queue = $2 AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))

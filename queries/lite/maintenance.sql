@@ -76,7 +76,7 @@ DELETE FROM alk_events WHERE id = @id;
 -- Expired jobs of every queue go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed.
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
              UNION ALL

@@ -20,7 +20,7 @@ RETURNING id;
 -- their expires_at ("expired"; an expired job is never handed out, whatever
 -- its state), or after their last allowed attempt.
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
@@ -104,7 +104,7 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 -- name: BuryJob :execrows
 -- To dead with the cause; with exhausted_only, only when attempts are spent.
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > @now
   AND (NOT @exhausted_only OR attempts >= max_attempts);
 
@@ -127,20 +127,20 @@ SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 -- Jobs past their expires_at go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now
   AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now));
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.
 UPDATE alk_jobs
-SET state = 'dead', died_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead job back to pending, due now, with its attempts reset.
 UPDATE alk_jobs
-SET state = 'pending', attempts = 0, run_at = @now, died_at = NULL
+SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL
 WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one

@@ -82,7 +82,7 @@ DELETE FROM alkstore.events WHERE id = @id;
 -- Expired jobs of every queue go to dead ("expired"): pending ones, and
 -- running ones whose claim lapsed.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))

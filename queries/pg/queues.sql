@@ -37,7 +37,7 @@ RETURNING id;
 -- their expires_at ("expired"; an expired job is never handed out, whatever
 -- its state), or after their last allowed attempt.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+SET state = 'dead', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now::timestamptz THEN 'expired'
                       ELSE 'attempts exhausted: the last claim expired' END
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
@@ -130,7 +130,7 @@ WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint
 -- name: BuryJob :execrows
 -- To dead with the cause; with exhausted_only, only when attempts are spent.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = @cause::text, claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = @now::timestamptz, last_error = @cause::text, claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
   AND (NOT @exhausted_only::boolean OR attempts >= max_attempts);
 
@@ -155,7 +155,7 @@ SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
 -- Rows another statement holds are skipped, never waited for, so sweeps and
 -- claims cannot deadlock; the next sweep or claim takes them.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
@@ -164,13 +164,13 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.
 UPDATE alkstore.jobs
-SET state = 'dead', died_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead job back to pending, due now, with its attempts reset.
 UPDATE alkstore.jobs
-SET state = 'pending', attempts = 0, run_at = @now::timestamptz, died_at = NULL
+SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL
 WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one
