@@ -14,10 +14,11 @@ import (
 
 // README.md's Go code must be code that `make test` compiles and runs. Each
 // ```go block of the README is a piece, line for line, of one of
-// readmeSources: store/example_test.go, whose Example functions go test runs
-// and whose output it checks (TestReadmeSourcesRun insists that every one
-// has an "// Output:" comment, without which go test only compiles it), and
-// examples/quickstart/main.go, which examples/quickstart/main_test.go runs.
+// readmeSources: store/example_test.go and client/example_test.go, whose
+// Example functions go test runs and whose output it checks
+// (TestReadmeSourcesRun insists that every one has an "// Output:" comment,
+// without which go test only compiles it), and examples/quickstart/main.go,
+// which examples/quickstart/main_test.go runs.
 // Lines are compared without their indentation and with runs of spaces
 // folded, so a block may be dedented and its comments aligned differently,
 // and blank lines are ignored; anything else that differs fails the test.
@@ -26,7 +27,10 @@ import (
 // store, a ctx, a payload it does not declare), so each would need a hidden
 // harness kept beside the README, and an example nobody runs. This way every
 // block is in an example that pkg.go.dev shows and go test runs.
-var readmeSources = []string{"../store/example_test.go", "../examples/quickstart/main.go"}
+var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../examples/quickstart/main.go"}
+
+// exampleSources are the readmeSources made of Example functions.
+var exampleSources = []string{"../store/example_test.go", "../client/example_test.go"}
 
 // goBlocks returns README's ```go blocks and the line each starts on.
 func goBlocks(t *testing.T, readme string) (blocks []string, lines []int) {
@@ -88,29 +92,31 @@ func TestReadmeBlocksAreRunCode(t *testing.T) {
 	}
 }
 
-// TestReadmeSourcesRun: every Example in store/example_test.go has an
-// "// Output:" comment, so go test runs it rather than only compiling it.
+// TestReadmeSourcesRun: every Example in exampleSources has an "// Output:"
+// comment, so go test runs it rather than only compiling it.
 func TestReadmeSourcesRun(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../store/example_test.go", nil, parser.ParseComments)
-	require.NoError(t, err)
-	n := 0
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || !strings.HasPrefix(fn.Name.Name, "Example") {
-			continue
-		}
-		n++
-		hasOutput := false
-		for _, cg := range f.Comments {
-			if cg.Pos() > fn.Body.Lbrace && cg.End() < fn.Body.Rbrace &&
-				regexp.MustCompile(`^(Unordered output|Output):`).MatchString(cg.Text()) {
-				hasOutput = true
+	for _, name := range exampleSources {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		n := 0
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !strings.HasPrefix(fn.Name.Name, "Example") {
+				continue
 			}
+			n++
+			hasOutput := false
+			for _, cg := range f.Comments {
+				if cg.Pos() > fn.Body.Lbrace && cg.End() < fn.Body.Rbrace &&
+					regexp.MustCompile(`^(Unordered output|Output):`).MatchString(cg.Text()) {
+					hasOutput = true
+				}
+			}
+			require.True(t, hasOutput, "%s: %s has no // Output: comment, so go test would not run it", name, fn.Name.Name)
 		}
-		require.True(t, hasOutput, "%s has no // Output: comment, so go test would not run it", fn.Name.Name)
+		require.NotZero(t, n, "%s has no Example", name)
 	}
-	require.NotZero(t, n, "store/example_test.go has no Example")
-	_, err = os.Stat("../examples/quickstart/main_test.go")
+	_, err := os.Stat("../examples/quickstart/main_test.go")
 	require.NoError(t, err, "the quick start's test, which runs it, is missing")
 }
