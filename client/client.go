@@ -107,9 +107,9 @@ func (c *Client) Handle(q *store.Queue, opts store.WorkOpts, handler store.Handl
 }
 
 // HandleJobs registers handler for the typed queue q, as Handle does; its
-// jobs' payloads are decoded as JobQueue.Work decodes them (one that does
-// not decode fails its job at once). Middleware sees the job before it is
-// handed to handler.
+// jobs' payloads are decoded as JobQueue.Work decodes them. Middleware runs
+// around handler once the payload decoded: a payload that does not decode
+// fails its job at once (ErrCodec), without reaching the middleware.
 func (c *Client) HandleJobs[T any](q *store.JobQueue[T], opts store.WorkOpts, handler func(ctx context.Context, job *store.Job, v T) error, mw ...Middleware) error {
 	if q == nil || handler == nil {
 		return c.refuse("handle", "", "a queue and a handler are required")
