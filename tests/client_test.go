@@ -84,7 +84,7 @@ func TestClientRunsEverything(t *testing.T) {
 			j, err := s.Queue("unworked").Job(c, expiring)
 			require.NoError(t, err)
 			return slices.Contains(got, "raw r1") && slices.Contains(got, "mail ann") &&
-				slices.Contains(got, "hook h1") && slices.Contains(got, "tick") && j.State == store.JobDead
+				slices.Contains(got, "hook h1") && slices.Contains(got, "tick") && j.FinishedAt != nil // swept
 		}, 30*time.Second, 5*time.Millisecond, "seen %v", seen())
 		require.NoError(t, cl.Stop(c))
 		select {

@@ -29,9 +29,6 @@ import (
 // block is in an example that pkg.go.dev shows and go test runs.
 var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../examples/quickstart/main.go"}
 
-// exampleSources are the readmeSources made of Example functions.
-var exampleSources = []string{"../store/example_test.go", "../client/example_test.go"}
-
 // goBlocks returns README's ```go blocks and the line each starts on.
 func goBlocks(t *testing.T, readme string) (blocks []string, lines []int) {
 	t.Helper()
@@ -92,31 +89,36 @@ func TestReadmeBlocksAreRunCode(t *testing.T) {
 	}
 }
 
-// TestReadmeSourcesRun: every Example in exampleSources has an "// Output:"
-// comment, so go test runs it rather than only compiling it.
+// TestReadmeSourcesRun: every Example in store/example_test.go and
+// client/example_test.go has an "// Output:" comment, so go test runs it
+// rather than only compiling it.
 func TestReadmeSourcesRun(t *testing.T) {
-	for _, name := range exampleSources {
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
-		require.NoError(t, err)
-		n := 0
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || !strings.HasPrefix(fn.Name.Name, "Example") {
-				continue
-			}
-			n++
-			hasOutput := false
-			for _, cg := range f.Comments {
-				if cg.Pos() > fn.Body.Lbrace && cg.End() < fn.Body.Rbrace &&
-					regexp.MustCompile(`^(Unordered output|Output):`).MatchString(cg.Text()) {
-					hasOutput = true
-				}
-			}
-			require.True(t, hasOutput, "%s: %s has no // Output: comment, so go test would not run it", name, fn.Name.Name)
-		}
-		require.NotZero(t, n, "%s has no Example", name)
+	for _, name := range []string{"../store/example_test.go", "../client/example_test.go"} {
+		requireExamplesRun(t, name)
 	}
 	_, err := os.Stat("../examples/quickstart/main_test.go")
 	require.NoError(t, err, "the quick start's test, which runs it, is missing")
+}
+
+func requireExamplesRun(t *testing.T, name string) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+	require.NoError(t, err)
+	n := 0
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || !strings.HasPrefix(fn.Name.Name, "Example") {
+			continue
+		}
+		n++
+		hasOutput := false
+		for _, cg := range f.Comments {
+			if cg.Pos() > fn.Body.Lbrace && cg.End() < fn.Body.Rbrace &&
+				regexp.MustCompile(`^(Unordered output|Output):`).MatchString(cg.Text()) {
+				hasOutput = true
+			}
+		}
+		require.True(t, hasOutput, "%s has no // Output: comment, so go test would not run it", fn.Name.Name)
+	}
+	require.NotZero(t, n, "%s has no Example", name)
 }
