@@ -204,7 +204,8 @@ func (c *Client) guard(h store.Handler) store.Handler {
 // within its WorkOpts.Grace), until the store shuts down, or until one of
 // them fails: a loop that fails stops the others gracefully, and Stop
 // returns its error (Stopped tells when). Handlers' contexts carry ctx's
-// values.
+// values. Start fails with an error matching store.ErrClosed when the store
+// has begun to shut down.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,6 +214,11 @@ func (c *Client) Start(ctx context.Context) error {
 		return c.refuse("start", "", "no store")
 	case c.started:
 		return c.refuse("start", "", "a client starts once")
+	}
+	// A store that began to shut down refuses new loops; say so here rather
+	// than start loops that end at once.
+	if err := c.s.RunLoop(ctx, "client", func(context.Context) error { return nil }); errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("alkstore: client start: %w", store.ErrClosed)
 	}
 	loops := c.loops
 	if !c.opts.NoScheduler {

@@ -233,6 +233,7 @@ func TestClosingTheStoreStopsTheClient(t *testing.T) {
 			t.Fatal("the client still runs on a closed store")
 		}
 		require.NoError(t, cl.Stop(c))
+		require.ErrorIs(t, client.New(s, client.Opts{}).Start(c), store.ErrClosed, "no client starts on a closed store")
 
 		check := e.open(t)
 		st, err := check.Queue("closing").Stats(c)
