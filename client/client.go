@@ -39,9 +39,9 @@ type Middleware func(store.Handler) store.Handler
 
 // Opts configure a Client. Zero values take the defaults.
 type Opts struct {
-	// Worker names this process in claims (Job.Worker) and, unless
-	// Scheduler is set, as the scheduler's owner; default host-pid (as
-	// WorkOpts.Worker). A queue's own WorkOpts.Worker wins over it.
+	// Worker names this process in claims (Job.Worker) and as the
+	// scheduler's owner (SchedulerLeader); default host-pid, as
+	// WorkOpts.Worker. A queue's own WorkOpts.Worker wins over it.
 	Worker string
 	// Middleware wraps every handler and deliverer, the first outermost.
 	Middleware []Middleware
@@ -150,7 +150,11 @@ func (c *Client) add(op, name string, run func(ctx context.Context) error) error
 		return c.refuse(op, name, "already has a handler")
 	}
 	c.names[name] = true
-	c.loops = append(c.loops, loop{kind: "queue", name: name, run: run})
+	kind := "queue"
+	if op == "handle outbox" {
+		kind = "outbox"
+	}
+	c.loops = append(c.loops, loop{kind: kind, name: name, run: run})
 	return nil
 }
 
