@@ -65,7 +65,7 @@ func Example() {
 	check(c.Handle(invoices, store.WorkOpts{}, invoice))
 	check(c.HandleOutbox(webhooks, store.OutboxOpts{}, post))
 	check(c.Start(ctx))
-	wg.Wait() // a service waits for SIGINT here
+	wg.Wait()          // a service waits for SIGINT here
 	check(c.Stop(ctx)) // stops claiming, lets handlers finish; hard once ctx ends
 
 	fmt.Println(len(seen), must(emails.Queue().Stats(ctx)).Running)
