@@ -108,7 +108,7 @@ func main() {
 		}
 		s.Close()
 		r.close()
-		if named("scale") {
+		if named("scale") && slices.Contains(strings.Split(*scaleOn, ","), e.name) {
 			t := e.scale()
 			benchScale(ctx, t)
 			t.s.Close()
