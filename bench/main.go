@@ -5,6 +5,7 @@
 //	make bench            # both engines; PostgreSQL from ALK_PG_DSN or a throwaway cluster
 //	go run ./bench -d 3s  # longer runs
 //	go run ./bench -only scheduling
+//	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
 // not statements the library runs.
@@ -18,6 +19,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,11 +40,17 @@ var (
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
 	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
-	only    = flag.String("only", "", "run one section: streams, queues, receivers, compaction or scheduling")
+	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
+		"or scale, which only runs when named")
 )
 
-// section reports whether the named section runs.
-func section(name string) bool { return *only == "" || *only == name }
+// section reports whether the named section runs: every default section
+// when -only is empty.
+func section(name string) bool { return *only == "" || named(name) }
+
+// named reports whether -only names the section. Opt-in sections (scale),
+// too slow for the default run, check this instead of section.
+func named(name string) bool { return slices.Contains(strings.Split(*only, ","), name) }
 
 // results keeps figures the peer comparison reuses.
 var results = map[string]float64{}
@@ -72,11 +81,14 @@ func main() {
 		name  string
 		open  func() (*store.Store, raw)
 		again func(...store.Option) *store.Store // a second store on the same database
+		scale func() scaleTarget                 // a store on a database of its own, for the scale section
 	}{
 		{"pg", func() (*store.Store, raw) { return openPG(ctx, pgDSN) },
-			func(o ...store.Option) *store.Store { return must(store.Open(ctx, pgDSN, o...)) }},
+			func(o ...store.Option) *store.Store { return must(store.Open(ctx, pgDSN, o...)) },
+			func() scaleTarget { return pgScaleTarget(ctx, must(srv.NewDatabase(ctx))) }},
 		{"lite", func() (*store.Store, raw) { return openLite(ctx, litePath) },
-			func(o ...store.Option) *store.Store { return must(store.Open(ctx, litePath, o...)) }},
+			func(o ...store.Option) *store.Store { return must(store.Open(ctx, litePath, o...)) },
+			func() scaleTarget { return liteScaleTarget(ctx, filepath.Join(dir, "scale.db")) }},
 	} {
 		s, r := e.open()
 		if section("streams") {
@@ -96,6 +108,11 @@ func main() {
 		}
 		s.Close()
 		r.close()
+		if named("scale") && slices.Contains(strings.Split(*scaleOn, ","), e.name) {
+			t := e.scale()
+			benchScale(ctx, t)
+			t.s.Close()
+		}
 	}
 	if *peers && section("queues") {
 		peersDSN, err := srv.NewDatabase(ctx)
