@@ -150,3 +150,45 @@ func fromMicros(m *int64) *time.Time {
 	t := time.UnixMicro(*m)
 	return &t
 }
+
+// enqueueUnique inserts and reads the holders in one transaction on the
+// writer slot: no holder can leave between the two.
+func (o liteOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	var placed []Enqueued
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		var err error
+		placed, err = placeUnique(jobs, func(batch []newJob) ([]int64, error) {
+			ids := make([]int64, len(batch))
+			for i, j := range batch {
+				p := litedb.EnqueueUniqueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+					MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(),
+					ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey}
+				if j.uniqueKey != nil {
+					p.UniqueStates = &j.uniqueStates
+				}
+				got, err := q.EnqueueUniqueJobs(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				if len(got) == 1 {
+					ids[i] = got[0]
+				}
+			}
+			return ids, nil
+		}, func(keys [][]byte) (map[string]int64, error) {
+			held := make(map[string]int64, len(keys))
+			for _, k := range keys {
+				got, err := q.UniqueJobIDs(ctx, k)
+				if err != nil {
+					return nil, err
+				}
+				if len(got) == 1 {
+					held[string(k)] = got[0]
+				}
+			}
+			return held, nil
+		})
+		return err
+	})
+	return placed, err
+}
