@@ -109,7 +109,9 @@ func TestRequireEnqueued(t *testing.T) {
 		// And they fail when they should.
 		msg := failed(func(tb testing.TB) { alktest.RequireEnqueued(ctx, tb, mail, alktest.Payload(welcome{User: 7})) })
 		assert.Contains(t, msg, `no job of queue "mail" matches (2 jobs)`)
-		msg = failed(func(tb testing.TB) { alktest.RequireNotEnqueued(ctx, tb, mail, alktest.Payload(welcome{User: 1, Lang: "en"})) })
+		msg = failed(func(tb testing.TB) {
+			alktest.RequireNotEnqueued(ctx, tb, mail, alktest.Payload(welcome{User: 1, Lang: "en"}))
+		})
 		assert.Contains(t, msg, `queue "mail" matches, want none`)
 		msg = failed(func(tb testing.TB) { alktest.RequireEnqueued(ctx, tb, s.JobQueue[welcome]("empty"), nil) })
 		assert.Contains(t, msg, "(0 jobs)")

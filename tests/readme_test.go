@@ -26,7 +26,7 @@ import (
 // store, a ctx, a payload it does not declare), so each would need a hidden
 // harness kept beside the README, and an example nobody runs. This way every
 // block is in an example that pkg.go.dev shows and go test runs.
-var readmeSources = []string{"../store/example_test.go", "../examples/quickstart/main.go"}
+var readmeSources = []string{"../store/example_test.go", "../alktest/example_test.go", "../examples/quickstart/main.go"}
 
 // goBlocks returns README's ```go blocks and the line each starts on.
 func goBlocks(t *testing.T, readme string) (blocks []string, lines []int) {
@@ -88,11 +88,20 @@ func TestReadmeBlocksAreRunCode(t *testing.T) {
 	}
 }
 
-// TestReadmeSourcesRun: every Example in store/example_test.go has an
-// "// Output:" comment, so go test runs it rather than only compiling it.
+// TestReadmeSourcesRun: every Example in store/example_test.go and
+// alktest/example_test.go has an "// Output:" comment, so go test runs it
+// rather than only compiling it.
 func TestReadmeSourcesRun(t *testing.T) {
+	for _, name := range []string{"../store/example_test.go", "../alktest/example_test.go"} {
+		requireExamplesRun(t, name)
+	}
+	_, err := os.Stat("../examples/quickstart/main_test.go")
+	require.NoError(t, err, "the quick start's test, which runs it, is missing")
+}
+
+func requireExamplesRun(t *testing.T, name string) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../store/example_test.go", nil, parser.ParseComments)
+	f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
 	require.NoError(t, err)
 	n := 0
 	for _, d := range f.Decls {
@@ -110,7 +119,5 @@ func TestReadmeSourcesRun(t *testing.T) {
 		}
 		require.True(t, hasOutput, "%s has no // Output: comment, so go test would not run it", fn.Name.Name)
 	}
-	require.NotZero(t, n, "store/example_test.go has no Example")
-	_, err = os.Stat("../examples/quickstart/main_test.go")
-	require.NoError(t, err, "the quick start's test, which runs it, is missing")
+	require.NotZero(t, n, "%s has no Example", name)
 }

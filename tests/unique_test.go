@@ -108,6 +108,11 @@ func TestUniqueJobScopeFollowsState(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, b.Duplicate)
 		assert.NotEqual(t, a.ID, b.ID)
+		// Back into the key's scope while another job holds it: refused by
+		// the index (the README says so).
+		err = q.Requeue(c, a.ID)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, store.ErrNotFound)
 		// Acked: free again.
 		jobs, err = q.Claim(c, "w", 1, time.Minute)
 		require.NoError(t, err)
