@@ -178,7 +178,13 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 			if j.uniqueKey != nil {
 				p.UniqueStates = &j.uniqueStates
 			}
-			got, err := o.q.EnqueueUniqueJobs(ctx, p)
+			var got []int64
+			var err error
+			if len(batch) == 1 {
+				got, err = o.q.EnqueueUniqueJob(ctx, litedb.EnqueueUniqueJobParams(p))
+			} else {
+				got, err = o.q.EnqueueUniqueJobs(ctx, p)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -133,6 +133,16 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
+		if len(batch) == 1 && batch[0].uniqueKey != nil { // the common case, without arrays
+			j := batch[0]
+			got, err := o.q.EnqueueUniqueJob(ctx, pgdb.EnqueueUniqueJobParams{Queue: queue, Payload: j.payload,
+				Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
+				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Wake: o.wake(queueTopic(queue))})
+			if err != nil || len(got) == 0 {
+				return []int64{0}, err
+			}
+			return got[:1], nil
+		}
 		n := len(batch)
 		p := pgdb.EnqueueUniqueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 			Payloads: make([][]byte, n), Priorities: make([]int32, n), MaxAttempts: make([]int32, n),

@@ -87,6 +87,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
+	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
+	}
 	if q.enqueueUniqueJobsStmt, err = db.PrepareContext(ctx, enqueueUniqueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJobs: %w", err)
 	}
@@ -330,6 +333,11 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.enqueueUniqueJobStmt != nil {
+		if cerr := q.enqueueUniqueJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueUniqueJobStmt: %w", cerr)
 		}
 	}
 	if q.enqueueUniqueJobsStmt != nil {
@@ -617,6 +625,7 @@ type Queries struct {
 	dueSchedulesStmt           *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
+	enqueueUniqueJobStmt       *sql.Stmt
 	enqueueUniqueJobsStmt      *sql.Stmt
 	enqueuedJobsStmt           *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
@@ -689,6 +698,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		dueSchedulesStmt:           q.dueSchedulesStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
+		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
 		enqueuedJobsStmt:           q.enqueuedJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,

@@ -340,6 +340,63 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64
 	return id, err
 }
 
+const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+        ?8, ?9)
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type EnqueueUniqueJobParams struct {
+	Queue        string
+	Payload      litedriver.Blob
+	Priority     int64
+	MaxAttempts  int64
+	Now          int64
+	RunAt        int64
+	ExpiresAt    *int64
+	UniqueKey    litedriver.Blob
+	UniqueStates *string
+}
+
+// One job with an idempotency key, on its own (EnqueueUniqueJobs is the
+// same statement, run per job of a batch). It returns no row when the key
+// is held by a job in one of that job's unique_states (a conflict on
+// alk_jobs_unique).
+func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.enqueueUniqueJobStmt, enqueueUniqueJob,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.UniqueKey,
+		arg.UniqueStates,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,

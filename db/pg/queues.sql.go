@@ -354,6 +354,65 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 	return items, nil
 }
 
+const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT $1::text, $2::bytea, $3::integer, $4::integer,
+       $5::timestamptz, $6::timestamptz, $7::timestamptz,
+       $8::bytea, $9::text
+FROM w
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type EnqueueUniqueJobParams struct {
+	Queue        string
+	Payload      []byte
+	Priority     int32
+	MaxAttempts  int32
+	Now          time.Time
+	RunAt        time.Time
+	ExpiresAt    *time.Time
+	UniqueKey    []byte
+	UniqueStates string
+	Wake         string
+}
+
+// One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
+// without arrays. No row when the key is held (see EnqueueUniqueJobs).
+func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, enqueueUniqueJob,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.UniqueKey,
+		arg.UniqueStates,
+		arg.Wake,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke

@@ -15,6 +15,17 @@ INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
 RETURNING id;
 
+-- name: EnqueueUniqueJob :many
+-- One job with an idempotency key, on its own (EnqueueUniqueJobs is the
+-- same statement, run per job of a batch). It returns no row when the key
+-- is held by a job in one of that job's unique_states (a conflict on
+-- alk_jobs_unique).
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
+        @unique_key, @unique_states)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
 -- name: EnqueueUniqueJobs :many
 -- One job with an idempotency key (run once per job, in one transaction,
 -- like EnqueueJobs). It returns no row when the key is held by a job in one

@@ -32,6 +32,20 @@ FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
 RETURNING id;
 
+-- name: EnqueueUniqueJob :many
+-- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
+-- without arrays. No row when the key is held (see EnqueueUniqueJobs).
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
+       @unique_key::bytea, @unique_states::text
+FROM w
+ON CONFLICT DO NOTHING
+RETURNING id;
+
 -- name: EnqueueUniqueJobs :many
 -- EnqueueJobs for a batch with idempotency keys (an empty unique_key: none).
 -- A job whose key is held by a job in one of that job's unique_states is
