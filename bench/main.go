@@ -250,7 +250,11 @@ func once(workers int, op func() error) float64 {
 func best(measure func() float64) float64 { return max(measure(), measure()) }
 
 func row(engine, what string, lib, ceil float64) {
-	fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
+	if ceil == 0 { // no raw SQL counterpart
+		fmt.Printf("%-8s %-44s %14.0f %14s %7s\n", engine, what, lib, "-", "-")
+	} else {
+		fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
+	}
 	results[engine+" "+what] = lib
 }
 

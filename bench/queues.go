@@ -22,6 +22,21 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		row(engine, fmt.Sprintf("enqueue, %d producer(s) (jobs/s)", workers), lib, ceil)
 	}
 
+	// Unique jobs: a fresh key each time (an insert through the unique
+	// index), then the same key again and again (a duplicate: the insert
+	// conflicts and the holder is read).
+	var seq atomic.Int64
+	uniq := rate(1, func() error {
+		_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: fmt.Sprint("k", seq.Add(1))}})
+		return err
+	})
+	row(engine, "enqueue unique, new key (jobs/s)", uniq, 0)
+	dup := rate(1, func() error {
+		_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k1"}})
+		return err
+	})
+	row(engine, "enqueue unique, duplicate (calls/s)", dup, 0)
+
 	jobs := make([]store.NewJob, 1000)
 	payloads := make([][]byte, len(jobs))
 	for i := range jobs {

@@ -38,6 +38,9 @@ type ops interface {
 
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
+	// enqueueUnique adds the jobs whose keys are free (one transaction on
+	// SQLite) and reads the holders of the others, through placeUnique.
+	enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error)
 	claim(ctx context.Context, r claimReq) ([]*Job, error) // buries spent expired claims first
 	// ack, retry, bury and heartbeat are fenced by the claim token and report
 	// whether the claim still held the job.

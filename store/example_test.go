@@ -361,6 +361,31 @@ func ExampleJobQueue() {
 	// <nil>
 }
 
+func ExampleQueue_EnqueueUnique() {
+	s, done := openTemp()
+	defer done()
+	ctx := context.Background()
+	q := s.Queue("emails")
+
+	once := store.EnqueueOpts{Unique: store.UniqueOpts{Key: "welcome:ada"}} // one live job per key in the queue
+	first := must(q.EnqueueUnique(ctx, []byte("to ada"), once))
+	again := must(q.EnqueueUnique(ctx, []byte("to ada"), once)) // nothing added: Duplicate, and the holder's ID
+	id := must(q.Enqueue(ctx, []byte("to ada"), once))          // Enqueue too: no error, the holder's id
+	fmt.Println(first.Duplicate, again.Duplicate, again.ID == first.ID, id == first.ID)
+
+	daily := store.UniqueOpts{Key: "digest", ByPeriod: 24 * time.Hour} // one per day of the store's clock
+	kept := store.UniqueOpts{Key: "import:42", ByState: []store.JobState{store.JobPending, store.JobRunning, store.JobDead}}
+	res := must(q.EnqueueManyUnique(ctx, []store.NewJob{
+		{Payload: []byte("digest"), Opts: store.EnqueueOpts{Unique: daily}},
+		{Payload: []byte("import 42"), Opts: store.EnqueueOpts{Unique: kept}}, // a dead job keeps its key
+		{Payload: []byte("digest, again"), Opts: store.EnqueueOpts{Unique: daily}},
+	}))
+	fmt.Println(res[0].Duplicate, res[1].Duplicate, res[2].Duplicate, res[2].ID == res[0].ID)
+	// Output:
+	// false true true true
+	// false false true true
+}
+
 // A schedule fires into a queue; a scheduler (one leader among all that run)
 // fires it. The example moves the store's clock instead of waiting.
 func ExampleScheduler() {

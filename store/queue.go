@@ -75,6 +75,10 @@ type EnqueueOpts struct {
 	// at the next Claim, SweepExpired or janitor pass. A claim taken
 	// before ExpiresAt still holds: its worker may settle the job.
 	ExpiresAt time.Time
+	// Unique, with a Key, makes the job unique: enqueueing it while a job of
+	// the queue holds the key adds nothing and returns the holder's id (see
+	// UniqueOpts; EnqueueUnique also says whether it was a duplicate).
+	Unique UniqueOpts
 }
 
 // NewJob is one job for EnqueueMany.
@@ -90,9 +94,13 @@ type newJob struct {
 	maxAttempts int32
 	runAt       time.Time
 	expiresAt   *time.Time
+	// uniqueKey is the key's digest (nil: not unique) and uniqueStates the
+	// states it holds in, as ",pending,running,".
+	uniqueKey    []byte
+	uniqueStates string
 }
 
-func resolveJob(now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
+func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
 	j := newJob{payload: payload, maxAttempts: DefaultMaxAttempts, runAt: now.Add(o.Delay)}
 	switch {
 	case o.MaxAttempts < 0:
@@ -117,10 +125,17 @@ func resolveJob(now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
 		e := o.ExpiresAt.Truncate(time.Microsecond)
 		j.expiresAt = &e
 	}
+	if o.Unique.Key != "" || o.Unique.ByPeriod != 0 || o.Unique.ByState != nil {
+		var err error
+		if j.uniqueKey, j.uniqueStates, err = uniqueColumns(queue, now, o.Unique); err != nil {
+			return j, err
+		}
+	}
 	return j, nil
 }
 
-// Enqueue adds a job and returns its id.
+// Enqueue adds a job and returns its id. A unique job (opts.Unique) whose
+// key is held adds nothing and returns the holder's id.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
 	return q.enqueue(ctx, autoWrite(ctx), payload, opts)
 }
@@ -131,12 +146,19 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enque
 }
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
+	if opts.Unique.Key != "" {
+		r, err := q.enqueueMany(ctx, v, "enqueue", []NewJob{{Payload: payload, Opts: opts}})
+		if err != nil {
+			return 0, err
+		}
+		return r.results()[0].ID, nil
+	}
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
 		if err := q.s.checkPayload("payload", payload); err != nil {
 			return 0, err
 		}
 		now := q.s.now()
-		j, err := resolveJob(now, payload, opts)
+		j, err := resolveJob(q.name, now, payload, opts)
 		if err != nil {
 			return 0, err
 		}
@@ -149,38 +171,84 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 }
 
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
-// SQLite) and returns their ids in order. All or none are stored.
+// SQLite) and returns their ids in order. All or none are stored. A unique
+// job whose key is held adds nothing and gets the holder's id (a batch
+// with unique jobs may take a second statement to read the holders).
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
-	return q.enqueueMany(ctx, autoWrite(ctx), jobs)
+	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", jobs))
 }
 
 // EnqueueManyTx is EnqueueMany inside tx.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
-	return q.enqueueMany(ctx, tx.via(), jobs)
+	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", jobs))
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, v via, jobs []NewJob) ([]int64, error) {
-	return run(q.handle, "enqueue many", v, func(o target) ([]int64, error) {
+// enqueued is enqueueMany's result: ids when no job was unique, placed
+// otherwise.
+type enqueued struct {
+	ids    []int64
+	placed []Enqueued
+}
+
+func enqueuedIDs(r enqueued, err error) ([]int64, error) {
+	if err != nil || r.placed == nil {
+		return r.ids, err
+	}
+	ids := make([]int64, len(r.placed))
+	for i, p := range r.placed {
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+func (r enqueued) results() []Enqueued {
+	if r.placed != nil {
+		return r.placed
+	}
+	placed := make([]Enqueued, len(r.ids))
+	for i, id := range r.ids {
+		placed[i].ID = id
+	}
+	return placed
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob) (enqueued, error) {
+	return run(q.handle, op, v, func(o target) (enqueued, error) {
 		now := q.s.now()
 		resolved := make([]newJob, len(jobs))
+		unique := false
 		for i, nj := range jobs {
-			if err := q.s.checkPayload(fmt.Sprintf("job %d's payload", i), nj.Payload); err != nil {
-				return nil, err
+			what := "payload"
+			if op != "enqueue" {
+				what = fmt.Sprintf("job %d's payload", i)
 			}
-			j, err := resolveJob(now, nj.Payload, nj.Opts)
+			if err := q.s.checkPayload(what, nj.Payload); err != nil {
+				return enqueued{}, err
+			}
+			j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
 			if err != nil {
-				return nil, fmt.Errorf("job %d: %w", i, err)
+				if op == "enqueue" {
+					return enqueued{}, err
+				}
+				return enqueued{}, fmt.Errorf("job %d: %w", i, err)
 			}
 			resolved[i] = j
+			unique = unique || j.uniqueKey != nil
 		}
 		if len(jobs) == 0 {
-			return []int64{}, nil
+			return enqueued{ids: []int64{}}, nil
 		}
-		ids, err := o.enqueueMany(ctx, q.name, now, resolved)
+		var r enqueued
+		var err error
+		if unique {
+			r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
+		} else {
+			r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
+		}
 		if err == nil {
 			o.afterCommit(q.wake)
 		}
-		return ids, err
+		return r, err
 	})
 }
 

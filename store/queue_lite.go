@@ -150,3 +150,60 @@ func fromMicros(m *int64) *time.Time {
 	t := time.UnixMicro(*m)
 	return &t
 }
+
+// enqueueUnique inserts and reads the holders in one transaction on the
+// writer slot (all or none of a batch is stored). A single job needs none:
+// its insert is one statement, and placeUnique inserts it again should its
+// key's holder leave before the holder's id is read.
+func (o liteOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	if len(jobs) == 1 {
+		return liteOps{q: o.q}.placeUnique(ctx, queue, now, jobs)
+	}
+	var placed []Enqueued
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		var err error
+		placed, err = liteOps{q: q}.placeUnique(ctx, queue, now, jobs)
+		return err
+	})
+	return placed, err
+}
+
+func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
+		ids := make([]int64, len(batch))
+		for i, j := range batch {
+			p := litedb.EnqueueUniqueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(),
+				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey}
+			if j.uniqueKey != nil {
+				p.UniqueStates = &j.uniqueStates
+			}
+			var got []int64
+			var err error
+			if len(batch) == 1 {
+				got, err = o.q.EnqueueUniqueJob(ctx, litedb.EnqueueUniqueJobParams(p))
+			} else {
+				got, err = o.q.EnqueueUniqueJobs(ctx, p)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(got) == 1 {
+				ids[i] = got[0]
+			}
+		}
+		return ids, nil
+	}, func(keys [][]byte) (map[string]int64, error) {
+		held := make(map[string]int64, len(keys))
+		for _, k := range keys {
+			got, err := o.q.UniqueJobIDs(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			if len(got) == 1 {
+				held[string(k)] = got[0]
+			}
+		}
+		return held, nil
+	})
+}

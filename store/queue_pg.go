@@ -130,3 +130,54 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
 		Worker: deref(r.Worker), LastError: deref(r.LastError), FinishedAt: r.FinishedAt, token: deref(r.ClaimToken)}
 }
+
+func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
+		if len(batch) == 1 && batch[0].uniqueKey != nil { // the common case, without arrays
+			j := batch[0]
+			got, err := o.q.EnqueueUniqueJob(ctx, pgdb.EnqueueUniqueJobParams{Queue: queue, Payload: j.payload,
+				Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
+				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Wake: o.wake(queueTopic(queue))})
+			if err != nil || len(got) == 0 {
+				return []int64{0}, err
+			}
+			return got[:1], nil
+		}
+		n := len(batch)
+		p := pgdb.EnqueueUniqueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
+			Payloads: make([][]byte, n), Priorities: make([]int32, n), MaxAttempts: make([]int32, n),
+			RunAts: make([]time.Time, n), HasExpiresAt: make([]bool, n), ExpiresAts: make([]time.Time, n),
+			UniqueKeys: make([][]byte, n), UniqueStates: make([]string, n)}
+		for i, j := range batch {
+			p.Payloads[i], p.Priorities[i], p.MaxAttempts[i], p.RunAts[i] = j.payload, j.priority, j.maxAttempts, j.runAt
+			p.UniqueKeys[i], p.UniqueStates[i] = j.uniqueKey, j.uniqueStates
+			if p.UniqueKeys[i] == nil {
+				p.UniqueKeys[i] = []byte{} // NULLIF makes it NULL; a nil element would be NULL too, but say it
+			}
+			if j.expiresAt != nil {
+				p.HasExpiresAt[i], p.ExpiresAts[i] = true, *j.expiresAt
+			} else {
+				p.ExpiresAts[i] = now
+			}
+		}
+		rows, err := o.q.EnqueueUniqueJobs(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		inserted := make([]insertedJob, len(rows))
+		for i, r := range rows {
+			inserted[i] = insertedJob{id: r.ID, uniqueKey: r.UniqueKey}
+		}
+		return matchInserted(batch, inserted)
+	}, func(keys [][]byte) (map[string]int64, error) {
+		rows, err := o.q.UniqueJobIDs(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		held := make(map[string]int64, len(rows))
+		for _, r := range rows {
+			held[string(r.UniqueKey)] = r.ID
+		}
+		return held, nil
+	})
+}

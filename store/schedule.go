@@ -88,7 +88,7 @@ func (sc *Schedule) set(ctx context.Context, v via, spec ScheduleSpec) error {
 			return err
 		}
 		now := s.now()
-		j, err := resolveJob(now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts})
+		j, err := resolveJob("", now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts})
 		if err != nil {
 			return err
 		}

@@ -40,8 +40,8 @@ const (
 // a new hot statement on the job tables belongs here. Each names the
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
-	"pg":   {"ClaimJobs", "NextJobDue"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue"},
+	"pg":   {"ClaimJobs", "NextJobDue", "UniqueJobIDs"},
+	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -75,6 +75,7 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 		args := map[string]any{
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
+			"uniquekeys": [][]byte{[]byte("some digest")}, "uniquekey": []byte("some digest"),
 		}
 		if e.name == "lite" {
 			args["now"], args["claimexpiresat"] = now.UnixMicro(), now.Add(time.Minute).UnixMicro()
@@ -306,6 +307,8 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 				err = stmt.BindInt64(i+1, int64(v))
 			case string:
 				err = stmt.BindText(i+1, v)
+			case []byte:
+				err = stmt.BindBlob(i+1, v)
 			default:
 				err = fmt.Errorf("parameter %s: unexpected %T", params[i], v)
 			}

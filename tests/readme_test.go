@@ -27,7 +27,7 @@ import (
 // store, a ctx, a payload it does not declare), so each would need a hidden
 // harness kept beside the README, and an example nobody runs. This way every
 // block is in an example that pkg.go.dev shows and go test runs.
-var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../examples/quickstart/main.go"}
+var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../alktest/example_test.go", "../examples/quickstart/main.go"}
 
 // goBlocks returns README's ```go blocks and the line each starts on.
 func goBlocks(t *testing.T, readme string) (blocks []string, lines []int) {
@@ -90,10 +90,10 @@ func TestReadmeBlocksAreRunCode(t *testing.T) {
 }
 
 // TestReadmeSourcesRun: every Example in store/example_test.go and
-// client/example_test.go has an "// Output:" comment, so go test runs it
-// rather than only compiling it.
+// client/example_test.go and alktest/example_test.go has an "// Output:"
+// comment, so go test runs it rather than only compiling it.
 func TestReadmeSourcesRun(t *testing.T) {
-	for _, name := range []string{"../store/example_test.go", "../client/example_test.go"} {
+	for _, name := range []string{"../store/example_test.go", "../client/example_test.go", "../alktest/example_test.go"} {
 		requireExamplesRun(t, name)
 	}
 	_, err := os.Stat("../examples/quickstart/main_test.go")

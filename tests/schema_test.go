@@ -308,6 +308,10 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 	now := time.Now()
 	tag := fmt.Sprint(v)
 	pg := e.name == "pg"
+	finishedAt := "died_at" // 00006 renamed it
+	if v >= 6 {
+		finishedAt = "finished_at"
+	}
 
 	// Every version has events, keyed heads, offsets and jobs.
 	event := func(stream string, key *string, payload []byte) int64 {
@@ -357,7 +361,7 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 			ON CONFLICT (stream, consumer) DO UPDATE SET committed_offset = excluded.committed_offset`)
 		exec(`INSERT INTO alkstore.streams (name, compacted) VALUES ('kv', true) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at) VALUES ('jobs', $1, 3, now() - interval '1 second')`, []byte("job"+tag))
-		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, `+finishedAt+`, last_error)
 			VALUES ('jobs', $1, 1, now(), 'dead', 1, now(), 'boom')`, []byte("dead"+tag))
 	} else {
 		exec(`INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
@@ -366,7 +370,7 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		exec(`INSERT INTO alk_streams (name, compacted) VALUES ('kv', 1) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('jobs', ?, 3, ?, ?)`,
 			[]byte("job"+tag), now.UnixMicro(), now.Add(-time.Second).UnixMicro())
-		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, `+finishedAt+`, last_error)
 			VALUES ('jobs', ?, 1, ?, ?, 'dead', 1, ?, 'boom')`, []byte("dead"+tag), now.UnixMicro(), now.UnixMicro(), now.UnixMicro())
 	}
 	w.offset = len(w.events) - 1

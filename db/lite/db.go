@@ -87,6 +87,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
+	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
+	}
+	if q.enqueueUniqueJobsStmt, err = db.PrepareContext(ctx, enqueueUniqueJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueUniqueJobs: %w", err)
+	}
+	if q.enqueuedJobsStmt, err = db.PrepareContext(ctx, enqueuedJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueuedJobs: %w", err)
+	}
 	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
 	}
@@ -207,6 +216,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.unheadTrimmedStmt, err = db.PrepareContext(ctx, unheadTrimmed); err != nil {
 		return nil, fmt.Errorf("error preparing query UnheadTrimmed: %w", err)
 	}
+	if q.uniqueJobIDsStmt, err = db.PrepareContext(ctx, uniqueJobIDs); err != nil {
+		return nil, fmt.Errorf("error preparing query UniqueJobIDs: %w", err)
+	}
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
@@ -321,6 +333,21 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.enqueueUniqueJobStmt != nil {
+		if cerr := q.enqueueUniqueJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueUniqueJobStmt: %w", cerr)
+		}
+	}
+	if q.enqueueUniqueJobsStmt != nil {
+		if cerr := q.enqueueUniqueJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueUniqueJobsStmt: %w", cerr)
+		}
+	}
+	if q.enqueuedJobsStmt != nil {
+		if cerr := q.enqueuedJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueuedJobsStmt: %w", cerr)
 		}
 	}
 	if q.expiredTombstonesStmt != nil {
@@ -523,6 +550,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing unheadTrimmedStmt: %w", cerr)
 		}
 	}
+	if q.uniqueJobIDsStmt != nil {
+		if cerr := q.uniqueJobIDsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing uniqueJobIDsStmt: %w", cerr)
+		}
+	}
 	if q.upsertCompactionHeadStmt != nil {
 		if cerr := q.upsertCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
@@ -593,6 +625,9 @@ type Queries struct {
 	dueSchedulesStmt           *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
 	enqueueJobsStmt            *sql.Stmt
+	enqueueUniqueJobStmt       *sql.Stmt
+	enqueueUniqueJobsStmt      *sql.Stmt
+	enqueuedJobsStmt           *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
 	fireScheduleStmt           *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
@@ -633,6 +668,7 @@ type Queries struct {
 	trimStreamStmt             *sql.Stmt
 	unheadExpiredStmt          *sql.Stmt
 	unheadTrimmedStmt          *sql.Stmt
+	uniqueJobIDsStmt           *sql.Stmt
 	upsertCompactionHeadStmt   *sql.Stmt
 	upsertScheduleStmt         *sql.Stmt
 }
@@ -662,6 +698,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		dueSchedulesStmt:           q.dueSchedulesStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
 		enqueueJobsStmt:            q.enqueueJobsStmt,
+		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
+		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
+		enqueuedJobsStmt:           q.enqueuedJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,
 		fireScheduleStmt:           q.fireScheduleStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
@@ -702,6 +741,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		trimStreamStmt:             q.trimStreamStmt,
 		unheadExpiredStmt:          q.unheadExpiredStmt,
 		unheadTrimmedStmt:          q.unheadTrimmedStmt,
+		uniqueJobIDsStmt:           q.uniqueJobIDsStmt,
 		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
 		upsertScheduleStmt:         q.upsertScheduleStmt,
 	}

@@ -50,6 +50,8 @@ type AlkJob struct {
 	Worker         *string
 	LastError      *string
 	FinishedAt     *int64
+	UniqueKey      litedriver.Blob
+	UniqueStates   *string
 }
 
 type AlkLease struct {

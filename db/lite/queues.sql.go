@@ -134,7 +134,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states
 `
 
 type ClaimJobsParams struct {
@@ -178,6 +178,8 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.Worker,
 			&i.LastError,
 			&i.FinishedAt,
+			&i.UniqueKey,
+			&i.UniqueStates,
 		); err != nil {
 			return nil, err
 		}
@@ -338,8 +340,121 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64
 	return id, err
 }
 
+const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+        ?8, ?9)
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type EnqueueUniqueJobParams struct {
+	Queue        string
+	Payload      litedriver.Blob
+	Priority     int64
+	MaxAttempts  int64
+	Now          int64
+	RunAt        int64
+	ExpiresAt    *int64
+	UniqueKey    litedriver.Blob
+	UniqueStates *string
+}
+
+// One job with an idempotency key, on its own (EnqueueUniqueJobs is the
+// same statement, run per job of a batch). It returns no row when the key
+// is held by a job in one of that job's unique_states (a conflict on
+// alk_jobs_unique).
+func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.enqueueUniqueJobStmt, enqueueUniqueJob,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.UniqueKey,
+		arg.UniqueStates,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
+        ?8, ?9)
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type EnqueueUniqueJobsParams struct {
+	Queue        string
+	Payload      litedriver.Blob
+	Priority     int64
+	MaxAttempts  int64
+	Now          int64
+	RunAt        int64
+	ExpiresAt    *int64
+	UniqueKey    litedriver.Blob
+	UniqueStates *string
+}
+
+// One job with an idempotency key (run once per job, in one transaction,
+// like EnqueueJobs). It returns no row when the key is held by a job in one
+// of that job's unique_states (a conflict on alk_jobs_unique).
+func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.enqueueUniqueJobsStmt, enqueueUniqueJobs,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.UniqueKey,
+		arg.UniqueStates,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -367,6 +482,8 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.Worker,
 		&i.LastError,
 		&i.FinishedAt,
+		&i.UniqueKey,
+		&i.UniqueStates,
 	)
 	return i, err
 }
@@ -543,4 +660,35 @@ func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsPara
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const uniqueJobIDs = `-- name: UniqueJobIDs :many
+SELECT id FROM alk_jobs
+WHERE unique_key = ?1 AND instr(unique_states, ',' || state || ',') > 0
+`
+
+// The job holding an idempotency key: a job holds its key while its state
+// is in its unique_states (the predicate of the partial index
+// alk_jobs_unique, which this reads).
+func (q *Queries) UniqueJobIDs(ctx context.Context, uniqueKey litedriver.Blob) ([]int64, error) {
+	rows, err := q.query(ctx, q.uniqueJobIDsStmt, uniqueJobIDs, uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

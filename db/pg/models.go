@@ -90,6 +90,10 @@ type AlkstoreJob struct {
 	LastError *string
 	// When the job reached its final state (NULL while pending or running)
 	FinishedAt *time.Time
+	// Idempotency key digest (queue, key, period start); NULL: not a unique job
+	UniqueKey []byte
+	// States in which unique_key holds, as ',pending,running,'; NULL with unique_key
+	UniqueStates *string
 }
 
 // Leases electing one holder for a singleton role (the scheduler)

@@ -182,7 +182,7 @@ SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.unique_key, j.unique_states
 `
 
 type ClaimJobsParams struct {
@@ -236,6 +236,8 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 			&i.Worker,
 			&i.LastError,
 			&i.FinishedAt,
+			&i.UniqueKey,
+			&i.UniqueStates,
 		); err != nil {
 			return nil, err
 		}
@@ -352,8 +354,145 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 	return items, nil
 }
 
+const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT $1::text, $2::bytea, $3::integer, $4::integer,
+       $5::timestamptz, $6::timestamptz, $7::timestamptz,
+       $8::bytea, $9::text
+FROM w
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type EnqueueUniqueJobParams struct {
+	Queue        string
+	Payload      []byte
+	Priority     int32
+	MaxAttempts  int32
+	Now          time.Time
+	RunAt        time.Time
+	ExpiresAt    *time.Time
+	UniqueKey    []byte
+	UniqueStates string
+	Wake         string
+}
+
+// One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
+// without arrays. No row when the key is held (see EnqueueUniqueJobs).
+func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, enqueueUniqueJob,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.UniqueKey,
+		arg.UniqueStates,
+		arg.Wake,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+FROM w, (SELECT unnest($3::bytea[]) AS payload,
+                unnest($4::integer[]) AS priority,
+                unnest($5::integer[]) AS max_attempts,
+                unnest($6::timestamptz[]) AS run_at,
+                unnest($7::boolean[]) AS has_expires_at,
+                unnest($8::timestamptz[]) AS expires_at,
+                unnest($9::bytea[]) AS unique_key,
+                unnest($10::text[]) AS unique_states) AS u
+ON CONFLICT DO NOTHING
+RETURNING id, unique_key
+`
+
+type EnqueueUniqueJobsParams struct {
+	Queue        string
+	Now          time.Time
+	Payloads     [][]byte
+	Priorities   []int32
+	MaxAttempts  []int32
+	RunAts       []time.Time
+	HasExpiresAt []bool
+	ExpiresAts   []time.Time
+	UniqueKeys   [][]byte
+	UniqueStates []string
+	Wake         string
+}
+
+type EnqueueUniqueJobsRow struct {
+	ID        int64
+	UniqueKey []byte
+}
+
+// EnqueueJobs for a batch with idempotency keys (an empty unique_key: none).
+// A job whose key is held by a job in one of that job's unique_states is
+// not inserted: it conflicts on jobs_unique, waiting for a concurrent
+// transaction that inserted the key to end, and is skipped if that one
+// commits. RETURNING names the rows inserted, by key (non-unique rows come
+// back in input order); UniqueJobIDs then finds the jobs that held the
+// others' keys.
+func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsParams) ([]EnqueueUniqueJobsRow, error) {
+	rows, err := q.db.Query(ctx, enqueueUniqueJobs,
+		arg.Queue,
+		arg.Now,
+		arg.Payloads,
+		arg.Priorities,
+		arg.MaxAttempts,
+		arg.RunAts,
+		arg.HasExpiresAt,
+		arg.ExpiresAts,
+		arg.UniqueKeys,
+		arg.UniqueStates,
+		arg.Wake,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EnqueueUniqueJobsRow
+	for rows.Next() {
+		var i EnqueueUniqueJobsRow
+		if err := rows.Scan(&i.ID, &i.UniqueKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at FROM alkstore.jobs WHERE id = $1 AND queue = $2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
 
 type GetJobParams struct {
@@ -381,6 +520,8 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkstoreJob, er
 		&i.Worker,
 		&i.LastError,
 		&i.FinishedAt,
+		&i.UniqueKey,
+		&i.UniqueStates,
 	)
 	return i, err
 }
@@ -561,4 +702,37 @@ func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const uniqueJobIDs = `-- name: UniqueJobIDs :many
+SELECT id, unique_key FROM alkstore.jobs
+WHERE unique_key = ANY($1::bytea[]) AND strpos(unique_states, ',' || state || ',') > 0
+`
+
+type UniqueJobIDsRow struct {
+	ID        int64
+	UniqueKey []byte
+}
+
+// The jobs holding these idempotency keys: a job holds its key while its
+// state is in its unique_states (the predicate of the partial index
+// jobs_unique, which this reads).
+func (q *Queries) UniqueJobIDs(ctx context.Context, uniqueKeys [][]byte) ([]UniqueJobIDsRow, error) {
+	rows, err := q.db.Query(ctx, uniqueJobIDs, uniqueKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UniqueJobIDsRow
+	for rows.Next() {
+		var i UniqueJobIDsRow
+		if err := rows.Scan(&i.ID, &i.UniqueKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

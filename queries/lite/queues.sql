@@ -15,6 +15,34 @@ INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
 RETURNING id;
 
+-- name: EnqueueUniqueJob :many
+-- One job with an idempotency key, on its own (EnqueueUniqueJobs is the
+-- same statement, run per job of a batch). It returns no row when the key
+-- is held by a job in one of that job's unique_states (a conflict on
+-- alk_jobs_unique).
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
+        @unique_key, @unique_states)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: EnqueueUniqueJobs :many
+-- One job with an idempotency key (run once per job, in one transaction,
+-- like EnqueueJobs). It returns no row when the key is held by a job in one
+-- of that job's unique_states (a conflict on alk_jobs_unique).
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
+        @unique_key, @unique_states)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: UniqueJobIDs :many
+-- The job holding an idempotency key: a job holds its key while its state
+-- is in its unique_states (the predicate of the partial index
+-- alk_jobs_unique, which this reads).
+SELECT id FROM alk_jobs
+WHERE unique_key = @unique_key AND instr(unique_states, ',' || state || ',') > 0;
+
 -- name: BuryExhaustedClaims :execrows
 -- Jobs whose claim expired and that must not run again go to dead: past
 -- their expires_at ("expired"; an expired job is never handed out, whatever

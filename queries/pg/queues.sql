@@ -32,6 +32,53 @@ FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
 RETURNING id;
 
+-- name: EnqueueUniqueJob :many
+-- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
+-- without arrays. No row when the key is held (see EnqueueUniqueJobs).
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
+       @unique_key::bytea, @unique_states::text
+FROM w
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: EnqueueUniqueJobs :many
+-- EnqueueJobs for a batch with idempotency keys (an empty unique_key: none).
+-- A job whose key is held by a job in one of that job's unique_states is
+-- not inserted: it conflicts on jobs_unique, waiting for a concurrent
+-- transaction that inserted the key to end, and is skipped if that one
+-- commits. RETURNING names the rows inserted, by key (non-unique rows come
+-- back in input order); UniqueJobIDs then finds the jobs that held the
+-- others' keys.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
+                unnest(@priorities::integer[]) AS priority,
+                unnest(@max_attempts::integer[]) AS max_attempts,
+                unnest(@run_ats::timestamptz[]) AS run_at,
+                unnest(@has_expires_at::boolean[]) AS has_expires_at,
+                unnest(@expires_ats::timestamptz[]) AS expires_at,
+                unnest(@unique_keys::bytea[]) AS unique_key,
+                unnest(@unique_states::text[]) AS unique_states) AS u
+ON CONFLICT DO NOTHING
+RETURNING id, unique_key;
+
+-- name: UniqueJobIDs :many
+-- The jobs holding these idempotency keys: a job holds its key while its
+-- state is in its unique_states (the predicate of the partial index
+-- jobs_unique, which this reads).
+SELECT id, unique_key FROM alkstore.jobs
+WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || state || ',') > 0;
+
 -- name: BuryExhaustedClaims :execrows
 -- Jobs whose claim expired and that must not run again go to dead: past
 -- their expires_at ("expired"; an expired job is never handed out, whatever

@@ -1,0 +1,265 @@
+// Package alktest helps test code that uses alkstore queues, as rivertest
+// does for River: assert that a job was (or was not) enqueued, in a store or
+// inside a transaction, matching its typed payload; and run one job through
+// a handler without a worker loop, to see what the handler returned and how
+// Work would settle the job.
+//
+// The helpers read the store's jobs with alkstore's own read-only queries
+// (queries/*/inspect.sql), in a transaction of the store: on SQLite that is
+// a write transaction on the writer slot, so call the store forms when no
+// transaction of yours is open on the same goroutine (use the Tx forms
+// inside one).
+package alktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	litedb "github.com/alkstore/alkstore/db/lite"
+	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/alkstore/alkstore/store"
+)
+
+// maxJobs bounds how many of a queue's jobs an assertion reads.
+const maxJobs = 10_000
+
+// Match selects jobs by their decoded payload (and the job, for its
+// priority, state or run time). A nil Match matches every job.
+type Match[T any] func(job *store.Job, v T) bool
+
+// Payload matches jobs whose decoded payload equals want (reflect.DeepEqual).
+func Payload[T any](want T) Match[T] {
+	return func(_ *store.Job, v T) bool { return reflect.DeepEqual(v, want) }
+}
+
+// RequireEnqueued fails tb unless q holds a job (in any state) that match
+// accepts, and returns the first such job, in enqueue order.
+func RequireEnqueued[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], match Match[T]) *store.Job {
+	tb.Helper()
+	jobs := inStore(ctx, tb, q)
+	return requireFound(tb, q, jobs, match, "")
+}
+
+// RequireEnqueuedTx is RequireEnqueued inside tx: it sees the jobs tx
+// enqueued and has not committed.
+func RequireEnqueuedTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], match Match[T]) *store.Job {
+	tb.Helper()
+	jobs := inTx(ctx, tb, tx, q)
+	return requireFound(tb, q, jobs, match, " in the transaction")
+}
+
+// RequireNotEnqueued fails tb if q holds a job that match accepts.
+func RequireNotEnqueued[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], match Match[T]) {
+	tb.Helper()
+	requireNone(tb, q, inStore(ctx, tb, q), match, "")
+}
+
+// RequireNotEnqueuedTx is RequireNotEnqueued inside tx.
+func RequireNotEnqueuedTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], match Match[T]) {
+	tb.Helper()
+	requireNone(tb, q, inTx(ctx, tb, tx, q), match, " in the transaction")
+}
+
+func requireFound[T any](tb testing.TB, q *store.JobQueue[T], jobs []*store.Job, match Match[T], where string) *store.Job {
+	tb.Helper()
+	for _, j := range jobs {
+		if matches(tb, q, j, match) {
+			return j
+		}
+	}
+	tb.Fatalf("alktest: no job of queue %q%s matches (%d jobs)", q.Queue().Name(), where, len(jobs))
+	return nil
+}
+
+func requireNone[T any](tb testing.TB, q *store.JobQueue[T], jobs []*store.Job, match Match[T], where string) {
+	tb.Helper()
+	for _, j := range jobs {
+		if matches(tb, q, j, match) {
+			tb.Fatalf("alktest: job %d of queue %q%s matches, want none (payload %s)", j.ID, q.Queue().Name(), where, j.Payload)
+		}
+	}
+}
+
+// matches decodes j's payload as Work would; a job that does not decode
+// matches nothing.
+func matches[T any](tb testing.TB, q *store.JobQueue[T], j *store.Job, match Match[T]) bool {
+	tb.Helper()
+	v, err := q.Payload(j)
+	if err != nil {
+		return false
+	}
+	return match == nil || match(j, v)
+}
+
+// inStore reads q's jobs in a transaction of its own, rolled back.
+func inStore[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T]) []*store.Job {
+	tb.Helper()
+	s := q.Queue().Store()
+	if s == nil {
+		tb.Fatalf("alktest: queue has no store (a zero-value handle?)")
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		tb.Fatalf("alktest: %v", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return inTx(ctx, tb, tx, q)
+}
+
+// inTx reads q's jobs in tx, with the engine's EnqueuedJobs query.
+func inTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T]) []*store.Job {
+	tb.Helper()
+	jobs, err := enqueuedJobs(ctx, tx, q.Queue().Name())
+	if err != nil {
+		tb.Fatalf("alktest: read the jobs of queue %q: %v", q.Queue().Name(), err)
+	}
+	return jobs
+}
+
+func enqueuedJobs(ctx context.Context, tx store.Tx, queue string) ([]*store.Job, error) {
+	if ptx, ok := tx.Pgx(); ok {
+		rows, err := pgdb.New(ptx).EnqueuedJobs(ctx, pgdb.EnqueuedJobsParams{Queue: queue, MaxJobs: maxJobs})
+		if err != nil {
+			return nil, err
+		}
+		jobs := make([]*store.Job, len(rows))
+		for i, r := range rows {
+			jobs[i] = &store.Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
+				State: store.JobState(r.State), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
+				CreatedAt: r.CreatedAt, RunAt: r.RunAt, ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt,
+				ExpiresAt: r.ExpiresAt, Worker: deref(r.Worker), LastError: deref(r.LastError), FinishedAt: r.FinishedAt}
+		}
+		return jobs, nil
+	}
+	if stx, ok := tx.SQL(); ok {
+		rows, err := litedb.New(stx).EnqueuedJobs(ctx, litedb.EnqueuedJobsParams{Queue: queue, MaxJobs: maxJobs})
+		if err != nil {
+			return nil, err
+		}
+		jobs := make([]*store.Job, len(rows))
+		for i, r := range rows {
+			jobs[i] = &store.Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
+				State: store.JobState(r.State), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
+				CreatedAt: time.UnixMicro(r.CreatedAt), RunAt: time.UnixMicro(r.RunAt), ClaimedAt: micros(r.ClaimedAt),
+				ClaimExpiresAt: micros(r.ClaimExpiresAt), ExpiresAt: micros(r.ExpiresAt), Worker: deref(r.Worker),
+				LastError: deref(r.LastError), FinishedAt: micros(r.FinishedAt)}
+		}
+		return jobs, nil
+	}
+	return nil, errors.New("not a transaction of an open store")
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func micros(m *int64) *time.Time {
+	if m == nil {
+		return nil
+	}
+	t := time.UnixMicro(*m)
+	return &t
+}
+
+// Outcome is how a job was settled after its handler ran.
+type Outcome string
+
+const (
+	Acked   Outcome = "acked"   // the handler returned nil: the job is done
+	Retried Outcome = "retried" // an error, attempts left: pending again after the backoff
+	Failed  Outcome = "failed"  // a Permanent error, or an error on the last attempt: dead
+	// SettledByHandler: the handler settled the job itself (Ack, Retry,
+	// Fail); Work left it as the handler did.
+	SettledByHandler Outcome = "settled by handler"
+)
+
+// WorkResult is what Work did.
+type WorkResult struct {
+	Err     error      // the handler's error (a panic becomes one); nil on success
+	Outcome Outcome    // how the job was settled
+	Job     *store.Job // the job after it was settled; nil when it is gone (acked jobs are deleted)
+}
+
+// Work enqueues v on q with opts, claims that job and runs handler on it
+// once, as JobQueue.Work would, without a worker loop: the handler's ctx
+// ends after 30 s, a panic becomes an error, and the job is settled by the
+// handler's result with Work's rules (nil acks; Permanent fails; another
+// error retries after store.DefaultBackoff, or fails on the last attempt).
+// The queue must hold no other ready job of equal or higher priority (use
+// a queue of the test's own): the claim must take this job. Work fails tb
+// when the job cannot be enqueued, claimed or settled.
+func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts,
+	handler func(ctx context.Context, job *store.Job, v T) error) WorkResult {
+	tb.Helper()
+	id, err := q.Enqueue(ctx, v, opts)
+	if err != nil {
+		tb.Fatalf("alktest: %v", err)
+	}
+	const timeout = 30 * time.Second
+	jobs, err := q.Queue().Claim(ctx, "alktest", 1, timeout+30*time.Second)
+	switch {
+	case err != nil:
+		tb.Fatalf("alktest: %v", err)
+	case len(jobs) == 0:
+		tb.Fatalf("alktest: job %d is not ready to claim (a delay, or RunAt in the future?)", id)
+	case jobs[0].ID != id:
+		tb.Fatalf("alktest: claimed job %d instead of job %d: queue %q holds other ready jobs", jobs[0].ID, id, q.Queue().Name())
+	}
+	job := jobs[0]
+	decoded, err := q.Payload(job)
+	if err != nil {
+		tb.Fatalf("alktest: %v", err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	res := WorkResult{Err: call(hctx, handler, job, decoded)}
+	cancel()
+
+	// Settle as Work does; a settle refused with ErrInvalidArgument means
+	// the handler spent the claim itself.
+	switch {
+	case res.Err == nil:
+		res.Outcome, err = Acked, job.Ack(ctx)
+	case store.IsPermanent(res.Err):
+		res.Outcome, err = Failed, job.Fail(ctx, res.Err.Error())
+	default:
+		var retried bool
+		retried, err = job.Retry(ctx, store.DefaultBackoff(job.Attempts), res.Err.Error())
+		res.Outcome = Retried
+		if !retried {
+			res.Outcome = Failed
+		}
+	}
+	if errors.Is(err, store.ErrInvalidArgument) {
+		res.Outcome, err = SettledByHandler, nil
+	}
+	if err != nil {
+		tb.Fatalf("alktest: settle job %d: %v", id, err)
+	}
+	after, err := q.Queue().Job(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		tb.Fatalf("alktest: %v", err)
+	default:
+		res.Job = after
+	}
+	return res
+}
+
+func call[T any](ctx context.Context, h func(context.Context, *store.Job, T) error, j *store.Job, v T) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, j, v)
+}

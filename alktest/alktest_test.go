@@ -1,0 +1,213 @@
+package alktest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/alktest"
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/store"
+)
+
+var pgServer *pgtest.Server
+
+func TestMain(m *testing.M) {
+	srv, err := pgtest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pgServer = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+// eachEngine runs body on a fresh store of each engine.
+func eachEngine(t *testing.T, body func(t *testing.T, s *store.Store)) {
+	for _, name := range []string{"pg", "lite"} {
+		t.Run(name, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "alk.db")
+			if name == "pg" {
+				var err error
+				dsn, err = pgServer.NewDatabase(context.Background())
+				require.NoError(t, err)
+			}
+			s, err := store.Open(context.Background(), dsn)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			body(t, s)
+		})
+	}
+}
+
+// recorder is a testing.TB whose Fatalf records the failure and ends the
+// goroutine, as testing's does; run a helper under it with failed.
+type recorder struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.mu.Lock()
+	r.msg = fmt.Sprintf(format, args...)
+	r.mu.Unlock()
+	panic(r)
+}
+
+// failed runs fn with a recorder and returns its failure message ("" when
+// fn did not fail).
+func failed(fn func(tb testing.TB)) (msg string) {
+	r := &recorder{}
+	func() {
+		defer func() {
+			if p := recover(); p != nil && p != any(r) {
+				panic(p)
+			}
+		}()
+		fn(r)
+	}()
+	return r.msg
+}
+
+type welcome struct {
+	User int    `json:"user"`
+	Lang string `json:"lang"`
+}
+
+func TestRequireEnqueued(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		mail := s.JobQueue[welcome]("mail")
+		other := s.JobQueue[welcome]("other")
+		_, err := mail.Enqueue(ctx, welcome{User: 1, Lang: "en"}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		id, err := mail.Enqueue(ctx, welcome{User: 42, Lang: "fr"}, store.EnqueueOpts{Priority: 3})
+		require.NoError(t, err)
+		_, err = other.Enqueue(ctx, welcome{User: 7}, store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		j := alktest.RequireEnqueued(ctx, t, mail, alktest.Payload(welcome{User: 42, Lang: "fr"}))
+		assert.Equal(t, id, j.ID)
+		assert.Equal(t, 3, j.Priority)
+		assert.Equal(t, store.JobPending, j.State)
+		j = alktest.RequireEnqueued(ctx, t, mail, func(_ *store.Job, v welcome) bool { return v.Lang == "fr" })
+		assert.Equal(t, id, j.ID)
+		alktest.RequireNotEnqueued(ctx, t, mail, alktest.Payload(welcome{User: 7}))
+
+		// And they fail when they should.
+		msg := failed(func(tb testing.TB) { alktest.RequireEnqueued(ctx, tb, mail, alktest.Payload(welcome{User: 7})) })
+		assert.Contains(t, msg, `no job of queue "mail" matches (2 jobs)`)
+		msg = failed(func(tb testing.TB) {
+			alktest.RequireNotEnqueued(ctx, tb, mail, alktest.Payload(welcome{User: 1, Lang: "en"}))
+		})
+		assert.Contains(t, msg, `queue "mail" matches, want none`)
+		msg = failed(func(tb testing.TB) { alktest.RequireEnqueued(ctx, tb, s.JobQueue[welcome]("empty"), nil) })
+		assert.Contains(t, msg, "(0 jobs)")
+	})
+}
+
+func TestRequireEnqueuedTx(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		mail := s.JobQueue[welcome]("mail")
+		want := alktest.Payload(welcome{User: 42})
+
+		tx, err := s.Begin(ctx)
+		require.NoError(t, err)
+		id, err := mail.EnqueueTx(ctx, tx, welcome{User: 42}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		j := alktest.RequireEnqueuedTx(ctx, t, tx, mail, want)
+		assert.Equal(t, id, j.ID)
+		require.NoError(t, tx.Rollback(ctx))
+		alktest.RequireNotEnqueued(ctx, t, mail, want)
+
+		tx, err = s.Begin(ctx)
+		require.NoError(t, err)
+		alktest.RequireNotEnqueuedTx(ctx, t, tx, mail, want)
+		msg := failed(func(tb testing.TB) { alktest.RequireEnqueuedTx(ctx, tb, tx, mail, want) })
+		assert.Contains(t, msg, "in the transaction")
+		_, err = mail.EnqueueTx(ctx, tx, welcome{User: 42}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		msg = failed(func(tb testing.TB) { alktest.RequireNotEnqueuedTx(ctx, tb, tx, mail, want) })
+		assert.Contains(t, msg, "want none")
+		require.NoError(t, tx.Commit(ctx))
+		alktest.RequireEnqueued(ctx, t, mail, want)
+	})
+}
+
+func TestWork(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		q := s.JobQueue[welcome]("work")
+		var seen welcome
+		res := alktest.Work(ctx, t, q, welcome{User: 1}, store.EnqueueOpts{},
+			func(_ context.Context, j *store.Job, v welcome) error {
+				seen = v
+				assert.Equal(t, store.JobRunning, j.State)
+				return nil
+			})
+		assert.Equal(t, welcome{User: 1}, seen)
+		assert.NoError(t, res.Err)
+		assert.Equal(t, alktest.Acked, res.Outcome)
+		assert.Nil(t, res.Job, "an acked job is gone")
+
+		boom := errors.New("boom")
+		res = alktest.Work(ctx, t, q, welcome{User: 2}, store.EnqueueOpts{MaxAttempts: 2},
+			func(context.Context, *store.Job, welcome) error { return boom })
+		assert.ErrorIs(t, res.Err, boom)
+		assert.Equal(t, alktest.Retried, res.Outcome)
+		require.NotNil(t, res.Job)
+		assert.Equal(t, store.JobPending, res.Job.State)
+		assert.Equal(t, "boom", res.Job.LastError)
+		assert.True(t, res.Job.RunAt.After(time.Now()), "retried after a backoff")
+		require.NoError(t, q.Queue().Cancel(ctx, res.Job.ID)) // out of the next claims' way
+
+		res = alktest.Work(ctx, t, q, welcome{User: 3}, store.EnqueueOpts{MaxAttempts: 1},
+			func(context.Context, *store.Job, welcome) error { return boom })
+		assert.Equal(t, alktest.Failed, res.Outcome, "an error on the last attempt")
+		assert.Equal(t, store.JobDead, res.Job.State)
+
+		res = alktest.Work(ctx, t, q, welcome{User: 4}, store.EnqueueOpts{},
+			func(context.Context, *store.Job, welcome) error { return store.Permanent(boom) })
+		assert.Equal(t, alktest.Failed, res.Outcome)
+		assert.Equal(t, store.JobDead, res.Job.State)
+		assert.Equal(t, "boom", res.Job.LastError)
+
+		res = alktest.Work(ctx, t, q, welcome{User: 5}, store.EnqueueOpts{},
+			func(context.Context, *store.Job, welcome) error { panic("oops") })
+		assert.ErrorContains(t, res.Err, "handler panicked: oops")
+		assert.Equal(t, alktest.Retried, res.Outcome)
+		require.NoError(t, q.Queue().Cancel(ctx, res.Job.ID))
+
+		res = alktest.Work(ctx, t, q, welcome{User: 6}, store.EnqueueOpts{},
+			func(ctx context.Context, j *store.Job, _ welcome) error {
+				_, err := j.Retry(ctx, time.Hour, "not yet")
+				return err
+			})
+		assert.NoError(t, res.Err)
+		assert.Equal(t, alktest.SettledByHandler, res.Outcome)
+		assert.Equal(t, "not yet", res.Job.LastError)
+		require.NoError(t, q.Queue().Cancel(ctx, res.Job.ID))
+
+		// Another ready job in the way: Work says so instead of running it.
+		_, err := q.Enqueue(ctx, welcome{User: 99}, store.EnqueueOpts{Priority: 5})
+		require.NoError(t, err)
+		msg := failed(func(tb testing.TB) {
+			alktest.Work(ctx, tb, q, welcome{User: 7}, store.EnqueueOpts{},
+				func(context.Context, *store.Job, welcome) error { return nil })
+		})
+		assert.Contains(t, msg, "holds other ready jobs")
+	})
+}
