@@ -415,18 +415,22 @@ func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), ?1) AS INTEGER) AS oldest_ready
-FROM alk_jobs
-WHERE queue = ?2
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
+                                   AND j.run_at <= ?2 LIMIT ?3)) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
+                                   AND j.run_at > ?2 LIMIT ?3)) AS INTEGER) AS scheduled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
+                                   LIMIT ?3)) AS INTEGER) AS running,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
+                                   LIMIT ?3)) AS INTEGER) AS dead,
+       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
+                         ?2), ?2) AS INTEGER) AS oldest_ready
 `
 
 type QueueStatsParams struct {
-	Now   int64
 	Queue string
+	Now   int64
+	Cap   int64
 }
 
 type QueueStatsRow struct {
@@ -437,8 +441,11 @@ type QueueStatsRow struct {
 	OldestReady int64
 }
 
+// Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
+// alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+// entry of alk_jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
-	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Now, arg.Queue)
+	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow
 	err := row.Scan(
 		&i.Ready,

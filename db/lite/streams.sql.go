@@ -76,7 +76,7 @@ const readEvents = `-- name: ReadEvents :many
 SELECT id, stream, key, payload, created_at
 FROM alk_events
 WHERE stream = ?1 AND id > ?2
-ORDER BY id
+ORDER BY stream, id
 LIMIT ?3
 `
 
@@ -121,7 +121,7 @@ FROM alk_events e
 WHERE e.stream = ?1
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                        WHERE o.stream = ?1 AND o.consumer = ?2), 0)
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT ?3
 `
 

@@ -142,7 +142,7 @@ FROM alkstore.events
 WHERE stream = $1
   AND id > $2
   AND (id <= $3 OR txid = pg_current_xact_id_if_assigned())
-ORDER BY id
+ORDER BY stream, id
 LIMIT $4
 `
 
@@ -162,7 +162,10 @@ type ReadEventsRow struct {
 }
 
 // Events after an offset, cut at the settled horizon; a transaction also
-// sees its own uncommitted events.
+// sees its own uncommitted events. ORDER BY stream, id is the order of
+// events_stream_id: with ORDER BY id alone, a generic plan (pgx prepares
+// statements; Postgres may switch to one after five runs) can walk
+// events_pkey in id order and filter every other stream's rows.
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.db.Query(ctx, readEvents,
 		arg.Stream,
@@ -201,7 +204,7 @@ WHERE e.stream = $1::text
   AND e.id > COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                        WHERE o.stream = $1::text AND o.consumer = $2::text), 0)
   AND (e.id <= $3::bigint OR e.txid = pg_current_xact_id_if_assigned())
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT $4
 `
 

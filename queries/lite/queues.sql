@@ -144,13 +144,19 @@ SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL
 WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one
-SELECT CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), @now) AS INTEGER) AS oldest_ready
-FROM alk_jobs
-WHERE queue = @queue;
+-- Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
+-- alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+-- entry of alk_jobs_due.
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                   AND j.run_at <= sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                   AND j.run_at > sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS scheduled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS running,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
+       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
+                         sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
 
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes

@@ -18,7 +18,7 @@ RETURNING id;
 SELECT id, stream, key, payload, created_at
 FROM alk_events
 WHERE stream = @stream AND id > @after
-ORDER BY id
+ORDER BY stream, id
 LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
@@ -27,7 +27,7 @@ FROM alk_events e
 WHERE e.stream = sqlc.arg(stream)
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                        WHERE o.stream = sqlc.arg(stream) AND o.consumer = sqlc.arg(consumer)), 0)
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT @lim;
 
 -- name: SaveOffset :exec

@@ -68,13 +68,16 @@ FROM pg_current_snapshot() AS snap;
 
 -- name: ReadEvents :many
 -- Events after an offset, cut at the settled horizon; a transaction also
--- sees its own uncommitted events.
+-- sees its own uncommitted events. ORDER BY stream, id is the order of
+-- events_stream_id: with ORDER BY id alone, a generic plan (pgx prepares
+-- statements; Postgres may switch to one after five runs) can walk
+-- events_pkey in id order and filter every other stream's rows.
 SELECT id, stream, key, payload, created_at
 FROM alkstore.events
 WHERE stream = @stream
   AND id > @after
   AND (id <= @horizon OR txid = pg_current_xact_id_if_assigned())
-ORDER BY id
+ORDER BY stream, id
 LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
@@ -84,7 +87,7 @@ WHERE e.stream = @stream::text
   AND e.id > COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                        WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0)
   AND (e.id <= @horizon::bigint OR e.txid = pg_current_xact_id_if_assigned())
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT @lim;
 
 -- name: SaveOffset :exec
