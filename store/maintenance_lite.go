@@ -48,7 +48,7 @@ func (o liteOps) retainWindow(ctx context.Context, st streamSettings, cutoff, no
 			err = q.UnheadRetained(ctx, litedb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now.UnixMicro()})
 		}
 		if err == nil {
-			n, err = q.DeleteRetained(ctx, litedb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto})
+			n, err = q.DeleteRetained(ctx, litedb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: int64(window)})
 		}
 		return err
 	})

@@ -46,7 +46,7 @@ func (o pgOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now 
 			err = o.q.UnheadRetained(ctx, pgdb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now})
 		}
 		if err == nil {
-			n, err = o.q.DeleteRetained(ctx, pgdb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto})
+			n, err = o.q.DeleteRetained(ctx, pgdb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: clampLimit(window)})
 		}
 		return err
 	})

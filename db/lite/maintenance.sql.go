@@ -28,11 +28,11 @@ const compactWindow = `-- name: CompactWindow :execrows
 DELETE FROM alk_events
 WHERE id IN (
     SELECT x.id
-    FROM (SELECT DISTINCT e.key FROM alk_events e
+    FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
           WHERE e.stream = ?1 AND e.id > ?2 AND e.id <= ?3
             AND e.key IS NOT NULL) k
     JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
-    JOIN alk_events x ON x.stream = ?1 AND x.key = k.key AND x.id < h.head_offset
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id < h.head_offset
     WHERE x.created_at < ?4
     LIMIT ?5)
 `
@@ -91,7 +91,7 @@ func (q *Queries) CompactedStreams(ctx context.Context) ([]string, error) {
 
 const compactionWindow = `-- name: CompactionWindow :one
 SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), ?1) AS INTEGER) AS upto
-FROM (SELECT x.id, x.created_at >= ?2 AS fresh FROM alk_events x
+FROM (SELECT x.id, x.created_at >= ?2 AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = ?3 AND x.id > ?1 AND x.id <= ?4
       ORDER BY x.stream, x.id
       LIMIT ?5) w
@@ -195,6 +195,9 @@ type DeleteExpiredHeadlessParams struct {
 // Maintenance (SQLite): the janitor's bounded passes. The writer slot
 // serializes them with every other write; the janitor bounds each pass by
 // its time budget so it never waits long for a slot a transaction holds.
+// Walks of a stream name their index (INDEXED BY): with ANALYZE statistics
+// SQLite may otherwise walk the rowid in offset order and filter every
+// other stream's rows (see tests/plans_test.go).
 // A stream's headless rows unused since @cutoff (its TTL ago; a later lock
 // recreates them). Each stream with headless rows (StreamsWithHeadless)
 // is a range of alk_compaction_heads_headless, oldest first.
@@ -224,23 +227,31 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 const deleteRetained = `-- name: DeleteRetained :execrows
 DELETE FROM alk_events
 WHERE id IN (
-    SELECT x.id FROM alk_events x
+    SELECT x.id FROM alk_events x INDEXED BY alk_events_stream_id
     WHERE x.stream = ?1 AND x.id >= ?2 AND x.id <= ?3
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
-                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+    ORDER BY x.stream, x.id
+    LIMIT ?4)
 `
 
 type DeleteRetainedParams struct {
 	Stream  string
 	FirstID int64
 	Upto    int64
+	Lim     int64
 }
 
-// The stream's events in [first_id, upto] (a RetentionWindow), sparing a
-// compacted stream's current heads. A head row never points at a deleted
+// The stream's events in [first_id, upto] (a RetentionWindow of @lim
+// events), sparing a compacted stream's current heads. A head row never points at a deleted
 // event.
 func (q *Queries) DeleteRetained(ctx context.Context, arg DeleteRetainedParams) (int64, error) {
-	result, err := q.exec(ctx, q.deleteRetainedStmt, deleteRetained, arg.Stream, arg.FirstID, arg.Upto)
+	result, err := q.exec(ctx, q.deleteRetainedStmt, deleteRetained,
+		arg.Stream,
+		arg.FirstID,
+		arg.Upto,
+		arg.Lim,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +262,7 @@ const expiredTombstones = `-- name: ExpiredTombstones :many
 SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
 FROM alk_events e
 JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
-WHERE e.id IN (SELECT t.id FROM alk_events t
+WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = ?1 AND t.payload IS NULL AND t.key IS NOT NULL
                ORDER BY t.stream, t.id
                LIMIT ?2)
@@ -394,7 +405,7 @@ func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow
 const retentionWindow = `-- name: RetentionWindow :one
 SELECT CAST(COALESCE(min(w.id), 0) AS INTEGER) AS first_id,
        CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), -1) AS INTEGER) AS upto
-FROM (SELECT x.id, x.created_at >= ?1 AS fresh FROM alk_events x
+FROM (SELECT x.id, x.created_at >= ?1 AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = ?2
         AND NOT (CAST(?3 AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
                  WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
@@ -611,7 +622,7 @@ UPDATE alk_compaction_heads
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = ?1
 WHERE alk_compaction_heads.head_offset >= CAST(?2 AS INTEGER) AND alk_compaction_heads.head_offset <= CAST(?3 AS INTEGER)
   AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
-    SELECT x.stream, x.key FROM alk_events e
+    SELECT x.stream, x.key FROM alk_events e INDEXED BY alk_events_stream_id
     JOIN alk_compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
     WHERE e.stream = ?4 AND e.id >= ?2 AND e.id <= ?3
       AND e.key IS NOT NULL)

@@ -533,8 +533,12 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= ?1))
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.queue = ?2 AND r.state = 'running' AND r.claim_expires_at <= ?1
+               AND r.expires_at IS NOT NULL AND r.expires_at <= ?1)
 `
 
 type SweepExpiredJobsParams struct {

@@ -27,24 +27,31 @@ func (q *Queries) AdvanceCompaction(ctx context.Context, arg AdvanceCompactionPa
 
 const compactWindow = `-- name: CompactWindow :execrows
 DELETE FROM alkstore.events d
-WHERE d.id IN (
-    SELECT x.id
-    FROM (SELECT DISTINCT e.key FROM alkstore.events e
-          WHERE e.stream = $1::text AND e.id > $2::bigint AND e.id <= $3::bigint
-            AND e.key IS NOT NULL) k
-    JOIN alkstore.compaction_heads h ON h.stream = $1::text AND h.key = k.key
-    JOIN alkstore.events x ON x.stream = $1::text AND x.key = k.key AND x.id < h.head_offset
-    WHERE x.created_at < $4::timestamptz
-    LIMIT $5::integer
-    FOR UPDATE OF x SKIP LOCKED)
+WHERE d.id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.events x
+    WHERE x.id = ANY (ARRAY(
+        SELECT v.id
+        FROM alkstore.compaction_heads h
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = $1::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+              AND y.created_at < $2::timestamptz
+            LIMIT $3::integer) v
+        WHERE h.stream = $1::text
+          AND h.key = ANY (ARRAY(
+            SELECT DISTINCT e.key FROM alkstore.events e
+            WHERE (e.stream, e.id) > ($1::text, $4::bigint) AND e.stream <= $1::text
+              AND e.id <= $5::bigint AND e.key IS NOT NULL))
+        LIMIT $3::integer))
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
 type CompactWindowParams struct {
 	Stream string
-	After  int64
-	Upto   int64
 	Cutoff time.Time
 	Batch  int32
+	After  int64
+	Upto   int64
 }
 
 // For each key published in (after, upto], its versions older than its head
@@ -53,10 +60,10 @@ type CompactWindowParams struct {
 func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
 	result, err := q.db.Exec(ctx, compactWindow,
 		arg.Stream,
-		arg.After,
-		arg.Upto,
 		arg.Cutoff,
 		arg.Batch,
+		arg.After,
+		arg.Upto,
 	)
 	if err != nil {
 		return 0, err
@@ -91,7 +98,7 @@ func (q *Queries) CompactedStreams(ctx context.Context) ([]string, error) {
 const compactionWindow = `-- name: CompactionWindow :one
 SELECT COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), $2::bigint)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream = $3::text AND x.id > $2::bigint AND x.id <= $4::bigint
+      WHERE (x.stream, x.id) > ($3::text, $2::bigint) AND x.stream <= $3::text AND x.id <= $4::bigint
       ORDER BY x.stream, x.id
       LIMIT $5::integer) w
 `
@@ -124,7 +131,8 @@ func (q *Queries) CompactionWindow(ctx context.Context, arg CompactionWindowPara
 const consumerLags = `-- name: ConsumerLags :many
 SELECT o.stream, o.consumer, o.committed_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
-                              WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT $1::integer) c)::bigint AS unread
+                              WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
+                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer
 `
 
@@ -173,14 +181,14 @@ func (q *Queries) DeleteEvent(ctx context.Context, id int64) error {
 const deleteExpiredHeadless = `-- name: DeleteExpiredHeadless :execrows
 
 DELETE FROM alkstore.compaction_heads h
-WHERE h.head_offset IS NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+WHERE h.stream = $1::text AND h.head_offset IS NULL
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
     WHERE x.stream = $1::text AND x.head_offset IS NULL
       AND x.updated_at < $2::timestamptz
     ORDER BY x.stream, x.updated_at
     LIMIT $3::integer
-    FOR UPDATE OF x SKIP LOCKED)
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
 type DeleteExpiredHeadlessParams struct {
@@ -192,6 +200,10 @@ type DeleteExpiredHeadlessParams struct {
 // Maintenance (PostgreSQL): the janitor's bounded passes. Each takes at
 // most @batch rows through a partial or leading index, FOR UPDATE SKIP
 // LOCKED, so janitors never wait on each other or on active keys.
+// The rows a statement changes are chosen in an ARRAY(...) sub-select and
+// matched with = ANY: the outer scan is then an index lookup in every plan,
+// where an IN sub-select lets a generic plan (which guesses a LIMIT $n
+// keeps a tenth of the table) hash-join a sequential scan of the table.
 // A stream's headless rows unused since @cutoff (its TTL ago; a later lock
 // recreates them). Each stream with headless rows (StreamsWithHeadless)
 // is a range of compaction_heads_headless, oldest first.
@@ -220,25 +232,33 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 
 const deleteRetained = `-- name: DeleteRetained :execrows
 DELETE FROM alkstore.events e
-WHERE e.id IN (
+WHERE e.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    WHERE x.stream = $1::text AND x.id >= $2::bigint AND x.id <= $3::bigint
+    WHERE (x.stream, x.id) >= ($1::text, $2::bigint) AND x.stream <= $1::text AND x.id <= $3::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    FOR UPDATE OF x SKIP LOCKED)
+    ORDER BY x.stream, x.id
+    LIMIT $4::integer
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
 type DeleteRetainedParams struct {
 	Stream  string
 	FirstID int64
 	Upto    int64
+	Lim     int32
 }
 
-// The stream's events in [first_id, upto] (a RetentionWindow), sparing
-// current heads: those of a compacted stream, and any UnheadRetained
-// skipped. A head row never points at a deleted event.
+// The stream's events in [first_id, upto] (a RetentionWindow of @lim
+// events), sparing current heads: those of a compacted stream, and any
+// UnheadRetained skipped. A head row never points at a deleted event.
 func (q *Queries) DeleteRetained(ctx context.Context, arg DeleteRetainedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteRetained, arg.Stream, arg.FirstID, arg.Upto)
+	result, err := q.db.Exec(ctx, deleteRetained,
+		arg.Stream,
+		arg.FirstID,
+		arg.Upto,
+		arg.Lim,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -383,9 +403,9 @@ const retentionWindow = `-- name: RetentionWindow :one
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream = $2::text
-        AND NOT ($3::boolean AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                 WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      WHERE x.stream >= $2::text AND x.stream <= $2::text
+        AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                        WHERE $3::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
       LIMIT $4::integer) w
 `
@@ -403,10 +423,12 @@ type RetentionWindowRow struct {
 }
 
 // The stream's oldest @lim events, walked on events_stream_id from its
-// first (ORDER BY stream, id: the index's order, so that a generic plan
-// cannot prefer events_pkey), skipping a compacted stream's current heads,
-// which retention spares. [first_id, upto] is the prefix of the window past
-// the cutoff (upto < first_id: none is).
+// first, skipping a compacted stream's current heads, which retention
+// spares. [first_id, upto] is the prefix of the window past the cutoff
+// (upto < first_id: none is). Here and below a stream's events are bounded
+// by inequalities on stream (or a row comparison on (stream, id)), not an
+// equality, so that only events_stream_id yields ORDER BY stream, id (see
+// ReadEvents).
 func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
 	row := q.db.QueryRow(ctx, retentionWindow,
 		arg.Cutoff,
@@ -429,7 +451,8 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT st.stream::text AS stream,
        COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream = st.stream LIMIT $1::integer) c)::bigint AS events
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
+                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
@@ -470,13 +493,16 @@ WITH RECURSIVE st(stream) AS (
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT st.stream::text AS stream,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h
-                              WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT $1::integer) c)::bigint AS key_count,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h
-                              WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT $1::integer) c)::bigint AS headless,
+       ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
+                               ORDER BY h.stream, h.key LIMIT (hl.n + $1::integer)) c) - hl.n)::bigint AS key_count,
+       hl.n::bigint AS headless,
        COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
                  WHERE h.stream = st.stream AND h.head_offset IS NULL), $2::timestamptz)::timestamptz AS oldest_headless
-FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
+FROM st
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
+                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                               ORDER BY h.stream, h.updated_at LIMIT $1::integer) c) hl
+WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
 type StreamHeadStatsParams struct {
@@ -491,9 +517,11 @@ type StreamHeadStatsRow struct {
 	OldestHeadless time.Time
 }
 
-// Every stream with key rows (a loose scan of the primary key); its keys
-// with a head and its headless rows each counted up to @cap, and its oldest
-// headless row (exact: the first entry of compaction_heads_headless).
+// Every stream with key rows (a loose scan of the primary key); its
+// headless rows counted up to @cap on compaction_heads_headless, its keys
+// with a head as its key rows counted on the primary key (index only: the
+// heap is not read) minus those, up to @cap; and its oldest headless row
+// (exact: the first entry of compaction_heads_headless).
 func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams) ([]StreamHeadStatsRow, error) {
 	rows, err := q.db.Query(ctx, streamHeadStats, arg.Cap, arg.Now)
 	if err != nil {
@@ -586,20 +614,23 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 const unheadRetained = `-- name: UnheadRetained :exec
 UPDATE alkstore.compaction_heads h
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
-WHERE h.head_offset >= $2::bigint AND h.head_offset <= $3::bigint
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.events e
-    JOIN alkstore.compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
-    WHERE e.stream = $4::text AND e.id >= $2::bigint AND e.id <= $3::bigint AND e.key IS NOT NULL
+WHERE h.stream = $2::text AND h.head_offset >= $3::bigint AND h.head_offset <= $4::bigint
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = $2::text AND x.head_offset >= $3::bigint AND x.head_offset <= $4::bigint
+      AND x.key = ANY (ARRAY(
+        SELECT e.key FROM alkstore.events e
+        WHERE (e.stream, e.id) >= ($2::text, $3::bigint) AND e.stream <= $2::text
+          AND e.id <= $4::bigint AND e.key IS NOT NULL))
     ORDER BY x.key
-    FOR UPDATE OF x SKIP LOCKED)
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
 type UnheadRetainedParams struct {
 	Now     time.Time
+	Stream  string
 	FirstID int64
 	Upto    int64
-	Stream  string
 }
 
 // Runs before DeleteRetained, in its transaction, on a stream that is not
@@ -609,9 +640,9 @@ type UnheadRetainedParams struct {
 func (q *Queries) UnheadRetained(ctx context.Context, arg UnheadRetainedParams) error {
 	_, err := q.db.Exec(ctx, unheadRetained,
 		arg.Now,
+		arg.Stream,
 		arg.FirstID,
 		arg.Upto,
-		arg.Stream,
 	)
 	return err
 }

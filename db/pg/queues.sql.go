@@ -430,13 +430,13 @@ func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 
 const queueStats = `-- name: QueueStats :one
 SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at <= $2::timestamptz LIMIT $3::integer) c)::bigint AS ready,
+                              AND run_at <= $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at > $2::timestamptz LIMIT $3::integer) c)::bigint AS scheduled,
+                              AND run_at > $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'running'
-                              LIMIT $3::integer) c)::bigint AS running,
+                              ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
-                              LIMIT $3::integer) c)::bigint AS dead,
+                              ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS dead,
        LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
                       $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
@@ -456,8 +456,9 @@ type QueueStatsRow struct {
 }
 
 // Each count is a range of a partial index (jobs_due, jobs_running,
-// jobs_dead) read up to @cap rows; the oldest ready job is the first entry
-// of jobs_due.
+// jobs_dead) read up to @cap rows, in the index's order so that no plan
+// prefers reading the table; the oldest ready job is the first entry of
+// jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow

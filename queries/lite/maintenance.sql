@@ -1,6 +1,9 @@
 -- Maintenance (SQLite): the janitor's bounded passes. The writer slot
 -- serializes them with every other write; the janitor bounds each pass by
 -- its time budget so it never waits long for a slot a transaction holds.
+-- Walks of a stream name their index (INDEXED BY): with ANALYZE statistics
+-- SQLite may otherwise walk the rowid in offset order and filter every
+-- other stream's rows (see tests/plans_test.go).
 
 -- name: DeleteExpiredHeadless :execrows
 -- A stream's headless rows unused since @cutoff (its TTL ago; a later lock
@@ -30,7 +33,7 @@ ORDER BY name;
 -- (upto < first_id: none is).
 SELECT CAST(COALESCE(min(w.id), 0) AS INTEGER) AS first_id,
        CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), -1) AS INTEGER) AS upto
-FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x
+FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = sqlc.arg(stream)
         AND NOT (CAST(sqlc.arg(compacted) AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
                  WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
@@ -45,21 +48,23 @@ UPDATE alk_compaction_heads
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = sqlc.arg(now)
 WHERE alk_compaction_heads.head_offset >= CAST(sqlc.arg(first_id) AS INTEGER) AND alk_compaction_heads.head_offset <= CAST(sqlc.arg(upto) AS INTEGER)
   AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
-    SELECT x.stream, x.key FROM alk_events e
+    SELECT x.stream, x.key FROM alk_events e INDEXED BY alk_events_stream_id
     JOIN alk_compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
     WHERE e.stream = sqlc.arg(stream) AND e.id >= sqlc.arg(first_id) AND e.id <= sqlc.arg(upto)
       AND e.key IS NOT NULL);
 
 -- name: DeleteRetained :execrows
--- The stream's events in [first_id, upto] (a RetentionWindow), sparing a
--- compacted stream's current heads. A head row never points at a deleted
+-- The stream's events in [first_id, upto] (a RetentionWindow of @lim
+-- events), sparing a compacted stream's current heads. A head row never points at a deleted
 -- event.
 DELETE FROM alk_events
 WHERE id IN (
-    SELECT x.id FROM alk_events x
+    SELECT x.id FROM alk_events x INDEXED BY alk_events_stream_id
     WHERE x.stream = sqlc.arg(stream) AND x.id >= sqlc.arg(first_id) AND x.id <= sqlc.arg(upto)
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
-                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id));
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+    ORDER BY x.stream, x.id
+    LIMIT sqlc.arg(lim));
 
 -- name: CompactionWindow :one
 -- The next @lim events of a compacted stream after the compaction cursor:
@@ -67,7 +72,7 @@ WHERE id IN (
 -- compaction lag (@after: none is). Every committed offset is settled on
 -- SQLite, so the walk needs no horizon (the caller passes the largest).
 SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), sqlc.arg(after)) AS INTEGER) AS upto
-FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x
+FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = sqlc.arg(stream) AND x.id > sqlc.arg(after) AND x.id <= sqlc.arg(horizon)
       ORDER BY x.stream, x.id
       LIMIT sqlc.arg(lim)) w;
@@ -79,11 +84,11 @@ FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x
 DELETE FROM alk_events
 WHERE id IN (
     SELECT x.id
-    FROM (SELECT DISTINCT e.key FROM alk_events e
+    FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
           WHERE e.stream = sqlc.arg(stream) AND e.id > sqlc.arg(after) AND e.id <= sqlc.arg(upto)
             AND e.key IS NOT NULL) k
     JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
-    JOIN alk_events x ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id < h.head_offset
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id < h.head_offset
     WHERE x.created_at < sqlc.arg(cutoff)
     LIMIT sqlc.arg(batch));
 
@@ -98,7 +103,7 @@ WHERE name = sqlc.arg(stream) AND compacted_through < sqlc.arg(upto);
 SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
 FROM alk_events e
 JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
-WHERE e.id IN (SELECT t.id FROM alk_events t
+WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = sqlc.arg(stream) AND t.payload IS NULL AND t.key IS NOT NULL
                ORDER BY t.stream, t.id
                LIMIT sqlc.arg(batch))

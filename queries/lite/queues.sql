@@ -128,8 +128,12 @@ SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 -- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
 SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now));
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.queue = @queue AND r.state = 'running' AND r.claim_expires_at <= @now
+               AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.

@@ -1,20 +1,24 @@
 -- Maintenance (PostgreSQL): the janitor's bounded passes. Each takes at
 -- most @batch rows through a partial or leading index, FOR UPDATE SKIP
 -- LOCKED, so janitors never wait on each other or on active keys.
+-- The rows a statement changes are chosen in an ARRAY(...) sub-select and
+-- matched with = ANY: the outer scan is then an index lookup in every plan,
+-- where an IN sub-select lets a generic plan (which guesses a LIMIT $n
+-- keeps a tenth of the table) hash-join a sequential scan of the table.
 
 -- name: DeleteExpiredHeadless :execrows
 -- A stream's headless rows unused since @cutoff (its TTL ago; a later lock
 -- recreates them). Each stream with headless rows (StreamsWithHeadless)
 -- is a range of compaction_heads_headless, oldest first.
 DELETE FROM alkstore.compaction_heads h
-WHERE h.head_offset IS NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
+WHERE h.stream = @stream::text AND h.head_offset IS NULL
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
     WHERE x.stream = @stream::text AND x.head_offset IS NULL
       AND x.updated_at < @cutoff::timestamptz
     ORDER BY x.stream, x.updated_at
     LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+    FOR UPDATE OF x SKIP LOCKED));
 
 -- name: MaintainedStreams :many
 -- The streams the janitor works on: those with a retention, and compacted
@@ -26,16 +30,18 @@ ORDER BY name;
 
 -- name: RetentionWindow :one
 -- The stream's oldest @lim events, walked on events_stream_id from its
--- first (ORDER BY stream, id: the index's order, so that a generic plan
--- cannot prefer events_pkey), skipping a compacted stream's current heads,
--- which retention spares. [first_id, upto] is the prefix of the window past
--- the cutoff (upto < first_id: none is).
+-- first, skipping a compacted stream's current heads, which retention
+-- spares. [first_id, upto] is the prefix of the window past the cutoff
+-- (upto < first_id: none is). Here and below a stream's events are bounded
+-- by inequalities on stream (or a row comparison on (stream, id)), not an
+-- equality, so that only events_stream_id yields ORDER BY stream, id (see
+-- ReadEvents).
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream = @stream::text
-        AND NOT (@compacted::boolean AND EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                 WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      WHERE x.stream >= @stream::text AND x.stream <= @stream::text
+        AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                        WHERE @compacted::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
       LIMIT @lim::integer) w;
 
@@ -46,25 +52,30 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 -- stay for a later pass).
 UPDATE alkstore.compaction_heads h
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
-WHERE h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.events e
-    JOIN alkstore.compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
-    WHERE e.stream = @stream::text AND e.id >= @first_id::bigint AND e.id <= @upto::bigint AND e.key IS NOT NULL
+WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = @stream::text AND x.head_offset >= @first_id::bigint AND x.head_offset <= @upto::bigint
+      AND x.key = ANY (ARRAY(
+        SELECT e.key FROM alkstore.events e
+        WHERE (e.stream, e.id) >= (@stream::text, @first_id::bigint) AND e.stream <= @stream::text
+          AND e.id <= @upto::bigint AND e.key IS NOT NULL))
     ORDER BY x.key
-    FOR UPDATE OF x SKIP LOCKED);
+    FOR UPDATE OF x SKIP LOCKED));
 
 -- name: DeleteRetained :execrows
--- The stream's events in [first_id, upto] (a RetentionWindow), sparing
--- current heads: those of a compacted stream, and any UnheadRetained
--- skipped. A head row never points at a deleted event.
+-- The stream's events in [first_id, upto] (a RetentionWindow of @lim
+-- events), sparing current heads: those of a compacted stream, and any
+-- UnheadRetained skipped. A head row never points at a deleted event.
 DELETE FROM alkstore.events e
-WHERE e.id IN (
+WHERE e.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    WHERE x.stream = @stream::text AND x.id >= @first_id::bigint AND x.id <= @upto::bigint
+    WHERE (x.stream, x.id) >= (@stream::text, @first_id::bigint) AND x.stream <= @stream::text AND x.id <= @upto::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    FOR UPDATE OF x SKIP LOCKED);
+    ORDER BY x.stream, x.id
+    LIMIT @lim::integer
+    FOR UPDATE OF x SKIP LOCKED));
 
 -- name: CompactionWindow :one
 -- The next @lim events of a compacted stream after the compaction cursor,
@@ -73,7 +84,7 @@ WHERE e.id IN (
 -- stream's minimum compaction lag (@after: none is).
 SELECT COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), @after::bigint)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream = @stream::text AND x.id > @after::bigint AND x.id <= @horizon::bigint
+      WHERE (x.stream, x.id) > (@stream::text, @after::bigint) AND x.stream <= @stream::text AND x.id <= @horizon::bigint
       ORDER BY x.stream, x.id
       LIMIT @lim::integer) w;
 
@@ -82,16 +93,23 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 -- (found on events_key) and than the lag: every superseded event is older
 -- than its head, so it goes when the cursor walks past the head.
 DELETE FROM alkstore.events d
-WHERE d.id IN (
-    SELECT x.id
-    FROM (SELECT DISTINCT e.key FROM alkstore.events e
-          WHERE e.stream = @stream::text AND e.id > @after::bigint AND e.id <= @upto::bigint
-            AND e.key IS NOT NULL) k
-    JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = k.key
-    JOIN alkstore.events x ON x.stream = @stream::text AND x.key = k.key AND x.id < h.head_offset
-    WHERE x.created_at < @cutoff::timestamptz
-    LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+WHERE d.id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.events x
+    WHERE x.id = ANY (ARRAY(
+        SELECT v.id
+        FROM alkstore.compaction_heads h
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+              AND y.created_at < @cutoff::timestamptz
+            LIMIT @batch::integer) v
+        WHERE h.stream = @stream::text
+          AND h.key = ANY (ARRAY(
+            SELECT DISTINCT e.key FROM alkstore.events e
+            WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
+              AND e.id <= @upto::bigint AND e.key IS NOT NULL))
+        LIMIT @batch::integer))
+    FOR UPDATE OF x SKIP LOCKED));
 
 -- name: AdvanceCompaction :exec
 UPDATE alkstore.streams SET compacted_through = @upto::bigint
@@ -140,13 +158,16 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT st.stream::text AS stream,
        COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream = st.stream LIMIT @cap::integer) c)::bigint AS events
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
+                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
--- Every stream with key rows (a loose scan of the primary key); its keys
--- with a head and its headless rows each counted up to @cap, and its oldest
--- headless row (exact: the first entry of compaction_heads_headless).
+-- Every stream with key rows (a loose scan of the primary key); its
+-- headless rows counted up to @cap on compaction_heads_headless, its keys
+-- with a head as its key rows counted on the primary key (index only: the
+-- heap is not read) minus those, up to @cap; and its oldest headless row
+-- (exact: the first entry of compaction_heads_headless).
 WITH RECURSIVE st(stream) AS (
     SELECT min(x.stream) FROM alkstore.compaction_heads x
     UNION ALL
@@ -154,19 +175,23 @@ WITH RECURSIVE st(stream) AS (
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT st.stream::text AS stream,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h
-                              WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT @cap::integer) c)::bigint AS key_count,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h
-                              WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT @cap::integer) c)::bigint AS headless,
+       ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
+                               ORDER BY h.stream, h.key LIMIT (hl.n + @cap::integer)) c) - hl.n)::bigint AS key_count,
+       hl.n::bigint AS headless,
        COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
                  WHERE h.stream = st.stream AND h.head_offset IS NULL), @now::timestamptz)::timestamptz AS oldest_headless
-FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
+FROM st
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
+                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                               ORDER BY h.stream, h.updated_at LIMIT @cap::integer) c) hl
+WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: ConsumerLags :many
 -- Lag: the consumer's events still unread, counted up to @cap.
 SELECT o.stream, o.consumer, o.committed_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
-                              WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT @cap::integer) c)::bigint AS unread
+                              WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
+                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer;
 
 -- name: StreamsWithHeadless :many

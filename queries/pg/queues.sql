@@ -175,16 +175,17 @@ WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one
 -- Each count is a range of a partial index (jobs_due, jobs_running,
--- jobs_dead) read up to @cap rows; the oldest ready job is the first entry
--- of jobs_due.
+-- jobs_dead) read up to @cap rows, in the index's order so that no plan
+-- prefers reading the table; the oldest ready job is the first entry of
+-- jobs_due.
 SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'
-                              AND run_at <= @now::timestamptz LIMIT @cap::integer) c)::bigint AS ready,
+                              AND run_at <= @now::timestamptz ORDER BY queue, run_at LIMIT @cap::integer) c)::bigint AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'
-                              AND run_at > @now::timestamptz LIMIT @cap::integer) c)::bigint AS scheduled,
+                              AND run_at > @now::timestamptz ORDER BY queue, run_at LIMIT @cap::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running'
-                              LIMIT @cap::integer) c)::bigint AS running,
+                              ORDER BY queue, claim_expires_at LIMIT @cap::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'dead'
-                              LIMIT @cap::integer) c)::bigint AS dead,
+                              ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS dead,
        LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
                       @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready;
 
