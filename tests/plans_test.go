@@ -515,7 +515,7 @@ var hotStatements = []hotStmt{
 	{name: "CompactionWindow", args: map[string]any{"after": 0, "cutoff": "@t:0s", "lim": planBatch}, maxBuf: 300, maxStep: 30_000},
 	{name: "CompactWindow", args: map[string]any{"after": 0, "upto": "@kvwindow", "cutoff": "@t:0s"}, maxBuf: 12_000, maxStep: 100_000},
 	{name: "AdvanceCompaction", args: map[string]any{"upto": 1}},
-	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h"}, maxBuf: 4_000, maxStep: 60_000},
+	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h"}, maxBuf: 3_500, maxStep: 30_000},
 	{name: "DeleteHead"},
 	{name: "DeleteEvent"},
 	{name: "SweepAllExpiredJobs"},
