@@ -563,19 +563,19 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
-	"ConfigureStream":   "an application's setup call, one primary-key upsert",
-	"UnheadTrimmed":     "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
-	"TrimStream":        "TrimTo, as UnheadTrimmed",
-	"CancelJob":         "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
-	"RequeueJob":        "by primary key; an operator's call on a dead job",
-	"UpsertSchedule":    "an application's setup call, one primary-key upsert",
-	"DeleteSchedule":    "an application's setup call, by primary key",
-	"PauseSchedule":     "an operator's call, by primary key",
-	"ResumeSchedule":    "an operator's call, by primary key",
-	"ListSchedules":     "lists every schedule on request: its cost is its answer",
-	"SchemaObjects":     "runs once at Open, on the catalog",
-	"ListenWakes":       "a LISTEN, not a query",
-	"DataVersion":       "a PRAGMA, not a query",
+	"ConfigureStream": "an application's setup call, one primary-key upsert",
+	"UnheadTrimmed":   "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
+	"TrimStream":      "TrimTo, as UnheadTrimmed",
+	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
+	"RequeueJob":      "by primary key; an operator's call on a dead job",
+	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
+	"DeleteSchedule":  "an application's setup call, by primary key",
+	"PauseSchedule":   "an operator's call, by primary key",
+	"ResumeSchedule":  "an operator's call, by primary key",
+	"ListSchedules":   "lists every schedule on request: its cost is its answer",
+	"SchemaObjects":   "runs once at Open, on the catalog",
+	"ListenWakes":     "a LISTEN, not a query",
+	"DataVersion":     "a PRAGMA, not a query",
 }
 
 // TestHotStatementsStayOnIndexes runs every hot statement under EXPLAIN on
