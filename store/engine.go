@@ -66,16 +66,26 @@ type ops interface {
 	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
 	configureStream(ctx context.Context, name string, c StreamConfig) error
 
-	deleteExpiredHeadless(ctx context.Context, now time.Time, batch int) (int64, error)
-	applyRetention(ctx context.Context, now time.Time, batch int) (int64, error)
-	compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error)
-	deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error)
+	// Maintenance (see maintenance.go, which drives the passes): each
+	// call below is one bounded transaction.
+	maintainedStreams(ctx context.Context) ([]streamSettings, error)   // retention or compacted
+	streamsWithHeadless(ctx context.Context) ([]streamSettings, error) // name, headlessTTL
+	deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
+	// retainWindow deletes the prefix past retention of the stream's oldest
+	// window events (unheading what it deletes, unless compacted).
+	retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error)
+	// compactWindow walks the window events after st.compactedThrough and
+	// deletes at most limit superseded versions of their keys; it returns
+	// the new cursor (st.compactedThrough when there was nothing to walk or
+	// the limit was reached).
+	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
+	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
-	streamCounts(ctx context.Context) ([]StreamStats, error)              // Name, HeadOffset, Events
-	headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
-	consumerLags(ctx context.Context) (streams []string, lags []ConsumerStats, err error)
+	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
+	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
+	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
 	compactedStreams(ctx context.Context) ([]string, error)
-	queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStats, error)
+	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or dead jobs
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
 	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)

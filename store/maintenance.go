@@ -27,37 +27,117 @@ func (m Maintenance) pass(ctx context.Context, op string, batch int, fn func(o t
 	})
 }
 
+// streamSettings is what the passes read of a stream's settings.
+type streamSettings struct {
+	name               string
+	compacted          bool
+	retention          *time.Duration
+	headlessTTL        time.Duration
+	minCompactionLag   time.Duration
+	tombstoneRetention time.Duration
+	compactedThrough   int64 // CompactSuperseded's cursor
+}
+
+// The passes below visit streams in name order and share one batch among
+// them: each statement they run changes at most what is left of it, and
+// reads a bounded window of an index (see queries/*/maintenance.sql), so a
+// transaction (on SQLite, the writer slot) is held for bounded work only.
+
 // DeleteExpiredHeadless deletes headless compaction rows unused for longer
-// than their stream's HeadlessTTL. A later LockCompactionHeadTx recreates one.
+// than their stream's HeadlessTTL. A later LockCompactionHeadTx recreates
+// one. Cost: one index probe per stream with headless rows, plus the rows
+// it deletes.
 func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired headless", batch, func(o target, now time.Time, batch int) (int64, error) {
-		return o.deleteExpiredHeadless(ctx, now, batch)
+		streams, err := o.streamsWithHeadless(ctx)
+		var n int64
+		for _, st := range streams {
+			if err != nil || n >= int64(batch) {
+				break
+			}
+			var k int64
+			k, err = o.deleteExpiredHeadless(ctx, st.name, now.Add(-st.headlessTTL), batch-int(n))
+			n += k
+		}
+		return n, err
 	})
 }
 
 // ApplyRetention deletes events older than their stream's Retention,
 // sparing the current heads of compacted streams. On other streams a key
-// whose head it deletes becomes headless (see Stream.TrimTo).
+// whose head it deletes becomes headless (see Stream.TrimTo). Each stream
+// with a retention is walked from its oldest event and the walk stops at
+// the first one not past retention, so the cost is the rows it deletes
+// (plus, on a compacted stream, the old heads it spares).
 func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "apply retention", batch, func(o target, now time.Time, batch int) (int64, error) {
-		return o.applyRetention(ctx, now, batch)
+		streams, err := o.maintainedStreams(ctx)
+		var n int64
+		for _, st := range streams {
+			if err != nil || n >= int64(batch) {
+				break
+			}
+			if st.retention == nil {
+				continue
+			}
+			var k int64
+			k, err = o.retainWindow(ctx, st, now.Add(-*st.retention), now, batch-int(n))
+			n += k
+		}
+		return n, err
 	})
 }
 
 // CompactSuperseded deletes keyed events of compacted streams that a newer
-// head superseded, once older than the stream's MinCompactionLag.
+// head superseded, once older than the stream's MinCompactionLag. It walks
+// each compacted stream forward from where its last walk ended (a cursor
+// kept in the stream's settings row), deleting the older versions of each
+// key it meets, so each event is walked once: the cost is the events
+// published since the last pass plus the rows it deletes, never the
+// stream's history. The walk stops at the first event younger than the lag
+// (and, on PostgreSQL, at the settled horizon).
 func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "compact", batch, func(o target, now time.Time, batch int) (int64, error) {
-		return o.compactSuperseded(ctx, now, batch)
+		streams, err := o.maintainedStreams(ctx)
+		var n int64
+		for _, st := range streams {
+			if !st.compacted {
+				continue
+			}
+			for err == nil && n < int64(batch) && ctx.Err() == nil {
+				var k, through int64
+				k, through, err = o.compactWindow(ctx, st, now.Add(-st.minCompactionLag), batch, batch-int(n))
+				n += k
+				if through == st.compactedThrough && k == 0 {
+					break // walked up to the lag or the horizon
+				}
+				st.compactedThrough = through
+			}
+		}
+		return n, err
 	})
 }
 
 // DeleteExpiredTombstones deletes, on compacted streams, keys whose head
 // has been a tombstone for longer than TombstoneRetention: the head row and
-// the tombstone event go together.
+// the tombstone event go together. It reads each compacted stream's oldest
+// tombstones on a partial index of tombstones.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
-		return o.deleteExpiredTombstones(ctx, now, batch)
+		streams, err := o.maintainedStreams(ctx)
+		var n int64
+		for _, st := range streams {
+			if err != nil || n >= int64(batch) {
+				break
+			}
+			if !st.compacted {
+				continue
+			}
+			var k int64
+			k, err = o.deleteExpiredTombstones(ctx, st.name, now.Add(-st.tombstoneRetention), batch-int(n))
+			n += k
+		}
+		return n, err
 	})
 }
 
@@ -87,21 +167,30 @@ type Stats struct {
 	Queues  []NamedQueueStats
 }
 
-// StreamStats describes one stream.
+// StatsCountLimit caps every count in Stats and Queue.Stats: each is read
+// from an index range that stops after this many rows, so that Stats costs
+// the same on a table of a billion rows as on one of a thousand. A count
+// equal to it means "at least this many". Below it, counts are exact.
+const StatsCountLimit = 10_000
+
+// StreamStats describes one stream. HeadOffset and OldestHeadless are exact
+// (each the first entry of an index); Events, Keys and Headless are exact
+// below StatsCountLimit and capped at it.
 type StreamStats struct {
 	Name       string
 	HeadOffset int64 // the newest offset; 0 for none
-	Events     int64
+	Events     int64 // capped at StatsCountLimit
 	Consumers  []ConsumerStats
 	Compacted  bool
-	// For keyed streams: keys with a head, headless rows, and how long the
-	// oldest headless row has gone unused (0 when none).
+	// For keyed streams: keys with a head, headless rows (each capped at
+	// StatsCountLimit), and how long the oldest headless row has gone
+	// unused (0 when none).
 	Keys, Headless int64
 	OldestHeadless time.Duration
 }
 
-// ConsumerStats is one consumer's position and how many events it has not
-// read yet.
+// ConsumerStats is one consumer's position (exact) and how many events it
+// has not read yet (exact below StatsCountLimit, capped at it).
 type ConsumerStats struct {
 	Consumer string
 	Offset   int64
@@ -114,9 +203,13 @@ type NamedQueueStats struct {
 	QueueStats
 }
 
-// Stats reports every stream (head offset, event count, consumers and their
-// lag; keys, headless rows and the oldest headless age) and every queue
-// (counts by state, oldest ready age).
+// Stats reports every stream with events or keys (head offset, event
+// count, consumers and their lag; keys, headless rows and the oldest
+// headless age) and every queue with pending, running or dead jobs (counts
+// by state, oldest ready age). It reads indexes only: its cost grows with
+// the number of streams, consumers and queues, not with their rows, and
+// its counts stop at StatsCountLimit (see StreamStats and QueueStats for
+// which figures are exact).
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return run(handle{s: s}, "stats", autoRead, func(o target) (Stats, error) {
 		now := s.now()
@@ -127,7 +220,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			}
 			return byName[name]
 		}
-		counts, err := o.streamCounts(ctx)
+		counts, err := o.streamCounts(ctx, StatsCountLimit)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -135,7 +228,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			st := get(c.Name)
 			st.HeadOffset, st.Events = c.HeadOffset, c.Events
 		}
-		heads, err := o.headCounts(ctx, now)
+		heads, err := o.headCounts(ctx, now, StatsCountLimit)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -143,7 +236,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			st := get(h.Name)
 			st.Keys, st.Headless, st.OldestHeadless = h.Keys, h.Headless, h.OldestHeadless
 		}
-		streams, lags, err := o.consumerLags(ctx)
+		streams, lags, err := o.consumerLags(ctx, StatsCountLimit)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -158,15 +251,30 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		for _, name := range compacted {
 			get(name).Compacted = true
 		}
-		queues, err := o.queueCounts(ctx, now)
+		names, err := o.jobQueues(ctx)
 		if err != nil {
 			return Stats{}, err
 		}
-		out := Stats{Queues: queues}
+		out := Stats{Queues: make([]NamedQueueStats, len(names))}
+		for i, name := range names {
+			out.Queues[i].Queue = name
+			if out.Queues[i].QueueStats, err = o.queueStats(ctx, name, now); err != nil {
+				return Stats{}, err
+			}
+		}
 		for _, st := range byName {
 			out.Streams = append(out.Streams, *st)
 		}
 		slices.SortFunc(out.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
 		return out, nil
 	})
+}
+
+// usPtr reads an optional duration stored in microseconds.
+func usPtr(us *int64) *time.Duration {
+	if us == nil {
+		return nil
+	}
+	d := time.Duration(*us) * time.Microsecond
+	return &d
 }

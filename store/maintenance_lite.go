@@ -2,37 +2,86 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
 )
 
-// Maintenance and Stats statements on SQLite.
+// Maintenance and Stats statements on SQLite. Each call is one
+// transaction, so the writer slot is held for one bounded window at a time.
 
-func (o liteOps) deleteExpiredHeadless(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.DeleteExpiredHeadless(ctx, litedb.DeleteExpiredHeadlessParams{Now: now.UnixMicro(), Batch: int64(batch)})
+func (o liteOps) maintainedStreams(ctx context.Context) ([]streamSettings, error) {
+	rows, err := o.q.MaintainedStreams(ctx)
+	out := make([]streamSettings, len(rows))
+	for i, r := range rows {
+		out[i] = streamSettings{name: r.Name, compacted: r.Compacted != 0, retention: usPtr(r.RetentionUs),
+			minCompactionLag:   time.Duration(r.MinCompactionLagUs) * time.Microsecond,
+			tombstoneRetention: time.Duration(r.TombstoneRetentionUs) * time.Microsecond,
+			compactedThrough:   r.CompactedThrough}
+	}
+	return out, err
 }
 
-func (o liteOps) applyRetention(ctx context.Context, now time.Time, batch int) (int64, error) {
+func (o liteOps) streamsWithHeadless(ctx context.Context) ([]streamSettings, error) {
+	rows, err := o.q.StreamsWithHeadless(ctx)
+	out := make([]streamSettings, len(rows))
+	for i, r := range rows {
+		out[i] = streamSettings{name: r.Stream, headlessTTL: time.Duration(r.HeadlessTtlUs) * time.Microsecond}
+	}
+	return out, err
+}
+
+func (o liteOps) deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
+	return o.q.DeleteExpiredHeadless(ctx, litedb.DeleteExpiredHeadlessParams{Stream: stream, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
+}
+
+func (o liteOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		err := q.UnheadExpired(ctx, litedb.UnheadExpiredParams{Now: now.UnixMicro(), Batch: int64(batch)})
+		w, err := q.RetentionWindow(ctx, litedb.RetentionWindowParams{Stream: st.name, Compacted: boolInt(st.compacted),
+			Cutoff: cutoff.UnixMicro(), Lim: int64(window)})
+		if err != nil || w.Upto < w.FirstID {
+			return err
+		}
+		if !st.compacted {
+			err = q.UnheadRetained(ctx, litedb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now.UnixMicro()})
+		}
 		if err == nil {
-			n, err = q.ApplyRetention(ctx, litedb.ApplyRetentionParams{Now: now.UnixMicro(), Batch: int64(batch)})
+			n, err = q.DeleteRetained(ctx, litedb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: int64(window)})
 		}
 		return err
 	})
 	return n, err
 }
 
-func (o liteOps) compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.CompactSuperseded(ctx, litedb.CompactSupersededParams{Now: now.UnixMicro(), Batch: int64(batch)})
+func (o liteOps) compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (int64, int64, error) {
+	var n int64
+	through := st.compactedThrough
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		upto, err := q.CompactionWindow(ctx, litedb.CompactionWindowParams{Stream: st.name, After: st.compactedThrough,
+			Horizon: math.MaxInt64, Cutoff: cutoff.UnixMicro(), Lim: int64(window)})
+		if err != nil || upto <= st.compactedThrough {
+			return err
+		}
+		n, err = q.CompactWindow(ctx, litedb.CompactWindowParams{Stream: st.name, After: st.compactedThrough, Upto: upto,
+			Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
+		if err != nil || n >= int64(limit) {
+			return err // the window again next time: it may hold more
+		}
+		through = upto
+		return q.AdvanceCompaction(ctx, litedb.AdvanceCompactionParams{Stream: st.name, Upto: upto})
+	})
+	if err != nil {
+		return 0, st.compactedThrough, err
+	}
+	return n, through, nil
 }
 
-func (o liteOps) deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error) {
+func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Now: now.UnixMicro(), Batch: int64(batch)})
+		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
 		for _, r := range rows {
 			if err == nil {
 				err = q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
@@ -51,8 +100,8 @@ func (o liteOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch i
 	return o.q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: now.UnixMicro(), Batch: int64(batch)})
 }
 
-func (o liteOps) streamCounts(ctx context.Context) ([]StreamStats, error) {
-	rows, err := o.q.StreamEventStats(ctx)
+func (o liteOps) streamCounts(ctx context.Context, limit int) ([]StreamStats, error) {
+	rows, err := o.q.StreamEventStats(ctx, int64(limit))
 	out := make([]StreamStats, len(rows))
 	for i, r := range rows {
 		out[i] = StreamStats{Name: r.Stream, HeadOffset: r.HeadOffset, Events: r.Events}
@@ -60,8 +109,8 @@ func (o liteOps) streamCounts(ctx context.Context) ([]StreamStats, error) {
 	return out, err
 }
 
-func (o liteOps) headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) {
-	rows, err := o.q.StreamHeadStats(ctx, now.UnixMicro())
+func (o liteOps) headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) {
+	rows, err := o.q.StreamHeadStats(ctx, litedb.StreamHeadStatsParams{Now: now.UnixMicro(), Cap: int64(limit)})
 	out := make([]StreamStats, len(rows))
 	for i, r := range rows {
 		out[i] = StreamStats{Name: r.Stream, Keys: r.KeyCount, Headless: r.Headless,
@@ -70,8 +119,8 @@ func (o liteOps) headCounts(ctx context.Context, now time.Time) ([]StreamStats, 
 	return out, err
 }
 
-func (o liteOps) consumerLags(ctx context.Context) ([]string, []ConsumerStats, error) {
-	rows, err := o.q.ConsumerLags(ctx)
+func (o liteOps) consumerLags(ctx context.Context, limit int) ([]string, []ConsumerStats, error) {
+	rows, err := o.q.ConsumerLags(ctx, int64(limit))
 	streams, lags := make([]string, len(rows)), make([]ConsumerStats, len(rows))
 	for i, r := range rows {
 		streams[i], lags[i] = r.Stream, ConsumerStats{Consumer: r.Consumer, Offset: r.CommittedOffset, Lag: r.Unread}
@@ -83,12 +132,13 @@ func (o liteOps) compactedStreams(ctx context.Context) ([]string, error) {
 	return o.q.CompactedStreams(ctx)
 }
 
-func (o liteOps) queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStats, error) {
-	rows, err := o.q.AllQueueStats(ctx, now.UnixMicro())
-	out := make([]NamedQueueStats, len(rows))
-	for i, r := range rows {
-		out[i] = NamedQueueStats{Queue: r.Queue, QueueStats: QueueStats{Ready: r.Ready, Scheduled: r.Scheduled,
-			Running: r.Running, Dead: r.Dead, OldestReady: now.Sub(time.UnixMicro(r.OldestReady))}}
+func (o liteOps) jobQueues(ctx context.Context) ([]string, error) {
+	return o.q.JobQueues(ctx)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
 	}
-	return out, err
+	return 0
 }

@@ -9,30 +9,83 @@ import (
 
 // Maintenance and Stats statements on PostgreSQL.
 
-func (o pgOps) deleteExpiredHeadless(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.DeleteExpiredHeadless(ctx, pgdb.DeleteExpiredHeadlessParams{Now: now, Batch: clampLimit(batch)})
+func (o pgOps) maintainedStreams(ctx context.Context) ([]streamSettings, error) {
+	rows, err := o.q.MaintainedStreams(ctx)
+	out := make([]streamSettings, len(rows))
+	for i, r := range rows {
+		out[i] = streamSettings{name: r.Name, compacted: r.Compacted, retention: usPtr(r.RetentionUs),
+			minCompactionLag:   time.Duration(r.MinCompactionLagUs) * time.Microsecond,
+			tombstoneRetention: time.Duration(r.TombstoneRetentionUs) * time.Microsecond,
+			compactedThrough:   r.CompactedThrough}
+	}
+	return out, err
 }
 
-func (o pgOps) applyRetention(ctx context.Context, now time.Time, batch int) (int64, error) {
+func (o pgOps) streamsWithHeadless(ctx context.Context) ([]streamSettings, error) {
+	rows, err := o.q.StreamsWithHeadless(ctx)
+	out := make([]streamSettings, len(rows))
+	for i, r := range rows {
+		out[i] = streamSettings{name: r.Stream, headlessTTL: time.Duration(r.HeadlessTtlUs) * time.Microsecond}
+	}
+	return out, err
+}
+
+func (o pgOps) deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
+	return o.q.DeleteExpiredHeadless(ctx, pgdb.DeleteExpiredHeadlessParams{Stream: stream, Cutoff: cutoff, Batch: clampLimit(limit)})
+}
+
+func (o pgOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, true, func(o pgOps) error {
-		err := o.q.UnheadExpired(ctx, pgdb.UnheadExpiredParams{Now: now, Batch: clampLimit(batch)})
+		w, err := o.q.RetentionWindow(ctx, pgdb.RetentionWindowParams{Stream: st.name, Compacted: st.compacted,
+			Cutoff: cutoff, Lim: clampLimit(window)})
+		if err != nil || w.Upto < w.FirstID {
+			return err
+		}
+		if !st.compacted {
+			err = o.q.UnheadRetained(ctx, pgdb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now})
+		}
 		if err == nil {
-			n, err = o.q.ApplyRetention(ctx, pgdb.ApplyRetentionParams{Now: now, Batch: clampLimit(batch)})
+			n, err = o.q.DeleteRetained(ctx, pgdb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: clampLimit(window)})
 		}
 		return err
 	})
 	return n, err
 }
 
-func (o pgOps) compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error) {
-	return o.q.CompactSuperseded(ctx, pgdb.CompactSupersededParams{Now: now, Batch: clampLimit(batch)})
+func (o pgOps) compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (int64, int64, error) {
+	// The walk never passes an event still in flight: one committed later
+	// below the cursor would never be walked.
+	hz, err := o.settled(ctx)
+	if err != nil {
+		return 0, st.compactedThrough, err
+	}
+	var n int64
+	through := st.compactedThrough
+	err = o.atomically(ctx, true, func(o pgOps) error {
+		upto, err := o.q.CompactionWindow(ctx, pgdb.CompactionWindowParams{Stream: st.name, After: st.compactedThrough,
+			Horizon: hz, Cutoff: cutoff, Lim: clampLimit(window)})
+		if err != nil || upto <= st.compactedThrough {
+			return err
+		}
+		n, err = o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: st.name, After: st.compactedThrough, Upto: upto,
+			Cutoff: cutoff, Batch: clampLimit(limit)})
+		if err != nil || n >= int64(limit) {
+			return err // the window again next time: it may hold more
+		}
+		through = upto
+		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: st.name, Upto: upto})
+	})
+	if err != nil {
+		return 0, st.compactedThrough, err
+	}
+	return n, through, nil
 }
 
-func (o pgOps) deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error) {
+func (o pgOps) deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, true, func(o pgOps) error {
-		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Now: now, Batch: clampLimit(batch)})
+		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: stream, Cutoff: cutoff, Batch: clampLimit(limit)})
 		for _, r := range rows {
 			if err == nil {
 				err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
@@ -51,8 +104,8 @@ func (o pgOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int
 	return o.q.SweepAllExpiredJobs(ctx, pgdb.SweepAllExpiredJobsParams{Now: now, Batch: clampLimit(batch)})
 }
 
-func (o pgOps) streamCounts(ctx context.Context) ([]StreamStats, error) {
-	rows, err := o.q.StreamEventStats(ctx)
+func (o pgOps) streamCounts(ctx context.Context, limit int) ([]StreamStats, error) {
+	rows, err := o.q.StreamEventStats(ctx, clampLimit(limit))
 	out := make([]StreamStats, len(rows))
 	for i, r := range rows {
 		out[i] = StreamStats{Name: r.Stream, HeadOffset: r.HeadOffset, Events: r.Events}
@@ -60,8 +113,8 @@ func (o pgOps) streamCounts(ctx context.Context) ([]StreamStats, error) {
 	return out, err
 }
 
-func (o pgOps) headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) {
-	rows, err := o.q.StreamHeadStats(ctx, now)
+func (o pgOps) headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) {
+	rows, err := o.q.StreamHeadStats(ctx, pgdb.StreamHeadStatsParams{Now: now, Cap: clampLimit(limit)})
 	out := make([]StreamStats, len(rows))
 	for i, r := range rows {
 		out[i] = StreamStats{Name: r.Stream, Keys: r.KeyCount, Headless: r.Headless, OldestHeadless: now.Sub(r.OldestHeadless)}
@@ -69,8 +122,8 @@ func (o pgOps) headCounts(ctx context.Context, now time.Time) ([]StreamStats, er
 	return out, err
 }
 
-func (o pgOps) consumerLags(ctx context.Context) ([]string, []ConsumerStats, error) {
-	rows, err := o.q.ConsumerLags(ctx)
+func (o pgOps) consumerLags(ctx context.Context, limit int) ([]string, []ConsumerStats, error) {
+	rows, err := o.q.ConsumerLags(ctx, clampLimit(limit))
 	streams, lags := make([]string, len(rows)), make([]ConsumerStats, len(rows))
 	for i, r := range rows {
 		streams[i], lags[i] = r.Stream, ConsumerStats{Consumer: r.Consumer, Offset: r.CommittedOffset, Lag: r.Unread}
@@ -82,12 +135,6 @@ func (o pgOps) compactedStreams(ctx context.Context) ([]string, error) {
 	return o.q.CompactedStreams(ctx)
 }
 
-func (o pgOps) queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStats, error) {
-	rows, err := o.q.AllQueueStats(ctx, now)
-	out := make([]NamedQueueStats, len(rows))
-	for i, r := range rows {
-		out[i] = NamedQueueStats{Queue: r.Queue, QueueStats: QueueStats{Ready: r.Ready, Scheduled: r.Scheduled,
-			Running: r.Running, Dead: r.Dead, OldestReady: now.Sub(r.OldestReady)}}
-	}
-	return out, err
+func (o pgOps) jobQueues(ctx context.Context) ([]string, error) {
+	return o.q.JobQueues(ctx)
 }

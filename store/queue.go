@@ -482,7 +482,9 @@ func (q *Queue) Requeue(ctx context.Context, id int64) error {
 	})
 }
 
-// QueueStats counts a queue's jobs by state.
+// QueueStats counts a queue's jobs by state. Each count is read from an
+// index range that stops at StatsCountLimit rows: exact below it, capped at
+// it. OldestReady is exact (the first entry of an index).
 type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
@@ -491,7 +493,8 @@ type QueueStats struct {
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
 }
 
-// Stats counts the queue's jobs by state.
+// Stats counts the queue's jobs by state, reading indexes only (see
+// QueueStats for which figures are exact).
 func (q *Queue) Stats(ctx context.Context) (QueueStats, error) {
 	return run(q.handle, "stats", autoRead, func(o target) (QueueStats, error) {
 		return o.queueStats(ctx, q.name, q.s.now())

@@ -118,7 +118,7 @@ func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.T
 }
 
 func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
-	r, err := o.q.QueueStats(ctx, litedb.QueueStatsParams{Queue: queue, Now: now.UnixMicro()})
+	r, err := o.q.QueueStats(ctx, litedb.QueueStatsParams{Queue: queue, Now: now.UnixMicro(), Cap: StatsCountLimit})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
 		OldestReady: now.Sub(time.UnixMicro(r.OldestReady))}, err
 }

@@ -115,7 +115,7 @@ func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Tim
 }
 
 func (o pgOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
-	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now})
+	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now, Cap: clampLimit(StatsCountLimit)})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
 		OldestReady: now.Sub(r.OldestReady)}, err
 }

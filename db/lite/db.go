@@ -33,11 +33,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
 		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
 	}
-	if q.allQueueStatsStmt, err = db.PrepareContext(ctx, allQueueStats); err != nil {
-		return nil, fmt.Errorf("error preparing query AllQueueStats: %w", err)
-	}
-	if q.applyRetentionStmt, err = db.PrepareContext(ctx, applyRetention); err != nil {
-		return nil, fmt.Errorf("error preparing query ApplyRetention: %w", err)
+	if q.advanceCompactionStmt, err = db.PrepareContext(ctx, advanceCompaction); err != nil {
+		return nil, fmt.Errorf("error preparing query AdvanceCompaction: %w", err)
 	}
 	if q.buryExhaustedClaimsStmt, err = db.PrepareContext(ctx, buryExhaustedClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query BuryExhaustedClaims: %w", err)
@@ -54,11 +51,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
 	}
-	if q.compactSupersededStmt, err = db.PrepareContext(ctx, compactSuperseded); err != nil {
-		return nil, fmt.Errorf("error preparing query CompactSuperseded: %w", err)
+	if q.compactWindowStmt, err = db.PrepareContext(ctx, compactWindow); err != nil {
+		return nil, fmt.Errorf("error preparing query CompactWindow: %w", err)
 	}
 	if q.compactedStreamsStmt, err = db.PrepareContext(ctx, compactedStreams); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactedStreams: %w", err)
+	}
+	if q.compactionWindowStmt, err = db.PrepareContext(ctx, compactionWindow); err != nil {
+		return nil, fmt.Errorf("error preparing query CompactionWindow: %w", err)
 	}
 	if q.configureStreamStmt, err = db.PrepareContext(ctx, configureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureStream: %w", err)
@@ -74,6 +74,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
+	}
+	if q.deleteRetainedStmt, err = db.PrepareContext(ctx, deleteRetained); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteRetained: %w", err)
 	}
 	if q.deleteScheduleStmt, err = db.PrepareContext(ctx, deleteSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteSchedule: %w", err)
@@ -126,6 +129,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
+	if q.jobQueuesStmt, err = db.PrepareContext(ctx, jobQueues); err != nil {
+		return nil, fmt.Errorf("error preparing query JobQueues: %w", err)
+	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
 	}
@@ -137,6 +143,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.lockCompactionHeadStmt, err = db.PrepareContext(ctx, lockCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query LockCompactionHead: %w", err)
+	}
+	if q.maintainedStreamsStmt, err = db.PrepareContext(ctx, maintainedStreams); err != nil {
+		return nil, fmt.Errorf("error preparing query MaintainedStreams: %w", err)
 	}
 	if q.nextJobDueStmt, err = db.PrepareContext(ctx, nextJobDue); err != nil {
 		return nil, fmt.Errorf("error preparing query NextJobDue: %w", err)
@@ -186,6 +195,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.resumeScheduleStmt, err = db.PrepareContext(ctx, resumeSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query ResumeSchedule: %w", err)
 	}
+	if q.retentionWindowStmt, err = db.PrepareContext(ctx, retentionWindow); err != nil {
+		return nil, fmt.Errorf("error preparing query RetentionWindow: %w", err)
+	}
 	if q.retryJobStmt, err = db.PrepareContext(ctx, retryJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RetryJob: %w", err)
 	}
@@ -197,6 +209,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.streamHeadStatsStmt, err = db.PrepareContext(ctx, streamHeadStats); err != nil {
 		return nil, fmt.Errorf("error preparing query StreamHeadStats: %w", err)
+	}
+	if q.streamsWithHeadlessStmt, err = db.PrepareContext(ctx, streamsWithHeadless); err != nil {
+		return nil, fmt.Errorf("error preparing query StreamsWithHeadless: %w", err)
 	}
 	if q.sweepAllExpiredJobsStmt, err = db.PrepareContext(ctx, sweepAllExpiredJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query SweepAllExpiredJobs: %w", err)
@@ -210,8 +225,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.trimStreamStmt, err = db.PrepareContext(ctx, trimStream); err != nil {
 		return nil, fmt.Errorf("error preparing query TrimStream: %w", err)
 	}
-	if q.unheadExpiredStmt, err = db.PrepareContext(ctx, unheadExpired); err != nil {
-		return nil, fmt.Errorf("error preparing query UnheadExpired: %w", err)
+	if q.unheadRetainedStmt, err = db.PrepareContext(ctx, unheadRetained); err != nil {
+		return nil, fmt.Errorf("error preparing query UnheadRetained: %w", err)
 	}
 	if q.unheadTrimmedStmt, err = db.PrepareContext(ctx, unheadTrimmed); err != nil {
 		return nil, fmt.Errorf("error preparing query UnheadTrimmed: %w", err)
@@ -245,14 +260,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing acquireLeaseStmt: %w", cerr)
 		}
 	}
-	if q.allQueueStatsStmt != nil {
-		if cerr := q.allQueueStatsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing allQueueStatsStmt: %w", cerr)
-		}
-	}
-	if q.applyRetentionStmt != nil {
-		if cerr := q.applyRetentionStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing applyRetentionStmt: %w", cerr)
+	if q.advanceCompactionStmt != nil {
+		if cerr := q.advanceCompactionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing advanceCompactionStmt: %w", cerr)
 		}
 	}
 	if q.buryExhaustedClaimsStmt != nil {
@@ -280,14 +290,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
 		}
 	}
-	if q.compactSupersededStmt != nil {
-		if cerr := q.compactSupersededStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing compactSupersededStmt: %w", cerr)
+	if q.compactWindowStmt != nil {
+		if cerr := q.compactWindowStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing compactWindowStmt: %w", cerr)
 		}
 	}
 	if q.compactedStreamsStmt != nil {
 		if cerr := q.compactedStreamsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing compactedStreamsStmt: %w", cerr)
+		}
+	}
+	if q.compactionWindowStmt != nil {
+		if cerr := q.compactionWindowStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing compactionWindowStmt: %w", cerr)
 		}
 	}
 	if q.configureStreamStmt != nil {
@@ -313,6 +328,11 @@ func (q *Queries) Close() error {
 	if q.deleteHeadStmt != nil {
 		if cerr := q.deleteHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteHeadStmt: %w", cerr)
+		}
+	}
+	if q.deleteRetainedStmt != nil {
+		if cerr := q.deleteRetainedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteRetainedStmt: %w", cerr)
 		}
 	}
 	if q.deleteScheduleStmt != nil {
@@ -400,6 +420,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
 		}
 	}
+	if q.jobQueuesStmt != nil {
+		if cerr := q.jobQueuesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobQueuesStmt: %w", cerr)
+		}
+	}
 	if q.latestNotificationStmt != nil {
 		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
@@ -418,6 +443,11 @@ func (q *Queries) Close() error {
 	if q.lockCompactionHeadStmt != nil {
 		if cerr := q.lockCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing lockCompactionHeadStmt: %w", cerr)
+		}
+	}
+	if q.maintainedStreamsStmt != nil {
+		if cerr := q.maintainedStreamsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing maintainedStreamsStmt: %w", cerr)
 		}
 	}
 	if q.nextJobDueStmt != nil {
@@ -500,6 +530,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing resumeScheduleStmt: %w", cerr)
 		}
 	}
+	if q.retentionWindowStmt != nil {
+		if cerr := q.retentionWindowStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing retentionWindowStmt: %w", cerr)
+		}
+	}
 	if q.retryJobStmt != nil {
 		if cerr := q.retryJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing retryJobStmt: %w", cerr)
@@ -518,6 +553,11 @@ func (q *Queries) Close() error {
 	if q.streamHeadStatsStmt != nil {
 		if cerr := q.streamHeadStatsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing streamHeadStatsStmt: %w", cerr)
+		}
+	}
+	if q.streamsWithHeadlessStmt != nil {
+		if cerr := q.streamsWithHeadlessStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing streamsWithHeadlessStmt: %w", cerr)
 		}
 	}
 	if q.sweepAllExpiredJobsStmt != nil {
@@ -540,9 +580,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing trimStreamStmt: %w", cerr)
 		}
 	}
-	if q.unheadExpiredStmt != nil {
-		if cerr := q.unheadExpiredStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing unheadExpiredStmt: %w", cerr)
+	if q.unheadRetainedStmt != nil {
+		if cerr := q.unheadRetainedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing unheadRetainedStmt: %w", cerr)
 		}
 	}
 	if q.unheadTrimmedStmt != nil {
@@ -607,20 +647,21 @@ type Queries struct {
 	ackJobStmt                 *sql.Stmt
 	ackJobsStmt                *sql.Stmt
 	acquireLeaseStmt           *sql.Stmt
-	allQueueStatsStmt          *sql.Stmt
-	applyRetentionStmt         *sql.Stmt
+	advanceCompactionStmt      *sql.Stmt
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
 	claimJobsStmt              *sql.Stmt
 	claimableJobsStmt          *sql.Stmt
-	compactSupersededStmt      *sql.Stmt
+	compactWindowStmt          *sql.Stmt
 	compactedStreamsStmt       *sql.Stmt
+	compactionWindowStmt       *sql.Stmt
 	configureStreamStmt        *sql.Stmt
 	consumerLagsStmt           *sql.Stmt
 	deleteEventStmt            *sql.Stmt
 	deleteExpiredHeadlessStmt  *sql.Stmt
 	deleteHeadStmt             *sql.Stmt
+	deleteRetainedStmt         *sql.Stmt
 	deleteScheduleStmt         *sql.Stmt
 	dueSchedulesStmt           *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
@@ -638,10 +679,12 @@ type Queries struct {
 	getScheduleStmt            *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
+	jobQueuesStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
 	lockCompactionHeadStmt     *sql.Stmt
+	maintainedStreamsStmt      *sql.Stmt
 	nextJobDueStmt             *sql.Stmt
 	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
@@ -658,15 +701,17 @@ type Queries struct {
 	releaseLeaseStmt           *sql.Stmt
 	requeueJobStmt             *sql.Stmt
 	resumeScheduleStmt         *sql.Stmt
+	retentionWindowStmt        *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
 	streamEventStatsStmt       *sql.Stmt
 	streamHeadStatsStmt        *sql.Stmt
+	streamsWithHeadlessStmt    *sql.Stmt
 	sweepAllExpiredJobsStmt    *sql.Stmt
 	sweepExpiredJobsStmt       *sql.Stmt
 	touchHeadlessHeadStmt      *sql.Stmt
 	trimStreamStmt             *sql.Stmt
-	unheadExpiredStmt          *sql.Stmt
+	unheadRetainedStmt         *sql.Stmt
 	unheadTrimmedStmt          *sql.Stmt
 	uniqueJobIDsStmt           *sql.Stmt
 	upsertCompactionHeadStmt   *sql.Stmt
@@ -680,20 +725,21 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		ackJobStmt:                 q.ackJobStmt,
 		ackJobsStmt:                q.ackJobsStmt,
 		acquireLeaseStmt:           q.acquireLeaseStmt,
-		allQueueStatsStmt:          q.allQueueStatsStmt,
-		applyRetentionStmt:         q.applyRetentionStmt,
+		advanceCompactionStmt:      q.advanceCompactionStmt,
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
 		claimJobsStmt:              q.claimJobsStmt,
 		claimableJobsStmt:          q.claimableJobsStmt,
-		compactSupersededStmt:      q.compactSupersededStmt,
+		compactWindowStmt:          q.compactWindowStmt,
 		compactedStreamsStmt:       q.compactedStreamsStmt,
+		compactionWindowStmt:       q.compactionWindowStmt,
 		configureStreamStmt:        q.configureStreamStmt,
 		consumerLagsStmt:           q.consumerLagsStmt,
 		deleteEventStmt:            q.deleteEventStmt,
 		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
 		deleteHeadStmt:             q.deleteHeadStmt,
+		deleteRetainedStmt:         q.deleteRetainedStmt,
 		deleteScheduleStmt:         q.deleteScheduleStmt,
 		dueSchedulesStmt:           q.dueSchedulesStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
@@ -711,10 +757,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getScheduleStmt:            q.getScheduleStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
+		jobQueuesStmt:              q.jobQueuesStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
 		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
+		maintainedStreamsStmt:      q.maintainedStreamsStmt,
 		nextJobDueStmt:             q.nextJobDueStmt,
 		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
@@ -731,15 +779,17 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		releaseLeaseStmt:           q.releaseLeaseStmt,
 		requeueJobStmt:             q.requeueJobStmt,
 		resumeScheduleStmt:         q.resumeScheduleStmt,
+		retentionWindowStmt:        q.retentionWindowStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
 		streamEventStatsStmt:       q.streamEventStatsStmt,
 		streamHeadStatsStmt:        q.streamHeadStatsStmt,
+		streamsWithHeadlessStmt:    q.streamsWithHeadlessStmt,
 		sweepAllExpiredJobsStmt:    q.sweepAllExpiredJobsStmt,
 		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
 		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
 		trimStreamStmt:             q.trimStreamStmt,
-		unheadExpiredStmt:          q.unheadExpiredStmt,
+		unheadRetainedStmt:         q.unheadRetainedStmt,
 		unheadTrimmedStmt:          q.unheadTrimmedStmt,
 		uniqueJobIDsStmt:           q.uniqueJobIDsStmt,
 		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,

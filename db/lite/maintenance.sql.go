@@ -9,103 +9,53 @@ import (
 	"context"
 )
 
-const allQueueStats = `-- name: AllQueueStats :many
-SELECT queue,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), ?1) AS INTEGER) AS oldest_ready
-FROM alk_jobs GROUP BY queue ORDER BY queue
+const advanceCompaction = `-- name: AdvanceCompaction :exec
+UPDATE alk_streams SET compacted_through = ?1
+WHERE name = ?2 AND compacted_through < ?1
 `
 
-type AllQueueStatsRow struct {
-	Queue       string
-	Ready       int64
-	Scheduled   int64
-	Running     int64
-	Dead        int64
-	OldestReady int64
+type AdvanceCompactionParams struct {
+	Upto   int64
+	Stream string
 }
 
-func (q *Queries) AllQueueStats(ctx context.Context, now int64) ([]AllQueueStatsRow, error) {
-	rows, err := q.query(ctx, q.allQueueStatsStmt, allQueueStats, now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AllQueueStatsRow
-	for rows.Next() {
-		var i AllQueueStatsRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Ready,
-			&i.Scheduled,
-			&i.Running,
-			&i.Dead,
-			&i.OldestReady,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) AdvanceCompaction(ctx context.Context, arg AdvanceCompactionParams) error {
+	_, err := q.exec(ctx, q.advanceCompactionStmt, advanceCompaction, arg.Upto, arg.Stream)
+	return err
 }
 
-const applyRetention = `-- name: ApplyRetention :execrows
+const compactWindow = `-- name: CompactWindow :execrows
 DELETE FROM alk_events
 WHERE id IN (
-    SELECT x.id FROM alk_events x
-    JOIN alk_streams s ON s.name = x.stream
-    WHERE s.retention_us IS NOT NULL
-      AND x.created_at < CAST(?1 AS INTEGER) - s.retention_us
-      AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
-                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    LIMIT ?2)
+    SELECT x.id
+    FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
+          WHERE e.stream = ?1 AND e.id > ?2 AND e.id <= ?3
+            AND e.key IS NOT NULL) k
+    JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id < h.head_offset
+    WHERE x.created_at < ?4
+    LIMIT ?5)
 `
 
-type ApplyRetentionParams struct {
-	Now   int64
-	Batch int64
+type CompactWindowParams struct {
+	Stream string
+	After  int64
+	Upto   int64
+	Cutoff int64
+	Batch  int64
 }
 
-// Events past their stream's retention. Current heads are spared: those of
-// a compacted stream (UnheadExpired made the others headless). A head row
-// never points at a deleted event.
-func (q *Queries) ApplyRetention(ctx context.Context, arg ApplyRetentionParams) (int64, error) {
-	result, err := q.exec(ctx, q.applyRetentionStmt, applyRetention, arg.Now, arg.Batch)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
-const compactSuperseded = `-- name: CompactSuperseded :execrows
-DELETE FROM alk_events
-WHERE id IN (
-    SELECT x.id FROM alk_events x
-    JOIN alk_streams s ON s.name = x.stream AND s.compacted
-    JOIN alk_compaction_heads h ON h.stream = x.stream AND h.key = x.key
-    WHERE x.key IS NOT NULL AND h.head_offset > x.id
-      AND x.created_at < ?1 - s.min_compaction_lag_us
-    LIMIT ?2)
-`
-
-type CompactSupersededParams struct {
-	Now   int64
-	Batch int64
-}
-
-// Keyed events of compacted streams that a newer head superseded, once
-// older than the stream's minimum compaction lag.
-func (q *Queries) CompactSuperseded(ctx context.Context, arg CompactSupersededParams) (int64, error) {
-	result, err := q.exec(ctx, q.compactSupersededStmt, compactSuperseded, arg.Now, arg.Batch)
+// For each key published in (after, upto], its versions older than its head
+// (found on alk_events_key) and than the lag: every superseded event is
+// older than its head, so it goes when the cursor walks past the head.
+func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
+	result, err := q.exec(ctx, q.compactWindowStmt, compactWindow,
+		arg.Stream,
+		arg.After,
+		arg.Upto,
+		arg.Cutoff,
+		arg.Batch,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -139,9 +89,43 @@ func (q *Queries) CompactedStreams(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const compactionWindow = `-- name: CompactionWindow :one
+SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), ?1) AS INTEGER) AS upto
+FROM (SELECT x.id, x.created_at >= ?2 AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
+      WHERE x.stream = ?3 AND x.id > ?1 AND x.id <= ?4
+      ORDER BY x.stream, x.id
+      LIMIT ?5) w
+`
+
+type CompactionWindowParams struct {
+	After   int64
+	Cutoff  int64
+	Stream  string
+	Horizon int64
+	Lim     int64
+}
+
+// The next @lim events of a compacted stream after the compaction cursor:
+// upto is the end of the window's prefix older than the stream's minimum
+// compaction lag (@after: none is). Every committed offset is settled on
+// SQLite, so the walk needs no horizon (the caller passes the largest).
+func (q *Queries) CompactionWindow(ctx context.Context, arg CompactionWindowParams) (int64, error) {
+	row := q.queryRow(ctx, q.compactionWindowStmt, compactionWindow,
+		arg.After,
+		arg.Cutoff,
+		arg.Stream,
+		arg.Horizon,
+		arg.Lim,
+	)
+	var upto int64
+	err := row.Scan(&upto)
+	return upto, err
+}
+
 const consumerLags = `-- name: ConsumerLags :many
 SELECT o.stream, o.consumer, o.committed_offset,
-       CAST((SELECT count(*) FROM alk_events e WHERE e.stream = o.stream AND e.id > o.committed_offset) AS INTEGER) AS unread
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e
+                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT ?1)) AS INTEGER) AS unread
 FROM alk_consumer_offsets o ORDER BY o.stream, o.consumer
 `
 
@@ -152,9 +136,9 @@ type ConsumerLagsRow struct {
 	Unread          int64
 }
 
-// Lag: the consumer's events still unread.
-func (q *Queries) ConsumerLags(ctx context.Context) ([]ConsumerLagsRow, error) {
-	rows, err := q.query(ctx, q.consumerLagsStmt, consumerLags)
+// Lag: the consumer's events still unread, counted up to @cap.
+func (q *Queries) ConsumerLags(ctx context.Context, cap int64) ([]ConsumerLagsRow, error) {
+	rows, err := q.query(ctx, q.consumerLagsStmt, consumerLags, cap)
 	if err != nil {
 		return nil, err
 	}
@@ -193,27 +177,32 @@ func (q *Queries) DeleteEvent(ctx context.Context, id int64) error {
 const deleteExpiredHeadless = `-- name: DeleteExpiredHeadless :execrows
 
 DELETE FROM alk_compaction_heads
-WHERE head_offset IS NULL
-  AND (stream, key) IN (
+WHERE alk_compaction_heads.head_offset IS NULL
+  AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
     SELECT x.stream, x.key FROM alk_compaction_heads x
-    LEFT JOIN alk_streams s ON s.name = x.stream
-    WHERE x.head_offset IS NULL
-      AND x.updated_at < ?1 - COALESCE(s.headless_ttl_us, 3600000000)
-    LIMIT ?2)
+    WHERE x.stream = ?1 AND x.head_offset IS NULL
+      AND x.updated_at < ?2
+    ORDER BY x.stream, x.updated_at
+    LIMIT ?3)
 `
 
 type DeleteExpiredHeadlessParams struct {
-	Now   int64
-	Batch int64
+	Stream string
+	Cutoff int64
+	Batch  int64
 }
 
 // Maintenance (SQLite): the janitor's bounded passes. The writer slot
 // serializes them with every other write; the janitor bounds each pass by
 // its time budget so it never waits long for a slot a transaction holds.
-// Headless rows unused for longer than their stream's TTL (a later lock
-// recreates them).
+// Walks of a stream name their index (INDEXED BY): with ANALYZE statistics
+// SQLite may otherwise walk the rowid in offset order and filter every
+// other stream's rows (see tests/plans_test.go).
+// A stream's headless rows unused since @cutoff (its TTL ago; a later lock
+// recreates them). Each stream with headless rows (StreamsWithHeadless)
+// is a range of alk_compaction_heads_headless, oldest first.
 func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHeadlessParams) (int64, error) {
-	result, err := q.exec(ctx, q.deleteExpiredHeadlessStmt, deleteExpiredHeadless, arg.Now, arg.Batch)
+	result, err := q.exec(ctx, q.deleteExpiredHeadlessStmt, deleteExpiredHeadless, arg.Stream, arg.Cutoff, arg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -235,19 +224,55 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
+const deleteRetained = `-- name: DeleteRetained :execrows
+DELETE FROM alk_events
+WHERE id IN (
+    SELECT x.id FROM alk_events x INDEXED BY alk_events_stream_id
+    WHERE x.stream = ?1 AND x.id >= ?2 AND x.id <= ?3
+      AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+    ORDER BY x.stream, x.id
+    LIMIT ?4)
+`
+
+type DeleteRetainedParams struct {
+	Stream  string
+	FirstID int64
+	Upto    int64
+	Lim     int64
+}
+
+// The stream's events in [first_id, upto] (a RetentionWindow of @lim
+// events), sparing a compacted stream's current heads. A head row never points at a deleted
+// event.
+func (q *Queries) DeleteRetained(ctx context.Context, arg DeleteRetainedParams) (int64, error) {
+	result, err := q.exec(ctx, q.deleteRetainedStmt, deleteRetained,
+		arg.Stream,
+		arg.FirstID,
+		arg.Upto,
+		arg.Lim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const expiredTombstones = `-- name: ExpiredTombstones :many
 SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
-FROM alk_compaction_heads h
-JOIN alk_streams s ON s.name = h.stream AND s.compacted
-JOIN alk_events e ON e.id = h.head_offset
-WHERE e.payload IS NULL
-  AND e.created_at < ?1 - s.tombstone_retention_us
-LIMIT ?2
+FROM alk_events e
+JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
+WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
+               WHERE t.stream = ?1 AND t.payload IS NULL AND t.key IS NOT NULL
+               ORDER BY t.stream, t.id
+               LIMIT ?2)
+  AND e.created_at < ?3
 `
 
 type ExpiredTombstonesParams struct {
-	Now   int64
-	Batch int64
+	Stream string
+	Batch  int64
+	Cutoff int64
 }
 
 type ExpiredTombstonesRow struct {
@@ -256,10 +281,11 @@ type ExpiredTombstonesRow struct {
 	HeadOffset int64
 }
 
-// Heads of compacted streams that are tombstones older than the stream's
-// tombstone retention: the key is deleted for good (row and event).
+// A compacted stream's oldest @batch tombstones (alk_events_tombstones)
+// that are still their key's head and older than the cutoff: the key is
+// deleted for good (row and event).
 func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesParams) ([]ExpiredTombstonesRow, error) {
-	rows, err := q.query(ctx, q.expiredTombstonesStmt, expiredTombstones, arg.Now, arg.Batch)
+	rows, err := q.query(ctx, q.expiredTombstonesStmt, expiredTombstones, arg.Stream, arg.Batch, arg.Cutoff)
 	if err != nil {
 		return nil, err
 	}
@@ -281,10 +307,152 @@ func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesPa
 	return items, nil
 }
 
+const jobQueues = `-- name: JobQueues :many
+WITH RECURSIVE p AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'pending' AND x.queue > p.queue)
+    FROM p WHERE p.queue IS NOT NULL
+), r AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'running'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
+    FROM r WHERE r.queue IS NOT NULL
+), d AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'dead'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    FROM d WHERE d.queue IS NOT NULL
+)
+SELECT CAST(q.queue AS TEXT) AS queue
+FROM (SELECT p.queue AS queue FROM p UNION SELECT r.queue FROM r UNION SELECT d.queue FROM d) AS q
+WHERE q.queue IS NOT NULL ORDER BY q.queue
+`
+
+// Every queue with pending, running or dead jobs: a loose scan of each of
+// their partial indexes (one probe per queue).
+func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
+	rows, err := q.query(ctx, q.jobQueuesStmt, jobQueues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const maintainedStreams = `-- name: MaintainedStreams :many
+SELECT name, compacted, retention_us, min_compaction_lag_us, tombstone_retention_us, compacted_through
+FROM alk_streams
+WHERE retention_us IS NOT NULL OR compacted
+ORDER BY name
+`
+
+type MaintainedStreamsRow struct {
+	Name                 string
+	Compacted            int64
+	RetentionUs          *int64
+	MinCompactionLagUs   int64
+	TombstoneRetentionUs int64
+	CompactedThrough     int64
+}
+
+// The streams the janitor works on: those with a retention, and compacted
+// ones, with their settings (a small table, read whole).
+func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow, error) {
+	rows, err := q.query(ctx, q.maintainedStreamsStmt, maintainedStreams)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MaintainedStreamsRow
+	for rows.Next() {
+		var i MaintainedStreamsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Compacted,
+			&i.RetentionUs,
+			&i.MinCompactionLagUs,
+			&i.TombstoneRetentionUs,
+			&i.CompactedThrough,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionWindow = `-- name: RetentionWindow :one
+SELECT CAST(COALESCE(min(w.id), 0) AS INTEGER) AS first_id,
+       CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), -1) AS INTEGER) AS upto
+FROM (SELECT x.id, x.created_at >= ?1 AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
+      WHERE x.stream = ?2
+        AND NOT (CAST(?3 AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
+                 WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      ORDER BY x.stream, x.id
+      LIMIT ?4) w
+`
+
+type RetentionWindowParams struct {
+	Cutoff    int64
+	Stream    string
+	Compacted int64
+	Lim       int64
+}
+
+type RetentionWindowRow struct {
+	FirstID int64
+	Upto    int64
+}
+
+// The stream's oldest @lim events, walked on alk_events_stream_id from its
+// first, skipping a compacted stream's current heads, which retention
+// spares. [first_id, upto] is the prefix of the window past the cutoff
+// (upto < first_id: none is).
+func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
+	row := q.queryRow(ctx, q.retentionWindowStmt, retentionWindow,
+		arg.Cutoff,
+		arg.Stream,
+		arg.Compacted,
+		arg.Lim,
+	)
+	var i RetentionWindowRow
+	err := row.Scan(&i.FirstID, &i.Upto)
+	return i, err
+}
+
 const streamEventStats = `-- name: StreamEventStats :many
 
-SELECT stream, CAST(max(id) AS INTEGER) AS head_offset, CAST(count(*) AS INTEGER) AS events
-FROM alk_events GROUP BY stream ORDER BY stream
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_events x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_events x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream,
+       CAST(COALESCE((SELECT max(e.id) FROM alk_events e WHERE e.stream = st.stream), 0) AS INTEGER) AS head_offset,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT ?1)) AS INTEGER) AS events
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
 type StreamEventStatsRow struct {
@@ -294,8 +462,11 @@ type StreamEventStatsRow struct {
 }
 
 // Observability (Stats).
-func (q *Queries) StreamEventStats(ctx context.Context) ([]StreamEventStatsRow, error) {
-	rows, err := q.query(ctx, q.streamEventStatsStmt, streamEventStats)
+// Every stream with events, by a loose scan of alk_events_stream_id (one
+// probe per stream); its newest offset (exact) and its events counted up
+// to @cap.
+func (q *Queries) StreamEventStats(ctx context.Context, cap int64) ([]StreamEventStatsRow, error) {
+	rows, err := q.query(ctx, q.streamEventStatsStmt, streamEventStats, cap)
 	if err != nil {
 		return nil, err
 	}
@@ -318,12 +489,26 @@ func (q *Queries) StreamEventStats(ctx context.Context) ([]StreamEventStatsRow, 
 }
 
 const streamHeadStats = `-- name: StreamHeadStats :many
-SELECT stream,
-       CAST(count(*) FILTER (WHERE head_offset IS NOT NULL) AS INTEGER) AS key_count,
-       CAST(count(*) FILTER (WHERE head_offset IS NULL) AS INTEGER) AS headless,
-       CAST(COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), ?1) AS INTEGER) AS oldest_headless
-FROM alk_compaction_heads GROUP BY stream ORDER BY stream
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_compaction_heads x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_compaction_heads x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
+                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT ?1)) AS INTEGER) AS key_count,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT ?1)) AS INTEGER) AS headless,
+       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
+                      WHERE h.stream = st.stream AND h.head_offset IS NULL), ?2) AS INTEGER) AS oldest_headless
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
+
+type StreamHeadStatsParams struct {
+	Cap int64
+	Now int64
+}
 
 type StreamHeadStatsRow struct {
 	Stream         string
@@ -332,8 +517,11 @@ type StreamHeadStatsRow struct {
 	OldestHeadless int64
 }
 
-func (q *Queries) StreamHeadStats(ctx context.Context, now int64) ([]StreamHeadStatsRow, error) {
-	rows, err := q.query(ctx, q.streamHeadStatsStmt, streamHeadStats, now)
+// Every stream with key rows (a loose scan of the primary key); its keys
+// with a head and its headless rows each counted up to @cap, and its oldest
+// headless row (exact: the first entry of alk_compaction_heads_headless).
+func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams) ([]StreamHeadStatsRow, error) {
+	rows, err := q.query(ctx, q.streamHeadStatsStmt, streamHeadStats, arg.Cap, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +535,48 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now int64) ([]StreamHeadS
 			&i.Headless,
 			&i.OldestHeadless,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const streamsWithHeadless = `-- name: StreamsWithHeadless :many
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_compaction_heads x WHERE x.head_offset IS NULL
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_compaction_heads x
+            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream, CAST(COALESCE(s.headless_ttl_us, 3600000000) AS INTEGER) AS headless_ttl_us
+FROM st LEFT JOIN alk_streams s ON s.name = st.stream
+WHERE st.stream IS NOT NULL
+`
+
+type StreamsWithHeadlessRow struct {
+	Stream        string
+	HeadlessTtlUs int64
+}
+
+// A loose scan of alk_compaction_heads_headless: one probe per stream.
+func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadlessRow, error) {
+	rows, err := q.query(ctx, q.streamsWithHeadlessStmt, streamsWithHeadless)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StreamsWithHeadlessRow
+	for rows.Next() {
+		var i StreamsWithHeadlessRow
+		if err := rows.Scan(&i.Stream, &i.HeadlessTtlUs); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -387,28 +617,33 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 	return result.RowsAffected()
 }
 
-const unheadExpired = `-- name: UnheadExpired :exec
+const unheadRetained = `-- name: UnheadRetained :exec
 UPDATE alk_compaction_heads
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = ?1
-WHERE head_offset IS NOT NULL
-  AND (stream, key) IN (
-    SELECT x.stream, x.key FROM alk_compaction_heads x
-    JOIN alk_streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
-    JOIN alk_events e ON e.id = x.head_offset
-    WHERE e.created_at < ?1 - s.retention_us
-    ORDER BY x.stream, x.key
-    LIMIT ?2)
+WHERE alk_compaction_heads.head_offset >= CAST(?2 AS INTEGER) AND alk_compaction_heads.head_offset <= CAST(?3 AS INTEGER)
+  AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
+    SELECT x.stream, x.key FROM alk_events e INDEXED BY alk_events_stream_id
+    JOIN alk_compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
+    WHERE e.stream = ?4 AND e.id >= ?2 AND e.id <= ?3
+      AND e.key IS NOT NULL)
 `
 
-type UnheadExpiredParams struct {
-	Now   int64
-	Batch int64
+type UnheadRetainedParams struct {
+	Now     int64
+	FirstID int64
+	Upto    int64
+	Stream  string
 }
 
-// Runs before ApplyRetention, in its transaction: on streams that are not
-// compacted, heads whose events are past retention become headless (see
+// Runs before DeleteRetained, in its transaction, on a stream that is not
+// compacted: the heads among the events it deletes become headless (see
 // UnheadTrimmed).
-func (q *Queries) UnheadExpired(ctx context.Context, arg UnheadExpiredParams) error {
-	_, err := q.exec(ctx, q.unheadExpiredStmt, unheadExpired, arg.Now, arg.Batch)
+func (q *Queries) UnheadRetained(ctx context.Context, arg UnheadRetainedParams) error {
+	_, err := q.exec(ctx, q.unheadRetainedStmt, unheadRetained,
+		arg.Now,
+		arg.FirstID,
+		arg.Upto,
+		arg.Stream,
+	)
 	return err
 }

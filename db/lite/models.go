@@ -99,4 +99,5 @@ type AlkStream struct {
 	RetentionUs          *int64
 	MinCompactionLagUs   int64
 	TombstoneRetentionUs int64
+	CompactedThrough     int64
 }

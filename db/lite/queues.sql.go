@@ -532,18 +532,22 @@ func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), ?1) AS INTEGER) AS oldest_ready
-FROM alk_jobs
-WHERE queue = ?2
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
+                                   AND j.run_at <= ?2 LIMIT ?3)) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
+                                   AND j.run_at > ?2 LIMIT ?3)) AS INTEGER) AS scheduled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
+                                   LIMIT ?3)) AS INTEGER) AS running,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
+                                   LIMIT ?3)) AS INTEGER) AS dead,
+       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
+                         ?2), ?2) AS INTEGER) AS oldest_ready
 `
 
 type QueueStatsParams struct {
-	Now   int64
 	Queue string
+	Now   int64
+	Cap   int64
 }
 
 type QueueStatsRow struct {
@@ -554,8 +558,11 @@ type QueueStatsRow struct {
 	OldestReady int64
 }
 
+// Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
+// alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+// entry of alk_jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
-	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Now, arg.Queue)
+	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow
 	err := row.Scan(
 		&i.Ready,
@@ -643,8 +650,12 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= ?1))
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.queue = ?2 AND r.state = 'running' AND r.claim_expires_at <= ?1
+               AND r.expires_at IS NOT NULL AND r.expires_at <= ?1)
 `
 
 type SweepExpiredJobsParams struct {

@@ -10,102 +10,61 @@ import (
 	"time"
 )
 
-const allQueueStats = `-- name: AllQueueStats :many
-SELECT queue,
-       count(*) FILTER (WHERE state = 'pending' AND run_at <= $1::timestamptz)::bigint AS ready,
-       count(*) FILTER (WHERE state = 'pending' AND run_at > $1::timestamptz)::bigint AS scheduled,
-       count(*) FILTER (WHERE state = 'running')::bigint AS running,
-       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
-       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= $1::timestamptz), $1::timestamptz)::timestamptz AS oldest_ready
-FROM alkstore.jobs GROUP BY queue ORDER BY queue
+const advanceCompaction = `-- name: AdvanceCompaction :exec
+UPDATE alkstore.streams SET compacted_through = $1::bigint
+WHERE name = $2::text AND compacted_through < $1::bigint
 `
 
-type AllQueueStatsRow struct {
-	Queue       string
-	Ready       int64
-	Scheduled   int64
-	Running     int64
-	Dead        int64
-	OldestReady time.Time
+type AdvanceCompactionParams struct {
+	Upto   int64
+	Stream string
 }
 
-func (q *Queries) AllQueueStats(ctx context.Context, now time.Time) ([]AllQueueStatsRow, error) {
-	rows, err := q.db.Query(ctx, allQueueStats, now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AllQueueStatsRow
-	for rows.Next() {
-		var i AllQueueStatsRow
-		if err := rows.Scan(
-			&i.Queue,
-			&i.Ready,
-			&i.Scheduled,
-			&i.Running,
-			&i.Dead,
-			&i.OldestReady,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) AdvanceCompaction(ctx context.Context, arg AdvanceCompactionParams) error {
+	_, err := q.db.Exec(ctx, advanceCompaction, arg.Upto, arg.Stream)
+	return err
 }
 
-const applyRetention = `-- name: ApplyRetention :execrows
-DELETE FROM alkstore.events e
-WHERE e.id IN (
+const compactWindow = `-- name: CompactWindow :execrows
+DELETE FROM alkstore.events d
+WHERE d.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    JOIN alkstore.streams s ON s.name = x.stream
-    WHERE s.retention_us IS NOT NULL
-      AND x.created_at + (s.retention_us) * '1 microsecond'::interval < $1::timestamptz
-      AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    LIMIT $2::integer
-    FOR UPDATE OF x SKIP LOCKED)
+    WHERE x.id = ANY (ARRAY(
+        SELECT v.id
+        FROM alkstore.compaction_heads h
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = $1::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+              AND y.created_at < $2::timestamptz
+            LIMIT $3::integer) v
+        WHERE h.stream = $1::text
+          AND h.key = ANY (ARRAY(
+            SELECT DISTINCT e.key FROM alkstore.events e
+            WHERE (e.stream, e.id) > ($1::text, $4::bigint) AND e.stream <= $1::text
+              AND e.id <= $5::bigint AND e.key IS NOT NULL))
+        LIMIT $3::integer))
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
-type ApplyRetentionParams struct {
-	Now   time.Time
-	Batch int32
+type CompactWindowParams struct {
+	Stream string
+	Cutoff time.Time
+	Batch  int32
+	After  int64
+	Upto   int64
 }
 
-// Events past their stream's retention. Current heads are spared: those of
-// a compacted stream, and any UnheadExpired skipped. A head row never
-// points at a deleted event.
-func (q *Queries) ApplyRetention(ctx context.Context, arg ApplyRetentionParams) (int64, error) {
-	result, err := q.db.Exec(ctx, applyRetention, arg.Now, arg.Batch)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const compactSuperseded = `-- name: CompactSuperseded :execrows
-DELETE FROM alkstore.events e
-WHERE e.id IN (
-    SELECT x.id FROM alkstore.events x
-    JOIN alkstore.streams s ON s.name = x.stream AND s.compacted
-    JOIN alkstore.compaction_heads h ON h.stream = x.stream AND h.key = x.key
-    WHERE x.key IS NOT NULL AND h.head_offset > x.id
-      AND x.created_at + (s.min_compaction_lag_us) * '1 microsecond'::interval < $1::timestamptz
-    LIMIT $2::integer
-    FOR UPDATE OF x SKIP LOCKED)
-`
-
-type CompactSupersededParams struct {
-	Now   time.Time
-	Batch int32
-}
-
-// Keyed events of compacted streams that a newer head superseded, once
-// older than the stream's minimum compaction lag.
-func (q *Queries) CompactSuperseded(ctx context.Context, arg CompactSupersededParams) (int64, error) {
-	result, err := q.db.Exec(ctx, compactSuperseded, arg.Now, arg.Batch)
+// For each key published in (after, upto], its versions older than its head
+// (found on events_key) and than the lag: every superseded event is older
+// than its head, so it goes when the cursor walks past the head.
+func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
+	result, err := q.db.Exec(ctx, compactWindow,
+		arg.Stream,
+		arg.Cutoff,
+		arg.Batch,
+		arg.After,
+		arg.Upto,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -136,9 +95,44 @@ func (q *Queries) CompactedStreams(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const compactionWindow = `-- name: CompactionWindow :one
+SELECT COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), $2::bigint)::bigint AS upto
+FROM (SELECT x.id, x.created_at FROM alkstore.events x
+      WHERE (x.stream, x.id) > ($3::text, $2::bigint) AND x.stream <= $3::text AND x.id <= $4::bigint
+      ORDER BY x.stream, x.id
+      LIMIT $5::integer) w
+`
+
+type CompactionWindowParams struct {
+	Cutoff  time.Time
+	After   int64
+	Stream  string
+	Horizon int64
+	Lim     int32
+}
+
+// The next @lim events of a compacted stream after the compaction cursor,
+// up to the settled horizon (an event still in flight below it is never
+// walked past): upto is the end of the window's prefix older than the
+// stream's minimum compaction lag (@after: none is).
+func (q *Queries) CompactionWindow(ctx context.Context, arg CompactionWindowParams) (int64, error) {
+	row := q.db.QueryRow(ctx, compactionWindow,
+		arg.Cutoff,
+		arg.After,
+		arg.Stream,
+		arg.Horizon,
+		arg.Lim,
+	)
+	var upto int64
+	err := row.Scan(&upto)
+	return upto, err
+}
+
 const consumerLags = `-- name: ConsumerLags :many
 SELECT o.stream, o.consumer, o.committed_offset,
-       (SELECT count(*) FROM alkstore.events e WHERE e.stream = o.stream AND e.id > o.committed_offset)::bigint AS unread
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
+                              WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
+                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer
 `
 
@@ -149,9 +143,9 @@ type ConsumerLagsRow struct {
 	Unread          int64
 }
 
-// Lag: the consumer's events still unread.
-func (q *Queries) ConsumerLags(ctx context.Context) ([]ConsumerLagsRow, error) {
-	rows, err := q.db.Query(ctx, consumerLags)
+// Lag: the consumer's events still unread, counted up to @cap.
+func (q *Queries) ConsumerLags(ctx context.Context, cap int32) ([]ConsumerLagsRow, error) {
+	rows, err := q.db.Query(ctx, consumerLags, cap)
 	if err != nil {
 		return nil, err
 	}
@@ -187,28 +181,34 @@ func (q *Queries) DeleteEvent(ctx context.Context, id int64) error {
 const deleteExpiredHeadless = `-- name: DeleteExpiredHeadless :execrows
 
 DELETE FROM alkstore.compaction_heads h
-WHERE h.head_offset IS NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
-    LEFT JOIN alkstore.streams s ON s.name = x.stream
-    WHERE x.head_offset IS NULL
-      AND x.updated_at + (COALESCE(s.headless_ttl_us, 3600000000)) * '1 microsecond'::interval < $1::timestamptz
-    LIMIT $2::integer
-    FOR UPDATE OF x SKIP LOCKED)
+WHERE h.stream = $1::text AND h.head_offset IS NULL
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = $1::text AND x.head_offset IS NULL
+      AND x.updated_at < $2::timestamptz
+    ORDER BY x.stream, x.updated_at
+    LIMIT $3::integer
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
 type DeleteExpiredHeadlessParams struct {
-	Now   time.Time
-	Batch int32
+	Stream string
+	Cutoff time.Time
+	Batch  int32
 }
 
 // Maintenance (PostgreSQL): the janitor's bounded passes. Each takes at
 // most @batch rows through a partial or leading index, FOR UPDATE SKIP
 // LOCKED, so janitors never wait on each other or on active keys.
-// Headless rows unused for longer than their stream's TTL (a later lock
-// recreates them).
+// The rows a statement changes are chosen in an ARRAY(...) sub-select and
+// matched with = ANY: the outer scan is then an index lookup in every plan,
+// where an IN sub-select lets a generic plan (which guesses a LIMIT $n
+// keeps a tenth of the table) hash-join a sequential scan of the table.
+// A stream's headless rows unused since @cutoff (its TTL ago; a later lock
+// recreates them). Each stream with headless rows (StreamsWithHeadless)
+// is a range of compaction_heads_headless, oldest first.
 func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHeadlessParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteExpiredHeadless, arg.Now, arg.Batch)
+	result, err := q.db.Exec(ctx, deleteExpiredHeadless, arg.Stream, arg.Cutoff, arg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -230,20 +230,56 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
+const deleteRetained = `-- name: DeleteRetained :execrows
+DELETE FROM alkstore.events e
+WHERE e.id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.events x
+    WHERE (x.stream, x.id) >= ($1::text, $2::bigint) AND x.stream <= $1::text AND x.id <= $3::bigint
+      AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                      WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+    ORDER BY x.stream, x.id
+    LIMIT $4::integer
+    FOR UPDATE OF x SKIP LOCKED))
+`
+
+type DeleteRetainedParams struct {
+	Stream  string
+	FirstID int64
+	Upto    int64
+	Lim     int32
+}
+
+// The stream's events in [first_id, upto] (a RetentionWindow of @lim
+// events), sparing current heads: those of a compacted stream, and any
+// UnheadRetained skipped. A head row never points at a deleted event.
+func (q *Queries) DeleteRetained(ctx context.Context, arg DeleteRetainedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteRetained,
+		arg.Stream,
+		arg.FirstID,
+		arg.Upto,
+		arg.Lim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const expiredTombstones = `-- name: ExpiredTombstones :many
 SELECT h.stream, h.key, h.head_offset::bigint AS head_offset
-FROM alkstore.compaction_heads h
-JOIN alkstore.streams s ON s.name = h.stream AND s.compacted
-JOIN alkstore.events e ON e.id = h.head_offset
-WHERE e.payload IS NULL
-  AND e.created_at + (s.tombstone_retention_us) * '1 microsecond'::interval < $1::timestamptz
-LIMIT $2::integer
+FROM (SELECT e.id, e.key, e.created_at FROM alkstore.events e
+      WHERE e.stream = $1::text AND e.payload IS NULL AND e.key IS NOT NULL
+      ORDER BY e.stream, e.id
+      LIMIT $2::integer) t
+JOIN alkstore.compaction_heads h ON h.stream = $1::text AND h.key = t.key AND h.head_offset = t.id
+WHERE t.created_at < $3::timestamptz
 FOR UPDATE OF h SKIP LOCKED
 `
 
 type ExpiredTombstonesParams struct {
-	Now   time.Time
-	Batch int32
+	Stream string
+	Batch  int32
+	Cutoff time.Time
 }
 
 type ExpiredTombstonesRow struct {
@@ -252,10 +288,11 @@ type ExpiredTombstonesRow struct {
 	HeadOffset int64
 }
 
-// Heads of compacted streams that are tombstones older than the stream's
-// tombstone retention: the key is deleted for good (row and event).
+// A compacted stream's oldest @batch tombstones (events_tombstones) that
+// are still their key's head and older than the cutoff: the key is deleted
+// for good (row and event).
 func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesParams) ([]ExpiredTombstonesRow, error) {
-	rows, err := q.db.Query(ctx, expiredTombstones, arg.Now, arg.Batch)
+	rows, err := q.db.Query(ctx, expiredTombstones, arg.Stream, arg.Batch, arg.Cutoff)
 	if err != nil {
 		return nil, err
 	}
@@ -274,10 +311,149 @@ func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesPa
 	return items, nil
 }
 
+const jobQueues = `-- name: JobQueues :many
+WITH RECURSIVE p AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'pending' AND x.queue > p.queue)
+    FROM p WHERE p.queue IS NOT NULL
+), r AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'running'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'running' AND x.queue > r.queue)
+    FROM r WHERE r.queue IS NOT NULL
+), d AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'dead'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    FROM d WHERE d.queue IS NOT NULL
+)
+SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
+WHERE queue IS NOT NULL ORDER BY queue
+`
+
+// Every queue with pending, running or dead jobs: a loose scan of each of
+// their partial indexes (one probe per queue).
+func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, jobQueues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const maintainedStreams = `-- name: MaintainedStreams :many
+SELECT name, compacted, retention_us, min_compaction_lag_us, tombstone_retention_us, compacted_through
+FROM alkstore.streams
+WHERE retention_us IS NOT NULL OR compacted
+ORDER BY name
+`
+
+type MaintainedStreamsRow struct {
+	Name                 string
+	Compacted            bool
+	RetentionUs          *int64
+	MinCompactionLagUs   int64
+	TombstoneRetentionUs int64
+	CompactedThrough     int64
+}
+
+// The streams the janitor works on: those with a retention, and compacted
+// ones, with their settings (a small table, read whole).
+func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow, error) {
+	rows, err := q.db.Query(ctx, maintainedStreams)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MaintainedStreamsRow
+	for rows.Next() {
+		var i MaintainedStreamsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Compacted,
+			&i.RetentionUs,
+			&i.MinCompactionLagUs,
+			&i.TombstoneRetentionUs,
+			&i.CompactedThrough,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionWindow = `-- name: RetentionWindow :one
+SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
+       COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
+FROM (SELECT x.id, x.created_at FROM alkstore.events x
+      WHERE x.stream >= $2::text AND x.stream <= $2::text
+        AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                        WHERE $3::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+      ORDER BY x.stream, x.id
+      LIMIT $4::integer) w
+`
+
+type RetentionWindowParams struct {
+	Cutoff    time.Time
+	Stream    string
+	Compacted bool
+	Lim       int32
+}
+
+type RetentionWindowRow struct {
+	FirstID int64
+	Upto    int64
+}
+
+// The stream's oldest @lim events, walked on events_stream_id from its
+// first, skipping a compacted stream's current heads, which retention
+// spares. [first_id, upto] is the prefix of the window past the cutoff
+// (upto < first_id: none is). Here and below a stream's events are bounded
+// by inequalities on stream (or a row comparison on (stream, id)), not an
+// equality, so that only events_stream_id yields ORDER BY stream, id (see
+// ReadEvents).
+func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
+	row := q.db.QueryRow(ctx, retentionWindow,
+		arg.Cutoff,
+		arg.Stream,
+		arg.Compacted,
+		arg.Lim,
+	)
+	var i RetentionWindowRow
+	err := row.Scan(&i.FirstID, &i.Upto)
+	return i, err
+}
+
 const streamEventStats = `-- name: StreamEventStats :many
 
-SELECT stream, max(id)::bigint AS head_offset, count(*)::bigint AS events
-FROM alkstore.events GROUP BY stream ORDER BY stream
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.events x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.events x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
+                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS events
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
 type StreamEventStatsRow struct {
@@ -287,8 +463,10 @@ type StreamEventStatsRow struct {
 }
 
 // Observability (Stats).
-func (q *Queries) StreamEventStats(ctx context.Context) ([]StreamEventStatsRow, error) {
-	rows, err := q.db.Query(ctx, streamEventStats)
+// Every stream with events, by a loose scan of events_stream_id (one probe
+// per stream); its newest offset (exact) and its events counted up to @cap.
+func (q *Queries) StreamEventStats(ctx context.Context, cap int32) ([]StreamEventStatsRow, error) {
+	rows, err := q.db.Query(ctx, streamEventStats, cap)
 	if err != nil {
 		return nil, err
 	}
@@ -308,12 +486,29 @@ func (q *Queries) StreamEventStats(ctx context.Context) ([]StreamEventStatsRow, 
 }
 
 const streamHeadStats = `-- name: StreamHeadStats :many
-SELECT stream,
-       count(*) FILTER (WHERE head_offset IS NOT NULL)::bigint AS key_count,
-       count(*) FILTER (WHERE head_offset IS NULL)::bigint AS headless,
-       COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), $1::timestamptz)::timestamptz AS oldest_headless
-FROM alkstore.compaction_heads GROUP BY stream ORDER BY stream
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.compaction_heads x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
+                               ORDER BY h.stream, h.key LIMIT (hl.n + $1::integer)) c) - hl.n)::bigint AS key_count,
+       hl.n::bigint AS headless,
+       COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
+                 WHERE h.stream = st.stream AND h.head_offset IS NULL), $2::timestamptz)::timestamptz AS oldest_headless
+FROM st
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
+                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                               ORDER BY h.stream, h.updated_at LIMIT $1::integer) c) hl
+WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
+
+type StreamHeadStatsParams struct {
+	Cap int32
+	Now time.Time
+}
 
 type StreamHeadStatsRow struct {
 	Stream         string
@@ -322,8 +517,13 @@ type StreamHeadStatsRow struct {
 	OldestHeadless time.Time
 }
 
-func (q *Queries) StreamHeadStats(ctx context.Context, now time.Time) ([]StreamHeadStatsRow, error) {
-	rows, err := q.db.Query(ctx, streamHeadStats, now)
+// Every stream with key rows (a loose scan of the primary key); its
+// headless rows counted up to @cap on compaction_heads_headless, its keys
+// with a head as its key rows counted on the primary key (index only: the
+// heap is not read) minus those, up to @cap; and its oldest headless row
+// (exact: the first entry of compaction_heads_headless).
+func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams) ([]StreamHeadStatsRow, error) {
+	rows, err := q.db.Query(ctx, streamHeadStats, arg.Cap, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -337,6 +537,45 @@ func (q *Queries) StreamHeadStats(ctx context.Context, now time.Time) ([]StreamH
 			&i.Headless,
 			&i.OldestHeadless,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const streamsWithHeadless = `-- name: StreamsWithHeadless :many
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.head_offset IS NULL
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x
+            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream, COALESCE(s.headless_ttl_us, 3600000000)::bigint AS headless_ttl_us
+FROM st LEFT JOIN alkstore.streams s ON s.name = st.stream
+WHERE st.stream IS NOT NULL
+`
+
+type StreamsWithHeadlessRow struct {
+	Stream        string
+	HeadlessTtlUs int64
+}
+
+// A loose scan of compaction_heads_headless: one probe per stream.
+func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadlessRow, error) {
+	rows, err := q.db.Query(ctx, streamsWithHeadless)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StreamsWithHeadlessRow
+	for rows.Next() {
+		var i StreamsWithHeadlessRow
+		if err := rows.Scan(&i.Stream, &i.HeadlessTtlUs); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -372,30 +611,38 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 	return result.RowsAffected(), nil
 }
 
-const unheadExpired = `-- name: UnheadExpired :exec
+const unheadRetained = `-- name: UnheadRetained :exec
 UPDATE alkstore.compaction_heads h
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
-WHERE h.head_offset IS NOT NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
-    JOIN alkstore.streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
-    JOIN alkstore.events e ON e.id = x.head_offset
-    WHERE e.created_at + (s.retention_us) * '1 microsecond'::interval < $1::timestamptz
-    ORDER BY x.stream, x.key
-    LIMIT $2::integer
-    FOR UPDATE OF x SKIP LOCKED)
+WHERE h.stream = $2::text AND h.head_offset >= $3::bigint AND h.head_offset <= $4::bigint
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = $2::text AND x.head_offset >= $3::bigint AND x.head_offset <= $4::bigint
+      AND x.key = ANY (ARRAY(
+        SELECT e.key FROM alkstore.events e
+        WHERE (e.stream, e.id) >= ($2::text, $3::bigint) AND e.stream <= $2::text
+          AND e.id <= $4::bigint AND e.key IS NOT NULL))
+    ORDER BY x.key
+    FOR UPDATE OF x SKIP LOCKED))
 `
 
-type UnheadExpiredParams struct {
-	Now   time.Time
-	Batch int32
+type UnheadRetainedParams struct {
+	Now     time.Time
+	Stream  string
+	FirstID int64
+	Upto    int64
 }
 
-// Runs before ApplyRetention, in its transaction: on streams that are not
-// compacted, heads whose events are past retention become headless (see
+// Runs before DeleteRetained, in its transaction, on a stream that is not
+// compacted: the heads among the events it deletes become headless (see
 // UnheadTrimmed), in key order, skipping rows others hold (their events
 // stay for a later pass).
-func (q *Queries) UnheadExpired(ctx context.Context, arg UnheadExpiredParams) error {
-	_, err := q.db.Exec(ctx, unheadExpired, arg.Now, arg.Batch)
+func (q *Queries) UnheadRetained(ctx context.Context, arg UnheadRetainedParams) error {
+	_, err := q.db.Exec(ctx, unheadRetained,
+		arg.Now,
+		arg.Stream,
+		arg.FirstID,
+		arg.Upto,
+	)
 	return err
 }

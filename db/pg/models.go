@@ -166,4 +166,6 @@ type AlkstoreStream struct {
 	MinCompactionLagUs int64
 	// Microseconds a tombstone (a keyed event without payload) is kept as its key's head before the janitor deletes it and the head
 	TombstoneRetentionUs int64
+	// Offset up to which CompactSuperseded has walked the stream (each walked key's older versions are deleted)
+	CompactedThrough int64
 }

@@ -570,18 +570,22 @@ func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT count(*) FILTER (WHERE state = 'pending' AND run_at <= $1::timestamptz) AS ready,
-       count(*) FILTER (WHERE state = 'pending' AND run_at > $1::timestamptz) AS scheduled,
-       count(*) FILTER (WHERE state = 'running') AS running,
-       count(*) FILTER (WHERE state = 'dead') AS dead,
-       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= $1::timestamptz), $1::timestamptz)::timestamptz AS oldest_ready
-FROM alkstore.jobs
-WHERE queue = $2::text
+SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
+                              AND run_at <= $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
+                              AND run_at > $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS scheduled,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'running'
+                              ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
+                              ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS dead,
+       LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
+                      $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
 
 type QueueStatsParams struct {
-	Now   time.Time
 	Queue string
+	Now   time.Time
+	Cap   int32
 }
 
 type QueueStatsRow struct {
@@ -592,8 +596,12 @@ type QueueStatsRow struct {
 	OldestReady time.Time
 }
 
+// Each count is a range of a partial index (jobs_due, jobs_running,
+// jobs_dead) read up to @cap rows, in the index's order so that no plan
+// prefers reading the table; the oldest ready job is the first entry of
+// jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
-	row := q.db.QueryRow(ctx, queueStats, arg.Now, arg.Queue)
+	row := q.db.QueryRow(ctx, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow
 	err := row.Scan(
 		&i.Ready,

@@ -139,10 +139,9 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 const readEvents = `-- name: ReadEvents :many
 SELECT id, stream, key, payload, created_at
 FROM alkstore.events
-WHERE stream = $1
-  AND id > $2
+WHERE (stream, id) > ($1::text, $2::bigint) AND stream <= $1::text
   AND (id <= $3 OR txid = pg_current_xact_id_if_assigned())
-ORDER BY id
+ORDER BY stream, id
 LIMIT $4
 `
 
@@ -163,6 +162,12 @@ type ReadEventsRow struct {
 
 // Events after an offset, cut at the settled horizon; a transaction also
 // sees its own uncommitted events.
+// The stream is bounded by a row comparison on (stream, id) and
+// "stream <= @stream", not "stream = @stream": with an equality, ORDER BY
+// stream, id reduces to ORDER BY id, and a generic plan (pgx prepares
+// statements; Postgres may switch to one after five runs) may then walk
+// events_pkey in id order and filter every other stream's rows (2.2M rows
+// for a 5-event stream). Only events_stream_id yields this order.
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.db.Query(ctx, readEvents,
 		arg.Stream,
@@ -197,11 +202,11 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
 SELECT e.id, e.stream, e.key, e.payload, e.created_at
 FROM alkstore.events e
-WHERE e.stream = $1::text
-  AND e.id > COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
-                       WHERE o.stream = $1::text AND o.consumer = $2::text), 0)
+WHERE (e.stream, e.id) > ($1::text, COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                                                    WHERE o.stream = $1::text AND o.consumer = $2::text), 0))
+  AND e.stream <= $1::text
   AND (e.id <= $3::bigint OR e.txid = pg_current_xact_id_if_assigned())
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT $4
 `
 
@@ -220,6 +225,7 @@ type ReadEventsFromConsumerRow struct {
 	CreatedAt time.Time
 }
 
+// As ReadEvents, after the consumer's saved offset.
 func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]ReadEventsFromConsumerRow, error) {
 	rows, err := q.db.Query(ctx, readEventsFromConsumer,
 		arg.Stream,

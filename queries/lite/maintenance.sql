@@ -1,70 +1,113 @@
 -- Maintenance (SQLite): the janitor's bounded passes. The writer slot
 -- serializes them with every other write; the janitor bounds each pass by
 -- its time budget so it never waits long for a slot a transaction holds.
+-- Walks of a stream name their index (INDEXED BY): with ANALYZE statistics
+-- SQLite may otherwise walk the rowid in offset order and filter every
+-- other stream's rows (see tests/plans_test.go).
 
 -- name: DeleteExpiredHeadless :execrows
--- Headless rows unused for longer than their stream's TTL (a later lock
--- recreates them).
+-- A stream's headless rows unused since @cutoff (its TTL ago; a later lock
+-- recreates them). Each stream with headless rows (StreamsWithHeadless)
+-- is a range of alk_compaction_heads_headless, oldest first.
 DELETE FROM alk_compaction_heads
-WHERE head_offset IS NULL
-  AND (stream, key) IN (
+WHERE alk_compaction_heads.head_offset IS NULL
+  AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
     SELECT x.stream, x.key FROM alk_compaction_heads x
-    LEFT JOIN alk_streams s ON s.name = x.stream
-    WHERE x.head_offset IS NULL
-      AND x.updated_at < sqlc.arg(now) - COALESCE(s.headless_ttl_us, 3600000000)
+    WHERE x.stream = sqlc.arg(stream) AND x.head_offset IS NULL
+      AND x.updated_at < sqlc.arg(cutoff)
+    ORDER BY x.stream, x.updated_at
     LIMIT sqlc.arg(batch));
 
--- name: UnheadExpired :exec
--- Runs before ApplyRetention, in its transaction: on streams that are not
--- compacted, heads whose events are past retention become headless (see
+-- name: MaintainedStreams :many
+-- The streams the janitor works on: those with a retention, and compacted
+-- ones, with their settings (a small table, read whole).
+SELECT name, compacted, retention_us, min_compaction_lag_us, tombstone_retention_us, compacted_through
+FROM alk_streams
+WHERE retention_us IS NOT NULL OR compacted
+ORDER BY name;
+
+-- name: RetentionWindow :one
+-- The stream's oldest @lim events, walked on alk_events_stream_id from its
+-- first, skipping a compacted stream's current heads, which retention
+-- spares. [first_id, upto] is the prefix of the window past the cutoff
+-- (upto < first_id: none is).
+SELECT CAST(COALESCE(min(w.id), 0) AS INTEGER) AS first_id,
+       CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), -1) AS INTEGER) AS upto
+FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
+      WHERE x.stream = sqlc.arg(stream)
+        AND NOT (CAST(sqlc.arg(compacted) AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
+                 WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
+      ORDER BY x.stream, x.id
+      LIMIT sqlc.arg(lim)) w;
+
+-- name: UnheadRetained :exec
+-- Runs before DeleteRetained, in its transaction, on a stream that is not
+-- compacted: the heads among the events it deletes become headless (see
 -- UnheadTrimmed).
 UPDATE alk_compaction_heads
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = sqlc.arg(now)
-WHERE head_offset IS NOT NULL
-  AND (stream, key) IN (
-    SELECT x.stream, x.key FROM alk_compaction_heads x
-    JOIN alk_streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
-    JOIN alk_events e ON e.id = x.head_offset
-    WHERE e.created_at < sqlc.arg(now) - s.retention_us
-    ORDER BY x.stream, x.key
-    LIMIT sqlc.arg(batch));
+WHERE alk_compaction_heads.head_offset >= CAST(sqlc.arg(first_id) AS INTEGER) AND alk_compaction_heads.head_offset <= CAST(sqlc.arg(upto) AS INTEGER)
+  AND (alk_compaction_heads.stream, alk_compaction_heads.key) IN (
+    SELECT x.stream, x.key FROM alk_events e INDEXED BY alk_events_stream_id
+    JOIN alk_compaction_heads x ON x.stream = e.stream AND x.key = e.key AND x.head_offset = e.id
+    WHERE e.stream = sqlc.arg(stream) AND e.id >= sqlc.arg(first_id) AND e.id <= sqlc.arg(upto)
+      AND e.key IS NOT NULL);
 
--- name: ApplyRetention :execrows
--- Events past their stream's retention. Current heads are spared: those of
--- a compacted stream (UnheadExpired made the others headless). A head row
--- never points at a deleted event.
+-- name: DeleteRetained :execrows
+-- The stream's events in [first_id, upto] (a RetentionWindow of @lim
+-- events), sparing a compacted stream's current heads. A head row never points at a deleted
+-- event.
 DELETE FROM alk_events
 WHERE id IN (
-    SELECT x.id FROM alk_events x
-    JOIN alk_streams s ON s.name = x.stream
-    WHERE s.retention_us IS NOT NULL
-      AND x.created_at < CAST(sqlc.arg(now) AS INTEGER) - s.retention_us
+    SELECT x.id FROM alk_events x INDEXED BY alk_events_stream_id
+    WHERE x.stream = sqlc.arg(stream) AND x.id >= sqlc.arg(first_id) AND x.id <= sqlc.arg(upto)
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    LIMIT sqlc.arg(batch));
+    ORDER BY x.stream, x.id
+    LIMIT sqlc.arg(lim));
 
--- name: CompactSuperseded :execrows
--- Keyed events of compacted streams that a newer head superseded, once
--- older than the stream's minimum compaction lag.
+-- name: CompactionWindow :one
+-- The next @lim events of a compacted stream after the compaction cursor:
+-- upto is the end of the window's prefix older than the stream's minimum
+-- compaction lag (@after: none is). Every committed offset is settled on
+-- SQLite, so the walk needs no horizon (the caller passes the largest).
+SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), sqlc.arg(after)) AS INTEGER) AS upto
+FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
+      WHERE x.stream = sqlc.arg(stream) AND x.id > sqlc.arg(after) AND x.id <= sqlc.arg(horizon)
+      ORDER BY x.stream, x.id
+      LIMIT sqlc.arg(lim)) w;
+
+-- name: CompactWindow :execrows
+-- For each key published in (after, upto], its versions older than its head
+-- (found on alk_events_key) and than the lag: every superseded event is
+-- older than its head, so it goes when the cursor walks past the head.
 DELETE FROM alk_events
 WHERE id IN (
-    SELECT x.id FROM alk_events x
-    JOIN alk_streams s ON s.name = x.stream AND s.compacted
-    JOIN alk_compaction_heads h ON h.stream = x.stream AND h.key = x.key
-    WHERE x.key IS NOT NULL AND h.head_offset > x.id
-      AND x.created_at < sqlc.arg(now) - s.min_compaction_lag_us
+    SELECT x.id
+    FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
+          WHERE e.stream = sqlc.arg(stream) AND e.id > sqlc.arg(after) AND e.id <= sqlc.arg(upto)
+            AND e.key IS NOT NULL) k
+    JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id < h.head_offset
+    WHERE x.created_at < sqlc.arg(cutoff)
     LIMIT sqlc.arg(batch));
 
+-- name: AdvanceCompaction :exec
+UPDATE alk_streams SET compacted_through = sqlc.arg(upto)
+WHERE name = sqlc.arg(stream) AND compacted_through < sqlc.arg(upto);
+
 -- name: ExpiredTombstones :many
--- Heads of compacted streams that are tombstones older than the stream's
--- tombstone retention: the key is deleted for good (row and event).
+-- A compacted stream's oldest @batch tombstones (alk_events_tombstones)
+-- that are still their key's head and older than the cutoff: the key is
+-- deleted for good (row and event).
 SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
-FROM alk_compaction_heads h
-JOIN alk_streams s ON s.name = h.stream AND s.compacted
-JOIN alk_events e ON e.id = h.head_offset
-WHERE e.payload IS NULL
-  AND e.created_at < sqlc.arg(now) - s.tombstone_retention_us
-LIMIT sqlc.arg(batch);
+FROM alk_events e
+JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
+WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
+               WHERE t.stream = sqlc.arg(stream) AND t.payload IS NULL AND t.key IS NOT NULL
+               ORDER BY t.stream, t.id
+               LIMIT sqlc.arg(batch))
+  AND e.created_at < sqlc.arg(cutoff);
 
 -- name: DeleteHead :exec
 DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = CAST(@head_offset AS INTEGER);
@@ -88,30 +131,81 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
 -- Observability (Stats).
 
 -- name: StreamEventStats :many
-SELECT stream, CAST(max(id) AS INTEGER) AS head_offset, CAST(count(*) AS INTEGER) AS events
-FROM alk_events GROUP BY stream ORDER BY stream;
+-- Every stream with events, by a loose scan of alk_events_stream_id (one
+-- probe per stream); its newest offset (exact) and its events counted up
+-- to @cap.
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_events x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_events x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream,
+       CAST(COALESCE((SELECT max(e.id) FROM alk_events e WHERE e.stream = st.stream), 0) AS INTEGER) AS head_offset,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT sqlc.arg(cap))) AS INTEGER) AS events
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
-SELECT stream,
-       CAST(count(*) FILTER (WHERE head_offset IS NOT NULL) AS INTEGER) AS key_count,
-       CAST(count(*) FILTER (WHERE head_offset IS NULL) AS INTEGER) AS headless,
-       CAST(COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), @now) AS INTEGER) AS oldest_headless
-FROM alk_compaction_heads GROUP BY stream ORDER BY stream;
+-- Every stream with key rows (a loose scan of the primary key); its keys
+-- with a head and its headless rows each counted up to @cap, and its oldest
+-- headless row (exact: the first entry of alk_compaction_heads_headless).
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_compaction_heads x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_compaction_heads x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
+                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT sqlc.arg(cap))) AS INTEGER) AS key_count,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT sqlc.arg(cap))) AS INTEGER) AS headless,
+       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
+                      WHERE h.stream = st.stream AND h.head_offset IS NULL), sqlc.arg(now)) AS INTEGER) AS oldest_headless
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: ConsumerLags :many
--- Lag: the consumer's events still unread.
+-- Lag: the consumer's events still unread, counted up to @cap.
 SELECT o.stream, o.consumer, o.committed_offset,
-       CAST((SELECT count(*) FROM alk_events e WHERE e.stream = o.stream AND e.id > o.committed_offset) AS INTEGER) AS unread
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e
+                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT sqlc.arg(cap))) AS INTEGER) AS unread
 FROM alk_consumer_offsets o ORDER BY o.stream, o.consumer;
+
+-- name: StreamsWithHeadless :many
+-- A loose scan of alk_compaction_heads_headless: one probe per stream.
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alk_compaction_heads x WHERE x.head_offset IS NULL
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alk_compaction_heads x
+            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT CAST(st.stream AS TEXT) AS stream, CAST(COALESCE(s.headless_ttl_us, 3600000000) AS INTEGER) AS headless_ttl_us
+FROM st LEFT JOIN alk_streams s ON s.name = st.stream
+WHERE st.stream IS NOT NULL;
 
 -- name: CompactedStreams :many
 SELECT name FROM alk_streams WHERE compacted ORDER BY name;
 
--- name: AllQueueStats :many
-SELECT queue,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), @now) AS INTEGER) AS oldest_ready
-FROM alk_jobs GROUP BY queue ORDER BY queue;
+-- name: JobQueues :many
+-- Every queue with pending, running or dead jobs: a loose scan of each of
+-- their partial indexes (one probe per queue).
+WITH RECURSIVE p AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'pending' AND x.queue > p.queue)
+    FROM p WHERE p.queue IS NOT NULL
+), r AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'running'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
+    FROM r WHERE r.queue IS NOT NULL
+), d AS (
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'dead'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    FROM d WHERE d.queue IS NOT NULL
+)
+SELECT CAST(q.queue AS TEXT) AS queue
+FROM (SELECT p.queue AS queue FROM p UNION SELECT r.queue FROM r UNION SELECT d.queue FROM d) AS q
+WHERE q.queue IS NOT NULL ORDER BY q.queue;

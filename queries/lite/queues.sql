@@ -156,8 +156,12 @@ SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 -- running ones whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
 SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE queue = @queue AND expires_at IS NOT NULL AND expires_at <= @now
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= @now));
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now
+             UNION ALL
+             SELECT r.id FROM alk_jobs r
+             WHERE r.queue = @queue AND r.state = 'running' AND r.claim_expires_at <= @now
+               AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
 -- A pending or running job goes to dead; a running claim is lost.
@@ -172,13 +176,19 @@ SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL
 WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one
-SELECT CAST(count(*) FILTER (WHERE state = 'pending' AND run_at <= @now) AS INTEGER) AS ready,
-       CAST(count(*) FILTER (WHERE state = 'pending' AND run_at > @now) AS INTEGER) AS scheduled,
-       CAST(count(*) FILTER (WHERE state = 'running') AS INTEGER) AS running,
-       CAST(count(*) FILTER (WHERE state = 'dead') AS INTEGER) AS dead,
-       CAST(COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now), @now) AS INTEGER) AS oldest_ready
-FROM alk_jobs
-WHERE queue = @queue;
+-- Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
+-- alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+-- entry of alk_jobs_due.
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                   AND j.run_at <= sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                   AND j.run_at > sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS scheduled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS running,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
+       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
+                         sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
 
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes

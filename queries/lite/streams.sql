@@ -15,19 +15,21 @@ VALUES (@stream, sqlc.narg(key), sqlc.narg(payload))
 RETURNING id;
 
 -- name: ReadEvents :many
+-- On the stream's index by name: with ANALYZE statistics SQLite may
+-- otherwise walk the rowid in offset order and filter other streams' rows.
 SELECT id, stream, key, payload, created_at
-FROM alk_events
+FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = @stream AND id > @after
-ORDER BY id
+ORDER BY stream, id
 LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
 SELECT e.id, e.stream, e.key, e.payload, e.created_at
-FROM alk_events e
+FROM alk_events e INDEXED BY alk_events_stream_id
 WHERE e.stream = sqlc.arg(stream)
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                        WHERE o.stream = sqlc.arg(stream) AND o.consumer = sqlc.arg(consumer)), 0)
-ORDER BY e.id
+ORDER BY e.stream, e.id
 LIMIT @lim;
 
 -- name: SaveOffset :exec

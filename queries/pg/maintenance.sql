@@ -1,75 +1,131 @@
 -- Maintenance (PostgreSQL): the janitor's bounded passes. Each takes at
 -- most @batch rows through a partial or leading index, FOR UPDATE SKIP
 -- LOCKED, so janitors never wait on each other or on active keys.
+-- The rows a statement changes are chosen in an ARRAY(...) sub-select and
+-- matched with = ANY: the outer scan is then an index lookup in every plan,
+-- where an IN sub-select lets a generic plan (which guesses a LIMIT $n
+-- keeps a tenth of the table) hash-join a sequential scan of the table.
 
 -- name: DeleteExpiredHeadless :execrows
--- Headless rows unused for longer than their stream's TTL (a later lock
--- recreates them).
+-- A stream's headless rows unused since @cutoff (its TTL ago; a later lock
+-- recreates them). Each stream with headless rows (StreamsWithHeadless)
+-- is a range of compaction_heads_headless, oldest first.
 DELETE FROM alkstore.compaction_heads h
-WHERE h.head_offset IS NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
-    LEFT JOIN alkstore.streams s ON s.name = x.stream
-    WHERE x.head_offset IS NULL
-      AND x.updated_at + (COALESCE(s.headless_ttl_us, 3600000000)) * '1 microsecond'::interval < @now::timestamptz
+WHERE h.stream = @stream::text AND h.head_offset IS NULL
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = @stream::text AND x.head_offset IS NULL
+      AND x.updated_at < @cutoff::timestamptz
+    ORDER BY x.stream, x.updated_at
     LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+    FOR UPDATE OF x SKIP LOCKED));
 
--- name: UnheadExpired :exec
--- Runs before ApplyRetention, in its transaction: on streams that are not
--- compacted, heads whose events are past retention become headless (see
+-- name: MaintainedStreams :many
+-- The streams the janitor works on: those with a retention, and compacted
+-- ones, with their settings (a small table, read whole).
+SELECT name, compacted, retention_us, min_compaction_lag_us, tombstone_retention_us, compacted_through
+FROM alkstore.streams
+WHERE retention_us IS NOT NULL OR compacted
+ORDER BY name;
+
+-- name: RetentionWindow :one
+-- The stream's oldest @lim events, walked on events_stream_id from its
+-- first, skipping a compacted stream's current heads, which retention
+-- spares. [first_id, upto] is the prefix of the window past the cutoff
+-- (upto < first_id: none is). Here and below a stream's events are bounded
+-- by inequalities on stream (or a row comparison on (stream, id)), not an
+-- equality, so that only events_stream_id yields ORDER BY stream, id (see
+-- ReadEvents).
+SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
+       COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
+FROM (SELECT x.id, x.created_at FROM alkstore.events x
+      WHERE x.stream >= @stream::text AND x.stream <= @stream::text
+        AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
+                        WHERE @compacted::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+      ORDER BY x.stream, x.id
+      LIMIT @lim::integer) w;
+
+-- name: UnheadRetained :exec
+-- Runs before DeleteRetained, in its transaction, on a stream that is not
+-- compacted: the heads among the events it deletes become headless (see
 -- UnheadTrimmed), in key order, skipping rows others hold (their events
 -- stay for a later pass).
 UPDATE alkstore.compaction_heads h
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
-WHERE h.head_offset IS NOT NULL
-  AND (h.stream, h.key) IN (
-    SELECT x.stream, x.key FROM alkstore.compaction_heads x
-    JOIN alkstore.streams s ON s.name = x.stream AND NOT s.compacted AND s.retention_us IS NOT NULL
-    JOIN alkstore.events e ON e.id = x.head_offset
-    WHERE e.created_at + (s.retention_us) * '1 microsecond'::interval < @now::timestamptz
-    ORDER BY x.stream, x.key
-    LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
+  AND h.key = ANY (ARRAY(
+    SELECT x.key FROM alkstore.compaction_heads x
+    WHERE x.stream = @stream::text AND x.head_offset >= @first_id::bigint AND x.head_offset <= @upto::bigint
+      AND x.key = ANY (ARRAY(
+        SELECT e.key FROM alkstore.events e
+        WHERE (e.stream, e.id) >= (@stream::text, @first_id::bigint) AND e.stream <= @stream::text
+          AND e.id <= @upto::bigint AND e.key IS NOT NULL))
+    ORDER BY x.key
+    FOR UPDATE OF x SKIP LOCKED));
 
--- name: ApplyRetention :execrows
--- Events past their stream's retention. Current heads are spared: those of
--- a compacted stream, and any UnheadExpired skipped. A head row never
--- points at a deleted event.
+-- name: DeleteRetained :execrows
+-- The stream's events in [first_id, upto] (a RetentionWindow of @lim
+-- events), sparing current heads: those of a compacted stream, and any
+-- UnheadRetained skipped. A head row never points at a deleted event.
 DELETE FROM alkstore.events e
-WHERE e.id IN (
+WHERE e.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    JOIN alkstore.streams s ON s.name = x.stream
-    WHERE s.retention_us IS NOT NULL
-      AND x.created_at + (s.retention_us) * '1 microsecond'::interval < @now::timestamptz
+    WHERE (x.stream, x.id) >= (@stream::text, @first_id::bigint) AND x.stream <= @stream::text AND x.id <= @upto::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
-    LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+    ORDER BY x.stream, x.id
+    LIMIT @lim::integer
+    FOR UPDATE OF x SKIP LOCKED));
 
--- name: CompactSuperseded :execrows
--- Keyed events of compacted streams that a newer head superseded, once
--- older than the stream's minimum compaction lag.
-DELETE FROM alkstore.events e
-WHERE e.id IN (
+-- name: CompactionWindow :one
+-- The next @lim events of a compacted stream after the compaction cursor,
+-- up to the settled horizon (an event still in flight below it is never
+-- walked past): upto is the end of the window's prefix older than the
+-- stream's minimum compaction lag (@after: none is).
+SELECT COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), @after::bigint)::bigint AS upto
+FROM (SELECT x.id, x.created_at FROM alkstore.events x
+      WHERE (x.stream, x.id) > (@stream::text, @after::bigint) AND x.stream <= @stream::text AND x.id <= @horizon::bigint
+      ORDER BY x.stream, x.id
+      LIMIT @lim::integer) w;
+
+-- name: CompactWindow :execrows
+-- For each key published in (after, upto], its versions older than its head
+-- (found on events_key) and than the lag: every superseded event is older
+-- than its head, so it goes when the cursor walks past the head.
+DELETE FROM alkstore.events d
+WHERE d.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    JOIN alkstore.streams s ON s.name = x.stream AND s.compacted
-    JOIN alkstore.compaction_heads h ON h.stream = x.stream AND h.key = x.key
-    WHERE x.key IS NOT NULL AND h.head_offset > x.id
-      AND x.created_at + (s.min_compaction_lag_us) * '1 microsecond'::interval < @now::timestamptz
-    LIMIT @batch::integer
-    FOR UPDATE OF x SKIP LOCKED);
+    WHERE x.id = ANY (ARRAY(
+        SELECT v.id
+        FROM alkstore.compaction_heads h
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+              AND y.created_at < @cutoff::timestamptz
+            LIMIT @batch::integer) v
+        WHERE h.stream = @stream::text
+          AND h.key = ANY (ARRAY(
+            SELECT DISTINCT e.key FROM alkstore.events e
+            WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
+              AND e.id <= @upto::bigint AND e.key IS NOT NULL))
+        LIMIT @batch::integer))
+    FOR UPDATE OF x SKIP LOCKED));
+
+-- name: AdvanceCompaction :exec
+UPDATE alkstore.streams SET compacted_through = @upto::bigint
+WHERE name = @stream::text AND compacted_through < @upto::bigint;
 
 -- name: ExpiredTombstones :many
--- Heads of compacted streams that are tombstones older than the stream's
--- tombstone retention: the key is deleted for good (row and event).
+-- A compacted stream's oldest @batch tombstones (events_tombstones) that
+-- are still their key's head and older than the cutoff: the key is deleted
+-- for good (row and event).
 SELECT h.stream, h.key, h.head_offset::bigint AS head_offset
-FROM alkstore.compaction_heads h
-JOIN alkstore.streams s ON s.name = h.stream AND s.compacted
-JOIN alkstore.events e ON e.id = h.head_offset
-WHERE e.payload IS NULL
-  AND e.created_at + (s.tombstone_retention_us) * '1 microsecond'::interval < @now::timestamptz
-LIMIT @batch::integer
+FROM (SELECT e.id, e.key, e.created_at FROM alkstore.events e
+      WHERE e.stream = @stream::text AND e.payload IS NULL AND e.key IS NOT NULL
+      ORDER BY e.stream, e.id
+      LIMIT @batch::integer) t
+JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = t.key AND h.head_offset = t.id
+WHERE t.created_at < @cutoff::timestamptz
 FOR UPDATE OF h SKIP LOCKED;
 
 -- name: DeleteHead :exec
@@ -92,30 +148,86 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
 -- Observability (Stats).
 
 -- name: StreamEventStats :many
-SELECT stream, max(id)::bigint AS head_offset, count(*)::bigint AS events
-FROM alkstore.events GROUP BY stream ORDER BY stream;
+-- Every stream with events, by a loose scan of events_stream_id (one probe
+-- per stream); its newest offset (exact) and its events counted up to @cap.
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.events x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.events x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
+                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS events
+FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
-SELECT stream,
-       count(*) FILTER (WHERE head_offset IS NOT NULL)::bigint AS key_count,
-       count(*) FILTER (WHERE head_offset IS NULL)::bigint AS headless,
-       COALESCE(min(updated_at) FILTER (WHERE head_offset IS NULL), @now::timestamptz)::timestamptz AS oldest_headless
-FROM alkstore.compaction_heads GROUP BY stream ORDER BY stream;
+-- Every stream with key rows (a loose scan of the primary key); its
+-- headless rows counted up to @cap on compaction_heads_headless, its keys
+-- with a head as its key rows counted on the primary key (index only: the
+-- heap is not read) minus those, up to @cap; and its oldest headless row
+-- (exact: the first entry of compaction_heads_headless).
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.compaction_heads x
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
+                               ORDER BY h.stream, h.key LIMIT (hl.n + @cap::integer)) c) - hl.n)::bigint AS key_count,
+       hl.n::bigint AS headless,
+       COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
+                 WHERE h.stream = st.stream AND h.head_offset IS NULL), @now::timestamptz)::timestamptz AS oldest_headless
+FROM st
+CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
+                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                               ORDER BY h.stream, h.updated_at LIMIT @cap::integer) c) hl
+WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: ConsumerLags :many
--- Lag: the consumer's events still unread.
+-- Lag: the consumer's events still unread, counted up to @cap.
 SELECT o.stream, o.consumer, o.committed_offset,
-       (SELECT count(*) FROM alkstore.events e WHERE e.stream = o.stream AND e.id > o.committed_offset)::bigint AS unread
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
+                              WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
+                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer;
+
+-- name: StreamsWithHeadless :many
+-- A loose scan of compaction_heads_headless: one probe per stream.
+WITH RECURSIVE st(stream) AS (
+    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.head_offset IS NULL
+    UNION ALL
+    SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x
+            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream, COALESCE(s.headless_ttl_us, 3600000000)::bigint AS headless_ttl_us
+FROM st LEFT JOIN alkstore.streams s ON s.name = st.stream
+WHERE st.stream IS NOT NULL;
 
 -- name: CompactedStreams :many
 SELECT name FROM alkstore.streams WHERE compacted ORDER BY name;
 
--- name: AllQueueStats :many
-SELECT queue,
-       count(*) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz)::bigint AS ready,
-       count(*) FILTER (WHERE state = 'pending' AND run_at > @now::timestamptz)::bigint AS scheduled,
-       count(*) FILTER (WHERE state = 'running')::bigint AS running,
-       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
-       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready
-FROM alkstore.jobs GROUP BY queue ORDER BY queue;
+-- name: JobQueues :many
+-- Every queue with pending, running or dead jobs: a loose scan of each of
+-- their partial indexes (one probe per queue).
+WITH RECURSIVE p AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'pending'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'pending' AND x.queue > p.queue)
+    FROM p WHERE p.queue IS NOT NULL
+), r AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'running'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'running' AND x.queue > r.queue)
+    FROM r WHERE r.queue IS NOT NULL
+), d AS (
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'dead'
+    UNION ALL
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    FROM d WHERE d.queue IS NOT NULL
+)
+SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
+WHERE queue IS NOT NULL ORDER BY queue;

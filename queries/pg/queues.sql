@@ -221,13 +221,20 @@ SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = N
 WHERE id = @id AND queue = @queue AND state = 'dead';
 
 -- name: QueueStats :one
-SELECT count(*) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz) AS ready,
-       count(*) FILTER (WHERE state = 'pending' AND run_at > @now::timestamptz) AS scheduled,
-       count(*) FILTER (WHERE state = 'running') AS running,
-       count(*) FILTER (WHERE state = 'dead') AS dead,
-       COALESCE(min(run_at) FILTER (WHERE state = 'pending' AND run_at <= @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready
-FROM alkstore.jobs
-WHERE queue = @queue::text;
+-- Each count is a range of a partial index (jobs_due, jobs_running,
+-- jobs_dead) read up to @cap rows, in the index's order so that no plan
+-- prefers reading the table; the oldest ready job is the first entry of
+-- jobs_due.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'
+                              AND run_at <= @now::timestamptz ORDER BY queue, run_at LIMIT @cap::integer) c)::bigint AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'
+                              AND run_at > @now::timestamptz ORDER BY queue, run_at LIMIT @cap::integer) c)::bigint AS scheduled,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running'
+                              ORDER BY queue, claim_expires_at LIMIT @cap::integer) c)::bigint AS running,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'dead'
+                              ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS dead,
+       LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
+                      @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready;
 
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes
