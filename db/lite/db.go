@@ -117,6 +117,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
+	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
+		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
+	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
 	}
@@ -156,6 +159,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
 	}
+	if q.queuePausedStmt, err = db.PrepareContext(ctx, queuePaused); err != nil {
+		return nil, fmt.Errorf("error preparing query QueuePaused: %w", err)
+	}
 	if q.queueStatsStmt, err = db.PrepareContext(ctx, queueStats); err != nil {
 		return nil, fmt.Errorf("error preparing query QueueStats: %w", err)
 	}
@@ -182,6 +188,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
+	}
+	if q.setQueuePausedStmt, err = db.PrepareContext(ctx, setQueuePaused); err != nil {
+		return nil, fmt.Errorf("error preparing query SetQueuePaused: %w", err)
+	}
+	if q.snoozeJobStmt, err = db.PrepareContext(ctx, snoozeJob); err != nil {
+		return nil, fmt.Errorf("error preparing query SnoozeJob: %w", err)
 	}
 	if q.streamEventStatsStmt, err = db.PrepareContext(ctx, streamEventStats); err != nil {
 		return nil, fmt.Errorf("error preparing query StreamEventStats: %w", err)
@@ -373,6 +385,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
 		}
 	}
+	if q.jobClaimsStmt != nil {
+		if cerr := q.jobClaimsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
+		}
+	}
 	if q.latestNotificationStmt != nil {
 		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
@@ -438,6 +455,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
 		}
 	}
+	if q.queuePausedStmt != nil {
+		if cerr := q.queuePausedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing queuePausedStmt: %w", cerr)
+		}
+	}
 	if q.queueStatsStmt != nil {
 		if cerr := q.queueStatsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing queueStatsStmt: %w", cerr)
@@ -481,6 +503,16 @@ func (q *Queries) Close() error {
 	if q.saveOffsetStmt != nil {
 		if cerr := q.saveOffsetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
+		}
+	}
+	if q.setQueuePausedStmt != nil {
+		if cerr := q.setQueuePausedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setQueuePausedStmt: %w", cerr)
+		}
+	}
+	if q.snoozeJobStmt != nil {
+		if cerr := q.snoozeJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing snoozeJobStmt: %w", cerr)
 		}
 	}
 	if q.streamEventStatsStmt != nil {
@@ -603,6 +635,7 @@ type Queries struct {
 	getScheduleStmt            *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
+	jobClaimsStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
@@ -616,6 +649,7 @@ type Queries struct {
 	publishEventStmt           *sql.Stmt
 	publishEventsStmt          *sql.Stmt
 	publishKeyedEventStmt      *sql.Stmt
+	queuePausedStmt            *sql.Stmt
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
@@ -625,6 +659,8 @@ type Queries struct {
 	resumeScheduleStmt         *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
+	setQueuePausedStmt         *sql.Stmt
+	snoozeJobStmt              *sql.Stmt
 	streamEventStatsStmt       *sql.Stmt
 	streamHeadStatsStmt        *sql.Stmt
 	sweepAllExpiredJobsStmt    *sql.Stmt
@@ -672,6 +708,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getScheduleStmt:            q.getScheduleStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
+		jobClaimsStmt:              q.jobClaimsStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
@@ -685,6 +722,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		publishEventStmt:           q.publishEventStmt,
 		publishEventsStmt:          q.publishEventsStmt,
 		publishKeyedEventStmt:      q.publishKeyedEventStmt,
+		queuePausedStmt:            q.queuePausedStmt,
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
@@ -694,6 +732,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		resumeScheduleStmt:         q.resumeScheduleStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
+		setQueuePausedStmt:         q.setQueuePausedStmt,
+		snoozeJobStmt:              q.snoozeJobStmt,
 		streamEventStatsStmt:       q.streamEventStatsStmt,
 		streamHeadStatsStmt:        q.streamHeadStatsStmt,
 		sweepAllExpiredJobsStmt:    q.sweepAllExpiredJobsStmt,
