@@ -33,7 +33,7 @@ type WorkOpts struct {
 // DefaultPollInterval is how often an idle worker claims when no wake
 // comes. Wakes (an enqueue, a retry coming due, a resume) start claims at
 // once; the poll only bounds how long a lost wake can delay a job.
-const DefaultPollInterval = 2 * time.Second
+const DefaultPollInterval = time.Second
 
 // Handler processes one job. Returning nil acks it; an error retries it with
 // backoff until its attempts are spent; an error wrapped with Permanent
@@ -164,7 +164,7 @@ func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error 
 	defer leave()
 	w := &worker{q: q, opts: opts, handler: handler,
 		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1),
-		running: map[*Job]context.CancelCauseFunc{}}
+		running: map[*Job]*runningJob{}}
 	w.run(ctx)
 	if q.s.life.stoppedByClose() && ctx.Err() == nil {
 		return opErr("work", q.name, ErrClosed)
@@ -184,7 +184,13 @@ type worker struct {
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 
 	mu      sync.Mutex
-	running map[*Job]context.CancelCauseFunc // handlers running, and how to tell them their claim is gone
+	running map[*Job]*runningJob // handlers running
+}
+
+// runningJob is a running handler as the heartbeat and claim checks see it.
+type runningJob struct {
+	since     time.Time               // when its handler started
+	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -209,9 +215,12 @@ func (w *worker) run(ctx context.Context) {
 	// the last handler returned.
 	claims := w.q.s.subscribe(claimTopic(w.q.name))
 	defer claims.Close()
+	// Heartbeats run beside the handlers, until the last one returned.
 	watchCtx, stopWatching := context.WithCancel(settleCtx)
-	watcherDone := make(chan struct{})
-	go func() { w.watchClaims(watchCtx, claims.C()); close(watcherDone) }()
+	var watchers sync.WaitGroup
+	watchers.Add(2)
+	go func() { defer watchers.Done(); w.watchClaims(watchCtx, claims.C()) }()
+	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	for ctx.Err() == nil {
 		free := cap(w.slots) - len(w.slots)
@@ -256,7 +265,7 @@ func (w *worker) run(ctx context.Context) {
 	cancelHandlers()
 	<-done
 	stopWatching()
-	<-watcherDone
+	watchers.Wait()
 	close(w.acks)
 	<-ackerDone
 }
@@ -332,57 +341,55 @@ func (w *worker) checkClaims(ctx context.Context) {
 // claimGone cancels the handler of j, if it still runs, with cause.
 func (w *worker) claimGone(j *Job, cause error) {
 	w.mu.Lock()
-	cancel := w.running[j]
+	r := w.running[j]
 	w.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
+	if r != nil {
+		r.claimGone(cause)
 	}
 }
 
-// heartbeat extends j's claim every Visibility/3 while its handler runs;
-// the first beat comes only after Visibility/3, so short handlers cost
-// nothing. A beat that finds the claim gone cancels the handler. stop waits
-// for a beat in flight.
-func (w *worker) heartbeat(ctx context.Context, j *Job) (stop func()) {
-	every := w.opts.Visibility / 3
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-		beating sync.WaitGroup
-	)
-	beat := func() {
-		defer beating.Done()
-		if j.settled() { // the handler settled its job itself
+// heartbeats extends, every Visibility/3, the claims of the handlers that
+// have run for Visibility/3 or more, by Visibility: a claim is extended
+// before two thirds of its lease are gone, and handlers shorter than a
+// third of it cost nothing. A beat that finds the claim gone cancels the
+// handler.
+func (w *worker) heartbeats(ctx context.Context) {
+	every := max(w.opts.Visibility/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
 		}
-		_, err := j.extend(ctx, w.opts.Visibility)
-		switch {
-		case errors.Is(err, ErrClaimLost):
-			w.claimGone(j, fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
-			return
-		case err != nil && !j.settled():
-			w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "job", j.ID, "error", err)
+		w.mu.Lock()
+		var due []*Job
+		for j, r := range w.running {
+			if time.Since(r.since) >= every {
+				due = append(due, j)
+			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			beating.Add(1)
-			t.Reset(every)
+		w.mu.Unlock()
+		var beats sync.WaitGroup
+		for _, j := range due {
+			beats.Add(1)
+			go func() { defer beats.Done(); w.heartbeat(ctx, j) }()
 		}
+		beats.Wait()
 	}
-	mu.Lock()
-	beating.Add(1)
-	t = time.AfterFunc(every, beat)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		if t.Stop() {
-			beating.Done() // the beat armed will not run
-		}
-		mu.Unlock()
-		beating.Wait()
+}
+
+func (w *worker) heartbeat(ctx context.Context, j *Job) {
+	if j.settled() { // the handler settled its job itself
+		return
+	}
+	_, err := j.extend(ctx, w.opts.Visibility)
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		w.claimGone(j, fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
+	case err != nil && !j.settled() && ctx.Err() == nil:
+		w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "job", j.ID, "error", err)
 	}
 }
 
@@ -427,13 +434,11 @@ func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
 	claimCtx, claimGone := context.WithCancelCause(handlerBase)
 	ctx, cancel := context.WithTimeout(claimCtx, w.opts.Timeout)
 	w.mu.Lock()
-	w.running[j] = claimGone
+	w.running[j] = &runningJob{since: time.Now(), claimGone: claimGone}
 	w.mu.Unlock()
-	stopBeats := w.heartbeat(settleCtx, j)
 
 	err := callHandler(ctx, w.handler, j)
 
-	stopBeats()
 	w.mu.Lock()
 	delete(w.running, j)
 	w.mu.Unlock()

@@ -40,8 +40,8 @@ const (
 // a new hot statement on the job tables belongs here. Each names the
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
-	"pg":   {"ClaimJobs", "NextJobDue"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue"},
+	"pg":   {"ClaimJobs", "NextJobDue", "JobClaims"},
+	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "JobClaims"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -76,8 +76,10 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
 		}
+		args["ids"] = []int64{1, 2, 50_010} // JobClaims: a worker's running jobs
 		if e.name == "lite" {
 			args["now"], args["claimexpiresat"] = now.UnixMicro(), now.Add(time.Minute).UnixMicro()
+			args["ids"] = "[1, 2, 50010]"
 		}
 		if e.name == "pg" {
 			for _, name := range planStatements[e.name] {
