@@ -273,7 +273,7 @@ func (w *worker) run(ctx context.Context) {
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
 // any connection wakes every topic (the change watcher cannot tell what
 // changed), and a busy queue commits all the time.
-const claimCheckGap = 20 * time.Millisecond
+const claimCheckGap = 100 * time.Millisecond
 
 // watchClaims checks the claims of the running handlers after each wake of
 // the queue's claim topic (a Cancel here or elsewhere) and cancels the
