@@ -49,7 +49,11 @@ type ops interface {
 	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
 	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
 	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
-	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
+	release(ctx context.Context, id, token int64, now time.Time) (bool, error)          // back to pending, attempt restored
+	snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error)    // to pending at runAt, attempt restored
+	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)                     // state and claim token of each live row
+	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
+	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)

@@ -337,6 +337,35 @@ func ExampleQueue_Work() {
 	// Output: <nil> [ada grace linus] 0
 }
 
+func ExampleQueue_Pause() {
+	s, done := openTemp()
+	defer done()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	q := s.Queue("reports")
+	_ = must(q.Enqueue(ctx, []byte("monthly"), store.EnqueueOpts{}))
+	var attempts []int
+	busy := func(job *store.Job) bool { // busy the first time only
+		attempts = append(attempts, job.Attempts)
+		return job.RunAt.Equal(job.CreatedAt)
+	}
+	render := func(context.Context, *store.Job) error { stop(); return nil }
+
+	check(q.Pause(ctx))                 // no claims from the queue, in any process, until Resume
+	paused := must(q.Stats(ctx)).Paused // true
+	check(q.Resume(ctx))                // workers claim again at once (a wake)
+
+	err := q.Work(ctx, store.WorkOpts{Concurrency: 1, Visibility: time.Minute}, func(ctx context.Context, job *store.Job) error {
+		if busy(job) {
+			return store.Snooze(10 * time.Millisecond) // again later; the attempt is given back
+		}
+		return render(ctx, job) // may outrun Visibility (Work heartbeats the claim); ctx ends if the job is cancelled
+	})
+
+	fmt.Println(paused, err, attempts)
+	// Output: true <nil> [1 1]
+}
+
 type Welcome struct{ User string }
 
 func ExampleJobQueue() {

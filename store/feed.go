@@ -13,6 +13,10 @@ func streamTopic(name string) string  { return "s:" + name }
 func queueTopic(name string) string   { return "q:" + name }
 func channelTopic(name string) string { return "n:" + name }
 
+// claimTopic is woken when a running job of the queue loses its claim on
+// purpose (Queue.Cancel): workers check their handlers' claims.
+func claimTopic(queue string) string { return "c:" + queue }
+
 // feed is the store's cross-process wake feed, started on first use: the
 // Postgres forwarder (one LISTEN connection) or the SQLite watcher.
 type feed struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -28,9 +29,10 @@ func (q *Queue) Name() string { return q.name }
 type JobState string
 
 const (
-	JobPending JobState = "pending" // waiting for its run time or a worker
-	JobRunning JobState = "running" // claimed; its claim expires at ClaimExpiresAt
-	JobDead    JobState = "dead"    // failed for good, expired or cancelled; see LastError
+	JobPending   JobState = "pending"   // waiting for its run time or a worker
+	JobRunning   JobState = "running"   // claimed; its claim expires at ClaimExpiresAt
+	JobCancelled JobState = "cancelled" // cancelled by Queue.Cancel; never runs again
+	JobDead      JobState = "dead"      // failed for good or expired; see LastError
 )
 
 // DefaultMaxAttempts is the number of claims a job gets unless
@@ -59,7 +61,8 @@ type Job struct {
 	FinishedAt     *time.Time
 
 	q     *Queue
-	token int64 // the claim that fences this job; 0 when not claimed
+	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
+	token int64       // the claim that fences this job; 0 when not claimed
 }
 
 // EnqueueOpts are a job's options. The zero value runs the job now, at
@@ -254,7 +257,8 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 
-// Claim takes up to n claimable jobs for worker: ready jobs in priority
+// Claim takes up to n claimable jobs for worker (none while the queue is
+// paused): ready jobs in priority
 // (highest first), run_at, id order, and jobs whose previous claim expired.
 // Each claim increments Attempts and holds the job for visibility; after
 // that the job is claimable again. A job whose claim expired on its last
@@ -292,7 +296,7 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time
 			return int(a.ID - b.ID)
 		})
 		for _, j := range jobs {
-			j.q = q
+			j.q, j.mu = q, new(sync.Mutex)
 		}
 		return jobs, nil
 	})
@@ -356,20 +360,30 @@ func (j *Job) Fail(ctx context.Context, cause string) error {
 	return err
 }
 
-// Heartbeat extends the claim to now + extend.
+// Heartbeat extends the claim to now + extend and sets ClaimExpiresAt.
+// Queue.Work heartbeats for its handlers (see WorkOpts.Visibility); a
+// handler need not, and the worker's heartbeats leave ClaimExpiresAt as
+// it was, so a handler may read it without a race.
 func (j *Job) Heartbeat(ctx context.Context, extend time.Duration) error {
 	if extend <= 0 {
 		return opErr("heartbeat", j.Queue, fmt.Errorf("%w: extend must be positive", ErrInvalidArgument))
 	}
+	deadline, err := j.extend(ctx, extend)
+	if err == nil {
+		j.ClaimExpiresAt = &deadline
+	}
+	return err
+}
+
+// extend is Heartbeat without touching the job's fields (the worker runs it
+// beside the handler, which owns them).
+func (j *Job) extend(ctx context.Context, extend time.Duration) (time.Time, error) {
 	var deadline time.Time
 	_, err := j.settle(ctx, "heartbeat", func(o target, now time.Time) (bool, error) {
 		deadline = now.Add(extend).Truncate(time.Microsecond)
 		return o.heartbeat(ctx, j.ID, j.token, now, deadline)
 	})
-	if err == nil {
-		j.ClaimExpiresAt = &deadline
-	}
-	return err
+	return deadline, err
 }
 
 // release gives the job back to its queue without spending its attempt.
@@ -384,9 +398,35 @@ func (j *Job) release(ctx context.Context) error {
 	return err
 }
 
-// settled reports whether the job's claim was spent by Ack, Retry, Fail or
-// release (a handler may settle its own job).
-func (j *Job) settled() bool { return j.token == 0 }
+// Snooze puts the job back to run again after delay without spending its
+// attempt (the claim's Attempts increment is undone) and without recording
+// an error: the job is not failing, it asked to wait. Inside Queue.Work a
+// handler may return Snooze(delay) instead.
+func (j *Job) Snooze(ctx context.Context, delay time.Duration) error {
+	delay = max(delay, 0)
+	_, err := j.settle(ctx, "snooze", func(o target, now time.Time) (bool, error) {
+		ok, err := o.snooze(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond))
+		if ok {
+			o.afterCommit(j.q.wake) // idle workers recompute when it is due
+		}
+		return ok, err
+	})
+	return err
+}
+
+// settled reports whether the job's claim was spent by Ack, Retry, Fail,
+// Snooze or release (a handler may settle its own job).
+func (j *Job) settled() bool { return j.claimToken() == 0 }
+
+// claimToken is the job's claim token, 0 once settled. It waits for a
+// settle in flight (see settle), so a token read is never stale by one.
+func (j *Job) claimToken() int64 {
+	if j.mu != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+	}
+	return j.token
+}
 
 // settle runs one fenced statement for the job's claim; a statement that
 // matched no row means the claim is gone.
@@ -394,8 +434,15 @@ func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.
 	switch {
 	case j == nil || j.q == nil:
 		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
-	case j.token == 0:
-		return false, opErr(op, j.q.name, fmt.Errorf("%w: job %d was already settled (Ack, Retry or Fail spend its claim)", ErrInvalidArgument, j.ID))
+	}
+	// The lock makes a settle and the worker's heartbeat of the same claim
+	// take turns; a claim spent meanwhile is refused below.
+	if j.mu != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+	}
+	if j.token == 0 {
+		return false, opErr(op, j.q.name, fmt.Errorf("%w: job %d was already settled (Ack, Retry, Fail or Snooze spend its claim)", ErrInvalidArgument, j.ID))
 	}
 	return run(j.q.handle, op, autoWrite(ctx), func(o target) (bool, error) {
 		ok, err := fn(o, j.q.s.now())
@@ -417,10 +464,12 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 	return run(q.handle, "ack many", autoWrite(ctx), func(o target) (int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
-			if j == nil || j.settled() || j.Queue != q.name {
+			if j == nil || j.Queue != q.name {
 				continue
 			}
-			refs = append(refs, claimRef{id: j.ID, token: j.token})
+			if token := j.claimToken(); token != 0 {
+				refs = append(refs, claimRef{id: j.ID, token: token})
+			}
 		}
 		if len(refs) == 0 {
 			return 0, nil
@@ -456,15 +505,57 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 	})
 }
 
-// Cancel moves a pending or running job to dead ("cancelled"); a running
-// job's worker then loses its claim. ErrNotFound when no such live job.
+// Cancel ends a pending or running job in state JobCancelled, with its
+// FinishedAt set; it never runs again. A running job loses its claim: the
+// worker running it, in this process or another, cancels its handler's
+// context (context.Cause matches ErrClaimLost) and settles nothing, and any
+// settle the handler still tries fails with ErrClaimLost. ErrNotFound when
+// no such live job.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
 	return run0(q.handle, "cancel", autoWrite(ctx), func(o target) error {
 		ok, err := o.cancel(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
+		} else if ok {
+			o.afterCommit(q.s.wake(claimTopic(q.name)))
 		}
 		return err
+	})
+}
+
+// Pause stops every worker of the queue, in every process, from claiming
+// its jobs (Claim returns none) until Resume; handlers already running
+// finish as usual, and jobs may still be enqueued. The pause is stored, so
+// it outlives restarts, and takes effect with the first claim after it
+// commits.
+func (q *Queue) Pause(ctx context.Context) error {
+	return q.setPaused(ctx, autoWrite(ctx), "pause", true)
+}
+
+// PauseTx is Pause inside tx: the queue pauses only if tx commits.
+func (q *Queue) PauseTx(ctx context.Context, tx Tx) error {
+	return q.setPaused(ctx, tx.via(), "pause", true)
+}
+
+// Resume lets the queue's workers claim again. They hear of it through the
+// wake feed, so claiming restarts at once, not at their next safety poll.
+// Resuming a queue that is not paused does nothing.
+func (q *Queue) Resume(ctx context.Context) error {
+	return q.setPaused(ctx, autoWrite(ctx), "resume", false)
+}
+
+// ResumeTx is Resume inside tx: the queue resumes only if tx commits.
+func (q *Queue) ResumeTx(ctx context.Context, tx Tx) error {
+	return q.setPaused(ctx, tx.via(), "resume", false)
+}
+
+func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) error {
+	return run0(q.handle, op, v, func(o target) error {
+		if err := o.setQueuePaused(ctx, q.name, paused, q.s.now()); err != nil {
+			return err
+		}
+		o.afterCommit(q.wake)
+		return nil
 	})
 }
 
@@ -489,16 +580,29 @@ type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
 	Running     int64         // claimed
-	Dead        int64         // failed, expired or cancelled
+	Dead        int64         // failed or expired
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
+	Paused      bool          // Pause was called and Resume not since (Queue.Stats only)
 }
 
 // Stats counts the queue's jobs by state, reading indexes only (see
-// QueueStats for which figures are exact).
+// QueueStats for which figures are exact), and says whether it is paused.
 func (q *Queue) Stats(ctx context.Context) (QueueStats, error) {
 	return run(q.handle, "stats", autoRead, func(o target) (QueueStats, error) {
-		return o.queueStats(ctx, q.name, q.s.now())
+		st, err := o.queueStats(ctx, q.name, q.s.now())
+		if err != nil {
+			return st, err
+		}
+		st.Paused, err = o.queuePaused(ctx, q.name)
+		return st, err
 	})
+}
+
+// jobClaim is a job's state and claim token as the database has them.
+type jobClaim struct {
+	id    int64
+	state JobState
+	token int64
 }
 
 // dueTime reads NextJobDue's answer: unix microseconds, 0 for none.

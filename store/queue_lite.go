@@ -112,6 +112,35 @@ func (o liteOps) cancel(ctx context.Context, queue string, id int64, now time.Ti
 	return n == 1, err
 }
 
+func (o liteOps) snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) {
+	n, err := o.q.SnoozeJob(ctx, litedb.SnoozeJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(), RunAt: runAt.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error) {
+	js, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := o.q.JobClaims(ctx, string(js))
+	return mapRows(rows, err, func(r litedb.JobClaimsRow) jobClaim {
+		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+	})
+}
+
+func (o liteOps) setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error {
+	p := int64(0)
+	if paused {
+		p = 1
+	}
+	return o.q.SetQueuePaused(ctx, litedb.SetQueuePausedParams{Queue: queue, Paused: p, Now: now.UnixMicro()})
+}
+
+func (o liteOps) queuePaused(ctx context.Context, queue string) (bool, error) {
+	p, err := o.q.QueuePaused(ctx, queue)
+	return p == 1, err
+}
+
 func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
 	n, err := o.q.RequeueJob(ctx, litedb.RequeueJobParams{Queue: queue, ID: id, Now: now.UnixMicro()})
 	return n == 1, err

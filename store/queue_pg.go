@@ -105,8 +105,29 @@ func (o pgOps) sweepExpired(ctx context.Context, queue string, now time.Time) (i
 }
 
 func (o pgOps) cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
-	n, err := o.q.CancelJob(ctx, pgdb.CancelJobParams{Queue: queue, ID: id, Now: now})
+	n, err := o.q.CancelJob(ctx, pgdb.CancelJobParams{Queue: queue, ID: id, Now: now, Wake: o.wake(claimTopic(queue))})
 	return n == 1, err
+}
+
+func (o pgOps) snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) {
+	n, err := o.q.SnoozeJob(ctx, pgdb.SnoozeJobParams{ID: id, ClaimToken: token, Now: now, RunAt: runAt})
+	return n == 1, err
+}
+
+func (o pgOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error) {
+	rows, err := o.q.JobClaims(ctx, ids)
+	return mapRows(rows, err, func(r pgdb.JobClaimsRow) jobClaim {
+		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+	})
+}
+
+func (o pgOps) setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error {
+	return o.q.SetQueuePaused(ctx, pgdb.SetQueuePausedParams{Queue: queue, Paused: paused, Now: now,
+		Wake: o.wake(queueTopic(queue))})
+}
+
+func (o pgOps) queuePaused(ctx context.Context, queue string) (bool, error) {
+	return o.q.QueuePaused(ctx, queue)
 }
 
 func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {

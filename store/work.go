@@ -12,21 +12,39 @@ import (
 	"time"
 )
 
-// WorkOpts configure Queue.Work. Zero values take the defaults.
+// WorkOpts configure Queue.Work. Zero values take the defaults, and each
+// option makes sense set alone.
 type WorkOpts struct {
-	Worker       string                          // claim owner; default host-pid
-	Concurrency  int                             // handlers at once; default 10
-	Batch        int                             // most jobs per claim; default Concurrency
-	Visibility   time.Duration                   // claim lease; default Timeout + 30s
-	Timeout      time.Duration                   // per handler run; default 30s, or 2/3 of a shorter Visibility; must be < Visibility
+	Worker      string // claim owner; default host-pid
+	Concurrency int    // handlers at once; default 10
+	Batch       int    // most jobs per claim; default Concurrency
+	// Visibility is the claim's lease: a job whose worker died is claimed
+	// again once it runs out. Work extends the claim of a handler still
+	// running every Visibility/3, so a handler may run longer than its
+	// Visibility (up to Timeout) without running twice. Default Timeout +
+	// 30s.
+	Visibility   time.Duration
+	Timeout      time.Duration                   // per handler run; default 30s, or 2/3 of a Visibility set alone
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
-	PollInterval time.Duration                   // safety poll when no wake comes; default 5s
+	PollInterval time.Duration                   // safety poll when no wake comes; default DefaultPollInterval
 }
+
+// DefaultPollInterval is how often an idle worker claims when no wake
+// comes. Wakes (an enqueue, a retry coming due, a resume) start claims at
+// once; the poll only bounds how long a lost wake can delay a job.
+const DefaultPollInterval = time.Second
 
 // Handler processes one job. Returning nil acks it; an error retries it with
 // backoff until its attempts are spent; an error wrapped with Permanent
-// fails it at once. A panic counts as an error.
+// fails it at once; Snooze(d) runs it again after d without spending an
+// attempt. A panic counts as an error.
+//
+// The handler's context ends at its Timeout, when the worker stops (after
+// Grace), and when the job's claim is lost: Queue.Cancel cancelled the job
+// (in any process) or the claim expired and another worker took the job.
+// Then context.Cause(ctx) matches ErrClaimLost and Work settles nothing: the
+// job is no longer this handler's.
 type Handler func(ctx context.Context, job *Job) error
 
 type permanentError struct{ err error }
@@ -39,6 +57,15 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Permanent marks a handler error as not worth retrying: the job goes to
 // dead at once.
 func Permanent(err error) error { return &permanentError{err} }
+
+type snoozeError struct{ delay time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.delay) }
+
+// Snooze is a handler result: Work puts the job back to run again after
+// delay (a negative one counts as 0) without spending an attempt or
+// recording an error, as Job.Snooze does. Work recognises it wrapped, too.
+func Snooze(delay time.Duration) error { return &snoozeError{max(delay, 0)} }
 
 // DefaultBackoff is exponential with jitter: about 1s, 2s, 4s, ... capped at
 // one hour. Attempt n waits between step n-1 and step n (0.5-1s, 1-2s, 2-4s,
@@ -81,9 +108,6 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 	if o.Visibility <= 0 {
 		o.Visibility = o.Timeout + 30*time.Second
 	}
-	if o.Timeout >= o.Visibility {
-		return o, fmt.Errorf("%w: Timeout %s must be shorter than Visibility %s", ErrInvalidArgument, o.Timeout, o.Visibility)
-	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
 	}
@@ -91,7 +115,7 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 		o.Grace = 30 * time.Second
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = 5 * time.Second
+		o.PollInterval = DefaultPollInterval
 	}
 	return o, nil
 }
@@ -111,7 +135,14 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // started); other errors are bad options.
 //
 // A handler may settle its own job (Ack, Retry with a delay of its choice,
-// Fail) and return; Work then leaves the job as the handler settled it.
+// Fail, Snooze) and return; Work then leaves the job as the handler settled
+// it.
+//
+// While the queue is paused (Queue.Pause) Work claims nothing; it starts
+// again at the resume's wake. Handlers that run longer than Visibility/3
+// get their claim extended by Visibility every Visibility/3 (a heartbeat,
+// fenced like every settle); when a heartbeat or a cancel wake finds the
+// claim gone, the handler's context is cancelled.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
 	if q.s == nil {
 		return opErr("work", q.name, errNoStore)
@@ -132,7 +163,8 @@ func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error 
 	}
 	defer leave()
 	w := &worker{q: q, opts: opts, handler: handler,
-		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1)}
+		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1),
+		running: map[*Job]*runningJob{}}
 	w.run(ctx)
 	if q.s.life.stoppedByClose() && ctx.Err() == nil {
 		return opErr("work", q.name, ErrClosed)
@@ -150,6 +182,15 @@ type worker struct {
 	wg      sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
+
+	mu      sync.Mutex
+	running map[*Job]*runningJob // handlers running
+}
+
+// runningJob is a running handler as the heartbeat and claim checks see it.
+type runningJob struct {
+	since     time.Time               // when its handler started
+	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -169,6 +210,17 @@ func (w *worker) run(ctx context.Context) {
 	w.acks = make(chan *Job, w.opts.Concurrency)
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
+
+	// Cancels reach running handlers through the queue's claim topic, until
+	// the last handler returned.
+	claims := w.q.s.subscribe(claimTopic(w.q.name))
+	defer claims.Close()
+	// Heartbeats run beside the handlers, until the last one returned.
+	watchCtx, stopWatching := context.WithCancel(settleCtx)
+	var watchers sync.WaitGroup
+	watchers.Add(2)
+	go func() { defer watchers.Done(); w.watchClaims(watchCtx, claims.C()) }()
+	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	for ctx.Err() == nil {
 		free := cap(w.slots) - len(w.slots)
@@ -212,8 +264,133 @@ func (w *worker) run(ctx context.Context) {
 	w.stopped.Store(true)
 	cancelHandlers()
 	<-done
+	stopWatching()
+	watchers.Wait()
 	close(w.acks)
 	<-ackerDone
+}
+
+// claimCheckGap spaces a worker's claim checks: on SQLite every commit by
+// any connection wakes every topic (the change watcher cannot tell what
+// changed), and a busy queue commits all the time.
+const claimCheckGap = 100 * time.Millisecond
+
+// watchClaims checks the claims of the running handlers after each wake of
+// the queue's claim topic (a Cancel here or elsewhere) and cancels the
+// handlers whose claim is gone.
+func (w *worker) watchClaims(ctx context.Context, wakes <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wakes:
+		}
+		w.checkClaims(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(claimCheckGap):
+		}
+	}
+}
+
+func (w *worker) checkClaims(ctx context.Context) {
+	w.mu.Lock()
+	held := make(map[int64]*Job, len(w.running))
+	for j := range w.running {
+		held[j.ID] = j
+	}
+	w.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	ids := make([]int64, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	rows, err := run(w.q.handle, "check claims", autoRead, func(o target) ([]jobClaim, error) {
+		return o.jobClaims(ctx, ids)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.q.s.log.Warn("alkstore: could not check running jobs' claims", "queue", w.q.name, "error", err)
+		}
+		return
+	}
+	found := make(map[int64]jobClaim, len(rows))
+	for _, r := range rows {
+		found[r.id] = r
+	}
+	for id, j := range held {
+		r, ok := found[id]
+		// The token is read after the rows: a handler's own settle that
+		// committed before them has spent it (claimToken waits for one in
+		// flight), so only claims taken away are cancelled.
+		token := j.claimToken()
+		if token == 0 || (ok && r.state == JobRunning && r.token == token) {
+			continue
+		}
+		cause := fmt.Errorf("job %d: its claim was taken by another worker or it finished: %w", id, ErrClaimLost)
+		if ok && r.state == JobCancelled {
+			cause = fmt.Errorf("job %d was cancelled: %w", id, ErrClaimLost)
+		}
+		w.claimGone(j, cause)
+	}
+}
+
+// claimGone cancels the handler of j, if it still runs, with cause.
+func (w *worker) claimGone(j *Job, cause error) {
+	w.mu.Lock()
+	r := w.running[j]
+	w.mu.Unlock()
+	if r != nil {
+		r.claimGone(cause)
+	}
+}
+
+// heartbeats extends, every Visibility/3, the claims of the handlers that
+// have run for Visibility/3 or more, by Visibility: a claim is extended
+// before two thirds of its lease are gone, and handlers shorter than a
+// third of it cost nothing. A beat that finds the claim gone cancels the
+// handler.
+func (w *worker) heartbeats(ctx context.Context) {
+	every := max(w.opts.Visibility/3, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		var due []*Job
+		for j, r := range w.running {
+			if time.Since(r.since) >= every {
+				due = append(due, j)
+			}
+		}
+		w.mu.Unlock()
+		var beats sync.WaitGroup
+		for _, j := range due {
+			beats.Add(1)
+			go func() { defer beats.Done(); w.heartbeat(ctx, j) }()
+		}
+		beats.Wait()
+	}
+}
+
+func (w *worker) heartbeat(ctx context.Context, j *Job) {
+	if j.settled() { // the handler settled its job itself
+		return
+	}
+	_, err := j.extend(ctx, w.opts.Visibility)
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		w.claimGone(j, fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
+	case err != nil && !j.settled() && ctx.Err() == nil:
+		w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "job", j.ID, "error", err)
+	}
 }
 
 // untilNextDue is how long to sleep when the queue has nothing claimable:
@@ -254,10 +431,24 @@ func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
 		default:
 		}
 	}()
-	ctx, cancel := context.WithTimeout(handlerBase, w.opts.Timeout)
+	claimCtx, claimGone := context.WithCancelCause(handlerBase)
+	ctx, cancel := context.WithTimeout(claimCtx, w.opts.Timeout)
+	w.mu.Lock()
+	w.running[j] = &runningJob{since: time.Now(), claimGone: claimGone}
+	w.mu.Unlock()
+
 	err := callHandler(ctx, w.handler, j)
+
+	w.mu.Lock()
+	delete(w.running, j)
+	w.mu.Unlock()
 	stoppedIt := err != nil && handlerBase.Err() != nil && w.stopped.Load()
+	lost := errors.Is(context.Cause(claimCtx), ErrClaimLost)
 	cancel()
+	claimGone(nil)
+	if lost {
+		return // cancelled or taken over: the job is not ours to settle
+	}
 	w.settle(settleCtx, j, err, stoppedIt)
 }
 
@@ -278,10 +469,13 @@ func (w *worker) settle(ctx context.Context, j *Job, err error, stoppedIt bool) 
 		return
 	}
 	var perm *permanentError
+	var snooze *snoozeError
 	switch {
 	case err == nil:
 		w.acks <- j
 		return
+	case errors.As(err, &snooze):
+		err = j.Snooze(ctx, snooze.delay)
 	case stoppedIt:
 		err = j.release(ctx)
 	case errors.As(err, &perm):

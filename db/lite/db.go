@@ -129,6 +129,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
+	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
+		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
+	}
 	if q.jobQueuesStmt, err = db.PrepareContext(ctx, jobQueues); err != nil {
 		return nil, fmt.Errorf("error preparing query JobQueues: %w", err)
 	}
@@ -174,6 +177,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
 	}
+	if q.queuePausedStmt, err = db.PrepareContext(ctx, queuePaused); err != nil {
+		return nil, fmt.Errorf("error preparing query QueuePaused: %w", err)
+	}
 	if q.queueStatsStmt, err = db.PrepareContext(ctx, queueStats); err != nil {
 		return nil, fmt.Errorf("error preparing query QueueStats: %w", err)
 	}
@@ -203,6 +209,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
+	}
+	if q.setQueuePausedStmt, err = db.PrepareContext(ctx, setQueuePaused); err != nil {
+		return nil, fmt.Errorf("error preparing query SetQueuePaused: %w", err)
+	}
+	if q.snoozeJobStmt, err = db.PrepareContext(ctx, snoozeJob); err != nil {
+		return nil, fmt.Errorf("error preparing query SnoozeJob: %w", err)
 	}
 	if q.streamEventStatsStmt, err = db.PrepareContext(ctx, streamEventStats); err != nil {
 		return nil, fmt.Errorf("error preparing query StreamEventStats: %w", err)
@@ -420,6 +432,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
 		}
 	}
+	if q.jobClaimsStmt != nil {
+		if cerr := q.jobClaimsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
+		}
+	}
 	if q.jobQueuesStmt != nil {
 		if cerr := q.jobQueuesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing jobQueuesStmt: %w", cerr)
@@ -495,6 +512,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
 		}
 	}
+	if q.queuePausedStmt != nil {
+		if cerr := q.queuePausedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing queuePausedStmt: %w", cerr)
+		}
+	}
 	if q.queueStatsStmt != nil {
 		if cerr := q.queueStatsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing queueStatsStmt: %w", cerr)
@@ -543,6 +565,16 @@ func (q *Queries) Close() error {
 	if q.saveOffsetStmt != nil {
 		if cerr := q.saveOffsetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
+		}
+	}
+	if q.setQueuePausedStmt != nil {
+		if cerr := q.setQueuePausedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setQueuePausedStmt: %w", cerr)
+		}
+	}
+	if q.snoozeJobStmt != nil {
+		if cerr := q.snoozeJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing snoozeJobStmt: %w", cerr)
 		}
 	}
 	if q.streamEventStatsStmt != nil {
@@ -679,6 +711,7 @@ type Queries struct {
 	getScheduleStmt            *sql.Stmt
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
+	jobClaimsStmt              *sql.Stmt
 	jobQueuesStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
@@ -694,6 +727,7 @@ type Queries struct {
 	publishEventStmt           *sql.Stmt
 	publishEventsStmt          *sql.Stmt
 	publishKeyedEventStmt      *sql.Stmt
+	queuePausedStmt            *sql.Stmt
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
@@ -704,6 +738,8 @@ type Queries struct {
 	retentionWindowStmt        *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
+	setQueuePausedStmt         *sql.Stmt
+	snoozeJobStmt              *sql.Stmt
 	streamEventStatsStmt       *sql.Stmt
 	streamHeadStatsStmt        *sql.Stmt
 	streamsWithHeadlessStmt    *sql.Stmt
@@ -757,6 +793,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getScheduleStmt:            q.getScheduleStmt,
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
+		jobClaimsStmt:              q.jobClaimsStmt,
 		jobQueuesStmt:              q.jobQueuesStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
@@ -772,6 +809,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		publishEventStmt:           q.publishEventStmt,
 		publishEventsStmt:          q.publishEventsStmt,
 		publishKeyedEventStmt:      q.publishKeyedEventStmt,
+		queuePausedStmt:            q.queuePausedStmt,
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
@@ -782,6 +820,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		retentionWindowStmt:        q.retentionWindowStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,
+		setQueuePausedStmt:         q.setQueuePausedStmt,
+		snoozeJobStmt:              q.snoozeJobStmt,
 		streamEventStatsStmt:       q.streamEventStatsStmt,
 		streamHeadStatsStmt:        q.streamHeadStatsStmt,
 		streamsWithHeadlessStmt:    q.streamsWithHeadlessStmt,

@@ -110,7 +110,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
@@ -120,7 +120,8 @@ type CancelJobParams struct {
 	Queue string
 }
 
-// A pending or running job goes to dead; a running claim is lost.
+// A pending or running job ends cancelled; a running claim is lost (its
+// worker hears of it through the change watcher and cancels the handler).
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.cancelJobStmt, cancelJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {
@@ -198,6 +199,7 @@ const claimableJobs = `-- name: ClaimableJobs :many
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = ?2 AND h.state = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?2 AND pq.paused)
             ORDER BY h.priority DESC LIMIT 1), 0
     UNION ALL
     SELECT (SELECT h.priority FROM alk_jobs h
@@ -223,6 +225,7 @@ SELECT c.id FROM (
                    WHERE x.queue = ?2 AND x.state = 'running'
                      AND x.claim_expires_at <= ?3 AND x.attempts < x.max_attempts
                      AND (x.expires_at IS NULL OR x.expires_at > ?3)
+                     AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?2 AND pq.paused)
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT ?1)
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
@@ -247,7 +250,9 @@ type ClaimableJobsParams struct {
 // max_jobs ready rows. So delayed rows, wherever their priority, are never
 // read, and the outer ORDER BY picks exactly the rows one ordered scan of
 // every ready row would. No locks: the writer slot serializes claims, so
-// the counts are exact.
+// the counts are exact. A paused queue (a row in alk_queues with paused
+// set) gives nothing, so every worker of every process honours a pause from
+// the claim after it commits.
 func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]int64, error) {
 	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
 	if err != nil {
@@ -514,8 +519,45 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 	return result.RowsAffected()
 }
 
+const jobClaims = `-- name: JobClaims :many
+SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
+`
+
+type JobClaimsRow struct {
+	ID         int64
+	State      string
+	ClaimToken *int64
+}
+
+// The state and claim of each of these jobs (ids: a JSON array; a worker
+// checks its running handlers' claims after a wake); deleted jobs give no
+// row.
+func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRow, error) {
+	rows, err := q.query(ctx, q.jobClaimsStmt, jobClaims, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobClaimsRow
+	for rows.Next() {
+		var i JobClaimsRow
+		if err := rows.Scan(&i.ID, &i.State, &i.ClaimToken); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const nextJobDue = `-- name: NextJobDue :one
-SELECT CAST(COALESCE(min(due), 0) AS INTEGER) AS due_us FROM (
+SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND pq.paused) THEN 0
+                 ELSE COALESCE(min(due), 0) END AS INTEGER) AS due_us FROM (
     SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = ?1 AND p.state = 'pending'
     UNION ALL
     SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = ?1 AND r.state = 'running'
@@ -524,11 +566,23 @@ SELECT CAST(COALESCE(min(due), 0) AS INTEGER) AS due_us FROM (
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
+// A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.queryRow(ctx, q.nextJobDueStmt, nextJobDue, queue)
 	var due_us int64
 	err := row.Scan(&due_us)
 	return due_us, err
+}
+
+const queuePaused = `-- name: QueuePaused :one
+SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = ?1 AND paused) AS INTEGER) AS paused
+`
+
+func (q *Queries) QueuePaused(ctx context.Context, queue string) (int64, error) {
+	row := q.queryRow(ctx, q.queuePausedStmt, queuePaused, queue)
+	var paused int64
+	err := row.Scan(&paused)
+	return paused, err
 }
 
 const queueStats = `-- name: QueueStats :one
@@ -637,6 +691,53 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 	result, err := q.exec(ctx, q.retryJobStmt, retryJob,
 		arg.RunAt,
 		arg.Cause,
+		arg.ID,
+		arg.ClaimToken,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const setQueuePaused = `-- name: SetQueuePaused :exec
+INSERT INTO alk_queues (name, paused, updated_at)
+VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+`
+
+type SetQueuePausedParams struct {
+	Queue  string
+	Paused int64
+	Now    int64
+}
+
+// Pauses or resumes a queue (a queue without a row is not paused). Other
+// processes' change watchers see the commit and wake their workers.
+func (q *Queries) SetQueuePaused(ctx context.Context, arg SetQueuePausedParams) error {
+	_, err := q.exec(ctx, q.setQueuePausedStmt, setQueuePaused, arg.Queue, arg.Paused, arg.Now)
+	return err
+}
+
+const snoozeJob = `-- name: SnoozeJob :execrows
+UPDATE alk_jobs
+SET state = 'pending', attempts = attempts - 1, run_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id = ?2 AND state = 'running' AND claim_token = CAST(?3 AS INTEGER) AND claim_expires_at > CAST(?4 AS INTEGER)
+`
+
+type SnoozeJobParams struct {
+	RunAt      int64
+	ID         int64
+	ClaimToken int64
+	Now        int64
+}
+
+// Back to pending at run_at without spending the attempt: the handler asked
+// to run again later. Fenced like every settle.
+func (q *Queries) SnoozeJob(ctx context.Context, arg SnoozeJobParams) (int64, error) {
+	result, err := q.exec(ctx, q.snoozeJobStmt, snoozeJob,
+		arg.RunAt,
 		arg.ID,
 		arg.ClaimToken,
 		arg.Now,

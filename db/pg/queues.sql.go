@@ -116,20 +116,32 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 }
 
 const cancelJob = `-- name: CancelJob :execrows
-UPDATE alkstore.jobs
-SET state = 'dead', finished_at = $1::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
-WHERE id = $2 AND queue = $3 AND state IN ('pending', 'running')
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+)
+UPDATE alkstore.jobs j
+SET state = 'cancelled', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
+FROM w
+WHERE j.id = $2 AND j.queue = $3::text AND j.state IN ('pending', 'running')
 `
 
 type CancelJobParams struct {
 	Now   time.Time
 	ID    int64
 	Queue string
+	Wake  string
 }
 
-// A pending or running job goes to dead; a running claim is lost.
+// A pending or running job ends cancelled; a running claim is lost, and the
+// wake (the queue's cancel topic) tells its worker, wherever it runs, to
+// cancel the handler.
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
-	result, err := q.db.Exec(ctx, cancelJob, arg.Now, arg.ID, arg.Queue)
+	result, err := q.db.Exec(ctx, cancelJob,
+		arg.Now,
+		arg.ID,
+		arg.Queue,
+		arg.Wake,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -140,6 +152,7 @@ const claimJobs = `-- name: ClaimJobs :many
 WITH RECURSIVE prios AS (
     (SELECT j.priority FROM alkstore.jobs j
      WHERE j.queue = $5::text AND j.state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $5::text AND pq.paused)
      ORDER BY j.priority DESC
      LIMIT 1)
     UNION ALL
@@ -168,6 +181,7 @@ expired AS (
     WHERE j.queue = $5::text AND j.state = 'running'
       AND j.claim_expires_at <= $1::timestamptz AND j.attempts < j.max_attempts
       AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $5::text AND pq.paused)
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT $6::integer
     FOR UPDATE SKIP LOCKED
@@ -203,6 +217,9 @@ type ClaimJobsParams struct {
 // read. The nested loop over prios yields its rows in priority order and
 // stops (with its locks) at max_jobs, the rows the single ordered scan of
 // jobs_ready gave before; picked sorts them all again.
+// A paused queue (a row in queues with paused set) gives nothing: the
+// check is a one-time filter on both branches, so every worker of every
+// process honours a pause from the statement after it commits.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, claimJobs,
 		arg.Now,
@@ -552,21 +569,66 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 	return result.RowsAffected(), nil
 }
 
+const jobClaims = `-- name: JobClaims :many
+SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY($1::bigint[])
+`
+
+type JobClaimsRow struct {
+	ID         int64
+	State      string
+	ClaimToken *int64
+}
+
+// The state and claim of each of these jobs (a worker checks its running
+// handlers' claims after a cancel wake); deleted jobs give no row.
+func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, error) {
+	rows, err := q.db.Query(ctx, jobClaims, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobClaimsRow
+	for rows.Next() {
+		var i JobClaimsRow
+		if err := rows.Scan(&i.ID, &i.State, &i.ClaimToken); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const nextJobDue = `-- name: NextJobDue :one
-SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
+SELECT CASE WHEN EXISTS (SELECT 1 FROM alkstore.queues WHERE name = $1::text AND paused) THEN 0
+       ELSE COALESCE(EXTRACT(EPOCH FROM LEAST(
     (SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
     (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'running')
-)) * 1000000, 0)::bigint AS due_us
+)) * 1000000, 0) END::bigint AS due_us
 `
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
 // Each min is the first entry of a partial index (jobs_due, jobs_running).
+// A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.db.QueryRow(ctx, nextJobDue, queue)
 	var due_us int64
 	err := row.Scan(&due_us)
 	return due_us, err
+}
+
+const queuePaused = `-- name: QueuePaused :one
+SELECT EXISTS (SELECT 1 FROM alkstore.queues WHERE name = $1::text AND paused) AS paused
+`
+
+func (q *Queries) QueuePaused(ctx context.Context, queue string) (bool, error) {
+	row := q.db.QueryRow(ctx, queuePaused, queue)
+	var paused bool
+	err := row.Scan(&paused)
+	return paused, err
 }
 
 const queueStats = `-- name: QueueStats :one
@@ -676,6 +738,64 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 	result, err := q.db.Exec(ctx, retryJob,
 		arg.RunAt,
 		arg.Cause,
+		arg.ID,
+		arg.ClaimToken,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const setQueuePaused = `-- name: SetQueuePaused :exec
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+)
+INSERT INTO alkstore.queues (name, paused, updated_at)
+SELECT $1::text, $2::boolean, $3::timestamptz
+FROM w
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+`
+
+type SetQueuePausedParams struct {
+	Queue  string
+	Paused bool
+	Now    time.Time
+	Wake   string
+}
+
+// Pauses or resumes a queue (a queue without a row is not paused). The wake
+// reaches the queue's workers in every process: on resume they claim at
+// once instead of at their next safety poll.
+func (q *Queries) SetQueuePaused(ctx context.Context, arg SetQueuePausedParams) error {
+	_, err := q.db.Exec(ctx, setQueuePaused,
+		arg.Queue,
+		arg.Paused,
+		arg.Now,
+		arg.Wake,
+	)
+	return err
+}
+
+const snoozeJob = `-- name: SnoozeJob :execrows
+UPDATE alkstore.jobs
+SET state = 'pending', attempts = attempts - 1, run_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
+WHERE id = $2 AND state = 'running' AND claim_token = $3::bigint AND claim_expires_at > $4::timestamptz
+`
+
+type SnoozeJobParams struct {
+	RunAt      time.Time
+	ID         int64
+	ClaimToken int64
+	Now        time.Time
+}
+
+// Back to pending at run_at without spending the attempt: the handler asked
+// to run again later. Fenced like every settle.
+func (q *Queries) SnoozeJob(ctx context.Context, arg SnoozeJobParams) (int64, error) {
+	result, err := q.db.Exec(ctx, snoozeJob,
+		arg.RunAt,
 		arg.ID,
 		arg.ClaimToken,
 		arg.Now,

@@ -67,10 +67,13 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
 -- max_jobs ready rows. So delayed rows, wherever their priority, are never
 -- read, and the outer ORDER BY picks exactly the rows one ordered scan of
 -- every ready row would. No locks: the writer slot serializes claims, so
--- the counts are exact.
+-- the counts are exact. A paused queue (a row in alk_queues with paused
+-- set) gives nothing, so every worker of every process honours a pause from
+-- the claim after it commits.
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused)
             ORDER BY h.priority DESC LIMIT 1), 0
     UNION ALL
     SELECT (SELECT h.priority FROM alk_jobs h
@@ -96,6 +99,7 @@ SELECT c.id FROM (
                    WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
                      AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
                      AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
+                     AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused)
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
@@ -164,9 +168,10 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
                AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
--- A pending or running job goes to dead; a running claim is lost.
+-- A pending or running job ends cancelled; a running claim is lost (its
+-- worker hears of it through the change watcher and cancels the handler).
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
@@ -193,8 +198,34 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes
 -- claimable (a pending job's run_at or a claim's deadline); 0 when none.
-SELECT CAST(COALESCE(min(due), 0) AS INTEGER) AS due_us FROM (
+-- A paused queue has nothing due: its workers wait for the resume's wake.
+SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused) THEN 0
+                 ELSE COALESCE(min(due), 0) END AS INTEGER) AS due_us FROM (
     SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = sqlc.arg(queue) AND p.state = 'pending'
     UNION ALL
     SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = sqlc.arg(queue) AND r.state = 'running'
 );
+
+
+-- name: SnoozeJob :execrows
+-- Back to pending at run_at without spending the attempt: the handler asked
+-- to run again later. Fenced like every settle.
+UPDATE alk_jobs
+SET state = 'pending', attempts = attempts - 1, run_at = CAST(@run_at AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
+
+-- name: SetQueuePaused :exec
+-- Pauses or resumes a queue (a queue without a row is not paused). Other
+-- processes' change watchers see the commit and wake their workers.
+INSERT INTO alk_queues (name, paused, updated_at)
+VALUES (@queue, @paused, @now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
+
+-- name: QueuePaused :one
+SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = @queue AND paused) AS INTEGER) AS paused;
+
+-- name: JobClaims :many
+-- The state and claim of each of these jobs (ids: a JSON array; a worker
+-- checks its running handlers' claims after a wake); deleted jobs give no
+-- row.
+SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));

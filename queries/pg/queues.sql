@@ -102,9 +102,13 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
 -- read. The nested loop over prios yields its rows in priority order and
 -- stops (with its locks) at max_jobs, the rows the single ordered scan of
 -- jobs_ready gave before; picked sorts them all again.
+-- A paused queue (a row in queues with paused set) gives nothing: the
+-- check is a one-time filter on both branches, so every worker of every
+-- process honours a pause from the statement after it commits.
 WITH RECURSIVE prios AS (
     (SELECT j.priority FROM alkstore.jobs j
      WHERE j.queue = @queue::text AND j.state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
      ORDER BY j.priority DESC
      LIMIT 1)
     UNION ALL
@@ -133,6 +137,7 @@ expired AS (
     WHERE j.queue = @queue::text AND j.state = 'running'
       AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts
       AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
     ORDER BY j.priority DESC, j.run_at, j.id
     LIMIT @max_jobs::integer
     FOR UPDATE SKIP LOCKED
@@ -209,10 +214,16 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
              FOR UPDATE SKIP LOCKED);
 
 -- name: CancelJob :execrows
--- A pending or running job goes to dead; a running claim is lost.
-UPDATE alkstore.jobs
-SET state = 'dead', finished_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
+-- A pending or running job ends cancelled; a running claim is lost, and the
+-- wake (the queue's cancel topic) tells its worker, wherever it runs, to
+-- cancel the handler.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+UPDATE alkstore.jobs j
+SET state = 'cancelled', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+FROM w
+WHERE j.id = @id AND j.queue = @queue::text AND j.state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead job back to pending, due now, with its attempts reset.
@@ -240,7 +251,37 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::
 -- The earliest moment, in unix microseconds, a job of the queue becomes
 -- claimable (a pending job's run_at or a claim's deadline); 0 when none.
 -- Each min is the first entry of a partial index (jobs_due, jobs_running).
-SELECT COALESCE(EXTRACT(EPOCH FROM LEAST(
+-- A paused queue has nothing due: its workers wait for the resume's wake.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM alkstore.queues WHERE name = @queue::text AND paused) THEN 0
+       ELSE COALESCE(EXTRACT(EPOCH FROM LEAST(
     (SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
     (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running')
-)) * 1000000, 0)::bigint AS due_us;
+)) * 1000000, 0) END::bigint AS due_us;
+
+
+-- name: SnoozeJob :execrows
+-- Back to pending at run_at without spending the attempt: the handler asked
+-- to run again later. Fenced like every settle.
+UPDATE alkstore.jobs
+SET state = 'pending', attempts = attempts - 1, run_at = @run_at::timestamptz, claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
+
+-- name: SetQueuePaused :exec
+-- Pauses or resumes a queue (a queue without a row is not paused). The wake
+-- reaches the queue's workers in every process: on resume they claim at
+-- once instead of at their next safety poll.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+INSERT INTO alkstore.queues (name, paused, updated_at)
+SELECT @queue::text, @paused::boolean, @now::timestamptz
+FROM w
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
+
+-- name: QueuePaused :one
+SELECT EXISTS (SELECT 1 FROM alkstore.queues WHERE name = @queue::text AND paused) AS paused;
+
+-- name: JobClaims :many
+-- The state and claim of each of these jobs (a worker checks its running
+-- handlers' claims after a cancel wake); deleted jobs give no row.
+SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY(@ids::bigint[]);
