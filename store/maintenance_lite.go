@@ -92,3 +92,7 @@ func (o liteOps) queueCounts(ctx context.Context, now time.Time) ([]NamedQueueSt
 	}
 	return out, err
 }
+
+func (o liteOps) deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
+	return o.q.DeleteFinishedJobs(ctx, litedb.DeleteFinishedJobsParams{Now: now.UnixMicro(), Batch: int64(batch)})
+}

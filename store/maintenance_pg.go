@@ -91,3 +91,7 @@ func (o pgOps) queueCounts(ctx context.Context, now time.Time) ([]NamedQueueStat
 	}
 	return out, err
 }
+
+func (o pgOps) deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
+	return o.q.DeleteFinishedJobs(ctx, pgdb.DeleteFinishedJobsParams{Now: now, Batch: clampLimit(batch)})
+}

@@ -37,7 +37,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 			t.Helper()
 			j, err := q.Job(c, id)
 			require.NoError(t, err)
-			assert.Equal(t, store.JobDead, j.State)
+			assert.Equal(t, store.JobExpired, j.State)
 			assert.Equal(t, "expired", j.LastError)
 			assert.NotNil(t, j.FinishedAt)
 			assert.Nil(t, j.ClaimExpiresAt)

@@ -60,6 +60,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.compactedStreamsStmt, err = db.PrepareContext(ctx, compactedStreams); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactedStreams: %w", err)
 	}
+	if q.completeJobStmt, err = db.PrepareContext(ctx, completeJob); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJob: %w", err)
+	}
+	if q.completeJobsStmt, err = db.PrepareContext(ctx, completeJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJobs: %w", err)
+	}
+	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
+		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
+	}
 	if q.configureStreamStmt, err = db.PrepareContext(ctx, configureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureStream: %w", err)
 	}
@@ -72,8 +81,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.deleteExpiredHeadlessStmt, err = db.PrepareContext(ctx, deleteExpiredHeadless); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteExpiredHeadless: %w", err)
 	}
+	if q.deleteFinishedJobsStmt, err = db.PrepareContext(ctx, deleteFinishedJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteFinishedJobs: %w", err)
+	}
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
+	}
+	if q.deleteJobStmt, err = db.PrepareContext(ctx, deleteJob); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteJob: %w", err)
 	}
 	if q.deleteScheduleStmt, err = db.PrepareContext(ctx, deleteSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteSchedule: %w", err)
@@ -123,6 +138,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
 		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
 	}
+	if q.listJobsStmt, err = db.PrepareContext(ctx, listJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListJobs: %w", err)
+	}
+	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
+		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
+	}
+	if q.listRunningJobsStmt, err = db.PrepareContext(ctx, listRunningJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListRunningJobs: %w", err)
+	}
 	if q.listSchedulesStmt, err = db.PrepareContext(ctx, listSchedules); err != nil {
 		return nil, fmt.Errorf("error preparing query ListSchedules: %w", err)
 	}
@@ -171,8 +195,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
 	}
+	if q.requeueDeadJobsStmt, err = db.PrepareContext(ctx, requeueDeadJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query RequeueDeadJobs: %w", err)
+	}
 	if q.requeueJobStmt, err = db.PrepareContext(ctx, requeueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RequeueJob: %w", err)
+	}
+	if q.resetOffsetStmt, err = db.PrepareContext(ctx, resetOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query ResetOffset: %w", err)
 	}
 	if q.resumeScheduleStmt, err = db.PrepareContext(ctx, resumeSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query ResumeSchedule: %w", err)
@@ -278,6 +308,21 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing compactedStreamsStmt: %w", cerr)
 		}
 	}
+	if q.completeJobStmt != nil {
+		if cerr := q.completeJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobStmt: %w", cerr)
+		}
+	}
+	if q.completeJobsStmt != nil {
+		if cerr := q.completeJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobsStmt: %w", cerr)
+		}
+	}
+	if q.configureQueueStmt != nil {
+		if cerr := q.configureQueueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing configureQueueStmt: %w", cerr)
+		}
+	}
 	if q.configureStreamStmt != nil {
 		if cerr := q.configureStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing configureStreamStmt: %w", cerr)
@@ -298,9 +343,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing deleteExpiredHeadlessStmt: %w", cerr)
 		}
 	}
+	if q.deleteFinishedJobsStmt != nil {
+		if cerr := q.deleteFinishedJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteFinishedJobsStmt: %w", cerr)
+		}
+	}
 	if q.deleteHeadStmt != nil {
 		if cerr := q.deleteHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteHeadStmt: %w", cerr)
+		}
+	}
+	if q.deleteJobStmt != nil {
+		if cerr := q.deleteJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteJobStmt: %w", cerr)
 		}
 	}
 	if q.deleteScheduleStmt != nil {
@@ -383,6 +438,21 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listHeadsStmt: %w", cerr)
 		}
 	}
+	if q.listJobsStmt != nil {
+		if cerr := q.listJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listJobsStmt: %w", cerr)
+		}
+	}
+	if q.listQueueSettingsStmt != nil {
+		if cerr := q.listQueueSettingsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listQueueSettingsStmt: %w", cerr)
+		}
+	}
+	if q.listRunningJobsStmt != nil {
+		if cerr := q.listRunningJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listRunningJobsStmt: %w", cerr)
+		}
+	}
 	if q.listSchedulesStmt != nil {
 		if cerr := q.listSchedulesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listSchedulesStmt: %w", cerr)
@@ -463,9 +533,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
 		}
 	}
+	if q.requeueDeadJobsStmt != nil {
+		if cerr := q.requeueDeadJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing requeueDeadJobsStmt: %w", cerr)
+		}
+	}
 	if q.requeueJobStmt != nil {
 		if cerr := q.requeueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing requeueJobStmt: %w", cerr)
+		}
+	}
+	if q.resetOffsetStmt != nil {
+		if cerr := q.resetOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing resetOffsetStmt: %w", cerr)
 		}
 	}
 	if q.resumeScheduleStmt != nil {
@@ -584,11 +664,16 @@ type Queries struct {
 	claimableJobsStmt          *sql.Stmt
 	compactSupersededStmt      *sql.Stmt
 	compactedStreamsStmt       *sql.Stmt
+	completeJobStmt            *sql.Stmt
+	completeJobsStmt           *sql.Stmt
+	configureQueueStmt         *sql.Stmt
 	configureStreamStmt        *sql.Stmt
 	consumerLagsStmt           *sql.Stmt
 	deleteEventStmt            *sql.Stmt
 	deleteExpiredHeadlessStmt  *sql.Stmt
+	deleteFinishedJobsStmt     *sql.Stmt
 	deleteHeadStmt             *sql.Stmt
+	deleteJobStmt              *sql.Stmt
 	deleteScheduleStmt         *sql.Stmt
 	dueSchedulesStmt           *sql.Stmt
 	enqueueJobStmt             *sql.Stmt
@@ -605,6 +690,9 @@ type Queries struct {
 	insertHeadlessHeadStmt     *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
+	listJobsStmt               *sql.Stmt
+	listQueueSettingsStmt      *sql.Stmt
+	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
 	lockCompactionHeadStmt     *sql.Stmt
 	nextJobDueStmt             *sql.Stmt
@@ -621,7 +709,9 @@ type Queries struct {
 	readEventsFromConsumerStmt *sql.Stmt
 	releaseJobStmt             *sql.Stmt
 	releaseLeaseStmt           *sql.Stmt
+	requeueDeadJobsStmt        *sql.Stmt
 	requeueJobStmt             *sql.Stmt
+	resetOffsetStmt            *sql.Stmt
 	resumeScheduleStmt         *sql.Stmt
 	retryJobStmt               *sql.Stmt
 	saveOffsetStmt             *sql.Stmt
@@ -653,11 +743,16 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		claimableJobsStmt:          q.claimableJobsStmt,
 		compactSupersededStmt:      q.compactSupersededStmt,
 		compactedStreamsStmt:       q.compactedStreamsStmt,
+		completeJobStmt:            q.completeJobStmt,
+		completeJobsStmt:           q.completeJobsStmt,
+		configureQueueStmt:         q.configureQueueStmt,
 		configureStreamStmt:        q.configureStreamStmt,
 		consumerLagsStmt:           q.consumerLagsStmt,
 		deleteEventStmt:            q.deleteEventStmt,
 		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
+		deleteFinishedJobsStmt:     q.deleteFinishedJobsStmt,
 		deleteHeadStmt:             q.deleteHeadStmt,
+		deleteJobStmt:              q.deleteJobStmt,
 		deleteScheduleStmt:         q.deleteScheduleStmt,
 		dueSchedulesStmt:           q.dueSchedulesStmt,
 		enqueueJobStmt:             q.enqueueJobStmt,
@@ -674,6 +769,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
+		listJobsStmt:               q.listJobsStmt,
+		listQueueSettingsStmt:      q.listQueueSettingsStmt,
+		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
 		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
 		nextJobDueStmt:             q.nextJobDueStmt,
@@ -690,7 +788,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
 		releaseJobStmt:             q.releaseJobStmt,
 		releaseLeaseStmt:           q.releaseLeaseStmt,
+		requeueDeadJobsStmt:        q.requeueDeadJobsStmt,
 		requeueJobStmt:             q.requeueJobStmt,
+		resetOffsetStmt:            q.resetOffsetStmt,
 		resumeScheduleStmt:         q.resumeScheduleStmt,
 		retryJobStmt:               q.retryJobStmt,
 		saveOffsetStmt:             q.saveOffsetStmt,

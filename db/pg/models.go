@@ -90,6 +90,8 @@ type AlkstoreJob struct {
 	LastError *string
 	// When the job reached its final state (NULL while pending or running)
 	FinishedAt *time.Time
+	// The last 20 attempt errors, oldest first: [{"attempt": n, "at_us": unix microseconds, "error": text}]
+	Errors []byte
 }
 
 // Leases electing one holder for a singleton role (the scheduler)
