@@ -40,8 +40,8 @@ const (
 // a new hot statement on the job tables belongs here. Each names the
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
-	"pg":   {"ClaimJobs", "NextJobDue"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue"},
+	"pg":   {"ClaimJobs", "NextJobDue", "ListJobs", "RequeueDeadJobs"},
+	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "ListJobs", "RequeueDeadJobs"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -75,9 +75,11 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 		args := map[string]any{
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
+			"state": "dead", "after": int64(planDead / 2), "batch": planReady, "before": now, // ListJobs, RequeueDeadJobs
 		}
 		if e.name == "lite" {
 			args["now"], args["claimexpiresat"] = now.UnixMicro(), now.Add(time.Minute).UnixMicro()
+			args["before"] = now.UnixMicro()
 		}
 		if e.name == "pg" {
 			for _, name := range planStatements[e.name] {

@@ -522,10 +522,13 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alkstore.jobs
-WHERE queue = $1::text AND state = $2::text AND state <> 'running' AND id > $3::bigint
-ORDER BY id
-LIMIT $4::integer
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors FROM (SELECT x.state, x.id FROM alkstore.jobs x
+                 WHERE x.queue = $1::text AND x.state <> 'running'
+                   AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
+                 ORDER BY x.state, x.id
+                 LIMIT $4::integer) AS page
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+ORDER BY page.id
 `
 
 type ListJobsParams struct {
@@ -536,8 +539,15 @@ type ListJobsParams struct {
 }
 
 // A page of the queue's jobs in one state other than running, in id order
-// after @after, through jobs_listing (the literal state <> 'running' lets
-// a generic plan use that partial index).
+// after @after. The page's ids are one range of jobs_listing, read
+// index-only; its rows are one primary-key lookup each (LATERAL ... LIMIT
+// 1 keeps a generic plan, which cannot know the page size, from hashing
+// the whole table instead). The state is bounded as a range, not equated,
+// and the ids ordered by (state, id): with state = @state the planner may
+// walk jobs_pkey in id order instead, filtering every other row of the
+// table, when it misjudges where the state's rows lie (822 buffers for 100
+// rows on the plan test's skewed queue; 307 this way). The literal state
+// <> 'running' lets a generic plan use the partial index.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, listJobs,
 		arg.Queue,
