@@ -467,7 +467,7 @@ type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
 	Running     int64         // claimed
-	Dead        int64         // failed, expired or cancelled
+	Dead        int64         // failed for good (state dead; completed, cancelled and expired jobs are not counted)
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
 }
 
