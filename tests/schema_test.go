@@ -351,13 +351,17 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		}
 		w.heads[gone] = ""
 	}
+	diedAt := "died_at" // 00006 renamed it
+	if v >= 6 {
+		diedAt = "finished_at"
+	}
 	if pg {
 		exec(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 			SELECT 'data', 'c', max(id) FROM alkstore.events WHERE stream = 'data'
 			ON CONFLICT (stream, consumer) DO UPDATE SET committed_offset = excluded.committed_offset`)
 		exec(`INSERT INTO alkstore.streams (name, compacted) VALUES ('kv', true) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at) VALUES ('jobs', $1, 3, now() - interval '1 second')`, []byte("job"+tag))
-		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, `+diedAt+`, last_error)
 			VALUES ('jobs', $1, 1, now(), 'dead', 1, now(), 'boom')`, []byte("dead"+tag))
 	} else {
 		exec(`INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
@@ -366,7 +370,7 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		exec(`INSERT INTO alk_streams (name, compacted) VALUES ('kv', 1) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('jobs', ?, 3, ?, ?)`,
 			[]byte("job"+tag), now.UnixMicro(), now.Add(-time.Second).UnixMicro())
-		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, `+diedAt+`, last_error)
 			VALUES ('jobs', ?, 1, ?, ?, 'dead', 1, ?, 'boom')`, []byte("dead"+tag), now.UnixMicro(), now.UnixMicro(), now.UnixMicro())
 	}
 	w.offset = len(w.events) - 1
