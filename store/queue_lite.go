@@ -182,12 +182,15 @@ func (o liteOps) deleteJob(ctx context.Context, queue string, id int64) (bool, e
 }
 
 func (o liteOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
-	if state == JobRunning {
+	switch state {
+	case JobPending:
+		rows, err := o.q.ListPendingJobs(ctx, litedb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
+		return mapRows(rows, err, liteJob)
+	case JobRunning:
 		rows, err := o.q.ListRunningJobs(ctx, litedb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
 		return mapRows(rows, err, liteJob)
 	}
-	rows, err := o.q.ListJobs(ctx, litedb.ListJobsParams{Queue: queue, State: string(state), After: after,
-		MaxJobs: int64(limit)})
+	rows, err := o.q.ListJobs(ctx, litedb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: int64(limit)})
 	return mapRows(rows, err, liteJob)
 }
 

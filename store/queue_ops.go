@@ -55,9 +55,12 @@ const (
 )
 
 // Jobs returns a page of the queue's jobs in one state, in ID order (keyset
-// pagination: pass the last ID as the next page's After). Each page is one
-// index range, whatever the queue's other rows. A page shorter than its
-// Limit is the last one for now.
+// pagination: pass the last ID as the next page's After). A page of
+// finished jobs is one index range, whatever the table's other rows; a page
+// of pending or running jobs reads and sorts the queue's jobs in that state
+// (from the indexes claims use: enqueues pay for no index of their own), so
+// its cost follows the queue's backlog. A page shorter than its Limit is
+// the last one for now.
 func (q *Queue) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
 	return run(q.handle, "jobs", autoRead, func(o target) ([]*Job, error) {
 		if opts.State != JobPending && opts.State != JobRunning && !opts.State.final() {

@@ -155,12 +155,15 @@ func (o pgOps) deleteJob(ctx context.Context, queue string, id int64) (bool, err
 }
 
 func (o pgOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
-	if state == JobRunning {
+	switch state {
+	case JobPending:
+		rows, err := o.q.ListPendingJobs(ctx, pgdb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
+		return mapRows(rows, err, pgJob)
+	case JobRunning:
 		rows, err := o.q.ListRunningJobs(ctx, pgdb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
 		return mapRows(rows, err, pgJob)
 	}
-	rows, err := o.q.ListJobs(ctx, pgdb.ListJobsParams{Queue: queue, State: string(state), After: after,
-		MaxJobs: clampLimit(limit)})
+	rows, err := o.q.ListJobs(ctx, pgdb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: clampLimit(limit)})
 	return mapRows(rows, err, pgJob)
 }
 

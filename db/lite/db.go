@@ -141,6 +141,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listJobsStmt, err = db.PrepareContext(ctx, listJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ListJobs: %w", err)
 	}
+	if q.listPendingJobsStmt, err = db.PrepareContext(ctx, listPendingJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListPendingJobs: %w", err)
+	}
 	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
 	}
@@ -443,6 +446,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listJobsStmt: %w", cerr)
 		}
 	}
+	if q.listPendingJobsStmt != nil {
+		if cerr := q.listPendingJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listPendingJobsStmt: %w", cerr)
+		}
+	}
 	if q.listQueueSettingsStmt != nil {
 		if cerr := q.listQueueSettingsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listQueueSettingsStmt: %w", cerr)
@@ -691,6 +699,7 @@ type Queries struct {
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
 	listJobsStmt               *sql.Stmt
+	listPendingJobsStmt        *sql.Stmt
 	listQueueSettingsStmt      *sql.Stmt
 	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
@@ -770,6 +779,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
 		listJobsStmt:               q.listJobsStmt,
+		listPendingJobsStmt:        q.listPendingJobsStmt,
 		listQueueSettingsStmt:      q.listQueueSettingsStmt,
 		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,

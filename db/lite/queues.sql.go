@@ -502,7 +502,7 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alk_jobs
-WHERE queue = ?1 AND state = ?2 AND state <> 'running' AND id > ?3
+WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
 ORDER BY id
 LIMIT ?4
 `
@@ -514,9 +514,9 @@ type ListJobsParams struct {
 	MaxJobs int64
 }
 
-// A page of the queue's jobs in one state other than running, in id order
-// after @after, through alk_jobs_listing (the literal state <> 'running'
-// lets SQLite use that partial index).
+// A page of the queue's finished jobs in one state, in id order after
+// @after, through alk_jobs_listing (the literal state list lets SQLite use
+// that partial index).
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listJobsStmt, listJobs,
 		arg.Queue,
@@ -524,6 +524,65 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 		arg.After,
 		arg.MaxJobs,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPendingJobs = `-- name: ListPendingJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alk_jobs
+WHERE queue = ?1 AND state = 'pending' AND +id > ?2
+ORDER BY +id
+LIMIT ?3
+`
+
+type ListPendingJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// ListJobs for pending jobs: the queue's pending rows are read from
+// alk_jobs_ready and sorted, so a page costs the queue's pending jobs, not
+// the table's other rows, and enqueues pay for no index of their own.
+// (+id: ordered or bounded by the rowid itself, SQLite may walk the table
+// in rowid order instead, filtering every other row.)
+func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listPendingJobsStmt, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}
@@ -605,8 +664,8 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 
 const listRunningJobs = `-- name: ListRunningJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alk_jobs
-WHERE queue = ?1 AND state = 'running' AND id > ?2
-ORDER BY id
+WHERE queue = ?1 AND state = 'running' AND +id > ?2
+ORDER BY +id
 LIMIT ?3
 `
 
@@ -617,7 +676,8 @@ type ListRunningJobsParams struct {
 }
 
 // ListJobs for running jobs, through alk_jobs_running: a queue's running
-// rows are its claims in flight, few enough to sort.
+// rows are its claims in flight, few enough to sort. (+id as in
+// ListPendingJobs.)
 func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listRunningJobsStmt, listRunningJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {

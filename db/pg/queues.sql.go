@@ -523,7 +523,7 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 
 const listJobs = `-- name: ListJobs :many
 SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors FROM (SELECT x.state, x.id FROM alkstore.jobs x
-                 WHERE x.queue = $1::text AND x.state <> 'running'
+                 WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
                    AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
                  ORDER BY x.state, x.id
                  LIMIT $4::integer) AS page
@@ -538,16 +538,16 @@ type ListJobsParams struct {
 	MaxJobs int32
 }
 
-// A page of the queue's jobs in one state other than running, in id order
-// after @after. The page's ids are one range of jobs_listing, read
-// index-only; its rows are one primary-key lookup each (LATERAL ... LIMIT
-// 1 keeps a generic plan, which cannot know the page size, from hashing
-// the whole table instead). The state is bounded as a range, not equated,
-// and the ids ordered by (state, id): with state = @state the planner may
-// walk jobs_pkey in id order instead, filtering every other row of the
-// table, when it misjudges where the state's rows lie (822 buffers for 100
-// rows on the plan test's skewed queue; 307 this way). The literal state
-// <> 'running' lets a generic plan use the partial index.
+// A page of the queue's finished jobs in one state, in id order after
+// @after. The page's ids are one range of jobs_listing, read index-only;
+// its rows are one primary-key lookup each (LATERAL ... LIMIT 1 keeps a
+// generic plan, which cannot know the page size, from hashing the whole
+// table instead). The state is bounded as a range, not equated, and the
+// ids ordered by (state, id): with state = @state the planner may walk
+// jobs_pkey in id order instead, filtering every other row of the table,
+// when it misjudges where the state's rows lie (822 buffers for 100 rows
+// on the plan test's skewed queue; 307 this way). The literal state list
+// lets a generic plan use the partial index.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, listJobs,
 		arg.Queue,
@@ -555,6 +555,64 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 		arg.After,
 		arg.MaxJobs,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkstoreJob
+	for rows.Next() {
+		var i AlkstoreJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPendingJobs = `-- name: ListPendingJobs :many
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors FROM (SELECT x.id FROM alkstore.jobs x
+                 WHERE x.queue = $1::text AND x.state = 'pending' AND x.id + 0 > $2::bigint
+                 ORDER BY x.id + 0
+                 LIMIT $3::integer) AS page
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+ORDER BY page.id
+`
+
+type ListPendingJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int32
+}
+
+// ListJobs for pending jobs: the queue's pending rows are read from
+// jobs_ready (index-only) and the page's ids picked by a top-N sort, so a
+// page costs the queue's pending jobs, not the table's other rows, and
+// enqueues pay for no index of their own. (id + 0: ordered by id itself,
+// the planner may walk jobs_pkey instead, filtering every other row.)
+func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkstoreJob, error) {
+	rows, err := q.db.Query(ctx, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}
@@ -630,8 +688,8 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 
 const listRunningJobs = `-- name: ListRunningJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors FROM alkstore.jobs
-WHERE queue = $1::text AND state = 'running' AND id > $2::bigint
-ORDER BY id
+WHERE queue = $1::text AND state = 'running' AND id + 0 > $2::bigint
+ORDER BY id + 0
 LIMIT $3::integer
 `
 
@@ -642,7 +700,8 @@ type ListRunningJobsParams struct {
 }
 
 // ListJobs for running jobs, through jobs_running: a queue's running rows
-// are its claims in flight, few enough to sort.
+// are its claims in flight, few enough to sort. (id + 0 as in
+// ListPendingJobs.)
 func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, listRunningJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {

@@ -196,20 +196,32 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
 DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
 
 -- name: ListJobs :many
--- A page of the queue's jobs in one state other than running, in id order
--- after @after, through alk_jobs_listing (the literal state <> 'running'
--- lets SQLite use that partial index).
+-- A page of the queue's finished jobs in one state, in id order after
+-- @after, through alk_jobs_listing (the literal state list lets SQLite use
+-- that partial index).
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = @state AND state <> 'running' AND id > @after
+WHERE queue = @queue AND state = @state AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > @after
 ORDER BY id
+LIMIT @max_jobs;
+
+-- name: ListPendingJobs :many
+-- ListJobs for pending jobs: the queue's pending rows are read from
+-- alk_jobs_ready and sorted, so a page costs the queue's pending jobs, not
+-- the table's other rows, and enqueues pay for no index of their own.
+-- (+id: ordered or bounded by the rowid itself, SQLite may walk the table
+-- in rowid order instead, filtering every other row.)
+SELECT * FROM alk_jobs
+WHERE queue = @queue AND state = 'pending' AND +id > @after
+ORDER BY +id
 LIMIT @max_jobs;
 
 -- name: ListRunningJobs :many
 -- ListJobs for running jobs, through alk_jobs_running: a queue's running
--- rows are its claims in flight, few enough to sort.
+-- rows are its claims in flight, few enough to sort. (+id as in
+-- ListPendingJobs.)
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = 'running' AND id > @after
-ORDER BY id
+WHERE queue = @queue AND state = 'running' AND +id > @after
+ORDER BY +id
 LIMIT @max_jobs;
 
 -- name: ConfigureQueue :exec

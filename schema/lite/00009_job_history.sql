@@ -9,16 +9,19 @@
 --
 -- alk_jobs_finished (queue, state, finished_at) drives retention and
 -- RequeueDead; it replaces alk_jobs_dead, which nothing read.
--- alk_jobs_listing (queue, state, id) pages a queue's jobs by state in id
--- order; running rows are left out of it (a claim must not pay for it; the
--- running rows of a queue are few: its claims in flight).
+-- alk_jobs_listing (queue, state, id) pages a queue's finished jobs by
+-- state in id order. Both hold finished rows only, so enqueues and claims
+-- do not pay for them (over pending rows too, alk_jobs_listing cost
+-- EnqueueMany 13-20%); pending and running jobs are listed through
+-- alk_jobs_ready and alk_jobs_running.
 
 -- +goose Up
 ALTER TABLE alk_jobs ADD COLUMN errors TEXT NOT NULL DEFAULT '[]';
 DROP INDEX alk_jobs_dead;
 CREATE INDEX alk_jobs_finished ON alk_jobs (queue, state, finished_at)
     WHERE state IN ('completed', 'cancelled', 'expired', 'dead');
-CREATE INDEX alk_jobs_listing ON alk_jobs (queue, state, id) WHERE state <> 'running';
+CREATE INDEX alk_jobs_listing ON alk_jobs (queue, state, id)
+    WHERE state IN ('completed', 'cancelled', 'expired', 'dead');
 
 -- +goose Down
 DROP INDEX alk_jobs_listing;
