@@ -1,6 +1,7 @@
 // Package janitor runs alkstore's maintenance on a schedule: expired
 // headless compaction rows, stream retention, log compaction and expired
-// tombstones, expired jobs, and SQLite's notification rows. Every task runs
+// tombstones, expired jobs, finished jobs past their queue's retention, and
+// SQLite's notification rows. Every task runs
 // in bounded batches that skip rows other transactions hold, within a time
 // budget per pass, so several janitors can run at once and none ever waits
 // on an active key. Nothing it deletes is needed for correctness.
@@ -32,6 +33,7 @@ type Report struct {
 	Compacted           int64
 	TombstonesDeleted   int64
 	JobsExpired         int64
+	FinishedJobsDeleted int64 // finished jobs past their queue's retention
 	NotificationsPruned int64
 	// OutOfBudget is set when the pass stopped at its time budget with work
 	// possibly left; the next pass continues.
@@ -87,6 +89,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 		{&r.Compacted, m.CompactSuperseded},
 		{&r.RetentionDeleted, m.ApplyRetention},
 		{&r.JobsExpired, m.SweepExpiredJobs},
+		{&r.FinishedJobsDeleted, m.DeleteFinishedJobs},
 	}
 	var err error
 	for _, t := range tasks {

@@ -34,6 +34,7 @@ type ops interface {
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
+	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
@@ -46,6 +47,10 @@ type ops interface {
 	// whether the claim still held the job.
 	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
 	ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
+	// ack and ackMany delete only jobs of queues that keep no completed
+	// jobs; complete and completeMany end the others completed.
+	complete(ctx context.Context, id, token int64, now time.Time) (bool, error)
+	completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
 	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
 	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
 	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
@@ -58,6 +63,11 @@ type ops interface {
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
+	requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error)
+	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
+	listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error)
+	configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error
+	queueSettings(ctx context.Context) ([]QueueInfo, error) // Name, Paused, Config of queues with a row
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
 
@@ -85,6 +95,7 @@ type ops interface {
 	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
 	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)

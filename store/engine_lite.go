@@ -284,6 +284,10 @@ func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset
 	return o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
 }
 
+func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
+	return o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+}
+
 func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
 	return o.q.GetOffset(ctx, litedb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }

@@ -367,6 +367,10 @@ func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset i
 	return o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
 }
 
+func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
+	return o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+}
+
 func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
 	return o.q.GetOffset(ctx, pgdb.GetOffsetParams{Stream: stream, Consumer: consumer})
 }

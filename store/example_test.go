@@ -289,14 +289,14 @@ func ExampleQueue() {
 
 	jobs := must(q.Claim(ctx, "worker-1", 50, 30*time.Second))     // priority DESC, run_at, id
 	check(jobs[0].Heartbeat(ctx, time.Minute))                     // extend the claim
-	check(jobs[0].Ack(ctx))                                        // done: removed
+	check(jobs[0].Ack(ctx))                                        // done: deleted (or kept: QueueConfig)
 	ok := must(jobs[1].Retry(ctx, 10*time.Second, "smtp timeout")) // false: attempts spent, now dead
 	check(jobs[2].Fail(ctx, "bad address"))                        // dead at once
-	job := must(q.Job(ctx, ids[1]))                                // live or dead; ErrNotFound otherwise
+	job := must(q.Job(ctx, ids[1]))                                // live or finished; ErrNotFound otherwise
 	fmt.Println(id, len(jobs), string(jobs[0].Payload), ok, job.State, job.LastError)
 
-	check(q.Requeue(ctx, ids[1]))                          // a dead job back to pending
-	n := must(q.SweepExpired(ctx))                         // expired jobs not held by a live claim → dead ("expired")
+	check(q.Requeue(ctx, ids[1]))                          // a dead (cancelled, expired) job back to pending
+	n := must(q.SweepExpired(ctx))                         // jobs past ExpiresAt not held by a live claim → expired
 	jobs = must(q.Claim(ctx, "worker-1", 50, time.Minute)) // the requeued job
 	acked := must(q.AckMany(ctx, jobs))                    // only rows still held by each claim
 	st := must(q.Stats(ctx))                               // counts by state
@@ -306,6 +306,40 @@ func ExampleQueue() {
 	// 1 3 to ada true dead bad address
 	// 0 1
 	// ready 0, scheduled 2, running 0, dead 0
+}
+
+func ExampleQueue_Jobs() {
+	s, done := openTemp()
+	defer done()
+	ctx := context.Background()
+
+	q := s.Queue("reports")
+	check(q.Configure(ctx, store.QueueConfig{
+		CompletedRetention: 24 * time.Hour,      // keep acked jobs a day (default 0: deleted when acked)
+		DeadRetention:      30 * 24 * time.Hour, // dead, cancelled, expired: 30 days (default 0: until deleted)
+	}))
+	ids := must(q.EnqueueMany(ctx, []store.NewJob{{}, {}, {}}))
+	jobs := must(q.Claim(ctx, "worker-1", 3, time.Minute))
+	check(jobs[0].Ack(ctx))                    // completed, kept a day
+	_ = must(jobs[1].Retry(ctx, 0, "timeout")) // pending again; the error is kept
+	check(jobs[2].Fail(ctx, "bad input"))      // dead
+	retried := must(q.Job(ctx, ids[1]))
+	fmt.Println(retried.Errors[0].Attempt, retried.Errors[0].Error) // every attempt's error (the last 20)
+
+	page := must(q.Jobs(ctx, store.JobsOpts{State: store.JobCompleted, Limit: 100})) // in ID order
+	next := must(q.Jobs(ctx, store.JobsOpts{State: store.JobCompleted, After: page[len(page)-1].ID, Limit: 100}))
+	fmt.Println(len(page), len(next), page[0].State)
+
+	check(q.Delete(ctx, ids[0]))      // any job but a running one
+	moved := must(q.RequeueDead(ctx)) // every dead job back to pending, in batches
+	for _, qi := range must(s.Queues(ctx)) {
+		fmt.Println(qi.Name, qi.Paused, qi.Config.CompletedRetention, qi.Stats.Ready, moved)
+	}
+	check(s.Stream("orders").ResetOffset(ctx, "billing", 0)) // replay from the start (SaveOffset only moves forward)
+	// Output:
+	// 1 timeout
+	// 1 0 completed
+	// reports false 24h0m0s 2 1
 }
 
 func ExampleQueue_Work() {

@@ -141,10 +141,20 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 	})
 }
 
-// SweepExpiredJobs moves expired pending jobs of every queue to dead.
+// SweepExpiredJobs ends the expired jobs of every queue as expired
+// (pending ones, and running ones whose claim lapsed).
 func (m Maintenance) SweepExpiredJobs(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "sweep expired jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
 		return o.sweepAllExpiredJobs(ctx, now, batch)
+	})
+}
+
+// DeleteFinishedJobs deletes finished jobs past their queue's retention
+// (QueueConfig): completed ones older than CompletedRetention, dead,
+// cancelled and expired ones older than DeadRetention when it is set.
+func (m Maintenance) DeleteFinishedJobs(ctx context.Context, batch int) (int64, error) {
+	return m.pass(ctx, "delete finished jobs", batch, func(o target, now time.Time, batch int) (int64, error) {
+		return o.deleteFinishedJobs(ctx, now, batch)
 	})
 }
 

@@ -142,3 +142,7 @@ func boolInt(b bool) int64 {
 	}
 	return 0
 }
+
+func (o liteOps) deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
+	return o.q.DeleteFinishedJobs(ctx, litedb.DeleteFinishedJobsParams{Now: now.UnixMicro(), Batch: int64(batch)})
+}

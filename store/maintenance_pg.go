@@ -138,3 +138,7 @@ func (o pgOps) compactedStreams(ctx context.Context) ([]string, error) {
 func (o pgOps) jobQueues(ctx context.Context) ([]string, error) {
 	return o.q.JobQueues(ctx)
 }
+
+func (o pgOps) deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
+	return o.q.DeleteFinishedJobs(ctx, pgdb.DeleteFinishedJobsParams{Now: now, Batch: clampLimit(batch)})
+}

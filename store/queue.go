@@ -28,12 +28,43 @@ func (q *Queue) Name() string { return q.name }
 // JobState is where a job is in its life.
 type JobState string
 
+// A job is pending or running until it reaches one of the final states:
+// completed, cancelled, expired or dead. FinishedAt says when. A final job
+// stays as long as its queue's QueueConfig says, except that an acked job
+// of a queue keeping no completed jobs (the default) is deleted at once.
 const (
 	JobPending   JobState = "pending"   // waiting for its run time or a worker
 	JobRunning   JobState = "running"   // claimed; its claim expires at ClaimExpiresAt
+	JobCompleted JobState = "completed" // acked, in a queue that keeps completed jobs
 	JobCancelled JobState = "cancelled" // cancelled by Queue.Cancel; never runs again
-	JobDead      JobState = "dead"      // failed for good or expired; see LastError
+	JobExpired   JobState = "expired"   // not run before its ExpiresAt
+	JobDead      JobState = "dead"      // failed for good: out of attempts, or Fail; see Errors
 )
+
+// final reports whether s is one of the final states.
+func (s JobState) final() bool {
+	switch s {
+	case JobCompleted, JobCancelled, JobExpired, JobDead:
+		return true
+	}
+	return false
+}
+
+// MaxAttemptErrors is how many attempt errors a job keeps (Job.Errors):
+// the newest ones. A bound keeps a job's row small however long it keeps
+// failing (each error is cut to 8 KiB: at most 160 KiB), and each retry
+// rewrites the row, errors included. Twenty covers most of a job's
+// attempts at DefaultMaxAttempts, and the first attempts of a job that
+// failed 25 times rarely say more than the last ones.
+const MaxAttemptErrors = 20
+
+// AttemptError is the error one attempt of a job ended with: Retry's or
+// Fail's cause, or the note that a claim lapsed on its last attempt.
+type AttemptError struct {
+	Attempt int // the attempt it ended (Job.Attempts at the time)
+	At      time.Time
+	Error   string
+}
 
 // DefaultMaxAttempts is the number of claims a job gets unless
 // EnqueueOpts.MaxAttempts says otherwise.
@@ -58,7 +89,8 @@ type Job struct {
 	ExpiresAt      *time.Time
 	Worker         string
 	LastError      string
-	FinishedAt     *time.Time
+	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
+	FinishedAt     *time.Time     // when it reached its final state
 
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
@@ -74,8 +106,8 @@ type EnqueueOpts struct {
 	MaxAttempts int           // 0: DefaultMaxAttempts
 	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
 	// handed out, whatever its state: a pending job is not claimed and a
-	// job whose claim lapsed is not reclaimed; both go to dead ("expired")
-	// at the next Claim, SweepExpired or janitor pass. A claim taken
+	// job whose claim lapsed is not reclaimed; both end expired at the
+	// next Claim, SweepExpired or janitor pass. A claim taken
 	// before ExpiresAt still holds: its worker may settle the job.
 	ExpiresAt time.Time
 	// Unique, with a Key, makes the job unique: enqueueing it while a job of
@@ -262,8 +294,9 @@ func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 // (highest first), run_at, id order, and jobs whose previous claim expired.
 // Each claim increments Attempts and holds the job for visibility; after
 // that the job is claimable again. A job whose claim expired on its last
-// allowed attempt, or past the job's ExpiresAt, goes to dead instead. Claim has no transactional form on
-// purpose: a claim's lease must not depend on a business transaction.
+// allowed attempt ends dead instead, and one past its ExpiresAt expired.
+// Claim has no transactional form on purpose: a claim's lease must not
+// depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
 	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
@@ -318,16 +351,22 @@ func newClaimToken() (int64, error) {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1), nil // positive
 }
 
-// Ack completes the job: it is removed.
+// Ack completes the job: it is deleted, or kept as completed when its queue
+// keeps completed jobs (QueueConfig.CompletedRetention).
 func (j *Job) Ack(ctx context.Context) error {
 	_, err := j.settle(ctx, "ack", func(o target, now time.Time) (bool, error) {
-		return o.ack(ctx, j.ID, j.token, now)
+		ok, err := o.ack(ctx, j.ID, j.token, now)
+		if err != nil || ok {
+			return ok, err
+		}
+		return o.complete(ctx, j.ID, j.token, now)
 	})
 	return err
 }
 
-// Retry puts the job back to run again after delay, recording cause (its
-// invalid UTF-8 and NUL bytes replaced by U+FFFD, cut to 8 KiB). It
+// Retry puts the job back to run again after delay, recording cause as its
+// LastError and in its Errors (invalid UTF-8 and NUL bytes replaced by
+// U+FFFD, cut to 8 KiB). It
 // returns false when the job had no attempts left: then it is dead, with
 // cause as its last error.
 func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
@@ -350,7 +389,7 @@ func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (boo
 	return retried, err
 }
 
-// Fail moves the job to dead with cause (cleaned like Retry's), whatever
+// Fail ends the job dead with cause (recorded like Retry's), whatever
 // attempts remain.
 func (j *Job) Fail(ctx context.Context, cause string) error {
 	cause = cleanCause(cause)
@@ -474,13 +513,19 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 		if len(refs) == 0 {
 			return 0, nil
 		}
-		return o.ackMany(ctx, refs, q.s.now())
+		now := q.s.now()
+		n, err := o.ackMany(ctx, refs, now)
+		if err != nil || n == int64(len(refs)) {
+			return n, err
+		}
+		kept, err := o.completeMany(ctx, refs, now) // the queue keeps completed jobs
+		return n + kept, err
 	})
 }
 
 type claimRef struct{ id, token int64 }
 
-// Job returns a live or dead job of this queue, or ErrNotFound.
+// Job returns a job of this queue, live or finished, or ErrNotFound.
 func (q *Queue) Job(ctx context.Context, id int64) (*Job, error) {
 	return q.getJob(ctx, autoRead, id)
 }
@@ -496,9 +541,9 @@ func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
 	})
 }
 
-// SweepExpired moves jobs past their ExpiresAt to dead ("expired"): pending
-// ones and running ones whose claim lapsed (a live claim may still settle
-// its job). It returns how many it moved.
+// SweepExpired ends the jobs past their ExpiresAt as expired: pending ones
+// and running ones whose claim lapsed (a live claim may still settle its
+// job). It returns how many it ended.
 func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 	return run(q.handle, "sweep expired", autoWrite(ctx), func(o target) (int64, error) {
 		return o.sweepExpired(ctx, q.name, q.s.now())
@@ -559,13 +604,15 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 	})
 }
 
-// Requeue moves a dead job back to pending, due now, with its attempts
-// reset. ErrNotFound when no such dead job.
+// Requeue moves a dead, cancelled or expired job back to pending, due now,
+// with its attempts reset; its Errors stay. An ExpiresAt already past is
+// dropped (the job would expire again at once). ErrNotFound when no such
+// job in one of those states.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
 	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
-			err = fmt.Errorf("dead job %d: %w", id, ErrNotFound)
+			err = fmt.Errorf("dead, cancelled or expired job %d: %w", id, ErrNotFound)
 		} else if ok {
 			o.afterCommit(q.wake)
 		}
@@ -580,7 +627,7 @@ type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
 	Running     int64         // claimed
-	Dead        int64         // failed or expired
+	Dead        int64         // failed for good (state dead; completed, cancelled and expired jobs are not counted)
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
 	Paused      bool          // Pause was called and Resume not since (Queue.Stats only)
 }

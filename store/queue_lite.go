@@ -66,15 +66,11 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 }
 
 func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
-	pairs := make([][2]int64, len(claims))
-	for i, c := range claims {
-		pairs[i] = [2]int64{c.id, c.token}
-	}
-	js, err := json.Marshal(pairs)
+	js, err := claimPairs(claims)
 	if err != nil {
 		return 0, err
 	}
-	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: now.UnixMicro(), Claims: string(js)})
+	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js})
 }
 
 func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
@@ -161,7 +157,7 @@ func liteJob(r litedb.AlkJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
 		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
-		FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
+		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
 }
 
 func micros(t *time.Time) *int64 {
@@ -234,5 +230,66 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 			}
 		}
 		return held, nil
+	})
+}
+
+func (o liteOps) complete(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.CompleteJob(ctx, litedb.CompleteJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
+	return n == 1, err
+}
+
+func (o liteOps) completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+	js, err := claimPairs(claims)
+	if err != nil {
+		return 0, err
+	}
+	return o.q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now.UnixMicro(), Claims: js})
+}
+
+// claimPairs encodes claims as the JSON array of [id, claim_token] pairs
+// AckJobs and CompleteJobs read.
+func claimPairs(claims []claimRef) (string, error) {
+	pairs := make([][2]int64, len(claims))
+	for i, c := range claims {
+		pairs[i] = [2]int64{c.id, c.token}
+	}
+	js, err := json.Marshal(pairs)
+	return string(js), err
+}
+
+func (o liteOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {
+	return o.q.RequeueDeadJobs(ctx, litedb.RequeueDeadJobsParams{Queue: queue, Now: now.UnixMicro(),
+		Before: before.UnixMicro(), Batch: int64(batch)})
+}
+
+func (o liteOps) deleteJob(ctx context.Context, queue string, id int64) (bool, error) {
+	n, err := o.q.DeleteJob(ctx, litedb.DeleteJobParams{Queue: queue, ID: id})
+	return n == 1, err
+}
+
+func (o liteOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
+	switch state {
+	case JobPending:
+		rows, err := o.q.ListPendingJobs(ctx, litedb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
+		return mapRows(rows, err, liteJob)
+	case JobRunning:
+		rows, err := o.q.ListRunningJobs(ctx, litedb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
+		return mapRows(rows, err, liteJob)
+	}
+	rows, err := o.q.ListJobs(ctx, litedb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: int64(limit)})
+	return mapRows(rows, err, liteJob)
+}
+
+func (o liteOps) configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error {
+	return o.q.ConfigureQueue(ctx, litedb.ConfigureQueueParams{Name: queue, Now: now.UnixMicro(),
+		CompletedRetentionUs: c.CompletedRetention.Microseconds(), DeadRetentionUs: retentionUs(c.DeadRetention)})
+}
+
+func (o liteOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
+	rows, err := o.q.ListQueueSettings(ctx)
+	return mapRows(rows, err, func(r litedb.ListQueueSettingsRow) QueueInfo {
+		return QueueInfo{Name: r.Name, Paused: r.Paused != 0, Config: QueueConfig{
+			CompletedRetention: time.Duration(r.CompletedRetentionUs) * time.Microsecond,
+			DeadRetention:      fromRetentionUs(r.DeadRetentionUs)}}
 	})
 }

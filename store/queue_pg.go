@@ -149,7 +149,57 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 	return &Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority), State: JobState(r.State),
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt, RunAt: r.RunAt,
 		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
-		Worker: deref(r.Worker), LastError: deref(r.LastError), FinishedAt: r.FinishedAt, token: deref(r.ClaimToken)}
+		Worker: deref(r.Worker), LastError: deref(r.LastError), Errors: attemptErrors(r.Errors), FinishedAt: r.FinishedAt,
+		token: deref(r.ClaimToken)}
+}
+
+func (o pgOps) complete(ctx context.Context, id, token int64, now time.Time) (bool, error) {
+	n, err := o.q.CompleteJob(ctx, pgdb.CompleteJobParams{ID: id, ClaimToken: token, Now: now})
+	return n == 1, err
+}
+
+func (o pgOps) completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+	p := pgdb.CompleteJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
+	}
+	return o.q.CompleteJobs(ctx, p)
+}
+
+func (o pgOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {
+	return o.q.RequeueDeadJobs(ctx, pgdb.RequeueDeadJobsParams{Queue: queue, Now: now, Before: before, Batch: clampLimit(batch)})
+}
+
+func (o pgOps) deleteJob(ctx context.Context, queue string, id int64) (bool, error) {
+	n, err := o.q.DeleteJob(ctx, pgdb.DeleteJobParams{Queue: queue, ID: id})
+	return n == 1, err
+}
+
+func (o pgOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
+	switch state {
+	case JobPending:
+		rows, err := o.q.ListPendingJobs(ctx, pgdb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
+		return mapRows(rows, err, pgJob)
+	case JobRunning:
+		rows, err := o.q.ListRunningJobs(ctx, pgdb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
+		return mapRows(rows, err, pgJob)
+	}
+	rows, err := o.q.ListJobs(ctx, pgdb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: clampLimit(limit)})
+	return mapRows(rows, err, pgJob)
+}
+
+func (o pgOps) configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error {
+	return o.q.ConfigureQueue(ctx, pgdb.ConfigureQueueParams{Name: queue, Now: now,
+		CompletedRetentionUs: c.CompletedRetention.Microseconds(), DeadRetentionUs: retentionUs(c.DeadRetention)})
+}
+
+func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
+	rows, err := o.q.ListQueueSettings(ctx)
+	return mapRows(rows, err, func(r pgdb.ListQueueSettingsRow) QueueInfo {
+		return QueueInfo{Name: r.Name, Paused: r.Paused, Config: QueueConfig{
+			CompletedRetention: time.Duration(r.CompletedRetentionUs) * time.Microsecond,
+			DeadRetention:      fromRetentionUs(r.DeadRetentionUs)}}
+	})
 }
 
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {

@@ -15,7 +15,17 @@
 // are named after what they return, without Get (Queue.Job, Stream.Offset).
 // Settings are passed as an …Opts struct (WorkOpts, PublishOpts,
 // SchedulerOpts), never set as exported fields; only Open and OpenPool take Options.
-// Cleanup passes are methods of Maintenance.
+// Settings stored in the database are a …Config struct written by Configure
+// (StreamConfig, QueueConfig). Cleanup passes are methods of Maintenance.
+//
+// A job is pending or running until it ends completed, cancelled, expired or
+// dead (JobState), with its FinishedAt and every attempt's error (Job.Errors,
+// the last MaxAttemptErrors). An acked job is deleted unless its queue keeps
+// completed jobs; finished jobs stay as long as their queue's QueueConfig
+// says, and the janitor (Maintenance.DeleteFinishedJobs) deletes them after.
+// Consoles page a queue's jobs by state (Queue.Jobs), delete or requeue them
+// (Queue.Delete, Queue.Requeue, Queue.RequeueDead), list queues
+// (Store.Queues) and rewind consumers (Stream.ResetOffset).
 package store
 
 import (

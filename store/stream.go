@@ -161,6 +161,22 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 	})
 }
 
+// ResetOffset sets consumer's stored offset to offset, lower or higher than
+// before: a deliberate rewind (to replay events) or skip, unlike the
+// monotone SaveOffset. A consumer running meanwhile may save its own
+// offset over it; stop it first. 0 replays from the first event.
+func (st *Stream) ResetOffset(ctx context.Context, consumer string, offset int64) error {
+	return run0(st.handle, "reset offset", autoWrite(ctx), func(o target) error {
+		if err := validateLocalName("consumer", consumer); err != nil {
+			return err
+		}
+		if offset < 0 {
+			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
+		}
+		return o.resetOffset(ctx, st.name, consumer, offset)
+	})
+}
+
 // Offset returns consumer's stored offset, 0 for an unknown consumer.
 func (st *Stream) Offset(ctx context.Context, consumer string) (int64, error) {
 	return st.getOffset(ctx, autoRead, consumer)

@@ -15,7 +15,7 @@ import (
 )
 
 // An expired job is never handed out, whatever its state: a job whose claim
-// lapsed after its ExpiresAt is not reclaimed but goes to dead ("expired"),
+// lapsed after its ExpiresAt is not reclaimed but ends expired,
 // through Claim, SweepExpired and the janitor alike.
 func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -37,7 +37,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 			t.Helper()
 			j, err := q.Job(c, id)
 			require.NoError(t, err)
-			assert.Equal(t, store.JobDead, j.State)
+			assert.Equal(t, store.JobExpired, j.State)
 			assert.Equal(t, "expired", j.LastError)
 			assert.NotNil(t, j.FinishedAt)
 			assert.Nil(t, j.ClaimExpiresAt)

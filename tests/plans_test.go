@@ -42,8 +42,8 @@ const (
 // a new hot statement on the job tables belongs here. Each names the
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
-	"pg":   {"ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims"},
+	"pg":   {"ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
+	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -78,11 +78,13 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
 			"uniquekeys": [][]byte{[]byte("some digest")}, "uniquekey": []byte("some digest"),
+			"state": "dead", "after": int64(planDead / 2), "batch": planReady, "before": now, // ListJobs, RequeueDeadJobs
 		}
 		args["ids"] = []int64{1, 2, 50_010} // JobClaims: a worker's running jobs
 		if e.name == "lite" {
 			args["now"], args["claimexpiresat"] = now.UnixMicro(), now.Add(time.Minute).UnixMicro()
 			args["ids"] = "[1, 2, 50010]"
+			args["before"] = now.UnixMicro()
 		}
 		if e.name == "pg" {
 			for _, name := range planStatements[e.name] {

@@ -127,7 +127,7 @@ func TestExpiredJobsSweptToDead(t *testing.T) {
 		assert.EqualValues(t, 1, n)
 		j, err := q.Job(c, doomed)
 		require.NoError(t, err)
-		assert.Equal(t, store.JobDead, j.State)
+		assert.Equal(t, store.JobExpired, j.State)
 		assert.Equal(t, "expired", j.LastError)
 		require.NotNil(t, j.FinishedAt)
 	})

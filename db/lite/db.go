@@ -60,6 +60,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.compactionWindowStmt, err = db.PrepareContext(ctx, compactionWindow); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactionWindow: %w", err)
 	}
+	if q.completeJobStmt, err = db.PrepareContext(ctx, completeJob); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJob: %w", err)
+	}
+	if q.completeJobsStmt, err = db.PrepareContext(ctx, completeJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJobs: %w", err)
+	}
+	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
+		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
+	}
 	if q.configureStreamStmt, err = db.PrepareContext(ctx, configureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureStream: %w", err)
 	}
@@ -72,8 +81,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.deleteExpiredHeadlessStmt, err = db.PrepareContext(ctx, deleteExpiredHeadless); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteExpiredHeadless: %w", err)
 	}
+	if q.deleteFinishedJobsStmt, err = db.PrepareContext(ctx, deleteFinishedJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteFinishedJobs: %w", err)
+	}
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
+	}
+	if q.deleteJobStmt, err = db.PrepareContext(ctx, deleteJob); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteJob: %w", err)
 	}
 	if q.deleteRetainedStmt, err = db.PrepareContext(ctx, deleteRetained); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteRetained: %w", err)
@@ -141,6 +156,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
 		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
 	}
+	if q.listJobsStmt, err = db.PrepareContext(ctx, listJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListJobs: %w", err)
+	}
+	if q.listPendingJobsStmt, err = db.PrepareContext(ctx, listPendingJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListPendingJobs: %w", err)
+	}
+	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
+		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
+	}
+	if q.listRunningJobsStmt, err = db.PrepareContext(ctx, listRunningJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListRunningJobs: %w", err)
+	}
 	if q.listSchedulesStmt, err = db.PrepareContext(ctx, listSchedules); err != nil {
 		return nil, fmt.Errorf("error preparing query ListSchedules: %w", err)
 	}
@@ -195,8 +222,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
 	}
+	if q.requeueDeadJobsStmt, err = db.PrepareContext(ctx, requeueDeadJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query RequeueDeadJobs: %w", err)
+	}
 	if q.requeueJobStmt, err = db.PrepareContext(ctx, requeueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RequeueJob: %w", err)
+	}
+	if q.resetOffsetStmt, err = db.PrepareContext(ctx, resetOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query ResetOffset: %w", err)
 	}
 	if q.resumeScheduleStmt, err = db.PrepareContext(ctx, resumeSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query ResumeSchedule: %w", err)
@@ -317,6 +350,21 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing compactionWindowStmt: %w", cerr)
 		}
 	}
+	if q.completeJobStmt != nil {
+		if cerr := q.completeJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobStmt: %w", cerr)
+		}
+	}
+	if q.completeJobsStmt != nil {
+		if cerr := q.completeJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobsStmt: %w", cerr)
+		}
+	}
+	if q.configureQueueStmt != nil {
+		if cerr := q.configureQueueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing configureQueueStmt: %w", cerr)
+		}
+	}
 	if q.configureStreamStmt != nil {
 		if cerr := q.configureStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing configureStreamStmt: %w", cerr)
@@ -337,9 +385,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing deleteExpiredHeadlessStmt: %w", cerr)
 		}
 	}
+	if q.deleteFinishedJobsStmt != nil {
+		if cerr := q.deleteFinishedJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteFinishedJobsStmt: %w", cerr)
+		}
+	}
 	if q.deleteHeadStmt != nil {
 		if cerr := q.deleteHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteHeadStmt: %w", cerr)
+		}
+	}
+	if q.deleteJobStmt != nil {
+		if cerr := q.deleteJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteJobStmt: %w", cerr)
 		}
 	}
 	if q.deleteRetainedStmt != nil {
@@ -452,6 +510,26 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listHeadsStmt: %w", cerr)
 		}
 	}
+	if q.listJobsStmt != nil {
+		if cerr := q.listJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listJobsStmt: %w", cerr)
+		}
+	}
+	if q.listPendingJobsStmt != nil {
+		if cerr := q.listPendingJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listPendingJobsStmt: %w", cerr)
+		}
+	}
+	if q.listQueueSettingsStmt != nil {
+		if cerr := q.listQueueSettingsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listQueueSettingsStmt: %w", cerr)
+		}
+	}
+	if q.listRunningJobsStmt != nil {
+		if cerr := q.listRunningJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listRunningJobsStmt: %w", cerr)
+		}
+	}
 	if q.listSchedulesStmt != nil {
 		if cerr := q.listSchedulesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listSchedulesStmt: %w", cerr)
@@ -542,9 +620,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
 		}
 	}
+	if q.requeueDeadJobsStmt != nil {
+		if cerr := q.requeueDeadJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing requeueDeadJobsStmt: %w", cerr)
+		}
+	}
 	if q.requeueJobStmt != nil {
 		if cerr := q.requeueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing requeueJobStmt: %w", cerr)
+		}
+	}
+	if q.resetOffsetStmt != nil {
+		if cerr := q.resetOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing resetOffsetStmt: %w", cerr)
 		}
 	}
 	if q.resumeScheduleStmt != nil {
@@ -688,11 +776,16 @@ type Queries struct {
 	compactWindowStmt          *sql.Stmt
 	compactedStreamsStmt       *sql.Stmt
 	compactionWindowStmt       *sql.Stmt
+	completeJobStmt            *sql.Stmt
+	completeJobsStmt           *sql.Stmt
+	configureQueueStmt         *sql.Stmt
 	configureStreamStmt        *sql.Stmt
 	consumerLagsStmt           *sql.Stmt
 	deleteEventStmt            *sql.Stmt
 	deleteExpiredHeadlessStmt  *sql.Stmt
+	deleteFinishedJobsStmt     *sql.Stmt
 	deleteHeadStmt             *sql.Stmt
+	deleteJobStmt              *sql.Stmt
 	deleteRetainedStmt         *sql.Stmt
 	deleteScheduleStmt         *sql.Stmt
 	dueSchedulesStmt           *sql.Stmt
@@ -715,6 +808,10 @@ type Queries struct {
 	jobQueuesStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
+	listJobsStmt               *sql.Stmt
+	listPendingJobsStmt        *sql.Stmt
+	listQueueSettingsStmt      *sql.Stmt
+	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
 	lockCompactionHeadStmt     *sql.Stmt
 	maintainedStreamsStmt      *sql.Stmt
@@ -733,7 +830,9 @@ type Queries struct {
 	readEventsFromConsumerStmt *sql.Stmt
 	releaseJobStmt             *sql.Stmt
 	releaseLeaseStmt           *sql.Stmt
+	requeueDeadJobsStmt        *sql.Stmt
 	requeueJobStmt             *sql.Stmt
+	resetOffsetStmt            *sql.Stmt
 	resumeScheduleStmt         *sql.Stmt
 	retentionWindowStmt        *sql.Stmt
 	retryJobStmt               *sql.Stmt
@@ -770,11 +869,16 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		compactWindowStmt:          q.compactWindowStmt,
 		compactedStreamsStmt:       q.compactedStreamsStmt,
 		compactionWindowStmt:       q.compactionWindowStmt,
+		completeJobStmt:            q.completeJobStmt,
+		completeJobsStmt:           q.completeJobsStmt,
+		configureQueueStmt:         q.configureQueueStmt,
 		configureStreamStmt:        q.configureStreamStmt,
 		consumerLagsStmt:           q.consumerLagsStmt,
 		deleteEventStmt:            q.deleteEventStmt,
 		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
+		deleteFinishedJobsStmt:     q.deleteFinishedJobsStmt,
 		deleteHeadStmt:             q.deleteHeadStmt,
+		deleteJobStmt:              q.deleteJobStmt,
 		deleteRetainedStmt:         q.deleteRetainedStmt,
 		deleteScheduleStmt:         q.deleteScheduleStmt,
 		dueSchedulesStmt:           q.dueSchedulesStmt,
@@ -797,6 +901,10 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		jobQueuesStmt:              q.jobQueuesStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
+		listJobsStmt:               q.listJobsStmt,
+		listPendingJobsStmt:        q.listPendingJobsStmt,
+		listQueueSettingsStmt:      q.listQueueSettingsStmt,
+		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
 		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
 		maintainedStreamsStmt:      q.maintainedStreamsStmt,
@@ -815,7 +923,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
 		releaseJobStmt:             q.releaseJobStmt,
 		releaseLeaseStmt:           q.releaseLeaseStmt,
+		requeueDeadJobsStmt:        q.requeueDeadJobsStmt,
 		requeueJobStmt:             q.requeueJobStmt,
+		resetOffsetStmt:            q.resetOffsetStmt,
 		resumeScheduleStmt:         q.resumeScheduleStmt,
 		retentionWindowStmt:        q.retentionWindowStmt,
 		retryJobStmt:               q.retryJobStmt,

@@ -209,6 +209,43 @@ func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHe
 	return result.RowsAffected()
 }
 
+const deleteFinishedJobs = `-- name: DeleteFinishedJobs :execrows
+DELETE FROM alk_jobs
+WHERE id IN (
+    SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
+    WHERE y.queue = q.name AND y.state = 'completed'
+      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.finished_at < ?2 - q.completed_retention_us
+    UNION ALL
+    SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
+    WHERE q.dead_retention_us IS NOT NULL
+      AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
+      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.finished_at < ?2 - q.dead_retention_us
+    LIMIT ?1)
+`
+
+type DeleteFinishedJobsParams struct {
+	Batch int64
+	Now   int64
+}
+
+// Finished jobs past their queue's retention: completed ones older than
+// completed_retention_us (all of them once it is 0 again), dead, cancelled
+// and expired ones older than dead_retention_us (none while it is NULL).
+// Driven from the queues table (a queue without a row keeps no completed
+// jobs and keeps its dead ones): per queue one range of alk_jobs_finished
+// for completed jobs and one per final state for the others (CROSS JOIN
+// fixes that loop order; the literal state list lets SQLite use the
+// partial index).
+func (q *Queries) DeleteFinishedJobs(ctx context.Context, arg DeleteFinishedJobsParams) (int64, error) {
+	result, err := q.exec(ctx, q.deleteFinishedJobsStmt, deleteFinishedJobs, arg.Batch, arg.Now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deleteHead = `-- name: DeleteHead :exec
 DELETE FROM alk_compaction_heads WHERE stream = ?1 AND key = ?2 AND head_offset = CAST(?3 AS INTEGER)
 `
@@ -592,7 +629,7 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
              UNION ALL
@@ -607,8 +644,8 @@ type SweepAllExpiredJobsParams struct {
 	Batch int64
 }
 
-// Expired jobs of every queue go to dead ("expired"): pending ones, and
-// running ones whose claim lapsed.
+// Expired jobs of every queue end expired: pending ones, and running ones
+// whose claim lapsed.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepAllExpiredJobsStmt, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

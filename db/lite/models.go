@@ -50,6 +50,7 @@ type AlkJob struct {
 	Worker         *string
 	LastError      *string
 	FinishedAt     *int64
+	Errors         string
 	UniqueKey      litedriver.Blob
 	UniqueStates   *string
 }

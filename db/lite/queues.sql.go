@@ -14,6 +14,7 @@ import (
 const ackJob = `-- name: AckJob :execrows
 DELETE FROM alk_jobs
 WHERE id = ?1 AND state = 'running' AND claim_token = CAST(?2 AS INTEGER) AND claim_expires_at > CAST(?3 AS INTEGER)
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 `
 
 type AckJobParams struct {
@@ -22,7 +23,8 @@ type AckJobParams struct {
 	Now        int64
 }
 
-// Fenced: only the current, unexpired claim may settle a job.
+// Fenced: only the current, unexpired claim may settle a job. Deletes the
+// job unless its queue keeps completed jobs (then CompleteJob does).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.ackJobStmt, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -36,6 +38,7 @@ DELETE FROM alk_jobs
 WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(?2))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 `
 
 type AckJobsParams struct {
@@ -55,9 +58,13 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
+SET state = CASE WHEN expires_at IS NOT NULL AND expires_at <= CAST(?1 AS INTEGER) THEN 'expired' ELSE 'dead' END,
+    finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= ?1 THEN 'expired'
-                      ELSE 'attempts exhausted: the last claim expired' END
+                      ELSE 'attempts exhausted: the last claim expired' END,
+    errors = CASE WHEN expires_at IS NOT NULL AND expires_at <= ?1 THEN errors
+                  ELSE json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                                   json_object('attempt', attempts, 'error', 'attempts exhausted: the last claim expired', 'at_us', CAST(?1 AS INTEGER))) END
 WHERE queue = ?2 AND state = 'running' AND claim_expires_at <= ?1
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= ?1))
 `
@@ -67,9 +74,10 @@ type BuryExhaustedClaimsParams struct {
 	Queue string
 }
 
-// Jobs whose claim expired and that must not run again go to dead: past
-// their expires_at ("expired"; an expired job is never handed out, whatever
-// its state), or after their last allowed attempt.
+// Jobs whose claim expired and that must not run again end: past their
+// expires_at they end expired (an expired job is never handed out,
+// whatever its state), after their last allowed attempt dead, the lapsed
+// claim recorded as that attempt's error.
 func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClaimsParams) (int64, error) {
 	result, err := q.exec(ctx, q.buryExhaustedClaimsStmt, buryExhaustedClaims, arg.Now, arg.Queue)
 	if err != nil {
@@ -80,7 +88,9 @@ func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClai
 
 const buryJob = `-- name: BuryJob :execrows
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL,
+    errors = json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                         json_object('attempt', attempts, 'error', CAST(?2 AS TEXT), 'at_us', CAST(?1 AS INTEGER)))
 WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER) AND claim_expires_at > ?1
   AND (NOT ?5 OR attempts >= max_attempts)
 `
@@ -93,7 +103,8 @@ type BuryJobParams struct {
 	ExhaustedOnly interface{}
 }
 
-// To dead with the cause; with exhausted_only, only when attempts are spent.
+// To dead with the cause (joining the job's errors); with exhausted_only,
+// only when attempts are spent.
 func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.buryJobStmt, buryJob,
 		arg.Now,
@@ -135,7 +146,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
 `
 
 type ClaimJobsParams struct {
@@ -179,6 +190,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.Worker,
 			&i.LastError,
 			&i.FinishedAt,
+			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
 		); err != nil {
@@ -274,6 +286,96 @@ func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const completeJob = `-- name: CompleteJob :execrows
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id = ?2 AND state = 'running' AND claim_token = CAST(?3 AS INTEGER) AND claim_expires_at > CAST(?1 AS INTEGER)
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+`
+
+type CompleteJobParams struct {
+	Now        int64
+	ID         int64
+	ClaimToken int64
+}
+
+// AckJob for a queue that keeps completed jobs: the job ends completed.
+func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
+	result, err := q.exec(ctx, q.completeJobStmt, completeJob, arg.Now, arg.ID, arg.ClaimToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const completeJobs = `-- name: CompleteJobs :execrows
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
+  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                            FROM json_each(?2))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+`
+
+type CompleteJobsParams struct {
+	Now    int64
+	Claims interface{}
+}
+
+// AckJobs for the jobs of queues that keep completed jobs: they end
+// completed.
+func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
+	result, err := q.exec(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const configureQueue = `-- name: ConfigureQueue :exec
+INSERT INTO alk_queues (name, completed_retention_us, dead_retention_us, updated_at)
+VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (name) DO UPDATE
+SET completed_retention_us = excluded.completed_retention_us, dead_retention_us = excluded.dead_retention_us,
+    updated_at = excluded.updated_at
+`
+
+type ConfigureQueueParams struct {
+	Name                 string
+	CompletedRetentionUs int64
+	DeadRetentionUs      *int64
+	Now                  int64
+}
+
+// Stores a queue's retention settings; its paused flag stays as it is.
+func (q *Queries) ConfigureQueue(ctx context.Context, arg ConfigureQueueParams) error {
+	_, err := q.exec(ctx, q.configureQueueStmt, configureQueue,
+		arg.Name,
+		arg.CompletedRetentionUs,
+		arg.DeadRetentionUs,
+		arg.Now,
+	)
+	return err
+}
+
+const deleteJob = `-- name: DeleteJob :execrows
+DELETE FROM alk_jobs WHERE id = ?1 AND queue = ?2 AND state <> 'running'
+`
+
+type DeleteJobParams struct {
+	ID    int64
+	Queue string
+}
+
+// Any job but a running one (cancel it first).
+func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, error) {
+	result, err := q.exec(ctx, q.deleteJobStmt, deleteJob, arg.ID, arg.Queue)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const enqueueJob = `-- name: EnqueueJob :one
@@ -459,7 +561,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -487,6 +589,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.Worker,
 		&i.LastError,
 		&i.FinishedAt,
+		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
 	)
@@ -542,6 +645,231 @@ func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRo
 	for rows.Next() {
 		var i JobClaimsRow
 		if err := rows.Scan(&i.ID, &i.State, &i.ClaimToken); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listJobs = `-- name: ListJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
+ORDER BY id
+LIMIT ?4
+`
+
+type ListJobsParams struct {
+	Queue   string
+	State   string
+	After   int64
+	MaxJobs int64
+}
+
+// A page of the queue's finished jobs in one state, in id order after
+// @after, through alk_jobs_listing (the literal state list lets SQLite use
+// that partial index).
+func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listJobsStmt, listJobs,
+		arg.Queue,
+		arg.State,
+		arg.After,
+		arg.MaxJobs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPendingJobs = `-- name: ListPendingJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+WHERE queue = ?1 AND state = 'pending' AND +id > ?2
+ORDER BY +id
+LIMIT ?3
+`
+
+type ListPendingJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// ListJobs for pending jobs: the queue's pending rows are read from
+// alk_jobs_ready and sorted, so a page costs the queue's pending jobs, not
+// the table's other rows, and enqueues pay for no index of their own.
+// (+id: ordered or bounded by the rowid itself, SQLite may walk the table
+// in rowid order instead, filtering every other row.)
+func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listPendingJobsStmt, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueSettings = `-- name: ListQueueSettings :many
+SELECT name, paused, completed_retention_us, dead_retention_us FROM alk_queues ORDER BY name
+`
+
+type ListQueueSettingsRow struct {
+	Name                 string
+	Paused               int64
+	CompletedRetentionUs int64
+	DeadRetentionUs      *int64
+}
+
+// Every queue with a settings row.
+func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow, error) {
+	rows, err := q.query(ctx, q.listQueueSettingsStmt, listQueueSettings)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListQueueSettingsRow
+	for rows.Next() {
+		var i ListQueueSettingsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Paused,
+			&i.CompletedRetentionUs,
+			&i.DeadRetentionUs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRunningJobs = `-- name: ListRunningJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+WHERE queue = ?1 AND state = 'running' AND +id > ?2
+ORDER BY +id
+LIMIT ?3
+`
+
+type ListRunningJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// ListJobs for running jobs, through alk_jobs_running: a queue's running
+// rows are its claims in flight, few enough to sort. (+id as in
+// ListPendingJobs.)
+func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listRunningJobsStmt, listRunningJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -650,10 +978,46 @@ func (q *Queries) ReleaseJob(ctx context.Context, arg ReleaseJobParams) (int64, 
 	return result.RowsAffected()
 }
 
+const requeueDeadJobs = `-- name: RequeueDeadJobs :execrows
+UPDATE alk_jobs
+SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
+    expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
+               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+             ORDER BY x.finished_at
+             LIMIT ?4)
+`
+
+type RequeueDeadJobsParams struct {
+	Now    int64
+	Queue  string
+	Before int64
+	Batch  int64
+}
+
+// Up to @batch dead jobs of the queue that died at or before @before (so
+// jobs that die again while a RequeueDead runs are not taken twice), back
+// to pending like RequeueJob, oldest first through alk_jobs_finished (the
+// literal state list lets SQLite use that partial index).
+func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
+	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,
+		arg.Now,
+		arg.Queue,
+		arg.Before,
+		arg.Batch,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alk_jobs
-SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL
-WHERE id = ?2 AND queue = ?3 AND state = 'dead'
+SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
+    expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
+WHERE id = ?2 AND queue = ?3 AND state IN ('dead', 'cancelled', 'expired')
 `
 
 type RequeueJobParams struct {
@@ -662,7 +1026,9 @@ type RequeueJobParams struct {
 	Queue string
 }
 
-// A dead job back to pending, due now, with its attempts reset.
+// A dead, cancelled or expired job back to pending, due now, with its
+// attempts reset (its errors kept). An expires_at already past is dropped:
+// the job would expire again at once.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueJobStmt, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {
@@ -673,27 +1039,30 @@ func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, 
 
 const retryJob = `-- name: RetryJob :execrows
 UPDATE alk_jobs
-SET state = 'pending', run_at = ?1, last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL
-WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER)
-  AND claim_expires_at > CAST(?5 AS INTEGER) AND attempts < max_attempts
+SET state = 'pending', run_at = ?1, last_error = CAST(?2 AS TEXT), claim_token = NULL, claim_expires_at = NULL,
+    errors = json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                         json_object('attempt', attempts, 'error', CAST(?2 AS TEXT), 'at_us', CAST(?3 AS INTEGER)))
+WHERE id = ?4 AND state = 'running' AND claim_token = CAST(?5 AS INTEGER)
+  AND claim_expires_at > CAST(?3 AS INTEGER) AND attempts < max_attempts
 `
 
 type RetryJobParams struct {
 	RunAt      int64
 	Cause      string
+	Now        int64
 	ID         int64
 	ClaimToken int64
-	Now        int64
 }
 
-// Back to pending at run_at, while attempts remain.
+// Back to pending at run_at, while attempts remain; the cause joins the
+// job's errors (the last 20 kept).
 func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.retryJobStmt, retryJob,
 		arg.RunAt,
 		arg.Cause,
+		arg.Now,
 		arg.ID,
 		arg.ClaimToken,
-		arg.Now,
 	)
 	if err != nil {
 		return 0, err
@@ -750,7 +1119,7 @@ func (q *Queries) SnoozeJob(ctx context.Context, arg SnoozeJobParams) (int64, er
 
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
              UNION ALL
@@ -764,8 +1133,8 @@ type SweepExpiredJobsParams struct {
 	Queue string
 }
 
-// Jobs past their expires_at go to dead ("expired"): pending ones, and
-// running ones whose claim lapsed (a live claim may still settle its job).
+// Jobs past their expires_at end expired: pending ones, and running ones
+// whose claim lapsed (a live claim may still settle its job).
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepExpiredJobsStmt, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {

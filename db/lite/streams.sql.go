@@ -162,6 +162,27 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 	return items, nil
 }
 
+const resetOffset = `-- name: ResetOffset :exec
+INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
+VALUES (?1, ?2, ?3)
+ON CONFLICT (stream, consumer) DO UPDATE
+SET committed_offset = excluded.committed_offset,
+    updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+`
+
+type ResetOffsetParams struct {
+	Stream          string
+	Consumer        string
+	CommittedOffset int64
+}
+
+// Sets the consumer's offset to exactly @committed_offset, lower or higher
+// (a deliberate rewind or skip, unlike the monotone SaveOffset).
+func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) error {
+	_, err := q.exec(ctx, q.resetOffsetStmt, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	return err
+}
+
 const saveOffset = `-- name: SaveOffset :exec
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 VALUES (?1, ?2, ?3)

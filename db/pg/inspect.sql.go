@@ -11,7 +11,7 @@ import (
 
 const enqueuedJobs = `-- name: EnqueuedJobs :many
 
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, unique_key, unique_states FROM alkstore.jobs WHERE queue = $1::text ORDER BY id LIMIT $2::integer
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs WHERE queue = $1::text ORDER BY id LIMIT $2::integer
 `
 
 type EnqueuedJobsParams struct {
@@ -48,6 +48,7 @@ func (q *Queries) EnqueuedJobs(ctx context.Context, arg EnqueuedJobsParams) ([]A
 			&i.Worker,
 			&i.LastError,
 			&i.FinishedAt,
+			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
 		); err != nil {

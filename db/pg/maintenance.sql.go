@@ -215,6 +215,50 @@ func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHe
 	return result.RowsAffected(), nil
 }
 
+const deleteFinishedJobs = `-- name: DeleteFinishedJobs :execrows
+DELETE FROM alkstore.jobs j
+WHERE j.id IN (
+    (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
+         SELECT x.id FROM alkstore.jobs x
+         WHERE x.queue = q.name AND x.state = 'completed'
+           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at < $1::timestamptz - q.completed_retention_us * '1 microsecond'::interval
+         LIMIT $2::integer
+         FOR UPDATE SKIP LOCKED) AS y
+     LIMIT $2::integer)
+    UNION ALL
+    (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
+         SELECT x.id FROM alkstore.jobs x
+         WHERE x.queue = q.name AND x.state IN ('cancelled', 'expired', 'dead')
+           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at < $1::timestamptz - q.dead_retention_us * '1 microsecond'::interval
+         LIMIT $2::integer
+         FOR UPDATE SKIP LOCKED) AS y
+     WHERE q.dead_retention_us IS NOT NULL
+     LIMIT $2::integer))
+`
+
+type DeleteFinishedJobsParams struct {
+	Now   time.Time
+	Batch int32
+}
+
+// Finished jobs past their queue's retention: completed ones older than
+// completed_retention_us (all of them once it is 0 again), dead, cancelled
+// and expired ones older than dead_retention_us (none while it is NULL).
+// Driven from the queues table (a queue without a row keeps no completed
+// jobs and keeps its dead ones): per queue one range of jobs_finished for
+// completed jobs and one per final state for the others (the literal
+// state list lets a generic plan use the partial index). (sqlc.arg: sqlc
+// misreads "@now::timestamptz -".)
+func (q *Queries) DeleteFinishedJobs(ctx context.Context, arg DeleteFinishedJobsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteFinishedJobs, arg.Now, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteHead = `-- name: DeleteHead :exec
 DELETE FROM alkstore.compaction_heads WHERE stream = $1 AND key = $2 AND head_offset = $3::bigint
 `
@@ -588,7 +632,7 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alkstore.jobs
-SET state = 'dead', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
@@ -601,8 +645,8 @@ type SweepAllExpiredJobsParams struct {
 	Batch int32
 }
 
-// Expired jobs of every queue go to dead ("expired"): pending ones, and
-// running ones whose claim lapsed.
+// Expired jobs of every queue end expired: pending ones, and running ones
+// whose claim lapsed.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

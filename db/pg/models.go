@@ -90,6 +90,8 @@ type AlkstoreJob struct {
 	LastError *string
 	// When the job reached its final state (NULL while pending or running)
 	FinishedAt *time.Time
+	// The last 20 attempt errors, oldest first: [{"attempt": n, "at_us": unix microseconds, "error": text}]
+	Errors []byte
 	// Idempotency key digest (queue, key, period start); NULL: not a unique job
 	UniqueKey []byte
 	// States in which unique_key holds, as ',pending,running,'; NULL with unique_key

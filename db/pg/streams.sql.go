@@ -257,6 +257,26 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 	return items, nil
 }
 
+const resetOffset = `-- name: ResetOffset :exec
+INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
+VALUES ($1, $2, $3)
+ON CONFLICT (stream, consumer) DO UPDATE
+SET committed_offset = EXCLUDED.committed_offset, updated_at = now()
+`
+
+type ResetOffsetParams struct {
+	Stream          string
+	Consumer        string
+	CommittedOffset int64
+}
+
+// Sets the consumer's offset to exactly @committed_offset, lower or higher
+// (a deliberate rewind or skip, unlike the monotone SaveOffset).
+func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) error {
+	_, err := q.db.Exec(ctx, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	return err
+}
+
 const saveOffset = `-- name: SaveOffset :exec
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 VALUES ($1, $2, $3)

@@ -116,10 +116,10 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 DELETE FROM alk_events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue go to dead ("expired"): pending ones, and
--- running ones whose claim lapsed.
+-- Expired jobs of every queue end expired: pending ones, and running ones
+-- whose claim lapsed.
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
              UNION ALL
@@ -127,6 +127,29 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
                AND r.expires_at IS NOT NULL AND r.expires_at <= sqlc.arg(now)
              LIMIT sqlc.arg(batch));
+
+-- name: DeleteFinishedJobs :execrows
+-- Finished jobs past their queue's retention: completed ones older than
+-- completed_retention_us (all of them once it is 0 again), dead, cancelled
+-- and expired ones older than dead_retention_us (none while it is NULL).
+-- Driven from the queues table (a queue without a row keeps no completed
+-- jobs and keeps its dead ones): per queue one range of alk_jobs_finished
+-- for completed jobs and one per final state for the others (CROSS JOIN
+-- fixes that loop order; the literal state list lets SQLite use the
+-- partial index).
+DELETE FROM alk_jobs
+WHERE id IN (
+    SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
+    WHERE y.queue = q.name AND y.state = 'completed'
+      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.finished_at < sqlc.arg(now) - q.completed_retention_us
+    UNION ALL
+    SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
+    WHERE q.dead_retention_us IS NOT NULL
+      AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
+      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.finished_at < sqlc.arg(now) - q.dead_retention_us
+    LIMIT sqlc.arg(batch));
 
 -- Observability (Stats).
 

@@ -44,13 +44,18 @@ SELECT id FROM alk_jobs
 WHERE unique_key = @unique_key AND instr(unique_states, ',' || state || ',') > 0;
 
 -- name: BuryExhaustedClaims :execrows
--- Jobs whose claim expired and that must not run again go to dead: past
--- their expires_at ("expired"; an expired job is never handed out, whatever
--- its state), or after their last allowed attempt.
+-- Jobs whose claim expired and that must not run again end: past their
+-- expires_at they end expired (an expired job is never handed out,
+-- whatever its state), after their last allowed attempt dead, the lapsed
+-- claim recorded as that attempt's error.
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
+SET state = CASE WHEN expires_at IS NOT NULL AND expires_at <= CAST(@now AS INTEGER) THEN 'expired' ELSE 'dead' END,
+    finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL,
     last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now THEN 'expired'
-                      ELSE 'attempts exhausted: the last claim expired' END
+                      ELSE 'attempts exhausted: the last claim expired' END,
+    errors = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now THEN errors
+                  ELSE json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                                   json_object('attempt', attempts, 'error', 'attempts exhausted: the last claim expired', 'at_us', CAST(@now AS INTEGER))) END
 WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
@@ -114,9 +119,18 @@ WHERE id IN (SELECT value FROM json_each(@ids))
 RETURNING *;
 
 -- name: AckJob :execrows
--- Fenced: only the current, unexpired claim may settle a job.
+-- Fenced: only the current, unexpired claim may settle a job. Deletes the
+-- job unless its queue keeps completed jobs (then CompleteJob does).
 DELETE FROM alk_jobs
-WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
+
+-- name: CompleteJob :execrows
+-- AckJob for a queue that keeps completed jobs: the job ends completed.
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: AckJobs :execrows
 -- Per id: only rows still held by that id's claim. claims is a JSON array
@@ -124,19 +138,36 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 DELETE FROM alk_jobs
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM json_each(@claims));
+                            FROM json_each(@claims))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
+
+-- name: CompleteJobs :execrows
+-- AckJobs for the jobs of queues that keep completed jobs: they end
+-- completed.
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                            FROM json_each(@claims))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: RetryJob :execrows
--- Back to pending at run_at, while attempts remain.
+-- Back to pending at run_at, while attempts remain; the cause joins the
+-- job's errors (the last 20 kept).
 UPDATE alk_jobs
-SET state = 'pending', run_at = @run_at, last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
+SET state = 'pending', run_at = @run_at, last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL,
+    errors = json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                         json_object('attempt', attempts, 'error', CAST(@cause AS TEXT), 'at_us', CAST(@now AS INTEGER)))
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER)
   AND claim_expires_at > CAST(@now AS INTEGER) AND attempts < max_attempts;
 
 -- name: BuryJob :execrows
--- To dead with the cause; with exhausted_only, only when attempts are spent.
+-- To dead with the cause (joining the job's errors); with exhausted_only,
+-- only when attempts are spent.
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL
+SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = CAST(@cause AS TEXT), claim_token = NULL, claim_expires_at = NULL,
+    errors = json_insert(CASE WHEN json_array_length(errors) >= 20 THEN json_remove(errors, '$[0]') ELSE errors END, '$[#]',
+                         json_object('attempt', attempts, 'error', CAST(@cause AS TEXT), 'at_us', CAST(@now AS INTEGER)))
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > @now
   AND (NOT @exhausted_only OR attempts >= max_attempts);
 
@@ -156,10 +187,10 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 
 -- name: SweepExpiredJobs :execrows
--- Jobs past their expires_at go to dead ("expired"): pending ones, and
--- running ones whose claim lapsed (a live claim may still settle its job).
+-- Jobs past their expires_at end expired: pending ones, and running ones
+-- whose claim lapsed (a live claim may still settle its job).
 UPDATE alk_jobs
-SET state = 'dead', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now
              UNION ALL
@@ -175,10 +206,72 @@ SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), claim_token = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
--- A dead job back to pending, due now, with its attempts reset.
+-- A dead, cancelled or expired job back to pending, due now, with its
+-- attempts reset (its errors kept). An expires_at already past is dropped:
+-- the job would expire again at once.
 UPDATE alk_jobs
-SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL
-WHERE id = @id AND queue = @queue AND state = 'dead';
+SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
+    expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
+WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
+
+-- name: RequeueDeadJobs :execrows
+-- Up to @batch dead jobs of the queue that died at or before @before (so
+-- jobs that die again while a RequeueDead runs are not taken twice), back
+-- to pending like RequeueJob, oldest first through alk_jobs_finished (the
+-- literal state list lets SQLite use that partial index).
+UPDATE alk_jobs
+SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
+    expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
+               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+             ORDER BY x.finished_at
+             LIMIT @batch);
+
+-- name: DeleteJob :execrows
+-- Any job but a running one (cancel it first).
+DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
+
+-- name: ListJobs :many
+-- A page of the queue's finished jobs in one state, in id order after
+-- @after, through alk_jobs_listing (the literal state list lets SQLite use
+-- that partial index).
+SELECT * FROM alk_jobs
+WHERE queue = @queue AND state = @state AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > @after
+ORDER BY id
+LIMIT @max_jobs;
+
+-- name: ListPendingJobs :many
+-- ListJobs for pending jobs: the queue's pending rows are read from
+-- alk_jobs_ready and sorted, so a page costs the queue's pending jobs, not
+-- the table's other rows, and enqueues pay for no index of their own.
+-- (+id: ordered or bounded by the rowid itself, SQLite may walk the table
+-- in rowid order instead, filtering every other row.)
+SELECT * FROM alk_jobs
+WHERE queue = @queue AND state = 'pending' AND +id > @after
+ORDER BY +id
+LIMIT @max_jobs;
+
+-- name: ListRunningJobs :many
+-- ListJobs for running jobs, through alk_jobs_running: a queue's running
+-- rows are its claims in flight, few enough to sort. (+id as in
+-- ListPendingJobs.)
+SELECT * FROM alk_jobs
+WHERE queue = @queue AND state = 'running' AND +id > @after
+ORDER BY +id
+LIMIT @max_jobs;
+
+-- name: ConfigureQueue :exec
+-- Stores a queue's retention settings; its paused flag stays as it is.
+INSERT INTO alk_queues (name, completed_retention_us, dead_retention_us, updated_at)
+VALUES (@name, @completed_retention_us, sqlc.narg(dead_retention_us), @now)
+ON CONFLICT (name) DO UPDATE
+SET completed_retention_us = excluded.completed_retention_us, dead_retention_us = excluded.dead_retention_us,
+    updated_at = excluded.updated_at;
+
+-- name: ListQueueSettings :many
+-- Every queue with a settings row.
+SELECT name, paused, completed_retention_us, dead_retention_us FROM alk_queues ORDER BY name;
 
 -- name: QueueStats :one
 -- Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,

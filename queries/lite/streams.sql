@@ -41,6 +41,15 @@ SET committed_offset = max(committed_offset, excluded.committed_offset),
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
 WHERE committed_offset < excluded.committed_offset;
 
+-- name: ResetOffset :exec
+-- Sets the consumer's offset to exactly @committed_offset, lower or higher
+-- (a deliberate rewind or skip, unlike the monotone SaveOffset).
+INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
+VALUES (@stream, @consumer, @committed_offset)
+ON CONFLICT (stream, consumer) DO UPDATE
+SET committed_offset = excluded.committed_offset,
+    updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER);
+
 -- name: GetOffset :one
 SELECT CAST(COALESCE((SELECT committed_offset FROM alk_consumer_offsets
                       WHERE stream = @stream AND consumer = @consumer), 0) AS INTEGER) AS committed_offset;

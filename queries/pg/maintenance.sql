@@ -135,15 +135,45 @@ DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND 
 DELETE FROM alkstore.events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue go to dead ("expired"): pending ones, and
--- running ones whose claim lapsed.
+-- Expired jobs of every queue end expired: pending ones, and running ones
+-- whose claim lapsed.
 UPDATE alkstore.jobs
-SET state = 'dead', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
+SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
                AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
              LIMIT @batch::integer
              FOR UPDATE SKIP LOCKED);
+
+-- name: DeleteFinishedJobs :execrows
+-- Finished jobs past their queue's retention: completed ones older than
+-- completed_retention_us (all of them once it is 0 again), dead, cancelled
+-- and expired ones older than dead_retention_us (none while it is NULL).
+-- Driven from the queues table (a queue without a row keeps no completed
+-- jobs and keeps its dead ones): per queue one range of jobs_finished for
+-- completed jobs and one per final state for the others (the literal
+-- state list lets a generic plan use the partial index). (sqlc.arg: sqlc
+-- misreads "@now::timestamptz -".)
+DELETE FROM alkstore.jobs j
+WHERE j.id IN (
+    (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
+         SELECT x.id FROM alkstore.jobs x
+         WHERE x.queue = q.name AND x.state = 'completed'
+           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at < sqlc.arg(now)::timestamptz - q.completed_retention_us * '1 microsecond'::interval
+         LIMIT @batch::integer
+         FOR UPDATE SKIP LOCKED) AS y
+     LIMIT @batch::integer)
+    UNION ALL
+    (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
+         SELECT x.id FROM alkstore.jobs x
+         WHERE x.queue = q.name AND x.state IN ('cancelled', 'expired', 'dead')
+           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at < sqlc.arg(now)::timestamptz - q.dead_retention_us * '1 microsecond'::interval
+         LIMIT @batch::integer
+         FOR UPDATE SKIP LOCKED) AS y
+     WHERE q.dead_retention_us IS NOT NULL
+     LIMIT @batch::integer));
 
 -- Observability (Stats).
 

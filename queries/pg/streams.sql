@@ -102,6 +102,14 @@ SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCL
     updated_at = now()
 WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 
+-- name: ResetOffset :exec
+-- Sets the consumer's offset to exactly @committed_offset, lower or higher
+-- (a deliberate rewind or skip, unlike the monotone SaveOffset).
+INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
+VALUES (@stream, @consumer, @committed_offset)
+ON CONFLICT (stream, consumer) DO UPDATE
+SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
+
 -- name: GetOffset :one
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
                  WHERE stream = @stream AND consumer = @consumer), 0)::bigint AS committed_offset;

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Queue settings and the operations a console or CLI runs on a queue's
+// jobs: listing them by state, deleting one, requeueing dead ones.
+
+// QueueConfig is a queue's stored settings: how long its finished jobs are
+// kept. The janitor deletes them once older than that, in bounded batches.
+type QueueConfig struct {
+	// CompletedRetention keeps acked jobs as completed for this long; 0
+	// (the default) deletes a job when it is acked. Keeping them costs an
+	// UPDATE instead of a DELETE per ack and the janitor's delete later:
+	// turn it on for the queues whose history you want to see.
+	CompletedRetention time.Duration
+	// DeadRetention keeps dead, cancelled and expired jobs for this long;
+	// 0 (the default) keeps them until they are requeued or deleted. They
+	// are the failures someone should look at: nothing deletes them unless
+	// asked, and claims never read them.
+	DeadRetention time.Duration
+}
+
+// Configure stores the queue's settings (replacing earlier ones; a paused
+// queue stays paused).
+func (q *Queue) Configure(ctx context.Context, c QueueConfig) error {
+	return run0(q.handle, "configure", autoWrite(ctx), func(o target) error {
+		if c.CompletedRetention < 0 || c.DeadRetention < 0 {
+			return fmt.Errorf("%w: retentions must not be negative", ErrInvalidArgument)
+		}
+		return o.configureQueue(ctx, q.name, c, q.s.now())
+	})
+}
+
+// JobsOpts select a page of a queue's jobs.
+type JobsOpts struct {
+	State JobState // required
+	// After is the last ID of the previous page: the page holds the jobs
+	// with a higher ID. 0 starts at the first.
+	After int64
+	Limit int // jobs per page; 0: DefaultJobsLimit, at most MaxJobsLimit
+}
+
+// Page sizes for Queue.Jobs.
+const (
+	DefaultJobsLimit = 100
+	MaxJobsLimit     = 10000
+)
+
+// Jobs returns a page of the queue's jobs in one state, in ID order (keyset
+// pagination: pass the last ID as the next page's After). A page of
+// finished jobs is one index range, whatever the table's other rows; a page
+// of pending or running jobs reads and sorts the queue's jobs in that state
+// (from the indexes claims use: enqueues pay for no index of their own), so
+// its cost follows the queue's backlog. A page shorter than its Limit is
+// the last one for now.
+func (q *Queue) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
+	return run(q.handle, "jobs", autoRead, func(o target) ([]*Job, error) {
+		if opts.State != JobPending && opts.State != JobRunning && !opts.State.final() {
+			return nil, fmt.Errorf("%w: unknown job state %q", ErrInvalidArgument, opts.State)
+		}
+		if opts.After < 0 || opts.Limit < 0 {
+			return nil, fmt.Errorf("%w: After and Limit must not be negative", ErrInvalidArgument)
+		}
+		limit := min(cmp.Or(opts.Limit, DefaultJobsLimit), MaxJobsLimit)
+		return o.listJobs(ctx, q.name, opts.State, opts.After, limit)
+	})
+}
+
+// Delete deletes a job that is not running (cancel a running one first).
+// ErrNotFound when the queue has no such job; ErrInvalidArgument when it is
+// running.
+func (q *Queue) Delete(ctx context.Context, id int64) error {
+	return run0(q.handle, "delete", autoWrite(ctx), func(o target) error {
+		ok, err := o.deleteJob(ctx, q.name, id)
+		if err != nil || ok {
+			return err
+		}
+		j, err := o.getJob(ctx, q.name, id)
+		switch {
+		case err == nil && j.State == JobRunning:
+			return fmt.Errorf("%w: job %d is running (Cancel it first)", ErrInvalidArgument, id)
+		case err == nil: // it changed state in between; still there
+			return fmt.Errorf("job %d changed state while being deleted; try again: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("job %d: %w", id, ErrNotFound)
+	})
+}
+
+// requeueBatch is how many dead jobs one statement of RequeueDead moves:
+// on SQLite the writer slot is held for one batch at a time.
+const requeueBatch = 1000
+
+// RequeueDead moves every dead job of the queue back to pending like
+// Requeue, in batches of its own transactions, and returns how many it
+// moved. Jobs that die while it runs stay dead. Rows another transaction
+// holds are skipped.
+func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
+	return run(q.handle, "requeue dead", autoWrite(ctx), func(o target) (int64, error) {
+		before := q.s.now()
+		var total int64
+		for {
+			n, err := o.requeueDead(ctx, q.name, q.s.now(), before, requeueBatch)
+			total += n
+			if n > 0 {
+				o.afterCommit(q.wake)
+			}
+			if err != nil || n < requeueBatch {
+				return total, err
+			}
+		}
+	})
+}
+
+// QueueInfo describes one queue for Store.Queues: its settings, whether it
+// is paused, and its counts.
+type QueueInfo struct {
+	Name   string
+	Paused bool // workers claim nothing from it
+	Config QueueConfig
+	Stats  QueueStats
+}
+
+// Queues lists every queue that has jobs or stored settings, by name, with
+// its settings, paused flag and counts (as Stats reports them).
+func (s *Store) Queues(ctx context.Context) ([]QueueInfo, error) {
+	return run(handle{s: s}, "queues", autoRead, func(o target) ([]QueueInfo, error) {
+		settings, err := o.queueSettings(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names, err := o.jobQueues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		byName := make(map[string]*QueueInfo, len(settings)+len(names))
+		for i := range settings {
+			byName[settings[i].Name] = &settings[i]
+		}
+		for _, name := range names {
+			if byName[name] == nil {
+				byName[name] = &QueueInfo{Name: name}
+			}
+		}
+		now := s.now()
+		for _, qi := range byName {
+			if qi.Stats, err = o.queueStats(ctx, qi.Name, now); err != nil {
+				return nil, err
+			}
+			qi.Stats.Paused = qi.Paused
+		}
+		out := make([]QueueInfo, 0, len(byName))
+		for _, qi := range byName {
+			out = append(out, *qi)
+		}
+		slices.SortFunc(out, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+		return out, nil
+	})
+}
+
+// retentionUs stores a retention as microseconds; nil for 0 (keep).
+func retentionUs(d time.Duration) *int64 {
+	if d == 0 {
+		return nil
+	}
+	us := d.Microseconds()
+	return &us
+}
+
+func fromRetentionUs(us *int64) time.Duration {
+	if us == nil {
+		return 0
+	}
+	return time.Duration(*us) * time.Microsecond
+}
+
+// attemptErrors decodes the errors column: a JSON array of
+// {"attempt", "at_us", "error"} objects, the same on both engines.
+func attemptErrors(js []byte) []AttemptError {
+	if len(js) <= 2 { // "[]"
+		return nil
+	}
+	var raw []struct {
+		Attempt int    `json:"attempt"`
+		AtUs    int64  `json:"at_us"`
+		Error   string `json:"error"`
+	}
+	if json.Unmarshal(js, &raw) != nil {
+		return nil // written only by alkstore's statements; never malformed
+	}
+	out := make([]AttemptError, len(raw))
+	for i, r := range raw {
+		out[i] = AttemptError{Attempt: r.Attempt, At: time.UnixMicro(r.AtUs), Error: r.Error}
+	}
+	return out
+}
