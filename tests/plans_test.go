@@ -553,6 +553,20 @@ var hotStatements = []hotStmt{
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},
 	{name: "GetJob"},
+	{name: "CompleteJob"},
+	{name: "CompleteJobs"},
+	{name: "SnoozeJob"},
+	{name: "JobClaims", args: map[string]any{"ids": "[1, 2, 3]"}, pgArgs: map[string]any{"ids": []int64{1, 2, 3}}},
+	{name: "QueuePaused", args: map[string]any{"queue": "skewed"}},
+	{name: "EnqueueUniqueJob", args: map[string]any{"queue": "skewed"}},
+	{name: "EnqueueUniqueJobs", args: map[string]any{"queue": "skewed"},
+		pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}, "uniquekeys": [][]byte{[]byte("k")}, "uniquestates": []string{",pending,running,"}}},
+	{name: "UniqueJobIDs", pgArgs: map[string]any{"uniquekeys": [][]byte{[]byte("k")}}},
+	// Job history: the janitor's retention pass and the console's pages of
+	// finished jobs (see also TestJobPlansStayOnIndexes).
+	{name: "DeleteFinishedJobs"},
+	{name: "ListJobs", args: map[string]any{"queue": "skewed", "state": "dead", "after": 0, "maxjobs": 100}, maxBuf: 600, maxStep: 5_000},
+	{name: "RequeueDeadJobs", args: map[string]any{"queue": "nothing-dead", "before": "@t:0s"}},
 	// Schedules and leases.
 	{name: "DueSchedules", maxStep: 5_000},
 	{name: "NextScheduleFire"},
@@ -570,19 +584,27 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
-	"ConfigureStream": "an application's setup call, one primary-key upsert",
-	"UnheadTrimmed":   "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
-	"TrimStream":      "TrimTo, as UnheadTrimmed",
-	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
-	"RequeueJob":      "by primary key; an operator's call on a dead job",
-	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
-	"DeleteSchedule":  "an application's setup call, by primary key",
-	"PauseSchedule":   "an operator's call, by primary key",
-	"ResumeSchedule":  "an operator's call, by primary key",
-	"ListSchedules":   "lists every schedule on request: its cost is its answer",
-	"SchemaObjects":   "runs once at Open, on the catalog",
-	"ListenWakes":     "a LISTEN, not a query",
-	"DataVersion":     "a PRAGMA, not a query",
+	"ConfigureStream":   "an application's setup call, one primary-key upsert",
+	"UnheadTrimmed":     "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
+	"TrimStream":        "TrimTo, as UnheadTrimmed",
+	"CancelJob":         "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
+	"RequeueJob":        "by primary key; an operator's call on a dead job",
+	"UpsertSchedule":    "an application's setup call, one primary-key upsert",
+	"DeleteSchedule":    "an application's setup call, by primary key",
+	"PauseSchedule":     "an operator's call, by primary key",
+	"ResumeSchedule":    "an operator's call, by primary key",
+	"ListSchedules":     "lists every schedule on request: its cost is its answer",
+	"SchemaObjects":     "runs once at Open, on the catalog",
+	"ConfigureQueue":    "an application's setup call, one primary-key upsert",
+	"SetQueuePaused":    "an operator's call (Pause, Resume), one primary-key upsert",
+	"ListQueueSettings": "Store.Queues lists every configured queue: its cost is its answer",
+	"DeleteJob":         "an operator's call, by primary key",
+	"ResetOffset":       "an operator's call, by primary key",
+	"ListPendingJobs":   "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
+	"ListRunningJobs":   "a console page of running jobs: the queue's claims in flight, few enough to sort",
+	"EnqueuedJobs":      "alktest's read for users' tests, on test-sized data",
+	"ListenWakes":       "a LISTEN, not a query",
+	"DataVersion":       "a PRAGMA, not a query",
 }
 
 // TestHotStatementsStayOnIndexes runs every hot statement under EXPLAIN on
@@ -680,7 +702,7 @@ func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 		"maxjobs": planClaimN, "worker": "w", "claimtoken": 7, "claimexpiresat": "@t:1m",
 		"cause": "x", "exhaustedonly": false, "name": "due-1", "spec": "@every 3600s", "tz": "UTC",
 		"dueat": "@t:-1m", "nextfireat": "@t:1h", "maxrows": 10, "owner": "o", "token": 7,
-		"channel": "ch", "maxid": 0,
+		"channel": "ch", "maxid": 0, "uniquekey": []byte("k"), "uniquestates": ",pending,running,", "before": "@t:0s",
 	}
 	if e.name == "pg" {
 		args["keyed"], args["keys"], args["payloads"] = []bool{false, true}, []string{"", "k1"}, [][]byte{[]byte("a"), []byte("b")}

@@ -356,9 +356,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'dead'
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue
@@ -366,8 +366,8 @@ FROM (SELECT p.queue AS queue FROM p UNION SELECT r.queue FROM r UNION SELECT d.
 WHERE q.queue IS NOT NULL ORDER BY q.queue
 `
 
-// Every queue with pending, running or dead jobs: a loose scan of each of
-// their partial indexes (one probe per queue).
+// Every queue with pending, running or finished jobs: a loose scan of each
+// of their partial indexes (one probe per queue).
 func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 	rows, err := q.query(ctx, q.jobQueuesStmt, jobQueues)
 	if err != nil {

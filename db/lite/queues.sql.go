@@ -921,6 +921,7 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT ?3)) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
                                    LIMIT ?3)) AS INTEGER) AS dead,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready

@@ -367,17 +367,17 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state = 'dead'
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
 WHERE queue IS NOT NULL ORDER BY queue
 `
 
-// Every queue with pending, running or dead jobs: a loose scan of each of
-// their partial indexes (one probe per queue).
+// Every queue with pending, running or finished jobs: a loose scan of each
+// of their partial indexes (one probe per queue).
 func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 	rows, err := q.db.Query(ctx, jobQueues)
 	if err != nil {

@@ -211,8 +211,8 @@ WHERE st.stream IS NOT NULL;
 SELECT name FROM alk_streams WHERE compacted ORDER BY name;
 
 -- name: JobQueues :many
--- Every queue with pending, running or dead jobs: a loose scan of each of
--- their partial indexes (one probe per queue).
+-- Every queue with pending, running or finished jobs: a loose scan of each
+-- of their partial indexes (one probe per queue).
 WITH RECURSIVE p AS (
     SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'pending'
     UNION ALL
@@ -224,9 +224,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state = 'dead'
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'dead' AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue

@@ -284,6 +284,7 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
