@@ -192,11 +192,11 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 		LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass
 		     AND d.objsubid = COALESCE(a.attnum, 0)
-		WHERE c.relkind = 'r' AND c.relname <> 'goose_db_version' AND a.attnum IS NOT NULL
+		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'goose_db_version' AND a.attnum IS NOT NULL
 		UNION ALL
 		SELECT c.relname, '', obj_description(c.oid, 'pg_class') IS NOT NULL
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'alkstore'
-		WHERE c.relkind IN ('r', 'S') AND c.relname NOT LIKE 'goose_db_version%'`)
+		WHERE c.relkind IN ('r', 'p', 'S') AND NOT c.relispartition AND c.relname NOT LIKE 'goose_db_version%'`)
 	require.NoError(t, err)
 	var missing []string
 	seen := 0
@@ -351,13 +351,17 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		}
 		w.heads[gone] = ""
 	}
+	diedAt := "died_at"
+	if v >= 6 { // 00006 renamed it
+		diedAt = "finished_at"
+	}
 	if pg {
 		exec(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 			SELECT 'data', 'c', max(id) FROM alkstore.events WHERE stream = 'data'
 			ON CONFLICT (stream, consumer) DO UPDATE SET committed_offset = excluded.committed_offset`)
 		exec(`INSERT INTO alkstore.streams (name, compacted) VALUES ('kv', true) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at) VALUES ('jobs', $1, 3, now() - interval '1 second')`, []byte("job"+tag))
-		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alkstore.jobs (queue, payload, max_attempts, run_at, state, attempts, `+diedAt+`, last_error)
 			VALUES ('jobs', $1, 1, now(), 'dead', 1, now(), 'boom')`, []byte("dead"+tag))
 	} else {
 		exec(`INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
@@ -366,7 +370,7 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		exec(`INSERT INTO alk_streams (name, compacted) VALUES ('kv', 1) ON CONFLICT DO NOTHING`)
 		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('jobs', ?, 3, ?, ?)`,
 			[]byte("job"+tag), now.UnixMicro(), now.Add(-time.Second).UnixMicro())
-		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, died_at, last_error)
+		exec(`INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at, state, attempts, `+diedAt+`, last_error)
 			VALUES ('jobs', ?, 1, ?, ?, 'dead', 1, ?, 'boom')`, []byte("dead"+tag), now.UnixMicro(), now.UnixMicro(), now.UnixMicro())
 	}
 	w.offset = len(w.events) - 1
