@@ -22,11 +22,18 @@ type Opts struct {
 	Interval           time.Duration // between passes in Run; default 30s
 	NotificationMaxAge time.Duration // SQLite notifications kept this long; default 1h
 	NotificationKeep   int           // and at most this many; default 10,000
-	Logger             *slog.Logger  // default slog.Default()
+	// Event partitions kept ready ahead of the offsets (PostgreSQL; see
+	// store.PartitionOpts for the defaults).
+	Partitions store.PartitionOpts
+	Logger     *slog.Logger // default slog.Default()
 }
 
 // Report counts what one pass did.
 type Report struct {
+	PartitionsCreated int64 // PostgreSQL event partitions created ahead
+	// Events past retention removed with whole partitions (PostgreSQL),
+	// then those deleted row by row.
+	RetentionDropped    int64
 	HeadlessDeleted     int64
 	RetentionDeleted    int64
 	Compacted           int64
@@ -88,8 +95,17 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 		{&r.RetentionDeleted, m.ApplyRetention},
 		{&r.JobsExpired, m.SweepExpiredJobs},
 	}
+	// Partitions: created ahead first (a pass short of time still makes
+	// room), dropped before the row deletes, which then skip their rows.
 	var err error
+	r.PartitionsCreated, err = m.CreatePartitions(pass, j.opts.Partitions)
+	if err == nil {
+		r.RetentionDropped, err = m.DropExpiredPartitions(pass)
+	}
 	for _, t := range tasks {
+		if err != nil {
+			break
+		}
 		if err = drain(pass, t.run, j.opts.BatchSize, t.count); err != nil {
 			break
 		}

@@ -68,6 +68,9 @@ type ops interface {
 	compactSuperseded(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteExpiredTombstones(ctx context.Context, now time.Time, batch int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	// Event partitions (PostgreSQL; SQLite has none and does nothing).
+	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
+	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (int64, error)
 	streamCounts(ctx context.Context) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context) (streams []string, lags []ConsumerStats, err error)

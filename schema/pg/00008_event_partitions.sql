@@ -52,7 +52,7 @@ BEGIN
         END IF;
     END LOOP;
 
-    SELECT GREATEST((SELECT last_value FROM alkstore.event_offset_seq),
+    SELECT GREATEST(pg_sequence_last_value('alkstore.event_offset_seq'),
                     (SELECT max(id) FROM alkstore.events_p0), 0) + 1
     INTO top;
     EXECUTE format('ALTER TABLE alkstore.events ATTACH PARTITION alkstore.events_p0 FOR VALUES FROM (MINVALUE) TO (%s)', top);
@@ -80,20 +80,21 @@ $$;
 COMMENT ON FUNCTION alkstore.add_event_partition(bigint, bigint) IS 'Creates the range partition events_p<lo> of alkstore.events for offsets lo <= id < hi';
 
 -- +goose StatementBegin
-CREATE FUNCTION alkstore.drop_event_partition(part text) RETURNS void
+CREATE FUNCTION alkstore.drop_event_partition(part text) RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                    JOIN pg_namespace n ON n.oid = c.relnamespace
                    WHERE i.inhparent = 'alkstore.events'::regclass AND n.nspname = 'alkstore'
                      AND c.relname = part AND part <> 'events_default') THEN
-        RAISE EXCEPTION 'alkstore.%: not a range partition of alkstore.events', part;
+        RETURN false;
     END IF;
     EXECUTE format('DROP TABLE alkstore.%I', part);
+    RETURN true;
 END
 $$;
 -- +goose StatementEnd
-COMMENT ON FUNCTION alkstore.drop_event_partition(text) IS 'Drops a range partition of alkstore.events (never events_default), with every event in it';
+COMMENT ON FUNCTION alkstore.drop_event_partition(text) IS 'Drops a range partition of alkstore.events (never events_default) with every event in it; false when there is no such partition';
 
 -- +goose Down
 DROP FUNCTION alkstore.drop_event_partition(text);

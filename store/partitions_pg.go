@@ -1,0 +1,165 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+)
+
+// Event partitions on PostgreSQL (docs/design/partitions.md).
+
+func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		n = 0
+		if locked, err := o.q.TryPartitionLock(ctx, partitionLockID); err != nil || !locked {
+			return err
+		}
+		if err := o.q.SetLockTimeout(ctx, partitionLockTimeout.String()); err != nil {
+			return err
+		}
+		parts, err := o.q.EventPartitions(ctx)
+		if err != nil {
+			return err
+		}
+		f, err := o.q.PartitionFrontier(ctx)
+		if err != nil {
+			return err
+		}
+		// Above every range partition, every offset in the default
+		// partition and every offset drawn: no row of the new range can be
+		// in the default partition already (one drawn meanwhile makes the
+		// creation fail, and the next pass starts above it).
+		lo := max(f.DefaultTop, f.LastOffset) + 1
+		if len(parts) > 0 {
+			lo = max(lo, parts[len(parts)-1].Hi)
+		}
+		for lo <= f.LastOffset+int64(opts.Ahead)*opts.Size {
+			if err := o.q.AddEventPartition(ctx, pgdb.AddEventPartitionParams{Lo: lo, Hi: lo + opts.Size}); err != nil {
+				return err
+			}
+			lo += opts.Size
+			n++
+		}
+		return nil
+	})
+	if skippable(err) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// skippable: partition DDL that could not get its lock in time, found a
+// row of its range in the default partition, or lacks the privilege, is
+// left for a later pass (or, for the privilege, to the row deletes).
+func skippable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.Is(err, errPartitionSkipped) {
+		return true
+	}
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "55P03", // lock_not_available (lock_timeout)
+		"23514", // check_violation: the default partition holds a row of the range
+		"42501": // insufficient_privilege: not the owner of alkstore.events
+		return true
+	}
+	return false
+}
+
+// dropExpiredPartitions drops the range partitions whose every event is
+// past its stream's retention or trimmed (offset <= trimHorizon of stream
+// trimStream; "" trims nothing). It returns the events dropped: of
+// trimStream when trimming, else all.
+//
+// Only partitions at or below the settled horizon are looked at: every
+// offset in them is then committed or gone for good in every later
+// snapshot, so the checks below see every row the partition will ever hold.
+func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (int64, error) {
+	parts, err := o.q.EventPartitions(ctx)
+	if err != nil || len(parts) == 0 {
+		return 0, err
+	}
+	settled, err := o.settled(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, p := range parts {
+		if p.Hi-1 > settled {
+			break // ranges do not overlap: later ones are higher
+		}
+		live, err := o.q.PartitionHasLiveEvents(ctx, pgdb.PartitionHasLiveEventsParams{
+			Lo: p.Lo, Hi: p.Hi, TrimStream: trimStream, TrimHorizon: trimHorizon, Now: now})
+		if err != nil {
+			return total, err
+		}
+		if live {
+			continue
+		}
+		n, err := o.dropPartition(ctx, p, now, trimStream, trimHorizon)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (o pgOps) dropPartition(ctx context.Context, p pgdb.EventPartitionsRow, now time.Time, trimStream string, trimHorizon int64) (int64, error) {
+	rows, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	names, tops, newest := make([]string, len(rows)), make([]int64, len(rows)), make([]time.Time, len(rows))
+	for i, r := range rows {
+		names[i], tops[i], newest[i] = r.Stream, r.Top, r.Newest
+		if trimStream == "" || r.Stream == trimStream {
+			n += r.Events
+		}
+	}
+	err = o.atomically(ctx, true, func(o pgOps) error {
+		if locked, err := o.q.TryPartitionLock(ctx, partitionLockID); err != nil || !locked {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		if err := o.q.SetLockTimeout(ctx, partitionLockTimeout.String()); err != nil {
+			return err
+		}
+		// A retention lengthened since the check would make events live
+		// again: hold the settings and check the summary against them.
+		if err := o.q.LockStreamSettings(ctx, names); err != nil {
+			return err
+		}
+		expired, err := o.q.PartitionStillExpired(ctx, pgdb.PartitionStillExpiredParams{
+			Streams: names, Tops: tops, Newest: newest, TrimStream: trimStream, TrimHorizon: trimHorizon, Now: now})
+		if err != nil || !deref(expired) {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		// Heads are locked before the table (SKIP LOCKED: never waiting on
+		// a key's holder), then DROP waits at most the lock timeout.
+		if err := o.q.UnheadPartition(ctx, pgdb.UnheadPartitionParams{Lo: p.Lo, Hi: p.Hi, Now: now}); err != nil {
+			return err
+		}
+		held, err := o.q.PartitionHasHeads(ctx, pgdb.PartitionHasHeadsParams{Lo: p.Lo, Hi: p.Hi})
+		if err != nil || held {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		dropped, err := o.q.DropEventPartition(ctx, p.Name)
+		if err != nil || !dropped {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		return nil
+	})
+	if skippable(err) {
+		return 0, nil
+	}
+	return n, err
+}
