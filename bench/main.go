@@ -5,6 +5,7 @@
 //	make bench            # both engines; PostgreSQL from ALK_PG_DSN or a throwaway cluster
 //	go run ./bench -d 3s  # longer runs
 //	go run ./bench -only scheduling
+//	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
 // not statements the library runs.
@@ -37,7 +38,7 @@ var (
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
 	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
-	only    = flag.String("only", "", "run one section: streams, queues, receivers, compaction or scheduling")
+	only    = flag.String("only", "", "run one section: streams, queues, receivers, compaction, scheduling or retention")
 )
 
 // section reports whether the named section runs.
@@ -66,6 +67,10 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
+	if *only == "retention" { // PostgreSQL only (SQLite has no partitions); never part of a full run
+		benchRetention(ctx, func() string { return must(srv.NewDatabase(ctx)) })
+		return
+	}
 	fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
 	litePath := filepath.Join(dir, "bench.db")
 	for _, e := range []struct {

@@ -23,6 +23,9 @@ func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64,
 		if err := o.q.SetLockTimeout(ctx, partitionLockTimeout.String()); err != nil {
 			return err
 		}
+		if err := o.q.SealEventPartitions(ctx); err != nil {
+			return err
+		}
 		parts, err := o.q.EventPartitions(ctx)
 		if err != nil {
 			return err
@@ -79,10 +82,20 @@ func skippable(err error) bool {
 // trimStream; "" trims nothing). It returns the events dropped: of
 // trimStream when trimming, else all.
 //
-// Only partitions at or below the settled horizon are looked at: every
-// offset in them is then committed or gone for good in every later
-// snapshot, so the checks below see every row the partition will ever hold.
+// A partition is looked at once sealed (every offset below its upper bound
+// drawn, at a recorded moment after which no event in it was published)
+// and at or below the settled horizon (every offset in it committed or
+// gone for good in every later snapshot): the streams it holds, read from
+// its (stream, id) index, are then all the streams it will ever hold, and
+// each one's retention is compared with the seal instead of every row's
+// publish time.
 func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (int64, error) {
+	if err := o.q.SealEventPartitions(ctx); err != nil {
+		if skippable(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
 	parts, err := o.q.EventPartitions(ctx)
 	if err != nil || len(parts) == 0 {
 		return 0, err
@@ -93,40 +106,41 @@ func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStr
 	}
 	var total int64
 	for _, p := range parts {
-		if p.Hi-1 > settled {
+		if p.SealedAt == nil || p.Hi-1 > settled {
 			break // ranges do not overlap: later ones are higher
 		}
-		live, err := o.q.PartitionHasLiveEvents(ctx, pgdb.PartitionHasLiveEventsParams{
-			Lo: p.Lo, Hi: p.Hi, TrimStream: trimStream, TrimHorizon: trimHorizon, Now: now})
+		streams, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
 		if err != nil {
 			return total, err
 		}
-		if live {
+		check := pgdb.PartitionExpiredParams{TrimStream: trimStream, TrimHorizon: trimHorizon, SealedAt: *p.SealedAt, Now: now}
+		for _, st := range streams {
+			check.Streams, check.Tops = append(check.Streams, st.Stream), append(check.Tops, st.Top)
+		}
+		expired, err := o.q.PartitionExpired(ctx, check)
+		if err != nil {
+			return total, err
+		}
+		if !deref(expired) {
 			continue
 		}
-		n, err := o.dropPartition(ctx, p, now, trimStream, trimHorizon)
+		n, err := o.q.PartitionEventCount(ctx, pgdb.PartitionEventCountParams{Lo: p.Lo, Hi: p.Hi, Stream: trimStream})
 		if err != nil {
 			return total, err
 		}
-		total += n
+		dropped, err := o.dropPartition(ctx, p, now, check)
+		if err != nil {
+			return total, err
+		}
+		if dropped {
+			total += n
+		}
 	}
 	return total, nil
 }
 
-func (o pgOps) dropPartition(ctx context.Context, p pgdb.EventPartitionsRow, now time.Time, trimStream string, trimHorizon int64) (int64, error) {
-	rows, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	names, tops, newest := make([]string, len(rows)), make([]int64, len(rows)), make([]time.Time, len(rows))
-	for i, r := range rows {
-		names[i], tops[i], newest[i] = r.Stream, r.Top, r.Newest
-		if trimStream == "" || r.Stream == trimStream {
-			n += r.Events
-		}
-	}
-	err = o.atomically(ctx, true, func(o pgOps) error {
+func (o pgOps) dropPartition(ctx context.Context, p pgdb.AlkstoreEventPartition, now time.Time, check pgdb.PartitionExpiredParams) (bool, error) {
+	err := o.atomically(ctx, true, func(o pgOps) error {
 		if locked, err := o.q.TryPartitionLock(ctx, partitionLockID); err != nil || !locked {
 			return cmp.Or(err, errPartitionSkipped)
 		}
@@ -134,12 +148,11 @@ func (o pgOps) dropPartition(ctx context.Context, p pgdb.EventPartitionsRow, now
 			return err
 		}
 		// A retention lengthened since the check would make events live
-		// again: hold the settings and check the summary against them.
-		if err := o.q.LockStreamSettings(ctx, names); err != nil {
+		// again: hold the settings and check again.
+		if err := o.q.LockStreamSettings(ctx, check.Streams); err != nil {
 			return err
 		}
-		expired, err := o.q.PartitionStillExpired(ctx, pgdb.PartitionStillExpiredParams{
-			Streams: names, Tops: tops, Newest: newest, TrimStream: trimStream, TrimHorizon: trimHorizon, Now: now})
+		expired, err := o.q.PartitionExpired(ctx, check)
 		if err != nil || !deref(expired) {
 			return cmp.Or(err, errPartitionSkipped)
 		}
@@ -159,7 +172,7 @@ func (o pgOps) dropPartition(ctx context.Context, p pgdb.EventPartitionsRow, now
 		return nil
 	})
 	if skippable(err) {
-		return 0, nil
+		return false, nil
 	}
-	return n, err
+	return err == nil, err
 }

@@ -56,6 +56,18 @@ type AlkstoreEvent struct {
 	CreatedAt time.Time
 }
 
+// Range partitions of alkstore.events (not events_default), kept by alkstore.add_event_partition and alkstore.drop_event_partition
+type AlkstoreEventPartition struct {
+	// Partition table name in schema alkstore (events_p<lo>)
+	Name string
+	// Lowest offset the partition holds (events_p0, which starts at MINVALUE: 0, offsets being positive)
+	Lo int64
+	// Offsets below this one (exclusive upper bound)
+	Hi int64
+	// A moment (database clock) by which every offset below hi had been drawn, so every event in the partition was published before it (NULL: not sealed yet)
+	SealedAt *time.Time
+}
+
 type AlkstoreEventsDefault struct {
 	// Offset: from alkstore.event_offset_seq, increasing in publish order across all streams
 	ID int64

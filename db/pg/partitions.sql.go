@@ -37,41 +37,30 @@ func (q *Queries) DropEventPartition(ctx context.Context, name string) (bool, er
 
 const eventPartitions = `-- name: EventPartitions :many
 
-SELECT p.name::text AS name, p.lo::bigint AS lo, p.hi::bigint AS hi
-FROM (SELECT c.relname AS name,
-             CASE WHEN b[1] = 'MINVALUE' THEN -9223372036854775808 ELSE b[1]::bigint END AS lo,
-             CASE WHEN b[2] = 'MAXVALUE' THEN 9223372036854775807 ELSE b[2]::bigint END AS hi
-      FROM pg_catalog.pg_inherits i
-      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
-      LATERAL regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                           'FROM \(''?(MINVALUE|-?[0-9]+)''?\) TO \(''?(MAXVALUE|-?[0-9]+)''?\)') AS b
-      WHERE i.inhparent = 'alkstore.events'::regclass AND b IS NOT NULL) p
-ORDER BY p.lo
+SELECT name, lo, hi, sealed_at FROM alkstore.event_partitions ORDER BY lo
 `
-
-type EventPartitionsRow struct {
-	Name string
-	Lo   int64
-	Hi   int64
-}
 
 // Event partitions (PostgreSQL only: SQLite has no partitions, its
 // alk_events is one table and retention deletes rows). alkstore.events is
 // range-partitioned by offset (schema/pg/00008_event_partitions.sql,
 // docs/design/partitions.md); the janitor adds partitions ahead of the
 // sequence and drops those whose every event is past retention or trimmed.
-// The range partitions, by lower bound (MINVALUE reads as the smallest
-// bigint). events_default is not one of them.
-func (q *Queries) EventPartitions(ctx context.Context) ([]EventPartitionsRow, error) {
+// The range partitions, by lower bound (events_default is not one).
+func (q *Queries) EventPartitions(ctx context.Context) ([]AlkstoreEventPartition, error) {
 	rows, err := q.db.Query(ctx, eventPartitions)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []EventPartitionsRow
+	var items []AlkstoreEventPartition
 	for rows.Next() {
-		var i EventPartitionsRow
-		if err := rows.Scan(&i.Name, &i.Lo, &i.Hi); err != nil {
+		var i AlkstoreEventPartition
+		if err := rows.Scan(
+			&i.Name,
+			&i.Lo,
+			&i.Hi,
+			&i.SealedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -91,6 +80,63 @@ SELECT s.name FROM alkstore.streams s WHERE s.name = ANY($1::text[]) ORDER BY s.
 func (q *Queries) LockStreamSettings(ctx context.Context, names []string) error {
 	_, err := q.db.Exec(ctx, lockStreamSettings, names)
 	return err
+}
+
+const partitionEventCount = `-- name: PartitionEventCount :one
+SELECT count(*)::bigint AS events FROM alkstore.events e
+WHERE e.id >= $1::bigint AND e.id < $2::bigint AND ($3::text = '' OR e.stream = $3::text)
+`
+
+type PartitionEventCountParams struct {
+	Lo     int64
+	Hi     int64
+	Stream string
+}
+
+// The events of a partition (of stream @stream; ” for all), for the
+// counts a drop reports.
+func (q *Queries) PartitionEventCount(ctx context.Context, arg PartitionEventCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, partitionEventCount, arg.Lo, arg.Hi, arg.Stream)
+	var events int64
+	err := row.Scan(&events)
+	return events, err
+}
+
+const partitionExpired = `-- name: PartitionExpired :one
+SELECT NOT EXISTS (
+    SELECT 1
+    FROM (SELECT unnest($1::text[]) AS stream, unnest($2::bigint[]) AS top) AS p
+    LEFT JOIN alkstore.streams s ON s.name = p.stream
+    WHERE NOT (p.stream = $3::text AND p.top <= $4::bigint)
+      AND (s.retention_us IS NULL
+           OR (s.retention_us) * '1 microsecond'::interval + $5::timestamptz >= $6::timestamptz))::boolean AS expired
+`
+
+type PartitionExpiredParams struct {
+	Streams     []string
+	Tops        []int64
+	TrimStream  string
+	TrimHorizon int64
+	SealedAt    time.Time
+	Now         time.Time
+}
+
+// Whether every event of a sealed partition is past its stream's retention
+// or trimmed (offset <= @trim_horizon of stream @trim_stream; ” trims
+// nothing), from PartitionStreams' summary: streams without retention keep
+// theirs.
+func (q *Queries) PartitionExpired(ctx context.Context, arg PartitionExpiredParams) (*bool, error) {
+	row := q.db.QueryRow(ctx, partitionExpired,
+		arg.Streams,
+		arg.Tops,
+		arg.TrimStream,
+		arg.TrimHorizon,
+		arg.SealedAt,
+		arg.Now,
+	)
+	var expired *bool
+	err := row.Scan(&expired)
+	return expired, err
 }
 
 const partitionFrontier = `-- name: PartitionFrontier :one
@@ -132,83 +178,22 @@ func (q *Queries) PartitionHasHeads(ctx context.Context, arg PartitionHasHeadsPa
 	return held, err
 }
 
-const partitionHasLiveEvents = `-- name: PartitionHasLiveEvents :one
-SELECT EXISTS (
-    SELECT 1 FROM alkstore.events x
-    LEFT JOIN alkstore.streams s ON s.name = x.stream
-    WHERE x.id >= $1::bigint AND x.id < $2::bigint
-      AND NOT (x.stream = $3::text AND x.id <= $4::bigint)
-      AND (s.retention_us IS NULL
-           OR x.created_at + (s.retention_us) * '1 microsecond'::interval >= $5::timestamptz))::boolean AS live
-`
-
-type PartitionHasLiveEventsParams struct {
-	Lo          int64
-	Hi          int64
-	TrimStream  string
-	TrimHorizon int64
-	Now         time.Time
-}
-
-// Whether a partition holds an event that is neither past its stream's
-// retention nor trimmed (offset <= @trim_horizon of stream @trim_stream;
-// ” trims nothing). Stops at the first such event.
-func (q *Queries) PartitionHasLiveEvents(ctx context.Context, arg PartitionHasLiveEventsParams) (bool, error) {
-	row := q.db.QueryRow(ctx, partitionHasLiveEvents,
-		arg.Lo,
-		arg.Hi,
-		arg.TrimStream,
-		arg.TrimHorizon,
-		arg.Now,
-	)
-	var live bool
-	err := row.Scan(&live)
-	return live, err
-}
-
-const partitionStillExpired = `-- name: PartitionStillExpired :one
-SELECT NOT EXISTS (
-    SELECT 1
-    FROM (SELECT unnest($1::text[]) AS stream, unnest($2::bigint[]) AS top,
-                 unnest($3::timestamptz[]) AS newest) AS p
-    LEFT JOIN alkstore.streams s ON s.name = p.stream
-    WHERE NOT (p.stream = $4::text AND p.top <= $5::bigint)
-      AND (s.retention_us IS NULL
-           OR p.newest + (s.retention_us) * '1 microsecond'::interval >= $6::timestamptz))::boolean AS expired
-`
-
-type PartitionStillExpiredParams struct {
-	Streams     []string
-	Tops        []int64
-	Newest      []time.Time
-	TrimStream  string
-	TrimHorizon int64
-	Now         time.Time
-}
-
-// PartitionHasLiveEvents again, on the per-stream summary PartitionStreams
-// took, under the settings LockStreamSettings holds.
-func (q *Queries) PartitionStillExpired(ctx context.Context, arg PartitionStillExpiredParams) (*bool, error) {
-	row := q.db.QueryRow(ctx, partitionStillExpired,
-		arg.Streams,
-		arg.Tops,
-		arg.Newest,
-		arg.TrimStream,
-		arg.TrimHorizon,
-		arg.Now,
-	)
-	var expired *bool
-	err := row.Scan(&expired)
-	return expired, err
-}
-
 const partitionStreams = `-- name: PartitionStreams :many
-SELECT x.stream, count(*)::bigint AS events, max(x.id)::bigint AS top,
-       max(x.created_at)::timestamptz AS newest
-FROM alkstore.events x
-WHERE x.id >= $1::bigint AND x.id < $2::bigint
-GROUP BY x.stream
-ORDER BY x.stream
+WITH RECURSIVE st(stream) AS (
+    (SELECT e.stream FROM alkstore.events e
+     WHERE e.id >= $1::bigint AND e.id < $2::bigint
+     ORDER BY e.stream LIMIT 1)
+  UNION ALL
+    SELECT (SELECT e.stream FROM alkstore.events e
+            WHERE e.id >= $1::bigint AND e.id < $2::bigint AND e.stream > st.stream
+            ORDER BY e.stream LIMIT 1)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       (SELECT max(e.id) FROM alkstore.events e
+        WHERE e.stream = st.stream AND e.id >= $1::bigint AND e.id < $2::bigint)::bigint AS top
+FROM st
+WHERE st.stream IS NOT NULL
 `
 
 type PartitionStreamsParams struct {
@@ -218,13 +203,12 @@ type PartitionStreamsParams struct {
 
 type PartitionStreamsRow struct {
 	Stream string
-	Events int64
 	Top    int64
-	Newest time.Time
 }
 
-// Per stream in a partition: its events there, the newest offset and the
-// newest publish time (what PartitionStillExpired checks again).
+// The streams a partition holds and the newest offset of each there, by a
+// skip scan of its (stream, id) index: one probe per stream, whatever the
+// number of events.
 func (q *Queries) PartitionStreams(ctx context.Context, arg PartitionStreamsParams) ([]PartitionStreamsRow, error) {
 	rows, err := q.db.Query(ctx, partitionStreams, arg.Lo, arg.Hi)
 	if err != nil {
@@ -234,12 +218,7 @@ func (q *Queries) PartitionStreams(ctx context.Context, arg PartitionStreamsPara
 	var items []PartitionStreamsRow
 	for rows.Next() {
 		var i PartitionStreamsRow
-		if err := rows.Scan(
-			&i.Stream,
-			&i.Events,
-			&i.Top,
-			&i.Newest,
-		); err != nil {
+		if err := rows.Scan(&i.Stream, &i.Top); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -248,6 +227,21 @@ func (q *Queries) PartitionStreams(ctx context.Context, arg PartitionStreamsPara
 		return nil, err
 	}
 	return items, nil
+}
+
+const sealEventPartitions = `-- name: SealEventPartitions :exec
+UPDATE alkstore.event_partitions
+SET sealed_at = clock_timestamp()
+WHERE sealed_at IS NULL
+  AND hi - 1 <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+`
+
+// Partitions whose every offset has been drawn are sealed at a moment
+// after that, the clock being read after the sequence: each event in them
+// was published (created_at) before sealed_at.
+func (q *Queries) SealEventPartitions(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, sealEventPartitions)
+	return err
 }
 
 const setLockTimeout = `-- name: SetLockTimeout :exec

@@ -5,18 +5,17 @@
 -- sequence and drops those whose every event is past retention or trimmed.
 
 -- name: EventPartitions :many
--- The range partitions, by lower bound (MINVALUE reads as the smallest
--- bigint). events_default is not one of them.
-SELECT p.name::text AS name, p.lo::bigint AS lo, p.hi::bigint AS hi
-FROM (SELECT c.relname AS name,
-             CASE WHEN b[1] = 'MINVALUE' THEN -9223372036854775808 ELSE b[1]::bigint END AS lo,
-             CASE WHEN b[2] = 'MAXVALUE' THEN 9223372036854775807 ELSE b[2]::bigint END AS hi
-      FROM pg_catalog.pg_inherits i
-      JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid,
-      LATERAL regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
-                           'FROM \(''?(MINVALUE|-?[0-9]+)''?\) TO \(''?(MAXVALUE|-?[0-9]+)''?\)') AS b
-      WHERE i.inhparent = 'alkstore.events'::regclass AND b IS NOT NULL) p
-ORDER BY p.lo;
+-- The range partitions, by lower bound (events_default is not one).
+SELECT name, lo, hi, sealed_at FROM alkstore.event_partitions ORDER BY lo;
+
+-- name: SealEventPartitions :exec
+-- Partitions whose every offset has been drawn are sealed at a moment
+-- after that, the clock being read after the sequence: each event in them
+-- was published (created_at) before sealed_at.
+UPDATE alkstore.event_partitions
+SET sealed_at = clock_timestamp()
+WHERE sealed_at IS NULL
+  AND hi - 1 <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0);
 
 -- name: PartitionFrontier :one
 -- The newest offset drawn, and the newest offset the default partition
@@ -39,44 +38,49 @@ SELECT set_config('lock_timeout', @timeout::text, true);
 -- name: AddEventPartition :exec
 SELECT alkstore.add_event_partition(@lo::bigint, @hi::bigint);
 
--- name: PartitionHasLiveEvents :one
--- Whether a partition holds an event that is neither past its stream's
--- retention nor trimmed (offset <= @trim_horizon of stream @trim_stream;
--- '' trims nothing). Stops at the first such event.
-SELECT EXISTS (
-    SELECT 1 FROM alkstore.events x
-    LEFT JOIN alkstore.streams s ON s.name = x.stream
-    WHERE x.id >= @lo::bigint AND x.id < @hi::bigint
-      AND NOT (x.stream = @trim_stream::text AND x.id <= @trim_horizon::bigint)
-      AND (s.retention_us IS NULL
-           OR x.created_at + (s.retention_us) * '1 microsecond'::interval >= @now::timestamptz))::boolean AS live;
-
 -- name: PartitionStreams :many
--- Per stream in a partition: its events there, the newest offset and the
--- newest publish time (what PartitionStillExpired checks again).
-SELECT x.stream, count(*)::bigint AS events, max(x.id)::bigint AS top,
-       max(x.created_at)::timestamptz AS newest
-FROM alkstore.events x
-WHERE x.id >= @lo::bigint AND x.id < @hi::bigint
-GROUP BY x.stream
-ORDER BY x.stream;
+-- The streams a partition holds and the newest offset of each there, by a
+-- skip scan of its (stream, id) index: one probe per stream, whatever the
+-- number of events.
+WITH RECURSIVE st(stream) AS (
+    (SELECT e.stream FROM alkstore.events e
+     WHERE e.id >= @lo::bigint AND e.id < @hi::bigint
+     ORDER BY e.stream LIMIT 1)
+  UNION ALL
+    SELECT (SELECT e.stream FROM alkstore.events e
+            WHERE e.id >= @lo::bigint AND e.id < @hi::bigint AND e.stream > st.stream
+            ORDER BY e.stream LIMIT 1)
+    FROM st WHERE st.stream IS NOT NULL
+)
+SELECT st.stream::text AS stream,
+       (SELECT max(e.id) FROM alkstore.events e
+        WHERE e.stream = st.stream AND e.id >= @lo::bigint AND e.id < @hi::bigint)::bigint AS top
+FROM st
+WHERE st.stream IS NOT NULL;
+
+-- name: PartitionExpired :one
+-- Whether every event of a sealed partition is past its stream's retention
+-- or trimmed (offset <= @trim_horizon of stream @trim_stream; '' trims
+-- nothing), from PartitionStreams' summary: streams without retention keep
+-- theirs.
+SELECT NOT EXISTS (
+    SELECT 1
+    FROM (SELECT unnest(@streams::text[]) AS stream, unnest(@tops::bigint[]) AS top) AS p
+    LEFT JOIN alkstore.streams s ON s.name = p.stream
+    WHERE NOT (p.stream = @trim_stream::text AND p.top <= @trim_horizon::bigint)
+      AND (s.retention_us IS NULL
+           OR (s.retention_us) * '1 microsecond'::interval + @sealed_at::timestamptz >= @now::timestamptz))::boolean AS expired;
+
+-- name: PartitionEventCount :one
+-- The events of a partition (of stream @stream; '' for all), for the
+-- counts a drop reports.
+SELECT count(*)::bigint AS events FROM alkstore.events e
+WHERE e.id >= @lo::bigint AND e.id < @hi::bigint AND (@stream::text = '' OR e.stream = @stream::text);
 
 -- name: LockStreamSettings :exec
 -- Holds the settings of the given streams until the drop commits, so that
 -- a retention lengthened meanwhile cannot be missed.
 SELECT s.name FROM alkstore.streams s WHERE s.name = ANY(@names::text[]) ORDER BY s.name FOR SHARE;
-
--- name: PartitionStillExpired :one
--- PartitionHasLiveEvents again, on the per-stream summary PartitionStreams
--- took, under the settings LockStreamSettings holds.
-SELECT NOT EXISTS (
-    SELECT 1
-    FROM (SELECT unnest(@streams::text[]) AS stream, unnest(@tops::bigint[]) AS top,
-                 unnest(@newest::timestamptz[]) AS newest) AS p
-    LEFT JOIN alkstore.streams s ON s.name = p.stream
-    WHERE NOT (p.stream = @trim_stream::text AND p.top <= @trim_horizon::bigint)
-      AND (s.retention_us IS NULL
-           OR p.newest + (s.retention_us) * '1 microsecond'::interval >= @now::timestamptz))::boolean AS expired;
 
 -- name: UnheadPartition :exec
 -- Before a drop, in its transaction: heads of streams that are not

@@ -17,6 +17,17 @@ ALTER TABLE alkstore.events RENAME TO events_p0;
 
 CREATE TABLE alkstore.events (LIKE alkstore.events_p0 INCLUDING ALL EXCLUDING INDEXES) PARTITION BY RANGE (id);
 
+-- The range partitions and when each was sealed: the moment every offset
+-- below its upper bound had been drawn, so no event in it was published
+-- later. A partition is past a stream's retention once sealed_at is, which
+-- the janitor checks without reading the partition's rows.
+CREATE TABLE alkstore.event_partitions (
+    name      text        PRIMARY KEY,
+    lo        bigint      NOT NULL,
+    hi        bigint      NOT NULL,
+    sealed_at timestamptz,
+    CHECK (lo < hi)
+);
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -56,15 +67,23 @@ BEGIN
                     (SELECT max(id) FROM alkstore.events_p0), 0) + 1
     INTO top;
     EXECUTE format('ALTER TABLE alkstore.events ATTACH PARTITION alkstore.events_p0 FOR VALUES FROM (MINVALUE) TO (%s)', top);
+    -- Every offset it covers has been drawn: sealed now.
+    INSERT INTO alkstore.event_partitions (name, lo, hi, sealed_at) VALUES ('events_p0', 0, top, clock_timestamp());
 END
 $$;
 -- +goose StatementEnd
 
 CREATE TABLE alkstore.events_default PARTITION OF alkstore.events DEFAULT;
 
+COMMENT ON TABLE alkstore.event_partitions IS 'Range partitions of alkstore.events (not events_default), kept by alkstore.add_event_partition and alkstore.drop_event_partition';
+COMMENT ON COLUMN alkstore.event_partitions.name IS 'Partition table name in schema alkstore (events_p<lo>)';
+COMMENT ON COLUMN alkstore.event_partitions.lo IS 'Lowest offset the partition holds (events_p0, which starts at MINVALUE: 0, offsets being positive)';
+COMMENT ON COLUMN alkstore.event_partitions.hi IS 'Offsets below this one (exclusive upper bound)';
+COMMENT ON COLUMN alkstore.event_partitions.sealed_at IS 'A moment (database clock) by which every offset below hi had been drawn, so every event in the partition was published before it (NULL: not sealed yet)';
+
 COMMENT ON TABLE alkstore.events IS 'Stream events, one row per published message; id is the offset; deleted by trim, retention and compaction. Range-partitioned by id (partitions events_p<lower bound> and events_default): the janitor adds partitions ahead of the sequence and drops those whose every event is past retention or trimmed';
 
--- Partition DDL for the janitor (store/maintenance_pg.go). They run with
+-- Partition DDL for the janitor (store/partitions_pg.go). They run with
 -- the caller's privileges: a role that does not own alkstore.events gets
 -- "must be owner", and the janitor then leaves partitions alone.
 
@@ -74,6 +93,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     EXECUTE format('CREATE TABLE alkstore.%I PARTITION OF alkstore.events FOR VALUES FROM (%s) TO (%s)',
                    'events_p' || lo, lo, hi);
+    INSERT INTO alkstore.event_partitions (name, lo, hi) VALUES ('events_p' || lo, lo, hi);
 END
 $$;
 -- +goose StatementEnd
@@ -87,9 +107,11 @@ BEGIN
                    JOIN pg_namespace n ON n.oid = c.relnamespace
                    WHERE i.inhparent = 'alkstore.events'::regclass AND n.nspname = 'alkstore'
                      AND c.relname = part AND part <> 'events_default') THEN
+        DELETE FROM alkstore.event_partitions WHERE name = part;
         RETURN false;
     END IF;
     EXECUTE format('DROP TABLE alkstore.%I', part);
+    DELETE FROM alkstore.event_partitions WHERE name = part;
     RETURN true;
 END
 $$;
@@ -99,6 +121,7 @@ COMMENT ON FUNCTION alkstore.drop_event_partition(text) IS 'Drops a range partit
 -- +goose Down
 DROP FUNCTION alkstore.drop_event_partition(text);
 DROP FUNCTION alkstore.add_event_partition(bigint, bigint);
+DROP TABLE alkstore.event_partitions;
 ALTER TABLE alkstore.events RENAME TO events_partitioned;
 CREATE TABLE alkstore.events (LIKE alkstore.events_partitioned INCLUDING ALL EXCLUDING INDEXES);
 INSERT INTO alkstore.events SELECT * FROM alkstore.events_partitioned;
