@@ -1,4 +1,5 @@
-// Package janitor runs alkstore's maintenance on a schedule: expired
+// Package janitor runs alkstore's maintenance on a schedule: event
+// partitions created ahead and dropped when expired (PostgreSQL), expired
 // headless compaction rows, stream retention, log compaction and expired
 // tombstones, expired jobs, and SQLite's notification rows. Every task runs
 // in bounded batches that skip rows other transactions hold, within a time
@@ -30,10 +31,11 @@ type Opts struct {
 
 // Report counts what one pass did.
 type Report struct {
-	PartitionsCreated int64 // PostgreSQL event partitions created ahead
-	// Events past retention removed with whole partitions (PostgreSQL),
-	// then those deleted row by row.
-	RetentionDropped    int64
+	// PostgreSQL event partitions created ahead, and dropped whole because
+	// every event in them was past retention (not counted in
+	// RetentionDeleted, which counts the rows deleted one by one).
+	PartitionsCreated   int64
+	PartitionsDropped   int64
 	HeadlessDeleted     int64
 	RetentionDeleted    int64
 	Compacted           int64
@@ -100,7 +102,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	var err error
 	r.PartitionsCreated, err = m.CreatePartitions(pass, j.opts.Partitions)
 	if err == nil {
-		r.RetentionDropped, err = m.DropExpiredPartitions(pass)
+		r.PartitionsDropped, err = m.DropExpiredPartitions(pass)
 	}
 	for _, t := range tasks {
 		if err != nil {

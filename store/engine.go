@@ -70,7 +70,7 @@ type ops interface {
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	// Event partitions (PostgreSQL; SQLite has none and does nothing).
 	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
-	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (int64, error)
+	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error)
 	streamCounts(ctx context.Context) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context) (streams []string, lags []ConsumerStats, err error)

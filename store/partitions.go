@@ -45,14 +45,16 @@ func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (
 
 // DropExpiredPartitions drops every event partition whose events are all
 // past their stream's Retention (streams without one keep theirs, and a
-// compacted stream's current heads keep theirs), and returns how many
-// events went with them. Keys of other streams whose head it drops become
-// headless, as with ApplyRetention. A partition it cannot drop within a
-// short lock timeout waits for a later pass; ApplyRetention's row deletes
-// handle what partitions cannot. On SQLite it does nothing.
+// compacted stream's current heads keep theirs), and returns how many it
+// dropped; their events are not counted (that would read them). Keys of
+// other streams whose head it drops become headless, as with
+// ApplyRetention. A partition it cannot drop within a short lock timeout
+// waits for a later pass; ApplyRetention's row deletes handle what
+// partitions cannot. On SQLite it does nothing.
 func (m Maintenance) DropExpiredPartitions(ctx context.Context) (int64, error) {
 	return run(handle{s: m.s}, "drop expired partitions", autoWrite(ctx), func(o target) (int64, error) {
-		return o.dropExpiredPartitions(ctx, m.s.now(), "", 0)
+		n, _, err := o.dropExpiredPartitions(ctx, m.s.now(), "", 0)
+		return n, err
 	})
 }
 

@@ -10,6 +10,6 @@ import (
 
 func (o liteOps) createPartitions(context.Context, PartitionOpts) (int64, error) { return 0, nil }
 
-func (o liteOps) dropExpiredPartitions(context.Context, time.Time, string, int64) (int64, error) {
-	return 0, nil
+func (o liteOps) dropExpiredPartitions(context.Context, time.Time, string, int64) (int64, int64, error) {
+	return 0, 0, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,8 +80,9 @@ func skippable(err error) bool {
 
 // dropExpiredPartitions drops the range partitions whose every event is
 // past its stream's retention or trimmed (offset <= trimHorizon of stream
-// trimStream; "" trims nothing). It returns the events dropped: of
-// trimStream when trimming, else all.
+// trimStream; "" trims nothing). It returns how many it dropped and, when
+// trimming, how many of trimStream's events went with them (counted first:
+// the count reads the rows, which a retention drop does not need to).
 //
 // A partition is looked at once sealed (every offset below its upper bound
 // drawn, at a recorded moment after which no event in it was published)
@@ -89,29 +91,28 @@ func skippable(err error) bool {
 // its (stream, id) index, are then all the streams it will ever hold, and
 // each one's retention is compared with the seal instead of every row's
 // publish time.
-func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (int64, error) {
+func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error) {
 	if err := o.q.SealEventPartitions(ctx); err != nil {
 		if skippable(err) {
-			return 0, nil
+			return 0, 0, nil
 		}
-		return 0, err
+		return 0, 0, err
 	}
 	parts, err := o.q.EventPartitions(ctx)
 	if err != nil || len(parts) == 0 {
-		return 0, err
+		return 0, 0, err
 	}
 	settled, err := o.settled(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var total int64
 	for _, p := range parts {
 		if p.SealedAt == nil || p.Hi-1 > settled {
 			break // ranges do not overlap: later ones are higher
 		}
 		streams, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
 		if err != nil {
-			return total, err
+			return partitions, events, err
 		}
 		check := pgdb.PartitionExpiredParams{TrimStream: trimStream, TrimHorizon: trimHorizon, SealedAt: *p.SealedAt, Now: now}
 		for _, st := range streams {
@@ -119,24 +120,26 @@ func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStr
 		}
 		expired, err := o.q.PartitionExpired(ctx, check)
 		if err != nil {
-			return total, err
+			return partitions, events, err
 		}
 		if !deref(expired) {
 			continue
 		}
-		n, err := o.q.PartitionEventCount(ctx, pgdb.PartitionEventCountParams{Lo: p.Lo, Hi: p.Hi, Stream: trimStream})
-		if err != nil {
-			return total, err
+		var n int64
+		if trimStream != "" && slices.Contains(check.Streams, trimStream) {
+			if n, err = o.q.PartitionEventCount(ctx, pgdb.PartitionEventCountParams{Lo: p.Lo, Hi: p.Hi, Stream: trimStream}); err != nil {
+				return partitions, events, err
+			}
 		}
 		dropped, err := o.dropPartition(ctx, p, now, check)
 		if err != nil {
-			return total, err
+			return partitions, events, err
 		}
 		if dropped {
-			total += n
+			partitions, events = partitions+1, events+n
 		}
 	}
-	return total, nil
+	return partitions, events, nil
 }
 
 func (o pgOps) dropPartition(ctx context.Context, p pgdb.AlkstoreEventPartition, now time.Time, check pgdb.PartitionExpiredParams) (bool, error) {

@@ -196,7 +196,7 @@ func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 		// On PostgreSQL, partitions holding nothing but trimmed or expired
 		// events go whole; the rows of the others are deleted one by one.
 		now := st.s.now()
-		dropped, err := o.dropExpiredPartitions(ctx, now, st.name, horizon)
+		_, dropped, err := o.dropExpiredPartitions(ctx, now, st.name, horizon)
 		if err != nil {
 			return dropped, err
 		}

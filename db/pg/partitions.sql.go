@@ -84,19 +84,18 @@ func (q *Queries) LockStreamSettings(ctx context.Context, names []string) error 
 
 const partitionEventCount = `-- name: PartitionEventCount :one
 SELECT count(*)::bigint AS events FROM alkstore.events e
-WHERE e.id >= $1::bigint AND e.id < $2::bigint AND ($3::text = '' OR e.stream = $3::text)
+WHERE e.stream = $1::text AND e.id >= $2::bigint AND e.id < $3::bigint
 `
 
 type PartitionEventCountParams struct {
+	Stream string
 	Lo     int64
 	Hi     int64
-	Stream string
 }
 
-// The events of a partition (of stream @stream; ” for all), for the
-// counts a drop reports.
+// A stream's events in a partition, which TrimTo reports when it drops it.
 func (q *Queries) PartitionEventCount(ctx context.Context, arg PartitionEventCountParams) (int64, error) {
-	row := q.db.QueryRow(ctx, partitionEventCount, arg.Lo, arg.Hi, arg.Stream)
+	row := q.db.QueryRow(ctx, partitionEventCount, arg.Stream, arg.Lo, arg.Hi)
 	var events int64
 	err := row.Scan(&events)
 	return events, err

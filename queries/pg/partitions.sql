@@ -72,10 +72,9 @@ SELECT NOT EXISTS (
            OR (s.retention_us) * '1 microsecond'::interval + @sealed_at::timestamptz >= @now::timestamptz))::boolean AS expired;
 
 -- name: PartitionEventCount :one
--- The events of a partition (of stream @stream; '' for all), for the
--- counts a drop reports.
+-- A stream's events in a partition, which TrimTo reports when it drops it.
 SELECT count(*)::bigint AS events FROM alkstore.events e
-WHERE e.id >= @lo::bigint AND e.id < @hi::bigint AND (@stream::text = '' OR e.stream = @stream::text);
+WHERE e.stream = @stream::text AND e.id >= @lo::bigint AND e.id < @hi::bigint;
 
 -- name: LockStreamSettings :exec
 -- Holds the settings of the given streams until the drop commits, so that

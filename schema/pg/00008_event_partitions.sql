@@ -31,10 +31,13 @@ CREATE TABLE alkstore.event_partitions (
 -- +goose StatementBegin
 DO $$
 DECLARE
-    r   record;
-    top bigint;
+    r    record;
+    top  bigint;
+    path text := current_setting('search_path');
 BEGIN
-    -- Catalog text (index definitions, regclass) comes schema-qualified.
+    -- Catalog text (index definitions, regclass) comes schema-qualified
+    -- (the caller's search_path is restored at the end: goose records the
+    -- version in this transaction).
     PERFORM set_config('search_path', 'pg_catalog', true);
     FOR r IN
         SELECT ic.relname AS name, pg_get_indexdef(i.indexrelid) AS def,
@@ -69,6 +72,7 @@ BEGIN
     EXECUTE format('ALTER TABLE alkstore.events ATTACH PARTITION alkstore.events_p0 FOR VALUES FROM (MINVALUE) TO (%s)', top);
     -- Every offset it covers has been drawn: sealed now.
     INSERT INTO alkstore.event_partitions (name, lo, hi, sealed_at) VALUES ('events_p0', 0, top, clock_timestamp());
+    PERFORM set_config('search_path', path, true);
 END
 $$;
 -- +goose StatementEnd
@@ -128,7 +132,8 @@ INSERT INTO alkstore.events SELECT * FROM alkstore.events_partitioned;
 -- +goose StatementBegin
 DO $$
 DECLARE
-    r record;
+    r    record;
+    path text := current_setting('search_path');
 BEGIN
     PERFORM set_config('search_path', 'pg_catalog', true);
     FOR r IN
@@ -151,6 +156,7 @@ BEGIN
             EXECUTE format('COMMENT ON INDEX alkstore.%I IS %L', r.name, r.comment);
         END IF;
     END LOOP;
+    PERFORM set_config('search_path', path, true);
 END
 $$;
 -- +goose StatementEnd
