@@ -107,8 +107,8 @@ func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStr
 		return 0, 0, err
 	}
 	for _, p := range parts {
-		if p.SealedAt == nil || p.Hi-1 > settled {
-			break // ranges do not overlap: later ones are higher
+		if p.SealedAt == nil || p.Hi-1 > settled || trimStream != "" && p.Lo > trimHorizon {
+			break // ranges do not overlap: later ones are higher (a trim leaves those above it to retention)
 		}
 		streams, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
 		if err != nil {
