@@ -4,7 +4,7 @@
 --
 -- The existing table is not copied: it is renamed and attached as the first
 -- partition, covering every offset drawn so far (MINVALUE up to the
--- sequence's position). The new parent copies its columns, defaults,
+-- sequence's position); an empty one is dropped. The new parent copies its columns, defaults,
 -- constraints and comments with LIKE, and every index of the old table,
 -- whatever migrations defined them, from the catalog under its own name
 -- (the old table's indexes are renamed and attached to them). A DEFAULT
@@ -69,9 +69,13 @@ BEGIN
     SELECT GREATEST(pg_sequence_last_value('alkstore.event_offset_seq'),
                     (SELECT max(id) FROM alkstore.events_p0), 0) + 1
     INTO top;
-    EXECUTE format('ALTER TABLE alkstore.events ATTACH PARTITION alkstore.events_p0 FOR VALUES FROM (MINVALUE) TO (%s)', top);
-    -- Every offset it covers has been drawn: sealed now.
-    INSERT INTO alkstore.event_partitions (name, lo, hi, sealed_at) VALUES ('events_p0', 0, top, clock_timestamp());
+    IF EXISTS (SELECT 1 FROM alkstore.events_p0) THEN
+        EXECUTE format('ALTER TABLE alkstore.events ATTACH PARTITION alkstore.events_p0 FOR VALUES FROM (MINVALUE) TO (%s)', top);
+        -- Every offset it covers has been drawn: sealed now.
+        INSERT INTO alkstore.event_partitions (name, lo, hi, sealed_at) VALUES ('events_p0', 0, top, clock_timestamp());
+    ELSE
+        DROP TABLE alkstore.events_p0; -- nothing to keep (a fresh database)
+    END IF;
     PERFORM set_config('search_path', path, true);
 END
 $$;
