@@ -92,6 +92,8 @@ func skippable(err error) bool {
 // each one's retention is compared with the seal instead of every row's
 // publish time.
 func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error) {
+	// A role without privileges on event_partitions (granted before 00008
+	// created it) leaves partitions alone: the row deletes do the work.
 	if err := o.q.SealEventPartitions(ctx); err != nil {
 		if skippable(err) {
 			return 0, 0, nil
@@ -99,6 +101,9 @@ func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStr
 		return 0, 0, err
 	}
 	parts, err := o.q.EventPartitions(ctx)
+	if skippable(err) {
+		return 0, 0, nil
+	}
 	if err != nil || len(parts) == 0 {
 		return 0, 0, err
 	}
