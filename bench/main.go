@@ -6,6 +6,7 @@
 //	go run ./bench -d 3s  # longer runs
 //	go run ./bench -only scheduling
 //	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
+//	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
 // not statements the library runs.
@@ -41,7 +42,7 @@ var (
 	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
-		"or scale, which only runs when named")
+		"or scale and retention, which only run when named")
 )
 
 // section reports whether the named section runs: every default section
@@ -75,6 +76,12 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
+	if named("retention") { // PostgreSQL only (SQLite has no partitions); never part of a full run
+		benchRetention(ctx, func() string { return must(srv.NewDatabase(ctx)) })
+		if *only == "retention" {
+			return
+		}
+	}
 	fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
 	litePath := filepath.Join(dir, "bench.db")
 	for _, e := range []struct {

@@ -1,4 +1,5 @@
-// Package janitor runs alkstore's maintenance on a schedule: expired
+// Package janitor runs alkstore's maintenance on a schedule: event
+// partitions created ahead and dropped when expired (PostgreSQL), expired
 // headless compaction rows, stream retention, log compaction and expired
 // tombstones, expired jobs, finished jobs past their queue's retention, and
 // SQLite's notification rows. Every task runs
@@ -23,11 +24,19 @@ type Opts struct {
 	Interval           time.Duration // between passes in Run; default 30s
 	NotificationMaxAge time.Duration // SQLite notifications kept this long; default 1h
 	NotificationKeep   int           // and at most this many; default 10,000
-	Logger             *slog.Logger  // default slog.Default()
+	// Event partitions kept ready ahead of the offsets (PostgreSQL; see
+	// store.PartitionOpts for the defaults).
+	Partitions store.PartitionOpts
+	Logger     *slog.Logger // default slog.Default()
 }
 
 // Report counts what one pass did.
 type Report struct {
+	// PostgreSQL event partitions created ahead, and dropped whole because
+	// every event in them was past retention (not counted in
+	// RetentionDeleted, which counts the rows deleted one by one).
+	PartitionsCreated   int64
+	PartitionsDropped   int64
 	HeadlessDeleted     int64
 	RetentionDeleted    int64
 	Compacted           int64
@@ -91,8 +100,17 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 		{&r.JobsExpired, m.SweepExpiredJobs},
 		{&r.FinishedJobsDeleted, m.DeleteFinishedJobs},
 	}
+	// Partitions: created ahead first (a pass short of time still makes
+	// room), dropped before the row deletes, which then skip their rows.
 	var err error
+	r.PartitionsCreated, err = m.CreatePartitions(pass, j.opts.Partitions)
+	if err == nil {
+		r.PartitionsDropped, err = m.DropExpiredPartitions(pass)
+	}
 	for _, t := range tasks {
+		if err != nil {
+			break
+		}
 		if err = drain(pass, t.run, j.opts.BatchSize, t.count); err != nil {
 			break
 		}

@@ -95,6 +95,9 @@ type ops interface {
 	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
 	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	// Event partitions (PostgreSQL; SQLite has none and does nothing).
+	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
+	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error)
 	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless

@@ -201,13 +201,23 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 // other stream a key whose head it deletes becomes headless: the key reads
 // as having no value until its next publish, which becomes the head
 // whatever its rank. Surviving events keep their offsets; saved consumer
-// offsets stay valid. A negative horizon deletes nothing.
+// offsets stay valid. A negative horizon deletes nothing. On PostgreSQL it
+// drops whole event partitions where it can (see
+// Maintenance.DropExpiredPartitions).
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 	return run(st.handle, "trim", autoWrite(ctx), func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}
-		return o.trim(ctx, st.name, horizon, st.s.now())
+		// On PostgreSQL, partitions holding nothing but trimmed or expired
+		// events go whole; the rows of the others are deleted one by one.
+		now := st.s.now()
+		_, dropped, err := o.dropExpiredPartitions(ctx, now, st.name, horizon)
+		if err != nil {
+			return dropped, err
+		}
+		n, err := o.trim(ctx, st.name, horizon, now)
+		return dropped + n, err
 	})
 }
 

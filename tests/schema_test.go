@@ -192,11 +192,11 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 		LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass
 		     AND d.objsubid = COALESCE(a.attnum, 0)
-		WHERE c.relkind = 'r' AND c.relname <> 'goose_db_version' AND a.attnum IS NOT NULL
+		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'goose_db_version' AND a.attnum IS NOT NULL
 		UNION ALL
 		SELECT c.relname, '', obj_description(c.oid, 'pg_class') IS NOT NULL
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'alkstore'
-		WHERE c.relkind IN ('r', 'S') AND c.relname NOT LIKE 'goose_db_version%'`)
+		WHERE c.relkind IN ('r', 'p', 'S') AND NOT c.relispartition AND c.relname NOT LIKE 'goose_db_version%'`)
 	require.NoError(t, err)
 	var missing []string
 	seen := 0

@@ -40,8 +40,51 @@ type AlkstoreConsumerOffset struct {
 	UpdatedAt time.Time
 }
 
-// Stream events, one row per published message; id is the offset; deleted by trim, retention and compaction
+// Stream events, one row per published message; id is the offset; deleted by trim, retention and compaction. Range-partitioned by id (partitions events_p<lower bound> and events_default): the janitor adds partitions ahead of the sequence and drops those whose every event is past retention or trimmed
 type AlkstoreEvent struct {
+	// Offset: from alkstore.event_offset_seq, increasing in publish order across all streams
+	ID int64
+	// Stream name
+	Stream string
+	// Compaction key (NULL: an unkeyed event); each key's current value is named by compaction_heads
+	Key *string
+	// Message body as the application gave it (NULL: none; on a keyed event, a tombstone that deletes the key)
+	Payload []byte
+	// Top-level transaction id of the publisher, taken before the id was drawn: lets readers wait for older transactions and a transaction read its own events
+	Txid pgtype.Uint64
+	// When the event was published
+	CreatedAt time.Time
+}
+
+// Range partitions of alkstore.events (not events_default), kept by alkstore.add_event_partition and alkstore.drop_event_partition
+type AlkstoreEventPartition struct {
+	// Partition table name in schema alkstore (events_p<lo>)
+	Name string
+	// Lowest offset the partition holds (events_p0, which starts at MINVALUE: 0, offsets being positive)
+	Lo int64
+	// Offsets below this one (exclusive upper bound)
+	Hi int64
+	// A moment (database clock) by which every offset below hi had been drawn, so every event in the partition was published before it (NULL: not sealed yet)
+	SealedAt *time.Time
+}
+
+type AlkstoreEventsDefault struct {
+	// Offset: from alkstore.event_offset_seq, increasing in publish order across all streams
+	ID int64
+	// Stream name
+	Stream string
+	// Compaction key (NULL: an unkeyed event); each key's current value is named by compaction_heads
+	Key *string
+	// Message body as the application gave it (NULL: none; on a keyed event, a tombstone that deletes the key)
+	Payload []byte
+	// Top-level transaction id of the publisher, taken before the id was drawn: lets readers wait for older transactions and a transaction read its own events
+	Txid pgtype.Uint64
+	// When the event was published
+	CreatedAt time.Time
+}
+
+// Stream events, one row per published message; id is the offset; deleted by trim, retention and compaction
+type AlkstoreEventsP0 struct {
 	// Offset: from alkstore.event_offset_seq, increasing in publish order across all streams
 	ID int64
 	// Stream name

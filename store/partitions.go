@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PartitionOpts say how far ahead of the offset sequence the event
+// partitions reach (PostgreSQL; see docs/design/partitions.md).
+type PartitionOpts struct {
+	// Size is the number of offsets one partition covers; default
+	// 1,000,000. Retention drops a partition once every event in it is
+	// past retention, so smaller partitions free space sooner.
+	Size int64
+	// Ahead is how many partitions of Size to keep ready beyond the newest
+	// offset drawn; default 2. Offsets beyond them go to the default
+	// partition, which is never dropped.
+	Ahead int
+}
+
+func (o PartitionOpts) withDefaults() PartitionOpts {
+	if o.Size <= 0 {
+		o.Size = 1_000_000
+	}
+	if o.Ahead <= 0 {
+		o.Ahead = 2
+	}
+	return o
+}
+
+// CreatePartitions creates the event partitions missing from the newest
+// offset drawn up to opts.Ahead partitions beyond it, and returns how many
+// it created. It is idempotent, and safe under several janitors at once
+// (one creates, the others skip). When a lock it needs is held for longer
+// than a short timeout, or the role does not own alkstore.events, it
+// creates nothing and returns 0: offsets without a range partition go to
+// the default partition, which row deletes keep clean. On SQLite, which
+// has no partitions, it does nothing.
+func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
+	return run(handle{s: m.s}, "create partitions", autoWrite(ctx), func(o target) (int64, error) {
+		return o.createPartitions(ctx, opts.withDefaults())
+	})
+}
+
+// DropExpiredPartitions drops every event partition whose events are all
+// past their stream's Retention (streams without one keep theirs, and a
+// compacted stream's current heads keep theirs), and returns how many it
+// dropped; their events are not counted (that would read them). Keys of
+// other streams whose head it drops become headless, as with
+// ApplyRetention. A partition it cannot drop within a short lock timeout
+// waits for a later pass; ApplyRetention's row deletes handle what
+// partitions cannot. On SQLite it does nothing.
+func (m Maintenance) DropExpiredPartitions(ctx context.Context) (int64, error) {
+	return run(handle{s: m.s}, "drop expired partitions", autoWrite(ctx), func(o target) (int64, error) {
+		n, _, err := o.dropExpiredPartitions(ctx, m.s.now(), "", 0)
+		return n, err
+	})
+}
+
+// partitionLockTimeout bounds how long partition DDL waits for a table
+// lock, and so how long publishers and readers queued behind it wait.
+const partitionLockTimeout = 200 * time.Millisecond
+
+// partitionLockID is the advisory lock partition DDL runs under ("alkspart").
+const partitionLockID = 0x616c6b7370617274
+
+var errPartitionSkipped = fmt.Errorf("partition left for a later pass")

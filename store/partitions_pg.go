@@ -1,0 +1,186 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	pgdb "github.com/alkstore/alkstore/db/pg"
+)
+
+// Event partitions on PostgreSQL (docs/design/partitions.md).
+
+func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
+	var n int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		n = 0
+		if locked, err := o.q.TryPartitionLock(ctx, partitionLockID); err != nil || !locked {
+			return err
+		}
+		if err := o.q.SetLockTimeout(ctx, partitionLockTimeout.String()); err != nil {
+			return err
+		}
+		if err := o.q.SealEventPartitions(ctx); err != nil {
+			return err
+		}
+		parts, err := o.q.EventPartitions(ctx)
+		if err != nil {
+			return err
+		}
+		f, err := o.q.PartitionFrontier(ctx)
+		if err != nil {
+			return err
+		}
+		// Above every range partition, every offset in the default
+		// partition and every offset drawn: no row of the new range can be
+		// in the default partition already (one drawn meanwhile makes the
+		// creation fail, and the next pass starts above it).
+		lo := max(f.DefaultTop, f.LastOffset) + 1
+		if len(parts) > 0 {
+			lo = max(lo, parts[len(parts)-1].Hi)
+		}
+		for lo <= f.LastOffset+int64(opts.Ahead)*opts.Size {
+			if err := o.q.AddEventPartition(ctx, pgdb.AddEventPartitionParams{Lo: lo, Hi: lo + opts.Size}); err != nil {
+				return err
+			}
+			lo += opts.Size
+			n++
+		}
+		return nil
+	})
+	if skippable(err) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// skippable: partition DDL that could not get its lock in time, found a
+// row of its range in the default partition, or lacks the privilege, is
+// left for a later pass (or, for the privilege, to the row deletes).
+func skippable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.Is(err, errPartitionSkipped) {
+		return true
+	}
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "55P03", // lock_not_available (lock_timeout)
+		"23514", // check_violation: the default partition holds a row of the range
+		"42501": // insufficient_privilege: not the owner of alkstore.events
+		return true
+	}
+	return false
+}
+
+// dropExpiredPartitions drops the range partitions whose every event is
+// past its stream's retention or trimmed (offset <= trimHorizon of stream
+// trimStream; "" trims nothing). It returns how many it dropped and, when
+// trimming, how many of trimStream's events went with them (counted first:
+// the count reads the rows, which a retention drop does not need to).
+//
+// A partition is looked at once sealed (every offset below its upper bound
+// drawn, at a recorded moment after which no event in it was published)
+// and at or below the settled horizon (every offset in it committed or
+// gone for good in every later snapshot): the streams it holds, read from
+// its (stream, id) index, are then all the streams it will ever hold, and
+// each one's retention is compared with the seal instead of every row's
+// publish time.
+func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error) {
+	// A role without privileges on event_partitions (granted before 00008
+	// created it) leaves partitions alone: the row deletes do the work.
+	if err := o.q.SealEventPartitions(ctx); err != nil {
+		if skippable(err) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	parts, err := o.q.EventPartitions(ctx)
+	if skippable(err) {
+		return 0, 0, nil
+	}
+	if err != nil || len(parts) == 0 {
+		return 0, 0, err
+	}
+	settled, err := o.settled(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, p := range parts {
+		if p.SealedAt == nil || p.Hi-1 > settled || trimStream != "" && p.Lo > trimHorizon {
+			break // ranges do not overlap: later ones are higher (a trim leaves those above it to retention)
+		}
+		streams, err := o.q.PartitionStreams(ctx, pgdb.PartitionStreamsParams{Lo: p.Lo, Hi: p.Hi})
+		if err != nil {
+			return partitions, events, err
+		}
+		check := pgdb.PartitionExpiredParams{TrimStream: trimStream, TrimHorizon: trimHorizon, SealedAt: *p.SealedAt, Now: now}
+		for _, st := range streams {
+			check.Streams, check.Tops = append(check.Streams, st.Stream), append(check.Tops, st.Top)
+		}
+		expired, err := o.q.PartitionExpired(ctx, check)
+		if err != nil {
+			return partitions, events, err
+		}
+		if !deref(expired) {
+			continue
+		}
+		var n int64
+		if trimStream != "" && slices.Contains(check.Streams, trimStream) {
+			if n, err = o.q.PartitionEventCount(ctx, pgdb.PartitionEventCountParams{Lo: p.Lo, Hi: p.Hi, Stream: trimStream}); err != nil {
+				return partitions, events, err
+			}
+		}
+		dropped, err := o.dropPartition(ctx, p, now, check)
+		if err != nil {
+			return partitions, events, err
+		}
+		if dropped {
+			partitions, events = partitions+1, events+n
+		}
+	}
+	return partitions, events, nil
+}
+
+func (o pgOps) dropPartition(ctx context.Context, p pgdb.AlkstoreEventPartition, now time.Time, check pgdb.PartitionExpiredParams) (bool, error) {
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		if locked, err := o.q.TryPartitionLock(ctx, partitionLockID); err != nil || !locked {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		if err := o.q.SetLockTimeout(ctx, partitionLockTimeout.String()); err != nil {
+			return err
+		}
+		// A retention lengthened since the check would make events live
+		// again: hold the settings and check again.
+		if err := o.q.LockStreamSettings(ctx, check.Streams); err != nil {
+			return err
+		}
+		expired, err := o.q.PartitionExpired(ctx, check)
+		if err != nil || !deref(expired) {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		// Heads are locked before the table (SKIP LOCKED: never waiting on
+		// a key's holder), then DROP waits at most the lock timeout.
+		if err := o.q.UnheadPartition(ctx, pgdb.UnheadPartitionParams{Lo: p.Lo, Hi: p.Hi, Now: now}); err != nil {
+			return err
+		}
+		held, err := o.q.PartitionHasHeads(ctx, pgdb.PartitionHasHeadsParams{Lo: p.Lo, Hi: p.Hi})
+		if err != nil || held {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		dropped, err := o.q.DropEventPartition(ctx, p.Name)
+		if err != nil || !dropped {
+			return cmp.Or(err, errPartitionSkipped)
+		}
+		return nil
+	})
+	if skippable(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
