@@ -177,6 +177,7 @@ const (
 	Acked   Outcome = "acked"   // the handler returned nil: the job is done
 	Retried Outcome = "retried" // an error, attempts left: pending again after the backoff
 	Failed  Outcome = "failed"  // a Permanent error, or an error on the last attempt: dead
+	Snoozed Outcome = "snoozed" // store.Snooze(d): pending again after d, the attempt given back
 	// SettledByHandler: the handler settled the job itself (Ack, Retry,
 	// Fail); Work left it as the handler did.
 	SettledByHandler Outcome = "settled by handler"
@@ -192,8 +193,8 @@ type WorkResult struct {
 // Work enqueues v on q with opts, claims that job and runs handler on it
 // once, as JobQueue.Work would, without a worker loop: the handler's ctx
 // ends after 30 s, a panic becomes an error, and the job is settled by the
-// handler's result with Work's rules (nil acks; Permanent fails; another
-// error retries after store.DefaultBackoff, or fails on the last attempt).
+// handler's result with Work's rules (nil acks; Permanent fails; Snooze
+// reschedules without spending the attempt; another error retries after store.DefaultBackoff, or fails on the last attempt).
 // The queue must hold no other ready job of equal or higher priority (use
 // a queue of the test's own): the claim must take this job. Work fails tb
 // when the job cannot be enqueued, claimed or settled.
@@ -225,9 +226,12 @@ func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, 
 
 	// Settle as Work does; a settle refused with ErrInvalidArgument means
 	// the handler spent the claim itself.
+	delay, snoozed := store.SnoozeDelay(res.Err)
 	switch {
 	case res.Err == nil:
 		res.Outcome, err = Acked, job.Ack(ctx)
+	case snoozed:
+		res.Outcome, err = Snoozed, job.Snooze(ctx, delay)
 	case store.IsPermanent(res.Err):
 		res.Outcome, err = Failed, job.Fail(ctx, res.Err.Error())
 	default:

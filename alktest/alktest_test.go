@@ -201,6 +201,17 @@ func TestWork(t *testing.T) {
 		assert.Equal(t, "not yet", res.Job.LastError)
 		require.NoError(t, q.Queue().Cancel(ctx, res.Job.ID))
 
+		res = alktest.Work(ctx, t, q, welcome{User: 8}, store.EnqueueOpts{MaxAttempts: 1},
+			func(context.Context, *store.Job, welcome) error {
+				return fmt.Errorf("busy: %w", store.Snooze(time.Hour))
+			})
+		assert.Equal(t, alktest.Snoozed, res.Outcome, "a wrapped Snooze, as Work reads it")
+		require.NotNil(t, res.Job)
+		assert.Equal(t, store.JobPending, res.Job.State, "snoozed on its only attempt: not dead")
+		assert.Equal(t, 0, res.Job.Attempts, "the attempt is given back")
+		assert.True(t, res.Job.RunAt.After(time.Now().Add(50*time.Minute)), "runs again after the delay")
+		require.NoError(t, q.Queue().Cancel(ctx, res.Job.ID))
+
 		// Another ready job in the way: Work says so instead of running it.
 		_, err := q.Enqueue(ctx, welcome{User: 99}, store.EnqueueOpts{Priority: 5})
 		require.NoError(t, err)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Store returns the store the queue belongs to (for helpers such as
@@ -35,4 +36,15 @@ func (t *JobQueue[T]) Payload(job *Job) (T, error) {
 func IsPermanent(err error) bool {
 	var perm *permanentError
 	return errors.As(err, &perm)
+}
+
+// SnoozeDelay reports whether err, or an error it wraps, is a Snooze
+// result, and its delay: Work puts such a job back without spending an
+// attempt.
+func SnoozeDelay(err error) (time.Duration, bool) {
+	var snooze *snoozeError
+	if errors.As(err, &snooze) {
+		return snooze.delay, true
+	}
+	return 0, false
 }
