@@ -252,7 +252,7 @@ func TestClientLoopFailureSurfaces(t *testing.T) {
 		cl := client.New(s, client.Opts{})
 		ok := func(context.Context, *store.Job) error { return nil }
 		require.NoError(t, cl.Handle(s.Queue("fine"), store.WorkOpts{}, ok))
-		require.NoError(t, cl.Handle(s.Queue("broken"), store.WorkOpts{Timeout: time.Minute, Visibility: time.Second}, ok))
+		require.NoError(t, cl.Handle(s.Queue("broken"), store.WorkOpts{Worker: "bad\nworker"}, ok))
 		require.NoError(t, cl.Start(c))
 		select {
 		case <-cl.Stopped():
@@ -260,7 +260,7 @@ func TestClientLoopFailureSurfaces(t *testing.T) {
 			t.Fatal("a failed loop left the client running")
 		}
 		err := cl.Stop(c)
-		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		require.ErrorIs(t, err, store.ErrInvalidName)
 		assert.Contains(t, err.Error(), `"broken"`)
 	})
 }
