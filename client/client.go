@@ -284,7 +284,8 @@ const hardStopWait = 5 * time.Second
 // its queue without losing an attempt; a handler that returns nil
 // completes its job. Stop waits up to 5 seconds more for them and returns
 // an error matching ctx's if it cut a handler short (a handler that ignores
-// its context is left running; its job comes back after its visibility).
+// its context is left running; Work stops heartbeating its claim when
+// its queue's Grace ends, so its job comes back a Visibility later).
 //
 // Stop also returns the error of a loop that failed. It may be called more
 // than once and concurrently, before Start (it returns nil), and after the
@@ -325,7 +326,7 @@ func (c *Client) Stop(ctx context.Context) error {
 // already done (River's name for it).
 func (c *Client) StopAndCancel(ctx context.Context) error {
 	done, cancel := context.WithCancelCause(ctx)
-	cancel(errors.New("alkstore: client stopped and cancelled"))
+	cancel(nil) // the cause is context.Canceled: Stop's error matches it
 	return c.Stop(done)
 }
 

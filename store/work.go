@@ -190,6 +190,7 @@ type worker struct {
 // runningJob is a running handler as the heartbeat and claim checks see it.
 type runningJob struct {
 	since     time.Time               // when its handler started
+	ctx       context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
 	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
 }
 
@@ -349,7 +350,8 @@ func (w *worker) claimGone(j *Job, cause error) {
 }
 
 // heartbeats extends, every Visibility/3, the claims of the handlers that
-// have run for Visibility/3 or more, by Visibility: a claim is extended
+// have run for Visibility/3 or more and whose context is still live (not
+// past Timeout, not stopped hard), by Visibility: a claim is extended
 // before two thirds of its lease are gone, and handlers shorter than a
 // third of it cost nothing. A beat that finds the claim gone cancels the
 // handler.
@@ -366,7 +368,10 @@ func (w *worker) heartbeats(ctx context.Context) {
 		w.mu.Lock()
 		var due []*Job
 		for j, r := range w.running {
-			if time.Since(r.since) >= every {
+			// Only for a handler whose context is live: one past its Timeout
+			// or stopped hard that ignores its context keeps no claim, so
+			// its job comes back after Visibility instead of never.
+			if time.Since(r.since) >= every && r.ctx.Err() == nil {
 				due = append(due, j)
 			}
 		}
@@ -434,7 +439,7 @@ func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
 	claimCtx, claimGone := context.WithCancelCause(handlerBase)
 	ctx, cancel := context.WithTimeout(claimCtx, w.opts.Timeout)
 	w.mu.Lock()
-	w.running[j] = &runningJob{since: time.Now(), claimGone: claimGone}
+	w.running[j] = &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
 	w.mu.Unlock()
 
 	err := callHandler(ctx, w.handler, j)

@@ -189,7 +189,7 @@ func TestClientHardStopReleasesJobs(t *testing.T) {
 				cancel()
 				require.ErrorIs(t, err, context.DeadlineExceeded, "Stop says it cut a handler short")
 			} else {
-				require.Error(t, cl.StopAndCancel(c))
+				require.ErrorIs(t, cl.StopAndCancel(c), context.Canceled, "StopAndCancel is Stop with a cancelled context")
 			}
 			require.NotNil(t, cause.Load(), "the handler's context was cancelled")
 

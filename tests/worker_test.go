@@ -302,3 +302,34 @@ func TestHeartbeatCancelsHandlerOnLostClaim(t *testing.T) {
 		}
 	})
 }
+
+// TestHeartbeatsEndWithTheHandlersTimeout: a handler that ignores its
+// context past its Timeout keeps no claim: heartbeats stop with its
+// context, so its job comes back to another worker a Visibility later
+// instead of staying pinned to a hung handler for the process's life.
+func TestHeartbeatsEndWithTheHandlersTimeout(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		a, b := e.open(t), e.open(t)
+		c := ctx(t)
+		release := make(chan struct{})
+		defer close(release)
+		started := make(chan struct{}, 1)
+		const visibility = 600 * time.Millisecond
+		runWork(t, a.Queue("hung"), store.WorkOpts{Concurrency: 1, Visibility: visibility, Timeout: 200 * time.Millisecond, PollInterval: noPoll},
+			func(context.Context, *store.Job) error {
+				started <- struct{}{}
+				<-release // ignores its context
+				return nil
+			})
+		id, err := a.Queue("hung").Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		<-started
+		// Before the fix the claim was extended every Visibility/3 forever:
+		// no other worker could ever take the job.
+		require.Eventually(t, func() bool {
+			jobs, err := b.Queue("hung").Claim(c, "other", 1, time.Minute)
+			require.NoError(t, err)
+			return len(jobs) == 1 && jobs[0].ID == id
+		}, 20*time.Second, 50*time.Millisecond, "the hung handler's job comes back to another worker")
+	})
+}
