@@ -607,13 +607,17 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 // Requeue moves a dead, cancelled or expired job back to pending, due now,
 // with its attempts reset; its Errors stay. An ExpiresAt already past is
 // dropped (the job would expire again at once). ErrNotFound when no such
-// job in one of those states.
+// job in one of those states; ErrInvalidArgument when the job is unique
+// and another job holds its key now.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
 	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
-		if err == nil && !ok {
+		switch {
+		case keyHeld(err):
+			err = fmt.Errorf("job %d: its unique key is held by another job: %w", id, ErrInvalidArgument)
+		case err == nil && !ok:
 			err = fmt.Errorf("dead, cancelled or expired job %d: %w", id, ErrNotFound)
-		} else if ok {
+		case ok:
 			o.afterCommit(q.wake)
 		}
 		return err

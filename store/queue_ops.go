@@ -101,13 +101,17 @@ const requeueBatch = 1000
 // RequeueDead moves every dead job of the queue back to pending like
 // Requeue, in batches of its own transactions, and returns how many it
 // moved. Jobs that die while it runs stay dead. Rows another transaction
-// holds are skipped.
+// holds are skipped, and so are unique jobs whose key another job holds
+// now (they stay dead).
 func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
 	return run(q.handle, "requeue dead", autoWrite(ctx), func(o target) (int64, error) {
 		before := q.s.now()
 		var total int64
 		for {
 			n, err := o.requeueDead(ctx, q.name, q.s.now(), before, requeueBatch)
+			if keyHeld(err) { // two dead jobs of one batch share a unique key
+				err = fmt.Errorf("two dead jobs share a unique key (requeue them one by one): %w", ErrInvalidArgument)
+			}
 			total += n
 			if n > 0 {
 				o.afterCommit(q.wake)

@@ -4,11 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ncruces/go-sqlite3"
 )
+
+// keyHeld reports whether err is a unique-index violation (PostgreSQL's
+// 23505, SQLite's SQLITE_CONSTRAINT_UNIQUE): on the jobs table, a unique
+// key another job holds.
+func keyHeld(err error) bool {
+	return err != nil && (isUniqueViolation(err) || errors.Is(err, sqlite3.CONSTRAINT_UNIQUE))
+}
 
 // UniqueOpts make a job unique, as EnqueueOpts.Unique. While a job of the
 // queue holds the key (it was enqueued with it and is in one of ByState's

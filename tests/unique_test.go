@@ -111,8 +111,8 @@ func TestUniqueJobScopeFollowsState(t *testing.T) {
 		// Back into the key's scope while another job holds it: refused by
 		// the index (the README says so).
 		err = q.Requeue(c, a.ID)
-		require.Error(t, err)
-		assert.NotErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.ErrorContains(t, err, "unique key is held by another job")
 		// Acked: free again.
 		jobs, err = q.Claim(c, "w", 1, time.Minute)
 		require.NoError(t, err)
@@ -377,4 +377,38 @@ func TestUniqueJobRacingTransactionsPostgres(t *testing.T) {
 		})
 	}
 	assert.EqualValues(t, 2, jobCount(t, q))
+}
+
+// TestRequeueDeadSkipsHeldKeys: RequeueDead moves every dead job back but
+// those whose unique key another job holds now: one held key must not
+// stop the others (before: the whole batch failed with a raw unique
+// violation and moved nothing).
+func TestRequeueDeadSkipsHeldKeys(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		q := s.Queue("requeue-unique")
+		c := ctx(t)
+		for _, k := range []string{"a", "b", "c"} {
+			_, err := q.Enqueue(c, nil, store.EnqueueOpts{Unique: store.UniqueOpts{Key: k}})
+			require.NoError(t, err)
+		}
+		_, err := q.Enqueue(c, nil, store.EnqueueOpts{}) // not unique
+		require.NoError(t, err)
+		jobs, err := q.Claim(c, "w", 4, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 4)
+		for _, j := range jobs {
+			require.NoError(t, j.Fail(c, "boom"))
+		}
+		holder, err := q.EnqueueUnique(c, nil, store.EnqueueOpts{Unique: store.UniqueOpts{Key: "b"}, Delay: time.Hour})
+		require.NoError(t, err)
+		require.False(t, holder.Duplicate, "dead jobs leave their key by default")
+
+		moved, err := q.RequeueDead(c)
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), moved, "a, c and the plain job")
+		dead, err := q.Jobs(c, store.JobsOpts{State: store.JobDead, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, dead, 1, "b stays dead: its key is held")
+	})
 }

@@ -986,6 +986,9 @@ SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+               AND (x.unique_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM alk_jobs h
+                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
              ORDER BY x.finished_at
              LIMIT ?4)
 `
@@ -1000,7 +1003,9 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through alk_jobs_finished (the
-// literal state list lets SQLite use that partial index).
+// literal state list lets SQLite use that partial index). Jobs whose
+// unique key another job holds now are skipped: they stay dead (the holder
+// is found on alk_jobs_unique).
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,
 		arg.Now,

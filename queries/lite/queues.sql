@@ -218,13 +218,18 @@ WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through alk_jobs_finished (the
--- literal state list lets SQLite use that partial index).
+-- literal state list lets SQLite use that partial index). Jobs whose
+-- unique key another job holds now are skipped: they stay dead (the holder
+-- is found on alk_jobs_unique).
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
 WHERE id IN (SELECT x.id FROM alk_jobs x
              WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+               AND (x.unique_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM alk_jobs h
+                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
              ORDER BY x.finished_at
              LIMIT @batch);
 

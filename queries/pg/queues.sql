@@ -276,12 +276,17 @@ WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through jobs_finished; rows
--- others hold are skipped.
+-- others hold are skipped, and so are jobs whose unique key another job
+-- holds now (they stay dead; the holder is found on jobs_unique).
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now::timestamptz THEN NULL ELSE expires_at END
 WHERE id IN (SELECT x.id FROM alkstore.jobs x
              WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
+               AND (x.unique_key IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM alkstore.jobs h
+                   WHERE h.unique_key = x.unique_key AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                   OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
              ORDER BY x.finished_at
              LIMIT @batch::integer
              FOR UPDATE SKIP LOCKED);
