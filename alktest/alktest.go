@@ -187,7 +187,7 @@ const (
 type WorkResult struct {
 	Err     error      // the handler's error (a panic becomes one); nil on success
 	Outcome Outcome    // how the job was settled
-	Job     *store.Job // the job after it was settled; nil when it is gone (acked jobs are deleted)
+	Job     *store.Job // the job after it was settled; nil when it is gone (acked jobs are deleted unless the queue keeps completed ones)
 }
 
 // Work enqueues v on q with opts, claims that job and runs handler on it
@@ -201,7 +201,18 @@ type WorkResult struct {
 func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts,
 	handler func(ctx context.Context, job *store.Job, v T) error) WorkResult {
 	tb.Helper()
-	id, err := q.Enqueue(ctx, v, opts)
+	var id int64
+	var err error
+	if opts.Unique.Key != "" {
+		var e store.Enqueued
+		e, err = q.EnqueueUnique(ctx, v, opts)
+		if err == nil && e.Duplicate {
+			tb.Fatalf("alktest: unique key %q is held by job %d: nothing was enqueued to work", opts.Unique.Key, e.ID)
+		}
+		id = e.ID
+	} else {
+		id, err = q.Enqueue(ctx, v, opts)
+	}
 	if err != nil {
 		tb.Fatalf("alktest: %v", err)
 	}

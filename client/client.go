@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,9 @@ func (c *Client) Handle(q *store.Queue, opts store.WorkOpts, handler store.Handl
 	if q == nil || handler == nil {
 		return c.refuse("handle", "", "a queue and a handler are required")
 	}
+	if err := c.check("handle", q.Name(), q.Store(), mw); err != nil {
+		return err
+	}
 	h := c.wrap(handler, mw)
 	return c.add("handle", q.Name(), func(ctx context.Context) error {
 		return q.Work(ctx, c.workOpts(opts), h)
@@ -113,6 +117,9 @@ func (c *Client) Handle(q *store.Queue, opts store.WorkOpts, handler store.Handl
 func (c *Client) HandleJobs[T any](q *store.JobQueue[T], opts store.WorkOpts, handler func(ctx context.Context, job *store.Job, v T) error, mw ...Middleware) error {
 	if q == nil || handler == nil {
 		return c.refuse("handle", "", "a queue and a handler are required")
+	}
+	if err := c.check("handle", q.Queue().Name(), q.Queue().Store(), mw); err != nil {
+		return err
 	}
 	return c.add("handle", q.Queue().Name(), func(ctx context.Context) error {
 		return q.Work(ctx, c.workOpts(opts), func(ctx context.Context, job *store.Job, v T) error {
@@ -130,6 +137,9 @@ func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver s
 	if opts.Worker == "" {
 		opts.Worker = c.opts.Worker
 	}
+	if err := c.check("handle outbox", ob.Name(), c.s, mw); err != nil {
+		return err
+	}
 	h := c.wrap(deliver, mw)
 	return c.add("handle outbox", ob.QueueName(), func(ctx context.Context) error {
 		return ob.Run(ctx, opts, h)
@@ -138,6 +148,20 @@ func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver s
 
 func (c *Client) refuse(op, name, why string) error {
 	return fmt.Errorf("alkstore: client %s %q: %w: %s", op, name, store.ErrInvalidArgument, why)
+}
+
+// check refuses, when registering, a queue of another store and a nil
+// middleware (which would fail every job at run time instead).
+func (c *Client) check(op, name string, s *store.Store, mw []Middleware) error {
+	if s != c.s {
+		return c.refuse(op, name, "the queue belongs to another store")
+	}
+	for _, m := range append(slices.Clone(c.opts.Middleware), mw...) {
+		if m == nil {
+			return c.refuse(op, name, "a middleware is nil")
+		}
+	}
+	return nil
 }
 
 func (c *Client) add(op, name string, run func(ctx context.Context) error) error {

@@ -515,7 +515,9 @@ func (w *worker) ackLoop(ctx context.Context) {
 		if err != nil {
 			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(batch), "error", err)
 		} else if int(n) < len(batch) {
-			w.q.s.log.Warn("alkstore: claims expired before their ack; those jobs will run again",
+			// Lost: the claim expired (the job runs again), or the job was
+			// cancelled or deleted meanwhile (it does not).
+			w.q.s.log.Warn("alkstore: claims lost before their ack (expired: those jobs run again; or cancelled or deleted)",
 				"queue", w.q.name, "lost", len(batch)-int(n))
 		}
 	}

@@ -314,3 +314,20 @@ func TestClientMiddlewareSeesResults(t *testing.T) {
 		assert.EqualValues(t, 1, recovered.Load())
 	})
 }
+
+// TestClientRefusesBadRegistrations: a queue of another store and a nil
+// middleware are refused when registered, not found out job by job.
+func TestClientRefusesBadRegistrations(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s, other := e.open(t), e.open(t)
+		cl := client.New(s, client.Opts{})
+		ok := func(context.Context, *store.Job) error { return nil }
+		err := cl.Handle(other.Queue("x"), store.WorkOpts{}, ok)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.ErrorContains(t, err, "another store")
+		err = cl.Handle(s.Queue("x"), store.WorkOpts{}, ok, nil)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.ErrorContains(t, err, "middleware is nil")
+		require.NoError(t, cl.Handle(s.Queue("x"), store.WorkOpts{}, ok), "refusals registered nothing")
+	})
+}
