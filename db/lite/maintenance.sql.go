@@ -644,8 +644,9 @@ type SweepAllExpiredJobsParams struct {
 	Batch int64
 }
 
-// Expired jobs of every queue end expired: pending ones, and running ones
-// whose claim lapsed.
+// Expired jobs of every queue end expired: pending ones (a range of
+// alk_jobs_expiring_by_time up to now, so jobs that expire later are never
+// read), and running ones whose claim lapsed (claims in flight).
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepAllExpiredJobsStmt, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

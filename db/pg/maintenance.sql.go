@@ -633,11 +633,17 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
-               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
+WHERE id IN (SELECT j.id FROM alkstore.jobs j
+             WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
+                            WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
+                            UNION ALL
+                            SELECT r.id FROM alkstore.jobs r
+                            WHERE r.state = 'running' AND r.claim_expires_at <= $1::timestamptz
+                              AND r.expires_at IS NOT NULL AND r.expires_at <= $1::timestamptz)
+               AND j.expires_at <= $1::timestamptz
+               AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz))
              LIMIT $2::integer
-             FOR UPDATE SKIP LOCKED)
+             FOR UPDATE OF j SKIP LOCKED)
 `
 
 type SweepAllExpiredJobsParams struct {
@@ -645,8 +651,11 @@ type SweepAllExpiredJobsParams struct {
 	Batch int32
 }
 
-// Expired jobs of every queue end expired: pending ones, and running ones
-// whose claim lapsed.
+// Expired jobs of every queue end expired: pending ones (a range of
+// jobs_expiring_by_time up to now, so jobs that expire later are never
+// read), and running ones whose claim lapsed (claims in flight). Rows
+// another statement holds are skipped; the conditions are checked again on
+// the locked rows.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

@@ -116,8 +116,9 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 DELETE FROM alk_events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue end expired: pending ones, and running ones
--- whose claim lapsed.
+-- Expired jobs of every queue end expired: pending ones (a range of
+-- alk_jobs_expiring_by_time up to now, so jobs that expire later are never
+-- read), and running ones whose claim lapsed (claims in flight).
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x

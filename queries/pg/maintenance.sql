@@ -135,15 +135,24 @@ DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND 
 DELETE FROM alkstore.events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue end expired: pending ones, and running ones
--- whose claim lapsed.
+-- Expired jobs of every queue end expired: pending ones (a range of
+-- jobs_expiring_by_time up to now, so jobs that expire later are never
+-- read), and running ones whose claim lapsed (claims in flight). Rows
+-- another statement holds are skipped; the conditions are checked again on
+-- the locked rows.
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
+WHERE id IN (SELECT j.id FROM alkstore.jobs j
+             WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
+                            WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+                            UNION ALL
+                            SELECT r.id FROM alkstore.jobs r
+                            WHERE r.state = 'running' AND r.claim_expires_at <= @now::timestamptz
+                              AND r.expires_at IS NOT NULL AND r.expires_at <= @now::timestamptz)
+               AND j.expires_at <= @now::timestamptz
+               AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= @now::timestamptz))
              LIMIT @batch::integer
-             FOR UPDATE SKIP LOCKED);
+             FOR UPDATE OF j SKIP LOCKED);
 
 -- name: DeleteFinishedJobs :execrows
 -- Finished jobs past their queue's retention: completed ones older than

@@ -1,0 +1,12 @@
+-- Pending jobs that can expire, by expires_at alone, so the janitor's sweep
+-- of every queue (SweepAllExpiredJobs) reads only the jobs already past
+-- their expires_at. jobs_expiring leads with the queue, so a sweep of all
+-- queues read every expiring job (94 ms at 10^6 delayed jobs on SQLite in
+-- the scale benchmark). Partial: jobs without expires_at cost nothing.
+
+-- +goose Up
+CREATE INDEX jobs_expiring_by_time ON alkstore.jobs (expires_at) WHERE state = 'pending' AND expires_at IS NOT NULL;
+COMMENT ON INDEX alkstore.jobs_expiring_by_time IS 'Pending jobs that can expire, by expires_at: the janitor''s sweep of every queue (SweepAllExpiredJobs)';
+
+-- +goose Down
+DROP INDEX alkstore.jobs_expiring_by_time;
