@@ -4,29 +4,29 @@
 // a handler without a worker loop, to see what the handler returned and how
 // Work would settle the job.
 //
-// The helpers read the store's jobs with alkstore's own read-only queries
-// (queries/*/inspect.sql), in a transaction of the store: on SQLite that is
+// The helpers read the store's jobs with Queue.JobsTx, every state, in one
+// transaction (one snapshot of the queue): on SQLite that is
 // a write transaction on the writer slot, so call the store forms when no
 // transaction of yours is open on the same goroutine (use the Tx forms
 // inside one).
 package alktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"testing"
 	"time"
 
-	litedb "github.com/alkstore/alkstore/db/lite"
-	pgdb "github.com/alkstore/alkstore/db/pg"
 	"github.com/alkstore/alkstore/store"
 )
 
 // maxJobs bounds how many of a queue's jobs an assertion reads.
-const maxJobs = 10_000
+const maxJobs = store.MaxJobsLimit
 
 // Match selects jobs by their decoded payload (and the job, for its
 // priority, state or run time). A nil Match matches every job.
@@ -111,63 +111,33 @@ func inStore[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T]) []
 	return inTx(ctx, tb, tx, q)
 }
 
-// inTx reads q's jobs in tx, with the engine's EnqueuedJobs query.
+// inTx reads q's jobs in tx (Queue.JobsTx).
 func inTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T]) []*store.Job {
 	tb.Helper()
-	jobs, err := enqueuedJobs(ctx, tx, q.Queue().Name())
+	jobs, err := enqueuedJobs(ctx, tx, q.Queue())
 	if err != nil {
 		tb.Fatalf("alktest: read the jobs of queue %q: %v", q.Queue().Name(), err)
 	}
 	return jobs
 }
 
-func enqueuedJobs(ctx context.Context, tx store.Tx, queue string) ([]*store.Job, error) {
-	if ptx, ok := tx.Pgx(); ok {
-		rows, err := pgdb.New(ptx).EnqueuedJobs(ctx, pgdb.EnqueuedJobsParams{Queue: queue, MaxJobs: maxJobs})
+// allStates are the states an assertion reads, every one a job may be in.
+var allStates = []store.JobState{store.JobPending, store.JobRunning, store.JobCompleted,
+	store.JobCancelled, store.JobExpired, store.JobDead}
+
+// enqueuedJobs reads the queue's jobs in tx, every state, in id order (up
+// to maxJobs per state).
+func enqueuedJobs(ctx context.Context, tx store.Tx, q *store.Queue) ([]*store.Job, error) {
+	var jobs []*store.Job
+	for _, st := range allStates {
+		page, err := q.JobsTx(ctx, tx, store.JobsOpts{State: st, Limit: maxJobs})
 		if err != nil {
 			return nil, err
 		}
-		jobs := make([]*store.Job, len(rows))
-		for i, r := range rows {
-			jobs[i] = &store.Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
-				State: store.JobState(r.State), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
-				CreatedAt: r.CreatedAt, RunAt: r.RunAt, ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt,
-				ExpiresAt: r.ExpiresAt, Worker: deref(r.Worker), LastError: deref(r.LastError), FinishedAt: r.FinishedAt}
-		}
-		return jobs, nil
+		jobs = append(jobs, page...)
 	}
-	if stx, ok := tx.SQL(); ok {
-		rows, err := litedb.New(stx).EnqueuedJobs(ctx, litedb.EnqueuedJobsParams{Queue: queue, MaxJobs: maxJobs})
-		if err != nil {
-			return nil, err
-		}
-		jobs := make([]*store.Job, len(rows))
-		for i, r := range rows {
-			jobs[i] = &store.Job{ID: r.ID, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
-				State: store.JobState(r.State), Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts),
-				CreatedAt: time.UnixMicro(r.CreatedAt), RunAt: time.UnixMicro(r.RunAt), ClaimedAt: micros(r.ClaimedAt),
-				ClaimExpiresAt: micros(r.ClaimExpiresAt), ExpiresAt: micros(r.ExpiresAt), Worker: deref(r.Worker),
-				LastError: deref(r.LastError), FinishedAt: micros(r.FinishedAt)}
-		}
-		return jobs, nil
-	}
-	return nil, errors.New("not a transaction of an open store")
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
-func micros(m *int64) *time.Time {
-	if m == nil {
-		return nil
-	}
-	t := time.UnixMicro(*m)
-	return &t
+	slices.SortFunc(jobs, func(a, b *store.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
 }
 
 // Outcome is how a job was settled after its handler ran.

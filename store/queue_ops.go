@@ -62,7 +62,17 @@ const (
 // its cost follows the queue's backlog. A page shorter than its Limit is
 // the last one for now.
 func (q *Queue) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
-	return run(q.handle, "jobs", autoRead, func(o target) ([]*Job, error) {
+	return q.jobs(ctx, autoRead, opts)
+}
+
+// JobsTx is Jobs inside tx: it sees tx's own uncommitted jobs (what a test
+// asserting "this transaction enqueued that job" reads).
+func (q *Queue) JobsTx(ctx context.Context, tx Tx, opts JobsOpts) ([]*Job, error) {
+	return q.jobs(ctx, tx.via(), opts)
+}
+
+func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) {
+	return run(q.handle, "jobs", v, func(o target) ([]*Job, error) {
 		if opts.State != JobPending && opts.State != JobRunning && !opts.State.final() {
 			return nil, fmt.Errorf("%w: unknown job state %q", ErrInvalidArgument, opts.State)
 		}

@@ -294,3 +294,31 @@ func TestResetOffsetRewindsAConsumer(t *testing.T) {
 		require.ErrorIs(t, st.ResetOffset(c, "", 1), store.ErrInvalidName)
 	})
 }
+
+// TestJobsTxSeesItsOwnJobs: JobsTx lists the jobs its transaction enqueued
+// before they commit; Jobs (outside it) does not see them until then.
+func TestJobsTxSeesItsOwnJobs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("jobs-tx")
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(c) }()
+		id, err := q.EnqueueTx(c, tx, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		inside, err := q.JobsTx(c, tx, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		require.Len(t, inside, 1)
+		assert.Equal(t, id, inside[0].ID)
+		outside, err := q.Jobs(c, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		assert.Empty(t, outside, "not committed yet")
+
+		require.NoError(t, tx.Commit(c))
+		outside, err = q.Jobs(c, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		assert.Len(t, outside, 1)
+	})
+}

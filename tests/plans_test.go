@@ -567,7 +567,6 @@ var coldStatements = map[string]string{
 	"ResetOffset":         "an operator's call, by primary key",
 	"ListPendingJobs":     "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
 	"ListRunningJobs":     "a console page of running jobs: the queue's claims in flight, few enough to sort",
-	"EnqueuedJobs":        "alktest's read for users' tests, on test-sized data",
 	"ListenWakes":         "a LISTEN, not a query",
 	"DataVersion":         "a PRAGMA, not a query",
 }

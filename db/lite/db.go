@@ -111,9 +111,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueUniqueJobsStmt, err = db.PrepareContext(ctx, enqueueUniqueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJobs: %w", err)
 	}
-	if q.enqueuedJobsStmt, err = db.PrepareContext(ctx, enqueuedJobs); err != nil {
-		return nil, fmt.Errorf("error preparing query EnqueuedJobs: %w", err)
-	}
 	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
 	}
@@ -433,11 +430,6 @@ func (q *Queries) Close() error {
 	if q.enqueueUniqueJobsStmt != nil {
 		if cerr := q.enqueueUniqueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueUniqueJobsStmt: %w", cerr)
-		}
-	}
-	if q.enqueuedJobsStmt != nil {
-		if cerr := q.enqueuedJobsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing enqueuedJobsStmt: %w", cerr)
 		}
 	}
 	if q.expiredTombstonesStmt != nil {
@@ -793,7 +785,6 @@ type Queries struct {
 	enqueueJobsStmt            *sql.Stmt
 	enqueueUniqueJobStmt       *sql.Stmt
 	enqueueUniqueJobsStmt      *sql.Stmt
-	enqueuedJobsStmt           *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
 	fireScheduleStmt           *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
@@ -886,7 +877,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueJobsStmt:            q.enqueueJobsStmt,
 		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
-		enqueuedJobsStmt:           q.enqueuedJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,
 		fireScheduleStmt:           q.fireScheduleStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
