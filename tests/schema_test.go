@@ -21,10 +21,11 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// goose runs the pinned goose CLI, as a DBA would.
+// gooseCLI runs the pinned goose CLI, as a DBA would.
 func gooseCLI(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx(t), "go", append([]string{"tool", "-modfile=../tools/go.mod", "goose"}, args...)...)
+	bin := gooseBin(t) // built before the command's deadline starts
+	cmd := exec.CommandContext(ctx(t), bin, args...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "goose %v: %s", args, out)
 }
@@ -58,6 +59,7 @@ func (e *engineEnv) sqlDB(t *testing.T) *sql.DB {
 // already exists"); the README's remedy then makes the database open.
 func TestPlainGooseHistoryIsNamed(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		gooseBin(t) // built before this test's deadline starts
 		c := ctx(t)
 		versionTable, defaultTable := schema.PostgresVersionTable, "public.goose_db_version"
 		if e.name == "pg" {
