@@ -220,7 +220,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 // rows written after each version as that version's library wrote them,
 // opens with auto-migration and its data is intact and usable.
 func TestMigrateHoldingData(t *testing.T) {
-	for _, name := range []string{"pg", "lite"} {
+	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			files, table, dialect := schema.Postgres, schema.PostgresVersionTable, goose.DialectPostgres
 			if name == "lite" {
