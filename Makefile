@@ -43,8 +43,8 @@ bench:
 	go run ./bench
 
 ## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
-## BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams picks sections;
-## ROUNDS runs a side; BENCH_FLAGS go to every bench run. See README, Performance.
+## bench-compare: BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams
+## bench-compare: picks sections; ROUNDS runs a side; BENCH_FLAGS go to every bench run (README, Performance)
 BASE ?=
 ONLY ?= streams,queues,receivers,compaction,scheduling
 ROUNDS ?= 4
