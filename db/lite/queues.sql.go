@@ -24,7 +24,10 @@ type AckJobParams struct {
 }
 
 // Fenced: only the current, unexpired claim may settle a job. Deletes the
-// job unless its queue keeps completed jobs (then CompleteJob does).
+// job unless its queue keeps completed jobs. When it matched nothing, one
+// transaction runs it again and CompleteJob: the writer slot it holds keeps
+// a Configure from committing between the two (the queue keeps completed
+// jobs, or the claim is gone).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.ackJobStmt, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -301,7 +304,8 @@ type CompleteJobParams struct {
 	ClaimToken int64
 }
 
-// AckJob for a queue that keeps completed jobs: the job ends completed.
+// AckJob for a queue that keeps completed jobs: the job ends completed
+// (run with AckJob in one transaction, see AckJob).
 func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobStmt, completeJob, arg.Now, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -325,7 +329,7 @@ type CompleteJobsParams struct {
 }
 
 // AckJobs for the jobs of queues that keep completed jobs: they end
-// completed.
+// completed (run with AckJobs in one transaction, like CompleteJob).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
 	if err != nil {

@@ -23,7 +23,8 @@ type AckJobParams struct {
 }
 
 // Fenced: only the current, unexpired claim may settle a job. Deletes the
-// job unless its queue keeps completed jobs (then CompleteJob does).
+// job unless its queue keeps completed jobs; when it matched nothing,
+// CompleteJob decides (the queue keeps completed jobs, or the claim is gone).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -53,6 +54,8 @@ type AckJobsParams struct {
 // Per id: only rows still held by that id's claim. The rows are locked in
 // id order first, so batches that share jobs (or a transaction settling
 // jobs one by one in id order) never deadlock, whatever their input order.
+// Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
+// the rest.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ackJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
@@ -280,55 +283,76 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 	return items, nil
 }
 
-const completeJob = `-- name: CompleteJob :execrows
-UPDATE alkstore.jobs
-SET state = 'completed', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE id = $2 AND state = 'running' AND claim_token = $3::bigint AND claim_expires_at > $1::timestamptz
-  AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0)
+const completeJob = `-- name: CompleteJob :one
+WITH deleted AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.id = $1 AND d.state = 'running' AND d.claim_token = $2::bigint AND d.claim_expires_at > $3::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = d.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.id = $1 AND u.state = 'running' AND u.claim_token = $2::bigint AND u.claim_expires_at > $3::timestamptz
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = u.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked
 `
 
 type CompleteJobParams struct {
-	Now        time.Time
 	ID         int64
 	ClaimToken int64
+	Now        time.Time
 }
 
-// AckJob for a queue that keeps completed jobs: the job ends completed.
+// Acks a job AckJob did not delete, as one decision: it ends completed
+// when its queue keeps completed jobs, and is deleted when it does not
+// (the retention was turned off since AckJob looked). One statement reads
+// the queue's settings once, so a Configure committing meanwhile cannot
+// make both steps miss a job its claim still holds. 1: the claim held it.
 func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeJob, arg.Now, arg.ID, arg.ClaimToken)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, completeJob, arg.ID, arg.ClaimToken, arg.Now)
+	var acked int64
+	err := row.Scan(&acked)
+	return acked, err
 }
 
-const completeJobs = `-- name: CompleteJobs :execrows
-UPDATE alkstore.jobs j
-SET state = 'completed', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE j.id IN (
-    SELECT x.id FROM alkstore.jobs x
-    JOIN (SELECT unnest($2::bigint[]) AS id, unnest($3::bigint[]) AS claim_token) AS c
+const completeJobs = `-- name: CompleteJobs :one
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
+    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
       ON x.id = c.id AND x.claim_token = c.claim_token
-    WHERE x.state = 'running' AND x.claim_expires_at > $1::timestamptz
-      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
+    WHERE x.state = 'running' AND x.claim_expires_at > $3::timestamptz
     ORDER BY x.id
-    FOR UPDATE OF x)
+    FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked
 `
 
 type CompleteJobsParams struct {
-	Now         time.Time
 	Ids         []int64
 	ClaimTokens []int64
+	Now         time.Time
 }
 
-// AckJobs for the jobs of queues that keep completed jobs: they end
-// completed. Locks in id order like AckJobs.
+// CompleteJob for the jobs AckJobs did not delete, as one decision: the
+// held rows are locked in id order (like AckJobs) and read with their
+// queue's setting once; those of queues that keep completed jobs end
+// completed, the others are deleted. Returns how many were held.
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeJobs, arg.Now, arg.Ids, arg.ClaimTokens)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
+	var acked int64
+	err := row.Scan(&acked)
+	return acked, err
 }
 
 const configureQueue = `-- name: ConfigureQueue :exec

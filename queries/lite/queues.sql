@@ -120,13 +120,17 @@ RETURNING *;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
--- job unless its queue keeps completed jobs (then CompleteJob does).
+-- job unless its queue keeps completed jobs. When it matched nothing, one
+-- transaction runs it again and CompleteJob: the writer slot it holds keeps
+-- a Configure from committing between the two (the queue keeps completed
+-- jobs, or the claim is gone).
 DELETE FROM alk_jobs
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: CompleteJob :execrows
--- AckJob for a queue that keeps completed jobs: the job ends completed.
+-- AckJob for a queue that keeps completed jobs: the job ends completed
+-- (run with AckJob in one transaction, see AckJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
@@ -143,7 +147,7 @@ WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
 
 -- name: CompleteJobs :execrows
 -- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed.
+-- completed (run with AckJobs in one transaction, like CompleteJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)

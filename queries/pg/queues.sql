@@ -162,22 +162,38 @@ RETURNING j.*;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
--- job unless its queue keeps completed jobs (then CompleteJob does).
+-- job unless its queue keeps completed jobs; when it matched nothing,
+-- CompleteJob decides (the queue keeps completed jobs, or the claim is gone).
 DELETE FROM alkstore.jobs
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
   AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0);
 
--- name: CompleteJob :execrows
--- AckJob for a queue that keeps completed jobs: the job ends completed.
-UPDATE alkstore.jobs
-SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
-  AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0);
+-- name: CompleteJob :one
+-- Acks a job AckJob did not delete, as one decision: it ends completed
+-- when its queue keeps completed jobs, and is deleted when it does not
+-- (the retention was turned off since AckJob looked). One statement reads
+-- the queue's settings once, so a Configure committing meanwhile cannot
+-- make both steps miss a job its claim still holds. 1: the claim held it.
+WITH deleted AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.id = @id AND d.state = 'running' AND d.claim_token = @claim_token::bigint AND d.claim_expires_at > @now::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = d.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.id = @id AND u.state = 'running' AND u.claim_token = @claim_token::bigint AND u.claim_expires_at > @now::timestamptz
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = u.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
 -- name: AckJobs :execrows
 -- Per id: only rows still held by that id's claim. The rows are locked in
 -- id order first, so batches that share jobs (or a transaction settling
 -- jobs one by one in id order) never deadlock, whatever their input order.
+-- Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
+-- the rest.
 DELETE FROM alkstore.jobs j
 WHERE j.id IN (
     SELECT x.id FROM alkstore.jobs x
@@ -188,19 +204,29 @@ WHERE j.id IN (
     ORDER BY x.id
     FOR UPDATE OF x);
 
--- name: CompleteJobs :execrows
--- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed. Locks in id order like AckJobs.
-UPDATE alkstore.jobs j
-SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE j.id IN (
-    SELECT x.id FROM alkstore.jobs x
+-- name: CompleteJobs :one
+-- CompleteJob for the jobs AckJobs did not delete, as one decision: the
+-- held rows are locked in id order (like AckJobs) and read with their
+-- queue's setting once; those of queues that keep completed jobs end
+-- completed, the others are deleted. Returns how many were held.
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
     JOIN (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
       ON x.id = c.id AND x.claim_token = c.claim_token
     WHERE x.state = 'running' AND x.claim_expires_at > @now::timestamptz
-      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x);
+    FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the
