@@ -60,7 +60,8 @@ type ops interface {
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
-	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
+	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
+	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
 	requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error)
 	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
 	listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error)

@@ -172,6 +172,11 @@ func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.T
 	return n == 1, err
 }
 
+func (o liteOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
+	r, err := o.q.JobKeyHolder(ctx, litedb.JobKeyHolderParams{Queue: queue, ID: id})
+	return keyHolder{key: r.UniqueKey, holder: deref(r.HolderID)}, err
+}
+
 func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
 	r, err := o.q.QueueStats(ctx, litedb.QueueStatsParams{Queue: queue, Now: now.UnixMicro(), Cap: StatsCountLimit})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,

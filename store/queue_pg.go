@@ -150,6 +150,11 @@ func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Tim
 	return n == 1, err
 }
 
+func (o pgOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
+	r, err := o.q.JobKeyHolder(ctx, pgdb.JobKeyHolderParams{Queue: queue, ID: id})
+	return keyHolder{key: r.UniqueKey, holder: deref(r.HolderID)}, err
+}
+
 func (o pgOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
 	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now, Cap: clampLimit(StatsCountLimit)})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,

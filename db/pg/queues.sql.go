@@ -735,6 +735,34 @@ func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, e
 	return items, nil
 }
 
+const jobKeyHolder = `-- name: JobKeyHolder :one
+SELECT x.unique_key, h.id AS holder_id
+FROM alkstore.jobs x
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = $1 AND x.queue = $2::text AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1
+`
+
+type JobKeyHolderParams struct {
+	ID    int64
+	Queue string
+}
+
+type JobKeyHolderRow struct {
+	UniqueKey []byte
+	HolderID  *int64
+}
+
+// Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+// with its unique key's digest and the other job holding that key now
+// (NULL: none). No row: no such job in those states.
+func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (JobKeyHolderRow, error) {
+	row := q.db.QueryRow(ctx, jobKeyHolder, arg.ID, arg.Queue)
+	var i JobKeyHolderRow
+	err := row.Scan(&i.UniqueKey, &i.HolderID)
+	return i, err
+}
+
 const listJobs = `-- name: ListJobs :many
 SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
@@ -1060,15 +1088,19 @@ const requeueDeadJobs = `-- name: RequeueDeadJobs :execrows
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= $1::timestamptz THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = $2::text AND x.state = 'dead' AND x.finished_at <= $3::timestamptz
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alkstore.jobs h
-                   WHERE h.unique_key = x.unique_key AND strpos(h.unique_states, ',' || h.state || ',') > 0
-                   OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
-             ORDER BY x.finished_at
-             LIMIT $4::integer
-             FOR UPDATE SKIP LOCKED)
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alkstore.jobs x
+              WHERE x.queue = $2::text AND x.state = 'dead' AND x.finished_at <= $3::timestamptz
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alkstore.jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
+              ORDER BY x.finished_at
+              LIMIT $4::integer
+              FOR UPDATE SKIP LOCKED) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1)
 `
 
 type RequeueDeadJobsParams struct {
@@ -1081,8 +1113,11 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through jobs_finished; rows
-// others hold are skipped, and so are jobs whose unique key another job
-// holds now (they stay dead; the holder is found on jobs_unique).
+// others hold are skipped. So are unique jobs that cannot hold their key
+// once pending: those whose key another job holds now (probed on
+// jobs_unique; a dead job holding its own key moves), and, of dead jobs of
+// the batch sharing a key, all but the one that died first. They stay
+// dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, requeueDeadJobs,
 		arg.Now,
@@ -1097,10 +1132,13 @@ func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams
 }
 
 const requeueJob = `-- name: RequeueJob :execrows
-UPDATE alkstore.jobs
+UPDATE alkstore.jobs j
 SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NULL,
-    expires_at = CASE WHEN expires_at <= $1::timestamptz THEN NULL ELSE expires_at END
-WHERE id = $2 AND queue = $3 AND state IN ('dead', 'cancelled', 'expired')
+    expires_at = CASE WHEN j.expires_at <= $1::timestamptz THEN NULL ELSE j.expires_at END
+WHERE j.id = $2 AND j.queue = $3 AND j.state IN ('dead', 'cancelled', 'expired')
+  AND (j.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alkstore.jobs h
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0))
 `
 
 type RequeueJobParams struct {
@@ -1111,7 +1149,8 @@ type RequeueJobParams struct {
 
 // A dead, cancelled or expired job back to pending, due now, with its
 // attempts reset (its errors kept). An expires_at already past is dropped:
-// the job would expire again at once.
+// the job would expire again at once. A unique job whose key another job
+// holds stays (JobKeyHolder says which); one holding its own key moves.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
 	result, err := q.db.Exec(ctx, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {

@@ -292,30 +292,51 @@ WHERE j.id = @id AND j.queue = @queue::text AND j.state IN ('pending', 'running'
 -- name: RequeueJob :execrows
 -- A dead, cancelled or expired job back to pending, due now, with its
 -- attempts reset (its errors kept). An expires_at already past is dropped:
--- the job would expire again at once.
-UPDATE alkstore.jobs
+-- the job would expire again at once. A unique job whose key another job
+-- holds stays (JobKeyHolder says which); one holding its own key moves.
+UPDATE alkstore.jobs j
 SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL,
-    expires_at = CASE WHEN expires_at <= @now::timestamptz THEN NULL ELSE expires_at END
-WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
+    expires_at = CASE WHEN j.expires_at <= @now::timestamptz THEN NULL ELSE j.expires_at END
+WHERE j.id = @id AND j.queue = @queue AND j.state IN ('dead', 'cancelled', 'expired')
+  AND (j.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alkstore.jobs h
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0));
+
+-- name: JobKeyHolder :one
+-- Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+-- with its unique key's digest and the other job holding that key now
+-- (NULL: none). No row: no such job in those states.
+SELECT x.unique_key, h.id AS holder_id
+FROM alkstore.jobs x
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = @id AND x.queue = @queue::text AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1;
 
 -- name: RequeueDeadJobs :execrows
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through jobs_finished; rows
--- others hold are skipped, and so are jobs whose unique key another job
--- holds now (they stay dead; the holder is found on jobs_unique).
+-- others hold are skipped. So are unique jobs that cannot hold their key
+-- once pending: those whose key another job holds now (probed on
+-- jobs_unique; a dead job holding its own key moves), and, of dead jobs of
+-- the batch sharing a key, all but the one that died first. They stay
+-- dead; the count is of the jobs moved.
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now::timestamptz THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alkstore.jobs h
-                   WHERE h.unique_key = x.unique_key AND strpos(h.unique_states, ',' || h.state || ',') > 0
-                   OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
-             ORDER BY x.finished_at
-             LIMIT @batch::integer
-             FOR UPDATE SKIP LOCKED);
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alkstore.jobs x
+              WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alkstore.jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
+              ORDER BY x.finished_at
+              LIMIT @batch::integer
+              FOR UPDATE SKIP LOCKED) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1);
 
 -- name: DeleteJob :execrows
 -- Any job but a running one (cancel it first).
