@@ -89,7 +89,7 @@ type Job struct {
 	ClaimExpiresAt *time.Time
 	ExpiresAt      *time.Time
 	Worker         string
-	LastError      string
+	LastError      string         // the last attempt's error; "expired" or "cancelled" when it ended so
 	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
 	FinishedAt     *time.Time     // when it reached its final state
 
@@ -542,7 +542,8 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 }
 
 // Cancel ends a pending or running job in state JobCancelled, with its
-// FinishedAt set; it never runs again. A running job loses its claim: the
+// FinishedAt set and LastError "cancelled" (not an attempt's error: Errors
+// is left as it was); it never runs again. A running job loses its claim: the
 // worker running it, in this process or another, cancels its handler's
 // context (context.Cause matches ErrClaimLost) and settles nothing, and any
 // settle the handler still tries fails with ErrClaimLost. ErrNotFound when

@@ -124,7 +124,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
@@ -134,7 +134,8 @@ type CancelJobParams struct {
 	Queue string
 }
 
-// A pending or running job ends cancelled; a running claim is lost (its
+// A pending or running job ends cancelled, its last_error saying so (like
+// an expiry's, not an attempt's error); a running claim is lost (its
 // worker hears of it through the change watcher and cancels the handler).
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.cancelJobStmt, cancelJob, arg.Now, arg.ID, arg.Queue)

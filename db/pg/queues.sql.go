@@ -136,7 +136,7 @@ WITH w AS MATERIALIZED (
     SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
 )
 UPDATE alkstore.jobs j
-SET state = 'cancelled', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = $1::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 FROM w
 WHERE j.id = $2 AND j.queue = $3::text AND j.state IN ('pending', 'running')
 `
@@ -148,7 +148,8 @@ type CancelJobParams struct {
 	Wake  string
 }
 
-// A pending or running job ends cancelled; a running claim is lost, and the
+// A pending or running job ends cancelled, its last_error saying so (like
+// an expiry's, not an attempt's error); a running claim is lost, and the
 // wake (the queue's cancel topic) tells its worker, wherever it runs, to
 // cancel the handler.
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {

@@ -203,10 +203,11 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
                AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
--- A pending or running job ends cancelled; a running claim is lost (its
+-- A pending or running job ends cancelled, its last_error saying so (like
+-- an expiry's, not an attempt's error); a running claim is lost (its
 -- worker hears of it through the change watcher and cancels the handler).
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows

@@ -278,14 +278,15 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
              FOR UPDATE SKIP LOCKED);
 
 -- name: CancelJob :execrows
--- A pending or running job ends cancelled; a running claim is lost, and the
+-- A pending or running job ends cancelled, its last_error saying so (like
+-- an expiry's, not an attempt's error); a running claim is lost, and the
 -- wake (the queue's cancel topic) tells its worker, wherever it runs, to
 -- cancel the handler.
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
 UPDATE alkstore.jobs j
-SET state = 'cancelled', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 FROM w
 WHERE j.id = @id AND j.queue = @queue::text AND j.state IN ('pending', 'running');
 
