@@ -72,7 +72,7 @@ func (r *report) noMatch() string {
 
 // describe is one line about a job: id, state, attempts and payload.
 func describe(j *store.Job, decodeErr error) string {
-	s := fmt.Sprintf("job %d %s (attempt %d of %d, priority %d): %s", j.ID, j.State, j.Attempts, j.MaxAttempts, j.Priority, shown(j.Payload))
+	s := fmt.Sprintf("job %d %s, priority %d, attempts %d/%d: %s", j.ID, j.State, j.Priority, j.Attempts, j.MaxAttempts, shown(j.Payload))
 	if decodeErr != nil {
 		s += fmt.Sprintf(" (does not decode: %v)", decodeErr)
 	}
