@@ -25,6 +25,15 @@ func (s *Store) Queue(name string) *Queue {
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
+// Store returns the store the queue belongs to (for helpers such as
+// alktest that are handed a queue).
+func (q *Queue) Store() *Store {
+	if q == nil {
+		return nil
+	}
+	return q.s
+}
+
 // JobState is where a job is in its life.
 type JobState string
 
@@ -351,180 +360,6 @@ func newClaimToken() (int64, error) {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1), nil // positive
 }
 
-// Ack completes the job: it is deleted, or kept as completed when its queue
-// keeps completed jobs (QueueConfig.CompletedRetention).
-func (j *Job) Ack(ctx context.Context) error {
-	_, err := j.settle(ctx, "ack", func(o target, now time.Time) (bool, error) {
-		ok, err := o.ack(ctx, j.ID, j.token, now)
-		if err != nil || ok {
-			return ok, err
-		}
-		return o.complete(ctx, j.ID, j.token, now)
-	})
-	return err
-}
-
-// Retry puts the job back to run again after delay, recording cause as its
-// LastError and in its Errors (invalid UTF-8 and NUL bytes replaced by
-// U+FFFD, cut to 8 KiB). It
-// returns false when the job had no attempts left: then it is dead, with
-// cause as its last error.
-func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
-	cause = cleanCause(cause)
-	if delay < 0 {
-		delay = 0
-	}
-	retried := false
-	_, err := j.settle(ctx, "retry", func(o target, now time.Time) (bool, error) {
-		ok, err := o.retry(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond), cause)
-		if err != nil || ok {
-			retried = ok
-			if ok {
-				o.afterCommit(j.q.wake) // idle workers recompute when it is due
-			}
-			return ok, err
-		}
-		return o.bury(ctx, j.ID, j.token, now, cause, true)
-	})
-	return retried, err
-}
-
-// Fail ends the job dead with cause (recorded like Retry's), whatever
-// attempts remain.
-func (j *Job) Fail(ctx context.Context, cause string) error {
-	cause = cleanCause(cause)
-	_, err := j.settle(ctx, "fail", func(o target, now time.Time) (bool, error) {
-		return o.bury(ctx, j.ID, j.token, now, cause, false)
-	})
-	return err
-}
-
-// Heartbeat extends the claim to now + extend and sets ClaimExpiresAt.
-// Queue.Work heartbeats for its handlers (see WorkOpts.Visibility); a
-// handler need not, and the worker's heartbeats leave ClaimExpiresAt as
-// it was, so a handler may read it without a race.
-func (j *Job) Heartbeat(ctx context.Context, extend time.Duration) error {
-	if extend <= 0 {
-		return opErr("heartbeat", j.Queue, fmt.Errorf("%w: extend must be positive", ErrInvalidArgument))
-	}
-	deadline, err := j.extend(ctx, extend)
-	if err == nil {
-		j.ClaimExpiresAt = &deadline
-	}
-	return err
-}
-
-// extend is Heartbeat without touching the job's fields (the worker runs it
-// beside the handler, which owns them).
-func (j *Job) extend(ctx context.Context, extend time.Duration) (time.Time, error) {
-	var deadline time.Time
-	_, err := j.settle(ctx, "heartbeat", func(o target, now time.Time) (bool, error) {
-		deadline = now.Add(extend).Truncate(time.Microsecond)
-		return o.heartbeat(ctx, j.ID, j.token, now, deadline)
-	})
-	return deadline, err
-}
-
-// release gives the job back to its queue without spending its attempt.
-func (j *Job) release(ctx context.Context) error {
-	_, err := j.settle(ctx, "release", func(o target, now time.Time) (bool, error) {
-		ok, err := o.release(ctx, j.ID, j.token, now)
-		if ok {
-			o.afterCommit(j.q.wake)
-		}
-		return ok, err
-	})
-	return err
-}
-
-// Snooze puts the job back to run again after delay without spending its
-// attempt (the claim's Attempts increment is undone) and without recording
-// an error: the job is not failing, it asked to wait. Inside Queue.Work a
-// handler may return Snooze(delay) instead.
-func (j *Job) Snooze(ctx context.Context, delay time.Duration) error {
-	delay = max(delay, 0)
-	_, err := j.settle(ctx, "snooze", func(o target, now time.Time) (bool, error) {
-		ok, err := o.snooze(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond))
-		if ok {
-			o.afterCommit(j.q.wake) // idle workers recompute when it is due
-		}
-		return ok, err
-	})
-	return err
-}
-
-// settled reports whether the job's claim was spent by Ack, Retry, Fail,
-// Snooze or release (a handler may settle its own job).
-func (j *Job) settled() bool { return j.claimToken() == 0 }
-
-// claimToken is the job's claim token, 0 once settled. It waits for a
-// settle in flight (see settle), so a token read is never stale by one.
-func (j *Job) claimToken() int64 {
-	if j.mu != nil {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-	}
-	return j.token
-}
-
-// settle runs one fenced statement for the job's claim; a statement that
-// matched no row means the claim is gone.
-func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.Time) (bool, error)) (bool, error) {
-	switch {
-	case j == nil || j.q == nil:
-		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
-	}
-	// The lock makes a settle and the worker's heartbeat of the same claim
-	// take turns; a claim spent meanwhile is refused below.
-	if j.mu != nil {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-	}
-	if j.token == 0 {
-		return false, opErr(op, j.q.name, fmt.Errorf("%w: job %d was already settled (Ack, Retry, Fail or Snooze spend its claim)", ErrInvalidArgument, j.ID))
-	}
-	return run(j.q.handle, op, autoWrite(ctx), func(o target) (bool, error) {
-		ok, err := fn(o, j.q.s.now())
-		if err == nil && !ok {
-			err = fmt.Errorf("job %d: %w", j.ID, ErrClaimLost)
-		}
-		if err == nil && op != "heartbeat" {
-			j.token = 0 // settled: the claim is spent
-		}
-		return ok, err
-	})
-}
-
-// AckMany acks many claimed jobs in one statement and returns how many
-// were still held by their claims; the others changed nothing. Entries that
-// hold no claim of this queue (nil, already settled, or another queue's)
-// are skipped and not counted: one bad entry never sinks the batch.
-func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
-	return run(q.handle, "ack many", autoWrite(ctx), func(o target) (int64, error) {
-		refs := make([]claimRef, 0, len(jobs))
-		for _, j := range jobs {
-			if j == nil || j.Queue != q.name {
-				continue
-			}
-			if token := j.claimToken(); token != 0 {
-				refs = append(refs, claimRef{id: j.ID, token: token})
-			}
-		}
-		if len(refs) == 0 {
-			return 0, nil
-		}
-		now := q.s.now()
-		n, err := o.ackMany(ctx, refs, now)
-		if err != nil || n == int64(len(refs)) {
-			return n, err
-		}
-		kept, err := o.completeMany(ctx, refs, now) // the queue keeps completed jobs
-		return n + kept, err
-	})
-}
-
-type claimRef struct{ id, token int64 }
-
 // Job returns a job of this queue, live or finished, or ErrNotFound.
 func (q *Queue) Job(ctx context.Context, id int64) (*Job, error) {
 	return q.getJob(ctx, autoRead, id)
@@ -557,7 +392,17 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 // settle the handler still tries fails with ErrClaimLost. ErrNotFound when
 // no such live job.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
-	return run0(q.handle, "cancel", autoWrite(ctx), func(o target) error {
+	return q.cancel(ctx, autoWrite(ctx), id)
+}
+
+// CancelTx is Cancel inside tx: the job ends cancelled only if tx commits,
+// and its worker hears of it then.
+func (q *Queue) CancelTx(ctx context.Context, tx Tx, id int64) error {
+	return q.cancel(ctx, tx.via(), id)
+}
+
+func (q *Queue) cancel(ctx context.Context, v via, id int64) error {
+	return run0(q.handle, "cancel", v, func(o target) error {
 		ok, err := o.cancel(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
@@ -610,7 +455,17 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 // job in one of those states; ErrInvalidArgument when the job is unique
 // and another job holds its key now.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
-	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
+	return q.requeue(ctx, autoWrite(ctx), id)
+}
+
+// RequeueTx is Requeue inside tx: the job is pending again only if tx
+// commits.
+func (q *Queue) RequeueTx(ctx context.Context, tx Tx, id int64) error {
+	return q.requeue(ctx, tx.via(), id)
+}
+
+func (q *Queue) requeue(ctx context.Context, v via, id int64) error {
+	return run0(q.handle, "requeue", v, func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		switch {
 		case keyHeld(err):

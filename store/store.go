@@ -203,6 +203,13 @@ func newStore(eng engine, c config, secret string) *Store {
 // Engine reports "pg" or "lite".
 func (s *Store) Engine() string { return s.eng.kind() }
 
+// singleWriter reports whether one transaction holds the database's only
+// writer for its whole life (SQLite's writer slot).
+func (s *Store) singleWriter() bool {
+	_, lite := s.eng.(*liteEngine)
+	return lite
+}
+
 // check refuses new operations once the store is shutting down and its
 // loops have returned (see Shutdown).
 func (s *Store) check() error {
