@@ -4,24 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"testing"
 	"time"
 
 	"github.com/alkstore/alkstore/store"
 )
 
-// Outcome is how a job was settled after its handler ran.
-type Outcome string
+// Outcome is how a job was settled after its handler ran: the store's
+// handler lifecycle decides it (store.RunJob), the same code that settles
+// Queue.Work's jobs.
+type Outcome = store.Outcome
 
+// The outcomes WorkJob and WorkJobTx report.
 const (
-	Acked   Outcome = "acked"   // the handler returned nil: the job is done
-	Retried Outcome = "retried" // an error, attempts left: pending again after the backoff
-	Failed  Outcome = "failed"  // a Permanent error, an error on the last attempt, or a payload that does not decode: dead
-	Snoozed Outcome = "snoozed" // store.Snooze(d): pending again after d, the attempt given back
+	Acked   = store.OutcomeAcked   // the handler returned nil: the job is done
+	Retried = store.OutcomeRetried // an error, attempts left: pending again after the backoff
+	Failed  = store.OutcomeFailed  // a Permanent error, an error on the last attempt, or a payload that does not decode: dead
+	Snoozed = store.OutcomeSnoozed // store.Snooze(d): pending again after d, the attempt given back
 	// SettledByHandler: the handler settled the job itself (Ack, Retry,
-	// Fail); Work left it as the handler did.
-	SettledByHandler Outcome = "settled by handler"
+	// Fail, their Tx forms, ...); it was left as the handler did.
+	SettledByHandler = store.OutcomeSettledByHandler
+	// ClaimLost: the job's claim was lost while the handler ran (it was
+	// cancelled): nothing was settled. In WorkTx and WorkJobTx the test's
+	// transaction must then be rolled back.
+	ClaimLost = store.OutcomeClaimLost
 )
 
 // WorkResult is what Work did.
@@ -31,20 +37,30 @@ type WorkResult struct {
 	Job     *store.Job // the job after it was settled; nil when it is gone (acked jobs are deleted unless the queue keeps completed ones)
 }
 
-// handlerTimeout bounds a handler's run, as WorkOpts.Timeout's default.
-const handlerTimeout = 30 * time.Second
+// runOpts are the handler options alktest runs jobs with: WorkOpts'
+// defaults (a 30 s Timeout, a Visibility of Timeout + 30 s, DefaultBackoff).
+var runOpts = store.WorkOpts{}
+
+// visibility is the claim alktest takes, as long as Work's default.
+const visibility = time.Minute
 
 // worker is the claim owner alktest's claims carry (Job.Worker).
 const worker = "alktest"
 
+// Handler is a handler of jobs of T, as JobQueue.Work takes it.
+type Handler[T any] func(ctx context.Context, job *store.Job, v T) error
+
+// TxHandler is a transactional handler of jobs of T, as JobQueue.WorkTx
+// takes it: what it writes through tx commits with the job's settle.
+type TxHandler[T any] func(ctx context.Context, tx store.Tx, job *store.Job, v T) error
+
 // Work enqueues v on q with opts and works that job, as WorkJob does.
-// When the job cannot be claimed (the queue is paused, or opts.ExpiresAt
+// When the job cannot be claimed (the queue is paused, or its ExpiresAt
 // has passed), Work deletes it again and fails tb, leaving the queue as it
 // found it.
-func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts,
-	handler func(ctx context.Context, job *store.Job, v T) error) WorkResult {
+func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts, handler Handler[T]) WorkResult {
 	tb.Helper()
-	id := enqueue(ctx, tb, q, v, opts)
+	id := enqueue(ctx, tb, q, nil, v, opts)
 	job, why := claim(ctx, q, nil, id)
 	if job == nil {
 		if err := q.Queue().Delete(context.WithoutCancel(ctx), id); err != nil {
@@ -52,45 +68,82 @@ func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, 
 		}
 		tb.Fatalf("%s", why)
 	}
-	return work(ctx, tb, q, job, handler)
+	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+		return store.RunJob(ctx, job, runOpts, typed(q, handler))
+	})
 }
 
 // WorkJob claims the job id of q (the one the code under test enqueued),
-// whatever else the queue holds, and runs handler on it once, as
-// JobQueue.Work would, without a worker loop: the job is claimed even when
-// it is not due yet (a Delay or a RunAt in the future), the handler's ctx
-// ends after 30 s, a panic becomes an error, and the job is settled by the
-// handler's result with Work's rules (nil acks; Permanent fails; Snooze
-// reschedules without spending the attempt; another error retries after
-// store.DefaultBackoff, or fails on the last attempt). A payload that does
-// not decode fails the job with ErrCodec without running the handler, as
-// JobQueue.Work does. No other job of the queue is touched.
+// whatever else the queue holds, and runs handler on it once, through the
+// store's handler lifecycle (store.RunJob, what JobQueue.Work runs), without
+// a worker loop: the job is claimed even when it is not due yet (a Delay or
+// a RunAt in the future); the handler's ctx ends after 30 s; a panic
+// becomes an error; the job is settled by the handler's result with Work's
+// rules (nil acks; Permanent fails; Snooze reschedules without spending
+// the attempt; another error retries after store.DefaultBackoff, or fails
+// on the last attempt). A payload that does not decode fails the job with
+// ErrCodec without running the handler, as JobQueue.Work does. No other job
+// of the queue is touched.
 //
 // WorkJob fails tb, saying why, when the job cannot be claimed: there is
 // no such job in q, it is finished, another worker's claim holds it, it is
 // past its ExpiresAt, or the queue is paused.
-func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id int64,
-	handler func(ctx context.Context, job *store.Job, v T) error) WorkResult {
+func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id int64, handler Handler[T]) WorkResult {
 	tb.Helper()
 	job, why := claim(ctx, q, nil, id)
 	if job == nil {
 		tb.Fatalf("%s", why)
 	}
-	return work(ctx, tb, q, job, handler)
+	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+		return store.RunJob(ctx, job, runOpts, typed(q, handler))
+	})
 }
 
-// enqueue adds v as a job and returns its id; a unique key that is held
-// fails tb, since nothing was enqueued to work.
-func enqueue[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts) int64 {
+// WorkTx is Work inside the test's transaction tx: v is enqueued in tx,
+// claimed in tx and worked as WorkJobTx does, so that rolling tx back
+// leaves no trace of the job or of what the handler wrote.
+func WorkTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], v T, opts store.EnqueueOpts, handler TxHandler[T]) WorkResult {
 	tb.Helper()
-	if opts.Unique.Key == "" {
-		id, err := q.Enqueue(ctx, v, opts)
-		if err != nil {
-			tb.Fatalf("alktest: %v", err)
-		}
-		return id
+	id := enqueue(ctx, tb, q, &tx, v, opts)
+	return WorkJobTx(ctx, tb, tx, q, id, handler)
+}
+
+// WorkJobTx is WorkJob inside the test's transaction tx, for a test that
+// rolls tx back and needs no cleanup: the job (committed, or enqueued in
+// tx) is claimed in tx, handler runs with tx (and a ctx that carries it),
+// and the job is settled in tx whatever the outcome (store.RunJobInTx), so
+// the handler's writes and the job's settle stay in tx, neither committed
+// nor rolled back by WorkJobTx. A handler that is not transactional runs
+// as well: wrap it as func(ctx, _ store.Tx, j, v) { return h(ctx, j, v) };
+// its own writes then commit on their own (on SQLite, an auto-commit write
+// made with its ctx fails at once, since tx holds the writer slot).
+func WorkJobTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], id int64, handler TxHandler[T]) WorkResult {
+	tb.Helper()
+	job, why := claim(ctx, q, &tx, id)
+	if job == nil {
+		tb.Fatalf("%s", why)
 	}
-	e, err := q.EnqueueUnique(ctx, v, opts)
+	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+		return store.RunJobInTx(ctx, tx, job, runOpts, typedTx(q, handler))
+	})
+}
+
+// enqueue adds v as a job (in tx when not nil) and returns its id; a
+// unique key that is held fails tb, since nothing was enqueued to work.
+func enqueue[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, v T, opts store.EnqueueOpts) int64 {
+	tb.Helper()
+	var e store.Enqueued
+	var err error
+	switch {
+	case opts.Unique.Key == "" && tx == nil:
+		e.ID, err = q.Enqueue(ctx, v, opts)
+	case opts.Unique.Key == "":
+		e.ID, err = q.EnqueueTx(ctx, *tx, v, opts)
+	case tx == nil:
+		e, err = q.EnqueueUnique(ctx, v, opts)
+	default:
+		e, err = q.EnqueueUniqueTx(ctx, *tx, v, opts)
+	}
 	switch {
 	case err != nil:
 		tb.Fatalf("alktest: %v", err)
@@ -103,7 +156,7 @@ func enqueue[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v 
 // claim claims job id of q (in tx when not nil); when it cannot, it
 // returns nil and why.
 func claim[T any](ctx context.Context, q *store.JobQueue[T], tx *store.Tx, id int64) (*store.Job, string) {
-	job, err := hooks.ClaimJob(ctx, q.Queue(), tx, id, worker, handlerTimeout+30*time.Second)
+	job, err := hooks.ClaimJob(ctx, q.Queue(), tx, id, worker, visibility)
 	if err != nil {
 		return nil, fmt.Sprintf("alktest: claim job %d: %v", id, err)
 	}
@@ -149,22 +202,28 @@ func unclaimable(ctx context.Context, q *store.Queue, tx *store.Tx, id int64) st
 	return fmt.Sprintf("job %d of queue %q is %s: a finished job is not worked again (Requeue it first)", id, q.Name(), j.State)
 }
 
-// work runs handler on the claimed job and settles it.
-func work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], job *store.Job,
-	handler func(ctx context.Context, job *store.Job, v T) error) WorkResult {
+// JobResult is what the store's handler lifecycle reports for one run.
+type JobResult = store.JobResult
+
+// run runs the claimed job through the lifecycle and reads it back (in tx
+// when not nil).
+func run[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, job *store.Job,
+	runJob func(context.Context, *store.Job) (JobResult, error)) WorkResult {
 	tb.Helper()
-	var res WorkResult
-	if decoded, err := q.Payload(job); err != nil {
-		res.Err = err // as JobQueue.Work: fail it at once
-		res.Outcome, err = Failed, job.Fail(ctx, err.Error())
-		settled(tb, job, err)
-	} else {
-		hctx, cancel := context.WithTimeout(ctx, handlerTimeout)
-		res.Err = call(hctx, handler, job, decoded)
-		cancel()
-		res.Outcome = settle(ctx, tb, job, res.Err)
+	r, err := runJob(ctx, job)
+	switch {
+	case err != nil:
+		tb.Fatalf("alktest: %v", err)
+	case r.SettleErr != nil:
+		tb.Fatalf("alktest: settle job %d (%s): %v", job.ID, r.Outcome, r.SettleErr)
 	}
-	after, err := q.Queue().Job(ctx, job.ID)
+	res := WorkResult{Err: r.Err, Outcome: r.Outcome}
+	var after *store.Job
+	if tx != nil {
+		after, err = q.Queue().JobTx(ctx, *tx, job.ID)
+	} else {
+		after, err = q.Queue().Job(ctx, job.ID)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -175,47 +234,32 @@ func work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], job *
 	return res
 }
 
-// settle settles the job as Work does with the handler's result; a settle
-// refused with ErrInvalidArgument means the handler spent the claim itself.
-func settle(ctx context.Context, tb testing.TB, job *store.Job, herr error) Outcome {
-	tb.Helper()
-	var out Outcome
-	var err error
-	delay, snoozed := store.SnoozeDelay(herr)
-	switch {
-	case herr == nil:
-		out, err = Acked, job.Ack(ctx)
-	case snoozed:
-		out, err = Snoozed, job.Snooze(ctx, delay)
-	case store.IsPermanent(herr):
-		out, err = Failed, job.Fail(ctx, herr.Error())
-	default:
-		var retried bool
-		retried, err = job.Retry(ctx, store.DefaultBackoff(job.Attempts), herr.Error())
-		out = Retried
-		if !retried {
-			out = Failed
+// typed is handler on decoded payloads, as JobQueue.Work runs it: a
+// payload that does not decode fails the job at once (a Permanent error
+// matching ErrCodec) without running the handler.
+func typed[T any](q *store.JobQueue[T], handler Handler[T]) store.Handler {
+	if handler == nil {
+		return nil
+	}
+	return func(ctx context.Context, job *store.Job) error {
+		v, err := q.Payload(job)
+		if err != nil {
+			return store.Permanent(err)
 		}
-	}
-	if errors.Is(err, store.ErrInvalidArgument) {
-		return SettledByHandler
-	}
-	settled(tb, job, err)
-	return out
-}
-
-func settled(tb testing.TB, job *store.Job, err error) {
-	tb.Helper()
-	if err != nil {
-		tb.Fatalf("alktest: settle job %d: %v", job.ID, err)
+		return handler(ctx, job, v)
 	}
 }
 
-func call[T any](ctx context.Context, h func(context.Context, *store.Job, T) error, j *store.Job, v T) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+// typedTx is typed for a TxHandler.
+func typedTx[T any](q *store.JobQueue[T], handler TxHandler[T]) store.TxHandler {
+	if handler == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx store.Tx, job *store.Job) error {
+		v, err := q.Payload(job)
+		if err != nil {
+			return store.Permanent(err)
 		}
-	}()
-	return h(ctx, j, v)
+		return handler(ctx, tx, job, v)
+	}
 }
