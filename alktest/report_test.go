@@ -54,7 +54,9 @@ func TestFailureListsCandidatesAndClosestDiff(t *testing.T) {
 		assert.Contains(t, msg, "... and 13 more")
 		assert.Equal(t, 20+1, strings.Count(msg, "\n\tjob ")+1, "twenty jobs listed")
 
-		msg = failed(func(tb testing.TB) { alktest.RequireNotEnqueued(ctx, tb, q, alktest.Payload(order{ID: 1, Email: "a@x", Items: []string{"tea"}})) })
+		msg = failed(func(tb testing.TB) {
+			alktest.RequireNotEnqueued(ctx, tb, q, alktest.Payload(order{ID: 1, Email: "a@x", Items: []string{"tea"}}))
+		})
 		assert.Contains(t, msg, `job 1 of queue "orders" matches, want none: job 1 pending`)
 	})
 }
