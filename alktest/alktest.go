@@ -27,8 +27,9 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// pageSize is how many jobs one read of an assertion holds.
-const pageSize = 1000
+// pageSize is how many jobs one read of an assertion holds (payloads may
+// be up to 4 MiB each).
+const pageSize = 100
 
 // hooks are the store operations alktest needs that are not public API.
 var hooks = jobhook.Get[*store.Queue, store.Tx, *store.Job]()

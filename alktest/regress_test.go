@@ -151,3 +151,25 @@ func TestWorkOnPausedQueue(t *testing.T) {
 		assert.Empty(t, jobs, "the job Work enqueued is gone again")
 	})
 }
+
+// The store forms read without the writer slot: they work while a
+// transaction of the test is open on the same goroutine (on SQLite they
+// used to wait for that transaction, which never ended), and see only what
+// was committed.
+func TestRequireEnqueuedBesideOpenTransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		q := s.JobQueue[welcome]("beside")
+		_, err := q.Enqueue(ctx, welcome{User: 1}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		tx, err := s.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		_, err = q.EnqueueTx(ctx, tx, welcome{User: 2}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		alktest.RequireEnqueued(ctx, t, q, alktest.Payload(welcome{User: 1}))
+		alktest.RequireNotEnqueued(ctx, t, q, alktest.Payload(welcome{User: 2}))
+		alktest.RequireEnqueuedTx(ctx, t, tx, q, alktest.Payload(welcome{User: 2}))
+	})
+}

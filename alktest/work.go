@@ -24,6 +24,9 @@ const (
 	// SettledByHandler: the handler settled the job itself (Ack, Retry,
 	// Fail, their Tx forms, ...); it was left as the handler did.
 	SettledByHandler = store.OutcomeSettledByHandler
+	// Released: ctx was cancelled while the handler ran (a hard stop), and
+	// the handler then failed: the job is back with its attempt given back.
+	Released = store.OutcomeReleased
 	// ClaimLost: the job's claim was lost while the handler ran (it was
 	// cancelled): nothing was settled. In WorkTx and WorkJobTx the test's
 	// transaction must then be rolled back.
