@@ -335,10 +335,11 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	if s.singleWriter() {
 		// The transaction holds the writer slot until it ends, so no other
 		// worker can take the job meanwhile, and a heartbeat beside it
-		// would only wait for the slot. Extend the claim here instead, by
-		// Visibility, which outlasts the handler's Timeout: the claim may
-		// have aged while the transaction waited for the slot.
-		if _, _, err := j.extend(ctx, &tx, r.opts.Visibility); err != nil {
+		// would only wait for the slot. Extend the claim here instead (the
+		// claim may have aged while the transaction waited for the slot),
+		// past the handler's Timeout and by a Visibility for the settle:
+		// the extension commits, or rolls back, with the handler's writes.
+		if _, _, err := j.extend(ctx, &tx, r.opts.Timeout+r.opts.Visibility); err != nil {
 			if errors.Is(err, ErrClaimLost) {
 				rj.claimGone(err)
 			}
