@@ -91,6 +91,7 @@ func RequireNotEnqueuedTx[T any](ctx context.Context, tb testing.TB, tx store.Tx
 
 func requireFound[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, match Match[T]) *store.Job {
 	tb.Helper()
+	mustStore(tb, q)
 	var found *store.Job
 	r := newReport(q, tx)
 	scan(ctx, tb, q, tx, func(j *store.Job) bool {
@@ -114,6 +115,7 @@ func requireFound[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T
 
 func requireNone[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, match Match[T]) {
 	tb.Helper()
+	mustStore(tb, q)
 	var found *store.Job
 	var payloadErr error
 	scan(ctx, tb, q, tx, func(j *store.Job) bool {
@@ -132,12 +134,17 @@ func requireNone[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T]
 	}
 }
 
+// mustStore fails tb unless q is a handle of an open store's queue.
+func mustStore[T any](tb testing.TB, q *store.JobQueue[T]) {
+	tb.Helper()
+	if q == nil || q.Queue().Store() == nil {
+		tb.Fatalf("alktest: queue has no store (a nil or zero-value handle?)")
+	}
+}
+
 // scan hands each job of q to fn, in id order, until fn returns false.
 func scan[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, fn func(*store.Job) bool) {
 	tb.Helper()
-	if q == nil || q.Queue().Store() == nil {
-		tb.Fatalf("alktest: queue has no store (a zero-value handle?)")
-	}
 	err := hooks.ScanJobs(ctx, q.Queue(), tx, pageSize, func(page []*store.Job) bool {
 		for _, j := range page {
 			if !fn(j) {

@@ -63,6 +63,7 @@ type TxHandler[T any] func(ctx context.Context, tx store.Tx, job *store.Job, v T
 // found it.
 func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, opts store.EnqueueOpts, handler Handler[T]) WorkResult {
 	tb.Helper()
+	mustWork(tb, q, handler == nil)
 	id := enqueue(ctx, tb, q, nil, v, opts)
 	job, why := claim(ctx, q, nil, id)
 	if job == nil {
@@ -93,6 +94,7 @@ func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, 
 // past its ExpiresAt, or the queue is paused.
 func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id int64, handler Handler[T]) WorkResult {
 	tb.Helper()
+	mustWork(tb, q, handler == nil)
 	job, why := claim(ctx, q, nil, id)
 	if job == nil {
 		tb.Fatalf("%s", why)
@@ -107,6 +109,7 @@ func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id
 // leaves no trace of the job or of what the handler wrote.
 func WorkTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], v T, opts store.EnqueueOpts, handler TxHandler[T]) WorkResult {
 	tb.Helper()
+	mustWork(tb, q, handler == nil)
 	id := enqueue(ctx, tb, q, &tx, v, opts)
 	return WorkJobTx(ctx, tb, tx, q, id, handler)
 }
@@ -122,6 +125,7 @@ func WorkTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.Job
 // made with its ctx fails at once, since tx holds the writer slot).
 func WorkJobTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], id int64, handler TxHandler[T]) WorkResult {
 	tb.Helper()
+	mustWork(tb, q, handler == nil)
 	job, why := claim(ctx, q, &tx, id)
 	if job == nil {
 		tb.Fatalf("%s", why)
@@ -129,6 +133,16 @@ func WorkJobTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.
 	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
 		return store.RunJobInTx(ctx, tx, job, runOpts, typedTx(q, handler))
 	})
+}
+
+// mustWork fails tb, before anything is enqueued or claimed, for a queue
+// of no store or a nil handler.
+func mustWork[T any](tb testing.TB, q *store.JobQueue[T], nilHandler bool) {
+	tb.Helper()
+	mustStore(tb, q)
+	if nilHandler {
+		tb.Fatalf("alktest: nil handler")
+	}
 }
 
 // enqueue adds v as a job (in tx when not nil) and returns its id; a

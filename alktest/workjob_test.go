@@ -113,3 +113,24 @@ func TestWorkJobUnclaimable(t *testing.T) {
 		assert.Zero(t, j.Attempts)
 	})
 }
+
+// Bad arguments fail before anything is enqueued or claimed.
+func TestWorkBadArguments(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		q := s.JobQueue[welcome]("bad-args")
+		id, err := q.Enqueue(ctx, welcome{User: 1}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		assert.Contains(t, failed(func(tb testing.TB) { alktest.WorkJob(ctx, tb, q, id, nil) }), "nil handler")
+		assert.Contains(t, failed(func(tb testing.TB) { alktest.Work(ctx, tb, q, welcome{User: 2}, store.EnqueueOpts{}, nil) }), "nil handler")
+		assert.Contains(t, failed(func(tb testing.TB) {
+			alktest.WorkJob(ctx, tb, nil, id, func(context.Context, *store.Job, welcome) error { return nil })
+		}), "queue has no store")
+		assert.Contains(t, failed(func(tb testing.TB) { alktest.RequireEnqueued[welcome](ctx, tb, nil, nil) }), "queue has no store")
+		j := alktest.RequireEnqueued(ctx, t, q, nil)
+		assert.Equal(t, id, j.ID)
+		assert.Equal(t, store.JobPending, j.State)
+		assert.Zero(t, j.Attempts)
+		alktest.RequireNotEnqueued(ctx, t, q, alktest.Payload(welcome{User: 2}))
+	})
+}
