@@ -134,3 +134,31 @@ func TestWorkBadArguments(t *testing.T) {
 		alktest.RequireNotEnqueued(ctx, t, q, alktest.Payload(welcome{User: 2}))
 	})
 }
+
+// A handler whose job is cancelled while it runs: nothing is settled, and
+// the result says the claim was lost.
+func TestWorkJobCancelledMeanwhile(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		q := s.JobQueue[welcome]("cancelled")
+		id, err := q.Enqueue(ctx, welcome{User: 1}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		res := alktest.WorkJob(ctx, t, q, id, func(ctx context.Context, j *store.Job, _ welcome) error {
+			return q.Queue().Cancel(ctx, j.ID)
+		})
+		assert.NoError(t, res.Err)
+		assert.Equal(t, alktest.ClaimLost, res.Outcome)
+		require.NotNil(t, res.Job)
+		assert.Equal(t, store.JobCancelled, res.Job.State)
+
+		tx, err := s.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		res = alktest.WorkTx(ctx, t, tx, q, welcome{User: 2}, store.EnqueueOpts{}, func(ctx context.Context, tx store.Tx, j *store.Job, _ welcome) error {
+			return q.Queue().CancelTx(ctx, tx, j.ID)
+		})
+		assert.Equal(t, alktest.ClaimLost, res.Outcome)
+		require.NotNil(t, res.Job)
+		assert.Equal(t, store.JobCancelled, res.Job.State)
+	})
+}
