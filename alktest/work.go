@@ -198,23 +198,34 @@ func unclaimable(ctx context.Context, q *store.Queue, tx *store.Tx, id int64) st
 	case err != nil:
 		return fmt.Sprintf("job %d cannot be claimed, and reading it failed: %v", id, err)
 	}
-	now := time.Now()
-	switch {
-	case j.ExpiresAt != nil && !j.ExpiresAt.After(now) && (j.State == store.JobPending || j.State == store.JobRunning):
-		return fmt.Sprintf("job %d of queue %q is past its ExpiresAt (%s): it is never handed out", id, q.Name(), j.ExpiresAt.Format(time.RFC3339Nano))
-	case j.State == store.JobPending || (j.State == store.JobRunning && j.ClaimExpiresAt != nil && !j.ClaimExpiresAt.After(now) && j.Attempts < j.MaxAttempts):
+	// The claim refused a live job: the queue is paused, the job expired,
+	// or (running) a claim holds it. Said without the store's clock, which
+	// a test may have moved (store.WithClock).
+	at := func(t *time.Time) string { return t.Format(time.RFC3339Nano) }
+	switch j.State {
+	case store.JobPending:
 		if st, err := q.Stats(ctx); err == nil && st.Paused {
-			return fmt.Sprintf("queue %q is paused: none of its jobs is claimed until Resume (job %d is %s)", q.Name(), id, j.State)
+			return fmt.Sprintf("queue %q is paused: none of its jobs is claimed until Resume (job %d is pending)", q.Name(), id)
 		}
-		return fmt.Sprintf("job %d of queue %q is %s but could not be claimed (is the queue paused by a transaction not committed yet?)", id, q.Name(), j.State)
-	case j.State == store.JobRunning && j.Attempts >= j.MaxAttempts && j.ClaimExpiresAt != nil && !j.ClaimExpiresAt.After(now):
-		return fmt.Sprintf("job %d of queue %q is running and its claim lapsed on its last attempt (%d of %d): the next claim ends it dead", id, q.Name(), j.Attempts, j.MaxAttempts)
-	case j.State == store.JobRunning:
-		until := ""
+		if j.ExpiresAt != nil {
+			return fmt.Sprintf("job %d of queue %q is past its ExpiresAt (%s): an expired job is never handed out", id, q.Name(), at(j.ExpiresAt))
+		}
+		return fmt.Sprintf("job %d of queue %q is pending but could not be claimed (is the queue paused by a transaction not committed yet?)", id, q.Name())
+	case store.JobRunning:
+		msg := fmt.Sprintf("job %d of queue %q is running: worker %q holds its claim", id, q.Name(), j.Worker)
 		if j.ClaimExpiresAt != nil {
-			until = " until " + j.ClaimExpiresAt.Format(time.RFC3339Nano)
+			msg += " until " + at(j.ClaimExpiresAt)
 		}
-		return fmt.Sprintf("job %d of queue %q is running: worker %q holds its claim%s", id, q.Name(), j.Worker, until)
+		if j.Attempts >= j.MaxAttempts {
+			msg += fmt.Sprintf(", on its last attempt (%d of %d): once that claim lapses the job ends dead", j.Attempts, j.MaxAttempts)
+		}
+		if j.ExpiresAt != nil {
+			msg += ", and it expires at " + at(j.ExpiresAt)
+		}
+		if st, err := q.Stats(ctx); err == nil && st.Paused {
+			msg += fmt.Sprintf("; queue %q is paused", q.Name())
+		}
+		return msg
 	}
 	return fmt.Sprintf("job %d of queue %q is %s: a finished job is not worked again (Requeue it first)", id, q.Name(), j.State)
 }

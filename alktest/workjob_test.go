@@ -98,6 +98,13 @@ func TestWorkJobUnclaimable(t *testing.T) {
 		require.NoError(t, jobs[0].Fail(ctx, "gave up"))
 		assert.Contains(t, workJob(running), "is dead: a finished job is not worked again")
 
+		last, err := q.Enqueue(ctx, welcome{User: 4}, store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		jobs, err = q.Queue().Claim(ctx, "busy-worker", 1, time.Hour)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		assert.Contains(t, workJob(last), "on its last attempt (1 of 1): once that claim lapses the job ends dead")
+
 		expired, err := q.Enqueue(ctx, welcome{User: 2}, store.EnqueueOpts{ExpiresAt: time.Now().Add(-time.Second)})
 		require.NoError(t, err)
 		assert.Contains(t, workJob(expired), "past its ExpiresAt")
