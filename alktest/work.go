@@ -106,12 +106,22 @@ func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id
 
 // WorkTx is Work inside the test's transaction tx: v is enqueued in tx,
 // claimed in tx and worked as WorkJobTx does, so that rolling tx back
-// leaves no trace of the job or of what the handler wrote.
+// leaves no trace of the job or of what the handler wrote. When the job
+// cannot be claimed, WorkTx deletes it again (in tx) and fails tb.
 func WorkTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.JobQueue[T], v T, opts store.EnqueueOpts, handler TxHandler[T]) WorkResult {
 	tb.Helper()
 	mustWork(tb, q, handler == nil)
 	id := enqueue(ctx, tb, q, &tx, v, opts)
-	return WorkJobTx(ctx, tb, tx, q, id, handler)
+	job, why := claim(ctx, q, &tx, id)
+	if job == nil {
+		if err := q.Queue().DeleteTx(context.WithoutCancel(ctx), tx, id); err != nil {
+			why += fmt.Sprintf(" (and deleting it again failed: %v)", err)
+		}
+		tb.Fatalf("%s", why)
+	}
+	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+		return store.RunJobInTx(ctx, tx, job, runOpts, typedTx(q, handler))
+	})
 }
 
 // WorkJobTx is WorkJob inside the test's transaction tx, for a test that

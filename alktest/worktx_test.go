@@ -96,5 +96,8 @@ func TestWorkJobTxUnclaimable(t *testing.T) {
 		assert.Contains(t, msg, `queue "tx-unclaimable" is paused`)
 		msg = failed(func(tb testing.TB) { alktest.WorkJobTx(ctx, tb, tx, q, id+100, nop) })
 		assert.Contains(t, msg, "has no job")
+		msg = failed(func(tb testing.TB) { alktest.WorkTx(ctx, tb, tx, q, welcome{User: 2}, store.EnqueueOpts{}, nop) })
+		assert.Contains(t, msg, "is paused")
+		alktest.RequireNotEnqueuedTx(ctx, t, tx, q, alktest.Payload(welcome{User: 2}))
 	})
 }
