@@ -6,13 +6,14 @@
 //	c := client.New(s, client.Opts{})
 //	c.Handle(s.Queue("thumbnails"), store.WorkOpts{Concurrency: 4}, thumbnail)
 //	c.HandleJobs(emails, store.WorkOpts{}, sendEmail) // a *store.JobQueue[Email]
+//	c.HandleTx(s.Queue("payments"), store.WorkOpts{}, charge) // its writes commit with the job's completion
 //	c.HandleOutbox(s.Outbox("webhooks"), store.OutboxOpts{}, post)
 //	if err := c.Start(ctx); err != nil { ... }
 //	<-sigint
 //	err := c.Stop(shutdownCtx) // finishes the jobs in flight
 //
-// It composes the store's loops (Queue.Work, Outbox.Run, Scheduler.Run,
-// janitor.Run): everything they promise holds, and so does the store's own
+// It composes the store's loops (store.Worker for queues and outboxes,
+// Scheduler.Run, janitor.Run): everything they promise holds, and so does the store's own
 // shutdown: closing the store while a client runs stops the client cleanly.
 package client
 

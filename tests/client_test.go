@@ -437,8 +437,8 @@ type capturedLogs struct {
 }
 
 func (h *capturedLogs) Enabled(context.Context, slog.Level) bool { return true }
-func (h *capturedLogs) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *capturedLogs) WithGroup(string) slog.Handler           { return h }
+func (h *capturedLogs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *capturedLogs) WithGroup(string) slog.Handler            { return h }
 func (h *capturedLogs) Handle(_ context.Context, r slog.Record) error {
 	m := map[string]string{"msg": r.Message}
 	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
