@@ -72,7 +72,7 @@ func Work[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], v T, 
 		}
 		tb.Fatalf("%s", why)
 	}
-	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (jobResult, error) {
 		return store.RunJob(ctx, job, runOpts, typed(q, handler))
 	})
 }
@@ -99,7 +99,7 @@ func WorkJob[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], id
 	if job == nil {
 		tb.Fatalf("%s", why)
 	}
-	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+	return run(ctx, tb, q, nil, job, func(ctx context.Context, job *store.Job) (jobResult, error) {
 		return store.RunJob(ctx, job, runOpts, typed(q, handler))
 	})
 }
@@ -119,7 +119,7 @@ func WorkTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.Job
 		}
 		tb.Fatalf("%s", why)
 	}
-	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (jobResult, error) {
 		return store.RunJobInTx(ctx, tx, job, runOpts, typedTx(q, handler))
 	})
 }
@@ -140,7 +140,7 @@ func WorkJobTx[T any](ctx context.Context, tb testing.TB, tx store.Tx, q *store.
 	if job == nil {
 		tb.Fatalf("%s", why)
 	}
-	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (JobResult, error) {
+	return run(ctx, tb, q, &tx, job, func(ctx context.Context, job *store.Job) (jobResult, error) {
 		return store.RunJobInTx(ctx, tx, job, runOpts, typedTx(q, handler))
 	})
 }
@@ -240,13 +240,13 @@ func unclaimable(ctx context.Context, q *store.Queue, tx *store.Tx, id int64) st
 	return fmt.Sprintf("job %d of queue %q is %s: a finished job is not worked again (Requeue it first)", id, q.Name(), j.State)
 }
 
-// JobResult is what the store's handler lifecycle reports for one run.
-type JobResult = store.JobResult
+// jobResult is what the store's handler lifecycle reports for one run.
+type jobResult = store.JobResult
 
 // run runs the claimed job through the lifecycle and reads it back (in tx
 // when not nil).
 func run[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *store.Tx, job *store.Job,
-	runJob func(context.Context, *store.Job) (JobResult, error)) WorkResult {
+	runJob func(context.Context, *store.Job) (jobResult, error)) WorkResult {
 	tb.Helper()
 	r, err := runJob(ctx, job)
 	if errors.Is(r.SettleErr, store.ErrClaimLost) { // cancelled meanwhile (by the handler, say): not ours to settle
