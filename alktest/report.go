@@ -82,15 +82,10 @@ func describe(j *store.Job, decodeErr error) string {
 // shown is a payload as a failure prints it: text as is, binary quoted,
 // both cut to a readable length.
 func shown(p []byte) string {
-	const maxShown = 200
-	cut := ""
-	if len(p) > maxShown {
-		p, cut = p[:maxShown], fmt.Sprintf("... (%d bytes)", len(p))
-	}
 	if utf8.Valid(p) {
-		return string(p) + cut
+		return cut(string(p))
 	}
-	return fmt.Sprintf("%q", p) + cut
+	return cut(fmt.Sprintf("%q", p))
 }
 
 // diff lists where got differs from want, one "path: want X, got Y" line
@@ -158,5 +153,16 @@ func value(v reflect.Value) string {
 	if !v.IsValid() {
 		return "nothing"
 	}
-	return fmt.Sprintf("%#v", v.Interface())
+	return cut(fmt.Sprintf("%#v", v.Interface()))
+}
+
+// maxShown is how much of a payload or a value a failure prints.
+const maxShown = 200
+
+// cut shortens s to maxShown bytes, saying how long it was.
+func cut(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:maxShown], ""), len(s))
 }

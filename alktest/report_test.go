@@ -58,6 +58,15 @@ func TestFailureListsCandidatesAndClosestDiff(t *testing.T) {
 			alktest.RequireNotEnqueued(ctx, tb, q, alktest.Payload(order{ID: 1, Email: "a@x", Items: []string{"tea"}}))
 		})
 		assert.Contains(t, msg, `job 1 of queue "orders" matches, want none: job 1 pending`)
+
+		// A big payload is cut in the listing.
+		big := s.JobQueue[order]("big-orders")
+		_, err = big.Enqueue(ctx, order{ID: 3, Email: strings.Repeat("x", 1<<20)}, store.EnqueueOpts{})
+		require.NoError(t, err)
+		msg = failed(func(tb testing.TB) { alktest.RequireEnqueued(ctx, tb, big, alktest.Payload(order{ID: 3})) })
+		assert.Contains(t, msg, "... (1048608 bytes)", "the payload, cut")
+		assert.Contains(t, msg, "... (1048578 bytes)", "the Email field, cut")
+		assert.Less(t, len(msg), 20_000)
 	})
 }
 

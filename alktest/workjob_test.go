@@ -3,6 +3,7 @@ package alktest_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,5 +168,41 @@ func TestWorkJobCancelledMeanwhile(t *testing.T) {
 		assert.Equal(t, alktest.ClaimLost, res.Outcome)
 		require.NotNil(t, res.Job)
 		assert.Equal(t, store.JobCancelled, res.Job.State)
+	})
+}
+
+// Tests working their own jobs on one queue at once: each works exactly
+// its job, never another's.
+func TestWorkJobConcurrently(t *testing.T) {
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		q := s.JobQueue[welcome]("shared")
+		const workers, rounds = 8, 15
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range rounds {
+					want := welcome{User: w*1000 + r}
+					msg := failed(func(tb testing.TB) {
+						id, err := q.Enqueue(ctx, want, store.EnqueueOpts{Priority: r % 3})
+						if !assert.NoError(t, err) {
+							return
+						}
+						alktest.RequireEnqueued(ctx, tb, q, alktest.Payload(want))
+						res := alktest.WorkJob(ctx, tb, q, id, func(_ context.Context, j *store.Job, v welcome) error {
+							assert.Equal(t, id, j.ID)
+							assert.Equal(t, want, v)
+							return nil
+						})
+						assert.Equal(t, alktest.Acked, res.Outcome)
+					})
+					assert.Empty(t, msg)
+				}
+			}()
+		}
+		wg.Wait()
+		alktest.RequireNotEnqueued(ctx, t, q, nil)
 	})
 }
