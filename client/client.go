@@ -130,7 +130,11 @@ func (c *Client) HandleTx(q *store.Queue, opts store.WorkOpts, handler store.TxH
 		return err
 	}
 	inner := c.wrap(func(ctx context.Context, job *store.Job) error {
-		return handler(ctx, ctx.Value(txKey{}).(store.Tx), job)
+		tx, ok := ctx.Value(txKey{}).(store.Tx)
+		if !ok {
+			return store.Permanent(errors.New("alkstore: a middleware handed the transactional handler a context not derived from its own: the transaction is lost"))
+		}
+		return handler(ctx, tx, job)
 	}, mw)
 	w, err := q.NewWorkerTx(c.workOpts(opts), func(ctx context.Context, tx store.Tx, job *store.Job) error {
 		return inner(context.WithValue(ctx, txKey{}, tx), job)

@@ -428,6 +428,11 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool) JobResult {
 		}
 	}
 	if serr != nil {
+		if errors.Is(serr, ErrClaimLost) {
+			// Lost since the handler returned (or unnoticed: RunJob has no
+			// claim checks): nothing was settled.
+			return JobResult{Outcome: OutcomeClaimLost, Err: err}
+		}
 		if errors.Is(serr, ErrInvalidArgument) && j.settled() {
 			// The handler settled the job in a goroutine of its own.
 			return JobResult{Outcome: OutcomeSettledByHandler, Err: err}

@@ -191,7 +191,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enque
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
 	if opts.Unique.Key != "" {
-		r, err := q.enqueueMany(ctx, v, "enqueue", []NewJob{{Payload: payload, Opts: opts}})
+		r, err := q.enqueueMany(ctx, v, "enqueue", false, []NewJob{{Payload: payload, Opts: opts}})
 		if err != nil {
 			return 0, err
 		}
@@ -219,12 +219,12 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 // job whose key is held adds nothing and gets the holder's id (a batch
 // with unique jobs may take a second statement to read the holders).
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
-	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", jobs))
+	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }
 
 // EnqueueManyTx is EnqueueMany inside tx.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
-	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", jobs))
+	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
 }
 
 // enqueued is enqueueMany's result: ids when no job was unique, placed
@@ -256,14 +256,16 @@ func (r enqueued) results() []Enqueued {
 	return placed
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob) (enqueued, error) {
+// enqueueMany adds jobs for the operation op; batch says the caller gave a
+// batch, so errors name the job by its index.
+func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, jobs []NewJob) (enqueued, error) {
 	return run(q.handle, op, v, func(o target) (enqueued, error) {
 		now := q.s.now()
 		resolved := make([]newJob, len(jobs))
 		unique := false
 		for i, nj := range jobs {
 			what := "payload"
-			if op != "enqueue" {
+			if batch {
 				what = fmt.Sprintf("job %d's payload", i)
 			}
 			if err := q.s.checkPayload(what, nj.Payload); err != nil {
@@ -271,7 +273,7 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob
 			}
 			j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
 			if err != nil {
-				if op == "enqueue" {
+				if !batch {
 					return enqueued{}, err
 				}
 				return enqueued{}, fmt.Errorf("job %d: %w", i, err)
