@@ -249,9 +249,6 @@ func run[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T], tx *st
 	runJob func(context.Context, *store.Job) (jobResult, error)) WorkResult {
 	tb.Helper()
 	r, err := runJob(ctx, job)
-	if errors.Is(r.SettleErr, store.ErrClaimLost) { // cancelled meanwhile (by the handler, say): not ours to settle
-		r.Outcome, r.SettleErr = ClaimLost, nil
-	}
 	switch {
 	case err != nil:
 		tb.Fatalf("alktest: %v", err)
