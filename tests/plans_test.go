@@ -568,6 +568,8 @@ var coldStatements = map[string]string{
 	"ResetOffset":         "an operator's call, by primary key",
 	"ListPendingJobs":     "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
 	"ListRunningJobs":     "a console page of running jobs: the queue's claims in flight, few enough to sort",
+	"ClaimJobByID":        "alktest's claim of one given job in a test, by primary key",
+	"ListQueueJobs":       "alktest's assertions in tests: a page walks the primary key from @after, skipping other queues' rows, so it costs the table's jobs past that id (a test's own store is small)",
 	"ListenWakes":         "a LISTEN, not a query",
 	"DataVersion":         "a PRAGMA, not a query",
 }

@@ -45,6 +45,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
 		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
 	}
+	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
+	}
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
@@ -161,6 +164,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.listPendingJobsStmt, err = db.PrepareContext(ctx, listPendingJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ListPendingJobs: %w", err)
+	}
+	if q.listQueueJobsStmt, err = db.PrepareContext(ctx, listQueueJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListQueueJobs: %w", err)
 	}
 	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
@@ -323,6 +329,11 @@ func (q *Queries) Close() error {
 	if q.cancelJobStmt != nil {
 		if cerr := q.cancelJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
+		}
+	}
+	if q.claimJobByIDStmt != nil {
+		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
 		}
 	}
 	if q.claimJobsStmt != nil {
@@ -518,6 +529,11 @@ func (q *Queries) Close() error {
 	if q.listPendingJobsStmt != nil {
 		if cerr := q.listPendingJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listPendingJobsStmt: %w", cerr)
+		}
+	}
+	if q.listQueueJobsStmt != nil {
+		if cerr := q.listQueueJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listQueueJobsStmt: %w", cerr)
 		}
 	}
 	if q.listQueueSettingsStmt != nil {
@@ -771,6 +787,7 @@ type Queries struct {
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
+	claimJobByIDStmt           *sql.Stmt
 	claimJobsStmt              *sql.Stmt
 	claimableJobsStmt          *sql.Stmt
 	compactWindowStmt          *sql.Stmt
@@ -810,6 +827,7 @@ type Queries struct {
 	listHeadsStmt              *sql.Stmt
 	listJobsStmt               *sql.Stmt
 	listPendingJobsStmt        *sql.Stmt
+	listQueueJobsStmt          *sql.Stmt
 	listQueueSettingsStmt      *sql.Stmt
 	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
@@ -864,6 +882,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
+		claimJobByIDStmt:           q.claimJobByIDStmt,
 		claimJobsStmt:              q.claimJobsStmt,
 		claimableJobsStmt:          q.claimableJobsStmt,
 		compactWindowStmt:          q.compactWindowStmt,
@@ -903,6 +922,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		listHeadsStmt:              q.listHeadsStmt,
 		listJobsStmt:               q.listJobsStmt,
 		listPendingJobsStmt:        q.listPendingJobsStmt,
+		listQueueJobsStmt:          q.listQueueJobsStmt,
 		listQueueSettingsStmt:      q.listQueueSettingsStmt,
 		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,

@@ -145,6 +145,82 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 	return result.RowsAffected()
 }
 
+const claimJobByID = `-- name: ClaimJobByID :many
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
+    claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
+WHERE id = ?5 AND queue = CAST(?6 AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(?1 AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(?1 AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(?6 AS TEXT) AND pq.paused)
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
+`
+
+type ClaimJobByIDParams struct {
+	Now            int64
+	ClaimExpiresAt int64
+	ClaimToken     int64
+	Worker         string
+	ID             int64
+	Queue          string
+}
+
+// Claims one given job (alktest works the job a test enqueued, whatever
+// else the queue holds): a pending job, due or not, or a running one whose
+// claim lapsed with attempts left; never one past its expires_at, nor one
+// of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+// not claimable.
+func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.claimJobByIDStmt, claimJobByID,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimJobs = `-- name: ClaimJobs :many
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
@@ -776,6 +852,65 @@ type ListPendingJobsParams struct {
 // in rowid order instead, filtering every other row.)
 func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listPendingJobsStmt, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueJobs = `-- name: ListQueueJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+WHERE queue = CAST(?1 AS TEXT) AND id > CAST(?2 AS INTEGER)
+ORDER BY id
+LIMIT CAST(?3 AS INTEGER)
+`
+
+type ListQueueJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// A page of the queue's jobs in every state, in id order after @after
+// (alktest's assertions): paged by id, not by state, so a job moving
+// between states while the pages are read is still read once.
+func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listQueueJobsStmt, listQueueJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}

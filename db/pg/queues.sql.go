@@ -165,6 +165,79 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const claimJobByID = `-- name: ClaimJobByID :many
+UPDATE alkstore.jobs j
+SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
+    claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
+WHERE j.id = $5::bigint AND j.queue = $6::text
+  AND (j.state = 'pending'
+       OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz AND j.attempts < j.max_attempts))
+  AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $6::text AND pq.paused)
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states
+`
+
+type ClaimJobByIDParams struct {
+	Now            time.Time
+	ClaimExpiresAt time.Time
+	ClaimToken     int64
+	Worker         string
+	ID             int64
+	Queue          string
+}
+
+// Claims one given job (alktest works the job a test enqueued, whatever
+// else the queue holds): a pending job, due or not, or a running one whose
+// claim lapsed with attempts left; never one past its expires_at, nor one
+// of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+// not claimable.
+func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]AlkstoreJob, error) {
+	rows, err := q.db.Query(ctx, claimJobByID,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkstoreJob
+	for rows.Next() {
+		var i AlkstoreJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimJobs = `-- name: ClaimJobs :many
 WITH RECURSIVE prios AS (
     (SELECT j.priority FROM alkstore.jobs j
@@ -858,6 +931,62 @@ type ListPendingJobsParams struct {
 // the planner may walk jobs_pkey instead, filtering every other row.)
 func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkstoreJob
+	for rows.Next() {
+		var i AlkstoreJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueJobs = `-- name: ListQueueJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs
+WHERE queue = $1::text AND id > $2::bigint
+ORDER BY id
+LIMIT $3::integer
+`
+
+type ListQueueJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int32
+}
+
+// A page of the queue's jobs in every state, in id order after @after
+// (alktest's assertions): paged by id, not by state, so a job moving
+// between states while the pages are read is still read once.
+func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([]AlkstoreJob, error) {
+	rows, err := q.db.Query(ctx, listQueueJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}

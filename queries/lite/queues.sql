@@ -353,3 +353,28 @@ SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = @queue AND paused) AS 
 -- checks its running handlers' claims after a wake); deleted jobs give no
 -- row.
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));
+
+-- name: ClaimJobByID :many
+-- Claims one given job (alktest works the job a test enqueued, whatever
+-- else the queue holds): a pending job, due or not, or a running one whose
+-- claim lapsed with attempts left; never one past its expires_at, nor one
+-- of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+-- not claimable.
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
+    claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
+WHERE id = @id AND queue = CAST(@queue AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(@now AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(@now AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(@queue AS TEXT) AND pq.paused)
+RETURNING *;
+
+-- name: ListQueueJobs :many
+-- A page of the queue's jobs in every state, in id order after @after
+-- (alktest's assertions): paged by id, not by state, so a job moving
+-- between states while the pages are read is still read once.
+SELECT * FROM alk_jobs
+WHERE queue = CAST(@queue AS TEXT) AND id > CAST(@after AS INTEGER)
+ORDER BY id
+LIMIT CAST(@max_jobs AS INTEGER);

@@ -450,3 +450,28 @@ SELECT EXISTS (SELECT 1 FROM alkstore.queues WHERE name = @queue::text AND pause
 -- The state and claim of each of these jobs (a worker checks its running
 -- handlers' claims after a cancel wake); deleted jobs give no row.
 SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY(@ids::bigint[]);
+
+-- name: ClaimJobByID :many
+-- Claims one given job (alktest works the job a test enqueued, whatever
+-- else the queue holds): a pending job, due or not, or a running one whose
+-- claim lapsed with attempts left; never one past its expires_at, nor one
+-- of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+-- not claimable.
+UPDATE alkstore.jobs j
+SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
+    claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
+WHERE j.id = @id::bigint AND j.queue = @queue::text
+  AND (j.state = 'pending'
+       OR (j.state = 'running' AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts))
+  AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
+RETURNING j.*;
+
+-- name: ListQueueJobs :many
+-- A page of the queue's jobs in every state, in id order after @after
+-- (alktest's assertions): paged by id, not by state, so a job moving
+-- between states while the pages are read is still read once.
+SELECT * FROM alkstore.jobs
+WHERE queue = @queue::text AND id > @after::bigint
+ORDER BY id
+LIMIT @max_jobs::integer;
