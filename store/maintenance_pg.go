@@ -135,6 +135,10 @@ func (o pgOps) compactedStreams(ctx context.Context) ([]string, error) {
 	return o.q.CompactedStreams(ctx)
 }
 
+func (o pgOps) partitionsDenied(ctx context.Context) (bool, error) {
+	return o.q.PartitionsDenied(ctx)
+}
+
 func (o pgOps) jobQueues(ctx context.Context) ([]string, error) {
 	return o.q.JobQueues(ctx)
 }

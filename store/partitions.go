@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -39,7 +40,15 @@ func (o PartitionOpts) withDefaults() PartitionOpts {
 // has no partitions, it does nothing.
 func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
 	return run(handle{s: m.s}, "create partitions", autoWrite(ctx), func(o target) (int64, error) {
-		return o.createPartitions(ctx, opts.withDefaults())
+		n, err := o.createPartitions(ctx, opts.withDefaults())
+		if errors.Is(err, errPartitionsDenied) {
+			m.s.deniedLog.Do(func() {
+				m.s.log.Warn("alkstore: this role does not own alkstore.events, so it cannot create or drop event partitions: " +
+					"events go to the default partition and retention deletes them row by row (Stats.PartitionsDenied)")
+			})
+			return 0, nil
+		}
+		return n, err
 	})
 }
 
@@ -66,3 +75,6 @@ const partitionLockTimeout = 200 * time.Millisecond
 const partitionLockID = 0x616c6b7370617274
 
 var errPartitionSkipped = fmt.Errorf("partition left for a later pass")
+
+// errPartitionsDenied: the role may not create partitions (42501).
+var errPartitionsDenied = fmt.Errorf("partitions denied to this role")

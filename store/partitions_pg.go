@@ -52,6 +52,10 @@ func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64,
 		}
 		return nil
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return 0, errPartitionsDenied
+	}
 	if skippable(err) {
 		return 0, nil
 	}

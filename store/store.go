@@ -60,6 +60,7 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
+	deniedLog  sync.Once // partitions denied to this role: logged once
 	closeErr   error // what the first Shutdown returned
 }
 

@@ -1,8 +1,15 @@
 package tests
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,4 +62,67 @@ func TestOpenReaderDoesNotStopTheJanitor(t *testing.T) {
 		require.NoError(t, err)
 		return r.PartitionsDropped > 0
 	}, 30*time.Second, 10*time.Millisecond)
+}
+
+// TestPartitionsDeniedIsLoggedAndReported: a role that does not own
+// alkstore.events cannot create partitions; the janitor logs it once over
+// several passes, and Stats reports it, where the owner's Stats does not.
+// SQLite has no partitions: its Stats never reports them denied.
+func TestPartitionsDeniedIsLoggedAndReported(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		owner := e.open(t)
+		st, err := owner.Stats(c)
+		require.NoError(t, err)
+		assert.False(t, st.PartitionsDenied)
+		if e.name != "pg" {
+			return
+		}
+		var logs bytes.Buffer
+		s := e.openAsApp(t, store.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		_, err = s.Stream("s").Publish(c, []byte("x"))
+		require.NoError(t, err)
+		j := janitor.New(s, janitor.Opts{})
+		for range 3 {
+			r, err := j.RunOnce(c)
+			require.NoError(t, err)
+			assert.Zero(t, r.PartitionsCreated)
+		}
+		assert.Equal(t, 1, strings.Count(logs.String(), "does not own alkstore.events"), logs.String())
+		st, err = s.Stats(c)
+		require.NoError(t, err)
+		assert.True(t, st.PartitionsDenied)
+	})
+}
+
+// openAsApp opens the env's PostgreSQL database as a new role with DML on
+// alkstore's tables but owning none of them.
+func (e *engineEnv) openAsApp(t *testing.T, opts ...store.Option) *store.Store {
+	t.Helper()
+	c := ctx(t)
+	u, err := url.Parse(e.dsn)
+	require.NoError(t, err)
+	role := strings.TrimPrefix(u.Path, "/") + "_app"
+	admin, err := pgx.Connect(c, e.dsn)
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA alkstore TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA alkstore TO " + role,
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA alkstore TO " + role,
+	} {
+		_, err := admin.Exec(c, stmt)
+		require.NoError(t, err, stmt)
+	}
+	u.User = url.User(role)
+	s, err := store.Open(c, u.String(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.Close()
+		bg := context.Background()
+		_, _ = admin.Exec(bg, "DROP OWNED BY "+role)
+		_, _ = admin.Exec(bg, "DROP ROLE "+role)
+		_ = admin.Close(bg)
+	})
+	return s
 }

@@ -560,6 +560,7 @@ var coldStatements = map[string]string{
 	"LockStreamSettings":  "locks the settings rows of one partition's streams, by primary key",
 	"UnheadPartition":     "unheads the heads pointing into one partition being dropped: its cost is what it removes",
 	"PartitionHasHeads":   "one check per partition drop (no index on head_offset: see docs/design/partitions.md)",
+	"PartitionsDenied":    "Stats: one catalog row (SQLite: a constant)",
 	"ConfigureQueue":      "an application's setup call, one primary-key upsert",
 	"SetQueuePaused":      "an operator's call (Pause, Resume), one primary-key upsert",
 	"ListQueueSettings":   "Store.Queues lists every configured queue: its cost is its answer",

@@ -443,6 +443,21 @@ func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow
 	return items, nil
 }
 
+const partitionsDenied = `-- name: PartitionsDenied :one
+SELECT (NOT pg_has_role(c.relowner, 'USAGE'))::boolean AS denied
+FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events'::regclass
+`
+
+// Whether this role may not create or drop event partitions (only the
+// owner of alkstore.events, or a member of its role, may): retention and
+// trims then delete events row by row.
+func (q *Queries) PartitionsDenied(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, partitionsDenied)
+	var denied bool
+	err := row.Scan(&denied)
+	return denied, err
+}
+
 const retentionWindow = `-- name: RetentionWindow :one
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto

@@ -270,3 +270,10 @@ WITH RECURSIVE p AS (
 )
 SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
 WHERE queue IS NOT NULL ORDER BY queue;
+
+-- name: PartitionsDenied :one
+-- Whether this role may not create or drop event partitions (only the
+-- owner of alkstore.events, or a member of its role, may): retention and
+-- trims then delete events row by row.
+SELECT (NOT pg_has_role(c.relowner, 'USAGE'))::boolean AS denied
+FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events'::regclass;
