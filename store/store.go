@@ -61,7 +61,7 @@ type Store struct {
 	life       *lifecycle
 	closeOnce  sync.Once
 	deniedLog  sync.Once // partitions denied to this role: logged once
-	closeErr   error // what the first Shutdown returned
+	closeErr   error     // what the first Shutdown returned
 }
 
 // Option configures Open and OpenPool.
