@@ -660,7 +660,7 @@ func checkClassified(t *testing.T, dialect string) {
 func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 	args := map[string]any{
 		"stream": "kv", "key": "k1", "payload": []byte("x"), "wake": "", "now": "@t:0s",
-		"after": 0, "horizon": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
+		"after": 0, "horizon": int64(1) << 62, "hold": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
 		"schemaversion": 1, "compactionrank": 0, "headoffset": 1, "id": 1, "firstid": 0, "upto": 0,
 		"compacted": true, "cutoff": "@t:-1h", "batch": planBatch, "cap": store.StatsCountLimit,
 		"queue": "other", "priority": 0, "maxattempts": 3, "runat": "@t:0s", "expiresat": "@t:1h",
@@ -954,4 +954,55 @@ func eventsPartitionParent(rel string) string {
 		return "events"
 	}
 	return rel
+}
+
+// TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
+// 1,000 offsets, the read statements (ReadEvents, ReadEventsFromConsumer)
+// after offset 8,500 with the settled horizon at 9,200 run no scan of a
+// partition outside (8,500, 9,200], nor of the default partition, under
+// custom and generic plans (ReadEventsFromConsumer: none below its saved
+// offset). SQLite has no partitions.
+func TestReadsPrunePartitions(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	c := ctx(t)
+	_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{Size: 1000, Ahead: 12})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	e.execSQL(t,
+		`INSERT INTO alkstore.events (id, stream, payload, txid)
+		 SELECT nextval('alkstore.event_offset_seq'), 's' || (g % 3), 'p', '1'::xid8 FROM generate_series(1, 10000) g`,
+		`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', 8500)`,
+		`ANALYZE alkstore.events`)
+	ranges := map[string]partition{}
+	for _, p := range eventPartitions(t, e.pool(t)) {
+		ranges[p.Name] = p
+	}
+	require.Len(t, ranges, 12)
+	const after, horizon = 8500, 9200
+	args := map[string]any{"stream": "s1", "after": after, "horizon": horizon, "consumer": "c", "lim": 100}
+	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer"} {
+		sqlText, params := generatedQuery(t, "pg", name)
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			top, _ := explainPG(t, e, name, sqlText, params, args, mode)
+			var touched, outside []string
+			top.walk(func(n *pgPlanNode) {
+				if n.Loops == 0 || !strings.HasPrefix(n.Relation, "events_") {
+					return
+				}
+				touched = append(touched, n.Relation)
+				// The consumer's read prunes below its offset only (see
+				// queries/pg/streams.sql): the default partition, above the
+				// ranges, is not pruned either.
+				p, ok := ranges[n.Relation]
+				above := !ok || p.Lo > horizon
+				if ok && p.Hi <= after+1 || above && name == "ReadEvents" {
+					outside = append(outside, n.Relation)
+				}
+			})
+			assert.Equal(t, 100, top.Rows, "%s (%s)", name, mode)
+			assert.NotEmpty(t, touched, "%s (%s)", name, mode)
+			assert.Empty(t, outside, "%s (%s) touches partitions outside (%d, %d]:\n%s", name, mode, after, horizon, top.summary(""))
+		}
+	}
 }
