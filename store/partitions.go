@@ -71,6 +71,12 @@ func (m Maintenance) DropExpiredPartitions(ctx context.Context) (int64, error) {
 // lock, and so how long publishers and readers queued behind it wait.
 const partitionLockTimeout = 200 * time.Millisecond
 
+// retentionGrace is how long past a sealed partition's expiry
+// ApplyRetention's row deletes still leave its events to a drop, which
+// each janitor pass attempts before them: a drop that failed for a moment
+// (a held lock, the settled horizon behind) gets later passes first.
+const retentionGrace = time.Minute
+
 // partitionLockID is the advisory lock partition DDL runs under ("alkspart").
 const partitionLockID = 0x616c6b7370617274
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -60,6 +61,32 @@ func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64,
 		return 0, nil
 	}
 	return n, err
+}
+
+// retentionHold is the offset from which ApplyRetention leaves a stream's
+// events to a partition drop: the lower bound of the first range
+// partition that is not sealed, or whose seal is not yet past the
+// stream's retention by retentionGrace. Below it every range partition
+// has had its chance to be dropped whole, so the rows left there are what
+// a drop cannot take (a partition another stream or a head keeps); above
+// it the drop comes first. Events in the default partition below the
+// ranges go by rows as before; those above them wait behind the ranges.
+// Without range partitions (none created, or a role without privileges)
+// nothing is held.
+func (o pgOps) retentionHold(ctx context.Context, retention time.Duration, now time.Time) (int64, error) {
+	parts, err := o.q.EventPartitions(ctx)
+	if skippable(err) {
+		return math.MaxInt64, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range parts {
+		if p.SealedAt == nil || !p.SealedAt.Add(retention+retentionGrace).Before(now) {
+			return p.Lo, nil
+		}
+	}
+	return math.MaxInt64, nil
 }
 
 // skippable: partition DDL that could not get its lock in time, found a

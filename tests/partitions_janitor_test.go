@@ -126,3 +126,56 @@ func (e *engineEnv) openAsApp(t *testing.T, opts ...store.Option) *store.Store {
 	})
 	return s
 }
+
+// TestRetentionWaitsForTheDrop: in steady state retention removes expired
+// events by dropping their partition, not row by row. Partitions of 10;
+// 25 events past retention: the two full partitions are dropped and the
+// five events of the partition still filling are left to its drop (no row
+// deleted) until it is full and sealed; then it goes whole too. Row deletes
+// still take what a drop cannot (TestRetentionDropsWholePartitions). On
+// SQLite, which has no partitions, the same events go by rows.
+func TestRetentionWaitsForTheDrop(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, clk := partitionedStore(t, e, 10)
+		st := s.Stream("s")
+		require.NoError(t, st.Configure(c, store.StreamConfig{Retention: time.Hour}))
+		publishEmpty(t, st, 25) // 1..25: [1,11) [11,21) full, [21,31) filling
+		j := janitor.New(s, janitor.Opts{})
+		_, err := j.RunOnce(c) // seals the full ones
+		require.NoError(t, err)
+		clk.Advance(2 * time.Hour)
+
+		var total janitor.Report
+		pass := func() {
+			r, err := j.RunOnce(c)
+			require.NoError(t, err)
+			total.PartitionsDropped += r.PartitionsDropped
+			total.RetentionDeleted += r.RetentionDeleted
+		}
+		require.Eventually(t, func() bool { // the settled horizon may lag behind other tests' transactions
+			pass()
+			return len(readAll(t, st)) <= 5
+		}, 30*time.Second, 10*time.Millisecond)
+		if e.name == "pg" {
+			assert.EqualValues(t, 2, total.PartitionsDropped)
+			assert.Zero(t, total.RetentionDeleted, "the filling partition's events wait for its drop")
+			assert.Len(t, readAll(t, st), 5)
+		} else {
+			assert.EqualValues(t, 25, total.RetentionDeleted)
+		}
+
+		publishEmpty(t, st, 5) // 26..30 fill [21,31), past retention at once on this clock
+		require.Eventually(t, func() bool {
+			pass()
+			return len(readAll(t, st)) == 0
+		}, 30*time.Second, 10*time.Millisecond)
+		if e.name == "pg" {
+			assert.EqualValues(t, 3, total.PartitionsDropped)
+			assert.Zero(t, total.RetentionDeleted, "every expired event went by a drop")
+			assert.NotContains(t, partitionNames(t, e), "events_p21")
+		} else {
+			assert.EqualValues(t, 30, total.RetentionDeleted)
+		}
+	})
+}

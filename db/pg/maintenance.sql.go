@@ -462,16 +462,17 @@ const retentionWindow = `-- name: RetentionWindow :one
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream >= $2::text AND x.stream <= $2::text
+      WHERE x.stream >= $2::text AND x.stream <= $2::text AND x.id < $3::bigint
         AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                        WHERE $3::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+                        WHERE $4::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
-      LIMIT $4::integer) w
+      LIMIT $5::integer) w
 `
 
 type RetentionWindowParams struct {
 	Cutoff    time.Time
 	Stream    string
+	Hold      int64
 	Compacted bool
 	Lim       int32
 }
@@ -487,11 +488,13 @@ type RetentionWindowRow struct {
 // (upto < first_id: none is). Here and below a stream's events are bounded
 // by inequalities on stream (or a row comparison on (stream, id)), not an
 // equality, so that only events_stream_id yields ORDER BY stream, id (see
-// ReadEvents).
+// ReadEvents). Offsets from @hold on are left to a partition drop
+// (store/partitions_pg.go, retentionHold): the walk stops there.
 func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
 	row := q.db.QueryRow(ctx, retentionWindow,
 		arg.Cutoff,
 		arg.Stream,
+		arg.Hold,
 		arg.Compacted,
 		arg.Lim,
 	)
