@@ -36,15 +36,18 @@ func (o PartitionOpts) withDefaults() PartitionOpts {
 // (one creates, the others skip). When a lock it needs is held for longer
 // than a short timeout, or the role does not own alkstore.events, it
 // creates nothing and returns 0: offsets without a range partition go to
-// the default partition, which row deletes keep clean. On SQLite, which
-// has no partitions, it does nothing.
+// the tail partition, which the next creation makes a partition of its own
+// (scanning its rows once). It never scans the default partition, whatever
+// it holds (schema 00012). A role that does not own alkstore.events is
+// logged once and reported by Stats.PartitionsDenied. On SQLite, which has
+// no partitions, it does nothing.
 func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
 	return run(handle{s: m.s}, "create partitions", autoWrite(ctx), func(o target) (int64, error) {
 		n, err := o.createPartitions(ctx, opts.withDefaults())
 		if errors.Is(err, errPartitionsDenied) {
 			m.s.deniedLog.Do(func() {
 				m.s.log.Warn("alkstore: this role does not own alkstore.events, so it cannot create or drop event partitions: " +
-					"events go to the default partition and retention deletes them row by row (Stats.PartitionsDenied)")
+					"retention and trims delete events row by row (Stats.PartitionsDenied)")
 			})
 			return 0, nil
 		}

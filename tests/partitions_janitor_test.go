@@ -5,11 +5,14 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,4 +181,96 @@ func TestRetentionWaitsForTheDrop(t *testing.T) {
 			assert.EqualValues(t, 30, total.RetentionDeleted)
 		}
 	})
+}
+
+// TestCreatingPartitionsSkipsTheDefault: a database holding many events in
+// its default partition (published while no range partition covered
+// them). Before schema 00012, creating a range partition scans the whole
+// default partition, under its ACCESS EXCLUSIVE lock; from 00012 on,
+// PostgreSQL reads the default partition's fence instead: the creation's
+// transaction scans it zero times, and says why. Meanwhile publishers
+// publish through the store's creations without loss. PostgreSQL only:
+// SQLite has no partitions.
+func TestCreatingPartitionsSkipsTheDefault(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	applyVersions(t, e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+	const held = 50_000
+	e.execSQL(t, `INSERT INTO alkstore.events (id, stream, payload, txid)
+		SELECT nextval('alkstore.event_offset_seq'), 'old', 'p', '1'::xid8 FROM generate_series(1, 50000)`)
+	admin, err := pgx.Connect(c, e.dsn)
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+	// creation runs fn in a transaction rolled back after, and returns
+	// how many times it scanned events_default and the debug messages.
+	creation := func(fn string) (scans int64, notices []string) {
+		cfg := admin.Config().Copy()
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+		conn, err := pgx.ConnectConfig(c, cfg)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		tx, err := conn.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c)
+		_, err = tx.Exec(c, `SET LOCAL client_min_messages = debug1`)
+		require.NoError(t, err)
+		_, err = tx.Exec(c, fn)
+		require.NoError(t, err)
+		require.NoError(t, tx.QueryRow(c, `SELECT pg_stat_get_xact_numscans('alkstore.events_default'::regclass)`).Scan(&scans))
+		return scans, notices
+	}
+	scans, _ := creation(`SELECT alkstore.add_event_partition(60000, 70000)`)
+	assert.EqualValues(t, 1, scans, "schema 11 scans the default partition to create a range")
+
+	s := e.open(t) // schema 00012: fences the default partition
+	var n int64
+	require.NoError(t, admin.QueryRow(c, `SELECT count(*) FROM alkstore.events_default`).Scan(&n))
+	require.EqualValues(t, held, n)
+	scans, notices := creation(`SELECT alkstore.extend_event_partitions(1000, 60000)`)
+	assert.Zero(t, scans, "no scan of the default partition")
+	assert.Contains(t, strings.Join(notices, "\n"), `default partition "events_default" is implied by existing constraints`)
+
+	// Through the store, with publishers publishing.
+	st := s.Stream("live")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var published []int64
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id, err := st.Publish(c, []byte("x"))
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				published = append(published, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	var created int64
+	for range 20 {
+		k, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{Size: 10, Ahead: 2})
+		require.NoError(t, err)
+		created += k
+	}
+	close(stop)
+	wg.Wait()
+	assert.Positive(t, created)
+	require.NoError(t, admin.QueryRow(c, `SELECT count(*) FROM alkstore.events_default`).Scan(&n))
+	assert.EqualValues(t, held, n, "nothing new lands in the default partition")
+	slices.Sort(published)
+	require.Eventually(t, func() bool {
+		evs, err := st.ReadSince(c, 0, len(published)+10)
+		require.NoError(t, err)
+		return slices.Equal(published, offsets(evs))
+	}, 30*time.Second, 10*time.Millisecond)
 }
