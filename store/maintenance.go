@@ -177,9 +177,8 @@ type Stats struct {
 	Queues  []NamedQueueStats
 	// PartitionsDenied: on PostgreSQL, this role does not own
 	// alkstore.events, so it can neither create nor drop event partitions;
-	// every event lands in the default partition and retention and trims
-	// delete events row by row (the janitor logs it once). Always false on
-	// SQLite, which has no partitions.
+	// retention and trims delete events row by row (the janitor logs it
+	// once). Always false on SQLite, which has no partitions.
 	PartitionsDenied bool
 }
 
