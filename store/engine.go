@@ -102,6 +102,7 @@ type ops interface {
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
 	compactedStreams(ctx context.Context) ([]string, error)
+	partitionsDenied(ctx context.Context) (bool, error)
 	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error

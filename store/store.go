@@ -60,7 +60,8 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	closeErr   error // what the first Shutdown returned
+	deniedLog  sync.Once // partitions denied to this role: logged once
+	closeErr   error     // what the first Shutdown returned
 }
 
 // Option configures Open and OpenPool.

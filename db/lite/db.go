@@ -195,6 +195,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
 	}
+	if q.partitionsDeniedStmt, err = db.PrepareContext(ctx, partitionsDenied); err != nil {
+		return nil, fmt.Errorf("error preparing query PartitionsDenied: %w", err)
+	}
 	if q.pauseScheduleStmt, err = db.PrepareContext(ctx, pauseSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query PauseSchedule: %w", err)
 	}
@@ -581,6 +584,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
 		}
 	}
+	if q.partitionsDeniedStmt != nil {
+		if cerr := q.partitionsDeniedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing partitionsDeniedStmt: %w", cerr)
+		}
+	}
 	if q.pauseScheduleStmt != nil {
 		if cerr := q.pauseScheduleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pauseScheduleStmt: %w", cerr)
@@ -837,6 +845,7 @@ type Queries struct {
 	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
+	partitionsDeniedStmt       *sql.Stmt
 	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
@@ -932,6 +941,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
+		partitionsDeniedStmt:       q.partitionsDeniedStmt,
 		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,
