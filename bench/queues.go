@@ -57,19 +57,31 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	}
 
 	// Burn-down: fill a fresh queue, then time Work with a no-op handler
-	// until every job is acked; the ceiling removes the same number of rows
-	// with a fused claim-and-delete, as many workers in parallel.
+	// until every job is acked. Two ceilings remove the same number of rows,
+	// 8 workers in parallel taking 100 at a time: a fused claim-and-delete
+	// (one statement a batch), and a claim then a settle (two statements a
+	// batch, the least a queue running handlers between them can do). The
+	// second row is the same measurement beside the second ceiling.
 	if what := fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN); want(engine, what) {
 		burn := s.Queue("burndown")
 		for i := 0; i < *burnN; i += len(jobs) {
 			must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
 		}
-		for i := 0; i < *burnN; i += len(payloads) {
-			must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
+		fill := func() {
+			for i := 0; i < *burnN; i += len(payloads) {
+				must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
+			}
 		}
+		fill()
 		lib := burnDown(ctx, burn, *burnN)
-		ceil := rawBurnDown(ctx, r, *burnN)
-		row(engine, what, lib, ceil)
+		one := rawBurnDown(ctx, *burnN, r.takeJobs)
+		fill()
+		var token atomic.Int64
+		two := rawBurnDown(ctx, *burnN, func(ctx context.Context, n int) (int, error) {
+			return r.claimSettle(ctx, n, token.Add(1))
+		})
+		row(engine, what, lib, one)
+		row(engine, fmt.Sprintf("burn-down of %d, beside claim + settle", *burnN), lib, two)
 	}
 }
 
@@ -100,7 +112,9 @@ func burnDown(ctx context.Context, q *store.Queue, total int) float64 {
 	return float64(total) / elapsed.Seconds()
 }
 
-func rawBurnDown(ctx context.Context, r raw, total int) float64 {
+// rawBurnDown runs take (n jobs at most a call) from 8 workers until total
+// jobs are gone.
+func rawBurnDown(ctx context.Context, total int, take func(ctx context.Context, n int) (int, error)) float64 {
 	var left atomic.Int64
 	left.Store(int64(total))
 	start := time.Now()
@@ -109,7 +123,7 @@ func rawBurnDown(ctx context.Context, r raw, total int) float64 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for left.Load() > 0 {
-				n, err := r.takeJobs(ctx, 100)
+				n, err := take(ctx, 100)
 				must0(err)
 				left.Add(-int64(n))
 				if n == 0 {
