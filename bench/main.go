@@ -41,7 +41,7 @@ var (
 	replayN = flag.Int("replay", 50000, "events to replay in the read measurement")
 	burnN   = flag.Int("jobs", 100000, "jobs in the burn-down measurement")
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
-	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
+	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
 		"or scale and retention, which only run when named")
@@ -133,7 +133,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		benchRiver(ctx, peersDSN)
+		benchPeers(ctx, peersDSN, filepath.Join(dir, "peers"))
 	}
 }
 

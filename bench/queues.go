@@ -138,17 +138,19 @@ func rawBurnDown(ctx context.Context, total int, take func(ctx context.Context, 
 	return float64(total) / time.Since(start).Seconds()
 }
 
-// benchRiver runs bench/peers (River on the same PostgreSQL, same job
-// counts) and prints alkstore's Postgres figures beside River's.
-func benchRiver(ctx context.Context, dsn string) {
-	cmd := exec.CommandContext(ctx, "go", "run", ".", "-dsn", dsn,
+// benchPeers runs bench/peers (River on the same PostgreSQL; River's SQLite
+// driver and goqite on SQLite files of their own in liteDir, same job
+// counts) and prints alkstore's figures beside theirs.
+func benchPeers(ctx context.Context, dsn, liteDir string) {
+	must0(os.MkdirAll(liteDir, 0o755))
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "-dsn", dsn, "-sqlite-dir", liteDir,
 		"-jobs", fmt.Sprint(*burnN), "-workers", fmt.Sprint(*workers), "-d", dur.String())
 	cmd.Dir = "bench/peers"
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	must0(err)
 	must0(cmd.Start())
-	river := map[string]float64{}
+	theirs := map[string]float64{}
 	dec := json.NewDecoder(out)
 	for {
 		var fig struct {
@@ -158,17 +160,25 @@ func benchRiver(ctx context.Context, dsn string) {
 		if err := dec.Decode(&fig); err != nil {
 			break
 		}
-		river[fig.Name] = fig.Rate
+		theirs[fig.Name] = fig.Rate
 	}
 	if err := cmd.Wait(); err != nil {
 		log.Printf("bench/peers failed: %v", err)
 		return
 	}
-	fmt.Printf("\n%-8s %-44s %14s %14s %7s\n", "engine", "versus River v0.51.2 (riverpgxv5)", "alkstore", "River", "ratio")
-	peer := func(what, ours, theirs string) {
-		a, b := results["pg "+ours], river[theirs]
-		fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", "pg", what, a, b, a/b)
+	for _, p := range []struct{ engine, peer, title string }{
+		{"pg", "river", "River v0.51.2 (riverpgxv5)"},
+		{"lite", "river_sqlite", "River v0.51.2 (riversqlite)"},
+		{"lite", "goqite", "goqite v0.4.0"},
+	} {
+		fmt.Printf("\n%-8s %-44s %14s %14s %7s\n", "engine", "versus "+p.title, "alkstore", "peer", "ratio")
+		for _, f := range []struct{ what, ours, their string }{
+			{"enqueue, 1 producer (jobs/s)", "enqueue, 1 producer(s) (jobs/s)", "insert"},
+			{"EnqueueMany of 1,000 (jobs/s)", "EnqueueMany of 1,000 (jobs/s)", "insert_many_1000"},
+			{fmt.Sprintf("burn-down of %d, no-op worker (jobs/s)", *burnN), fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN), "burndown"},
+		} {
+			a, b := results[p.engine+" "+f.ours], theirs[p.peer+" "+f.their]
+			fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", p.engine, f.what, a, b, a/b)
+		}
 	}
-	peer("EnqueueMany / InsertMany of 1,000 (jobs/s)", "EnqueueMany of 1,000 (jobs/s)", "insert_many_1000")
-	peer(fmt.Sprintf("burn-down of %d, no-op worker (jobs/s)", *burnN), fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN), "burndown")
 }
