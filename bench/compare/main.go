@@ -45,6 +45,7 @@ var (
 	only   = flag.String("only", "streams,queues,receivers,compaction,scheduling", "bench sections to compare (comma-separated)")
 	rounds = flag.Int("rounds", 4, "runs of each build per figure")
 	mainBr = flag.String("main", "main", "the branch whose merge-base with HEAD is the default base")
+	figRE  = flag.String("figures", "", "compare only the figures whose name (engine, a space, the name) matches this regular expression")
 )
 
 // build is one bench binary and the tree it runs in (bench/peers and
@@ -173,6 +174,9 @@ func list(ctx context.Context, b *build, env []string, sec string, args []string
 func perFigure(ctx context.Context, oldB, newB *build, env []string, sec string, args, oldFigs, newFigs []string) error {
 	var missing []string
 	for _, f := range newFigs {
+		if !pick(f) {
+			continue
+		}
 		if !slices.Contains(oldFigs, f) {
 			missing = append(missing, f)
 			continue
@@ -195,7 +199,7 @@ func perFigure(ctx context.Context, oldB, newB *build, env []string, sec string,
 		show(f, runs["new"], runs["base"])
 	}
 	for _, f := range oldFigs {
-		if !slices.Contains(newFigs, f) {
+		if pick(f) && !slices.Contains(newFigs, f) {
 			fmt.Printf("%-52s only in base\n", f)
 		}
 	}
@@ -230,6 +234,9 @@ func perSection(ctx context.Context, oldB, newB *build, env []string, sec string
 		}
 	}
 	for _, n := range names {
+		if !pick(n) {
+			continue
+		}
 		switch {
 		case len(runs["base"][n]) == 0:
 			fmt.Printf("%-52s only in new\n", n)
@@ -240,6 +247,11 @@ func perSection(ctx context.Context, oldB, newB *build, env []string, sec string
 		}
 	}
 	return nil
+}
+
+// pick reports whether -figures selects the figure.
+func pick(name string) bool {
+	return *figRE == "" || regexp.MustCompile(*figRE).MatchString(name)
 }
 
 // order alternates which build goes first: base new, new base, base new...
