@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/ncruces/go-sqlite3"
 	sqlite "github.com/ncruces/go-sqlite3/driver"
 )
 
@@ -194,8 +195,17 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err != nil {
 		return nil, err
 	}
-	ro, ok := s.raw.(interface{ ReadOnly() bool })
-	return &rows{raw: raw.(rawRows), broken: s.broken, write: ok && !ro.ReadOnly()}, nil
+	return &rows{raw: raw.(rawRows), broken: s.broken, write: s.autocommitWrite()}, nil
+}
+
+// autocommitWrite reports whether the statement writes and runs on its own,
+// outside a transaction: the one kind whose early reset skips SQLite's
+// auto-checkpoint (see rows.Close). Inside a transaction the checkpoint runs
+// at COMMIT, so a batch's statements are not stepped again.
+func (s *stmt) autocommitWrite() bool {
+	st, ok := s.raw.(interface{ Conn() *sqlite3.Conn })
+	ro, ok2 := s.raw.(interface{ ReadOnly() bool })
+	return ok && ok2 && !ro.ReadOnly() && st.Conn().GetAutocommit()
 }
 
 // numbered binds the nth positional argument to the parameter $n, as
@@ -244,7 +254,7 @@ type rows struct {
 	raw    rawRows
 	broken *atomic.Bool
 	// write marks a statement that writes (INSERT/UPDATE/DELETE ...
-	// RETURNING), done once it stepped to its end.
+	// RETURNING) in autocommit mode, done once it stepped to its end.
 	write, done bool
 }
 
