@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -503,19 +504,23 @@ func (r liteRaw) insertJob(ctx context.Context, payload []byte) error {
 	return err
 }
 
+// insertJobs is one statement for the batch, as on PostgreSQL: the
+// payloads in hex in a JSON array (the library's EnqueueMany does the same
+// since one INSERT a job cost it twice the CPU).
 func (r liteRaw) insertJobs(ctx context.Context, payloads [][]byte) error {
-	tx, err := r.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	ins := tx.StmtContext(ctx, r.insJob)
-	for _, p := range payloads {
-		if _, err := ins.ExecContext(ctx, "bench", p); err != nil {
-			return err
+	b := []byte{'['}
+	for i, p := range payloads {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, '"')
+		b = hex.AppendEncode(b, p)
+		b = append(b, '"')
 	}
-	return tx.Commit()
+	b = append(b, ']')
+	_, err := r.writer.ExecContext(ctx, `INSERT INTO raw_jobs (queue, payload)
+		SELECT 'bench', unhex(j.value) FROM json_each(?) AS j ORDER BY j.key`, string(b))
+	return err
 }
 
 func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
