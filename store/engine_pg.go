@@ -56,7 +56,19 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 }
 
 func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
-	if err := migratePostgres(ctx, pool, c.migrate); err != nil {
+	citus, err := detectCitus(ctx, pool, c.log)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	mpool, err := migrationPool(ctx, pool, citus)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	err = migratePostgres(ctx, mpool, c.migrate)
+	if mpool != pool {
+		mpool.Close()
+	}
+	if err != nil {
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}

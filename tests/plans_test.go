@@ -580,18 +580,20 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
-	"ConfigureStream": "an application's setup call, one primary-key upsert",
-	"UnheadTrimmed":   "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
-	"TrimStream":      "TrimTo, as UnheadTrimmed",
-	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
-	"RequeueJob":      "by primary key; an operator's call on a dead job",
-	"JobKeyHolder":    "Requeue's error path, by primary key and one probe of the unique index",
-	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
-	"DeleteSchedule":  "an application's setup call, by primary key",
-	"PauseSchedule":   "an operator's call, by primary key",
-	"ResumeSchedule":  "an operator's call, by primary key",
-	"ListSchedules":   "lists every schedule on request: its cost is its answer",
-	"SchemaObjects":   "runs once at Open, on the catalog",
+	"ConfigureStream":        "an application's setup call, one primary-key upsert",
+	"UnheadTrimmed":          "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
+	"TrimStream":             "TrimTo, as UnheadTrimmed",
+	"CancelJob":              "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
+	"RequeueJob":             "by primary key; an operator's call on a dead job",
+	"JobKeyHolder":           "Requeue's error path, by primary key and one probe of the unique index",
+	"UpsertSchedule":         "an application's setup call, one primary-key upsert",
+	"DeleteSchedule":         "an application's setup call, by primary key",
+	"PauseSchedule":          "an operator's call, by primary key",
+	"ResumeSchedule":         "an operator's call, by primary key",
+	"ListSchedules":          "lists every schedule on request: its cost is its answer",
+	"SchemaObjects":          "runs once at Open, on the catalog",
+	"CitusVersion":           "runs once at Open, on the catalog (pg_extension)",
+	"CitusSchemaDistributed": "runs once at Open, only on Citus, on its catalog (pg_dist_schema)",
 	// Event partitions (PostgreSQL; docs/design/partitions.md): the janitor's
 	// partition step reads the partition catalog (tens of rows), runs DDL, or
 	// reads one partition it is about to drop; tests/partitions_test.go

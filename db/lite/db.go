@@ -45,6 +45,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
 		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
 	}
+	if q.citusSchemaDistributedStmt, err = db.PrepareContext(ctx, citusSchemaDistributed); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusSchemaDistributed: %w", err)
+	}
+	if q.citusVersionStmt, err = db.PrepareContext(ctx, citusVersion); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusVersion: %w", err)
+	}
 	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
 	}
@@ -332,6 +338,16 @@ func (q *Queries) Close() error {
 	if q.cancelJobStmt != nil {
 		if cerr := q.cancelJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
+		}
+	}
+	if q.citusSchemaDistributedStmt != nil {
+		if cerr := q.citusSchemaDistributedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusSchemaDistributedStmt: %w", cerr)
+		}
+	}
+	if q.citusVersionStmt != nil {
+		if cerr := q.citusVersionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusVersionStmt: %w", cerr)
 		}
 	}
 	if q.claimJobByIDStmt != nil {
@@ -795,6 +811,8 @@ type Queries struct {
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
+	citusSchemaDistributedStmt *sql.Stmt
+	citusVersionStmt           *sql.Stmt
 	claimJobByIDStmt           *sql.Stmt
 	claimJobsStmt              *sql.Stmt
 	claimableJobsStmt          *sql.Stmt
@@ -891,6 +909,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
+		citusSchemaDistributedStmt: q.citusSchemaDistributedStmt,
+		citusVersionStmt:           q.citusVersionStmt,
 		claimJobByIDStmt:           q.claimJobByIDStmt,
 		claimJobsStmt:              q.claimJobsStmt,
 		claimableJobsStmt:          q.claimableJobsStmt,
