@@ -13,7 +13,7 @@ SQLC := bin/sqlc
 # Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 
-.PHONY: help check tools demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff
+.PHONY: help check tools demo test test-citus bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff
 
 ## help: list the targets
 help:
@@ -37,6 +37,12 @@ demo:
 ## test: ALK_PG_DSN is set); ALK_ENGINES=lite (or pg) runs one engine's half
 test:
 	go test -race -timeout 25m $(GOTESTFLAGS) ./...
+
+## test-citus: the contract tests that apply to Citus (CITUS_TESTS) against a real cluster, a
+## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent)
+CITUS_TESTS ?= ^(TestReaderNeverSkipsOutOfOrderCommits|TestOpenTransactionHoldsTheHorizon|TestNewerTransactionWithOlderOffsetHoldsTheHorizon|TestClaimFencing|TestTxSettleIsFencedByTheClaim|TestTxCommitsOrDiscardsEverythingTogether|TestAdoptedTransactions|TestSubscribeReplaysThenFollows|TestCrossProcessWake|TestSecondStoreReceiverWakes|TestWorkWakesOnEnqueue|TestConcurrentIncrementsAreExact|TestFirstUpdatesOfANewKeyCompose|TestSchedulerHandover|TestOneBoundaryOneFire|TestUniqueJobConcurrentEnqueuers|TestUniqueJobRacingTransactionsPostgres|TestUniqueJobInTransactions|TestCitus.*)$$
+test-citus:
+	CITUS_TESTS='$(CITUS_TESTS)' .ci/test-citus
 
 ## bench: throughput figures beside their raw-SQL ceilings, both engines
 bench:
