@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // Citus-only statements (docs/design/citus.md): these tests run in `make
-// test-citus`, whose databases have schema-based sharding on; elsewhere they
-// skip, saying why.
+// test-citus`, whose databases have schema-based sharding on, and which sets
+// ALK_CITUS_REQUIRED so that they fail there rather than skip; elsewhere
+// they skip, saying why.
 const (
 	citusVersion        = `SELECT COALESCE((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`
 	citusSchemaIsShared = `SELECT count(*) FROM pg_dist_schema WHERE schemaid = to_regnamespace($1)`
@@ -34,6 +36,7 @@ func citusEnv(t *testing.T) (*engineEnv, *pgxpool.Pool) {
 	var v string
 	require.NoError(t, pool.QueryRow(ctx(t), citusVersion).Scan(&v))
 	if v == "" {
+		require.Empty(t, os.Getenv("ALK_CITUS_REQUIRED"), "ALK_CITUS_REQUIRED is set (make test-citus) but the database has no Citus")
 		t.Skip("no Citus extension in the test database: `make test-citus` runs this against a Citus cluster")
 	}
 	return e, pool
