@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
-		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
+		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
+		removeSkewedLite()
+		os.Exit(code)
 	}
 	srv, err := pgtest.Start()
 	if err != nil {
@@ -43,6 +45,7 @@ func TestMain(m *testing.M) {
 	pgServer = srv
 	code := m.Run()
 	srv.Stop()
+	removeSkewedLite()
 	os.Exit(code)
 }
 
