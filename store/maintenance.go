@@ -175,6 +175,11 @@ func (m Maintenance) PruneNotifications(ctx context.Context, maxAge time.Duratio
 type Stats struct {
 	Streams []StreamStats
 	Queues  []NamedQueueStats
+	// PartitionsDenied: on PostgreSQL, this role does not own
+	// alkstore.events, so it can neither create nor drop event partitions;
+	// retention and trims delete events row by row (the janitor logs it
+	// once). Always false on SQLite, which has no partitions.
+	PartitionsDenied bool
 }
 
 // StatsCountLimit caps every count in Stats and Queue.Stats: each is read
@@ -266,6 +271,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return Stats{}, err
 		}
 		out := Stats{Queues: make([]NamedQueueStats, len(names))}
+		if out.PartitionsDenied, err = o.partitionsDenied(ctx); err != nil {
+			return Stats{}, err
+		}
 		for i, name := range names {
 			out.Queues[i].Queue = name
 			if out.Queues[i].QueueStats, err = o.queueStats(ctx, name, now); err != nil {

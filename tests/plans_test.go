@@ -536,6 +536,7 @@ var coldStatements = map[string]string{
 	"TrimStream":      "TrimTo, as UnheadTrimmed",
 	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
 	"RequeueJob":      "by primary key; an operator's call on a dead job",
+	"JobKeyHolder":    "Requeue's error path, by primary key and one probe of the unique index",
 	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
 	"DeleteSchedule":  "an application's setup call, by primary key",
 	"PauseSchedule":   "an operator's call, by primary key",
@@ -546,28 +547,31 @@ var coldStatements = map[string]string{
 	// partition step reads the partition catalog (tens of rows), runs DDL, or
 	// reads one partition it is about to drop; tests/partitions_test.go
 	// checks their behaviour and bench -only retention their cost.
-	"EventPartitions":     "reads the partition catalog: tens of rows",
-	"SealEventPartitions": "updates the partition catalog: tens of rows",
-	"PartitionFrontier":   "reads the sequence and the catalog once per pass",
-	"TryPartitionLock":    "an advisory lock, not a scan",
-	"SetLockTimeout":      "a SET, not a query",
-	"AddEventPartition":   "DDL through alkstore.add_event_partition",
-	"DropEventPartition":  "DDL through alkstore.drop_event_partition",
-	"PartitionStreams":    "a loose scan of one sealed partition's (stream, id) index: one probe per stream in it",
-	"PartitionExpired":    "per stream of one partition, by primary key of streams",
-	"PartitionEventCount": "counts the rows of one partition a TrimTo drops: its cost is what it removes",
-	"LockStreamSettings":  "locks the settings rows of one partition's streams, by primary key",
-	"UnheadPartition":     "unheads the heads pointing into one partition being dropped: its cost is what it removes",
-	"PartitionHasHeads":   "one check per partition drop (no index on head_offset: see docs/design/partitions.md)",
-	"ConfigureQueue":      "an application's setup call, one primary-key upsert",
-	"SetQueuePaused":      "an operator's call (Pause, Resume), one primary-key upsert",
-	"ListQueueSettings":   "Store.Queues lists every configured queue: its cost is its answer",
-	"DeleteJob":           "an operator's call, by primary key",
-	"ResetOffset":         "an operator's call, by primary key",
-	"ListPendingJobs":     "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
-	"ListRunningJobs":     "a console page of running jobs: the queue's claims in flight, few enough to sort",
-	"ListenWakes":         "a LISTEN, not a query",
-	"DataVersion":         "a PRAGMA, not a query",
+	"EventPartitions":       "reads the partition catalog: tens of rows",
+	"SealEventPartitions":   "updates the partition catalog: tens of rows",
+	"PartitionFrontier":     "reads the sequence and the catalog once per pass",
+	"TryPartitionLock":      "an advisory lock, not a scan",
+	"SetLockTimeout":        "a SET, not a query",
+	"ExtendEventPartitions": "DDL through alkstore.extend_event_partitions (catalog work; the tail's rows, if any, scanned once)",
+	"DropEventPartition":    "DDL through alkstore.drop_event_partition",
+	"PartitionStreams":      "a loose scan of one sealed partition's (stream, id) index: one probe per stream in it",
+	"PartitionExpired":      "per stream of one partition, by primary key of streams",
+	"PartitionEventCount":   "counts the rows of one partition a TrimTo drops: its cost is what it removes",
+	"LockStreamSettings":    "locks the settings rows of one partition's streams, by primary key",
+	"UnheadPartition":       "unheads the heads pointing into one partition being dropped: its cost is what it removes",
+	"PartitionHasHeads":     "one check per partition drop (no index on head_offset: see docs/design/partitions.md)",
+	"PartitionsDenied":      "Stats: one catalog row (SQLite: a constant)",
+	"ConfigureQueue":        "an application's setup call, one primary-key upsert",
+	"SetQueuePaused":        "an operator's call (Pause, Resume), one primary-key upsert",
+	"ListQueueSettings":     "Store.Queues lists every configured queue: its cost is its answer",
+	"DeleteJob":             "an operator's call, by primary key",
+	"ResetOffset":           "an operator's call, by primary key",
+	"ListPendingJobs":       "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
+	"ListRunningJobs":       "a console page of running jobs: the queue's claims in flight, few enough to sort",
+	"ClaimJobByID":          "alktest's claim of one given job in a test, by primary key",
+	"ListQueueJobs":         "alktest's assertions in tests: a page walks the primary key from @after, skipping other queues' rows, so it costs the table's jobs past that id (a test's own store is small)",
+	"ListenWakes":           "a LISTEN, not a query",
+	"DataVersion":           "a PRAGMA, not a query",
 }
 
 // TestHotStatementsStayOnIndexes runs every hot statement under EXPLAIN on
@@ -657,7 +661,7 @@ func checkClassified(t *testing.T, dialect string) {
 func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 	args := map[string]any{
 		"stream": "kv", "key": "k1", "payload": []byte("x"), "wake": "", "now": "@t:0s",
-		"after": 0, "horizon": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
+		"after": 0, "horizon": int64(1) << 62, "hold": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
 		"schemaversion": 1, "compactionrank": 0, "headoffset": 1, "id": 1, "firstid": 0, "upto": 0,
 		"compacted": true, "cutoff": "@t:-1h", "batch": planBatch, "cap": store.StatsCountLimit,
 		"queue": "other", "priority": 0, "maxattempts": 3, "runat": "@t:0s", "expiresat": "@t:1h",
@@ -944,11 +948,62 @@ func runLite(t *testing.T, conn *sql.Conn, name, sqlText string, params []string
 }
 
 // eventsPartitionParent names a partition of the events table (schema 00008
-// on PostgreSQL: events_p<lo>, events_default) as its parent, so a scan of
-// a partition counts as a scan of events.
+// on PostgreSQL: events_p<lo>, events_default; 00012: events_tail) as its
+// parent, so a scan of a partition counts as a scan of events.
 func eventsPartitionParent(rel string) string {
-	if strings.HasPrefix(rel, "events_p") || rel == "events_default" {
+	if strings.HasPrefix(rel, "events_p") || rel == "events_default" || rel == "events_tail" {
 		return "events"
 	}
 	return rel
+}
+
+// TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
+// 1,000 offsets, the read statements (ReadEvents, ReadEventsFromConsumer)
+// after offset 8,500 with the settled horizon at 9,200 run no scan of a
+// partition outside (8,500, 9,200], nor of the default partition, under
+// custom and generic plans (ReadEventsFromConsumer: none below its saved
+// offset). SQLite has no partitions.
+func TestReadsPrunePartitions(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	c := ctx(t)
+	_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{Size: 1000, Ahead: 12})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	e.execSQL(t,
+		`INSERT INTO alkstore.events (id, stream, payload, txid)
+		 SELECT nextval('alkstore.event_offset_seq'), 's' || (g % 3), 'p', '1'::xid8 FROM generate_series(1, 10000) g`,
+		`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', 8500)`,
+		`ANALYZE alkstore.events`)
+	ranges := map[string]partition{}
+	for _, p := range eventPartitions(t, e.pool(t)) {
+		ranges[p.Name] = p
+	}
+	require.Len(t, ranges, 12)
+	const after, horizon = 8500, 9200
+	args := map[string]any{"stream": "s1", "after": after, "horizon": horizon, "consumer": "c", "lim": 100}
+	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer"} {
+		sqlText, params := generatedQuery(t, "pg", name)
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			top, _ := explainPG(t, e, name, sqlText, params, args, mode)
+			var touched, outside []string
+			top.walk(func(n *pgPlanNode) {
+				if n.Loops == 0 || !strings.HasPrefix(n.Relation, "events_") {
+					return
+				}
+				touched = append(touched, n.Relation)
+				// The consumer's read prunes below its offset only (see
+				// queries/pg/streams.sql): the default partition, above the
+				// ranges, is not pruned either.
+				p, ok := ranges[n.Relation]
+				above := !ok || p.Lo > horizon
+				if ok && p.Hi <= after+1 || above && name == "ReadEvents" {
+					outside = append(outside, n.Relation)
+				}
+			})
+			assert.Equal(t, 100, top.Rows, "%s (%s)", name, mode)
+			assert.NotEmpty(t, touched, "%s (%s)", name, mode)
+			assert.Empty(t, outside, "%s (%s) touches partitions outside (%d, %d]:\n%s", name, mode, after, horizon, top.summary(""))
+		}
+	}
 }
