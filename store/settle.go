@@ -33,11 +33,7 @@ func (j *Job) AckTx(ctx context.Context, tx Tx) error { return j.ack(ctx, &tx) }
 
 func (j *Job) ack(ctx context.Context, tx *Tx) error {
 	_, err := j.settle(ctx, "ack", tx, true, func(o target, now time.Time) (bool, error) {
-		ok, err := o.ack(ctx, j.ID, j.token, now)
-		if err != nil || ok {
-			return ok, err
-		}
-		return o.complete(ctx, j.ID, j.token, now)
+		return o.ack(ctx, j.ID, j.token, now)
 	})
 	return err
 }
@@ -297,13 +293,7 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 		if len(refs) == 0 {
 			return 0, nil
 		}
-		now := q.s.now()
-		n, err := o.ackMany(ctx, refs, now)
-		if err != nil || n == int64(len(refs)) {
-			return n, err
-		}
-		kept, err := o.completeMany(ctx, refs, now) // the queue keeps completed jobs
-		return n + kept, err
+		return o.ackMany(ctx, refs, q.s.now())
 	})
 }
 
