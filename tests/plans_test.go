@@ -72,9 +72,8 @@ const (
 // statement) or VM steps (SQLite) bounded by the rows they return.
 func TestJobPlansStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
-		loadSkewedQueue(t, e, now)
+		now := skewedNow
+		migrateAndLoadSkewedQueue(t, e)
 		args := map[string]any{
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
@@ -631,10 +630,9 @@ var coldStatements = map[string]string{
 func TestHotStatementsStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		checkClassified(t, e.name)
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
+		now := skewedNow
 		start := time.Now()
-		loadSkewedQueue(t, e, now)
+		migrateAndLoadSkewedQueue(t, e)
 		loadSkewedStreams(t, e, now)
 		t.Logf("loaded in %v", time.Since(start).Round(time.Millisecond))
 		base := planArgs(t, e, now)
@@ -1019,11 +1017,11 @@ func eventsPartitionParent(rel string) string {
 }
 
 // TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
-// 1,000 offsets, the read statements (ReadEvents, ReadEventsFromConsumer)
-// after offset 8,500 with the settled horizon at 9,200 run no scan of a
-// partition outside (8,500, 9,200], nor of the default partition, under
-// custom and generic plans (ReadEventsFromConsumer: none below its saved
-// offset). SQLite has no partitions.
+// 1,000 offsets, ReadEvents (ReadSince, and every receiver's read) after
+// offset 8,500 with the settled horizon at 9,200 runs no scan of a
+// partition outside (8,500, 9,200], nor of the tail, under custom and
+// generic plans. (ReadEventsFromConsumer prunes nothing: see
+// queries/pg/streams.sql.) SQLite has no partitions.
 func TestReadsPrunePartitions(t *testing.T) {
 	e := newEnv(t, "pg")
 	s := e.open(t)
@@ -1034,7 +1032,6 @@ func TestReadsPrunePartitions(t *testing.T) {
 	e.execSQL(t,
 		`INSERT INTO alkstore.events (id, stream, payload, txid)
 		 SELECT nextval('alkstore.event_offset_seq'), 's' || (g % 3), 'p', '1'::xid8 FROM generate_series(1, 10000) g`,
-		`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', 8500)`,
 		`ANALYZE alkstore.events`)
 	ranges := map[string]partition{}
 	for _, p := range eventPartitions(t, e.pool(t)) {
@@ -1042,8 +1039,8 @@ func TestReadsPrunePartitions(t *testing.T) {
 	}
 	require.Len(t, ranges, 12)
 	const after, horizon = 8500, 9200
-	args := map[string]any{"stream": "s1", "after": after, "horizon": horizon, "consumer": "c", "lim": 100}
-	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer"} {
+	args := map[string]any{"stream": "s1", "after": after, "horizon": horizon, "lim": 100}
+	for _, name := range []string{"ReadEvents"} { // not ReadEventsFromConsumer: see queries/pg/streams.sql
 		sqlText, params := generatedQuery(t, "pg", name)
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			top, _ := explainPG(t, e, name, sqlText, params, args, mode)
@@ -1053,12 +1050,8 @@ func TestReadsPrunePartitions(t *testing.T) {
 					return
 				}
 				touched = append(touched, n.Relation)
-				// The consumer's read prunes below its offset only (see
-				// queries/pg/streams.sql): the default partition, above the
-				// ranges, is not pruned either.
 				p, ok := ranges[n.Relation]
-				above := !ok || p.Lo > horizon
-				if ok && p.Hi <= after+1 || above && name == "ReadEvents" {
+				if !ok || p.Hi <= after+1 || p.Lo > horizon {
 					outside = append(outside, n.Relation)
 				}
 			})
