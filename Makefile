@@ -21,8 +21,9 @@ help:
 		awk -F'\t' '{ printf "  %-12s %s\n", ($$1 == prev ? "" : $$1), $$2; prev = $$1 }'
 
 ## check: exactly what CI runs (.ci/run installs what is missing, then runs this):
-## check: tidy-diff, fmt-diff, tools, sqlc-diff, vet, then make test
-check: tidy-diff fmt-diff tools sqlc-diff vet test
+## check: tidy-diff, fmt-diff, tools, sqlc-diff, vet, make test, then make test-citus
+## check: (which skips, saying so, without ../shared/citus)
+check: tidy-diff fmt-diff tools sqlc-diff vet test test-citus
 
 ## tools: build sqlc and the goose CLI (Postgres and SQLite drivers only) into bin/
 tools:
@@ -39,8 +40,8 @@ test:
 	go test -race -timeout 25m $(GOTESTFLAGS) ./...
 
 ## test-citus: the contract tests that apply to Citus (CITUS_TESTS) against a real cluster, a
-## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent). Not in
-## test-citus: check: ~6 minutes here, and latency-bound tests (TestCrossProcessWake) are left out
+## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent); 3.5 to
+## test-citus: 5 minutes here; latency-bound tests (TestCrossProcessWake) are left out
 CITUS_TESTS ?= ^(TestReaderNeverSkipsOutOfOrderCommits|TestOpenTransactionHoldsTheHorizon|TestNewerTransactionWithOlderOffsetHoldsTheHorizon|TestClaimFencing|TestTxSettleIsFencedByTheClaim|TestTxCommitsOrDiscardsEverythingTogether|TestAdoptedTransactions|TestSubscribeReplaysThenFollows|TestSecondStoreReceiverWakes|TestWorkWakesOnEnqueue|TestConcurrentIncrementsAreExact|TestFirstUpdatesOfANewKeyCompose|TestSchedulerHandover|TestOneBoundaryOneFire|TestUniqueJobConcurrentEnqueuers|TestUniqueJobRacingTransactionsPostgres|TestUniqueJobInTransactions|TestJanitorCreatesPartitionsAhead|TestRetentionDropsWholePartitions|TestCitus.*)$$
 test-citus:
 	CITUS_TESTS='$(CITUS_TESTS)' .ci/test-citus
