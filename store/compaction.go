@@ -118,7 +118,7 @@ func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 }
 
 // publishKeyed appends a keyed event and upserts its key's head.
-func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, rank int64, schemaVersion int) (int64, error) {
+func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, headers map[string]string, rank int64, schemaVersion int) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
 		if err := validateKey(&key); err != nil {
 			return 0, err
@@ -126,7 +126,11 @@ func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload [
 		if err := st.s.checkPayload("payload", payload); err != nil {
 			return 0, err
 		}
-		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, rank: rank,
+		hs, err := checkHeaders(headers)
+		if err != nil {
+			return 0, err
+		}
+		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, headers: hs, rank: rank,
 			schemaVersion: int32(schemaVersion), now: st.s.now()})
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
@@ -146,6 +150,7 @@ type headRow struct {
 type keyedEvent struct {
 	stream, key   string
 	payload       []byte
+	headers       []byte // stored form; nil for none
 	rank          int64
 	schemaVersion int32
 	now           time.Time

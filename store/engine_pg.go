@@ -171,12 +171,12 @@ func (o pgOps) wake(topic string) string {
 	return o.eng.gate.wake(topic)
 }
 
-func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
+func (o pgOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
+	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: headers,
 		Wake: o.wake(streamTopic(stream))})
 }
 
-func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
+func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
 		Wake:     o.wake(streamTopic(stream)),
@@ -190,6 +190,12 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 			p.Keyed[i], p.Keys[i] = true, *m.Key
 		}
 		p.Payloads[i] = m.Payload
+	}
+	if headers != nil { // otherwise unnest pads the column with NULLs (see pgHeaderArray)
+		p.Headers = make([]string, len(msgs))
+		for i, h := range headers {
+			p.Headers[i] = string(h)
+		}
 	}
 	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
 	return sortedIDs(ids, err, len(msgs))
@@ -358,7 +364,8 @@ func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) [
 	evs := make([]Event, len(rows))
 	for i, row := range rows {
 		r := pgdb.ReadEventsRow(row)
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
+			Headers: decodeHeaders(r.Headers)}
 	}
 	return evs
 }

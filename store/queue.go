@@ -91,6 +91,7 @@ type Job struct {
 	LastError      string
 	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
 	FinishedAt     *time.Time     // when it reached its final state
+	Headers        map[string]string // as enqueued (EnqueueOpts.Headers); nil when none
 
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
@@ -114,6 +115,10 @@ type EnqueueOpts struct {
 	// the queue holds the key adds nothing and returns the holder's id (see
 	// UniqueOpts; EnqueueUnique also says whether it was a duplicate).
 	Unique UniqueOpts
+	// Headers ride with the job and come back on Claim, Job and Jobs
+	// (Job.Headers): trace context, a tenant, a correlation id. At most
+	// MaxHeadersSize bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
 }
 
 // NewJob is one job for EnqueueMany.
@@ -133,6 +138,7 @@ type newJob struct {
 	// states it holds in, as ",pending,running,".
 	uniqueKey    []byte
 	uniqueStates string
+	headers      []byte // the stored form: a JSON object, nil for none
 }
 
 func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
@@ -149,6 +155,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 	case o.MaxAttempts > 1<<30:
 		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
 	}
+	var err error
+	if j.headers, err = checkHeaders(o.Headers); err != nil {
+		return j, err
+	}
 	j.priority = int32(o.Priority)
 	if o.MaxAttempts > 0 {
 		j.maxAttempts = int32(o.MaxAttempts)
@@ -161,7 +171,6 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		j.expiresAt = &e
 	}
 	if o.Unique.Key != "" || o.Unique.ByPeriod != 0 || o.Unique.ByState != nil {
-		var err error
 		if j.uniqueKey, j.uniqueStates, err = uniqueColumns(queue, now, o.Unique); err != nil {
 			return j, err
 		}

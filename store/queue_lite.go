@@ -12,14 +12,16 @@ import (
 
 func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+		Headers: liteHeaders(j.headers)})
 }
 
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
 	return o.insertEach(ctx, len(jobs), func(q *litedb.Queries, i int) (int64, error) {
 		j := jobs[i]
 		return q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+			Headers: liteHeaders(j.headers)})
 	})
 }
 
@@ -157,7 +159,8 @@ func liteJob(r litedb.AlkJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
 		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
-		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
+		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), Headers: decodeHeadersPtr(r.Headers),
+		token: deref(r.ClaimToken)}
 }
 
 func micros(t *time.Time) *int64 {
@@ -199,7 +202,7 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 		for i, j := range batch {
 			p := litedb.EnqueueUniqueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(),
-				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey}
+				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey, Headers: liteHeaders(j.headers)}
 			if j.uniqueKey != nil {
 				p.UniqueStates = &j.uniqueStates
 			}

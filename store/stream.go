@@ -23,12 +23,30 @@ func (st *Stream) Name() string { return st.name }
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
-	return st.publish(ctx, autoWrite(ctx), payload)
+	return st.publish(ctx, autoWrite(ctx), payload, nil)
 }
 
 // PublishTx is Publish inside tx: the event commits or rolls back with it.
 func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, error) {
-	return st.publish(ctx, tx.via(), payload)
+	return st.publish(ctx, tx.via(), payload, nil)
+}
+
+// PublishMessage appends one message: unkeyed like Publish, or keyed like
+// PublishWithKey, with its headers (Event.Headers on read).
+func (st *Stream) PublishMessage(ctx context.Context, m Message) (int64, error) {
+	return st.publishMessage(ctx, autoWrite(ctx), m)
+}
+
+// PublishMessageTx is PublishMessage inside tx.
+func (st *Stream) PublishMessageTx(ctx context.Context, tx Tx, m Message) (int64, error) {
+	return st.publishMessage(ctx, tx.via(), m)
+}
+
+func (st *Stream) publishMessage(ctx context.Context, v via, m Message) (int64, error) {
+	if m.Key == nil {
+		return st.publish(ctx, v, m.Payload, m.Headers)
+	}
+	return st.publishKeyed(ctx, v, *m.Key, m.Payload, m.Headers, 0, 1)
 }
 
 // PublishWithKey appends an event carrying key and makes it the key's
@@ -37,20 +55,24 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 // MaxKeyLen bytes of valid UTF-8 without control characters is
 // ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
+	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, nil, 0, 1)
 }
 
 // PublishWithKeyTx is PublishWithKey inside tx.
 func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, tx.via(), key, payload, 0, 1)
+	return st.publishKeyed(ctx, tx.via(), key, payload, nil, 0, 1)
 }
 
-func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, error) {
+func (st *Stream) publish(ctx context.Context, v via, payload []byte, headers map[string]string) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
 		if err := st.s.checkPayload("payload", payload); err != nil {
 			return 0, err
 		}
-		off, err := o.publish(ctx, st.name, nil, payload)
+		hs, err := checkHeaders(headers)
+		if err != nil {
+			return 0, err
+		}
+		off, err := o.publish(ctx, st.name, nil, payload, hs)
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
 		}
@@ -73,6 +95,7 @@ func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]i
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
 	return run(st.handle, "publish many", v, func(o target) ([]int64, error) {
+		var hs [][]byte // nil when no message has headers
 		for i := range msgs {
 			if err := validateKey(msgs[i].Key); err != nil {
 				return nil, fmt.Errorf("message %d: %w", i, err)
@@ -80,11 +103,21 @@ func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int
 			if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
 				return nil, err
 			}
+			if len(msgs[i].Headers) > 0 {
+				h, err := headersFor("message", i, true, msgs[i].Headers)
+				if err != nil {
+					return nil, err
+				}
+				if hs == nil {
+					hs = make([][]byte, len(msgs))
+				}
+				hs[i] = h
+			}
 		}
 		if len(msgs) == 0 {
 			return []int64{}, nil
 		}
-		offs, err := o.publishMany(ctx, st.name, msgs, st.s.now())
+		offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
 		if err == nil {
 			o.afterCommit(st.s.wake(streamTopic(st.name)))
 		}

@@ -146,7 +146,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
 `
 
 type ClaimJobsParams struct {
@@ -193,6 +193,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -380,8 +381,8 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 
 const enqueueJob = `-- name: EnqueueJob :one
 
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id
 `
 
@@ -393,6 +394,7 @@ type EnqueueJobParams struct {
 	Now         int64
 	RunAt       int64
 	ExpiresAt   *int64
+	Headers     *string
 }
 
 // Queues: at-least-once jobs with fenced claims (SQLite).
@@ -408,6 +410,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -415,8 +418,8 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 }
 
 const enqueueJobs = `-- name: EnqueueJobs :one
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id
 `
 
@@ -428,6 +431,7 @@ type EnqueueJobsParams struct {
 	Now         int64
 	RunAt       int64
 	ExpiresAt   *int64
+	Headers     *string
 }
 
 // SQLite runs in process: "many" is this statement repeated inside one
@@ -441,6 +445,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -448,9 +453,9 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64
 }
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -465,6 +470,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key, on its own (EnqueueUniqueJobs is the
@@ -482,6 +488,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -505,9 +512,9 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 }
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -522,6 +529,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key (run once per job, in one transaction,
@@ -538,6 +546,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -561,7 +570,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -592,6 +601,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -659,7 +669,7 @@ func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRo
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
 ORDER BY id
 LIMIT ?4
@@ -709,6 +719,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -724,7 +735,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -770,6 +781,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -825,7 +837,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -869,6 +881,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -209,7 +209,7 @@ SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers
 `
 
 type ClaimJobsParams struct {
@@ -269,6 +269,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -378,11 +379,11 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 const enqueueJob = `-- name: EnqueueJob :one
 
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $8::text <> '' THEN pg_notify('alkstore', $8::text)::text END AS woke
+    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
-       $5::timestamptz, $6::timestamptz, $7::timestamptz
+       $5::timestamptz, $6::timestamptz, $7::timestamptz, $8::jsonb
 FROM w
 RETURNING id
 `
@@ -395,6 +396,7 @@ type EnqueueJobParams struct {
 	Now         time.Time
 	RunAt       time.Time
 	ExpiresAt   *time.Time
+	Headers     []byte
 	Wake        string
 }
 
@@ -414,6 +416,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 		arg.Wake,
 	)
 	var id int64
@@ -423,17 +426,18 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 
 const enqueueJobs = `-- name: EnqueueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
                 unnest($6::timestamptz[]) AS run_at,
                 unnest($7::boolean[]) AS has_expires_at,
-                unnest($8::timestamptz[]) AS expires_at) AS u
+                unnest($8::timestamptz[]) AS expires_at,
+                unnest($9::text[]) AS headers) AS u
 RETURNING id
 `
 
@@ -446,6 +450,7 @@ type EnqueueJobsParams struct {
 	RunAts       []time.Time
 	HasExpiresAt []bool
 	ExpiresAts   []time.Time
+	Headers      []string
 	Wake         string
 }
 
@@ -460,6 +465,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 		arg.RunAts,
 		arg.HasExpiresAt,
 		arg.ExpiresAts,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -482,12 +488,12 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
        $5::timestamptz, $6::timestamptz, $7::timestamptz,
-       $8::bytea, $9::text
+       $8::bytea, $9::text, $10::jsonb
 FROM w
 ON CONFLICT DO NOTHING
 RETURNING id
@@ -503,6 +509,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *time.Time
 	UniqueKey    []byte
 	UniqueStates string
+	Headers      []byte
 	Wake         string
 }
 
@@ -519,6 +526,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -541,12 +549,13 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
+    SELECT CASE WHEN $12::text <> '' THEN pg_notify('alkstore', $12::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
-       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states,
+       NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
@@ -554,7 +563,8 @@ FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($7::boolean[]) AS has_expires_at,
                 unnest($8::timestamptz[]) AS expires_at,
                 unnest($9::bytea[]) AS unique_key,
-                unnest($10::text[]) AS unique_states) AS u
+                unnest($10::text[]) AS unique_states,
+                unnest($11::text[]) AS headers) AS u
 ON CONFLICT DO NOTHING
 RETURNING id, unique_key
 `
@@ -570,6 +580,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAts   []time.Time
 	UniqueKeys   [][]byte
 	UniqueStates []string
+	Headers      []string
 	Wake         string
 }
 
@@ -597,6 +608,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAts,
 		arg.UniqueKeys,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -618,7 +630,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs WHERE id = $1 AND queue = $2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
 
 type GetJobParams struct {
@@ -649,6 +661,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkstoreJob, er
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -712,12 +725,12 @@ func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, e
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.state, x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
                    AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
                  ORDER BY x.state, x.id
                  LIMIT $4::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -772,6 +785,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -784,11 +798,11 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state = 'pending' AND x.id + 0 > $2::bigint
                  ORDER BY x.id + 0
                  LIMIT $3::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -832,6 +846,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -881,7 +896,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs
 WHERE queue = $1::text AND state = 'running' AND id + 0 > $2::bigint
 ORDER BY id + 0
 LIMIT $3::integer
@@ -925,6 +940,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -4,15 +4,15 @@
 -- locking is needed.
 
 -- name: EnqueueJob :one
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
 -- name: EnqueueJobs :one
 -- SQLite runs in process: "many" is this statement repeated inside one
 -- transaction on the writer slot.
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
 -- name: EnqueueUniqueJob :many
@@ -20,9 +20,9 @@ RETURNING id;
 -- same statement, run per job of a batch). It returns no row when the key
 -- is held by a job in one of that job's unique_states (a conflict on
 -- alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -30,9 +30,9 @@ RETURNING id;
 -- One job with an idempotency key (run once per job, in one transaction,
 -- like EnqueueJobs). It returns no row when the key is held by a job in one
 -- of that job's unique_states (a conflict on alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 

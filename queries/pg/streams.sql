@@ -10,8 +10,9 @@ WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid,
+       sqlc.narg(headers)::jsonb
 FROM tx
 RETURNING id;
 
@@ -26,12 +27,13 @@ WITH tx AS MATERIALIZED (
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 ),
 ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     SELECT nextval('alkstore.event_offset_seq'), @stream::text,
-           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
     FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
                      unnest(@keys::text[]) AS key,
-                     unnest(@payloads::bytea[]) AS payload) AS u
+                     unnest(@payloads::bytea[]) AS payload,
+                     unnest(@headers::text[]) AS headers) AS u
     RETURNING id, key
 ),
 heads AS (
@@ -75,7 +77,7 @@ FROM pg_current_snapshot() AS snap;
 -- statements; Postgres may switch to one after five runs) may then walk
 -- events_pkey in id order and filter every other stream's rows (2.2M rows
 -- for a 5-event stream). Only events_stream_id yields this order.
-SELECT id, stream, key, payload, created_at
+SELECT id, stream, key, payload, created_at, headers
 FROM alkstore.events
 WHERE (stream, id) > (@stream::text, @after::bigint) AND stream <= @stream::text
   AND (id <= @horizon OR txid = pg_current_xact_id_if_assigned())
@@ -84,7 +86,7 @@ LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
 -- As ReadEvents, after the consumer's saved offset.
-SELECT e.id, e.stream, e.key, e.payload, e.created_at
+SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
 FROM alkstore.events e
 WHERE (e.stream, e.id) > (@stream::text, COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                                                     WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0))
