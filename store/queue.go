@@ -89,8 +89,8 @@ type Job struct {
 	ExpiresAt      *time.Time
 	Worker         string
 	LastError      string
-	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
-	FinishedAt     *time.Time     // when it reached its final state
+	Errors         []AttemptError    // the last MaxAttemptErrors attempts' errors, oldest first
+	FinishedAt     *time.Time        // when it reached its final state
 	Headers        map[string]string // as enqueued (EnqueueOpts.Headers); nil when none
 
 	q     *Queue
