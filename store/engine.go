@@ -108,6 +108,11 @@ type ops interface {
 	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
+	// The settled horizon (see HorizonStats): SQLite's settles every
+	// committed offset, so it reports math.MaxInt64 and nothing else.
+	settledHorizon(ctx context.Context) (int64, error)
+	firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) // created_at; nil: none
+	oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) // nil: none
 	compactedStreams(ctx context.Context) ([]string, error)
 	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
 

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -344,3 +345,18 @@ func (t liteTx) queryRow(ctx context.Context, query string, args ...any) Row {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// SQLite commits offsets in order: every committed event is settled.
+func (o liteOps) settledHorizon(context.Context) (int64, error) { return math.MaxInt64, nil }
+
+func (o liteOps) firstEventAbove(context.Context, int64) (*time.Time, error) { return nil, nil }
+
+// oldestWriteTransaction runs SQLite's twin of the statement, which names
+// no transaction.
+func (o liteOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
+	rows, err := o.q.OldestWriteTransaction(ctx)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &WriteTransaction{PID: int(rows[0].Pid), Database: rows[0].Datname, State: rows[0].State}, nil
+}

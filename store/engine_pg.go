@@ -29,6 +29,7 @@ type pgEngine struct {
 	horizon *horizon
 	gate    *wakeGate
 	learner learner
+	stall   *stallWatch
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -60,6 +61,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
 	eng.gate = &wakeGate{send: func(topic string) {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
@@ -263,6 +265,7 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 			return hz, nil
 		}
 		if hz >= snap.VisibleHead || attempt == settleAttempts {
+			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
 			return hz, nil
 		}
 		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
@@ -430,3 +433,29 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
+
+func (o pgOps) settledHorizon(ctx context.Context) (int64, error) { return o.settled(ctx) }
+
+func (o pgOps) firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) {
+	rows, err := o.q.FirstEventAbove(ctx, offset)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0].CreatedAt, nil
+}
+
+func (o pgOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
+	rows, err := o.q.OldestWriteTransaction(ctx)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	r := rows[0]
+	tx := &WriteTransaction{PID: int(r.Pid), Database: r.Datname, State: r.State}
+	if r.XactStart != nil {
+		tx.Age = max(r.Now.Sub(*r.XactStart), 0)
+	}
+	if r.QueryStart != nil {
+		tx.QueryStart = *r.QueryStart
+	}
+	return tx, nil
+}

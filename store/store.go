@@ -74,6 +74,8 @@ type config struct {
 	maxConns   int
 	clock      func() time.Time
 	maxPayload int
+	// stallWarning: see WithHorizonStallWarning.
+	stallWarning time.Duration
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -117,7 +119,7 @@ func WithMaxPayloadSize(n int) Option { return func(c *config) { c.maxPayload = 
 
 func newConfig(opts []Option) (config, error) {
 	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4, clock: time.Now,
-		maxPayload: MaxPayloadSize}
+		maxPayload: MaxPayloadSize, stallWarning: DefaultHorizonStallWarning}
 	for _, o := range opts {
 		o(&c)
 	}

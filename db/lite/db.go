@@ -186,6 +186,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
 	}
+	if q.oldestWriteTransactionStmt, err = db.PrepareContext(ctx, oldestWriteTransaction); err != nil {
+		return nil, fmt.Errorf("error preparing query OldestWriteTransaction: %w", err)
+	}
 	if q.pauseScheduleStmt, err = db.PrepareContext(ctx, pauseSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query PauseSchedule: %w", err)
 	}
@@ -557,6 +560,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
 		}
 	}
+	if q.oldestWriteTransactionStmt != nil {
+		if cerr := q.oldestWriteTransactionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing oldestWriteTransactionStmt: %w", cerr)
+		}
+	}
 	if q.pauseScheduleStmt != nil {
 		if cerr := q.pauseScheduleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pauseScheduleStmt: %w", cerr)
@@ -810,6 +818,7 @@ type Queries struct {
 	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
+	oldestWriteTransactionStmt *sql.Stmt
 	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
@@ -902,6 +911,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
+		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
 		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,
