@@ -161,4 +161,3 @@ func logLines(logs, substr string) []string {
 	}
 	return out
 }
-
