@@ -198,20 +198,36 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 		return r.results()[0].ID, nil
 	}
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
-		if err := q.s.checkPayload("payload", payload); err != nil {
-			return 0, err
+		if q.s.insert == nil {
+			return q.enqueueOne(ctx, o, payload, opts)
 		}
-		now := q.s.now()
-		j, err := resolveJob(q.name, now, payload, opts)
-		if err != nil {
-			return 0, err
-		}
-		id, err := o.enqueue(ctx, q.name, now, j)
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
-		return id, err
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Tx: !o.auto,
+			Messages: []InsertMessage{{Payload: payload, Headers: opts.Headers}}}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			m := &in.Messages[0]
+			opts.Headers = m.Headers
+			var err error
+			m.ID, err = q.enqueueOne(ctx, o, m.Payload, opts)
+			return err
+		})
+		return in.Messages[0].ID, err
 	})
+}
+
+func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts EnqueueOpts) (int64, error) {
+	if err := q.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	now := q.s.now()
+	j, err := resolveJob(q.name, now, payload, opts)
+	if err != nil {
+		return 0, err
+	}
+	id, err := o.enqueue(ctx, q.name, now, j)
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return id, err
 }
 
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
@@ -258,42 +274,69 @@ func (r enqueued) results() []Enqueued {
 
 func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob) (enqueued, error) {
 	return run(q.handle, op, v, func(o target) (enqueued, error) {
-		now := q.s.now()
-		resolved := make([]newJob, len(jobs))
-		unique := false
-		for i, nj := range jobs {
-			what := "payload"
-			if op != "enqueue" {
-				what = fmt.Sprintf("job %d's payload", i)
-			}
-			if err := q.s.checkPayload(what, nj.Payload); err != nil {
-				return enqueued{}, err
-			}
-			j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
-			if err != nil {
-				if op == "enqueue" {
-					return enqueued{}, err
-				}
-				return enqueued{}, fmt.Errorf("job %d: %w", i, err)
-			}
-			resolved[i] = j
-			unique = unique || j.uniqueKey != nil
+		if q.s.insert == nil {
+			return q.enqueueBatch(ctx, o, op, jobs)
 		}
-		if len(jobs) == 0 {
-			return enqueued{ids: []int64{}}, nil
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Batch: op != "enqueue", Tx: !o.auto,
+			Messages: make([]InsertMessage, len(jobs))}
+		for i, nj := range jobs {
+			in.Messages[i] = InsertMessage{Payload: nj.Payload, Headers: nj.Opts.Headers}
 		}
 		var r enqueued
-		var err error
-		if unique {
-			r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
-		} else {
-			r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
-		}
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			mine := slices.Clone(jobs)
+			for i, m := range in.Messages {
+				mine[i].Payload, mine[i].Opts.Headers = m.Payload, m.Headers
+			}
+			var err error
+			if r, err = q.enqueueBatch(ctx, o, op, mine); err != nil {
+				return err
+			}
+			for i, p := range r.results() {
+				in.Messages[i].ID = p.ID
+			}
+			return nil
+		})
 		return r, err
 	})
+}
+
+func (q *Queue) enqueueBatch(ctx context.Context, o target, op string, jobs []NewJob) (enqueued, error) {
+	now := q.s.now()
+	resolved := make([]newJob, len(jobs))
+	unique := false
+	for i, nj := range jobs {
+		what := "payload"
+		if op != "enqueue" {
+			what = fmt.Sprintf("job %d's payload", i)
+		}
+		if err := q.s.checkPayload(what, nj.Payload); err != nil {
+			return enqueued{}, err
+		}
+		j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
+		if err != nil {
+			if op == "enqueue" {
+				return enqueued{}, err
+			}
+			return enqueued{}, fmt.Errorf("job %d: %w", i, err)
+		}
+		resolved[i] = j
+		unique = unique || j.uniqueKey != nil
+	}
+	if len(jobs) == 0 {
+		return enqueued{ids: []int64{}}, nil
+	}
+	var r enqueued
+	var err error
+	if unique {
+		r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
+	} else {
+		r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
+	}
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return r, err
 }
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }

@@ -55,7 +55,8 @@ type Store struct {
 	secret     string // the DSN's password, scrubbed from every error
 	clock      func() time.Time
 	maxPayload int
-	hub        *wake.Hub // wakes and notifications for this store's waiters
+	insert     []InsertMiddleware // nil: inserts build no Insert
+	hub        *wake.Hub          // wakes and notifications for this store's waiters
 	feed       feed
 	bg         background
 	life       *lifecycle
@@ -76,6 +77,7 @@ type config struct {
 	maxPayload int
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
+	insert       []InsertMiddleware
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -126,7 +128,7 @@ func newConfig(opts []Option) (config, error) {
 	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
 		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))
 	}
-	return c, nil
+	return c, checkInsertMiddleware(c.insert)
 }
 
 // checkPayload enforces the payload limit; what names the payload in the
@@ -199,7 +201,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 
 func newStore(eng engine, c config, secret string) *Store {
 	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
-		maxPayload: c.maxPayload, hub: &wake.Hub{}, life: newLifecycle()}
+		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 }
 
 // Engine reports "pg" or "lite".

@@ -65,19 +65,42 @@ func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, paylo
 
 func (st *Stream) publish(ctx context.Context, v via, payload []byte, headers map[string]string) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
-		if err := st.s.checkPayload("payload", payload); err != nil {
-			return 0, err
+		if st.s.insert == nil {
+			return st.publishOne(ctx, o, payload, headers)
 		}
-		hs, err := checkHeaders(headers)
-		if err != nil {
-			return 0, err
-		}
-		off, err := o.publish(ctx, st.name, nil, payload, hs)
-		if err == nil {
-			o.afterCommit(st.s.wake(streamTopic(st.name)))
-		}
-		return off, err
+		return st.interceptOne(ctx, o, nil, payload, headers, func(ctx context.Context, m *InsertMessage) (int64, error) {
+			return st.publishOne(ctx, o, m.Payload, m.Headers)
+		})
 	})
+}
+
+func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, headers map[string]string) (int64, error) {
+	if err := st.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	hs, err := checkHeaders(headers)
+	if err != nil {
+		return 0, err
+	}
+	off, err := o.publish(ctx, st.name, nil, payload, hs)
+	if err == nil {
+		o.afterCommit(st.s.wake(streamTopic(st.name)))
+	}
+	return off, err
+}
+
+// interceptOne runs a single publish through the insert middleware.
+func (st *Stream) interceptOne(ctx context.Context, o target, key *string, payload []byte, headers map[string]string,
+	publish func(ctx context.Context, m *InsertMessage) (int64, error)) (int64, error) {
+	in := &Insert{Kind: InsertPublish, Name: st.name, Tx: !o.auto,
+		Messages: []InsertMessage{{Key: key, Payload: payload, Headers: headers}}}
+	err := st.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+		m := &in.Messages[0]
+		var err error
+		m.ID, err = publish(ctx, m)
+		return err
+	})
+	return in.Messages[0].ID, err
 }
 
 // PublishMany appends msgs in order, in one statement on PostgreSQL (keyed
@@ -95,34 +118,60 @@ func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]i
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
 	return run(st.handle, "publish many", v, func(o target) ([]int64, error) {
-		var hs [][]byte // nil when no message has headers
-		for i := range msgs {
-			if err := validateKey(msgs[i].Key); err != nil {
-				return nil, fmt.Errorf("message %d: %w", i, err)
-			}
-			if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
-				return nil, err
-			}
-			if len(msgs[i].Headers) > 0 {
-				h, err := headersFor("message", i, true, msgs[i].Headers)
-				if err != nil {
-					return nil, err
-				}
-				if hs == nil {
-					hs = make([][]byte, len(msgs))
-				}
-				hs[i] = h
-			}
+		if st.s.insert == nil {
+			return st.publishBatch(ctx, o, msgs)
 		}
-		if len(msgs) == 0 {
-			return []int64{}, nil
+		in := &Insert{Kind: InsertPublish, Name: st.name, Batch: true, Tx: !o.auto, Messages: make([]InsertMessage, len(msgs))}
+		for i, m := range msgs {
+			in.Messages[i] = InsertMessage{Key: m.Key, Payload: m.Payload, Headers: m.Headers}
 		}
-		offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
-		if err == nil {
-			o.afterCommit(st.s.wake(streamTopic(st.name)))
-		}
+		var offs []int64
+		err := st.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			mine := make([]Message, len(in.Messages))
+			for i, m := range in.Messages {
+				mine[i] = Message{Key: msgs[i].Key, Payload: m.Payload, Headers: m.Headers}
+			}
+			var err error
+			if offs, err = st.publishBatch(ctx, o, mine); err != nil {
+				return err
+			}
+			for i, off := range offs {
+				in.Messages[i].ID = off
+			}
+			return nil
+		})
 		return offs, err
 	})
+}
+
+func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([]int64, error) {
+	var hs [][]byte // nil when no message has headers
+	for i := range msgs {
+		if err := validateKey(msgs[i].Key); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
+			return nil, err
+		}
+		if len(msgs[i].Headers) > 0 {
+			h, err := headersFor("message", i, true, msgs[i].Headers)
+			if err != nil {
+				return nil, err
+			}
+			if hs == nil {
+				hs = make([][]byte, len(msgs))
+			}
+			hs[i] = h
+		}
+	}
+	if len(msgs) == 0 {
+		return []int64{}, nil
+	}
+	offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
+	if err == nil {
+		o.afterCommit(st.s.wake(streamTopic(st.name)))
+	}
+	return offs, err
 }
 
 // ReadSince returns up to limit events with an offset above after, in offset
