@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,9 +26,20 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-var pgServer *pgtest.Server
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
 
 func TestMain(m *testing.M) {
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run())
+	}
 	srv, err := pgtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -41,7 +53,7 @@ func TestMain(m *testing.M) {
 
 // eachEngine runs body on a fresh database of each engine.
 func eachEngine(t *testing.T, body func(t *testing.T, dsn string)) {
-	for _, name := range []string{"pg", "lite"} {
+	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "alk.db")
 			if name == "pg" {
@@ -233,7 +245,9 @@ func TestHandlerOutcomes(t *testing.T) {
 		})
 		wctx, stop := context.WithCancel(c)
 		werr := make(chan error, 1)
-		go func() { werr <- q.Work(wctx, store.WorkOpts{Concurrency: len(kinds), Backoff: func(int) time.Duration { return time.Hour }}, h) }()
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{Concurrency: len(kinds), Backoff: func(int) time.Duration { return time.Hour }}, h)
+		}()
 		<-running
 		require.NoError(t, q.Cancel(c, ids["cancel"]))
 		for range kinds {
