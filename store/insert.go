@@ -32,7 +32,7 @@ type Insert struct {
 
 // InsertMessage is one event or job of an Insert.
 type InsertMessage struct {
-	Key     *string // events: the key; nil when unkeyed (and for jobs)
+	Key     *string // events: the key (read only); nil when unkeyed, and for jobs
 	Payload []byte
 	// Headers are the message's headers; they are validated (MaxHeadersSize)
 	// after every middleware ran. Use SetHeader to add one: the map may be
