@@ -42,6 +42,9 @@ type WriteTransaction struct {
 // horizonStats fills Stats.Horizon: head is the newest committed offset.
 func horizonStats(ctx context.Context, o target, head int64, now time.Time) (HorizonStats, error) {
 	hz := HorizonStats{Head: head, Settled: head}
+	if head == 0 {
+		return hz, nil // no event: nothing to hold back
+	}
 	settled, err := o.settledHorizon(ctx)
 	if err != nil || settled >= head {
 		return hz, err
