@@ -26,6 +26,10 @@ const (
 // reads the result the way Work settles it; it does not know whether the
 // settle itself then succeeded.
 //
+// An outbox deliverer's last attempt reads as retried: Outbox.Run turns it
+// into a permanent failure outside the deliverer (its OutboxOpts.MaxAttempts
+// is not the job's).
+//
 // It works on today's Work, which reads a handler's error; the rewrite of
 // the handler lifecycle into one typed outcome replaces its body.
 func HandlerOutcome(ctx context.Context, job *Job, err error) Outcome {
