@@ -19,6 +19,7 @@ package alkotel
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -98,6 +99,50 @@ type Instrumentation struct {
 	sent       metric.Int64Counter
 	process    metric.Float64Histogram
 	startDelay metric.Float64Histogram
+	// sets caches the metric attribute sets by setKey: building a set
+	// sorts and allocates, and a queue's few sets serve every job.
+	sets sync.Map
+}
+
+// setKey names one metric attribute set.
+type setKey struct {
+	metric, dest, consumer, op, outcome string
+	failed                              bool
+}
+
+// set returns the cached attribute set of k.
+func (i *Instrumentation) set(k setKey) metric.MeasurementOption {
+	if s, ok := i.sets.Load(k); ok {
+		return s.(metric.MeasurementOption)
+	}
+	kvs := []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(k.dest)}
+	if k.op != "" {
+		typ := operationTypeProc
+		if k.op != operationProcess {
+			typ = operationTypeSend
+		}
+		kvs = append(kvs, KeyOperationName.String(k.op), KeyOperationType.String(typ))
+	}
+	if k.consumer != "" {
+		kvs = append(kvs, KeyConsumerGroup.String(k.consumer))
+	}
+	if k.outcome != "" {
+		kvs = append(kvs, KeyOutcome.String(k.outcome))
+	}
+	if k.failed {
+		kvs = append(kvs, KeyErrorType.String(errorTypeOther))
+	}
+	s, _ := i.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	return s.(metric.MeasurementOption)
+}
+
+// extract reads the trace context of a message's headers; ctx as it is
+// when there are none.
+func (i *Instrumentation) extract(ctx context.Context, headers map[string]string) context.Context {
+	if len(headers) == 0 {
+		return ctx
+	}
+	return i.props.Extract(ctx, headerCarrier(headers))
 }
 
 // New returns the instrumentation. Instruments that fail to be created are
@@ -151,30 +196,32 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 			if in.Kind == store.InsertPublish {
 				op = operationPublish
 			}
-			attrs := []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(in.Name),
-				KeyOperationName.String(op), KeyOperationType.String(operationTypeSend)}
-			spanAttrs := attrs
-			if in.Batch {
-				spanAttrs = append(spanAttrs, KeyBatchCount.Int(len(in.Messages)))
-			}
-			if in.Tx {
-				spanAttrs = append(spanAttrs, KeyTransactional.Bool(true))
-			}
-			ctx, span := i.tracer.Start(ctx, op+" "+in.Name,
-				trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(spanAttrs...))
+			ctx, span := i.tracer.Start(ctx, op+" "+in.Name, trace.WithSpanKind(trace.SpanKindProducer))
 			defer span.End()
-			for k := range in.Messages {
-				i.props.Inject(ctx, messageCarrier{&in.Messages[k]})
+			recording := span.IsRecording()
+			if recording {
+				span.SetAttributes(KeySystem.String(System), KeyDestination.String(in.Name),
+					KeyOperationName.String(op), KeyOperationType.String(operationTypeSend))
+				if in.Batch {
+					span.SetAttributes(KeyBatchCount.Int(len(in.Messages)))
+				}
+				if in.Tx {
+					span.SetAttributes(KeyTransactional.Bool(true))
+				}
+			}
+			if span.SpanContext().IsValid() {
+				for k := range in.Messages {
+					i.props.Inject(ctx, messageCarrier{&in.Messages[k]})
+				}
 			}
 			err := next(ctx, in)
 			if err != nil {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
-				attrs = append(attrs, KeyErrorType.String(errorTypeOther))
-			} else if len(in.Messages) == 1 {
+			} else if recording && len(in.Messages) == 1 {
 				span.SetAttributes(KeyMessageID.String(strconv.FormatInt(in.Messages[0].ID, 10)))
 			}
-			i.sent.Add(ctx, int64(len(in.Messages)), metric.WithAttributes(attrs...))
+			i.sent.Add(ctx, int64(len(in.Messages)), i.set(setKey{metric: metricSent, dest: in.Name, op: op, failed: err != nil}))
 			return err
 		}
 	}
@@ -191,31 +238,39 @@ func (i *Instrumentation) Middleware() client.Middleware { return i.Handler }
 // Outbox.Run without a client.
 func (i *Instrumentation) Handler(h store.Handler) store.Handler {
 	return func(ctx context.Context, job *store.Job) error {
-		parent := i.props.Extract(ctx, headerCarrier(job.Headers))
-		attrs := []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(job.Queue),
-			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc)}
-		ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(append(attrs, KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))...),
-			trace.WithLinks(trace.LinkFromContext(parent)))
+		parent := i.extract(ctx, job.Headers)
+		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+		if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+			opts = append(opts, trace.WithLinks(link))
+		}
+		ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
 		defer span.End()
+		recording := span.IsRecording()
+		if recording {
+			span.SetAttributes(KeySystem.String(System), KeyDestination.String(job.Queue),
+				KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
+				KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
+		}
 		if job.ClaimedAt != nil {
 			due := job.RunAt
 			if job.CreatedAt.After(due) {
 				due = job.CreatedAt
 			}
-			i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), metric.WithAttributes(attrs[:2]...))
+			i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
 		}
 		start := time.Now()
 		err := h(ctx, job)
 		outcome := store.HandlerOutcome(ctx, job, err)
-		span.SetAttributes(KeyOutcome.String(string(outcome)))
+		if recording {
+			span.SetAttributes(KeyOutcome.String(string(outcome)))
+		}
 		switch outcome {
 		case store.OutcomeRetried, store.OutcomeDead:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
-		attrs = append(attrs, KeyOutcome.String(string(outcome)))
-		i.process.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+		i.process.Record(ctx, time.Since(start).Seconds(),
+			i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: string(outcome)}))
 		return err
 	}
 }
@@ -224,16 +279,22 @@ func (i *Instrumentation) Handler(h store.Handler) store.Handler {
 // ReadFromConsumer) handles, in a consumer span continuing the trace of
 // its publish, and records its duration by outcome (completed or failed).
 func (i *Instrumentation) ProcessEvent(ctx context.Context, consumer string, ev store.Event, fn func(ctx context.Context) error) error {
-	parent := i.props.Extract(ctx, headerCarrier(ev.Headers))
-	attrs := []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(ev.Stream),
-		KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc)}
-	if consumer != "" {
-		attrs = append(attrs, KeyConsumerGroup.String(consumer))
+	parent := i.extract(ctx, ev.Headers)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+		opts = append(opts, trace.WithLinks(link))
 	}
-	ctx, span := i.tracer.Start(parent, operationProcess+" "+ev.Stream, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(append(attrs, KeyMessageID.String(strconv.FormatInt(ev.Offset, 10)))...),
-		trace.WithLinks(trace.LinkFromContext(parent)))
+	ctx, span := i.tracer.Start(parent, operationProcess+" "+ev.Stream, opts...)
 	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(KeySystem.String(System), KeyDestination.String(ev.Stream),
+			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
+			KeyMessageID.String(strconv.FormatInt(ev.Offset, 10)))
+		if consumer != "" {
+			span.SetAttributes(KeyConsumerGroup.String(consumer))
+		}
+	}
 	start := time.Now()
 	err := fn(ctx)
 	outcome := "completed"
@@ -242,7 +303,10 @@ func (i *Instrumentation) ProcessEvent(ctx context.Context, consumer string, ev 
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.SetAttributes(KeyOutcome.String(outcome))
-	i.process.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(append(attrs, KeyOutcome.String(outcome))...))
+	if recording {
+		span.SetAttributes(KeyOutcome.String(outcome))
+	}
+	i.process.Record(ctx, time.Since(start).Seconds(),
+		i.set(setKey{metric: metricProcess, dest: ev.Stream, consumer: consumer, op: operationProcess, outcome: outcome}))
 	return err
 }

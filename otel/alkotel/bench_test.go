@@ -3,6 +3,7 @@ package alkotel_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ import (
 )
 
 // instrumentations are the variants the benchmarks compare: none (the
-// store and handler as they are), alkotel on OpenTelemetry's no-op
-// providers (instrumented, telemetry off), and alkotel on the SDK, every
-// span sampled and handed to an exporter that drops it.
+// store and handler as they are; twice, the second a control of the
+// harness's own spread), alkotel on OpenTelemetry's no-op providers
+// (instrumented, telemetry off), and alkotel on the SDK, every span sampled
+// and handed to an exporter that drops it.
 func instrumentations() []struct {
 	name string
 	inst *alkotel.Instrumentation
@@ -33,7 +35,7 @@ func instrumentations() []struct {
 	return []struct {
 		name string
 		inst *alkotel.Instrumentation
-	}{{"plain", nil}, {"otel-off", off}, {"otel-sdk-noop-exporter", sdk}}
+	}{{"plain", nil}, {"plain-again", nil}, {"otel-off", off}, {"otel-sdk-noop-exporter", sdk}}
 }
 
 func benchStore(b *testing.B, inst *alkotel.Instrumentation) *store.Store {
@@ -100,5 +102,61 @@ func BenchmarkBurnDown(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkBurnDownInterleaved burns down b.N jobs per variant in rounds
+// that take turns (plain, off, sdk, plain, ...), so a shared machine's
+// drifting load falls on every variant alike, and reports each variant's
+// median rate over the rounds and its ratio to plain's.
+func BenchmarkBurnDownInterleaved(b *testing.B) {
+	const rounds = 8
+	vars := instrumentations()
+	rates := make([][]float64, len(vars))
+	ctx := context.Background()
+	for r := range rounds {
+		for k := range vars {
+			vi := (r + k) % len(vars) // each variant takes each place in turn
+			v := vars[vi]
+			s := benchStore(b, v.inst)
+			q := s.Queue("burn")
+			jobs := make([]store.NewJob, 1000)
+			for i := range jobs {
+				jobs[i].Payload = []byte(`{"to":"someone@example.com"}`)
+			}
+			for i := 0; i < b.N; i += len(jobs) {
+				if _, err := q.EnqueueMany(ctx, jobs[:min(len(jobs), b.N-i)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var handled atomic.Int64
+			h := store.Handler(func(context.Context, *store.Job) error { handled.Add(1); return nil })
+			if v.inst != nil {
+				h = v.inst.Handler(h)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { done <- q.Work(wctx, store.WorkOpts{Concurrency: 100}, h) }()
+			for handled.Load() < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			rates[vi] = append(rates[vi], float64(b.N)/time.Since(start).Seconds())
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			_ = s.Close() // an open store's background work would slow the next variant
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	base := median(rates[0])
+	b.ReportMetric(base, "plain-jobs/s")
+	for vi, v := range vars[1:] {
+		b.ReportMetric(median(rates[vi+1])/base, v.name+"/plain")
 	}
 }
