@@ -46,13 +46,15 @@ bench:
 
 ## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
 ## bench-compare: BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams
-## bench-compare: picks sections; ROUNDS runs a side; BENCH_FLAGS go to every bench run (README, Performance)
+## bench-compare: picks sections; ROUNDS runs a side; FIGURES=<regexp> picks figures; BENCH_FLAGS go to
+## bench-compare: every bench run (README, Performance)
 BASE ?=
 ONLY ?= streams,queues,receivers,compaction,scheduling
 ROUNDS ?= 4
+FIGURES ?=
 BENCH_FLAGS ?= -d 1s
 bench-compare:
-	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -- $(BENCH_FLAGS)
+	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -figures '$(FIGURES)' -- $(BENCH_FLAGS)
 
 ## bench-scale: costs beside 1e5, 1e6 and 1e7 unrelated rows, both engines (about a quarter of an hour; not in bench)
 bench-scale:

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,7 +75,8 @@ func (sub *Subscription) Close() {
 // never slows the jobs. The kind is read from the handler's result (see
 // store.HandlerOutcome) as the run ends, before the job is settled; a
 // payload that a typed queue cannot decode fails its job without a run,
-// and a job the client's hard stop gives back (released) has no event.
+// and a job a stop gives back (released) or that the handler settled
+// itself has no event.
 func (c *Client) Subscribe(buffer int, kinds ...JobEventKind) *Subscription {
 	if buffer <= 0 {
 		buffer = SubscribeBuffer
@@ -109,27 +109,25 @@ func (sub *Subscription) send(ev JobEvent) {
 	}
 }
 
-// publish wraps h, inside the hard-stop guard, to tell subscribers how
-// each run ended. Without subscribers it only times the run.
+// publish wraps h to tell subscribers how each run ended.
 func (c *Client) publish(h store.Handler) store.Handler {
 	return func(ctx context.Context, job *store.Job) error {
 		start := time.Now()
 		err := h(ctx, job)
-		if errors.Is(context.Cause(ctx), errHardStop) {
-			return err // released by the guard: not an outcome
-		}
 		ev := JobEvent{Job: job, Duration: time.Since(start), Err: err}
 		switch store.HandlerOutcome(ctx, job, err) {
-		case store.OutcomeCompleted:
+		case store.OutcomeAcked:
 			ev.Kind = JobCompleted
 		case store.OutcomeSnoozed:
 			ev.Kind = JobSnoozed
 		case store.OutcomeRetried:
 			ev.Kind = JobRetried
-		case store.OutcomeDead:
+		case store.OutcomeFailed:
 			ev.Kind = JobDead
-		case store.OutcomeCancelled:
+		case store.OutcomeClaimLost:
 			ev.Kind = JobCancelled
+		default: // released by a stop, or settled by the handler itself: no outcome of its own
+			return err
 		}
 		c.subs.Range(func(k, _ any) bool {
 			k.(*Subscription).send(ev)

@@ -389,6 +389,32 @@ func ExampleQueue_Work() {
 	// Output: <nil> [ada grace linus] 0
 }
 
+func ExampleQueue_WorkTx() {
+	s, done := openTemp()
+	defer done()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	check(s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE payments (order_id TEXT PRIMARY KEY)`)
+		return err
+	}))
+	q := s.Queue("payments")
+	_ = must(q.Enqueue(ctx, []byte("order-7"), store.EnqueueOpts{}))
+
+	err := q.WorkTx(ctx, store.WorkOpts{}, func(ctx context.Context, tx store.Tx, job *store.Job) error {
+		defer stop()
+		_, err := tx.Exec(ctx, `INSERT INTO payments (order_id) VALUES ($1)`, string(job.Payload))
+		return err // nil: the payment and the job's completion commit together (River's JobCompleteTx)
+	})
+
+	var paid int
+	check(s.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.QueryRow(ctx, `SELECT COUNT(*) FROM payments`).Scan(&paid)
+	}))
+	fmt.Println(err, paid, must(q.Stats(context.Background())).Ready)
+	// Output: <nil> 1 0
+}
+
 func ExampleQueue_Pause() {
 	s, done := openTemp()
 	defer done()

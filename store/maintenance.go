@@ -176,6 +176,11 @@ type Stats struct {
 	Streams []StreamStats
 	Queues  []NamedQueueStats
 	Horizon HorizonStats // how far stream delivery trails the newest committed event
+	// PartitionsDenied: on PostgreSQL, this role does not own
+	// alkstore.events, so it can neither create nor drop event partitions;
+	// retention and trims delete events row by row (the janitor logs it
+	// once). Always false on SQLite, which has no partitions.
+	PartitionsDenied bool
 }
 
 // StatsCountLimit caps every count in Stats and Queue.Stats: each is read
@@ -267,6 +272,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return Stats{}, err
 		}
 		out := Stats{Queues: make([]NamedQueueStats, len(names))}
+		if out.PartitionsDenied, err = o.partitionsDenied(ctx); err != nil {
+			return Stats{}, err
+		}
 		for i, name := range names {
 			out.Queues[i].Queue = name
 			if out.Queues[i].QueueStats, err = o.queueStats(ctx, name, now); err != nil {

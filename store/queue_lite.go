@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -16,13 +20,79 @@ func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j new
 		Headers: liteHeaders(j.headers)})
 }
 
+// enqueueMany inserts the jobs with one EnqueueJobs statement per chunk of
+// about enqueueChunk bytes of JSON (a batch of big payloads is not one
+// string of gigabytes), all in one transaction on the writer slot.
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
-	return o.insertEach(ctx, len(jobs), func(q *litedb.Queries, i int) (int64, error) {
-		j := jobs[i]
-		return q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
-			Headers: liteHeaders(j.headers)})
+	ids := make([]int64, 0, len(jobs))
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		for rest := jobs; len(rest) > 0; {
+			js, n := jobsJSON(rest, enqueueChunk)
+			got, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Now: now.UnixMicro(), Jobs: js})
+			if err != nil {
+				return err
+			}
+			if len(got) != n {
+				return fmt.Errorf("enqueue: %d jobs stored of %d", len(got), n)
+			}
+			slices.Sort(got) // inserted in order: ascending ids are the jobs' in order
+			ids, rest = append(ids, got...), rest[n:]
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job
+// bigger than that goes alone).
+const enqueueChunk = 1 << 20
+
+// jobsJSON encodes jobs from the first on as EnqueueJobs' JSON array, until
+// it passes limit bytes (at least one job), and returns it with the number
+// of jobs it holds.
+func jobsJSON(jobs []newJob, limit int) (string, int) {
+	b := make([]byte, 0, min(limit, len(jobs)*(2*len(jobs[0].payload)+80))+2)
+	b = append(b, '[')
+	n := 0
+	for _, j := range jobs {
+		if n > 0 && len(b)+2*len(j.payload)+len(j.headers) > limit {
+			break
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"p":`...)
+		if j.payload == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '"')
+			b = hex.AppendEncode(b, j.payload)
+			b = append(b, '"')
+		}
+		b = append(b, `,"pr":`...)
+		b = strconv.AppendInt(b, int64(j.priority), 10)
+		b = append(b, `,"ma":`...)
+		b = strconv.AppendInt(b, int64(j.maxAttempts), 10)
+		b = append(b, `,"ra":`...)
+		b = strconv.AppendInt(b, j.runAt.UnixMicro(), 10)
+		b = append(b, `,"ex":`...)
+		if j.expiresAt == nil {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendInt(b, j.expiresAt.UnixMicro(), 10)
+		}
+		if j.headers != nil { // a JSON object already: stored as its text
+			b = append(b, `,"h":`...)
+			b = append(b, j.headers...)
+		}
+		b = append(b, '}')
+		n++
+	}
+	b = append(b, ']')
+	return string(b), n
 }
 
 // claim runs in one transaction, so a cancelled claim either committed (and
@@ -57,8 +127,22 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	return jobs, err
 }
 
+// ack deletes the job in one statement when its queue keeps no completed
+// jobs; otherwise one transaction decides again (deleted or completed), so
+// a Configure cannot commit between the two statements.
 func (o liteOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
+	p := litedb.AckJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()}
+	n, err := o.q.AckJob(ctx, p)
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		if n, err = q.AckJob(ctx, p); err != nil || n == 1 {
+			return err
+		}
+		n, err = q.CompleteJob(ctx, litedb.CompleteJobParams{ID: id, ClaimToken: token, Now: p.Now})
+		return err
+	})
 	return n == 1, err
 }
 
@@ -67,12 +151,28 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 	return n == 1, err
 }
 
+// ackMany is ack for a batch: the jobs the first statement did not delete
+// are acked in one transaction.
 func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
 	js, err := claimPairs(claims)
 	if err != nil {
 		return 0, err
 	}
-	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js})
+	p := litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js}
+	n, err := o.q.AckJobs(ctx, p)
+	if err != nil || n == int64(len(claims)) {
+		return n, err
+	}
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		deleted, err := q.AckJobs(ctx, p)
+		if err != nil {
+			return err
+		}
+		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams(p))
+		n += deleted + completed
+		return err
+	})
+	return n, err
 }
 
 func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
@@ -142,6 +242,11 @@ func (o liteOps) queuePaused(ctx context.Context, queue string) (bool, error) {
 func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
 	n, err := o.q.RequeueJob(ctx, litedb.RequeueJobParams{Queue: queue, ID: id, Now: now.UnixMicro()})
 	return n == 1, err
+}
+
+func (o liteOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
+	r, err := o.q.JobKeyHolder(ctx, litedb.JobKeyHolderParams{Queue: queue, ID: id})
+	return keyHolder{key: r.UniqueKey, holder: deref(r.HolderID)}, err
 }
 
 func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
@@ -234,19 +339,6 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 		}
 		return held, nil
 	})
-}
-
-func (o liteOps) complete(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.CompleteJob(ctx, litedb.CompleteJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
-	return n == 1, err
-}
-
-func (o liteOps) completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
-	js, err := claimPairs(claims)
-	if err != nil {
-		return 0, err
-	}
-	return o.q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now.UnixMicro(), Claims: js})
 }
 
 // claimPairs encodes claims as the JSON array of [id, claim_token] pairs

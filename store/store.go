@@ -61,7 +61,8 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	closeErr   error // what the first Shutdown returned
+	deniedLog  sync.Once // partitions denied to this role: logged once
+	closeErr   error     // what the first Shutdown returned
 }
 
 // Option configures Open and OpenPool.
@@ -140,15 +141,16 @@ func (s *Store) checkPayload(what string, payload []byte) error {
 	return nil
 }
 
-// keyValueDSN matches libpq's "host=... dbname=..." form, which Open does
-// not take (it would otherwise be read as a SQLite file name).
+// keyValueDSN matches libpq's "host=... dbname=..." form, which Open reads
+// as pgx does (without it, it would be read as a SQLite file name).
 var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
 
 // uriScheme matches a URI scheme (RFC 3986), the only part of an unsupported
 // DSN that an error may quote.
 var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-// Open opens the store behind dsn: "postgres://..." or "postgresql://..." for
+// Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
+// pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
 // auto-migration on (the default) it brings the schema up to date. A current
 // schema is only read, so a role with just the privileges of the library's
@@ -170,15 +172,21 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return openSQLite(ctx, dsn, c)
 	case dsn == "":
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
-	case strings.Contains(dsn, "://"), keyValueDSN.MatchString(dsn):
-		scheme, _, _ := strings.Cut(dsn, "://")
-		if strings.Contains(dsn, "://") {
-			if !uriScheme.MatchString(scheme) {
-				scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
-			}
-			return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
+	case keyValueDSN.MatchString(dsn):
+		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+			// pgx's message quotes the DSN, its password masked only where
+			// pgx recognizes it; this one names no part of the DSN.
+			return nil, opErr("open", "", redactAll(keyValueParseError(err), keyValuePasswords(dsn)))
 		}
-		return nil, opErr("open", "", fmt.Errorf("%w: key=value DSNs are not supported; use a postgres:// URL", ErrInvalidArgument))
+		secret := dsnPassword(dsn)
+		s, err := openPostgres(ctx, dsn, c)
+		return s, redact(err, secret)
+	case strings.Contains(dsn, "://"):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		if !uriScheme.MatchString(scheme) {
+			scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
+		}
+		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
 	default:
 		return openSQLite(ctx, dsn, c)
 	}
@@ -206,6 +214,13 @@ func newStore(eng engine, c config, secret string) *Store {
 
 // Engine reports "pg" or "lite".
 func (s *Store) Engine() string { return s.eng.kind() }
+
+// singleWriter reports whether one transaction holds the database's only
+// writer for its whole life (SQLite's writer slot).
+func (s *Store) singleWriter() bool {
+	_, lite := s.eng.(*liteEngine)
+	return lite
+}
 
 // check refuses new operations once the store is shutting down and its
 // loops have returned (see Shutdown).
@@ -255,4 +270,35 @@ func dsnPassword(dsn string) string {
 	}
 	pw, _ := u.User.Password()
 	return pw
+}
+
+// keyValueParseError is a key=value DSN's parse error without the DSN pgx
+// quotes: what failed, and the cause pgx wraps (which quotes no DSN).
+func keyValueParseError(err error) error {
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		if cause := errors.Unwrap(pce); cause != nil {
+			return fmt.Errorf("%w: the key=value DSN does not parse: %v", ErrInvalidArgument, cause)
+		}
+	}
+	return fmt.Errorf("%w: the key=value DSN does not parse (see pgx's keyword/value connection string syntax)", ErrInvalidArgument)
+}
+
+// kvPassword finds libpq key=value password settings, quoted or not,
+// spaces around '=' allowed.
+var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// keyValuePasswords is every password a key=value DSN may carry, raw and
+// unquoted, for scrubbing errors about a DSN that does not parse.
+func keyValuePasswords(dsn string) []string {
+	var out []string
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		v := m[1]
+		out = append(out, v)
+		if inner, ok := strings.CutPrefix(v, "'"); ok {
+			inner = strings.TrimSuffix(inner, "'")
+			out = append(out, inner, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(inner))
+		}
+	}
+	return out
 }

@@ -199,7 +199,7 @@ func (q *Queue) enqueueUnique(ctx context.Context, v via, payload []byte, opts E
 	if opts.Unique.Key == "" {
 		return Enqueued{}, opErr("enqueue", q.name, fmt.Errorf("%w: EnqueueUnique needs opts.Unique.Key", ErrInvalidArgument))
 	}
-	r, err := q.enqueueMany(ctx, v, "enqueue", []NewJob{{Payload: payload, Opts: opts}})
+	r, err := q.enqueueMany(ctx, v, "enqueue", false, []NewJob{{Payload: payload, Opts: opts}})
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -225,7 +225,7 @@ func (q *Queue) enqueueManyUnique(ctx context.Context, v via, jobs []NewJob) ([]
 			return nil, opErr("enqueue many", q.name, fmt.Errorf("%w: job %d: EnqueueManyUnique needs Opts.Unique.Key", ErrInvalidArgument, i))
 		}
 	}
-	r, err := q.enqueueMany(ctx, v, "enqueue many", jobs)
+	r, err := q.enqueueMany(ctx, v, "enqueue many", true, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +249,25 @@ func (t *JobQueue[T]) EnqueueUniqueTx(ctx context.Context, tx Tx, v T, opts Enqu
 		return Enqueued{}, opErr("enqueue", t.q.name, err)
 	}
 	return t.q.EnqueueUniqueTx(ctx, tx, payload, opts)
+}
+
+// EnqueueManyUnique encodes every value and adds the batch as
+// Queue.EnqueueManyUnique does (every job needs Opts.Unique.Key).
+func (t *JobQueue[T]) EnqueueManyUnique(ctx context.Context, jobs []TypedJob[T]) ([]Enqueued, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueManyUnique(ctx, nj)
+}
+
+// EnqueueManyUniqueTx is EnqueueManyUnique inside tx.
+func (t *JobQueue[T]) EnqueueManyUniqueTx(ctx context.Context, tx Tx, jobs []TypedJob[T]) ([]Enqueued, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueManyUniqueTx(ctx, tx, nj)
 }
 
 // insertedJob is a row an insert of unique jobs returned.

@@ -45,6 +45,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
 		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
 	}
+	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
+	}
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
@@ -144,6 +147,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
 	}
+	if q.jobKeyHolderStmt, err = db.PrepareContext(ctx, jobKeyHolder); err != nil {
+		return nil, fmt.Errorf("error preparing query JobKeyHolder: %w", err)
+	}
 	if q.jobQueuesStmt, err = db.PrepareContext(ctx, jobQueues); err != nil {
 		return nil, fmt.Errorf("error preparing query JobQueues: %w", err)
 	}
@@ -158,6 +164,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.listPendingJobsStmt, err = db.PrepareContext(ctx, listPendingJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ListPendingJobs: %w", err)
+	}
+	if q.listQueueJobsStmt, err = db.PrepareContext(ctx, listQueueJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListQueueJobs: %w", err)
 	}
 	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
@@ -188,6 +197,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.oldestWriteTransactionStmt, err = db.PrepareContext(ctx, oldestWriteTransaction); err != nil {
 		return nil, fmt.Errorf("error preparing query OldestWriteTransaction: %w", err)
+	}
+	if q.partitionsDeniedStmt, err = db.PrepareContext(ctx, partitionsDenied); err != nil {
+		return nil, fmt.Errorf("error preparing query PartitionsDenied: %w", err)
 	}
 	if q.pauseScheduleStmt, err = db.PrepareContext(ctx, pauseSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query PauseSchedule: %w", err)
@@ -323,6 +335,11 @@ func (q *Queries) Close() error {
 	if q.cancelJobStmt != nil {
 		if cerr := q.cancelJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
+		}
+	}
+	if q.claimJobByIDStmt != nil {
+		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
 		}
 	}
 	if q.claimJobsStmt != nil {
@@ -490,6 +507,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
 		}
 	}
+	if q.jobKeyHolderStmt != nil {
+		if cerr := q.jobKeyHolderStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobKeyHolderStmt: %w", cerr)
+		}
+	}
 	if q.jobQueuesStmt != nil {
 		if cerr := q.jobQueuesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing jobQueuesStmt: %w", cerr)
@@ -513,6 +535,11 @@ func (q *Queries) Close() error {
 	if q.listPendingJobsStmt != nil {
 		if cerr := q.listPendingJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listPendingJobsStmt: %w", cerr)
+		}
+	}
+	if q.listQueueJobsStmt != nil {
+		if cerr := q.listQueueJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listQueueJobsStmt: %w", cerr)
 		}
 	}
 	if q.listQueueSettingsStmt != nil {
@@ -563,6 +590,11 @@ func (q *Queries) Close() error {
 	if q.oldestWriteTransactionStmt != nil {
 		if cerr := q.oldestWriteTransactionStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing oldestWriteTransactionStmt: %w", cerr)
+		}
+	}
+	if q.partitionsDeniedStmt != nil {
+		if cerr := q.partitionsDeniedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing partitionsDeniedStmt: %w", cerr)
 		}
 	}
 	if q.pauseScheduleStmt != nil {
@@ -771,6 +803,7 @@ type Queries struct {
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
+	claimJobByIDStmt           *sql.Stmt
 	claimJobsStmt              *sql.Stmt
 	claimableJobsStmt          *sql.Stmt
 	compactWindowStmt          *sql.Stmt
@@ -804,11 +837,13 @@ type Queries struct {
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
 	jobClaimsStmt              *sql.Stmt
+	jobKeyHolderStmt           *sql.Stmt
 	jobQueuesStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
 	listJobsStmt               *sql.Stmt
 	listPendingJobsStmt        *sql.Stmt
+	listQueueJobsStmt          *sql.Stmt
 	listQueueSettingsStmt      *sql.Stmt
 	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
@@ -819,6 +854,7 @@ type Queries struct {
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
 	oldestWriteTransactionStmt *sql.Stmt
+	partitionsDeniedStmt       *sql.Stmt
 	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
@@ -864,6 +900,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
+		claimJobByIDStmt:           q.claimJobByIDStmt,
 		claimJobsStmt:              q.claimJobsStmt,
 		claimableJobsStmt:          q.claimableJobsStmt,
 		compactWindowStmt:          q.compactWindowStmt,
@@ -897,11 +934,13 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
 		jobClaimsStmt:              q.jobClaimsStmt,
+		jobKeyHolderStmt:           q.jobKeyHolderStmt,
 		jobQueuesStmt:              q.jobQueuesStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,
 		listJobsStmt:               q.listJobsStmt,
 		listPendingJobsStmt:        q.listPendingJobsStmt,
+		listQueueJobsStmt:          q.listQueueJobsStmt,
 		listQueueSettingsStmt:      q.listQueueSettingsStmt,
 		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
@@ -912,6 +951,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
 		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
+		partitionsDeniedStmt:       q.partitionsDeniedStmt,
 		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,

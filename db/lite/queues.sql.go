@@ -24,7 +24,10 @@ type AckJobParams struct {
 }
 
 // Fenced: only the current, unexpired claim may settle a job. Deletes the
-// job unless its queue keeps completed jobs (then CompleteJob does).
+// job unless its queue keeps completed jobs. When it matched nothing, one
+// transaction runs it again and CompleteJob: the writer slot it holds keeps
+// a Configure from committing between the two (the queue keeps completed
+// jobs, or the claim is gone).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.ackJobStmt, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -121,7 +124,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
@@ -131,7 +134,8 @@ type CancelJobParams struct {
 	Queue string
 }
 
-// A pending or running job ends cancelled; a running claim is lost (its
+// A pending or running job ends cancelled, its last_error saying so (like
+// an expiry's, not an attempt's error); a running claim is lost (its
 // worker hears of it through the change watcher and cancels the handler).
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.cancelJobStmt, cancelJob, arg.Now, arg.ID, arg.Queue)
@@ -139,6 +143,83 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const claimJobByID = `-- name: ClaimJobByID :many
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
+    claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
+WHERE id = ?5 AND queue = CAST(?6 AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(?1 AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(?1 AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(?6 AS TEXT) AND pq.paused)
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
+`
+
+type ClaimJobByIDParams struct {
+	Now            int64
+	ClaimExpiresAt int64
+	ClaimToken     int64
+	Worker         string
+	ID             int64
+	Queue          string
+}
+
+// Claims one given job (alktest works the job a test enqueued, whatever
+// else the queue holds): a pending job, due or not, or a running one whose
+// claim lapsed with attempts left; never one past its expires_at, nor one
+// of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+// not claimable.
+func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.claimJobByIDStmt, claimJobByID,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const claimJobs = `-- name: ClaimJobs :many
@@ -302,7 +383,8 @@ type CompleteJobParams struct {
 	ClaimToken int64
 }
 
-// AckJob for a queue that keeps completed jobs: the job ends completed.
+// AckJob for a queue that keeps completed jobs: the job ends completed
+// (run with AckJob in one transaction, see AckJob).
 func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobStmt, completeJob, arg.Now, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -326,7 +408,7 @@ type CompleteJobsParams struct {
 }
 
 // AckJobs for the jobs of queues that keep completed jobs: they end
-// completed.
+// completed (run with AckJobs in one transaction, like CompleteJob).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
 	if err != nil {
@@ -417,39 +499,51 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 	return id, err
 }
 
-const enqueueJobs = `-- name: EnqueueJobs :one
+const enqueueJobs = `-- name: EnqueueJobs :many
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+SELECT CAST(?1 AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
+       json_extract(j.value, '$.ma'), CAST(?2 AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
+FROM json_each(CAST(?3 AS TEXT)) AS j
+ORDER BY j.key
 RETURNING id
 `
 
 type EnqueueJobsParams struct {
-	Queue       string
-	Payload     litedriver.Blob
-	Priority    int64
-	MaxAttempts int64
-	Now         int64
-	RunAt       int64
-	ExpiresAt   *int64
-	Headers     *string
+	Queue string
+	Now   int64
+	Jobs  string
 }
 
-// SQLite runs in process: "many" is this statement repeated inside one
-// transaction on the writer slot.
-func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64, error) {
-	row := q.queryRow(ctx, q.enqueueJobsStmt, enqueueJobs,
-		arg.Queue,
-		arg.Payload,
-		arg.Priority,
-		arg.MaxAttempts,
-		arg.Now,
-		arg.RunAt,
-		arg.ExpiresAt,
-		arg.Headers,
-	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+// A batch in one statement: jobs is a JSON array of objects, one a job, in
+// order: {"p": the payload in hex (null: NULL), "pr": priority,
+// "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+// headers object, absent for none (NULL)}. The rows are
+// inserted in array order, so their ids, ascending, are the jobs' in that
+// order. One statement instead of one a job: the per-statement work (and
+// the partial indexes' IN predicates, compiled at each execution) is paid
+// once a batch, not once a job.
+func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.enqueueJobsStmt, enqueueJobs, arg.Queue, arg.Now, arg.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
@@ -668,6 +762,34 @@ func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRo
 	return items, nil
 }
 
+const jobKeyHolder = `-- name: JobKeyHolder :one
+SELECT x.unique_key, h.id AS holder_id
+FROM alk_jobs x
+LEFT JOIN alk_jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = ?1 AND x.queue = ?2 AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1
+`
+
+type JobKeyHolderParams struct {
+	ID    int64
+	Queue string
+}
+
+type JobKeyHolderRow struct {
+	UniqueKey litedriver.Blob
+	HolderID  *int64
+}
+
+// Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+// with its unique key's digest and the other job holding that key now
+// (NULL: none). No row: no such job in those states.
+func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (JobKeyHolderRow, error) {
+	row := q.queryRow(ctx, q.jobKeyHolderStmt, jobKeyHolder, arg.ID, arg.Queue)
+	var i JobKeyHolderRow
+	err := row.Scan(&i.UniqueKey, &i.HolderID)
+	return i, err
+}
+
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
@@ -754,6 +876,66 @@ type ListPendingJobsParams struct {
 // in rowid order instead, filtering every other row.)
 func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listPendingJobsStmt, listPendingJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueJobs = `-- name: ListQueueJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
+WHERE queue = CAST(?1 AS TEXT) AND id > CAST(?2 AS INTEGER)
+ORDER BY id
+LIMIT CAST(?3 AS INTEGER)
+`
+
+type ListQueueJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// A page of the queue's jobs in every state, in id order after @after
+// (alktest's assertions): paged by id, not by state, so a job moving
+// between states while the pages are read is still read once.
+func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listQueueJobsStmt, listQueueJobs, arg.Queue, arg.After, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}
@@ -996,14 +1178,18 @@ const requeueDeadJobs = `-- name: RequeueDeadJobs :execrows
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alk_jobs h
-                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
-             ORDER BY x.finished_at
-             LIMIT ?4)
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
+              WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
+                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alk_jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
+              ORDER BY x.finished_at
+              LIMIT ?4) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1)
 `
 
 type RequeueDeadJobsParams struct {
@@ -1016,9 +1202,11 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through alk_jobs_finished (the
-// literal state list lets SQLite use that partial index). Jobs whose
-// unique key another job holds now are skipped: they stay dead (the holder
-// is found on alk_jobs_unique).
+// literal state list lets SQLite use that partial index). Unique jobs that
+// cannot hold their key once pending are skipped: those whose key another
+// job holds now (probed on alk_jobs_unique; a dead job holding its own key
+// moves), and, of dead jobs of the batch sharing a key, all but the one
+// that died first. They stay dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,
 		arg.Now,
@@ -1036,7 +1224,10 @@ const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
-WHERE id = ?2 AND queue = ?3 AND state IN ('dead', 'cancelled', 'expired')
+WHERE alk_jobs.id = ?2 AND alk_jobs.queue = ?3 AND alk_jobs.state IN ('dead', 'cancelled', 'expired')
+  AND (alk_jobs.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alk_jobs h
+      WHERE h.unique_key = alk_jobs.unique_key AND h.id <> alk_jobs.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
 `
 
 type RequeueJobParams struct {
@@ -1047,7 +1238,8 @@ type RequeueJobParams struct {
 
 // A dead, cancelled or expired job back to pending, due now, with its
 // attempts reset (its errors kept). An expires_at already past is dropped:
-// the job would expire again at once.
+// the job would expire again at once. A unique job whose key another job
+// holds stays (JobKeyHolder says which); one holding its own key moves.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueJobStmt, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {

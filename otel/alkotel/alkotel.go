@@ -230,8 +230,8 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 // Middleware returns the client middleware that runs each job in a
 // consumer span continuing the trace its enqueue started (the producer's
 // span is its parent and also a link), and records the handler's duration
-// by outcome (store.HandlerOutcome: completed, snoozed, retried, dead,
-// cancelled). A snooze or a cancel ends the span without an error status.
+// by outcome (store.HandlerOutcome, named by OutcomeName). Only retried and
+// dead runs mark the span as failed: a snooze, a cancel or a stop do not.
 func (i *Instrumentation) Middleware() client.Middleware { return i.Handler }
 
 // Handler wraps h like Middleware, for Queue.Work, JobQueue.Work and
@@ -261,18 +261,43 @@ func (i *Instrumentation) Handler(h store.Handler) store.Handler {
 		start := time.Now()
 		err := h(ctx, job)
 		outcome := store.HandlerOutcome(ctx, job, err)
+		name := OutcomeName(outcome)
 		if recording {
-			span.SetAttributes(KeyOutcome.String(string(outcome)))
+			span.SetAttributes(KeyOutcome.String(name))
 		}
 		switch outcome {
-		case store.OutcomeRetried, store.OutcomeDead:
+		case store.OutcomeRetried, store.OutcomeFailed:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
 		i.process.Record(ctx, time.Since(start).Seconds(),
-			i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: string(outcome)}))
+			i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
 		return err
 	}
+}
+
+// OutcomeName is the alkstore.job.outcome value of a handler's outcome:
+// completed, retried, dead, snoozed, cancelled (the claim was lost: the
+// job was cancelled or taken by another worker), released (a stop gave it
+// back) or settled_by_handler.
+func OutcomeName(o store.Outcome) string {
+	switch o {
+	case store.OutcomeAcked:
+		return "completed"
+	case store.OutcomeRetried:
+		return "retried"
+	case store.OutcomeFailed:
+		return "dead"
+	case store.OutcomeSnoozed:
+		return "snoozed"
+	case store.OutcomeClaimLost:
+		return "cancelled"
+	case store.OutcomeReleased:
+		return "released"
+	case store.OutcomeSettledByHandler:
+		return "settled_by_handler"
+	}
+	return o.String()
 }
 
 // ProcessEvent runs fn for one event a stream consumer (a receiver, or

@@ -8,11 +8,21 @@ INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
--- name: EnqueueJobs :one
--- SQLite runs in process: "many" is this statement repeated inside one
--- transaction on the writer slot.
+-- name: EnqueueJobs :many
+-- A batch in one statement: jobs is a JSON array of objects, one a job, in
+-- order: {"p": the payload in hex (null: NULL), "pr": priority,
+-- "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+-- headers object, absent for none (NULL)}. The rows are
+-- inserted in array order, so their ids, ascending, are the jobs' in that
+-- order. One statement instead of one a job: the per-statement work (and
+-- the partial indexes' IN predicates, compiled at each execution) is paid
+-- once a batch, not once a job.
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
+SELECT CAST(@queue AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
+       json_extract(j.value, '$.ma'), CAST(@now AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
+FROM json_each(CAST(@jobs AS TEXT)) AS j
+ORDER BY j.key
 RETURNING id;
 
 -- name: EnqueueUniqueJob :many
@@ -120,13 +130,17 @@ RETURNING *;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
--- job unless its queue keeps completed jobs (then CompleteJob does).
+-- job unless its queue keeps completed jobs. When it matched nothing, one
+-- transaction runs it again and CompleteJob: the writer slot it holds keeps
+-- a Configure from committing between the two (the queue keeps completed
+-- jobs, or the claim is gone).
 DELETE FROM alk_jobs
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: CompleteJob :execrows
--- AckJob for a queue that keeps completed jobs: the job ends completed.
+-- AckJob for a queue that keeps completed jobs: the job ends completed
+-- (run with AckJob in one transaction, see AckJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
@@ -143,7 +157,7 @@ WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
 
 -- name: CompleteJobs :execrows
 -- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed.
+-- completed (run with AckJobs in one transaction, like CompleteJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
@@ -199,39 +213,60 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
                AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
--- A pending or running job ends cancelled; a running claim is lost (its
+-- A pending or running job ends cancelled, its last_error saying so (like
+-- an expiry's, not an attempt's error); a running claim is lost (its
 -- worker hears of it through the change watcher and cancels the handler).
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead, cancelled or expired job back to pending, due now, with its
 -- attempts reset (its errors kept). An expires_at already past is dropped:
--- the job would expire again at once.
+-- the job would expire again at once. A unique job whose key another job
+-- holds stays (JobKeyHolder says which); one holding its own key moves.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
-WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
+WHERE alk_jobs.id = @id AND alk_jobs.queue = @queue AND alk_jobs.state IN ('dead', 'cancelled', 'expired')
+  AND (alk_jobs.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alk_jobs h
+      WHERE h.unique_key = alk_jobs.unique_key AND h.id <> alk_jobs.id AND instr(h.unique_states, ',' || h.state || ',') > 0));
+
+-- name: JobKeyHolder :one
+-- Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+-- with its unique key's digest and the other job holding that key now
+-- (NULL: none). No row: no such job in those states.
+SELECT x.unique_key, h.id AS holder_id
+FROM alk_jobs x
+LEFT JOIN alk_jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = @id AND x.queue = @queue AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1;
 
 -- name: RequeueDeadJobs :execrows
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through alk_jobs_finished (the
--- literal state list lets SQLite use that partial index). Jobs whose
--- unique key another job holds now are skipped: they stay dead (the holder
--- is found on alk_jobs_unique).
+-- literal state list lets SQLite use that partial index). Unique jobs that
+-- cannot hold their key once pending are skipped: those whose key another
+-- job holds now (probed on alk_jobs_unique; a dead job holding its own key
+-- moves), and, of dead jobs of the batch sharing a key, all but the one
+-- that died first. They stay dead; the count is of the jobs moved.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alk_jobs h
-                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
-             ORDER BY x.finished_at
-             LIMIT @batch);
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
+              WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
+                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alk_jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
+              ORDER BY x.finished_at
+              LIMIT @batch) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1);
 
 -- name: DeleteJob :execrows
 -- Any job but a running one (cancel it first).
@@ -328,3 +363,28 @@ SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = @queue AND paused) AS 
 -- checks its running handlers' claims after a wake); deleted jobs give no
 -- row.
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));
+
+-- name: ClaimJobByID :many
+-- Claims one given job (alktest works the job a test enqueued, whatever
+-- else the queue holds): a pending job, due or not, or a running one whose
+-- claim lapsed with attempts left; never one past its expires_at, nor one
+-- of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+-- not claimable.
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
+    claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
+WHERE id = @id AND queue = CAST(@queue AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(@now AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(@now AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(@queue AS TEXT) AND pq.paused)
+RETURNING *;
+
+-- name: ListQueueJobs :many
+-- A page of the queue's jobs in every state, in id order after @after
+-- (alktest's assertions): paged by id, not by state, so a job moving
+-- between states while the pages are read is still read once.
+SELECT * FROM alk_jobs
+WHERE queue = CAST(@queue AS TEXT) AND id > CAST(@after AS INTEGER)
+ORDER BY id
+LIMIT CAST(@max_jobs AS INTEGER);

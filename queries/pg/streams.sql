@@ -77,20 +77,36 @@ FROM pg_current_snapshot() AS snap;
 -- statements; Postgres may switch to one after five runs) may then walk
 -- events_pkey in id order and filter every other stream's rows (2.2M rows
 -- for a 5-event stream). Only events_stream_id yields this order.
+-- PostgreSQL prunes partitions on neither the row comparison nor the OR:
+-- the plain bounds on id beside them let it skip every partition below
+-- @after and, unless the transaction has written (its own events may lie
+-- above the horizon), above @horizon, in custom and generic plans alike.
+-- With two bounds on id, a generic plan would estimate the primary key's
+-- range as narrow as the stream's: "stream >= @stream" keeps
+-- events_stream_id the cheaper path.
 SELECT id, stream, key, payload, created_at, headers
 FROM alkstore.events
-WHERE (stream, id) > (@stream::text, @after::bigint) AND stream <= @stream::text
+WHERE (stream, id) > (@stream::text, @after::bigint) AND stream >= @stream::text AND stream <= @stream::text
+  AND id > @after::bigint
+  AND id <= CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN @horizon::bigint ELSE 9223372036854775807 END
   AND (id <= @horizon OR txid = pg_current_xact_id_if_assigned())
 ORDER BY stream, id
 LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
--- As ReadEvents, after the consumer's saved offset.
+-- As ReadEvents, after the consumer's saved offset (read twice: an
+-- initplan's result prunes partitions at execution when it bounds id).
+-- Partitions are pruned below that offset only: with a second bound on id
+-- whose value the planner cannot know, it estimates the primary key's range
+-- as narrow and sorts the stream read through it. Above the horizon lie
+-- only events in flight and the empty partitions made ahead.
 SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
 FROM alkstore.events e
 WHERE (e.stream, e.id) > (@stream::text, COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                                                     WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0))
-  AND e.stream <= @stream::text
+  AND e.stream >= @stream::text AND e.stream <= @stream::text
+  AND e.id > COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                       WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0)
   AND (e.id <= @horizon::bigint OR e.txid = pg_current_xact_id_if_assigned())
 ORDER BY e.stream, e.id
 LIMIT @lim;
