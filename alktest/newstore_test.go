@@ -2,6 +2,7 @@ package alktest_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +57,21 @@ func TestNewStore(t *testing.T) {
 			}
 		})
 	}
+	t.Run("pg key=value DSN", func(t *testing.T) {
+		u, err := url.Parse(pgServer.AdminDSN())
+		require.NoError(t, err)
+		host := u.Query().Get("host")
+		if host == "" {
+			host = u.Hostname()
+		}
+		before := testDatabases(t)
+		s := alktest.NewStore(t, "host="+host+" user="+u.User.Username()+" dbname=postgres")
+		assert.Equal(t, "pg", s.Engine())
+		assert.Equal(t, before+1, testDatabases(t), "a fresh database")
+		_, err = s.Queue("q").Enqueue(context.Background(), nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		alktest.RequireNotEnqueued(context.Background(), t, alktest.NewStore(t, pgServer.AdminDSN()).JobQueue[welcome]("q"), nil)
+	})
 	msg := failed(func(tb testing.TB) { alktest.NewStore(tb, "some/file.db") })
 	assert.Contains(t, msg, "PostgreSQL DSN")
 }

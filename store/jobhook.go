@@ -116,7 +116,7 @@ func (e *liteEngine) beginSnapshot(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: liteOps{q: e.readQ.WithTx(tx)}}, nil
+	return liteTx{tx: tx, o: liteOps{q: e.readQ.WithTx(tx)}, release: func() {}}, nil // holds no writer slot
 }
 
 // claimJobByID runs to the end once it started, as claim does: a claim

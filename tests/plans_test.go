@@ -72,9 +72,8 @@ const (
 // statement) or VM steps (SQLite) bounded by the rows they return.
 func TestJobPlansStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
-		loadSkewedQueue(t, e, now)
+		now := skewedNow
+		migrateAndLoadSkewedQueue(t, e)
 		args := map[string]any{
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
@@ -631,10 +630,9 @@ var coldStatements = map[string]string{
 func TestHotStatementsStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		checkClassified(t, e.name)
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
+		now := skewedNow
 		start := time.Now()
-		loadSkewedQueue(t, e, now)
+		migrateAndLoadSkewedQueue(t, e)
 		loadSkewedStreams(t, e, now)
 		t.Logf("loaded in %v", time.Since(start).Round(time.Millisecond))
 		base := planArgs(t, e, now)

@@ -65,19 +65,19 @@ func run(ctx context.Context, dsn string) error {
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		// Your own tables, beside alkstore's: the orders, and what the
 		// handlers did (a real service would send mail and call out instead).
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`); err != nil {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS service_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_effects (kind TEXT NOT NULL, order_id BIGINT NOT NULL, job_id BIGINT NOT NULL)`)
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS service_effects (kind TEXT NOT NULL, order_id BIGINT NOT NULL, job_id BIGINT NOT NULL)`)
 		return err
 	}); err != nil {
 		return err
 	}
 
-	emails := s.JobQueue[Mail]("emails")
-	payments := s.Queue("payments")
-	webhooks := s.Outbox("order-webhooks")
-	if err := s.Schedule("digest").Set(ctx, store.ScheduleSpec{Spec: "@every 1s", Queue: "emails",
+	emails := s.JobQueue[Mail]("service-emails")
+	payments := s.Queue("service-payments")
+	webhooks := s.Outbox("service-webhooks")
+	if err := s.Schedule("service-digest").Set(ctx, store.ScheduleSpec{Spec: "@every 1s", Queue: "service-emails",
 		Payload: []byte(`{"to":"ops@example.com","subject":"digest"}`)}); err != nil {
 		return err
 	}
@@ -85,14 +85,14 @@ func run(ctx context.Context, dsn string) error {
 	// Placing an order commits the order and its three jobs together.
 	var last int64
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.QueryRow(ctx, `SELECT COALESCE(MAX(id), 0) FROM shop_orders`).Scan(&last)
+		return tx.QueryRow(ctx, `SELECT COALESCE(MAX(id), 0) FROM service_orders`).Scan(&last)
 	}); err != nil {
 		return err
 	}
 	for id := last + 1; id <= last+int64(orders); id++ {
 		customer := fmt.Sprintf("customer-%d", id)
 		err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO shop_orders (id, customer) VALUES ($1, $2)`, id, customer); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO service_orders (id, customer) VALUES ($1, $2)`, id, customer); err != nil {
 				return err
 			}
 			if _, err := emails.EnqueueTx(ctx, tx, Mail{To: customer, Subject: "welcome", Order: id}, store.EnqueueOpts{}); err != nil {
@@ -113,7 +113,7 @@ func run(ctx context.Context, dsn string) error {
 	// record is a handler's side effect, in the application's table.
 	record := func(ctx context.Context, kind string, order int64, job *store.Job) error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO shop_effects (kind, order_id, job_id) VALUES ($1, $2, $3)`, kind, order, job.ID)
+			_, err := tx.Exec(ctx, `INSERT INTO service_effects (kind, order_id, job_id) VALUES ($1, $2, $3)`, kind, order, job.ID)
 			return err
 		})
 	}
@@ -152,7 +152,7 @@ func run(ctx context.Context, dsn string) error {
 		if err != nil {
 			return store.Permanent(err) // a malformed job will not get better
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO shop_effects (kind, order_id, job_id) VALUES ('payment', $1, $2)`, order, job.ID)
+		_, err = tx.Exec(ctx, `INSERT INTO service_effects (kind, order_id, job_id) VALUES ('payment', $1, $2)`, order, job.ID)
 		return err
 	}, count(&charged))
 	if err != nil {

@@ -4,7 +4,9 @@
 -- blocked publishers for as long, or gave up. The default partition now
 -- holds only offsets below a fence, by a CHECK constraint PostgreSQL reads
 -- instead of scanning; offsets at or above the fence that no range covers
--- go to events_tail, a partition FROM the fence TO MAXVALUE. The janitor
+-- go to events_tail, a partition FROM the fence TO MAXVALUE. An empty
+-- default partition is dropped instead (an empty partition no read can
+-- prune only misleads the planner). The janitor
 -- creates ranges by carving them out of the tail
 -- (alkstore.extend_event_partitions): when the tail is empty, as in steady
 -- state, that is catalog work only.
@@ -23,7 +25,13 @@ BEGIN
                     (SELECT max(hi) FROM alkstore.event_partitions),
                     (SELECT max(id) + 1 FROM alkstore.events_default), 1)
     INTO fence;
-    EXECUTE format('ALTER TABLE alkstore.events_default ADD CONSTRAINT events_default_fence CHECK (id < %s)', fence);
+    IF EXISTS (SELECT 1 FROM alkstore.events_default) THEN
+        EXECUTE format('ALTER TABLE alkstore.events_default ADD CONSTRAINT events_default_fence CHECK (id < %s)', fence);
+    ELSE
+        -- Nothing to keep (a fresh database, or a janitor that kept up):
+        -- every offset from now on is at or above the fence.
+        DROP TABLE alkstore.events_default;
+    END IF;
     EXECUTE format('CREATE TABLE alkstore.events_tail PARTITION OF alkstore.events FOR VALUES FROM (%s) TO (MAXVALUE)', fence);
 END
 $$;
@@ -77,7 +85,8 @@ COMMENT ON FUNCTION alkstore.extend_event_partitions(bigint, bigint) IS 'Creates
 -- +goose Down
 DROP FUNCTION alkstore.extend_event_partitions(bigint, bigint);
 ALTER TABLE alkstore.events DETACH PARTITION alkstore.events_tail;
-ALTER TABLE alkstore.events_default DROP CONSTRAINT events_default_fence;
+CREATE TABLE IF NOT EXISTS alkstore.events_default PARTITION OF alkstore.events DEFAULT;
+ALTER TABLE alkstore.events_default DROP CONSTRAINT IF EXISTS events_default_fence;
 INSERT INTO alkstore.events SELECT * FROM alkstore.events_tail;
 DROP TABLE alkstore.events_tail;
 -- +goose StatementBegin
