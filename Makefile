@@ -38,6 +38,8 @@ demo:
 ## test: ALK_PG_DSN is set); ALK_ENGINES=lite (or pg) runs one engine's half
 test:
 	go test -race -timeout 25m $(GOTESTFLAGS) ./...
+	# otel/alkotel is a module of its own (OpenTelemetry stays out of the core's dependencies)
+	cd otel/alkotel && go test -race -timeout 10m $(GOTESTFLAGS) ./...
 
 ## test-citus: the contract tests that apply to Citus (CITUS_TESTS) against a real cluster, a
 ## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent); 3.5 to
@@ -69,6 +71,7 @@ bench-scale:
 ## vet: go vet every package
 vet:
 	go vet ./...
+	cd otel/alkotel && go vet ./...
 
 # The sqlc-shared-tx example's application has its own sqlc config.
 SQLC_EXAMPLE := examples/sqlc-shared-tx/sqlc.yaml
@@ -86,6 +89,7 @@ sqlc-diff: tools
 ## tidy-diff: fail when go.mod/go.sum are not what `go mod tidy` would write
 tidy-diff:
 	go mod tidy -diff
+	cd otel/alkotel && go mod tidy -diff
 
 ## fmt-diff: fail when any Go file (db/ included) is not gofmt-clean
 # Uses the pinned toolchain's gofmt, since an older one rejects newer syntax.

@@ -111,6 +111,7 @@ func main() {
 		}
 		if section("queues") {
 			benchQueues(ctx, e.name, s, r)
+			benchHeaders(ctx, e.name, s, e.again)
 		}
 		if section("receivers") {
 			benchReceivers(ctx, e.name, s, e.again, r)

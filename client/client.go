@@ -65,6 +65,8 @@ type Client struct {
 	s    *store.Store
 	opts Opts
 
+	subs sync.Map // *Subscription: Subscribe's subscribers
+
 	mu      sync.Mutex
 	loops   []loop
 	names   map[string]bool // queues registered, to refuse a second handler
@@ -246,7 +248,7 @@ func (c *Client) wrap(h store.Handler, mw []Middleware) store.Handler {
 	for i := len(c.opts.Middleware) - 1; i >= 0; i-- {
 		h = c.opts.Middleware[i](h)
 	}
-	return h
+	return c.publish(h)
 }
 
 // Start runs every registered queue and outbox, the scheduler and the

@@ -196,6 +196,24 @@ func ExampleStream() {
 	// Output: 2 [3 4] 2 2 2
 }
 
+func ExampleStream_PublishMessage() {
+	s, done := openTemp()
+	defer done()
+	ctx := context.Background()
+	st, q := s.Stream("events"), s.Queue("emails")
+
+	h := map[string]string{"tenant": "acme"}
+	_ = must(st.PublishMessage(ctx, store.Message{Payload: []byte("x"), Headers: h})) // Key too: keyed
+	_ = must(st.PublishMany(ctx, []store.Message{{Payload: []byte("y"), Headers: h}}))
+	_ = must(q.Enqueue(ctx, []byte("z"), store.EnqueueOpts{Headers: h})) // EnqueueMany, Tx, typed, outbox alike
+	// ScheduleSpec.Headers and PublishOpts.Headers (typed topics) too; Event.Headers, Job.Headers on read
+
+	evs := must(st.ReadSince(ctx, 0, 10))
+	jobs := must(q.Claim(ctx, "w", 1, time.Minute))
+	fmt.Println(evs[0].Headers["tenant"], evs[1].Headers["tenant"], jobs[0].Headers["tenant"])
+	// Output: acme acme acme
+}
+
 type Counter struct{ N int }
 
 // A compacted counter: the head of a key, locked, read and replaced in one

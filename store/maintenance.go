@@ -175,6 +175,7 @@ func (m Maintenance) PruneNotifications(ctx context.Context, maxAge time.Duratio
 type Stats struct {
 	Streams []StreamStats
 	Queues  []NamedQueueStats
+	Horizon HorizonStats // how far stream delivery trails the newest committed event
 	// PartitionsDenied: on PostgreSQL, this role does not own
 	// alkstore.events, so it can neither create nor drop event partitions;
 	// retention and trims delete events row by row (the janitor logs it
@@ -280,8 +281,13 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 				return Stats{}, err
 			}
 		}
+		var head int64
 		for _, st := range byName {
 			out.Streams = append(out.Streams, *st)
+			head = max(head, st.HeadOffset)
+		}
+		if out.Horizon, err = horizonStats(ctx, o, head, now); err != nil {
+			return Stats{}, err
 		}
 		slices.SortFunc(out.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
 		return out, nil

@@ -98,9 +98,10 @@ type Job struct {
 	ClaimExpiresAt *time.Time
 	ExpiresAt      *time.Time
 	Worker         string
-	LastError      string         // the last attempt's error; "expired" or "cancelled" when it ended so
-	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
-	FinishedAt     *time.Time     // when it reached its final state
+	LastError      string            // the last attempt's error; "expired" or "cancelled" when it ended so
+	Errors         []AttemptError    // the last MaxAttemptErrors attempts' errors, oldest first
+	FinishedAt     *time.Time        // when it reached its final state
+	Headers        map[string]string // as enqueued (EnqueueOpts.Headers); nil when none
 
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
@@ -124,6 +125,10 @@ type EnqueueOpts struct {
 	// the queue holds the key adds nothing and returns the holder's id (see
 	// UniqueOpts; EnqueueUnique also says whether it was a duplicate).
 	Unique UniqueOpts
+	// Headers ride with the job and come back on Claim, Job and Jobs
+	// (Job.Headers): trace context, a tenant, a correlation id. At most
+	// MaxHeadersSize bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
 }
 
 // NewJob is one job for EnqueueMany.
@@ -143,6 +148,7 @@ type newJob struct {
 	// states it holds in, as ",pending,running,".
 	uniqueKey    []byte
 	uniqueStates string
+	headers      []byte // the stored form: a JSON object, nil for none
 }
 
 func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
@@ -159,6 +165,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 	case o.MaxAttempts > 1<<30:
 		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
 	}
+	var err error
+	if j.headers, err = checkHeaders(o.Headers); err != nil {
+		return j, err
+	}
 	j.priority = int32(o.Priority)
 	if o.MaxAttempts > 0 {
 		j.maxAttempts = int32(o.MaxAttempts)
@@ -171,7 +181,6 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		j.expiresAt = &e
 	}
 	if o.Unique.Key != "" || o.Unique.ByPeriod != 0 || o.Unique.ByState != nil {
-		var err error
 		if j.uniqueKey, j.uniqueStates, err = uniqueColumns(queue, now, o.Unique); err != nil {
 			return j, err
 		}
@@ -199,20 +208,36 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 		return r.results()[0].ID, nil
 	}
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
-		if err := q.s.checkPayload("payload", payload); err != nil {
-			return 0, err
+		if q.s.insert == nil {
+			return q.enqueueOne(ctx, o, payload, opts)
 		}
-		now := q.s.now()
-		j, err := resolveJob(q.name, now, payload, opts)
-		if err != nil {
-			return 0, err
-		}
-		id, err := o.enqueue(ctx, q.name, now, j)
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
-		return id, err
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Tx: !o.auto,
+			Messages: []InsertMessage{{Payload: payload, Headers: opts.Headers}}}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			m := &in.Messages[0]
+			opts.Headers = m.Headers
+			var err error
+			m.ID, err = q.enqueueOne(ctx, o, m.Payload, opts)
+			return err
+		})
+		return in.Messages[0].ID, err
 	})
+}
+
+func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts EnqueueOpts) (int64, error) {
+	if err := q.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	now := q.s.now()
+	j, err := resolveJob(q.name, now, payload, opts)
+	if err != nil {
+		return 0, err
+	}
+	id, err := o.enqueue(ctx, q.name, now, j)
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return id, err
 }
 
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
@@ -261,42 +286,69 @@ func (r enqueued) results() []Enqueued {
 // batch, so errors name the job by its index.
 func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, jobs []NewJob) (enqueued, error) {
 	return run(q.handle, op, v, func(o target) (enqueued, error) {
-		now := q.s.now()
-		resolved := make([]newJob, len(jobs))
-		unique := false
-		for i, nj := range jobs {
-			what := "payload"
-			if batch {
-				what = fmt.Sprintf("job %d's payload", i)
-			}
-			if err := q.s.checkPayload(what, nj.Payload); err != nil {
-				return enqueued{}, err
-			}
-			j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
-			if err != nil {
-				if !batch {
-					return enqueued{}, err
-				}
-				return enqueued{}, fmt.Errorf("job %d: %w", i, err)
-			}
-			resolved[i] = j
-			unique = unique || j.uniqueKey != nil
+		if q.s.insert == nil {
+			return q.enqueueBatch(ctx, o, batch, jobs)
 		}
-		if len(jobs) == 0 {
-			return enqueued{ids: []int64{}}, nil
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Batch: batch, Tx: !o.auto,
+			Messages: make([]InsertMessage, len(jobs))}
+		for i, nj := range jobs {
+			in.Messages[i] = InsertMessage{Payload: nj.Payload, Headers: nj.Opts.Headers}
 		}
 		var r enqueued
-		var err error
-		if unique {
-			r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
-		} else {
-			r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
-		}
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			mine := slices.Clone(jobs)
+			for i, m := range in.Messages {
+				mine[i].Payload, mine[i].Opts.Headers = m.Payload, m.Headers
+			}
+			var err error
+			if r, err = q.enqueueBatch(ctx, o, batch, mine); err != nil {
+				return err
+			}
+			for i, p := range r.results() {
+				in.Messages[i].ID = p.ID
+			}
+			return nil
+		})
 		return r, err
 	})
+}
+
+func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []NewJob) (enqueued, error) {
+	now := q.s.now()
+	resolved := make([]newJob, len(jobs))
+	unique := false
+	for i, nj := range jobs {
+		what := "payload"
+		if batch {
+			what = fmt.Sprintf("job %d's payload", i)
+		}
+		if err := q.s.checkPayload(what, nj.Payload); err != nil {
+			return enqueued{}, err
+		}
+		j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
+		if err != nil {
+			if !batch {
+				return enqueued{}, err
+			}
+			return enqueued{}, fmt.Errorf("job %d: %w", i, err)
+		}
+		resolved[i] = j
+		unique = unique || j.uniqueKey != nil
+	}
+	if len(jobs) == 0 {
+		return enqueued{ids: []int64{}}, nil
+	}
+	var r enqueued
+	var err error
+	if unique {
+		r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
+	} else {
+		r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
+	}
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return r, err
 }
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }

@@ -16,7 +16,8 @@ import (
 
 func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+		Headers: liteHeaders(j.headers)})
 }
 
 // enqueueMany inserts the jobs with one EnqueueJobs statement per chunk of
@@ -57,7 +58,7 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 	b = append(b, '[')
 	n := 0
 	for _, j := range jobs {
-		if n > 0 && len(b)+2*len(j.payload) > limit {
+		if n > 0 && len(b)+2*len(j.payload)+len(j.headers) > limit {
 			break
 		}
 		if n > 0 {
@@ -82,6 +83,10 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 			b = append(b, "null"...)
 		} else {
 			b = strconv.AppendInt(b, j.expiresAt.UnixMicro(), 10)
+		}
+		if j.headers != nil { // a JSON object already: stored as its text
+			b = append(b, `,"h":`...)
+			b = append(b, j.headers...)
 		}
 		b = append(b, '}')
 		n++
@@ -259,7 +264,8 @@ func liteJob(r litedb.AlkJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
 		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
-		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
+		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), Headers: decodeHeadersPtr(r.Headers),
+		token: deref(r.ClaimToken)}
 }
 
 func micros(t *time.Time) *int64 {
@@ -301,7 +307,7 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 		for i, j := range batch {
 			p := litedb.EnqueueUniqueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(),
-				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey}
+				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey, Headers: liteHeaders(j.headers)}
 			if j.uniqueKey != nil {
 				p.UniqueStates = &j.uniqueStates
 			}

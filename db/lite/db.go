@@ -201,6 +201,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
 	}
+	if q.oldestWriteTransactionStmt, err = db.PrepareContext(ctx, oldestWriteTransaction); err != nil {
+		return nil, fmt.Errorf("error preparing query OldestWriteTransaction: %w", err)
+	}
 	if q.partitionsDeniedStmt, err = db.PrepareContext(ctx, partitionsDenied); err != nil {
 		return nil, fmt.Errorf("error preparing query PartitionsDenied: %w", err)
 	}
@@ -600,6 +603,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
 		}
 	}
+	if q.oldestWriteTransactionStmt != nil {
+		if cerr := q.oldestWriteTransactionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing oldestWriteTransactionStmt: %w", cerr)
+		}
+	}
 	if q.partitionsDeniedStmt != nil {
 		if cerr := q.partitionsDeniedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing partitionsDeniedStmt: %w", cerr)
@@ -863,6 +871,7 @@ type Queries struct {
 	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
+	oldestWriteTransactionStmt *sql.Stmt
 	partitionsDeniedStmt       *sql.Stmt
 	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
@@ -961,6 +970,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
+		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
 		partitionsDeniedStmt:       q.partitionsDeniedStmt,
 		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,

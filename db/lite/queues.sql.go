@@ -154,7 +154,7 @@ WHERE id = ?5 AND queue = CAST(?6 AS TEXT)
        OR (state = 'running' AND claim_expires_at <= CAST(?1 AS INTEGER) AND attempts < max_attempts))
   AND (expires_at IS NULL OR expires_at > CAST(?1 AS INTEGER))
   AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(?6 AS TEXT) AND pq.paused)
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
 `
 
 type ClaimJobByIDParams struct {
@@ -207,6 +207,7 @@ func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]A
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -226,7 +227,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
 `
 
 type ClaimJobsParams struct {
@@ -273,6 +274,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -461,8 +463,8 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 
 const enqueueJob = `-- name: EnqueueJob :one
 
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id
 `
 
@@ -474,6 +476,7 @@ type EnqueueJobParams struct {
 	Now         int64
 	RunAt       int64
 	ExpiresAt   *int64
+	Headers     *string
 }
 
 // Queues: at-least-once jobs with fenced claims (SQLite).
@@ -489,6 +492,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -496,9 +500,10 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 }
 
 const enqueueJobs = `-- name: EnqueueJobs :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT CAST(?1 AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
-       json_extract(j.value, '$.ma'), CAST(?2 AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex')
+       json_extract(j.value, '$.ma'), CAST(?2 AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
 FROM json_each(CAST(?3 AS TEXT)) AS j
 ORDER BY j.key
 RETURNING id
@@ -512,7 +517,8 @@ type EnqueueJobsParams struct {
 
 // A batch in one statement: jobs is a JSON array of objects, one a job, in
 // order: {"p": the payload in hex (null: NULL), "pr": priority,
-// "ma": max_attempts, "ra": run_at, "ex": expires_at or null}. The rows are
+// "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+// headers object, absent for none (NULL)}. The rows are
 // inserted in array order, so their ids, ascending, are the jobs' in that
 // order. One statement instead of one a job: the per-statement work (and
 // the partial indexes' IN predicates, compiled at each execution) is paid
@@ -541,9 +547,9 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 }
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -558,6 +564,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key, on its own (EnqueueUniqueJobs is the
@@ -575,6 +582,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -598,9 +606,9 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 }
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -615,6 +623,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key (run once per job, in one transaction,
@@ -631,6 +640,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -654,7 +664,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -685,6 +695,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -780,7 +791,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
 ORDER BY id
 LIMIT ?4
@@ -830,6 +841,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -845,7 +857,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -891,6 +903,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -906,7 +919,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 }
 
 const listQueueJobs = `-- name: ListQueueJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = CAST(?1 AS TEXT) AND id > CAST(?2 AS INTEGER)
 ORDER BY id
 LIMIT CAST(?3 AS INTEGER)
@@ -950,6 +963,7 @@ func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -1005,7 +1019,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -1049,6 +1063,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

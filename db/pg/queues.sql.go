@@ -174,7 +174,7 @@ WHERE j.id = $5::bigint AND j.queue = $6::text
        OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz AND j.attempts < j.max_attempts))
   AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
   AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $6::text AND pq.paused)
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers
 `
 
 type ClaimJobByIDParams struct {
@@ -227,6 +227,7 @@ func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]A
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -286,7 +287,7 @@ SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers
 `
 
 type ClaimJobsParams struct {
@@ -346,6 +347,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -476,11 +478,11 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 const enqueueJob = `-- name: EnqueueJob :one
 
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $8::text <> '' THEN pg_notify('alkstore', $8::text)::text END AS woke
+    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
-       $5::timestamptz, $6::timestamptz, $7::timestamptz
+       $5::timestamptz, $6::timestamptz, $7::timestamptz, $8::jsonb
 FROM w
 RETURNING id
 `
@@ -493,6 +495,7 @@ type EnqueueJobParams struct {
 	Now         time.Time
 	RunAt       time.Time
 	ExpiresAt   *time.Time
+	Headers     []byte
 	Wake        string
 }
 
@@ -512,6 +515,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 		arg.Wake,
 	)
 	var id int64
@@ -521,17 +525,18 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 
 const enqueueJobs = `-- name: EnqueueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
                 unnest($6::timestamptz[]) AS run_at,
                 unnest($7::boolean[]) AS has_expires_at,
-                unnest($8::timestamptz[]) AS expires_at) AS u
+                unnest($8::timestamptz[]) AS expires_at,
+                unnest($9::text[]) AS headers) AS u
 RETURNING id
 `
 
@@ -544,6 +549,7 @@ type EnqueueJobsParams struct {
 	RunAts       []time.Time
 	HasExpiresAt []bool
 	ExpiresAts   []time.Time
+	Headers      []string
 	Wake         string
 }
 
@@ -558,6 +564,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 		arg.RunAts,
 		arg.HasExpiresAt,
 		arg.ExpiresAts,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -580,12 +587,12 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
        $5::timestamptz, $6::timestamptz, $7::timestamptz,
-       $8::bytea, $9::text
+       $8::bytea, $9::text, $10::jsonb
 FROM w
 ON CONFLICT DO NOTHING
 RETURNING id
@@ -601,6 +608,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *time.Time
 	UniqueKey    []byte
 	UniqueStates string
+	Headers      []byte
 	Wake         string
 }
 
@@ -617,6 +625,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -639,12 +648,13 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
+    SELECT CASE WHEN $12::text <> '' THEN pg_notify('alkstore', $12::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
-       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states,
+       NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
@@ -652,7 +662,8 @@ FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($7::boolean[]) AS has_expires_at,
                 unnest($8::timestamptz[]) AS expires_at,
                 unnest($9::bytea[]) AS unique_key,
-                unnest($10::text[]) AS unique_states) AS u
+                unnest($10::text[]) AS unique_states,
+                unnest($11::text[]) AS headers) AS u
 ON CONFLICT DO NOTHING
 RETURNING id, unique_key
 `
@@ -668,6 +679,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAts   []time.Time
 	UniqueKeys   [][]byte
 	UniqueStates []string
+	Headers      []string
 	Wake         string
 }
 
@@ -695,6 +707,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAts,
 		arg.UniqueKeys,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -716,7 +729,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs WHERE id = $1 AND queue = $2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
 
 type GetJobParams struct {
@@ -747,6 +760,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkstoreJob, er
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -838,12 +852,12 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.state, x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
                    AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
                  ORDER BY x.state, x.id
                  LIMIT $4::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -898,6 +912,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -910,11 +925,11 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state = 'pending' AND x.id + 0 > $2::bigint
                  ORDER BY x.id + 0
                  LIMIT $3::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -958,6 +973,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -970,7 +986,7 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 }
 
 const listQueueJobs = `-- name: ListQueueJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs
 WHERE queue = $1::text AND id > $2::bigint
 ORDER BY id
 LIMIT $3::integer
@@ -1014,6 +1030,7 @@ func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -1063,7 +1080,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs
 WHERE queue = $1::text AND state = 'running' AND id + 0 > $2::bigint
 ORDER BY id + 0
 LIMIT $3::integer
@@ -1107,6 +1124,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -4,21 +4,23 @@
 -- locking is needed.
 
 -- name: EnqueueJob :one
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
 -- name: EnqueueJobs :many
 -- A batch in one statement: jobs is a JSON array of objects, one a job, in
 -- order: {"p": the payload in hex (null: NULL), "pr": priority,
--- "ma": max_attempts, "ra": run_at, "ex": expires_at or null}. The rows are
+-- "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+-- headers object, absent for none (NULL)}. The rows are
 -- inserted in array order, so their ids, ascending, are the jobs' in that
 -- order. One statement instead of one a job: the per-statement work (and
 -- the partial indexes' IN predicates, compiled at each execution) is paid
 -- once a batch, not once a job.
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT CAST(@queue AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
-       json_extract(j.value, '$.ma'), CAST(@now AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex')
+       json_extract(j.value, '$.ma'), CAST(@now AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
 FROM json_each(CAST(@jobs AS TEXT)) AS j
 ORDER BY j.key
 RETURNING id;
@@ -28,9 +30,9 @@ RETURNING id;
 -- same statement, run per job of a batch). It returns no row when the key
 -- is held by a job in one of that job's unique_states (a conflict on
 -- alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -38,9 +40,9 @@ RETURNING id;
 -- One job with an idempotency key (run once per job, in one transaction,
 -- like EnqueueJobs). It returns no row when the key is held by a job in one
 -- of that job's unique_states (a conflict on alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 

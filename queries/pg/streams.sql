@@ -10,8 +10,9 @@ WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.events (id, stream, key, payload, txid)
-SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+SELECT nextval('alkstore.event_offset_seq'), @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, tx.txid,
+       sqlc.narg(headers)::jsonb
 FROM tx
 RETURNING id;
 
@@ -26,12 +27,13 @@ WITH tx AS MATERIALIZED (
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 ),
 ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     SELECT nextval('alkstore.event_offset_seq'), @stream::text,
-           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
     FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
                      unnest(@keys::text[]) AS key,
-                     unnest(@payloads::bytea[]) AS payload) AS u
+                     unnest(@payloads::bytea[]) AS payload,
+                     unnest(@headers::text[]) AS headers) AS u
     RETURNING id, key
 ),
 heads AS (
@@ -82,7 +84,7 @@ FROM pg_current_snapshot() AS snap;
 -- With two bounds on id, a generic plan would estimate the primary key's
 -- range as narrow as the stream's: "stream >= @stream" keeps
 -- events_stream_id the cheaper path.
-SELECT id, stream, key, payload, created_at
+SELECT id, stream, key, payload, created_at, headers
 FROM alkstore.events
 WHERE (stream, id) > (@stream::text, @after::bigint) AND stream >= @stream::text AND stream <= @stream::text
   AND id > @after::bigint
@@ -97,7 +99,7 @@ LIMIT @lim;
 -- comparison, a custom plan on tables autovacuum has not analysed yet read
 -- the whole stream through a bitmap and sorted it (the plan test's
 -- never-analysed case). Receivers read through ReadEvents.
-SELECT e.id, e.stream, e.key, e.payload, e.created_at
+SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
 FROM alkstore.events e
 WHERE (e.stream, e.id) > (@stream::text, COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                                                     WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0))
