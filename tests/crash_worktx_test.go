@@ -22,9 +22,9 @@ import (
 func init() { childVerbs["worktx"] = workTxChild }
 
 // workTxChild works queue with WorkTx until killed: each handler writes
-// its job's business row, says so on stdout, then lingers up to 20 ms
-// before returning, so a SIGKILL often lands between the business write
-// and the commit. n is the claims' Visibility in ms.
+// its job's business row, says so on stdout, then lingers 20-40 ms
+// before returning, so a SIGKILL sent on that line lands between the
+// business write and the commit. n is the claims' Visibility in ms.
 func workTxChild(ctx context.Context, s *store.Store, queue string, n int) int {
 	opts := store.WorkOpts{Worker: fmt.Sprintf("child-%d", os.Getpid()), Concurrency: 4,
 		Visibility: time.Duration(n) * time.Millisecond}
@@ -33,7 +33,7 @@ func workTxChild(ctx context.Context, s *store.Store, queue string, n int) int {
 			return err
 		}
 		fmt.Println("wrote", j.ID)
-		time.Sleep(rand.N(20 * time.Millisecond)) // widens the window a kill may land in
+		time.Sleep(20*time.Millisecond + rand.N(20*time.Millisecond)) // the window a kill lands in
 		return nil
 	})
 	fmt.Fprintln(os.Stderr, err)
@@ -42,9 +42,10 @@ func workTxChild(ctx context.Context, s *store.Store, queue string, n int) int {
 
 // TestKilledTxWorkersCommitEachJobOnce: two worker processes run WorkTx on
 // one queue, each handler writing one business row per job in its
-// transaction; the test SIGKILLs one of them at random moments (often
-// between a business write and its commit) and starts it again, and the
-// other races it for the claims that lapse. At the end every job ran to
+// transaction; the test SIGKILLs one of them right after it reports its
+// 1st-8th business write (so between a write and its commit) and starts it
+// again, and the other races it for the claims that lapse. Kills follow the
+// children's progress, not the clock, so a slow machine cannot starve them. At the end every job ran to
 // completion and has exactly one business row: the effects of killed runs
 // rolled back, and no job's effects committed twice. ALK_CRASH_LONG=1 runs
 // 2000 jobs instead of 150.
@@ -64,45 +65,85 @@ func TestKilledTxWorkersCommitEachJobOnce(t *testing.T) {
 
 		var wrote atomic.Int64 // business writes the children made, committed or not
 		var readers sync.WaitGroup
-		start := func() *exec.Cmd {
+		// start runs a child; its channel gets a value for each business
+		// write it reports, so a kill can wait for the child's own progress
+		// (never for time: a slow machine only makes the test slower).
+		start := func() (*exec.Cmd, chan struct{}) {
 			cmd := startChild(c, "worktx", e.dsn, q.Name(), 500)
 			out, err := cmd.StdoutPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
+			writes := make(chan struct{}, jobs*4)
 			readers.Go(func() {
 				sc := bufio.NewScanner(out)
 				for sc.Scan() {
 					if strings.HasPrefix(sc.Text(), "wrote ") {
 						wrote.Add(1)
+						select {
+						case writes <- struct{}{}:
+						default:
+						}
 					}
 				}
 			})
-			return cmd
+			return cmd, writes
 		}
-		workers := []*exec.Cmd{start(), start()}
+		type child struct {
+			cmd    *exec.Cmd
+			writes chan struct{}
+		}
+		var workers [2]child
+		for i := range workers {
+			workers[i].cmd, workers[i].writes = start()
+		}
 		defer func() {
 			for _, w := range workers {
-				_ = w.Process.Kill()
-				_ = w.Wait()
+				if w.cmd != nil {
+					_ = w.cmd.Process.Kill()
+					_ = w.cmd.Wait()
+				}
 			}
 			readers.Wait()
 		}()
 
-		kills := 0
-		for {
+		done := func() bool {
 			st, err := q.Stats(c)
 			require.NoError(t, err)
 			require.Zero(t, st.Dead, "no job may run out of attempts")
-			if st.Ready+st.Scheduled+st.Running == 0 {
-				break
+			return st.Ready+st.Scheduled+st.Running == 0
+		}
+		// Each round picks a child and lets it report 1-8 business writes,
+		// then SIGKILLs it at once: the kill lands right after a write the
+		// child reported, while that handler lingers before its commit.
+		// Kills stop after maxKills so the jobs then run to the end.
+		kills, maxKills := 0, max(10, jobs/5)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for kills < maxKills && !done() {
+			i, want := rand.N(len(workers)), 1+rand.N(8)
+			for got := 0; got < want; {
+				select {
+				case <-workers[i].writes:
+					got++
+				case <-tick.C:
+					if done() {
+						want = 0
+					}
+				case <-c.Done():
+					require.NoError(t, c.Err(), "the jobs did not finish; %d kills so far", kills)
+				}
 			}
-			require.NoError(t, c.Err(), "the jobs did not finish; %d kills so far", kills)
-			time.Sleep(30*time.Millisecond + rand.N(220*time.Millisecond))
-			i := rand.N(len(workers))
-			require.NoError(t, workers[i].Process.Kill()) // SIGKILL: no cleanup, no rollback but the database's
-			_ = workers[i].Wait()
+			require.NoError(t, workers[i].cmd.Process.Kill()) // SIGKILL: no cleanup, no rollback but the database's
+			_ = workers[i].cmd.Wait()
 			kills++
-			workers[i] = start()
+			workers[i].cmd, workers[i].writes = start()
+		}
+		for !done() {
+			select {
+			case <-tick.C:
+			case <-c.Done():
+				require.NoError(t, c.Err(), "the jobs did not finish after %d kills", kills)
+			}
 		}
 
 		rows := effects(t, s)
@@ -118,11 +159,11 @@ func TestKilledTxWorkersCommitEachJobOnce(t *testing.T) {
 		assert.Zero(t, missing, "jobs completed without their business row")
 		assert.Zero(t, twice, "jobs whose business row committed more than once")
 		assert.Len(t, rows, jobs, "no business row of another job")
-		for _, w := range workers {
-			_ = w.Process.Kill()
-			_ = w.Wait()
+		for i, w := range workers {
+			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
+			workers[i].cmd = nil
 		}
-		workers = nil
 		readers.Wait()
 		t.Logf("%d jobs, %d kills, %d business writes of which %d rolled back", jobs, kills, wrote.Load(), wrote.Load()-int64(jobs))
 		assert.Greater(t, wrote.Load(), int64(jobs), "some kill landed between a business write and its commit")
