@@ -238,42 +238,57 @@ func (i *Instrumentation) Middleware() client.Middleware { return i.Handler }
 // Outbox.Run without a client.
 func (i *Instrumentation) Handler(h store.Handler) store.Handler {
 	return func(ctx context.Context, job *store.Job) error {
-		parent := i.extract(ctx, job.Headers)
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-		if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-			opts = append(opts, trace.WithLinks(link))
-		}
-		ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
-		defer span.End()
-		recording := span.IsRecording()
-		if recording {
-			span.SetAttributes(KeySystem.String(System), KeyDestination.String(job.Queue),
-				KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
-				KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
-		}
-		if job.ClaimedAt != nil {
-			due := job.RunAt
-			if job.CreatedAt.After(due) {
-				due = job.CreatedAt
-			}
-			i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
-		}
-		start := time.Now()
-		err := h(ctx, job)
-		outcome := store.HandlerOutcome(ctx, job, err)
-		name := OutcomeName(outcome)
-		if recording {
-			span.SetAttributes(KeyOutcome.String(name))
-		}
-		switch outcome {
-		case store.OutcomeRetried, store.OutcomeFailed:
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		i.process.Record(ctx, time.Since(start).Seconds(),
-			i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
-		return err
+		return i.runInSpan(ctx, job, func(ctx context.Context) error { return h(ctx, job) })
 	}
+}
+
+// TxHandler wraps a transactional handler (Queue.WorkTx, JobQueue.WorkTx)
+// like Handler: its consumer span covers the handler's run inside the
+// transaction. (A client's HandleTx takes Middleware.)
+func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
+	return func(ctx context.Context, tx store.Tx, job *store.Job) error {
+		return i.runInSpan(ctx, job, func(ctx context.Context) error { return h(ctx, tx, job) })
+	}
+}
+
+// runInSpan runs one job's handler in a consumer span continuing the trace
+// of its enqueue, and records its duration by outcome.
+func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
+	parent := i.extract(ctx, job.Headers)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+		opts = append(opts, trace.WithLinks(link))
+	}
+	ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(KeySystem.String(System), KeyDestination.String(job.Queue),
+			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
+			KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
+	}
+	if job.ClaimedAt != nil {
+		due := job.RunAt
+		if job.CreatedAt.After(due) {
+			due = job.CreatedAt
+		}
+		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
+	}
+	start := time.Now()
+	err := run(ctx)
+	outcome := store.HandlerOutcome(ctx, job, err)
+	name := OutcomeName(outcome)
+	if recording {
+		span.SetAttributes(KeyOutcome.String(name))
+	}
+	switch outcome {
+	case store.OutcomeRetried, store.OutcomeFailed:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	i.process.Record(ctx, time.Since(start).Seconds(),
+		i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
+	return err
 }
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:

@@ -416,3 +416,61 @@ func TestMetricsMove(t *testing.T) {
 		assert.True(t, found, "alkstore.job.start_delay has the two handled jobs")
 	})
 }
+
+// Transactional handlers are traced like plain ones: Queue.WorkTx through
+// TxHandler and the client's HandleTx through Middleware each run their
+// handler in a consumer span continuing the trace of the job's enqueue.
+func TestTransactionalHandlersContinueTheTrace(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		direct, viaClient := s.Queue("tx-direct"), s.Queue("tx-client")
+
+		tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans)).Tracer("app")
+		ctx, root := tracer.Start(c, "POST /payments")
+		_, err := direct.Enqueue(ctx, []byte("a"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		_, err = viaClient.Enqueue(ctx, []byte("b"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		root.End()
+
+		inSpan := func(ctx context.Context) {
+			assert.True(t, trace.SpanContextFromContext(ctx).IsValid(), "the handler runs in the consumer span")
+		}
+		wc, stop := context.WithCancel(c)
+		ran := make(chan struct{})
+		worked := make(chan error, 1)
+		go func() {
+			worked <- direct.WorkTx(wc, store.WorkOpts{}, tel.inst.TxHandler(func(ctx context.Context, tx store.Tx, j *store.Job) error {
+				inSpan(ctx)
+				close(ran)
+				return nil
+			}))
+		}()
+		<-ran
+		stop()
+		require.NoError(t, <-worked)
+
+		done := make(chan struct{})
+		cl := client.New(s, client.Opts{Middleware: []client.Middleware{tel.inst.Middleware()}, NoScheduler: true, NoJanitor: true})
+		require.NoError(t, cl.HandleTx(viaClient, store.WorkOpts{}, func(ctx context.Context, tx store.Tx, j *store.Job) error {
+			inSpan(ctx)
+			close(done)
+			return nil
+		}))
+		require.NoError(t, cl.Start(c))
+		<-done
+		require.NoError(t, cl.Stop(c))
+
+		spans := tel.spans.Ended()
+		for _, q := range []string{"tx-direct", "tx-client"} {
+			enq := spanNamed(t, spans, "enqueue "+q)
+			work := spanNamed(t, spans, "process "+q)
+			assert.Equal(t, root.SpanContext().TraceID(), work.SpanContext().TraceID(), "%s: the request's trace", q)
+			assert.Equal(t, enq.SpanContext().SpanID(), work.Parent().SpanID(), "%s: the handler continues the enqueue", q)
+			assert.Equal(t, trace.SpanKindConsumer, work.SpanKind())
+			assert.Equal(t, "completed", attrs(work)[alkotel.KeyOutcome].AsString(), q)
+		}
+	})
+}
