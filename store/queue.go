@@ -197,6 +197,9 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 		if err != nil {
 			return 0, err
 		}
+		if err := q.register(ctx, o, now); err != nil {
+			return 0, err
+		}
 		id, err := o.enqueue(ctx, q.name, now, j)
 		if err == nil {
 			o.afterCommit(q.wake)
@@ -273,6 +276,9 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob
 		if len(jobs) == 0 {
 			return enqueued{ids: []int64{}}, nil
 		}
+		if err := q.register(ctx, o, now); err != nil {
+			return enqueued{}, err
+		}
 		var r enqueued
 		var err error
 		if unique {
@@ -288,6 +294,22 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob
 }
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
+
+// register gives the queue a settings row (the defaults) the first time
+// this store enqueues into it, in the enqueue's own transaction, so that
+// Store.Queues lists the queue once its jobs are gone. It costs one
+// statement per queue per Store: the name is remembered once the row has
+// committed (a rolled-back transaction leaves it to the next enqueue).
+func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
+	if _, ok := q.s.registered.Load(q.name); ok {
+		return nil
+	}
+	if err := o.registerQueue(ctx, q.name, now); err != nil {
+		return err
+	}
+	o.afterCommit(func() { q.s.registered.Store(q.name, struct{}{}) })
+	return nil
+}
 
 // Claim takes up to n claimable jobs for worker (none while the queue is
 // paused): ready jobs in priority
@@ -631,7 +653,10 @@ type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
 	Running     int64         // claimed
-	Dead        int64         // failed for good (state dead; completed, cancelled and expired jobs are not counted)
+	Dead        int64         // failed for good (state dead)
+	Completed   int64         // acked and kept (only in a queue with QueueConfig.CompletedRetention)
+	Cancelled   int64         // cancelled by Queue.Cancel, until deleted or requeued
+	Expired     int64         // not run before their ExpiresAt, until deleted or requeued
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
 	Paused      bool          // Pause was called and Resume not since (Queue.Stats only)
 }

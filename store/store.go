@@ -61,6 +61,7 @@ type Store struct {
 	life       *lifecycle
 	closeOnce  sync.Once
 	closeErr   error // what the first Shutdown returned
+	registered sync.Map // queue names whose settings row this store has committed (Queue.register)
 }
 
 // Option configures Open and OpenPool.
