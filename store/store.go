@@ -60,7 +60,7 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	closeErr   error // what the first Shutdown returned
+	closeErr   error    // what the first Shutdown returned
 	registered sync.Map // queue names whose settings row this store has committed (Queue.register)
 }
 
