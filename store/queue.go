@@ -296,18 +296,24 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
 
 // register gives the queue a settings row (the defaults) the first time
-// this store enqueues into it, in the enqueue's own transaction, so that
-// Store.Queues lists the queue once its jobs are gone. It costs one
-// statement per queue per Store: the name is remembered once the row has
-// committed (a rolled-back transaction leaves it to the next enqueue).
+// this store claims from it or enqueues into it on its own (not in the
+// caller's transaction), so that Store.Queues lists the queue once its
+// jobs are gone. It costs one auto-commit statement per queue per Store.
+// Inside the caller's transaction it does nothing: there the insert would
+// hold the new row's lock until that transaction ends, and every other
+// transaction's first enqueue into the queue would wait for it (or
+// deadlock, two queues in opposite orders).
 func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
+	if !o.auto {
+		return nil
+	}
 	if _, ok := q.s.registered.Load(q.name); ok {
 		return nil
 	}
 	if err := o.registerQueue(ctx, q.name, now); err != nil {
 		return err
 	}
-	o.afterCommit(func() { q.s.registered.Store(q.name, struct{}{}) })
+	q.s.registered.Store(q.name, struct{}{})
 	return nil
 }
 
@@ -331,6 +337,9 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time
 			return []*Job{}, nil
 		}
 		now := q.s.now()
+		if err := q.register(ctx, o, now); err != nil {
+			return nil, err
+		}
 		token, err := newClaimToken()
 		if err != nil {
 			return nil, err

@@ -156,9 +156,10 @@ type QueueInfo struct {
 }
 
 // Queues lists every queue that has jobs or stored settings, by name, with
-// its settings, paused flag and counts (as Stats reports them). A queue
-// this library has enqueued into keeps its settings row, so it is listed
-// while it holds no job. An outbox's backing queue is listed under its
+// its settings, paused flag and counts (as Stats reports them). A queue is
+// listed while it holds no job once it has a settings row: it was paused
+// or configured, a worker claimed from it, or Enqueue (not EnqueueTx) added
+// to it; the row is written once per queue per Store. An outbox's backing queue is listed under its
 // reserved name, with the outbox's own name in Outbox.
 func (s *Store) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return run(handle{s: s}, "queues", autoRead, func(o target) ([]QueueInfo, error) {

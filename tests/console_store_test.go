@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 
 // TestQueuesListsIdleQueues: a queue whose jobs are all gone (acked and
 // deleted) is still listed by Store.Queues, with zero counts, also by a
-// store opened afterwards; a queue whose only enqueue rolled back is not.
+// store opened afterwards, and so is a queue a worker claimed from while it
+// was empty; a queue whose only enqueue rolled back is not.
 func TestQueuesListsIdleQueues(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -35,20 +37,25 @@ func TestQueuesListsIdleQueues(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(c))
 
+		polled, err := e.open(t).Queue("polled").Claim(c, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.Empty(t, polled)
+
 		for _, st := range []*store.Store{s, e.open(t)} {
 			qs, err := st.Queues(c)
 			require.NoError(t, err)
-			require.Len(t, qs, 1, "the acked queue only: %+v", qs)
+			require.Len(t, qs, 2, "the acked queue and the polled one: %+v", qs)
 			assert.Equal(t, "emails", qs[0].Name)
 			assert.Zero(t, qs[0].Stats)
 			assert.Empty(t, qs[0].Outbox)
+			assert.Equal(t, "polled", qs[1].Name)
 		}
-		// The rolled-back registration is made by the next enqueue.
+		// A plain enqueue registers the queue.
 		_, err = s.Queue("never").Enqueue(c, nil, store.EnqueueOpts{})
 		require.NoError(t, err)
 		qs, err := s.Queues(c)
 		require.NoError(t, err)
-		require.Len(t, qs, 2)
+		require.Len(t, qs, 3)
 		assert.Equal(t, "never", qs[1].Name)
 		assert.EqualValues(t, 1, qs[1].Stats.Ready)
 	})
@@ -173,5 +180,114 @@ func TestScheduleTrigger(t *testing.T) {
 
 		_, err = s.Schedule("nope").Trigger(c)
 		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
+
+// TestStreamFollowFromAnOffset: Follow delivers the events after the
+// given offset, then new ones as they commit, and saves no offset.
+func TestStreamFollowFromAnOffset(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("tail")
+		var offs []int64
+		for i := range 3 {
+			off, err := st.Publish(c, []byte{byte('a' + i)})
+			require.NoError(t, err)
+			offs = append(offs, off)
+		}
+		_, err := st.Follow(c, -1, store.SubscribeOpts{})
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		_, err = st.Follow(c, 0, store.SubscribeOpts{AutoSaveEvery: 1})
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+
+		r, err := st.Follow(c, offs[0], store.SubscribeOpts{})
+		require.NoError(t, err)
+		defer r.Close()
+		for _, want := range offs[1:] {
+			ev, err := r.Recv(c)
+			require.NoError(t, err)
+			assert.Equal(t, want, ev.Offset)
+		}
+		// Published after Follow started: delivered by the wake, not a poll
+		// (the safety poll is far longer than the test's patience).
+		later, err := s.Stream("tail").Publish(c, []byte("d"))
+		require.NoError(t, err)
+		rc, cancel := context.WithTimeout(c, 3*time.Second)
+		defer cancel()
+		ev, err := r.Recv(rc)
+		require.NoError(t, err)
+		assert.Equal(t, later, ev.Offset)
+		assert.Equal(t, []byte("d"), ev.Payload)
+		require.ErrorIs(t, r.SaveOffset(c), store.ErrInvalidArgument)
+	})
+}
+
+// TestStreamHeadsRaw: Stream.Heads lists current heads with raw payloads
+// (not JSON), in key order, skipping tombstones' keys as Topic.Heads does.
+func TestStreamHeadsRaw(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("users")
+		_, err := st.PublishWithKey(c, "b", []byte("not json"))
+		require.NoError(t, err)
+		_, err = st.PublishWithKey(c, "a", []byte("A1"))
+		require.NoError(t, err)
+		_, err = st.PublishWithKey(c, "a", []byte("A2"))
+		require.NoError(t, err)
+		heads, err := st.Heads(c, "", 10)
+		require.NoError(t, err)
+		require.Len(t, heads, 2)
+		assert.Equal(t, "a", heads[0].Key)
+		assert.Equal(t, []byte("A2"), heads[0].Payload)
+		assert.Equal(t, "b", heads[1].Key)
+		heads, err = st.Heads(c, "a", 10)
+		require.NoError(t, err)
+		require.Len(t, heads, 1)
+		assert.Equal(t, "b", heads[0].Key)
+	})
+}
+
+// TestChangesSignalsAnyWrite: Store.Changes signals after an enqueue, a
+// publish, a pause, from this store and from another one (another process's
+// writes arrive through the wake feed), and closes with its context.
+func TestChangesSignalsAnyWrite(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		other := e.open(t)
+		c := ctx(t)
+		wc, stop := context.WithCancel(c)
+		ch, err := s.Changes(wc)
+		require.NoError(t, err)
+		drain := func() {
+			for {
+				select {
+				case <-ch:
+				default:
+					return
+				}
+			}
+		}
+		expect := func(what string, write func() error) {
+			t.Helper()
+			drain()
+			require.NoError(t, write())
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no change signalled after %s", what)
+			}
+		}
+		expect("an enqueue", func() error { _, err := s.Queue("q").Enqueue(c, nil, store.EnqueueOpts{}); return err })
+		expect("a publish", func() error { _, err := s.Stream("st").Publish(c, nil); return err })
+		expect("a pause", func() error { return s.Queue("q").Pause(c) })
+		expect("another store's enqueue", func() error {
+			_, err := other.Queue("q2").Enqueue(c, nil, store.EnqueueOpts{})
+			return err
+		})
+		stop()
+		for range ch {
+		}
 	})
 }
