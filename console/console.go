@@ -55,17 +55,17 @@ type Options struct {
 
 // Console is the web console's http.Handler. Close it when done.
 type Console struct {
-	st       *store.Store
-	opts     Options
-	base     string
-	secret   []byte
-	tmpl     map[string]*template.Template
-	mux      *http.ServeMux
-	sampler  *sampler
-	log      *slog.Logger
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	st      *store.Store
+	opts    Options
+	base    string
+	secret  []byte
+	tmpl    map[string]*template.Template
+	mux     *http.ServeMux
+	sampler *sampler
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New returns the console for st and starts its sampler (one goroutine

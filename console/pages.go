@@ -175,14 +175,14 @@ func (c *Console) findJob(w http.ResponseWriter, r *http.Request) {
 }
 
 type streamData struct {
-	Stats    store.StreamStats
-	Events   []store.Event
-	After    int64
-	Earlier  int64 // the After of the previous window; -1 for none
-	Heads    []store.Head
-	HeadsAt  string
-	NextKey  string
-	Chart    template.HTML
+	Stats   store.StreamStats
+	Events  []store.Event
+	After   int64
+	Earlier int64 // the After of the previous window; -1 for none
+	Heads   []store.Head
+	HeadsAt string
+	NextKey string
+	Chart   template.HTML
 }
 
 const eventWindow = 50

@@ -10,21 +10,21 @@ import (
 // durations in seconds. Documented in README.md ("Command line").
 
 type jobJSON struct {
-	ID             int64        `json:"id"`
-	Queue          string       `json:"queue"`
-	State          string       `json:"state"`
-	Priority       int          `json:"priority"`
-	Attempts       int          `json:"attempts"`
-	MaxAttempts    int          `json:"max_attempts"`
-	CreatedAt      time.Time    `json:"created_at"`
-	RunAt          time.Time    `json:"run_at"`
-	ClaimedAt      *time.Time   `json:"claimed_at,omitempty"`
-	ClaimExpiresAt *time.Time   `json:"claim_expires_at,omitempty"`
-	ExpiresAt      *time.Time   `json:"expires_at,omitempty"`
-	FinishedAt     *time.Time   `json:"finished_at,omitempty"`
-	Worker         string       `json:"worker,omitempty"`
-	LastError      string       `json:"last_error,omitempty"`
-	Errors         []errorJSON  `json:"errors,omitempty"`
+	ID             int64       `json:"id"`
+	Queue          string      `json:"queue"`
+	State          string      `json:"state"`
+	Priority       int         `json:"priority"`
+	Attempts       int         `json:"attempts"`
+	MaxAttempts    int         `json:"max_attempts"`
+	CreatedAt      time.Time   `json:"created_at"`
+	RunAt          time.Time   `json:"run_at"`
+	ClaimedAt      *time.Time  `json:"claimed_at,omitempty"`
+	ClaimExpiresAt *time.Time  `json:"claim_expires_at,omitempty"`
+	ExpiresAt      *time.Time  `json:"expires_at,omitempty"`
+	FinishedAt     *time.Time  `json:"finished_at,omitempty"`
+	Worker         string      `json:"worker,omitempty"`
+	LastError      string      `json:"last_error,omitempty"`
+	Errors         []errorJSON `json:"errors,omitempty"`
 	payloadJSON
 }
 
