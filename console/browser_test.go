@@ -138,9 +138,13 @@ func live() chromedp.Action[chromedp.Void] {
 	return chromedp.WaitVisible(chromedp.CSS(`body[data-live="on"]`))
 }
 
-func visible(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
-func gone(sel string) chromedp.Action[chromedp.Void]    { return chromedp.WaitNotPresent(chromedp.CSS(sel)) }
-func click(sel string) chromedp.Action[chromedp.Void]   { return chromedp.Click(chromedp.CSS(sel)) }
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+func gone(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitNotPresent(chromedp.CSS(sel))
+}
+func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
 func count(t *testing.T, e *env, selector string) int {
 	t.Helper()
