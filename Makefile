@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 
 SQLC := go tool -modfile=tools/go.mod sqlc
 
-.PHONY: demo test bench bench-scale vet generate sqlc-diff tidy-diff fmt-diff
+.PHONY: demo test bench bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## demo: publish and read back on embedded SQLite (no setup)
 demo:
@@ -48,3 +48,7 @@ tidy-diff:
 fmt-diff:
 	@out=$$("$$(go env GOROOT)/bin/gofmt" -l .); \
 	if [ -n "$$out" ]; then echo "not gofmt-clean:"; echo "$$out"; exit 1; fi
+
+## screenshots: render the web console's main pages on a demo data set to docs/screenshots/*.png (needs chromium; not part of test)
+screenshots:
+	go run ./internal/consoledemo -out docs/screenshots

@@ -51,6 +51,9 @@ type Options struct {
 	SampleInterval time.Duration
 	// Logger receives failed reads and actions; default slog.Default().
 	Logger *slog.Logger
+	// Clock stamps chart samples and places them on the hour; default
+	// time.Now. Demos (make screenshots) speed it up.
+	Clock func() time.Time
 }
 
 // Console is the web console's http.Handler. Close it when done.
@@ -74,13 +77,16 @@ func New(st *store.Store, opts Options) *Console {
 	if opts.SampleInterval <= 0 {
 		opts.SampleInterval = 10 * time.Second
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
 	c := &Console{st: st, opts: opts, base: strings.TrimRight(opts.Prefix, "/"), secret: newSecret(),
 		log: opts.Logger, mux: http.NewServeMux()}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	c.tmpl = parseTemplates(c.base)
-	c.sampler = newSampler(st, opts.SampleInterval)
+	c.sampler = newSampler(st, opts.SampleInterval, opts.Clock)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go func() {

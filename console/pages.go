@@ -38,7 +38,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	if snap.Err != nil {
 		d.Err = snap.Err.Error()
 	}
-	now := time.Now()
+	now := c.opts.Clock()
 	for _, q := range snap.Queues {
 		d.Queues = append(d.Queues, queueRow{QueueInfo: q, Chart: queueChart(q.Name, samples, now)})
 	}
@@ -116,7 +116,7 @@ func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		d.After = after
 	}
 	_, samples, _ := c.sampler.latest()
-	d.Chart = queueChart(name, samples, time.Now())
+	d.Chart = queueChart(name, samples, c.opts.Clock())
 	if ob, ok := strings.CutPrefix(name, store.OutboxQueuePrefix); ok {
 		d.Outbox = ob
 		st, err := c.st.Outbox(ob).Stats(r.Context())
@@ -196,7 +196,7 @@ func (c *Console) streamPage(w http.ResponseWriter, r *http.Request) {
 			d.Stats = s
 		}
 	}
-	d.Chart = lagChart(d.Stats, samples, time.Now())
+	d.Chart = lagChart(d.Stats, samples, c.opts.Clock())
 	d.After = max(d.Stats.HeadOffset-eventWindow, 0)
 	if a := r.URL.Query().Get("after"); a != "" {
 		after, err := strconv.ParseInt(a, 10, 64)

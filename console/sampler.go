@@ -34,6 +34,7 @@ type sample struct {
 // never read the overview from the database themselves.
 type sampler struct {
 	st       *store.Store
+	clock    func() time.Time
 	interval time.Duration
 	minGap   time.Duration
 	keep     int // samples kept: an hour's worth
@@ -45,8 +46,8 @@ type sampler struct {
 	subs    map[chan int64]struct{}
 }
 
-func newSampler(st *store.Store, interval time.Duration) *sampler {
-	return &sampler{st: st, interval: interval, minGap: 250 * time.Millisecond,
+func newSampler(st *store.Store, interval time.Duration, clock func() time.Time) *sampler {
+	return &sampler{st: st, clock: clock, interval: interval, minGap: 250 * time.Millisecond,
 		keep: int(time.Hour/interval) + 1, subs: map[chan int64]struct{}{}}
 }
 
@@ -89,6 +90,7 @@ func (s *sampler) run(ctx context.Context) {
 // refresh reads the store once; with record it also adds a chart sample.
 func (s *sampler) refresh(ctx context.Context, record bool) {
 	snap := snapshot{At: time.Now()}
+	sampledAt := s.clock()
 	snap.Queues, snap.Err = s.st.Queues(ctx)
 	if snap.Err == nil {
 		var stats store.Stats
@@ -106,7 +108,7 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 	s.snap = snap
 	s.version++
 	if record && snap.Err == nil {
-		p := sample{At: snap.At, Depth: map[string]int64{}, Running: map[string]int64{}, Finished: map[string]int64{}, Lag: map[string]int64{}}
+		p := sample{At: sampledAt, Depth: map[string]int64{}, Running: map[string]int64{}, Finished: map[string]int64{}, Lag: map[string]int64{}}
 		for _, q := range snap.Queues {
 			p.Depth[q.Name] = q.Stats.Ready + q.Stats.Scheduled
 			p.Running[q.Name] = q.Stats.Running
@@ -118,9 +120,11 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 			}
 		}
 		s.samples = append(s.samples, p)
-		if len(s.samples) > s.keep {
-			s.samples = append(s.samples[:0], s.samples[len(s.samples)-s.keep:]...)
+		cut := 0 // older than an hour, or past the count an hour holds
+		for cut < len(s.samples) && (sampledAt.Sub(s.samples[cut].At) > time.Hour || len(s.samples)-cut > s.keep) {
+			cut++
 		}
+		s.samples = append(s.samples[:0], s.samples[cut:]...)
 	}
 	for c := range s.subs {
 		select {
