@@ -33,7 +33,7 @@ type overviewData struct {
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
-	snap, samples, _ := c.sampler.latest()
+	snap, samples, _ := c.sampler.latest(r.Context())
 	d := overviewData{At: snap.At, Schedules: snap.Schedules}
 	if snap.Err != nil {
 		d.Err = snap.Err.Error()
@@ -115,7 +115,7 @@ func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.After = after
 	}
-	_, samples, _ := c.sampler.latest()
+	_, samples, _ := c.sampler.latest(r.Context())
 	d.Chart = queueChart(name, samples, c.opts.Clock())
 	if ob, ok := strings.CutPrefix(name, store.OutboxQueuePrefix); ok {
 		d.Outbox = ob
@@ -189,7 +189,7 @@ const eventWindow = 50
 
 func (c *Console) streamPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	snap, samples, _ := c.sampler.latest()
+	snap, samples, _ := c.sampler.latest(r.Context())
 	d := streamData{Stats: store.StreamStats{Name: name}, Earlier: -1}
 	for _, s := range snap.Streams {
 		if s.Name == name {

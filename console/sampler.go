@@ -44,16 +44,19 @@ type sampler struct {
 	samples []sample
 	version int64
 	subs    map[chan int64]struct{}
+	ready   chan struct{} // closed once the first snapshot is in
+	once    sync.Once
 }
 
 func newSampler(st *store.Store, interval time.Duration, clock func() time.Time) *sampler {
 	return &sampler{st: st, clock: clock, interval: interval, minGap: 250 * time.Millisecond,
-		keep: int(time.Hour/interval) + 1, subs: map[chan int64]struct{}{}}
+		keep: int(time.Hour/interval) + 1, subs: map[chan int64]struct{}{}, ready: make(chan struct{})}
 }
 
 // run reads a snapshot now, then on every change and every interval,
 // until ctx ends.
 func (s *sampler) run(ctx context.Context) {
+	defer s.once.Do(func() { close(s.ready) }) // never leave a page waiting for a sampler that stopped
 	changes, err := s.st.Changes(ctx)
 	if err != nil {
 		s.refresh(ctx, true)
@@ -107,6 +110,7 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 	defer s.mu.Unlock()
 	s.snap = snap
 	s.version++
+	s.once.Do(func() { close(s.ready) })
 	if record && snap.Err == nil {
 		p := sample{At: sampledAt, Depth: map[string]int64{}, Running: map[string]int64{}, Finished: map[string]int64{}, Lag: map[string]int64{}}
 		for _, q := range snap.Queues {
@@ -134,8 +138,13 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 	}
 }
 
-// latest returns the current snapshot and the samples (copies).
-func (s *sampler) latest() (snapshot, []sample, int64) {
+// latest returns the current snapshot and the samples (copies), waiting
+// for the first snapshot (or ctx).
+func (s *sampler) latest(ctx context.Context) (snapshot, []sample, int64) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snap, append([]sample(nil), s.samples...), s.version
