@@ -128,4 +128,3 @@ func check(url, password string) error {
 	}
 	return nil
 }
-
