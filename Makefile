@@ -5,7 +5,11 @@ export GOFLAGS := -buildvcs=false
 
 SQLC := go tool -modfile=tools/go.mod sqlc
 
+<<<<<<< HEAD
 .PHONY: demo test bench bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+=======
+.PHONY: demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff
+>>>>>>> main
 
 ## demo: publish and read back on embedded SQLite (no setup)
 demo:
@@ -18,6 +22,16 @@ test:
 ## bench: throughput figures beside their raw-SQL ceilings, both engines
 bench:
 	go run ./bench
+
+## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
+## BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams picks sections;
+## ROUNDS runs a side; BENCH_FLAGS go to every bench run. See README, Performance.
+BASE ?=
+ONLY ?= streams,queues,receivers,compaction,scheduling
+ROUNDS ?= 4
+BENCH_FLAGS ?= -d 1s
+bench-compare:
+	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -- $(BENCH_FLAGS)
 
 ## bench-scale: costs beside 1e5, 1e6 and 1e7 unrelated rows, both engines (about a quarter of an hour; not in bench)
 bench-scale:

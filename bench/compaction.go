@@ -17,11 +17,15 @@ func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 	payload := make([]byte, 128)
 	st := s.Stream("keyed")
 	for _, keys := range []int{1, 64, 1024} {
+		what := fmt.Sprintf("keyed publish, %d keys (vs unkeyed)", keys)
+		if !want(engine, what) {
+			continue
+		}
 		keyed, unkeyed := pair(8, func() error {
 			_, err := st.PublishWithKey(ctx, fmt.Sprint("k", rand.IntN(keys)), payload)
 			return err
 		}, func() error { _, err := st.Publish(ctx, payload); return err })
-		cmp(engine, fmt.Sprintf("keyed publish, %d keys (vs unkeyed)", keys), keyed, unkeyed, "unkeyed")
+		cmp(engine, what, keyed, unkeyed, "unkeyed")
 	}
 
 	topic := s.Topic[struct{ N int }]("locked")
@@ -40,13 +44,18 @@ func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 		})
 	}
 	var seq atomic.Int64
-	distinct := rate(8, func() error { return cycle(fmt.Sprint("d", seq.Add(1)%4096)) })
-	hot := rate(8, func() error { return cycle("hot") })
-	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → publish cycles/s, distinct keys", distinct, "")
-	fmt.Printf("%-8s %-44s %14.0f %14s\n", engine, "lock → publish cycles/s, one hot key", hot, "")
+	if what := "lock → publish cycles/s, distinct keys"; want(engine, what) {
+		plain(engine, what, rate(8, func() error { return cycle(fmt.Sprint("d", seq.Add(1)%4096)) }))
+	}
+	if what := "lock → publish cycles/s, one hot key"; want(engine, what) {
+		plain(engine, what, rate(8, func() error { return cycle("hot") }))
+	}
 }
 
 // cmp prints a figure beside another of the same run (not raw SQL).
 func cmp(engine, what string, a, b float64, bName string) {
+	if emit(fig{Engine: engine, Figure: what, Value: a, Unit: "/s", Ceiling: b, Beside: bName}) {
+		return
+	}
 	fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f  (beside %s)\n", engine, what, a, b, a/b, bName)
 }

@@ -7,6 +7,7 @@
 //	go run ./bench -only scheduling
 //	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
 //	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
+//	go run ./bench -only queues -list  # figure names; -figure NAME -json measures one (make bench-compare)
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
 // not statements the library runs.
@@ -88,7 +89,9 @@ func main() {
 			return
 		}
 	}
-	fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
+	if !*listFigs && !*jsonOut {
+		fmt.Printf("%-8s %-44s %14s %14s %7s\n", "engine", "measurement", "alkstore", "raw SQL", "ratio")
+	}
 	litePath := filepath.Join(dir, "bench.db")
 	for _, e := range []struct {
 		name  string
@@ -103,6 +106,9 @@ func main() {
 			func(o ...store.Option) *store.Store { return must(store.Open(ctx, litePath, o...)) },
 			func() scaleTarget { return liteScaleTarget(ctx, filepath.Join(dir, "scale.db")) }},
 	} {
+		if !wantEngine(e.name) {
+			continue
+		}
 		s, r := e.open()
 		if section("streams") {
 			benchStreams(ctx, e.name, s, r)
@@ -127,7 +133,7 @@ func main() {
 			t.s.Close()
 		}
 	}
-	if *peers && section("queues") {
+	if *peers && section("queues") && *figure == "" && !*listFigs && !*jsonOut {
 		peersDSN, err := srv.NewDatabase(ctx)
 		if err != nil {
 			log.Fatal(err)
@@ -174,12 +180,20 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 	payload := make([]byte, 128)
 	st := s.Stream("bench")
 	for _, workers := range []int{1, 8} {
+		what := fmt.Sprintf("publish, %d publisher(s) (events/s)", workers)
+		if !want(engine, what) {
+			continue
+		}
 		lib, ceil := pair(workers, func() error { _, err := st.Publish(ctx, payload); return err },
 			func() error { return r.insert(ctx, payload) })
-		row(engine, fmt.Sprintf("publish, %d publisher(s) (events/s)", workers), lib, ceil)
+		row(engine, what, lib, ceil)
 	}
 
 	// Replay: fill a fresh stream, then read it back in pages of 1000.
+	const replayWhat = "replay read, pages of 1000 (events/s)"
+	if !want(engine, replayWhat) {
+		return
+	}
 	replay := s.Stream("replay")
 	msgs := make([]store.Message, 1000)
 	for i := range msgs {
@@ -216,7 +230,7 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 		}
 		return float64(n) / time.Since(start).Seconds()
 	})
-	row(engine, "replay read, pages of 1000 (events/s)", lib, ceil)
+	row(engine, replayWhat, lib, ceil)
 }
 
 // pair measures a figure and its ceiling alternately (A B A B A B), so
@@ -263,12 +277,19 @@ func once(workers int, op func() error) float64 {
 func best(measure func() float64) float64 { return max(measure(), measure()) }
 
 func row(engine, what string, lib, ceil float64) {
+	results[engine+" "+what] = lib
+	f := fig{Engine: engine, Figure: what, Value: lib, Unit: unit(what)}
+	if ceil != 0 {
+		f.Ceiling, f.Beside = ceil, "raw SQL"
+	}
+	if emit(f) {
+		return
+	}
 	if ceil == 0 { // no raw SQL counterpart
 		fmt.Printf("%-8s %-44s %14.0f %14s %7s\n", engine, what, lib, "-", "-")
 	} else {
 		fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", engine, what, lib, ceil, lib/ceil)
 	}
-	results[engine+" "+what] = lib
 }
 
 func must[T any](v T, err error) T {

@@ -17,49 +17,60 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	payload := []byte(`{"to":"someone@example.com"}`)
 	q := s.Queue("bench")
 	for _, workers := range []int{1, 8} {
+		what := fmt.Sprintf("enqueue, %d producer(s) (jobs/s)", workers)
+		if !want(engine, what) {
+			continue
+		}
 		lib, ceil := pair(workers, func() error { _, err := q.Enqueue(ctx, payload, store.EnqueueOpts{}); return err },
 			func() error { return r.insertJob(ctx, payload) })
-		row(engine, fmt.Sprintf("enqueue, %d producer(s) (jobs/s)", workers), lib, ceil)
+		row(engine, what, lib, ceil)
 	}
 
 	// Unique jobs: a fresh key each time (an insert through the unique
 	// index), then the same key again and again (a duplicate: the insert
 	// conflicts and the holder is read).
 	var seq atomic.Int64
-	uniq := rate(1, func() error {
-		_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: fmt.Sprint("k", seq.Add(1))}})
-		return err
-	})
-	row(engine, "enqueue unique, new key (jobs/s)", uniq, 0)
-	dup := rate(1, func() error {
-		_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k1"}})
-		return err
-	})
-	row(engine, "enqueue unique, duplicate (calls/s)", dup, 0)
+	if what := "enqueue unique, new key (jobs/s)"; want(engine, what) {
+		uniq := rate(1, func() error {
+			_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: fmt.Sprint("k", seq.Add(1))}})
+			return err
+		})
+		row(engine, what, uniq, 0)
+	}
+	if what := "enqueue unique, duplicate (calls/s)"; want(engine, what) {
+		dup := rate(1, func() error {
+			_, err := q.Enqueue(ctx, payload, store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k1"}})
+			return err
+		})
+		row(engine, what, dup, 0)
+	}
 
 	jobs := make([]store.NewJob, 1000)
 	payloads := make([][]byte, len(jobs))
 	for i := range jobs {
 		jobs[i].Payload, payloads[i] = payload, payload
 	}
-	lib, ceil := pair(1, func() error { _, err := q.EnqueueMany(ctx, jobs); return err },
-		func() error { return r.insertJobs(ctx, payloads) })
-	lib, ceil = lib*float64(len(jobs)), ceil*float64(len(jobs))
-	row(engine, "EnqueueMany of 1,000 (jobs/s)", lib, ceil)
+	if what := "EnqueueMany of 1,000 (jobs/s)"; want(engine, what) {
+		lib, ceil := pair(1, func() error { _, err := q.EnqueueMany(ctx, jobs); return err },
+			func() error { return r.insertJobs(ctx, payloads) })
+		row(engine, what, lib*float64(len(jobs)), ceil*float64(len(jobs)))
+	}
 
 	// Burn-down: fill a fresh queue, then time Work with a no-op handler
 	// until every job is acked; the ceiling removes the same number of rows
 	// with a fused claim-and-delete, as many workers in parallel.
-	burn := s.Queue("burndown")
-	for i := 0; i < *burnN; i += len(jobs) {
-		must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
+	if what := fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN); want(engine, what) {
+		burn := s.Queue("burndown")
+		for i := 0; i < *burnN; i += len(jobs) {
+			must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
+		}
+		for i := 0; i < *burnN; i += len(payloads) {
+			must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
+		}
+		lib := burnDown(ctx, burn, *burnN)
+		ceil := rawBurnDown(ctx, r, *burnN)
+		row(engine, what, lib, ceil)
 	}
-	for i := 0; i < *burnN; i += len(payloads) {
-		must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
-	}
-	lib = burnDown(ctx, burn, *burnN)
-	ceil = rawBurnDown(ctx, r, *burnN)
-	row(engine, fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN), lib, ceil)
 }
 
 func burnDown(ctx context.Context, q *store.Queue, total int) float64 {

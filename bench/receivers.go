@@ -25,39 +25,49 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 		what string
 		sub  *store.Store
 	}{{"in-process", s}, {"via the feed (second store)", other}} {
+		what := "publish → Recv " + c.what
+		if !want(engine, what) {
+			continue
+		}
 		p50, p99 := wakeLatency(ctx, s, c.sub, "lat-"+strconv.Itoa(len(c.what)), 200)
-		fmt.Printf("%-8s %-44s %14s %14s\n", engine, "publish → Recv "+c.what, "p50 "+p50.Round(time.Microsecond).String(),
-			"p99 "+p99.Round(time.Microsecond).String())
+		wakeRow(engine, what, p50, p99)
 	}
 
 	// End to end: 8 publishers, one subscriber keeping up.
-	st := s.Stream("e2e")
-	rcv := must(st.Subscribe(ctx, "e2e", store.SubscribeOpts{Buffer: 1024, PageSize: 1000}))
-	defer rcv.Close()
-	payload := make([]byte, 128)
-	var wg sync.WaitGroup
-	start := time.Now()
-	const per = 2000
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < per; i++ {
-				must(st.Publish(ctx, payload))
-			}
-		}()
+	if what := "8 publishers → 1 subscriber (events/s)"; want(engine, what) {
+		st := s.Stream("e2e")
+		rcv := must(st.Subscribe(ctx, "e2e", store.SubscribeOpts{Buffer: 1024, PageSize: 1000}))
+		defer rcv.Close()
+		payload := make([]byte, 128)
+		var wg sync.WaitGroup
+		start := time.Now()
+		const per = 2000
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < per; i++ {
+					must(st.Publish(ctx, payload))
+				}
+			}()
+		}
+		for i := 0; i < 8*per; i++ {
+			must(rcv.Recv(ctx))
+		}
+		lib := float64(8*per) / time.Since(start).Seconds()
+		wg.Wait()
+		ceil := rate(8, func() error { return r.insert(ctx, payload) })
+		row(engine, what, lib, ceil)
 	}
-	for i := 0; i < 8*per; i++ {
-		must(rcv.Recv(ctx))
-	}
-	lib := float64(8*per) / time.Since(start).Seconds()
-	wg.Wait()
-	ceil := rate(8, func() error { return r.insert(ctx, payload) })
-	row(engine, "8 publishers → 1 subscriber (events/s)", lib, ceil)
 
 	// Idle: 20 parked receivers and a worker loop with nothing to do; then
 	// the same with two schedulers added (a leader, and a standby on a
 	// second store as in another process) with nothing scheduled.
+	idle1, idle2 := "idle: 20 receivers + 1 worker, CPU of one core", "idle: the same + 2 schedulers, CPU of one core"
+	want1, want2 := want(engine, idle1), want(engine, idle2)
+	if !want1 && !want2 {
+		return
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for i := 0; i < 20; i++ {
@@ -65,10 +75,14 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 		defer rr.Close()
 	}
 	go s.Queue("idle").Work(wctx, store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
-	idle(engine, "idle: 20 receivers + 1 worker, CPU of one core")
-	go s.Scheduler("idle-leader", store.SchedulerOpts{}).Run(wctx)
-	go other.Scheduler("idle-standby", store.SchedulerOpts{}).Run(wctx)
-	idle(engine, "idle: the same + 2 schedulers, CPU of one core")
+	if want1 {
+		idle(engine, idle1)
+	}
+	if want2 {
+		go s.Scheduler("idle-leader", store.SchedulerOpts{}).Run(wctx)
+		go other.Scheduler("idle-standby", store.SchedulerOpts{}).Run(wctx)
+		idle(engine, idle2)
+	}
 }
 
 // idle measures this process's CPU share while what runs is parked. The
@@ -80,6 +94,9 @@ func idle(engine, what string) {
 	cpu0, t0 := cpuTime(), time.Now()
 	time.Sleep(*idleFor)
 	share := (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds() * 100
+	if emit(fig{Engine: engine, Figure: what, Value: share, Unit: "% of a core", Lower: true}) {
+		return
+	}
 	fmt.Printf("%-8s %-44s %13.2f%% %14s\n", engine, what, share, "limit 5%")
 }
 
