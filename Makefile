@@ -5,11 +5,7 @@ export GOFLAGS := -buildvcs=false
 
 SQLC := go tool -modfile=tools/go.mod sqlc
 
-<<<<<<< HEAD
-.PHONY: demo test bench bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
-=======
-.PHONY: demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff
->>>>>>> main
+.PHONY: demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## demo: publish and read back on embedded SQLite (no setup)
 demo:
