@@ -37,9 +37,14 @@ func parseTemplates(base string) map[string]*template.Template {
 		"count":   count,
 		"preview": func(p []byte) string { return preview(p, listPayload) },
 		"full":    func(p []byte) string { return preview(p, pagePayload) },
-		"text":    func(s string) string { return preview([]byte(s), listPayload) },
-		"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"outbox":  displayName,
+		"text": func(s string) string {
+			if s == "" {
+				return "-"
+			}
+			return preview([]byte(s), listPayload)
+		},
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"outbox": displayName,
 		"button": func(p page, path, label, ask string) button {
 			return button{Action: base + path, Label: label, Ask: ask, CSRF: p.CSRF, Back: p.Back}
 		},
@@ -112,6 +117,9 @@ func ago(t time.Time) string {
 		return "-"
 	}
 	d := time.Since(t)
+	if d > -time.Second && d < time.Second {
+		return "now"
+	}
 	if d < 0 {
 		return "in " + short(-d)
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,4 +385,94 @@ func TestCLINeverEchoesThePassword(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code)
 	assert.NotContains(t, r.err+r.out, "s3cr3t-pw")
 	assert.NotEmpty(t, r.err)
+}
+
+// TestCLIListen: listen prints a notification sent after it started (one
+// JSON object per line) and exits 0 on SIGINT.
+func TestCLIListen(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		cmd := exec.Command(binary, "listen", "alerts", "--json")
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+dsn)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		// A notification sent before the listener attached is not delivered
+		// (notifications have no history): send until one arrives.
+		deadline := time.After(30 * time.Second)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for got := false; !got; {
+			select {
+			case line := <-lines:
+				var n map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &n), line)
+				assert.Equal(t, "alerts", n["channel"])
+				assert.Equal(t, "disk full", n["payload"])
+				got = true
+			case <-tick.C:
+				ok(t, dsn, "notify", "alerts", "disk full")
+			case <-deadline:
+				t.Fatalf("listen printed nothing; stderr: %s", stderr.String())
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "exit after SIGINT; stderr: %s", stderr.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("listen did not exit on SIGINT")
+		}
+	})
+}
+
+// TestCLIUIRefusesAnOpenAddressWithoutCredentials: ui binds loopback by
+// default and refuses any other address unless given a token or basic-auth
+// credentials.
+func TestCLIUIRefusesAnOpenAddressWithoutCredentials(t *testing.T) {
+	r := cli(t, filepath.Join(t.TempDir(), "a.db"), "ui", "--addr", "0.0.0.0:0")
+	assert.Equal(t, exitBadInput, r.code)
+	assert.Contains(t, r.err, "refusing")
+	r = cli(t, filepath.Join(t.TempDir(), "a.db"), "ui", "--addr", "0.0.0.0:0", "--user", "admin")
+	assert.Equal(t, exitBadInput, r.code, "a user without ALKSTORE_UI_PASSWORD")
+	assert.True(t, isLoopback("127.0.0.1") && isLoopback("::1") && isLoopback("localhost") && !isLoopback("0.0.0.0") && !isLoopback(""))
+}
+
+// TestUIGuard: the token (header, cookie, or once in the query, which
+// sets the cookie and leaves the address bar) and basic auth let a request
+// through; nothing else does.
+func TestUIGuard(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := guard(inner, "tok-123", "admin", "pw")
+	do := func(mod func(r *http.Request)) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		mod(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	assert.Equal(t, http.StatusUnauthorized, do(func(*http.Request) {}).Code)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-123") }).Code)
+	assert.Equal(t, http.StatusUnauthorized, do(func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }).Code)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.SetBasicAuth("admin", "pw") }).Code)
+	assert.Equal(t, http.StatusUnauthorized, do(func(r *http.Request) { r.SetBasicAuth("admin", "no") }).Code)
+	w := do(func(r *http.Request) { r.URL.RawQuery = "token=tok-123" })
+	assert.Equal(t, http.StatusSeeOther, w.Code)
+	assert.Equal(t, "/", w.Header().Get("Location"), "the token leaves the address bar")
+	cookies := w.Result().Cookies()
+	require.Len(t, cookies, 1)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.AddCookie(cookies[0]) }).Code)
 }
