@@ -45,6 +45,7 @@ func parseTemplates(base string) map[string]*template.Template {
 		},
 		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"outbox": displayName,
+		"mod4":   func(i int) int { return i % 4 },
 		"button": func(p page, path, label, ask string) button {
 			return button{Action: base + path, Label: label, Ask: ask, CSRF: p.CSRF, Back: p.Back}
 		},
