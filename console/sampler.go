@@ -8,8 +8,8 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// snapshot is what the overview shows: one read of the store, shared by
-// every viewer.
+// snapshot is what the overview shows: one read of the store
+// (Store.Queues, Store.Streams, Store.Schedules), shared by every viewer.
 type snapshot struct {
 	At        time.Time
 	Queues    []store.QueueInfo
@@ -96,9 +96,7 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 	sampledAt := s.clock()
 	snap.Queues, snap.Err = s.st.Queues(ctx)
 	if snap.Err == nil {
-		var stats store.Stats
-		stats, snap.Err = s.st.Stats(ctx)
-		snap.Streams = stats.Streams
+		snap.Streams, snap.Err = s.st.Streams(ctx)
 	}
 	if snap.Err == nil {
 		snap.Schedules, snap.Err = s.st.Schedules(ctx)

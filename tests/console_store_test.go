@@ -291,3 +291,29 @@ func TestChangesSignalsAnyWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamsIsStatsWithoutQueues: Store.Streams reports what Stats
+// reports for streams.
+func TestStreamsIsStatsWithoutQueues(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		_, err := s.Stream("b").Publish(c, []byte("x"))
+		require.NoError(t, err)
+		_, err = s.Stream("a").PublishWithKey(c, "k", []byte("v"))
+		require.NoError(t, err)
+		require.NoError(t, s.Stream("b").SaveOffset(c, "reader", 0))
+		_, err = s.Queue("q").Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		streams, err := s.Streams(c)
+		require.NoError(t, err)
+		stats, err := s.Stats(c)
+		require.NoError(t, err)
+		require.Len(t, streams, 2)
+		assert.Equal(t, stats.Streams, streams)
+		assert.Equal(t, "a", streams[0].Name)
+		assert.EqualValues(t, 1, streams[0].Keys)
+		require.Len(t, streams[1].Consumers, 1)
+		assert.EqualValues(t, 1, streams[1].Consumers[0].Lag)
+	})
+}

@@ -25,7 +25,7 @@ func (a *app) statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stats, err := st.Stats(cmd.Context())
+			streams, err := st.Streams(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -39,7 +39,7 @@ func (a *app) statsCmd() *cobra.Command {
 					Queues  []queueJSON  `json:"queues"`
 				}
 				out := statsJSON{Streams: []streamJSON{}, Queues: []queueJSON{}}
-				for _, s := range stats.Streams {
+				for _, s := range streams {
 					out.Streams = append(out.Streams, toStreamJSON(s))
 				}
 				for _, q := range queues {
@@ -48,7 +48,7 @@ func (a *app) statsCmd() *cobra.Command {
 				return jsonLine(a.out, out)
 			}
 			fmt.Fprintln(a.out, "STREAMS")
-			if err := a.printStreams(stats.Streams); err != nil {
+			if err := a.printStreams(streams); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.out, "\nQUEUES")
@@ -85,19 +85,19 @@ func (a *app) streamsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stats, err := st.Stats(cmd.Context())
+			streams, err := st.Streams(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if a.json {
-				for _, s := range stats.Streams {
+				for _, s := range streams {
 					if err := jsonLine(a.out, toStreamJSON(s)); err != nil {
 						return err
 					}
 				}
 				return nil
 			}
-			return a.printStreams(stats.Streams)
+			return a.printStreams(streams)
 		},
 	}, a.tailCmd(), a.consumersCmd(), a.resetCmd(), a.headsCmd(), a.publishCmd())
 	return cmd
@@ -131,11 +131,11 @@ func (a *app) tailCmd() *cobra.Command {
 			after := from
 			switch {
 			case end:
-				stats, err := st.Stats(ctx)
+				streams, err := st.Streams(ctx)
 				if err != nil {
 					return err
 				}
-				for _, s := range stats.Streams {
+				for _, s := range streams {
 					if s.Name == args[0] {
 						after = s.HeadOffset
 					}
@@ -227,14 +227,14 @@ func (a *app) consumersCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stats, err := st.Stats(cmd.Context())
+			streams, err := st.Streams(cmd.Context())
 			if err != nil {
 				return err
 			}
 			var found *store.StreamStats
-			for i := range stats.Streams {
-				if stats.Streams[i].Name == args[0] {
-					found = &stats.Streams[i]
+			for i := range streams {
+				if streams[i].Name == args[0] {
+					found = &streams[i]
 				}
 			}
 			if found == nil {
