@@ -134,3 +134,22 @@ func TestEventsPushAChangeAfterAWrite(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestOutboxShownByItsName: an outbox's queue is listed and titled by the
+// outbox's own name, and its messages found by id.
+func TestOutboxShownByItsName(t *testing.T) {
+	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
+		id, err := s.st.Outbox("webhooks").Enqueue(context.Background(), []byte("hook"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { // the overview's snapshot follows the write
+			_, body := get(t, s.base+"/")
+			return strings.Contains(body, ">outbox webhooks</a>")
+		}, 10*time.Second, 20*time.Millisecond)
+		code, body := get(t, s.base+"/queues/"+store.OutboxQueuePrefix+"webhooks")
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "<h1>Queue outbox webhooks")
+		code, body = get(t, s.base+"/jobs/"+itoa(id))
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "hook")
+	})
+}
