@@ -151,5 +151,6 @@ func TestOutboxShownByItsName(t *testing.T) {
 		code, body = get(t, s.base+"/jobs/"+itoa(id))
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, "hook")
+		assert.NotContains(t, body, "/cancel", "an outbox's message has no cancel or delete")
 	})
 }

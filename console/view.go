@@ -43,9 +43,10 @@ func parseTemplates(base string) map[string]*template.Template {
 			}
 			return preview([]byte(s), listPayload)
 		},
-		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"outbox": displayName,
-		"mod4":   func(i int) int { return i % 4 },
+		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"outbox":   displayName,
+		"mod4":     func(i int) int { return i % 4 },
+		"isOutbox": func(queue string) bool { return strings.HasPrefix(queue, store.OutboxQueuePrefix) },
 		"button": func(p page, path, label, ask string) button {
 			return button{Action: base + path, Label: label, Ask: ask, CSRF: p.CSRF, Back: p.Back}
 		},
