@@ -3,25 +3,48 @@
 export GOTOOLCHAIN := go1.27.3
 export GOFLAGS := -buildvcs=false
 
-SQLC := go tool -modfile=tools/go.mod sqlc
+# The CLIs that make and the tests shell out to, built from tools/go.mod into
+# the git-ignored bin/ before anything uses them: a cold build cache compiles
+# them here, never inside a test's deadline. goose gets only the Postgres and
+# SQLite drivers (tests/tools_test.go builds it with the same tags).
+GOOSE_TAGS := no_clickhouse,no_libsql,no_mssql,no_mysql,no_vertica,no_ydb
+SQLC := bin/sqlc
 
-.PHONY: demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+# Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
+GOTESTFLAGS ?=
+
+.PHONY: help check tools demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+
+## help: list the targets
+help:
+	@sed -n 's/^## \([a-z-]*\): /\1\t/p' $(MAKEFILE_LIST) | \
+		awk -F'\t' '{ printf "  %-12s %s\n", ($$1 == prev ? "" : $$1), $$2; prev = $$1 }'
+
+## check: exactly what CI runs (.ci/run installs what is missing, then runs this):
+## check: tidy-diff, fmt-diff, tools, sqlc-diff, vet, then make test
+check: tidy-diff fmt-diff tools sqlc-diff vet test
+
+## tools: build sqlc and the goose CLI (Postgres and SQLite drivers only) into bin/
+tools:
+	go build -modfile=tools/go.mod -o bin/sqlc github.com/sqlc-dev/sqlc/cmd/sqlc
+	go build -modfile=tools/go.mod -tags=$(GOOSE_TAGS) -o bin/goose github.com/pressly/goose/v3/cmd/goose
 
 ## demo: publish and read back on embedded SQLite (no setup)
 demo:
 	go run ./examples/demo
 
-## test: the whole suite, both engines (starts a throwaway PostgreSQL unless ALK_PG_DSN is set)
+## test: the whole suite, both engines (starts a throwaway PostgreSQL unless
+## test: ALK_PG_DSN is set); ALK_ENGINES=lite (or pg) runs one engine's half
 test:
-	go test -race -timeout 25m ./...
+	go test -race -timeout 25m $(GOTESTFLAGS) ./...
 
 ## bench: throughput figures beside their raw-SQL ceilings, both engines
 bench:
 	go run ./bench
 
 ## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
-## BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams picks sections;
-## ROUNDS runs a side; BENCH_FLAGS go to every bench run. See README, Performance.
+## bench-compare: BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams
+## bench-compare: picks sections; ROUNDS runs a side; BENCH_FLAGS go to every bench run (README, Performance)
 BASE ?=
 ONLY ?= streams,queues,receivers,compaction,scheduling
 ROUNDS ?= 4
@@ -33,6 +56,7 @@ bench-compare:
 bench-scale:
 	go run ./bench -only scale
 
+## vet: go vet every package
 vet:
 	go vet ./...
 
@@ -40,12 +64,12 @@ vet:
 SQLC_EXAMPLE := examples/sqlc-shared-tx/sqlc.yaml
 
 ## generate: regenerate db/ from queries/ and schema/ (and the sqlc example's code)
-generate:
+generate: tools
 	$(SQLC) generate
 	$(SQLC) generate -f $(SQLC_EXAMPLE)
 
 ## sqlc-diff: fail when db/ (or the sqlc example's code) is not what sqlc would generate
-sqlc-diff:
+sqlc-diff: tools
 	$(SQLC) diff
 	$(SQLC) diff -f $(SQLC_EXAMPLE)
 
@@ -53,8 +77,8 @@ sqlc-diff:
 tidy-diff:
 	go mod tidy -diff
 
-## fmt-diff: fail when any Go file (db/ included) is not gofmt-clean; uses the
-## pinned toolchain's gofmt, since an older one rejects newer syntax
+## fmt-diff: fail when any Go file (db/ included) is not gofmt-clean
+# Uses the pinned toolchain's gofmt, since an older one rejects newer syntax.
 fmt-diff:
 	@out=$$("$$(go env GOROOT)/bin/gofmt" -l .); \
 	if [ -n "$$out" ]; then echo "not gofmt-clean:"; echo "$$out"; exit 1; fi

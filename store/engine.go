@@ -44,13 +44,11 @@ type ops interface {
 	enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error)
 	claim(ctx context.Context, r claimReq) ([]*Job, error) // buries spent expired claims first
 	// ack, retry, bury and heartbeat are fenced by the claim token and report
-	// whether the claim still held the job.
+	// whether the claim still held the job. ack and ackMany are one atomic
+	// decision each: a held job is deleted, or ends completed when its queue
+	// keeps completed jobs, whatever Configure commits meanwhile.
 	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
 	ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
-	// ack and ackMany delete only jobs of queues that keep no completed
-	// jobs; complete and completeMany end the others completed.
-	complete(ctx context.Context, id, token int64, now time.Time) (bool, error)
-	completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
 	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
 	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
 	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
@@ -64,7 +62,8 @@ type ops interface {
 	registerQueue(ctx context.Context, queue string, now time.Time) error // a settings row with the defaults, if none
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
-	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
+	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
+	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
 	requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error)
 	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
 	listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error)

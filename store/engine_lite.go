@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -32,6 +33,7 @@ type liteEngine struct {
 	watch   *sql.DB // the change watcher's own connection
 	// Prepared statements on each pool.
 	writeQ, readQ *litedb.Queries
+	held          atomic.Pointer[writerHold] // the Begin'd transaction holding the writer slot
 }
 
 // busyTimeout covers waits on writers in other processes.
@@ -182,7 +184,7 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx)}}, nil
+	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx)}, release: e.hold()}, nil
 }
 
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
@@ -307,13 +309,22 @@ func (o liteOps) trim(ctx context.Context, stream string, horizon int64, now tim
 // liteTx is a database/sql transaction on the SQLite file, begun by the
 // store on the writer slot or adopted.
 type liteTx struct {
-	tx *sql.Tx
-	o  liteOps
+	tx      *sql.Tx
+	o       liteOps
+	release func() // the writer slot's hold record (see writerHold)
 }
 
-func (t liteTx) ops() ops                       { return t.o }
-func (t liteTx) commit(context.Context) error   { return t.tx.Commit() }
-func (t liteTx) rollback(context.Context) error { return t.tx.Rollback() }
+func (t liteTx) ops() ops { return t.o }
+
+func (t liteTx) commit(context.Context) error {
+	defer t.release()
+	return t.tx.Commit()
+}
+
+func (t liteTx) rollback(context.Context) error {
+	defer t.release()
+	return t.tx.Rollback()
+}
 
 func (t liteTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := t.tx.ExecContext(ctx, query, args...)

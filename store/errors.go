@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -73,4 +74,15 @@ func redact(err error, secret string) error {
 		return err
 	}
 	return &redactedError{err: err, secret: secret}
+}
+
+// redactAll is redact for several candidate secrets, longest first (so a
+// secret containing another is hidden whole).
+func redactAll(err error, secrets []string) error {
+	secrets = slices.Clone(secrets)
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		err = redact(err, s)
+	}
+	return err
 }

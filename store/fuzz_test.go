@@ -85,11 +85,13 @@ func FuzzCronSpec(f *testing.F) {
 	})
 }
 
-// Open refuses DSNs it does not take (other schemes, key=value) before it
-// touches anything, with ErrInvalidArgument, and never shows their password.
+// Open refuses DSNs it does not take (other schemes, key=value DSNs that
+// do not parse) before it touches anything, with ErrInvalidArgument, and
+// never shows their password.
 func FuzzOpenRefusesOtherDSNs(f *testing.F) {
-	for _, s := range []string{"mysql://u:s3cr3tpw@h/db", "host=h password=s3cr3tpw", "a:s3cr3tpw@x://h", "://u:s3cr3tpw@h",
-		" user = u", "HTTP://u:s3cr3tpw@h", "postgres:/u:s3cr3tpw@h", "00:000000@://"} {
+	for _, s := range []string{"mysql://u:s3cr3tpw@h/db", "host=h password = s3cr3tpw junk", "a:s3cr3tpw@x://h", "://u:s3cr3tpw@h",
+		" user = u x", "HTTP://u:s3cr3tpw@h", "postgres:/u:s3cr3tpw@h", "00:000000@://",
+		`password='s3cr3t\'pw x' port=p`, "password=s3cr3tpw host='unterminated", "password =s3cr3tpw port=-1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
@@ -97,7 +99,11 @@ func FuzzOpenRefusesOtherDSNs(f *testing.F) {
 		case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"),
 			strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
 			return // opened for real: FuzzPostgresDSNPasswordNeverShows covers postgres URLs
-		case dsn != "" && !strings.Contains(dsn, "://") && !keyValueDSN.MatchString(dsn):
+		case keyValueDSN.MatchString(dsn):
+			if _, err := pgxpool.ParseConfig(dsn); err == nil {
+				return // a key=value DSN that parses: Open would connect
+			}
+		case dsn != "" && !strings.Contains(dsn, "://"):
 			return // a SQLite file path
 		}
 		_, err := Open(context.Background(), dsn)
@@ -168,7 +174,7 @@ func FuzzPostgresDSNPasswordNeverShows(f *testing.F) {
 // passwordsIn lists what a reader of dsn could take for its password: the
 // text between the userinfo's ':' and '@', raw and percent-decoded.
 func passwordsIn(dsn string) []string {
-	var out []string
+	out := keyValuePasswords(dsn)
 	if p := dsnPassword(dsn); p != "" {
 		out = append(out, p)
 	}

@@ -26,6 +26,7 @@ type target struct {
 	ops
 	afterCommit func(fn func())
 	auto        bool // auto-commit: the operation waits for a connection of its own
+	write       bool // an auto-commit write: on SQLite it waits for the writer slot
 }
 
 // via chooses the target of an operation.
@@ -42,7 +43,7 @@ func autoWrite(ctx context.Context) via {
 		if err := s.writerHeldBy(ctx); err != nil {
 			return target{}, err
 		}
-		return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
+		return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true, write: true}, nil
 	}
 }
 
@@ -70,6 +71,9 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	}
 	if t.auto {
 		defer h.s.life.whileWaiting()() // a dropped transaction may hold what it waits for
+	}
+	if t.write {
+		defer h.s.watchWriterSlot(op, h.name)() // or one open on this goroutine: say so
 	}
 	res, err := fn(t)
 	if err != nil {

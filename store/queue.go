@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -88,7 +89,7 @@ type Job struct {
 	ClaimExpiresAt *time.Time
 	ExpiresAt      *time.Time
 	Worker         string
-	LastError      string
+	LastError      string         // the last attempt's error; "expired" or "cancelled" when it ended so
 	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
 	FinishedAt     *time.Time     // when it reached its final state
 
@@ -386,11 +387,7 @@ func newClaimToken() (int64, error) {
 // keeps completed jobs (QueueConfig.CompletedRetention).
 func (j *Job) Ack(ctx context.Context) error {
 	_, err := j.settle(ctx, "ack", func(o target, now time.Time) (bool, error) {
-		ok, err := o.ack(ctx, j.ID, j.token, now)
-		if err != nil || ok {
-			return ok, err
-		}
-		return o.complete(ctx, j.ID, j.token, now)
+		return o.ack(ctx, j.ID, j.token, now)
 	})
 	return err
 }
@@ -544,13 +541,7 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 		if len(refs) == 0 {
 			return 0, nil
 		}
-		now := q.s.now()
-		n, err := o.ackMany(ctx, refs, now)
-		if err != nil || n == int64(len(refs)) {
-			return n, err
-		}
-		kept, err := o.completeMany(ctx, refs, now) // the queue keeps completed jobs
-		return n + kept, err
+		return o.ackMany(ctx, refs, q.s.now())
 	})
 }
 
@@ -582,7 +573,8 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 }
 
 // Cancel ends a pending or running job in state JobCancelled, with its
-// FinishedAt set; it never runs again. A running job loses its claim: the
+// FinishedAt set and LastError "cancelled" (not an attempt's error: Errors
+// is left as it was); it never runs again. A running job loses its claim: the
 // worker running it, in this process or another, cancels its handler's
 // context (context.Cause matches ErrClaimLost) and settles nothing, and any
 // settle the handler still tries fails with ErrClaimLost. ErrNotFound when
@@ -638,21 +630,39 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 // Requeue moves a dead, cancelled or expired job back to pending, due now,
 // with its attempts reset; its Errors stay. An ExpiresAt already past is
 // dropped (the job would expire again at once). ErrNotFound when no such
-// job in one of those states; ErrInvalidArgument when the job is unique
-// and another job holds its key now.
+// job in one of those states. A unique job whose key another job holds now
+// stays where it is: ErrInvalidArgument, naming the key's digest (the
+// stored form of the key) and the holder's id; a job holding its own key
+// (a ByState that lists its state) moves.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
 	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
-		switch {
-		case keyHeld(err):
-			err = fmt.Errorf("job %d: its unique key is held by another job: %w", id, ErrInvalidArgument)
-		case err == nil && !ok:
-			err = fmt.Errorf("dead, cancelled or expired job %d: %w", id, ErrNotFound)
-		case ok:
+		if ok {
 			o.afterCommit(q.wake)
+			return nil
 		}
-		return err
+		if err != nil && !keyHeld(err) {
+			return err
+		}
+		// Not moved, or (Postgres) a job took the key meanwhile: say why.
+		h, herr := o.jobKeyHolder(ctx, q.name, id)
+		switch {
+		case herr == nil && h.holder != 0:
+			return fmt.Errorf("job %d: its unique key (digest %x) is held by job %d: %w", id, h.key, h.holder, ErrInvalidArgument)
+		case err != nil:
+			return err
+		case herr != nil && !errors.Is(noRows(herr), ErrNotFound):
+			return herr
+		}
+		return fmt.Errorf("dead, cancelled or expired job %d: %w", id, ErrNotFound)
 	})
+}
+
+// keyHolder is a job's unique key digest and the other job holding it
+// (0: none).
+type keyHolder struct {
+	key    []byte
+	holder int64
 }
 
 // QueueStats counts a queue's jobs by state. Each count is read from an

@@ -55,8 +55,22 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	return jobs, err
 }
 
+// ack deletes the job in one statement when its queue keeps no completed
+// jobs; otherwise one transaction decides again (deleted or completed), so
+// a Configure cannot commit between the two statements.
 func (o liteOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.AckJob(ctx, litedb.AckJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
+	p := litedb.AckJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()}
+	n, err := o.q.AckJob(ctx, p)
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		if n, err = q.AckJob(ctx, p); err != nil || n == 1 {
+			return err
+		}
+		n, err = q.CompleteJob(ctx, litedb.CompleteJobParams{ID: id, ClaimToken: token, Now: p.Now})
+		return err
+	})
 	return n == 1, err
 }
 
@@ -65,12 +79,28 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 	return n == 1, err
 }
 
+// ackMany is ack for a batch: the jobs the first statement did not delete
+// are acked in one transaction.
 func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
 	js, err := claimPairs(claims)
 	if err != nil {
 		return 0, err
 	}
-	return o.q.AckJobs(ctx, litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js})
+	p := litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js}
+	n, err := o.q.AckJobs(ctx, p)
+	if err != nil || n == int64(len(claims)) {
+		return n, err
+	}
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		deleted, err := q.AckJobs(ctx, p)
+		if err != nil {
+			return err
+		}
+		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams(p))
+		n += deleted + completed
+		return err
+	})
+	return n, err
 }
 
 func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
@@ -152,6 +182,11 @@ func (o liteOps) queuePaused(ctx context.Context, queue string) (bool, error) {
 func (o liteOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
 	n, err := o.q.RequeueJob(ctx, litedb.RequeueJobParams{Queue: queue, ID: id, Now: now.UnixMicro()})
 	return n == 1, err
+}
+
+func (o liteOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
+	r, err := o.q.JobKeyHolder(ctx, litedb.JobKeyHolderParams{Queue: queue, ID: id})
+	return keyHolder{key: r.UniqueKey, holder: deref(r.HolderID)}, err
 }
 
 func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
@@ -244,19 +279,6 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 		}
 		return held, nil
 	})
-}
-
-func (o liteOps) complete(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.CompleteJob(ctx, litedb.CompleteJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro()})
-	return n == 1, err
-}
-
-func (o liteOps) completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
-	js, err := claimPairs(claims)
-	if err != nil {
-		return 0, err
-	}
-	return o.q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now.UnixMicro(), Claims: js})
 }
 
 // claimPairs encodes claims as the JSON array of [id, claim_token] pairs

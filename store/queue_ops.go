@@ -111,22 +111,30 @@ const requeueBatch = 1000
 // RequeueDead moves every dead job of the queue back to pending like
 // Requeue, in batches of its own transactions, and returns how many it
 // moved. Jobs that die while it runs stay dead. Rows another transaction
-// holds are skipped, and so are unique jobs whose key another job holds
-// now (they stay dead).
+// holds are skipped, and so are unique jobs that could not hold their key
+// once pending: those whose key another job holds now, and of dead jobs
+// sharing a key all but the one that died first. They stay dead (Requeue
+// says who holds a job's key); a dead job holding its own key (a ByState
+// that lists dead) moves.
 func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
 	return run(q.handle, "requeue dead", autoWrite(ctx), func(o target) (int64, error) {
 		before := q.s.now()
 		var total int64
-		for {
+		for raced := 0; ; {
 			n, err := o.requeueDead(ctx, q.name, q.s.now(), before, requeueBatch)
-			if keyHeld(err) { // two dead jobs of one batch share a unique key
-				err = fmt.Errorf("two dead jobs share a unique key (requeue them one by one): %w", ErrInvalidArgument)
+			if keyHeld(err) && raced < uniqueRetries {
+				// A job took a key of the batch meanwhile (Postgres: an
+				// enqueue committed after the statement's snapshot). The
+				// batch moved nothing; again, it skips that job.
+				raced++
+				continue
 			}
 			total += n
 			if n > 0 {
 				o.afterCommit(q.wake)
 			}
-			if err != nil || n < requeueBatch {
+			// Skipped jobs make a batch short: only an empty one ends.
+			if err != nil || n == 0 {
 				return total, err
 			}
 		}

@@ -59,17 +59,32 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	return jobs, nil
 }
 
+// ack deletes the job in one statement when its queue keeps no completed
+// jobs; otherwise CompleteJob decides again in one statement (deleted or
+// completed), so a Configure committing between the two cannot make both
+// miss.
 func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.AckJob(ctx, pgdb.AckJobParams{ID: id, ClaimToken: token, Now: now})
+	p := pgdb.AckJobParams{ID: id, ClaimToken: token, Now: now}
+	n, err := o.q.AckJob(ctx, p)
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	n, err = o.q.CompleteJob(ctx, pgdb.CompleteJobParams(p))
 	return n == 1, err
 }
 
+// ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
 func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
 	p := pgdb.AckJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
 		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
 	}
-	return o.q.AckJobs(ctx, p)
+	n, err := o.q.AckJobs(ctx, p)
+	if err != nil || n == int64(len(claims)) {
+		return n, err
+	}
+	rest, err := o.q.CompleteJobs(ctx, pgdb.CompleteJobsParams(p))
+	return n + rest, err
 }
 
 func (o pgOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
@@ -147,6 +162,11 @@ func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Tim
 	return n == 1, err
 }
 
+func (o pgOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
+	r, err := o.q.JobKeyHolder(ctx, pgdb.JobKeyHolderParams{Queue: queue, ID: id})
+	return keyHolder{key: r.UniqueKey, holder: deref(r.HolderID)}, err
+}
+
 func (o pgOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
 	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now, Cap: clampLimit(StatsCountLimit)})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
@@ -164,19 +184,6 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
 		Worker: deref(r.Worker), LastError: deref(r.LastError), Errors: attemptErrors(r.Errors), FinishedAt: r.FinishedAt,
 		token: deref(r.ClaimToken)}
-}
-
-func (o pgOps) complete(ctx context.Context, id, token int64, now time.Time) (bool, error) {
-	n, err := o.q.CompleteJob(ctx, pgdb.CompleteJobParams{ID: id, ClaimToken: token, Now: now})
-	return n == 1, err
-}
-
-func (o pgOps) completeMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
-	p := pgdb.CompleteJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
-	for i, c := range claims {
-		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
-	}
-	return o.q.CompleteJobs(ctx, p)
 }
 
 func (o pgOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {

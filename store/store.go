@@ -137,15 +137,16 @@ func (s *Store) checkPayload(what string, payload []byte) error {
 	return nil
 }
 
-// keyValueDSN matches libpq's "host=... dbname=..." form, which Open does
-// not take (it would otherwise be read as a SQLite file name).
+// keyValueDSN matches libpq's "host=... dbname=..." form, which Open reads
+// as pgx does (without it, it would be read as a SQLite file name).
 var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
 
 // uriScheme matches a URI scheme (RFC 3986), the only part of an unsupported
 // DSN that an error may quote.
 var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-// Open opens the store behind dsn: "postgres://..." or "postgresql://..." for
+// Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
+// pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
 // auto-migration on (the default) it brings the schema up to date. A current
 // schema is only read, so a role with just the privileges of the library's
@@ -167,15 +168,21 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return openSQLite(ctx, dsn, c)
 	case dsn == "":
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
-	case strings.Contains(dsn, "://"), keyValueDSN.MatchString(dsn):
-		scheme, _, _ := strings.Cut(dsn, "://")
-		if strings.Contains(dsn, "://") {
-			if !uriScheme.MatchString(scheme) {
-				scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
-			}
-			return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
+	case keyValueDSN.MatchString(dsn):
+		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+			// pgx's message quotes the DSN, its password masked only where
+			// pgx recognizes it; this one names no part of the DSN.
+			return nil, opErr("open", "", redactAll(keyValueParseError(err), keyValuePasswords(dsn)))
 		}
-		return nil, opErr("open", "", fmt.Errorf("%w: key=value DSNs are not supported; use a postgres:// URL", ErrInvalidArgument))
+		secret := dsnPassword(dsn)
+		s, err := openPostgres(ctx, dsn, c)
+		return s, redact(err, secret)
+	case strings.Contains(dsn, "://"):
+		scheme, _, _ := strings.Cut(dsn, "://")
+		if !uriScheme.MatchString(scheme) {
+			scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
+		}
+		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
 	default:
 		return openSQLite(ctx, dsn, c)
 	}
@@ -252,4 +259,35 @@ func dsnPassword(dsn string) string {
 	}
 	pw, _ := u.User.Password()
 	return pw
+}
+
+// keyValueParseError is a key=value DSN's parse error without the DSN pgx
+// quotes: what failed, and the cause pgx wraps (which quotes no DSN).
+func keyValueParseError(err error) error {
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		if cause := errors.Unwrap(pce); cause != nil {
+			return fmt.Errorf("%w: the key=value DSN does not parse: %v", ErrInvalidArgument, cause)
+		}
+	}
+	return fmt.Errorf("%w: the key=value DSN does not parse (see pgx's keyword/value connection string syntax)", ErrInvalidArgument)
+}
+
+// kvPassword finds libpq key=value password settings, quoted or not,
+// spaces around '=' allowed.
+var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// keyValuePasswords is every password a key=value DSN may carry, raw and
+// unquoted, for scrubbing errors about a DSN that does not parse.
+func keyValuePasswords(dsn string) []string {
+	var out []string
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		v := m[1]
+		out = append(out, v)
+		if inner, ok := strings.CutPrefix(v, "'"); ok {
+			inner = strings.TrimSuffix(inner, "'")
+			out = append(out, inner, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(inner))
+		}
+	}
+	return out
 }

@@ -70,7 +70,9 @@ const rollbackTimeout = 5 * time.Second
 // expires (on Postgres it runs on another connection). With the ctx InTx
 // hands its function, the library can tell and fails at once with
 // ErrInvalidArgument instead; with a Begin'd Tx it cannot, so use the Tx
-// forms (PublishTx, EnqueueTx, ...) inside a transaction.
+// forms (PublishTx, EnqueueTx, ...) inside a transaction. When a write has
+// waited a second behind a Begin'd Tx, the store logs a warning (once per
+// transaction) naming the file and line that began it.
 //
 // ctx bounds only the wait to begin (for a pooled connection, or the writer
 // slot): cancelling it afterwards does not end the transaction, on either
@@ -91,9 +93,10 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	if err := s.writerHeldBy(ctx); err != nil {
 		return Tx{}, opErr("begin", "", err)
 	}
-	disarm := s.life.whileWaiting()
+	disarm, unwatch := s.life.whileWaiting(), s.watchWriterSlot("begin", "")
 	dtx, err := s.eng.begin(ctx)
 	disarm()
+	unwatch()
 	if err != nil {
 		return Tx{}, opErr("begin", "", s.driverErr(err))
 	}

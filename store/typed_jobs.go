@@ -39,6 +39,47 @@ func (t *JobQueue[T]) EnqueueTx(ctx context.Context, tx Tx, v T, opts EnqueueOpt
 	return t.q.EnqueueTx(ctx, tx, payload, opts)
 }
 
+// TypedJob is one job of a typed batch (JobQueue.EnqueueMany): its value
+// and options, as NewJob for Queue.EnqueueMany.
+type TypedJob[T any] struct {
+	Value T
+	Opts  EnqueueOpts
+}
+
+// EnqueueMany encodes every value and adds them as jobs in one
+// transaction, as Queue.EnqueueMany (a unique job whose key is held gets
+// the holder's id). A value that does not encode fails the batch with
+// ErrCodec before any I/O.
+func (t *JobQueue[T]) EnqueueMany(ctx context.Context, jobs []TypedJob[T]) ([]int64, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueMany(ctx, nj)
+}
+
+// EnqueueManyTx is EnqueueMany inside tx.
+func (t *JobQueue[T]) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TypedJob[T]) ([]int64, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueManyTx(ctx, tx, nj)
+}
+
+// encodeAll encodes a typed batch for Queue's batch forms.
+func (t *JobQueue[T]) encodeAll(jobs []TypedJob[T]) ([]NewJob, error) {
+	out := make([]NewJob, len(jobs))
+	for i, j := range jobs {
+		payload, err := t.encode(j.Value)
+		if err != nil {
+			return nil, opErr("enqueue many", t.q.name, fmt.Errorf("job %d: %w", i, err))
+		}
+		out[i] = NewJob{Payload: payload, Opts: j.Opts}
+	}
+	return out, nil
+}
+
 // Work runs handler on each job's decoded value, as Queue.Work does. A
 // payload that does not decode fails its job at once with ErrCodec in its
 // cause; the worker keeps going.

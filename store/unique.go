@@ -251,6 +251,25 @@ func (t *JobQueue[T]) EnqueueUniqueTx(ctx context.Context, tx Tx, v T, opts Enqu
 	return t.q.EnqueueUniqueTx(ctx, tx, payload, opts)
 }
 
+// EnqueueManyUnique encodes every value and adds the batch as
+// Queue.EnqueueManyUnique does (every job needs Opts.Unique.Key).
+func (t *JobQueue[T]) EnqueueManyUnique(ctx context.Context, jobs []TypedJob[T]) ([]Enqueued, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueManyUnique(ctx, nj)
+}
+
+// EnqueueManyUniqueTx is EnqueueManyUnique inside tx.
+func (t *JobQueue[T]) EnqueueManyUniqueTx(ctx context.Context, tx Tx, jobs []TypedJob[T]) ([]Enqueued, error) {
+	nj, err := t.encodeAll(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return t.q.EnqueueManyUniqueTx(ctx, tx, nj)
+}
+
 // insertedJob is a row an insert of unique jobs returned.
 type insertedJob struct {
 	id        int64

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,11 +18,22 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-var pgServer *pgtest.Server
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
 
 func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child)) // this binary was started as a test's child process
+	}
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
 	}
 	srv, err := pgtest.Start()
 	if err != nil {
@@ -40,18 +52,24 @@ type engineEnv struct {
 	dsn  string
 }
 
-// eachEngine runs body once per engine, each on its own fresh database.
+// eachEngine runs body once per engine ALK_ENGINES selects (both by
+// default), each on its own fresh database.
 func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
-	for _, name := range []string{"pg", "lite"} {
+	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			body(t, newEnv(t, name))
 		})
 	}
 }
 
+// newEnv is a fresh database of one engine. A test of one engine only skips
+// when ALK_ENGINES leaves that engine out (the fast SQLite-only inner loop).
 func newEnv(t *testing.T, name string) *engineEnv {
 	t.Helper()
+	if !slices.Contains(engines, name) {
+		t.Skipf("%s=%s leaves out %s", pgtest.EnginesEnv, os.Getenv(pgtest.EnginesEnv), name)
+	}
 	switch name {
 	case "pg":
 		dsn, err := pgServer.NewDatabase(context.Background())

@@ -539,6 +539,7 @@ var coldStatements = map[string]string{
 	"TrimStream":      "TrimTo, as UnheadTrimmed",
 	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
 	"RequeueJob":      "by primary key; an operator's call on a dead job",
+	"JobKeyHolder":    "Requeue's error path, by primary key and one probe of the unique index",
 	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
 	"DeleteSchedule":  "an application's setup call, by primary key",
 	"PauseSchedule":   "an operator's call, by primary key",

@@ -21,10 +21,11 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// goose runs the pinned goose CLI, as a DBA would.
+// gooseCLI runs the pinned goose CLI, as a DBA would.
 func gooseCLI(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx(t), "go", append([]string{"tool", "-modfile=../tools/go.mod", "goose"}, args...)...)
+	bin := gooseBin(t) // built before the command's deadline starts
+	cmd := exec.CommandContext(ctx(t), bin, args...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "goose %v: %s", args, out)
 }
@@ -58,6 +59,7 @@ func (e *engineEnv) sqlDB(t *testing.T) *sql.DB {
 // already exists"); the README's remedy then makes the database open.
 func TestPlainGooseHistoryIsNamed(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		gooseBin(t) // built before this test's deadline starts
 		c := ctx(t)
 		versionTable, defaultTable := schema.PostgresVersionTable, "public.goose_db_version"
 		if e.name == "pg" {
@@ -218,7 +220,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 // rows written after each version as that version's library wrote them,
 // opens with auto-migration and its data is intact and usable.
 func TestMigrateHoldingData(t *testing.T) {
-	for _, name := range []string{"pg", "lite"} {
+	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			files, table, dialect := schema.Postgres, schema.PostgresVersionTable, goose.DialectPostgres
 			if name == "lite" {

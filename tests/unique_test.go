@@ -108,11 +108,11 @@ func TestUniqueJobScopeFollowsState(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, b.Duplicate)
 		assert.NotEqual(t, a.ID, b.ID)
-		// Back into the key's scope while another job holds it: refused by
-		// the index (the README says so).
+		// Back into the key's scope while another job holds it: refused,
+		// naming the holder (the README says so).
 		err = q.Requeue(c, a.ID)
 		require.ErrorIs(t, err, store.ErrInvalidArgument)
-		assert.ErrorContains(t, err, "unique key is held by another job")
+		assert.ErrorContains(t, err, fmt.Sprintf("is held by job %d", b.ID))
 		// Acked: free again.
 		jobs, err = q.Claim(c, "w", 1, time.Minute)
 		require.NoError(t, err)

@@ -147,6 +147,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
 	}
+	if q.jobKeyHolderStmt, err = db.PrepareContext(ctx, jobKeyHolder); err != nil {
+		return nil, fmt.Errorf("error preparing query JobKeyHolder: %w", err)
+	}
 	if q.jobQueuesStmt, err = db.PrepareContext(ctx, jobQueues); err != nil {
 		return nil, fmt.Errorf("error preparing query JobQueues: %w", err)
 	}
@@ -498,6 +501,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
 		}
 	}
+	if q.jobKeyHolderStmt != nil {
+		if cerr := q.jobKeyHolderStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobKeyHolderStmt: %w", cerr)
+		}
+	}
 	if q.jobQueuesStmt != nil {
 		if cerr := q.jobQueuesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing jobQueuesStmt: %w", cerr)
@@ -813,6 +821,7 @@ type Queries struct {
 	heartbeatJobStmt           *sql.Stmt
 	insertHeadlessHeadStmt     *sql.Stmt
 	jobClaimsStmt              *sql.Stmt
+	jobKeyHolderStmt           *sql.Stmt
 	jobQueuesStmt              *sql.Stmt
 	latestNotificationStmt     *sql.Stmt
 	listHeadsStmt              *sql.Stmt
@@ -907,6 +916,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		heartbeatJobStmt:           q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
 		jobClaimsStmt:              q.jobClaimsStmt,
+		jobKeyHolderStmt:           q.jobKeyHolderStmt,
 		jobQueuesStmt:              q.jobQueuesStmt,
 		latestNotificationStmt:     q.latestNotificationStmt,
 		listHeadsStmt:              q.listHeadsStmt,

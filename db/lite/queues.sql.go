@@ -24,7 +24,10 @@ type AckJobParams struct {
 }
 
 // Fenced: only the current, unexpired claim may settle a job. Deletes the
-// job unless its queue keeps completed jobs (then CompleteJob does).
+// job unless its queue keeps completed jobs. When it matched nothing, one
+// transaction runs it again and CompleteJob: the writer slot it holds keeps
+// a Configure from committing between the two (the queue keeps completed
+// jobs, or the claim is gone).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.ackJobStmt, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -121,7 +124,7 @@ func (q *Queries) BuryJob(ctx context.Context, arg BuryJobParams) (int64, error)
 
 const cancelJob = `-- name: CancelJob :execrows
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(?1 AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ?2 AND queue = ?3 AND state IN ('pending', 'running')
 `
 
@@ -131,7 +134,8 @@ type CancelJobParams struct {
 	Queue string
 }
 
-// A pending or running job ends cancelled; a running claim is lost (its
+// A pending or running job ends cancelled, its last_error saying so (like
+// an expiry's, not an attempt's error); a running claim is lost (its
 // worker hears of it through the change watcher and cancels the handler).
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.cancelJobStmt, cancelJob, arg.Now, arg.ID, arg.Queue)
@@ -301,7 +305,8 @@ type CompleteJobParams struct {
 	ClaimToken int64
 }
 
-// AckJob for a queue that keeps completed jobs: the job ends completed.
+// AckJob for a queue that keeps completed jobs: the job ends completed
+// (run with AckJob in one transaction, see AckJob).
 func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobStmt, completeJob, arg.Now, arg.ID, arg.ClaimToken)
 	if err != nil {
@@ -325,7 +330,7 @@ type CompleteJobsParams struct {
 }
 
 // AckJobs for the jobs of queues that keep completed jobs: they end
-// completed.
+// completed (run with AckJobs in one transaction, like CompleteJob).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
 	if err != nil {
@@ -690,6 +695,34 @@ func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRo
 	return items, nil
 }
 
+const jobKeyHolder = `-- name: JobKeyHolder :one
+SELECT x.unique_key, h.id AS holder_id
+FROM alk_jobs x
+LEFT JOIN alk_jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = ?1 AND x.queue = ?2 AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1
+`
+
+type JobKeyHolderParams struct {
+	ID    int64
+	Queue string
+}
+
+type JobKeyHolderRow struct {
+	UniqueKey litedriver.Blob
+	HolderID  *int64
+}
+
+// Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+// with its unique key's digest and the other job holding that key now
+// (NULL: none). No row: no such job in those states.
+func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (JobKeyHolderRow, error) {
+	row := q.queryRow(ctx, q.jobKeyHolderStmt, jobKeyHolder, arg.ID, arg.Queue)
+	var i JobKeyHolderRow
+	err := row.Scan(&i.UniqueKey, &i.HolderID)
+	return i, err
+}
+
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
 WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
@@ -1047,14 +1080,18 @@ const requeueDeadJobs = `-- name: RequeueDeadJobs :execrows
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alk_jobs h
-                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
-             ORDER BY x.finished_at
-             LIMIT ?4)
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
+              WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
+                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alk_jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
+              ORDER BY x.finished_at
+              LIMIT ?4) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1)
 `
 
 type RequeueDeadJobsParams struct {
@@ -1067,9 +1104,11 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through alk_jobs_finished (the
-// literal state list lets SQLite use that partial index). Jobs whose
-// unique key another job holds now are skipped: they stay dead (the holder
-// is found on alk_jobs_unique).
+// literal state list lets SQLite use that partial index). Unique jobs that
+// cannot hold their key once pending are skipped: those whose key another
+// job holds now (probed on alk_jobs_unique; a dead job holding its own key
+// moves), and, of dead jobs of the batch sharing a key, all but the one
+// that died first. They stay dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,
 		arg.Now,
@@ -1087,7 +1126,10 @@ const requeueJob = `-- name: RequeueJob :execrows
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = ?1, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= ?1 THEN NULL ELSE expires_at END
-WHERE id = ?2 AND queue = ?3 AND state IN ('dead', 'cancelled', 'expired')
+WHERE alk_jobs.id = ?2 AND alk_jobs.queue = ?3 AND alk_jobs.state IN ('dead', 'cancelled', 'expired')
+  AND (alk_jobs.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alk_jobs h
+      WHERE h.unique_key = alk_jobs.unique_key AND h.id <> alk_jobs.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
 `
 
 type RequeueJobParams struct {
@@ -1098,7 +1140,8 @@ type RequeueJobParams struct {
 
 // A dead, cancelled or expired job back to pending, due now, with its
 // attempts reset (its errors kept). An expires_at already past is dropped:
-// the job would expire again at once.
+// the job would expire again at once. A unique job whose key another job
+// holds stays (JobKeyHolder says which); one holding its own key moves.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueJobStmt, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {

@@ -99,7 +99,7 @@ type AlkstoreEventsP0 struct {
 	CreatedAt time.Time
 }
 
-// Queue jobs, live (pending, running) and dead, one row each
+// Queue jobs, live (pending, running) and finished (completed, cancelled, expired, dead), one row each
 type AlkstoreJob struct {
 	// Job id, increasing in enqueue order
 	ID int64
@@ -125,11 +125,11 @@ type AlkstoreJob struct {
 	ClaimExpiresAt *time.Time
 	// Fences the current claim: settling the job needs it (set while running)
 	ClaimToken *int64
-	// A job past it is never handed out and goes to dead with last_error 'expired' (NULL: never expires)
+	// A job past it is never handed out and ends expired, with last_error 'expired' (NULL: never expires)
 	ExpiresAt *time.Time
 	// Name of the worker holding or last holding the claim
 	Worker *string
-	// Why the last attempt failed or the job died
+	// The last attempt's error (also kept in errors), or 'expired' or 'cancelled' when the job ended so
 	LastError *string
 	// When the job reached its final state (NULL while pending or running)
 	FinishedAt *time.Time

@@ -23,7 +23,8 @@ type AckJobParams struct {
 }
 
 // Fenced: only the current, unexpired claim may settle a job. Deletes the
-// job unless its queue keeps completed jobs (then CompleteJob does).
+// job unless its queue keeps completed jobs; when it matched nothing,
+// CompleteJob decides (the queue keeps completed jobs, or the claim is gone).
 func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ackJob, arg.ID, arg.ClaimToken, arg.Now)
 	if err != nil {
@@ -53,6 +54,8 @@ type AckJobsParams struct {
 // Per id: only rows still held by that id's claim. The rows are locked in
 // id order first, so batches that share jobs (or a transaction settling
 // jobs one by one in id order) never deadlock, whatever their input order.
+// Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
+// the rest.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ackJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
@@ -133,7 +136,7 @@ WITH w AS MATERIALIZED (
     SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
 )
 UPDATE alkstore.jobs j
-SET state = 'cancelled', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = $1::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 FROM w
 WHERE j.id = $2 AND j.queue = $3::text AND j.state IN ('pending', 'running')
 `
@@ -145,7 +148,8 @@ type CancelJobParams struct {
 	Wake  string
 }
 
-// A pending or running job ends cancelled; a running claim is lost, and the
+// A pending or running job ends cancelled, its last_error saying so (like
+// an expiry's, not an attempt's error); a running claim is lost, and the
 // wake (the queue's cancel topic) tells its worker, wherever it runs, to
 // cancel the handler.
 func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, error) {
@@ -280,55 +284,76 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 	return items, nil
 }
 
-const completeJob = `-- name: CompleteJob :execrows
-UPDATE alkstore.jobs
-SET state = 'completed', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE id = $2 AND state = 'running' AND claim_token = $3::bigint AND claim_expires_at > $1::timestamptz
-  AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0)
+const completeJob = `-- name: CompleteJob :one
+WITH deleted AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.id = $1 AND d.state = 'running' AND d.claim_token = $2::bigint AND d.claim_expires_at > $3::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = d.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.id = $1 AND u.state = 'running' AND u.claim_token = $2::bigint AND u.claim_expires_at > $3::timestamptz
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = u.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked
 `
 
 type CompleteJobParams struct {
-	Now        time.Time
 	ID         int64
 	ClaimToken int64
+	Now        time.Time
 }
 
-// AckJob for a queue that keeps completed jobs: the job ends completed.
+// Acks a job AckJob did not delete, as one decision: it ends completed
+// when its queue keeps completed jobs, and is deleted when it does not
+// (the retention was turned off since AckJob looked). One statement reads
+// the queue's settings once, so a Configure committing meanwhile cannot
+// make both steps miss a job its claim still holds. 1: the claim held it.
 func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeJob, arg.Now, arg.ID, arg.ClaimToken)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, completeJob, arg.ID, arg.ClaimToken, arg.Now)
+	var acked int64
+	err := row.Scan(&acked)
+	return acked, err
 }
 
-const completeJobs = `-- name: CompleteJobs :execrows
-UPDATE alkstore.jobs j
-SET state = 'completed', finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE j.id IN (
-    SELECT x.id FROM alkstore.jobs x
-    JOIN (SELECT unnest($2::bigint[]) AS id, unnest($3::bigint[]) AS claim_token) AS c
+const completeJobs = `-- name: CompleteJobs :one
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
+    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
       ON x.id = c.id AND x.claim_token = c.claim_token
-    WHERE x.state = 'running' AND x.claim_expires_at > $1::timestamptz
-      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
+    WHERE x.state = 'running' AND x.claim_expires_at > $3::timestamptz
     ORDER BY x.id
-    FOR UPDATE OF x)
+    FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked
 `
 
 type CompleteJobsParams struct {
-	Now         time.Time
 	Ids         []int64
 	ClaimTokens []int64
+	Now         time.Time
 }
 
-// AckJobs for the jobs of queues that keep completed jobs: they end
-// completed. Locks in id order like AckJobs.
+// CompleteJob for the jobs AckJobs did not delete, as one decision: the
+// held rows are locked in id order (like AckJobs) and read with their
+// queue's setting once; those of queues that keep completed jobs end
+// completed, the others are deleted. Returns how many were held.
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeJobs, arg.Now, arg.Ids, arg.ClaimTokens)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
+	var acked int64
+	err := row.Scan(&acked)
+	return acked, err
 }
 
 const configureQueue = `-- name: ConfigureQueue :exec
@@ -743,6 +768,34 @@ func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, e
 	return items, nil
 }
 
+const jobKeyHolder = `-- name: JobKeyHolder :one
+SELECT x.unique_key, h.id AS holder_id
+FROM alkstore.jobs x
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = $1 AND x.queue = $2::text AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1
+`
+
+type JobKeyHolderParams struct {
+	ID    int64
+	Queue string
+}
+
+type JobKeyHolderRow struct {
+	UniqueKey []byte
+	HolderID  *int64
+}
+
+// Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+// with its unique key's digest and the other job holding that key now
+// (NULL: none). No row: no such job in those states.
+func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (JobKeyHolderRow, error) {
+	row := q.db.QueryRow(ctx, jobKeyHolder, arg.ID, arg.Queue)
+	var i JobKeyHolderRow
+	err := row.Scan(&i.UniqueKey, &i.HolderID)
+	return i, err
+}
+
 const listJobs = `-- name: ListJobs :many
 SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
@@ -1097,15 +1150,19 @@ const requeueDeadJobs = `-- name: RequeueDeadJobs :execrows
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= $1::timestamptz THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = $2::text AND x.state = 'dead' AND x.finished_at <= $3::timestamptz
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alkstore.jobs h
-                   WHERE h.unique_key = x.unique_key AND strpos(h.unique_states, ',' || h.state || ',') > 0
-                   OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
-             ORDER BY x.finished_at
-             LIMIT $4::integer
-             FOR UPDATE SKIP LOCKED)
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alkstore.jobs x
+              WHERE x.queue = $2::text AND x.state = 'dead' AND x.finished_at <= $3::timestamptz
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alkstore.jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
+              ORDER BY x.finished_at
+              LIMIT $4::integer
+              FOR UPDATE SKIP LOCKED) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1)
 `
 
 type RequeueDeadJobsParams struct {
@@ -1118,8 +1175,11 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through jobs_finished; rows
-// others hold are skipped, and so are jobs whose unique key another job
-// holds now (they stay dead; the holder is found on jobs_unique).
+// others hold are skipped. So are unique jobs that cannot hold their key
+// once pending: those whose key another job holds now (probed on
+// jobs_unique; a dead job holding its own key moves), and, of dead jobs of
+// the batch sharing a key, all but the one that died first. They stay
+// dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, requeueDeadJobs,
 		arg.Now,
@@ -1134,10 +1194,13 @@ func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams
 }
 
 const requeueJob = `-- name: RequeueJob :execrows
-UPDATE alkstore.jobs
+UPDATE alkstore.jobs j
 SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NULL,
-    expires_at = CASE WHEN expires_at <= $1::timestamptz THEN NULL ELSE expires_at END
-WHERE id = $2 AND queue = $3 AND state IN ('dead', 'cancelled', 'expired')
+    expires_at = CASE WHEN j.expires_at <= $1::timestamptz THEN NULL ELSE j.expires_at END
+WHERE j.id = $2 AND j.queue = $3 AND j.state IN ('dead', 'cancelled', 'expired')
+  AND (j.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alkstore.jobs h
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0))
 `
 
 type RequeueJobParams struct {
@@ -1148,7 +1211,8 @@ type RequeueJobParams struct {
 
 // A dead, cancelled or expired job back to pending, due now, with its
 // attempts reset (its errors kept). An expires_at already past is dropped:
-// the job would expire again at once.
+// the job would expire again at once. A unique job whose key another job
+// holds stays (JobKeyHolder says which); one holding its own key moves.
 func (q *Queries) RequeueJob(ctx context.Context, arg RequeueJobParams) (int64, error) {
 	result, err := q.db.Exec(ctx, requeueJob, arg.Now, arg.ID, arg.Queue)
 	if err != nil {

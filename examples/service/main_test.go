@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -23,12 +24,23 @@ import (
 // so the test can signal a real process.
 const childEnv = "ALK_SERVICE_CHILD"
 
-var pgServer *pgtest.Server
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		main() // exits non-zero on an error
 		os.Exit(0)
+	}
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
 	}
 	srv, err := pgtest.Start()
 	if err != nil {
@@ -47,7 +59,7 @@ func TestMain(m *testing.M) {
 // run then finishes the rest: every order got exactly one email, one
 // invoice and one webhook.
 func TestSIGINTLosesNoJob(t *testing.T) {
-	for _, engine := range []string{"pg", "lite"} {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,8 +29,10 @@ type Server struct {
 	adminDSN string // a DSN for the maintenance database
 	dir      string // the throwaway cluster's directory; empty for ALK_PG_DSN
 	cmd      *exec.Cmd
-	created  []string
 	seq      atomic.Int64
+
+	mu      sync.Mutex // guards created: parallel tests create databases
+	created []string
 }
 
 // ErrNoServer says neither ALK_PG_DSN nor server binaries are available.
@@ -147,7 +150,9 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
 		return "", err
 	}
+	s.mu.Lock()
 	s.created = append(s.created, name)
+	s.mu.Unlock()
 	u, err := url.Parse(s.adminDSN)
 	if err != nil {
 		return "", err
@@ -165,6 +170,8 @@ func (s *Server) Stop() {
 	if s.dir == "" {
 		ctx := context.Background()
 		if conn, err := pgx.Connect(ctx, s.adminDSN); err == nil {
+			s.mu.Lock()
+			defer s.mu.Unlock()
 			for _, name := range s.created {
 				_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			}

@@ -120,13 +120,17 @@ RETURNING *;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
--- job unless its queue keeps completed jobs (then CompleteJob does).
+-- job unless its queue keeps completed jobs. When it matched nothing, one
+-- transaction runs it again and CompleteJob: the writer slot it holds keeps
+-- a Configure from committing between the two (the queue keeps completed
+-- jobs, or the claim is gone).
 DELETE FROM alk_jobs
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: CompleteJob :execrows
--- AckJob for a queue that keeps completed jobs: the job ends completed.
+-- AckJob for a queue that keeps completed jobs: the job ends completed
+-- (run with AckJob in one transaction, see AckJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
@@ -143,7 +147,7 @@ WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
 
 -- name: CompleteJobs :execrows
 -- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed.
+-- completed (run with AckJobs in one transaction, like CompleteJob).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
@@ -209,39 +213,60 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
                AND r.expires_at IS NOT NULL AND r.expires_at <= @now);
 
 -- name: CancelJob :execrows
--- A pending or running job ends cancelled; a running claim is lost (its
+-- A pending or running job ends cancelled, its last_error saying so (like
+-- an expiry's, not an attempt's error); a running claim is lost (its
 -- worker hears of it through the change watcher and cancels the handler).
 UPDATE alk_jobs
-SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = CAST(@now AS INTEGER), last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 WHERE id = @id AND queue = @queue AND state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead, cancelled or expired job back to pending, due now, with its
 -- attempts reset (its errors kept). An expires_at already past is dropped:
--- the job would expire again at once.
+-- the job would expire again at once. A unique job whose key another job
+-- holds stays (JobKeyHolder says which); one holding its own key moves.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
-WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
+WHERE alk_jobs.id = @id AND alk_jobs.queue = @queue AND alk_jobs.state IN ('dead', 'cancelled', 'expired')
+  AND (alk_jobs.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alk_jobs h
+      WHERE h.unique_key = alk_jobs.unique_key AND h.id <> alk_jobs.id AND instr(h.unique_states, ',' || h.state || ',') > 0));
+
+-- name: JobKeyHolder :one
+-- Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+-- with its unique key's digest and the other job holding that key now
+-- (NULL: none). No row: no such job in those states.
+SELECT x.unique_key, h.id AS holder_id
+FROM alk_jobs x
+LEFT JOIN alk_jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = @id AND x.queue = @queue AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1;
 
 -- name: RequeueDeadJobs :execrows
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through alk_jobs_finished (the
--- literal state list lets SQLite use that partial index). Jobs whose
--- unique key another job holds now are skipped: they stay dead (the holder
--- is found on alk_jobs_unique).
+-- literal state list lets SQLite use that partial index). Unique jobs that
+-- cannot hold their key once pending are skipped: those whose key another
+-- job holds now (probed on alk_jobs_unique; a dead job holding its own key
+-- moves), and, of dead jobs of the batch sharing a key, all but the one
+-- that died first. They stay dead; the count is of the jobs moved.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-               AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alk_jobs h
-                   WHERE h.unique_key = x.unique_key AND instr(h.unique_states, ',' || h.state || ',') > 0))
-             ORDER BY x.finished_at
-             LIMIT @batch);
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
+              WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
+                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alk_jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
+              ORDER BY x.finished_at
+              LIMIT @batch) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1);
 
 -- name: DeleteJob :execrows
 -- Any job but a running one (cancel it first).

@@ -162,22 +162,38 @@ RETURNING j.*;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
--- job unless its queue keeps completed jobs (then CompleteJob does).
+-- job unless its queue keeps completed jobs; when it matched nothing,
+-- CompleteJob decides (the queue keeps completed jobs, or the claim is gone).
 DELETE FROM alkstore.jobs
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
   AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0);
 
--- name: CompleteJob :execrows
--- AckJob for a queue that keeps completed jobs: the job ends completed.
-UPDATE alkstore.jobs
-SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz
-  AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = jobs.queue AND q.completed_retention_us > 0);
+-- name: CompleteJob :one
+-- Acks a job AckJob did not delete, as one decision: it ends completed
+-- when its queue keeps completed jobs, and is deleted when it does not
+-- (the retention was turned off since AckJob looked). One statement reads
+-- the queue's settings once, so a Configure committing meanwhile cannot
+-- make both steps miss a job its claim still holds. 1: the claim held it.
+WITH deleted AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.id = @id AND d.state = 'running' AND d.claim_token = @claim_token::bigint AND d.claim_expires_at > @now::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = d.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.id = @id AND u.state = 'running' AND u.claim_token = @claim_token::bigint AND u.claim_expires_at > @now::timestamptz
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = u.queue AND q.completed_retention_us > 0)
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
 -- name: AckJobs :execrows
 -- Per id: only rows still held by that id's claim. The rows are locked in
 -- id order first, so batches that share jobs (or a transaction settling
 -- jobs one by one in id order) never deadlock, whatever their input order.
+-- Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
+-- the rest.
 DELETE FROM alkstore.jobs j
 WHERE j.id IN (
     SELECT x.id FROM alkstore.jobs x
@@ -188,19 +204,29 @@ WHERE j.id IN (
     ORDER BY x.id
     FOR UPDATE OF x);
 
--- name: CompleteJobs :execrows
--- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed. Locks in id order like AckJobs.
-UPDATE alkstore.jobs j
-SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
-WHERE j.id IN (
-    SELECT x.id FROM alkstore.jobs x
+-- name: CompleteJobs :one
+-- CompleteJob for the jobs AckJobs did not delete, as one decision: the
+-- held rows are locked in id order (like AckJobs) and read with their
+-- queue's setting once; those of queues that keep completed jobs end
+-- completed, the others are deleted. Returns how many were held.
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
     JOIN (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
       ON x.id = c.id AND x.claim_token = c.claim_token
     WHERE x.state = 'running' AND x.claim_expires_at > @now::timestamptz
-      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x);
+    FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING 1
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the
@@ -262,44 +288,66 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
              FOR UPDATE SKIP LOCKED);
 
 -- name: CancelJob :execrows
--- A pending or running job ends cancelled; a running claim is lost, and the
+-- A pending or running job ends cancelled, its last_error saying so (like
+-- an expiry's, not an attempt's error); a running claim is lost, and the
 -- wake (the queue's cancel topic) tells its worker, wherever it runs, to
 -- cancel the handler.
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
 UPDATE alkstore.jobs j
-SET state = 'cancelled', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+SET state = 'cancelled', finished_at = @now::timestamptz, last_error = 'cancelled', claim_token = NULL, claim_expires_at = NULL
 FROM w
 WHERE j.id = @id AND j.queue = @queue::text AND j.state IN ('pending', 'running');
 
 -- name: RequeueJob :execrows
 -- A dead, cancelled or expired job back to pending, due now, with its
 -- attempts reset (its errors kept). An expires_at already past is dropped:
--- the job would expire again at once.
-UPDATE alkstore.jobs
+-- the job would expire again at once. A unique job whose key another job
+-- holds stays (JobKeyHolder says which); one holding its own key moves.
+UPDATE alkstore.jobs j
 SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL,
-    expires_at = CASE WHEN expires_at <= @now::timestamptz THEN NULL ELSE expires_at END
-WHERE id = @id AND queue = @queue AND state IN ('dead', 'cancelled', 'expired');
+    expires_at = CASE WHEN j.expires_at <= @now::timestamptz THEN NULL ELSE j.expires_at END
+WHERE j.id = @id AND j.queue = @queue AND j.state IN ('dead', 'cancelled', 'expired')
+  AND (j.unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM alkstore.jobs h
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0));
+
+-- name: JobKeyHolder :one
+-- Why RequeueJob did not move a job: the job (dead, cancelled or expired)
+-- with its unique key's digest and the other job holding that key now
+-- (NULL: none). No row: no such job in those states.
+SELECT x.unique_key, h.id AS holder_id
+FROM alkstore.jobs x
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+WHERE x.id = @id AND x.queue = @queue::text AND x.state IN ('dead', 'cancelled', 'expired')
+LIMIT 1;
 
 -- name: RequeueDeadJobs :execrows
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through jobs_finished; rows
--- others hold are skipped, and so are jobs whose unique key another job
--- holds now (they stay dead; the holder is found on jobs_unique).
+-- others hold are skipped. So are unique jobs that cannot hold their key
+-- once pending: those whose key another job holds now (probed on
+-- jobs_unique; a dead job holding its own key moves), and, of dead jobs of
+-- the batch sharing a key, all but the one that died first. They stay
+-- dead; the count is of the jobs moved.
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = NULL,
     expires_at = CASE WHEN expires_at <= @now::timestamptz THEN NULL ELSE expires_at END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
-               AND (x.unique_key IS NULL OR NOT EXISTS (
-                   SELECT 1 FROM alkstore.jobs h
-                   WHERE h.unique_key = x.unique_key AND strpos(h.unique_states, ',' || h.state || ',') > 0
-                   OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
-             ORDER BY x.finished_at
-             LIMIT @batch::integer
-             FOR UPDATE SKIP LOCKED);
+WHERE id IN (
+    SELECT b.id FROM (
+        SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
+        FROM (SELECT x.id, x.unique_key, x.finished_at FROM alkstore.jobs x
+              WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
+                AND (x.unique_key IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM alkstore.jobs h
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
+              ORDER BY x.finished_at
+              LIMIT @batch::integer
+              FOR UPDATE SKIP LOCKED) AS c) AS b
+    WHERE b.unique_key IS NULL OR b.nth = 1);
 
 -- name: DeleteJob :execrows
 -- Any job but a running one (cancel it first).

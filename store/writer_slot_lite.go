@@ -1,0 +1,79 @@
+package store
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// On SQLite a transaction begun with Store.Begin holds the writer slot until
+// it ends, so an auto-commit write (or another Begin) waits for it. Made on
+// the goroutine that holds the transaction, it waits for itself until its
+// context ends. InTx's ctx lets writerHeldBy refuse that at once; a Begin'd
+// Tx carries no such mark, so the store names the transaction instead: a
+// write that has waited writerWaitWarn behind it logs one warning per
+// transaction, with where it was begun.
+
+// writerWaitWarn is how long a write waits behind an open transaction
+// before the store warns.
+const writerWaitWarn = time.Second
+
+// writerHold is an open transaction begun with Store.Begin, holding the
+// writer slot.
+type writerHold struct {
+	site   string // file:line of the code that began it
+	since  time.Time
+	warned atomic.Bool
+}
+
+// hold records that a Begin'd transaction took the writer slot; the
+// returned func releases the record when it ends.
+func (e *liteEngine) hold() func() {
+	h := &writerHold{site: callerOutsideStore(), since: time.Now()}
+	e.held.Store(h)
+	return func() { e.held.CompareAndSwap(h, nil) }
+}
+
+var noWatch = func() {}
+
+// watchWriterSlot warns once when the write op on name is still waiting
+// after writerWaitWarn behind a Begin'd transaction that was open when it
+// started; the returned func ends the watch. Nothing is armed when no such
+// transaction is open (every write's common case), nor on Postgres.
+func (s *Store) watchWriterSlot(op, name string) func() {
+	e, ok := s.eng.(*liteEngine)
+	if !ok {
+		return noWatch
+	}
+	h := e.held.Load()
+	if h == nil {
+		return noWatch
+	}
+	t := time.AfterFunc(writerWaitWarn, func() {
+		if e.held.Load() == h && h.warned.CompareAndSwap(false, true) {
+			s.log.Warn("alkstore: a write has waited for SQLite's writer slot, which an open transaction holds; "+
+				"if the goroutine that began it made this write, it waits for itself until its context ends: "+
+				"use the Tx forms (EnqueueTx, PublishTx, ...) inside the transaction, or end it first",
+				"op", op, "name", name, "waited", writerWaitWarn, "tx_begun_at", h.site,
+				"tx_open_for", time.Since(h.since).Round(time.Millisecond))
+		}
+	})
+	return func() { t.Stop() }
+}
+
+// callerOutsideStore is file:line of the first caller outside this package.
+func callerOutsideStore() string {
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/alkstore/alkstore/store.") {
+			return f.File + ":" + strconv.Itoa(f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package tests
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// warnings is a slog handler that keeps the store's warnings and signals
+// the first.
+type warnings struct {
+	mu    sync.Mutex
+	msgs  []string
+	first chan struct{}
+	once  sync.Once
+}
+
+func newWarnings() *warnings { return &warnings{first: make(chan struct{})} }
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnings) WithGroup(string) slog.Handler                { return w }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	w.mu.Lock()
+	w.msgs = append(w.msgs, b.String())
+	w.mu.Unlock()
+	w.once.Do(func() { close(w.first) })
+	return nil
+}
+
+func (w *warnings) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msgs...)
+}
+
+// TestWriteBehindOwnBegunTxIsNamed: an auto-commit write made on the
+// goroutine that holds a Begin'd transaction. On SQLite that transaction
+// holds the writer slot, so the write waits for itself; after a second the
+// store logs once, naming where the transaction was begun, and the write
+// ends with its context. On Postgres the write runs on another connection
+// and nothing is logged. Before: SQLite waited silently.
+func TestWriteBehindOwnBegunTxIsNamed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		w := newWarnings()
+		s := e.open(t, store.WithLogger(slog.New(w)))
+		q := s.Queue("orders")
+		tx, err := s.Begin(ctx(t)) // the site the warning must name
+		require.NoError(t, err)
+		defer tx.Rollback(ctx(t))
+
+		if e.name == "pg" {
+			_, err = q.Enqueue(ctx(t), []byte("x"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			assert.Empty(t, w.all())
+			return
+		}
+		c, cancel := context.WithCancel(ctx(t))
+		defer cancel()
+		go func() { <-w.first; cancel() }() // the warning came: stop waiting
+		_, err = q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.ErrorIs(t, err, context.Canceled, "the write waited for the transaction until its ctx ended")
+		// Another wait behind the same transaction (here a Begin) logs
+		// nothing more.
+		c, cancel = context.WithTimeout(ctx(t), 2500*time.Millisecond)
+		defer cancel()
+		_, err = s.Begin(c)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		msgs := w.all()
+		require.Len(t, msgs, 1, "one warning per transaction")
+		assert.Contains(t, msgs[0], "writer slot")
+		assert.Contains(t, msgs[0], "writer_wait_test.go:", "names where the transaction was begun")
+		assert.Contains(t, msgs[0], `op=enqueue`)
+		assert.Contains(t, msgs[0], `name=orders`)
+	})
+}
