@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,9 +27,20 @@ import (
 // (Debian's chromium; .ci/run installs it) drives the pages, on both
 // engines. The console is mounted under /admin, as an application would.
 
-var pgServer *pgtest.Server
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
 
 func TestMain(m *testing.M) {
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
+	}
 	srv, err := pgtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -66,7 +78,7 @@ const prefix = "/admin"
 // and a browser.
 func eachEngine(t *testing.T, opts console.Options, body func(t *testing.T, e *env)) {
 	exe := chromium(t)
-	for _, engine := range []string{"pg", "lite"} {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "alk.db")
 			if engine == "pg" {

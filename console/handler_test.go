@@ -29,7 +29,7 @@ type server struct {
 }
 
 func eachStore(t *testing.T, opts console.Options, body func(t *testing.T, s *server)) {
-	for _, engine := range []string{"pg", "lite"} {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "alk.db")
 			if engine == "pg" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +30,8 @@ import (
 
 var (
 	binary   string
-	pgServer *pgtest.Server
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
 )
 
 func TestMain(m *testing.M) {
@@ -45,19 +47,28 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build alkstore:", err)
 		os.Exit(1)
 	}
-	if pgServer, err = pgtest.Start(); err != nil {
+	if engines, err = pgtest.Engines(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		os.Exit(2)
+	}
+	if slices.Contains(engines, "pg") {
+		if pgServer, err = pgtest.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
-	pgServer.Stop()
+	if pgServer != nil {
+		pgServer.Stop()
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// eachEngine runs body on a fresh database of each engine.
+// eachEngine runs body on a fresh database of each engine ALK_ENGINES
+// selects (both by default).
 func eachEngine(t *testing.T, body func(t *testing.T, dsn string)) {
-	for _, engine := range []string{"pg", "lite"} {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "alk.db")
 			if engine == "pg" {
