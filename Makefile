@@ -13,7 +13,7 @@ SQLC := bin/sqlc
 # Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 
-.PHONY: help check tools demo test bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+.PHONY: help check tools demo test test-citus bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## help: list the targets
 help:
@@ -21,8 +21,9 @@ help:
 		awk -F'\t' '{ printf "  %-12s %s\n", ($$1 == prev ? "" : $$1), $$2; prev = $$1 }'
 
 ## check: exactly what CI runs (.ci/run installs what is missing, then runs this):
-## check: tidy-diff, fmt-diff, tools, sqlc-diff, vet, then make test
-check: tidy-diff fmt-diff tools sqlc-diff vet test
+## check: tidy-diff, fmt-diff, tools, sqlc-diff, vet, make test, then make test-citus
+## check: (which skips, saying so, without ../shared/citus)
+check: tidy-diff fmt-diff tools sqlc-diff vet test test-citus
 
 ## tools: build sqlc and the goose CLI (Postgres and SQLite drivers only) into bin/
 tools:
@@ -37,6 +38,15 @@ demo:
 ## test: ALK_PG_DSN is set); ALK_ENGINES=lite (or pg) runs one engine's half
 test:
 	go test -race -timeout 25m $(GOTESTFLAGS) ./...
+	# otel/alkotel is a module of its own (OpenTelemetry stays out of the core's dependencies)
+	cd otel/alkotel && go test -race -timeout 10m $(GOTESTFLAGS) ./...
+
+## test-citus: the contract tests that apply to Citus (CITUS_TESTS) against a real cluster, a
+## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent); 3.5 to
+## test-citus: 5 minutes here; latency-bound tests (TestCrossProcessWake) are left out
+CITUS_TESTS ?= ^(TestReaderNeverSkipsOutOfOrderCommits|TestOpenTransactionHoldsTheHorizon|TestNewerTransactionWithOlderOffsetHoldsTheHorizon|TestClaimFencing|TestTxSettleIsFencedByTheClaim|TestTxCommitsOrDiscardsEverythingTogether|TestAdoptedTransactions|TestSubscribeReplaysThenFollows|TestSecondStoreReceiverWakes|TestWorkWakesOnEnqueue|TestConcurrentIncrementsAreExact|TestFirstUpdatesOfANewKeyCompose|TestSchedulerHandover|TestOneBoundaryOneFire|TestUniqueJobConcurrentEnqueuers|TestUniqueJobRacingTransactionsPostgres|TestUniqueJobInTransactions|TestJanitorCreatesPartitionsAhead|TestRetentionDropsWholePartitions|TestCitus.*)$$
+test-citus:
+	CITUS_TESTS='$(CITUS_TESTS)' .ci/test-citus
 
 ## bench: throughput figures beside their raw-SQL ceilings, both engines
 bench:
@@ -44,13 +54,15 @@ bench:
 
 ## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
 ## bench-compare: BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams
-## bench-compare: picks sections; ROUNDS runs a side; BENCH_FLAGS go to every bench run (README, Performance)
+## bench-compare: picks sections; ROUNDS runs a side; FIGURES=<regexp> picks figures; BENCH_FLAGS go to
+## bench-compare: every bench run (README, Performance)
 BASE ?=
 ONLY ?= streams,queues,receivers,compaction,scheduling
 ROUNDS ?= 4
+FIGURES ?=
 BENCH_FLAGS ?= -d 1s
 bench-compare:
-	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -- $(BENCH_FLAGS)
+	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -figures '$(FIGURES)' -- $(BENCH_FLAGS)
 
 ## bench-scale: costs beside 1e5, 1e6 and 1e7 unrelated rows, both engines (about a quarter of an hour; not in bench)
 bench-scale:
@@ -59,6 +71,7 @@ bench-scale:
 ## vet: go vet every package
 vet:
 	go vet ./...
+	cd otel/alkotel && go vet ./...
 
 # The sqlc-shared-tx example's application has its own sqlc config.
 SQLC_EXAMPLE := examples/sqlc-shared-tx/sqlc.yaml
@@ -76,6 +89,7 @@ sqlc-diff: tools
 ## tidy-diff: fail when go.mod/go.sum are not what `go mod tidy` would write
 tidy-diff:
 	go mod tidy -diff
+	cd otel/alkotel && go mod tidy -diff
 
 ## fmt-diff: fail when any Go file (db/ included) is not gofmt-clean
 # Uses the pinned toolchain's gofmt, since an older one rejects newer syntax.

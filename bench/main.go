@@ -16,6 +16,8 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -40,7 +42,7 @@ var (
 	replayN = flag.Int("replay", 50000, "events to replay in the read measurement")
 	burnN   = flag.Int("jobs", 100000, "jobs in the burn-down measurement")
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
-	peers   = flag.Bool("peers", true, "also run River (bench/peers) on the same PostgreSQL")
+	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
 		"or scale, retention and console, which only run when named")
@@ -115,6 +117,7 @@ func main() {
 		}
 		if section("queues") {
 			benchQueues(ctx, e.name, s, r)
+			benchHeaders(ctx, e.name, s, e.again)
 		}
 		if section("receivers") {
 			benchReceivers(ctx, e.name, s, e.again, r)
@@ -138,7 +141,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		benchRiver(ctx, peersDSN)
+		benchPeers(ctx, peersDSN, filepath.Join(dir, "peers"))
 	}
 }
 
@@ -167,6 +170,11 @@ type raw interface {
 	// takeJobs removes up to n jobs in one statement: claim and ack fused,
 	// the least work any queue can do per job.
 	takeJobs(ctx context.Context, n int) (int, error)
+	// claimSettle claims up to n jobs with one UPDATE ... RETURNING (state,
+	// attempt, claim token and expiry, as a fenced claim stamps them), then
+	// settles them with one DELETE fenced by the token: the least work a
+	// queue that runs handlers between claim and ack can do.
+	claimSettle(ctx context.Context, n int, token int64) (int, error)
 	// orderWithJob inserts a bench_orders row and a job in one transaction.
 	orderWithJob(ctx context.Context, id int64, payload []byte) error
 	// createSchedules creates n schedule rows due at first; fireDue fires
@@ -318,7 +326,7 @@ func openPG(ctx context.Context, dsn string) (*store.Store, raw) {
 		CREATE TABLE raw_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, queue text NOT NULL, payload bytea,
 		priority integer NOT NULL DEFAULT 0, state text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0,
 		max_attempts integer NOT NULL DEFAULT 25, created_at timestamptz NOT NULL DEFAULT now(),
-		run_at timestamptz NOT NULL DEFAULT now());
+		run_at timestamptz NOT NULL DEFAULT now(), claim_token bigint, claim_expires_at timestamptz);
 		CREATE INDEX ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
 	must0(err)
 	return s, pgRaw{pool}
@@ -361,6 +369,32 @@ func (r pgRaw) takeJobs(ctx context.Context, n int) (int, error) {
 	tag, err := r.pool.Exec(ctx, `DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs
 		WHERE queue = 'bench' AND state = 'pending' AND run_at <= now()
 		ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)`, n)
+	return int(tag.RowsAffected()), err
+}
+
+func (r pgRaw) claimSettle(ctx context.Context, n int, token int64) (int, error) {
+	rows, err := r.pool.Query(ctx, `UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claim_token = $2,
+			claim_expires_at = now() + interval '5 minutes'
+		WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'bench' AND state = 'pending' AND run_at <= now()
+			ORDER BY priority DESC, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+		RETURNING id, payload`, n, token)
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var payload []byte
+		if err := rows.Scan(&id, &payload); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	if rows.Close(); rows.Err() != nil || len(ids) == 0 {
+		return 0, rows.Err()
+	}
+	tag, err := r.pool.Exec(ctx, `DELETE FROM raw_jobs WHERE id = ANY($1) AND state = 'running' AND claim_token = $2`, ids, token)
 	return int(tag.RowsAffected()), err
 }
 
@@ -437,7 +471,7 @@ func openLite(ctx context.Context, path string) (*store.Store, raw) {
 		CREATE TABLE raw_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, payload BLOB,
 		priority INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
 		max_attempts INTEGER NOT NULL DEFAULT 25, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
-		run_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)));
+		run_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)), claim_token INTEGER, claim_expires_at INTEGER);
 		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
 	must0(err)
 	r := liteRaw{writer: writer, readers: readers}
@@ -477,25 +511,64 @@ func (r liteRaw) insertJob(ctx context.Context, payload []byte) error {
 	return err
 }
 
+// insertJobs is one statement for the batch, as on PostgreSQL: the
+// payloads in hex in a JSON array (the library's EnqueueMany does the same
+// since one INSERT a job cost it twice the CPU).
 func (r liteRaw) insertJobs(ctx context.Context, payloads [][]byte) error {
-	tx, err := r.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	ins := tx.StmtContext(ctx, r.insJob)
-	for _, p := range payloads {
-		if _, err := ins.ExecContext(ctx, "bench", p); err != nil {
-			return err
+	b := []byte{'['}
+	for i, p := range payloads {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, '"')
+		b = hex.AppendEncode(b, p)
+		b = append(b, '"')
 	}
-	return tx.Commit()
+	b = append(b, ']')
+	_, err := r.writer.ExecContext(ctx, `INSERT INTO raw_jobs (queue, payload)
+		SELECT 'bench', unhex(j.value) FROM json_each(?) AS j ORDER BY j.key`, string(b))
+	return err
 }
 
 func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
 	res, err := r.writer.ExecContext(ctx, `DELETE FROM raw_jobs WHERE id IN (SELECT id FROM raw_jobs
 		WHERE queue = 'bench' AND state = 'pending' AND run_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER)
 		ORDER BY priority DESC, run_at, id LIMIT ?)`, n)
+	if err != nil {
+		return 0, err
+	}
+	k, err := res.RowsAffected()
+	return int(k), err
+}
+
+func (r liteRaw) claimSettle(ctx context.Context, n int, token int64) (int, error) {
+	rows, err := r.writer.QueryContext(ctx, `UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claim_token = ?,
+			claim_expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 300000000
+		WHERE id IN (SELECT id FROM raw_jobs WHERE queue = 'bench' AND state = 'pending'
+			AND run_at <= CAST(unixepoch('subsec') * 1000000 AS INTEGER) ORDER BY priority DESC, run_at, id LIMIT ?)
+		RETURNING id, payload`, token, n)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]int64, 0, n)
+	for rows.Next() {
+		var id int64
+		var payload []byte
+		if err := rows.Scan(&id, &payload); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	if rows.Close(); rows.Err() != nil || len(ids) == 0 {
+		return 0, rows.Err()
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	res, err := r.writer.ExecContext(ctx, `DELETE FROM raw_jobs WHERE id IN (SELECT value FROM json_each(?))
+		AND state = 'running' AND claim_token = ?`, string(list), token)
 	if err != nil {
 		return 0, err
 	}

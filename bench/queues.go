@@ -57,29 +57,61 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	}
 
 	// Burn-down: fill a fresh queue, then time Work with a no-op handler
-	// until every job is acked; the ceiling removes the same number of rows
-	// with a fused claim-and-delete, as many workers in parallel.
+	// until every job is acked. Two ceilings remove the same number of rows,
+	// 8 workers in parallel taking 100 at a time: a fused claim-and-delete
+	// (one statement a batch), and a claim then a settle (two statements a
+	// batch, the least a queue running handlers between them can do). The
+	// second row is the same measurement beside the second ceiling.
 	if what := fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN); want(engine, what) {
 		burn := s.Queue("burndown")
 		for i := 0; i < *burnN; i += len(jobs) {
 			must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
 		}
-		for i := 0; i < *burnN; i += len(payloads) {
-			must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
+		fill := func() {
+			for i := 0; i < *burnN; i += len(payloads) {
+				must0(r.insertJobs(ctx, payloads[:min(len(payloads), *burnN-i)]))
+			}
 		}
-		lib := burnDown(ctx, burn, *burnN)
-		ceil := rawBurnDown(ctx, r, *burnN)
-		row(engine, what, lib, ceil)
+		fill()
+		lib := burnDown(ctx, burn, *burnN, false)
+		one := rawBurnDown(ctx, *burnN, r.takeJobs)
+		fill()
+		var token atomic.Int64
+		two := rawBurnDown(ctx, *burnN, func(ctx context.Context, n int) (int, error) {
+			return r.claimSettle(ctx, n, token.Add(1))
+		})
+		row(engine, what, lib, one)
+		row(engine, fmt.Sprintf("burn-down of %d, beside claim + settle", *burnN), lib, two)
+	}
+
+	// The same burn-down through WorkTx with a no-op transactional handler:
+	// each job pays a transaction of its own (begin, complete, commit)
+	// instead of a share of a batched ack; on SQLite the transactions also
+	// take turns on the writer slot.
+	if what := fmt.Sprintf("burn-down of %d via WorkTx (jobs/s)", *burnN); want(engine, what) {
+		burnTx := s.Queue("burndown-tx")
+		for i := 0; i < *burnN; i += len(jobs) {
+			must(burnTx.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
+		}
+		row(engine, what, burnDown(ctx, burnTx, *burnN, true), 0)
 	}
 }
 
-func burnDown(ctx context.Context, q *store.Queue, total int) float64 {
+func burnDown(ctx context.Context, q *store.Queue, total int, inTx bool) float64 {
 	var handled atomic.Int64
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	start := time.Now()
+	opts := store.WorkOpts{Concurrency: *workers}
 	go func() {
-		done <- q.Work(wctx, store.WorkOpts{Concurrency: *workers}, func(context.Context, *store.Job) error {
+		if inTx {
+			done <- q.WorkTx(wctx, opts, func(context.Context, store.Tx, *store.Job) error {
+				handled.Add(1)
+				return nil
+			})
+			return
+		}
+		done <- q.Work(wctx, opts, func(context.Context, *store.Job) error {
 			handled.Add(1)
 			return nil
 		})
@@ -100,7 +132,9 @@ func burnDown(ctx context.Context, q *store.Queue, total int) float64 {
 	return float64(total) / elapsed.Seconds()
 }
 
-func rawBurnDown(ctx context.Context, r raw, total int) float64 {
+// rawBurnDown runs take (n jobs at most a call) from 8 workers until total
+// jobs are gone.
+func rawBurnDown(ctx context.Context, total int, take func(ctx context.Context, n int) (int, error)) float64 {
 	var left atomic.Int64
 	left.Store(int64(total))
 	start := time.Now()
@@ -109,7 +143,7 @@ func rawBurnDown(ctx context.Context, r raw, total int) float64 {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for left.Load() > 0 {
-				n, err := r.takeJobs(ctx, 100)
+				n, err := take(ctx, 100)
 				must0(err)
 				left.Add(-int64(n))
 				if n == 0 {
@@ -124,17 +158,19 @@ func rawBurnDown(ctx context.Context, r raw, total int) float64 {
 	return float64(total) / time.Since(start).Seconds()
 }
 
-// benchRiver runs bench/peers (River on the same PostgreSQL, same job
-// counts) and prints alkstore's Postgres figures beside River's.
-func benchRiver(ctx context.Context, dsn string) {
-	cmd := exec.CommandContext(ctx, "go", "run", ".", "-dsn", dsn,
+// benchPeers runs bench/peers (River on the same PostgreSQL; River's SQLite
+// driver and goqite on SQLite files of their own in liteDir, same job
+// counts) and prints alkstore's figures beside theirs.
+func benchPeers(ctx context.Context, dsn, liteDir string) {
+	must0(os.MkdirAll(liteDir, 0o755))
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "-dsn", dsn, "-sqlite-dir", liteDir,
 		"-jobs", fmt.Sprint(*burnN), "-workers", fmt.Sprint(*workers), "-d", dur.String())
 	cmd.Dir = "bench/peers"
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	must0(err)
 	must0(cmd.Start())
-	river := map[string]float64{}
+	theirs := map[string]float64{}
 	dec := json.NewDecoder(out)
 	for {
 		var fig struct {
@@ -144,17 +180,25 @@ func benchRiver(ctx context.Context, dsn string) {
 		if err := dec.Decode(&fig); err != nil {
 			break
 		}
-		river[fig.Name] = fig.Rate
+		theirs[fig.Name] = fig.Rate
 	}
 	if err := cmd.Wait(); err != nil {
 		log.Printf("bench/peers failed: %v", err)
 		return
 	}
-	fmt.Printf("\n%-8s %-44s %14s %14s %7s\n", "engine", "versus River v0.51.2 (riverpgxv5)", "alkstore", "River", "ratio")
-	peer := func(what, ours, theirs string) {
-		a, b := results["pg "+ours], river[theirs]
-		fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", "pg", what, a, b, a/b)
+	for _, p := range []struct{ engine, peer, title string }{
+		{"pg", "river", "River v0.51.2 (riverpgxv5)"},
+		{"lite", "river_sqlite", "River v0.51.2 (riversqlite)"},
+		{"lite", "goqite", "goqite v0.4.0"},
+	} {
+		fmt.Printf("\n%-8s %-44s %14s %14s %7s\n", "engine", "versus "+p.title, "alkstore", "peer", "ratio")
+		for _, f := range []struct{ what, ours, their string }{
+			{"enqueue, 1 producer (jobs/s)", "enqueue, 1 producer(s) (jobs/s)", "insert"},
+			{"EnqueueMany of 1,000 (jobs/s)", "EnqueueMany of 1,000 (jobs/s)", "insert_many_1000"},
+			{fmt.Sprintf("burn-down of %d, no-op worker (jobs/s)", *burnN), fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN), "burndown"},
+		} {
+			a, b := results[p.engine+" "+f.ours], theirs[p.peer+" "+f.their]
+			fmt.Printf("%-8s %-44s %14.0f %14.0f %7.2f\n", p.engine, f.what, a, b, a/b)
+		}
 	}
-	peer("EnqueueMany / InsertMany of 1,000 (jobs/s)", "EnqueueMany of 1,000 (jobs/s)", "insert_many_1000")
-	peer(fmt.Sprintf("burn-down of %d, no-op worker (jobs/s)", *burnN), fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN), "burndown")
 }

@@ -6,13 +6,14 @@
 //	c := client.New(s, client.Opts{})
 //	c.Handle(s.Queue("thumbnails"), store.WorkOpts{Concurrency: 4}, thumbnail)
 //	c.HandleJobs(emails, store.WorkOpts{}, sendEmail) // a *store.JobQueue[Email]
+//	c.HandleTx(s.Queue("payments"), store.WorkOpts{}, charge) // its writes commit with the job's completion
 //	c.HandleOutbox(s.Outbox("webhooks"), store.OutboxOpts{}, post)
 //	if err := c.Start(ctx); err != nil { ... }
 //	<-sigint
 //	err := c.Stop(shutdownCtx) // finishes the jobs in flight
 //
-// It composes the store's loops (Queue.Work, Outbox.Run, Scheduler.Run,
-// janitor.Run): everything they promise holds, and so does the store's own
+// It composes the store's loops (store.Worker for queues and outboxes,
+// Scheduler.Run, janitor.Run): everything they promise holds, and so does the store's own
 // shutdown: closing the store while a client runs stops the client cleanly.
 package client
 
@@ -21,10 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/alkstore/alkstore/janitor"
@@ -59,28 +59,38 @@ type Opts struct {
 }
 
 // Client runs a store's loops together. Register queues and outboxes with
-// Handle, HandleJobs and HandleOutbox, then Start; Stop ends it. A client
-// runs once: it cannot be started again after it stopped.
+// Handle, HandleTx, HandleJobs and HandleOutbox, then Start; Stop ends it.
+// A client runs once: it cannot be started again after it stopped.
 type Client struct {
 	s    *store.Store
 	opts Opts
+
+	subs sync.Map // *Subscription: Subscribe's subscribers
 
 	mu      sync.Mutex
 	loops   []loop
 	names   map[string]bool // queues registered, to refuse a second handler
 	started bool
 
-	cancel   context.CancelFunc // stops claiming: the graceful stop
-	hard     context.Context    // done when the stop turned hard: handlers are cancelled
-	stopHard context.CancelCauseFunc
-	done     chan struct{} // closed when every loop returned
-	errs     []error       // loop failures, read after done
-	cut      atomic.Bool   // the hard stop cancelled a handler that then failed
+	cancel context.CancelFunc // stops claiming: the graceful stop
+	done   chan struct{}      // closed when every loop returned
+	errs   []error            // loop failures, read after done
 }
 
+type loopKind string
+
+const (
+	queueLoop     loopKind = "queue"
+	outboxLoop    loopKind = "outbox"
+	schedulerLoop loopKind = "scheduler"
+	janitorLoop   loopKind = "janitor"
+)
+
 type loop struct {
-	kind, name string
-	run        func(ctx context.Context) error
+	kind   loopKind
+	name   string
+	worker *store.Worker // queues and outboxes: stopped hard on their own by Stop
+	run    func(ctx context.Context) error
 }
 
 // New returns a client for s. It does nothing until Start.
@@ -88,27 +98,54 @@ func New(s *store.Store, opts Opts) *Client {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	hard, stopHard := context.WithCancelCause(context.Background())
-	return &Client{s: s, opts: opts, names: map[string]bool{}, hard: hard, stopHard: stopHard,
-		done: make(chan struct{})}
+	return &Client{s: s, opts: opts, names: map[string]bool{}, done: make(chan struct{})}
 }
 
 // Handle registers handler for the queue q, run as Queue.Work runs it with
-// opts, wrapped by the client's middleware and then by mw. q must be a
-// queue of the client's store. Register before Start; a queue takes one
-// handler (raise opts.Concurrency for more at once).
+// opts, wrapped by the client's middleware and then by mw. Register before
+// Start; a queue takes one handler (raise opts.Concurrency for more at
+// once). Everything is checked here, not when the loop starts: Handle
+// fails, with an error matching store.ErrInvalidArgument (or the name's
+// error), for a queue with a bad name or of another store, a nil handler
+// or middleware, and options Queue.NewWorker refuses.
 func (c *Client) Handle(q *store.Queue, opts store.WorkOpts, handler store.Handler, mw ...Middleware) error {
 	if q == nil || handler == nil {
-		return c.refuse("handle", "", "a queue and a handler are required")
+		return c.refuse("handle", queueName(q), "a queue and a handler are required")
 	}
-	if err := c.check("handle", q.Name(), q.Store(), mw); err != nil {
+	if err := c.checkMiddleware("handle", q.Name(), mw); err != nil {
 		return err
 	}
-	h := c.wrap(handler, mw)
-	return c.add("handle", q.Name(), func(ctx context.Context) error {
-		return q.Work(ctx, c.workOpts(opts), h)
-	})
+	w, err := q.NewWorker(c.workOpts(opts), c.wrap(handler, mw))
+	return c.add("handle", queueLoop, q.Name(), w, err)
 }
+
+// HandleTx registers a transactional handler for the queue q, run as
+// Queue.WorkTx runs it: each job's handler runs in a transaction, and the
+// job completes in it before it commits. The middleware wraps it as it
+// wraps any handler; the transaction reaches the handler through the
+// middleware's context.
+func (c *Client) HandleTx(q *store.Queue, opts store.WorkOpts, handler store.TxHandler, mw ...Middleware) error {
+	if q == nil || handler == nil {
+		return c.refuse("handle", queueName(q), "a queue and a handler are required")
+	}
+	if err := c.checkMiddleware("handle", q.Name(), mw); err != nil {
+		return err
+	}
+	inner := c.wrap(func(ctx context.Context, job *store.Job) error {
+		tx, ok := ctx.Value(txKey{}).(store.Tx)
+		if !ok {
+			return store.Permanent(errors.New("alkstore: a middleware handed the transactional handler a context not derived from its own: the transaction is lost"))
+		}
+		return handler(ctx, tx, job)
+	}, mw)
+	w, err := q.NewWorkerTx(c.workOpts(opts), func(ctx context.Context, tx store.Tx, job *store.Job) error {
+		return inner(context.WithValue(ctx, txKey{}, tx), job)
+	})
+	return c.add("handle", queueLoop, q.Name(), w, err)
+}
+
+// txKey carries a transactional handler's Tx through the middleware.
+type txKey struct{}
 
 // HandleJobs registers handler for the typed queue q, as Handle does; its
 // jobs' payloads are decoded as JobQueue.Work decodes them. Middleware runs
@@ -116,46 +153,55 @@ func (c *Client) Handle(q *store.Queue, opts store.WorkOpts, handler store.Handl
 // fails its job at once (ErrCodec), without reaching the middleware.
 func (c *Client) HandleJobs[T any](q *store.JobQueue[T], opts store.WorkOpts, handler func(ctx context.Context, job *store.Job, v T) error, mw ...Middleware) error {
 	if q == nil || handler == nil {
-		return c.refuse("handle", "", "a queue and a handler are required")
+		name := ""
+		if q != nil {
+			name = q.Queue().Name()
+		}
+		return c.refuse("handle", name, "a queue and a handler are required")
 	}
-	if err := c.check("handle", q.Queue().Name(), q.Queue().Store(), mw); err != nil {
+	if err := c.checkMiddleware("handle", q.Queue().Name(), mw); err != nil {
 		return err
 	}
-	return c.add("handle", q.Queue().Name(), func(ctx context.Context) error {
-		return q.Work(ctx, c.workOpts(opts), func(ctx context.Context, job *store.Job, v T) error {
-			return c.wrap(func(ctx context.Context, job *store.Job) error { return handler(ctx, job, v) }, mw)(ctx, job)
-		})
+	w, err := q.NewWorker(c.workOpts(opts), func(ctx context.Context, job *store.Job, v T) error {
+		return c.wrap(func(ctx context.Context, job *store.Job) error { return handler(ctx, job, v) }, mw)(ctx, job)
 	})
+	return c.add("handle", queueLoop, q.Queue().Name(), w, err)
 }
 
 // HandleOutbox registers deliver for the outbox ob, run as Outbox.Run
-// runs it with opts, wrapped by the client's middleware and then by mw.
+// runs it with opts, wrapped by the client's middleware and then by mw. It
+// is checked as Handle is (an outbox of another store is refused).
 func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver store.Handler, mw ...Middleware) error {
 	if ob == nil || deliver == nil {
-		return c.refuse("handle outbox", "", "an outbox and a deliver function are required")
+		name := ""
+		if ob != nil {
+			name = ob.Name()
+		}
+		return c.refuse("handle outbox", name, "an outbox and a deliver function are required")
 	}
-	if opts.Worker == "" {
-		opts.Worker = c.opts.Worker
-	}
-	if err := c.check("handle outbox", ob.Name(), c.s, mw); err != nil {
+	if err := c.checkMiddleware("handle outbox", ob.Name(), mw); err != nil {
 		return err
 	}
-	h := c.wrap(deliver, mw)
-	return c.add("handle outbox", ob.QueueName(), func(ctx context.Context) error {
-		return ob.Run(ctx, opts, h)
-	})
+	opts.WorkOpts = c.workOpts(opts.WorkOpts)
+	w, err := ob.NewWorker(opts, c.wrap(deliver, mw))
+	return c.add("handle outbox", outboxLoop, ob.Name(), w, err)
 }
 
-func (c *Client) refuse(op, name, why string) error {
-	return fmt.Errorf("alkstore: client %s %q: %w: %s", op, name, store.ErrInvalidArgument, why)
-}
-
-// check refuses, when registering, a queue of another store and a nil
-// middleware (which would fail every job at run time instead).
-func (c *Client) check(op, name string, s *store.Store, mw []Middleware) error {
-	if s != c.s {
-		return c.refuse(op, name, "the queue belongs to another store")
+func queueName(q *store.Queue) string {
+	if q == nil {
+		return ""
 	}
+	return q.Name()
+}
+
+// refuse is a registration or start the client refuses.
+func (c *Client) refuse(op, name, why string) error {
+	return &store.OpError{Op: "client " + op, Name: name, Err: fmt.Errorf("%w: %s", store.ErrInvalidArgument, why)}
+}
+
+// checkMiddleware refuses a nil middleware, which would fail every job at
+// run time instead.
+func (c *Client) checkMiddleware(op, name string, mw []Middleware) error {
 	for _, m := range append(slices.Clone(c.opts.Middleware), mw...) {
 		if m == nil {
 			return c.refuse(op, name, "a middleware is nil")
@@ -164,21 +210,26 @@ func (c *Client) check(op, name string, s *store.Store, mw []Middleware) error {
 	return nil
 }
 
-func (c *Client) add(op, name string, run func(ctx context.Context) error) error {
+// add registers a worker the store built (or refused with err) for the
+// queue or outbox called name.
+func (c *Client) add(op string, kind loopKind, name string, w *store.Worker, err error) error {
+	if err != nil {
+		return err // the store's own *store.OpError: the queue or outbox, and why
+	}
+	if w.Queue().Store() != c.s {
+		return c.refuse(op, name, fmt.Sprintf("the %s belongs to another store", kind))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	key := w.Queue().Name()
 	switch {
 	case c.started:
 		return c.refuse(op, name, "register before Start")
-	case c.names[name]:
+	case c.names[key]:
 		return c.refuse(op, name, "already has a handler")
 	}
-	c.names[name] = true
-	kind := "queue"
-	if op == "handle outbox" {
-		kind = "outbox"
-	}
-	c.loops = append(c.loops, loop{kind: kind, name: name, run: run})
+	c.names[key] = true
+	c.loops = append(c.loops, loop{kind: kind, name: name, worker: w, run: w.Run})
 	return nil
 }
 
@@ -189,8 +240,7 @@ func (c *Client) workOpts(o store.WorkOpts) store.WorkOpts {
 	return o
 }
 
-// wrap composes the client's middleware, then mw, around h, inside the
-// hard-stop guard.
+// wrap composes the client's middleware, then mw, around h.
 func (c *Client) wrap(h store.Handler, mw []Middleware) store.Handler {
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
@@ -198,32 +248,7 @@ func (c *Client) wrap(h store.Handler, mw []Middleware) store.Handler {
 	for i := len(c.opts.Middleware) - 1; i >= 0; i-- {
 		h = c.opts.Middleware[i](h)
 	}
-	return c.guard(h)
-}
-
-// errHardStop is the cause of a handler context the hard stop cancelled.
-var errHardStop = errors.New("alkstore: client stopped hard")
-
-// guard gives the handler a context the hard stop cancels. When it then
-// fails, its job did not fail: it goes back to its queue with its attempt
-// restored (Job.Release), as a store's hard Shutdown does.
-func (c *Client) guard(h store.Handler) store.Handler {
-	return func(ctx context.Context, job *store.Job) error {
-		hctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		stop := context.AfterFunc(c.hard, func() { cancel(errHardStop) })
-		defer stop()
-		err := h(hctx, job)
-		if err == nil || !errors.Is(context.Cause(hctx), errHardStop) {
-			return err
-		}
-		c.cut.Store(true)
-		if rerr := job.Release(context.WithoutCancel(ctx)); rerr != nil {
-			c.opts.Logger.Warn("alkstore: could not release a job the stop cancelled", "queue", job.Queue, "job", job.ID, "error", rerr)
-			return err
-		}
-		return nil
-	}
+	return c.publish(h)
 }
 
 // Start runs every registered queue and outbox, the scheduler and the
@@ -246,24 +271,27 @@ func (c *Client) Start(ctx context.Context) error {
 	// A store that began to shut down refuses new loops; say so here rather
 	// than start loops that end at once.
 	if err := c.s.RunLoop(ctx, "client", func(context.Context) error { return nil }); errors.Is(err, store.ErrClosed) {
-		return fmt.Errorf("alkstore: client start: %w", store.ErrClosed)
+		return &store.OpError{Op: "client start", Err: store.ErrClosed}
 	}
 	loops := c.loops
 	if !c.opts.NoScheduler {
 		owner := c.opts.Worker
 		if owner == "" {
-			host, _ := os.Hostname()
-			owner = fmt.Sprintf("%s-%d", host, os.Getpid())
+			owner = store.DefaultWorkerName()
 		}
 		sch := c.s.Scheduler(owner, c.opts.Scheduler)
-		loops = append(loops, loop{kind: "scheduler", run: sch.Run})
+		served := maps.Clone(c.names)
+		loops = append(loops, loop{kind: schedulerLoop, run: func(ctx context.Context) error {
+			c.warnUnservedSchedules(ctx, served)
+			return sch.Run(ctx)
+		}})
 	}
 	if !c.opts.NoJanitor {
 		jopts := c.opts.Janitor
 		if jopts.Logger == nil {
 			jopts.Logger = c.opts.Logger
 		}
-		loops = append(loops, loop{kind: "janitor", run: janitor.New(c.s, jopts).Run})
+		loops = append(loops, loop{kind: janitorLoop, run: janitor.New(c.s, jopts).Run})
 	}
 	if len(loops) == 0 {
 		return c.refuse("start", "", "nothing to run")
@@ -294,22 +322,18 @@ func (c *Client) Start(ctx context.Context) error {
 // error). Before Start it is never closed.
 func (c *Client) Stopped() <-chan struct{} { return c.done }
 
-// hardStopWait is how long a hard stop waits for the handlers it cancelled
-// to return and be settled (as the store's Shutdown does).
-const hardStopWait = 5 * time.Second
-
 // Stop stops the client gracefully, bounded by ctx: every queue and outbox
 // stops claiming, handlers in flight finish (each queue within its
 // WorkOpts.Grace) and are settled, the scheduler gives its lease up, and
 // Stop returns once every loop did.
 //
-// When ctx ends first, Stop stops hard: handlers still running have their
-// context cancelled; a job whose handler then returns an error goes back to
-// its queue without losing an attempt; a handler that returns nil
-// completes its job. Stop waits up to 5 seconds more for them and returns
-// an error matching ctx's if it cut a handler short (a handler that ignores
-// its context is left running; Work stops heartbeating its claim when
-// its queue's Grace ends, so its job comes back a Visibility later).
+// When ctx ends first, Stop stops hard, each queue as Worker.Stop does:
+// handlers still running have their context cancelled; a job whose handler
+// then returns an error goes back to its queue without losing an attempt;
+// a handler that returns nil completes its job. Stop waits up to 5 seconds
+// more for them and returns an error matching ctx's if it cut a handler
+// short (a handler that ignores its context is left running; its claim is
+// no longer extended, so its job comes back a Visibility later).
 //
 // Stop also returns the error of a loop that failed. It may be called more
 // than once and concurrently, before Start (it returns nil), and after the
@@ -323,28 +347,30 @@ func (c *Client) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.cancel()
-	var err error
+	var wg sync.WaitGroup
+	stopErrs := make([]error, len(c.loops))
+	for i, l := range c.loops {
+		wg.Go(func() { stopErrs[i] = l.worker.Stop(ctx) })
+	}
+	wg.Wait()
+	// The scheduler and the janitor end at the cancel; wait for them (and
+	// for every worker) within the same bounds as a hard stop.
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		cause := context.Cause(ctx)
-		c.stopHard(errHardStop)
 		t := time.NewTimer(hardStopWait)
 		select {
 		case <-c.done:
-			if c.cut.Load() {
-				err = fmt.Errorf("alkstore: client stop: handlers cancelled: %w", cause)
-			}
 		case <-t.C:
-			err = fmt.Errorf("alkstore: client stop: handlers ignored the hard stop: %w", cause)
 		}
 		t.Stop()
-		if err != nil {
-			return errors.Join(append(c.loopErrs(), err)...)
-		}
 	}
-	return errors.Join(c.loopErrs()...)
+	return errors.Join(append(c.loopErrs(), stopErrs...)...)
 }
+
+// hardStopWait bounds the wait, after a hard stop, for loops other than
+// the workers (which bound their own, as store.Worker.Stop says).
+const hardStopWait = 5 * time.Second
 
 // StopAndCancel stops the client hard at once: Stop with a context that is
 // already done (River's name for it).
@@ -361,5 +387,25 @@ func (c *Client) loopErrs() []error {
 		return c.errs
 	default:
 		return nil
+	}
+}
+
+// warnUnservedSchedules warns once for each stored schedule whose target
+// queue no handler of this client serves: a schedule removed from the code
+// keeps firing from the database, and its jobs pile up unworked unless
+// another process works that queue.
+func (c *Client) warnUnservedSchedules(ctx context.Context, served map[string]bool) {
+	schedules, err := c.s.Schedules(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.opts.Logger.Warn("alkstore: could not list the schedules to check their queues", "error", err)
+		}
+		return
+	}
+	for _, sc := range schedules {
+		if !served[sc.Queue] {
+			c.opts.Logger.Warn("alkstore: a stored schedule fires into a queue no handler of this client serves; unless another process works it, its jobs pile up (delete a schedule you no longer use with Store.Schedule(name).Delete)",
+				"schedule", sc.Name, "queue", sc.Queue)
+		}
 	}
 }

@@ -118,21 +118,34 @@ func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 }
 
 // publishKeyed appends a keyed event and upserts its key's head.
-func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, rank int64, schemaVersion int) (int64, error) {
+func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload []byte, headers map[string]string, rank int64, schemaVersion int) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
-		if err := validateKey(&key); err != nil {
-			return 0, err
+		if st.s.insert == nil {
+			return st.publishKeyedOne(ctx, o, key, payload, headers, rank, schemaVersion)
 		}
-		if err := st.s.checkPayload("payload", payload); err != nil {
-			return 0, err
-		}
-		off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, rank: rank,
-			schemaVersion: int32(schemaVersion), now: st.s.now()})
-		if err == nil {
-			o.afterCommit(st.s.wake(streamTopic(st.name)))
-		}
-		return off, err
+		return st.interceptOne(ctx, o, &key, payload, headers, func(ctx context.Context, m *InsertMessage) (int64, error) {
+			return st.publishKeyedOne(ctx, o, key, m.Payload, m.Headers, rank, schemaVersion)
+		})
 	})
+}
+
+func (st *Stream) publishKeyedOne(ctx context.Context, o target, key string, payload []byte, headers map[string]string, rank int64, schemaVersion int) (int64, error) {
+	if err := validateKey(&key); err != nil {
+		return 0, err
+	}
+	if err := st.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	hs, err := checkHeaders(headers)
+	if err != nil {
+		return 0, err
+	}
+	off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, headers: hs, rank: rank,
+		schemaVersion: int32(schemaVersion), now: st.s.now()})
+	if err == nil {
+		o.afterCommit(st.s.wake(streamTopic(st.name)))
+	}
+	return off, err
 }
 
 // headRow is a locked compaction head row; offset is nil when headless.
@@ -146,6 +159,7 @@ type headRow struct {
 type keyedEvent struct {
 	stream, key   string
 	payload       []byte
+	headers       []byte // stored form; nil for none
 	rank          int64
 	schemaVersion int32
 	now           time.Time

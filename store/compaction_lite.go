@@ -14,7 +14,7 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 	var off int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		var err error
-		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload}); err != nil {
+		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: liteHeaders(e.headers)}); err != nil {
 			return err
 		}
 		return q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: e.stream, Key: e.key, HeadOffset: off,

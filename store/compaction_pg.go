@@ -10,7 +10,7 @@ import (
 // Compaction statements on PostgreSQL.
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
-	return o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload,
+	return o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.wake(streamTopic(e.stream))})
 }
 

@@ -15,12 +15,16 @@ type Event struct {
 	Key       *string // nil for an unkeyed publish
 	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
 	CreatedAt time.Time
+	Headers   map[string]string // as published (Message.Headers); nil when none
 }
 
 // Message is one event to publish with PublishMany.
 type Message struct {
 	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
 	Payload []byte  // nil with a key is a tombstone; empty is a value
+	// Headers ride with the event (Event.Headers): at most MaxHeadersSize
+	// bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
 }
 
 // ops is the engine seam: every statement the store runs, bound to one
@@ -28,8 +32,10 @@ type Message struct {
 // generated queries (db/pg, db/lite) and mapping their rows; all validation,
 // error wrapping and transaction handling live above it, once.
 type ops interface {
-	publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error)
-	publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) // keyed ones update their heads
+	publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error)
+	// publishMany: keyed ones update their heads; headers holds each
+	// message's stored headers, nil when none has any.
+	publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error)
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
@@ -103,7 +109,13 @@ type ops interface {
 	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
+	// The settled horizon (see HorizonStats): SQLite's settles every
+	// committed offset, so it reports math.MaxInt64 and nothing else.
+	settledHorizon(ctx context.Context) (int64, error)
+	firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) // created_at; nil: none
+	oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) // nil: none
 	compactedStreams(ctx context.Context) ([]string, error)
+	partitionsDenied(ctx context.Context) (bool, error)
 	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
 
 	notify(ctx context.Context, channel string, payload []byte, now time.Time) error

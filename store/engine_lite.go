@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -229,14 +230,18 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	return tx.Commit()
 }
 
-func (o liteOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload})
+func (o liteOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
+	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: liteHeaders(headers)})
 }
 
-func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
+func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
 	return o.insertEach(ctx, len(msgs), func(q *litedb.Queries, i int) (int64, error) {
 		m := msgs[i]
-		id, err := q.PublishEvents(ctx, litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload})
+		p := litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload}
+		if headers != nil {
+			p.Headers = liteHeaders(headers[i])
+		}
+		id, err := q.PublishEvents(ctx, p)
 		if err == nil && m.Key != nil {
 			err = liteOps{q: q}.upsertHead(ctx, stream, *m.Key, id, now)
 		}
@@ -277,7 +282,8 @@ func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, 
 func liteEvents(rows []litedb.AlkEvent) []Event {
 	evs := make([]Event, len(rows))
 	for i, r := range rows {
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt)}
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
+			Headers: decodeHeadersPtr(r.Headers)}
 	}
 	return evs
 }
@@ -350,3 +356,18 @@ func (t liteTx) queryRow(ctx context.Context, query string, args ...any) Row {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// SQLite commits offsets in order: every committed event is settled.
+func (o liteOps) settledHorizon(context.Context) (int64, error) { return math.MaxInt64, nil }
+
+func (o liteOps) firstEventAbove(context.Context, int64) (*time.Time, error) { return nil, nil }
+
+// oldestWriteTransaction runs SQLite's twin of the statement, which names
+// no transaction.
+func (o liteOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
+	rows, err := o.q.OldestWriteTransaction(ctx)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &WriteTransaction{PID: int(rows[0].Pid), Database: rows[0].Datname, State: rows[0].State}, nil
+}

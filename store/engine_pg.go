@@ -29,6 +29,7 @@ type pgEngine struct {
 	horizon *horizon
 	gate    *wakeGate
 	learner learner
+	stall   *stallWatch
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -56,10 +57,23 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 }
 
 func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
-	if err := migratePostgres(ctx, pool, c.migrate); err != nil {
+	citus, err := detectCitus(ctx, pool, c.log)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	mpool, err := migrationPool(ctx, pool, citus)
+	if err != nil {
+		return nil, opErr("open", "", err)
+	}
+	err = migratePostgres(ctx, mpool, c.migrate)
+	if mpool != pool {
+		mpool.Close()
+	}
+	if err != nil {
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
 	eng.gate = &wakeGate{send: func(topic string) {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
@@ -171,12 +185,12 @@ func (o pgOps) wake(topic string) string {
 	return o.eng.gate.wake(topic)
 }
 
-func (o pgOps) publish(ctx context.Context, stream string, key *string, payload []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload,
+func (o pgOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
+	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: headers,
 		Wake: o.wake(streamTopic(stream))})
 }
 
-func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, now time.Time) ([]int64, error) {
+func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
 		Stream:   stream,
 		Wake:     o.wake(streamTopic(stream)),
@@ -190,6 +204,12 @@ func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, n
 			p.Keyed[i], p.Keys[i] = true, *m.Key
 		}
 		p.Payloads[i] = m.Payload
+	}
+	if headers != nil { // otherwise unnest pads the column with NULLs (see pgHeaderArray)
+		p.Headers = make([]string, len(msgs))
+		for i, h := range headers {
+			p.Headers[i] = string(h)
+		}
 	}
 	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
 	return sortedIDs(ids, err, len(msgs))
@@ -257,6 +277,7 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 			return hz, nil
 		}
 		if hz >= snap.VisibleHead || attempt == settleAttempts {
+			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
 			return hz, nil
 		}
 		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
@@ -358,7 +379,8 @@ func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) [
 	evs := make([]Event, len(rows))
 	for i, row := range rows {
 		r := pgdb.ReadEventsRow(row)
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt}
+		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
+			Headers: decodeHeaders(r.Headers)}
 	}
 	return evs
 }
@@ -423,3 +445,29 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
+
+func (o pgOps) settledHorizon(ctx context.Context) (int64, error) { return o.settled(ctx) }
+
+func (o pgOps) firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) {
+	rows, err := o.q.FirstEventAbove(ctx, offset)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0].CreatedAt, nil
+}
+
+func (o pgOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
+	rows, err := o.q.OldestWriteTransaction(ctx)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	r := rows[0]
+	tx := &WriteTransaction{PID: int(r.Pid), Database: r.Datname, State: r.State}
+	if r.XactStart != nil {
+		tx.Age = max(r.Now.Sub(*r.XactStart), 0)
+	}
+	if r.QueryStart != nil {
+		tx.QueryStart = *r.QueryStart
+	}
+	return tx, nil
+}

@@ -196,6 +196,24 @@ func ExampleStream() {
 	// Output: 2 [3 4] 2 2 2
 }
 
+func ExampleStream_PublishMessage() {
+	s, done := openTemp()
+	defer done()
+	ctx := context.Background()
+	st, q := s.Stream("events"), s.Queue("emails")
+
+	h := map[string]string{"tenant": "acme"}
+	_ = must(st.PublishMessage(ctx, store.Message{Payload: []byte("x"), Headers: h})) // Key too: keyed
+	_ = must(st.PublishMany(ctx, []store.Message{{Payload: []byte("y"), Headers: h}}))
+	_ = must(q.Enqueue(ctx, []byte("z"), store.EnqueueOpts{Headers: h})) // EnqueueMany, Tx, typed, outbox alike
+	// ScheduleSpec.Headers and PublishOpts.Headers (typed topics) too; Event.Headers, Job.Headers on read
+
+	evs := must(st.ReadSince(ctx, 0, 10))
+	jobs := must(q.Claim(ctx, "w", 1, time.Minute))
+	fmt.Println(evs[0].Headers["tenant"], evs[1].Headers["tenant"], jobs[0].Headers["tenant"])
+	// Output: acme acme acme
+}
+
 type Counter struct{ N int }
 
 // A compacted counter: the head of a key, locked, read and replaced in one
@@ -369,6 +387,32 @@ func ExampleQueue_Work() {
 	slices.Sort(sent)
 	fmt.Println(err, sent, must(q.Stats(context.Background())).Ready)
 	// Output: <nil> [ada grace linus] 0
+}
+
+func ExampleQueue_WorkTx() {
+	s, done := openTemp()
+	defer done()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	check(s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE payments (order_id TEXT PRIMARY KEY)`)
+		return err
+	}))
+	q := s.Queue("payments")
+	_ = must(q.Enqueue(ctx, []byte("order-7"), store.EnqueueOpts{}))
+
+	err := q.WorkTx(ctx, store.WorkOpts{}, func(ctx context.Context, tx store.Tx, job *store.Job) error {
+		defer stop()
+		_, err := tx.Exec(ctx, `INSERT INTO payments (order_id) VALUES ($1)`, string(job.Payload))
+		return err // nil: the payment and the job's completion commit together (River's JobCompleteTx)
+	})
+
+	var paid int
+	check(s.InTx(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.QueryRow(ctx, `SELECT COUNT(*) FROM payments`).Scan(&paid)
+	}))
+	fmt.Println(err, paid, must(q.Stats(context.Background())).Ready)
+	// Output: <nil> 1 0
 }
 
 func ExampleQueue_Pause() {

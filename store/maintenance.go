@@ -175,6 +175,12 @@ func (m Maintenance) PruneNotifications(ctx context.Context, maxAge time.Duratio
 type Stats struct {
 	Streams []StreamStats
 	Queues  []NamedQueueStats
+	Horizon HorizonStats // how far stream delivery trails the newest committed event
+	// PartitionsDenied: on PostgreSQL, this role does not own
+	// alkstore.events, so it can neither create nor drop event partitions;
+	// retention and trims delete events row by row (the janitor logs it
+	// once). Always false on SQLite, which has no partitions.
+	PartitionsDenied bool
 }
 
 // StatsCountLimit caps every count in Stats and Queue.Stats: each is read
@@ -232,11 +238,21 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			return Stats{}, err
 		}
 		out := Stats{Streams: streams, Queues: make([]NamedQueueStats, len(names))}
+		if out.PartitionsDenied, err = o.partitionsDenied(ctx); err != nil {
+			return Stats{}, err
+		}
 		for i, name := range names {
 			out.Queues[i].Queue = name
 			if out.Queues[i].QueueStats, err = o.queueStats(ctx, name, now); err != nil {
 				return Stats{}, err
 			}
+		}
+		var head int64
+		for _, st := range streams {
+			head = max(head, st.HeadOffset)
+		}
+		if out.Horizon, err = horizonStats(ctx, o, head, now); err != nil {
+			return Stats{}, err
 		}
 		return out, nil
 	})

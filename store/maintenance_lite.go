@@ -132,6 +132,11 @@ func (o liteOps) compactedStreams(ctx context.Context) ([]string, error) {
 	return o.q.CompactedStreams(ctx)
 }
 
+func (o liteOps) partitionsDenied(ctx context.Context) (bool, error) {
+	denied, err := o.q.PartitionsDenied(ctx)
+	return denied != 0, err
+}
+
 func (o liteOps) jobQueues(ctx context.Context) ([]string, error) {
 	return o.q.JobQueues(ctx)
 }

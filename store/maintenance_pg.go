@@ -35,10 +35,14 @@ func (o pgOps) deleteExpiredHeadless(ctx context.Context, stream string, cutoff 
 }
 
 func (o pgOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error) {
+	hold, err := o.retentionHold(ctx, *st.retention, now)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	err := o.atomically(ctx, true, func(o pgOps) error {
+	err = o.atomically(ctx, true, func(o pgOps) error {
 		w, err := o.q.RetentionWindow(ctx, pgdb.RetentionWindowParams{Stream: st.name, Compacted: st.compacted,
-			Cutoff: cutoff, Lim: clampLimit(window)})
+			Cutoff: cutoff, Hold: hold, Lim: clampLimit(window)})
 		if err != nil || w.Upto < w.FirstID {
 			return err
 		}
@@ -133,6 +137,10 @@ func (o pgOps) consumerLags(ctx context.Context, limit int) ([]string, []Consume
 
 func (o pgOps) compactedStreams(ctx context.Context) ([]string, error) {
 	return o.q.CompactedStreams(ctx)
+}
+
+func (o pgOps) partitionsDenied(ctx context.Context) (bool, error) {
+	return o.q.PartitionsDenied(ctx)
 }
 
 func (o pgOps) jobQueues(ctx context.Context) ([]string, error) {

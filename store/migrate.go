@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -66,16 +67,36 @@ func migrateOrCheck(ctx context.Context, db *sql.DB, m migration, apply bool) er
 	}
 	sources := p.ListSources()
 	want := sources[len(sources)-1].Version
-	have, err := recordedVersion(ctx, db, m)
-	switch {
-	case err != nil:
+	have, applied, err := recordedVersions(ctx, db, m)
+	if err != nil {
 		return err
-	case have == want || apply && have > want:
+	}
+	var missing []int64 // below the recorded version, never applied
+	for _, src := range sources {
+		if v := src.Version; v < have && !applied[v] {
+			if !lateSafe[v] {
+				return fmt.Errorf("%w: the database records version %d but not version %d, which cannot be applied after it "+
+					"(schema/README.md)", ErrSchemaVersion, have, v)
+			}
+			missing = append(missing, v)
+		}
+	}
+	switch {
+	case len(missing) == 0 && (have == want || apply && have > want):
 		return nil
 	case !apply && have == 0:
 		return fmt.Errorf("%w: the database has no alkstore schema (%s records no version): apply it with %s, or open with auto-migration", ErrSchemaVersion, m.table, m.cli)
+	case !apply && len(missing) > 0:
+		return fmt.Errorf("%w: database is at version %d without versions %v, this library needs %d: open with auto-migration, or add -allow-missing to: %s",
+			ErrSchemaVersion, have, missing, want, m.cli)
 	case !apply:
 		return fmt.Errorf("%w: database is at version %d, this library needs %d", ErrSchemaVersion, have, want)
+	}
+	// The missing versions are all late-safe: goose applies them first,
+	// then the new ones.
+	opts = append(opts, goose.WithAllowOutofOrder(true))
+	if p, err = goose.NewProvider(dialect, db, fsys, opts...); err != nil {
+		return err
 	}
 	if m.prepare != nil {
 		locker, err := m.prepare(ctx)
@@ -92,39 +113,62 @@ func migrateOrCheck(ctx context.Context, db *sql.DB, m migration, apply bool) er
 	return up(ctx, p, len(sources))
 }
 
-// recordedVersion returns the latest version alkstore's version table
-// records: 0 when it records none or does not exist (goose creates it when
-// it migrates). It refuses a database whose alkstore tables exist while
-// that table records none: their schema was applied with another version
-// table (goose's default one, when -table was left out), and migrating
-// would apply it again. The tables are looked at before the version is
-// read: a migration commits its tables and its version together, so tables
-// seen here mean their version is visible below, even while another process
-// is migrating.
-func recordedVersion(ctx context.Context, db *sql.DB, m migration) (int64, error) {
+// lateSafe are the versions main merged after a higher one: 00010 landed
+// before 00007, 00009 and 00008 (in that order), so a database opened by
+// main in between records 00010 without them. Each touches tables the
+// versions above it up to 00010 do not (00008 copies the events indexes
+// from the catalog, whichever exist), so Open applies them late. Any other
+// version missing below the recorded one is refused: version numbers are
+// taken when a branch merges (schema/README.md).
+var lateSafe = map[int64]bool{7: true, 8: true, 9: true}
+
+// recordedVersions returns the latest version alkstore's version table
+// records (0 when it records none or does not exist: goose creates it when
+// it migrates) and every version applied. It refuses a database whose
+// alkstore tables exist while that table records none: their schema was
+// applied with another version table (goose's default one, when -table was
+// left out), and migrating would apply it again. The tables are looked at
+// before the version is read: a migration commits its tables and its
+// version together, so tables seen here mean their version is visible
+// below, even while another process is migrating.
+func recordedVersions(ctx context.Context, db *sql.DB, m migration) (int64, map[int64]bool, error) {
 	objs, err := m.objects(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the schema catalog: %w", err)
+		return 0, nil, fmt.Errorf("read the schema catalog: %w", err)
 	}
 	var have int64
+	applied := map[int64]bool{}
 	if objs.versionTable {
 		st, err := database.NewStore(m.dialect, m.table)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		if have, err = st.GetLatestVersion(ctx, db); err != nil && !errors.Is(err, database.ErrVersionNotFound) {
-			return 0, fmt.Errorf("%w: cannot read the schema version from %s: %w", ErrSchemaVersion, m.table, err)
+		rows, err := st.ListMigrations(ctx, db)
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: cannot read the schema versions from %s: %w", ErrSchemaVersion, m.table, err)
+		}
+		seen := map[int64]bool{}
+		for _, r := range rows { // newest first: a version's latest row says whether it is applied
+			if !seen[r.Version] {
+				seen[r.Version] = true
+				applied[r.Version] = r.IsApplied
+			}
+		}
+		for v, ok := range applied {
+			if ok {
+				have = max(have, v)
+			}
 		}
 	}
 	if have > 0 || !objs.tables {
-		return have, nil
+		return have, applied, nil
 	}
 	if objs.defaultTable != "" {
-		return 0, fmt.Errorf("%w: alkstore's tables exist but %s records no version, and goose's default version table %s exists: "+
+		return 0, nil, fmt.Errorf("%w: alkstore's tables exist but %s records no version, and goose's default version table %s exists: "+
 			"the schema was applied without -table %s; copy its history into %s (README.md, \"Schema and migrations\"), "+
 			"then run goose as: %s", ErrSchemaVersion, m.table, objs.defaultTable, m.table, m.table, m.cli)
 	}
-	return 0, fmt.Errorf("%w: alkstore's tables exist but %s records no version: the schema was applied with another "+
+	return 0, nil, fmt.Errorf("%w: alkstore's tables exist but %s records no version: the schema was applied with another "+
 		"goose version table; copy its history into %s (README.md, \"Schema and migrations\"), then run goose as: %s",
 		ErrSchemaVersion, m.table, m.table, m.cli)
 }
@@ -145,7 +189,7 @@ func up(ctx context.Context, p *goose.Provider, migrations int) error {
 
 // lostRace tells whether err is a migration that someone else applied
 // first: onceStore said so, or the statements failed (a table that already
-// exists) and the database is now at or past that version.
+// exists) and the database now records that version applied.
 func lostRace(ctx context.Context, p *goose.Provider, err error) bool {
 	if errors.Is(err, errAppliedElsewhere) {
 		return true
@@ -154,8 +198,10 @@ func lostRace(ctx context.Context, p *goose.Provider, err error) bool {
 	if !errors.As(err, &partial) || partial.Failed == nil || partial.Failed.Source == nil {
 		return false
 	}
-	have, verr := p.GetDBVersion(ctx)
-	return verr == nil && have >= partial.Failed.Source.Version
+	status, err := p.Status(ctx)
+	return err == nil && slices.ContainsFunc(status, func(s *goose.MigrationStatus) bool {
+		return s.Source.Version == partial.Failed.Source.Version && s.State == goose.StateApplied
+	})
 }
 
 // errAppliedElsewhere rolls back a migration another process applied first.

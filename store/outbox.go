@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // OutboxQueuePrefix starts the name of every outbox's backing queue. It is in
@@ -58,15 +57,12 @@ func outboxOpts(o EnqueueOpts) EnqueueOpts {
 	return o
 }
 
-// OutboxOpts configure Outbox.Run. Zero values take the defaults.
+// OutboxOpts configure Outbox.Run: a worker's options (Concurrency is
+// deliveries at once, Timeout per delivery, Grace on stop, ...) and the
+// outbox's attempt limit. Zero values take the defaults.
 type OutboxOpts struct {
-	Worker      string                          // claim owner; default host-pid
-	Concurrency int                             // deliveries at once; default 10
-	MaxAttempts int                             // deliveries before a message goes to dead; default DefaultMaxAttempts
-	Backoff     func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
-	Timeout     time.Duration                   // per delivery; default 30s
-	Visibility  time.Duration                   // a delivery's claim; default Timeout + 30s
-	Grace       time.Duration                   // on stop, how long deliveries in flight may finish; default 30s
+	WorkOpts
+	MaxAttempts int // deliveries before a message goes to dead; default DefaultMaxAttempts
 }
 
 // Run delivers messages with deliver until ctx is cancelled, through the
@@ -75,21 +71,29 @@ type OutboxOpts struct {
 // failed, then it goes to dead; Permanent sends it to dead at once. A
 // message whose deliverer crashed counts the attempt too. Messages are
 // delivered at least once: make deliver idempotent (the message's ID is a
-// good idempotency key).
+// good idempotency key). Run is NewWorker and Worker.Run.
 func (ob *Outbox) Run(ctx context.Context, opts OutboxOpts, deliver Handler) error {
+	w, err := ob.NewWorker(opts, deliver)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// NewWorker returns the worker that Run runs, checked as Queue.NewWorker
+// checks (and a negative MaxAttempts), to run and stop on its own.
+func (ob *Outbox) NewWorker(opts OutboxOpts, deliver Handler) (*Worker, error) {
 	switch {
 	case opts.MaxAttempts < 0:
-		return opErr("outbox run", ob.q.name, fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidArgument, opts.MaxAttempts))
+		return nil, opErr("outbox run", ob.name, fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidArgument, opts.MaxAttempts))
 	case deliver == nil:
-		return opErr("outbox run", ob.q.name, fmt.Errorf("%w: no deliver function", ErrInvalidArgument))
+		return nil, opErr("outbox run", ob.name, fmt.Errorf("%w: no deliver function", ErrInvalidArgument))
 	}
 	limit := opts.MaxAttempts
 	if limit == 0 {
 		limit = DefaultMaxAttempts
 	}
-	work := WorkOpts{Worker: opts.Worker, Concurrency: opts.Concurrency, Backoff: opts.Backoff, Timeout: opts.Timeout,
-		Visibility: opts.Visibility, Grace: opts.Grace}
-	return ob.q.Work(ctx, work, func(ctx context.Context, m *Job) error {
+	return ob.q.NewWorker(opts.WorkOpts, func(ctx context.Context, m *Job) error {
 		if m.Attempts > limit {
 			// Earlier deliveries crashed or timed out past their claim.
 			return Permanent(fmt.Errorf("attempts exhausted: %d deliveries started, MaxAttempts is %d", m.Attempts-1, limit))

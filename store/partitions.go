@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,11 +36,22 @@ func (o PartitionOpts) withDefaults() PartitionOpts {
 // (one creates, the others skip). When a lock it needs is held for longer
 // than a short timeout, or the role does not own alkstore.events, it
 // creates nothing and returns 0: offsets without a range partition go to
-// the default partition, which row deletes keep clean. On SQLite, which
-// has no partitions, it does nothing.
+// the tail partition, which the next creation makes a partition of its own
+// (scanning its rows once). It never scans the default partition, whatever
+// it holds (schema 00012). A role that does not own alkstore.events is
+// logged once and reported by Stats.PartitionsDenied. On SQLite, which has
+// no partitions, it does nothing.
 func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
 	return run(handle{s: m.s}, "create partitions", autoWrite(ctx), func(o target) (int64, error) {
-		return o.createPartitions(ctx, opts.withDefaults())
+		n, err := o.createPartitions(ctx, opts.withDefaults())
+		if errors.Is(err, errPartitionsDenied) {
+			m.s.deniedLog.Do(func() {
+				m.s.log.Warn("alkstore: this role does not own alkstore.events, so it cannot create or drop event partitions: " +
+					"retention and trims delete events row by row (Stats.PartitionsDenied)")
+			})
+			return 0, nil
+		}
+		return n, err
 	})
 }
 
@@ -62,7 +74,16 @@ func (m Maintenance) DropExpiredPartitions(ctx context.Context) (int64, error) {
 // lock, and so how long publishers and readers queued behind it wait.
 const partitionLockTimeout = 200 * time.Millisecond
 
+// retentionGrace is how long past a sealed partition's expiry
+// ApplyRetention's row deletes still leave its events to a drop, which
+// each janitor pass attempts before them: a drop that failed for a moment
+// (a held lock, the settled horizon behind) gets later passes first.
+const retentionGrace = time.Minute
+
 // partitionLockID is the advisory lock partition DDL runs under ("alkspart").
 const partitionLockID = 0x616c6b7370617274
 
 var errPartitionSkipped = fmt.Errorf("partition left for a later pass")
+
+// errPartitionsDenied: the role may not create partitions (42501).
+var errPartitionsDenied = fmt.Errorf("partitions denied to this role")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -27,40 +28,62 @@ func (o pgOps) createPartitions(ctx context.Context, opts PartitionOpts) (int64,
 		if err := o.q.SealEventPartitions(ctx); err != nil {
 			return err
 		}
-		parts, err := o.q.EventPartitions(ctx)
-		if err != nil {
-			return err
-		}
 		f, err := o.q.PartitionFrontier(ctx)
 		if err != nil {
 			return err
 		}
-		// Above every range partition, every offset in the default
-		// partition and every offset drawn: no row of the new range can be
-		// in the default partition already (one drawn meanwhile makes the
-		// creation fail, and the next pass starts above it).
-		lo := max(f.DefaultTop, f.LastOffset) + 1
-		if len(parts) > 0 {
-			lo = max(lo, parts[len(parts)-1].Hi)
+		// Ranges are carved from events_tail, which starts above every
+		// range: from its lower bound while it is within Ahead partitions
+		// of the newest offset. The default partition's fence lets
+		// PostgreSQL skip scanning it (schema 00012).
+		upto := f.LastOffset + int64(opts.Ahead)*opts.Size
+		if f.TailLo > upto {
+			return nil
 		}
-		for lo <= f.LastOffset+int64(opts.Ahead)*opts.Size {
-			if err := o.q.AddEventPartition(ctx, pgdb.AddEventPartitionParams{Lo: lo, Hi: lo + opts.Size}); err != nil {
-				return err
-			}
-			lo += opts.Size
-			n++
-		}
-		return nil
+		created, err := o.q.ExtendEventPartitions(ctx, pgdb.ExtendEventPartitionsParams{Size: opts.Size, Upto: upto})
+		n = int64(created)
+		return err
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return 0, errPartitionsDenied
+	}
 	if skippable(err) {
 		return 0, nil
 	}
 	return n, err
 }
 
-// skippable: partition DDL that could not get its lock in time, found a
-// row of its range in the default partition, or lacks the privilege, is
-// left for a later pass (or, for the privilege, to the row deletes).
+// retentionHold is the offset from which ApplyRetention leaves a stream's
+// events to a partition drop: the lower bound of the first range
+// partition that is not sealed, or whose seal is not yet past the
+// stream's retention by retentionGrace. Below it every range partition
+// has had its chance to be dropped whole, so the rows left there are what
+// a drop cannot take (a partition another stream or a head keeps); above
+// it the drop comes first. Events in the default partition (offsets drawn
+// before schema 00012 that no range covered) go by rows as before when
+// they are below the ranges, and wait behind them when above.
+// Without range partitions (none created, or a role without privileges)
+// nothing is held.
+func (o pgOps) retentionHold(ctx context.Context, retention time.Duration, now time.Time) (int64, error) {
+	parts, err := o.q.EventPartitions(ctx)
+	if skippable(err) {
+		return math.MaxInt64, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range parts {
+		if p.SealedAt == nil || !p.SealedAt.Add(retention+retentionGrace).Before(now) {
+			return p.Lo, nil
+		}
+	}
+	return math.MaxInt64, nil
+}
+
+// skippable: partition DDL that could not get its lock in time, or lacks
+// the privilege, is left for a later pass (or, for the privilege, to the
+// row deletes).
 func skippable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.Is(err, errPartitionSkipped) {
@@ -71,7 +94,6 @@ func skippable(err error) bool {
 	}
 	switch pgErr.Code {
 	case "55P03", // lock_not_available (lock_timeout)
-		"23514", // check_violation: the default partition holds a row of the range
 		"42501": // insufficient_privilege: not the owner of alkstore.events
 		return true
 	}
@@ -137,6 +159,12 @@ func (o pgOps) dropExpiredPartitions(ctx context.Context, now time.Time, trimStr
 			}
 		}
 		dropped, err := o.dropPartition(ctx, p, now, check)
+		if lockTimedOut(err) {
+			// A transaction holds events (a long reader or publisher): every
+			// other drop would wait for the same lock. One timeout is what
+			// the pass pays; the rest waits for a later one.
+			return partitions, events, nil
+		}
 		if err != nil {
 			return partitions, events, err
 		}
@@ -179,8 +207,15 @@ func (o pgOps) dropPartition(ctx context.Context, p pgdb.AlkstoreEventPartition,
 		}
 		return nil
 	})
-	if skippable(err) {
+	if skippable(err) && !lockTimedOut(err) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// lockTimedOut: partition DDL waited its lock_timeout for a table another
+// transaction holds.
+func lockTimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

@@ -26,6 +26,15 @@ func (s *Store) Queue(name string) *Queue {
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
+// Store returns the store the queue belongs to (for helpers such as
+// alktest that are handed a queue).
+func (q *Queue) Store() *Store {
+	if q == nil {
+		return nil
+	}
+	return q.s
+}
+
 // JobState is where a job is in its life.
 type JobState string
 
@@ -89,9 +98,10 @@ type Job struct {
 	ClaimExpiresAt *time.Time
 	ExpiresAt      *time.Time
 	Worker         string
-	LastError      string         // the last attempt's error; "expired" or "cancelled" when it ended so
-	Errors         []AttemptError // the last MaxAttemptErrors attempts' errors, oldest first
-	FinishedAt     *time.Time     // when it reached its final state
+	LastError      string            // the last attempt's error; "expired" or "cancelled" when it ended so
+	Errors         []AttemptError    // the last MaxAttemptErrors attempts' errors, oldest first
+	FinishedAt     *time.Time        // when it reached its final state
+	Headers        map[string]string // as enqueued (EnqueueOpts.Headers); nil when none
 
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
@@ -115,6 +125,10 @@ type EnqueueOpts struct {
 	// the queue holds the key adds nothing and returns the holder's id (see
 	// UniqueOpts; EnqueueUnique also says whether it was a duplicate).
 	Unique UniqueOpts
+	// Headers ride with the job and come back on Claim, Job and Jobs
+	// (Job.Headers): trace context, a tenant, a correlation id. At most
+	// MaxHeadersSize bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
 }
 
 // NewJob is one job for EnqueueMany.
@@ -134,6 +148,7 @@ type newJob struct {
 	// states it holds in, as ",pending,running,".
 	uniqueKey    []byte
 	uniqueStates string
+	headers      []byte // the stored form: a JSON object, nil for none
 }
 
 func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
@@ -150,6 +165,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 	case o.MaxAttempts > 1<<30:
 		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
 	}
+	var err error
+	if j.headers, err = checkHeaders(o.Headers); err != nil {
+		return j, err
+	}
 	j.priority = int32(o.Priority)
 	if o.MaxAttempts > 0 {
 		j.maxAttempts = int32(o.MaxAttempts)
@@ -162,7 +181,6 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		j.expiresAt = &e
 	}
 	if o.Unique.Key != "" || o.Unique.ByPeriod != 0 || o.Unique.ByState != nil {
-		var err error
 		if j.uniqueKey, j.uniqueStates, err = uniqueColumns(queue, now, o.Unique); err != nil {
 			return j, err
 		}
@@ -183,30 +201,46 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts Enque
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
 	if opts.Unique.Key != "" {
-		r, err := q.enqueueMany(ctx, v, "enqueue", []NewJob{{Payload: payload, Opts: opts}})
+		r, err := q.enqueueMany(ctx, v, "enqueue", false, []NewJob{{Payload: payload, Opts: opts}})
 		if err != nil {
 			return 0, err
 		}
 		return r.results()[0].ID, nil
 	}
 	return run(q.handle, "enqueue", v, func(o target) (int64, error) {
-		if err := q.s.checkPayload("payload", payload); err != nil {
-			return 0, err
+		if q.s.insert == nil {
+			return q.enqueueOne(ctx, o, payload, opts)
 		}
-		now := q.s.now()
-		j, err := resolveJob(q.name, now, payload, opts)
-		if err != nil {
-			return 0, err
-		}
-		if err := q.register(ctx, o, now); err != nil {
-			return 0, err
-		}
-		id, err := o.enqueue(ctx, q.name, now, j)
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
-		return id, err
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Tx: !o.auto,
+			Messages: []InsertMessage{{Payload: payload, Headers: opts.Headers}}}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			m := &in.Messages[0]
+			opts.Headers = m.Headers
+			var err error
+			m.ID, err = q.enqueueOne(ctx, o, m.Payload, opts)
+			return err
+		})
+		return in.Messages[0].ID, err
 	})
+}
+
+func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts EnqueueOpts) (int64, error) {
+	if err := q.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	now := q.s.now()
+	j, err := resolveJob(q.name, now, payload, opts)
+	if err != nil {
+		return 0, err
+	}
+	if err := q.register(ctx, o, now); err != nil {
+		return 0, err
+	}
+	id, err := o.enqueue(ctx, q.name, now, j)
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return id, err
 }
 
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
@@ -214,12 +248,12 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 // job whose key is held adds nothing and gets the holder's id (a batch
 // with unique jobs may take a second statement to read the holders).
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
-	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", jobs))
+	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }
 
 // EnqueueManyTx is EnqueueMany inside tx.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
-	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", jobs))
+	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
 }
 
 // enqueued is enqueueMany's result: ids when no job was unique, placed
@@ -251,47 +285,76 @@ func (r enqueued) results() []Enqueued {
 	return placed
 }
 
-func (q *Queue) enqueueMany(ctx context.Context, v via, op string, jobs []NewJob) (enqueued, error) {
+// enqueueMany adds jobs for the operation op; batch says the caller gave a
+// batch, so errors name the job by its index.
+func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, jobs []NewJob) (enqueued, error) {
 	return run(q.handle, op, v, func(o target) (enqueued, error) {
-		now := q.s.now()
-		resolved := make([]newJob, len(jobs))
-		unique := false
+		if q.s.insert == nil {
+			return q.enqueueBatch(ctx, o, batch, jobs)
+		}
+		in := &Insert{Kind: InsertEnqueue, Name: q.name, Batch: batch, Tx: !o.auto,
+			Messages: make([]InsertMessage, len(jobs))}
 		for i, nj := range jobs {
-			what := "payload"
-			if op != "enqueue" {
-				what = fmt.Sprintf("job %d's payload", i)
-			}
-			if err := q.s.checkPayload(what, nj.Payload); err != nil {
-				return enqueued{}, err
-			}
-			j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
-			if err != nil {
-				if op == "enqueue" {
-					return enqueued{}, err
-				}
-				return enqueued{}, fmt.Errorf("job %d: %w", i, err)
-			}
-			resolved[i] = j
-			unique = unique || j.uniqueKey != nil
-		}
-		if len(jobs) == 0 {
-			return enqueued{ids: []int64{}}, nil
-		}
-		if err := q.register(ctx, o, now); err != nil {
-			return enqueued{}, err
+			in.Messages[i] = InsertMessage{Payload: nj.Payload, Headers: nj.Opts.Headers}
 		}
 		var r enqueued
-		var err error
-		if unique {
-			r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
-		} else {
-			r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
-		}
-		if err == nil {
-			o.afterCommit(q.wake)
-		}
+		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			mine := slices.Clone(jobs)
+			for i, m := range in.Messages {
+				mine[i].Payload, mine[i].Opts.Headers = m.Payload, m.Headers
+			}
+			var err error
+			if r, err = q.enqueueBatch(ctx, o, batch, mine); err != nil {
+				return err
+			}
+			for i, p := range r.results() {
+				in.Messages[i].ID = p.ID
+			}
+			return nil
+		})
 		return r, err
 	})
+}
+
+func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []NewJob) (enqueued, error) {
+	now := q.s.now()
+	resolved := make([]newJob, len(jobs))
+	unique := false
+	for i, nj := range jobs {
+		what := "payload"
+		if batch {
+			what = fmt.Sprintf("job %d's payload", i)
+		}
+		if err := q.s.checkPayload(what, nj.Payload); err != nil {
+			return enqueued{}, err
+		}
+		j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)
+		if err != nil {
+			if !batch {
+				return enqueued{}, err
+			}
+			return enqueued{}, fmt.Errorf("job %d: %w", i, err)
+		}
+		resolved[i] = j
+		unique = unique || j.uniqueKey != nil
+	}
+	if len(jobs) == 0 {
+		return enqueued{ids: []int64{}}, nil
+	}
+	if err := q.register(ctx, o, now); err != nil {
+		return enqueued{}, err
+	}
+	var r enqueued
+	var err error
+	if unique {
+		r.placed, err = o.enqueueUnique(ctx, q.name, now, resolved)
+	} else {
+		r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
+	}
+	if err == nil {
+		o.afterCommit(q.wake)
+	}
+	return r, err
 }
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
@@ -383,170 +446,6 @@ func newClaimToken() (int64, error) {
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1), nil // positive
 }
 
-// Ack completes the job: it is deleted, or kept as completed when its queue
-// keeps completed jobs (QueueConfig.CompletedRetention).
-func (j *Job) Ack(ctx context.Context) error {
-	_, err := j.settle(ctx, "ack", func(o target, now time.Time) (bool, error) {
-		return o.ack(ctx, j.ID, j.token, now)
-	})
-	return err
-}
-
-// Retry puts the job back to run again after delay, recording cause as its
-// LastError and in its Errors (invalid UTF-8 and NUL bytes replaced by
-// U+FFFD, cut to 8 KiB). It
-// returns false when the job had no attempts left: then it is dead, with
-// cause as its last error.
-func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
-	cause = cleanCause(cause)
-	if delay < 0 {
-		delay = 0
-	}
-	retried := false
-	_, err := j.settle(ctx, "retry", func(o target, now time.Time) (bool, error) {
-		ok, err := o.retry(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond), cause)
-		if err != nil || ok {
-			retried = ok
-			if ok {
-				o.afterCommit(j.q.wake) // idle workers recompute when it is due
-			}
-			return ok, err
-		}
-		return o.bury(ctx, j.ID, j.token, now, cause, true)
-	})
-	return retried, err
-}
-
-// Fail ends the job dead with cause (recorded like Retry's), whatever
-// attempts remain.
-func (j *Job) Fail(ctx context.Context, cause string) error {
-	cause = cleanCause(cause)
-	_, err := j.settle(ctx, "fail", func(o target, now time.Time) (bool, error) {
-		return o.bury(ctx, j.ID, j.token, now, cause, false)
-	})
-	return err
-}
-
-// Heartbeat extends the claim to now + extend and sets ClaimExpiresAt.
-// Queue.Work heartbeats for its handlers (see WorkOpts.Visibility); a
-// handler need not, and the worker's heartbeats leave ClaimExpiresAt as
-// it was, so a handler may read it without a race.
-func (j *Job) Heartbeat(ctx context.Context, extend time.Duration) error {
-	if extend <= 0 {
-		return opErr("heartbeat", j.Queue, fmt.Errorf("%w: extend must be positive", ErrInvalidArgument))
-	}
-	deadline, err := j.extend(ctx, extend)
-	if err == nil {
-		j.ClaimExpiresAt = &deadline
-	}
-	return err
-}
-
-// extend is Heartbeat without touching the job's fields (the worker runs it
-// beside the handler, which owns them).
-func (j *Job) extend(ctx context.Context, extend time.Duration) (time.Time, error) {
-	var deadline time.Time
-	_, err := j.settle(ctx, "heartbeat", func(o target, now time.Time) (bool, error) {
-		deadline = now.Add(extend).Truncate(time.Microsecond)
-		return o.heartbeat(ctx, j.ID, j.token, now, deadline)
-	})
-	return deadline, err
-}
-
-// release gives the job back to its queue without spending its attempt.
-func (j *Job) release(ctx context.Context) error {
-	_, err := j.settle(ctx, "release", func(o target, now time.Time) (bool, error) {
-		ok, err := o.release(ctx, j.ID, j.token, now)
-		if ok {
-			o.afterCommit(j.q.wake)
-		}
-		return ok, err
-	})
-	return err
-}
-
-// Snooze puts the job back to run again after delay without spending its
-// attempt (the claim's Attempts increment is undone) and without recording
-// an error: the job is not failing, it asked to wait. Inside Queue.Work a
-// handler may return Snooze(delay) instead.
-func (j *Job) Snooze(ctx context.Context, delay time.Duration) error {
-	delay = max(delay, 0)
-	_, err := j.settle(ctx, "snooze", func(o target, now time.Time) (bool, error) {
-		ok, err := o.snooze(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond))
-		if ok {
-			o.afterCommit(j.q.wake) // idle workers recompute when it is due
-		}
-		return ok, err
-	})
-	return err
-}
-
-// settled reports whether the job's claim was spent by Ack, Retry, Fail,
-// Snooze or release (a handler may settle its own job).
-func (j *Job) settled() bool { return j.claimToken() == 0 }
-
-// claimToken is the job's claim token, 0 once settled. It waits for a
-// settle in flight (see settle), so a token read is never stale by one.
-func (j *Job) claimToken() int64 {
-	if j.mu != nil {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-	}
-	return j.token
-}
-
-// settle runs one fenced statement for the job's claim; a statement that
-// matched no row means the claim is gone.
-func (j *Job) settle(ctx context.Context, op string, fn func(o target, now time.Time) (bool, error)) (bool, error) {
-	switch {
-	case j == nil || j.q == nil:
-		return false, opErr(op, "", fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument))
-	}
-	// The lock makes a settle and the worker's heartbeat of the same claim
-	// take turns; a claim spent meanwhile is refused below.
-	if j.mu != nil {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-	}
-	if j.token == 0 {
-		return false, opErr(op, j.q.name, fmt.Errorf("%w: job %d was already settled (Ack, Retry, Fail or Snooze spend its claim)", ErrInvalidArgument, j.ID))
-	}
-	return run(j.q.handle, op, autoWrite(ctx), func(o target) (bool, error) {
-		ok, err := fn(o, j.q.s.now())
-		if err == nil && !ok {
-			err = fmt.Errorf("job %d: %w", j.ID, ErrClaimLost)
-		}
-		if err == nil && op != "heartbeat" {
-			j.token = 0 // settled: the claim is spent
-		}
-		return ok, err
-	})
-}
-
-// AckMany acks many claimed jobs in one statement and returns how many
-// were still held by their claims; the others changed nothing. Entries that
-// hold no claim of this queue (nil, already settled, or another queue's)
-// are skipped and not counted: one bad entry never sinks the batch.
-func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
-	return run(q.handle, "ack many", autoWrite(ctx), func(o target) (int64, error) {
-		refs := make([]claimRef, 0, len(jobs))
-		for _, j := range jobs {
-			if j == nil || j.Queue != q.name {
-				continue
-			}
-			if token := j.claimToken(); token != 0 {
-				refs = append(refs, claimRef{id: j.ID, token: token})
-			}
-		}
-		if len(refs) == 0 {
-			return 0, nil
-		}
-		return o.ackMany(ctx, refs, q.s.now())
-	})
-}
-
-type claimRef struct{ id, token int64 }
-
 // Job returns a job of this queue, live or finished, or ErrNotFound.
 func (q *Queue) Job(ctx context.Context, id int64) (*Job, error) {
 	return q.getJob(ctx, autoRead, id)
@@ -580,7 +479,17 @@ func (q *Queue) SweepExpired(ctx context.Context) (int64, error) {
 // settle the handler still tries fails with ErrClaimLost. ErrNotFound when
 // no such live job.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
-	return run0(q.handle, "cancel", autoWrite(ctx), func(o target) error {
+	return q.cancel(ctx, autoWrite(ctx), id)
+}
+
+// CancelTx is Cancel inside tx: the job ends cancelled only if tx commits,
+// and its worker hears of it then.
+func (q *Queue) CancelTx(ctx context.Context, tx Tx, id int64) error {
+	return q.cancel(ctx, tx.via(), id)
+}
+
+func (q *Queue) cancel(ctx context.Context, v via, id int64) error {
+	return run0(q.handle, "cancel", v, func(o target) error {
 		ok, err := o.cancel(ctx, q.name, id, q.s.now())
 		if err == nil && !ok {
 			err = fmt.Errorf("live job %d: %w", id, ErrNotFound)
@@ -635,7 +544,17 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 // stored form of the key) and the holder's id; a job holding its own key
 // (a ByState that lists its state) moves.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
-	return run0(q.handle, "requeue", autoWrite(ctx), func(o target) error {
+	return q.requeue(ctx, autoWrite(ctx), id)
+}
+
+// RequeueTx is Requeue inside tx: the job is pending again only if tx
+// commits.
+func (q *Queue) RequeueTx(ctx context.Context, tx Tx, id int64) error {
+	return q.requeue(ctx, tx.via(), id)
+}
+
+func (q *Queue) requeue(ctx context.Context, v via, id int64) error {
+	return run0(q.handle, "requeue", v, func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		if ok {
 			o.afterCommit(q.wake)

@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -12,15 +16,83 @@ import (
 
 func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+		Headers: liteHeaders(j.headers)})
 }
 
+// enqueueMany inserts the jobs with one EnqueueJobs statement per chunk of
+// about enqueueChunk bytes of JSON (a batch of big payloads is not one
+// string of gigabytes), all in one transaction on the writer slot.
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
-	return o.insertEach(ctx, len(jobs), func(q *litedb.Queries, i int) (int64, error) {
-		j := jobs[i]
-		return q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
-			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt)})
+	ids := make([]int64, 0, len(jobs))
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		for rest := jobs; len(rest) > 0; {
+			js, n := jobsJSON(rest, enqueueChunk)
+			got, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Now: now.UnixMicro(), Jobs: js})
+			if err != nil {
+				return err
+			}
+			if len(got) != n {
+				return fmt.Errorf("enqueue: %d jobs stored of %d", len(got), n)
+			}
+			slices.Sort(got) // inserted in order: ascending ids are the jobs' in order
+			ids, rest = append(ids, got...), rest[n:]
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job
+// bigger than that goes alone).
+const enqueueChunk = 1 << 20
+
+// jobsJSON encodes jobs from the first on as EnqueueJobs' JSON array, until
+// it passes limit bytes (at least one job), and returns it with the number
+// of jobs it holds.
+func jobsJSON(jobs []newJob, limit int) (string, int) {
+	b := make([]byte, 0, min(limit, len(jobs)*(2*len(jobs[0].payload)+80))+2)
+	b = append(b, '[')
+	n := 0
+	for _, j := range jobs {
+		if n > 0 && len(b)+2*len(j.payload)+len(j.headers) > limit {
+			break
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"p":`...)
+		if j.payload == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '"')
+			b = hex.AppendEncode(b, j.payload)
+			b = append(b, '"')
+		}
+		b = append(b, `,"pr":`...)
+		b = strconv.AppendInt(b, int64(j.priority), 10)
+		b = append(b, `,"ma":`...)
+		b = strconv.AppendInt(b, int64(j.maxAttempts), 10)
+		b = append(b, `,"ra":`...)
+		b = strconv.AppendInt(b, j.runAt.UnixMicro(), 10)
+		b = append(b, `,"ex":`...)
+		if j.expiresAt == nil {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendInt(b, j.expiresAt.UnixMicro(), 10)
+		}
+		if j.headers != nil { // a JSON object already: stored as its text
+			b = append(b, `,"h":`...)
+			b = append(b, j.headers...)
+		}
+		b = append(b, '}')
+		n++
+	}
+	b = append(b, ']')
+	return string(b), n
 }
 
 // claim runs in one transaction, so a cancelled claim either committed (and
@@ -205,7 +277,8 @@ func liteJob(r litedb.AlkJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: time.UnixMicro(r.CreatedAt),
 		RunAt: time.UnixMicro(r.RunAt), ClaimedAt: fromMicros(r.ClaimedAt), ClaimExpiresAt: fromMicros(r.ClaimExpiresAt),
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
-		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), token: deref(r.ClaimToken)}
+		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), Headers: decodeHeadersPtr(r.Headers),
+		token: deref(r.ClaimToken)}
 }
 
 func micros(t *time.Time) *int64 {
@@ -247,7 +320,7 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 		for i, j := range batch {
 			p := litedb.EnqueueUniqueJobsParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(),
-				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey}
+				ExpiresAt: micros(j.expiresAt), UniqueKey: j.uniqueKey, Headers: liteHeaders(j.headers)}
 			if j.uniqueKey != nil {
 				p.UniqueStates = &j.uniqueStates
 			}

@@ -88,7 +88,16 @@ func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) 
 // ErrNotFound when the queue has no such job; ErrInvalidArgument when it is
 // running.
 func (q *Queue) Delete(ctx context.Context, id int64) error {
-	return run0(q.handle, "delete", autoWrite(ctx), func(o target) error {
+	return q.deleteJob(ctx, autoWrite(ctx), id)
+}
+
+// DeleteTx is Delete inside tx: the job is gone only if tx commits.
+func (q *Queue) DeleteTx(ctx context.Context, tx Tx, id int64) error {
+	return q.deleteJob(ctx, tx.via(), id)
+}
+
+func (q *Queue) deleteJob(ctx context.Context, v via, id int64) error {
+	return run0(q.handle, "delete", v, func(o target) error {
 		ok, err := o.deleteJob(ctx, q.name, id)
 		if err != nil || ok {
 			return err

@@ -11,7 +11,7 @@ import (
 
 func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
 	return o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
 		Wake: o.wake(queueTopic(queue))})
 }
 
@@ -27,6 +27,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 			p.ExpiresAts[i] = now
 		}
 	}
+	p.Headers = pgHeaderArray(jobs)
 	ids, err := o.q.EnqueueJobs(ctx, p)
 	return sortedIDs(ids, err, len(jobs))
 }
@@ -183,7 +184,26 @@ func pgJob(r pgdb.AlkstoreJob) *Job {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), CreatedAt: r.CreatedAt, RunAt: r.RunAt,
 		ClaimedAt: r.ClaimedAt, ClaimExpiresAt: r.ClaimExpiresAt, ExpiresAt: r.ExpiresAt,
 		Worker: deref(r.Worker), LastError: deref(r.LastError), Errors: attemptErrors(r.Errors), FinishedAt: r.FinishedAt,
-		token: deref(r.ClaimToken)}
+		Headers: decodeHeaders(r.Headers), token: deref(r.ClaimToken)}
+}
+
+// pgHeaderArray is the headers column of a batch of jobs for unnest: nil
+// when no job has headers (unnest of it yields no rows, and Postgres pads
+// the shorter arrays of the select list with NULLs, so every row gets
+// NULL); otherwise one JSON text per job, "" for none (NULLIF makes it
+// NULL).
+func pgHeaderArray(jobs []newJob) []string {
+	var hs []string
+	for i, j := range jobs {
+		if j.headers == nil {
+			continue
+		}
+		if hs == nil {
+			hs = make([]string, len(jobs))
+		}
+		hs[i] = string(j.headers)
+	}
+	return hs
 }
 
 func (o pgOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {
@@ -228,7 +248,7 @@ func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, j
 			j := batch[0]
 			got, err := o.q.EnqueueUniqueJob(ctx, pgdb.EnqueueUniqueJobParams{Queue: queue, Payload: j.payload,
 				Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
-				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Wake: o.wake(queueTopic(queue))})
+				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Headers: j.headers, Wake: o.wake(queueTopic(queue))})
 			if err != nil || len(got) == 0 {
 				return []int64{0}, err
 			}
@@ -251,6 +271,7 @@ func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, j
 				p.ExpiresAts[i] = now
 			}
 		}
+		p.Headers = pgHeaderArray(batch)
 		rows, err := o.q.EnqueueUniqueJobs(ctx, p)
 		if err != nil {
 			return nil, err

@@ -35,6 +35,9 @@ type ScheduleSpec struct {
 	Payload     []byte
 	Priority    int
 	MaxAttempts int // 0: DefaultMaxAttempts
+	// Headers are given to every job the schedule enqueues (see
+	// EnqueueOpts.Headers; the same bound).
+	Headers map[string]string
 }
 
 // ScheduleInfo is a registered schedule as Schedule.Info and
@@ -52,6 +55,7 @@ type ScheduleInfo struct {
 	LastFiredAt *time.Time // nil before the first fire
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	Headers     map[string]string // nil when none
 }
 
 // schedulerTopic wakes schedulers when a schedule is added, replaced or
@@ -88,13 +92,15 @@ func (sc *Schedule) set(ctx context.Context, v via, spec ScheduleSpec) error {
 			return err
 		}
 		now := s.now()
-		j, err := resolveJob("", now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts})
+		j, err := resolveJob("", now, spec.Payload, EnqueueOpts{Priority: spec.Priority, MaxAttempts: spec.MaxAttempts,
+			Headers: spec.Headers})
 		if err != nil {
 			return err
 		}
 		// The parsed zone's name: "" is stored as "UTC".
 		info := ScheduleInfo{Name: sc.name, Spec: spec.Spec, TZ: c.loc.String(), Queue: spec.Queue, Payload: spec.Payload,
-			Priority: int(j.priority), MaxAttempts: int(j.maxAttempts), NextFireAt: c.first(now), UpdatedAt: now}
+			Priority: int(j.priority), MaxAttempts: int(j.maxAttempts), NextFireAt: c.first(now), UpdatedAt: now,
+			Headers: spec.Headers}
 		if err := o.upsertSchedule(ctx, info); err != nil {
 			return err
 		}

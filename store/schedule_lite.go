@@ -12,7 +12,7 @@ import (
 func (o liteOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	return o.q.UpsertSchedule(ctx, litedb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int64(sc.Priority), MaxAttempts: int64(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt.UnixMicro(), Now: sc.UpdatedAt.UnixMicro()})
+		NextFireAt: sc.NextFireAt.UnixMicro(), Now: sc.UpdatedAt.UnixMicro(), Headers: liteHeaders(encodeHeaders(sc.Headers))})
 }
 
 func (o liteOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
@@ -55,7 +55,7 @@ func (o liteOps) fireSchedule(ctx context.Context, f scheduleFire) (fired bool, 
 		}
 		r := rows[0]
 		_, err = q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: r.Queue, Payload: r.Payload, Priority: r.Priority,
-			MaxAttempts: r.MaxAttempts, Now: f.now.UnixMicro(), RunAt: f.dueAt.UnixMicro()})
+			MaxAttempts: r.MaxAttempts, Now: f.now.UnixMicro(), RunAt: f.dueAt.UnixMicro(), Headers: r.Headers})
 		fired = err == nil
 		return err
 	})
@@ -86,5 +86,5 @@ func liteSchedule(r litedb.AlkSchedule) ScheduleInfo {
 	return ScheduleInfo{Name: r.Name, Spec: r.Spec, TZ: r.Tz, Queue: r.Queue, Payload: r.Payload,
 		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), NextFireAt: time.UnixMicro(r.NextFireAt),
 		Paused: r.Paused, LastFiredAt: fromMicros(r.LastFiredAt), CreatedAt: time.UnixMicro(r.CreatedAt),
-		UpdatedAt: time.UnixMicro(r.UpdatedAt)}
+		UpdatedAt: time.UnixMicro(r.UpdatedAt), Headers: decodeHeadersPtr(r.Headers)}
 }

@@ -13,7 +13,7 @@ import (
 func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	return o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Wake: o.wake(schedulerTopic)})
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Headers: encodeHeaders(sc.Headers), Wake: o.wake(schedulerTopic)})
 }
 
 func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
@@ -76,5 +76,5 @@ func (o pgOps) releaseLease(ctx context.Context, name string, token int64) (bool
 func pgSchedule(r pgdb.AlkstoreSchedule) ScheduleInfo {
 	return ScheduleInfo{Name: r.Name, Spec: r.Spec, TZ: r.Tz, Queue: r.Queue, Payload: r.Payload,
 		Priority: int(r.Priority), MaxAttempts: int(r.MaxAttempts), NextFireAt: r.NextFireAt, Paused: r.Paused,
-		LastFiredAt: r.LastFiredAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		LastFiredAt: r.LastFiredAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Headers: decodeHeaders(r.Headers)}
 }

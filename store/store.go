@@ -55,13 +55,15 @@ type Store struct {
 	secret     string // the DSN's password, scrubbed from every error
 	clock      func() time.Time
 	maxPayload int
-	hub        *wake.Hub // wakes and notifications for this store's waiters
+	insert     []InsertMiddleware // nil: inserts build no Insert
+	hub        *wake.Hub          // wakes and notifications for this store's waiters
 	feed       feed
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	closeErr   error    // what the first Shutdown returned
-	registered sync.Map // queue names whose settings row this store has committed (Queue.register)
+	deniedLog  sync.Once // partitions denied to this role: logged once
+	closeErr   error     // what the first Shutdown returned
+	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
 }
 
 // Option configures Open and OpenPool.
@@ -75,6 +77,9 @@ type config struct {
 	maxConns   int
 	clock      func() time.Time
 	maxPayload int
+	// stallWarning: see WithHorizonStallWarning.
+	stallWarning time.Duration
+	insert       []InsertMiddleware
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -118,14 +123,14 @@ func WithMaxPayloadSize(n int) Option { return func(c *config) { c.maxPayload = 
 
 func newConfig(opts []Option) (config, error) {
 	c := config{migrate: true, log: slog.Default(), codec: JSONCodec{}, readConns: 4, clock: time.Now,
-		maxPayload: MaxPayloadSize}
+		maxPayload: MaxPayloadSize, stallWarning: DefaultHorizonStallWarning}
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
 		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))
 	}
-	return c, nil
+	return c, checkInsertMiddleware(c.insert)
 }
 
 // checkPayload enforces the payload limit; what names the payload in the
@@ -205,11 +210,18 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 
 func newStore(eng engine, c config, secret string) *Store {
 	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
-		maxPayload: c.maxPayload, hub: &wake.Hub{}, life: newLifecycle()}
+		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 }
 
 // Engine reports "pg" or "lite".
 func (s *Store) Engine() string { return s.eng.kind() }
+
+// singleWriter reports whether one transaction holds the database's only
+// writer for its whole life (SQLite's writer slot).
+func (s *Store) singleWriter() bool {
+	_, lite := s.eng.(*liteEngine)
+	return lite
+}
 
 // check refuses new operations once the store is shutting down and its
 // loops have returned (see Shutdown).

@@ -23,12 +23,30 @@ func (st *Stream) Name() string { return st.name }
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
-	return st.publish(ctx, autoWrite(ctx), payload)
+	return st.publish(ctx, autoWrite(ctx), payload, nil)
 }
 
 // PublishTx is Publish inside tx: the event commits or rolls back with it.
 func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, error) {
-	return st.publish(ctx, tx.via(), payload)
+	return st.publish(ctx, tx.via(), payload, nil)
+}
+
+// PublishMessage appends one message: unkeyed like Publish, or keyed like
+// PublishWithKey, with its headers (Event.Headers on read).
+func (st *Stream) PublishMessage(ctx context.Context, m Message) (int64, error) {
+	return st.publishMessage(ctx, autoWrite(ctx), m)
+}
+
+// PublishMessageTx is PublishMessage inside tx.
+func (st *Stream) PublishMessageTx(ctx context.Context, tx Tx, m Message) (int64, error) {
+	return st.publishMessage(ctx, tx.via(), m)
+}
+
+func (st *Stream) publishMessage(ctx context.Context, v via, m Message) (int64, error) {
+	if m.Key == nil {
+		return st.publish(ctx, v, m.Payload, m.Headers)
+	}
+	return st.publishKeyed(ctx, v, *m.Key, m.Payload, m.Headers, 0, 1)
 }
 
 // PublishWithKey appends an event carrying key and makes it the key's
@@ -37,25 +55,52 @@ func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, 
 // MaxKeyLen bytes of valid UTF-8 without control characters is
 // ErrInvalidName.
 func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, 0, 1)
+	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, nil, 0, 1)
 }
 
 // PublishWithKeyTx is PublishWithKey inside tx.
 func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, tx.via(), key, payload, 0, 1)
+	return st.publishKeyed(ctx, tx.via(), key, payload, nil, 0, 1)
 }
 
-func (st *Stream) publish(ctx context.Context, v via, payload []byte) (int64, error) {
+func (st *Stream) publish(ctx context.Context, v via, payload []byte, headers map[string]string) (int64, error) {
 	return run(st.handle, "publish", v, func(o target) (int64, error) {
-		if err := st.s.checkPayload("payload", payload); err != nil {
-			return 0, err
+		if st.s.insert == nil {
+			return st.publishOne(ctx, o, payload, headers)
 		}
-		off, err := o.publish(ctx, st.name, nil, payload)
-		if err == nil {
-			o.afterCommit(st.s.wake(streamTopic(st.name)))
-		}
-		return off, err
+		return st.interceptOne(ctx, o, nil, payload, headers, func(ctx context.Context, m *InsertMessage) (int64, error) {
+			return st.publishOne(ctx, o, m.Payload, m.Headers)
+		})
 	})
+}
+
+func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, headers map[string]string) (int64, error) {
+	if err := st.s.checkPayload("payload", payload); err != nil {
+		return 0, err
+	}
+	hs, err := checkHeaders(headers)
+	if err != nil {
+		return 0, err
+	}
+	off, err := o.publish(ctx, st.name, nil, payload, hs)
+	if err == nil {
+		o.afterCommit(st.s.wake(streamTopic(st.name)))
+	}
+	return off, err
+}
+
+// interceptOne runs a single publish through the insert middleware.
+func (st *Stream) interceptOne(ctx context.Context, o target, key *string, payload []byte, headers map[string]string,
+	publish func(ctx context.Context, m *InsertMessage) (int64, error)) (int64, error) {
+	in := &Insert{Kind: InsertPublish, Name: st.name, Tx: !o.auto,
+		Messages: []InsertMessage{{Key: key, Payload: payload, Headers: headers}}}
+	err := st.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+		m := &in.Messages[0]
+		var err error
+		m.ID, err = publish(ctx, m)
+		return err
+	})
+	return in.Messages[0].ID, err
 }
 
 // PublishMany appends msgs in order, in one statement on PostgreSQL (keyed
@@ -73,23 +118,60 @@ func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]i
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
 	return run(st.handle, "publish many", v, func(o target) ([]int64, error) {
-		for i := range msgs {
-			if err := validateKey(msgs[i].Key); err != nil {
-				return nil, fmt.Errorf("message %d: %w", i, err)
+		if st.s.insert == nil {
+			return st.publishBatch(ctx, o, msgs)
+		}
+		in := &Insert{Kind: InsertPublish, Name: st.name, Batch: true, Tx: !o.auto, Messages: make([]InsertMessage, len(msgs))}
+		for i, m := range msgs {
+			in.Messages[i] = InsertMessage{Key: m.Key, Payload: m.Payload, Headers: m.Headers}
+		}
+		var offs []int64
+		err := st.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
+			mine := make([]Message, len(in.Messages))
+			for i, m := range in.Messages {
+				mine[i] = Message{Key: msgs[i].Key, Payload: m.Payload, Headers: m.Headers}
 			}
-			if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
-				return nil, err
+			var err error
+			if offs, err = st.publishBatch(ctx, o, mine); err != nil {
+				return err
 			}
-		}
-		if len(msgs) == 0 {
-			return []int64{}, nil
-		}
-		offs, err := o.publishMany(ctx, st.name, msgs, st.s.now())
-		if err == nil {
-			o.afterCommit(st.s.wake(streamTopic(st.name)))
-		}
+			for i, off := range offs {
+				in.Messages[i].ID = off
+			}
+			return nil
+		})
 		return offs, err
 	})
+}
+
+func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([]int64, error) {
+	var hs [][]byte // nil when no message has headers
+	for i := range msgs {
+		if err := validateKey(msgs[i].Key); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
+			return nil, err
+		}
+		if len(msgs[i].Headers) > 0 {
+			h, err := headersFor("message", i, true, msgs[i].Headers)
+			if err != nil {
+				return nil, err
+			}
+			if hs == nil {
+				hs = make([][]byte, len(msgs))
+			}
+			hs[i] = h
+		}
+	}
+	if len(msgs) == 0 {
+		return []int64{}, nil
+	}
+	offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
+	if err == nil {
+		o.afterCommit(st.s.wake(streamTopic(st.name)))
+	}
+	return offs, err
 }
 
 // ReadSince returns up to limit events with an offset above after, in offset

@@ -26,6 +26,8 @@ func (t *Topic[M]) Stream() *Stream { return t.st }
 type PublishOpts struct {
 	Key  string
 	Rank int64
+	// Headers ride with the event (Event.Headers; see Message.Headers).
+	Headers map[string]string
 }
 
 // Publish publishes m. With a key, a nil m is a tombstone: it becomes the
@@ -56,9 +58,9 @@ func (t *Topic[M]) publish(ctx context.Context, v via, m *M, opts PublishOpts) (
 		if m == nil {
 			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: a nil message needs a key (it is a tombstone)", ErrInvalidArgument))
 		}
-		return t.st.publish(ctx, v, payload)
+		return t.st.publish(ctx, v, payload, opts.Headers)
 	}
-	return t.st.publishKeyed(ctx, v, opts.Key, payload, opts.Rank, schemaVersion(m))
+	return t.st.publishKeyed(ctx, v, opts.Key, payload, opts.Headers, opts.Rank, schemaVersion(m))
 }
 
 func schemaVersion[M any](m *M) int {

@@ -54,6 +54,10 @@ type txState struct {
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
+	// afterRollback runs once the transaction ended without committing
+	// (Rollback, a failed Commit, the shutdown or the leak cleanup rolled
+	// it back), outside mu: a settle in it gives its job's claim back.
+	afterRollback []func()
 }
 
 // errAdopted is why an adopted Tx does not end its transaction.
@@ -180,7 +184,7 @@ func (s *Store) writerHeldBy(ctx context.Context) error {
 	if !ok || m.s != s || !m.st.open() {
 		return nil
 	}
-	if _, lite := s.eng.(*liteEngine); !lite {
+	if !s.singleWriter() {
 		return nil
 	}
 	return fmt.Errorf("%w: on SQLite this needs the writer slot, which the open transaction of this ctx (InTx's) holds, so it would wait for itself; use the transaction's Tx forms, or do it after InTx returns", ErrInvalidArgument)
@@ -303,6 +307,7 @@ func (tx Tx) Commit(ctx context.Context) error {
 		return opErr("commit", "", errAdopted)
 	}
 	st.mu.Lock()
+	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
 	switch {
 	case st.abandoned:
@@ -318,15 +323,41 @@ func (tx Tx) Commit(ctx context.Context) error {
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
+		st.commit = false
 		if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, sql.ErrTxDone) {
 			err = fmt.Errorf("the driver transaction had already ended: was it committed or rolled back directly, not through this Tx? (%w)", err)
 		}
 		return opErr("commit", "", tx.h.store.driverErr(err))
 	}
+	st.afterRollback = nil
 	for _, fn := range st.afterCommit {
 		fn()
 	}
 	return nil
+}
+
+// onRollback arranges fn to run after tx ended without committing. An
+// adopted transaction never runs it (its owner ends it).
+func (tx Tx) onRollback(fn func()) {
+	if st, err := tx.state(); err == nil && st.owned {
+		st.mu.Lock()
+		st.afterRollback = append(st.afterRollback, fn)
+		st.mu.Unlock()
+	}
+}
+
+// runRollbackHooks runs the rollback hooks once the transaction ended
+// without committing. It takes mu itself: call it with mu released.
+func (st *txState) runRollbackHooks() {
+	st.mu.Lock()
+	var hooks []func()
+	if st.done && !st.commit {
+		hooks, st.afterRollback = st.afterRollback, nil
+	}
+	st.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
 }
 
 // onCommit arranges fn to run after tx commits.
@@ -351,6 +382,7 @@ func (tx Tx) Rollback(ctx context.Context) error {
 		return opErr("rollback", "", errAdopted)
 	}
 	st.mu.Lock()
+	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
 	if st.done {
 		return nil
@@ -449,6 +481,7 @@ func (tx Tx) via() via {
 // transaction is rolled back and reported, since the caller lost track of it.
 func (st *txState) rollbackLeaked() {
 	st.mu.Lock()
+	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
 	if st.done {
 		return
@@ -467,6 +500,7 @@ func (st *txState) rollbackLeaked() {
 // of its owner, who then finds the store closed).
 func (st *txState) abandon() bool {
 	st.mu.Lock()
+	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
 	if st.done {
 		return true

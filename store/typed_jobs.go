@@ -84,16 +84,76 @@ func (t *JobQueue[T]) encodeAll(jobs []TypedJob[T]) ([]NewJob, error) {
 // payload that does not decode fails its job at once with ErrCodec in its
 // cause; the worker keeps going.
 func (t *JobQueue[T]) Work(ctx context.Context, opts WorkOpts, handler func(ctx context.Context, job *Job, v T) error) error {
-	if handler == nil {
-		return opErr("work", t.q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	w, err := t.NewWorker(opts, handler)
+	if err != nil {
+		return err
 	}
-	return t.q.Work(ctx, opts, func(ctx context.Context, job *Job) error {
-		var v T
-		if err := t.q.s.codec.Unmarshal(job.Payload, &v); err != nil {
-			return Permanent(fmt.Errorf("%w: decode job %d: %w", ErrCodec, job.ID, err))
+	return w.Run(ctx)
+}
+
+// WorkTx runs handler on each job's decoded value in a transaction, as
+// Queue.WorkTx does.
+func (t *JobQueue[T]) WorkTx(ctx context.Context, opts WorkOpts, handler func(ctx context.Context, tx Tx, job *Job, v T) error) error {
+	w, err := t.NewWorkerTx(opts, handler)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// NewWorker is Queue.NewWorker for handler on decoded values (see Work).
+func (t *JobQueue[T]) NewWorker(opts WorkOpts, handler func(ctx context.Context, job *Job, v T) error) (*Worker, error) {
+	if handler == nil {
+		return t.q.NewWorker(opts, nil)
+	}
+	return t.q.NewWorker(opts, func(ctx context.Context, job *Job) error {
+		v, err := t.decode(job)
+		if err != nil {
+			return err
 		}
 		return handler(ctx, job, v)
 	})
+}
+
+// NewWorkerTx is Queue.NewWorkerTx for handler on decoded values (see
+// WorkTx).
+func (t *JobQueue[T]) NewWorkerTx(opts WorkOpts, handler func(ctx context.Context, tx Tx, job *Job, v T) error) (*Worker, error) {
+	if handler == nil {
+		return t.q.NewWorkerTx(opts, nil)
+	}
+	return t.q.NewWorkerTx(opts, func(ctx context.Context, tx Tx, job *Job) error {
+		v, err := t.decode(job)
+		if err != nil {
+			return err
+		}
+		return handler(ctx, tx, job, v)
+	})
+}
+
+// decode is a job's value as a handler gets it; a payload that does not
+// decode is a permanent failure.
+func (t *JobQueue[T]) decode(job *Job) (T, error) {
+	var v T
+	if err := t.q.s.codec.Unmarshal(job.Payload, &v); err != nil {
+		return v, Permanent(fmt.Errorf("%w: decode job %d: %w", ErrCodec, job.ID, err))
+	}
+	return v, nil
+}
+
+// Payload decodes job's payload with the store's codec, as Work hands it
+// to its handler.
+func (t *JobQueue[T]) Payload(job *Job) (T, error) {
+	var v T
+	switch {
+	case t == nil || t.q == nil || t.q.s == nil:
+		return v, opErr("payload", "", errNoStore)
+	case job == nil:
+		return v, opErr("payload", t.q.name, fmt.Errorf("%w: nil job", ErrInvalidArgument))
+	}
+	if err := t.q.s.codec.Unmarshal(job.Payload, &v); err != nil {
+		return v, opErr("payload", t.q.name, fmt.Errorf("%w: decode job %d: %w", ErrCodec, job.ID, err))
+	}
+	return v, nil
 }
 
 func (t *JobQueue[T]) encode(v T) ([]byte, error) {

@@ -199,7 +199,7 @@ func (q *Queue) enqueueUnique(ctx context.Context, v via, payload []byte, opts E
 	if opts.Unique.Key == "" {
 		return Enqueued{}, opErr("enqueue", q.name, fmt.Errorf("%w: EnqueueUnique needs opts.Unique.Key", ErrInvalidArgument))
 	}
-	r, err := q.enqueueMany(ctx, v, "enqueue", []NewJob{{Payload: payload, Opts: opts}})
+	r, err := q.enqueueMany(ctx, v, "enqueue", false, []NewJob{{Payload: payload, Opts: opts}})
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -225,7 +225,7 @@ func (q *Queue) enqueueManyUnique(ctx context.Context, v via, jobs []NewJob) ([]
 			return nil, opErr("enqueue many", q.name, fmt.Errorf("%w: job %d: EnqueueManyUnique needs Opts.Unique.Key", ErrInvalidArgument, i))
 		}
 	}
-	r, err := q.enqueueMany(ctx, v, "enqueue many", jobs)
+	r, err := q.enqueueMany(ctx, v, "enqueue many", true, jobs)
 	if err != nil {
 		return nil, err
 	}

@@ -2,20 +2,17 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
-// option makes sense set alone.
+// option makes sense set alone; negative ones are refused.
 type WorkOpts struct {
-	Worker      string // claim owner; default host-pid
+	Worker      string // claim owner; default DefaultWorkerName()
 	Concurrency int    // handlers at once; default 10
 	Batch       int    // most jobs per claim; default Concurrency
 	// Visibility is the claim's lease: a job whose worker died is claimed
@@ -35,61 +32,29 @@ type WorkOpts struct {
 // once; the poll only bounds how long a lost wake can delay a job.
 const DefaultPollInterval = time.Second
 
-// Handler processes one job. Returning nil acks it; an error retries it with
-// backoff until its attempts are spent; an error wrapped with Permanent
-// fails it at once; Snooze(d) runs it again after d without spending an
-// attempt. A panic counts as an error.
-//
-// The handler's context ends at its Timeout, when the worker stops (after
-// Grace), and when the job's claim is lost: Queue.Cancel cancelled the job
-// (in any process) or the claim expired and another worker took the job.
-// Then context.Cause(ctx) matches ErrClaimLost and Work settles nothing: the
-// job is no longer this handler's.
-type Handler func(ctx context.Context, job *Job) error
-
-type permanentError struct{ err error }
-
-// Error is the wrapped error's text: Permanent marks the error by its type,
-// so a job's LastError reads as the handler's own error.
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// Permanent marks a handler error as not worth retrying: the job goes to
-// dead at once.
-func Permanent(err error) error { return &permanentError{err} }
-
-type snoozeError struct{ delay time.Duration }
-
-func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.delay) }
-
-// Snooze is a handler result: Work puts the job back to run again after
-// delay (a negative one counts as 0) without spending an attempt or
-// recording an error, as Job.Snooze does. Work recognises it wrapped, too.
-func Snooze(delay time.Duration) error { return &snoozeError{max(delay, 0)} }
-
-// DefaultBackoff is exponential with jitter: about 1s, 2s, 4s, ... capped at
-// one hour. Attempt n waits between step n-1 and step n (0.5-1s, 1-2s, 2-4s,
-// ..., 34-60 min), so retries of one job never get closer together; from
-// attempt 14 on every retry waits exactly one hour (the jitter drawn on the
-// way up keeps jobs that failed together apart).
-func DefaultBackoff(attempt int) time.Duration {
-	step := func(n int) time.Duration { // 1s, 2s, 4s, ... capped at one hour
-		if n < 1 {
-			return time.Second / 2
-		}
-		return min(time.Second<<min(n-1, 12), time.Hour) // 1s<<12 is past the cap
-	}
-	lo, hi := step(attempt-1), step(attempt)
-	return lo + rand.N(hi-lo+1)
+// DefaultWorkerName is the worker name every loop of this process claims
+// with (WorkOpts.Worker, OutboxOpts, the client's scheduler owner) unless
+// given one: host-pid.
+func DefaultWorkerName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 func (o WorkOpts) withDefaults() (WorkOpts, error) {
 	if o.Worker == "" {
-		host, _ := os.Hostname()
-		o.Worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+		o.Worker = DefaultWorkerName()
 	}
 	if err := validateLocalName("worker", o.Worker); err != nil {
 		return o, err
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Concurrency", int64(o.Concurrency)}, {"Batch", int64(o.Batch)}, {"Timeout", int64(o.Timeout)},
+		{"Visibility", int64(o.Visibility)}, {"Grace", int64(o.Grace)}, {"PollInterval", int64(o.PollInterval)}} {
+		if f.v < 0 {
+			return o, fmt.Errorf("%w: negative %s", ErrInvalidArgument, f.name)
+		}
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 10
@@ -132,7 +97,8 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // because the stop cancelled it goes back to the queue with its attempt
 // restored. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
-// started); other errors are bad options.
+// started); other errors are bad options. Work is NewWorker and Run; a
+// Worker can also be stopped hard on its own (Worker.Stop).
 //
 // A handler may settle its own job (Ack, Retry with a delay of its choice,
 // Fail, Snooze) and return; Work then leaves the job as the handler settled
@@ -144,38 +110,185 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // fenced like every settle); when a heartbeat or a cancel wake finds the
 // claim gone, the handler's context is cancelled.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
-	if q.s == nil {
-		return opErr("work", q.name, errNoStore)
+	w, err := q.NewWorker(opts, handler)
+	if err != nil {
+		return err
 	}
-	if q.err != nil {
-		return opErr("work", q.name, q.err)
+	return w.Run(ctx)
+}
+
+// WorkTx is Work for a transactional handler: each job's handler runs in a
+// transaction that Work begins, and the job completes in that transaction
+// before it commits, so the handler's writes and the job's completion
+// commit together or not at all (see TxHandler). A failed handler's
+// transaction rolls back, and the job is retried, failed or snoozed on its
+// own. Heartbeats, Timeout, Grace and the hard stop work as for Work.
+//
+// On SQLite every transaction holds the writer slot: transactional
+// handlers run one at a time, whatever Concurrency says, and every other
+// write of the database waits while one runs. Keep them short.
+func (q *Queue) WorkTx(ctx context.Context, opts WorkOpts, handler TxHandler) error {
+	w, err := q.NewWorkerTx(opts, handler)
+	if err != nil {
+		return err
 	}
-	if handler == nil {
-		return opErr("work", q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	return w.Run(ctx)
+}
+
+// Worker is one worker loop of a queue, as a value: NewWorker (or
+// NewWorkerTx, JobQueue.NewWorker, Outbox.NewWorker) checks the queue, the
+// handler and the options at once, Run works the queue as Queue.Work does,
+// and Stop stops that loop alone, gracefully and then hard, as a client's
+// Stop or a store's Shutdown stops every loop. A Worker runs once.
+type Worker struct {
+	q    *Queue
+	opts WorkOpts
+	h    jobHandler
+
+	mu       sync.Mutex
+	started  bool
+	stopping chan struct{} // closed by Stop: stop claiming
+	hard     chan struct{} // closed when Stop's ctx ended: cancel handlers now
+	hardOnce sync.Once
+	done     chan struct{} // closed when Run returned
+	cut      atomic.Bool   // a hard stop cancelled a handler still running
+}
+
+// NewWorker returns a worker of the queue running handler with opts. It
+// fails, with an error matching ErrInvalidArgument (or the name's error),
+// for a queue with a bad name or no store, a nil handler and bad options
+// (a negative Concurrency, Batch, Timeout, Visibility, Grace or
+// PollInterval, or a bad Worker name).
+func (q *Queue) NewWorker(opts WorkOpts, handler Handler) (*Worker, error) {
+	return q.newWorker(opts, handlerFor(handler, nil))
+}
+
+// NewWorkerTx is NewWorker for a transactional handler (see WorkTx).
+func (q *Queue) NewWorkerTx(opts WorkOpts, handler TxHandler) (*Worker, error) {
+	return q.newWorker(opts, handlerFor(nil, handler))
+}
+
+func (q *Queue) newWorker(opts WorkOpts, h jobHandler) (*Worker, error) {
+	switch {
+	case q == nil || q.s == nil:
+		name := ""
+		if q != nil {
+			name = q.name
+		}
+		return nil, opErr("work", name, errNoStore)
+	case q.err != nil:
+		return nil, opErr("work", q.name, q.err)
+	case h.missing():
+		return nil, opErr("work", q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return opErr("work", q.name, err)
+		return nil, opErr("work", q.name, err)
 	}
-	leave, err := q.s.life.enterLoop()
+	return &Worker{q: q, opts: opts, h: h, stopping: make(chan struct{}), hard: make(chan struct{}),
+		done: make(chan struct{})}, nil
+}
+
+// Queue returns the queue the worker works (an outbox's backing queue for
+// Outbox.NewWorker).
+func (w *Worker) Queue() *Queue { return w.q }
+
+// Run works the queue until ctx is cancelled, Stop is called or the store
+// shuts down, as Queue.Work does, and returns as Work returns (nil when
+// ctx or Stop stopped it). A second Run fails with ErrInvalidArgument.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return opErr("work", w.q.name, fmt.Errorf("%w: a worker runs once", ErrInvalidArgument))
+	}
+	w.started = true
+	w.mu.Unlock()
+	defer close(w.done)
+	leave, err := w.q.s.life.enterLoop()
 	if err != nil {
-		return opErr("work", q.name, err)
+		return opErr("work", w.q.name, err)
 	}
 	defer leave()
-	w := &worker{q: q, opts: opts, handler: handler,
-		slots: make(chan struct{}, opts.Concurrency), freed: make(chan struct{}, 1),
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // Stop stops claiming as cancelling ctx does
+		select {
+		case <-w.stopping:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	if w.stopRequested() { // Stop came before Run
+		return nil
+	}
+	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
 		running: map[*Job]*runningJob{}}
-	w.run(ctx)
-	if q.s.life.stoppedByClose() && ctx.Err() == nil {
-		return opErr("work", q.name, ErrClosed)
+	l.run(lctx)
+	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
+		return opErr("work", w.q.name, ErrClosed)
 	}
 	return nil
 }
 
+func (w *Worker) stopRequested() bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop stops the worker gracefully, bounded by ctx: it stops claiming, and
+// handlers in flight finish within Grace and are settled; Stop returns once
+// Run did. When ctx ends first, Stop stops hard: handlers still running
+// have their context cancelled (a job whose handler then fails goes back
+// to its queue with its attempt given back; one whose handler returns nil
+// completes) and Stop waits up to 5 seconds more for Run to return. It
+// then returns an error matching ctx's if it cut a handler short, or if a
+// handler ignored its context (that one is left running: its claim is no
+// longer extended, so its job comes back a Visibility later). Stop before
+// Run makes Run return at once; Stop may be called more than once and
+// concurrently. Do not call it from a handler: it waits for handlers.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	select {
+	case <-w.stopping:
+	default:
+		close(w.stopping)
+	}
+	started := w.started
+	w.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+	}
+	cause := context.Cause(ctx)
+	w.hardOnce.Do(func() { close(w.hard) })
+	t := time.NewTimer(hardStopWait)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		if w.cut.Load() {
+			return opErr("stop worker", w.q.name, fmt.Errorf("handlers cancelled: %w", cause))
+		}
+		return nil
+	case <-t.C:
+		return opErr("stop worker", w.q.name, fmt.Errorf("handlers ignored the hard stop: %w", cause))
+	}
+}
+
+// worker is a Worker's loop while it runs.
 type worker struct {
 	q       *Queue
 	opts    WorkOpts
-	handler Handler
+	handle  *Worker
+	runner  runner
 	slots   chan struct{} // one token per running handler
 	freed   chan struct{} // a signal after a handler gave its slot back
 	acks    chan *Job
@@ -185,13 +298,6 @@ type worker struct {
 
 	mu      sync.Mutex
 	running map[*Job]*runningJob // handlers running
-}
-
-// runningJob is a running handler as the heartbeat and claim checks see it.
-type runningJob struct {
-	since     time.Time               // when its handler started
-	ctx       context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
-	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -223,6 +329,10 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.watchClaims(watchCtx, claims.C()) }()
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
+	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, base: handlerBase, settleCtx: settleCtx,
+		stopped: w.stopped.Load, track: w.track,
+		ack: func(j *Job) error { w.acks <- j; return nil }}
+
 	for ctx.Err() == nil {
 		free := cap(w.slots) - len(w.slots)
 		if free == 0 {
@@ -235,7 +345,7 @@ func (w *worker) run(ctx context.Context) {
 		for _, j := range jobs {
 			w.slots <- struct{}{}
 			w.wg.Add(1)
-			go w.runJob(handlerBase, settleCtx, j)
+			go w.runJob(j)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -261,6 +371,12 @@ func (w *worker) run(ctx context.Context) {
 		default:
 			w.q.s.life.cut.Store(true) // handlers were still running
 		}
+	case <-w.handle.hard:
+		select {
+		case <-done:
+		default:
+			w.handle.cut.Store(true) // handlers were still running
+		}
 	}
 	w.stopped.Store(true)
 	cancelHandlers()
@@ -269,6 +385,32 @@ func (w *worker) run(ctx context.Context) {
 	watchers.Wait()
 	close(w.acks)
 	<-ackerDone
+}
+
+// runJob runs one claimed job through the handler lifecycle in a slot of
+// the loop.
+func (w *worker) runJob(j *Job) {
+	defer w.wg.Done()
+	defer func() {
+		<-w.slots
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+	}()
+	w.runner.runJob(j)
+}
+
+// track registers a running handler with the heartbeats and claim checks.
+func (w *worker) track(j *Job, r *runningJob) func() {
+	w.mu.Lock()
+	w.running[j] = r
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.running, j)
+		w.mu.Unlock()
+	}
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
@@ -366,35 +508,24 @@ func (w *worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		w.mu.Lock()
-		var due []*Job
+		var due []*runningJob
+		var jobs []*Job
 		for j, r := range w.running {
 			// Only for a handler whose context is live: one past its Timeout
 			// or stopped hard that ignores its context keeps no claim, so
 			// its job comes back after Visibility instead of never.
-			if time.Since(r.since) >= every && r.ctx.Err() == nil {
-				due = append(due, j)
+			if time.Since(r.since) >= every && r.ctx.Err() == nil && !r.held.Load() {
+				due = append(due, r)
+				jobs = append(jobs, j)
 			}
 		}
 		w.mu.Unlock()
 		var beats sync.WaitGroup
-		for _, j := range due {
+		for i, j := range jobs {
 			beats.Add(1)
-			go func() { defer beats.Done(); w.heartbeat(ctx, j) }()
+			go func() { defer beats.Done(); heartbeat(ctx, w.q, j, w.opts.Visibility, due[i].claimGone) }()
 		}
 		beats.Wait()
-	}
-}
-
-func (w *worker) heartbeat(ctx context.Context, j *Job) {
-	if j.settled() { // the handler settled its job itself
-		return
-	}
-	_, err := j.extend(ctx, w.opts.Visibility)
-	switch {
-	case errors.Is(err, ErrClaimLost):
-		w.claimGone(j, fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
-	case err != nil && !j.settled() && ctx.Err() == nil:
-		w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "job", j.ID, "error", err)
 	}
 }
 
@@ -424,72 +555,6 @@ func (w *worker) waitForSlot(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-w.freed:
-	}
-}
-
-func (w *worker) runJob(handlerBase, settleCtx context.Context, j *Job) {
-	defer w.wg.Done()
-	defer func() {
-		<-w.slots
-		select {
-		case w.freed <- struct{}{}:
-		default:
-		}
-	}()
-	claimCtx, claimGone := context.WithCancelCause(handlerBase)
-	ctx, cancel := context.WithTimeout(claimCtx, w.opts.Timeout)
-	w.mu.Lock()
-	w.running[j] = &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
-	w.mu.Unlock()
-
-	err := callHandler(ctx, w.handler, j)
-
-	w.mu.Lock()
-	delete(w.running, j)
-	w.mu.Unlock()
-	stoppedIt := err != nil && handlerBase.Err() != nil && w.stopped.Load()
-	lost := errors.Is(context.Cause(claimCtx), ErrClaimLost)
-	cancel()
-	claimGone(nil)
-	if lost {
-		return // cancelled or taken over: the job is not ours to settle
-	}
-	w.settle(settleCtx, j, err, stoppedIt)
-}
-
-func callHandler(ctx context.Context, h Handler, j *Job) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return h(ctx, j)
-}
-
-// settle settles the job by its handler's result, unless the handler
-// settled it itself. stoppedIt says the handler failed after the stop
-// cancelled it: the job did not fail, so it goes back with its attempt.
-func (w *worker) settle(ctx context.Context, j *Job, err error, stoppedIt bool) {
-	if j.settled() {
-		return
-	}
-	var perm *permanentError
-	var snooze *snoozeError
-	switch {
-	case err == nil:
-		w.acks <- j
-		return
-	case errors.As(err, &snooze):
-		err = j.Snooze(ctx, snooze.delay)
-	case stoppedIt:
-		err = j.release(ctx)
-	case errors.As(err, &perm):
-		err = j.Fail(ctx, err.Error())
-	default:
-		_, err = j.Retry(ctx, w.opts.Backoff(j.Attempts), err.Error())
-	}
-	if err != nil {
-		w.q.s.log.Warn("alkstore: could not settle job", "queue", w.q.name, "job", j.ID, "error", err)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,17 +244,17 @@ func TestClosingTheStoreStopsTheClient(t *testing.T) {
 	})
 }
 
-// TestClientLoopFailureSurfaces: a queue whose options Work refuses ends
-// its loop at once; the client does not go on without it: it stops the
-// other loops and Stop returns the error.
+// TestClientLoopFailureSurfaces: a loop that fails once started (here the
+// scheduler, whose lease Scheduler.Run refuses) ends at once; the client
+// does not go on without it: it stops the other loops and Stop returns the
+// error.
 func TestClientLoopFailureSurfaces(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		cl := client.New(s, client.Opts{})
+		cl := client.New(s, client.Opts{Scheduler: store.SchedulerOpts{LeaseTTL: time.Millisecond}, NoJanitor: true})
 		ok := func(context.Context, *store.Job) error { return nil }
 		require.NoError(t, cl.Handle(s.Queue("fine"), store.WorkOpts{}, ok))
-		require.NoError(t, cl.Handle(s.Queue("broken"), store.WorkOpts{Worker: "bad\nworker"}, ok))
 		require.NoError(t, cl.Start(c))
 		select {
 		case <-cl.Stopped():
@@ -260,8 +262,8 @@ func TestClientLoopFailureSurfaces(t *testing.T) {
 			t.Fatal("a failed loop left the client running")
 		}
 		err := cl.Stop(c)
-		require.ErrorIs(t, err, store.ErrInvalidName)
-		assert.Contains(t, err.Error(), `"broken"`)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "LeaseTTL")
 	})
 }
 
@@ -315,19 +317,145 @@ func TestClientMiddlewareSeesResults(t *testing.T) {
 	})
 }
 
-// TestClientRefusesBadRegistrations: a queue of another store and a nil
-// middleware are refused when registered, not found out job by job.
+// TestClientRefusesBadRegistrations: everything a loop would fail on
+// later is refused when registered, as a *store.OpError naming the queue
+// (never an empty quoted name): a queue or outbox of another store, a bad
+// queue name, a nil handler or middleware, bad options.
 func TestClientRefusesBadRegistrations(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s, other := e.open(t), e.open(t)
 		cl := client.New(s, client.Opts{})
 		ok := func(context.Context, *store.Job) error { return nil }
-		err := cl.Handle(other.Queue("x"), store.WorkOpts{}, ok)
-		require.ErrorIs(t, err, store.ErrInvalidArgument)
-		assert.ErrorContains(t, err, "another store")
-		err = cl.Handle(s.Queue("x"), store.WorkOpts{}, ok, nil)
-		require.ErrorIs(t, err, store.ErrInvalidArgument)
-		assert.ErrorContains(t, err, "middleware is nil")
+		okTx := func(context.Context, store.Tx, *store.Job) error { return nil }
+		okMail := func(context.Context, *store.Job, clientMail) error { return nil }
+		refusals := []struct {
+			name string
+			err  error
+			is   error
+			says string
+		}{
+			{"other store's queue", cl.Handle(other.Queue("x"), store.WorkOpts{}, ok), store.ErrInvalidArgument, "another store"},
+			{"other store's queue, tx", cl.HandleTx(other.Queue("x"), store.WorkOpts{}, okTx), store.ErrInvalidArgument, "another store"},
+			{"other store's typed queue", cl.HandleJobs(other.JobQueue[clientMail]("x"), store.WorkOpts{}, okMail), store.ErrInvalidArgument, "another store"},
+			{"other store's outbox", cl.HandleOutbox(other.Outbox("x"), store.OutboxOpts{}, ok), store.ErrInvalidArgument, "another store"},
+			{"nil middleware", cl.Handle(s.Queue("x"), store.WorkOpts{}, ok, nil), store.ErrInvalidArgument, "middleware is nil"},
+			{"nil handler", cl.Handle(s.Queue("x"), store.WorkOpts{}, nil), store.ErrInvalidArgument, "handler"},
+			{"nil tx handler", cl.HandleTx(s.Queue("x"), store.WorkOpts{}, nil), store.ErrInvalidArgument, "handler"},
+			{"nil deliver", cl.HandleOutbox(s.Outbox("x"), store.OutboxOpts{}, nil), store.ErrInvalidArgument, "deliver"},
+			{"bad queue name", cl.Handle(s.Queue(""), store.WorkOpts{}, ok), store.ErrInvalidName, ""},
+			{"reserved queue name", cl.HandleTx(s.Queue(store.ReservedPrefix+"x"), store.WorkOpts{}, okTx), store.ErrReservedName, ""},
+			{"negative concurrency", cl.Handle(s.Queue("x"), store.WorkOpts{Concurrency: -1}, ok), store.ErrInvalidArgument, "Concurrency"},
+			{"negative timeout", cl.HandleJobs(s.JobQueue[clientMail]("x"), store.WorkOpts{Timeout: -time.Second}, okMail), store.ErrInvalidArgument, "Timeout"},
+			{"negative grace", cl.HandleOutbox(s.Outbox("x"), store.OutboxOpts{WorkOpts: store.WorkOpts{Grace: -1}}, ok), store.ErrInvalidArgument, "Grace"},
+			{"negative max attempts", cl.HandleOutbox(s.Outbox("x"), store.OutboxOpts{MaxAttempts: -1}, ok), store.ErrInvalidArgument, "MaxAttempts"},
+			{"bad worker name", cl.Handle(s.Queue("x"), store.WorkOpts{Worker: "bad\nworker"}, ok), store.ErrInvalidName, "worker"},
+		}
+		for _, r := range refusals {
+			require.ErrorIs(t, r.err, r.is, r.name)
+			var op *store.OpError
+			require.ErrorAs(t, r.err, &op, r.name)
+			assert.NotContains(t, r.err.Error(), `""`, r.name)
+			assert.Contains(t, r.err.Error(), r.says, r.name)
+		}
 		require.NoError(t, cl.Handle(s.Queue("x"), store.WorkOpts{}, ok), "refusals registered nothing")
+		require.NoError(t, cl.HandleOutbox(s.Outbox("x"), store.OutboxOpts{}, ok), "an outbox and a queue may share a name")
+		err := cl.HandleTx(s.Queue("x"), store.WorkOpts{}, okTx)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), `client handle "x"`)
 	})
+}
+
+// TestClientHandleTx: a transactional handler registered with the client
+// runs inside the client's middleware, and its business row commits with
+// the job's completion; a failing one's row rolls back.
+func TestClientHandleTx(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		createEffects(t, s)
+		q := s.Queue("client-tx")
+		var seen atomic.Int64
+		count := func(next store.Handler) store.Handler {
+			return func(ctx context.Context, j *store.Job) error { seen.Add(1); return next(ctx, j) }
+		}
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true, Middleware: []client.Middleware{count}})
+		require.NoError(t, cl.HandleTx(q, store.WorkOpts{Backoff: func(int) time.Duration { return time.Hour }},
+			func(ctx context.Context, tx store.Tx, j *store.Job) error {
+				if err := writeEffect(ctx, tx, j.ID); err != nil {
+					return err
+				}
+				if string(j.Payload) == "fail" {
+					return errors.New("declined")
+				}
+				return nil
+			}))
+		good, err := q.Enqueue(c, []byte("ok"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		bad, err := q.Enqueue(c, []byte("fail"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.NoError(t, cl.Start(c))
+		require.Eventually(t, func() bool { return jobLastError(t, q, bad) != "" }, time.Minute, 5*time.Millisecond)
+		require.Eventually(t, jobGone(t, q, good), time.Minute, 5*time.Millisecond)
+		require.NoError(t, cl.Stop(c))
+		rows := effects(t, s)
+		assert.Equal(t, 1, rows[good])
+		assert.Zero(t, rows[bad])
+		assert.EqualValues(t, 2, seen.Load(), "the middleware saw both jobs")
+	})
+}
+
+// TestClientWarnsOfUnservedSchedules: a client running the scheduler warns
+// once for each stored schedule whose queue none of its handlers serves
+// (a schedule dropped from the code keeps firing from the database).
+func TestClientWarnsOfUnservedSchedules(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		for name, queue := range map[string]string{"served": "reports", "orphan": "gone", "orphan2": "gone2"} {
+			require.NoError(t, s.Schedule(name).Set(c, store.ScheduleSpec{Spec: "@daily", Queue: queue}))
+		}
+		logs := &capturedLogs{}
+		cl := client.New(s, client.Opts{NoJanitor: true, Logger: slog.New(logs)})
+		require.NoError(t, cl.Handle(s.Queue("reports"), store.WorkOpts{}, func(context.Context, *store.Job) error { return nil }))
+		require.NoError(t, cl.Start(c))
+		require.Eventually(t, func() bool { return len(logs.matching("no handler of this client serves")) == 2 },
+			30*time.Second, 5*time.Millisecond)
+		require.NoError(t, cl.Stop(c))
+		var named []string
+		for _, r := range logs.matching("no handler of this client serves") {
+			named = append(named, r["schedule"]+"->"+r["queue"])
+		}
+		assert.ElementsMatch(t, []string{"orphan->gone", "orphan2->gone2"}, named)
+	})
+}
+
+// capturedLogs is a slog handler that keeps every record's message and
+// attributes.
+type capturedLogs struct {
+	mu   sync.Mutex
+	recs []map[string]string
+}
+
+func (h *capturedLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (h *capturedLogs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *capturedLogs) WithGroup(string) slog.Handler            { return h }
+func (h *capturedLogs) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]string{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, m)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *capturedLogs) matching(part string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range h.recs {
+		if strings.Contains(r["msg"], part) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

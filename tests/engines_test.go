@@ -54,7 +54,7 @@ func TestListenerDropsOldestWhenFull(t *testing.T) {
 // both engines (Postgres NOTIFY's), and it is delivered.
 func TestNotifyLimitIsTheSame(t *testing.T) {
 	limits := map[string]int{}
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineInTurn(t, func(t *testing.T, e *engineEnv) { // the engines' limits are compared afterwards
 		s := e.open(t)
 		c := ctx(t)
 		l, err := s.Listen(c, "limit")
@@ -86,7 +86,9 @@ func TestNotifyLimitIsTheSame(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got.Payload)
 	})
-	require.Equal(t, limits["pg"], limits["lite"], "Notify's limit differs between the engines")
+	if len(limits) == 2 { // not when ALK_ENGINES picks one
+		require.Equal(t, limits["pg"], limits["lite"], "Notify's limit differs between the engines")
+	}
 }
 
 // TestBeginCtxBoundsOnlyTheWait: Begin's ctx bounds the wait to begin, not

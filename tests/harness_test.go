@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
-		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
+		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
+		removeSkewedLite()
+		os.Exit(code)
 	}
 	srv, err := pgtest.Start()
 	if err != nil {
@@ -43,6 +45,7 @@ func TestMain(m *testing.M) {
 	pgServer = srv
 	code := m.Run()
 	srv.Stop()
+	removeSkewedLite()
 	os.Exit(code)
 }
 
@@ -53,8 +56,26 @@ type engineEnv struct {
 }
 
 // eachEngine runs body once per engine ALK_ENGINES selects (both by
-// default), each on its own fresh database.
+// default), each on its own fresh database. The engines' runs are parallel
+// subtests: they share nothing, and pg's half mostly waits on the server
+// while lite's computes, so a test takes about its slower half instead of
+// the sum. They start when the test function returns, so code after
+// eachEngine must not read what the bodies wrote (put it in t.Cleanup, or use
+// eachEngineInTurn). GOTESTFLAGS=-parallel=1 runs them one at a time.
 func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
+	t.Helper()
+	for _, name := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			body(t, newEnv(t, name))
+		})
+	}
+}
+
+// eachEngineInTurn is eachEngine with the engines run one after the other,
+// for a body that changes or inspects process-wide state (GC settings,
+// every goroutine) the other engine's run would disturb.
+func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {

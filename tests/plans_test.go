@@ -72,9 +72,8 @@ const (
 // statement) or VM steps (SQLite) bounded by the rows they return.
 func TestJobPlansStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
-		loadSkewedQueue(t, e, now)
+		now := skewedNow
+		migrateAndLoadSkewedQueue(t, e)
 		args := map[string]any{
 			"queue": "skewed", "maxjobs": planClaimN, "worker": "w", "claimtoken": int64(7),
 			"now": now, "claimexpiresat": now.Add(time.Minute),
@@ -88,9 +87,16 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 			args["before"] = now.UnixMicro()
 		}
 		if e.name == "pg" {
-			for _, name := range planStatements[e.name] {
-				sqlText, params := generatedQuery(t, e.name, name)
-				checkPGPlan(t, e, name, sqlText, params, args)
+			// Never analysed (a bulk import, a table autovacuum has not
+			// reached), then analysed.
+			for _, analyzed := range []bool{false, true} {
+				if analyzed {
+					e.execSQL(t, "VACUUM ANALYZE alkstore.jobs")
+				}
+				for _, name := range planStatements[e.name] {
+					sqlText, params := generatedQuery(t, e.name, name)
+					checkPGPlan(t, e, fmt.Sprintf("%s (analyzed: %v)", name, analyzed), sqlText, params, args)
+				}
 			}
 			return
 		}
@@ -108,6 +114,43 @@ func TestJobPlansStayOnIndexes(t *testing.T) {
 	})
 }
 
+// planUnanalysedDebt lists the Postgres statements that pass their bound
+// once the tables are analysed but not before (found when the never-analysed
+// case was added, issue 18): the planner, without statistics, picks a bitmap
+// scan and a sort, or reads a whole partial index, where the ordered index
+// walk the statement is written for stops early. They are logged, not
+// failed, until fixed; every other statement fails the never-analysed case
+// like the analysed one. Remove a name once its plan no longer depends on
+// statistics.
+var planUnanalysedDebt = map[string]string{
+	"ClaimJobs":          "jobs_due walked whole (813-8,130 buffers)",
+	"NextJobDue":         "min(run_at) reads jobs_due whole (813 buffers)",
+	"QueueStats":         "1,136 buffers (bound 500)",
+	"DeleteFinishedJobs": "reads the finished-jobs index beyond the batch",
+	"RetentionWindow":    "bitmap scan of the stream and a sort, a heads probe per event (365,127 buffers on the compacted stream)",
+	"UnheadRetained":     "776 buffers (bound 300)",
+	"StreamEventStats":   "3,388 buffers (bound 500)",
+	"ConsumerLags":       "3,361 buffers (bound 500)",
+}
+
+// unanalysedDebt is the listed reason when name is a never-analysed check
+// of a statement in planUnanalysedDebt.
+func unanalysedDebt(name string) string {
+	if !strings.Contains(name, "(analyzed: false)") {
+		return ""
+	}
+	base, _, _ := strings.Cut(name, " ")
+	return planUnanalysedDebt[base]
+}
+
+// noAutovacuum keeps autovacuum off alkstore's tables, so the plan tests'
+// never-analysed case stays that (test set-up, not a library statement).
+const noAutovacuum = `DO $$ DECLARE r record; BEGIN
+	FOR r IN SELECT c.oid::regclass AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	         WHERE n.nspname = 'alkstore' AND c.relkind = 'r' LOOP
+		EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', r.t);
+	END LOOP; END $$`
+
 // loadSkewedQueue fills the skewed queue and its neighbour with SQL, fast.
 func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 	t.Helper()
@@ -119,6 +162,7 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 		}
 		ins := "INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, finished_at, last_error) "
 		stmts = []string{
+			noAutovacuum,
 			ins + fmt.Sprintf("SELECT 'skewed', g %% 10, 'pending', 3, %s, %s + g * interval '1 ms', NULL, NULL FROM generate_series(1, %d) g",
 				ts(-time.Hour), ts(time.Hour), planDelayed),
 			ins + fmt.Sprintf("SELECT 'skewed', g %% 5, 'pending', 3, %s, %s + g * interval '1 ms', NULL, NULL FROM generate_series(1, %d) g",
@@ -127,7 +171,6 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 				ts(-2*time.Hour), ts(-2*time.Hour), ts(-time.Hour), planDead),
 			ins + fmt.Sprintf("SELECT 'other', 0, 'pending', 3, %s, %s, NULL, NULL FROM generate_series(1, %d) g",
 				ts(-time.Hour), ts(-time.Minute), planOther),
-			"VACUUM ANALYZE alkstore.jobs",
 		}
 	} else {
 		us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
@@ -229,6 +272,10 @@ func checkPGPlan(t *testing.T, e *engineEnv, name, sqlText string, params []stri
 			}
 		})
 		t.Logf("%s (%s): %d buffers, %.3f ms", name, mode, plans[0].Plan.SharedHit+plans[0].Plan.SharedRead, plans[0].Plan.Time)
+		if why := unanalysedDebt(name); why != "" && len(problems) > 0 {
+			t.Logf("KNOWN DEBT %s (%s), %s: %v", name, mode, why, problems)
+			continue
+		}
 		assert.Empty(t, problems, "%s (%s) reads unrelated rows:\n%s", name, mode, out)
 	}
 	_, err = conn.Exec(c, "DEALLOCATE hot")
@@ -441,6 +488,7 @@ var hotStatements = []hotStmt{
 	{name: "PublishEvent", args: map[string]any{"stream": "small"}},
 	{name: "PublishEvents", args: map[string]any{"stream": "small"}},
 	{name: "SettledSnapshot", only: "pg"},
+	{name: "FirstEventAbove", only: "pg", args: map[string]any{"horizon": 0}},
 	{name: "ReadEvents", label: "small stream after the big one", args: map[string]any{"stream": "small", "after": 0}},
 	{name: "ReadEvents", label: "big stream", args: map[string]any{"stream": "big", "after": 1000}},
 	{name: "ReadEventsFromConsumer", label: "small stream", args: map[string]any{"stream": "small", "consumer": "c"}},
@@ -490,7 +538,7 @@ var hotStatements = []hotStmt{
 	{name: "QueueStats", args: map[string]any{"queue": "skewed"}, maxBuf: 500, maxStep: 350_000},
 	// Jobs.
 	{name: "EnqueueJob", args: map[string]any{"queue": "skewed"}},
-	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed"}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
+	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},
@@ -534,44 +582,50 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
-	"ConfigureStream": "an application's setup call, one primary-key upsert",
-	"UnheadTrimmed":   "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
-	"TrimStream":      "TrimTo, as UnheadTrimmed",
-	"CancelJob":       "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
-	"RequeueJob":      "by primary key; an operator's call on a dead job",
-	"JobKeyHolder":    "Requeue's error path, by primary key and one probe of the unique index",
-	"UpsertSchedule":  "an application's setup call, one primary-key upsert",
-	"DeleteSchedule":  "an application's setup call, by primary key",
-	"PauseSchedule":   "an operator's call, by primary key",
-	"ResumeSchedule":  "an operator's call, by primary key",
-	"ListSchedules":   "lists every schedule on request: its cost is its answer",
-	"SchemaObjects":   "runs once at Open, on the catalog",
+	"ConfigureStream":        "an application's setup call, one primary-key upsert",
+	"UnheadTrimmed":          "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
+	"TrimStream":             "TrimTo, as UnheadTrimmed",
+	"CancelJob":              "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
+	"RequeueJob":             "by primary key; an operator's call on a dead job",
+	"JobKeyHolder":           "Requeue's error path, by primary key and one probe of the unique index",
+	"UpsertSchedule":         "an application's setup call, one primary-key upsert",
+	"DeleteSchedule":         "an application's setup call, by primary key",
+	"PauseSchedule":          "an operator's call, by primary key",
+	"ResumeSchedule":         "an operator's call, by primary key",
+	"ListSchedules":          "lists every schedule on request: its cost is its answer",
+	"SchemaObjects":          "runs once at Open, on the catalog",
+	"CitusVersion":           "runs once at Open, on the catalog (pg_extension)",
+	"CitusSchemaDistributed": "runs once at Open, only on Citus, on its catalog (pg_dist_schema)",
 	// Event partitions (PostgreSQL; docs/design/partitions.md): the janitor's
 	// partition step reads the partition catalog (tens of rows), runs DDL, or
 	// reads one partition it is about to drop; tests/partitions_test.go
 	// checks their behaviour and bench -only retention their cost.
-	"EventPartitions":     "reads the partition catalog: tens of rows",
-	"SealEventPartitions": "updates the partition catalog: tens of rows",
-	"PartitionFrontier":   "reads the sequence and the catalog once per pass",
-	"TryPartitionLock":    "an advisory lock, not a scan",
-	"SetLockTimeout":      "a SET, not a query",
-	"AddEventPartition":   "DDL through alkstore.add_event_partition",
-	"DropEventPartition":  "DDL through alkstore.drop_event_partition",
-	"PartitionStreams":    "a loose scan of one sealed partition's (stream, id) index: one probe per stream in it",
-	"PartitionExpired":    "per stream of one partition, by primary key of streams",
-	"PartitionEventCount": "counts the rows of one partition a TrimTo drops: its cost is what it removes",
-	"LockStreamSettings":  "locks the settings rows of one partition's streams, by primary key",
-	"UnheadPartition":     "unheads the heads pointing into one partition being dropped: its cost is what it removes",
-	"PartitionHasHeads":   "one check per partition drop (no index on head_offset: see docs/design/partitions.md)",
-	"ConfigureQueue":      "an application's setup call, one primary-key upsert",
-	"SetQueuePaused":      "an operator's call (Pause, Resume), one primary-key upsert",
-	"ListQueueSettings":   "Store.Queues lists every configured queue: its cost is its answer",
-	"DeleteJob":           "an operator's call, by primary key",
-	"ResetOffset":         "an operator's call, by primary key",
-	"ListPendingJobs":     "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
-	"ListRunningJobs":     "a console page of running jobs: the queue's claims in flight, few enough to sort",
-	"ListenWakes":         "a LISTEN, not a query",
-	"DataVersion":         "a PRAGMA, not a query",
+	"EventPartitions":        "reads the partition catalog: tens of rows",
+	"SealEventPartitions":    "updates the partition catalog: tens of rows",
+	"PartitionFrontier":      "reads the sequence and the catalog once per pass",
+	"TryPartitionLock":       "an advisory lock, not a scan",
+	"SetLockTimeout":         "a SET, not a query",
+	"ExtendEventPartitions":  "DDL through alkstore.extend_event_partitions (catalog work; the tail's rows, if any, scanned once)",
+	"DropEventPartition":     "DDL through alkstore.drop_event_partition",
+	"PartitionStreams":       "a loose scan of one sealed partition's (stream, id) index: one probe per stream in it",
+	"PartitionExpired":       "per stream of one partition, by primary key of streams",
+	"PartitionEventCount":    "counts the rows of one partition a TrimTo drops: its cost is what it removes",
+	"LockStreamSettings":     "locks the settings rows of one partition's streams, by primary key",
+	"UnheadPartition":        "unheads the heads pointing into one partition being dropped: its cost is what it removes",
+	"PartitionHasHeads":      "one check per partition drop (no index on head_offset: see docs/design/partitions.md)",
+	"PartitionsDenied":       "Stats: one catalog row (SQLite: a constant)",
+	"ConfigureQueue":         "an application's setup call, one primary-key upsert",
+	"SetQueuePaused":         "an operator's call (Pause, Resume), one primary-key upsert",
+	"ListQueueSettings":      "Store.Queues lists every configured queue: its cost is its answer",
+	"DeleteJob":              "an operator's call, by primary key",
+	"ResetOffset":            "an operator's call, by primary key",
+	"ListPendingJobs":        "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
+	"ListRunningJobs":        "a console page of running jobs: the queue's claims in flight, few enough to sort",
+	"ClaimJobByID":           "alktest's claim of one given job in a test, by primary key",
+	"ListQueueJobs":          "alktest's assertions in tests: a page walks the primary key from @after, skipping other queues' rows, so it costs the table's jobs past that id (a test's own store is small)",
+	"ListenWakes":            "a LISTEN, not a query",
+	"DataVersion":            "a PRAGMA, not a query",
+	"OldestWriteTransaction": "Stats, and the stall warning once per stall: reads pg_stat_activity (one row per server process; on SQLite no row at all)",
 }
 
 // TestHotStatementsStayOnIndexes runs every hot statement under EXPLAIN on
@@ -580,10 +634,9 @@ var coldStatements = map[string]string{
 func TestHotStatementsStayOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		checkClassified(t, e.name)
-		now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-		e.open(t).Close() // migrate
+		now := skewedNow
 		start := time.Now()
-		loadSkewedQueue(t, e, now)
+		migrateAndLoadSkewedQueue(t, e)
 		loadSkewedStreams(t, e, now)
 		t.Logf("loaded in %v", time.Since(start).Round(time.Millisecond))
 		base := planArgs(t, e, now)
@@ -610,17 +663,22 @@ func TestHotStatementsStayOnIndexes(t *testing.T) {
 				}
 				sqlText, params := generatedQuery(t, e.name, h.name)
 				if e.name == "pg" {
-					checkHotPG(t, e, name, sqlText, params, args, cmp.Or(h.maxBuf, planPointBuf))
+					checkHotPG(t, e, fmt.Sprintf("%s (analyzed: %v)", name, analyzed), sqlText, params, args, cmp.Or(h.maxBuf, planPointBuf))
 				} else {
 					checkHotLite(t, e, fmt.Sprintf("%s (analyzed: %v)", name, analyzed), sqlText, params, args, cmp.Or(h.maxStep, planPointSteps))
 				}
 			}
 		}
+		// Without statistics (on Postgres: never analysed, as after a bulk
+		// import or before autovacuum reaches a table; alkstore never runs
+		// ANALYZE on SQLite), then with them.
 		run(false)
-		if e.name == "lite" {
+		if e.name == "pg" {
+			e.execSQL(t, "VACUUM ANALYZE")
+		} else {
 			e.execSQL(t, "ANALYZE")
-			run(true)
 		}
+		run(true)
 	})
 }
 
@@ -662,7 +720,7 @@ func checkClassified(t *testing.T, dialect string) {
 func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 	args := map[string]any{
 		"stream": "kv", "key": "k1", "payload": []byte("x"), "wake": "", "now": "@t:0s",
-		"after": 0, "horizon": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
+		"after": 0, "horizon": int64(1) << 62, "hold": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
 		"schemaversion": 1, "compactionrank": 0, "headoffset": 1, "id": 1, "firstid": 0, "upto": 0,
 		"compacted": true, "cutoff": "@t:-1h", "batch": planBatch, "cap": store.StatsCountLimit,
 		"queue": "other", "priority": 0, "maxattempts": 3, "runat": "@t:0s", "expiresat": "@t:1h",
@@ -670,6 +728,7 @@ func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 		"cause": "x", "exhaustedonly": false, "name": "due-1", "spec": "@every 3600s", "tz": "UTC",
 		"dueat": "@t:-1m", "nextfireat": "@t:1h", "maxrows": 10, "owner": "o", "token": 7,
 		"channel": "ch", "maxid": 0, "uniquekey": []byte("k"), "uniquestates": ",pending,running,", "before": "@t:0s",
+		"headers": nil, // none: the common case (NULL; on Postgres an array that unnest pads with NULLs)
 	}
 	if e.name == "pg" {
 		args["keyed"], args["keys"], args["payloads"] = []bool{false, true}, []string{"", "k1"}, [][]byte{[]byte("a"), []byte("b")}
@@ -725,6 +784,7 @@ func loadSkewedStreams(t *testing.T, e *engineEnv, now time.Time) {
 		}
 		ev := "INSERT INTO alkstore.events (id, stream, key, payload, txid, created_at) "
 		stmts = []string{
+			noAutovacuum,
 			ev + fmt.Sprintf("SELECT nextval('alkstore.event_offset_seq'), 'big', NULL, 'p', '1'::xid8, CASE WHEN g <= 1000 THEN %s ELSE %s END FROM generate_series(1, %d) g",
 				ts(-2*time.Hour), ts(-time.Minute), planBigEvents),
 			// Superseded versions of k1..k1000, then every key's head
@@ -744,7 +804,6 @@ func loadSkewedStreams(t *testing.T, e *engineEnv, now time.Time) {
 				"SELECT CASE WHEN g <= 5 THEN 'due-' || g ELSE 's-' || g END, '@every 3600s', 'UTC', 'q', NULL, 0, 3, "+
 				"CASE WHEN g <= 5 THEN %s ELSE %s + g * interval '1 s' END, %s, %s FROM generate_series(1, %d) g",
 				ts(-time.Minute), ts(time.Hour), ts(-time.Hour), ts(-time.Hour), planSchedules),
-			"VACUUM ANALYZE",
 		}
 	} else {
 		us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
@@ -794,6 +853,10 @@ func checkHotPG(t *testing.T, e *engineEnv, name, sqlText string, params []strin
 		}
 		t.Logf("%s (%s): %d rows, %d buffers, %.3f ms", name, mode, top.Rows, bufs, top.Time)
 		_ = out
+		if why := unanalysedDebt(name); why != "" && len(problems) > 0 {
+			t.Logf("KNOWN DEBT %s (%s), %s: %v\n%s", name, mode, why, problems, top.summary(""))
+			continue
+		}
 		assert.Empty(t, problems, "%s (%s) reads unrelated rows:\n%s", name, mode, top.summary(""))
 	}
 }
@@ -949,11 +1012,57 @@ func runLite(t *testing.T, conn *sql.Conn, name, sqlText string, params []string
 }
 
 // eventsPartitionParent names a partition of the events table (schema 00008
-// on PostgreSQL: events_p<lo>, events_default) as its parent, so a scan of
-// a partition counts as a scan of events.
+// on PostgreSQL: events_p<lo>, events_default; 00012: events_tail) as its
+// parent, so a scan of a partition counts as a scan of events.
 func eventsPartitionParent(rel string) string {
-	if strings.HasPrefix(rel, "events_p") || rel == "events_default" {
+	if strings.HasPrefix(rel, "events_p") || rel == "events_default" || rel == "events_tail" {
 		return "events"
 	}
 	return rel
+}
+
+// TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
+// 1,000 offsets, ReadEvents (ReadSince, and every receiver's read) after
+// offset 8,500 with the settled horizon at 9,200 runs no scan of a
+// partition outside (8,500, 9,200], nor of the tail, under custom and
+// generic plans. (ReadEventsFromConsumer prunes nothing: see
+// queries/pg/streams.sql.) SQLite has no partitions.
+func TestReadsPrunePartitions(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	c := ctx(t)
+	_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{Size: 1000, Ahead: 12})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	e.execSQL(t,
+		`INSERT INTO alkstore.events (id, stream, payload, txid)
+		 SELECT nextval('alkstore.event_offset_seq'), 's' || (g % 3), 'p', '1'::xid8 FROM generate_series(1, 10000) g`,
+		`ANALYZE alkstore.events`)
+	ranges := map[string]partition{}
+	for _, p := range eventPartitions(t, e.pool(t)) {
+		ranges[p.Name] = p
+	}
+	require.Len(t, ranges, 12)
+	const after, horizon = 8500, 9200
+	args := map[string]any{"stream": "s1", "after": after, "horizon": horizon, "lim": 100}
+	for _, name := range []string{"ReadEvents"} { // not ReadEventsFromConsumer: see queries/pg/streams.sql
+		sqlText, params := generatedQuery(t, "pg", name)
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			top, _ := explainPG(t, e, name, sqlText, params, args, mode)
+			var touched, outside []string
+			top.walk(func(n *pgPlanNode) {
+				if n.Loops == 0 || !strings.HasPrefix(n.Relation, "events_") {
+					return
+				}
+				touched = append(touched, n.Relation)
+				p, ok := ranges[n.Relation]
+				if !ok || p.Hi <= after+1 || p.Lo > horizon {
+					outside = append(outside, n.Relation)
+				}
+			})
+			assert.Equal(t, 100, top.Rows, "%s (%s)", name, mode)
+			assert.NotEmpty(t, touched, "%s (%s)", name, mode)
+			assert.Empty(t, outside, "%s (%s) touches partitions outside (%d, %d]:\n%s", name, mode, after, horizon, top.summary(""))
+		}
+	}
 }

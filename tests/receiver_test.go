@@ -275,7 +275,7 @@ func TestNotifications(t *testing.T) {
 // TestCloseEndsEveryReceiverAndGoroutine: closing the store ends every
 // receiver and listener with ErrClosed, and no goroutine outlives it.
 func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineInTurn(t, func(t *testing.T, e *engineEnv) { // goleak sees every goroutine in the process
 		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 		c := ctx(t)
 		s, err := store.Open(c, e.dsn)

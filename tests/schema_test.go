@@ -154,11 +154,13 @@ func exerciseStore(t *testing.T, s *store.Store, tag string) {
 	t.Helper()
 	c := ctx(t)
 	st := s.Stream("ex-" + tag)
-	off, err := st.Publish(c, []byte("a"))
+	hs := map[string]string{"tag": tag}
+	off, err := st.PublishMessage(c, store.Message{Payload: []byte("a"), Headers: hs})
 	require.NoError(t, err)
 	evs, err := st.ReadSince(c, 0, 10)
 	require.NoError(t, err)
 	require.Equal(t, []int64{off}, offsets(evs))
+	assert.Equal(t, hs, evs[0].Headers)
 	require.NoError(t, st.SaveOffset(c, "c", off))
 	_, err = st.PublishWithKey(c, "k", []byte("v"))
 	require.NoError(t, err)
@@ -167,11 +169,12 @@ func exerciseStore(t *testing.T, s *store.Store, tag string) {
 	assert.Equal(t, []byte("v"), h.Payload)
 
 	q := s.Queue("ex-" + tag)
-	_, err = q.Enqueue(c, []byte("job"), store.EnqueueOpts{})
+	_, err = q.Enqueue(c, []byte("job"), store.EnqueueOpts{Headers: hs})
 	require.NoError(t, err)
 	jobs, err := q.Claim(c, "w", 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
+	assert.Equal(t, hs, jobs[0].Headers)
 	require.NoError(t, jobs[0].Ack(c))
 
 	require.NoError(t, s.Schedule("ex-"+tag).Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: "ex-" + tag}))
@@ -403,6 +406,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	require.Len(t, evs, len(w.events))
 	for i, ev := range evs {
 		assert.Equal(t, w.events[i], ev.Payload)
+		assert.Nil(t, ev.Headers, "an event written before headers existed has none")
 	}
 	got, err := s.Stream("data").Offset(c, "c")
 	require.NoError(t, err)
@@ -436,6 +440,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	var payloads []string
 	for _, j := range jobs {
 		payloads = append(payloads, string(j.Payload))
+		assert.Nil(t, j.Headers, "a job written before headers existed has none")
 		require.NoError(t, j.Ack(c))
 	}
 	assert.ElementsMatch(t, w.jobs, payloads)
@@ -445,6 +450,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	var names []string
 	for _, sc := range list {
 		names = append(names, sc.Name)
+		assert.Nil(t, sc.Headers, "a schedule written before headers existed has none")
 	}
 	assert.ElementsMatch(t, w.schedules, names)
 	fired, err := s.Scheduler("w", store.SchedulerOpts{}).RunOnce(c)

@@ -380,7 +380,7 @@ func TestAckManySkipsSettledEntries(t *testing.T) {
 // collect for minutes), the next writer must still get through: the store
 // collects when a writer waits while a transaction is open.
 func TestDroppedTransactionDoesNotWaitForTheGC(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineInTurn(t, func(t *testing.T, e *engineEnv) { // SetGCPercent is process-wide
 		s := e.open(t, store.WithMaxConns(1))
 		c := ctx(t)
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))

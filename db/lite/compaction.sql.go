@@ -226,8 +226,8 @@ func (q *Queries) LockCompactionHead(ctx context.Context, arg LockCompactionHead
 
 const publishKeyedEvent = `-- name: PublishKeyedEvent :one
 
-INSERT INTO alk_events (stream, key, payload)
-VALUES (?1, CAST(?2 AS TEXT), ?3)
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)
 RETURNING id
 `
 
@@ -235,6 +235,7 @@ type PublishKeyedEventParams struct {
 	Stream  string
 	Key     string
 	Payload litedriver.Blob
+	Headers *string
 }
 
 // Compacted keys: per (stream, key) one head row (SQLite). The writer slot
@@ -244,7 +245,12 @@ type PublishKeyedEventParams struct {
 // A keyed publish's event; UpsertCompactionHead follows in the same
 // transaction.
 func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishKeyedEventStmt, publishKeyedEvent, arg.Stream, arg.Key, arg.Payload)
+	row := q.queryRow(ctx, q.publishKeyedEventStmt, publishKeyedEvent,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err

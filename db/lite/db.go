@@ -45,6 +45,15 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
 		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
 	}
+	if q.citusSchemaDistributedStmt, err = db.PrepareContext(ctx, citusSchemaDistributed); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusSchemaDistributed: %w", err)
+	}
+	if q.citusVersionStmt, err = db.PrepareContext(ctx, citusVersion); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusVersion: %w", err)
+	}
+	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
+	}
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
@@ -165,6 +174,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listPendingJobsStmt, err = db.PrepareContext(ctx, listPendingJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ListPendingJobs: %w", err)
 	}
+	if q.listQueueJobsStmt, err = db.PrepareContext(ctx, listQueueJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ListQueueJobs: %w", err)
+	}
 	if q.listQueueSettingsStmt, err = db.PrepareContext(ctx, listQueueSettings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListQueueSettings: %w", err)
 	}
@@ -191,6 +203,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
+	}
+	if q.oldestWriteTransactionStmt, err = db.PrepareContext(ctx, oldestWriteTransaction); err != nil {
+		return nil, fmt.Errorf("error preparing query OldestWriteTransaction: %w", err)
+	}
+	if q.partitionsDeniedStmt, err = db.PrepareContext(ctx, partitionsDenied); err != nil {
+		return nil, fmt.Errorf("error preparing query PartitionsDenied: %w", err)
 	}
 	if q.pauseScheduleStmt, err = db.PrepareContext(ctx, pauseSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query PauseSchedule: %w", err)
@@ -329,6 +347,21 @@ func (q *Queries) Close() error {
 	if q.cancelJobStmt != nil {
 		if cerr := q.cancelJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
+		}
+	}
+	if q.citusSchemaDistributedStmt != nil {
+		if cerr := q.citusSchemaDistributedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusSchemaDistributedStmt: %w", cerr)
+		}
+	}
+	if q.citusVersionStmt != nil {
+		if cerr := q.citusVersionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusVersionStmt: %w", cerr)
+		}
+	}
+	if q.claimJobByIDStmt != nil {
+		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
 		}
 	}
 	if q.claimJobsStmt != nil {
@@ -531,6 +564,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listPendingJobsStmt: %w", cerr)
 		}
 	}
+	if q.listQueueJobsStmt != nil {
+		if cerr := q.listQueueJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listQueueJobsStmt: %w", cerr)
+		}
+	}
 	if q.listQueueSettingsStmt != nil {
 		if cerr := q.listQueueSettingsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listQueueSettingsStmt: %w", cerr)
@@ -574,6 +612,16 @@ func (q *Queries) Close() error {
 	if q.notifyStmt != nil {
 		if cerr := q.notifyStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
+		}
+	}
+	if q.oldestWriteTransactionStmt != nil {
+		if cerr := q.oldestWriteTransactionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing oldestWriteTransactionStmt: %w", cerr)
+		}
+	}
+	if q.partitionsDeniedStmt != nil {
+		if cerr := q.partitionsDeniedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing partitionsDeniedStmt: %w", cerr)
 		}
 	}
 	if q.pauseScheduleStmt != nil {
@@ -787,6 +835,9 @@ type Queries struct {
 	buryExhaustedClaimsStmt    *sql.Stmt
 	buryJobStmt                *sql.Stmt
 	cancelJobStmt              *sql.Stmt
+	citusSchemaDistributedStmt *sql.Stmt
+	citusVersionStmt           *sql.Stmt
+	claimJobByIDStmt           *sql.Stmt
 	claimJobsStmt              *sql.Stmt
 	claimableJobsStmt          *sql.Stmt
 	compactWindowStmt          *sql.Stmt
@@ -827,6 +878,7 @@ type Queries struct {
 	listHeadsStmt              *sql.Stmt
 	listJobsStmt               *sql.Stmt
 	listPendingJobsStmt        *sql.Stmt
+	listQueueJobsStmt          *sql.Stmt
 	listQueueSettingsStmt      *sql.Stmt
 	listRunningJobsStmt        *sql.Stmt
 	listSchedulesStmt          *sql.Stmt
@@ -836,6 +888,8 @@ type Queries struct {
 	nextScheduleFireStmt       *sql.Stmt
 	notificationsSinceStmt     *sql.Stmt
 	notifyStmt                 *sql.Stmt
+	oldestWriteTransactionStmt *sql.Stmt
+	partitionsDeniedStmt       *sql.Stmt
 	pauseScheduleStmt          *sql.Stmt
 	pruneNotificationsStmt     *sql.Stmt
 	publishEventStmt           *sql.Stmt
@@ -882,6 +936,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
 		buryJobStmt:                q.buryJobStmt,
 		cancelJobStmt:              q.cancelJobStmt,
+		citusSchemaDistributedStmt: q.citusSchemaDistributedStmt,
+		citusVersionStmt:           q.citusVersionStmt,
+		claimJobByIDStmt:           q.claimJobByIDStmt,
 		claimJobsStmt:              q.claimJobsStmt,
 		claimableJobsStmt:          q.claimableJobsStmt,
 		compactWindowStmt:          q.compactWindowStmt,
@@ -922,6 +979,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		listHeadsStmt:              q.listHeadsStmt,
 		listJobsStmt:               q.listJobsStmt,
 		listPendingJobsStmt:        q.listPendingJobsStmt,
+		listQueueJobsStmt:          q.listQueueJobsStmt,
 		listQueueSettingsStmt:      q.listQueueSettingsStmt,
 		listRunningJobsStmt:        q.listRunningJobsStmt,
 		listSchedulesStmt:          q.listSchedulesStmt,
@@ -931,6 +989,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextScheduleFireStmt:       q.nextScheduleFireStmt,
 		notificationsSinceStmt:     q.notificationsSinceStmt,
 		notifyStmt:                 q.notifyStmt,
+		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
+		partitionsDeniedStmt:       q.partitionsDeniedStmt,
 		pauseScheduleStmt:          q.pauseScheduleStmt,
 		pruneNotificationsStmt:     q.pruneNotificationsStmt,
 		publishEventStmt:           q.publishEventStmt,

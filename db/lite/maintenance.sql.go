@@ -439,6 +439,18 @@ func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow
 	return items, nil
 }
 
+const partitionsDenied = `-- name: PartitionsDenied :one
+SELECT CAST(0 AS INTEGER) AS denied
+`
+
+// SQLite has no partitions (see the PostgreSQL twin): nothing is denied.
+func (q *Queries) PartitionsDenied(ctx context.Context) (int64, error) {
+	row := q.queryRow(ctx, q.partitionsDeniedStmt, partitionsDenied)
+	var denied int64
+	err := row.Scan(&denied)
+	return denied, err
+}
+
 const retentionWindow = `-- name: RetentionWindow :one
 SELECT CAST(COALESCE(min(w.id), 0) AS INTEGER) AS first_id,
        CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), -1) AS INTEGER) AS upto

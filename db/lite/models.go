@@ -31,6 +31,7 @@ type AlkEvent struct {
 	Key       *string
 	Payload   litedriver.Blob
 	CreatedAt int64
+	Headers   *string
 }
 
 type AlkJob struct {
@@ -53,6 +54,7 @@ type AlkJob struct {
 	Errors         string
 	UniqueKey      litedriver.Blob
 	UniqueStates   *string
+	Headers        *string
 }
 
 type AlkLease struct {
@@ -91,6 +93,7 @@ type AlkSchedule struct {
 	LastFiredAt *int64
 	CreatedAt   int64
 	UpdatedAt   int64
+	Headers     *string
 }
 
 type AlkStream struct {

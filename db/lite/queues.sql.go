@@ -145,12 +145,89 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 	return result.RowsAffected()
 }
 
+const claimJobByID = `-- name: ClaimJobByID :many
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
+    claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
+WHERE id = ?5 AND queue = CAST(?6 AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(?1 AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(?1 AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(?6 AS TEXT) AND pq.paused)
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
+`
+
+type ClaimJobByIDParams struct {
+	Now            int64
+	ClaimExpiresAt int64
+	ClaimToken     int64
+	Worker         string
+	ID             int64
+	Queue          string
+}
+
+// Claims one given job (alktest works the job a test enqueued, whatever
+// else the queue holds): a pending job, due or not, or a running one whose
+// claim lapsed with attempts left; never one past its expires_at, nor one
+// of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+// not claimable.
+func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.claimJobByIDStmt, claimJobByID,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimJobs = `-- name: ClaimJobs :many
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states
+RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
 `
 
 type ClaimJobsParams struct {
@@ -197,6 +274,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -385,8 +463,8 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 
 const enqueueJob = `-- name: EnqueueJob :one
 
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 RETURNING id
 `
 
@@ -398,6 +476,7 @@ type EnqueueJobParams struct {
 	Now         int64
 	RunAt       int64
 	ExpiresAt   *int64
+	Headers     *string
 }
 
 // Queues: at-least-once jobs with fenced claims (SQLite).
@@ -413,49 +492,64 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
-const enqueueJobs = `-- name: EnqueueJobs :one
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+const enqueueJobs = `-- name: EnqueueJobs :many
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+SELECT CAST(?1 AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
+       json_extract(j.value, '$.ma'), CAST(?2 AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
+FROM json_each(CAST(?3 AS TEXT)) AS j
+ORDER BY j.key
 RETURNING id
 `
 
 type EnqueueJobsParams struct {
-	Queue       string
-	Payload     litedriver.Blob
-	Priority    int64
-	MaxAttempts int64
-	Now         int64
-	RunAt       int64
-	ExpiresAt   *int64
+	Queue string
+	Now   int64
+	Jobs  string
 }
 
-// SQLite runs in process: "many" is this statement repeated inside one
-// transaction on the writer slot.
-func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) (int64, error) {
-	row := q.queryRow(ctx, q.enqueueJobsStmt, enqueueJobs,
-		arg.Queue,
-		arg.Payload,
-		arg.Priority,
-		arg.MaxAttempts,
-		arg.Now,
-		arg.RunAt,
-		arg.ExpiresAt,
-	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+// A batch in one statement: jobs is a JSON array of objects, one a job, in
+// order: {"p": the payload in hex (null: NULL), "pr": priority,
+// "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+// headers object, absent for none (NULL)}. The rows are
+// inserted in array order, so their ids, ascending, are the jobs' in that
+// order. One statement instead of one a job: the per-statement work (and
+// the partial indexes' IN predicates, compiled at each execution) is paid
+// once a batch, not once a job.
+func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.enqueueJobsStmt, enqueueJobs, arg.Queue, arg.Now, arg.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -470,6 +564,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key, on its own (EnqueueUniqueJobs is the
@@ -487,6 +582,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -510,9 +606,9 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 }
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9)
+        ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -527,6 +623,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAt    *int64
 	UniqueKey    litedriver.Blob
 	UniqueStates *string
+	Headers      *string
 }
 
 // One job with an idempotency key (run once per job, in one transaction,
@@ -543,6 +640,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 	)
 	if err != nil {
 		return nil, err
@@ -566,7 +664,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const findJob = `-- name: FindJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs WHERE id = ?1
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1
 `
 
 // A job by id alone, whatever its queue (a console's search box).
@@ -593,12 +691,13 @@ func (q *Queries) FindJob(ctx context.Context, id int64) (AlkJob, error) {
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs WHERE id = ?1 AND queue = ?2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
 
 type GetJobParams struct {
@@ -629,6 +728,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkJob, error) 
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -724,7 +824,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
 ORDER BY id
 LIMIT ?4
@@ -774,6 +874,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -789,7 +890,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, e
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -835,6 +936,67 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueJobs = `-- name: ListQueueJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
+WHERE queue = CAST(?1 AS TEXT) AND id > CAST(?2 AS INTEGER)
+ORDER BY id
+LIMIT CAST(?3 AS INTEGER)
+`
+
+type ListQueueJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int64
+}
+
+// A page of the queue's jobs in every state, in id order after @after
+// (alktest's assertions): paged by id, not by state, so a job moving
+// between states while the pages are read is still read once.
+func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([]AlkJob, error) {
+	rows, err := q.query(ctx, q.listQueueJobsStmt, listQueueJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkJob
+	for rows.Next() {
+		var i AlkJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -890,7 +1052,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alk_jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND +id > ?2
 ORDER BY +id
 LIMIT ?3
@@ -934,6 +1096,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -56,7 +56,7 @@ func (q *Queries) DeleteSchedule(ctx context.Context, name string) (int64, error
 }
 
 const dueSchedules = `-- name: DueSchedules :many
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alk_schedules
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alk_schedules
 WHERE NOT paused AND next_fire_at <= ?1
 ORDER BY next_fire_at, name
 LIMIT ?2
@@ -89,6 +89,7 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 			&i.LastFiredAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -107,7 +108,7 @@ const fireSchedule = `-- name: FireSchedule :many
 UPDATE alk_schedules
 SET next_fire_at = ?1, last_fired_at = CAST(?2 AS INTEGER)
 WHERE name = ?3 AND next_fire_at = ?4 AND spec = ?5 AND tz = ?6 AND queue = ?7 AND NOT paused
-RETURNING queue, payload, priority, max_attempts
+RETURNING queue, payload, priority, max_attempts, headers
 `
 
 type FireScheduleParams struct {
@@ -125,6 +126,7 @@ type FireScheduleRow struct {
 	Payload     litedriver.Blob
 	Priority    int64
 	MaxAttempts int64
+	Headers     *string
 }
 
 // Fires a due schedule: advances it past the boundary it fires, only if no
@@ -153,6 +155,7 @@ func (q *Queries) FireSchedule(ctx context.Context, arg FireScheduleParams) ([]F
 			&i.Payload,
 			&i.Priority,
 			&i.MaxAttempts,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -185,7 +188,7 @@ func (q *Queries) GetLease(ctx context.Context, name string) (AlkLease, error) {
 }
 
 const getSchedule = `-- name: GetSchedule :one
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alk_schedules WHERE name = ?1
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alk_schedules WHERE name = ?1
 `
 
 func (q *Queries) GetSchedule(ctx context.Context, name string) (AlkSchedule, error) {
@@ -204,12 +207,13 @@ func (q *Queries) GetSchedule(ctx context.Context, name string) (AlkSchedule, er
 		&i.LastFiredAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Headers,
 	)
 	return i, err
 }
 
 const listSchedules = `-- name: ListSchedules :many
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alk_schedules ORDER BY name
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alk_schedules ORDER BY name
 `
 
 func (q *Queries) ListSchedules(ctx context.Context) ([]AlkSchedule, error) {
@@ -234,6 +238,7 @@ func (q *Queries) ListSchedules(ctx context.Context) ([]AlkSchedule, error) {
 			&i.LastFiredAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -327,11 +332,11 @@ func (q *Queries) ResumeSchedule(ctx context.Context, arg ResumeScheduleParams) 
 const upsertSchedule = `-- name: UpsertSchedule :exec
 
 INSERT INTO alk_schedules (name, spec, tz, queue, payload, priority, max_attempts,
-                           next_fire_at, created_at, updated_at)
+                           next_fire_at, created_at, updated_at, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9, ?9)
+        ?8, ?9, ?9, ?10)
 ON CONFLICT (name) DO UPDATE
-SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
+SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
     next_fire_at = CASE WHEN alk_schedules.spec = excluded.spec AND alk_schedules.tz = excluded.tz
                         THEN alk_schedules.next_fire_at ELSE excluded.next_fire_at END
@@ -347,6 +352,7 @@ type UpsertScheduleParams struct {
 	MaxAttempts int64
 	NextFireAt  int64
 	Now         int64
+	Headers     *string
 }
 
 // Schedules and the scheduler's lease (SQLite). Times are unix microseconds
@@ -366,6 +372,7 @@ func (q *Queries) UpsertSchedule(ctx context.Context, arg UpsertScheduleParams) 
 		arg.MaxAttempts,
 		arg.NextFireAt,
 		arg.Now,
+		arg.Headers,
 	)
 	return err
 }

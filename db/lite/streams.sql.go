@@ -30,8 +30,8 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 
 const publishEvent = `-- name: PublishEvent :one
 
-INSERT INTO alk_events (stream, key, payload)
-VALUES (?1, ?2, ?3)
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, ?2, ?3, ?4)
 RETURNING id
 `
 
@@ -39,21 +39,27 @@ type PublishEventParams struct {
 	Stream  string
 	Key     *string
 	Payload litedriver.Blob
+	Headers *string
 }
 
 // Streams: durable, ordered events with per-consumer offsets (SQLite).
 // SQLite has one writer at a time, so offsets commit in order and reads
 // need no horizon: every committed offset is settled.
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishEventStmt, publishEvent, arg.Stream, arg.Key, arg.Payload)
+	row := q.queryRow(ctx, q.publishEventStmt, publishEvent,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
 const publishEvents = `-- name: PublishEvents :one
-INSERT INTO alk_events (stream, key, payload)
-VALUES (?1, ?2, ?3)
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, ?2, ?3, ?4)
 RETURNING id
 `
 
@@ -61,19 +67,25 @@ type PublishEventsParams struct {
 	Stream  string
 	Key     *string
 	Payload litedriver.Blob
+	Headers *string
 }
 
 // SQLite runs in process: "many" is this statement repeated inside one
 // transaction on the writer slot.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishEventsStmt, publishEvents, arg.Stream, arg.Key, arg.Payload)
+	row := q.queryRow(ctx, q.publishEventsStmt, publishEvents,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
 	var id int64
 	err := row.Scan(&id)
 	return id, err
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT id, stream, key, payload, created_at
+SELECT id, stream, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = ?1 AND id > ?2
 ORDER BY stream, id
@@ -103,6 +115,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]AlkEv
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -118,7 +131,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]AlkEv
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT e.id, e.stream, e.key, e.payload, e.created_at
+SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
 FROM alk_events e INDEXED BY alk_events_stream_id
 WHERE e.stream = ?1
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
@@ -148,6 +161,7 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -225,14 +225,15 @@ WITH tx AS MATERIALIZED (
            CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
 ),
 ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), $2::text, $3::text, $4::bytea, tx.txid
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    SELECT nextval('alkstore.event_offset_seq'), $2::text, $3::text, $4::bytea, tx.txid,
+           $5::jsonb
     FROM tx
     RETURNING id
 ),
 head AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-    SELECT $2::text, $3::text, ins.id, $5::integer, $6::bigint, $7::timestamptz, $7::timestamptz
+    SELECT $2::text, $3::text, ins.id, $6::integer, $7::bigint, $8::timestamptz, $8::timestamptz
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
@@ -249,6 +250,7 @@ type PublishKeyedEventParams struct {
 	Stream         string
 	Key            string
 	Payload        []byte
+	Headers        []byte
 	SchemaVersion  int32
 	CompactionRank int64
 	Now            time.Time
@@ -265,6 +267,7 @@ func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventPa
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
+		arg.Headers,
 		arg.SchemaVersion,
 		arg.CompactionRank,
 		arg.Now,

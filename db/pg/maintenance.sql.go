@@ -443,20 +443,36 @@ func (q *Queries) MaintainedStreams(ctx context.Context) ([]MaintainedStreamsRow
 	return items, nil
 }
 
+const partitionsDenied = `-- name: PartitionsDenied :one
+SELECT (NOT pg_has_role(c.relowner, 'USAGE'))::boolean AS denied
+FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events'::regclass
+`
+
+// Whether this role may not create or drop event partitions (only the
+// owner of alkstore.events, or a member of its role, may): retention and
+// trims then delete events row by row.
+func (q *Queries) PartitionsDenied(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, partitionsDenied)
+	var denied bool
+	err := row.Scan(&denied)
+	return denied, err
+}
+
 const retentionWindow = `-- name: RetentionWindow :one
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream >= $2::text AND x.stream <= $2::text
+      WHERE x.stream >= $2::text AND x.stream <= $2::text AND x.id < $3::bigint
         AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
-                        WHERE $3::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
+                        WHERE $4::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
-      LIMIT $4::integer) w
+      LIMIT $5::integer) w
 `
 
 type RetentionWindowParams struct {
 	Cutoff    time.Time
 	Stream    string
+	Hold      int64
 	Compacted bool
 	Lim       int32
 }
@@ -472,11 +488,13 @@ type RetentionWindowRow struct {
 // (upto < first_id: none is). Here and below a stream's events are bounded
 // by inequalities on stream (or a row comparison on (stream, id)), not an
 // equality, so that only events_stream_id yields ORDER BY stream, id (see
-// ReadEvents).
+// ReadEvents). Offsets from @hold on are left to a partition drop
+// (store/partitions_pg.go, retentionHold): the walk stops there.
 func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
 	row := q.db.QueryRow(ctx, retentionWindow,
 		arg.Cutoff,
 		arg.Stream,
+		arg.Hold,
 		arg.Compacted,
 		arg.Lim,
 	)

@@ -54,6 +54,8 @@ type AlkstoreEvent struct {
 	Txid pgtype.Uint64
 	// When the event was published
 	CreatedAt time.Time
+	// The event's headers: a JSON object of string values; NULL: none
+	Headers []byte
 }
 
 // Range partitions of alkstore.events (not events_default), kept by alkstore.add_event_partition and alkstore.drop_event_partition
@@ -139,6 +141,8 @@ type AlkstoreJob struct {
 	UniqueKey []byte
 	// States in which unique_key holds, as ',pending,running,'; NULL with unique_key
 	UniqueStates *string
+	// The job's headers: a JSON object of string values; NULL: none
+	Headers []byte
 }
 
 // Leases electing one holder for a singleton role (the scheduler)
@@ -195,6 +199,8 @@ type AlkstoreSchedule struct {
 	CreatedAt time.Time
 	// When the schedule was last changed or fired
 	UpdatedAt time.Time
+	// The headers of the jobs the schedule enqueues: a JSON object of string values; NULL: none
+	Headers []byte
 }
 
 // Per-stream settings; a stream without a row uses the defaults

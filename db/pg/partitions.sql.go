@@ -10,20 +10,6 @@ import (
 	"time"
 )
 
-const addEventPartition = `-- name: AddEventPartition :exec
-SELECT alkstore.add_event_partition($1::bigint, $2::bigint)
-`
-
-type AddEventPartitionParams struct {
-	Lo int64
-	Hi int64
-}
-
-func (q *Queries) AddEventPartition(ctx context.Context, arg AddEventPartitionParams) error {
-	_, err := q.db.Exec(ctx, addEventPartition, arg.Lo, arg.Hi)
-	return err
-}
-
 const dropEventPartition = `-- name: DropEventPartition :one
 SELECT alkstore.drop_event_partition($1::text)::boolean AS dropped
 `
@@ -69,6 +55,24 @@ func (q *Queries) EventPartitions(ctx context.Context) ([]AlkstoreEventPartition
 		return nil, err
 	}
 	return items, nil
+}
+
+const extendEventPartitions = `-- name: ExtendEventPartitions :one
+SELECT alkstore.extend_event_partitions($1::bigint, $2::bigint)::integer AS created
+`
+
+type ExtendEventPartitionsParams struct {
+	Size int64
+	Upto int64
+}
+
+// Range partitions of @size offsets carved from the tail up to @upto
+// (alkstore.extend_event_partitions): how many it created.
+func (q *Queries) ExtendEventPartitions(ctx context.Context, arg ExtendEventPartitionsParams) (int32, error) {
+	row := q.db.QueryRow(ctx, extendEventPartitions, arg.Size, arg.Upto)
+	var created int32
+	err := row.Scan(&created)
+	return created, err
 }
 
 const lockStreamSettings = `-- name: LockStreamSettings :exec
@@ -140,21 +144,21 @@ func (q *Queries) PartitionExpired(ctx context.Context, arg PartitionExpiredPara
 
 const partitionFrontier = `-- name: PartitionFrontier :one
 SELECT COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS last_offset,
-       COALESCE((SELECT max(d.id) FROM alkstore.events_default d), 0)::bigint AS default_top
+       (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''?(-?[0-9]+)''?\)'))[1]
+        FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events_tail'::regclass)::bigint AS tail_lo
 `
 
 type PartitionFrontierRow struct {
 	LastOffset int64
-	DefaultTop int64
+	TailLo     int64
 }
 
-// The newest offset drawn, and the newest offset the default partition
-// holds (0: none): a new partition starts above both, so creating it never
-// finds rows of its range in the default partition.
+// The newest offset drawn, and the lower bound of events_tail (schema
+// 00012), where the next range partition starts.
 func (q *Queries) PartitionFrontier(ctx context.Context) (PartitionFrontierRow, error) {
 	row := q.db.QueryRow(ctx, partitionFrontier)
 	var i PartitionFrontierRow
-	err := row.Scan(&i.LastOffset, &i.DefaultTop)
+	err := row.Scan(&i.LastOffset, &i.TailLo)
 	return i, err
 }
 

@@ -165,6 +165,80 @@ func (q *Queries) CancelJob(ctx context.Context, arg CancelJobParams) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const claimJobByID = `-- name: ClaimJobByID :many
+UPDATE alkstore.jobs j
+SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
+    claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
+WHERE j.id = $5::bigint AND j.queue = $6::text
+  AND (j.state = 'pending'
+       OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz AND j.attempts < j.max_attempts))
+  AND (j.expires_at IS NULL OR j.expires_at > $1::timestamptz)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $6::text AND pq.paused)
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers
+`
+
+type ClaimJobByIDParams struct {
+	Now            time.Time
+	ClaimExpiresAt time.Time
+	ClaimToken     int64
+	Worker         string
+	ID             int64
+	Queue          string
+}
+
+// Claims one given job (alktest works the job a test enqueued, whatever
+// else the queue holds): a pending job, due or not, or a running one whose
+// claim lapsed with attempts left; never one past its expires_at, nor one
+// of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+// not claimable.
+func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]AlkstoreJob, error) {
+	rows, err := q.db.Query(ctx, claimJobByID,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+		arg.Queue,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkstoreJob
+	for rows.Next() {
+		var i AlkstoreJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const claimJobs = `-- name: ClaimJobs :many
 WITH RECURSIVE prios AS (
     (SELECT j.priority FROM alkstore.jobs j
@@ -213,7 +287,7 @@ SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states
+RETURNING j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers
 `
 
 type ClaimJobsParams struct {
@@ -273,6 +347,7 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]Alkstor
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -403,11 +478,11 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 const enqueueJob = `-- name: EnqueueJob :one
 
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $8::text <> '' THEN pg_notify('alkstore', $8::text)::text END AS woke
+    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
-       $5::timestamptz, $6::timestamptz, $7::timestamptz
+       $5::timestamptz, $6::timestamptz, $7::timestamptz, $8::jsonb
 FROM w
 RETURNING id
 `
@@ -420,6 +495,7 @@ type EnqueueJobParams struct {
 	Now         time.Time
 	RunAt       time.Time
 	ExpiresAt   *time.Time
+	Headers     []byte
 	Wake        string
 }
 
@@ -439,6 +515,7 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
+		arg.Headers,
 		arg.Wake,
 	)
 	var id int64
@@ -448,17 +525,18 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 
 const enqueueJobs = `-- name: EnqueueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $9::text <> '' THEN pg_notify('alkstore', $9::text)::text END AS woke
+    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
                 unnest($6::timestamptz[]) AS run_at,
                 unnest($7::boolean[]) AS has_expires_at,
-                unnest($8::timestamptz[]) AS expires_at) AS u
+                unnest($8::timestamptz[]) AS expires_at,
+                unnest($9::text[]) AS headers) AS u
 RETURNING id
 `
 
@@ -471,6 +549,7 @@ type EnqueueJobsParams struct {
 	RunAts       []time.Time
 	HasExpiresAt []bool
 	ExpiresAts   []time.Time
+	Headers      []string
 	Wake         string
 }
 
@@ -485,6 +564,7 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 		arg.RunAts,
 		arg.HasExpiresAt,
 		arg.ExpiresAts,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -507,12 +587,12 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text, $2::bytea, $3::integer, $4::integer,
        $5::timestamptz, $6::timestamptz, $7::timestamptz,
-       $8::bytea, $9::text
+       $8::bytea, $9::text, $10::jsonb
 FROM w
 ON CONFLICT DO NOTHING
 RETURNING id
@@ -528,6 +608,7 @@ type EnqueueUniqueJobParams struct {
 	ExpiresAt    *time.Time
 	UniqueKey    []byte
 	UniqueStates string
+	Headers      []byte
 	Wake         string
 }
 
@@ -544,6 +625,7 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 		arg.ExpiresAt,
 		arg.UniqueKey,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -566,12 +648,13 @@ func (q *Queries) EnqueueUniqueJob(ctx context.Context, arg EnqueueUniqueJobPara
 
 const enqueueUniqueJobs = `-- name: EnqueueUniqueJobs :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
+    SELECT CASE WHEN $12::text <> '' THEN pg_notify('alkstore', $12::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
-       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states,
+       NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
                 unnest($5::integer[]) AS max_attempts,
@@ -579,7 +662,8 @@ FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($7::boolean[]) AS has_expires_at,
                 unnest($8::timestamptz[]) AS expires_at,
                 unnest($9::bytea[]) AS unique_key,
-                unnest($10::text[]) AS unique_states) AS u
+                unnest($10::text[]) AS unique_states,
+                unnest($11::text[]) AS headers) AS u
 ON CONFLICT DO NOTHING
 RETURNING id, unique_key
 `
@@ -595,6 +679,7 @@ type EnqueueUniqueJobsParams struct {
 	ExpiresAts   []time.Time
 	UniqueKeys   [][]byte
 	UniqueStates []string
+	Headers      []string
 	Wake         string
 }
 
@@ -622,6 +707,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 		arg.ExpiresAts,
 		arg.UniqueKeys,
 		arg.UniqueStates,
+		arg.Headers,
 		arg.Wake,
 	)
 	if err != nil {
@@ -643,7 +729,7 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 }
 
 const findJob = `-- name: FindJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs WHERE id = $1
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1
 `
 
 // A job by id alone, whatever its queue (a console's search box).
@@ -670,12 +756,13 @@ func (q *Queries) FindJob(ctx context.Context, id int64) (AlkstoreJob, error) {
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs WHERE id = $1 AND queue = $2
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
 
 type GetJobParams struct {
@@ -706,6 +793,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (AlkstoreJob, er
 		&i.Errors,
 		&i.UniqueKey,
 		&i.UniqueStates,
+		&i.Headers,
 	)
 	return i, err
 }
@@ -797,12 +885,12 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 }
 
 const listJobs = `-- name: ListJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.state, x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
                    AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
                  ORDER BY x.state, x.id
                  LIMIT $4::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -857,6 +945,7 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -869,11 +958,11 @@ func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJ
 }
 
 const listPendingJobs = `-- name: ListPendingJobs :many
-SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states FROM (SELECT x.id FROM alkstore.jobs x
+SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state = 'pending' AND x.id + 0 > $2::bigint
                  ORDER BY x.id + 0
                  LIMIT $3::integer) AS page
-CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
+CROSS JOIN LATERAL (SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs y WHERE y.id = page.id LIMIT 1) AS j
 ORDER BY page.id
 `
 
@@ -917,6 +1006,64 @@ func (q *Queries) ListPendingJobs(ctx context.Context, arg ListPendingJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listQueueJobs = `-- name: ListQueueJobs :many
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs
+WHERE queue = $1::text AND id > $2::bigint
+ORDER BY id
+LIMIT $3::integer
+`
+
+type ListQueueJobsParams struct {
+	Queue   string
+	After   int64
+	MaxJobs int32
+}
+
+// A page of the queue's jobs in every state, in id order after @after
+// (alktest's assertions): paged by id, not by state, so a job moving
+// between states while the pages are read is still read once.
+func (q *Queries) ListQueueJobs(ctx context.Context, arg ListQueueJobsParams) ([]AlkstoreJob, error) {
+	rows, err := q.db.Query(ctx, listQueueJobs, arg.Queue, arg.After, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AlkstoreJob
+	for rows.Next() {
+		var i AlkstoreJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Payload,
+			&i.Priority,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ClaimedAt,
+			&i.ClaimExpiresAt,
+			&i.ClaimToken,
+			&i.ExpiresAt,
+			&i.Worker,
+			&i.LastError,
+			&i.FinishedAt,
+			&i.Errors,
+			&i.UniqueKey,
+			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -966,7 +1113,7 @@ func (q *Queries) ListQueueSettings(ctx context.Context) ([]ListQueueSettingsRow
 }
 
 const listRunningJobs = `-- name: ListRunningJobs :many
-SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states FROM alkstore.jobs
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs
 WHERE queue = $1::text AND state = 'running' AND id + 0 > $2::bigint
 ORDER BY id + 0
 LIMIT $3::integer
@@ -1010,6 +1157,7 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 			&i.Errors,
 			&i.UniqueKey,
 			&i.UniqueStates,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -55,7 +55,7 @@ func (q *Queries) DeleteSchedule(ctx context.Context, name string) (int64, error
 }
 
 const dueSchedules = `-- name: DueSchedules :many
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alkstore.schedules
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alkstore.schedules
 WHERE NOT paused AND next_fire_at <= $1::timestamptz
 ORDER BY next_fire_at, name
 LIMIT $2
@@ -88,6 +88,7 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 			&i.LastFiredAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -107,10 +108,10 @@ WITH w AS MATERIALIZED (
     SET next_fire_at = $4::timestamptz, last_fired_at = $1::timestamptz
     WHERE s.name = $5::text AND s.next_fire_at = $2::timestamptz AND s.spec = $6::text
       AND s.tz = $7::text AND s.queue = $8::text AND NOT s.paused
-    RETURNING s.queue, s.payload, s.priority, s.max_attempts
+    RETURNING s.queue, s.payload, s.priority, s.max_attempts, s.headers
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at)
-SELECT f.queue, f.payload, f.priority, f.max_attempts, $1::timestamptz, $2::timestamptz
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
+SELECT f.queue, f.payload, f.priority, f.max_attempts, $1::timestamptz, $2::timestamptz, f.headers
 FROM fired AS f, w
 RETURNING id
 `
@@ -179,7 +180,7 @@ func (q *Queries) GetLease(ctx context.Context, name string) (AlkstoreLease, err
 }
 
 const getSchedule = `-- name: GetSchedule :one
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alkstore.schedules WHERE name = $1
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alkstore.schedules WHERE name = $1
 `
 
 func (q *Queries) GetSchedule(ctx context.Context, name string) (AlkstoreSchedule, error) {
@@ -198,12 +199,13 @@ func (q *Queries) GetSchedule(ctx context.Context, name string) (AlkstoreSchedul
 		&i.LastFiredAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Headers,
 	)
 	return i, err
 }
 
 const listSchedules = `-- name: ListSchedules :many
-SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at FROM alkstore.schedules ORDER BY name
+SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alkstore.schedules ORDER BY name
 `
 
 func (q *Queries) ListSchedules(ctx context.Context) ([]AlkstoreSchedule, error) {
@@ -228,6 +230,7 @@ func (q *Queries) ListSchedules(ctx context.Context) ([]AlkstoreSchedule, error)
 			&i.LastFiredAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}
@@ -330,15 +333,16 @@ func (q *Queries) ResumeSchedule(ctx context.Context, arg ResumeScheduleParams) 
 const upsertSchedule = `-- name: UpsertSchedule :exec
 
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
+    SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
 )
 INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, max_attempts,
-                                     next_fire_at, created_at, updated_at)
+                                     next_fire_at, created_at, updated_at, headers)
 SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::integer,
-       $7::integer, $8::timestamptz, $9::timestamptz, $9::timestamptz
+       $7::integer, $8::timestamptz, $9::timestamptz, $9::timestamptz,
+       $10::jsonb
 FROM w
 ON CONFLICT (name) DO UPDATE
-SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
+SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
     next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz
                         THEN s.next_fire_at ELSE excluded.next_fire_at END
@@ -354,6 +358,7 @@ type UpsertScheduleParams struct {
 	MaxAttempts int32
 	NextFireAt  time.Time
 	Now         time.Time
+	Headers     []byte
 	Wake        string
 }
 
@@ -374,6 +379,7 @@ func (q *Queries) UpsertSchedule(ctx context.Context, arg UpsertScheduleParams) 
 		arg.MaxAttempts,
 		arg.NextFireAt,
 		arg.Now,
+		arg.Headers,
 		arg.Wake,
 	)
 	return err

@@ -9,6 +9,36 @@ import (
 	"context"
 )
 
+const citusSchemaDistributed = `-- name: CitusSchemaDistributed :one
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_schema
+               WHERE schemaid = to_regnamespace('alkstore'))::boolean AS distributed
+`
+
+// Whether the alkstore schema is a Citus distributed schema (placed on a
+// worker), where the settled horizon does not hold (docs/design/citus.md).
+// Run only when CitusVersion is not empty: pg_dist_schema is Citus's
+// catalog (schema/pg/catalog/citus.sql describes it to sqlc).
+func (q *Queries) CitusSchemaDistributed(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, citusSchemaDistributed)
+	var distributed bool
+	err := row.Scan(&distributed)
+	return distributed, err
+}
+
+const citusVersion = `-- name: CitusVersion :one
+SELECT COALESCE((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'citus'), '')::text AS citus_version
+`
+
+// The Citus extension's version in this database, empty without Citus.
+// Open says which mode it runs in (docs/design/citus.md). Reads only the
+// catalog.
+func (q *Queries) CitusVersion(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, citusVersion)
+	var citus_version string
+	err := row.Scan(&citus_version)
+	return citus_version, err
+}
+
 const schemaObjects = `-- name: SchemaObjects :one
 
 SELECT

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -54,6 +55,13 @@ func run(ctx context.Context, dsn string) error {
 		})
 	}
 
+	before := 0 // the value an earlier run left, if any
+	if cur, err := visits.CompactionHead(ctx); err == nil {
+		before = cur.N
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -79,7 +87,7 @@ func run(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d goroutines × %d increments → page-visits = %d\n", workers, each, final.N)
+	fmt.Printf("%d goroutines × %d increments → page-visits = %d (from %d)\n", workers, each, final.N, before)
 
 	// Compaction: every superseded value can go; the head stays.
 	report, err := janitor.New(s, janitor.Opts{}).RunOnce(ctx)

@@ -32,7 +32,9 @@ func run(ctx context.Context, path string) error {
 	}
 
 	// The mailer consumer reads two events, then records its progress.
-	batch, err := events.ReadFromConsumer(ctx, "mailer", 2)
+	batch, err := example.Settled(ctx, 2, func(ctx context.Context) ([]store.Event, error) {
+		return events.ReadFromConsumer(ctx, "mailer", 2)
+	})
 	if err != nil {
 		return err
 	}
@@ -49,7 +51,9 @@ func run(ctx context.Context, path string) error {
 	fmt.Printf("mailer saved offset %d\n", saved)
 
 	// Resuming from the saved offset yields only what is left.
-	rest, err := events.ReadFromConsumer(ctx, "mailer", 10)
+	rest, err := example.Settled(ctx, 1, func(ctx context.Context) ([]store.Event, error) {
+		return events.ReadFromConsumer(ctx, "mailer", 10)
+	})
 	if err != nil {
 		return err
 	}

@@ -33,18 +33,19 @@ func run(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer s.Close()
-	emails := s.JobQueue[welcome]("emails") // a typed view: payloads are JSON-encoded welcome values
+	emails := s.JobQueue[welcome]("email-worker") // a typed view: payloads are JSON-encoded welcome values
 
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS app_users (name TEXT PRIMARY KEY, email TEXT NOT NULL)`)
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS email_worker_users (name TEXT PRIMARY KEY, email TEXT NOT NULL)`)
 		return err
 	}); err != nil {
 		return err
 	}
-	// Signup: the user row and its welcome email commit together.
+	// Signup: the user row and its welcome email commit together (a second
+	// run of this program signs the same users up again).
 	for _, u := range []welcome{{"ada", "ada@example.com"}, {"grace", "grace@example.com"}, {"mallory", "nobody@invalid"}} {
 		err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO app_users (name, email) VALUES ($1, $2)`, u.User, u.Email); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO email_worker_users (name, email) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET email = excluded.email`, u.User, u.Email); err != nil {
 				return err
 			}
 			_, err := emails.EnqueueTx(ctx, tx, u, store.EnqueueOpts{MaxAttempts: 5})

@@ -6,9 +6,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/alkstore/alkstore/examples/internal/example"
 	"github.com/alkstore/alkstore/store"
@@ -24,10 +26,10 @@ func run(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer s.Close()
-	orders := s.Stream("orders")
+	orders := s.Stream("order-event")
 
 	err = s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, item TEXT NOT NULL)`)
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS order_event_orders (id BIGINT PRIMARY KEY, item TEXT NOT NULL)`)
 		return err
 	})
 	if err != nil {
@@ -36,37 +38,46 @@ func run(ctx context.Context, dsn string) error {
 
 	// checkout writes the business row and its event in one transaction:
 	// both commit, or neither does.
+	var first int64 // this run's first event (a database may hold earlier runs')
 	checkout := func(id int64, item string, pay func() error) error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO shop_orders (id, item) VALUES ($1, $2)`, id, item); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO order_event_orders (id, item) VALUES ($1, $2)`, id, item); err != nil {
 				return err
 			}
-			if _, err := orders.PublishWithKeyTx(ctx, tx, fmt.Sprint(id), []byte("order placed: "+item)); err != nil {
+			off, err := orders.PublishWithKeyTx(ctx, tx, fmt.Sprint(id), []byte("order placed: "+item))
+			if err != nil {
 				return err
 			}
-			return pay()
+			if err := pay(); err != nil {
+				return err
+			}
+			first = cmp.Or(first, off)
+			return nil
 		})
 	}
 
-	if err := checkout(1, "teapot", func() error { return nil }); err != nil {
+	order := time.Now().UnixNano() // your order ids
+	if err := checkout(order, "teapot", func() error { return nil }); err != nil {
 		return err
 	}
 	fmt.Println("order 1 committed with its event")
-	err = checkout(2, "kettle", func() error { return errPaymentDeclined })
+	err = checkout(order+1, "kettle", func() error { return errPaymentDeclined })
 	fmt.Printf("order 2 failed (%v): rolled back with its event\n", err)
 
-	evs, err := orders.ReadSince(ctx, 0, 10)
+	evs, err := example.Settled(ctx, 1, func(ctx context.Context) ([]store.Event, error) {
+		return orders.ReadSince(ctx, first-1, 10)
+	})
 	if err != nil {
 		return err
 	}
 	var rows int
 	err = s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.QueryRow(ctx, `SELECT count(*) FROM shop_orders`).Scan(&rows)
+		return tx.QueryRow(ctx, `SELECT count(*) FROM order_event_orders WHERE id IN ($1, $2)`, order, order+1).Scan(&rows)
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("orders table: %d row(s); orders stream: %d event(s)\n", rows, len(evs))
+	fmt.Printf("orders table: %d row(s) of the two orders; stream: %d event(s) since the first\n", rows, len(evs))
 	for _, ev := range evs {
 		fmt.Printf("  offset %d key=%s %s\n", ev.Offset, *ev.Key, ev.Payload)
 	}

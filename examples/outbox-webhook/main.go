@@ -33,7 +33,7 @@ func run(ctx context.Context, dsn string) error {
 		return err
 	}
 	defer s.Close()
-	webhooks := s.Outbox("order-webhooks")
+	webhooks := s.Outbox("outbox-webhook")
 
 	// The receiving end: answers 503 to its first call, 404 for unknown
 	// customers, 200 otherwise.
@@ -52,14 +52,14 @@ func run(ctx context.Context, dsn string) error {
 	defer srv.Close()
 
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`)
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS webhook_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`)
 		return err
 	}); err != nil {
 		return err
 	}
 	place := func(id int, customer string, pay error) error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO shop_orders (id, customer) VALUES ($1, $2)`, id, customer); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO webhook_orders (id, customer) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET customer = excluded.customer`, id, customer); err != nil {
 				return err
 			}
 			msg := fmt.Appendf(nil, `{"order":%d,"customer":%q}`, id, customer)
@@ -121,7 +121,7 @@ func run(ctx context.Context, dsn string) error {
 			return err
 		}
 		if st.Ready+st.Scheduled+st.Running == 0 {
-			fmt.Printf("outbox settled: %d dead (the unknown customer's), %d endpoint calls\n", st.Dead, calls.Load())
+			fmt.Printf("outbox settled: %d dead (the unknown customer's, one per run), %d endpoint calls\n", st.Dead, calls.Load())
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -35,6 +35,11 @@ func run(ctx context.Context, dsn string) error {
 			return err
 		}
 	}
+	// This program pauses tick at its end, and a pause outlives Set: resume
+	// it, so a second run on the same database ticks again.
+	if err := s.Schedule("tick").Resume(ctx); err != nil {
+		return err
+	}
 	err = s.Schedule("bad").Set(ctx, store.ScheduleSpec{Spec: "61 * * * *", Queue: "ticks"})
 	fmt.Println("a bad spec is refused:", err)
 	err = s.Schedule("sneaky").Set(ctx, store.ScheduleSpec{Spec: "@hourly", Queue: store.OutboxQueuePrefix + "x"})

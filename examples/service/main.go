@@ -1,8 +1,9 @@
 // Command service is a complete service on one client: it places orders,
 // each of which commits, in the order's own transaction, a welcome email (a
-// typed queue), an invoice (a raw queue) and a webhook (the outbox); a
-// schedule mails a digest every second; the janitor keeps the tables
-// trim. One client.Client runs all of it, started by one Start.
+// typed queue), a payment (a raw queue whose transactional handler records
+// the charge in the same transaction that completes the job) and a webhook
+// (the outbox); a schedule mails a digest every second; the janitor keeps
+// the tables trim. One client.Client runs all of it, started by one Start.
 //
 // The first SIGINT (Ctrl-C) or SIGTERM stops it gracefully: no job is
 // claimed any more, the handlers in flight finish and their jobs are
@@ -64,19 +65,19 @@ func run(ctx context.Context, dsn string) error {
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 		// Your own tables, beside alkstore's: the orders, and what the
 		// handlers did (a real service would send mail and call out instead).
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`); err != nil {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS service_orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL)`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS shop_effects (kind TEXT NOT NULL, order_id BIGINT NOT NULL, job_id BIGINT NOT NULL)`)
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS service_effects (kind TEXT NOT NULL, order_id BIGINT NOT NULL, job_id BIGINT NOT NULL)`)
 		return err
 	}); err != nil {
 		return err
 	}
 
-	emails := s.JobQueue[Mail]("emails")
-	invoices := s.Queue("invoices")
-	webhooks := s.Outbox("order-webhooks")
-	if err := s.Schedule("digest").Set(ctx, store.ScheduleSpec{Spec: "@every 1s", Queue: "emails",
+	emails := s.JobQueue[Mail]("service-emails")
+	payments := s.Queue("service-payments")
+	webhooks := s.Outbox("service-webhooks")
+	if err := s.Schedule("service-digest").Set(ctx, store.ScheduleSpec{Spec: "@every 1s", Queue: "service-emails",
 		Payload: []byte(`{"to":"ops@example.com","subject":"digest"}`)}); err != nil {
 		return err
 	}
@@ -84,20 +85,20 @@ func run(ctx context.Context, dsn string) error {
 	// Placing an order commits the order and its three jobs together.
 	var last int64
 	if err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.QueryRow(ctx, `SELECT COALESCE(MAX(id), 0) FROM shop_orders`).Scan(&last)
+		return tx.QueryRow(ctx, `SELECT COALESCE(MAX(id), 0) FROM service_orders`).Scan(&last)
 	}); err != nil {
 		return err
 	}
 	for id := last + 1; id <= last+int64(orders); id++ {
 		customer := fmt.Sprintf("customer-%d", id)
 		err := s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO shop_orders (id, customer) VALUES ($1, $2)`, id, customer); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO service_orders (id, customer) VALUES ($1, $2)`, id, customer); err != nil {
 				return err
 			}
 			if _, err := emails.EnqueueTx(ctx, tx, Mail{To: customer, Subject: "welcome", Order: id}, store.EnqueueOpts{}); err != nil {
 				return err
 			}
-			if _, err := invoices.EnqueueTx(ctx, tx, []byte(strconv.FormatInt(id, 10)), store.EnqueueOpts{}); err != nil {
+			if _, err := payments.EnqueueTx(ctx, tx, []byte(strconv.FormatInt(id, 10)), store.EnqueueOpts{}); err != nil {
 				return err
 			}
 			_, err := webhooks.EnqueueTx(ctx, tx, fmt.Appendf(nil, `{"order":%d}`, id), store.EnqueueOpts{})
@@ -112,7 +113,7 @@ func run(ctx context.Context, dsn string) error {
 	// record is a handler's side effect, in the application's table.
 	record := func(ctx context.Context, kind string, order int64, job *store.Job) error {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO shop_effects (kind, order_id, job_id) VALUES ($1, $2, $3)`, kind, order, job.ID)
+			_, err := tx.Exec(ctx, `INSERT INTO service_effects (kind, order_id, job_id) VALUES ($1, $2, $3)`, kind, order, job.ID)
 			return err
 		})
 	}
@@ -129,7 +130,7 @@ func run(ctx context.Context, dsn string) error {
 	c := client.New(s, client.Opts{
 		Middleware: []client.Middleware{logFailures}, // every handler and deliverer
 	})
-	var mailed, invoiced, delivered atomic.Int64
+	var mailed, charged, delivered atomic.Int64
 	err = c.HandleJobs(emails, store.WorkOpts{Concurrency: 8}, func(ctx context.Context, job *store.Job, m Mail) error {
 		if err := work(ctx, 20*time.Millisecond); err != nil {
 			return err
@@ -143,16 +144,17 @@ func run(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	err = c.Handle(invoices, store.WorkOpts{Concurrency: 4}, func(ctx context.Context, job *store.Job) error {
+	// The payment step is transactional: the charge's row and the job's
+	// completion commit together, so a crash or a lost claim never leaves a
+	// recorded charge whose job runs again.
+	err = c.HandleTx(payments, store.WorkOpts{Concurrency: 4}, func(ctx context.Context, tx store.Tx, job *store.Job) error {
 		order, err := strconv.ParseInt(string(job.Payload), 10, 64)
 		if err != nil {
 			return store.Permanent(err) // a malformed job will not get better
 		}
-		if err := work(ctx, 10*time.Millisecond); err != nil {
-			return err
-		}
-		return record(ctx, "invoice", order, job)
-	}, count(&invoiced))
+		_, err = tx.Exec(ctx, `INSERT INTO service_effects (kind, order_id, job_id) VALUES ('payment', $1, $2)`, order, job.ID)
+		return err
+	}, count(&charged))
 	if err != nil {
 		return err
 	}
@@ -186,7 +188,7 @@ func run(ctx context.Context, dsn string) error {
 		}
 	}()
 	err = c.Stop(stopCtx)
-	fmt.Printf("stopped: %d mails, %d invoices, %d webhooks handled\n", mailed.Load(), invoiced.Load(), delivered.Load())
+	fmt.Printf("stopped: %d mails, %d payments, %d webhooks handled\n", mailed.Load(), charged.Load(), delivered.Load())
 	return err
 }
 

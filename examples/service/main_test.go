@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 // sends it SIGINT while its handlers are busy, and checks that it exited
 // cleanly with no job left claimed, none dead and none run twice; a second
 // run then finishes the rest: every order got exactly one email, one
-// invoice and one webhook.
+// payment and one webhook.
 func TestSIGINTLosesNoJob(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestSIGINTLosesNoJob(t *testing.T) {
 
 			left := int64(0)
 			for name, stats := range map[string]func(context.Context) (store.QueueStats, error){
-				"emails": s.Queue("emails").Stats, "invoices": s.Queue("invoices").Stats, "webhooks": s.Outbox("order-webhooks").Stats,
+				"emails": s.Queue("service-emails").Stats, "payments": s.Queue("service-payments").Stats, "webhooks": s.Outbox("service-webhooks").Stats,
 			} {
 				st, err := stats(ctx)
 				require.NoError(t, err)
@@ -99,15 +99,15 @@ func TestSIGINTLosesNoJob(t *testing.T) {
 
 			// Second run: no new orders; it finishes what the first left.
 			cmd, out = start(ctx, dsn, 0)
-			for _, kind := range []string{"email", "invoice", "webhook"} {
+			for _, kind := range []string{"email", "payment", "webhook"} {
 				require.Eventually(t, func() bool { return effects(t, ctx, s, kind) >= orders }, 2*time.Minute, 50*time.Millisecond, kind)
 			}
 			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 			require.NoError(t, cmd.Wait(), "%s", out)
-			for _, kind := range []string{"email", "invoice", "webhook"} {
+			for _, kind := range []string{"email", "payment", "webhook"} {
 				var n, distinct int64
 				require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-					return tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT order_id) FROM shop_effects WHERE kind = $1`, kind).Scan(&n, &distinct)
+					return tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT order_id) FROM service_effects WHERE kind = $1`, kind).Scan(&n, &distinct)
 				}))
 				assert.EqualValues(t, orders, n, "%s: one per order", kind)
 				assert.EqualValues(t, orders, distinct, "%s: every order", kind)
@@ -134,7 +134,7 @@ func waitTables(t *testing.T, ctx context.Context, s *store.Store) {
 	require.Eventually(t, func() bool {
 		return s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
 			var n int64
-			return tx.QueryRow(ctx, `SELECT COUNT(*) FROM shop_effects`).Scan(&n)
+			return tx.QueryRow(ctx, `SELECT COUNT(*) FROM service_effects`).Scan(&n)
 		}) == nil
 	}, time.Minute, 10*time.Millisecond)
 }
@@ -142,7 +142,7 @@ func waitTables(t *testing.T, ctx context.Context, s *store.Store) {
 func effects(t *testing.T, ctx context.Context, s *store.Store, kind string) int64 {
 	var n int64
 	require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		return tx.QueryRow(ctx, `SELECT COUNT(*) FROM shop_effects WHERE kind = $1`, kind).Scan(&n)
+		return tx.QueryRow(ctx, `SELECT COUNT(*) FROM service_effects WHERE kind = $1`, kind).Scan(&n)
 	}))
 	return n
 }
@@ -151,7 +151,7 @@ func effects(t *testing.T, ctx context.Context, s *store.Store, kind string) int
 func twice(t *testing.T, ctx context.Context, s *store.Store) []string {
 	var dups []string
 	require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT kind, job_id, COUNT(*) FROM shop_effects GROUP BY kind, job_id HAVING COUNT(*) > 1`)
+		rows, err := tx.Query(ctx, `SELECT kind, job_id, COUNT(*) FROM service_effects GROUP BY kind, job_id HAVING COUNT(*) > 1`)
 		if err != nil {
 			return err
 		}

@@ -145,7 +145,10 @@ func run(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	evs, err := orders.ReadSince(ctx, 0, 100)
+	// One event per order row (this database may hold earlier runs').
+	evs, err := example.Settled(ctx, int(min(rows, 100)), func(ctx context.Context) ([]store.Event, error) {
+		return orders.ReadSince(ctx, 0, 100)
+	})
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strconv"
 	"sync/atomic"
 
+	"github.com/ncruces/go-sqlite3"
 	sqlite "github.com/ncruces/go-sqlite3/driver"
 )
 
@@ -193,7 +195,17 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err != nil {
 		return nil, err
 	}
-	return &rows{raw: raw.(rawRows), broken: s.broken}, nil
+	return &rows{raw: raw.(rawRows), broken: s.broken, write: s.autocommitWrite()}, nil
+}
+
+// autocommitWrite reports whether the statement writes and runs on its own,
+// outside a transaction: the one kind whose early reset skips SQLite's
+// auto-checkpoint (see rows.Close). Inside a transaction the checkpoint runs
+// at COMMIT, so a batch's statements are not stepped again.
+func (s *stmt) autocommitWrite() bool {
+	st, ok := s.raw.(interface{ Conn() *sqlite3.Conn })
+	ro, ok2 := s.raw.(interface{ ReadOnly() bool })
+	return ok && ok2 && !ro.ReadOnly() && st.Conn().GetAutocommit()
 }
 
 // numbered binds the nth positional argument to the parameter $n, as
@@ -241,25 +253,49 @@ type rawRows interface {
 type rows struct {
 	raw    rawRows
 	broken *atomic.Bool
+	// write marks a statement that writes (INSERT/UPDATE/DELETE ...
+	// RETURNING) in autocommit mode, done once it stepped to its end.
+	write, done bool
 }
 
 var _ rawRows = (*rows)(nil)
 
 func (r *rows) Columns() []string { return r.raw.Columns() }
 
+// Close steps a write statement to its end before resetting it. SQLite runs
+// the WAL auto-checkpoint (and every wal hook) only when sqlite3_step
+// returns SQLITE_DONE in autocommit mode, never when a statement is reset
+// early, and QueryRow resets after the first row: a write read with
+// QueryRow (each :one RETURNING write of the store) committed without ever
+// checkpointing, and a workload of such writes grew the WAL without bound.
+// Its changes were all made at the first step (RETURNING rows are
+// buffered), so stepping on only reads what is left and lets SQLite finish
+// as an Exec would.
 func (r *rows) Close() (err error) {
 	defer guard(r.broken, &err)
+	for r.write && !r.done {
+		if err := r.raw.NextRow(); err != nil {
+			r.done = true
+			if err != io.EOF {
+				return errors.Join(err, r.raw.Close())
+			}
+		}
+	}
 	return r.raw.Close()
 }
 
 func (r *rows) Next(dest []driver.Value) (err error) {
 	defer guard(r.broken, &err)
-	return r.raw.Next(dest)
+	err = r.raw.Next(dest)
+	r.done = err != nil
+	return err
 }
 
 func (r *rows) NextRow() (err error) {
 	defer guard(r.broken, &err)
-	return r.raw.NextRow()
+	err = r.raw.NextRow()
+	r.done = err != nil
+	return err
 }
 
 func (r *rows) ScanColumn(ctx driver.ScanContext, i int, dest any) (err error) {

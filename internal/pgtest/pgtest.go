@@ -142,12 +142,11 @@ func startCluster(bin string) (*Server, error) {
 // NewDatabase creates an empty database and returns a DSN for it.
 func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("alk_test_%d_%d", os.Getpid(), s.seq.Add(1))
-	conn, err := pgx.Connect(ctx, s.adminDSN)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+	if cmd := strings.Fields(os.Getenv(CreateDBEnv)); len(cmd) > 0 {
+		if out, err := exec.CommandContext(ctx, cmd[0], append(cmd[1:], name)...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("pgtest: %s %s: %w\n%s", CreateDBEnv, name, err, out)
+		}
+	} else if err := s.createDatabase(ctx, name); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -159,6 +158,23 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// CreateDBEnv names a command that creates a test database instead of
+// CREATE DATABASE; NewDatabase appends the name. Citus does not propagate
+// CREATE DATABASE to its workers, so `make test-citus` sets it to
+// `cluster.sh createdb DIR`, which creates the database with the extension
+// on every node and registers the workers.
+const CreateDBEnv = "ALK_PG_CREATEDB"
+
+func (s *Server) createDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, s.adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0")
+	return err
 }
 
 // AdminDSN is a DSN for the server's maintenance database.

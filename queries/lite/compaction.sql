@@ -6,8 +6,8 @@
 -- name: PublishKeyedEvent :one
 -- A keyed publish's event; UpsertCompactionHead follows in the same
 -- transaction.
-INSERT INTO alk_events (stream, key, payload)
-VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload))
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers))
 RETURNING id;
 
 -- name: UpsertCompactionHead :exec

@@ -233,3 +233,7 @@ WITH RECURSIVE p AS (
 SELECT CAST(q.queue AS TEXT) AS queue
 FROM (SELECT p.queue AS queue FROM p UNION SELECT r.queue FROM r UNION SELECT d.queue FROM d) AS q
 WHERE q.queue IS NOT NULL ORDER BY q.queue;
+
+-- name: PartitionsDenied :one
+-- SQLite has no partitions (see the PostgreSQL twin): nothing is denied.
+SELECT CAST(0 AS INTEGER) AS denied;

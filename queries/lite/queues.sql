@@ -4,15 +4,25 @@
 -- locking is needed.
 
 -- name: EnqueueJob :one
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
--- name: EnqueueJobs :one
--- SQLite runs in process: "many" is this statement repeated inside one
--- transaction on the writer slot.
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
-VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at))
+-- name: EnqueueJobs :many
+-- A batch in one statement: jobs is a JSON array of objects, one a job, in
+-- order: {"p": the payload in hex (null: NULL), "pr": priority,
+-- "ma": max_attempts, "ra": run_at, "ex": expires_at or null, "h": the
+-- headers object, absent for none (NULL)}. The rows are
+-- inserted in array order, so their ids, ascending, are the jobs' in that
+-- order. One statement instead of one a job: the per-statement work (and
+-- the partial indexes' IN predicates, compiled at each execution) is paid
+-- once a batch, not once a job.
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+SELECT CAST(@queue AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),
+       json_extract(j.value, '$.ma'), CAST(@now AS INTEGER), json_extract(j.value, '$.ra'), json_extract(j.value, '$.ex'),
+       json_extract(j.value, '$.h')
+FROM json_each(CAST(@jobs AS TEXT)) AS j
+ORDER BY j.key
 RETURNING id;
 
 -- name: EnqueueUniqueJob :many
@@ -20,9 +30,9 @@ RETURNING id;
 -- same statement, run per job of a batch). It returns no row when the key
 -- is held by a job in one of that job's unique_states (a conflict on
 -- alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -30,9 +40,9 @@ RETURNING id;
 -- One job with an idempotency key (run once per job, in one transaction,
 -- like EnqueueJobs). It returns no row when the key is held by a job in one
 -- of that job's unique_states (a conflict on alk_jobs_unique).
-INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at),
-        @unique_key, @unique_states)
+        @unique_key, @unique_states, sqlc.narg(headers))
 ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -372,3 +382,28 @@ SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = @queue AND paused) AS 
 -- checks its running handlers' claims after a wake); deleted jobs give no
 -- row.
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));
+
+-- name: ClaimJobByID :many
+-- Claims one given job (alktest works the job a test enqueued, whatever
+-- else the queue holds): a pending job, due or not, or a running one whose
+-- claim lapsed with attempts left; never one past its expires_at, nor one
+-- of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+-- not claimable.
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
+    claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
+WHERE id = @id AND queue = CAST(@queue AS TEXT)
+  AND (state = 'pending'
+       OR (state = 'running' AND claim_expires_at <= CAST(@now AS INTEGER) AND attempts < max_attempts))
+  AND (expires_at IS NULL OR expires_at > CAST(@now AS INTEGER))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = CAST(@queue AS TEXT) AND pq.paused)
+RETURNING *;
+
+-- name: ListQueueJobs :many
+-- A page of the queue's jobs in every state, in id order after @after
+-- (alktest's assertions): paged by id, not by state, so a job moving
+-- between states while the pages are read is still read once.
+SELECT * FROM alk_jobs
+WHERE queue = CAST(@queue AS TEXT) AND id > CAST(@after AS INTEGER)
+ORDER BY id
+LIMIT CAST(@max_jobs AS INTEGER);

@@ -7,11 +7,11 @@
 -- again keeps the pending boundary (and the paused flag), so an application
 -- may register its schedules at every start without skipping a fire.
 INSERT INTO alk_schedules (name, spec, tz, queue, payload, priority, max_attempts,
-                           next_fire_at, created_at, updated_at)
+                           next_fire_at, created_at, updated_at, headers)
 VALUES (@name, @spec, @tz, @queue, sqlc.narg(payload), @priority, @max_attempts,
-        @next_fire_at, @now, @now)
+        @next_fire_at, @now, @now, sqlc.narg(headers))
 ON CONFLICT (name) DO UPDATE
-SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
+SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
     next_fire_at = CASE WHEN alk_schedules.spec = excluded.spec AND alk_schedules.tz = excluded.tz
                         THEN alk_schedules.next_fire_at ELSE excluded.next_fire_at END;
@@ -48,7 +48,7 @@ LIMIT @max_rows;
 UPDATE alk_schedules
 SET next_fire_at = @next_fire_at, last_fired_at = CAST(@now AS INTEGER)
 WHERE name = @name AND next_fire_at = @due_at AND spec = @spec AND tz = @tz AND queue = @queue AND NOT paused
-RETURNING queue, payload, priority, max_attempts;
+RETURNING queue, payload, priority, max_attempts, headers;
 
 -- name: NextScheduleFire :one
 -- The earliest next fire of an active schedule, in unix microseconds; 0 when none.

@@ -9,3 +9,12 @@
 -- the same from its catalog; sqlc knows no SQLite catalog, so this PRAGMA is
 -- read through queries.SchemaObjects.
 PRAGMA main.table_list;
+
+-- name: CitusVersion :one
+-- PostgreSQL's twin reads the Citus extension's version; SQLite has none.
+SELECT CAST('' AS TEXT) AS citus_version;
+
+-- name: CitusSchemaDistributed :one
+-- PostgreSQL's twin asks Citus whether the alkstore schema is distributed;
+-- SQLite never is.
+SELECT CAST(0 AS BOOLEAN) AS distributed;

@@ -3,28 +3,28 @@
 -- need no horizon: every committed offset is settled.
 
 -- name: PublishEvent :one
-INSERT INTO alk_events (stream, key, payload)
-VALUES (@stream, sqlc.narg(key), sqlc.narg(payload))
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers))
 RETURNING id;
 
 -- name: PublishEvents :one
 -- SQLite runs in process: "many" is this statement repeated inside one
 -- transaction on the writer slot.
-INSERT INTO alk_events (stream, key, payload)
-VALUES (@stream, sqlc.narg(key), sqlc.narg(payload))
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers))
 RETURNING id;
 
 -- name: ReadEvents :many
 -- On the stream's index by name: with ANALYZE statistics SQLite may
 -- otherwise walk the rowid in offset order and filter other streams' rows.
-SELECT id, stream, key, payload, created_at
+SELECT id, stream, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = @stream AND id > @after
 ORDER BY stream, id
 LIMIT @lim;
 
 -- name: ReadEventsFromConsumer :many
-SELECT e.id, e.stream, e.key, e.payload, e.created_at
+SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
 FROM alk_events e INDEXED BY alk_events_stream_id
 WHERE e.stream = sqlc.arg(stream)
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o

@@ -10,8 +10,9 @@ WITH tx AS MATERIALIZED (
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 ),
 ins AS (
-    INSERT INTO alkstore.events (id, stream, key, payload, txid)
-    SELECT nextval('alkstore.event_offset_seq'), @stream::text, @key::text, sqlc.narg(payload)::bytea, tx.txid
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    SELECT nextval('alkstore.event_offset_seq'), @stream::text, @key::text, sqlc.narg(payload)::bytea, tx.txid,
+           sqlc.narg(headers)::jsonb
     FROM tx
     RETURNING id
 ),

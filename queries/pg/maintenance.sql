@@ -35,11 +35,12 @@ ORDER BY name;
 -- (upto < first_id: none is). Here and below a stream's events are bounded
 -- by inequalities on stream (or a row comparison on (stream, id)), not an
 -- equality, so that only events_stream_id yields ORDER BY stream, id (see
--- ReadEvents).
+-- ReadEvents). Offsets from @hold on are left to a partition drop
+-- (store/partitions_pg.go, retentionHold): the walk stops there.
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
-      WHERE x.stream >= @stream::text AND x.stream <= @stream::text
+      WHERE x.stream >= @stream::text AND x.stream <= @stream::text AND x.id < @hold::bigint
         AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                         WHERE @compacted::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
@@ -270,3 +271,10 @@ WITH RECURSIVE p AS (
 )
 SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
 WHERE queue IS NOT NULL ORDER BY queue;
+
+-- name: PartitionsDenied :one
+-- Whether this role may not create or drop event partitions (only the
+-- owner of alkstore.events, or a member of its role, may): retention and
+-- trims then delete events row by row.
+SELECT (NOT pg_has_role(c.relowner, 'USAGE'))::boolean AS denied
+FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events'::regclass;

@@ -18,11 +18,11 @@ WHERE sealed_at IS NULL
   AND hi - 1 <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0);
 
 -- name: PartitionFrontier :one
--- The newest offset drawn, and the newest offset the default partition
--- holds (0: none): a new partition starts above both, so creating it never
--- finds rows of its range in the default partition.
+-- The newest offset drawn, and the lower bound of events_tail (schema
+-- 00012), where the next range partition starts.
 SELECT COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS last_offset,
-       COALESCE((SELECT max(d.id) FROM alkstore.events_default d), 0)::bigint AS default_top;
+       (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''?(-?[0-9]+)''?\)'))[1]
+        FROM pg_catalog.pg_class c WHERE c.oid = 'alkstore.events_tail'::regclass)::bigint AS tail_lo;
 
 -- name: TryPartitionLock :one
 -- Partition DDL runs under this transaction-scoped advisory lock, so two
@@ -35,8 +35,10 @@ SELECT pg_try_advisory_xact_lock(@lock_id::bigint)::boolean AS locked;
 -- fails with lock_not_available and the janitor tries again next pass.
 SELECT set_config('lock_timeout', @timeout::text, true);
 
--- name: AddEventPartition :exec
-SELECT alkstore.add_event_partition(@lo::bigint, @hi::bigint);
+-- name: ExtendEventPartitions :one
+-- Range partitions of @size offsets carved from the tail up to @upto
+-- (alkstore.extend_event_partitions): how many it created.
+SELECT alkstore.extend_event_partitions(@size::bigint, @upto::bigint)::integer AS created;
 
 -- name: PartitionStreams :many
 -- The streams a partition holds and the newest offset of each there, by a

@@ -10,9 +10,9 @@
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
-       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz
+       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
 FROM w
 RETURNING id;
 
@@ -21,15 +21,16 @@ RETURNING id;
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at
+       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@priorities::integer[]) AS priority,
                 unnest(@max_attempts::integer[]) AS max_attempts,
                 unnest(@run_ats::timestamptz[]) AS run_at,
                 unnest(@has_expires_at::boolean[]) AS has_expires_at,
-                unnest(@expires_ats::timestamptz[]) AS expires_at) AS u
+                unnest(@expires_ats::timestamptz[]) AS expires_at,
+                unnest(@headers::text[]) AS headers) AS u
 RETURNING id;
 
 -- name: EnqueueUniqueJob :many
@@ -38,10 +39,10 @@ RETURNING id;
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
        @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
-       @unique_key::bytea, @unique_states::text
+       @unique_key::bytea, @unique_states::text, sqlc.narg(headers)::jsonb
 FROM w
 ON CONFLICT DO NOTHING
 RETURNING id;
@@ -57,10 +58,11 @@ RETURNING id;
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states)
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, unique_key, unique_states, headers)
 SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at,
-       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states
+       NULLIF(u.unique_key, ''::bytea) AS unique_key, NULLIF(u.unique_states, '') AS unique_states,
+       NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@priorities::integer[]) AS priority,
                 unnest(@max_attempts::integer[]) AS max_attempts,
@@ -68,7 +70,8 @@ FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@has_expires_at::boolean[]) AS has_expires_at,
                 unnest(@expires_ats::timestamptz[]) AS expires_at,
                 unnest(@unique_keys::bytea[]) AS unique_key,
-                unnest(@unique_states::text[]) AS unique_states) AS u
+                unnest(@unique_states::text[]) AS unique_states,
+                unnest(@headers::text[]) AS headers) AS u
 ON CONFLICT DO NOTHING
 RETURNING id, unique_key;
 
@@ -466,3 +469,28 @@ SELECT EXISTS (SELECT 1 FROM alkstore.queues WHERE name = @queue::text AND pause
 -- The state and claim of each of these jobs (a worker checks its running
 -- handlers' claims after a cancel wake); deleted jobs give no row.
 SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY(@ids::bigint[]);
+
+-- name: ClaimJobByID :many
+-- Claims one given job (alktest works the job a test enqueued, whatever
+-- else the queue holds): a pending job, due or not, or a running one whose
+-- claim lapsed with attempts left; never one past its expires_at, nor one
+-- of a paused queue. Stamped as ClaimJobs stamps; no row when the job is
+-- not claimable.
+UPDATE alkstore.jobs j
+SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
+    claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
+WHERE j.id = @id::bigint AND j.queue = @queue::text
+  AND (j.state = 'pending'
+       OR (j.state = 'running' AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts))
+  AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
+  AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
+RETURNING j.*;
+
+-- name: ListQueueJobs :many
+-- A page of the queue's jobs in every state, in id order after @after
+-- (alktest's assertions): paged by id, not by state, so a job moving
+-- between states while the pages are read is still read once.
+SELECT * FROM alkstore.jobs
+WHERE queue = @queue::text AND id > @after::bigint
+ORDER BY id
+LIMIT @max_jobs::integer;

@@ -10,12 +10,13 @@ WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
 INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, max_attempts,
-                                     next_fire_at, created_at, updated_at)
+                                     next_fire_at, created_at, updated_at, headers)
 SELECT @name::text, @spec::text, @tz::text, @queue::text, sqlc.narg(payload)::bytea, @priority::integer,
-       @max_attempts::integer, @next_fire_at::timestamptz, @now::timestamptz, @now::timestamptz
+       @max_attempts::integer, @next_fire_at::timestamptz, @now::timestamptz, @now::timestamptz,
+       sqlc.narg(headers)::jsonb
 FROM w
 ON CONFLICT (name) DO UPDATE
-SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload,
+SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,
     priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
     next_fire_at = CASE WHEN s.spec = excluded.spec AND s.tz = excluded.tz
                         THEN s.next_fire_at ELSE excluded.next_fire_at END;
@@ -63,10 +64,10 @@ WITH w AS MATERIALIZED (
     SET next_fire_at = @next_fire_at::timestamptz, last_fired_at = @now::timestamptz
     WHERE s.name = @name::text AND s.next_fire_at = @due_at::timestamptz AND s.spec = @spec::text
       AND s.tz = @tz::text AND s.queue = @queue::text AND NOT s.paused
-    RETURNING s.queue, s.payload, s.priority, s.max_attempts
+    RETURNING s.queue, s.payload, s.priority, s.max_attempts, s.headers
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at)
-SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_at::timestamptz
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
+SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_at::timestamptz, f.headers
 FROM fired AS f, w
 RETURNING id;
 

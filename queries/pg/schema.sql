@@ -14,3 +14,17 @@ SELECT
               FROM pg_catalog.pg_class c
               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
               WHERE c.oid = to_regclass('goose_db_version')), '')::text AS default_version_table;
+
+-- name: CitusVersion :one
+-- The Citus extension's version in this database, empty without Citus.
+-- Open says which mode it runs in (docs/design/citus.md). Reads only the
+-- catalog.
+SELECT COALESCE((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'citus'), '')::text AS citus_version;
+
+-- name: CitusSchemaDistributed :one
+-- Whether the alkstore schema is a Citus distributed schema (placed on a
+-- worker), where the settled horizon does not hold (docs/design/citus.md).
+-- Run only when CitusVersion is not empty: pg_dist_schema is Citus's
+-- catalog (schema/pg/catalog/citus.sql describes it to sqlc).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_schema
+               WHERE schemaid = to_regnamespace('alkstore'))::boolean AS distributed;

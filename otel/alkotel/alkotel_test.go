@@ -1,0 +1,418 @@
+package alkotel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/alkstore/alkstore/client"
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/otel/alkotel"
+	"github.com/alkstore/alkstore/store"
+)
+
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run())
+	}
+	srv, err := pgtest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pgServer = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+// eachEngine runs body on a fresh database of each engine.
+func eachEngine(t *testing.T, body func(t *testing.T, dsn string)) {
+	for _, name := range engines {
+		t.Run(name, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "alk.db")
+			if name == "pg" {
+				var err error
+				dsn, err = pgServer.NewDatabase(context.Background())
+				require.NoError(t, err)
+			}
+			body(t, dsn)
+		})
+	}
+}
+
+type telemetry struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	inst   *alkotel.Instrumentation
+}
+
+func newTelemetry() *telemetry {
+	sr := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	inst := alkotel.New(alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
+		alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	return &telemetry{spans: sr, reader: reader, inst: inst}
+}
+
+func testCtx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func open(t *testing.T, dsn string, tel *telemetry) *store.Store {
+	s, err := store.Open(testCtx(t), dsn, store.WithInsertMiddleware(tel.inst.InsertMiddleware()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func spanNamed(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	for _, s := range spans {
+		if s.Name() == name {
+			return s
+		}
+	}
+	require.Failf(t, "no span", "%q among %d spans", name, len(spans))
+	return nil
+}
+
+// One trace crosses the queue, the outbox and the stream: a request's span
+// is the parent of the producer spans of its enqueue, outbox message and
+// publish; the consumer spans of the client's handler, the outbox's
+// deliverer and a stream receiver's consumer continue them.
+func TestOneTraceAcrossQueueOutboxAndStream(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q, ob, st := s.Queue("emails"), s.Outbox("hooks"), s.Stream("orders")
+
+		tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans)).Tracer("app")
+		ctx, root := tracer.Start(c, "POST /orders")
+		jobID, err := q.Enqueue(ctx, []byte("mail"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		var msgID int64
+		require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			msgID, err = ob.EnqueueTx(ctx, tx, []byte("hook"), store.EnqueueOpts{})
+			return err
+		}))
+		offs, err := st.PublishMany(ctx, []store.Message{{Payload: []byte("o1")}, {Payload: []byte("o2")}})
+		require.NoError(t, err)
+		root.End()
+
+		var wg sync.WaitGroup
+		wg.Add(2)
+		cl := client.New(s, client.Opts{Middleware: []client.Middleware{tel.inst.Middleware()}, NoScheduler: true, NoJanitor: true})
+		require.NoError(t, cl.Handle(q, store.WorkOpts{}, func(ctx context.Context, j *store.Job) error {
+			defer wg.Done()
+			assert.True(t, trace.SpanContextFromContext(ctx).IsValid(), "the handler runs in the consumer span")
+			return nil
+		}))
+		require.NoError(t, cl.HandleOutbox(ob, store.OutboxOpts{}, func(ctx context.Context, m *store.Job) error {
+			defer wg.Done()
+			return nil
+		}))
+		require.NoError(t, cl.Start(c))
+		r, err := st.Subscribe(c, "billing", store.SubscribeOpts{})
+		require.NoError(t, err)
+		for range offs {
+			ev, err := r.Recv(c)
+			require.NoError(t, err)
+			require.NoError(t, tel.inst.ProcessEvent(c, "billing", ev, func(ctx context.Context) error { return nil }))
+		}
+		require.NoError(t, r.Close())
+		wg.Wait()
+		require.NoError(t, cl.Stop(c))
+
+		spans := tel.spans.Ended()
+		traceID := root.SpanContext().TraceID()
+		for _, sp := range spans {
+			assert.Equal(t, traceID, sp.SpanContext().TraceID(), "span %q is of the request's trace", sp.Name())
+		}
+		enq := spanNamed(t, spans, "enqueue emails")
+		assert.Equal(t, trace.SpanKindProducer, enq.SpanKind())
+		assert.Equal(t, root.SpanContext().SpanID(), enq.Parent().SpanID())
+		a := attrs(enq)
+		assert.Equal(t, "alkstore", a[alkotel.KeySystem].AsString())
+		assert.Equal(t, "emails", a[alkotel.KeyDestination].AsString())
+		assert.Equal(t, "enqueue", a[alkotel.KeyOperationName].AsString())
+		assert.Equal(t, "send", a[alkotel.KeyOperationType].AsString())
+		assert.Equal(t, fmt.Sprint(jobID), a[alkotel.KeyMessageID].AsString())
+
+		work := spanNamed(t, spans, "process emails")
+		assert.Equal(t, trace.SpanKindConsumer, work.SpanKind())
+		assert.Equal(t, enq.SpanContext().SpanID(), work.Parent().SpanID(), "the handler continues the enqueue")
+		require.Len(t, work.Links(), 1)
+		assert.Equal(t, enq.SpanContext().SpanID(), work.Links()[0].SpanContext.SpanID())
+		assert.Equal(t, "completed", attrs(work)[alkotel.KeyOutcome].AsString())
+		assert.Equal(t, "process", attrs(work)[alkotel.KeyOperationType].AsString())
+
+		obEnq := spanNamed(t, spans, "enqueue "+ob.QueueName())
+		assert.True(t, attrs(obEnq)[alkotel.KeyTransactional].AsBool())
+		assert.Equal(t, fmt.Sprint(msgID), attrs(obEnq)[alkotel.KeyMessageID].AsString())
+		deliver := spanNamed(t, spans, "process "+ob.QueueName())
+		assert.Equal(t, obEnq.SpanContext().SpanID(), deliver.Parent().SpanID())
+
+		pub := spanNamed(t, spans, "publish orders")
+		assert.Equal(t, trace.SpanKindProducer, pub.SpanKind())
+		assert.EqualValues(t, 2, attrs(pub)[alkotel.KeyBatchCount].AsInt64())
+		var consumed int
+		for _, sp := range spans {
+			if sp.Name() == "process orders" {
+				consumed++
+				assert.Equal(t, pub.SpanContext().SpanID(), sp.Parent().SpanID())
+				assert.Equal(t, "billing", attrs(sp)[alkotel.KeyConsumerGroup].AsString())
+			}
+		}
+		assert.Equal(t, 2, consumed)
+	})
+}
+
+// The handler's duration is recorded by outcome: a snooze, a cancel and a
+// permanent failure are outcomes of their own, not errors; only retried
+// and dead jobs mark their span as failed.
+func TestHandlerOutcomes(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q := s.Queue("jobs")
+		kinds := []string{"ok", "snooze", "retry", "permanent", "last", "cancel"}
+		ids := map[string]int64{}
+		for _, k := range kinds {
+			opts := store.EnqueueOpts{}
+			if k == "last" {
+				opts.MaxAttempts = 1
+			}
+			id, err := q.Enqueue(c, []byte(k), opts)
+			require.NoError(t, err)
+			ids[k] = id
+		}
+		running := make(chan struct{})
+		done := make(chan string, len(kinds))
+		h := tel.inst.Handler(func(ctx context.Context, j *store.Job) error {
+			k := string(j.Payload)
+			defer func() { done <- k }()
+			switch k {
+			case "snooze":
+				return store.Snooze(time.Hour)
+			case "retry", "last":
+				return errors.New("boom")
+			case "permanent":
+				return store.Permanent(errors.New("bad input"))
+			case "cancel":
+				close(running)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+			return nil
+		})
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{Concurrency: len(kinds), Backoff: func(int) time.Duration { return time.Hour }}, h)
+		}()
+		<-running
+		require.NoError(t, q.Cancel(c, ids["cancel"]))
+		for range kinds {
+			<-done
+		}
+		stop()
+		require.NoError(t, <-werr)
+
+		outcome := map[string]string{}
+		for _, sp := range tel.spans.Ended() {
+			a := attrs(sp)
+			id := a[alkotel.KeyMessageID].AsString()
+			for k, want := range ids {
+				if fmt.Sprint(want) == id && sp.SpanKind() == trace.SpanKindConsumer {
+					outcome[k] = a[alkotel.KeyOutcome].AsString()
+					failed := k == "retry" || k == "last" || k == "permanent"
+					assert.Equal(t, failed, sp.Status().Code.String() == "Error", "%s: span status %v", k, sp.Status())
+				}
+			}
+		}
+		assert.Equal(t, map[string]string{"ok": "completed", "snooze": "snoozed", "retry": "retried",
+			"permanent": "dead", "last": "dead", "cancel": "cancelled"}, outcome)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if m.Name != "messaging.process.duration" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				v, _ := dp.Attributes.Value(alkotel.KeyOutcome)
+				counts[v.AsString()] += dp.Count
+			}
+		}
+		assert.Equal(t, map[string]uint64{"completed": 1, "snoozed": 1, "retried": 1, "dead": 2, "cancelled": 1}, counts)
+	})
+}
+
+func metrics(rm metricdata.ResourceMetrics) []metricdata.Metrics {
+	var out []metricdata.Metrics
+	for _, sm := range rm.ScopeMetrics {
+		out = append(out, sm.Metrics...)
+	}
+	return out
+}
+
+// gauge reads one point of a gauge or counter by its attributes.
+func point(t *testing.T, rm metricdata.ResourceMetrics, name string, match ...attribute.KeyValue) (float64, bool) {
+	t.Helper()
+	for _, m := range metrics(rm) {
+		if m.Name != name {
+			continue
+		}
+		check := func(set attribute.Set) bool {
+			for _, kv := range match {
+				if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+					return false
+				}
+			}
+			return true
+		}
+		switch d := m.Data.(type) {
+		case metricdata.Gauge[int64]:
+			for _, dp := range d.DataPoints {
+				if check(dp.Attributes) {
+					return float64(dp.Value), true
+				}
+			}
+		case metricdata.Gauge[float64]:
+			for _, dp := range d.DataPoints {
+				if check(dp.Attributes) {
+					return dp.Value, true
+				}
+			}
+		case metricdata.Sum[int64]:
+			var sum int64
+			found := false
+			for _, dp := range d.DataPoints {
+				if check(dp.Attributes) {
+					sum, found = sum+dp.Value, true
+				}
+			}
+			return float64(sum), found
+		}
+	}
+	return 0, false
+}
+
+// The documented metrics exist and move when jobs and events move.
+func TestMetricsMove(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		reg, err := tel.inst.ObserveStore(s)
+		require.NoError(t, err)
+		defer reg.Unregister()
+		q, st := s.Queue("jobs"), s.Stream("ev")
+		_, err = q.EnqueueMany(c, []store.NewJob{{}, {}, {}})
+		require.NoError(t, err)
+		_, err = st.PublishMany(c, []store.Message{{}, {}})
+		require.NoError(t, err)
+		require.NoError(t, st.SaveOffset(c, "reader", 0))
+		k := "k"
+		_, err = st.PublishMessage(c, store.Message{Key: &k, Payload: []byte("v")})
+		require.NoError(t, err)
+
+		collect := func() metricdata.ResourceMetrics {
+			var rm metricdata.ResourceMetrics
+			require.NoError(t, tel.reader.Collect(c, &rm))
+			return rm
+		}
+		dest := func(n string) attribute.KeyValue { return alkotel.KeyDestination.String(n) }
+		rm := collect()
+		v, ok := point(t, rm, "messaging.client.sent.messages", dest("jobs"), alkotel.KeyOperationName.String("enqueue"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		v, ok = point(t, rm, "messaging.client.sent.messages", dest("ev"), alkotel.KeyOperationName.String("publish"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		v, ok = point(t, rm, "alkstore.queue.jobs", dest("jobs"), alkotel.KeyState.String("ready"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		_, ok = point(t, rm, "alkstore.queue.oldest_ready", dest("jobs"))
+		assert.True(t, ok)
+		v, ok = point(t, rm, "alkstore.consumer.lag", dest("ev"), alkotel.KeyConsumerGroup.String("reader"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		_, ok = point(t, rm, "alkstore.stream.headless_keys", dest("ev"))
+		assert.True(t, ok)
+		v, ok = point(t, rm, "alkstore.horizon.lag")
+		require.True(t, ok)
+		assert.Zero(t, v)
+		_, ok = point(t, rm, "alkstore.horizon.waiting")
+		assert.True(t, ok)
+		_, ok = point(t, rm, "alkstore.horizon.holder_age")
+		assert.True(t, ok)
+
+		jobs, err := q.Claim(c, "w", 2, time.Minute)
+		require.NoError(t, err)
+		evs, err := st.ReadFromConsumer(c, "reader", 10)
+		require.NoError(t, err)
+		require.NoError(t, st.SaveOffset(c, "reader", evs[len(evs)-1].Offset))
+		rm = collect()
+		v, _ = point(t, rm, "alkstore.queue.jobs", dest("jobs"), alkotel.KeyState.String("ready"))
+		assert.EqualValues(t, 1, v)
+		v, _ = point(t, rm, "alkstore.queue.jobs", dest("jobs"), alkotel.KeyState.String("running"))
+		assert.EqualValues(t, 2, v)
+		v, _ = point(t, rm, "alkstore.consumer.lag", dest("ev"), alkotel.KeyConsumerGroup.String("reader"))
+		assert.Zero(t, v)
+
+		// Handled jobs record how long they waited to start.
+		for _, j := range jobs {
+			require.NoError(t, tel.inst.Handler(func(context.Context, *store.Job) error { return nil })(c, j))
+		}
+		rm = collect()
+		found := false
+		for _, m := range metrics(rm) {
+			if m.Name == "alkstore.job.start_delay" {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					found = found || dp.Count == 2
+				}
+			}
+		}
+		assert.True(t, found, "alkstore.job.start_delay has the two handled jobs")
+	})
+}

@@ -1,0 +1,461 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+)
+
+// The handler lifecycle: how one claimed job is run (panic recovery,
+// timeout, heartbeats), how its handler's result settles it, and what a
+// stop does to it. Queue.Work, Queue.WorkTx, the client and alktest all
+// run jobs through runJob below; RunJob, RunJobTx and RunJobInTx expose it
+// for one job at a time.
+
+// Handler processes one job. Returning nil acks it; an error retries it with
+// backoff until its attempts are spent; an error wrapped with Permanent
+// fails it at once; Snooze(d) runs it again after d without spending an
+// attempt. A panic counts as an error.
+//
+// The handler's context ends at its Timeout, when the worker stops (after
+// Grace), and when the job's claim is lost: Queue.Cancel cancelled the job
+// (in any process) or the claim expired and another worker took the job.
+// Then context.Cause(ctx) matches ErrClaimLost and Work settles nothing: the
+// job is no longer this handler's.
+type Handler func(ctx context.Context, job *Job) error
+
+// TxHandler processes one job inside a transaction that the worker began:
+// what it writes through tx commits together with the job's completion,
+// or not at all. Its result is read as a Handler's: nil completes the job
+// in tx and commits; an error (or a panic) rolls tx back and then retries,
+// fails or snoozes the job on its own. When the claim was lost while the
+// handler ran (the job was cancelled, or another worker took it after its
+// claim lapsed) tx rolls back whatever the handler returned: a job's
+// effects commit once per successful run.
+//
+// The handler may settle its job itself inside tx (AckTx, RetryTx, FailTx,
+// SnoozeTx, CancelTx) and return nil; tx then commits with that settle.
+// The ctx it receives carries tx: on SQLite an auto-commit write made with
+// it (Enqueue, Ack, ...) fails at once instead of waiting for the writer
+// slot tx holds; use the Tx forms.
+//
+// On SQLite the transaction holds the writer slot for the handler's whole
+// run: while one transactional handler runs, every other write of the
+// database waits (see the README's engine differences).
+type TxHandler func(ctx context.Context, tx Tx, job *Job) error
+
+type permanentError struct{ err error }
+
+// Error is the wrapped error's text: Permanent marks the error by its type,
+// so a job's LastError reads as the handler's own error.
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks a handler error as not worth retrying: the job goes to
+// dead at once.
+func Permanent(err error) error { return &permanentError{err} }
+
+// IsPermanent reports whether err, or an error it wraps, was marked with
+// Permanent: Work fails such a job at once instead of retrying it.
+func IsPermanent(err error) bool {
+	var perm *permanentError
+	return errors.As(err, &perm)
+}
+
+type snoozeError struct{ delay time.Duration }
+
+func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.delay) }
+
+// Snooze is a handler result: Work puts the job back to run again after
+// delay (a negative one counts as 0) without spending an attempt or
+// recording an error, as Job.Snooze does. Work recognises it wrapped, too.
+func Snooze(delay time.Duration) error { return &snoozeError{max(delay, 0)} }
+
+// SnoozeDelay reports whether err, or an error it wraps, is a Snooze
+// result, and its delay: Work puts such a job back without spending an
+// attempt.
+func SnoozeDelay(err error) (time.Duration, bool) {
+	var snooze *snoozeError
+	if errors.As(err, &snooze) {
+		return snooze.delay, true
+	}
+	return 0, false
+}
+
+// DefaultBackoff is exponential with jitter: about 1s, 2s, 4s, ... capped at
+// one hour. Attempt n waits between step n-1 and step n (0.5-1s, 1-2s, 2-4s,
+// ..., 34-60 min), so retries of one job never get closer together; from
+// attempt 14 on every retry waits exactly one hour (the jitter drawn on the
+// way up keeps jobs that failed together apart).
+func DefaultBackoff(attempt int) time.Duration {
+	step := func(n int) time.Duration { // 1s, 2s, 4s, ... capped at one hour
+		if n < 1 {
+			return time.Second / 2
+		}
+		return min(time.Second<<min(n-1, 12), time.Hour) // 1s<<12 is past the cap
+	}
+	lo, hi := step(attempt-1), step(attempt)
+	return lo + rand.N(hi-lo+1)
+}
+
+// Outcome is what the handler lifecycle did with a job once its handler
+// returned. Every run of a handler ends in exactly one of them.
+type Outcome uint8
+
+const (
+	// OutcomeAcked: the handler returned nil and the job completed (for a
+	// TxHandler, in its transaction, which committed; for Work, handed to
+	// the batched ack, which a lapsed claim may still refuse).
+	OutcomeAcked Outcome = iota + 1
+	// OutcomeRetried: an error with attempts left: pending again after the
+	// backoff.
+	OutcomeRetried
+	// OutcomeFailed: a Permanent error, or an error on the last attempt: the
+	// job is dead.
+	OutcomeFailed
+	// OutcomeSnoozed: Snooze(d): pending again after d, its attempt given
+	// back.
+	OutcomeSnoozed
+	// OutcomeSettledByHandler: the handler settled the job itself (Ack,
+	// Retry, Fail, Snooze, Cancel, Release or a Tx form) and was left as it
+	// did.
+	OutcomeSettledByHandler
+	// OutcomeReleased: a stop cancelled the handler, which then failed: the
+	// job is back in its queue with its attempt given back.
+	OutcomeReleased
+	// OutcomeClaimLost: the claim was lost while the handler ran (the job
+	// was cancelled, or another worker took it after its claim lapsed):
+	// nothing was settled, and a TxHandler's transaction rolled back.
+	OutcomeClaimLost
+)
+
+var outcomeNames = [...]string{"", "acked", "retried", "failed", "snoozed", "settled by handler", "released", "claim lost"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", o)
+}
+
+// JobResult is what one run of a handler did.
+type JobResult struct {
+	Outcome Outcome
+	// Err is the handler's error (a panic becomes one; for a TxHandler also
+	// a transaction that could not begin or commit); nil when it returned
+	// nil.
+	Err error
+	// SettleErr is why the settle the Outcome names failed (the job is then
+	// left to its claim's lapse); nil when it was done.
+	SettleErr error
+}
+
+// RunJob runs handler once on job, a job this process claimed
+// (Queue.Claim), through the same lifecycle as Queue.Work: the handler's
+// context ends after opts.Timeout or when the claim is lost (a heartbeat
+// finds it gone), its claim is heartbeat every opts.Visibility/3 while it
+// runs, a panic becomes an error, and its result settles the job by Work's
+// rules with opts.Backoff. Cancelling ctx is a hard stop: a handler that
+// then fails is released with its attempt given back (OutcomeReleased).
+// Only opts' Timeout, Visibility (the heartbeat's extension) and Backoff
+// matter; a bad option fails with ErrInvalidArgument. RunJob returns once
+// the job is settled.
+func RunJob(ctx context.Context, job *Job, opts WorkOpts, handler Handler) (JobResult, error) {
+	r, err := newRunner(job, opts, handlerFor(handler, nil))
+	if err != nil {
+		return JobResult{}, err
+	}
+	return r.runAlone(ctx, job), nil
+}
+
+// RunJobTx is RunJob for a TxHandler: it begins a transaction, runs the
+// handler in it and completes the job in it before committing, as
+// Queue.WorkTx does.
+func RunJobTx(ctx context.Context, job *Job, opts WorkOpts, handler TxHandler) (JobResult, error) {
+	r, err := newRunner(job, opts, handlerFor(nil, handler))
+	if err != nil {
+		return JobResult{}, err
+	}
+	return r.runAlone(ctx, job), nil
+}
+
+// RunJobInTx is RunJobTx in the caller's transaction tx, which it neither
+// commits nor rolls back: the handler's writes and the job's settle, every
+// outcome's, are all in tx. It is for tests that roll tx back to leave no
+// trace; a worker wants RunJobTx, which rolls the handler's writes back
+// when it fails. A claim lost meanwhile gives OutcomeClaimLost, and the
+// caller must roll tx back.
+func RunJobInTx(ctx context.Context, tx Tx, job *Job, opts WorkOpts, handler TxHandler) (JobResult, error) {
+	r, err := newRunner(job, opts, handlerFor(nil, handler))
+	if err != nil {
+		return JobResult{}, err
+	}
+	if _, err := tx.state(); err != nil {
+		return JobResult{}, opErr("run job", job.Queue, err)
+	}
+	r.callerTx = &tx
+	return r.runAlone(ctx, job), nil
+}
+
+// jobHandler is one of a Handler or a TxHandler.
+type jobHandler struct {
+	plain Handler
+	tx    TxHandler
+}
+
+func handlerFor(h Handler, txh TxHandler) jobHandler { return jobHandler{plain: h, tx: txh} }
+
+func (h jobHandler) missing() bool { return h.plain == nil && h.tx == nil }
+
+// runner runs jobs through the lifecycle for a worker (Work) or alone
+// (RunJob). A worker sets base, settleCtx, stopped, track and ack.
+type runner struct {
+	q        *Queue
+	opts     WorkOpts
+	h        jobHandler
+	callerTx *Tx // RunJobInTx: the caller's transaction
+
+	base      context.Context // handler contexts derive from it; a hard stop cancels it
+	settleCtx context.Context // settles run with it: it survives the stop
+	stopped   func() bool     // the stop cancelled base
+	// track registers a running handler with the worker's heartbeats and
+	// claim checks; the returned function forgets it.
+	track func(j *Job, r *runningJob) (untrack func())
+	ack   func(j *Job) error // completes a job whose handler returned nil
+}
+
+func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
+	switch {
+	case job == nil || job.q == nil:
+		return nil, opErr("run job", "", errNotClaimed)
+	case h.missing():
+		return nil, opErr("run job", job.q.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, opErr("run job", job.q.name, err)
+	}
+	return &runner{q: job.q, opts: opts, h: h}, nil
+}
+
+// runAlone runs one job outside a worker: ctx is the stop, and the job's
+// own heartbeat runs beside its handler.
+func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
+	r.base, r.settleCtx = ctx, context.WithoutCancel(ctx)
+	r.stopped = func() bool { return ctx.Err() != nil }
+	r.track = func(j *Job, rj *runningJob) func() {
+		beatCtx, stop := context.WithCancel(r.settleCtx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			every := max(r.opts.Visibility/3, time.Millisecond)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-beatCtx.Done():
+					return
+				case <-t.C:
+				}
+				if rj.ctx.Err() == nil && !rj.held.Load() {
+					heartbeat(beatCtx, r.q, j, r.opts.Visibility, rj.claimGone)
+				}
+			}
+		}()
+		return func() { stop(); <-done }
+	}
+	r.ack = func(j *Job) error { return j.Ack(r.settleCtx) }
+	return r.runJob(j)
+}
+
+// runningJob is a running handler as the heartbeat and claim checks see it.
+type runningJob struct {
+	since     time.Time               // when its handler started
+	ctx       context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
+	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
+	// held: the handler's own transaction extended the claim and holds the
+	// writer slot (SQLite), so nothing can take the job meanwhile and a
+	// heartbeat would only wait for the slot.
+	held atomic.Bool
+}
+
+// runJob is the handler lifecycle: it runs the handler of j and settles j
+// by its result. Every handler run of every worker goes through it.
+func (r *runner) runJob(j *Job) JobResult {
+	claimCtx, claimGone := context.WithCancelCause(r.base)
+	ctx, cancel := context.WithTimeout(claimCtx, r.opts.Timeout)
+	rj := &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
+	untrack := r.track(j, rj)
+
+	var tx *Tx
+	var err error
+	if r.h.tx != nil {
+		tx, err = r.callTx(ctx, j, rj)
+	} else {
+		err = recovered(func() error { return r.h.plain(ctx, j) })
+	}
+
+	untrack()
+	stoppedIt := err != nil && r.base.Err() != nil && r.stopped()
+	lost := errors.Is(context.Cause(claimCtx), ErrClaimLost)
+	cancel()
+	claimGone(nil)
+	if tx != nil {
+		outcome, lostNow, err2 := r.finishTx(tx, j, err, lost)
+		if outcome != 0 {
+			return JobResult{Outcome: outcome}
+		}
+		lost = lostNow
+		if err == nil {
+			err = err2 // the completion or the commit failed: settle by that
+		}
+	}
+	if lost {
+		return JobResult{Outcome: OutcomeClaimLost, Err: err}
+	}
+	return r.settle(j, err, stoppedIt)
+}
+
+// callTx begins the handler's transaction (or takes the caller's) and runs
+// the handler in it. tx is nil when none was begun.
+func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error) {
+	s := r.q.s
+	if r.callerTx != nil {
+		tx := *r.callerTx
+		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+	}
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.singleWriter() {
+		// The transaction holds the writer slot until it ends, so no other
+		// worker can take the job meanwhile, and a heartbeat beside it
+		// would only wait for the slot. Extend the claim here instead (the
+		// claim may have aged while the transaction waited for the slot),
+		// past the handler's Timeout and by a Visibility for the settle:
+		// the extension commits, or rolls back, with the handler's writes.
+		if _, _, err := j.extend(ctx, &tx, r.opts.Timeout+r.opts.Visibility); err != nil {
+			if errors.Is(err, ErrClaimLost) {
+				rj.claimGone(err)
+			}
+			return &tx, err
+		}
+		rj.held.Store(true)
+	}
+	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+}
+
+// finishTx ends the handler's transaction: on success it completes the job
+// in it (unless the handler settled it there) and commits; otherwise, or
+// when the claim is lost, it rolls back. It returns the outcome when the
+// handler's writes are in (committed, or in the caller's transaction),
+// else 0, whether the claim is lost, and why the completion or commit
+// failed. In the caller's transaction it ends nothing.
+func (r *runner) finishTx(tx *Tx, j *Job, err error, lost bool) (Outcome, bool, error) {
+	ctx, own := r.settleCtx, r.callerTx == nil
+	rollback := func() {
+		if !own {
+			return
+		}
+		if rerr := tx.Rollback(ctx); rerr != nil {
+			r.q.s.log.Warn("alkstore: rollback of a transactional handler failed", "queue", r.q.name, "job", j.ID, "error", rerr)
+		}
+	}
+	if lost || err != nil {
+		rollback()
+		return 0, lost, nil
+	}
+	outcome := OutcomeSettledByHandler
+	if !j.settled() {
+		outcome = OutcomeAcked
+		if aerr := j.AckTx(ctx, *tx); aerr != nil {
+			rollback()
+			return 0, errors.Is(aerr, ErrClaimLost), aerr
+		}
+	}
+	if own {
+		if cerr := tx.Commit(ctx); cerr != nil {
+			return 0, false, cerr // rolled back: the claim is the job's again (see Job.settle)
+		}
+	}
+	return outcome, false, nil
+}
+
+// recovered runs fn, turning a panic into an error.
+func recovered(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// settle settles the job by its handler's result, unless the handler
+// settled it itself. stoppedIt says the handler failed after the stop
+// cancelled it: the job did not fail, so it goes back with its attempt.
+func (r *runner) settle(j *Job, err error, stoppedIt bool) JobResult {
+	res := JobResult{Err: err}
+	if j.settled() {
+		res.Outcome = OutcomeSettledByHandler
+		return res
+	}
+	ctx, tx := r.settleCtx, r.callerTx
+	delay, snoozed := SnoozeDelay(err)
+	var serr error
+	switch {
+	case err == nil:
+		res.Outcome, serr = OutcomeAcked, r.ack(j)
+	case snoozed:
+		res.Outcome, serr = OutcomeSnoozed, j.snooze(ctx, tx, delay)
+	case stoppedIt && tx == nil:
+		res.Outcome, serr = OutcomeReleased, j.Release(ctx)
+	case stoppedIt:
+		res.Outcome, serr = OutcomeReleased, j.snooze(ctx, tx, 0)
+	case IsPermanent(err):
+		res.Outcome, serr = OutcomeFailed, j.fail(ctx, tx, err.Error())
+	default:
+		var retried bool
+		retried, serr = j.retry(ctx, tx, r.opts.Backoff(j.Attempts), err.Error())
+		res.Outcome = OutcomeRetried
+		if serr == nil && !retried {
+			res.Outcome = OutcomeFailed
+		}
+	}
+	if serr != nil {
+		if errors.Is(serr, ErrClaimLost) {
+			// Lost since the handler returned (or unnoticed: RunJob has no
+			// claim checks): nothing was settled.
+			return JobResult{Outcome: OutcomeClaimLost, Err: err}
+		}
+		if errors.Is(serr, ErrInvalidArgument) && j.settled() {
+			// The handler settled the job in a goroutine of its own.
+			return JobResult{Outcome: OutcomeSettledByHandler, Err: err}
+		}
+		res.SettleErr = serr
+		r.q.s.log.Warn("alkstore: could not settle job", "queue", r.q.name, "job", j.ID, "outcome", res.Outcome.String(), "error", serr)
+	}
+	return res
+}
+
+// heartbeat extends j's claim by visibility; a claim found gone that this
+// process did not spend cancels the handler through gone.
+func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, gone context.CancelCauseFunc) {
+	if j.settled() { // the handler settled its job itself
+		return
+	}
+	_, token, err := j.extend(ctx, nil, visibility)
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		if j.claimToken() == token { // not spent by a settle of ours meanwhile
+			gone(fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
+		}
+	case err != nil && !j.settled() && ctx.Err() == nil:
+		q.s.log.Warn("alkstore: heartbeat failed", "queue", q.name, "job", j.ID, "error", err)
+	}
+}

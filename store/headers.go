@@ -1,0 +1,91 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxHeadersSize bounds a message's headers: the bytes of every key and
+// value added up. Headers are small metadata that ride with a job or an
+// event (trace context, a tenant, a correlation id), like Kafka record
+// headers, not a second payload: 4 KiB holds a W3C traceparent and a
+// tracestate many times over. Past the bound, and for an empty key or a
+// key or value that is not valid UTF-8 or holds a NUL byte, the write
+// fails with ErrInvalidArgument.
+const MaxHeadersSize = 4096
+
+// checkHeaders validates h and returns its stored form: a JSON object, or
+// nil when h is empty (stored as NULL; a message without headers costs no
+// encoding).
+func checkHeaders(h map[string]string) ([]byte, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	size := 0
+	for k, v := range h {
+		size += len(k) + len(v)
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%w: a header with an empty name", ErrInvalidArgument)
+		case !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0:
+			return nil, fmt.Errorf("%w: header name %q is not valid UTF-8 without NUL bytes", ErrInvalidArgument, k)
+		case !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0:
+			return nil, fmt.Errorf("%w: header %q's value is not valid UTF-8 without NUL bytes", ErrInvalidArgument, k)
+		}
+	}
+	if size > MaxHeadersSize {
+		return nil, fmt.Errorf("%w: headers of %d bytes exceed MaxHeadersSize (%d)", ErrInvalidArgument, size, MaxHeadersSize)
+	}
+	return encodeHeaders(h), nil
+}
+
+// encodeHeaders is the stored form of headers already checked: nil for none.
+func encodeHeaders(h map[string]string) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(h) // a map of strings always encodes
+	return b
+}
+
+// headersFor checks the headers of the i-th message of a batch (what
+// names it in an error: "job" or "message").
+func headersFor(what string, i int, batch bool, h map[string]string) ([]byte, error) {
+	b, err := checkHeaders(h)
+	if err != nil && batch {
+		err = fmt.Errorf("%s %d: %w", what, i, err)
+	}
+	return b, err
+}
+
+// decodeHeaders reads the stored form: nil for NULL (rows written before
+// headers existed read so too).
+func decodeHeaders[B []byte | string](js B) map[string]string {
+	if len(js) == 0 {
+		return nil
+	}
+	var h map[string]string
+	if json.Unmarshal([]byte(js), &h) != nil {
+		return nil // written only by alkstore's statements; never malformed
+	}
+	return h
+}
+
+// decodeHeadersPtr is decodeHeaders for a nullable text column.
+func decodeHeadersPtr(js *string) map[string]string {
+	if js == nil {
+		return nil
+	}
+	return decodeHeaders(*js)
+}
+
+// liteHeaders is the stored form as SQLite's text column takes it.
+func liteHeaders(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}

@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// Citus-only statements (docs/design/citus.md): these tests run in `make
+// test-citus`, whose databases have schema-based sharding on, and which sets
+// ALK_CITUS_REQUIRED so that they fail there rather than skip; elsewhere
+// they skip, saying why.
+const (
+	citusVersion        = `SELECT COALESCE((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`
+	citusSchemaIsShared = `SELECT count(*) FROM pg_dist_schema WHERE schemaid = to_regnamespace($1)`
+	citusAppSchema      = `CREATE SCHEMA citus_app`
+	citusAppTable       = `CREATE TABLE citus_app.orders (id bigint PRIMARY KEY, note text NOT NULL)`
+	citusAppInsert      = `INSERT INTO citus_app.orders (id, note) VALUES ($1, 'order')`
+	citusAppCount       = `SELECT count(*) FROM citus_app.orders WHERE id = $1`
+	citusAlkstoreSchema = `CREATE SCHEMA alkstore`
+)
+
+// citusEnv is a fresh database of the Citus cluster, or skips the test.
+func citusEnv(t *testing.T) (*engineEnv, *pgxpool.Pool) {
+	t.Helper()
+	e := newEnv(t, "pg")
+	pool := e.pool(t)
+	var v string
+	require.NoError(t, pool.QueryRow(ctx(t), citusVersion).Scan(&v))
+	if v == "" {
+		require.Empty(t, os.Getenv("ALK_CITUS_REQUIRED"), "ALK_CITUS_REQUIRED is set (make test-citus) but the database has no Citus")
+		t.Skip("no Citus extension in the test database: `make test-citus` runs this against a Citus cluster")
+	}
+	return e, pool
+}
+
+func distributedSchema(t *testing.T, pool *pgxpool.Pool, name string) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx(t), citusSchemaIsShared, name).Scan(&n))
+	return n == 1
+}
+
+// With schema-based sharding on, alkstore stays regular tables on the
+// coordinator, and a business row in a distributed schema (on a worker)
+// commits or rolls back with its event and offset (a two-phase commit
+// across the coordinator and the worker).
+func TestCitusBusinessRowsOnAWorkerCommitWithEvents(t *testing.T) {
+	e, pool := citusEnv(t)
+	s := e.open(t)
+	c := ctx(t)
+	_, err := pool.Exec(c, citusAppSchema)
+	require.NoError(t, err)
+	_, err = pool.Exec(c, citusAppTable)
+	require.NoError(t, err)
+	require.True(t, distributedSchema(t, pool, "citus_app"), "the application's schema is distributed")
+	require.False(t, distributedSchema(t, pool, "alkstore"), "alkstore stays on the coordinator")
+
+	write := func(id int64) pgx.Tx {
+		ptx, err := pool.Begin(c)
+		require.NoError(t, err)
+		tx, err := s.AdoptPgx(ptx)
+		require.NoError(t, err)
+		_, err = tx.Exec(c, citusAppInsert, id)
+		require.NoError(t, err)
+		off, err := s.Stream("orders").PublishTx(c, tx, []byte("order placed"))
+		require.NoError(t, err)
+		require.NoError(t, s.Stream("orders").SaveOffsetTx(c, tx, "billing", off))
+		return ptx
+	}
+	count := func(id int64) int {
+		var n int
+		require.NoError(t, pool.QueryRow(c, citusAppCount, id).Scan(&n))
+		return n
+	}
+
+	require.NoError(t, write(1).Rollback(c))
+	assert.Zero(t, count(1))
+	evs, err := s.Stream("orders").ReadSince(c, 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, evs)
+
+	require.NoError(t, write(2).Commit(c))
+	assert.Equal(t, 1, count(2))
+	require.Eventually(t, func() bool {
+		evs, err = s.Stream("orders").ReadSince(c, 0, 10)
+		return err == nil && len(evs) == 1
+	}, 30*time.Second, time.Millisecond)
+	off, err := s.Stream("orders").Offset(c, "billing")
+	require.NoError(t, err)
+	assert.Equal(t, evs[0].Offset, off)
+}
+
+// An alkstore schema Citus has distributed (created while schema-based
+// sharding was on, as an Open before this check did) is refused with a
+// clear error instead of being migrated into a mode whose horizon is wrong.
+func TestCitusRefusesADistributedAlkstoreSchema(t *testing.T) {
+	e, pool := citusEnv(t)
+	_, err := pool.Exec(ctx(t), citusAlkstoreSchema)
+	require.NoError(t, err)
+	require.True(t, distributedSchema(t, pool, "alkstore"))
+	_, err = store.Open(ctx(t), e.dsn)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.ErrorContains(t, err, "DROP SCHEMA alkstore CASCADE")
+	var opErr *store.OpError
+	assert.ErrorAs(t, err, &opErr)
+}

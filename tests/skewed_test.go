@@ -1,0 +1,67 @@
+package tests
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// skewedNow is the clock of the plan tests' skewed data.
+var skewedNow = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// skewedLite is a migrated SQLite database holding loadSkewedQueue's rows,
+// loaded once per go test run: under -race SQLite is instrumented Go code,
+// and loading 65,000 jobs took over a minute of each plan test's time.
+var skewedLite struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	ok   bool
+}
+
+// migrateAndLoadSkewedQueue migrates e's empty database and fills it with
+// loadSkewedQueue's rows (at skewedNow). On SQLite the rows come from a copy
+// of skewedLite's file: the same rows, loaded the same way, once.
+func migrateAndLoadSkewedQueue(t *testing.T, e *engineEnv) {
+	t.Helper()
+	if e.name != "lite" {
+		e.open(t).Close() // migrate
+		loadSkewedQueue(t, e, skewedNow)
+		return
+	}
+	skewedLite.once.Do(func() {
+		dir, err := os.MkdirTemp("", "alkstore-skewed-")
+		require.NoError(t, err)
+		skewedLite.dir = dir
+		skewedLite.ok = t.Run("load the skewed queue once", func(t *testing.T) {
+			tmpl := &engineEnv{name: "lite", dsn: filepath.Join(dir, "alk.db")}
+			tmpl.open(t).Close() // migrate
+			loadSkewedQueue(t, tmpl, skewedNow)
+		}) // its connections are closed now: the file holds every row
+	})
+	require.True(t, skewedLite.ok, "loading the skewed queue failed")
+	for _, suffix := range []string{"", "-wal"} {
+		src, err := os.Open(filepath.Join(skewedLite.dir, "alk.db"+suffix))
+		if suffix != "" && os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		dst, err := os.Create(e.dsn + suffix)
+		require.NoError(t, err)
+		_, err = io.Copy(dst, src)
+		require.NoError(t, err)
+		require.NoError(t, dst.Close())
+		require.NoError(t, src.Close())
+	}
+}
+
+// removeSkewedLite removes skewedLite's file, if a test made it.
+func removeSkewedLite() {
+	if skewedLite.dir != "" {
+		_ = os.RemoveAll(skewedLite.dir)
+	}
+}
