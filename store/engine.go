@@ -64,6 +64,8 @@ type ops interface {
 	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
+	findJob(ctx context.Context, id int64) (*Job, error)                  // by id alone, any queue
+	registerQueue(ctx context.Context, queue string, now time.Time) error // a settings row with the defaults, if none
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
