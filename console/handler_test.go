@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -152,5 +153,54 @@ func TestOutboxShownByItsName(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, "hook")
 		assert.NotContains(t, body, "/cancel", "an outbox's message has no cancel or delete")
+	})
+}
+
+// TestOverviewNamesWhatHoldsDelivery: on PostgreSQL a write transaction
+// left open in another database holds the settled horizon, and the
+// overview says so, naming its pid; once it ends the overview says
+// delivery is current. SQLite's overview always says current.
+func TestOverviewNamesWhatHoldsDelivery(t *testing.T) {
+	eachStore(t, console.Options{SampleInterval: time.Hour}, func(t *testing.T, s *server) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st := s.st.Stream("orders")
+		await := func(want string) {
+			t.Helper()
+			for {
+				if _, body := get(t, s.base+"/"); strings.Contains(body, want) {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the overview never said %q", want)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+		_, err := st.Publish(ctx, []byte("first"))
+		require.NoError(t, err)
+		await("Delivery is current")
+		if s.st.Engine() != "pg" {
+			return
+		}
+		other, err := pgServer.NewDatabase(ctx)
+		require.NoError(t, err)
+		conn, err := pgx.Connect(ctx, other)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		var pid int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "CREATE TABLE app (x integer)") // takes a transaction id
+		require.NoError(t, err)
+		_, err = st.Publish(ctx, []byte("held"))
+		require.NoError(t, err)
+		await("held back by the write transaction of pid <strong>" + strconv.Itoa(pid) + "</strong>")
+		require.NoError(t, tx.Rollback(ctx))
+		_, err = st.Publish(ctx, []byte("after")) // a write: the console reads the store again
+		require.NoError(t, err)
+		await("Delivery is current")
 	})
 }

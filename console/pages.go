@@ -30,11 +30,12 @@ type overviewData struct {
 	Schedules []store.ScheduleInfo
 	Headless  int64
 	Keyed     bool
+	Horizon   store.HorizonStats
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	snap, samples, _ := c.sampler.latest(r.Context())
-	d := overviewData{At: snap.At, Schedules: snap.Schedules}
+	d := overviewData{At: snap.At, Schedules: snap.Schedules, Horizon: snap.Horizon}
 	if snap.Err != nil {
 		d.Err = snap.Err.Error()
 	}

@@ -15,6 +15,7 @@ type snapshot struct {
 	Queues    []store.QueueInfo
 	Streams   []store.StreamStats
 	Schedules []store.ScheduleInfo
+	Horizon   store.HorizonStats
 	Err       error
 }
 
@@ -100,6 +101,9 @@ func (s *sampler) refresh(ctx context.Context, record bool) {
 	}
 	if snap.Err == nil {
 		snap.Schedules, snap.Err = s.st.Schedules(ctx)
+	}
+	if snap.Err == nil {
+		snap.Horizon, snap.Err = s.st.Horizon(ctx)
 	}
 	if ctx.Err() != nil {
 		return
