@@ -8,25 +8,6 @@ import (
 	"github.com/alkstore/alkstore/internal/wake"
 )
 
-// Event is one stream event.
-type Event struct {
-	Offset    int64
-	Stream    string
-	Key       *string // nil for an unkeyed publish
-	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
-	CreatedAt time.Time
-	Headers   map[string]string // as published (Message.Headers); nil when none
-}
-
-// Message is one event to publish with PublishMany.
-type Message struct {
-	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
-	Payload []byte  // nil with a key is a tombstone; empty is a value
-	// Headers ride with the event (Event.Headers): at most MaxHeadersSize
-	// bytes of keys and values; nil or empty stores none.
-	Headers map[string]string
-}
-
 // ops is the engine seam: every statement the store runs, bound to one
 // connection, pool or transaction. An engine implements it by calling its
 // generated queries (db/pg, db/lite) and mapping their rows; all validation,

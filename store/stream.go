@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 )
 
 // Stream is a handle on a durable, ordered stream of events with per-consumer
@@ -20,6 +21,25 @@ func (s *Store) Stream(name string) *Stream {
 
 // Name returns the stream's name.
 func (st *Stream) Name() string { return st.name }
+
+// Event is one stream event.
+type Event struct {
+	Offset    int64
+	Stream    string
+	Key       *string // nil for an unkeyed publish
+	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
+	CreatedAt time.Time
+	Headers   map[string]string // as published (Message.Headers); nil when none
+}
+
+// Message is one event to publish with PublishMany.
+type Message struct {
+	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
+	Payload []byte  // nil with a key is a tombstone; empty is a value
+	// Headers ride with the event (Event.Headers): at most MaxHeadersSize
+	// bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
+}
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
