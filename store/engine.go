@@ -11,8 +11,25 @@ import (
 // ops is the engine seam: every statement the store runs, bound to one
 // connection, pool or transaction. An engine implements it by calling its
 // generated queries (db/pg, db/lite) and mapping their rows; all validation,
-// error wrapping and transaction handling live above it, once.
+// error wrapping and transaction handling live above it, once. It is split
+// by mechanism so that each file of an engine (stream_pg.go, queue_pg.go,
+// …) implements one part, and a new mechanism adds its own part.
 type ops interface {
+	streamOps
+	keyedOps
+	queueOps
+	queueAdminOps
+	scheduleOps
+	notifyOps
+	maintenanceOps
+	partitionOps
+	statsOps
+	horizonOps
+}
+
+// streamOps: publishing, reading and consumer offsets (stream_pg.go,
+// stream_lite.go).
+type streamOps interface {
 	publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error)
 	// publishMany: keyed ones update their heads; headers holds each
 	// message's stored headers, nil when none has any.
@@ -23,7 +40,24 @@ type ops interface {
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
+}
 
+// keyedOps: the heads of keyed (compacted) streams (compaction_pg.go,
+// compaction_lite.go).
+type keyedOps interface {
+	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
+	getHead(ctx context.Context, stream, key string) (*Head, error)
+	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
+	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)
+	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
+	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
+	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
+	configureStream(ctx context.Context, name string, c StreamConfig) error
+}
+
+// queueOps: a job's way from enqueue through claim to its outcome, the
+// statements workers run (queue_pg.go, queue_lite.go).
+type queueOps interface {
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
 	// enqueueUnique adds the jobs whose keys are free (one transaction on
@@ -39,13 +73,19 @@ type ops interface {
 	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
 	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
 	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
-	release(ctx context.Context, id, token int64, now time.Time) (bool, error)          // back to pending, attempt restored
-	snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error)    // to pending at runAt, attempt restored
-	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)                     // state and claim token of each live row
-	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
+	release(ctx context.Context, id, token int64, now time.Time) (bool, error)       // back to pending, attempt restored
+	snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) // to pending at runAt, attempt restored
+	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)                  // state and claim token of each live row
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
+	nextDue(ctx context.Context, queue string) (*time.Time, error)
+}
+
+// queueAdminOps: what an operator (console, CLI) does to a queue and its
+// jobs (queue_admin.go drives them).
+type queueAdminOps interface {
+	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
 	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
@@ -55,19 +95,36 @@ type ops interface {
 	configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error
 	queueSettings(ctx context.Context) ([]QueueInfo, error) // Name, Paused, Config of queues with a row
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
-	nextDue(ctx context.Context, queue string) (*time.Time, error)
+}
 
-	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
-	getHead(ctx context.Context, stream, key string) (*Head, error)
-	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
-	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)
-	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
-	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
-	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
-	configureStream(ctx context.Context, name string, c StreamConfig) error
+// scheduleOps: schedules and the scheduler's lease (schedule_pg.go,
+// schedule_lite.go). Schedule writes that schedulers must hear of (upsert,
+// resume, lease release) wake the scheduler topic in other processes on
+// commit.
+type scheduleOps interface {
+	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
+	deleteSchedule(ctx context.Context, name string) (bool, error)
+	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)
+	resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error)
+	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
+	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
+	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
+	fireSchedule(ctx context.Context, f scheduleFire) (bool, error) // advance and enqueue, atomically; false: not fired
+	nextScheduleFire(ctx context.Context) (*time.Time, error)
+	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
+	getLease(ctx context.Context, name string) (lease, error)
+	releaseLease(ctx context.Context, name string, token int64) (bool, error)
+}
 
-	// Maintenance (see maintenance.go, which drives the passes): each
-	// call below is one bounded transaction.
+// notifyOps: durable notifications (notify_pg.go, notify_lite.go).
+type notifyOps interface {
+	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
+	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
+}
+
+// maintenanceOps: the janitor's passes (maintenance.go drives them); each
+// call is one bounded transaction.
+type maintenanceOps interface {
 	maintainedStreams(ctx context.Context) ([]streamSettings, error)   // retention or compacted
 	streamsWithHeadless(ctx context.Context) ([]streamSettings, error) // name, headlessTTL
 	deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
@@ -81,38 +138,34 @@ type ops interface {
 	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
 	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
-	// Event partitions (PostgreSQL; SQLite has none and does nothing).
+	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+}
+
+// partitionOps: event partitions (partitions_pg.go; SQLite has none and
+// does nothing).
+type partitionOps interface {
 	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
 	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error)
-	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	partitionsDenied(ctx context.Context) (bool, error)
+}
+
+// statsOps: the counts Store.Stats reports (maintenance_pg.go,
+// maintenance_lite.go).
+type statsOps interface {
 	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
 	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
 	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
-	// The settled horizon (see HorizonStats): SQLite's settles every
-	// committed offset, so it reports math.MaxInt64 and nothing else.
+	compactedStreams(ctx context.Context) ([]string, error)
+	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
+}
+
+// horizonOps: the settled horizon (see HorizonStats; horizon_pg.go,
+// horizon_lite.go). SQLite's settles every committed offset, so it reports
+// math.MaxInt64 and nothing else.
+type horizonOps interface {
 	settledHorizon(ctx context.Context) (int64, error)
 	firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) // created_at; nil: none
 	oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) // nil: none
-	compactedStreams(ctx context.Context) ([]string, error)
-	partitionsDenied(ctx context.Context) (bool, error)
-	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
-
-	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
-	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
-	// Schedule writes that schedulers must hear of (upsert, resume, lease
-	// release) wake the scheduler topic in other processes on commit.
-	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
-	deleteSchedule(ctx context.Context, name string) (bool, error)
-	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)
-	resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error)
-	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
-	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
-	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
-	fireSchedule(ctx context.Context, f scheduleFire) (bool, error) // advance and enqueue, atomically; false: not fired
-	nextScheduleFire(ctx context.Context) (*time.Time, error)
-	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
-	getLease(ctx context.Context, name string) (lease, error)
-	releaseLease(ctx context.Context, name string, token int64) (bool, error)
 }
 
 // engine is one database behind a Store.
