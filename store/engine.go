@@ -30,16 +30,33 @@ type ops interface {
 // streamOps: publishing, reading and consumer offsets (stream_pg.go,
 // stream_lite.go).
 type streamOps interface {
-	publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error)
+	publish(ctx context.Context, r publishReq) (int64, error)
 	// publishMany: keyed ones update their heads; headers holds each
 	// message's stored headers, nil when none has any.
-	publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error)
+	publishMany(ctx context.Context, r publishManyReq) ([]int64, error)
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
+}
+
+// publishReq is one event to append; headers are its stored headers, nil
+// when none.
+type publishReq struct {
+	stream           string
+	key              *string
+	payload, headers []byte
+}
+
+// publishManyReq is a batch to append to one stream; headers holds each
+// message's stored headers, nil when none has any.
+type publishManyReq struct {
+	stream  string
+	msgs    []Message
+	headers [][]byte
+	now     time.Time
 }
 
 // keyedOps: the heads of keyed (compacted) streams (compaction_pg.go,
@@ -70,16 +87,47 @@ type queueOps interface {
 	// keeps completed jobs, whatever Configure commits meanwhile.
 	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
 	ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
-	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
-	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
-	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
-	release(ctx context.Context, id, token int64, now time.Time) (bool, error)       // back to pending, attempt restored
-	snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) // to pending at runAt, attempt restored
-	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)                  // state and claim token of each live row
+	retry(ctx context.Context, r retryReq) (bool, error)
+	bury(ctx context.Context, r buryReq) (bool, error)
+	heartbeat(ctx context.Context, r heartbeatReq) (bool, error)
+	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
+	snooze(ctx context.Context, r snoozeReq) (bool, error)                     // to pending at runAt, attempt restored
+	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
+}
+
+// The settle statements take the claim (id and token) that fences them and
+// the time they run at, besides what each one sets.
+
+// retryReq: back to pending at runAt, recording cause.
+type retryReq struct {
+	claimRef
+	now, runAt time.Time
+	cause      string
+}
+
+// buryReq: to dead, recording cause; exhaustedOnly buries only a job whose
+// attempts are spent.
+type buryReq struct {
+	claimRef
+	now           time.Time
+	cause         string
+	exhaustedOnly bool
+}
+
+// heartbeatReq: the claim extended to deadline.
+type heartbeatReq struct {
+	claimRef
+	now, deadline time.Time
+}
+
+// snoozeReq: back to pending at runAt, attempt restored.
+type snoozeReq struct {
+	claimRef
+	now, runAt time.Time
 }
 
 // queueAdminOps: what an operator (console, CLI) does to a queue and its
@@ -89,12 +137,28 @@ type queueAdminOps interface {
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
 	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
-	requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error)
+	requeueDead(ctx context.Context, r requeueDeadReq) (int64, error)
 	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
-	listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error)
+	listJobs(ctx context.Context, r listJobsReq) ([]*Job, error)
 	configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error
 	queueSettings(ctx context.Context) ([]QueueInfo, error) // Name, Paused, Config of queues with a row
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
+}
+
+// requeueDeadReq moves at most batch of a queue's dead jobs that died
+// before before back to pending.
+type requeueDeadReq struct {
+	queue       string
+	now, before time.Time
+	batch       int
+}
+
+// listJobsReq is one page of a queue's jobs in state, after the id after.
+type listJobsReq struct {
+	queue string
+	state JobState
+	after int64
+	limit int
 }
 
 // scheduleOps: schedules and the scheduler's lease (schedule_pg.go,
@@ -105,7 +169,7 @@ type scheduleOps interface {
 	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
 	deleteSchedule(ctx context.Context, name string) (bool, error)
 	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)
-	resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error)
+	resumeSchedule(ctx context.Context, r scheduleResume) (bool, error)
 	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
 	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
 	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
@@ -114,6 +178,12 @@ type scheduleOps interface {
 	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
 	getLease(ctx context.Context, name string) (lease, error)
 	releaseLease(ctx context.Context, name string, token int64) (bool, error)
+}
+
+// scheduleResume unpauses a schedule at spec and tz, firing next.
+type scheduleResume struct {
+	name, spec, tz string
+	next, now      time.Time
 }
 
 // notifyOps: durable notifications (notify_pg.go, notify_lite.go).
@@ -130,15 +200,32 @@ type maintenanceOps interface {
 	deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	// retainWindow deletes the prefix past retention of the stream's oldest
 	// window events (unheading what it deletes, unless compacted).
-	retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error)
+	retainWindow(ctx context.Context, r retainReq) (int64, error)
 	// compactWindow walks the window events after st.compactedThrough and
 	// deletes at most limit superseded versions of their keys; it returns
 	// the new cursor (st.compactedThrough when there was nothing to walk or
 	// the limit was reached).
-	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
+	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
 	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+}
+
+// retainReq is one retention pass over the stream's oldest window events,
+// deleting those before cutoff.
+type retainReq struct {
+	st          streamSettings
+	cutoff, now time.Time
+	window      int
+}
+
+// compactReq is one compaction pass over the window events after
+// st.compactedThrough, deleting at most limit superseded versions written
+// before cutoff.
+type compactReq struct {
+	st            streamSettings
+	cutoff        time.Time
+	window, limit int
 }
 
 // partitionOps: event partitions (partitions_pg.go; SQLite has none and

@@ -102,7 +102,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publish(ctx, st.name, nil, payload, hs)
+	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}
@@ -187,7 +187,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	if len(msgs) == 0 {
 		return []int64{}, nil
 	}
-	offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
+	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}

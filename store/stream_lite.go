@@ -9,20 +9,20 @@ import (
 	litedb "github.com/alkstore/alkstore/db/lite"
 )
 
-func (o liteOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: liteHeaders(headers)})
+func (o liteOps) publish(ctx context.Context, r publishReq) (int64, error) {
+	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: liteHeaders(r.headers)})
 }
 
-func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
-	return o.insertEach(ctx, len(msgs), func(q *litedb.Queries, i int) (int64, error) {
-		m := msgs[i]
-		p := litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload}
-		if headers != nil {
-			p.Headers = liteHeaders(headers[i])
+func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
+	return o.insertEach(ctx, len(r.msgs), func(q *litedb.Queries, i int) (int64, error) {
+		m := r.msgs[i]
+		p := litedb.PublishEventsParams{Stream: r.stream, Key: m.Key, Payload: m.Payload}
+		if r.headers != nil {
+			p.Headers = liteHeaders(r.headers[i])
 		}
 		id, err := q.PublishEvents(ctx, p)
 		if err == nil && m.Key != nil {
-			err = liteOps{q: q}.upsertHead(ctx, stream, *m.Key, id, now)
+			err = liteOps{q: q}.upsertHead(ctx, r.stream, *m.Key, id, r.now)
 		}
 		return id, err
 	})

@@ -9,34 +9,34 @@ import (
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
 
-func (o pgOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: headers,
-		Wake: o.wake(streamTopic(stream))})
+func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
+	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
+		Wake: o.wake(streamTopic(r.stream))})
 }
 
-func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
+func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
 	p := pgdb.PublishEventsParams{
-		Stream:   stream,
-		Wake:     o.wake(streamTopic(stream)),
-		Keyed:    make([]bool, len(msgs)),
-		Keys:     make([]string, len(msgs)),
-		Payloads: make([][]byte, len(msgs)),
-		Now:      now,
+		Stream:   r.stream,
+		Wake:     o.wake(streamTopic(r.stream)),
+		Keyed:    make([]bool, len(r.msgs)),
+		Keys:     make([]string, len(r.msgs)),
+		Payloads: make([][]byte, len(r.msgs)),
+		Now:      r.now,
 	}
-	for i, m := range msgs {
+	for i, m := range r.msgs {
 		if m.Key != nil {
 			p.Keyed[i], p.Keys[i] = true, *m.Key
 		}
 		p.Payloads[i] = m.Payload
 	}
-	if headers != nil { // otherwise unnest pads the column with NULLs (see pgHeaderArray)
-		p.Headers = make([]string, len(msgs))
-		for i, h := range headers {
+	if r.headers != nil { // otherwise unnest pads the column with NULLs (see pgHeaderArray)
+		p.Headers = make([]string, len(r.msgs))
+		for i, h := range r.headers {
 			p.Headers[i] = string(h)
 		}
 	}
 	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
-	return sortedIDs(ids, err, len(msgs))
+	return sortedIDs(ids, err, len(r.msgs))
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
