@@ -13,7 +13,7 @@ SQLC := bin/sqlc
 # Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 
-.PHONY: help check tools demo test test-citus bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff
+.PHONY: help check tools demo test test-citus bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## help: list the targets
 help:
@@ -96,3 +96,7 @@ tidy-diff:
 fmt-diff:
 	@out=$$("$$(go env GOROOT)/bin/gofmt" -l .); \
 	if [ -n "$$out" ]; then echo "not gofmt-clean:"; echo "$$out"; exit 1; fi
+
+## screenshots: render the web console's main pages on a demo data set to docs/screenshots/*.png (needs chromium; not part of test)
+screenshots:
+	go run ./internal/consoledemo -out docs/screenshots

@@ -45,7 +45,7 @@ var (
 	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
-		"or scale and retention, which only run when named")
+		"or scale, retention and console, which only run when named")
 )
 
 // section reports whether the named section runs: every default section
@@ -82,6 +82,12 @@ func main() {
 	if named("retention") { // PostgreSQL only (SQLite has no partitions); never part of a full run
 		benchRetention(ctx, func() string { return must(srv.NewDatabase(ctx)) })
 		if *only == "retention" {
+			return
+		}
+	}
+	if named("console") { // PostgreSQL only, loads 10^6 jobs; never part of a full run
+		benchConsole(ctx, must(srv.NewDatabase(ctx)))
+		if *only == "console" {
 			return
 		}
 	}

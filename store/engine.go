@@ -95,6 +95,8 @@ type queueOps interface {
 	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
+	findJob(ctx context.Context, id int64) (*Job, error)                  // by id alone, any queue
+	registerQueue(ctx context.Context, queue string, now time.Time) error // a settings row with the defaults, if none
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
 }

@@ -17,6 +17,39 @@ func channelTopic(name string) string { return "n:" + name }
 // purpose (Queue.Cancel): workers check their handlers' claims.
 func claimTopic(queue string) string { return "c:" + queue }
 
+// Changes returns a channel that receives a signal soon after any write of
+// this store, or (through the wake feed) of another process, commits: a
+// job enqueued or settled, an event published, a schedule or queue changed.
+// Signals coalesce (the channel holds one) and carry no data: read what
+// you show again. Wakes are best-effort across processes, so a reader
+// should also refresh now and then. The channel is closed when ctx is done
+// or the store closes. A console pushes its live updates from it.
+func (s *Store) Changes(ctx context.Context) (<-chan struct{}, error) {
+	if err := s.check(); err != nil {
+		return nil, opErr("changes", "", err)
+	}
+	sub := s.subscribe(wake.AnyTopic)
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Done():
+				return
+			case <-sub.C():
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
 // feed is the store's cross-process wake feed, started on first use: the
 // Postgres forwarder (one LISTEN connection) or the SQLite watcher.
 type feed struct {

@@ -39,6 +39,23 @@ type WriteTransaction struct {
 	QueryStart time.Time     // when its current or last statement began
 }
 
+// Horizon is Stats.Horizon alone, for a dashboard that reads it often: one
+// index probe per stream for the head, the horizon's own statement, and
+// two more only while events wait.
+func (s *Store) Horizon(ctx context.Context) (HorizonStats, error) {
+	return run(handle{s: s}, "horizon", autoRead, func(o target) (HorizonStats, error) {
+		counts, err := o.streamCounts(ctx, 1) // head offsets are exact whatever the count limit
+		if err != nil {
+			return HorizonStats{}, err
+		}
+		var head int64
+		for _, c := range counts {
+			head = max(head, c.HeadOffset)
+		}
+		return horizonStats(ctx, o, head, s.now())
+	})
+}
+
 // horizonStats fills Stats.Horizon: head is the newest committed offset.
 func horizonStats(ctx context.Context, o target, head int64, now time.Time) (HorizonStats, error) {
 	hz := HorizonStats{Head: head, Settled: head}

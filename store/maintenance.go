@@ -229,49 +229,15 @@ type NamedQueueStats struct {
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return run(handle{s: s}, "stats", autoRead, func(o target) (Stats, error) {
 		now := s.now()
-		byName := map[string]*StreamStats{}
-		get := func(name string) *StreamStats {
-			if byName[name] == nil {
-				byName[name] = &StreamStats{Name: name}
-			}
-			return byName[name]
-		}
-		counts, err := o.streamCounts(ctx, StatsCountLimit)
+		streams, err := streamStats(ctx, o, now)
 		if err != nil {
 			return Stats{}, err
-		}
-		for _, c := range counts {
-			st := get(c.Name)
-			st.HeadOffset, st.Events = c.HeadOffset, c.Events
-		}
-		heads, err := o.headCounts(ctx, now, StatsCountLimit)
-		if err != nil {
-			return Stats{}, err
-		}
-		for _, h := range heads {
-			st := get(h.Name)
-			st.Keys, st.Headless, st.OldestHeadless = h.Keys, h.Headless, h.OldestHeadless
-		}
-		streams, lags, err := o.consumerLags(ctx, StatsCountLimit)
-		if err != nil {
-			return Stats{}, err
-		}
-		for i, l := range lags {
-			st := get(streams[i])
-			st.Consumers = append(st.Consumers, l)
-		}
-		compacted, err := o.compactedStreams(ctx)
-		if err != nil {
-			return Stats{}, err
-		}
-		for _, name := range compacted {
-			get(name).Compacted = true
 		}
 		names, err := o.jobQueues(ctx)
 		if err != nil {
 			return Stats{}, err
 		}
-		out := Stats{Queues: make([]NamedQueueStats, len(names))}
+		out := Stats{Streams: streams, Queues: make([]NamedQueueStats, len(names))}
 		if out.PartitionsDenied, err = o.partitionsDenied(ctx); err != nil {
 			return Stats{}, err
 		}
@@ -282,16 +248,71 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			}
 		}
 		var head int64
-		for _, st := range byName {
-			out.Streams = append(out.Streams, *st)
+		for _, st := range streams {
 			head = max(head, st.HeadOffset)
 		}
 		if out.Horizon, err = horizonStats(ctx, o, head, now); err != nil {
 			return Stats{}, err
 		}
-		slices.SortFunc(out.Streams, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
 		return out, nil
 	})
+}
+
+// Streams is the streams part of Stats, without its queues (Store.Queues
+// lists those, idle ones included): every stream with events or keys, by
+// name, with its head offset, event count, consumers and their lag, keys,
+// headless rows and the oldest headless age. Its cost is Stats's.
+func (s *Store) Streams(ctx context.Context) ([]StreamStats, error) {
+	return run(handle{s: s}, "streams", autoRead, func(o target) ([]StreamStats, error) {
+		return streamStats(ctx, o, s.now())
+	})
+}
+
+func streamStats(ctx context.Context, o target, now time.Time) ([]StreamStats, error) {
+	byName := map[string]*StreamStats{}
+	get := func(name string) *StreamStats {
+		if byName[name] == nil {
+			byName[name] = &StreamStats{Name: name}
+		}
+		return byName[name]
+	}
+	counts, err := o.streamCounts(ctx, StatsCountLimit)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		st := get(c.Name)
+		st.HeadOffset, st.Events = c.HeadOffset, c.Events
+	}
+	heads, err := o.headCounts(ctx, now, StatsCountLimit)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range heads {
+		st := get(h.Name)
+		st.Keys, st.Headless, st.OldestHeadless = h.Keys, h.Headless, h.OldestHeadless
+	}
+	streams, lags, err := o.consumerLags(ctx, StatsCountLimit)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range lags {
+		st := get(streams[i])
+		st.Consumers = append(st.Consumers, l)
+	}
+	compacted, err := o.compactedStreams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range compacted {
+		get(name).Compacted = true
+	}
+	var out []StreamStats
+	for _, st := range byName {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(a, b StreamStats) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // usPtr reads an optional duration stored in microseconds.

@@ -233,6 +233,9 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 	if err != nil {
 		return 0, err
 	}
+	if err := q.register(ctx, o, now); err != nil {
+		return 0, err
+	}
 	id, err := o.enqueue(ctx, q.name, now, j)
 	if err == nil {
 		o.afterCommit(q.wake)
@@ -338,6 +341,9 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 	if len(jobs) == 0 {
 		return enqueued{ids: []int64{}}, nil
 	}
+	if err := q.register(ctx, o, now); err != nil {
+		return enqueued{}, err
+	}
 	var r enqueued
 	var err error
 	if unique {
@@ -352,6 +358,28 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 }
 
 func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
+
+// register gives the queue a settings row (the defaults) the first time
+// this store claims from it or enqueues into it on its own (not in the
+// caller's transaction), so that Store.Queues lists the queue once its
+// jobs are gone. It costs one auto-commit statement per queue per Store.
+// Inside the caller's transaction it does nothing: there the insert would
+// hold the new row's lock until that transaction ends, and every other
+// transaction's first enqueue into the queue would wait for it (or
+// deadlock, two queues in opposite orders).
+func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
+	if !o.auto {
+		return nil
+	}
+	if _, ok := q.s.registered.Load(q.name); ok {
+		return nil
+	}
+	if err := o.registerQueue(ctx, q.name, now); err != nil {
+		return err
+	}
+	q.s.registered.Store(q.name, struct{}{})
+	return nil
+}
 
 // Claim takes up to n claimable jobs for worker (none while the queue is
 // paused): ready jobs in priority
@@ -373,6 +401,9 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time
 			return []*Job{}, nil
 		}
 		now := q.s.now()
+		if err := q.register(ctx, o, now); err != nil {
+			return nil, err
+		}
 		token, err := newClaimToken()
 		if err != nil {
 			return nil, err
@@ -560,7 +591,10 @@ type QueueStats struct {
 	Ready       int64         // pending and due
 	Scheduled   int64         // pending, due later
 	Running     int64         // claimed
-	Dead        int64         // failed for good (state dead; completed, cancelled and expired jobs are not counted)
+	Dead        int64         // failed for good (state dead)
+	Completed   int64         // acked and kept (only in a queue with QueueConfig.CompletedRetention)
+	Cancelled   int64         // cancelled by Queue.Cancel, until deleted or requeued
+	Expired     int64         // not run before their ExpiresAt, until deleted or requeued
 	OldestReady time.Duration // how long the oldest ready job has waited; 0 when none
 	Paused      bool          // Pause was called and Resume not since (Queue.Stats only)
 }

@@ -150,17 +150,34 @@ func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
 	})
 }
 
+// Job finds a job by id alone, whatever its queue (Job.Queue says which;
+// an outbox's job names its backing queue); ErrNotFound when there is none.
+func (s *Store) Job(ctx context.Context, id int64) (*Job, error) {
+	return run(handle{s: s}, "job", autoRead, func(o target) (*Job, error) {
+		j, err := o.findJob(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", id, noRows(err))
+		}
+		return j, nil
+	})
+}
+
 // QueueInfo describes one queue for Store.Queues: its settings, whether it
 // is paused, and its counts.
 type QueueInfo struct {
 	Name   string
-	Paused bool // workers claim nothing from it
+	Outbox string // the outbox's name when this queue backs an outbox (Name is then reserved); "" otherwise
+	Paused bool   // workers claim nothing from it
 	Config QueueConfig
 	Stats  QueueStats
 }
 
 // Queues lists every queue that has jobs or stored settings, by name, with
-// its settings, paused flag and counts (as Stats reports them).
+// its settings, paused flag and counts (as Stats reports them). A queue is
+// listed while it holds no job once it has a settings row: it was paused
+// or configured, a worker claimed from it, or Enqueue (not EnqueueTx) added
+// to it; the row is written once per queue per Store. An outbox's backing queue is listed under its
+// reserved name, with the outbox's own name in Outbox.
 func (s *Store) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return run(handle{s: s}, "queues", autoRead, func(o target) ([]QueueInfo, error) {
 		settings, err := o.queueSettings(ctx)
@@ -182,6 +199,10 @@ func (s *Store) Queues(ctx context.Context) ([]QueueInfo, error) {
 		}
 		now := s.now()
 		for _, qi := range byName {
+			qi.Outbox, _ = strings.CutPrefix(qi.Name, OutboxQueuePrefix)
+			if qi.Outbox == qi.Name {
+				qi.Outbox = ""
+			}
 			if qi.Stats, err = o.queueStats(ctx, qi.Name, now); err != nil {
 				return nil, err
 			}

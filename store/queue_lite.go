@@ -201,6 +201,18 @@ func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, erro
 	return liteJob(row), nil
 }
 
+func (o liteOps) findJob(ctx context.Context, id int64) (*Job, error) {
+	row, err := o.q.FindJob(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return liteJob(row), nil
+}
+
+func (o liteOps) registerQueue(ctx context.Context, queue string, now time.Time) error {
+	return o.q.RegisterQueue(ctx, litedb.RegisterQueueParams{Name: queue, Now: now.UnixMicro()})
+}
+
 func (o liteOps) sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error) {
 	return o.q.SweepExpiredJobs(ctx, litedb.SweepExpiredJobsParams{Queue: queue, Now: now.UnixMicro()})
 }
@@ -252,6 +264,7 @@ func (o liteOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyH
 func (o liteOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
 	r, err := o.q.QueueStats(ctx, litedb.QueueStatsParams{Queue: queue, Now: now.UnixMicro(), Cap: StatsCountLimit})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
+		Completed: r.Completed, Cancelled: r.Cancelled, Expired: r.Expired,
 		OldestReady: now.Sub(time.UnixMicro(r.OldestReady))}, err
 }
 

@@ -116,6 +116,18 @@ func (o pgOps) getJob(ctx context.Context, queue string, id int64) (*Job, error)
 	return pgJob(row), nil
 }
 
+func (o pgOps) findJob(ctx context.Context, id int64) (*Job, error) {
+	row, err := o.q.FindJob(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgJob(row), nil
+}
+
+func (o pgOps) registerQueue(ctx context.Context, queue string, now time.Time) error {
+	return o.q.RegisterQueue(ctx, pgdb.RegisterQueueParams{Name: queue, Now: now})
+}
+
 func (o pgOps) sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error) {
 	return o.q.SweepExpiredJobs(ctx, pgdb.SweepExpiredJobsParams{Queue: queue, Now: now})
 }
@@ -159,6 +171,7 @@ func (o pgOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHol
 func (o pgOps) queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error) {
 	r, err := o.q.QueueStats(ctx, pgdb.QueueStatsParams{Queue: queue, Now: now, Cap: clampLimit(StatsCountLimit)})
 	return QueueStats{Ready: r.Ready, Scheduled: r.Scheduled, Running: r.Running, Dead: r.Dead,
+		Completed: r.Completed, Cancelled: r.Cancelled, Expired: r.Expired,
 		OldestReady: now.Sub(r.OldestReady)}, err
 }
 

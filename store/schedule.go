@@ -163,6 +163,21 @@ func (sc *Schedule) Resume(ctx context.Context) error {
 	})
 }
 
+// Trigger enqueues the schedule's job now, as a fire would (its queue,
+// payload, priority and max attempts), without moving its next boundary,
+// paused or not, and returns the job's id; ErrNotFound when there is none.
+func (sc *Schedule) Trigger(ctx context.Context) (int64, error) {
+	info, err := sc.Info(ctx)
+	if err != nil {
+		return 0, opErr("trigger schedule", sc.name, errors.Unwrap(err))
+	}
+	id, err := sc.s.Queue(info.Queue).Enqueue(ctx, info.Payload, EnqueueOpts{Priority: info.Priority, MaxAttempts: info.MaxAttempts})
+	if err != nil {
+		return 0, opErr("trigger schedule", sc.name, errors.Unwrap(err))
+	}
+	return id, nil
+}
+
 // Info reads the schedule as registered; ErrNotFound when there is none.
 func (sc *Schedule) Info(ctx context.Context) (ScheduleInfo, error) {
 	return run(sc.handle, "schedule info", autoRead, func(o target) (ScheduleInfo, error) {

@@ -63,6 +63,7 @@ type Store struct {
 	closeOnce  sync.Once
 	deniedLog  sync.Once // partitions denied to this role: logged once
 	closeErr   error     // what the first Shutdown returned
+	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
 }
 
 // Option configures Open and OpenPool.

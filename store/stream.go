@@ -334,7 +334,7 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 		}
 		key := new(int)
 		opts.Logger = cmp.Or(opts.Logger, st.s.log)
-		r, err := newEventReceiver(ctx, streamSource{st, consumer}, st.s.subscribe(streamTopic(st.name)), opts,
+		r, err := newEventReceiver(ctx, streamSource{st: st, consumer: consumer}, st.s.subscribe(streamTopic(st.name)), opts,
 			func() { st.s.bg.remove(key) })
 		if err != nil {
 			return nil, err
@@ -347,10 +347,58 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 	})
 }
 
-// streamSource is one consumer's view of a stream, for its receiver.
+// Follow returns a receiver like Subscribe's that starts after offset
+// after instead of at a consumer's saved offset, and belongs to no
+// consumer: it saves nothing (SaveOffset fails with ErrInvalidArgument, and
+// AutoSave options must stay off). A tail of the stream (alkstore's
+// `streams tail --follow`, a console) reads with it; after = 0 replays the
+// whole stream.
+func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (*EventReceiver, error) {
+	return run(st.handle, "follow", autoRead, func(o target) (*EventReceiver, error) {
+		switch {
+		case after < 0:
+			return nil, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, after)
+		case opts.AutoSaveEvery != 0 || opts.AutoSaveInterval != 0:
+			return nil, fmt.Errorf("%w: a followed stream has no consumer to save offsets for", ErrInvalidArgument)
+		}
+		key := new(int)
+		opts.Logger = cmp.Or(opts.Logger, st.s.log)
+		r, err := newEventReceiver(ctx, streamSource{st: st, from: &after}, st.s.subscribe(streamTopic(st.name)), opts,
+			func() { st.s.bg.remove(key) })
+		if err != nil {
+			return nil, err
+		}
+		if !st.s.bg.add(key, r.Close) {
+			_ = r.Close()
+			return nil, ErrClosed
+		}
+		return r, nil
+	})
+}
+
+// Heads lists the stream's current compaction heads in key order after
+// key after ("" for the first), up to limit, payloads raw (Topic.Heads
+// decodes them); headless keys are left out. limit <= 0 returns none.
+func (st *Stream) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
+	return run(st.handle, "heads", autoRead, func(o target) ([]Head, error) {
+		if after != "" {
+			if err := validateKey(&after); err != nil {
+				return nil, fmt.Errorf("after: %w", err)
+			}
+		}
+		if limit <= 0 {
+			return nil, nil
+		}
+		return o.listHeads(ctx, st.name, after, limit)
+	})
+}
+
+// streamSource is one consumer's view of a stream, for its receiver, or
+// (from set, no consumer) a tail's view from a given offset.
 type streamSource struct {
 	st       *Stream
 	consumer string
+	from     *int64
 }
 
 func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
@@ -358,9 +406,15 @@ func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) (
 }
 
 func (src streamSource) Offset(ctx context.Context) (int64, error) {
+	if src.from != nil {
+		return *src.from, nil
+	}
 	return src.st.Offset(ctx, src.consumer)
 }
 
 func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
+	if src.from != nil {
+		return fmt.Errorf("%w: a followed stream has no consumer to save an offset for", ErrInvalidArgument)
+	}
 	return src.st.SaveOffset(ctx, src.consumer, offset)
 }

@@ -549,6 +549,8 @@ var hotStatements = []hotStmt{
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},
 	{name: "GetJob"},
+	{name: "FindJob"},
+	{name: "RegisterQueue", args: map[string]any{"name": "skewed"}}, // an enqueue's first into a queue, per store
 	{name: "CompleteJob"},
 	{name: "CompleteJobs"},
 	{name: "SnoozeJob"},

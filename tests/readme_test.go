@@ -27,7 +27,8 @@ import (
 // store, a ctx, a payload it does not declare), so each would need a hidden
 // harness kept beside the README, and an example nobody runs. This way every
 // block is in an example that pkg.go.dev shows and go test runs.
-var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../alktest/example_test.go", "../examples/quickstart/main.go"}
+var readmeSources = []string{"../store/example_test.go", "../client/example_test.go", "../alktest/example_test.go", "../examples/quickstart/main.go",
+	"../examples/console-basic-auth/main.go"} // run by its main_test.go
 
 // goBlocks returns README's ```go blocks and the line each starts on.
 func goBlocks(t *testing.T, readme string) (blocks []string, lines []int) {

@@ -123,6 +123,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
 	}
+	if q.findJobStmt, err = db.PrepareContext(ctx, findJob); err != nil {
+		return nil, fmt.Errorf("error preparing query FindJob: %w", err)
+	}
 	if q.fireScheduleStmt, err = db.PrepareContext(ctx, fireSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query FireSchedule: %w", err)
 	}
@@ -233,6 +236,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.readEventsFromConsumerStmt, err = db.PrepareContext(ctx, readEventsFromConsumer); err != nil {
 		return nil, fmt.Errorf("error preparing query ReadEventsFromConsumer: %w", err)
+	}
+	if q.registerQueueStmt, err = db.PrepareContext(ctx, registerQueue); err != nil {
+		return nil, fmt.Errorf("error preparing query RegisterQueue: %w", err)
 	}
 	if q.releaseJobStmt, err = db.PrepareContext(ctx, releaseJob); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseJob: %w", err)
@@ -473,6 +479,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing expiredTombstonesStmt: %w", cerr)
 		}
 	}
+	if q.findJobStmt != nil {
+		if cerr := q.findJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing findJobStmt: %w", cerr)
+		}
+	}
 	if q.fireScheduleStmt != nil {
 		if cerr := q.fireScheduleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing fireScheduleStmt: %w", cerr)
@@ -656,6 +667,11 @@ func (q *Queries) Close() error {
 	if q.readEventsFromConsumerStmt != nil {
 		if cerr := q.readEventsFromConsumerStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing readEventsFromConsumerStmt: %w", cerr)
+		}
+	}
+	if q.registerQueueStmt != nil {
+		if cerr := q.registerQueueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing registerQueueStmt: %w", cerr)
 		}
 	}
 	if q.releaseJobStmt != nil {
@@ -845,6 +861,7 @@ type Queries struct {
 	enqueueUniqueJobStmt       *sql.Stmt
 	enqueueUniqueJobsStmt      *sql.Stmt
 	expiredTombstonesStmt      *sql.Stmt
+	findJobStmt                *sql.Stmt
 	fireScheduleStmt           *sql.Stmt
 	getCompactionHeadStmt      *sql.Stmt
 	getEventPayloadStmt        *sql.Stmt
@@ -882,6 +899,7 @@ type Queries struct {
 	queueStatsStmt             *sql.Stmt
 	readEventsStmt             *sql.Stmt
 	readEventsFromConsumerStmt *sql.Stmt
+	registerQueueStmt          *sql.Stmt
 	releaseJobStmt             *sql.Stmt
 	releaseLeaseStmt           *sql.Stmt
 	requeueDeadJobsStmt        *sql.Stmt
@@ -944,6 +962,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
 		expiredTombstonesStmt:      q.expiredTombstonesStmt,
+		findJobStmt:                q.findJobStmt,
 		fireScheduleStmt:           q.fireScheduleStmt,
 		getCompactionHeadStmt:      q.getCompactionHeadStmt,
 		getEventPayloadStmt:        q.getEventPayloadStmt,
@@ -981,6 +1000,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		queueStatsStmt:             q.queueStatsStmt,
 		readEventsStmt:             q.readEventsStmt,
 		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
+		registerQueueStmt:          q.registerQueueStmt,
 		releaseJobStmt:             q.releaseJobStmt,
 		releaseLeaseStmt:           q.releaseLeaseStmt,
 		requeueDeadJobsStmt:        q.requeueDeadJobsStmt,

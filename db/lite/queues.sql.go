@@ -663,6 +663,39 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 	return items, nil
 }
 
+const findJob = `-- name: FindJob :one
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1
+`
+
+// A job by id alone, whatever its queue (a console's search box).
+func (q *Queries) FindJob(ctx context.Context, id int64) (AlkJob, error) {
+	row := q.queryRow(ctx, q.findJobStmt, findJob, id)
+	var i AlkJob
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Payload,
+		&i.Priority,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.CreatedAt,
+		&i.RunAt,
+		&i.ClaimedAt,
+		&i.ClaimExpiresAt,
+		&i.ClaimToken,
+		&i.ExpiresAt,
+		&i.Worker,
+		&i.LastError,
+		&i.FinishedAt,
+		&i.Errors,
+		&i.UniqueKey,
+		&i.UniqueStates,
+		&i.Headers,
+	)
+	return i, err
+}
+
 const getJob = `-- name: GetJob :one
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs WHERE id = ?1 AND queue = ?2
 `
@@ -1118,6 +1151,15 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
                                    AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
                                    LIMIT ?3)) AS INTEGER) AS dead,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'completed'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT ?3)) AS INTEGER) AS completed,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'cancelled'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT ?3)) AS INTEGER) AS cancelled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT ?3)) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready
 `
@@ -1133,11 +1175,14 @@ type QueueStatsRow struct {
 	Scheduled   int64
 	Running     int64
 	Dead        int64
+	Completed   int64
+	Cancelled   int64
+	Expired     int64
 	OldestReady int64
 }
 
 // Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
-// alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+// alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
 // entry of alk_jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Queue, arg.Now, arg.Cap)
@@ -1147,9 +1192,29 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 		&i.Scheduled,
 		&i.Running,
 		&i.Dead,
+		&i.Completed,
+		&i.Cancelled,
+		&i.Expired,
 		&i.OldestReady,
 	)
 	return i, err
+}
+
+const registerQueue = `-- name: RegisterQueue :exec
+INSERT INTO alk_queues (name, updated_at) VALUES (?1, ?2)
+ON CONFLICT (name) DO NOTHING
+`
+
+type RegisterQueueParams struct {
+	Name string
+	Now  int64
+}
+
+// Records that a queue exists, so that Store.Queues lists it while it
+// holds no job; an existing row is left as it is.
+func (q *Queries) RegisterQueue(ctx context.Context, arg RegisterQueueParams) error {
+	_, err := q.exec(ctx, q.registerQueueStmt, registerQueue, arg.Name, arg.Now)
+	return err
 }
 
 const releaseJob = `-- name: ReleaseJob :execrows

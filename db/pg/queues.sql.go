@@ -728,6 +728,39 @@ func (q *Queries) EnqueueUniqueJobs(ctx context.Context, arg EnqueueUniqueJobsPa
 	return items, nil
 }
 
+const findJob = `-- name: FindJob :one
+SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1
+`
+
+// A job by id alone, whatever its queue (a console's search box).
+func (q *Queries) FindJob(ctx context.Context, id int64) (AlkstoreJob, error) {
+	row := q.db.QueryRow(ctx, findJob, id)
+	var i AlkstoreJob
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Payload,
+		&i.Priority,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.CreatedAt,
+		&i.RunAt,
+		&i.ClaimedAt,
+		&i.ClaimExpiresAt,
+		&i.ClaimToken,
+		&i.ExpiresAt,
+		&i.Worker,
+		&i.LastError,
+		&i.FinishedAt,
+		&i.Errors,
+		&i.UniqueKey,
+		&i.UniqueStates,
+		&i.Headers,
+	)
+	return i, err
+}
+
 const getJob = `-- name: GetJob :one
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alkstore.jobs WHERE id = $1 AND queue = $2
 `
@@ -1175,6 +1208,12 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text
                               ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS dead,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'completed'
+                              ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS completed,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'cancelled'
+                              ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS cancelled,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'expired'
+                              ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS expired,
        LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
                       $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
@@ -1190,11 +1229,14 @@ type QueueStatsRow struct {
 	Scheduled   int64
 	Running     int64
 	Dead        int64
+	Completed   int64
+	Cancelled   int64
+	Expired     int64
 	OldestReady time.Time
 }
 
 // Each count is a range of a partial index (jobs_due, jobs_running,
-// jobs_dead) read up to @cap rows, in the index's order so that no plan
+// jobs_finished for each final state) read up to @cap rows, in the index's order so that no plan
 // prefers reading the table; the oldest ready job is the first entry of
 // jobs_due.
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
@@ -1205,9 +1247,29 @@ func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueSt
 		&i.Scheduled,
 		&i.Running,
 		&i.Dead,
+		&i.Completed,
+		&i.Cancelled,
+		&i.Expired,
 		&i.OldestReady,
 	)
 	return i, err
+}
+
+const registerQueue = `-- name: RegisterQueue :exec
+INSERT INTO alkstore.queues (name, updated_at) VALUES ($1::text, $2::timestamptz)
+ON CONFLICT (name) DO NOTHING
+`
+
+type RegisterQueueParams struct {
+	Name string
+	Now  time.Time
+}
+
+// Records that a queue exists, so that Store.Queues lists it while it
+// holds no job; an existing row is left as it is.
+func (q *Queries) RegisterQueue(ctx context.Context, arg RegisterQueueParams) error {
+	_, err := q.db.Exec(ctx, registerQueue, arg.Name, arg.Now)
+	return err
 }
 
 const releaseJob = `-- name: ReleaseJob :execrows

@@ -116,11 +116,19 @@ func (h *Hub) SubscribeMessages(channel string, buf int) *MsgSub {
 	return s
 }
 
-// Wake signals every subscriber of topic without blocking.
+// AnyTopic is the topic whose subscribers every wake signals, whatever
+// its topic (a console watching the whole store).
+const AnyTopic = "*"
+
+// Wake signals every subscriber of topic, and of AnyTopic, without
+// blocking.
 func (h *Hub) Wake(topic string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.wakes[topic] {
+		signal(s.c)
+	}
+	for s := range h.wakes[AnyTopic] {
 		signal(s.c)
 	}
 }

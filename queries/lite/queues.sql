@@ -200,6 +200,16 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 -- name: GetJob :one
 SELECT * FROM alk_jobs WHERE id = @id AND queue = @queue;
 
+-- name: FindJob :one
+-- A job by id alone, whatever its queue (a console's search box).
+SELECT * FROM alk_jobs WHERE id = @id;
+
+-- name: RegisterQueue :exec
+-- Records that a queue exists, so that Store.Queues lists it while it
+-- holds no job; an existing row is left as it is.
+INSERT INTO alk_queues (name, updated_at) VALUES (@name, @now)
+ON CONFLICT (name) DO NOTHING;
+
 -- name: SweepExpiredJobs :execrows
 -- Jobs past their expires_at end expired: pending ones, and running ones
 -- whose claim lapsed (a live claim may still settle its job).
@@ -315,7 +325,7 @@ SELECT name, paused, completed_retention_us, dead_retention_us FROM alk_queues O
 
 -- name: QueueStats :one
 -- Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
--- alk_jobs_dead) read up to @cap rows; the oldest ready job is the first
+-- alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
 -- entry of alk_jobs_due.
 SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
                                    AND j.run_at <= sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS ready,
@@ -326,6 +336,15 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
                                    AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'completed'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS completed,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'cancelled'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS cancelled,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
+                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
 

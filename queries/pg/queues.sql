@@ -268,6 +268,16 @@ WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND 
 -- name: GetJob :one
 SELECT * FROM alkstore.jobs WHERE id = @id AND queue = @queue;
 
+-- name: FindJob :one
+-- A job by id alone, whatever its queue (a console's search box).
+SELECT * FROM alkstore.jobs WHERE id = @id;
+
+-- name: RegisterQueue :exec
+-- Records that a queue exists, so that Store.Queues lists it while it
+-- holds no job; an existing row is left as it is.
+INSERT INTO alkstore.queues (name, updated_at) VALUES (@name::text, @now::timestamptz)
+ON CONFLICT (name) DO NOTHING;
+
 -- name: SweepExpiredJobs :execrows
 -- Jobs past their expires_at end expired: pending ones, and running ones
 -- whose claim lapsed (a live claim may still settle its job).
@@ -401,7 +411,7 @@ SELECT name, paused, completed_retention_us, dead_retention_us FROM alkstore.que
 
 -- name: QueueStats :one
 -- Each count is a range of a partial index (jobs_due, jobs_running,
--- jobs_dead) read up to @cap rows, in the index's order so that no plan
+-- jobs_finished for each final state) read up to @cap rows, in the index's order so that no plan
 -- prefers reading the table; the oldest ready job is the first entry of
 -- jobs_due.
 SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'
@@ -412,6 +422,12 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::
                               ORDER BY queue, claim_expires_at LIMIT @cap::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'dead'
                               ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS dead,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'completed'
+                              ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS completed,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'cancelled'
+                              ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS cancelled,
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'expired'
+                              ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS expired,
        LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = @queue::text AND state = 'pending'),
                       @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready;
 

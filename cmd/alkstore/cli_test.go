@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/store"
+)
+
+// The CLI tests run the built binary, as an operator would, on both
+// engines. TestMain builds it once, before any test and outside every
+// test's deadline.
+
+var (
+	binary   string
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "alkstore-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "alkstore")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build alkstore:", err)
+		os.Exit(1)
+	}
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if slices.Contains(engines, "pg") {
+		if pgServer, err = pgtest.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if pgServer != nil {
+		pgServer.Stop()
+	}
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// eachEngine runs body on a fresh database of each engine ALK_ENGINES
+// selects (both by default).
+func eachEngine(t *testing.T, body func(t *testing.T, dsn string)) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "alk.db")
+			if engine == "pg" {
+				var err error
+				dsn, err = pgServer.NewDatabase(context.Background())
+				require.NoError(t, err)
+			}
+			body(t, dsn)
+		})
+	}
+}
+
+type result struct {
+	out, err string
+	code     int
+}
+
+// cli runs the binary with ALKSTORE_DSN set to dsn.
+func cli(t *testing.T, dsn string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+dsn, "DATABASE_URL=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func ok(t *testing.T, dsn string, args ...string) string {
+	t.Helper()
+	r := cli(t, dsn, args...)
+	require.Equal(t, 0, r.code, "alkstore %v: %s", args, r.err)
+	return r.out
+}
+
+// jsonLines decodes one JSON object per line.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var rows []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "line %q", line)
+		rows = append(rows, m)
+	}
+	return rows
+}
+
+func open(t *testing.T, dsn string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestCLIMigrate: status lists every migration pending on a new database
+// and applied after migrate up.
+func TestCLIMigrate(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		before := jsonLines(t, ok(t, dsn, "migrate", "status", "--json"))
+		require.NotEmpty(t, before)
+		for _, m := range before {
+			assert.Equal(t, false, m["applied"], "%v", m)
+		}
+		out := ok(t, dsn, "migrate", "up")
+		assert.Contains(t, out, "00001_system_v1.sql")
+		assert.NotContains(t, out, "pending")
+		after := jsonLines(t, ok(t, dsn, "migrate", "status", "--json"))
+		require.Len(t, after, len(before))
+		for _, m := range after {
+			assert.Equal(t, true, m["applied"], "%v", m)
+		}
+	})
+}
+
+// TestCLIQueues: list (table and JSON, idle queues too), jobs by state, a
+// job with its attempt errors, enqueue, cancel, delete, requeue one and
+// all dead, pause and resume, and the exit codes.
+func TestCLIQueues(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		id := strings.TrimSpace(ok(t, dsn, "queues", "enqueue", "emails", `{"to":"ann"}`, "--priority", "3"))
+		ok(t, dsn, "queues", "enqueue", "emails", "later", "--delay", "1h")
+		s := open(t, dsn)
+		ctx := context.Background()
+		q := s.Queue("emails")
+		_, err := s.Queue("idle").Claim(ctx, "w", 1, time.Minute) // a worker polls an empty queue
+		require.NoError(t, err)
+
+		table := ok(t, dsn, "queues", "list")
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		require.Len(t, lines, 3, table)
+		assert.Regexp(t, `^QUEUE\s+PAUSED\s+READY\s+SCHEDULED\s+RUNNING\s+DEAD`, lines[0])
+		assert.Regexp(t, `^emails\s+-\s+1\s+1\s+0\s+0\s`, lines[1])
+		assert.Regexp(t, `^idle\s+-\s+0\s+0\s+0\s+0\s`, lines[2])
+		// Columns line up: every row's READY starts where the header's does.
+		col := strings.Index(lines[0], "READY")
+		for _, l := range lines[1:] {
+			assert.NotEqual(t, ' ', l[col], "READY column aligned in %q", l)
+			assert.Equal(t, byte(' '), l[col-1])
+		}
+		rows := jsonLines(t, ok(t, dsn, "queues", "list", "--json"))
+		require.Len(t, rows, 2)
+		assert.Equal(t, "emails", rows[0]["name"])
+		assert.EqualValues(t, 1, rows[0]["ready"])
+		assert.EqualValues(t, 1, rows[0]["scheduled"])
+
+		// A job that failed twice, with its attempt errors.
+		jobs, err := q.Claim(ctx, "w", 1, time.Minute)
+		require.NoError(t, err)
+		_, err = jobs[0].Retry(ctx, 0, "smtp down")
+		require.NoError(t, err)
+		jobs, err = q.Claim(ctx, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, jobs[0].Fail(ctx, "bad address"))
+
+		job := jsonLines(t, ok(t, dsn, "queues", "job", id, "--json"))[0]
+		assert.Equal(t, "dead", job["state"])
+		assert.Equal(t, `{"to":"ann"}`, job["payload"])
+		assert.EqualValues(t, 3, job["priority"])
+		errs := job["errors"].([]any)
+		require.Len(t, errs, 2)
+		assert.Equal(t, "smtp down", errs[0].(map[string]any)["error"])
+		human := ok(t, dsn, "queues", "job", id)
+		assert.Contains(t, human, "ATTEMPT ERRORS")
+		assert.Contains(t, human, "bad address")
+
+		dead := jsonLines(t, ok(t, dsn, "queues", "jobs", "emails", "--state", "dead", "--json"))
+		require.Len(t, dead, 1)
+		assert.Equal(t, job["id"], dead[0]["id"])
+		assert.Contains(t, ok(t, dsn, "queues", "jobs", "emails", "--state", "dead"), "bad address")
+
+		ok(t, dsn, "queues", "requeue", "emails", id)
+		j, err := s.Job(ctx, int64(dead[0]["id"].(float64)))
+		require.NoError(t, err)
+		assert.Equal(t, store.JobPending, j.State)
+
+		// Requeue every dead job, with a progress bar on stderr.
+		for range 3 {
+			_, err := q.Enqueue(ctx, nil, store.EnqueueOpts{MaxAttempts: 1})
+			require.NoError(t, err)
+		}
+		claimed, err := q.Claim(ctx, "w", 10, time.Minute)
+		require.NoError(t, err)
+		for _, c := range claimed {
+			require.NoError(t, c.Fail(ctx, "x"))
+		}
+		r := cli(t, dsn, "queues", "requeue", "emails", "--all-dead")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("requeued %d dead jobs", len(claimed)))
+		assert.Contains(t, r.err, "#")
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, st.Dead)
+
+		cancelID := strings.TrimSpace(ok(t, dsn, "queues", "enqueue", "emails"))
+		ok(t, dsn, "queues", "cancel", "emails", cancelID)
+		ok(t, dsn, "queues", "delete", "emails", cancelID)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "job", cancelID).code)
+
+		ok(t, dsn, "queues", "pause", "emails")
+		st, err = q.Stats(ctx)
+		require.NoError(t, err)
+		assert.True(t, st.Paused)
+		assert.Contains(t, ok(t, dsn, "queues", "list"), "paused")
+		ok(t, dsn, "queues", "resume", "emails")
+		st, err = q.Stats(ctx)
+		require.NoError(t, err)
+		assert.False(t, st.Paused)
+
+		// Exit codes.
+		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "job", "999999").code)
+		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "job", "abc").code)
+		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "jobs", "emails", "--state", "bogus").code)
+		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "enqueue", "__alk_x").code)
+		assert.Equal(t, exitBadInput, cli(t, dsn, "no-such-command").code)
+		assert.Equal(t, exitBadInput, cli(t, "", "stats").code)
+	})
+}
+
+// TestCLIStreams: list, publish (keyed and not), tail from an offset and
+// from a consumer, consumers with lag, reset, heads.
+func TestCLIStreams(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		var offs []string
+		for i := range 3 {
+			offs = append(offs, strings.TrimSpace(ok(t, dsn, "streams", "publish", "orders", fmt.Sprintf(`{"n":%d}`, i))))
+		}
+		ok(t, dsn, "streams", "publish", "users", "--key", "ann", "v1")
+		ok(t, dsn, "streams", "publish", "users", "--key", "ann", "v2")
+		s := open(t, dsn)
+		ctx := context.Background()
+		require.NoError(t, s.Stream("orders").SaveOffset(ctx, "billing", mustInt(t, offs[0])))
+
+		list := jsonLines(t, ok(t, dsn, "streams", "list", "--json"))
+		require.Len(t, list, 2)
+		assert.Equal(t, "orders", list[0]["name"])
+		assert.EqualValues(t, 3, list[0]["events"])
+		assert.Regexp(t, `(?m)^orders\s+\d+\s+3\s+1\s+2\s`, ok(t, dsn, "streams", "list"))
+
+		evs := jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--from", offs[0], "--json"))
+		require.Len(t, evs, 2)
+		assert.Equal(t, `{"n":1}`, evs[0]["payload"])
+		evs = jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--consumer", "billing", "--json"))
+		require.Len(t, evs, 2, "from the consumer's position")
+		assert.Empty(t, jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--end", "--json")))
+
+		cons := jsonLines(t, ok(t, dsn, "streams", "consumers", "orders", "--json"))
+		require.Len(t, cons, 1)
+		assert.Equal(t, "billing", cons[0]["consumer"])
+		assert.EqualValues(t, 2, cons[0]["lag"])
+		ok(t, dsn, "streams", "reset", "orders", "billing", "0")
+		off, err := s.Stream("orders").Offset(ctx, "billing")
+		require.NoError(t, err)
+		assert.Zero(t, off)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "streams", "consumers", "nope").code)
+		assert.Equal(t, exitBadInput, cli(t, dsn, "streams", "reset", "orders", "billing", "-1").code)
+
+		heads := jsonLines(t, ok(t, dsn, "streams", "heads", "users", "--json"))
+		require.Len(t, heads, 1)
+		assert.Equal(t, "ann", heads[0]["key"])
+		assert.Equal(t, "v2", heads[0]["payload"])
+		assert.Regexp(t, `(?m)^ann\s+\d+\s+0\s+.*v2$`, ok(t, dsn, "streams", "heads", "users"))
+	})
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	_, err := fmt.Sscan(s, &n)
+	require.NoError(t, err)
+	return n
+}
+
+// TestCLISchedules: list with next fire, trigger, pause, resume, delete.
+func TestCLISchedules(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		require.NoError(t, s.Schedule("nightly").Set(ctx, store.ScheduleSpec{Spec: "@daily", Queue: "reports", Payload: []byte("r")}))
+		rows := jsonLines(t, ok(t, dsn, "schedules", "list", "--json"))
+		require.Len(t, rows, 1)
+		assert.Equal(t, "nightly", rows[0]["name"])
+		assert.Equal(t, "reports", rows[0]["queue"])
+		assert.NotEmpty(t, rows[0]["next_fire_at"])
+		assert.Regexp(t, `(?m)^nightly\s+@daily\s+UTC\s+reports\s+active\s+in \d+[hm]`, ok(t, dsn, "schedules", "list"))
+
+		id := mustInt(t, ok(t, dsn, "schedules", "trigger", "nightly"))
+		j, err := s.Queue("reports").Job(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("r"), j.Payload)
+
+		ok(t, dsn, "schedules", "pause", "nightly")
+		info, err := s.Schedule("nightly").Info(ctx)
+		require.NoError(t, err)
+		assert.True(t, info.Paused)
+		ok(t, dsn, "schedules", "resume", "nightly")
+		ok(t, dsn, "schedules", "delete", "nightly")
+		assert.Equal(t, exitNotFound, cli(t, dsn, "schedules", "pause", "nightly").code)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "schedules", "trigger", "nightly").code)
+	})
+}
+
+// TestCLITailFollow: tail --follow prints an event published after it
+// started, one JSON object per line, and exits 0 on SIGINT.
+func TestCLITailFollow(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		head := strings.TrimSpace(ok(t, dsn, "streams", "publish", "orders", "old"))
+		cmd := exec.Command(binary, "streams", "tail", "orders", "--from", head, "--follow", "--json")
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+dsn)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		lines := make(chan string)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+
+		off := strings.TrimSpace(ok(t, dsn, "streams", "publish", "orders", "new"))
+		select {
+		case line := <-lines:
+			var ev map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+			assert.Equal(t, "new", ev["payload"])
+			assert.EqualValues(t, mustInt(t, off), ev["offset"])
+		case <-time.After(30 * time.Second):
+			t.Fatalf("tail --follow printed nothing for an event published after it started; stderr: %s", stderr.String())
+		}
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "exit after SIGINT; stderr: %s", stderr.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("tail --follow did not exit on SIGINT")
+		}
+	})
+}
+
+// TestCLINeverEchoesThePassword: a failed connection's error names
+// neither the DSN's password nor the DSN.
+func TestCLINeverEchoesThePassword(t *testing.T) {
+	r := cli(t, "postgres://op:s3cr3t-pw@127.0.0.1:1/alk?connect_timeout=2", "stats")
+	assert.Equal(t, exitFailure, r.code)
+	assert.NotContains(t, r.err+r.out, "s3cr3t-pw")
+	assert.NotEmpty(t, r.err)
+}
+
+// TestCLIListen: listen prints a notification sent after it started (one
+// JSON object per line) and exits 0 on SIGINT.
+func TestCLIListen(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		cmd := exec.Command(binary, "listen", "alerts", "--json")
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+dsn)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		lines := make(chan string, 100)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		// A notification sent before the listener attached is not delivered
+		// (notifications have no history): send until one arrives.
+		deadline := time.After(30 * time.Second)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for got := false; !got; {
+			select {
+			case line := <-lines:
+				var n map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &n), line)
+				assert.Equal(t, "alerts", n["channel"])
+				assert.Equal(t, "disk full", n["payload"])
+				got = true
+			case <-tick.C:
+				ok(t, dsn, "notify", "alerts", "disk full")
+			case <-deadline:
+				t.Fatalf("listen printed nothing; stderr: %s", stderr.String())
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "exit after SIGINT; stderr: %s", stderr.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("listen did not exit on SIGINT")
+		}
+	})
+}
+
+// TestCLIUIRefusesAnOpenAddressWithoutCredentials: ui binds loopback by
+// default and refuses any other address unless given a token or basic-auth
+// credentials.
+func TestCLIUIRefusesAnOpenAddressWithoutCredentials(t *testing.T) {
+	r := cli(t, filepath.Join(t.TempDir(), "a.db"), "ui", "--addr", "0.0.0.0:0")
+	assert.Equal(t, exitBadInput, r.code)
+	assert.Contains(t, r.err, "refusing")
+	r = cli(t, filepath.Join(t.TempDir(), "a.db"), "ui", "--addr", "0.0.0.0:0", "--user", "admin")
+	assert.Equal(t, exitBadInput, r.code, "a user without ALKSTORE_UI_PASSWORD")
+	assert.True(t, isLoopback("127.0.0.1") && isLoopback("::1") && isLoopback("localhost") && !isLoopback("0.0.0.0") && !isLoopback(""))
+}
+
+// TestUIGuard: the token (header, cookie, or once in the query, which
+// sets the cookie and leaves the address bar) and basic auth let a request
+// through; nothing else does.
+func TestUIGuard(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := guard(inner, "tok-123", "admin", "pw")
+	do := func(mod func(r *http.Request)) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		mod(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	assert.Equal(t, http.StatusUnauthorized, do(func(*http.Request) {}).Code)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-123") }).Code)
+	assert.Equal(t, http.StatusUnauthorized, do(func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }).Code)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.SetBasicAuth("admin", "pw") }).Code)
+	assert.Equal(t, http.StatusUnauthorized, do(func(r *http.Request) { r.SetBasicAuth("admin", "no") }).Code)
+	w := do(func(r *http.Request) { r.URL.RawQuery = "token=tok-123" })
+	assert.Equal(t, http.StatusSeeOther, w.Code)
+	assert.Equal(t, "/", w.Header().Get("Location"), "the token leaves the address bar")
+	cookies := w.Result().Cookies()
+	require.Len(t, cookies, 1)
+	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.AddCookie(cookies[0]) }).Code)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/spf13/cobra"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
+	"github.com/alkstore/alkstore/schema"
+	"github.com/alkstore/alkstore/store"
+)
+
+func (a *app) migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "migrate", Short: "Apply or show alkstore's schema migrations (the goose files the library embeds)"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.migrate = true
+			if _, err := a.store(cmd.Context()); err != nil {
+				return err
+			}
+			return a.printStatus(cmd.Context())
+		},
+	}, &cobra.Command{
+		Use:   "status",
+		Short: "List the migrations and whether each is applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.printStatus(cmd.Context())
+		},
+	})
+	return cmd
+}
+
+type migrationJSON struct {
+	Version int64  `json:"version"`
+	File    string `json:"file"`
+	Applied bool   `json:"applied"`
+}
+
+// printStatus reads goose's history through alkstore's version table,
+// read only: a database alkstore never touched lists every migration
+// pending.
+func (a *app) printStatus(ctx context.Context) error {
+	dsn, err := a.resolveDSN()
+	if err != nil {
+		return err
+	}
+	db, dialect, fsys, table, err := openSQL(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(dialect, db, fsys, goose.WithDisableGlobalRegistry(true), goose.WithTableName(table))
+	if err != nil {
+		return err
+	}
+	applied := map[int64]bool{}
+	st, err := database.NewStore(dialect, table)
+	if err != nil {
+		return err
+	}
+	if rows, lerr := st.ListMigrations(ctx, db); lerr == nil {
+		for _, r := range rows {
+			applied[r.Version] = applied[r.Version] || r.IsApplied
+		}
+	} // no version table yet: nothing applied
+	var out []migrationJSON
+	for _, src := range p.ListSources() {
+		out = append(out, migrationJSON{Version: src.Version, File: src.Path, Applied: applied[src.Version]})
+	}
+	if a.json {
+		for _, m := range out {
+			if err := jsonLine(a.out, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t := newTable(a.out, "VERSION", "FILE", "STATE")
+	for _, m := range out {
+		state := "pending"
+		if m.Applied {
+			state = "applied"
+		}
+		t.row(m.Version, m.File, state)
+	}
+	return t.flush()
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// openSQL opens a database/sql handle for goose on the DSN's engine.
+func openSQL(dsn string) (*sql.DB, goose.Dialect, fs.FS, string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		fsys, err := schema.Postgres()
+		if err != nil {
+			return nil, "", nil, "", err
+		}
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, "", nil, "", fmt.Errorf("open: %w", store.ErrInvalidArgument)
+		}
+		return db, goose.DialectPostgres, fsys, schema.PostgresVersionTable, nil
+	}
+	fsys, err := schema.SQLite()
+	if err != nil {
+		return nil, "", nil, "", err
+	}
+	db, err := openLiteReadOnly(dsn)
+	return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
+}
+
+var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
+
+// openLiteReadOnly opens an SQLite DSN (a path, sqlite:path or a file:
+// URI) for reading the version table.
+func openLiteReadOnly(dsn string) (*sql.DB, error) {
+	path := strings.TrimPrefix(dsn, "sqlite:")
+	uri := path
+	if !strings.HasPrefix(path, "file:") {
+		uri = "file:" + (&url.URL{Path: path}).EscapedPath()
+	}
+	sep := "?"
+	if strings.Contains(uri, "?") {
+		sep = "&"
+	}
+	return litedriver.Open(uri + sep + "_pragma=query_only(1)&_pragma=busy_timeout(5000)")
+}

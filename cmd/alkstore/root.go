@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// app holds the global flags and the store, opened on first use.
+type app struct {
+	dsn     string
+	json    bool
+	out     io.Writer
+	errOut  io.Writer
+	st      *store.Store
+	migrate bool // open applies pending migrations (migrate up only)
+}
+
+func newRoot() (*cobra.Command, *app) {
+	a := &app{out: os.Stdout, errOut: os.Stderr}
+	root := &cobra.Command{
+		Use:   "alkstore",
+		Short: "Operate an alkstore database: queues, streams, schedules, notifications, the web console",
+		Long: `alkstore operates an alkstore database without writing Go.
+
+The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL:
+an SQLite file path or a postgres:// URL. Read commands print aligned tables,
+or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
+2 bad input, 3 not found.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(a.out)
+	root.SetErr(a.errOut)
+	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL (default $ALKSTORE_DSN, else $DATABASE_URL)")
+	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON, one object per line")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(),
+		a.notifyCmd(), a.listenCmd(), a.uiCmd())
+	return root, a
+}
+
+// isCobraUsage tells cobra's own argument errors (unknown command, wrong
+// number of arguments) apart from failures.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "accepts ") ||
+		strings.HasPrefix(msg, "requires ") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "invalid argument")
+}
+
+// resolveDSN is --dsn, else ALKSTORE_DSN, else DATABASE_URL.
+func (a *app) resolveDSN() (string, error) {
+	for _, d := range []string{a.dsn, os.Getenv("ALKSTORE_DSN"), os.Getenv("DATABASE_URL")} {
+		if d != "" {
+			return d, nil
+		}
+	}
+	return "", badInput("no database: pass --dsn or set ALKSTORE_DSN or DATABASE_URL")
+}
+
+// store opens the store once. It never applies migrations except for
+// migrate up: an operator's read must not change the schema behind the
+// application's back.
+func (a *app) store(ctx context.Context) (*store.Store, error) {
+	if a.st != nil {
+		return a.st, nil
+	}
+	dsn, err := a.resolveDSN()
+	if err != nil {
+		return nil, err
+	}
+	opts := []store.Option{store.WithLogger(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	if !a.migrate {
+		opts = append(opts, store.WithoutMigrate())
+	}
+	st, err := store.Open(ctx, dsn, opts...)
+	if err != nil {
+		return nil, err // the store scrubs the DSN's password from its errors
+	}
+	a.st = st
+	return st, nil
+}
+
+func (a *app) close() error {
+	if a.st == nil {
+		return nil
+	}
+	err := a.st.Close()
+	a.st = nil
+	if err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/alkstore/alkstore/console"
+)
+
+func (a *app) uiCmd() *cobra.Command {
+	var addr, user string
+	var readOnly bool
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the web console (loopback only unless given a token or basic-auth credentials)",
+		Long: `Serve the web console on --addr (default 127.0.0.1:8080).
+
+A non-loopback address needs credentials: a token in $ALKSTORE_UI_TOKEN
+(sent as "Authorization: Bearer TOKEN", or once as /?token=TOKEN, which sets
+a cookie), or --user with the password in $ALKSTORE_UI_PASSWORD (HTTP basic
+auth). Credentials come from the environment so that they never appear in
+the process list or shell history. --read-only hides every action.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			token := os.Getenv("ALKSTORE_UI_TOKEN")
+			password := os.Getenv("ALKSTORE_UI_PASSWORD")
+			if user != "" && password == "" {
+				return badInput("--user needs the password in ALKSTORE_UI_PASSWORD")
+			}
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return badInput("--addr %q: %v", addr, err)
+			}
+			if !isLoopback(host) && token == "" && user == "" {
+				return badInput("refusing to serve the console on non-loopback address %s without credentials: set ALKSTORE_UI_TOKEN, or --user with ALKSTORE_UI_PASSWORD", addr)
+			}
+			st, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			c := console.New(st, console.Options{ReadOnly: readOnly})
+			defer c.Close()
+			var h http.Handler = c
+			if token != "" || user != "" {
+				h = guard(h, token, user, password)
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(a.errOut, "alkstore console on http://%s/ (%s)\n", ln.Addr(), map[bool]string{true: "read-only", false: "read-write"}[readOnly])
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			c.Close() // ends the live streams, so Shutdown need not wait for them
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().StringVar(&user, "user", "", "require HTTP basic auth with this user (password from $ALKSTORE_UI_PASSWORD)")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "hide every action and refuse their POSTs")
+	return cmd
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+const tokenCookie = "alkstore_token"
+
+// guard lets a request through with the token (header, cookie, or once in
+// the query, which sets the cookie) or the basic-auth credentials.
+func guard(next http.Handler, token, user, password string) http.Handler {
+	eq := func(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" {
+			if q := r.URL.Query().Get("token"); q != "" && eq(q, token) {
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true,
+					SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+				u := *r.URL
+				u.RawQuery = ""
+				http.Redirect(w, r, u.String(), http.StatusSeeOther) // the token leaves the address bar
+				return
+			}
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && eq(b, token) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if ck, err := r.Cookie(tokenCookie); err == nil && eq(ck.Value, token) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		if user != "" {
+			if u, p, ok := r.BasicAuth(); ok && eq(u, user) && eq(p, password) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Basic realm="alkstore", charset="UTF-8"`)
+		}
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+}

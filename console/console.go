@@ -1,0 +1,159 @@
+// Package console is alkstore's web console: an http.Handler showing one
+// store's queues, streams, consumers, compacted keys and schedules, live,
+// with the operator's actions (requeue, cancel, delete, pause and resume a
+// queue, pause, resume and trigger a schedule, reset a consumer).
+//
+// Mount it in your own server behind your own authentication, like pprof:
+//
+//	c := console.New(st, console.Options{Prefix: "/alkstore"})
+//	defer c.Close()
+//	mux.Handle("/alkstore/", requireAdmin(c))
+//
+// The console has no authentication of its own: whoever reaches it can act
+// (unless Options.ReadOnly). It protects every action from cross-site
+// requests (a CSRF token and SameSite cookie), asks to confirm each, escapes
+// and truncates payloads, and never shows the DSN. Pages work without
+// JavaScript; with it they update live from server-sent events, which one
+// goroutine feeds from the store's wake feed (Store.Changes) for every
+// viewer. Assets are embedded: `go build` is the whole build.
+package console
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure a Console. Zero values take the defaults.
+type Options struct {
+	// Prefix is the path the console is mounted under ("/alkstore"),
+	// without a trailing slash; "" for the root. Links start with it, and
+	// the console strips it from request paths itself.
+	Prefix string
+	// ReadOnly hides every action and refuses their POSTs (403).
+	ReadOnly bool
+	// SampleInterval is how often the charts take a sample (they show the
+	// last hour); default 10s.
+	SampleInterval time.Duration
+	// Logger receives failed reads and actions; default slog.Default().
+	Logger *slog.Logger
+	// Clock stamps chart samples and places them on the hour; default
+	// time.Now. Demos (make screenshots) speed it up.
+	Clock func() time.Time
+}
+
+// Console is the web console's http.Handler. Close it when done.
+type Console struct {
+	st      *store.Store
+	opts    Options
+	base    string
+	secret  []byte
+	tmpl    map[string]*template.Template
+	mux     *http.ServeMux
+	sampler *sampler
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New returns the console for st and starts its sampler (one goroutine
+// reading the store on changes and every SampleInterval).
+func New(st *store.Store, opts Options) *Console {
+	if opts.SampleInterval <= 0 {
+		opts.SampleInterval = 10 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	c := &Console{st: st, opts: opts, base: strings.TrimRight(opts.Prefix, "/"), secret: newSecret(),
+		log: opts.Logger, mux: http.NewServeMux()}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.tmpl = parseTemplates(c.base)
+	c.sampler = newSampler(st, opts.SampleInterval, opts.Clock)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.sampler.run(c.ctx)
+	}()
+	c.routes()
+	return c
+}
+
+// Close stops the sampler and ends the live connections.
+func (c *Console) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Console) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /queues/{name}", c.queuePage)
+	c.mux.HandleFunc("GET /jobs/{id}", c.jobPage)
+	c.mux.HandleFunc("GET /jobs", c.findJob)
+	c.mux.HandleFunc("GET /streams/{name}", c.streamPage)
+	c.mux.HandleFunc("GET /schedules", c.schedulesPage)
+	c.mux.HandleFunc("GET /events", c.events)
+	c.mux.HandleFunc("POST /queues/{name}/{action}", c.queueAction)
+	c.mux.HandleFunc("POST /jobs/{id}/{action}", c.jobAction)
+	c.mux.HandleFunc("POST /schedules/{name}/{action}", c.scheduleAction)
+	c.mux.HandleFunc("POST /streams/{name}/reset", c.resetConsumer)
+}
+
+// ServeHTTP serves the console; request paths start with Options.Prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+	if c.base != "" {
+		rest, ok := strings.CutPrefix(r.URL.Path, c.base)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = cmpOr(rest, "/")
+		r2.URL.RawPath = ""
+		r = r2
+	}
+	if r.Method == http.MethodPost {
+		if c.opts.ReadOnly {
+			http.Error(w, "this console is read-only", http.StatusForbidden)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if !c.csrfOK(r) {
+			http.Error(w, "missing or bad CSRF token: reload the page and try again", http.StatusForbidden)
+			return
+		}
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
