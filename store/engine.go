@@ -95,7 +95,6 @@ type queueOps interface {
 	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
-	findJob(ctx context.Context, id int64) (*Job, error)                  // by id alone, any queue
 	registerQueue(ctx context.Context, queue string, now time.Time) error // a settings row with the defaults, if none
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
 	nextDue(ctx context.Context, queue string) (*time.Time, error)
@@ -141,6 +140,7 @@ type queueAdminOps interface {
 	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
 	requeueDead(ctx context.Context, r requeueDeadReq) (int64, error)
 	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
+	findJob(ctx context.Context, id int64) (*Job, error)                 // by id alone, any queue
 	listJobs(ctx context.Context, r listJobsReq) ([]*Job, error)
 	configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error
 	queueSettings(ctx context.Context) ([]QueueInfo, error) // Name, Paused, Config of queues with a row
