@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +19,20 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-var pgServer *pgtest.Server
+var (
+	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
+	engines  []string       // the engines ALK_ENGINES selects; both by default
+)
 
 func TestMain(m *testing.M) {
+	var err error
+	if engines, err = pgtest.Engines(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !slices.Contains(engines, "pg") {
+		os.Exit(m.Run())
+	}
 	srv, err := pgtest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -32,9 +44,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// needPG skips a PostgreSQL-only test when ALK_ENGINES leaves out pg.
+func needPG(t *testing.T) {
+	t.Helper()
+	if pgServer == nil {
+		t.Skip("PostgreSQL left out by " + pgtest.EnginesEnv)
+	}
+}
+
 // eachEngine runs body on a fresh store of each engine.
 func eachEngine(t *testing.T, body func(t *testing.T, s *store.Store)) {
-	for _, name := range []string{"pg", "lite"} {
+	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "alk.db")
 			if name == "pg" {

@@ -25,7 +25,7 @@ func testDatabases(t *testing.T) int {
 }
 
 func TestNewStore(t *testing.T) {
-	for _, engine := range []string{"pg", "lite"} {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			ctx := context.Background()
 			dsn := ""
@@ -58,6 +58,7 @@ func TestNewStore(t *testing.T) {
 		})
 	}
 	t.Run("pg key=value DSN", func(t *testing.T) {
+		needPG(t)
 		u, err := url.Parse(pgServer.AdminDSN())
 		require.NoError(t, err)
 		host := u.Query().Get("host")

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -113,26 +114,44 @@ func (sub *Subscription) send(ev JobEvent) {
 func (c *Client) publish(h store.Handler) store.Handler {
 	return func(ctx context.Context, job *store.Job) error {
 		start := time.Now()
+		done := false
+		defer func() {
+			if done {
+				return
+			}
+			// A panic counts as an error: its run gets its event, then the
+			// panic goes on to the lifecycle, which settles the job.
+			if p := recover(); p != nil {
+				c.emit(ctx, job, start, fmt.Errorf("handler panicked: %v", p))
+				panic(p)
+			}
+		}()
 		err := h(ctx, job)
-		ev := JobEvent{Job: job, Duration: time.Since(start), Err: err}
-		switch store.HandlerOutcome(ctx, job, err) {
-		case store.OutcomeAcked:
-			ev.Kind = JobCompleted
-		case store.OutcomeSnoozed:
-			ev.Kind = JobSnoozed
-		case store.OutcomeRetried:
-			ev.Kind = JobRetried
-		case store.OutcomeFailed:
-			ev.Kind = JobDead
-		case store.OutcomeClaimLost:
-			ev.Kind = JobCancelled
-		default: // released by a stop, or settled by the handler itself: no outcome of its own
-			return err
-		}
-		c.subs.Range(func(k, _ any) bool {
-			k.(*Subscription).send(ev)
-			return true
-		})
+		done = true
+		c.emit(ctx, job, start, err)
 		return err
 	}
+}
+
+// emit sends the event of one handler run to every subscription.
+func (c *Client) emit(ctx context.Context, job *store.Job, start time.Time, err error) {
+	ev := JobEvent{Job: job, Duration: time.Since(start), Err: err}
+	switch store.HandlerOutcome(ctx, job, err) {
+	case store.OutcomeAcked:
+		ev.Kind = JobCompleted
+	case store.OutcomeSnoozed:
+		ev.Kind = JobSnoozed
+	case store.OutcomeRetried:
+		ev.Kind = JobRetried
+	case store.OutcomeFailed:
+		ev.Kind = JobDead
+	case store.OutcomeClaimLost:
+		ev.Kind = JobCancelled
+	default: // released by a stop, or settled by the handler itself: no outcome of its own
+		return
+	}
+	c.subs.Range(func(k, _ any) bool {
+		k.(*Subscription).send(ev)
+		return true
+	})
 }

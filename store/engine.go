@@ -8,41 +8,73 @@ import (
 	"github.com/alkstore/alkstore/internal/wake"
 )
 
-// Event is one stream event.
-type Event struct {
-	Offset    int64
-	Stream    string
-	Key       *string // nil for an unkeyed publish
-	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
-	CreatedAt time.Time
-	Headers   map[string]string // as published (Message.Headers); nil when none
-}
-
-// Message is one event to publish with PublishMany.
-type Message struct {
-	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
-	Payload []byte  // nil with a key is a tombstone; empty is a value
-	// Headers ride with the event (Event.Headers): at most MaxHeadersSize
-	// bytes of keys and values; nil or empty stores none.
-	Headers map[string]string
-}
-
 // ops is the engine seam: every statement the store runs, bound to one
 // connection, pool or transaction. An engine implements it by calling its
 // generated queries (db/pg, db/lite) and mapping their rows; all validation,
-// error wrapping and transaction handling live above it, once.
+// error wrapping and transaction handling live above it, once. It is split
+// by mechanism so that each file of an engine (stream_pg.go, queue_pg.go,
+// …) implements one part, and a new mechanism adds its own part.
 type ops interface {
-	publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error)
+	streamOps
+	keyedOps
+	queueOps
+	queueAdminOps
+	scheduleOps
+	notifyOps
+	maintenanceOps
+	partitionOps
+	statsOps
+	horizonOps
+}
+
+// streamOps: publishing, reading and consumer offsets (stream_pg.go,
+// stream_lite.go).
+type streamOps interface {
+	publish(ctx context.Context, r publishReq) (int64, error)
 	// publishMany: keyed ones update their heads; headers holds each
 	// message's stored headers, nil when none has any.
-	publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error)
+	publishMany(ctx context.Context, r publishManyReq) ([]int64, error)
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
+}
 
+// publishReq is one event to append; headers are its stored headers, nil
+// when none.
+type publishReq struct {
+	stream           string
+	key              *string
+	payload, headers []byte
+}
+
+// publishManyReq is a batch to append to one stream; headers holds each
+// message's stored headers, nil when none has any.
+type publishManyReq struct {
+	stream  string
+	msgs    []Message
+	headers [][]byte
+	now     time.Time
+}
+
+// keyedOps: the heads of keyed (compacted) streams (compaction_pg.go,
+// compaction_lite.go).
+type keyedOps interface {
+	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
+	getHead(ctx context.Context, stream, key string) (*Head, error)
+	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
+	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)
+	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
+	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
+	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
+	configureStream(ctx context.Context, name string, c StreamConfig) error
+}
+
+// queueOps: a job's way from enqueue through claim to its outcome, the
+// statements workers run (queue_pg.go, queue_lite.go).
+type queueOps interface {
 	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
 	// enqueueUnique adds the jobs whose keys are free (one transaction on
@@ -55,77 +87,91 @@ type ops interface {
 	// keeps completed jobs, whatever Configure commits meanwhile.
 	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
 	ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error)
-	retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error)
-	bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error)
-	heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error)
-	release(ctx context.Context, id, token int64, now time.Time) (bool, error)          // back to pending, attempt restored
-	snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error)    // to pending at runAt, attempt restored
-	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)                     // state and claim token of each live row
-	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
+	retry(ctx context.Context, r retryReq) (bool, error)
+	bury(ctx context.Context, r buryReq) (bool, error)
+	heartbeat(ctx context.Context, r heartbeatReq) (bool, error)
+	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
+	snooze(ctx context.Context, r snoozeReq) (bool, error)                     // to pending at runAt, attempt restored
+	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
 	queuePaused(ctx context.Context, queue string) (bool, error)
 	getJob(ctx context.Context, queue string, id int64) (*Job, error)
-	findJob(ctx context.Context, id int64) (*Job, error)                  // by id alone, any queue
 	registerQueue(ctx context.Context, queue string, now time.Time) error // a settings row with the defaults, if none
 	sweepExpired(ctx context.Context, queue string, now time.Time) (int64, error)
+	nextDue(ctx context.Context, queue string) (*time.Time, error)
+}
+
+// The settle statements take the claim (id and token) that fences them and
+// the time they run at, besides what each one sets.
+
+// retryReq: back to pending at runAt, recording cause.
+type retryReq struct {
+	claimRef
+	now, runAt time.Time
+	cause      string
+}
+
+// buryReq: to dead, recording cause; exhaustedOnly buries only a job whose
+// attempts are spent.
+type buryReq struct {
+	claimRef
+	now           time.Time
+	cause         string
+	exhaustedOnly bool
+}
+
+// heartbeatReq: the claim extended to deadline.
+type heartbeatReq struct {
+	claimRef
+	now, deadline time.Time
+}
+
+// snoozeReq: back to pending at runAt, attempt restored.
+type snoozeReq struct {
+	claimRef
+	now, runAt time.Time
+}
+
+// queueAdminOps: what an operator (console, CLI) does to a queue and its
+// jobs (queue_admin.go drives them).
+type queueAdminOps interface {
+	setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error // wakes the queue's workers in other processes
 	cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error)
 	requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) // not into a key another job holds
 	jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error)      // why requeue moved nothing
-	requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error)
+	requeueDead(ctx context.Context, r requeueDeadReq) (int64, error)
 	deleteJob(ctx context.Context, queue string, id int64) (bool, error) // not a running one
-	listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error)
+	findJob(ctx context.Context, id int64) (*Job, error)                 // by id alone, any queue
+	listJobs(ctx context.Context, r listJobsReq) ([]*Job, error)
 	configureQueue(ctx context.Context, queue string, c QueueConfig, now time.Time) error
 	queueSettings(ctx context.Context) ([]QueueInfo, error) // Name, Paused, Config of queues with a row
 	queueStats(ctx context.Context, queue string, now time.Time) (QueueStats, error)
-	nextDue(ctx context.Context, queue string) (*time.Time, error)
+}
 
-	publishKeyed(ctx context.Context, e keyedEvent) (int64, error) // the event and its head upsert, atomically
-	getHead(ctx context.Context, stream, key string) (*Head, error)
-	lockHead(ctx context.Context, stream, key string) (*headRow, error) // nil: no row; locked until the tx ends
-	eventPayload(ctx context.Context, id int64) (payload []byte, found bool, err error)
-	insertHeadless(ctx context.Context, stream, key string, now time.Time) error
-	touchHeadless(ctx context.Context, stream, key string, now time.Time) error
-	listHeads(ctx context.Context, stream, after string, limit int) ([]Head, error)
-	configureStream(ctx context.Context, name string, c StreamConfig) error
+// requeueDeadReq moves at most batch of a queue's dead jobs that died
+// before before back to pending.
+type requeueDeadReq struct {
+	queue       string
+	now, before time.Time
+	batch       int
+}
 
-	// Maintenance (see maintenance.go, which drives the passes): each
-	// call below is one bounded transaction.
-	maintainedStreams(ctx context.Context) ([]streamSettings, error)   // retention or compacted
-	streamsWithHeadless(ctx context.Context) ([]streamSettings, error) // name, headlessTTL
-	deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
-	// retainWindow deletes the prefix past retention of the stream's oldest
-	// window events (unheading what it deletes, unless compacted).
-	retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error)
-	// compactWindow walks the window events after st.compactedThrough and
-	// deletes at most limit superseded versions of their keys; it returns
-	// the new cursor (st.compactedThrough when there was nothing to walk or
-	// the limit was reached).
-	compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (deleted, through int64, err error)
-	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
-	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
-	// Event partitions (PostgreSQL; SQLite has none and does nothing).
-	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
-	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error)
-	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
-	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
-	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
-	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
-	// The settled horizon (see HorizonStats): SQLite's settles every
-	// committed offset, so it reports math.MaxInt64 and nothing else.
-	settledHorizon(ctx context.Context) (int64, error)
-	firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) // created_at; nil: none
-	oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) // nil: none
-	compactedStreams(ctx context.Context) ([]string, error)
-	partitionsDenied(ctx context.Context) (bool, error)
-	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
+// listJobsReq is one page of a queue's jobs in state, after the id after.
+type listJobsReq struct {
+	queue string
+	state JobState
+	after int64
+	limit int
+}
 
-	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
-	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
-	// Schedule writes that schedulers must hear of (upsert, resume, lease
-	// release) wake the scheduler topic in other processes on commit.
+// scheduleOps: schedules and the scheduler's lease (schedule_pg.go,
+// schedule_lite.go). Schedule writes that schedulers must hear of (upsert,
+// resume, lease release) wake the scheduler topic in other processes on
+// commit.
+type scheduleOps interface {
 	upsertSchedule(ctx context.Context, sc ScheduleInfo) error // UpdatedAt is now
 	deleteSchedule(ctx context.Context, name string) (bool, error)
 	pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error)
-	resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error)
+	resumeSchedule(ctx context.Context, r scheduleResume) (bool, error)
 	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
 	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
 	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
@@ -134,6 +180,81 @@ type ops interface {
 	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)
 	getLease(ctx context.Context, name string) (lease, error)
 	releaseLease(ctx context.Context, name string, token int64) (bool, error)
+}
+
+// scheduleResume unpauses a schedule at spec and tz, firing next.
+type scheduleResume struct {
+	name, spec, tz string
+	next, now      time.Time
+}
+
+// notifyOps: durable notifications (notify_pg.go, notify_lite.go).
+type notifyOps interface {
+	notify(ctx context.Context, channel string, payload []byte, now time.Time) error
+	pruneNotifications(ctx context.Context, cutoff time.Time, keep int) (int64, error)
+}
+
+// maintenanceOps: the janitor's passes (maintenance.go drives them); each
+// call is one bounded transaction.
+type maintenanceOps interface {
+	maintainedStreams(ctx context.Context) ([]streamSettings, error)   // retention or compacted
+	streamsWithHeadless(ctx context.Context) ([]streamSettings, error) // name, headlessTTL
+	deleteExpiredHeadless(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
+	// retainWindow deletes the prefix past retention of the stream's oldest
+	// window events (unheading what it deletes, unless compacted).
+	retainWindow(ctx context.Context, r retainReq) (int64, error)
+	// compactWindow walks the window events after st.compactedThrough and
+	// deletes at most limit superseded versions of their keys; it returns
+	// the new cursor (st.compactedThrough when there was nothing to walk or
+	// the limit was reached).
+	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
+	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
+	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
+}
+
+// retainReq is one retention pass over the stream's oldest window events,
+// deleting those before cutoff.
+type retainReq struct {
+	st          streamSettings
+	cutoff, now time.Time
+	window      int
+}
+
+// compactReq is one compaction pass over the window events after
+// st.compactedThrough, deleting at most limit superseded versions written
+// before cutoff.
+type compactReq struct {
+	st            streamSettings
+	cutoff        time.Time
+	window, limit int
+}
+
+// partitionOps: event partitions (partitions_pg.go; SQLite has none and
+// does nothing).
+type partitionOps interface {
+	createPartitions(ctx context.Context, opts PartitionOpts) (int64, error)
+	dropExpiredPartitions(ctx context.Context, now time.Time, trimStream string, trimHorizon int64) (partitions, events int64, err error)
+	partitionsDenied(ctx context.Context) (bool, error)
+}
+
+// statsOps: the counts Store.Stats reports (maintenance_pg.go,
+// maintenance_lite.go).
+type statsOps interface {
+	streamCounts(ctx context.Context, limit int) ([]StreamStats, error)              // Name, HeadOffset, Events
+	headCounts(ctx context.Context, now time.Time, limit int) ([]StreamStats, error) // Name, Keys, Headless, OldestHeadless
+	consumerLags(ctx context.Context, limit int) (streams []string, lags []ConsumerStats, err error)
+	compactedStreams(ctx context.Context) ([]string, error)
+	jobQueues(ctx context.Context) ([]string, error) // queues with pending, running or finished jobs
+}
+
+// horizonOps: the settled horizon (see HorizonStats; horizon_pg.go,
+// horizon_lite.go). SQLite's settles every committed offset, so it reports
+// math.MaxInt64 and nothing else.
+type horizonOps interface {
+	settledHorizon(ctx context.Context) (int64, error)
+	firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) // created_at; nil: none
+	oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) // nil: none
 }
 
 // engine is one database behind a Store.

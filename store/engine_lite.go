@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -230,25 +229,6 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	return tx.Commit()
 }
 
-func (o liteOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: liteHeaders(headers)})
-}
-
-func (o liteOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
-	return o.insertEach(ctx, len(msgs), func(q *litedb.Queries, i int) (int64, error) {
-		m := msgs[i]
-		p := litedb.PublishEventsParams{Stream: stream, Key: m.Key, Payload: m.Payload}
-		if headers != nil {
-			p.Headers = liteHeaders(headers[i])
-		}
-		id, err := q.PublishEvents(ctx, p)
-		if err == nil && m.Key != nil {
-			err = liteOps{q: q}.upsertHead(ctx, stream, *m.Key, id, now)
-		}
-		return id, err
-	})
-}
-
 // insertEach runs insert for indexes 0..n-1 in one transaction (SQLite's
 // form of a multi-row insert) and returns the ids in order.
 func (o liteOps) insertEach(ctx context.Context, n int, insert func(q *litedb.Queries, i int) (int64, error)) ([]int64, error) {
@@ -267,49 +247,6 @@ func (o liteOps) insertEach(ctx context.Context, n int, insert func(q *litedb.Qu
 		return nil, err
 	}
 	return ids, nil
-}
-
-func (o liteOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	rows, err := o.q.ReadEvents(ctx, litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)})
-	return liteEvents(rows), err
-}
-
-func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
-	rows, err := o.q.ReadEventsFromConsumer(ctx, litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)})
-	return liteEvents(rows), err
-}
-
-func liteEvents(rows []litedb.AlkEvent) []Event {
-	evs := make([]Event, len(rows))
-	for i, r := range rows {
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
-			Headers: decodeHeadersPtr(r.Headers)}
-	}
-	return evs
-}
-
-func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-}
-
-func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-}
-
-func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
-	return o.q.GetOffset(ctx, litedb.GetOffsetParams{Stream: stream, Consumer: consumer})
-}
-
-func (o liteOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
-	var n int64
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		err := q.UnheadTrimmed(ctx, litedb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now.UnixMicro()})
-		if err == nil {
-			n, err = q.TrimStream(ctx, litedb.TrimStreamParams{Stream: stream, Horizon: horizon})
-		}
-		return err
-	})
-	return n, err
 }
 
 // liteTx is a database/sql transaction on the SQLite file, begun by the
@@ -356,18 +293,3 @@ func (t liteTx) queryRow(ctx context.Context, query string, args ...any) Row {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
-
-// SQLite commits offsets in order: every committed event is settled.
-func (o liteOps) settledHorizon(context.Context) (int64, error) { return math.MaxInt64, nil }
-
-func (o liteOps) firstEventAbove(context.Context, int64) (*time.Time, error) { return nil, nil }
-
-// oldestWriteTransaction runs SQLite's twin of the statement, which names
-// no transaction.
-func (o liteOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
-	rows, err := o.q.OldestWriteTransaction(ctx)
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	return &WriteTransaction{PID: int(rows[0].Pid), Database: rows[0].Datname, State: rows[0].State}, nil
-}

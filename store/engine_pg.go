@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -185,36 +184,6 @@ func (o pgOps) wake(topic string) string {
 	return o.eng.gate.wake(topic)
 }
 
-func (o pgOps) publish(ctx context.Context, stream string, key *string, payload, headers []byte) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: stream, Key: key, Payload: payload, Headers: headers,
-		Wake: o.wake(streamTopic(stream))})
-}
-
-func (o pgOps) publishMany(ctx context.Context, stream string, msgs []Message, headers [][]byte, now time.Time) ([]int64, error) {
-	p := pgdb.PublishEventsParams{
-		Stream:   stream,
-		Wake:     o.wake(streamTopic(stream)),
-		Keyed:    make([]bool, len(msgs)),
-		Keys:     make([]string, len(msgs)),
-		Payloads: make([][]byte, len(msgs)),
-		Now:      now,
-	}
-	for i, m := range msgs {
-		if m.Key != nil {
-			p.Keyed[i], p.Keys[i] = true, *m.Key
-		}
-		p.Payloads[i] = m.Payload
-	}
-	if headers != nil { // otherwise unnest pads the column with NULLs (see pgHeaderArray)
-		p.Headers = make([]string, len(msgs))
-		for i, h := range headers {
-			p.Headers[i] = string(h)
-		}
-	}
-	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
-	return sortedIDs(ids, err, len(msgs))
-}
-
 // atomically runs fn in one transaction when need is set: the caller's, or
 // a new one from the pool. Single statements need none.
 func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) error {
@@ -252,163 +221,6 @@ func deref[T any](p *T) T {
 // way (see pgOps.claim).
 const uninterruptedTimeout = time.Minute
 
-// settled returns the horizon the next read on o may use. A read inside a
-// transaction uses only the transaction's own connection: it must never
-// wait for a second connection of the pool, which other transactions may
-// hold while they wait for theirs. When its snapshot cannot teach the
-// tracker (see mayLearn) and it holds events back, the store learns from a
-// pool snapshot in the background, for later reads.
-func (o pgOps) settled(ctx context.Context) (int64, error) {
-	// Committed events above the horizon usually wait only for a short
-	// transaction still in flight somewhere in the cluster: outside a
-	// transaction, look again a moment later (twice at most) rather than
-	// return a short page.
-	for attempt := 1; ; attempt++ {
-		snap, err := o.q.SettledSnapshot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		learn := o.mayLearn(snap)
-		hz := o.eng.horizon.observe(snap, learn)
-		if o.inTx {
-			if !learn && hz < snap.VisibleHead {
-				o.eng.learner.learn(o.eng)
-			}
-			return hz, nil
-		}
-		if hz >= snap.VisibleHead || attempt == settleAttempts {
-			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
-			return hz, nil
-		}
-		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// settleAttempts bounds the snapshots one read takes while events above the
-// horizon settle.
-const settleAttempts = 3
-
-// mayLearn says whether snap, which o just took, may teach the tracker its
-// candidate: whether xmax + age(xmax) is the next unassigned transaction id
-// as of a moment after the snapshot. Outside a transaction it always is.
-// PostgreSQL fixes age()'s reference at its first call in a transaction, to
-// the transaction's own id if it has one, else to the next unassigned id of
-// that moment. So inside a transaction it is only when the transaction holds
-// no id and no earlier statement in it called age() (under READ COMMITTED,
-// an earlier statement's snapshot is older than this one), which the store
-// only knows of a transaction it began and in which only its own statements
-// ran. Every SettledSnapshot calls age(), so only the first one may learn.
-func (o pgOps) mayLearn(snap pgdb.SettledSnapshotRow) bool {
-	if !o.inTx {
-		return true
-	}
-	if o.txs == nil {
-		return false
-	}
-	first := !o.txs.ageUsed.Swap(true)
-	return first && !o.txs.foreign.Load() && !snap.HasXid
-}
-
-// learner takes pool snapshots in the background for reads inside
-// transactions that could not teach the tracker themselves: one at a time,
-// and never one that a transaction waits for.
-type learner struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	busy   bool
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// learn starts a background snapshot unless one is under way.
-func (l *learner) learn(e *pgEngine) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy || l.closed {
-		return
-	}
-	l.busy = true
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		if snap, err := pgdb.New(e.pool).SettledSnapshot(l.ctx); err == nil {
-			e.horizon.observe(snap, true)
-		}
-		l.mu.Lock()
-		l.busy = false
-		l.mu.Unlock()
-	}()
-}
-
-// stop ends a background snapshot under way and refuses new ones.
-func (l *learner) stop() {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	l.cancel()
-	l.wg.Wait()
-}
-
-func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	hz, err := o.settled(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: hz, Lim: clampLimit(limit)})
-	return pgEvents(rows), err
-}
-
-func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
-	hz, err := o.settled(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Horizon: hz, Lim: clampLimit(limit)})
-	return pgEvents(rows), err
-}
-
-// pgEvents maps either read query's rows (the same columns) to events.
-func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) []Event {
-	evs := make([]Event, len(rows))
-	for i, row := range rows {
-		r := pgdb.ReadEventsRow(row)
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
-			Headers: decodeHeaders(r.Headers)}
-	}
-	return evs
-}
-
-func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-}
-
-func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-}
-
-func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {
-	return o.q.GetOffset(ctx, pgdb.GetOffsetParams{Stream: stream, Consumer: consumer})
-}
-
-func (o pgOps) trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) {
-	var n int64
-	err := o.atomically(ctx, true, func(o pgOps) error {
-		err := o.q.UnheadTrimmed(ctx, pgdb.UnheadTrimmedParams{Stream: stream, Horizon: horizon, Now: now})
-		if err == nil {
-			n, err = o.q.TrimStream(ctx, pgdb.TrimStreamParams{Stream: stream, Horizon: horizon})
-		}
-		return err
-	})
-	return n, err
-}
-
 func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }
 
 // pgTx is a pgx transaction, begun by the store or adopted.
@@ -445,29 +257,3 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
-
-func (o pgOps) settledHorizon(ctx context.Context) (int64, error) { return o.settled(ctx) }
-
-func (o pgOps) firstEventAbove(ctx context.Context, offset int64) (*time.Time, error) {
-	rows, err := o.q.FirstEventAbove(ctx, offset)
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	return &rows[0].CreatedAt, nil
-}
-
-func (o pgOps) oldestWriteTransaction(ctx context.Context) (*WriteTransaction, error) {
-	rows, err := o.q.OldestWriteTransaction(ctx)
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	r := rows[0]
-	tx := &WriteTransaction{PID: int(r.Pid), Database: r.Datname, State: r.State}
-	if r.XactStart != nil {
-		tx.Age = max(r.Now.Sub(*r.XactStart), 0)
-	}
-	if r.QueryStart != nil {
-		tx.QueryStart = *r.QueryStart
-	}
-	return tx, nil
-}

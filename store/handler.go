@@ -41,7 +41,8 @@ type Handler func(ctx context.Context, job *Job) error
 // SnoozeTx, CancelTx) and return nil; tx then commits with that settle.
 // The ctx it receives carries tx: on SQLite an auto-commit write made with
 // it (Enqueue, Ack, ...) fails at once instead of waiting for the writer
-// slot tx holds; use the Tx forms.
+// slot tx holds; use the Tx forms. The handler must not end tx (Commit,
+// Rollback): Work does.
 //
 // On SQLite the transaction holds the writer slot for the handler's whole
 // run: while one transactional handler runs, every other write of the

@@ -81,7 +81,7 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 				continue
 			}
 			var k int64
-			k, err = o.retainWindow(ctx, st, now.Add(-*st.retention), now, batch-int(n))
+			k, err = o.retainWindow(ctx, retainReq{st: st, cutoff: now.Add(-*st.retention), now: now, window: batch - int(n)})
 			n += k
 		}
 		return n, err
@@ -106,7 +106,7 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 			}
 			for err == nil && n < int64(batch) && ctx.Err() == nil {
 				var k, through int64
-				k, through, err = o.compactWindow(ctx, st, now.Add(-st.minCompactionLag), batch, batch-int(n))
+				k, through, err = o.compactWindow(ctx, compactReq{st: st, cutoff: now.Add(-st.minCompactionLag), window: batch, limit: batch - int(n)})
 				n += k
 				if through == st.compactedThrough && k == 0 {
 					break // walked up to the lag or the horizon

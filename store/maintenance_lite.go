@@ -36,44 +36,44 @@ func (o liteOps) deleteExpiredHeadless(ctx context.Context, stream string, cutof
 	return o.q.DeleteExpiredHeadless(ctx, litedb.DeleteExpiredHeadlessParams{Stream: stream, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
 }
 
-func (o liteOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error) {
+func (o liteOps) retainWindow(ctx context.Context, r retainReq) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		w, err := q.RetentionWindow(ctx, litedb.RetentionWindowParams{Stream: st.name, Compacted: boolInt(st.compacted),
-			Cutoff: cutoff.UnixMicro(), Lim: int64(window)})
+		w, err := q.RetentionWindow(ctx, litedb.RetentionWindowParams{Stream: r.st.name, Compacted: boolInt(r.st.compacted),
+			Cutoff: r.cutoff.UnixMicro(), Lim: int64(r.window)})
 		if err != nil || w.Upto < w.FirstID {
 			return err
 		}
-		if !st.compacted {
-			err = q.UnheadRetained(ctx, litedb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now.UnixMicro()})
+		if !r.st.compacted {
+			err = q.UnheadRetained(ctx, litedb.UnheadRetainedParams{Stream: r.st.name, FirstID: w.FirstID, Upto: w.Upto, Now: r.now.UnixMicro()})
 		}
 		if err == nil {
-			n, err = q.DeleteRetained(ctx, litedb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: int64(window)})
+			n, err = q.DeleteRetained(ctx, litedb.DeleteRetainedParams{Stream: r.st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: int64(r.window)})
 		}
 		return err
 	})
 	return n, err
 }
 
-func (o liteOps) compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (int64, int64, error) {
+func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, error) {
 	var n int64
-	through := st.compactedThrough
+	through := r.st.compactedThrough
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		upto, err := q.CompactionWindow(ctx, litedb.CompactionWindowParams{Stream: st.name, After: st.compactedThrough,
-			Horizon: math.MaxInt64, Cutoff: cutoff.UnixMicro(), Lim: int64(window)})
-		if err != nil || upto <= st.compactedThrough {
+		upto, err := q.CompactionWindow(ctx, litedb.CompactionWindowParams{Stream: r.st.name, After: r.st.compactedThrough,
+			Horizon: math.MaxInt64, Cutoff: r.cutoff.UnixMicro(), Lim: int64(r.window)})
+		if err != nil || upto <= r.st.compactedThrough {
 			return err
 		}
-		n, err = q.CompactWindow(ctx, litedb.CompactWindowParams{Stream: st.name, After: st.compactedThrough, Upto: upto,
-			Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
-		if err != nil || n >= int64(limit) {
-			return err // the window again next time: it may hold more
+		n, err = q.CompactWindow(ctx, litedb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
+			Cutoff: r.cutoff.UnixMicro(), Batch: int64(r.limit)})
+		if err != nil || n >= int64(r.limit) {
+			return err // the r.window again next time: it may hold more
 		}
 		through = upto
-		return q.AdvanceCompaction(ctx, litedb.AdvanceCompactionParams{Stream: st.name, Upto: upto})
+		return q.AdvanceCompaction(ctx, litedb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})
 	})
 	if err != nil {
-		return 0, st.compactedThrough, err
+		return 0, r.st.compactedThrough, err
 	}
 	return n, through, nil
 }

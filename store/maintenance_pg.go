@@ -34,54 +34,54 @@ func (o pgOps) deleteExpiredHeadless(ctx context.Context, stream string, cutoff 
 	return o.q.DeleteExpiredHeadless(ctx, pgdb.DeleteExpiredHeadlessParams{Stream: stream, Cutoff: cutoff, Batch: clampLimit(limit)})
 }
 
-func (o pgOps) retainWindow(ctx context.Context, st streamSettings, cutoff, now time.Time, window int) (int64, error) {
-	hold, err := o.retentionHold(ctx, *st.retention, now)
+func (o pgOps) retainWindow(ctx context.Context, r retainReq) (int64, error) {
+	hold, err := o.retentionHold(ctx, *r.st.retention, r.now)
 	if err != nil {
 		return 0, err
 	}
 	var n int64
 	err = o.atomically(ctx, true, func(o pgOps) error {
-		w, err := o.q.RetentionWindow(ctx, pgdb.RetentionWindowParams{Stream: st.name, Compacted: st.compacted,
-			Cutoff: cutoff, Hold: hold, Lim: clampLimit(window)})
+		w, err := o.q.RetentionWindow(ctx, pgdb.RetentionWindowParams{Stream: r.st.name, Compacted: r.st.compacted,
+			Cutoff: r.cutoff, Hold: hold, Lim: clampLimit(r.window)})
 		if err != nil || w.Upto < w.FirstID {
 			return err
 		}
-		if !st.compacted {
-			err = o.q.UnheadRetained(ctx, pgdb.UnheadRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Now: now})
+		if !r.st.compacted {
+			err = o.q.UnheadRetained(ctx, pgdb.UnheadRetainedParams{Stream: r.st.name, FirstID: w.FirstID, Upto: w.Upto, Now: r.now})
 		}
 		if err == nil {
-			n, err = o.q.DeleteRetained(ctx, pgdb.DeleteRetainedParams{Stream: st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: clampLimit(window)})
+			n, err = o.q.DeleteRetained(ctx, pgdb.DeleteRetainedParams{Stream: r.st.name, FirstID: w.FirstID, Upto: w.Upto, Lim: clampLimit(r.window)})
 		}
 		return err
 	})
 	return n, err
 }
 
-func (o pgOps) compactWindow(ctx context.Context, st streamSettings, cutoff time.Time, window, limit int) (int64, int64, error) {
+func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, error) {
 	// The walk never passes an event still in flight: one committed later
 	// below the cursor would never be walked.
 	hz, err := o.settled(ctx)
 	if err != nil {
-		return 0, st.compactedThrough, err
+		return 0, r.st.compactedThrough, err
 	}
 	var n int64
-	through := st.compactedThrough
+	through := r.st.compactedThrough
 	err = o.atomically(ctx, true, func(o pgOps) error {
-		upto, err := o.q.CompactionWindow(ctx, pgdb.CompactionWindowParams{Stream: st.name, After: st.compactedThrough,
-			Horizon: hz, Cutoff: cutoff, Lim: clampLimit(window)})
-		if err != nil || upto <= st.compactedThrough {
+		upto, err := o.q.CompactionWindow(ctx, pgdb.CompactionWindowParams{Stream: r.st.name, After: r.st.compactedThrough,
+			Horizon: hz, Cutoff: r.cutoff, Lim: clampLimit(r.window)})
+		if err != nil || upto <= r.st.compactedThrough {
 			return err
 		}
-		n, err = o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: st.name, After: st.compactedThrough, Upto: upto,
-			Cutoff: cutoff, Batch: clampLimit(limit)})
-		if err != nil || n >= int64(limit) {
-			return err // the window again next time: it may hold more
+		n, err = o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
+			Cutoff: r.cutoff, Batch: clampLimit(r.limit)})
+		if err != nil || n >= int64(r.limit) {
+			return err // the r.window again next time: it may hold more
 		}
 		through = upto
-		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: st.name, Upto: upto})
+		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})
 	})
 	if err != nil {
-		return 0, st.compactedThrough, err
+		return 0, r.st.compactedThrough, err
 	}
 	return n, through, nil
 }

@@ -175,21 +175,21 @@ func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) 
 	return n, err
 }
 
-func (o liteOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
-	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(),
-		RunAt: runAt.UnixMicro(), Cause: cause})
+func (o liteOps) retry(ctx context.Context, r retryReq) (bool, error) {
+	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: r.id, ClaimToken: r.token, Now: r.now.UnixMicro(),
+		RunAt: r.runAt.UnixMicro(), Cause: r.cause})
 	return n == 1, err
 }
 
-func (o liteOps) bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error) {
-	n, err := o.q.BuryJob(ctx, litedb.BuryJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(), Cause: cause,
-		ExhaustedOnly: exhaustedOnly})
+func (o liteOps) bury(ctx context.Context, r buryReq) (bool, error) {
+	n, err := o.q.BuryJob(ctx, litedb.BuryJobParams{ID: r.id, ClaimToken: r.token, Now: r.now.UnixMicro(), Cause: r.cause,
+		ExhaustedOnly: r.exhaustedOnly})
 	return n == 1, err
 }
 
-func (o liteOps) heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error) {
-	n, err := o.q.HeartbeatJob(ctx, litedb.HeartbeatJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(),
-		ClaimExpiresAt: deadline.UnixMicro()})
+func (o liteOps) heartbeat(ctx context.Context, r heartbeatReq) (bool, error) {
+	n, err := o.q.HeartbeatJob(ctx, litedb.HeartbeatJobParams{ID: r.id, ClaimToken: r.token, Now: r.now.UnixMicro(),
+		ClaimExpiresAt: r.deadline.UnixMicro()})
 	return n == 1, err
 }
 
@@ -222,8 +222,8 @@ func (o liteOps) cancel(ctx context.Context, queue string, id int64, now time.Ti
 	return n == 1, err
 }
 
-func (o liteOps) snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) {
-	n, err := o.q.SnoozeJob(ctx, litedb.SnoozeJobParams{ID: id, ClaimToken: token, Now: now.UnixMicro(), RunAt: runAt.UnixMicro()})
+func (o liteOps) snooze(ctx context.Context, r snoozeReq) (bool, error) {
+	n, err := o.q.SnoozeJob(ctx, litedb.SnoozeJobParams{ID: r.id, ClaimToken: r.token, Now: r.now.UnixMicro(), RunAt: r.runAt.UnixMicro()})
 	return n == 1, err
 }
 
@@ -365,9 +365,9 @@ func claimPairs(claims []claimRef) (string, error) {
 	return string(js), err
 }
 
-func (o liteOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {
-	return o.q.RequeueDeadJobs(ctx, litedb.RequeueDeadJobsParams{Queue: queue, Now: now.UnixMicro(),
-		Before: before.UnixMicro(), Batch: int64(batch)})
+func (o liteOps) requeueDead(ctx context.Context, r requeueDeadReq) (int64, error) {
+	return o.q.RequeueDeadJobs(ctx, litedb.RequeueDeadJobsParams{Queue: r.queue, Now: r.now.UnixMicro(),
+		Before: r.before.UnixMicro(), Batch: int64(r.batch)})
 }
 
 func (o liteOps) deleteJob(ctx context.Context, queue string, id int64) (bool, error) {
@@ -375,16 +375,16 @@ func (o liteOps) deleteJob(ctx context.Context, queue string, id int64) (bool, e
 	return n == 1, err
 }
 
-func (o liteOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
-	switch state {
+func (o liteOps) listJobs(ctx context.Context, r listJobsReq) ([]*Job, error) {
+	switch r.state {
 	case JobPending:
-		rows, err := o.q.ListPendingJobs(ctx, litedb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
+		rows, err := o.q.ListPendingJobs(ctx, litedb.ListPendingJobsParams{Queue: r.queue, After: r.after, MaxJobs: int64(r.limit)})
 		return mapRows(rows, err, liteJob)
 	case JobRunning:
-		rows, err := o.q.ListRunningJobs(ctx, litedb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: int64(limit)})
+		rows, err := o.q.ListRunningJobs(ctx, litedb.ListRunningJobsParams{Queue: r.queue, After: r.after, MaxJobs: int64(r.limit)})
 		return mapRows(rows, err, liteJob)
 	}
-	rows, err := o.q.ListJobs(ctx, litedb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: int64(limit)})
+	rows, err := o.q.ListJobs(ctx, litedb.ListJobsParams{Queue: r.queue, State: string(r.state), After: r.after, MaxJobs: int64(r.limit)})
 	return mapRows(rows, err, liteJob)
 }
 

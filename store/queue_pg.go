@@ -88,8 +88,8 @@ func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (i
 	return n + rest, err
 }
 
-func (o pgOps) retry(ctx context.Context, id, token int64, now, runAt time.Time, cause string) (bool, error) {
-	n, err := o.q.RetryJob(ctx, pgdb.RetryJobParams{ID: id, ClaimToken: token, Now: now, RunAt: runAt, Cause: cause})
+func (o pgOps) retry(ctx context.Context, r retryReq) (bool, error) {
+	n, err := o.q.RetryJob(ctx, pgdb.RetryJobParams{ID: r.id, ClaimToken: r.token, Now: r.now, RunAt: r.runAt, Cause: r.cause})
 	return n == 1, err
 }
 
@@ -98,13 +98,13 @@ func (o pgOps) release(ctx context.Context, id, token int64, now time.Time) (boo
 	return n == 1, err
 }
 
-func (o pgOps) bury(ctx context.Context, id, token int64, now time.Time, cause string, exhaustedOnly bool) (bool, error) {
-	n, err := o.q.BuryJob(ctx, pgdb.BuryJobParams{ID: id, ClaimToken: token, Now: now, Cause: cause, ExhaustedOnly: exhaustedOnly})
+func (o pgOps) bury(ctx context.Context, r buryReq) (bool, error) {
+	n, err := o.q.BuryJob(ctx, pgdb.BuryJobParams{ID: r.id, ClaimToken: r.token, Now: r.now, Cause: r.cause, ExhaustedOnly: r.exhaustedOnly})
 	return n == 1, err
 }
 
-func (o pgOps) heartbeat(ctx context.Context, id, token int64, now, deadline time.Time) (bool, error) {
-	n, err := o.q.HeartbeatJob(ctx, pgdb.HeartbeatJobParams{ID: id, ClaimToken: token, Now: now, ClaimExpiresAt: deadline})
+func (o pgOps) heartbeat(ctx context.Context, r heartbeatReq) (bool, error) {
+	n, err := o.q.HeartbeatJob(ctx, pgdb.HeartbeatJobParams{ID: r.id, ClaimToken: r.token, Now: r.now, ClaimExpiresAt: r.deadline})
 	return n == 1, err
 }
 
@@ -137,8 +137,8 @@ func (o pgOps) cancel(ctx context.Context, queue string, id int64, now time.Time
 	return n == 1, err
 }
 
-func (o pgOps) snooze(ctx context.Context, id, token int64, now, runAt time.Time) (bool, error) {
-	n, err := o.q.SnoozeJob(ctx, pgdb.SnoozeJobParams{ID: id, ClaimToken: token, Now: now, RunAt: runAt})
+func (o pgOps) snooze(ctx context.Context, r snoozeReq) (bool, error) {
+	n, err := o.q.SnoozeJob(ctx, pgdb.SnoozeJobParams{ID: r.id, ClaimToken: r.token, Now: r.now, RunAt: r.runAt})
 	return n == 1, err
 }
 
@@ -206,8 +206,8 @@ func pgHeaderArray(jobs []newJob) []string {
 	return hs
 }
 
-func (o pgOps) requeueDead(ctx context.Context, queue string, now, before time.Time, batch int) (int64, error) {
-	return o.q.RequeueDeadJobs(ctx, pgdb.RequeueDeadJobsParams{Queue: queue, Now: now, Before: before, Batch: clampLimit(batch)})
+func (o pgOps) requeueDead(ctx context.Context, r requeueDeadReq) (int64, error) {
+	return o.q.RequeueDeadJobs(ctx, pgdb.RequeueDeadJobsParams{Queue: r.queue, Now: r.now, Before: r.before, Batch: clampLimit(r.batch)})
 }
 
 func (o pgOps) deleteJob(ctx context.Context, queue string, id int64) (bool, error) {
@@ -215,16 +215,16 @@ func (o pgOps) deleteJob(ctx context.Context, queue string, id int64) (bool, err
 	return n == 1, err
 }
 
-func (o pgOps) listJobs(ctx context.Context, queue string, state JobState, after int64, limit int) ([]*Job, error) {
-	switch state {
+func (o pgOps) listJobs(ctx context.Context, r listJobsReq) ([]*Job, error) {
+	switch r.state {
 	case JobPending:
-		rows, err := o.q.ListPendingJobs(ctx, pgdb.ListPendingJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
+		rows, err := o.q.ListPendingJobs(ctx, pgdb.ListPendingJobsParams{Queue: r.queue, After: r.after, MaxJobs: clampLimit(r.limit)})
 		return mapRows(rows, err, pgJob)
 	case JobRunning:
-		rows, err := o.q.ListRunningJobs(ctx, pgdb.ListRunningJobsParams{Queue: queue, After: after, MaxJobs: clampLimit(limit)})
+		rows, err := o.q.ListRunningJobs(ctx, pgdb.ListRunningJobsParams{Queue: r.queue, After: r.after, MaxJobs: clampLimit(r.limit)})
 		return mapRows(rows, err, pgJob)
 	}
-	rows, err := o.q.ListJobs(ctx, pgdb.ListJobsParams{Queue: queue, State: string(state), After: after, MaxJobs: clampLimit(limit)})
+	rows, err := o.q.ListJobs(ctx, pgdb.ListJobsParams{Queue: r.queue, State: string(r.state), After: r.after, MaxJobs: clampLimit(r.limit)})
 	return mapRows(rows, err, pgJob)
 }
 

@@ -151,7 +151,7 @@ func (sc *Schedule) Resume(ctx context.Context) error {
 				return err
 			}
 			now := s.now()
-			resumed, err := o.resumeSchedule(ctx, cur.Name, cur.Spec, cur.TZ, c.first(now), now)
+			resumed, err := o.resumeSchedule(ctx, scheduleResume{name: cur.Name, spec: cur.Spec, tz: cur.TZ, next: c.first(now), now: now})
 			if err != nil || resumed {
 				if resumed {
 					s.wakeSchedulers(o)

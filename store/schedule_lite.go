@@ -25,9 +25,9 @@ func (o liteOps) pauseSchedule(ctx context.Context, name string, now time.Time) 
 	return n == 1, err
 }
 
-func (o liteOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
-	n, err := o.q.ResumeSchedule(ctx, litedb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz,
-		NextFireAt: next.UnixMicro(), Now: now.UnixMicro()})
+func (o liteOps) resumeSchedule(ctx context.Context, r scheduleResume) (bool, error) {
+	n, err := o.q.ResumeSchedule(ctx, litedb.ResumeScheduleParams{Name: r.name, Spec: r.spec, Tz: r.tz,
+		NextFireAt: r.next.UnixMicro(), Now: r.now.UnixMicro()})
 	return n == 1, err
 }
 

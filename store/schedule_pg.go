@@ -26,8 +26,8 @@ func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (b
 	return n == 1, err
 }
 
-func (o pgOps) resumeSchedule(ctx context.Context, name, spec, tz string, next, now time.Time) (bool, error) {
-	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: name, Spec: spec, Tz: tz, NextFireAt: next, Now: now,
+func (o pgOps) resumeSchedule(ctx context.Context, r scheduleResume) (bool, error) {
+	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: r.name, Spec: r.spec, Tz: r.tz, NextFireAt: r.next, Now: r.now,
 		Wake: o.wake(schedulerTopic)})
 	return n == 1, err
 }

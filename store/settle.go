@@ -60,7 +60,7 @@ func (j *Job) retry(ctx context.Context, tx *Tx, delay time.Duration, cause stri
 	}
 	retried := false
 	_, err := j.settle(ctx, "retry", tx, true, func(o target, now time.Time) (bool, error) {
-		ok, err := o.retry(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond), cause)
+		ok, err := o.retry(ctx, retryReq{claimRef{j.ID, j.token}, now, now.Add(delay).Truncate(time.Microsecond), cause})
 		if err != nil || ok {
 			retried = ok
 			if ok {
@@ -68,7 +68,7 @@ func (j *Job) retry(ctx context.Context, tx *Tx, delay time.Duration, cause stri
 			}
 			return ok, err
 		}
-		return o.bury(ctx, j.ID, j.token, now, cause, true)
+		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, true})
 	})
 	return retried, err
 }
@@ -84,7 +84,7 @@ func (j *Job) FailTx(ctx context.Context, tx Tx, cause string) error { return j.
 func (j *Job) fail(ctx context.Context, tx *Tx, cause string) error {
 	cause = cleanCause(cause)
 	_, err := j.settle(ctx, "fail", tx, true, func(o target, now time.Time) (bool, error) {
-		return o.bury(ctx, j.ID, j.token, now, cause, false)
+		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, false})
 	})
 	return err
 }
@@ -106,7 +106,7 @@ func (j *Job) SnoozeTx(ctx context.Context, tx Tx, delay time.Duration) error {
 func (j *Job) snooze(ctx context.Context, tx *Tx, delay time.Duration) error {
 	delay = max(delay, 0)
 	_, err := j.settle(ctx, "snooze", tx, true, func(o target, now time.Time) (bool, error) {
-		ok, err := o.snooze(ctx, j.ID, j.token, now, now.Add(delay).Truncate(time.Microsecond))
+		ok, err := o.snooze(ctx, snoozeReq{claimRef{j.ID, j.token}, now, now.Add(delay).Truncate(time.Microsecond)})
 		if ok {
 			o.afterCommit(j.q.wake) // idle workers recompute when it is due
 		}
@@ -191,7 +191,7 @@ func (j *Job) extend(ctx context.Context, tx *Tx, extend time.Duration) (time.Ti
 	err := run0(j.q.handle, "heartbeat", viaOf(ctx, tx), func(o target) error {
 		now := j.q.s.now()
 		deadline = now.Add(extend).Truncate(time.Microsecond)
-		ok, err := o.heartbeat(ctx, j.ID, token, now, deadline)
+		ok, err := o.heartbeat(ctx, heartbeatReq{claimRef{j.ID, token}, now, deadline})
 		if err == nil && !ok {
 			err = fmt.Errorf("job %d: %w", j.ID, ErrClaimLost)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 )
 
 // Stream is a handle on a durable, ordered stream of events with per-consumer
@@ -20,6 +21,25 @@ func (s *Store) Stream(name string) *Stream {
 
 // Name returns the stream's name.
 func (st *Stream) Name() string { return st.name }
+
+// Event is one stream event.
+type Event struct {
+	Offset    int64
+	Stream    string
+	Key       *string // nil for an unkeyed publish
+	Payload   []byte  // as published: nil stays nil, empty stays empty (non-nil)
+	CreatedAt time.Time
+	Headers   map[string]string // as published (Message.Headers); nil when none
+}
+
+// Message is one event to publish with PublishMany.
+type Message struct {
+	Key     *string // nil: unkeyed; a set key must be a valid key (1 to MaxKeyLen bytes of UTF-8, no control characters)
+	Payload []byte  // nil with a key is a tombstone; empty is a value
+	// Headers ride with the event (Event.Headers): at most MaxHeadersSize
+	// bytes of keys and values; nil or empty stores none.
+	Headers map[string]string
+}
 
 // Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
@@ -82,7 +102,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publish(ctx, st.name, nil, payload, hs)
+	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}
@@ -167,7 +187,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	if len(msgs) == 0 {
 		return []int64{}, nil
 	}
-	offs, err := o.publishMany(ctx, st.name, msgs, hs, st.s.now())
+	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}

@@ -27,11 +27,11 @@ func TestClientJobEvents(t *testing.T) {
 		defer all.Close()
 		defer failed.Close()
 
-		kinds := []string{"ok", "snooze", "retry", "permanent", "last", "cancel"}
+		kinds := []string{"ok", "snooze", "retry", "permanent", "last", "cancel", "panic"}
 		ids := map[int64]string{}
 		for _, k := range kinds {
 			opts := store.EnqueueOpts{}
-			if k == "last" {
+			if k == "last" || k == "panic" {
 				opts.MaxAttempts = 1
 			}
 			id, err := q.Enqueue(c, []byte(k), opts)
@@ -51,6 +51,8 @@ func TestClientJobEvents(t *testing.T) {
 					return errors.New("boom")
 				case "permanent":
 					return store.Permanent(errors.New("bad"))
+				case "panic":
+					panic("boom")
 				case "cancel":
 					close(running)
 					<-ctx.Done()
@@ -83,18 +85,21 @@ func TestClientJobEvents(t *testing.T) {
 				if ev.Kind == client.JobRetried {
 					assert.EqualError(t, ev.Err, "boom")
 				}
+				if ids[ev.Job.ID] == "panic" {
+					assert.ErrorContains(t, ev.Err, "handler panicked: boom", "a panic counts as an error")
+				}
 			case <-c.Done():
 				t.Fatal("events missing", got)
 			}
 		}
 		require.NoError(t, cl.Stop(c))
 		assert.Equal(t, map[string]client.JobEventKind{"ok": "completed", "snooze": "snoozed", "retry": "retried",
-			"permanent": "dead", "last": "dead", "cancel": "cancelled", "outbox": "completed"}, got)
+			"permanent": "dead", "last": "dead", "cancel": "cancelled", "panic": "dead", "outbox": "completed"}, got)
 		var failedKinds []client.JobEventKind
-		for range 3 {
+		for range 4 {
 			failedKinds = append(failedKinds, (<-failed.C()).Kind)
 		}
-		assert.ElementsMatch(t, []client.JobEventKind{client.JobRetried, client.JobDead, client.JobDead}, failedKinds)
+		assert.ElementsMatch(t, []client.JobEventKind{client.JobRetried, client.JobDead, client.JobDead, client.JobDead}, failedKinds)
 		select {
 		case ev := <-failed.C():
 			t.Fatalf("an event of another kind: %+v", ev)

@@ -36,30 +36,8 @@ func (a *app) printQueues(queues []store.QueueInfo) error {
 
 func (a *app) queuesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "queues", Aliases: []string{"queue"}, Short: "List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "Every queue (idle ones too) with its counts by state",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			queues, err := st.Queues(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json {
-				for _, q := range queues {
-					if err := jsonLine(a.out, toQueueJSON(q)); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return a.printQueues(queues)
-		},
-	}, a.jobsCmd(), a.jobCmd(), a.enqueueCmd(),
+	cmd.AddCommand(listCommand(a, "list", "Every queue (idle ones too) with its counts by state",
+		(*store.Store).Queues, toQueueJSON, a.printQueues), a.jobsCmd(), a.jobCmd(), a.enqueueCmd(),
 		a.jobActionCmd("cancel", "Cancel a pending or running job (a running handler is told to stop)", (*store.Queue).Cancel),
 		a.jobActionCmd("delete", "Delete a job that is not running", (*store.Queue).Delete),
 		a.requeueCmd(),

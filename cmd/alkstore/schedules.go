@@ -12,39 +12,8 @@ import (
 
 func (a *app) schedulesCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "schedules", Aliases: []string{"schedule"}, Short: "List, pause, resume, trigger and delete schedules"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "Every schedule with its spec, queue and next fire",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			list, err := st.Schedules(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json {
-				for _, s := range list {
-					if err := jsonLine(a.out, toScheduleJSON(s)); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			now := time.Now()
-			t := newTable(a.out, "SCHEDULE", "SPEC", "TZ", "QUEUE", "STATE", "NEXT FIRE", "LAST FIRED")
-			for _, s := range list {
-				state := "active"
-				if s.Paused {
-					state = "paused"
-				}
-				t.row(s.Name, s.Spec, cmpOr(s.TZ, "UTC"), s.Queue, state, agoT(s.NextFireAt, now), ago(s.LastFiredAt, now))
-			}
-			return t.flush()
-		},
-	},
+	cmd.AddCommand(listCommand(a, "list", "Every schedule with its spec, queue and next fire",
+		(*store.Store).Schedules, toScheduleJSON, a.printSchedules),
 		a.scheduleActionCmd("pause", "Stop a schedule's fires until resume", (*store.Schedule).Pause),
 		a.scheduleActionCmd("resume", "Restart a paused schedule from its next boundary", (*store.Schedule).Resume),
 		a.scheduleActionCmd("delete", "Remove a schedule", (*store.Schedule).Delete),
@@ -144,4 +113,18 @@ func (a *app) listenCmd() *cobra.Command {
 			}
 		},
 	}
+}
+
+// printSchedules prints schedules as a table.
+func (a *app) printSchedules(list []store.ScheduleInfo) error {
+	now := time.Now()
+	t := newTable(a.out, "SCHEDULE", "SPEC", "TZ", "QUEUE", "STATE", "NEXT FIRE", "LAST FIRED")
+	for _, s := range list {
+		state := "active"
+		if s.Paused {
+			state = "paused"
+		}
+		t.row(s.Name, s.Spec, cmpOr(s.TZ, "UTC"), s.Queue, state, agoT(s.NextFireAt, now), ago(s.LastFiredAt, now))
+	}
+	return t.flush()
 }

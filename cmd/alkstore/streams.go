@@ -76,30 +76,8 @@ func (a *app) printStreams(streams []store.StreamStats) error {
 
 func (a *app) streamsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "streams", Aliases: []string{"stream"}, Short: "List, tail, publish to and rewind streams"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "Every stream with its head offset, events, consumers and keys",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.store(cmd.Context())
-			if err != nil {
-				return err
-			}
-			streams, err := st.Streams(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json {
-				for _, s := range streams {
-					if err := jsonLine(a.out, toStreamJSON(s)); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return a.printStreams(streams)
-		},
-	}, a.tailCmd(), a.consumersCmd(), a.resetCmd(), a.headsCmd(), a.publishCmd())
+	cmd.AddCommand(listCommand(a, "list", "Every stream with its head offset, events, consumers and keys",
+		(*store.Store).Streams, toStreamJSON, a.printStreams), a.tailCmd(), a.consumersCmd(), a.resetCmd(), a.headsCmd(), a.publishCmd())
 	return cmd
 }
 

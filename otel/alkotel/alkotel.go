@@ -18,6 +18,7 @@ package alkotel
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -275,10 +276,30 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
 	}
 	start := time.Now()
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// A panic counts as an error: record the run, then let the panic
+		// go on to the lifecycle, which settles the job.
+		if p := recover(); p != nil {
+			i.record(ctx, span, job, start, fmt.Errorf("handler panicked: %v", p))
+			panic(p)
+		}
+	}()
 	err := run(ctx)
+	done = true
+	i.record(ctx, span, job, start, err)
+	return err
+}
+
+// record sets a finished run's outcome on its span and records its
+// duration by outcome.
+func (i *Instrumentation) record(ctx context.Context, span trace.Span, job *store.Job, start time.Time, err error) {
 	outcome := store.HandlerOutcome(ctx, job, err)
 	name := OutcomeName(outcome)
-	if recording {
+	if span.IsRecording() {
 		span.SetAttributes(KeyOutcome.String(name))
 	}
 	switch outcome {
@@ -288,7 +309,6 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 	}
 	i.process.Record(ctx, time.Since(start).Seconds(),
 		i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
-	return err
 }
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:

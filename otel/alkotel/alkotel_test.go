@@ -213,11 +213,11 @@ func TestHandlerOutcomes(t *testing.T) {
 		tel := newTelemetry()
 		s := open(t, dsn, tel)
 		q := s.Queue("jobs")
-		kinds := []string{"ok", "snooze", "retry", "permanent", "last", "cancel"}
+		kinds := []string{"ok", "snooze", "retry", "permanent", "last", "cancel", "panic"}
 		ids := map[string]int64{}
 		for _, k := range kinds {
 			opts := store.EnqueueOpts{}
-			if k == "last" {
+			if k == "last" || k == "panic" {
 				opts.MaxAttempts = 1
 			}
 			id, err := q.Enqueue(c, []byte(k), opts)
@@ -236,6 +236,8 @@ func TestHandlerOutcomes(t *testing.T) {
 				return errors.New("boom")
 			case "permanent":
 				return store.Permanent(errors.New("bad input"))
+			case "panic": // a panic counts as an error
+				panic("boom")
 			case "cancel":
 				close(running)
 				<-ctx.Done()
@@ -263,13 +265,13 @@ func TestHandlerOutcomes(t *testing.T) {
 			for k, want := range ids {
 				if fmt.Sprint(want) == id && sp.SpanKind() == trace.SpanKindConsumer {
 					outcome[k] = a[alkotel.KeyOutcome].AsString()
-					failed := k == "retry" || k == "last" || k == "permanent"
+					failed := k == "retry" || k == "last" || k == "permanent" || k == "panic"
 					assert.Equal(t, failed, sp.Status().Code.String() == "Error", "%s: span status %v", k, sp.Status())
 				}
 			}
 		}
 		assert.Equal(t, map[string]string{"ok": "completed", "snooze": "snoozed", "retry": "retried",
-			"permanent": "dead", "last": "dead", "cancel": "cancelled"}, outcome)
+			"permanent": "dead", "last": "dead", "cancel": "cancelled", "panic": "dead"}, outcome)
 
 		var rm metricdata.ResourceMetrics
 		require.NoError(t, tel.reader.Collect(c, &rm))
@@ -283,7 +285,7 @@ func TestHandlerOutcomes(t *testing.T) {
 				counts[v.AsString()] += dp.Count
 			}
 		}
-		assert.Equal(t, map[string]uint64{"completed": 1, "snoozed": 1, "retried": 1, "dead": 2, "cancelled": 1}, counts)
+		assert.Equal(t, map[string]uint64{"completed": 1, "snoozed": 1, "retried": 1, "dead": 3, "cancelled": 1}, counts)
 	})
 }
 

@@ -80,7 +80,7 @@ func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) 
 			return nil, fmt.Errorf("%w: After and Limit must not be negative", ErrInvalidArgument)
 		}
 		limit := min(cmp.Or(opts.Limit, DefaultJobsLimit), MaxJobsLimit)
-		return o.listJobs(ctx, q.name, opts.State, opts.After, limit)
+		return o.listJobs(ctx, listJobsReq{queue: q.name, state: opts.State, after: opts.After, limit: limit})
 	})
 }
 
@@ -130,7 +130,7 @@ func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
 		before := q.s.now()
 		var total int64
 		for raced := 0; ; {
-			n, err := o.requeueDead(ctx, q.name, q.s.now(), before, requeueBatch)
+			n, err := o.requeueDead(ctx, requeueDeadReq{queue: q.name, now: q.s.now(), before: before, batch: requeueBatch})
 			if keyHeld(err) && raced < uniqueRetries {
 				// A job took a key of the batch meanwhile (Postgres: an
 				// enqueue committed after the statement's snapshot). The
