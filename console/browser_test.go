@@ -156,7 +156,21 @@ func visible(sel string) chromedp.Action[chromedp.Void] {
 func gone(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitNotPresent(chromedp.CSS(sel))
 }
-func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+// click waits for sel, then clicks it from the page's own JavaScript in the
+// next task: a live update may replace the element between the protocol's
+// finding and clicking it (chromedp then fails with "Could not find node
+// with given id"), whereas the page's querySelector and click run in one
+// task on whatever element sel names then, as a person's click would.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := chromedp.WaitVisible(chromedp.CSS(sel))(ctx, t); err != nil {
+			return chromedp.Void{}, err
+		}
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(
+			`(() => { const sel = %q; setTimeout(() => document.querySelector(sel).click(), 0); return true })()`, sel))(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
 
 func count(t *testing.T, e *env, selector string) int {
 	t.Helper()
