@@ -156,6 +156,7 @@ func visible(sel string) chromedp.Action[chromedp.Void] {
 func gone(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitNotPresent(chromedp.CSS(sel))
 }
+
 // click waits for sel, then clicks it from the page's own JavaScript in the
 // next task: a live update may replace the element between the protocol's
 // finding and clicking it (chromedp then fails with "Could not find node
