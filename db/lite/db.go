@@ -51,6 +51,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.citusVersionStmt, err = db.PrepareContext(ctx, citusVersion); err != nil {
 		return nil, fmt.Errorf("error preparing query CitusVersion: %w", err)
 	}
+	if q.claimGroupPartitionStmt, err = db.PrepareContext(ctx, claimGroupPartition); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimGroupPartition: %w", err)
+	}
 	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
 	}
@@ -59,6 +62,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
+	}
+	if q.commitGroupOffsetStmt, err = db.PrepareContext(ctx, commitGroupOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query CommitGroupOffset: %w", err)
 	}
 	if q.compactWindowStmt, err = db.PrepareContext(ctx, compactWindow); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactWindow: %w", err)
@@ -84,14 +90,26 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.consumerLagsStmt, err = db.PrepareContext(ctx, consumerLags); err != nil {
 		return nil, fmt.Errorf("error preparing query ConsumerLags: %w", err)
 	}
+	if q.createGroupStmt, err = db.PrepareContext(ctx, createGroup); err != nil {
+		return nil, fmt.Errorf("error preparing query CreateGroup: %w", err)
+	}
+	if q.createGroupPartitionsStmt, err = db.PrepareContext(ctx, createGroupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query CreateGroupPartitions: %w", err)
+	}
 	if q.deleteEventStmt, err = db.PrepareContext(ctx, deleteEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteEvent: %w", err)
+	}
+	if q.deleteExpiredGroupMembersStmt, err = db.PrepareContext(ctx, deleteExpiredGroupMembers); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteExpiredGroupMembers: %w", err)
 	}
 	if q.deleteExpiredHeadlessStmt, err = db.PrepareContext(ctx, deleteExpiredHeadless); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteExpiredHeadless: %w", err)
 	}
 	if q.deleteFinishedJobsStmt, err = db.PrepareContext(ctx, deleteFinishedJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteFinishedJobs: %w", err)
+	}
+	if q.deleteGroupMemberStmt, err = db.PrepareContext(ctx, deleteGroupMember); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteGroupMember: %w", err)
 	}
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
@@ -147,6 +165,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getScheduleStmt, err = db.PrepareContext(ctx, getSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query GetSchedule: %w", err)
 	}
+	if q.groupEventKeysStmt, err = db.PrepareContext(ctx, groupEventKeys); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupEventKeys: %w", err)
+	}
+	if q.groupMembersStmt, err = db.PrepareContext(ctx, groupMembers); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupMembers: %w", err)
+	}
+	if q.groupPartitionCountStmt, err = db.PrepareContext(ctx, groupPartitionCount); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupPartitionCount: %w", err)
+	}
+	if q.groupPartitionsStmt, err = db.PrepareContext(ctx, groupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupPartitions: %w", err)
+	}
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
 	}
@@ -164,6 +194,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
+	}
+	if q.listGroupsStmt, err = db.PrepareContext(ctx, listGroups); err != nil {
+		return nil, fmt.Errorf("error preparing query ListGroups: %w", err)
 	}
 	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
 		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
@@ -240,11 +273,17 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.registerQueueStmt, err = db.PrepareContext(ctx, registerQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query RegisterQueue: %w", err)
 	}
+	if q.releaseGroupPartitionStmt, err = db.PrepareContext(ctx, releaseGroupPartition); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseGroupPartition: %w", err)
+	}
 	if q.releaseJobStmt, err = db.PrepareContext(ctx, releaseJob); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseJob: %w", err)
 	}
 	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
+	}
+	if q.renewGroupPartitionsStmt, err = db.PrepareContext(ctx, renewGroupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query RenewGroupPartitions: %w", err)
 	}
 	if q.requeueDeadJobsStmt, err = db.PrepareContext(ctx, requeueDeadJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query RequeueDeadJobs: %w", err)
@@ -306,6 +345,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
+	if q.upsertGroupMemberStmt, err = db.PrepareContext(ctx, upsertGroupMember); err != nil {
+		return nil, fmt.Errorf("error preparing query UpsertGroupMember: %w", err)
+	}
 	if q.upsertScheduleStmt, err = db.PrepareContext(ctx, upsertSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertSchedule: %w", err)
 	}
@@ -359,6 +401,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing citusVersionStmt: %w", cerr)
 		}
 	}
+	if q.claimGroupPartitionStmt != nil {
+		if cerr := q.claimGroupPartitionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimGroupPartitionStmt: %w", cerr)
+		}
+	}
 	if q.claimJobByIDStmt != nil {
 		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
@@ -372,6 +419,11 @@ func (q *Queries) Close() error {
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
+		}
+	}
+	if q.commitGroupOffsetStmt != nil {
+		if cerr := q.commitGroupOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commitGroupOffsetStmt: %w", cerr)
 		}
 	}
 	if q.compactWindowStmt != nil {
@@ -414,9 +466,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing consumerLagsStmt: %w", cerr)
 		}
 	}
+	if q.createGroupStmt != nil {
+		if cerr := q.createGroupStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing createGroupStmt: %w", cerr)
+		}
+	}
+	if q.createGroupPartitionsStmt != nil {
+		if cerr := q.createGroupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing createGroupPartitionsStmt: %w", cerr)
+		}
+	}
 	if q.deleteEventStmt != nil {
 		if cerr := q.deleteEventStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteEventStmt: %w", cerr)
+		}
+	}
+	if q.deleteExpiredGroupMembersStmt != nil {
+		if cerr := q.deleteExpiredGroupMembersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteExpiredGroupMembersStmt: %w", cerr)
 		}
 	}
 	if q.deleteExpiredHeadlessStmt != nil {
@@ -427,6 +494,11 @@ func (q *Queries) Close() error {
 	if q.deleteFinishedJobsStmt != nil {
 		if cerr := q.deleteFinishedJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteFinishedJobsStmt: %w", cerr)
+		}
+	}
+	if q.deleteGroupMemberStmt != nil {
+		if cerr := q.deleteGroupMemberStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteGroupMemberStmt: %w", cerr)
 		}
 	}
 	if q.deleteHeadStmt != nil {
@@ -519,6 +591,26 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getScheduleStmt: %w", cerr)
 		}
 	}
+	if q.groupEventKeysStmt != nil {
+		if cerr := q.groupEventKeysStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupEventKeysStmt: %w", cerr)
+		}
+	}
+	if q.groupMembersStmt != nil {
+		if cerr := q.groupMembersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupMembersStmt: %w", cerr)
+		}
+	}
+	if q.groupPartitionCountStmt != nil {
+		if cerr := q.groupPartitionCountStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupPartitionCountStmt: %w", cerr)
+		}
+	}
+	if q.groupPartitionsStmt != nil {
+		if cerr := q.groupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupPartitionsStmt: %w", cerr)
+		}
+	}
 	if q.heartbeatJobStmt != nil {
 		if cerr := q.heartbeatJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
@@ -547,6 +639,11 @@ func (q *Queries) Close() error {
 	if q.latestNotificationStmt != nil {
 		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
+		}
+	}
+	if q.listGroupsStmt != nil {
+		if cerr := q.listGroupsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listGroupsStmt: %w", cerr)
 		}
 	}
 	if q.listHeadsStmt != nil {
@@ -674,6 +771,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing registerQueueStmt: %w", cerr)
 		}
 	}
+	if q.releaseGroupPartitionStmt != nil {
+		if cerr := q.releaseGroupPartitionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseGroupPartitionStmt: %w", cerr)
+		}
+	}
 	if q.releaseJobStmt != nil {
 		if cerr := q.releaseJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing releaseJobStmt: %w", cerr)
@@ -682,6 +784,11 @@ func (q *Queries) Close() error {
 	if q.releaseLeaseStmt != nil {
 		if cerr := q.releaseLeaseStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
+		}
+	}
+	if q.renewGroupPartitionsStmt != nil {
+		if cerr := q.renewGroupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing renewGroupPartitionsStmt: %w", cerr)
 		}
 	}
 	if q.requeueDeadJobsStmt != nil {
@@ -784,6 +891,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
 		}
 	}
+	if q.upsertGroupMemberStmt != nil {
+		if cerr := q.upsertGroupMemberStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing upsertGroupMemberStmt: %w", cerr)
+		}
+	}
 	if q.upsertScheduleStmt != nil {
 		if cerr := q.upsertScheduleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing upsertScheduleStmt: %w", cerr)
@@ -826,203 +938,231 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                         DBTX
-	tx                         *sql.Tx
-	ackJobStmt                 *sql.Stmt
-	ackJobsStmt                *sql.Stmt
-	acquireLeaseStmt           *sql.Stmt
-	advanceCompactionStmt      *sql.Stmt
-	buryExhaustedClaimsStmt    *sql.Stmt
-	buryJobStmt                *sql.Stmt
-	cancelJobStmt              *sql.Stmt
-	citusSchemaDistributedStmt *sql.Stmt
-	citusVersionStmt           *sql.Stmt
-	claimJobByIDStmt           *sql.Stmt
-	claimJobsStmt              *sql.Stmt
-	claimableJobsStmt          *sql.Stmt
-	compactWindowStmt          *sql.Stmt
-	compactedStreamsStmt       *sql.Stmt
-	compactionWindowStmt       *sql.Stmt
-	completeJobStmt            *sql.Stmt
-	completeJobsStmt           *sql.Stmt
-	configureQueueStmt         *sql.Stmt
-	configureStreamStmt        *sql.Stmt
-	consumerLagsStmt           *sql.Stmt
-	deleteEventStmt            *sql.Stmt
-	deleteExpiredHeadlessStmt  *sql.Stmt
-	deleteFinishedJobsStmt     *sql.Stmt
-	deleteHeadStmt             *sql.Stmt
-	deleteJobStmt              *sql.Stmt
-	deleteRetainedStmt         *sql.Stmt
-	deleteScheduleStmt         *sql.Stmt
-	dueSchedulesStmt           *sql.Stmt
-	enqueueJobStmt             *sql.Stmt
-	enqueueJobsStmt            *sql.Stmt
-	enqueueUniqueJobStmt       *sql.Stmt
-	enqueueUniqueJobsStmt      *sql.Stmt
-	expiredTombstonesStmt      *sql.Stmt
-	findJobStmt                *sql.Stmt
-	fireScheduleStmt           *sql.Stmt
-	getCompactionHeadStmt      *sql.Stmt
-	getEventPayloadStmt        *sql.Stmt
-	getJobStmt                 *sql.Stmt
-	getLeaseStmt               *sql.Stmt
-	getOffsetStmt              *sql.Stmt
-	getScheduleStmt            *sql.Stmt
-	heartbeatJobStmt           *sql.Stmt
-	insertHeadlessHeadStmt     *sql.Stmt
-	jobClaimsStmt              *sql.Stmt
-	jobKeyHolderStmt           *sql.Stmt
-	jobQueuesStmt              *sql.Stmt
-	latestNotificationStmt     *sql.Stmt
-	listHeadsStmt              *sql.Stmt
-	listJobsStmt               *sql.Stmt
-	listPendingJobsStmt        *sql.Stmt
-	listQueueJobsStmt          *sql.Stmt
-	listQueueSettingsStmt      *sql.Stmt
-	listRunningJobsStmt        *sql.Stmt
-	listSchedulesStmt          *sql.Stmt
-	lockCompactionHeadStmt     *sql.Stmt
-	maintainedStreamsStmt      *sql.Stmt
-	nextJobDueStmt             *sql.Stmt
-	nextScheduleFireStmt       *sql.Stmt
-	notificationsSinceStmt     *sql.Stmt
-	notifyStmt                 *sql.Stmt
-	oldestWriteTransactionStmt *sql.Stmt
-	partitionsDeniedStmt       *sql.Stmt
-	pauseScheduleStmt          *sql.Stmt
-	pruneNotificationsStmt     *sql.Stmt
-	publishEventStmt           *sql.Stmt
-	publishEventsStmt          *sql.Stmt
-	publishKeyedEventStmt      *sql.Stmt
-	queuePausedStmt            *sql.Stmt
-	queueStatsStmt             *sql.Stmt
-	readEventsStmt             *sql.Stmt
-	readEventsFromConsumerStmt *sql.Stmt
-	registerQueueStmt          *sql.Stmt
-	releaseJobStmt             *sql.Stmt
-	releaseLeaseStmt           *sql.Stmt
-	requeueDeadJobsStmt        *sql.Stmt
-	requeueJobStmt             *sql.Stmt
-	resetOffsetStmt            *sql.Stmt
-	resumeScheduleStmt         *sql.Stmt
-	retentionWindowStmt        *sql.Stmt
-	retryJobStmt               *sql.Stmt
-	saveOffsetStmt             *sql.Stmt
-	setQueuePausedStmt         *sql.Stmt
-	snoozeJobStmt              *sql.Stmt
-	streamEventStatsStmt       *sql.Stmt
-	streamHeadStatsStmt        *sql.Stmt
-	streamsWithHeadlessStmt    *sql.Stmt
-	sweepAllExpiredJobsStmt    *sql.Stmt
-	sweepExpiredJobsStmt       *sql.Stmt
-	touchHeadlessHeadStmt      *sql.Stmt
-	trimStreamStmt             *sql.Stmt
-	unheadRetainedStmt         *sql.Stmt
-	unheadTrimmedStmt          *sql.Stmt
-	uniqueJobIDsStmt           *sql.Stmt
-	upsertCompactionHeadStmt   *sql.Stmt
-	upsertScheduleStmt         *sql.Stmt
+	db                            DBTX
+	tx                            *sql.Tx
+	ackJobStmt                    *sql.Stmt
+	ackJobsStmt                   *sql.Stmt
+	acquireLeaseStmt              *sql.Stmt
+	advanceCompactionStmt         *sql.Stmt
+	buryExhaustedClaimsStmt       *sql.Stmt
+	buryJobStmt                   *sql.Stmt
+	cancelJobStmt                 *sql.Stmt
+	citusSchemaDistributedStmt    *sql.Stmt
+	citusVersionStmt              *sql.Stmt
+	claimGroupPartitionStmt       *sql.Stmt
+	claimJobByIDStmt              *sql.Stmt
+	claimJobsStmt                 *sql.Stmt
+	claimableJobsStmt             *sql.Stmt
+	commitGroupOffsetStmt         *sql.Stmt
+	compactWindowStmt             *sql.Stmt
+	compactedStreamsStmt          *sql.Stmt
+	compactionWindowStmt          *sql.Stmt
+	completeJobStmt               *sql.Stmt
+	completeJobsStmt              *sql.Stmt
+	configureQueueStmt            *sql.Stmt
+	configureStreamStmt           *sql.Stmt
+	consumerLagsStmt              *sql.Stmt
+	createGroupStmt               *sql.Stmt
+	createGroupPartitionsStmt     *sql.Stmt
+	deleteEventStmt               *sql.Stmt
+	deleteExpiredGroupMembersStmt *sql.Stmt
+	deleteExpiredHeadlessStmt     *sql.Stmt
+	deleteFinishedJobsStmt        *sql.Stmt
+	deleteGroupMemberStmt         *sql.Stmt
+	deleteHeadStmt                *sql.Stmt
+	deleteJobStmt                 *sql.Stmt
+	deleteRetainedStmt            *sql.Stmt
+	deleteScheduleStmt            *sql.Stmt
+	dueSchedulesStmt              *sql.Stmt
+	enqueueJobStmt                *sql.Stmt
+	enqueueJobsStmt               *sql.Stmt
+	enqueueUniqueJobStmt          *sql.Stmt
+	enqueueUniqueJobsStmt         *sql.Stmt
+	expiredTombstonesStmt         *sql.Stmt
+	findJobStmt                   *sql.Stmt
+	fireScheduleStmt              *sql.Stmt
+	getCompactionHeadStmt         *sql.Stmt
+	getEventPayloadStmt           *sql.Stmt
+	getJobStmt                    *sql.Stmt
+	getLeaseStmt                  *sql.Stmt
+	getOffsetStmt                 *sql.Stmt
+	getScheduleStmt               *sql.Stmt
+	groupEventKeysStmt            *sql.Stmt
+	groupMembersStmt              *sql.Stmt
+	groupPartitionCountStmt       *sql.Stmt
+	groupPartitionsStmt           *sql.Stmt
+	heartbeatJobStmt              *sql.Stmt
+	insertHeadlessHeadStmt        *sql.Stmt
+	jobClaimsStmt                 *sql.Stmt
+	jobKeyHolderStmt              *sql.Stmt
+	jobQueuesStmt                 *sql.Stmt
+	latestNotificationStmt        *sql.Stmt
+	listGroupsStmt                *sql.Stmt
+	listHeadsStmt                 *sql.Stmt
+	listJobsStmt                  *sql.Stmt
+	listPendingJobsStmt           *sql.Stmt
+	listQueueJobsStmt             *sql.Stmt
+	listQueueSettingsStmt         *sql.Stmt
+	listRunningJobsStmt           *sql.Stmt
+	listSchedulesStmt             *sql.Stmt
+	lockCompactionHeadStmt        *sql.Stmt
+	maintainedStreamsStmt         *sql.Stmt
+	nextJobDueStmt                *sql.Stmt
+	nextScheduleFireStmt          *sql.Stmt
+	notificationsSinceStmt        *sql.Stmt
+	notifyStmt                    *sql.Stmt
+	oldestWriteTransactionStmt    *sql.Stmt
+	partitionsDeniedStmt          *sql.Stmt
+	pauseScheduleStmt             *sql.Stmt
+	pruneNotificationsStmt        *sql.Stmt
+	publishEventStmt              *sql.Stmt
+	publishEventsStmt             *sql.Stmt
+	publishKeyedEventStmt         *sql.Stmt
+	queuePausedStmt               *sql.Stmt
+	queueStatsStmt                *sql.Stmt
+	readEventsStmt                *sql.Stmt
+	readEventsFromConsumerStmt    *sql.Stmt
+	registerQueueStmt             *sql.Stmt
+	releaseGroupPartitionStmt     *sql.Stmt
+	releaseJobStmt                *sql.Stmt
+	releaseLeaseStmt              *sql.Stmt
+	renewGroupPartitionsStmt      *sql.Stmt
+	requeueDeadJobsStmt           *sql.Stmt
+	requeueJobStmt                *sql.Stmt
+	resetOffsetStmt               *sql.Stmt
+	resumeScheduleStmt            *sql.Stmt
+	retentionWindowStmt           *sql.Stmt
+	retryJobStmt                  *sql.Stmt
+	saveOffsetStmt                *sql.Stmt
+	setQueuePausedStmt            *sql.Stmt
+	snoozeJobStmt                 *sql.Stmt
+	streamEventStatsStmt          *sql.Stmt
+	streamHeadStatsStmt           *sql.Stmt
+	streamsWithHeadlessStmt       *sql.Stmt
+	sweepAllExpiredJobsStmt       *sql.Stmt
+	sweepExpiredJobsStmt          *sql.Stmt
+	touchHeadlessHeadStmt         *sql.Stmt
+	trimStreamStmt                *sql.Stmt
+	unheadRetainedStmt            *sql.Stmt
+	unheadTrimmedStmt             *sql.Stmt
+	uniqueJobIDsStmt              *sql.Stmt
+	upsertCompactionHeadStmt      *sql.Stmt
+	upsertGroupMemberStmt         *sql.Stmt
+	upsertScheduleStmt            *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                         tx,
-		tx:                         tx,
-		ackJobStmt:                 q.ackJobStmt,
-		ackJobsStmt:                q.ackJobsStmt,
-		acquireLeaseStmt:           q.acquireLeaseStmt,
-		advanceCompactionStmt:      q.advanceCompactionStmt,
-		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
-		buryJobStmt:                q.buryJobStmt,
-		cancelJobStmt:              q.cancelJobStmt,
-		citusSchemaDistributedStmt: q.citusSchemaDistributedStmt,
-		citusVersionStmt:           q.citusVersionStmt,
-		claimJobByIDStmt:           q.claimJobByIDStmt,
-		claimJobsStmt:              q.claimJobsStmt,
-		claimableJobsStmt:          q.claimableJobsStmt,
-		compactWindowStmt:          q.compactWindowStmt,
-		compactedStreamsStmt:       q.compactedStreamsStmt,
-		compactionWindowStmt:       q.compactionWindowStmt,
-		completeJobStmt:            q.completeJobStmt,
-		completeJobsStmt:           q.completeJobsStmt,
-		configureQueueStmt:         q.configureQueueStmt,
-		configureStreamStmt:        q.configureStreamStmt,
-		consumerLagsStmt:           q.consumerLagsStmt,
-		deleteEventStmt:            q.deleteEventStmt,
-		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
-		deleteFinishedJobsStmt:     q.deleteFinishedJobsStmt,
-		deleteHeadStmt:             q.deleteHeadStmt,
-		deleteJobStmt:              q.deleteJobStmt,
-		deleteRetainedStmt:         q.deleteRetainedStmt,
-		deleteScheduleStmt:         q.deleteScheduleStmt,
-		dueSchedulesStmt:           q.dueSchedulesStmt,
-		enqueueJobStmt:             q.enqueueJobStmt,
-		enqueueJobsStmt:            q.enqueueJobsStmt,
-		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
-		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
-		expiredTombstonesStmt:      q.expiredTombstonesStmt,
-		findJobStmt:                q.findJobStmt,
-		fireScheduleStmt:           q.fireScheduleStmt,
-		getCompactionHeadStmt:      q.getCompactionHeadStmt,
-		getEventPayloadStmt:        q.getEventPayloadStmt,
-		getJobStmt:                 q.getJobStmt,
-		getLeaseStmt:               q.getLeaseStmt,
-		getOffsetStmt:              q.getOffsetStmt,
-		getScheduleStmt:            q.getScheduleStmt,
-		heartbeatJobStmt:           q.heartbeatJobStmt,
-		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
-		jobClaimsStmt:              q.jobClaimsStmt,
-		jobKeyHolderStmt:           q.jobKeyHolderStmt,
-		jobQueuesStmt:              q.jobQueuesStmt,
-		latestNotificationStmt:     q.latestNotificationStmt,
-		listHeadsStmt:              q.listHeadsStmt,
-		listJobsStmt:               q.listJobsStmt,
-		listPendingJobsStmt:        q.listPendingJobsStmt,
-		listQueueJobsStmt:          q.listQueueJobsStmt,
-		listQueueSettingsStmt:      q.listQueueSettingsStmt,
-		listRunningJobsStmt:        q.listRunningJobsStmt,
-		listSchedulesStmt:          q.listSchedulesStmt,
-		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
-		maintainedStreamsStmt:      q.maintainedStreamsStmt,
-		nextJobDueStmt:             q.nextJobDueStmt,
-		nextScheduleFireStmt:       q.nextScheduleFireStmt,
-		notificationsSinceStmt:     q.notificationsSinceStmt,
-		notifyStmt:                 q.notifyStmt,
-		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
-		partitionsDeniedStmt:       q.partitionsDeniedStmt,
-		pauseScheduleStmt:          q.pauseScheduleStmt,
-		pruneNotificationsStmt:     q.pruneNotificationsStmt,
-		publishEventStmt:           q.publishEventStmt,
-		publishEventsStmt:          q.publishEventsStmt,
-		publishKeyedEventStmt:      q.publishKeyedEventStmt,
-		queuePausedStmt:            q.queuePausedStmt,
-		queueStatsStmt:             q.queueStatsStmt,
-		readEventsStmt:             q.readEventsStmt,
-		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
-		registerQueueStmt:          q.registerQueueStmt,
-		releaseJobStmt:             q.releaseJobStmt,
-		releaseLeaseStmt:           q.releaseLeaseStmt,
-		requeueDeadJobsStmt:        q.requeueDeadJobsStmt,
-		requeueJobStmt:             q.requeueJobStmt,
-		resetOffsetStmt:            q.resetOffsetStmt,
-		resumeScheduleStmt:         q.resumeScheduleStmt,
-		retentionWindowStmt:        q.retentionWindowStmt,
-		retryJobStmt:               q.retryJobStmt,
-		saveOffsetStmt:             q.saveOffsetStmt,
-		setQueuePausedStmt:         q.setQueuePausedStmt,
-		snoozeJobStmt:              q.snoozeJobStmt,
-		streamEventStatsStmt:       q.streamEventStatsStmt,
-		streamHeadStatsStmt:        q.streamHeadStatsStmt,
-		streamsWithHeadlessStmt:    q.streamsWithHeadlessStmt,
-		sweepAllExpiredJobsStmt:    q.sweepAllExpiredJobsStmt,
-		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
-		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
-		trimStreamStmt:             q.trimStreamStmt,
-		unheadRetainedStmt:         q.unheadRetainedStmt,
-		unheadTrimmedStmt:          q.unheadTrimmedStmt,
-		uniqueJobIDsStmt:           q.uniqueJobIDsStmt,
-		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
-		upsertScheduleStmt:         q.upsertScheduleStmt,
+		db:                            tx,
+		tx:                            tx,
+		ackJobStmt:                    q.ackJobStmt,
+		ackJobsStmt:                   q.ackJobsStmt,
+		acquireLeaseStmt:              q.acquireLeaseStmt,
+		advanceCompactionStmt:         q.advanceCompactionStmt,
+		buryExhaustedClaimsStmt:       q.buryExhaustedClaimsStmt,
+		buryJobStmt:                   q.buryJobStmt,
+		cancelJobStmt:                 q.cancelJobStmt,
+		citusSchemaDistributedStmt:    q.citusSchemaDistributedStmt,
+		citusVersionStmt:              q.citusVersionStmt,
+		claimGroupPartitionStmt:       q.claimGroupPartitionStmt,
+		claimJobByIDStmt:              q.claimJobByIDStmt,
+		claimJobsStmt:                 q.claimJobsStmt,
+		claimableJobsStmt:             q.claimableJobsStmt,
+		commitGroupOffsetStmt:         q.commitGroupOffsetStmt,
+		compactWindowStmt:             q.compactWindowStmt,
+		compactedStreamsStmt:          q.compactedStreamsStmt,
+		compactionWindowStmt:          q.compactionWindowStmt,
+		completeJobStmt:               q.completeJobStmt,
+		completeJobsStmt:              q.completeJobsStmt,
+		configureQueueStmt:            q.configureQueueStmt,
+		configureStreamStmt:           q.configureStreamStmt,
+		consumerLagsStmt:              q.consumerLagsStmt,
+		createGroupStmt:               q.createGroupStmt,
+		createGroupPartitionsStmt:     q.createGroupPartitionsStmt,
+		deleteEventStmt:               q.deleteEventStmt,
+		deleteExpiredGroupMembersStmt: q.deleteExpiredGroupMembersStmt,
+		deleteExpiredHeadlessStmt:     q.deleteExpiredHeadlessStmt,
+		deleteFinishedJobsStmt:        q.deleteFinishedJobsStmt,
+		deleteGroupMemberStmt:         q.deleteGroupMemberStmt,
+		deleteHeadStmt:                q.deleteHeadStmt,
+		deleteJobStmt:                 q.deleteJobStmt,
+		deleteRetainedStmt:            q.deleteRetainedStmt,
+		deleteScheduleStmt:            q.deleteScheduleStmt,
+		dueSchedulesStmt:              q.dueSchedulesStmt,
+		enqueueJobStmt:                q.enqueueJobStmt,
+		enqueueJobsStmt:               q.enqueueJobsStmt,
+		enqueueUniqueJobStmt:          q.enqueueUniqueJobStmt,
+		enqueueUniqueJobsStmt:         q.enqueueUniqueJobsStmt,
+		expiredTombstonesStmt:         q.expiredTombstonesStmt,
+		findJobStmt:                   q.findJobStmt,
+		fireScheduleStmt:              q.fireScheduleStmt,
+		getCompactionHeadStmt:         q.getCompactionHeadStmt,
+		getEventPayloadStmt:           q.getEventPayloadStmt,
+		getJobStmt:                    q.getJobStmt,
+		getLeaseStmt:                  q.getLeaseStmt,
+		getOffsetStmt:                 q.getOffsetStmt,
+		getScheduleStmt:               q.getScheduleStmt,
+		groupEventKeysStmt:            q.groupEventKeysStmt,
+		groupMembersStmt:              q.groupMembersStmt,
+		groupPartitionCountStmt:       q.groupPartitionCountStmt,
+		groupPartitionsStmt:           q.groupPartitionsStmt,
+		heartbeatJobStmt:              q.heartbeatJobStmt,
+		insertHeadlessHeadStmt:        q.insertHeadlessHeadStmt,
+		jobClaimsStmt:                 q.jobClaimsStmt,
+		jobKeyHolderStmt:              q.jobKeyHolderStmt,
+		jobQueuesStmt:                 q.jobQueuesStmt,
+		latestNotificationStmt:        q.latestNotificationStmt,
+		listGroupsStmt:                q.listGroupsStmt,
+		listHeadsStmt:                 q.listHeadsStmt,
+		listJobsStmt:                  q.listJobsStmt,
+		listPendingJobsStmt:           q.listPendingJobsStmt,
+		listQueueJobsStmt:             q.listQueueJobsStmt,
+		listQueueSettingsStmt:         q.listQueueSettingsStmt,
+		listRunningJobsStmt:           q.listRunningJobsStmt,
+		listSchedulesStmt:             q.listSchedulesStmt,
+		lockCompactionHeadStmt:        q.lockCompactionHeadStmt,
+		maintainedStreamsStmt:         q.maintainedStreamsStmt,
+		nextJobDueStmt:                q.nextJobDueStmt,
+		nextScheduleFireStmt:          q.nextScheduleFireStmt,
+		notificationsSinceStmt:        q.notificationsSinceStmt,
+		notifyStmt:                    q.notifyStmt,
+		oldestWriteTransactionStmt:    q.oldestWriteTransactionStmt,
+		partitionsDeniedStmt:          q.partitionsDeniedStmt,
+		pauseScheduleStmt:             q.pauseScheduleStmt,
+		pruneNotificationsStmt:        q.pruneNotificationsStmt,
+		publishEventStmt:              q.publishEventStmt,
+		publishEventsStmt:             q.publishEventsStmt,
+		publishKeyedEventStmt:         q.publishKeyedEventStmt,
+		queuePausedStmt:               q.queuePausedStmt,
+		queueStatsStmt:                q.queueStatsStmt,
+		readEventsStmt:                q.readEventsStmt,
+		readEventsFromConsumerStmt:    q.readEventsFromConsumerStmt,
+		registerQueueStmt:             q.registerQueueStmt,
+		releaseGroupPartitionStmt:     q.releaseGroupPartitionStmt,
+		releaseJobStmt:                q.releaseJobStmt,
+		releaseLeaseStmt:              q.releaseLeaseStmt,
+		renewGroupPartitionsStmt:      q.renewGroupPartitionsStmt,
+		requeueDeadJobsStmt:           q.requeueDeadJobsStmt,
+		requeueJobStmt:                q.requeueJobStmt,
+		resetOffsetStmt:               q.resetOffsetStmt,
+		resumeScheduleStmt:            q.resumeScheduleStmt,
+		retentionWindowStmt:           q.retentionWindowStmt,
+		retryJobStmt:                  q.retryJobStmt,
+		saveOffsetStmt:                q.saveOffsetStmt,
+		setQueuePausedStmt:            q.setQueuePausedStmt,
+		snoozeJobStmt:                 q.snoozeJobStmt,
+		streamEventStatsStmt:          q.streamEventStatsStmt,
+		streamHeadStatsStmt:           q.streamHeadStatsStmt,
+		streamsWithHeadlessStmt:       q.streamsWithHeadlessStmt,
+		sweepAllExpiredJobsStmt:       q.sweepAllExpiredJobsStmt,
+		sweepExpiredJobsStmt:          q.sweepExpiredJobsStmt,
+		touchHeadlessHeadStmt:         q.touchHeadlessHeadStmt,
+		trimStreamStmt:                q.trimStreamStmt,
+		unheadRetainedStmt:            q.unheadRetainedStmt,
+		unheadTrimmedStmt:             q.unheadTrimmedStmt,
+		uniqueJobIDsStmt:              q.uniqueJobIDsStmt,
+		upsertCompactionHeadStmt:      q.upsertCompactionHeadStmt,
+		upsertGroupMemberStmt:         q.upsertGroupMemberStmt,
+		upsertScheduleStmt:            q.upsertScheduleStmt,
 	}
 }
