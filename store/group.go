@@ -361,6 +361,7 @@ type GroupMember struct {
 	nextStep   time.Time
 	stepNow    bool
 	lastStep   time.Time
+	lastIdle   time.Time // when commitIdle last ran
 }
 
 // ownedPart is a partition the member holds.
@@ -593,9 +594,12 @@ func (m *GroupMember) step(ctx context.Context) error {
 		return err
 	}
 	live := []string{}
+	expired := false
 	for _, mr := range v.members {
 		if mr.expiresAt.After(now) || mr.member == m.id {
 			live = append(live, mr.member)
+		} else {
+			expired = true
 		}
 	}
 	if !slices.Contains(live, m.id) {
@@ -679,9 +683,24 @@ func (m *GroupMember) step(ctx context.Context) error {
 		changed = true
 	}
 	// Commit how far idle partitions were read, so that their next owner
-	// does not read the stream from far back.
-	if err := m.commitIdle(ctx, now); err != nil {
-		return err
+	// does not read the stream from far back: once per heartbeat period
+	// (on SQLite every commit wakes every member, and a step on each must
+	// not write).
+	if now.Sub(m.lastIdle) >= m.opts.LeaseTTL/3 {
+		m.lastIdle = now
+		if err := m.commitIdle(ctx, now); err != nil {
+			return err
+		}
+	}
+	// Rows of members whose lease ran out (crashed) go, so Stats and the
+	// others' views stop listing them.
+	if expired {
+		if err := run0(m.g.handle, "group rebalance", autoWrite(ctx), func(o target) error {
+			_, err := o.deleteExpiredGroupMembers(ctx, m.ref, now)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	if changed {
 		m.mu.Lock()
@@ -974,6 +993,9 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 	return g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
 		m, err := g.Join(ctx, opts)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		defer func() { _ = m.Leave(context.WithoutCancel(ctx)) }()
