@@ -932,6 +932,17 @@ func (m *GroupMember) leave(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// CheckOpts reports, without I/O, why Join, Consume or ConsumeTx would
+// refuse the group (its stream's or its own name) or opts: an error
+// matching ErrInvalidName or ErrInvalidArgument, wrapped with the group.
+// A partition count that differs from the stored one shows only at Join.
+func (g *Group) CheckOpts(opts GroupOpts) error {
+	return run0(g.handle, "group check", func(s *Store) (target, error) { return target{}, s.check() }, func(target) error {
+		_, err := opts.withDefaults(g.s)
+		return err
+	})
+}
+
 // GroupHandler handles one event of a group member's partitions. Returning
 // nil commits the event (Commit); an error leaves it uncommitted and hands
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
@@ -949,7 +960,9 @@ type GroupTxHandler func(ctx context.Context, tx Tx, ev Event) error
 
 // Consume joins the group and runs handler on every event of the member's
 // partitions, one at a time in offset order, committing each after it,
-// until ctx is cancelled or the store shuts down; then it leaves the group
+// until ctx is cancelled or the store shuts down; then it lets the event in
+// flight finish and commit (the handler's context is not cancelled: a
+// handler that never returns holds the stop up) and leaves the group
 // gracefully (its partitions go to the other members at once). It returns
 // nil after ctx was cancelled and an error matching ErrClosed when the
 // store's shutdown stopped it; other errors are bad options.
@@ -1014,7 +1027,9 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 				}
 				continue
 			}
-			err = handle(ctx, m, ev)
+			// A stop lets the event in flight finish and commit: the
+			// handler's context keeps ctx's values but not its cancel.
+			err = handle(context.WithoutCancel(ctx), m, ev)
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrClaimLost):

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/client"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -421,5 +422,51 @@ func TestGroupBadInput(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrInvalidArgument)
 		_, err = s.Stream("s").Group("nope").Stats(c)
 		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
+
+// TestClientHandlesGroups: a client runs two members of a group, one plain
+// and one transactional, beside nothing else; between them they handle
+// every event, and Stop leaves the group (no member left, nothing owned).
+func TestClientHandlesGroups(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		createEffects(t, s)
+		g := s.Stream("orders").Group("ship")
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		var log groupLog
+		require.NoError(t, cl.HandleGroup(g, store.GroupOpts{Partitions: 4}, func(ctx context.Context, ev store.Event) error {
+			log.add("plain", ev)
+			return nil
+		}))
+		require.NoError(t, cl.HandleGroupTx(g, store.GroupOpts{Partitions: 4}, func(ctx context.Context, tx store.Tx, ev store.Event) error {
+			log.add("tx", ev)
+			return writeEffect(ctx, tx, ev.Offset)
+		}))
+		err := cl.HandleGroup(g, store.GroupOpts{Partitions: 2000}, func(context.Context, store.Event) error { return nil })
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		err = cl.HandleGroup(nil, store.GroupOpts{}, func(context.Context, store.Event) error { return nil })
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		other := e.open(t)
+		err = cl.HandleGroup(other.Stream("orders").Group("ship"), store.GroupOpts{}, func(context.Context, store.Event) error { return nil })
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+
+		require.NoError(t, cl.Start(c))
+		published := publishKeyed(t, s.Stream("orders"), 200, 10)
+		for c.Err() == nil && len(log.seen()) < len(published) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.NoError(t, cl.Stop(c))
+		log.mu.Lock()
+		checkGroupLog(t, published, log.entries)
+		log.mu.Unlock()
+		gs, err := g.Stats(c)
+		require.NoError(t, err)
+		assert.Empty(t, gs.Members)
+		for _, p := range gs.Assignment {
+			assert.Empty(t, p.Owner)
+		}
+		assert.Zero(t, gs.Lag)
 	})
 }
