@@ -110,6 +110,13 @@ type GroupOpts struct {
 	// RetryDelay: Consume and ConsumeTx hand an event whose handler failed
 	// to the handler again this much later; default 1s.
 	RetryDelay time.Duration
+	// CommitInterval: Consume commits each partition's progress at most
+	// this often (and whenever it runs out of events, releases a partition
+	// or leaves) instead of after every event: one write per partition and
+	// interval instead of one per event, for as many events handled again
+	// after a crash. 0 (the default) commits after every event. ConsumeTx
+	// commits in each event's transaction, whatever it says.
+	CommitInterval time.Duration
 	// Logger: failed reads, heartbeats and handlers; default the store's.
 	Logger *slog.Logger
 }
@@ -120,8 +127,8 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 		return o, fmt.Errorf("%w: Partitions %d outside 1..%d", ErrInvalidArgument, o.Partitions, MaxGroupPartitions)
 	case o.LeaseTTL != 0 && o.LeaseTTL < 100*time.Millisecond:
 		return o, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, o.LeaseTTL)
-	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0:
-		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll or RetryDelay", ErrInvalidArgument)
+	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0:
+		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll, RetryDelay or CommitInterval", ErrInvalidArgument)
 	}
 	o.Member = cmp.Or(o.Member, DefaultWorkerName())
 	if err := validateLocalName("member", o.Member); err != nil {
@@ -370,8 +377,20 @@ type ownedPart struct {
 	committed int64     // committed offset, as this member last wrote or read it
 	cursor    int64     // every event of the partition up to it was delivered (or it has none)
 	delivered int64     // the last event of the partition delivered
+	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
+}
+
+// position is how far the partition may be committed: through its cursor
+// when every event handed out of it is finished (or committed), through
+// the last finished one otherwise.
+func (o *ownedPart) position() int64 {
+	done := max(o.committed, o.finished)
+	if o.delivered <= done {
+		return max(done, o.cursor)
+	}
+	return done
 }
 
 // Join makes a new member of the group, creating the group (with
@@ -720,10 +739,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 // release gives partition p up, committing how far it was read when every
 // event handed out of it was committed.
 func (m *GroupMember) release(ctx context.Context, p int, o *ownedPart) error {
-	committed := o.committed
-	if o.delivered <= o.committed {
-		committed = max(o.committed, o.cursor)
-	}
+	committed := o.position()
 	now := m.g.s.now()
 	return run0(m.g.handle, "group release", autoWrite(ctx), func(t target) error {
 		topic := groupTopic(m.ref.stream, m.ref.group)
@@ -736,9 +752,10 @@ func (m *GroupMember) release(ctx context.Context, p int, o *ownedPart) error {
 	})
 }
 
-// commitIdle commits the cursors of the partitions whose handed-out events
-// are all committed but whose cursor moved on (no events of theirs among
-// those read since).
+// commitIdle commits the positions of the partitions that moved past their
+// committed offset: the events Consume finished since its last flush, and
+// the cursors of partitions with nothing outstanding (no events of theirs
+// among those read since).
 func (m *GroupMember) commitIdle(ctx context.Context, now time.Time) error {
 	type idle struct {
 		p         int
@@ -747,8 +764,8 @@ func (m *GroupMember) commitIdle(ctx context.Context, now time.Time) error {
 	var todo []idle
 	m.mu.Lock()
 	for p, o := range m.owned {
-		if !o.lost && o.delivered <= o.committed && o.cursor > o.committed {
-			todo = append(todo, idle{p, o.token, o.cursor})
+		if at := o.position(); !o.lost && at > o.committed {
+			todo = append(todo, idle{p, o.token, at})
 		}
 	}
 	m.mu.Unlock()
@@ -970,11 +987,20 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 	if handler == nil {
 		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
 	}
+	var flushed time.Time
 	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
 		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
 			return err
 		}
-		return m.Commit(ctx, ev)
+		if m.opts.CommitInterval == 0 {
+			return m.Commit(ctx, ev)
+		}
+		m.finish(ev)
+		if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
+			flushed = now
+			return m.commitIdle(ctx, now)
+		}
+		return nil
 	})
 }
 
@@ -1049,6 +1075,23 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 	})
 }
 
+// finish records that Consume handled ev: the next flush commits it.
+func (m *GroupMember) finish(ev Event) {
+	p := GroupPartition(ev, m.n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.owned[p]; o != nil {
+		o.finished = max(o.finished, ev.Offset)
+	}
+}
+
+// buffered is how many events are read ahead (some of them other members').
+func (m *GroupMember) buffered() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buf)
+}
+
 // redeliver puts ev back at the head of the buffer, for Recv to hand out
 // again.
 func (m *GroupMember) redeliver(ev Event) {
@@ -1060,7 +1103,7 @@ func (m *GroupMember) redeliver(ev Event) {
 		return
 	}
 	o.cursor = ev.Offset - 1
-	o.delivered = min(o.delivered, o.committed)
+	o.delivered = min(o.delivered, max(o.committed, o.finished))
 	if m.bufThrough == 0 && len(m.buf) == 0 {
 		m.bufThrough = ev.Offset
 	}
