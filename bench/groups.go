@@ -29,6 +29,24 @@ func benchGroups(ctx context.Context, engine string, s *store.Store, open func(.
 		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_group_effects (id BIGINT PRIMARY KEY)`)
 		return err
 	}))
+	// The ceiling: the same sleeps with no store at all, 1,500 per goroutine
+	// (on a loaded machine a 1ms sleep takes longer, and so does each
+	// member's).
+	for _, n := range []int{1, 2, 4} {
+		if what := fmt.Sprintf("groups: 1ms sleeps alone, %d goroutine(s) (sleeps/s)", n); want(engine, what) {
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					for range 1500 {
+						time.Sleep(groupWork)
+					}
+				})
+			}
+			wg.Wait()
+			plain(engine, what, float64(1500*n)/time.Since(start).Seconds())
+		}
+	}
 	for _, form := range []string{"Consume", "Consume+CommitInterval", "ConsumeTx"} {
 		tx := form == "ConsumeTx"
 		var opts store.GroupOpts
