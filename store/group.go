@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alkstore/alkstore/internal/wake"
@@ -359,14 +360,15 @@ type GroupMember struct {
 	closed    chan struct{}
 	onClose   func()
 
-	mu    sync.Mutex
-	owned map[int]*ownedPart
+	mu     sync.Mutex
+	owned  map[int]*ownedPart
+	claims int64 // claims made so far: a heartbeat judges only the partitions claimed before it
 
 	// Recv's state (Recv's goroutine only).
 	buf        []Event
 	bufThrough int64 // the offset the buffered page reads through
 	nextStep   time.Time
-	stepNow    bool
+	stepNow    atomic.Bool // a heartbeat or a wake asks for a rebalance step
 	lastStep   time.Time
 	lastIdle   time.Time // when commitIdle last ran
 }
@@ -380,6 +382,7 @@ type ownedPart struct {
 	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
+	claim     int64     // which of the member's claims took it
 }
 
 // position is how far the partition may be committed: through its cursor
@@ -409,7 +412,8 @@ func (g *Group) Join(ctx context.Context, opts GroupOpts) (*GroupMember, error) 
 		}
 		m := &GroupMember{g: g, id: opts.Member + "-" + strconv.FormatInt(suffix%(1<<40), 36), opts: opts,
 			ref: groupRef{g.st.name, g.group}, owned: map[int]*ownedPart{},
-			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{}), stepNow: true}
+			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{})}
+		m.stepNow.Store(true)
 		now := g.s.now()
 		want := cmp.Or(opts.Partitions, DefaultGroupPartitions)
 		n, err := o.createGroup(ctx, m.ref, want, now)
@@ -485,10 +489,10 @@ func (m *GroupMember) Recv(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		now := m.g.s.now()
-		if m.stepNow || !now.Before(m.nextStep) {
+		if m.stepNow.Load() || !now.Before(m.nextStep) {
 			if err := m.step(ctx); err != nil {
 				m.nextStep = now.Add(min(time.Second, m.opts.LeaseTTL/3))
-				m.stepNow = false
+				m.stepNow.Store(false)
 				return Event{}, err
 			}
 		}
@@ -527,7 +531,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 			// claims it again (reading it from its committed offset) or
 			// leaves it to its new owner.
 			o.lost = true
-			m.stepNow = true
+			m.stepNow.Store(true)
 			continue
 		}
 		o.cursor, o.delivered = ev.Offset, ev.Offset
@@ -582,9 +586,9 @@ func (m *GroupMember) wait(ctx context.Context) error {
 	case <-m.sub.Done():
 	case <-m.sub.C():
 	case <-m.gsub.C():
-		m.stepNow = true // on SQLite every commit wakes: the step only reads unless something changed
+		m.stepNow.Store(true) // on SQLite every commit wakes: the step only reads unless something changed
 	case <-t.C:
-		m.stepNow = true
+		m.stepNow.Store(true)
 	}
 	return nil
 }
@@ -594,7 +598,7 @@ func (m *GroupMember) wait(ctx context.Context) error {
 // free or expired ones within it.
 func (m *GroupMember) step(ctx context.Context) error {
 	s := m.g.s
-	m.stepNow = false
+	m.stepNow.Store(false)
 	now := s.now()
 	defer func() { m.lastStep = now }()
 	type view struct {
@@ -696,6 +700,8 @@ func (m *GroupMember) step(ctx context.Context) error {
 			continue // someone else was first
 		}
 		m.mu.Lock()
+		m.claims++
+		res.claim = m.claims
 		m.owned[r.part] = &res
 		m.mu.Unlock()
 		held = append(held, r.part)
@@ -828,7 +834,7 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 		m.mu.Lock()
 		if o := m.owned[p]; o != nil && o.token == token {
 			o.lost = true
-			m.stepNow = true
+			m.stepNow.Store(true)
 		}
 		m.mu.Unlock()
 		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member or its lease ran out", ErrClaimLost, p))
@@ -876,6 +882,9 @@ func (m *GroupMember) heartbeats() {
 }
 
 func (m *GroupMember) heartbeat(ctx context.Context) error {
+	m.mu.Lock()
+	before := m.claims // a partition claimed after this may be missing from the renewal
+	m.mu.Unlock()
 	now := m.g.s.now()
 	exp := now.Add(m.opts.LeaseTTL)
 	tokens, err := run(m.g.handle, "group heartbeat", autoWrite(ctx), func(o target) (map[int]int64, error) {
@@ -890,11 +899,12 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, o := range m.owned {
-		if tok, ok := tokens[p]; ok && tok == o.token {
+		switch tok, ok := tokens[p]; {
+		case ok && tok == o.token:
 			o.deadline = exp
-		} else {
+		case o.claim <= before:
 			o.lost = true
-			m.stepNow = true
+			m.stepNow.Store(true)
 		}
 	}
 	return nil
