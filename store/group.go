@@ -369,6 +369,7 @@ type GroupMember struct {
 	bufThrough int64 // the offset the buffered page reads through
 	nextStep   time.Time
 	stepNow    atomic.Bool // a heartbeat or a wake asks for a rebalance step
+	wakeStep   bool        // a group wake came while busy: step soon
 	lastStep   time.Time
 	lastIdle   time.Time // when commitIdle last ran
 }
@@ -467,6 +468,10 @@ func (m *GroupMember) Partitions() []int {
 // PartitionCount is the group's number of partitions.
 func (m *GroupMember) PartitionCount() int { return m.n }
 
+// busyStepEvery is how often at most a member that has events to hand
+// out steps for a wake of its group.
+const busyStepEvery = 20 * time.Millisecond
+
 // errMemberClosed is what Recv returns after Close.
 var errMemberClosed = fmt.Errorf("%w: the group member left", ErrClosed)
 
@@ -489,7 +494,19 @@ func (m *GroupMember) Recv(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 		now := m.g.s.now()
+		// A busy member never waits, so it looks for the group's wakes here:
+		// a join or a leave elsewhere makes it step (at most every
+		// busyStepEvery, since on SQLite every commit anywhere wakes it).
+		select {
+		case <-m.gsub.C():
+			m.wakeStep = true
+		default:
+		}
+		if m.wakeStep && now.Sub(m.lastStep) >= busyStepEvery {
+			m.stepNow.Store(true)
+		}
 		if m.stepNow.Load() || !now.Before(m.nextStep) {
+			m.wakeStep = false
 			if err := m.step(ctx); err != nil {
 				m.nextStep = now.Add(min(time.Second, m.opts.LeaseTTL/3))
 				m.stepNow.Store(false)
