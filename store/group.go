@@ -593,7 +593,11 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 // wait sleeps until a wake (a publish on the stream, a change in the group),
 // the next step or the safety poll.
 func (m *GroupMember) wait(ctx context.Context) error {
-	d := min(m.opts.SafetyPoll, max(m.nextStep.Sub(m.g.s.now()), time.Millisecond))
+	now := m.g.s.now()
+	d := min(m.opts.SafetyPoll, max(m.nextStep.Sub(now), time.Millisecond))
+	if m.wakeStep { // a wake seen while busy, whose step is still due
+		d = min(d, max(busyStepEvery-now.Sub(m.lastStep), time.Millisecond))
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
