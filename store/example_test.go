@@ -626,8 +626,8 @@ func ExampleGroup() {
 		return a.CommitTx(ctx, tx, ev) // ErrClaimLost once the partition is another member's
 	}))
 	fmt.Println(len(a.Partitions()), len(b.Partitions())) // 2 2
-	check(a.Leave(ctx)) // b takes a's partitions at its next Recv, without waiting for a lease
-	st := must(g.Stats(ctx)) // members, assignment, committed offsets, lag per partition
+	check(a.Leave(ctx))                                   // b takes a's partitions at its next Recv, without waiting for a lease
+	st := must(g.Stats(ctx))                              // members, assignment, committed offsets, lag per partition
 	fmt.Println(len(st.Members), st.Lag)
 	// Output:
 	// 2 2
