@@ -473,3 +473,41 @@ func TestClientHandlesGroups(t *testing.T) {
 		assert.Zero(t, gs.Lag)
 	})
 }
+
+// TestGroupBusyMemberSharesWithANewcomer: a member busy with a backlog
+// (it never waits for events) gives a member that joins meanwhile its share
+// at once, not at its next heartbeat period (an hour's lease: twenty
+// minutes). Before, a busy member looked for its group's wakes only when
+// idle, and kept every partition until then.
+func TestGroupBusyMemberSharesWithANewcomer(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		published := publishKeyed(t, s.Stream("orders"), 10000, 100)
+		opts := store.GroupOpts{Partitions: 8, LeaseTTL: time.Hour}
+		var a, b atomic.Int64
+		cc, cancel := context.WithCancel(c)
+		defer cancel()
+		var wg sync.WaitGroup
+		consume := func(st *store.Store, n *atomic.Int64) {
+			wg.Go(func() {
+				assert.NoError(t, st.Stream("orders").Group("g").Consume(cc, opts, func(context.Context, store.Event) error {
+					n.Add(1)
+					return nil
+				}))
+			})
+		}
+		consume(e.open(t), &a)
+		for a.Load() == 0 && c.Err() == nil { // a is busy: it took every partition
+			time.Sleep(time.Millisecond)
+		}
+		consume(e.open(t), &b)
+		for c.Err() == nil && a.Load()+b.Load() < int64(len(published)) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		wg.Wait()
+		t.Logf("%s: a handled %d, b %d", e.name, a.Load(), b.Load())
+		assert.Positive(t, b.Load(), "the newcomer got a share while the first member was busy")
+	})
+}
