@@ -118,6 +118,10 @@ type GroupOpts struct {
 	// after a crash. 0 (the default) commits after every event. ConsumeTx
 	// commits in each event's transaction, whatever it says.
 	CommitInterval time.Duration
+	// Grace: when Consume or ConsumeTx is stopped, the handler in flight
+	// may finish (and commit) for this long before its context is
+	// cancelled; default 30s. A store's hard stop cancels it at once.
+	Grace time.Duration
 	// Logger: failed reads, heartbeats and handlers; default the store's.
 	Logger *slog.Logger
 }
@@ -128,8 +132,8 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 		return o, fmt.Errorf("%w: Partitions %d outside 1..%d", ErrInvalidArgument, o.Partitions, MaxGroupPartitions)
 	case o.LeaseTTL != 0 && o.LeaseTTL < 100*time.Millisecond:
 		return o, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, o.LeaseTTL)
-	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0:
-		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll, RetryDelay or CommitInterval", ErrInvalidArgument)
+	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0, o.Grace < 0:
+		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll, RetryDelay, CommitInterval or Grace", ErrInvalidArgument)
 	}
 	o.Member = cmp.Or(o.Member, DefaultWorkerName())
 	if err := validateLocalName("member", o.Member); err != nil {
@@ -139,6 +143,7 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 	o.PageSize = cmp.Or(o.PageSize, 256)
 	o.SafetyPoll = cmp.Or(o.SafetyPoll, 5*time.Second)
 	o.RetryDelay = cmp.Or(o.RetryDelay, time.Second)
+	o.Grace = cmp.Or(o.Grace, 30*time.Second)
 	o.Logger = cmp.Or(o.Logger, s.log)
 	return o, nil
 }
@@ -1009,9 +1014,9 @@ type GroupTxHandler func(ctx context.Context, tx Tx, ev Event) error
 // Consume joins the group and runs handler on every event of the member's
 // partitions, one at a time in offset order, committing each after it,
 // until ctx is cancelled or the store shuts down; then it lets the event in
-// flight finish and commit (the handler's context is not cancelled: a
-// handler that never returns holds the stop up) and leaves the group
-// gracefully (its partitions go to the other members at once). It returns
+// flight finish and commit within GroupOpts.Grace (then its handler's
+// context is cancelled, and at once on a store's hard stop) and leaves the
+// group gracefully (its partitions go to the other members at once). It returns
 // nil after ctx was cancelled and an error matching ErrClosed when the
 // store's shutdown stopped it; other errors are bad options.
 func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandler) error {
@@ -1070,6 +1075,26 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 		}
 		defer func() { _ = m.Leave(context.WithoutCancel(ctx)) }()
 		log := m.opts.Logger
+		// The handlers' context: ctx's values, not its cancel, which
+		// only starts the Grace.
+		hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer hcancel()
+		go func() {
+			select {
+			case <-hctx.Done():
+				return
+			case <-g.s.life.hard:
+			case <-ctx.Done():
+				t := time.NewTimer(m.opts.Grace)
+				defer t.Stop()
+				select {
+				case <-hctx.Done():
+				case <-t.C:
+				case <-g.s.life.hard:
+				}
+			}
+			hcancel()
+		}()
 		for {
 			ev, err := m.Recv(ctx)
 			switch {
@@ -1084,9 +1109,8 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 				}
 				continue
 			}
-			// A stop lets the event in flight finish and commit: the
-			// handler's context keeps ctx's values but not its cancel.
-			err = handle(context.WithoutCancel(ctx), m, ev)
+			// A stop lets the event in flight finish and commit.
+			err = handle(hctx, m, ev)
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrClaimLost):

@@ -511,3 +511,56 @@ func TestGroupBusyMemberSharesWithANewcomer(t *testing.T) {
 		assert.Positive(t, b.Load(), "the newcomer got a share while the first member was busy")
 	})
 }
+
+// TestGroupConsumeStopGrace: a stopped Consume lets the event in flight
+// finish and commit within its Grace; past the Grace the handler's context
+// is cancelled and the event stays uncommitted (its partition's next owner
+// gets it again).
+func TestGroupConsumeStopGrace(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		g := s.Stream("s").Group("g")
+		_, err := s.Stream("s").Publish(c, []byte("one"))
+		require.NoError(t, err)
+		run := func(grace time.Duration, handler store.GroupHandler) (cancel func(), wait func()) {
+			cc, cancel := context.WithCancel(c)
+			done := make(chan error, 1)
+			go func() { done <- g.Consume(cc, store.GroupOpts{Grace: grace}, handler) }()
+			return cancel, func() { require.NoError(t, <-done) }
+		}
+		lag := func() int64 {
+			st, err := g.Stats(c)
+			require.NoError(t, err)
+			return st.Lag
+		}
+
+		// Past the Grace: cancelled, not committed.
+		started := make(chan struct{})
+		cancel, wait := run(10*time.Millisecond, func(ctx context.Context, ev store.Event) error {
+			close(started)
+			<-ctx.Done() // ignores everything but its context
+			return ctx.Err()
+		})
+		<-started
+		cancel()
+		wait()
+		assert.Equal(t, int64(1), lag(), "the cancelled event stays uncommitted")
+
+		// Within the Grace: it finishes after the stop and commits.
+		started, finish := make(chan struct{}), make(chan struct{})
+		var handled atomic.Int64
+		cancel, wait = run(time.Hour, func(ctx context.Context, ev store.Event) error {
+			close(started)
+			<-finish
+			handled.Add(1)
+			return ctx.Err() // not cancelled: nil
+		})
+		<-started
+		cancel() // the stop comes first, while the handler runs
+		close(finish)
+		wait()
+		assert.Equal(t, int64(1), handled.Load())
+		assert.Zero(t, lag(), "the event in flight at the stop committed")
+	})
+}
