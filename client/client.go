@@ -190,7 +190,9 @@ func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver s
 
 // HandleGroup registers handler as a member of the consumer group g: it
 // runs as Group.Consume runs it with opts (joining at Start, leaving
-// gracefully at Stop, which lets the event in flight finish and commit).
+// gracefully at Stop, which lets the event in flight finish and commit
+// within opts.Grace; a hard Stop does not cut it shorter, the store's hard
+// shutdown does).
 // A process may register several groups, and one group more than once
 // (each is a member). The client's middleware wraps job handlers only.
 // It fails, with an error matching store.ErrInvalidArgument (or the name's
