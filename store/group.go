@@ -205,7 +205,7 @@ type groupPartRow struct {
 // groupRef names a group's rows.
 type groupRef struct{ stream, group string }
 
-// groupClaimReq claims (or releases, or commits) one partition for member.
+// groupPartReq claims, releases or commits one partition for member.
 type groupPartReq struct {
 	groupRef
 	member    string
@@ -348,8 +348,12 @@ func groupStats(ctx context.Context, o target, in groupInfo, now time.Time) (Gro
 // next owner. A member never skips an event: it reads the stream through
 // the settled horizon, as every receiver does.
 //
-// A member is used by one goroutine (Recv, Commit, CommitTx in turn);
-// its heartbeats run on their own.
+// A member is used by one goroutine: Recv, handle the event, Commit or
+// CommitTx it, Recv again. Calling Recv means the previous event is
+// finished (committed, or left to be delivered again): Recv is where the
+// member gives partitions up, so it must not be called while an earlier
+// event is still being handled. Its heartbeats run on their own, so a slow
+// handler keeps its partitions.
 type GroupMember struct {
 	g    *Group
 	id   string
