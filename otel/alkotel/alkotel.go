@@ -66,6 +66,8 @@ const (
 	metricQueueJobs    = "alkstore.queue.jobs"
 	metricOldestReady  = "alkstore.queue.oldest_ready"
 	metricConsumerLag  = "alkstore.consumer.lag"
+	metricGroupLag     = "alkstore.group.lag"
+	metricGroupMembers = "alkstore.group.members"
 	metricHeadless     = "alkstore.stream.headless_keys"
 	metricHeadlessAge  = "alkstore.stream.oldest_headless"
 	metricHorizonLag   = "alkstore.horizon.lag"

@@ -354,6 +354,9 @@ func TestMetricsMove(t *testing.T) {
 		_, err = st.PublishMany(c, []store.Message{{}, {}})
 		require.NoError(t, err)
 		require.NoError(t, st.SaveOffset(c, "reader", 0))
+		member, err := st.Group("billing").Join(c, store.GroupOpts{})
+		require.NoError(t, err)
+		defer member.Close()
 		k := "k"
 		_, err = st.PublishMessage(c, store.Message{Key: &k, Payload: []byte("v")})
 		require.NoError(t, err)
@@ -388,6 +391,12 @@ func TestMetricsMove(t *testing.T) {
 		assert.True(t, ok)
 		_, ok = point(t, rm, "alkstore.horizon.holder_age")
 		assert.True(t, ok)
+		v, ok = point(t, rm, "alkstore.group.lag", dest("ev"), alkotel.KeyConsumerGroup.String("billing"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		v, ok = point(t, rm, "alkstore.group.members", dest("ev"), alkotel.KeyConsumerGroup.String("billing"))
+		require.True(t, ok)
+		assert.EqualValues(t, 1, v)
 
 		jobs, err := q.Claim(c, "w", 2, time.Minute)
 		require.NoError(t, err)
