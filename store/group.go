@@ -477,8 +477,8 @@ func (m *GroupMember) Partitions() []int {
 // PartitionCount is the group's number of partitions.
 func (m *GroupMember) PartitionCount() int { return m.n }
 
-// busyStepEvery is how often at most a member that has events to hand
-// out steps for a wake of its group.
+// busyStepEvery is how often at most a member steps for wakes of its
+// group (on SQLite every commit anywhere is one).
 const busyStepEvery = 20 * time.Millisecond
 
 // errMemberClosed is what Recv returns after Close.
@@ -616,7 +616,9 @@ func (m *GroupMember) wait(ctx context.Context) error {
 	case <-m.sub.Done():
 	case <-m.sub.C():
 	case <-m.gsub.C():
-		m.stepNow.Store(true) // on SQLite every commit wakes: the step only reads unless something changed
+		// Stepped at most every busyStepEvery: on SQLite every commit
+		// anywhere wakes every member.
+		m.wakeStep = true
 	case <-t.C:
 		m.stepNow.Store(true)
 	}
