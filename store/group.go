@@ -411,6 +411,15 @@ func (o *ownedPart) position() int64 {
 // the partitions from its first Recv on; until then it only counts in the
 // others' shares. Close it when done: closing the store closes it.
 func (g *Group) Join(ctx context.Context, opts GroupOpts) (*GroupMember, error) {
+	return g.join(ctx, opts, false)
+}
+
+// join is Join; a loop's member (Consume, ConsumeTx) is not closed by the
+// store's shutdown but by its loop, once the event in flight finished and
+// committed: the shutdown waits for the loop, and a member closed under a
+// running handler would hand its partition (and the key being handled) to
+// another member at once.
+func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMember, error) {
 	return run(g.handle, "group join", autoWrite(ctx), func(o target) (*GroupMember, error) {
 		opts, err := opts.withDefaults(g.s)
 		if err != nil {
@@ -444,12 +453,15 @@ func (g *Group) Join(ctx context.Context, opts GroupOpts) (*GroupMember, error) 
 			return nil, err
 		}
 		o.afterCommit(g.s.wake(groupTopic(m.ref.stream, m.ref.group)))
-		key := new(int)
-		m.onClose = func() { g.s.bg.remove(key) }
-		if !g.s.bg.add(key, m.Close) {
-			m.sub.Close()
-			m.gsub.Close()
-			return nil, ErrClosed
+		m.onClose = func() {}
+		if !loop {
+			key := new(int)
+			m.onClose = func() { g.s.bg.remove(key) }
+			if !g.s.bg.add(key, m.Close) {
+				m.sub.Close()
+				m.gsub.Close()
+				return nil, ErrClosed
+			}
 		}
 		go m.heartbeats()
 		return m, nil
@@ -887,16 +899,15 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 }
 
 // heartbeats renew the member's row and its partitions' leases every third
-// of the lease until Close.
+// of the lease until Close (not until the store begins to shut down: a
+// Consume member's handler in flight keeps its partitions through the
+// shutdown's Grace; the shutdown closes the other members).
 func (m *GroupMember) heartbeats() {
 	defer close(m.beatsDone)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		select {
-		case <-m.stopBeats:
-		case <-m.sub.Done():
-		}
+		<-m.stopBeats
 		cancel()
 	}()
 	t := time.NewTicker(m.opts.LeaseTTL / 3)
@@ -1072,7 +1083,7 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 		return opErr("group consume", g.name, err)
 	}
 	return g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
-		m, err := g.Join(ctx, opts)
+		m, err := g.join(ctx, opts, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
