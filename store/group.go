@@ -393,6 +393,8 @@ type ownedPart struct {
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
 	claim     int64     // which of the member's claims took it
+	retryAt   time.Time // a failed event comes again then; until then the partition waits
+	inPage    bool      // the buffered page reads on from its cursor: its end moves the cursor
 }
 
 // position is how far the partition may be committed: through its cursor
@@ -560,7 +562,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 		m.buf = m.buf[1:]
 		p := GroupPartition(ev, m.n)
 		o := m.owned[p]
-		if o == nil || o.lost || ev.Offset <= o.cursor {
+		if o == nil || o.lost || !o.inPage || ev.Offset <= o.cursor {
 			continue
 		}
 		if !now.Before(o.deadline) {
@@ -577,7 +579,9 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 	}
 	if m.bufThrough > 0 {
 		for _, o := range m.owned {
-			o.cursor = max(o.cursor, m.bufThrough)
+			if o.inPage { // not one waiting for a retry, nor one claimed since
+				o.cursor = max(o.cursor, m.bufThrough)
+			}
 		}
 		m.bufThrough = 0
 	}
@@ -587,10 +591,14 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 // read reads the next page of the stream after the lowest cursor of the
 // member's partitions; false when there was nothing to read.
 func (m *GroupMember) read(ctx context.Context) (bool, error) {
+	now := m.g.s.now()
 	m.mu.Lock()
 	from := int64(-1)
 	for _, o := range m.owned {
-		if !o.lost && (from < 0 || o.cursor < from) {
+		// A partition waiting to retry a failed event is left out: the
+		// others go on meanwhile.
+		o.inPage = !o.lost && !now.Before(o.retryAt)
+		if o.inPage && (from < 0 || o.cursor < from) {
 			from = o.cursor
 		}
 	}
@@ -616,6 +624,13 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 func (m *GroupMember) wait(ctx context.Context) error {
 	now := m.g.s.now()
 	d := min(m.opts.SafetyPoll, max(m.nextStep.Sub(now), time.Millisecond))
+	m.mu.Lock()
+	for _, o := range m.owned {
+		if !o.lost && now.Before(o.retryAt) {
+			d = min(d, max(o.retryAt.Sub(now), time.Millisecond))
+		}
+	}
+	m.mu.Unlock()
 	if m.wakeStep { // a wake seen while busy, whose step is still due
 		d = min(d, max(busyStepEvery-now.Sub(m.lastStep), time.Millisecond))
 	}
@@ -1130,18 +1145,18 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			err = handle(hctx, m, ev)
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrClaimLost):
-				// The partition moved on: its new owner handles ev.
 			case ctx.Err() != nil:
-				m.redeliver(ev)
+				m.redeliver(ev, time.Time{})
 				return nil
+			case !m.holds(ev):
+				// The partition moved on (the member's own fencing says so,
+				// not the handler's error, which may wrap ErrClaimLost for
+				// its own reasons): its new owner handles ev.
 			default:
 				log.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
 					"offset", ev.Offset, "error", err)
-				m.redeliver(ev)
-				if !sleepCtx(ctx, m.opts.RetryDelay) {
-					return nil
-				}
+				// Only ev's partition waits; the others go on.
+				m.redeliver(ev, g.s.now().Add(m.opts.RetryDelay))
 			}
 		}
 	})
@@ -1164,9 +1179,20 @@ func (m *GroupMember) buffered() int {
 	return len(m.buf)
 }
 
-// redeliver puts ev back at the head of the buffer, for Recv to hand out
-// again.
-func (m *GroupMember) redeliver(ev Event) {
+// holds reports whether the member still holds ev's partition under the
+// claim it was delivered in: neither a renewal, a commit nor a step found
+// it lost.
+func (m *GroupMember) holds(ev Event) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.owned[GroupPartition(ev, m.n)]
+	return o != nil && !o.lost
+}
+
+// redeliver moves ev's partition back before ev, for Recv to hand it out
+// again from the stream, not before at: until then the partition waits
+// (its events are not handed out) while the others go on.
+func (m *GroupMember) redeliver(ev Event, at time.Time) {
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1176,10 +1202,7 @@ func (m *GroupMember) redeliver(ev Event) {
 	}
 	o.cursor = ev.Offset - 1
 	o.delivered = min(o.delivered, max(o.committed, o.finished))
-	if m.bufThrough == 0 && len(m.buf) == 0 {
-		m.bufThrough = ev.Offset
-	}
-	m.buf = append([]Event{ev}, m.buf...)
+	o.retryAt, o.inPage = at, false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

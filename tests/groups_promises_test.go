@@ -5,7 +5,9 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,4 +88,114 @@ func TestGroupStoreCloseLetsTheEventInFlightCommit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestGroupHandlerErrorWrappingClaimLostIsRetried: a handler's error that
+// wraps ErrClaimLost (it settled a job whose claim lapsed, say) is a
+// handler error like any other while the member still holds the partition:
+// the event comes again, before the key's next one. Before the fix it was
+// taken for the partition moving on: the event was skipped.
+func TestGroupHandlerErrorWrappingClaimLostIsRetried(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("s")
+		off1, err := st.PublishWithKey(c, "k", []byte("1"))
+		require.NoError(t, err)
+		off2, err := st.PublishWithKey(c, "k", []byte("2"))
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var order []int64
+		reached2 := make(chan struct{})
+		cc, cancel := context.WithCancel(c)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- st.Group("g").Consume(cc, store.GroupOpts{Partitions: 2, RetryDelay: time.Millisecond},
+				func(ctx context.Context, ev store.Event) error {
+					mu.Lock()
+					defer mu.Unlock()
+					order = append(order, ev.Offset)
+					if ev.Offset == off2 && !slices.Contains(order[:len(order)-1], off2) {
+						close(reached2)
+					}
+					if len(order) == 1 {
+						return fmt.Errorf("settling a job in the handler: %w", store.ErrClaimLost)
+					}
+					return nil
+				})
+		}()
+		<-reached2
+		cancel()
+		require.NoError(t, <-done)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []int64{off1, off1, off2}, order, "the failed event comes again before the key's next one")
+		gs, err := st.Group("g").Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, off2, gs.Assignment[store.KeyPartition("k", 2)].Committed)
+	})
+}
+
+// TestGroupFailingEventHoldsUpOnlyItsPartition: an event whose handler
+// fails waits RetryDelay (an hour here) with its partition; the member's
+// other partitions go on meanwhile. Before the fix the whole member slept.
+func TestGroupFailingEventHoldsUpOnlyItsPartition(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("s")
+		poison, err := st.PublishWithKey(c, "bad", nil)
+		require.NoError(t, err)
+		pbad := store.KeyPartition("bad", 8)
+		after, err := st.PublishWithKey(c, "bad", nil) // waits with the poison
+		require.NoError(t, err)
+		others := map[int64]bool{}
+		for i := 0; len(others) < 10; i++ {
+			k := fmt.Sprint("good", i)
+			if store.KeyPartition(k, 8) == pbad {
+				continue
+			}
+			off, err := st.PublishWithKey(c, k, nil)
+			require.NoError(t, err)
+			others[off] = true
+		}
+		var mu sync.Mutex
+		handled := map[int64]int{}
+		allOthers := make(chan struct{})
+		left := len(others)
+		rc, cancel := context.WithCancel(c)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- st.Group("g").Consume(rc, store.GroupOpts{Partitions: 8, RetryDelay: time.Hour}, func(ctx context.Context, ev store.Event) error {
+				mu.Lock()
+				defer mu.Unlock()
+				handled[ev.Offset]++
+				if others[ev.Offset] && handled[ev.Offset] == 1 {
+					if left--; left == 0 {
+						close(allOthers)
+					}
+				}
+				if ev.Offset == poison {
+					return errors.New("poison")
+				}
+				return nil
+			})
+		}()
+		select {
+		case <-allOthers:
+		case <-time.After(20 * time.Second):
+			t.Fatal("one failing event holds up every partition of its member")
+		}
+		cancel()
+		require.NoError(t, <-done)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, 1, handled[poison], "retried an hour later, not before")
+		assert.Zero(t, handled[after], "the key's next event waits for the failing one")
+		gs, err := st.Group("g").Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), gs.Lag, "the poison and the event after it")
+	})
 }
