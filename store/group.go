@@ -843,6 +843,7 @@ func (m *GroupMember) commitIdle(ctx context.Context, now time.Time) error {
 			m.mu.Lock()
 			if o := m.owned[it.p]; o != nil && o.token == it.token {
 				o.committed = max(o.committed, it.at)
+				o.deadline = maxTime(o.deadline, now.Add(m.opts.LeaseTTL))
 			}
 			m.mu.Unlock()
 		}
@@ -850,9 +851,15 @@ func (m *GroupMember) commitIdle(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// commit writes offset as partition p's committed offset, fenced by the
+// claim's token (another member's claim since makes it fail), and renews
+// the partition's lease: a heartbeat that could not run (a handler's
+// transaction held SQLite's writer, or a pool's only connection) lapses no
+// lease that nobody claimed yet.
 func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset int64, now time.Time) (bool, error) {
 	return run(m.g.handle, "group commit", v, func(o target) (bool, error) {
-		return o.commitGroupOffset(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: p, token: token, committed: offset, now: now})
+		return o.commitGroupOffset(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: p, token: token, committed: offset,
+			now: now, exp: now.Add(m.opts.LeaseTTL)})
 	})
 }
 
@@ -885,7 +892,8 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 	if token == 0 {
 		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
 	}
-	ok, err := m.commit(ctx, v, p, token, ev.Offset, m.g.s.now())
+	now := m.g.s.now()
+	ok, err := m.commit(ctx, v, p, token, ev.Offset, now)
 	if err != nil {
 		return err
 	}
@@ -902,6 +910,7 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 		m.mu.Lock()
 		if o := m.owned[p]; o != nil && o.token == token {
 			o.committed = max(o.committed, ev.Offset)
+			o.deadline = maxTime(o.deadline, now.Add(m.opts.LeaseTTL))
 		}
 		m.mu.Unlock()
 	}
@@ -1203,6 +1212,13 @@ func (m *GroupMember) redeliver(ev Event, at time.Time) {
 	o.cursor = ev.Offset - 1
 	o.delivered = min(o.delivered, max(o.committed, o.finished))
 	o.retryAt, o.inPage = at, false
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -106,7 +106,7 @@ func (o liteOps) releaseGroupPartition(ctx context.Context, r groupPartReq) (boo
 }
 
 func (o liteOps) commitGroupOffset(ctx context.Context, r groupPartReq) (bool, error) {
-	n, err := o.q.CommitGroupOffset(ctx, litedb.CommitGroupOffsetParams{CommittedOffset: r.committed, Now: r.now.UnixMicro(),
+	n, err := o.q.CommitGroupOffset(ctx, litedb.CommitGroupOffsetParams{CommittedOffset: r.committed, Now: r.now.UnixMicro(), ExpiresAt: r.exp.UnixMicro(),
 		Stream: r.stream, Grp: r.group, Part: int64(r.part), Member: &r.member, Token: r.token})
 	return n == 1, err
 }

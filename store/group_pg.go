@@ -91,7 +91,7 @@ func (o pgOps) releaseGroupPartition(ctx context.Context, r groupPartReq) (bool,
 }
 
 func (o pgOps) commitGroupOffset(ctx context.Context, r groupPartReq) (bool, error) {
-	n, err := o.q.CommitGroupOffset(ctx, pgdb.CommitGroupOffsetParams{CommittedOffset: r.committed, Now: r.now,
+	n, err := o.q.CommitGroupOffset(ctx, pgdb.CommitGroupOffsetParams{CommittedOffset: r.committed, Now: r.now, ExpiresAt: r.exp,
 		Stream: r.stream, Grp: r.group, Part: int32(r.part), Member: &r.member, Token: r.token})
 	return n == 1, err
 }

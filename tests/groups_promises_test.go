@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,60 @@ func TestGroupFailingEventHoldsUpOnlyItsPartition(t *testing.T) {
 		gs, err := st.Group("g").Stats(c)
 		require.NoError(t, err)
 		assert.Equal(t, int64(2), gs.Lag, "the poison and the event after it")
+	})
+}
+
+// TestGroupSlowTxHandlerOutlivesItsLease: a ConsumeTx handler slower than
+// the lease commits. On SQLite (its transaction holds the writer) and on a
+// pool of one connection the heartbeat cannot renew the lease while the
+// handler runs; here the store's clock jumps two leases during each
+// attempt, so no heartbeat renews it on either engine. Nobody claimed the
+// partition meanwhile (the token is the member's), so the commit is sound
+// and renews the lease. Before the fix every attempt's CommitTx found the
+// lease run out: ErrClaimLost, retried for ever.
+func TestGroupSlowTxHandlerOutlivesItsLease(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		var shift atomic.Int64
+		s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }))
+		createEffects(t, s)
+		st := s.Stream("s")
+		off1, err := st.PublishWithKey(c, "k", nil)
+		require.NoError(t, err)
+		off2, err := st.PublishWithKey(c, "k", nil)
+		require.NoError(t, err)
+		const lease = time.Minute // real heartbeats every 20s: none in this test
+		attempts := map[int64]int{}
+		second, retried := make(chan struct{}), make(chan struct{})
+		rc, cancel := context.WithCancel(c)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- st.Group("g").ConsumeTx(rc, store.GroupOpts{Partitions: 1, LeaseTTL: lease, RetryDelay: time.Millisecond},
+				func(ctx context.Context, tx store.Tx, ev store.Event) error {
+					attempts[ev.Offset]++
+					switch {
+					case ev.Offset == off2:
+						close(second)
+						return errors.New("stop here")
+					case attempts[ev.Offset] == 2:
+						close(retried)
+					}
+					shift.Add(int64(2 * lease)) // slow business logic: two leases
+					return writeEffect(ctx, tx, ev.Offset)
+				})
+		}()
+		select {
+		case <-second:
+		case <-retried:
+			t.Fatal("the slow handler's commit failed: its lease ran out though nobody claimed the partition")
+		}
+		cancel()
+		require.NoError(t, <-done)
+		assert.Equal(t, map[int64]int{off1: 1}, effects(t, s))
+		gs, err := st.Group("g").Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, off1, gs.Assignment[0].Committed)
+		assert.Equal(t, int64(1), gs.Assignment[0].Token, "claimed once: the commit renewed the lease")
 	})
 }

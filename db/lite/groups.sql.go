@@ -47,14 +47,16 @@ func (q *Queries) ClaimGroupPartition(ctx context.Context, arg ClaimGroupPartiti
 
 const commitGroupOffset = `-- name: CommitGroupOffset :execrows
 UPDATE alk_group_partitions
-SET committed_offset = max(committed_offset, CAST(?1 AS INTEGER)), updated_at = ?2
-WHERE stream = ?3 AND grp = ?4 AND part = ?5
-  AND owner = ?6 AND token = ?7 AND lease_expires_at > ?2
+SET committed_offset = max(committed_offset, CAST(?1 AS INTEGER)), updated_at = ?2,
+    lease_expires_at = max(lease_expires_at, CAST(?3 AS INTEGER))
+WHERE stream = ?4 AND grp = ?5 AND part = ?6
+  AND owner = ?7 AND token = ?8
 `
 
 type CommitGroupOffsetParams struct {
 	CommittedOffset int64
 	Now             int64
+	ExpiresAt       int64
 	Stream          string
 	Grp             string
 	Part            int64
@@ -62,10 +64,14 @@ type CommitGroupOffsetParams struct {
 	Token           int64
 }
 
+// Fenced by the claim's token: no row when another member claimed the
+// partition since (ErrClaimLost). A lease that ran out unclaimed (the
+// handler's transaction held the writer the heartbeat needed) is renewed.
 func (q *Queries) CommitGroupOffset(ctx context.Context, arg CommitGroupOffsetParams) (int64, error) {
 	result, err := q.exec(ctx, q.commitGroupOffsetStmt, commitGroupOffset,
 		arg.CommittedOffset,
 		arg.Now,
+		arg.ExpiresAt,
 		arg.Stream,
 		arg.Grp,
 		arg.Part,

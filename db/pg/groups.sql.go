@@ -51,14 +51,16 @@ func (q *Queries) ClaimGroupPartition(ctx context.Context, arg ClaimGroupPartiti
 
 const commitGroupOffset = `-- name: CommitGroupOffset :execrows
 UPDATE alkstore.group_partitions
-SET committed_offset = GREATEST(committed_offset, $1), updated_at = $2
-WHERE stream = $3 AND grp = $4 AND part = $5
-  AND owner = $6 AND token = $7 AND lease_expires_at > $2
+SET committed_offset = GREATEST(committed_offset, $1), updated_at = $2,
+    lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz)
+WHERE stream = $4 AND grp = $5 AND part = $6
+  AND owner = $7 AND token = $8
 `
 
 type CommitGroupOffsetParams struct {
 	CommittedOffset int64
 	Now             time.Time
+	ExpiresAt       time.Time
 	Stream          string
 	Grp             string
 	Part            int32
@@ -66,12 +68,15 @@ type CommitGroupOffsetParams struct {
 	Token           int64
 }
 
-// Fenced by the claim: no row when another member claimed the partition
-// since, or the owner's lease ran out (ErrClaimLost).
+// Fenced by the claim's token: no row when another member claimed the
+// partition since (ErrClaimLost; a claim waits for the row's lock, then
+// re-checks). A lease that ran out unclaimed (a handler's transaction held
+// the only connection the heartbeat needed) is renewed.
 func (q *Queries) CommitGroupOffset(ctx context.Context, arg CommitGroupOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, commitGroupOffset,
 		arg.CommittedOffset,
 		arg.Now,
+		arg.ExpiresAt,
 		arg.Stream,
 		arg.Grp,
 		arg.Part,

@@ -59,10 +59,14 @@ WHERE stream = @stream AND grp = @grp AND part = @part
   AND owner = @member AND token = @token;
 
 -- name: CommitGroupOffset :execrows
+-- Fenced by the claim's token: no row when another member claimed the
+-- partition since (ErrClaimLost). A lease that ran out unclaimed (the
+-- handler's transaction held the writer the heartbeat needed) is renewed.
 UPDATE alk_group_partitions
-SET committed_offset = max(committed_offset, CAST(@committed_offset AS INTEGER)), updated_at = @now
+SET committed_offset = max(committed_offset, CAST(@committed_offset AS INTEGER)), updated_at = @now,
+    lease_expires_at = max(lease_expires_at, CAST(@expires_at AS INTEGER))
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND owner = @member AND token = @token AND lease_expires_at > @now;
+  AND owner = @member AND token = @token;
 
 -- name: GroupEventKeys :many
 SELECT id, key FROM alk_events INDEXED BY alk_events_stream_id

@@ -85,12 +85,15 @@ WHERE p.stream = @stream::text AND p.grp = @grp::text AND p.part = @part::intege
   AND p.owner = @member::text AND p.token = @token::bigint;
 
 -- name: CommitGroupOffset :execrows
--- Fenced by the claim: no row when another member claimed the partition
--- since, or the owner's lease ran out (ErrClaimLost).
+-- Fenced by the claim's token: no row when another member claimed the
+-- partition since (ErrClaimLost; a claim waits for the row's lock, then
+-- re-checks). A lease that ran out unclaimed (a handler's transaction held
+-- the only connection the heartbeat needed) is renewed.
 UPDATE alkstore.group_partitions
-SET committed_offset = GREATEST(committed_offset, @committed_offset), updated_at = @now
+SET committed_offset = GREATEST(committed_offset, @committed_offset), updated_at = @now,
+    lease_expires_at = GREATEST(lease_expires_at, @expires_at::timestamptz)
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND owner = @member AND token = @token AND lease_expires_at > @now;
+  AND owner = @member AND token = @token;
 
 -- name: GroupEventKeys :many
 -- The keys of a stream's events after an offset, for a group's lag per
