@@ -875,12 +875,17 @@ func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 // progress commit together or not at all: exactly-once effects. On
 // ErrClaimLost the caller must roll tx back (its effects are the next
 // owner's to make). The partition's row stays locked until tx ends, so a
-// member claiming it meanwhile waits for the outcome.
+// member claiming it meanwhile waits for the outcome. When tx rolls back
+// (the handler failed after CommitTx, or the commit failed), the member
+// hands ev's partition out again from its committed offset at the next
+// Recv: ev comes again, before any later event of its partition. (An
+// adopted transaction, AdoptPgx or AdoptSQL, does not tell the member of
+// its rollback: the partition then goes on after ev.)
 func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
-	return m.commitEvent(ctx, tx.via(), ev, tx.onCommit)
+	return m.commitEvent(ctx, tx.via(), ev, &tx)
 }
 
-func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit func(func())) error {
+func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) error {
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
 	o := m.owned[p]
@@ -914,12 +919,26 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 		}
 		m.mu.Unlock()
 	}
-	if onCommit != nil {
-		onCommit(done)
-	} else {
+	if tx == nil {
 		done()
+		return nil
 	}
+	tx.onCommit(done)
+	tx.onRollback(func() { m.rewind(p, token) })
 	return nil
+}
+
+// rewind hands partition p out again from its committed offset, after a
+// transaction with a CommitTx of it rolled back.
+func (m *GroupMember) rewind(p int, token int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.owned[p]
+	if o == nil || o.lost || o.token != token {
+		return
+	}
+	o.cursor, o.delivered, o.finished = o.committed, o.committed, o.committed
+	o.inPage = false
 }
 
 // heartbeats renew the member's row and its partitions' leases every third
@@ -1206,11 +1225,13 @@ func (m *GroupMember) redeliver(ev Event, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.owned[p]
-	if o == nil || o.lost || o.cursor < ev.Offset {
+	if o == nil || o.lost {
 		return
 	}
-	o.cursor = ev.Offset - 1
-	o.delivered = min(o.delivered, max(o.committed, o.finished))
+	if o.cursor >= ev.Offset { // (a rolled-back CommitTx rewound it already)
+		o.cursor = ev.Offset - 1
+		o.delivered = min(o.delivered, max(o.committed, o.finished))
+	}
 	o.retryAt, o.inPage = at, false
 }
 

@@ -255,3 +255,51 @@ func TestGroupSlowTxHandlerOutlivesItsLease(t *testing.T) {
 		assert.Equal(t, int64(1), gs.Assignment[0].Token, "claimed once: the commit renewed the lease")
 	})
 }
+
+// TestGroupRecvAfterRolledBackCommitTxRedelivers: the README's Recv, InTx
+// and CommitTx; when the transaction rolls back after CommitTx, the next
+// Recv hands the same event out again, not the key's next one (committing
+// that would skip the rolled-back event for ever). Before the fix Recv went
+// on to the next event.
+func TestGroupRecvAfterRolledBackCommitTxRedelivers(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		createEffects(t, s)
+		st := s.Stream("s")
+		off1, err := st.PublishWithKey(c, "k", []byte("1"))
+		require.NoError(t, err)
+		off2, err := st.PublishWithKey(c, "k", []byte("2"))
+		require.NoError(t, err)
+		a, err := st.Group("g").Join(c, store.GroupOpts{Member: "a", Partitions: 2})
+		require.NoError(t, err)
+		defer a.Close()
+		handle := func(ev store.Event, fail bool) error {
+			return s.InTx(c, func(c context.Context, tx store.Tx) error {
+				if err := writeEffect(c, tx, ev.Offset); err != nil {
+					return err
+				}
+				if err := a.CommitTx(c, tx, ev); err != nil {
+					return err
+				}
+				if fail {
+					return errors.New("a business rule failed after the commit")
+				}
+				return nil
+			})
+		}
+		ev, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off1, ev.Offset)
+		require.Error(t, handle(ev, true)) // rolled back: the effect and the offset
+		ev, err = a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off1, ev.Offset, "the rolled-back event comes again")
+		require.NoError(t, handle(ev, false))
+		ev, err = a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off2, ev.Offset)
+		require.NoError(t, handle(ev, false))
+		assert.Equal(t, map[int64]int{off1: 1, off2: 1}, effects(t, s))
+	})
+}
