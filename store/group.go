@@ -389,6 +389,7 @@ type ownedPart struct {
 	committed int64     // committed offset, as this member last wrote or read it
 	cursor    int64     // every event of the partition up to it was delivered (or it has none)
 	delivered int64     // the last event of the partition delivered
+	highest   int64     // the highest offset delivered under this claim: Commit refuses later ones
 	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
@@ -575,6 +576,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 			continue
 		}
 		o.cursor, o.delivered = ev.Offset, ev.Offset
+		o.highest = max(o.highest, ev.Offset)
 		return ev, true
 	}
 	if m.bufThrough > 0 {
@@ -750,7 +752,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 			if err != nil || !ok {
 				return ownedPart{}, err
 			}
-			return ownedPart{token: token, committed: committed, cursor: committed, delivered: committed, deadline: exp}, nil
+			return ownedPart{token: token, committed: committed, cursor: committed, delivered: committed, highest: committed, deadline: exp}, nil
 		})
 		if err != nil {
 			return err
@@ -865,8 +867,10 @@ func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset in
 
 // Commit records that ev, and every earlier event of its partition, was
 // handled. It fails with ErrClaimLost when the member no longer holds ev's
-// partition (another member claimed it, or its lease ran out): ev will be
-// delivered again to the partition's owner.
+// partition (another member claimed it since): ev will be delivered again
+// to the partition's owner; and with ErrInvalidArgument for an event this
+// member did not deliver (of another stream, or later than any its Recv
+// returned of the partition).
 func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 	return m.commitEvent(ctx, autoWrite(ctx), ev, nil)
 }
@@ -886,14 +890,24 @@ func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
 }
 
 func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) error {
+	if ev.Stream != m.ref.stream {
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: event %d is of stream %q, not of the group's", ErrInvalidArgument, ev.Offset, ev.Stream))
+	}
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
 	o := m.owned[p]
 	var token int64
+	undelivered := false
 	if o != nil && !o.lost {
 		token = o.token
+		undelivered = ev.Offset > o.highest
 	}
 	m.mu.Unlock()
+	if undelivered {
+		// Committing it would skip the partition's events before it that
+		// nobody handled.
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p))
+	}
 	if token == 0 {
 		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
 	}

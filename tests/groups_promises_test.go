@@ -303,3 +303,47 @@ func TestGroupRecvAfterRolledBackCommitTxRedelivers(t *testing.T) {
 		assert.Equal(t, map[int64]int{off1: 1, off2: 1}, effects(t, s))
 	})
 }
+
+// TestGroupCommitRefusesUndeliveredEvents: Commit of an event the member
+// did not deliver (another stream's, or a later event of its partition)
+// is refused: it would move the partition past events nobody handled.
+// Before the fix both were committed.
+func TestGroupCommitRefusesUndeliveredEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("s")
+		var offs []int64
+		for i := range 3 {
+			off, err := st.PublishWithKey(c, "k", []byte{byte(i)})
+			require.NoError(t, err)
+			offs = append(offs, off)
+		}
+		_, err := s.Stream("other").PublishWithKey(c, "k", nil)
+		require.NoError(t, err)
+		a, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 2})
+		require.NoError(t, err)
+		defer a.Close()
+		ev, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[0], ev.Offset)
+
+		oevs, err := s.Stream("other").ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		err = a.Commit(c, oevs[0])
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "another stream's event")
+		assert.Contains(t, err.Error(), `"s/g"`)
+		later, err := st.ReadSince(c, offs[1], 1) // offs[2]: same key, not delivered
+		require.NoError(t, err)
+		require.Equal(t, offs[2], later[0].Offset)
+		require.ErrorIs(t, a.Commit(c, later[0]), store.ErrInvalidArgument, "an event not delivered yet")
+		err = s.InTx(c, func(c context.Context, tx store.Tx) error { return a.CommitTx(c, tx, later[0]) })
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+
+		require.NoError(t, a.Commit(c, ev))
+		gs, err := st.Group("g").Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, offs[0], gs.Assignment[store.KeyPartition("k", 2)].Committed)
+		assert.Equal(t, int64(2), gs.Lag, "two events not handled yet")
+	})
+}
