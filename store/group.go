@@ -369,6 +369,7 @@ type GroupMember struct {
 	closed    chan struct{}
 	onClose   func()
 
+	stepMu sync.Mutex // held by a step; a leave takes it, so no claim follows the leave
 	mu     sync.Mutex
 	owned  map[int]*ownedPart
 	claims int64 // claims made so far: a heartbeat judges only the partitions claimed before it
@@ -658,6 +659,13 @@ func (m *GroupMember) wait(ctx context.Context) error {
 // drops the partitions it lost, releases those beyond its share and claims
 // free or expired ones within it.
 func (m *GroupMember) step(ctx context.Context) error {
+	m.stepMu.Lock()
+	defer m.stepMu.Unlock()
+	select {
+	case <-m.closed: // left: claim nothing more
+		return opErr("group recv", m.g.name, errMemberClosed)
+	default:
+	}
 	s := m.g.s
 	m.stepNow.Store(false)
 	now := s.now()
@@ -734,8 +742,8 @@ func (m *GroupMember) step(ctx context.Context) error {
 	}
 	// Claim free or expired partitions within the share.
 	for _, r := range v.parts {
-		if len(held) >= quota {
-			break
+		if len(held) >= quota || m.isClosed() {
+			break // a leave waits for the step: it releases what the step claimed
 		}
 		if slices.Contains(held, r.part) || r.part >= m.n {
 			continue
@@ -1010,6 +1018,15 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	return nil
 }
 
+func (m *GroupMember) isClosed() bool {
+	select {
+	case <-m.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Close leaves the group gracefully: it releases the member's partitions
 // (committing how far their idle ones were read) and deletes its row, and
 // the wake makes the other members take the partitions at once. Events
@@ -1038,6 +1055,10 @@ func (m *GroupMember) Leave(ctx context.Context) error {
 }
 
 func (m *GroupMember) leave(ctx context.Context) error {
+	// A step in flight (Recv on another goroutine) stops claiming at once;
+	// its claims are released here.
+	m.stepMu.Lock()
+	defer m.stepMu.Unlock()
 	m.mu.Lock()
 	owned := m.owned
 	m.owned = map[int]*ownedPart{}

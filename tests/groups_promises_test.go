@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -345,5 +346,40 @@ func TestGroupCommitRefusesUndeliveredEvents(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, offs[0], gs.Assignment[store.KeyPartition("k", 2)].Committed)
 		assert.Equal(t, int64(2), gs.Lag, "two events not handled yet")
+	})
+}
+
+// TestGroupLeaveDuringRecvReleasesEverything: a Leave from another
+// goroutine while Recv is claiming partitions leaves none owned by the
+// departed member (the others would wait for its lease: an hour here).
+// Before the fix the claims in flight went on after the leave released
+// what it saw: most of the 1024 partitions stayed owned.
+func TestGroupLeaveDuringRecvReleasesEverything(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		g := s.Stream("s").Group("g")
+		mid := 0
+		for try := 0; try < 5 && mid < 2; try++ {
+			a, err := g.Join(c, store.GroupOpts{Member: fmt.Sprint("a", try), Partitions: 1024, LeaseTTL: time.Hour})
+			require.NoError(t, err)
+			recvDone := make(chan error, 1)
+			go func() { _, err := a.Recv(c); recvDone <- err }()
+			for len(a.Partitions()) < 10 { // the claims are under way
+				runtime.Gosched()
+			}
+			if len(a.Partitions()) < 1024 {
+				mid++ // (a claim may still land between this and the leave)
+			}
+			require.NoError(t, a.Leave(c))
+			require.ErrorIs(t, <-recvDone, store.ErrClosed)
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			for _, p := range gs.Assignment {
+				require.NotEqual(t, a.ID(), p.Owner, "partition %d still owned by the member that left", p.Partition)
+			}
+			assert.Empty(t, gs.Members)
+		}
+		require.Positive(t, mid, "no leave came while the claims were under way")
 	})
 }
