@@ -66,14 +66,24 @@ func groupTopic(stream, group string) string { return "g:" + stream + "/" + grou
 
 // GroupPartition is the partition of a group of partitions partitions that
 // an event belongs to: FNV-1a (32 bits) of its key modulo partitions, or,
-// for an unkeyed event, its offset modulo partitions. Every process computes
-// the same, on either engine.
+// for an unkeyed event, a mix of its offset (SplitMix64's finalizer)
+// modulo partitions: offsets are numbered across all streams, so the
+// offset itself would tie the sharing to how other streams' publishes
+// interleave (two streams published alternately would put all of one's
+// events in every other partition). Every process computes the same, on
+// either engine.
 func GroupPartition(ev Event, partitions int) int {
 	if partitions <= 0 {
 		return 0
 	}
 	if ev.Key == nil {
-		return int(uint64(ev.Offset) % uint64(partitions))
+		x := uint64(ev.Offset)
+		x ^= x >> 30
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 27
+		x *= 0x94d049bb133111eb
+		x ^= x >> 31
+		return int(x % uint64(partitions))
 	}
 	return KeyPartition(*ev.Key, partitions)
 }

@@ -10,7 +10,8 @@ import (
 // committed offsets are per partition, so a change of hash would hand a
 // key's events to a partition whose offset says nothing of them (skipping
 // or repeating them) across an upgrade. The values are FNV-1a (32 bits) of
-// the key's bytes modulo the count; unkeyed events go by offset.
+// the key's bytes modulo the count; unkeyed events go by a mix of their
+// offset.
 func TestGroupPartitionIsStable(t *testing.T) {
 	for _, c := range []struct {
 		key      string
@@ -27,7 +28,16 @@ func TestGroupPartitionIsStable(t *testing.T) {
 			t.Errorf("GroupPartition of key %q = %d, want %d", c.key, got, c.p16)
 		}
 	}
-	if got := store.GroupPartition(store.Event{Offset: 37}, 16); got != 5 {
-		t.Errorf("unkeyed offset 37 of 16 partitions: %d, want 5", got)
+	// Unkeyed: SplitMix64's finalizer of the offset, modulo the count.
+	for _, c := range []struct {
+		offset   int64
+		p16, p1k int
+	}{{1, 5, 485}, {2, 10, 138}, {37, 8, 536}, {1000000, 6, 854}} {
+		if got := store.GroupPartition(store.Event{Offset: c.offset}, 16); got != c.p16 {
+			t.Errorf("unkeyed offset %d of 16 partitions: %d, want %d", c.offset, got, c.p16)
+		}
+		if got := store.GroupPartition(store.Event{Offset: c.offset}, 1024); got != c.p1k {
+			t.Errorf("unkeyed offset %d of 1024 partitions: %d, want %d", c.offset, got, c.p1k)
+		}
 	}
 }

@@ -383,3 +383,55 @@ func TestGroupLeaveDuringRecvReleasesEverything(t *testing.T) {
 		require.Positive(t, mid, "no leave came while the claims were under way")
 	})
 }
+
+// TestGroupUnkeyedEventsShareWhateverOtherStreamsDo: offsets are numbered
+// across streams, so a stream published alternately with another has only
+// even (or odd) offsets; its unkeyed events must still spread over the
+// partitions. Before the fix (offset modulo the count) they all went to
+// one partition of two: one member did all the work.
+func TestGroupUnkeyedEventsShareWhateverOtherStreamsDo(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		orders, audit := s.Stream("orders"), s.Stream("audit")
+		const n = 200
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			for range n {
+				if _, err := orders.PublishTx(c, tx, []byte("o")); err != nil {
+					return err
+				}
+				if _, err := audit.PublishTx(c, tx, []byte("a")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		evs, err := orders.ReadSince(c, 0, n)
+		require.NoError(t, err)
+		require.Len(t, evs, n)
+		for _, parts := range []int{2, 4} {
+			count := make([]int, parts)
+			for _, ev := range evs {
+				count[store.GroupPartition(ev, parts)]++
+			}
+			for p, k := range count {
+				assert.GreaterOrEqual(t, k, n/parts*6/10, "partition %d of %d has %d of %d unkeyed events: %v", p, parts, k, n, count)
+			}
+		}
+		// And through members: two members of two partitions both work.
+		g := orders.Group("g")
+		a, err := g.Join(c, store.GroupOpts{Member: "a", Partitions: 2})
+		require.NoError(t, err)
+		defer a.Close()
+		b, err := g.Join(c, store.GroupOpts{Member: "b"})
+		require.NoError(t, err)
+		defer b.Close()
+		for _, m := range []*store.GroupMember{a, b} {
+			rc, cancel := context.WithTimeout(c, 10*time.Second) // (before the fix: never)
+			ev, err := m.Recv(rc)
+			cancel()
+			require.NoError(t, err, "member %s has nothing to do", m.ID())
+			require.Equal(t, m.Partitions(), []int{store.GroupPartition(ev, 2)})
+		}
+	})
+}
