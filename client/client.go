@@ -25,6 +25,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alkstore/alkstore/janitor"
@@ -75,6 +76,10 @@ type Client struct {
 	cancel context.CancelFunc // stops claiming: the graceful stop
 	done   chan struct{}      // closed when every loop returned
 	errs   []error            // loop failures, read after done
+
+	hard      context.Context // cancelled by a hard Stop: group handlers' contexts end
+	stopHard  context.CancelFunc
+	groupsCut atomic.Bool // a hard Stop cancelled a group handler in flight
 }
 
 type loopKind string
@@ -99,7 +104,19 @@ func New(s *store.Store, opts Opts) *Client {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Client{s: s, opts: opts, names: map[string]bool{}, done: make(chan struct{})}
+	hard, stopHard := context.WithCancel(context.Background())
+	return &Client{s: s, opts: opts, names: map[string]bool{}, done: make(chan struct{}), hard: hard, stopHard: stopHard}
+}
+
+// groupCtx is a group handler's ctx, also cancelled by a hard Stop (a
+// group's Grace outlasts a graceful stop only).
+func (c *Client) groupCtx(ctx context.Context) (context.Context, func()) {
+	hctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.hard, func() {
+		c.groupsCut.Store(true)
+		cancel()
+	})
+	return hctx, func() { stop(); cancel() }
 }
 
 // Handle registers handler for the queue q, run as Queue.Work runs it with
@@ -191,8 +208,8 @@ func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver s
 // HandleGroup registers handler as a member of the consumer group g: it
 // runs as Group.Consume runs it with opts (joining at Start, leaving
 // gracefully at Stop, which lets the event in flight finish and commit
-// within opts.Grace; a hard Stop does not cut it shorter, the store's hard
-// shutdown does).
+// within opts.Grace; a hard Stop, as the store's hard shutdown, cancels
+// the handler's context at once).
 // A process may register several groups, and one group more than once
 // (each is a member). The client's middleware wraps job handlers only.
 // It fails, with an error matching store.ErrInvalidArgument (or the name's
@@ -202,7 +219,12 @@ func (c *Client) HandleGroup(g *store.Group, opts store.GroupOpts, handler store
 	if g == nil || handler == nil {
 		return c.refuse("handle group", "", "a group and a handler are required")
 	}
-	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.Consume(ctx, opts, handler) })
+	h := func(ctx context.Context, ev store.Event) error {
+		ctx, done := c.groupCtx(ctx)
+		defer done()
+		return handler(ctx, ev)
+	}
+	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.Consume(ctx, opts, h) })
 }
 
 // HandleGroupTx is HandleGroup for a transactional handler, run as
@@ -212,7 +234,12 @@ func (c *Client) HandleGroupTx(g *store.Group, opts store.GroupOpts, handler sto
 	if g == nil || handler == nil {
 		return c.refuse("handle group", "", "a group and a handler are required")
 	}
-	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.ConsumeTx(ctx, opts, handler) })
+	h := func(ctx context.Context, tx store.Tx, ev store.Event) error {
+		ctx, done := c.groupCtx(ctx)
+		defer done()
+		return handler(ctx, tx, ev)
+	}
+	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.ConsumeTx(ctx, opts, h) })
 }
 
 func (c *Client) addGroup(g *store.Group, opts store.GroupOpts, run func(ctx context.Context, opts store.GroupOpts) error) error {
@@ -381,7 +408,9 @@ func (c *Client) Stopped() <-chan struct{} { return c.done }
 // a handler that returns nil completes its job. Stop waits up to 5 seconds
 // more for them and returns an error matching ctx's if it cut a handler
 // short (a handler that ignores its context is left running; its claim is
-// no longer extended, so its job comes back a Visibility later).
+// no longer extended, so its job comes back a Visibility later). Group
+// handlers (HandleGroup, HandleGroupTx) have their context cancelled too,
+// whatever their Grace: their events stay uncommitted and come again.
 //
 // Stop also returns the error of a loop that failed. It may be called more
 // than once and concurrently, before Start (it returns nil), and after the
@@ -395,6 +424,9 @@ func (c *Client) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.cancel()
+	// Group handlers (whose Grace outlasts the graceful stop) are
+	// cancelled as soon as ctx ends; the workers see it on their own.
+	defer context.AfterFunc(ctx, c.stopHard)()
 	var wg sync.WaitGroup
 	stopErrs := make([]error, len(c.loops))
 	for i, l := range c.loops {
@@ -414,6 +446,9 @@ func (c *Client) Stop(ctx context.Context) error {
 		case <-t.C:
 		}
 		t.Stop()
+	}
+	if c.groupsCut.Load() {
+		stopErrs = append(stopErrs, &store.OpError{Op: "client stop", Err: fmt.Errorf("group handlers cancelled: %w", context.Cause(ctx))})
 	}
 	return errors.Join(append(c.loopErrs(), stopErrs...)...)
 }

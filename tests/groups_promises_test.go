@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/client"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -433,5 +434,41 @@ func TestGroupUnkeyedEventsShareWhateverOtherStreamsDo(t *testing.T) {
 			require.NoError(t, err, "member %s has nothing to do", m.ID())
 			require.Equal(t, m.Partitions(), []int{store.GroupPartition(ev, 2)})
 		}
+	})
+}
+
+// TestClientHardStopCancelsGroupHandlers: a Stop whose ctx ends cancels a
+// HandleGroup handler's context at once, whatever its Grace (an hour
+// here), and returns an error matching ctx's; the event stays
+// uncommitted. Before the fix the handler ran on until its Grace and Stop
+// returned nil.
+func TestClientHardStopCancelsGroupHandlers(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		g := s.Stream("s").Group("g")
+		_, err := s.Stream("s").Publish(c, []byte("one"))
+		require.NoError(t, err)
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		started, returned := make(chan struct{}), make(chan struct{})
+		var once, onceReturned sync.Once
+		require.NoError(t, cl.HandleGroup(g, store.GroupOpts{Grace: time.Hour}, func(ctx context.Context, ev store.Event) error {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			defer onceReturned.Do(func() { close(returned) })
+			return ctx.Err()
+		}))
+		require.NoError(t, cl.Start(c))
+		<-started
+		err = cl.StopAndCancel(c)
+		require.ErrorIs(t, err, context.Canceled, "Stop says it cut a handler short")
+		select {
+		case <-returned:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the group handler's context was not cancelled by the hard Stop")
+		}
+		st, err := g.Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), st.Lag, "the cancelled event stays uncommitted")
 	})
 }
