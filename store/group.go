@@ -49,8 +49,10 @@ type Group struct {
 
 // Group returns the handle of the consumer group called name on the stream.
 func (st *Stream) Group(name string) *Group {
-	h := handle{s: st.s, name: st.name + "/" + name, err: st.err}
-	if h.err == nil {
+	h := handle{s: st.s, name: st.name + "/" + name}
+	if st.err != nil {
+		h.err = fmt.Errorf("the group's stream name: %w", st.err)
+	} else {
 		h.err = validateLocalName("group", name)
 	}
 	return &Group{handle: h, st: st, group: name}
@@ -139,7 +141,7 @@ type GroupOpts struct {
 func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 	switch {
 	case o.Partitions < 0 || o.Partitions > MaxGroupPartitions:
-		return o, fmt.Errorf("%w: Partitions %d outside 1..%d", ErrInvalidArgument, o.Partitions, MaxGroupPartitions)
+		return o, fmt.Errorf("%w: Partitions %d outside 1..%d (0 takes the default, %d)", ErrInvalidArgument, o.Partitions, MaxGroupPartitions, DefaultGroupPartitions)
 	case o.LeaseTTL != 0 && o.LeaseTTL < 100*time.Millisecond:
 		return o, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, o.LeaseTTL)
 	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0, o.Grace < 0:
@@ -1170,7 +1172,7 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 	if _, err := opts.withDefaults(g.s); err != nil {
 		return opErr("group consume", g.name, err)
 	}
-	return g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
+	err := g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
 		m, err := g.join(ctx, opts, true)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1233,6 +1235,13 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			}
 		}
 	})
+	// The loop's own failures (a join's) carry their operation and name
+	// already: one "alkstore:" prefix, not the loop's around the join's.
+	var loopErr, inner *OpError
+	if errors.As(err, &loopErr) && loopErr.Op == "run loop" && errors.As(loopErr.Err, &inner) {
+		return inner
+	}
+	return err
 }
 
 // finish records that Consume handled ev: the next flush commits it.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -470,5 +471,32 @@ func TestClientHardStopCancelsGroupHandlers(t *testing.T) {
 		st, err := g.Stats(c)
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), st.Lag, "the cancelled event stays uncommitted")
+	})
+}
+
+// TestGroupRefusalsSayWhat: a refused Consume has one "alkstore:" prefix
+// (the join's, not the loop's around it); a partition count out of range
+// says 0 takes the default; an empty stream name is said to be the
+// stream's.
+func TestGroupRefusalsSayWhat(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("s")
+		m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 4})
+		require.NoError(t, err)
+		defer m.Close()
+		err = st.Group("g").Consume(c, store.GroupOpts{Partitions: 8}, func(context.Context, store.Event) error { return nil })
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Equal(t, 1, strings.Count(err.Error(), "alkstore:"), "%v", err)
+		assert.Contains(t, err.Error(), `group join "s/g"`)
+
+		_, err = st.Group("g").Join(c, store.GroupOpts{Partitions: 1025})
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "0 takes the default")
+
+		_, err = s.Stream("").Group("g").Join(c, store.GroupOpts{})
+		require.ErrorIs(t, err, store.ErrInvalidName)
+		assert.Contains(t, err.Error(), "stream name")
 	})
 }
