@@ -20,9 +20,9 @@ import (
 // group on a stream, in any number of processes, share its events. The
 // group's events are split into a fixed number of partitions: a keyed event
 // belongs to the partition its key hashes to (GroupPartition), an unkeyed
-// one to its offset modulo the count. Each partition has at most one owner
-// at a time, which holds it through a lease fenced by a token (every claim
-// increments it), and its own committed offset. Members join, heartbeat and
+// one to a hash of its offset modulo the count. Each partition has at most
+// one owner at a time, which holds it through a lease fenced by a token
+// (every claim increments it), and its own committed offset. Members join, heartbeat and
 // leave through the database; each takes its fair share of the partitions
 // (the count divided by the live members), releases what is beyond it and
 // claims free or expired partitions within it, on the group's wakes.

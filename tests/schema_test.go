@@ -398,23 +398,30 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 	}
 
 	// 00016 added consumer groups: "data"'s group "g" of 2 partitions,
-	// the first event's (unkeyed: its offset modulo 2) committed through
-	// it, the other held by a member whose lease ran out.
+	// the first event's (unkeyed: store.GroupPartition, computed here)
+	// committed through it, the other held by a member whose lease ran out.
 	if v >= 16 && !w.group {
+		var first int64
+		events := "alk_events"
+		if pg {
+			events = "alkstore.events"
+		}
+		require.NoError(t, db.QueryRowContext(c, `SELECT min(id) FROM `+events+` WHERE stream = 'data'`).Scan(&first))
+		part := store.GroupPartition(store.Event{Offset: first}, 2)
 		if pg {
 			exec(`INSERT INTO alkstore.consumer_groups (stream, grp, partitions, created_at) VALUES ('data', 'g', 2, now())`)
 			exec(`INSERT INTO alkstore.group_partitions (stream, grp, part, committed_offset, updated_at)
-				SELECT 'data', 'g', min(id) % 2, min(id), now() FROM alkstore.events WHERE stream = 'data'`)
+				VALUES ('data', 'g', $1, $2, now())`, part, first)
 			exec(`INSERT INTO alkstore.group_partitions (stream, grp, part, owner, token, lease_expires_at, updated_at)
-				SELECT 'data', 'g', 1 - min(id) % 2, 'gone', 3, now() - interval '1 minute', now() FROM alkstore.events WHERE stream = 'data'`)
+				VALUES ('data', 'g', $1, 'gone', 3, now() - interval '1 minute', now())`, 1-part)
 			exec(`INSERT INTO alkstore.group_members (stream, grp, member, joined_at, expires_at)
 				VALUES ('data', 'g', 'gone', now() - interval '1 hour', now() - interval '1 minute')`)
 		} else {
 			exec(`INSERT INTO alk_consumer_groups (stream, grp, partitions, created_at) VALUES ('data', 'g', 2, ?)`, now.UnixMicro())
 			exec(`INSERT INTO alk_group_partitions (stream, grp, part, committed_offset, updated_at)
-				SELECT 'data', 'g', min(id) % 2, min(id), ? FROM alk_events WHERE stream = 'data'`, now.UnixMicro())
+				VALUES ('data', 'g', ?, ?, ?)`, part, first, now.UnixMicro())
 			exec(`INSERT INTO alk_group_partitions (stream, grp, part, owner, token, lease_expires_at, updated_at)
-				SELECT 'data', 'g', 1 - min(id) % 2, 'gone', 3, ?, ? FROM alk_events WHERE stream = 'data'`,
+				VALUES ('data', 'g', ?, 'gone', 3, ?, ?)`, 1-part,
 				now.Add(-time.Minute).UnixMicro(), now.UnixMicro())
 			exec(`INSERT INTO alk_group_members (stream, grp, member, joined_at, expires_at)
 				VALUES ('data', 'g', 'gone', ?, ?)`, now.Add(-time.Hour).UnixMicro(), now.Add(-time.Minute).UnixMicro())
@@ -492,7 +499,7 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 		require.NoError(t, err)
 		require.Equal(t, 2, gs.Partitions)
 		assert.Empty(t, gs.Members, "the seeded member's lease ran out")
-		assert.Equal(t, evs[0].Offset, gs.Assignment[evs[0].Offset%2].Committed)
+		assert.Equal(t, evs[0].Offset, gs.Assignment[store.GroupPartition(evs[0], 2)].Committed)
 		m, err := g.Join(c, store.GroupOpts{})
 		require.NoError(t, err)
 		defer m.Close()
