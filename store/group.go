@@ -1261,6 +1261,34 @@ func (m *GroupMember) buffered() int {
 	return len(m.buf)
 }
 
+// Redeliver hands ev out again: the next Recv returns it before any later
+// event of its partition (the member's other partitions are not held up).
+// Use it when ev's handling failed without a commit, say its transaction
+// rolled back before CommitTx: calling Recv and committing the next event
+// of the partition would skip ev. (A transaction that rolls back after
+// CommitTx rewinds the partition itself.) It fails with ErrClaimLost when
+// the member no longer holds ev's partition (its next owner delivers ev),
+// and with ErrInvalidArgument for an event the member did not deliver.
+func (m *GroupMember) Redeliver(ev Event) error {
+	if ev.Stream != m.ref.stream {
+		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: event %d is of stream %q, not of the group's", ErrInvalidArgument, ev.Offset, ev.Stream))
+	}
+	p := GroupPartition(ev, m.n)
+	m.mu.Lock()
+	o := m.owned[p]
+	switch {
+	case o == nil || o.lost:
+		m.mu.Unlock()
+		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
+	case ev.Offset > o.highest:
+		m.mu.Unlock()
+		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p))
+	}
+	m.mu.Unlock()
+	m.redeliver(ev, time.Time{})
+	return nil
+}
+
 // holds reports whether the member still holds ev's partition under the
 // claim it was delivered in: neither a renewal, a commit nor a step found
 // it lost.

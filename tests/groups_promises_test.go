@@ -500,3 +500,35 @@ func TestGroupRefusalsSayWhat(t *testing.T) {
 		assert.Contains(t, err.Error(), "stream name")
 	})
 }
+
+// TestGroupRedeliverAfterAFailureBeforeTheCommit: a handler whose
+// transaction failed before its CommitTx hands the event back with
+// Redeliver; the next Recv returns it, not the key's next event.
+func TestGroupRedeliverAfterAFailureBeforeTheCommit(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("s")
+		off1, err := st.PublishWithKey(c, "k", nil)
+		require.NoError(t, err)
+		off2, err := st.PublishWithKey(c, "k", nil)
+		require.NoError(t, err)
+		a, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 2})
+		require.NoError(t, err)
+		defer a.Close()
+		ev, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off1, ev.Offset)
+		require.NoError(t, a.Redeliver(ev)) // its handling failed
+		again, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off1, again.Offset)
+		require.NoError(t, a.Commit(c, again))
+		next, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off2, next.Offset)
+		later := next
+		later.Offset++ // not delivered
+		require.ErrorIs(t, a.Redeliver(later), store.ErrInvalidArgument)
+	})
+}
