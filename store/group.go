@@ -995,7 +995,11 @@ func (m *GroupMember) heartbeats() {
 			return
 		case <-t.C:
 		}
-		if err := m.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		err := m.heartbeat(ctx)
+		if errors.Is(err, ErrClosed) {
+			return // the store closed (a loop that ignored the hard stop)
+		}
+		if err != nil && ctx.Err() == nil {
 			m.opts.Logger.Warn("alkstore: group member heartbeat failed", "group", m.g.name, "member", m.id, "error", err)
 		}
 	}
