@@ -831,8 +831,11 @@ func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset in
 
 // Commit records that ev, and every earlier event of its partition, was
 // handled. It fails with ErrClaimLost when the member no longer holds ev's
-// partition (another member claimed it, or its lease ran out): ev will be
-// delivered again to the partition's owner.
+// partition (another member claimed it since, after the member released it
+// or its lease ran out): ev will be delivered again to the partition's
+// owner. A lease that ran out with no one claiming the partition does not
+// fence: no one else handled its events meanwhile (on SQLite a long
+// ConsumeTx handler holds the writer slot its heartbeats wait for).
 func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 	return m.commitEvent(ctx, autoWrite(ctx), ev, nil)
 }
@@ -869,7 +872,7 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit
 			m.stepNow.Store(true)
 		}
 		m.mu.Unlock()
-		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member or its lease ran out", ErrClaimLost, p))
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member", ErrClaimLost, p))
 	}
 	done := func() {
 		m.mu.Lock()

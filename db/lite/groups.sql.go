@@ -49,7 +49,7 @@ const commitGroupOffset = `-- name: CommitGroupOffset :execrows
 UPDATE alk_group_partitions
 SET committed_offset = max(committed_offset, CAST(?1 AS INTEGER)), updated_at = ?2
 WHERE stream = ?3 AND grp = ?4 AND part = ?5
-  AND owner = ?6 AND token = ?7 AND lease_expires_at > ?2
+  AND owner = ?6 AND token = ?7
 `
 
 type CommitGroupOffsetParams struct {

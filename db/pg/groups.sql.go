@@ -53,7 +53,7 @@ const commitGroupOffset = `-- name: CommitGroupOffset :execrows
 UPDATE alkstore.group_partitions
 SET committed_offset = GREATEST(committed_offset, $1), updated_at = $2
 WHERE stream = $3 AND grp = $4 AND part = $5
-  AND owner = $6 AND token = $7 AND lease_expires_at > $2
+  AND owner = $6 AND token = $7
 `
 
 type CommitGroupOffsetParams struct {
@@ -67,7 +67,8 @@ type CommitGroupOffsetParams struct {
 }
 
 // Fenced by the claim: no row when another member claimed the partition
-// since, or the owner's lease ran out (ErrClaimLost).
+// since (ErrClaimLost). A lease that ran out with no one claiming it does
+// not fence: no one else handled the partition's events meanwhile.
 func (q *Queries) CommitGroupOffset(ctx context.Context, arg CommitGroupOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, commitGroupOffset,
 		arg.CommittedOffset,

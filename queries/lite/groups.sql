@@ -62,7 +62,7 @@ WHERE stream = @stream AND grp = @grp AND part = @part
 UPDATE alk_group_partitions
 SET committed_offset = max(committed_offset, CAST(@committed_offset AS INTEGER)), updated_at = @now
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND owner = @member AND token = @token AND lease_expires_at > @now;
+  AND owner = @member AND token = @token;
 
 -- name: GroupEventKeys :many
 SELECT id, key FROM alk_events INDEXED BY alk_events_stream_id

@@ -86,11 +86,12 @@ WHERE p.stream = @stream::text AND p.grp = @grp::text AND p.part = @part::intege
 
 -- name: CommitGroupOffset :execrows
 -- Fenced by the claim: no row when another member claimed the partition
--- since, or the owner's lease ran out (ErrClaimLost).
+-- since (ErrClaimLost). A lease that ran out with no one claiming it does
+-- not fence: no one else handled the partition's events meanwhile.
 UPDATE alkstore.group_partitions
 SET committed_offset = GREATEST(committed_offset, @committed_offset), updated_at = @now
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND owner = @member AND token = @token AND lease_expires_at > @now;
+  AND owner = @member AND token = @token;
 
 -- name: GroupEventKeys :many
 -- The keys of a stream's events after an offset, for a group's lag per
