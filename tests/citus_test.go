@@ -3,6 +3,8 @@ package tests
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +114,22 @@ func TestCitusRefusesADistributedAlkstoreSchema(t *testing.T) {
 	assert.ErrorContains(t, err, "DROP SCHEMA alkstore CASCADE")
 	var opErr *store.OpError
 	assert.ErrorAs(t, err, &opErr)
+}
+
+// examples/citus-tenants on the cluster: two tenants' business schemas on
+// different workers, each order's row, event and job committed together.
+func TestCitusTenantsExample(t *testing.T) {
+	e, _ := citusEnv(t)
+	out, err := exec.CommandContext(ctx(t), "go", "run", "../examples/citus-tenants", e.dsn).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var ports []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, port, ok := strings.Cut(line, "orders on the worker at port "); ok {
+			ports = append(ports, port)
+		}
+	}
+	require.Len(t, ports, 2, "%s", out)
+	assert.NotEqual(t, ports[0], ports[1], "the tenants are on different workers")
+	assert.Contains(t, string(out), "shop_eu: 3 orders committed, 3 events, 3 invoice jobs run")
+	assert.Contains(t, string(out), "shop_us: 3 orders committed, 3 events, 3 invoice jobs run")
 }
