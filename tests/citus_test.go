@@ -1,14 +1,18 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,4 +136,87 @@ func TestCitusTenantsExample(t *testing.T) {
 	assert.NotEqual(t, ports[0], ports[1], "the tenants are on different workers")
 	assert.Contains(t, string(out), "shop_eu: 3 orders committed, 3 events, 3 invoice jobs run")
 	assert.Contains(t, string(out), "shop_us: 3 orders committed, 3 events, 3 invoice jobs run")
+}
+
+// A business row on a worker and alkstore's rows on the coordinator commit
+// in two phases (PREPARE TRANSACTION on the worker, recorded on the
+// coordinator, then COMMIT PREPARED), through InTx and an adopted
+// transaction alike: Citus alone commits such a transaction in one phase,
+// the worker first, so a coordinator failing between the two commits (or a
+// worker's lost COMMIT answer) would keep the row and lose its event or
+// job. Without an alkstore statement the transaction stays one-phase, as
+// Citus makes it; a read-only adopted transaction reads as before.
+func TestCitusBusinessTransactionsCommitInTwoPhases(t *testing.T) {
+	e, admin := citusEnv(t)
+	c := ctx(t)
+	_, err := admin.Exec(c, citusAppSchema)
+	require.NoError(t, err)
+	_, err = admin.Exec(c, citusAppTable)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var remote []string // the commands the coordinator sent the workers
+	cfg, err := pgxpool.ParseConfig(e.dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		remote = append(remote, n.Message)
+		mu.Unlock()
+	}
+	pool, err := pgxpool.NewWithConfig(c, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := store.OpenPool(c, pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	twoPhase := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		prepared := slices.ContainsFunc(remote, func(m string) bool { return strings.Contains(m, "PREPARE TRANSACTION") })
+		remote = nil
+		return prepared
+	}
+	twoPhase() // Open's own DDL
+
+	require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+		if _, err := tx.Exec(c, citusAppInsert, 1); err != nil {
+			return err
+		}
+		_, err := s.Stream("orders").PublishTx(c, tx, []byte("1"))
+		return err
+	}))
+	assert.True(t, twoPhase(), "InTx: business row and event")
+
+	ptx, err := pool.Begin(c)
+	require.NoError(t, err)
+	tx, err := s.AdoptPgx(ptx)
+	require.NoError(t, err)
+	_, err = s.Queue("mail").EnqueueTx(c, tx, []byte("2"), store.EnqueueOpts{})
+	require.NoError(t, err)
+	_, err = ptx.Exec(c, citusAppInsert, 2)
+	require.NoError(t, err)
+	require.NoError(t, ptx.Commit(c))
+	assert.True(t, twoPhase(), "adopted: job, then business row")
+
+	_, err = pool.Exec(c, citusAppInsert, 3)
+	require.NoError(t, err)
+	assert.False(t, twoPhase(), "a business row alone: Citus's one phase")
+
+	ro, err := pool.BeginTx(c, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	require.NoError(t, err)
+	defer func() { _ = ro.Rollback(c) }()
+	rtx, err := s.AdoptPgx(ro)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		evs, err := s.Stream("orders").ReadSinceTx(c, rtx, 0, 10)
+		require.NoError(t, err)
+		return len(evs) == 1
+	}, 30*time.Second, time.Millisecond, "a read-only adopted transaction reads")
+
+	for id := int64(1); id <= 3; id++ {
+		var n int
+		require.NoError(t, admin.QueryRow(c, citusAppCount, id).Scan(&n))
+		assert.Equal(t, 1, n, "order %d", id)
+	}
 }
