@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -155,4 +156,17 @@ func (t *citusMarkingTx) QueryRow(ctx context.Context, sql string, args ...any) 
 		return errRow{err}
 	}
 	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+// citusCommitErr explains a commit the coordinator failed because a worker
+// did ("server closed the connection unexpectedly", SQLSTATE XX000, names
+// neither the worker nor the outcome): with the commit marker, Citus was
+// preparing the workers' parts, so the transaction rolled back on every
+// node.
+func citusCommitErr(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || (pg.Code != "XX000" && !strings.HasPrefix(pg.Code, "08")) {
+		return err
+	}
+	return fmt.Errorf("%w (Citus: a worker this transaction wrote to failed while it committed; the transaction rolled back on every node and may be retried once the worker is back)", err)
 }

@@ -246,8 +246,15 @@ type pgTx struct {
 }
 
 func (t pgTx) ops() ops                           { return t.o }
-func (t pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func (t pgTx) commit(ctx context.Context) error {
+	err := t.tx.Commit(ctx)
+	if err != nil && t.o.eng.citusMark {
+		err = citusCommitErr(err)
+	}
+	return err
+}
 
 // Business SQL may call age(): the transaction's reads stop teaching the
 // tracker (see pgOps.mayLearn).

@@ -87,8 +87,12 @@ func errKind(err error) string {
 	if i := strings.Index(msg, " failed with the following error"); i > 0 {
 		msg = msg[:i] + " failed"
 	}
-	if len(msg) > 100 {
-		msg = msg[:100]
+	explained := strings.Contains(msg, "Citus: a worker")
+	if len(msg) > 80 {
+		msg = msg[:80] + "…"
+	}
+	if explained {
+		msg += " (Citus: a worker … failed while it committed …)"
 	}
 	return code + " " + msg
 }
@@ -360,6 +364,12 @@ func TestCitusWorkerOutageUnderLoad(t *testing.T) {
 			var opErr *store.OpError
 			assert.ErrorAs(t, tn.firstErr, &opErr)
 			t.Logf("%s: first error: %v", tn.schema, tn.firstErr)
+			// Each error names the unreachable worker, or says a worker
+			// failed while the transaction committed and that it rolled back.
+			for kind := range tn.errs {
+				assert.True(t, strings.Contains(kind, "connection to the remote node") || strings.Contains(kind, "Citus: a worker"),
+					"%s: an error that names no worker: %s", tn.schema, kind)
+			}
 		} else {
 			assert.Zero(t, tn.failures.Load(), "%s: failures on the live worker: %v", tn.schema, tn.errs)
 		}
