@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,8 +141,8 @@ func TestCitusTenantsExample(t *testing.T) {
 
 // A business row on a worker and alkstore's rows on the coordinator commit
 // in two phases (PREPARE TRANSACTION on the worker, recorded on the
-// coordinator, then COMMIT PREPARED), through InTx and an adopted
-// transaction alike: Citus alone commits such a transaction in one phase,
+// coordinator, then COMMIT PREPARED), through InTx, an adopted transaction
+// and a WorkTx handler alike: Citus alone commits such a transaction in one phase,
 // the worker first, so a coordinator failing between the two commits (or a
 // worker's lost COMMIT answer) would keep the row and lose its event or
 // job. Without an alkstore statement the transaction stays one-phase, as
@@ -199,6 +200,22 @@ func TestCitusBusinessTransactionsCommitInTwoPhases(t *testing.T) {
 	require.NoError(t, ptx.Commit(c))
 	assert.True(t, twoPhase(), "adopted: job, then business row")
 
+	// A WorkTx handler's business row commits with the job's completion.
+	wctx, stop := context.WithCancel(c)
+	var ran atomic.Bool
+	_, err = s.Queue("rows").Enqueue(c, []byte("4"), store.EnqueueOpts{})
+	require.NoError(t, err)
+	twoPhase()
+	err = s.Queue("rows").WorkTx(wctx, store.WorkOpts{Concurrency: 1}, func(c context.Context, tx store.Tx, _ *store.Job) error {
+		defer stop()
+		ran.Store(true)
+		_, err := tx.Exec(c, citusAppInsert, 4)
+		return err
+	})
+	require.True(t, err == nil || errors.Is(err, context.Canceled), "WorkTx: %v", err)
+	require.True(t, ran.Load())
+	assert.True(t, twoPhase(), "WorkTx: business row and the job's ack")
+
 	_, err = pool.Exec(c, citusAppInsert, 3)
 	require.NoError(t, err)
 	assert.False(t, twoPhase(), "a business row alone: Citus's one phase")
@@ -214,7 +231,7 @@ func TestCitusBusinessTransactionsCommitInTwoPhases(t *testing.T) {
 		return len(evs) == 1
 	}, 30*time.Second, time.Millisecond, "a read-only adopted transaction reads")
 
-	for id := int64(1); id <= 3; id++ {
+	for id := int64(1); id <= 4; id++ {
 		var n int
 		require.NoError(t, admin.QueryRow(c, citusAppCount, id).Scan(&n))
 		assert.Equal(t, 1, n, "order %d", id)
