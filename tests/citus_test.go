@@ -33,6 +33,7 @@ const (
 	citusAppInsert      = `INSERT INTO citus_app.orders (id, note) VALUES ($1, 'order')`
 	citusAppCount       = `SELECT count(*) FROM citus_app.orders WHERE id = $1`
 	citusAlkstoreSchema = `CREATE SCHEMA alkstore`
+	citusMarkerTables   = `SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass('alkstore.citus_commit_marker')`
 )
 
 // citusEnv is a fresh database of the Citus cluster, or skips the test.
@@ -236,4 +237,30 @@ func TestCitusBusinessTransactionsCommitInTwoPhases(t *testing.T) {
 		require.NoError(t, admin.QueryRow(c, citusAppCount, id).Scan(&n))
 		assert.Equal(t, 1, n, "order %d", id)
 	}
+}
+
+// Stores opening a fresh Citus database at once each find or create the
+// commit marker, made a Citus local table once. (A smoke test of concurrent
+// Opens: it does not force them into the marker step together, so it
+// passes without the advisory lock that serializes that step too.)
+func TestCitusConcurrentOpensShareOneMarker(t *testing.T) {
+	e, pool := citusEnv(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := store.Open(ctx(t), e.dsn)
+			if err == nil {
+				err = s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx(t), citusMarkerTables).Scan(&n))
+	assert.Equal(t, 1, n, "alkstore.citus_commit_marker in Citus's metadata")
 }
