@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -119,6 +120,7 @@ func benchCitus(ctx context.Context, newPlainDSN func() string) {
 		conn.Close(ctx)
 	}
 	citusBalance(ctx, c.citusDB(ctx, "alk_bench_bal"), plainBal)
+	citusRowAfterJob(ctx, c.citusDB(ctx, "alk_bench_row"))
 }
 
 // citusSide is one store the latency run measures: its store, and a
@@ -322,4 +324,60 @@ func tenantsLoad(ctx context.Context, dsn string) time.Duration {
 	}
 	wg.Wait()
 	return time.Since(start)
+}
+
+// citusRowAfterJob counts how often a job's handler, claiming the job as
+// soon as it is visible on the coordinator, does not yet find the business
+// row its transaction wrote on a worker: with two-phase commit the
+// coordinator commits (the job becomes claimable) before the worker's
+// COMMIT PREPARED (docs/design/citus.md). Producers and a busy Work loop
+// run at once.
+func citusRowAfterJob(ctx context.Context, dsn string) {
+	pool := must(pgxpool.New(ctx, dsn))
+	defer pool.Close()
+	must(pool.Exec(ctx, `CREATE SCHEMA shop`))
+	must(pool.Exec(ctx, `CREATE TABLE shop.orders (id bigint PRIMARY KEY)`))
+	s := must(store.Open(ctx, dsn, store.WithMaxConns(16)))
+	defer s.Close()
+	q := s.Queue("shop/mail")
+	const producers = 4
+	total := producers * *citusTxs
+	var handled, misses atomic.Int64
+	done := make(chan struct{})
+	wctx, stop := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		_ = q.Work(wctx, store.WorkOpts{Concurrency: 4, PollInterval: 10 * time.Millisecond}, func(ctx context.Context, job *store.Job) error {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM shop.orders WHERE id = $1`, string(job.Payload)).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				misses.Add(1)
+			}
+			if handled.Add(1) == int64(total) {
+				stop()
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range *citusTxs {
+				id := int64(p**citusTxs + i)
+				must0(s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+					if _, err := tx.Exec(ctx, `INSERT INTO shop.orders (id) VALUES ($1)`, id); err != nil {
+						return err
+					}
+					_, err := q.EnqueueTx(ctx, tx, []byte(strconv.FormatInt(id, 10)), store.EnqueueOpts{})
+					return err
+				}))
+			}
+		})
+	}
+	wg.Wait()
+	<-done
+	fmt.Printf("%-8s a job's handler reading its business row on the worker: %d of %d jobs found no row yet (claimed before the worker's COMMIT PREPARED)\n",
+		"citus", misses.Load(), total)
 }
