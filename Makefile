@@ -55,7 +55,7 @@ test:
 ## test-citus: 5 minutes here; latency-bound tests (TestCrossProcessWake) are left out
 CITUS_TESTS ?= ^(TestReaderNeverSkipsOutOfOrderCommits|TestOpenTransactionHoldsTheHorizon|TestNewerTransactionWithOlderOffsetHoldsTheHorizon|TestClaimFencing|TestTxSettleIsFencedByTheClaim|TestTxCommitsOrDiscardsEverythingTogether|TestAdoptedTransactions|TestSubscribeReplaysThenFollows|TestSecondStoreReceiverWakes|TestWorkWakesOnEnqueue|TestConcurrentIncrementsAreExact|TestFirstUpdatesOfANewKeyCompose|TestSchedulerHandover|TestOneBoundaryOneFire|TestUniqueJobConcurrentEnqueuers|TestUniqueJobRacingTransactionsPostgres|TestUniqueJobInTransactions|TestJanitorCreatesPartitionsAhead|TestRetentionDropsWholePartitions|TestCitus.*)$$
 test-citus:
-	CITUS_TESTS='$(CITUS_TESTS)' .ci/test-citus
+	CITUS_TESTS='$(CITUS_TESTS)' RACE='$(RACE)' .ci/test-citus
 
 ## bench: throughput figures beside their raw-SQL ceilings, both engines
 bench:
