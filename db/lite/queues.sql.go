@@ -825,7 +825,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
-WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
+WHERE queue = ?1 AND state = ?2 AND state NOT IN ('pending', 'running') AND id > ?3
 ORDER BY id
 LIMIT ?4
 `
@@ -838,7 +838,7 @@ type ListJobsParams struct {
 }
 
 // A page of the queue's finished jobs in one state, in id order after
-// @after, through alk_jobs_listing (the literal state list lets SQLite use
+// @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 // that partial index).
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listJobsStmt, listJobs,
@@ -1149,16 +1149,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT ?3)) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT ?3)) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'completed'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT ?3)) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'cancelled'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT ?3)) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT ?3)) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready
@@ -1248,7 +1248,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND x.state NOT IN ('pending', 'running')
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -1267,10 +1267,10 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through alk_jobs_finished (the
-// literal state list lets SQLite use that partial index). Unique jobs that
-// cannot hold their key once pending are skipped: those whose key another
-// job holds now (probed on alk_jobs_unique; a dead job holding its own key
-// moves), and, of dead jobs of the batch sharing a key, all but the one
+// index's predicate, repeated, lets SQLite use that partial index). Unique
+// jobs that cannot hold their key once pending are skipped: those whose key
+// another job holds now (probed on alk_jobs_unique; a dead job holding its
+// own key moves), and, of dead jobs of the batch sharing a key, all but the one
 // that died first. They stay dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,

@@ -136,19 +136,19 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
 -- Driven from the queues table (a queue without a row keeps no completed
 -- jobs and keeps its dead ones): per queue one range of alk_jobs_finished
 -- for completed jobs and one per final state for the others (CROSS JOIN
--- fixes that loop order; the literal state list lets SQLite use the
--- partial index).
+-- fixes that loop order; the index's predicate, repeated, lets SQLite use
+-- the partial index).
 DELETE FROM alk_jobs
 WHERE id IN (
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE y.queue = q.name AND y.state = 'completed'
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < sqlc.arg(now) - q.completed_retention_us
     UNION ALL
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE q.dead_retention_us IS NOT NULL
       AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < sqlc.arg(now) - q.dead_retention_us
     LIMIT sqlc.arg(batch));
 
@@ -225,9 +225,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue

@@ -257,10 +257,10 @@ LIMIT 1;
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through alk_jobs_finished (the
--- literal state list lets SQLite use that partial index). Unique jobs that
--- cannot hold their key once pending are skipped: those whose key another
--- job holds now (probed on alk_jobs_unique; a dead job holding its own key
--- moves), and, of dead jobs of the batch sharing a key, all but the one
+-- index's predicate, repeated, lets SQLite use that partial index). Unique
+-- jobs that cannot hold their key once pending are skipped: those whose key
+-- another job holds now (probed on alk_jobs_unique; a dead job holding its
+-- own key moves), and, of dead jobs of the batch sharing a key, all but the one
 -- that died first. They stay dead; the count is of the jobs moved.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
@@ -270,7 +270,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND x.state NOT IN ('pending', 'running')
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -284,10 +284,10 @@ DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
 
 -- name: ListJobs :many
 -- A page of the queue's finished jobs in one state, in id order after
--- @after, through alk_jobs_listing (the literal state list lets SQLite use
+-- @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 -- that partial index).
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = @state AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > @after
+WHERE queue = @queue AND state = @state AND state NOT IN ('pending', 'running') AND id > @after
 ORDER BY id
 LIMIT @max_jobs;
 
@@ -334,16 +334,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'completed'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'cancelled'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
+                                   AND j.state NOT IN ('pending', 'running')
                                    LIMIT sqlc.arg(cap))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
