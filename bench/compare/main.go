@@ -12,6 +12,9 @@
 // range of the per-round ratios and each side's spread (max-min over
 // median), so a reader sees the noise.
 //
+// With -median there is no base: each figure of the working tree runs
+// -rounds times and prints its median and range (median.go).
+//
 // A build that knows -list/-figure/-json (bench/figures.go) runs one figure
 // a process. A base older than that cannot, so then each section runs
 // whole, base and new alternately, and figures are matched by their
@@ -41,11 +44,13 @@ import (
 )
 
 var (
-	base   = flag.String("base", "", "revision to compare against (default: the merge-base of HEAD and main, or HEAD~1 when HEAD is on main)")
-	only   = flag.String("only", "streams,queues,receivers,compaction,scheduling", "bench sections to compare (comma-separated)")
-	rounds = flag.Int("rounds", 4, "runs of each build per figure")
-	mainBr = flag.String("main", "main", "the branch whose merge-base with HEAD is the default base")
-	figRE  = flag.String("figures", "", "compare only the figures whose name (engine, a space, the name) matches this regular expression")
+	base      = flag.String("base", "", "revision to compare against (default: the merge-base of HEAD and main, or HEAD~1 when HEAD is on main)")
+	only      = flag.String("only", "streams,queues,receivers,compaction,scheduling", "bench sections to compare (comma-separated)")
+	rounds    = flag.Int("rounds", 4, "runs of each build per figure")
+	mainBr    = flag.String("main", "main", "the branch whose merge-base with HEAD is the default base")
+	figRE     = flag.String("figures", "", "compare only the figures whose name (engine, a space, the name) matches this regular expression")
+	medMode   = flag.Bool("median", false, "no base: run the working tree's bench -rounds times a figure and print each figure's median and range (median.go)")
+	withPeers = flag.Bool("peers", true, "with -median and the queues section, also run bench/peers -rounds times")
 )
 
 // build is one bench binary and the tree it runs in (bench/peers and
@@ -68,7 +73,11 @@ func main() {
 	benchArgs := flag.Args() // passed to every bench run, e.g. -d 1s
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, benchArgs); err != nil {
+	do := run
+	if *medMode {
+		do = runMedian
+	}
+	if err := do(ctx, benchArgs); err != nil {
 		log.Fatal("bench-compare: ", err)
 	}
 }
