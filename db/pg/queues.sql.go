@@ -1178,16 +1178,36 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 }
 
 const nextJobDue = `-- name: NextJobDue :one
+WITH RECURSIVE prios AS (
+    (SELECT j.priority, j.run_at FROM alkstore.jobs j
+     WHERE j.queue = $1::text AND j.state = 'pending'
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+)
 SELECT CASE WHEN EXISTS (SELECT 1 FROM alkstore.queues WHERE name = $1::text AND paused) THEN 0
        ELSE COALESCE(EXTRACT(EPOCH FROM LEAST(
-    (SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
-    (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'running')
+    (SELECT min(p.run_at) FROM prios p),
+    (SELECT j.claim_expires_at FROM alkstore.jobs j WHERE j.queue = $1::text AND j.state = 'running'
+     ORDER BY j.queue, j.claim_expires_at LIMIT 1)
 )) * 1000000, 0) END::bigint AS due_us
 `
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
-// Each min is the first entry of a partial index (jobs_due, jobs_running).
+// The pending side walks the queue's distinct pending priorities down
+// jobs_ready (prios, as in ClaimJobs), each descent landing on that
+// priority's earliest run_at; the running side is the first entry of
+// jobs_running. Both are ordered index walks that stop at their rows
+// whatever the planner estimates (a min() aggregate, on a never-analysed
+// table, read its index whole: issue 18).
 // A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.db.QueryRow(ctx, nextJobDue, queue)
@@ -1208,10 +1228,30 @@ func (q *Queries) QueuePaused(ctx context.Context, queue string) (bool, error) {
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at <= $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS ready,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at > $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS scheduled,
+WITH RECURSIVE prios AS (
+    (SELECT j.priority, j.run_at FROM alkstore.jobs j
+     WHERE j.queue = $1::text AND j.state = 'pending'
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+)
+SELECT (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+            SELECT 1 FROM alkstore.jobs j
+            WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority = p.priority AND j.run_at <= $2::timestamptz
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT $3::integer) r
+        LIMIT $3::integer) c)::bigint AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+            SELECT 1 FROM alkstore.jobs j
+            WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority = p.priority AND j.run_at > $2::timestamptz
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT $3::integer) r
+        LIMIT $3::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'running'
                               ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
@@ -1222,8 +1262,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS cancelled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'expired'
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS expired,
-       LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
-                      $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
+       LEAST(COALESCE((SELECT min(p.run_at) FROM prios p), $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
 
 type QueueStatsParams struct {
@@ -1243,10 +1282,14 @@ type QueueStatsRow struct {
 	OldestReady time.Time
 }
 
-// Each count is a range of a partial index (jobs_due, jobs_running,
-// jobs_finished for each final state) read up to @cap rows, in the index's order so that no plan
-// prefers reading the table; the oldest ready job is the first entry of
-// jobs_due.
+// Each count is a range of a partial index (jobs_ready, jobs_running,
+// jobs_finished for each final state) read up to @cap rows, in the index's
+// order so that no plan prefers reading the table. Pending jobs are read
+// one priority at a time down jobs_ready (prios, as in ClaimJobs: one
+// descent per distinct priority, each landing on that priority's earliest
+// run_at), ready and scheduled being each priority's range on either side
+// of @now, the whole stopped at @cap rows; the oldest ready job is the
+// earliest of the descents. No count leans on statistics (issue 18).
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow
