@@ -315,8 +315,11 @@ func (w *worker) run(ctx context.Context) {
 	settleCtx := context.WithoutCancel(ctx)
 
 	w.acks = make(chan *Job, w.opts.Concurrency)
-	ackerDone := make(chan struct{})
-	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
+	var ackers sync.WaitGroup
+	for range ackLoops(w.q.s.eng.kind(), w.opts.Concurrency) {
+		ackers.Add(1)
+		go func() { defer ackers.Done(); w.ackLoop(settleCtx) }()
+	}
 
 	// Cancels reach running handlers through the queue's claim topic, until
 	// the last handler returned.
@@ -384,7 +387,7 @@ func (w *worker) run(ctx context.Context) {
 	stopWatching()
 	watchers.Wait()
 	close(w.acks)
-	<-ackerDone
+	ackers.Wait()
 }
 
 // runJob runs one claimed job through the handler lifecycle in a slot of
@@ -556,6 +559,22 @@ func (w *worker) waitForSlot(ctx context.Context) {
 	case <-ctx.Done():
 	case <-w.freed:
 	}
+}
+
+// ackLoops is how many ack loops a worker runs. On PostgreSQL a busy
+// worker runs up to four, each acking what accumulated while it was last
+// in flight: with one, every handler waited on one statement at a time
+// (an AckMany of 100 jobs takes a few ms), so a burn-down ran at one
+// backend's pace and its handlers sat on their slots, blocked on the full
+// ack channel, while other backends idled (issue 18). Batches lock their
+// rows in id order and hold disjoint jobs, so concurrent ones neither
+// deadlock nor wait on each other. On SQLite every write takes the one
+// writer slot: more loops would only queue there, in smaller batches.
+func ackLoops(engine string, concurrency int) int {
+	if engine != "pg" {
+		return 1
+	}
+	return min(4, max(1, concurrency/16))
 }
 
 // ackLoop acks finished jobs in batches: whatever has accumulated while the
