@@ -82,25 +82,6 @@ RETURNING id, unique_key;
 SELECT id, unique_key FROM alkstore.jobs
 WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || state || ',') > 0;
 
--- name: BuryExhaustedClaims :execrows
--- Jobs whose claim expired and that must not run again end: past their
--- expires_at they end expired (an expired job is never handed out,
--- whatever its state), after their last allowed attempt dead, the lapsed
--- claim recorded as that attempt's error.
-UPDATE alkstore.jobs
-SET state = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
-    finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
-    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now::timestamptz THEN 'expired'
-                      ELSE 'attempts exhausted: the last claim expired' END,
-    errors = CASE WHEN expires_at IS NOT NULL AND expires_at <= @now::timestamptz THEN errors
-                  ELSE (CASE WHEN jsonb_array_length(errors) >= 20 THEN errors - 0 ELSE errors END)
-                       || jsonb_build_array(jsonb_build_object('attempt', attempts, 'error', 'attempts exhausted: the last claim expired',
-                                                               'at_us', (EXTRACT(EPOCH FROM @now::timestamptz) * 1000000)::bigint)) END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = @queue AND x.state = 'running' AND x.claim_expires_at <= @now::timestamptz
-               AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz))
-             FOR UPDATE SKIP LOCKED);
-
 -- name: ClaimJobs :many
 -- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
 -- priority order, skipping rows other claimers hold, stamped with this claim.
@@ -121,7 +102,32 @@ WHERE id IN (SELECT x.id FROM alkstore.jobs x
 -- A paused queue (a row in queues with paused set) gives nothing: the
 -- check is a one-time filter on both branches, so every worker of every
 -- process honours a pause from the statement after it commits.
-WITH RECURSIVE prios AS (
+-- First, buried ends the queue's jobs whose claim expired and that must not
+-- run again: past their expires_at they end expired (an expired job is
+-- never handed out, whatever its state), after their last allowed attempt
+-- dead, the lapsed claim recorded as that attempt's error. Those rows are
+-- never the expired branch's (it takes only jobs with attempts left and
+-- not past expires_at), so the two updates touch different rows; one
+-- statement saves the claim a round trip (it was BuryExhaustedClaims, sent
+-- before every claim; issue 18).
+WITH RECURSIVE buried AS (
+    UPDATE alkstore.jobs b
+    SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
+        finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+        last_error = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired'
+                          ELSE 'attempts exhausted: the last claim expired' END,
+        errors = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN b.errors
+                      ELSE (CASE WHEN jsonb_array_length(b.errors) >= 20 THEN b.errors - 0 ELSE b.errors END)
+                           || jsonb_build_array(jsonb_build_object('attempt', b.attempts, 'error', 'attempts exhausted: the last claim expired',
+                                                                   'at_us', (EXTRACT(EPOCH FROM @now::timestamptz) * 1000000)::bigint)) END
+    WHERE b.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.jobs x
+        WHERE x.queue = @queue::text AND x.state = 'running' AND x.claim_expires_at <= @now::timestamptz
+          AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz))
+        FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+),
+prios AS (
     (SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
      WHERE j.queue = @queue::text AND j.state = 'pending'
        AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
