@@ -314,12 +314,13 @@ func (w *worker) run(ctx context.Context) {
 	defer cancelHandlers()
 	settleCtx := context.WithoutCancel(ctx)
 
-	w.acks = make(chan *Job, w.opts.Concurrency)
-	var ackers sync.WaitGroup
-	for range ackLoops(w.q.s.eng.kind(), w.opts.Concurrency) {
-		ackers.Add(1)
-		go func() { defer ackers.Done(); w.ackLoop(settleCtx) }()
-	}
+	// A handler that returned hands its job to the ack loop and frees its
+	// slot at once; the channel holds up to a batch of the largest size
+	// (maxAckBatch) so that handlers do not wait, holding their slots, while
+	// one AckMany is in flight, and the next batch takes all of them.
+	w.acks = make(chan *Job, max(w.opts.Concurrency, maxAckBatch))
+	ackerDone := make(chan struct{})
+	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
 
 	// Cancels reach running handlers through the queue's claim topic, until
 	// the last handler returned.
@@ -387,7 +388,7 @@ func (w *worker) run(ctx context.Context) {
 	stopWatching()
 	watchers.Wait()
 	close(w.acks)
-	ackers.Wait()
+	<-ackerDone
 }
 
 // runJob runs one claimed job through the handler lifecycle in a slot of
@@ -561,30 +562,17 @@ func (w *worker) waitForSlot(ctx context.Context) {
 	}
 }
 
-// ackLoops is how many ack loops a worker runs. On PostgreSQL a busy
-// worker runs up to four, each acking what accumulated while it was last
-// in flight: with one, every handler waited on one statement at a time
-// (an AckMany of 100 jobs takes a few ms), so a burn-down ran at one
-// backend's pace and its handlers sat on their slots, blocked on the full
-// ack channel, while other backends idled (issue 18). Batches lock their
-// rows in id order and hold disjoint jobs, so concurrent ones neither
-// deadlock nor wait on each other. On SQLite every write takes the one
-// writer slot: more loops would only queue there, in smaller batches.
-func ackLoops(engine string, concurrency int) int {
-	if engine != "pg" {
-		return 1
-	}
-	return min(4, max(1, concurrency/16))
-}
+// maxAckBatch is the most jobs one AckMany settles.
+const maxAckBatch = 1000
 
 // ackLoop acks finished jobs in batches: whatever has accumulated while the
 // previous batch was in flight goes in the next one.
 func (w *worker) ackLoop(ctx context.Context) {
-	batch := make([]*Job, 0, cap(w.acks))
+	batch := make([]*Job, 0, maxAckBatch)
 	for j := range w.acks {
 		batch = append(batch[:0], j)
 	drain:
-		for len(batch) < 1000 {
+		for len(batch) < maxAckBatch {
 			select {
 			case j, ok := <-w.acks:
 				if !ok {
