@@ -67,19 +67,33 @@ func runMedian(ctx context.Context, benchArgs []string) error {
 			if f == "" || !pick(f) {
 				continue
 			}
-			var runs []run1
+			// A run may print figures beside the one asked for (the
+			// burn-down's second ceiling): they are shown after it.
+			runs := map[string][]run1{}
+			var names []string
 			for range *rounds {
 				out, err := bench(ctx, b, env, append([]string{"-only", sec, "-figure", f, "-json", "-peers=false"}, benchArgs...)...)
 				if err != nil {
 					return err
 				}
-				r, ok := parseRun(out)[f]
-				if !ok {
+				got := parseRun(out)
+				if _, ok := got[f]; !ok {
 					return fmt.Errorf("the bench printed no figure %q:\n%s", f, out)
 				}
-				runs = append(runs, r)
+				for name, r := range got {
+					if !slices.Contains(names, name) {
+						names = append(names, name)
+					}
+					runs[name] = append(runs[name], r)
+				}
 			}
-			medians[f] = showMedian(f, runs)
+			slices.Sort(names)
+			medians[f] = showMedian(f, runs[f])
+			for _, name := range names {
+				if name != f {
+					medians[name] = showMedian(name, runs[name])
+				}
+			}
 		}
 	}
 	if *withPeers && slices.Contains(strings.Split(*only, ","), "queues") {
