@@ -302,7 +302,7 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeep
 // boundary, or the schedule was paused or replaced, since it was read.
 func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (bool, error) {
 	return run(handle{s: sc.s, name: d.Name}, "fire schedule", autoWrite(ctx), func(o target) (bool, error) {
-		c, err := parseSpec(d.Spec, d.TZ)
+		c, err := parseSpecCached(d.Spec, d.TZ)
 		if err != nil {
 			return false, err
 		}
