@@ -16,9 +16,10 @@
 // -rounds times and prints its median and range (median.go).
 //
 // A build that knows -list/-figure/-json (bench/figures.go) runs one figure
-// a process. A base older than that cannot, so then each section runs
-// whole, base and new alternately, and figures are matched by their
-// printed names.
+// a process. A build older than that (the base, or the tree itself when
+// it is checked out at an older commit to measure that commit against its
+// parent) cannot, so then each section runs whole, base and new
+// alternately, and figures are matched by their printed names.
 package main
 
 import (
@@ -136,10 +137,7 @@ func run(ctx context.Context, benchArgs []string) error {
 	for _, sec := range strings.Split(*only, ",") {
 		oldFigs, oldErr := list(ctx, oldB, env, sec, benchArgs)
 		newFigs, newErr := list(ctx, newB, env, sec, benchArgs)
-		if newErr != nil {
-			return newErr
-		}
-		if oldErr == nil {
+		if oldErr == nil && newErr == nil {
 			if err := perFigure(ctx, oldB, newB, env, sec, benchArgs, oldFigs, newFigs); err != nil {
 				return err
 			}
@@ -221,7 +219,7 @@ func perFigure(ctx context.Context, oldB, newB *build, env []string, sec string,
 // perSection runs a whole section, base and new alternately, and pairs
 // the figures by their printed names: for a base without -figure.
 func perSection(ctx context.Context, oldB, newB *build, env []string, sec string, args []string) error {
-	fmt.Printf("(base predates -figure: section %s runs whole, builds alternating)\n", sec)
+	fmt.Printf("(a build predates -figure: section %s runs whole, builds alternating)\n", sec)
 	runs := map[string]map[string][]sample{"base": {}, "new": {}}
 	var names []string
 	for r := range *rounds {
