@@ -570,7 +570,7 @@ var hotStatements = []hotStmt{
 	{name: "FireSchedule"},
 	{name: "FireSchedules", only: "pg", pgArgs: map[string]any{"wakes": []string{""}, "names": []string{"due-1", "due-2"},
 		"specs": []string{"@every 3600s", "@every 3600s"}, "tzs": []string{"UTC", "UTC"}, "queues": []string{"q", "q"},
-		"dueats": []time.Time{skewedNow.Add(-time.Minute), skewedNow.Add(-time.Minute)},
+		"dueats":      []time.Time{skewedNow.Add(-time.Minute), skewedNow.Add(-time.Minute)},
 		"nextfireats": []time.Time{skewedNow.Add(time.Hour), skewedNow.Add(time.Hour)}}},
 	{name: "GetSchedule"},
 	{name: "AcquireLease"},
