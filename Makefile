@@ -13,7 +13,7 @@ SQLC := bin/sqlc
 # Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 
-.PHONY: help check tools demo test test-citus bench bench-compare bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+.PHONY: help check tools demo test test-citus bench bench-compare bench-median bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## help: list the targets
 help:
@@ -72,6 +72,12 @@ FIGURES ?=
 BENCH_FLAGS ?= -d 1s
 bench-compare:
 	go run ./bench/compare -base "$(BASE)" -only "$(ONLY)" -rounds $(ROUNDS) -figures '$(FIGURES)' -- $(BENCH_FLAGS)
+
+## bench-median: the working tree's bench alone, RUNS runs a figure (default 3): each figure's median
+## bench-median: and range, its ratio's median and range, and with queues River and goqite (README, Performance)
+RUNS ?= 3
+bench-median:
+	go run ./bench/compare -median -only "$(ONLY)" -rounds $(RUNS) -figures '$(FIGURES)' -- $(BENCH_FLAGS)
 
 ## bench-scale: costs beside 1e5, 1e6 and 1e7 unrelated rows, both engines (about a quarter of an hour; not in bench)
 bench-scale:
