@@ -8,6 +8,7 @@
 //	go run ./bench -only groups  # consumer groups: 1, 2, 4 members at 1 ms of work per event
 //	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
 //	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
+//	go run ./bench -only citus      # through a Citus coordinator vs a plain server (../shared/citus; only when asked)
 //	go run ./bench -only queues -list  # figure names; -figure NAME -json measures one (make bench-compare)
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
@@ -46,7 +47,7 @@ var (
 	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling, groups; "+
-		"or scale, retention and console, which only run when named")
+		"or scale, retention, console and citus, which only run when named")
 )
 
 // section reports whether the named section runs: every default section
@@ -89,6 +90,12 @@ func main() {
 	if named("console") { // PostgreSQL only, loads 10^6 jobs; never part of a full run
 		benchConsole(ctx, must(srv.NewDatabase(ctx)))
 		if *only == "console" {
+			return
+		}
+	}
+	if named("citus") { // a Citus cluster beside the plain server; never part of a full run
+		benchCitus(ctx, func() string { return must(srv.NewDatabase(ctx)) })
+		if *only == "citus" {
 			return
 		}
 	}
@@ -464,6 +471,10 @@ type liteRaw struct {
 	insertEv, insJob, rdP *sql.Stmt
 }
 
+// openLite's raw_jobs keeps the index entries a pending job has in
+// alk_jobs (alk_jobs_ready and alk_jobs_due; alk_jobs's other partial
+// indexes hold no pending job), so the ceilings of enqueue and burn-down
+// write the same index entries a job costs the library.
 func openLite(ctx context.Context, path string) (*store.Store, raw) {
 	s := must(store.Open(ctx, path))
 	writer := must(sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(normal)"))
@@ -476,7 +487,8 @@ func openLite(ctx context.Context, path string) (*store.Store, raw) {
 		priority INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
 		max_attempts INTEGER NOT NULL DEFAULT 25, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
 		run_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)), claim_token INTEGER, claim_expires_at INTEGER);
-		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
+		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+		CREATE INDEX raw_jobs_due ON raw_jobs (queue, run_at) WHERE state = 'pending'`)
 	must0(err)
 	r := liteRaw{writer: writer, readers: readers}
 	r.insertEv = must(writer.PrepareContext(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES (?, ?, ?)`))

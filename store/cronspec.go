@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -19,6 +21,36 @@ type cronSpec struct {
 	sched cron.Schedule
 	loc   *time.Location
 	every time.Duration // for @every: boundaries keep their phase
+}
+
+// specCache holds the specs the fire path parsed: a fire parses its
+// schedule's spec every time, and time.LoadLocation reads the zone's file
+// each call (a fire of "*/5 9-17 * * 1-5" in Europe/Paris parsed for 49 µs
+// of CPU, @hourly in UTC for 1.5 µs; issue 18). A parsed spec is immutable
+// and safe to share. Bounded: past maxCachedSpecs distinct (spec, zone)
+// pairs the others are parsed each time.
+var (
+	specCache  sync.Map // specKey → cronSpec
+	specCached atomic.Int64
+)
+
+const maxCachedSpecs = 1024
+
+type specKey struct{ spec, tz string }
+
+// parseSpecCached is parseSpec through specCache.
+func parseSpecCached(spec, tz string) (cronSpec, error) {
+	k := specKey{spec, tz}
+	if c, ok := specCache.Load(k); ok {
+		return c.(cronSpec), nil
+	}
+	c, err := parseSpec(spec, tz)
+	if err == nil && specCached.Load() < maxCachedSpecs {
+		if _, loaded := specCache.LoadOrStore(k, c); !loaded {
+			specCached.Add(1)
+		}
+	}
+	return c, err
 }
 
 // parseSpec checks a spec and a time zone (an IANA name; "" is UTC). Errors

@@ -887,10 +887,14 @@ func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset in
 
 // Commit records that ev, and every earlier event of its partition, was
 // handled. It fails with ErrClaimLost when the member no longer holds ev's
-// partition (another member claimed it since): ev will be delivered again
-// to the partition's owner; and with ErrInvalidArgument for an event this
-// member did not deliver (of another stream, or later than any its Recv
-// returned of the partition).
+// partition (another member claimed it since, after the member released it
+// or its lease ran out): ev will be delivered again to the partition's
+// owner; and with ErrInvalidArgument for an event this member did not
+// deliver (of another stream, or later than any its Recv returned of the
+// partition). A lease that ran out with no one claiming the partition does
+// not fence: no one else handled its events meanwhile (on SQLite a long
+// ConsumeTx handler holds the writer slot its heartbeats wait for), and
+// the commit renews it.
 func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 	return m.commitEvent(ctx, autoWrite(ctx), ev, nil)
 }
@@ -943,7 +947,7 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 			m.stepNow.Store(true)
 		}
 		m.mu.Unlock()
-		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member or its lease ran out", ErrClaimLost, p))
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member", ErrClaimLost, p))
 	}
 	done := func() {
 		m.mu.Lock()

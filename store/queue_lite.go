@@ -109,6 +109,9 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if err != nil || len(ids) == 0 {
 			return err
 		}
+		// Fewer than 3n ids, in claim order, so that SQLite keeps the
+		// statement's plan (see queries/lite/queues.sql): the first n.
+		ids = ids[:min(len(ids), r.n)]
 		js, err := json.Marshal(ids)
 		if err != nil {
 			return err

@@ -45,9 +45,8 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
 	defer cancel()
 	q := pgdb.New(conn)
-	if _, err := q.BuryExhaustedClaims(ctx, pgdb.BuryExhaustedClaimsParams{Now: r.now, Queue: r.queue}); err != nil {
-		return nil, err
-	}
+	// One statement: it also ends the jobs whose lapsed claim was their last
+	// (see ClaimJobs's buried).
 	rows, err := q.ClaimJobs(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
 		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)})
 	if err != nil {

@@ -53,6 +53,30 @@ func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
 	return len(ids) == 1, err
 }
 
+// fireSchedules fires a batch in one statement (FireSchedules): the names
+// that fired. Each queue's wake goes through the gate once.
+func (o pgOps) fireSchedules(ctx context.Context, fs []scheduleFire) (map[string]bool, error) {
+	p := pgdb.FireSchedulesParams{Now: fs[0].now}
+	woke := map[string]bool{}
+	for _, f := range fs {
+		p.Names, p.Specs, p.Tzs, p.Queues = append(p.Names, f.name), append(p.Specs, f.spec), append(p.Tzs, f.tz), append(p.Queues, f.queue)
+		p.DueAts, p.NextFireAts = append(p.DueAts, f.dueAt), append(p.NextFireAts, f.next)
+		if !woke[f.queue] {
+			woke[f.queue] = true
+			p.Wakes = append(p.Wakes, o.wake(queueTopic(f.queue)))
+		}
+	}
+	names, err := o.q.FireSchedules(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	fired := make(map[string]bool, len(names))
+	for _, n := range names {
+		fired[n] = true
+	}
+	return fired, nil
+}
+
 func (o pgOps) nextScheduleFire(ctx context.Context) (*time.Time, error) {
 	return dueTime(o.q.NextScheduleFire(ctx))
 }

@@ -274,12 +274,18 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeep
 			return fired, err
 		}
 		progress := false
+		var todo []ScheduleInfo
 		for _, d := range due {
 			if seen[d.Name] {
 				continue // failed once this round already
 			}
 			seen[d.Name] = true
 			progress = true
+			todo = append(todo, d)
+		}
+		n, rest := sc.fireBatch(ctx, todo, now)
+		fired += n
+		for _, d := range rest {
 			ok, err := sc.fire(ctx, d, now)
 			if err != nil {
 				sc.logErr(ctx, "schedule did not fire", err, "schedule", d.Name)
@@ -297,12 +303,68 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeep
 	return fired, failed
 }
 
+// batchFirer is an engine that fires many schedules in one statement
+// (PostgreSQL).
+type batchFirer interface {
+	fireSchedules(ctx context.Context, fs []scheduleFire) (map[string]bool, error)
+}
+
+// fireBatch fires the due schedules in one statement where the engine can
+// (one round trip for the batch instead of one a fire): it returns how many
+// fired and the schedules left to fire one at a time (sc.fire), which are
+// all of them on SQLite, when the statement failed (each then fails or
+// fires on its own, and is logged with its name), and any whose spec or
+// queue does not check out.
+func (sc *Scheduler) fireBatch(ctx context.Context, due []ScheduleInfo, now time.Time) (int, []ScheduleInfo) {
+	if len(due) < 2 || sc.s.eng.kind() != "pg" {
+		return 0, due
+	}
+	var fs []scheduleFire
+	var rest []ScheduleInfo
+	for _, d := range due {
+		c, err := parseSpecCached(d.Spec, d.TZ)
+		if err != nil || validateName(d.Queue) != nil {
+			rest = append(rest, d) // sc.fire reports it
+			continue
+		}
+		fs = append(fs, scheduleFire{name: d.Name, spec: d.Spec, tz: d.TZ, queue: d.Queue,
+			dueAt: d.NextFireAt, next: c.after(d.NextFireAt, now), now: now})
+	}
+	if len(fs) == 0 {
+		return 0, due
+	}
+	fired, err := run(handle{s: sc.s, name: sc.owner}, "fire schedules", autoWrite(ctx), func(o target) (map[string]bool, error) {
+		b, ok := o.ops.(batchFirer)
+		if !ok {
+			return nil, nil
+		}
+		fired, err := b.fireSchedules(ctx, fs)
+		if err == nil {
+			woke := map[string]bool{}
+			for _, f := range fs {
+				if fired[f.name] && !woke[f.queue] {
+					woke[f.queue] = true
+					o.afterCommit(sc.s.wake(queueTopic(f.queue)))
+				}
+			}
+		}
+		return fired, err
+	})
+	if err != nil || fired == nil {
+		if err != nil {
+			sc.logErr(ctx, "a batch of schedules did not fire; firing them one at a time", err, "schedules", len(fs))
+		}
+		return 0, due
+	}
+	return len(fired), rest
+}
+
 // fire enqueues the job for boundary d.NextFireAt and advances the schedule
 // past now, atomically. Nothing happens if another scheduler fired that
 // boundary, or the schedule was paused or replaced, since it was read.
 func (sc *Scheduler) fire(ctx context.Context, d ScheduleInfo, now time.Time) (bool, error) {
 	return run(handle{s: sc.s, name: d.Name}, "fire schedule", autoWrite(ctx), func(o target) (bool, error) {
-		c, err := parseSpec(d.Spec, d.TZ)
+		c, err := parseSpecCached(d.Spec, d.TZ)
 		if err != nil {
 			return false, err
 		}

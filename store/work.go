@@ -314,7 +314,11 @@ func (w *worker) run(ctx context.Context) {
 	defer cancelHandlers()
 	settleCtx := context.WithoutCancel(ctx)
 
-	w.acks = make(chan *Job, w.opts.Concurrency)
+	// A handler that returned hands its job to the ack loop and frees its
+	// slot at once; the channel holds up to a batch of the largest size
+	// (maxAckBatch) so that handlers do not wait, holding their slots, while
+	// one AckMany is in flight, and the next batch takes all of them.
+	w.acks = make(chan *Job, max(w.opts.Concurrency, maxAckBatch))
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
 
@@ -558,14 +562,17 @@ func (w *worker) waitForSlot(ctx context.Context) {
 	}
 }
 
+// maxAckBatch is the most jobs one AckMany settles.
+const maxAckBatch = 1000
+
 // ackLoop acks finished jobs in batches: whatever has accumulated while the
 // previous batch was in flight goes in the next one.
 func (w *worker) ackLoop(ctx context.Context) {
-	batch := make([]*Job, 0, cap(w.acks))
+	batch := make([]*Job, 0, maxAckBatch)
 	for j := range w.acks {
 		batch = append(batch[:0], j)
 	drain:
-		for len(batch) < 1000 {
+		for len(batch) < maxAckBatch {
 			select {
 			case j, ok := <-w.acks:
 				if !ok {

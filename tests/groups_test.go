@@ -564,3 +564,42 @@ func TestGroupConsumeStopGrace(t *testing.T) {
 		assert.Zero(t, lag(), "the event in flight at the stop committed")
 	})
 }
+
+// TestGroupLongTxHandlerCommits: a ConsumeTx handler that runs longer than
+// the lease commits once. On SQLite its transaction holds the writer slot
+// that the member's heartbeats wait for, so the lease runs out while it
+// runs; no one can claim the partition meanwhile either, and the commit is
+// fenced by the claim's token, not by the lease. (When the commit also
+// checked the lease, this handler was rolled back and ran again for ever
+// on SQLite.)
+func TestGroupLongTxHandlerCommits(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		createEffects(t, s)
+		g := s.Stream("s").Group("g")
+		off, err := s.Stream("s").PublishWithKey(c, "k", []byte("v"))
+		require.NoError(t, err)
+		var runs atomic.Int64
+		cc, cancel := context.WithCancel(c)
+		done := make(chan error, 1)
+		go func() {
+			done <- g.ConsumeTx(cc, store.GroupOpts{LeaseTTL: 150 * time.Millisecond, RetryDelay: time.Millisecond},
+				func(ctx context.Context, tx store.Tx, ev store.Event) error {
+					runs.Add(1)
+					time.Sleep(400 * time.Millisecond) // the work: longer than the lease
+					return writeEffect(ctx, tx, ev.Offset)
+				})
+		}()
+		for c.Err() == nil {
+			if st, err := g.Stats(c); err == nil && st.Lag == 0 && len(st.Assignment) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		require.NoError(t, <-done)
+		assert.Equal(t, map[int64]int{off: 1}, effects(t, s))
+		assert.Equal(t, int64(1), runs.Load(), "the handler ran once")
+	})
+}

@@ -498,3 +498,66 @@ func TestWakesDoNotRenewTheLease(t *testing.T) {
 			before.RenewedAt, after.RenewedAt)
 	})
 }
+
+// TestManyDueSchedulesFireOnceEach: 250 schedules due at once over three
+// queues (the scheduler reads them 100 at a time; on PostgreSQL each batch
+// fires in one statement), five of them paused, two schedulers racing for
+// every boundary: each active schedule enqueues one job per boundary, at
+// that boundary, into its own queue; a paused one enqueues nothing.
+func TestManyDueSchedulesFireOnceEach(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clkA := clockAt(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+		clkB := clockAt(clkA.Now())
+		a := e.open(t, store.WithClock(clkA.Now))
+		b := e.open(t, store.WithClock(clkB.Now))
+		c := ctx(t)
+		const n, paused = 250, 5
+		queues := []*store.Queue{a.Queue("many-0"), a.Queue("many-1"), a.Queue("many-2")}
+		for i := range n {
+			name := fmt.Sprintf("many-%03d", i)
+			require.NoError(t, a.Schedule(name).Set(c, store.ScheduleSpec{Spec: "@daily", Queue: queues[i%3].Name(),
+				Payload: []byte(name)}))
+			if i < paused {
+				require.NoError(t, a.Schedule(name).Pause(c))
+			}
+		}
+		schA, schB := a.Scheduler("a", store.SchedulerOpts{LeaseTTL: 100 * time.Millisecond}), b.Scheduler("b", store.SchedulerOpts{})
+		const rounds = 3
+		for round := range rounds {
+			boundary := time.Date(2026, 6, 2+round, 0, 0, 0, 0, time.UTC)
+			clkA.Set(boundary)
+			clkB.Set(boundary.Add(time.Second))
+			var wg sync.WaitGroup
+			release := make(chan struct{})
+			fired := make([]int, 2)
+			for i, sch := range []*store.Scheduler{schA, schB} {
+				wg.Go(func() {
+					<-release
+					k, err := sch.RunOnce(c)
+					assert.NoError(t, err)
+					fired[i] = k
+				})
+			}
+			close(release)
+			wg.Wait()
+			require.Equal(t, n-paused, fired[0]+fired[1], "round %d: A fired %d, B fired %d", round, fired[0], fired[1])
+		}
+		for qi, q := range queues {
+			jobs := drain(t, q)
+			per := map[string][]time.Time{}
+			for _, j := range jobs {
+				per[string(j.Payload)] = append(per[string(j.Payload)], j.RunAt.UTC())
+			}
+			for i := qi; i < n; i += 3 {
+				name := fmt.Sprintf("many-%03d", i)
+				if i < paused {
+					assert.Empty(t, per[name], "paused %s fired", name)
+					continue
+				}
+				slices.SortFunc(per[name], time.Time.Compare)
+				assert.Equal(t, []time.Time{time.Date(2026, 6, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 6, 3, 0, 0, 0, 0, time.UTC),
+					time.Date(2026, 6, 4, 0, 0, 0, 0, time.UTC)}, per[name], "%s: one job per boundary, at it", name)
+			}
+		}
+	})
+}

@@ -12,10 +12,14 @@
 // range of the per-round ratios and each side's spread (max-min over
 // median), so a reader sees the noise.
 //
+// With -median there is no base: each figure of the working tree runs
+// -rounds times and prints its median and range (median.go).
+//
 // A build that knows -list/-figure/-json (bench/figures.go) runs one figure
-// a process. A base older than that cannot, so then each section runs
-// whole, base and new alternately, and figures are matched by their
-// printed names.
+// a process. A build older than that (the base, or the tree itself when
+// it is checked out at an older commit to measure that commit against its
+// parent) cannot, so then each section runs whole, base and new
+// alternately, and figures are matched by their printed names.
 package main
 
 import (
@@ -41,11 +45,13 @@ import (
 )
 
 var (
-	base   = flag.String("base", "", "revision to compare against (default: the merge-base of HEAD and main, or HEAD~1 when HEAD is on main)")
-	only   = flag.String("only", "streams,queues,receivers,compaction,scheduling", "bench sections to compare (comma-separated)")
-	rounds = flag.Int("rounds", 4, "runs of each build per figure")
-	mainBr = flag.String("main", "main", "the branch whose merge-base with HEAD is the default base")
-	figRE  = flag.String("figures", "", "compare only the figures whose name (engine, a space, the name) matches this regular expression")
+	base      = flag.String("base", "", "revision to compare against (default: the merge-base of HEAD and main, or HEAD~1 when HEAD is on main)")
+	only      = flag.String("only", "streams,queues,receivers,compaction,scheduling", "bench sections to compare (comma-separated)")
+	rounds    = flag.Int("rounds", 4, "runs of each build per figure")
+	mainBr    = flag.String("main", "main", "the branch whose merge-base with HEAD is the default base")
+	figRE     = flag.String("figures", "", "compare only the figures whose name (engine, a space, the name) matches this regular expression")
+	medMode   = flag.Bool("median", false, "no base: run the working tree's bench -rounds times a figure and print each figure's median and range (median.go)")
+	withPeers = flag.Bool("peers", true, "with -median and the queues section, also run bench/peers -rounds times")
 )
 
 // build is one bench binary and the tree it runs in (bench/peers and
@@ -68,7 +74,11 @@ func main() {
 	benchArgs := flag.Args() // passed to every bench run, e.g. -d 1s
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, benchArgs); err != nil {
+	do := run
+	if *medMode {
+		do = runMedian
+	}
+	if err := do(ctx, benchArgs); err != nil {
 		log.Fatal("bench-compare: ", err)
 	}
 }
@@ -127,10 +137,7 @@ func run(ctx context.Context, benchArgs []string) error {
 	for _, sec := range strings.Split(*only, ",") {
 		oldFigs, oldErr := list(ctx, oldB, env, sec, benchArgs)
 		newFigs, newErr := list(ctx, newB, env, sec, benchArgs)
-		if newErr != nil {
-			return newErr
-		}
-		if oldErr == nil {
+		if oldErr == nil && newErr == nil {
 			if err := perFigure(ctx, oldB, newB, env, sec, benchArgs, oldFigs, newFigs); err != nil {
 				return err
 			}
@@ -212,7 +219,7 @@ func perFigure(ctx context.Context, oldB, newB *build, env []string, sec string,
 // perSection runs a whole section, base and new alternately, and pairs
 // the figures by their printed names: for a base without -figure.
 func perSection(ctx context.Context, oldB, newB *build, env []string, sec string, args []string) error {
-	fmt.Printf("(base predates -figure: section %s runs whole, builds alternating)\n", sec)
+	fmt.Printf("(a build predates -figure: section %s runs whole, builds alternating)\n", sec)
 	runs := map[string]map[string][]sample{"base": {}, "new": {}}
 	var names []string
 	for r := range *rounds {

@@ -126,7 +126,7 @@ FROM alk_compaction_heads h
 JOIN alk_events e ON e.id = h.head_offset
 WHERE h.stream = ?1 AND h.key > ?2 AND e.payload IS NOT NULL
 ORDER BY h.key
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ListHeadsParams struct {

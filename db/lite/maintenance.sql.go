@@ -34,7 +34,7 @@ WHERE id IN (
     JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
     JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id < h.head_offset
     WHERE x.created_at < ?4
-    LIMIT ?5)
+    LIMIT CAST(?5 AS INTEGER))
 `
 
 type CompactWindowParams struct {
@@ -94,7 +94,7 @@ SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), ?1) AS
 FROM (SELECT x.id, x.created_at >= ?2 AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = ?3 AND x.id > ?1 AND x.id <= ?4
       ORDER BY x.stream, x.id
-      LIMIT ?5) w
+      LIMIT CAST(?5 AS INTEGER)) w
 `
 
 type CompactionWindowParams struct {
@@ -125,7 +125,7 @@ func (q *Queries) CompactionWindow(ctx context.Context, arg CompactionWindowPara
 const consumerLags = `-- name: ConsumerLags :many
 SELECT o.stream, o.consumer, o.committed_offset,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e
-                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT ?1)) AS INTEGER) AS unread
+                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS unread
 FROM alk_consumer_offsets o ORDER BY o.stream, o.consumer
 `
 
@@ -183,7 +183,7 @@ WHERE alk_compaction_heads.head_offset IS NULL
     WHERE x.stream = ?1 AND x.head_offset IS NULL
       AND x.updated_at < ?2
     ORDER BY x.stream, x.updated_at
-    LIMIT ?3)
+    LIMIT CAST(?3 AS INTEGER))
 `
 
 type DeleteExpiredHeadlessParams struct {
@@ -214,15 +214,15 @@ DELETE FROM alk_jobs
 WHERE id IN (
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE y.queue = q.name AND y.state = 'completed'
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < ?2 - q.completed_retention_us
     UNION ALL
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE q.dead_retention_us IS NOT NULL
       AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < ?2 - q.dead_retention_us
-    LIMIT ?1)
+    LIMIT CAST(?1 AS INTEGER))
 `
 
 type DeleteFinishedJobsParams struct {
@@ -236,8 +236,8 @@ type DeleteFinishedJobsParams struct {
 // Driven from the queues table (a queue without a row keeps no completed
 // jobs and keeps its dead ones): per queue one range of alk_jobs_finished
 // for completed jobs and one per final state for the others (CROSS JOIN
-// fixes that loop order; the literal state list lets SQLite use the
-// partial index).
+// fixes that loop order; the index's predicate, repeated, lets SQLite use
+// the partial index).
 func (q *Queries) DeleteFinishedJobs(ctx context.Context, arg DeleteFinishedJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.deleteFinishedJobsStmt, deleteFinishedJobs, arg.Batch, arg.Now)
 	if err != nil {
@@ -269,7 +269,7 @@ WHERE id IN (
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     ORDER BY x.stream, x.id
-    LIMIT ?4)
+    LIMIT CAST(?4 AS INTEGER))
 `
 
 type DeleteRetainedParams struct {
@@ -302,7 +302,7 @@ JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_
 WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = ?1 AND t.payload IS NULL AND t.key IS NOT NULL
                ORDER BY t.stream, t.id
-               LIMIT ?2)
+               LIMIT CAST(?2 AS INTEGER))
   AND e.created_at < ?3
 `
 
@@ -356,9 +356,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue
@@ -459,7 +459,7 @@ FROM (SELECT x.id, x.created_at >= ?1 AS fresh FROM alk_events x INDEXED BY alk_
         AND NOT (CAST(?3 AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
                  WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
       ORDER BY x.stream, x.id
-      LIMIT ?4) w
+      LIMIT CAST(?4 AS INTEGER)) w
 `
 
 type RetentionWindowParams struct {
@@ -500,7 +500,7 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
        CAST(COALESCE((SELECT max(e.id) FROM alk_events e WHERE e.stream = st.stream), 0) AS INTEGER) AS head_offset,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT ?1)) AS INTEGER) AS events
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
@@ -546,9 +546,9 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT ?1)) AS INTEGER) AS key_count,
+                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS key_count,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT ?1)) AS INTEGER) AS headless,
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS headless,
        CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
                       WHERE h.stream = st.stream AND h.head_offset IS NULL), ?2) AS INTEGER) AS oldest_headless
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
@@ -648,7 +648,7 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
              SELECT r.id FROM alk_jobs r
              WHERE r.state = 'running' AND r.claim_expires_at <= ?1
                AND r.expires_at IS NOT NULL AND r.expires_at <= ?1
-             LIMIT ?2)
+             LIMIT CAST(?2 AS INTEGER))
 `
 
 type SweepAllExpiredJobsParams struct {

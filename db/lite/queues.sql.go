@@ -303,27 +303,27 @@ WITH RECURSIVE prios(p, above) AS (
                SELECT 1 FROM alk_jobs k
                WHERE k.queue = ?2 AND k.state = 'pending' AND k.priority = prios.p
                  AND k.run_at <= ?3 AND (k.expires_at IS NULL OR k.expires_at > ?3)
-               LIMIT ?1))
+               LIMIT CAST(?1 AS INTEGER)))
     FROM prios
-    WHERE prios.p IS NOT NULL AND prios.above < ?1
+    WHERE prios.p IS NOT NULL AND prios.above < CAST(?1 AS INTEGER)
 )
 SELECT c.id FROM (
     SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
-    WHERE prios.above < ?1
+    WHERE prios.above < CAST(?1 AS INTEGER)
       AND r.id IN (SELECT x.id FROM alk_jobs x
                    WHERE x.queue = ?2 AND x.state = 'pending' AND x.priority = prios.p
                      AND x.run_at <= ?3 AND (x.expires_at IS NULL OR x.expires_at > ?3)
-                   ORDER BY x.run_at, x.id LIMIT ?1)
+                   ORDER BY x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
     UNION ALL
     SELECT id, priority, run_at FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
                    WHERE x.queue = ?2 AND x.state = 'running'
                      AND x.claim_expires_at <= ?3 AND x.attempts < x.max_attempts
                      AND (x.expires_at IS NULL OR x.expires_at > ?3)
                      AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?2 AND pq.paused)
-                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT ?1)
+                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT ?1
+LIMIT 2147483647
 `
 
 type ClaimableJobsParams struct {
@@ -347,6 +347,17 @@ type ClaimableJobsParams struct {
 // the counts are exact. A paused queue (a row in alk_queues with paused
 // set) gives nothing, so every worker of every process honours a pause from
 // the claim after it commits.
+// Every LIMIT casts max_jobs: SQLite reads the value of a bare bound LIMIT
+// while planning, and a statement whose plan read a bound value is prepared
+// again whenever that value changes (a worker claims as many jobs as it
+// has free slots, so nearly every claim re-parsed and re-planned this
+// statement; the driver clears the bindings before each run, which alone
+// expires such a statement). The outer LIMIT is a constant for the same
+// reason (sqlc cannot parse a cast there): the result is fewer than
+// 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
+// than max_jobs before the last one, at most max_jobs of the last, and at
+// most max_jobs expired claims), sorted, and the caller keeps the first
+// max_jobs.
 func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]int64, error) {
 	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
 	if err != nil {
@@ -825,9 +836,9 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
-WHERE queue = ?1 AND state = ?2 AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > ?3
+WHERE queue = ?1 AND state = CAST(?2 AS TEXT) AND state NOT IN ('pending', 'running') AND id > ?3
 ORDER BY id
-LIMIT ?4
+LIMIT CAST(?4 AS INTEGER)
 `
 
 type ListJobsParams struct {
@@ -838,7 +849,7 @@ type ListJobsParams struct {
 }
 
 // A page of the queue's finished jobs in one state, in id order after
-// @after, through alk_jobs_listing (the literal state list lets SQLite use
+// @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 // that partial index).
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkJob, error) {
 	rows, err := q.query(ctx, q.listJobsStmt, listJobs,
@@ -893,7 +904,7 @@ const listPendingJobs = `-- name: ListPendingJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'pending' AND +id > ?2
 ORDER BY +id
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ListPendingJobsParams struct {
@@ -1055,7 +1066,7 @@ const listRunningJobs = `-- name: ListRunningJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
 WHERE queue = ?1 AND state = 'running' AND +id > ?2
 ORDER BY +id
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ListRunningJobsParams struct {
@@ -1143,23 +1154,23 @@ func (q *Queries) QueuePaused(ctx context.Context, queue string) (int64, error) 
 
 const queueStats = `-- name: QueueStats :one
 SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at <= ?2 LIMIT ?3)) AS INTEGER) AS ready,
+                                   AND j.run_at <= ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS ready,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at > ?2 LIMIT ?3)) AS INTEGER) AS scheduled,
+                                   AND j.run_at > ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS scheduled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
-                                   LIMIT ?3)) AS INTEGER) AS running,
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT ?3)) AS INTEGER) AS dead,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'completed'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT ?3)) AS INTEGER) AS completed,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'cancelled'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT ?3)) AS INTEGER) AS cancelled,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT ?3)) AS INTEGER) AS expired,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready
 `
@@ -1248,12 +1259,12 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND x.state NOT IN ('pending', 'running')
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
               ORDER BY x.finished_at
-              LIMIT ?4) AS c) AS b
+              LIMIT CAST(?4 AS INTEGER)) AS c) AS b
     WHERE b.unique_key IS NULL OR b.nth = 1)
 `
 
@@ -1267,10 +1278,10 @@ type RequeueDeadJobsParams struct {
 // Up to @batch dead jobs of the queue that died at or before @before (so
 // jobs that die again while a RequeueDead runs are not taken twice), back
 // to pending like RequeueJob, oldest first through alk_jobs_finished (the
-// literal state list lets SQLite use that partial index). Unique jobs that
-// cannot hold their key once pending are skipped: those whose key another
-// job holds now (probed on alk_jobs_unique; a dead job holding its own key
-// moves), and, of dead jobs of the batch sharing a key, all but the one
+// index's predicate, repeated, lets SQLite use that partial index). Unique
+// jobs that cannot hold their key once pending are skipped: those whose key
+// another job holds now (probed on alk_jobs_unique; a dead job holding its
+// own key moves), and, of dead jobs of the batch sharing a key, all but the one
 // that died first. They stay dead; the count is of the jobs moved.
 func (q *Queries) RequeueDeadJobs(ctx context.Context, arg RequeueDeadJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.requeueDeadJobsStmt, requeueDeadJobs,

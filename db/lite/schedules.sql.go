@@ -59,7 +59,7 @@ const dueSchedules = `-- name: DueSchedules :many
 SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alk_schedules
 WHERE NOT paused AND next_fire_at <= ?1
 ORDER BY next_fire_at, name
-LIMIT ?2
+LIMIT CAST(?2 AS INTEGER)
 `
 
 type DueSchedulesParams struct {

@@ -89,7 +89,7 @@ SELECT id, stream, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = ?1 AND id > ?2
 ORDER BY stream, id
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ReadEventsParams struct {
@@ -137,7 +137,7 @@ WHERE e.stream = ?1
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                        WHERE o.stream = ?1 AND o.consumer = ?2), 0)
 ORDER BY e.stream, e.id
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type ReadEventsFromConsumerParams struct {

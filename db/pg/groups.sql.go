@@ -70,8 +70,10 @@ type CommitGroupOffsetParams struct {
 
 // Fenced by the claim's token: no row when another member claimed the
 // partition since (ErrClaimLost; a claim waits for the row's lock, then
-// re-checks). A lease that ran out unclaimed (a handler's transaction held
-// the only connection the heartbeat needed) is renewed.
+// re-checks). A lease that ran out with no one claiming it does not fence
+// (no one else handled the partition's events meanwhile) and is renewed:
+// a handler's transaction may have held the only connection the heartbeat
+// needed.
 func (q *Queries) CommitGroupOffset(ctx context.Context, arg CommitGroupOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, commitGroupOffset,
 		arg.CommittedOffset,

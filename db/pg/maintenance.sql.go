@@ -100,7 +100,7 @@ SELECT COALESCE(min(CASE WHEN w.created_at >= $1::timestamptz THEN w.id END) - 1
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
       WHERE (x.stream, x.id) > ($3::text, $2::bigint) AND x.stream <= $3::text AND x.id <= $4::bigint
       ORDER BY x.stream, x.id
-      LIMIT $5::integer) w
+      LIMIT (SELECT $5::integer)) w
 `
 
 type CompactionWindowParams struct {
@@ -132,7 +132,7 @@ const consumerLags = `-- name: ConsumerLags :many
 SELECT o.stream, o.consumer, o.committed_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
                               WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
-                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS unread
+                              ORDER BY e.stream, e.id LIMIT (SELECT $1::integer)) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer
 `
 
@@ -143,7 +143,8 @@ type ConsumerLagsRow struct {
 	Unread          int64
 }
 
-// Lag: the consumer's events still unread, counted up to @cap.
+// Lag: the consumer's events still unread, counted up to @cap (a limit by
+// subquery, see RetentionWindow).
 func (q *Queries) ConsumerLags(ctx context.Context, cap int32) ([]ConsumerLagsRow, error) {
 	rows, err := q.db.Query(ctx, consumerLags, cap)
 	if err != nil {
@@ -217,7 +218,7 @@ func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHe
 
 const deleteFinishedJobs = `-- name: DeleteFinishedJobs :execrows
 DELETE FROM alkstore.jobs j
-WHERE j.id IN (
+WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state = 'completed'
@@ -235,7 +236,7 @@ WHERE j.id IN (
          LIMIT $2::integer
          FOR UPDATE SKIP LOCKED) AS y
      WHERE q.dead_retention_us IS NOT NULL
-     LIMIT $2::integer))
+     LIMIT $2::integer)))
 `
 
 type DeleteFinishedJobsParams struct {
@@ -250,7 +251,9 @@ type DeleteFinishedJobsParams struct {
 // jobs and keeps its dead ones): per queue one range of jobs_finished for
 // completed jobs and one per final state for the others (the literal
 // state list lets a generic plan use the partial index). (sqlc.arg: sqlc
-// misreads "@now::timestamptz -".)
+// misreads "@now::timestamptz -".) The batch's ids are an array probed on
+// the primary key: as an IN (subquery), a never-analysed jobs table had
+// the planner hash them against a sequential scan of every job (issue 18).
 func (q *Queries) DeleteFinishedJobs(ctx context.Context, arg DeleteFinishedJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteFinishedJobs, arg.Now, arg.Batch)
 	if err != nil {
@@ -466,7 +469,7 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
         AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                         WHERE $4::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
-      LIMIT $5::integer) w
+      LIMIT (SELECT $5::integer)) w
 `
 
 type RetentionWindowParams struct {
@@ -490,6 +493,13 @@ type RetentionWindowRow struct {
 // equality, so that only events_stream_id yields ORDER BY stream, id (see
 // ReadEvents). Offsets from @hold on are left to a partition drop
 // (store/partitions_pg.go, retentionHold): the walk stops there.
+// The limit is a subquery: its value is unknown when the plan is made, so
+// the planner costs the ordered walk at a fraction of the stream whatever
+// it believes the stream holds. With a constant, a custom plan on a
+// never-analysed events table (about 170 rows estimated) read the whole
+// stream through a bitmap, probing the heads for every event, and sorted
+// it: 365,000 buffers beside a compacted stream of 91,000 events, 2,010
+// now (issue 18).
 func (q *Queries) RetentionWindow(ctx context.Context, arg RetentionWindowParams) (RetentionWindowRow, error) {
 	row := q.db.QueryRow(ctx, retentionWindow,
 		arg.Cutoff,
@@ -514,7 +524,7 @@ WITH RECURSIVE st(stream) AS (
 SELECT st.stream::text AS stream,
        COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
-                              ORDER BY e.stream, e.id LIMIT $1::integer) c)::bigint AS events
+                              ORDER BY e.stream, e.id LIMIT (SELECT $1::integer)) c)::bigint AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
@@ -526,7 +536,9 @@ type StreamEventStatsRow struct {
 
 // Observability (Stats).
 // Every stream with events, by a loose scan of events_stream_id (one probe
-// per stream); its newest offset (exact) and its events counted up to @cap.
+// per stream); its newest offset (exact) and its events counted up to @cap
+// (a limit by subquery, see RetentionWindow: an ordered walk stopped at
+// @cap whatever the planner estimates).
 func (q *Queries) StreamEventStats(ctx context.Context, cap int32) ([]StreamEventStatsRow, error) {
 	rows, err := q.db.Query(ctx, streamEventStats, cap)
 	if err != nil {
@@ -691,8 +703,7 @@ WHERE h.stream = $2::text AND h.head_offset >= $3::bigint AND h.head_offset <= $
     WHERE x.stream = $2::text AND x.head_offset >= $3::bigint AND x.head_offset <= $4::bigint
       AND x.key = ANY (ARRAY(
         SELECT e.key FROM alkstore.events e
-        WHERE (e.stream, e.id) >= ($2::text, $3::bigint) AND e.stream <= $2::text
-          AND e.id <= $4::bigint AND e.key IS NOT NULL))
+        WHERE e.stream = $2::text AND e.id >= $3::bigint AND e.id <= $4::bigint AND e.key IS NOT NULL))
     ORDER BY x.key
     FOR UPDATE OF x SKIP LOCKED))
 `
@@ -707,7 +718,13 @@ type UnheadRetainedParams struct {
 // Runs before DeleteRetained, in its transaction, on a stream that is not
 // compacted: the heads among the events it deletes become headless (see
 // UnheadTrimmed), in key order, skipping rows others hold (their events
-// stay for a later pass).
+// stay for a later pass). The window's events are an equality on the
+// stream and plain id bounds: a range of events_stream_id bounded at both
+// ends whatever the plan (no order is needed here), and partitions pruned.
+// With a row comparison as the lower bound and stream <= @stream as the
+// upper, the id bound did not stop the scan, and the bitmap scan a
+// never-analysed table gets read the stream from the window to its end
+// (776 buffers for a window of 500 in a stream of 200,000; issue 18).
 func (q *Queries) UnheadRetained(ctx context.Context, arg UnheadRetainedParams) error {
 	_, err := q.db.Exec(ctx, unheadRetained,
 		arg.Now,

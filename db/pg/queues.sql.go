@@ -64,39 +64,6 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error)
 	return result.RowsAffected(), nil
 }
 
-const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
-UPDATE alkstore.jobs
-SET state = CASE WHEN expires_at IS NOT NULL AND expires_at <= $1::timestamptz THEN 'expired' ELSE 'dead' END,
-    finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL,
-    last_error = CASE WHEN expires_at IS NOT NULL AND expires_at <= $1::timestamptz THEN 'expired'
-                      ELSE 'attempts exhausted: the last claim expired' END,
-    errors = CASE WHEN expires_at IS NOT NULL AND expires_at <= $1::timestamptz THEN errors
-                  ELSE (CASE WHEN jsonb_array_length(errors) >= 20 THEN errors - 0 ELSE errors END)
-                       || jsonb_build_array(jsonb_build_object('attempt', attempts, 'error', 'attempts exhausted: the last claim expired',
-                                                               'at_us', (EXTRACT(EPOCH FROM $1::timestamptz) * 1000000)::bigint)) END
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = $2 AND x.state = 'running' AND x.claim_expires_at <= $1::timestamptz
-               AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz))
-             FOR UPDATE SKIP LOCKED)
-`
-
-type BuryExhaustedClaimsParams struct {
-	Now   time.Time
-	Queue string
-}
-
-// Jobs whose claim expired and that must not run again end: past their
-// expires_at they end expired (an expired job is never handed out,
-// whatever its state), after their last allowed attempt dead, the lapsed
-// claim recorded as that attempt's error.
-func (q *Queries) BuryExhaustedClaims(ctx context.Context, arg BuryExhaustedClaimsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, buryExhaustedClaims, arg.Now, arg.Queue)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const buryJob = `-- name: BuryJob :execrows
 UPDATE alkstore.jobs
 SET state = 'dead', finished_at = $1::timestamptz, last_error = $2::text, claim_token = NULL, claim_expires_at = NULL,
@@ -240,7 +207,24 @@ func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]A
 }
 
 const claimJobs = `-- name: ClaimJobs :many
-WITH RECURSIVE prios AS (
+WITH RECURSIVE buried AS (
+    UPDATE alkstore.jobs b
+    SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $1::timestamptz THEN 'expired' ELSE 'dead' END,
+        finished_at = $1::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+        last_error = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $1::timestamptz THEN 'expired'
+                          ELSE 'attempts exhausted: the last claim expired' END,
+        errors = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $1::timestamptz THEN b.errors
+                      ELSE (CASE WHEN jsonb_array_length(b.errors) >= 20 THEN b.errors - 0 ELSE b.errors END)
+                           || jsonb_build_array(jsonb_build_object('attempt', b.attempts, 'error', 'attempts exhausted: the last claim expired',
+                                                                   'at_us', (EXTRACT(EPOCH FROM $1::timestamptz) * 1000000)::bigint)) END
+    WHERE b.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.jobs x
+        WHERE x.queue = $5::text AND x.state = 'running' AND x.claim_expires_at <= $1::timestamptz
+          AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz))
+        FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+),
+prios AS (
     (SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
      WHERE j.queue = $5::text AND j.state = 'pending'
        AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $5::text AND pq.paused)
@@ -319,6 +303,14 @@ type ClaimJobsParams struct {
 // A paused queue (a row in queues with paused set) gives nothing: the
 // check is a one-time filter on both branches, so every worker of every
 // process honours a pause from the statement after it commits.
+// First, buried ends the queue's jobs whose claim expired and that must not
+// run again: past their expires_at they end expired (an expired job is
+// never handed out, whatever its state), after their last allowed attempt
+// dead, the lapsed claim recorded as that attempt's error. Those rows are
+// never the expired branch's (it takes only jobs with attempts left and
+// not past expires_at), so the two updates touch different rows; one
+// statement saves the claim a round trip (it was BuryExhaustedClaims, sent
+// before every claim; issue 18).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, claimJobs,
 		arg.Now,
@@ -1178,16 +1170,36 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 }
 
 const nextJobDue = `-- name: NextJobDue :one
+WITH RECURSIVE prios AS (
+    (SELECT j.priority, j.run_at FROM alkstore.jobs j
+     WHERE j.queue = $1::text AND j.state = 'pending'
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+)
 SELECT CASE WHEN EXISTS (SELECT 1 FROM alkstore.queues WHERE name = $1::text AND paused) THEN 0
        ELSE COALESCE(EXTRACT(EPOCH FROM LEAST(
-    (SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
-    (SELECT min(claim_expires_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'running')
+    (SELECT min(p.run_at) FROM prios p),
+    (SELECT j.claim_expires_at FROM alkstore.jobs j WHERE j.queue = $1::text AND j.state = 'running'
+     ORDER BY j.queue, j.claim_expires_at LIMIT 1)
 )) * 1000000, 0) END::bigint AS due_us
 `
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
-// Each min is the first entry of a partial index (jobs_due, jobs_running).
+// The pending side walks the queue's distinct pending priorities down
+// jobs_ready (prios, as in ClaimJobs), each descent landing on that
+// priority's earliest run_at; the running side is the first entry of
+// jobs_running. Both are ordered index walks that stop at their rows
+// whatever the planner estimates (a min() aggregate, on a never-analysed
+// table, read its index whole: issue 18).
 // A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.db.QueryRow(ctx, nextJobDue, queue)
@@ -1208,10 +1220,30 @@ func (q *Queries) QueuePaused(ctx context.Context, queue string) (bool, error) {
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at <= $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS ready,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'
-                              AND run_at > $2::timestamptz ORDER BY queue, run_at LIMIT $3::integer) c)::bigint AS scheduled,
+WITH RECURSIVE prios AS (
+    (SELECT j.priority, j.run_at FROM alkstore.jobs j
+     WHERE j.queue = $1::text AND j.state = 'pending'
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at FROM alkstore.jobs j
+        WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+)
+SELECT (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+            SELECT 1 FROM alkstore.jobs j
+            WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority = p.priority AND j.run_at <= $2::timestamptz
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT $3::integer) r
+        LIMIT $3::integer) c)::bigint AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
+            SELECT 1 FROM alkstore.jobs j
+            WHERE j.queue = $1::text AND j.state = 'pending' AND j.priority = p.priority AND j.run_at > $2::timestamptz
+            ORDER BY j.priority DESC, j.run_at, j.id LIMIT $3::integer) r
+        LIMIT $3::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'running'
                               ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
@@ -1222,8 +1254,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS cancelled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'expired'
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS expired,
-       LEAST(COALESCE((SELECT min(run_at) FROM alkstore.jobs WHERE queue = $1::text AND state = 'pending'),
-                      $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
+       LEAST(COALESCE((SELECT min(p.run_at) FROM prios p), $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
 
 type QueueStatsParams struct {
@@ -1243,10 +1274,14 @@ type QueueStatsRow struct {
 	OldestReady time.Time
 }
 
-// Each count is a range of a partial index (jobs_due, jobs_running,
-// jobs_finished for each final state) read up to @cap rows, in the index's order so that no plan
-// prefers reading the table; the oldest ready job is the first entry of
-// jobs_due.
+// Each count is a range of a partial index (jobs_ready, jobs_running,
+// jobs_finished for each final state) read up to @cap rows, in the index's
+// order so that no plan prefers reading the table. Pending jobs are read
+// one priority at a time down jobs_ready (prios, as in ClaimJobs: one
+// descent per distinct priority, each landing on that priority's earliest
+// run_at), ready and scheduled being each priority's range on either side
+// of @now, the whole stopped at @cap rows; the oldest ready job is the
+// earliest of the descents. No count leans on statistics (issue 18).
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow

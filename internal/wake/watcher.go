@@ -16,11 +16,22 @@ type Watcher struct {
 	done   chan struct{}
 }
 
-// StartWatcher polls version until Close: every fastest while the file
-// changes, backing off to every slowest once it has been quiet for a while
-// (each poll takes file locks, so an idle store should not pay a thousand a
-// second).
-func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fastest, slowest time.Duration) *Watcher {
+// Polling is how often a Watcher polls.
+type Polling struct {
+	// Fastest is the interval while the file changes; it doubles up to
+	// Slowest once the file has been quiet for QuietAfter (each poll takes
+	// file locks and wakes the process, so an idle store should not pay a
+	// thousand a second).
+	Fastest, Slowest, QuietAfter time.Duration
+	// Nudge, when not nil, signals that the file may be changing (a write
+	// to its WAL, seen by inotify): the watcher polls at once and again at
+	// Fastest, backing off from there. With it, Slowest is only the
+	// safety net for a write the nudges missed.
+	Nudge <-chan struct{}
+}
+
+// StartWatcher polls version until Close, as p says.
+func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), p Polling) *Watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{cancel: cancel, done: make(chan struct{})}
 	// The baseline is read before StartWatcher returns: a subscriber attaches
@@ -30,7 +41,7 @@ func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fa
 	last, err := version(ctx)
 	go func() {
 		defer close(w.done)
-		interval, lastChange := fastest, time.Now()
+		interval, lastChange := p.Fastest, time.Now()
 		t := time.NewTimer(interval)
 		defer t.Stop()
 		for err == nil {
@@ -38,13 +49,24 @@ func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fa
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-p.Nudge:
+				// The write that nudged may not have committed yet (its WAL
+				// frames come before the commit's index update): poll now and
+				// soon again.
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				interval, lastChange = p.Fastest, time.Now()
 			}
 			var v int64
 			if v, err = version(ctx); err == nil && v != last {
-				last, lastChange, interval = v, time.Now(), fastest
+				last, lastChange, interval = v, time.Now(), p.Fastest
 				hub.WakeAll()
-			} else if time.Since(lastChange) > quietAfter {
-				interval = min(interval*2, slowest)
+			} else if time.Since(lastChange) >= p.QuietAfter {
+				interval = min(interval*2, p.Slowest)
 			}
 			t.Reset(interval)
 		}
@@ -54,9 +76,6 @@ func StartWatcher(hub *Hub, version func(ctx context.Context) (int64, error), fa
 	}()
 	return w
 }
-
-// quietAfter is how long without a change before the watcher slows down.
-const quietAfter = 100 * time.Millisecond
 
 // Close stops the watcher.
 func (w *Watcher) Close() {

@@ -27,7 +27,7 @@ func TestWatcherWakesOnChangeAndClosesTheHubWhenItDies(t *testing.T) {
 			return 0, broken
 		}
 		return version.Load(), nil
-	}, time.Millisecond, 4*time.Millisecond)
+	}, Polling{Fastest: time.Millisecond, Slowest: 4 * time.Millisecond, QuietAfter: 100 * time.Millisecond})
 	defer w.Close()
 
 	select {
@@ -61,4 +61,24 @@ func TestNotificationEnvelope(t *testing.T) {
 		assert.Equal(t, payload, <-text.c)
 	}
 	dispatch(hub, "n999:short") // malformed: ignored, no panic
+}
+
+// A nudge makes the watcher poll at once: with both intervals an hour, the
+// change is seen through the nudge alone.
+func TestWatcherPollsWhenNudged(t *testing.T) {
+	hub := &Hub{}
+	sub := hub.Subscribe("s:events")
+	defer sub.Close()
+	var version atomic.Int64
+	nudge := make(chan struct{}, 1)
+	w := StartWatcher(hub, func(context.Context) (int64, error) { return version.Load(), nil },
+		Polling{Fastest: time.Hour, Slowest: time.Hour, Nudge: nudge})
+	defer w.Close()
+	version.Add(1) // another process committed, and wrote its WAL
+	nudge <- struct{}{}
+	select {
+	case <-sub.C():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake after a nudge")
+	}
 }

@@ -58,7 +58,7 @@ FROM alk_compaction_heads h
 JOIN alk_events e ON e.id = h.head_offset
 WHERE h.stream = @stream AND h.key > @after AND e.payload IS NOT NULL
 ORDER BY h.key
-LIMIT @lim;
+LIMIT CAST(@lim AS INTEGER);
 
 -- name: ConfigureStream :exec
 INSERT INTO alk_streams (name, compacted, headless_ttl_us, retention_us, min_compaction_lag_us, tombstone_retention_us)

@@ -16,7 +16,7 @@ WHERE alk_compaction_heads.head_offset IS NULL
     WHERE x.stream = sqlc.arg(stream) AND x.head_offset IS NULL
       AND x.updated_at < sqlc.arg(cutoff)
     ORDER BY x.stream, x.updated_at
-    LIMIT sqlc.arg(batch));
+    LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: MaintainedStreams :many
 -- The streams the janitor works on: those with a retention, and compacted
@@ -38,7 +38,7 @@ FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x I
         AND NOT (CAST(sqlc.arg(compacted) AS INTEGER) AND EXISTS (SELECT 1 FROM alk_compaction_heads h
                  WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id))
       ORDER BY x.stream, x.id
-      LIMIT sqlc.arg(lim)) w;
+      LIMIT CAST(sqlc.arg(lim) AS INTEGER)) w;
 
 -- name: UnheadRetained :exec
 -- Runs before DeleteRetained, in its transaction, on a stream that is not
@@ -64,7 +64,7 @@ WHERE id IN (
       AND NOT EXISTS (SELECT 1 FROM alk_compaction_heads h
                       WHERE h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
     ORDER BY x.stream, x.id
-    LIMIT sqlc.arg(lim));
+    LIMIT CAST(sqlc.arg(lim) AS INTEGER));
 
 -- name: CompactionWindow :one
 -- The next @lim events of a compacted stream after the compaction cursor:
@@ -75,7 +75,7 @@ SELECT CAST(COALESCE(min(CASE WHEN w.fresh THEN w.id END) - 1, max(w.id), sqlc.a
 FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x INDEXED BY alk_events_stream_id
       WHERE x.stream = sqlc.arg(stream) AND x.id > sqlc.arg(after) AND x.id <= sqlc.arg(horizon)
       ORDER BY x.stream, x.id
-      LIMIT sqlc.arg(lim)) w;
+      LIMIT CAST(sqlc.arg(lim) AS INTEGER)) w;
 
 -- name: CompactWindow :execrows
 -- For each key published in (after, upto], its versions older than its head
@@ -90,7 +90,7 @@ WHERE id IN (
     JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
     JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id < h.head_offset
     WHERE x.created_at < sqlc.arg(cutoff)
-    LIMIT sqlc.arg(batch));
+    LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: AdvanceCompaction :exec
 UPDATE alk_streams SET compacted_through = sqlc.arg(upto)
@@ -106,7 +106,7 @@ JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_
 WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = sqlc.arg(stream) AND t.payload IS NULL AND t.key IS NOT NULL
                ORDER BY t.stream, t.id
-               LIMIT sqlc.arg(batch))
+               LIMIT CAST(sqlc.arg(batch) AS INTEGER))
   AND e.created_at < sqlc.arg(cutoff);
 
 -- name: DeleteHead :exec
@@ -127,7 +127,7 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
              SELECT r.id FROM alk_jobs r
              WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
                AND r.expires_at IS NOT NULL AND r.expires_at <= sqlc.arg(now)
-             LIMIT sqlc.arg(batch));
+             LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: DeleteFinishedJobs :execrows
 -- Finished jobs past their queue's retention: completed ones older than
@@ -136,21 +136,21 @@ WHERE id IN (SELECT x.id FROM alk_jobs x
 -- Driven from the queues table (a queue without a row keeps no completed
 -- jobs and keeps its dead ones): per queue one range of alk_jobs_finished
 -- for completed jobs and one per final state for the others (CROSS JOIN
--- fixes that loop order; the literal state list lets SQLite use the
--- partial index).
+-- fixes that loop order; the index's predicate, repeated, lets SQLite use
+-- the partial index).
 DELETE FROM alk_jobs
 WHERE id IN (
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE y.queue = q.name AND y.state = 'completed'
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < sqlc.arg(now) - q.completed_retention_us
     UNION ALL
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE q.dead_retention_us IS NOT NULL
       AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
-      AND y.state IN ('completed', 'cancelled', 'expired', 'dead')
+      AND y.state NOT IN ('pending', 'running')
       AND y.finished_at < sqlc.arg(now) - q.dead_retention_us
-    LIMIT sqlc.arg(batch));
+    LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- Observability (Stats).
 
@@ -166,7 +166,7 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
        CAST(COALESCE((SELECT max(e.id) FROM alk_events e WHERE e.stream = st.stream), 0) AS INTEGER) AS head_offset,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT sqlc.arg(cap))) AS INTEGER) AS events
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e WHERE e.stream = st.stream LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
@@ -181,9 +181,9 @@ WITH RECURSIVE st(stream) AS (
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT sqlc.arg(cap))) AS INTEGER) AS key_count,
+                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS key_count,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT sqlc.arg(cap))) AS INTEGER) AS headless,
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS headless,
        CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
                       WHERE h.stream = st.stream AND h.head_offset IS NULL), sqlc.arg(now)) AS INTEGER) AS oldest_headless
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
@@ -192,7 +192,7 @@ FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 -- Lag: the consumer's events still unread, counted up to @cap.
 SELECT o.stream, o.consumer, o.committed_offset,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_events e
-                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT sqlc.arg(cap))) AS INTEGER) AS unread
+                                   WHERE e.stream = o.stream AND e.id > o.committed_offset LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS unread
 FROM alk_consumer_offsets o ORDER BY o.stream, o.consumer;
 
 -- name: StreamsWithHeadless :many
@@ -225,9 +225,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running')
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running') AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue

@@ -85,6 +85,17 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
 -- the counts are exact. A paused queue (a row in alk_queues with paused
 -- set) gives nothing, so every worker of every process honours a pause from
 -- the claim after it commits.
+-- Every LIMIT casts max_jobs: SQLite reads the value of a bare bound LIMIT
+-- while planning, and a statement whose plan read a bound value is prepared
+-- again whenever that value changes (a worker claims as many jobs as it
+-- has free slots, so nearly every claim re-parsed and re-planned this
+-- statement; the driver clears the bindings before each run, which alone
+-- expires such a statement). The outer LIMIT is a constant for the same
+-- reason (sqlc cannot parse a cast there): the result is fewer than
+-- 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
+-- than max_jobs before the last one, at most max_jobs of the last, and at
+-- most max_jobs expired claims), sorted, and the caller keeps the first
+-- max_jobs.
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
@@ -98,27 +109,27 @@ WITH RECURSIVE prios(p, above) AS (
                SELECT 1 FROM alk_jobs k
                WHERE k.queue = sqlc.arg(queue) AND k.state = 'pending' AND k.priority = prios.p
                  AND k.run_at <= sqlc.arg(now) AND (k.expires_at IS NULL OR k.expires_at > sqlc.arg(now))
-               LIMIT sqlc.arg(max_jobs)))
+               LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER)))
     FROM prios
-    WHERE prios.p IS NOT NULL AND prios.above < sqlc.arg(max_jobs)
+    WHERE prios.p IS NOT NULL AND prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
 )
 SELECT c.id FROM (
     SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
-    WHERE prios.above < sqlc.arg(max_jobs)
+    WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
       AND r.id IN (SELECT x.id FROM alk_jobs x
                    WHERE x.queue = sqlc.arg(queue) AND x.state = 'pending' AND x.priority = prios.p
                      AND x.run_at <= sqlc.arg(now) AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
-                   ORDER BY x.run_at, x.id LIMIT sqlc.arg(max_jobs))
+                   ORDER BY x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
     UNION ALL
     SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
                    WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
                      AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
                      AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
                      AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused)
-                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT sqlc.arg(max_jobs))
+                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT sqlc.arg(max_jobs);
+LIMIT 2147483647;
 
 -- name: ClaimJobs :many
 -- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
@@ -257,10 +268,10 @@ LIMIT 1;
 -- Up to @batch dead jobs of the queue that died at or before @before (so
 -- jobs that die again while a RequeueDead runs are not taken twice), back
 -- to pending like RequeueJob, oldest first through alk_jobs_finished (the
--- literal state list lets SQLite use that partial index). Unique jobs that
--- cannot hold their key once pending are skipped: those whose key another
--- job holds now (probed on alk_jobs_unique; a dead job holding its own key
--- moves), and, of dead jobs of the batch sharing a key, all but the one
+-- index's predicate, repeated, lets SQLite use that partial index). Unique
+-- jobs that cannot hold their key once pending are skipped: those whose key
+-- another job holds now (probed on alk_jobs_unique; a dead job holding its
+-- own key moves), and, of dead jobs of the batch sharing a key, all but the one
 -- that died first. They stay dead; the count is of the jobs moved.
 UPDATE alk_jobs
 SET state = 'pending', attempts = 0, run_at = @now, finished_at = NULL,
@@ -270,12 +281,12 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-                AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                AND x.state NOT IN ('pending', 'running')
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
               ORDER BY x.finished_at
-              LIMIT @batch) AS c) AS b
+              LIMIT CAST(@batch AS INTEGER)) AS c) AS b
     WHERE b.unique_key IS NULL OR b.nth = 1);
 
 -- name: DeleteJob :execrows
@@ -284,12 +295,12 @@ DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
 
 -- name: ListJobs :many
 -- A page of the queue's finished jobs in one state, in id order after
--- @after, through alk_jobs_listing (the literal state list lets SQLite use
+-- @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 -- that partial index).
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = @state AND state IN ('completed', 'cancelled', 'expired', 'dead') AND id > @after
+WHERE queue = @queue AND state = CAST(@state AS TEXT) AND state NOT IN ('pending', 'running') AND id > @after
 ORDER BY id
-LIMIT @max_jobs;
+LIMIT CAST(@max_jobs AS INTEGER);
 
 -- name: ListPendingJobs :many
 -- ListJobs for pending jobs: the queue's pending rows are read from
@@ -300,7 +311,7 @@ LIMIT @max_jobs;
 SELECT * FROM alk_jobs
 WHERE queue = @queue AND state = 'pending' AND +id > @after
 ORDER BY +id
-LIMIT @max_jobs;
+LIMIT CAST(@max_jobs AS INTEGER);
 
 -- name: ListRunningJobs :many
 -- ListJobs for running jobs, through alk_jobs_running: a queue's running
@@ -309,7 +320,7 @@ LIMIT @max_jobs;
 SELECT * FROM alk_jobs
 WHERE queue = @queue AND state = 'running' AND +id > @after
 ORDER BY +id
-LIMIT @max_jobs;
+LIMIT CAST(@max_jobs AS INTEGER);
 
 -- name: ConfigureQueue :exec
 -- Stores a queue's retention settings; its paused flag stays as it is.
@@ -328,23 +339,23 @@ SELECT name, paused, completed_retention_us, dead_retention_us FROM alk_queues O
 -- alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
 -- entry of alk_jobs_due.
 SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
-                                   AND j.run_at <= sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS ready,
+                                   AND j.run_at <= sqlc.arg(now) LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS ready,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
-                                   AND j.run_at > sqlc.arg(now) LIMIT sqlc.arg(cap))) AS INTEGER) AS scheduled,
+                                   AND j.run_at > sqlc.arg(now) LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS scheduled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
-                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS running,
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS dead,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'completed'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS completed,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'cancelled'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS cancelled,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
-                                   AND j.state IN ('completed', 'cancelled', 'expired', 'dead')
-                                   LIMIT sqlc.arg(cap))) AS INTEGER) AS expired,
+                                   AND j.state NOT IN ('pending', 'running')
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
 

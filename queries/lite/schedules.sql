@@ -38,7 +38,7 @@ SELECT * FROM alk_schedules ORDER BY name;
 SELECT * FROM alk_schedules
 WHERE NOT paused AND next_fire_at <= @now
 ORDER BY next_fire_at, name
-LIMIT @max_rows;
+LIMIT CAST(@max_rows AS INTEGER);
 
 -- name: FireSchedule :many
 -- Fires a due schedule: advances it past the boundary it fires, only if no

@@ -21,7 +21,7 @@ SELECT id, stream, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = @stream AND id > @after
 ORDER BY stream, id
-LIMIT @lim;
+LIMIT CAST(@lim AS INTEGER);
 
 -- name: ReadEventsFromConsumer :many
 SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
@@ -30,7 +30,7 @@ WHERE e.stream = sqlc.arg(stream)
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                        WHERE o.stream = sqlc.arg(stream) AND o.consumer = sqlc.arg(consumer)), 0)
 ORDER BY e.stream, e.id
-LIMIT @lim;
+LIMIT CAST(@lim AS INTEGER);
 
 -- name: SaveOffset :exec
 -- Monotone: a lower save leaves the stored offset as it is.

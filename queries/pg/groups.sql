@@ -87,8 +87,10 @@ WHERE p.stream = @stream::text AND p.grp = @grp::text AND p.part = @part::intege
 -- name: CommitGroupOffset :execrows
 -- Fenced by the claim's token: no row when another member claimed the
 -- partition since (ErrClaimLost; a claim waits for the row's lock, then
--- re-checks). A lease that ran out unclaimed (a handler's transaction held
--- the only connection the heartbeat needed) is renewed.
+-- re-checks). A lease that ran out with no one claiming it does not fence
+-- (no one else handled the partition's events meanwhile) and is renewed:
+-- a handler's transaction may have held the only connection the heartbeat
+-- needed.
 UPDATE alkstore.group_partitions
 SET committed_offset = GREATEST(committed_offset, @committed_offset), updated_at = @now,
     lease_expires_at = GREATEST(lease_expires_at, @expires_at::timestamptz)

@@ -37,6 +37,13 @@ ORDER BY name;
 -- equality, so that only events_stream_id yields ORDER BY stream, id (see
 -- ReadEvents). Offsets from @hold on are left to a partition drop
 -- (store/partitions_pg.go, retentionHold): the walk stops there.
+-- The limit is a subquery: its value is unknown when the plan is made, so
+-- the planner costs the ordered walk at a fraction of the stream whatever
+-- it believes the stream holds. With a constant, a custom plan on a
+-- never-analysed events table (about 170 rows estimated) read the whole
+-- stream through a bitmap, probing the heads for every event, and sorted
+-- it: 365,000 buffers beside a compacted stream of 91,000 events, 2,010
+-- now (issue 18).
 SELECT COALESCE(min(w.id), 0)::bigint AS first_id,
        COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END) - 1, max(w.id), -1)::bigint AS upto
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
@@ -44,13 +51,19 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
         AND NOT EXISTS (SELECT 1 FROM alkstore.compaction_heads h
                         WHERE @compacted::boolean AND h.stream = x.stream AND h.key = x.key AND h.head_offset = x.id)
       ORDER BY x.stream, x.id
-      LIMIT @lim::integer) w;
+      LIMIT (SELECT @lim::integer)) w;
 
 -- name: UnheadRetained :exec
 -- Runs before DeleteRetained, in its transaction, on a stream that is not
 -- compacted: the heads among the events it deletes become headless (see
 -- UnheadTrimmed), in key order, skipping rows others hold (their events
--- stay for a later pass).
+-- stay for a later pass). The window's events are an equality on the
+-- stream and plain id bounds: a range of events_stream_id bounded at both
+-- ends whatever the plan (no order is needed here), and partitions pruned.
+-- With a row comparison as the lower bound and stream <= @stream as the
+-- upper, the id bound did not stop the scan, and the bitmap scan a
+-- never-analysed table gets read the stream from the window to its end
+-- (776 buffers for a window of 500 in a stream of 200,000; issue 18).
 UPDATE alkstore.compaction_heads h
 SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
 WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
@@ -59,8 +72,7 @@ WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head
     WHERE x.stream = @stream::text AND x.head_offset >= @first_id::bigint AND x.head_offset <= @upto::bigint
       AND x.key = ANY (ARRAY(
         SELECT e.key FROM alkstore.events e
-        WHERE (e.stream, e.id) >= (@stream::text, @first_id::bigint) AND e.stream <= @stream::text
-          AND e.id <= @upto::bigint AND e.key IS NOT NULL))
+        WHERE e.stream = @stream::text AND e.id >= @first_id::bigint AND e.id <= @upto::bigint AND e.key IS NOT NULL))
     ORDER BY x.key
     FOR UPDATE OF x SKIP LOCKED));
 
@@ -87,7 +99,7 @@ SELECT COALESCE(min(CASE WHEN w.created_at >= @cutoff::timestamptz THEN w.id END
 FROM (SELECT x.id, x.created_at FROM alkstore.events x
       WHERE (x.stream, x.id) > (@stream::text, @after::bigint) AND x.stream <= @stream::text AND x.id <= @horizon::bigint
       ORDER BY x.stream, x.id
-      LIMIT @lim::integer) w;
+      LIMIT (SELECT @lim::integer)) w;
 
 -- name: CompactWindow :execrows
 -- For each key published in (after, upto], its versions older than its head
@@ -163,9 +175,11 @@ WHERE id IN (SELECT j.id FROM alkstore.jobs j
 -- jobs and keeps its dead ones): per queue one range of jobs_finished for
 -- completed jobs and one per final state for the others (the literal
 -- state list lets a generic plan use the partial index). (sqlc.arg: sqlc
--- misreads "@now::timestamptz -".)
+-- misreads "@now::timestamptz -".) The batch's ids are an array probed on
+-- the primary key: as an IN (subquery), a never-analysed jobs table had
+-- the planner hash them against a sequential scan of every job (issue 18).
 DELETE FROM alkstore.jobs j
-WHERE j.id IN (
+WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state = 'completed'
@@ -183,13 +197,15 @@ WHERE j.id IN (
          LIMIT @batch::integer
          FOR UPDATE SKIP LOCKED) AS y
      WHERE q.dead_retention_us IS NOT NULL
-     LIMIT @batch::integer));
+     LIMIT @batch::integer)));
 
 -- Observability (Stats).
 
 -- name: StreamEventStats :many
 -- Every stream with events, by a loose scan of events_stream_id (one probe
--- per stream); its newest offset (exact) and its events counted up to @cap.
+-- per stream); its newest offset (exact) and its events counted up to @cap
+-- (a limit by subquery, see RetentionWindow: an ordered walk stopped at
+-- @cap whatever the planner estimates).
 WITH RECURSIVE st(stream) AS (
     SELECT min(x.stream) FROM alkstore.events x
     UNION ALL
@@ -199,7 +215,7 @@ WITH RECURSIVE st(stream) AS (
 SELECT st.stream::text AS stream,
        COALESCE((SELECT max(e.id) FROM alkstore.events e WHERE e.stream = st.stream), 0)::bigint AS head_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e WHERE e.stream >= st.stream AND e.stream <= st.stream
-                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS events
+                              ORDER BY e.stream, e.id LIMIT (SELECT @cap::integer)) c)::bigint AS events
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
@@ -227,11 +243,12 @@ CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction
 WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: ConsumerLags :many
--- Lag: the consumer's events still unread, counted up to @cap.
+-- Lag: the consumer's events still unread, counted up to @cap (a limit by
+-- subquery, see RetentionWindow).
 SELECT o.stream, o.consumer, o.committed_offset,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.events e
                               WHERE (e.stream, e.id) > (o.stream, o.committed_offset) AND e.stream <= o.stream
-                              ORDER BY e.stream, e.id LIMIT @cap::integer) c)::bigint AS unread
+                              ORDER BY e.stream, e.id LIMIT (SELECT @cap::integer)) c)::bigint AS unread
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer;
 
 -- name: StreamsWithHeadless :many

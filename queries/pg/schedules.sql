@@ -71,6 +71,36 @@ SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_a
 FROM fired AS f, w
 RETURNING id;
 
+-- name: FireSchedules :many
+-- FireSchedule for a batch of due schedules in one statement (the
+-- scheduler's fire path on PostgreSQL: one round trip for up to a hundred
+-- fires instead of one each; issue 18). Each row advances and enqueues
+-- under FireSchedule's conditions, independently of the others; a row
+-- another scheduler fired, or that was paused or replaced since it was
+-- read, is left alone. A NOTIFY per non-empty wake (one per queue), only
+-- when something fired. Returns the names that fired.
+WITH w AS MATERIALIZED (
+    SELECT max(pg_notify('alkstore', x.wake)::text) AS woke
+    FROM (SELECT unnest(@wakes::text[]) AS wake) AS x WHERE x.wake <> ''
+), d AS (
+    SELECT unnest(@names::text[]) AS name, unnest(@specs::text[]) AS spec, unnest(@tzs::text[]) AS tz,
+           unnest(@queues::text[]) AS queue, unnest(@due_ats::timestamptz[]) AS due_at,
+           unnest(@next_fire_ats::timestamptz[]) AS next_fire_at
+), fired AS (
+    UPDATE alkstore.schedules AS s
+    SET next_fire_at = d.next_fire_at, last_fired_at = @now::timestamptz
+    FROM d
+    WHERE s.name = d.name AND s.next_fire_at = d.due_at AND s.spec = d.spec
+      AND s.tz = d.tz AND s.queue = d.queue AND NOT s.paused
+    RETURNING s.name, s.queue, s.payload, s.priority, s.max_attempts, s.headers, d.due_at
+), jobs AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
+    SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, f.due_at, f.headers
+    FROM fired AS f, w
+    RETURNING 1
+)
+SELECT f.name::text AS name FROM fired AS f;
+
 -- name: NextScheduleFire :one
 -- The earliest next fire of an active schedule, in unix microseconds; 0 when none.
 SELECT COALESCE(EXTRACT(EPOCH FROM min(next_fire_at)) * 1000000, 0)::bigint AS due_us
