@@ -5,6 +5,7 @@
 //	make bench            # both engines; PostgreSQL from ALK_PG_DSN or a throwaway cluster
 //	go run ./bench -d 3s  # longer runs
 //	go run ./bench -only scheduling
+//	go run ./bench -only groups  # consumer groups: 1, 2, 4 members at 1 ms of work per event
 //	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
 //	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
 //	go run ./bench -only citus      # through a Citus coordinator vs a plain server (../shared/citus; only when asked)
@@ -45,7 +46,7 @@ var (
 	workers = flag.Int("workers", 100, "Work concurrency in the burn-down")
 	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
-	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
+	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling, groups; "+
 		"or scale, retention, console and citus, which only run when named")
 )
 
@@ -134,6 +135,9 @@ func main() {
 		}
 		if section("scheduling") {
 			benchScheduling(ctx, e.name, s, e.again, r)
+		}
+		if section("groups") {
+			benchGroups(ctx, e.name, s, e.again)
 		}
 		s.Close()
 		r.close()

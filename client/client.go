@@ -82,6 +82,7 @@ type loopKind string
 const (
 	queueLoop     loopKind = "queue"
 	outboxLoop    loopKind = "outbox"
+	groupLoop     loopKind = "group"
 	schedulerLoop loopKind = "scheduler"
 	janitorLoop   loopKind = "janitor"
 )
@@ -185,6 +186,53 @@ func (c *Client) HandleOutbox(ob *store.Outbox, opts store.OutboxOpts, deliver s
 	opts.WorkOpts = c.workOpts(opts.WorkOpts)
 	w, err := ob.NewWorker(opts, c.wrap(deliver, mw))
 	return c.add("handle outbox", outboxLoop, ob.Name(), w, err)
+}
+
+// HandleGroup registers handler as a member of the consumer group g: it
+// runs as Group.Consume runs it with opts (joining at Start, leaving
+// gracefully at Stop, which lets the event in flight finish and commit
+// within opts.Grace; a hard Stop does not cut it shorter, the store's hard
+// shutdown does).
+// A process may register several groups, and one group more than once
+// (each is a member). The client's middleware wraps job handlers only.
+// It fails, with an error matching store.ErrInvalidArgument (or the name's
+// error), for a group with a bad name or of another store, a nil handler,
+// and options Group.CheckOpts refuses.
+func (c *Client) HandleGroup(g *store.Group, opts store.GroupOpts, handler store.GroupHandler) error {
+	if g == nil || handler == nil {
+		return c.refuse("handle group", "", "a group and a handler are required")
+	}
+	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.Consume(ctx, opts, handler) })
+}
+
+// HandleGroupTx is HandleGroup for a transactional handler, run as
+// Group.ConsumeTx runs it: each event's effects commit with the group's
+// offset, exactly once.
+func (c *Client) HandleGroupTx(g *store.Group, opts store.GroupOpts, handler store.GroupTxHandler) error {
+	if g == nil || handler == nil {
+		return c.refuse("handle group", "", "a group and a handler are required")
+	}
+	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.ConsumeTx(ctx, opts, handler) })
+}
+
+func (c *Client) addGroup(g *store.Group, opts store.GroupOpts, run func(ctx context.Context, opts store.GroupOpts) error) error {
+	name := g.Stream().Name() + "/" + g.Name()
+	if err := g.CheckOpts(opts); err != nil {
+		return err
+	}
+	if g.Stream().Store() != c.s {
+		return c.refuse("handle group", name, "the group belongs to another store")
+	}
+	if opts.Member == "" {
+		opts.Member = c.opts.Worker
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return c.refuse("handle group", name, "register before Start")
+	}
+	c.loops = append(c.loops, loop{kind: groupLoop, name: name, run: func(ctx context.Context) error { return run(ctx, opts) }})
+	return nil
 }
 
 func queueName(q *store.Queue) string {
@@ -350,7 +398,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	var wg sync.WaitGroup
 	stopErrs := make([]error, len(c.loops))
 	for i, l := range c.loops {
-		wg.Go(func() { stopErrs[i] = l.worker.Stop(ctx) })
+		if l.worker != nil {
+			wg.Go(func() { stopErrs[i] = l.worker.Stop(ctx) })
+		}
 	}
 	wg.Wait()
 	// The scheduler and the janitor end at the cancel; wait for them (and

@@ -204,3 +204,26 @@ func TestOverviewNamesWhatHoldsDelivery(t *testing.T) {
 		await("Delivery is current")
 	})
 }
+
+// TestStreamPageShowsItsGroups: a stream's page lists its consumer groups,
+// each partition with its owner (or free), committed offset and lag.
+func TestStreamPageShowsItsGroups(t *testing.T) {
+	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		_, err := s.st.Stream("st").PublishWithKey(ctx, "k", []byte("v"))
+		require.NoError(t, err)
+		m, err := s.st.Stream("st").Group("billing").Join(ctx, store.GroupOpts{Member: "worker", Partitions: 2})
+		require.NoError(t, err)
+		defer m.Close()
+		_, err = m.Recv(ctx)
+		require.NoError(t, err)
+		_, err = s.st.Stream("other").Group("elsewhere").Join(ctx, store.GroupOpts{})
+		require.NoError(t, err)
+		code, body := get(t, s.base+"/streams/st")
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "Consumer group billing")
+		assert.Contains(t, body, "2 partitions · 1 members · lag 1")
+		assert.Contains(t, body, "<td>"+m.ID()+"</td>")
+		assert.NotContains(t, body, "elsewhere", "another stream's group")
+	})
+}

@@ -184,6 +184,7 @@ type streamData struct {
 	HeadsAt string
 	NextKey string
 	Chart   template.HTML
+	Groups  []store.GroupStats // the stream's consumer groups
 }
 
 const eventWindow = 50
@@ -230,6 +231,16 @@ func (c *Console) streamPage(w http.ResponseWriter, r *http.Request) {
 			d.NextKey = heads[pageSize-1].Key
 		}
 		d.Heads = heads
+	}
+	groups, err := c.st.Groups(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	for _, g := range groups {
+		if g.Stream == name {
+			d.Groups = append(d.Groups, g)
+		}
 	}
 	c.render(w, r, "stream", http.StatusOK, page{Title: "Stream " + name, Nav: "streams", Data: d})
 }

@@ -23,6 +23,7 @@ type ops interface {
 	notifyOps
 	maintenanceOps
 	partitionOps
+	groupOps
 	statsOps
 	horizonOps
 }

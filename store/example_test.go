@@ -597,3 +597,39 @@ func ExampleStore_Shutdown() {
 	// <nil> true
 	// 0 0
 }
+
+// Two members of a consumer group share a keyed stream: each takes half of
+// the partitions, a key's events go to one member at a time, in order,
+// and each event's effects commit with the group's offset.
+func ExampleGroup() {
+	s, done := openTemp()
+	defer done()
+	ctx := context.Background()
+	check(s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE ledger (order_offset bigint PRIMARY KEY)`)
+		return err
+	}))
+	orders := s.Stream("orders")
+	for i := range 8 {
+		_ = must(orders.PublishWithKey(ctx, fmt.Sprint("customer-", i%4), []byte("order")))
+	}
+
+	g := orders.Group("billing") // members in any number of processes share it
+	a := must(g.Join(ctx, store.GroupOpts{Member: "a", Partitions: 4}))
+	b := must(g.Join(ctx, store.GroupOpts{Member: "b"})) // the count is fixed at creation
+	ev := must(a.Recv(ctx))                              // rebalances, then the next event of a's partitions
+	_ = must(b.Recv(ctx))                                // b takes the other half
+	check(s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger (order_offset) VALUES ($1)`, ev.Offset); err != nil {
+			return err
+		}
+		return a.CommitTx(ctx, tx, ev) // ErrClaimLost once the partition is another member's
+	}))
+	fmt.Println(len(a.Partitions()), len(b.Partitions())) // 2 2
+	check(a.Leave(ctx))                                   // b takes a's partitions at its next Recv, without waiting for a lease
+	st := must(g.Stats(ctx))                              // members, assignment, committed offsets, lag per partition
+	fmt.Println(len(st.Members), st.Lag)
+	// Output:
+	// 2 2
+	// 1 7
+}

@@ -1,8 +1,8 @@
 // Package store is alkstore's contract: Open a Store on SQLite or PostgreSQL,
-// then use its queues, streams (with consumer offsets and compacted keys),
-// notifications, schedules and transactional outbox, alone or inside the
-// same transaction as the application's own rows. Shutdown (or Close) stops
-// everything the store runs, in order.
+// then use its queues, streams (with consumer offsets, consumer groups and
+// compacted keys), notifications, schedules and transactional outbox, alone
+// or inside the same transaction as the application's own rows. Shutdown (or
+// Close) stops everything the store runs, in order.
 //
 // Names follow one rule. A handle constructor is named after the type it
 // returns (Store.Queue → *Queue, Store.Schedule → *Schedule, Store.JobQueue[T]

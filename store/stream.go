@@ -22,6 +22,9 @@ func (s *Store) Stream(name string) *Stream {
 // Name returns the stream's name.
 func (st *Stream) Name() string { return st.name }
 
+// Store returns the store the stream belongs to.
+func (st *Stream) Store() *Store { return st.s }
+
 // Event is one stream event.
 type Event struct {
 	Offset    int64

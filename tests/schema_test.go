@@ -289,6 +289,7 @@ type seeded struct {
 	dead      int               // dead jobs of queue "jobs"
 	schedules []string          // schedules, each due
 	offset    int               // index in events of consumer "c"'s saved offset
+	group     bool              // stream "data" has group "g", its partition 0 committed through its first event
 }
 
 // seed writes rows into the tables version v has, as the library of that
@@ -396,6 +397,31 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		}
 		w.schedules = append(w.schedules, name)
 	}
+
+	// 00016 added consumer groups: "data"'s group "g" of 2 partitions,
+	// the first event's (unkeyed: its offset modulo 2) committed through
+	// it, the other held by a member whose lease ran out.
+	if v >= 16 && !w.group {
+		if pg {
+			exec(`INSERT INTO alkstore.consumer_groups (stream, grp, partitions, created_at) VALUES ('data', 'g', 2, now())`)
+			exec(`INSERT INTO alkstore.group_partitions (stream, grp, part, committed_offset, updated_at)
+				SELECT 'data', 'g', min(id) % 2, min(id), now() FROM alkstore.events WHERE stream = 'data'`)
+			exec(`INSERT INTO alkstore.group_partitions (stream, grp, part, owner, token, lease_expires_at, updated_at)
+				SELECT 'data', 'g', 1 - min(id) % 2, 'gone', 3, now() - interval '1 minute', now() FROM alkstore.events WHERE stream = 'data'`)
+			exec(`INSERT INTO alkstore.group_members (stream, grp, member, joined_at, expires_at)
+				VALUES ('data', 'g', 'gone', now() - interval '1 hour', now() - interval '1 minute')`)
+		} else {
+			exec(`INSERT INTO alk_consumer_groups (stream, grp, partitions, created_at) VALUES ('data', 'g', 2, ?)`, now.UnixMicro())
+			exec(`INSERT INTO alk_group_partitions (stream, grp, part, committed_offset, updated_at)
+				SELECT 'data', 'g', min(id) % 2, min(id), ? FROM alk_events WHERE stream = 'data'`, now.UnixMicro())
+			exec(`INSERT INTO alk_group_partitions (stream, grp, part, owner, token, lease_expires_at, updated_at)
+				SELECT 'data', 'g', 1 - min(id) % 2, 'gone', 3, ?, ? FROM alk_events WHERE stream = 'data'`,
+				now.Add(-time.Minute).UnixMicro(), now.UnixMicro())
+			exec(`INSERT INTO alk_group_members (stream, grp, member, joined_at, expires_at)
+				VALUES ('data', 'g', 'gone', ?, ?)`, now.Add(-time.Hour).UnixMicro(), now.Add(-time.Minute).UnixMicro())
+		}
+		w.group = true
+	}
 }
 
 // checkSeeded reads back what seed wrote through the library, and uses it.
@@ -460,4 +486,26 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 	jobs, err = s.Queue("fired").Claim(c, "w", 100, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, jobs, len(w.schedules))
+
+	if w.group {
+		g := s.Stream("data").Group("g")
+		gs, err := g.Stats(c)
+		require.NoError(t, err)
+		require.Equal(t, 2, gs.Partitions)
+		assert.Empty(t, gs.Members, "the seeded member's lease ran out")
+		assert.Equal(t, evs[0].Offset, gs.Assignment[evs[0].Offset%2].Committed)
+		m, err := g.Join(c, store.GroupOpts{})
+		require.NoError(t, err)
+		defer m.Close()
+		// The first event's partition resumes after its committed offset;
+		// the other, whose owner is gone, from the start.
+		var got []int64
+		for range len(evs) {
+			ev, err := m.Recv(c)
+			require.NoError(t, err)
+			got = append(got, ev.Offset)
+		}
+		assert.NotContains(t, got, evs[0].Offset)
+		assert.Equal(t, []int{0, 1}, m.Partitions())
+	}
 }

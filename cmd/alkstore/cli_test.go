@@ -345,6 +345,30 @@ func TestCLISchedules(t *testing.T) {
 
 // TestCLITailFollow: tail --follow prints an event published after it
 // started, one JSON object per line, and exits 0 on SIGINT.
+// TestCLIGroups: groups list shows a group's members, free partitions and
+// lag, and --json its assignment.
+func TestCLIGroups(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		_, err := s.Stream("orders").PublishWithKey(ctx, "k", []byte("v"))
+		require.NoError(t, err)
+		m, err := s.Stream("orders").Group("billing").Join(ctx, store.GroupOpts{Member: "m", Partitions: 2})
+		require.NoError(t, err)
+		defer m.Close()
+		_, err = m.Recv(ctx)
+		require.NoError(t, err)
+		assert.Regexp(t, `(?m)^orders\s+billing\s+2\s+m-\w+\(2\)\s+0\s+1$`, ok(t, dsn, "groups", "list"))
+		rows := jsonLines(t, ok(t, dsn, "groups", "list", "--json"))
+		require.Len(t, rows, 1)
+		assert.Equal(t, "billing", rows[0]["group"])
+		assert.EqualValues(t, 1, rows[0]["lag"])
+		assert.Len(t, rows[0]["assignment"], 2)
+		assert.Len(t, rows[0]["members"], 1)
+	})
+}
+
 func TestCLITailFollow(t *testing.T) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		ok(t, dsn, "migrate", "up")

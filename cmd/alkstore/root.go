@@ -42,7 +42,7 @@ or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
 	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL (default $ALKSTORE_DSN, else $DATABASE_URL)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON, one object per line")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(),
+	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(), a.groupsCmd(),
 		a.notifyCmd(), a.listenCmd(), a.uiCmd())
 	return root, a
 }

@@ -69,6 +69,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.citusVersionStmt, err = db.PrepareContext(ctx, citusVersion); err != nil {
 		return nil, fmt.Errorf("error preparing query CitusVersion: %w", err)
 	}
+	if q.claimGroupPartitionStmt, err = db.PrepareContext(ctx, claimGroupPartition); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimGroupPartition: %w", err)
+	}
 	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
 	}
@@ -77,6 +80,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
+	}
+	if q.commitGroupOffsetStmt, err = db.PrepareContext(ctx, commitGroupOffset); err != nil {
+		return nil, fmt.Errorf("error preparing query CommitGroupOffset: %w", err)
 	}
 	if q.compactWindowStmt, err = db.PrepareContext(ctx, compactWindow); err != nil {
 		return nil, fmt.Errorf("error preparing query CompactWindow: %w", err)
@@ -102,14 +108,26 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.consumerLagsStmt, err = db.PrepareContext(ctx, consumerLags); err != nil {
 		return nil, fmt.Errorf("error preparing query ConsumerLags: %w", err)
 	}
+	if q.createGroupStmt, err = db.PrepareContext(ctx, createGroup); err != nil {
+		return nil, fmt.Errorf("error preparing query CreateGroup: %w", err)
+	}
+	if q.createGroupPartitionsStmt, err = db.PrepareContext(ctx, createGroupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query CreateGroupPartitions: %w", err)
+	}
 	if q.deleteEventStmt, err = db.PrepareContext(ctx, deleteEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteEvent: %w", err)
+	}
+	if q.deleteExpiredGroupMembersStmt, err = db.PrepareContext(ctx, deleteExpiredGroupMembers); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteExpiredGroupMembers: %w", err)
 	}
 	if q.deleteExpiredHeadlessStmt, err = db.PrepareContext(ctx, deleteExpiredHeadless); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteExpiredHeadless: %w", err)
 	}
 	if q.deleteFinishedJobsStmt, err = db.PrepareContext(ctx, deleteFinishedJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteFinishedJobs: %w", err)
+	}
+	if q.deleteGroupMemberStmt, err = db.PrepareContext(ctx, deleteGroupMember); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteGroupMember: %w", err)
 	}
 	if q.deleteHeadStmt, err = db.PrepareContext(ctx, deleteHead); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteHead: %w", err)
@@ -165,6 +183,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getScheduleStmt, err = db.PrepareContext(ctx, getSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query GetSchedule: %w", err)
 	}
+	if q.groupEventKeysStmt, err = db.PrepareContext(ctx, groupEventKeys); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupEventKeys: %w", err)
+	}
+	if q.groupMembersStmt, err = db.PrepareContext(ctx, groupMembers); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupMembers: %w", err)
+	}
+	if q.groupPartitionCountStmt, err = db.PrepareContext(ctx, groupPartitionCount); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupPartitionCount: %w", err)
+	}
+	if q.groupPartitionsStmt, err = db.PrepareContext(ctx, groupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query GroupPartitions: %w", err)
+	}
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
 	}
@@ -182,6 +212,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
+	}
+	if q.listGroupsStmt, err = db.PrepareContext(ctx, listGroups); err != nil {
+		return nil, fmt.Errorf("error preparing query ListGroups: %w", err)
 	}
 	if q.listHeadsStmt, err = db.PrepareContext(ctx, listHeads); err != nil {
 		return nil, fmt.Errorf("error preparing query ListHeads: %w", err)
@@ -258,11 +291,17 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.registerQueueStmt, err = db.PrepareContext(ctx, registerQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query RegisterQueue: %w", err)
 	}
+	if q.releaseGroupPartitionStmt, err = db.PrepareContext(ctx, releaseGroupPartition); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseGroupPartition: %w", err)
+	}
 	if q.releaseJobStmt, err = db.PrepareContext(ctx, releaseJob); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseJob: %w", err)
 	}
 	if q.releaseLeaseStmt, err = db.PrepareContext(ctx, releaseLease); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLease: %w", err)
+	}
+	if q.renewGroupPartitionsStmt, err = db.PrepareContext(ctx, renewGroupPartitions); err != nil {
+		return nil, fmt.Errorf("error preparing query RenewGroupPartitions: %w", err)
 	}
 	if q.requeueDeadJobsStmt, err = db.PrepareContext(ctx, requeueDeadJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query RequeueDeadJobs: %w", err)
@@ -323,6 +362,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
+	}
+	if q.upsertGroupMemberStmt, err = db.PrepareContext(ctx, upsertGroupMember); err != nil {
+		return nil, fmt.Errorf("error preparing query UpsertGroupMember: %w", err)
 	}
 	if q.upsertScheduleStmt, err = db.PrepareContext(ctx, upsertSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertSchedule: %w", err)
@@ -407,6 +449,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing citusVersionStmt: %w", cerr)
 		}
 	}
+	if q.claimGroupPartitionStmt != nil {
+		if cerr := q.claimGroupPartitionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimGroupPartitionStmt: %w", cerr)
+		}
+	}
 	if q.claimJobByIDStmt != nil {
 		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
@@ -420,6 +467,11 @@ func (q *Queries) Close() error {
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
+		}
+	}
+	if q.commitGroupOffsetStmt != nil {
+		if cerr := q.commitGroupOffsetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commitGroupOffsetStmt: %w", cerr)
 		}
 	}
 	if q.compactWindowStmt != nil {
@@ -462,9 +514,24 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing consumerLagsStmt: %w", cerr)
 		}
 	}
+	if q.createGroupStmt != nil {
+		if cerr := q.createGroupStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing createGroupStmt: %w", cerr)
+		}
+	}
+	if q.createGroupPartitionsStmt != nil {
+		if cerr := q.createGroupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing createGroupPartitionsStmt: %w", cerr)
+		}
+	}
 	if q.deleteEventStmt != nil {
 		if cerr := q.deleteEventStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteEventStmt: %w", cerr)
+		}
+	}
+	if q.deleteExpiredGroupMembersStmt != nil {
+		if cerr := q.deleteExpiredGroupMembersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteExpiredGroupMembersStmt: %w", cerr)
 		}
 	}
 	if q.deleteExpiredHeadlessStmt != nil {
@@ -475,6 +542,11 @@ func (q *Queries) Close() error {
 	if q.deleteFinishedJobsStmt != nil {
 		if cerr := q.deleteFinishedJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing deleteFinishedJobsStmt: %w", cerr)
+		}
+	}
+	if q.deleteGroupMemberStmt != nil {
+		if cerr := q.deleteGroupMemberStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteGroupMemberStmt: %w", cerr)
 		}
 	}
 	if q.deleteHeadStmt != nil {
@@ -567,6 +639,26 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getScheduleStmt: %w", cerr)
 		}
 	}
+	if q.groupEventKeysStmt != nil {
+		if cerr := q.groupEventKeysStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupEventKeysStmt: %w", cerr)
+		}
+	}
+	if q.groupMembersStmt != nil {
+		if cerr := q.groupMembersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupMembersStmt: %w", cerr)
+		}
+	}
+	if q.groupPartitionCountStmt != nil {
+		if cerr := q.groupPartitionCountStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupPartitionCountStmt: %w", cerr)
+		}
+	}
+	if q.groupPartitionsStmt != nil {
+		if cerr := q.groupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing groupPartitionsStmt: %w", cerr)
+		}
+	}
 	if q.heartbeatJobStmt != nil {
 		if cerr := q.heartbeatJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
@@ -595,6 +687,11 @@ func (q *Queries) Close() error {
 	if q.latestNotificationStmt != nil {
 		if cerr := q.latestNotificationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing latestNotificationStmt: %w", cerr)
+		}
+	}
+	if q.listGroupsStmt != nil {
+		if cerr := q.listGroupsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listGroupsStmt: %w", cerr)
 		}
 	}
 	if q.listHeadsStmt != nil {
@@ -722,6 +819,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing registerQueueStmt: %w", cerr)
 		}
 	}
+	if q.releaseGroupPartitionStmt != nil {
+		if cerr := q.releaseGroupPartitionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseGroupPartitionStmt: %w", cerr)
+		}
+	}
 	if q.releaseJobStmt != nil {
 		if cerr := q.releaseJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing releaseJobStmt: %w", cerr)
@@ -730,6 +832,11 @@ func (q *Queries) Close() error {
 	if q.releaseLeaseStmt != nil {
 		if cerr := q.releaseLeaseStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing releaseLeaseStmt: %w", cerr)
+		}
+	}
+	if q.renewGroupPartitionsStmt != nil {
+		if cerr := q.renewGroupPartitionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing renewGroupPartitionsStmt: %w", cerr)
 		}
 	}
 	if q.requeueDeadJobsStmt != nil {
@@ -832,6 +939,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
 		}
 	}
+	if q.upsertGroupMemberStmt != nil {
+		if cerr := q.upsertGroupMemberStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing upsertGroupMemberStmt: %w", cerr)
+		}
+	}
 	if q.upsertScheduleStmt != nil {
 		if cerr := q.upsertScheduleStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing upsertScheduleStmt: %w", cerr)
@@ -891,9 +1003,11 @@ type Queries struct {
 	citusSchemaDistributedStmt      *sql.Stmt
 	citusTxReadOnlyStmt             *sql.Stmt
 	citusVersionStmt                *sql.Stmt
+	claimGroupPartitionStmt         *sql.Stmt
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
+	commitGroupOffsetStmt           *sql.Stmt
 	compactWindowStmt               *sql.Stmt
 	compactedStreamsStmt            *sql.Stmt
 	compactionWindowStmt            *sql.Stmt
@@ -902,9 +1016,13 @@ type Queries struct {
 	configureQueueStmt              *sql.Stmt
 	configureStreamStmt             *sql.Stmt
 	consumerLagsStmt                *sql.Stmt
+	createGroupStmt                 *sql.Stmt
+	createGroupPartitionsStmt       *sql.Stmt
 	deleteEventStmt                 *sql.Stmt
+	deleteExpiredGroupMembersStmt   *sql.Stmt
 	deleteExpiredHeadlessStmt       *sql.Stmt
 	deleteFinishedJobsStmt          *sql.Stmt
+	deleteGroupMemberStmt           *sql.Stmt
 	deleteHeadStmt                  *sql.Stmt
 	deleteJobStmt                   *sql.Stmt
 	deleteRetainedStmt              *sql.Stmt
@@ -923,12 +1041,17 @@ type Queries struct {
 	getLeaseStmt                    *sql.Stmt
 	getOffsetStmt                   *sql.Stmt
 	getScheduleStmt                 *sql.Stmt
+	groupEventKeysStmt              *sql.Stmt
+	groupMembersStmt                *sql.Stmt
+	groupPartitionCountStmt         *sql.Stmt
+	groupPartitionsStmt             *sql.Stmt
 	heartbeatJobStmt                *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
 	jobKeyHolderStmt                *sql.Stmt
 	jobQueuesStmt                   *sql.Stmt
 	latestNotificationStmt          *sql.Stmt
+	listGroupsStmt                  *sql.Stmt
 	listHeadsStmt                   *sql.Stmt
 	listJobsStmt                    *sql.Stmt
 	listPendingJobsStmt             *sql.Stmt
@@ -954,8 +1077,10 @@ type Queries struct {
 	readEventsStmt                  *sql.Stmt
 	readEventsFromConsumerStmt      *sql.Stmt
 	registerQueueStmt               *sql.Stmt
+	releaseGroupPartitionStmt       *sql.Stmt
 	releaseJobStmt                  *sql.Stmt
 	releaseLeaseStmt                *sql.Stmt
+	renewGroupPartitionsStmt        *sql.Stmt
 	requeueDeadJobsStmt             *sql.Stmt
 	requeueJobStmt                  *sql.Stmt
 	resetOffsetStmt                 *sql.Stmt
@@ -976,6 +1101,7 @@ type Queries struct {
 	unheadTrimmedStmt               *sql.Stmt
 	uniqueJobIDsStmt                *sql.Stmt
 	upsertCompactionHeadStmt        *sql.Stmt
+	upsertGroupMemberStmt           *sql.Stmt
 	upsertScheduleStmt              *sql.Stmt
 }
 
@@ -998,9 +1124,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		citusSchemaDistributedStmt:      q.citusSchemaDistributedStmt,
 		citusTxReadOnlyStmt:             q.citusTxReadOnlyStmt,
 		citusVersionStmt:                q.citusVersionStmt,
+		claimGroupPartitionStmt:         q.claimGroupPartitionStmt,
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
+		commitGroupOffsetStmt:           q.commitGroupOffsetStmt,
 		compactWindowStmt:               q.compactWindowStmt,
 		compactedStreamsStmt:            q.compactedStreamsStmt,
 		compactionWindowStmt:            q.compactionWindowStmt,
@@ -1009,9 +1137,13 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		configureQueueStmt:              q.configureQueueStmt,
 		configureStreamStmt:             q.configureStreamStmt,
 		consumerLagsStmt:                q.consumerLagsStmt,
+		createGroupStmt:                 q.createGroupStmt,
+		createGroupPartitionsStmt:       q.createGroupPartitionsStmt,
 		deleteEventStmt:                 q.deleteEventStmt,
+		deleteExpiredGroupMembersStmt:   q.deleteExpiredGroupMembersStmt,
 		deleteExpiredHeadlessStmt:       q.deleteExpiredHeadlessStmt,
 		deleteFinishedJobsStmt:          q.deleteFinishedJobsStmt,
+		deleteGroupMemberStmt:           q.deleteGroupMemberStmt,
 		deleteHeadStmt:                  q.deleteHeadStmt,
 		deleteJobStmt:                   q.deleteJobStmt,
 		deleteRetainedStmt:              q.deleteRetainedStmt,
@@ -1030,12 +1162,17 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getLeaseStmt:                    q.getLeaseStmt,
 		getOffsetStmt:                   q.getOffsetStmt,
 		getScheduleStmt:                 q.getScheduleStmt,
+		groupEventKeysStmt:              q.groupEventKeysStmt,
+		groupMembersStmt:                q.groupMembersStmt,
+		groupPartitionCountStmt:         q.groupPartitionCountStmt,
+		groupPartitionsStmt:             q.groupPartitionsStmt,
 		heartbeatJobStmt:                q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
 		jobKeyHolderStmt:                q.jobKeyHolderStmt,
 		jobQueuesStmt:                   q.jobQueuesStmt,
 		latestNotificationStmt:          q.latestNotificationStmt,
+		listGroupsStmt:                  q.listGroupsStmt,
 		listHeadsStmt:                   q.listHeadsStmt,
 		listJobsStmt:                    q.listJobsStmt,
 		listPendingJobsStmt:             q.listPendingJobsStmt,
@@ -1061,8 +1198,10 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		readEventsStmt:                  q.readEventsStmt,
 		readEventsFromConsumerStmt:      q.readEventsFromConsumerStmt,
 		registerQueueStmt:               q.registerQueueStmt,
+		releaseGroupPartitionStmt:       q.releaseGroupPartitionStmt,
 		releaseJobStmt:                  q.releaseJobStmt,
 		releaseLeaseStmt:                q.releaseLeaseStmt,
+		renewGroupPartitionsStmt:        q.renewGroupPartitionsStmt,
 		requeueDeadJobsStmt:             q.requeueDeadJobsStmt,
 		requeueJobStmt:                  q.requeueJobStmt,
 		resetOffsetStmt:                 q.resetOffsetStmt,
@@ -1083,6 +1222,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		unheadTrimmedStmt:               q.unheadTrimmedStmt,
 		uniqueJobIDsStmt:                q.uniqueJobIDsStmt,
 		upsertCompactionHeadStmt:        q.upsertCompactionHeadStmt,
+		upsertGroupMemberStmt:           q.upsertGroupMemberStmt,
 		upsertScheduleStmt:              q.upsertScheduleStmt,
 	}
 }

@@ -18,6 +18,13 @@ type AlkCompactionHead struct {
 	UpdatedAt      int64
 }
 
+type AlkConsumerGroup struct {
+	Stream     string
+	Grp        string
+	Partitions int64
+	CreatedAt  int64
+}
+
 type AlkConsumerOffset struct {
 	Stream          string
 	Consumer        string
@@ -32,6 +39,25 @@ type AlkEvent struct {
 	Payload   litedriver.Blob
 	CreatedAt int64
 	Headers   *string
+}
+
+type AlkGroupMember struct {
+	Stream    string
+	Grp       string
+	Member    string
+	JoinedAt  int64
+	ExpiresAt int64
+}
+
+type AlkGroupPartition struct {
+	Stream          string
+	Grp             string
+	Part            int64
+	Owner           *string
+	Token           int64
+	LeaseExpiresAt  *int64
+	CommittedOffset int64
+	UpdatedAt       int64
 }
 
 type AlkJob struct {

@@ -32,6 +32,18 @@ type AlkstoreCompactionHead struct {
 	UpdatedAt time.Time
 }
 
+// Consumer groups: members sharing a stream's events, one row per group
+type AlkstoreConsumerGroup struct {
+	// The stream the group consumes
+	Stream string
+	// The group's name
+	Grp string
+	// How many partitions the stream's events are shared in, fixed at creation
+	Partitions int32
+	// When the first member created the group
+	CreatedAt time.Time
+}
+
 // Saved read positions: one row per (stream, consumer)
 type AlkstoreConsumerOffset struct {
 	// Stream name
@@ -103,6 +115,40 @@ type AlkstoreEventsP0 struct {
 	Txid pgtype.Uint64
 	// When the event was published
 	CreatedAt time.Time
+}
+
+// The live members of consumer groups, with their heartbeat leases
+type AlkstoreGroupMember struct {
+	// The stream the group consumes
+	Stream string
+	// The group's name
+	Grp string
+	// The member's id: its name and a random suffix, one per running member
+	Member string
+	// When the member joined
+	JoinedAt time.Time
+	// Unless it heartbeats before then, the member counts as gone
+	ExpiresAt time.Time
+}
+
+// A consumer group's partitions: who owns each, fenced by a token, and how far it was committed
+type AlkstoreGroupPartition struct {
+	// The stream the group consumes
+	Stream string
+	// The group's name
+	Grp string
+	// Partition number, 0 to the group's partitions - 1
+	Part int32
+	// The member that holds the partition; NULL when free
+	Owner *string
+	// Fencing token, incremented by every claim: a commit under an older one fails (ErrClaimLost)
+	Token int64
+	// When another member may take the partition unless its owner renews it
+	LeaseExpiresAt *time.Time
+	// Every event of the partition at or below it is handled
+	CommittedOffset int64
+	// When the row last changed
+	UpdatedAt time.Time
 }
 
 // Queue jobs, live (pending, running) and finished (completed, cancelled, expired, dead), one row each

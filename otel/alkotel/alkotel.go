@@ -66,6 +66,8 @@ const (
 	metricQueueJobs    = "alkstore.queue.jobs"
 	metricOldestReady  = "alkstore.queue.oldest_ready"
 	metricConsumerLag  = "alkstore.consumer.lag"
+	metricGroupLag     = "alkstore.group.lag"
+	metricGroupMembers = "alkstore.group.members"
 	metricHeadless     = "alkstore.stream.headless_keys"
 	metricHeadlessAge  = "alkstore.stream.oldest_headless"
 	metricHorizonLag   = "alkstore.horizon.lag"
@@ -369,4 +371,24 @@ func (i *Instrumentation) ProcessEvent(ctx context.Context, consumer string, ev 
 	i.process.Record(ctx, time.Since(start).Seconds(),
 		i.set(setKey{metric: metricProcess, dest: ev.Stream, consumer: consumer, op: operationProcess, outcome: outcome}))
 	return err
+}
+
+// GroupHandler wraps a consumer group's handler (Group.Consume,
+// client.HandleGroup) so each event runs in ProcessEvent's consumer span,
+// continuing the trace of its publish, with the group's name as the
+// consumer group.
+func (i *Instrumentation) GroupHandler(g *store.Group, h store.GroupHandler) store.GroupHandler {
+	name := g.Name()
+	return func(ctx context.Context, ev store.Event) error {
+		return i.ProcessEvent(ctx, name, ev, func(ctx context.Context) error { return h(ctx, ev) })
+	}
+}
+
+// GroupTxHandler is GroupHandler for a transactional handler
+// (Group.ConsumeTx, client.HandleGroupTx).
+func (i *Instrumentation) GroupTxHandler(g *store.Group, h store.GroupTxHandler) store.GroupTxHandler {
+	name := g.Name()
+	return func(ctx context.Context, tx store.Tx, ev store.Event) error {
+		return i.ProcessEvent(ctx, name, ev, func(ctx context.Context) error { return h(ctx, tx, ev) })
+	}
 }

@@ -354,6 +354,9 @@ func TestMetricsMove(t *testing.T) {
 		_, err = st.PublishMany(c, []store.Message{{}, {}})
 		require.NoError(t, err)
 		require.NoError(t, st.SaveOffset(c, "reader", 0))
+		member, err := st.Group("billing").Join(c, store.GroupOpts{})
+		require.NoError(t, err)
+		defer member.Close()
 		k := "k"
 		_, err = st.PublishMessage(c, store.Message{Key: &k, Payload: []byte("v")})
 		require.NoError(t, err)
@@ -388,6 +391,12 @@ func TestMetricsMove(t *testing.T) {
 		assert.True(t, ok)
 		_, ok = point(t, rm, "alkstore.horizon.holder_age")
 		assert.True(t, ok)
+		v, ok = point(t, rm, "alkstore.group.lag", dest("ev"), alkotel.KeyConsumerGroup.String("billing"))
+		require.True(t, ok)
+		assert.EqualValues(t, 3, v)
+		v, ok = point(t, rm, "alkstore.group.members", dest("ev"), alkotel.KeyConsumerGroup.String("billing"))
+		require.True(t, ok)
+		assert.EqualValues(t, 1, v)
 
 		jobs, err := q.Claim(c, "w", 2, time.Minute)
 		require.NoError(t, err)
@@ -474,5 +483,53 @@ func TestTransactionalHandlersContinueTheTrace(t *testing.T) {
 			assert.Equal(t, trace.SpanKindConsumer, work.SpanKind())
 			assert.Equal(t, "completed", attrs(work)[alkotel.KeyOutcome].AsString(), q)
 		}
+	})
+}
+
+// TestGroupHandlerSpans: a consumer group's handlers, plain and
+// transactional, run in consumer spans that continue the publish's trace and
+// name the group.
+func TestGroupHandlerSpans(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		st := s.Stream("orders")
+		tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans)).Tracer("app")
+		ctx, root := tracer.Start(c, "POST /orders")
+		_, err := st.PublishWithKey(ctx, "k", []byte("o1"))
+		require.NoError(t, err)
+		root.End()
+
+		for _, tx := range []bool{false, true} {
+			g := st.Group(fmt.Sprint("billing-", tx))
+			cc, cancel := context.WithCancel(c)
+			done := make(chan error, 1)
+			handled := make(chan struct{})
+			seen := func(ctx context.Context) error {
+				assert.True(t, trace.SpanContextFromContext(ctx).IsValid(), "the handler runs in the consumer span")
+				close(handled)
+				return nil
+			}
+			go func() {
+				if tx {
+					done <- g.ConsumeTx(cc, store.GroupOpts{}, tel.inst.GroupTxHandler(g, func(ctx context.Context, _ store.Tx, _ store.Event) error { return seen(ctx) }))
+				} else {
+					done <- g.Consume(cc, store.GroupOpts{}, tel.inst.GroupHandler(g, func(ctx context.Context, _ store.Event) error { return seen(ctx) }))
+				}
+			}()
+			<-handled
+			cancel()
+			require.NoError(t, <-done)
+		}
+		var groups []string
+		for _, sp := range tel.spans.Ended() {
+			if sp.Name() == "process orders" {
+				assert.Equal(t, root.SpanContext().TraceID(), sp.SpanContext().TraceID())
+				assert.Equal(t, trace.SpanKindConsumer, sp.SpanKind())
+				groups = append(groups, attrs(sp)[alkotel.KeyConsumerGroup].AsString())
+			}
+		}
+		assert.ElementsMatch(t, []string{"billing-false", "billing-true"}, groups)
 	})
 }

@@ -23,6 +23,9 @@ import (
 //     stream delivery trails the newest committed event (PostgreSQL; see
 //     store.HorizonStats), and alkstore.horizon.holder_age (s): the age of
 //     the oldest write transaction holding it back, 0 when none
+//   - alkstore.group.lag {event} and alkstore.group.members {member}: a
+//     consumer group's events not committed yet and its live members, by
+//     stream and group (messaging.consumer.group.name), read from s.Groups
 //
 // Unregister the returned registration when done with s.
 func (i *Instrumentation) ObserveStore(s *store.Store) (metric.Registration, error) {
@@ -42,7 +45,11 @@ func (i *Instrumentation) ObserveStore(s *store.Store) (metric.Registration, err
 		metric.WithDescription("How long the oldest committed event above the settled horizon has waited"))
 	hzHolder, err8 := i.meter.Float64ObservableGauge(metricHorizonStall, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest write transaction holding the settled horizon back; 0 when none"))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
+	gLag, err9 := i.meter.Int64ObservableGauge(metricGroupLag, metric.WithUnit("{event}"),
+		metric.WithDescription("Events of a consumer group's stream its members have not committed yet"))
+	gMembers, err10 := i.meter.Int64ObservableGauge(metricGroupMembers, metric.WithUnit("{member}"),
+		metric.WithDescription("Live members of a consumer group"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10); err != nil {
 		return nil, err
 	}
 	sys := KeySystem.String(System)
@@ -77,6 +84,15 @@ func (i *Instrumentation) ObserveStore(s *store.Store) (metric.Registration, err
 			holder = hz.Holder.Age.Seconds()
 		}
 		o.ObserveFloat64(hzHolder, holder, metric.WithAttributes(attrs...))
+		groups, err := s.Groups(ctx)
+		if err != nil {
+			return err
+		}
+		for _, g := range groups {
+			at := metric.WithAttributes(sys, KeyDestination.String(g.Stream), KeyConsumerGroup.String(g.Group))
+			o.ObserveInt64(gLag, g.Lag, at)
+			o.ObserveInt64(gMembers, int64(len(g.Members)), at)
+		}
 		return nil
-	}, jobs, oldest, lag, headless, headlessAge, hzLag, hzWait, hzHolder)
+	}, jobs, oldest, lag, headless, headlessAge, hzLag, hzWait, hzHolder, gLag, gMembers)
 }

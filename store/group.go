@@ -1,0 +1,1186 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alkstore/alkstore/internal/wake"
+)
+
+// Consumer groups (docs/design/consumer-groups.md): the members of a named
+// group on a stream, in any number of processes, share its events. The
+// group's events are split into a fixed number of partitions: a keyed event
+// belongs to the partition its key hashes to (GroupPartition), an unkeyed
+// one to its offset modulo the count. Each partition has at most one owner
+// at a time, which holds it through a lease fenced by a token (every claim
+// increments it), and its own committed offset. Members join, heartbeat and
+// leave through the database; each takes its fair share of the partitions
+// (the count divided by the live members), releases what is beyond it and
+// claims free or expired partitions within it, on the group's wakes.
+
+const (
+	// DefaultGroupPartitions is a new group's partition count unless
+	// GroupOpts.Partitions says otherwise: the most members that can
+	// share the stream's events at once.
+	DefaultGroupPartitions = 16
+	// MaxGroupPartitions bounds GroupOpts.Partitions.
+	MaxGroupPartitions = 1024
+	// DefaultGroupLeaseTTL is how long a member's share outlives its last
+	// heartbeat: after a crash, its partitions go to the others this late.
+	DefaultGroupLeaseTTL = 10 * time.Second
+)
+
+// Group is a handle on a consumer group of a stream. Creating one does no
+// I/O; a bad stream or group name is reported by every operation.
+type Group struct {
+	handle // name: "stream/group", for errors
+	st     *Stream
+	group  string
+}
+
+// Group returns the handle of the consumer group called name on the stream.
+func (st *Stream) Group(name string) *Group {
+	h := handle{s: st.s, name: st.name + "/" + name, err: st.err}
+	if h.err == nil {
+		h.err = validateLocalName("group", name)
+	}
+	return &Group{handle: h, st: st, group: name}
+}
+
+// Name returns the group's name.
+func (g *Group) Name() string { return g.group }
+
+// Stream returns the stream the group consumes.
+func (g *Group) Stream() *Stream { return g.st }
+
+func groupTopic(stream, group string) string { return "g:" + stream + "/" + group }
+
+// GroupPartition is the partition of a group of partitions partitions that
+// an event belongs to: FNV-1a (32 bits) of its key modulo partitions, or,
+// for an unkeyed event, its offset modulo partitions. Every process computes
+// the same, on either engine.
+func GroupPartition(ev Event, partitions int) int {
+	if partitions <= 0 {
+		return 0
+	}
+	if ev.Key == nil {
+		return int(uint64(ev.Offset) % uint64(partitions))
+	}
+	return KeyPartition(*ev.Key, partitions)
+}
+
+// KeyPartition is the partition a key's events belong to in a group of
+// partitions partitions (see GroupPartition).
+func KeyPartition(key string, partitions int) int {
+	if partitions <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(partitions))
+}
+
+// GroupOpts configure a group member (Group.Join, Consume, ConsumeTx).
+// Zero values take the defaults.
+type GroupOpts struct {
+	// Member names the member (a random suffix makes each join's id
+	// unique); default DefaultWorkerName().
+	Member string
+	// Partitions is the group's partition count, fixed when its first
+	// member creates it: default DefaultGroupPartitions, at most
+	// MaxGroupPartitions. Set on a group that exists, it must match.
+	Partitions int
+	// LeaseTTL is how long the member's share outlives its last heartbeat
+	// (it heartbeats every third of it); default DefaultGroupLeaseTTL, at
+	// least 100ms. A graceful leave hands over at once.
+	LeaseTTL time.Duration
+	// PageSize is how many events one read of the stream takes; default 256.
+	PageSize int
+	// SafetyPoll: read and rebalance this often even without a wake
+	// (wakes are best-effort); default 5s.
+	SafetyPoll time.Duration
+	// RetryDelay: Consume and ConsumeTx hand an event whose handler failed
+	// to the handler again this much later; default 1s.
+	RetryDelay time.Duration
+	// CommitInterval: Consume commits each partition's progress at most
+	// this often (and whenever it runs out of events, releases a partition
+	// or leaves) instead of after every event: one write per partition and
+	// interval instead of one per event, for as many events handled again
+	// after a crash. 0 (the default) commits after every event. ConsumeTx
+	// commits in each event's transaction, whatever it says.
+	CommitInterval time.Duration
+	// Grace: when Consume or ConsumeTx is stopped, the handler in flight
+	// may finish (and commit) for this long before its context is
+	// cancelled; default 30s. A store's hard stop cancels it at once.
+	Grace time.Duration
+	// Logger: failed reads, heartbeats and handlers; default the store's.
+	Logger *slog.Logger
+}
+
+func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
+	switch {
+	case o.Partitions < 0 || o.Partitions > MaxGroupPartitions:
+		return o, fmt.Errorf("%w: Partitions %d outside 1..%d", ErrInvalidArgument, o.Partitions, MaxGroupPartitions)
+	case o.LeaseTTL != 0 && o.LeaseTTL < 100*time.Millisecond:
+		return o, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, o.LeaseTTL)
+	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0, o.Grace < 0:
+		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll, RetryDelay, CommitInterval or Grace", ErrInvalidArgument)
+	}
+	o.Member = cmp.Or(o.Member, DefaultWorkerName())
+	if err := validateLocalName("member", o.Member); err != nil {
+		return o, err
+	}
+	o.LeaseTTL = cmp.Or(o.LeaseTTL, DefaultGroupLeaseTTL)
+	o.PageSize = cmp.Or(o.PageSize, 256)
+	o.SafetyPoll = cmp.Or(o.SafetyPoll, 5*time.Second)
+	o.RetryDelay = cmp.Or(o.RetryDelay, time.Second)
+	o.Grace = cmp.Or(o.Grace, 30*time.Second)
+	o.Logger = cmp.Or(o.Logger, s.log)
+	return o, nil
+}
+
+// GroupMemberStats is one live member of a group, as Group.Stats reports it.
+type GroupMemberStats struct {
+	Member     string
+	JoinedAt   time.Time
+	ExpiresAt  time.Time // unless it heartbeats before, it counts as gone
+	Partitions []int     // the partitions it owns
+	Lag        int64     // its partitions' lags added up
+}
+
+// GroupPartitionStats is one partition of a group.
+type GroupPartitionStats struct {
+	Partition      int
+	Owner          string     // "" when free
+	Token          int64      // the fencing token of its latest claim
+	LeaseExpiresAt *time.Time // nil when free
+	Committed      int64      // every event of the partition up to it was handled
+	// Lag is how many of the stream's events after Committed belong to the
+	// partition: exact while the group's events after its lowest committed
+	// offset number fewer than StatsCountLimit, a lower bound after.
+	Lag int64
+}
+
+// GroupStats describes a group: its partition count, live members and
+// partitions.
+type GroupStats struct {
+	Stream, Group string
+	Partitions    int
+	Members       []GroupMemberStats
+	Assignment    []GroupPartitionStats
+	Lag           int64 // every partition's lag added up
+}
+
+// groupInfo is a row of the groups table.
+type groupInfo struct {
+	stream, group string
+	partitions    int
+	createdAt     time.Time
+}
+
+// groupMemberRow is a row of the members table.
+type groupMemberRow struct {
+	member              string
+	joinedAt, expiresAt time.Time
+}
+
+// groupPartRow is a row of the partitions table.
+type groupPartRow struct {
+	part      int
+	owner     *string
+	token     int64
+	expiresAt *time.Time
+	committed int64
+}
+
+// groupRef names a group's rows.
+type groupRef struct{ stream, group string }
+
+// groupPartReq claims, releases or commits one partition for member.
+type groupPartReq struct {
+	groupRef
+	member    string
+	part      int
+	token     int64
+	committed int64
+	now, exp  time.Time
+}
+
+// groupOps: consumer groups (group_pg.go, group_lite.go).
+type groupOps interface {
+	createGroup(ctx context.Context, g groupRef, partitions int, now time.Time) (int, error) // the stored count
+	listGroups(ctx context.Context) ([]groupInfo, error)
+	// upsertGroupMember joins (wake: the other members rebalance) or
+	// heartbeats; deleteGroupMember and releaseGroupPartition wake the
+	// group's members on commit.
+	upsertGroupMember(ctx context.Context, g groupRef, member string, now, exp time.Time, wake bool) error
+	deleteGroupMember(ctx context.Context, g groupRef, member string) error
+	deleteExpiredGroupMembers(ctx context.Context, g groupRef, now time.Time) (int64, error)
+	groupMembers(ctx context.Context, g groupRef) ([]groupMemberRow, error)
+	groupPartitions(ctx context.Context, g groupRef) ([]groupPartRow, error)
+	claimGroupPartition(ctx context.Context, r groupPartReq) (token, committed int64, ok bool, err error)
+	renewGroupPartitions(ctx context.Context, g groupRef, member string, exp time.Time) (map[int]int64, error)
+	releaseGroupPartition(ctx context.Context, r groupPartReq) (bool, error)
+	commitGroupOffset(ctx context.Context, r groupPartReq) (bool, error)
+	groupEventKeys(ctx context.Context, stream string, after int64, limit int) ([]Event, error) // Offset and Key only
+}
+
+// Stats reports the group's live members, its partitions (owner, lease,
+// committed offset) and the lag of each partition and member. ErrNotFound
+// when no member ever joined the group.
+func (g *Group) Stats(ctx context.Context) (GroupStats, error) {
+	return run(g.handle, "group stats", autoRead, func(o target) (GroupStats, error) {
+		ref := groupRef{g.st.name, g.group}
+		infos, err := o.listGroups(ctx)
+		if err != nil {
+			return GroupStats{}, err
+		}
+		i := slices.IndexFunc(infos, func(in groupInfo) bool { return in.stream == ref.stream && in.group == ref.group })
+		if i < 0 {
+			return GroupStats{}, fmt.Errorf("%w: no such group", ErrNotFound)
+		}
+		return groupStats(ctx, o, infos[i], g.s.now())
+	})
+}
+
+// Groups reports every consumer group of every stream, by stream and name,
+// as Group.Stats does.
+func (s *Store) Groups(ctx context.Context) ([]GroupStats, error) {
+	return run(handle{s: s}, "groups", autoRead, func(o target) ([]GroupStats, error) {
+		infos, err := o.listGroups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]GroupStats, 0, len(infos))
+		for _, in := range infos {
+			st, err := groupStats(ctx, o, in, s.now())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+		}
+		return out, nil
+	})
+}
+
+func groupStats(ctx context.Context, o target, in groupInfo, now time.Time) (GroupStats, error) {
+	ref := groupRef{in.stream, in.group}
+	gs := GroupStats{Stream: in.stream, Group: in.group, Partitions: in.partitions}
+	members, err := o.groupMembers(ctx, ref)
+	if err != nil {
+		return gs, err
+	}
+	parts, err := o.groupPartitions(ctx, ref)
+	if err != nil {
+		return gs, err
+	}
+	low := int64(-1)
+	for _, p := range parts {
+		if low < 0 || p.committed < low {
+			low = p.committed
+		}
+	}
+	lag := make([]int64, in.partitions)
+	if low >= 0 {
+		evs, err := o.groupEventKeys(ctx, in.stream, low, StatsCountLimit)
+		if err != nil {
+			return gs, err
+		}
+		committed := make([]int64, in.partitions)
+		for _, p := range parts {
+			if p.part < in.partitions {
+				committed[p.part] = p.committed
+			}
+		}
+		for _, ev := range evs {
+			if p := GroupPartition(ev, in.partitions); ev.Offset > committed[p] {
+				lag[p]++
+			}
+		}
+	}
+	byMember := map[string]*GroupMemberStats{}
+	for _, m := range members {
+		if !m.expiresAt.After(now) {
+			continue
+		}
+		gs.Members = append(gs.Members, GroupMemberStats{Member: m.member, JoinedAt: m.joinedAt, ExpiresAt: m.expiresAt, Partitions: []int{}})
+	}
+	for i := range gs.Members {
+		byMember[gs.Members[i].Member] = &gs.Members[i]
+	}
+	for _, p := range parts {
+		ps := GroupPartitionStats{Partition: p.part, Token: p.token, LeaseExpiresAt: p.expiresAt, Committed: p.committed}
+		if p.part < in.partitions {
+			ps.Lag = lag[p.part]
+		}
+		if p.owner != nil {
+			ps.Owner = *p.owner
+			if m := byMember[ps.Owner]; m != nil {
+				m.Partitions = append(m.Partitions, p.part)
+				m.Lag += ps.Lag
+			}
+		}
+		gs.Lag += ps.Lag
+		gs.Assignment = append(gs.Assignment, ps)
+	}
+	return gs, nil
+}
+
+// GroupMember is one member of a consumer group: it owns some of the group's
+// partitions at a time and delivers their events in offset order (Recv),
+// and commits each partition's progress (Commit, CommitTx). Get one from
+// Group.Join; Close (or Leave) hands its partitions over at once.
+//
+// Events of one partition, hence of one key, come in offset order, from one
+// member at a time: a member starts on a partition only once its previous
+// owner released it or its lease ran out, and reads it from its committed
+// offset. Delivery is at least once: an event handled but not committed
+// when its partition moves (a crash, a rebalance) is delivered again to the
+// next owner. A member never skips an event: it reads the stream through
+// the settled horizon, as every receiver does.
+//
+// A member is used by one goroutine: Recv, handle the event, Commit or
+// CommitTx it, Recv again. Calling Recv means the previous event is
+// finished (committed, or left to be delivered again): Recv is where the
+// member gives partitions up, so it must not be called while an earlier
+// event is still being handled. Its heartbeats run on their own, so a slow
+// handler keeps its partitions.
+type GroupMember struct {
+	g    *Group
+	id   string
+	opts GroupOpts
+	n    int // partitions
+	ref  groupRef
+
+	sub       *wake.Sub // the stream's wakes
+	gsub      *wake.Sub // the group's
+	stopBeats chan struct{}
+	beatsDone chan struct{}
+	closeOnce sync.Once
+	closed    chan struct{}
+	onClose   func()
+
+	mu     sync.Mutex
+	owned  map[int]*ownedPart
+	claims int64 // claims made so far: a heartbeat judges only the partitions claimed before it
+
+	// Recv's state (Recv's goroutine only).
+	buf        []Event
+	bufThrough int64 // the offset the buffered page reads through
+	nextStep   time.Time
+	stepNow    atomic.Bool // a heartbeat or a wake asks for a rebalance step
+	wakeStep   bool        // a group wake came while busy: step soon
+	lastStep   time.Time
+	lastIdle   time.Time // when commitIdle last ran
+}
+
+// ownedPart is a partition the member holds.
+type ownedPart struct {
+	token     int64
+	committed int64     // committed offset, as this member last wrote or read it
+	cursor    int64     // every event of the partition up to it was delivered (or it has none)
+	delivered int64     // the last event of the partition delivered
+	finished  int64     // the last event Consume finished, committed at the next flush
+	deadline  time.Time // the lease, as last renewed
+	lost      bool      // a renewal found it gone: Recv drops it
+	claim     int64     // which of the member's claims took it
+}
+
+// position is how far the partition may be committed: through its cursor
+// when every event handed out of it is finished (or committed), through
+// the last finished one otherwise.
+func (o *ownedPart) position() int64 {
+	done := max(o.committed, o.finished)
+	if o.delivered <= done {
+		return max(done, o.cursor)
+	}
+	return done
+}
+
+// Join makes a new member of the group, creating the group (with
+// opts.Partitions) if it does not exist yet. The member takes its share of
+// the partitions from its first Recv on; until then it only counts in the
+// others' shares. Close it when done: closing the store closes it.
+func (g *Group) Join(ctx context.Context, opts GroupOpts) (*GroupMember, error) {
+	return run(g.handle, "group join", autoWrite(ctx), func(o target) (*GroupMember, error) {
+		opts, err := opts.withDefaults(g.s)
+		if err != nil {
+			return nil, err
+		}
+		suffix, err := newClaimToken()
+		if err != nil {
+			return nil, err
+		}
+		m := &GroupMember{g: g, id: opts.Member + "-" + strconv.FormatInt(suffix%(1<<40), 36), opts: opts,
+			ref: groupRef{g.st.name, g.group}, owned: map[int]*ownedPart{},
+			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{})}
+		m.stepNow.Store(true)
+		now := g.s.now()
+		want := cmp.Or(opts.Partitions, DefaultGroupPartitions)
+		n, err := o.createGroup(ctx, m.ref, want, now)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Partitions != 0 && n != opts.Partitions {
+			return nil, fmt.Errorf("%w: the group has %d partitions, not %d (the count is fixed when the group is created)", ErrInvalidArgument, n, opts.Partitions)
+		}
+		m.n = n
+		// Subscribed before the join commits: a release or a publish
+		// between the join and the first Recv still wakes it.
+		m.sub = g.s.subscribe(streamTopic(g.st.name))
+		m.gsub = g.s.subscribe(groupTopic(m.ref.stream, m.ref.group))
+		if err := o.upsertGroupMember(ctx, m.ref, m.id, now, now.Add(opts.LeaseTTL), true); err != nil {
+			m.sub.Close()
+			m.gsub.Close()
+			return nil, err
+		}
+		o.afterCommit(g.s.wake(groupTopic(m.ref.stream, m.ref.group)))
+		key := new(int)
+		m.onClose = func() { g.s.bg.remove(key) }
+		if !g.s.bg.add(key, m.Close) {
+			m.sub.Close()
+			m.gsub.Close()
+			return nil, ErrClosed
+		}
+		go m.heartbeats()
+		return m, nil
+	})
+}
+
+// ID is the member's id in the group (GroupMemberStats.Member): its
+// GroupOpts.Member and a random suffix.
+func (m *GroupMember) ID() string { return m.id }
+
+// Partitions lists the partitions the member holds now, in order.
+func (m *GroupMember) Partitions() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]int, 0, len(m.owned))
+	for p, o := range m.owned {
+		if !o.lost {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PartitionCount is the group's number of partitions.
+func (m *GroupMember) PartitionCount() int { return m.n }
+
+// busyStepEvery is how often at most a member steps for wakes of its
+// group (on SQLite every commit anywhere is one).
+const busyStepEvery = 20 * time.Millisecond
+
+// errMemberClosed is what Recv returns after Close.
+var errMemberClosed = fmt.Errorf("%w: the group member left", ErrClosed)
+
+// Recv returns the next event of the member's partitions, waiting for one.
+// Between events it rebalances: it releases the partitions beyond its fair
+// share (so an event it returned but was not committed goes to their next
+// owner again) and claims free or expired ones within it. After Close, or
+// once the store closes, it returns an error matching ErrClosed. Database
+// errors are returned as they happen; calling Recv again retries.
+func (m *GroupMember) Recv(ctx context.Context) (Event, error) {
+	for {
+		select {
+		case <-m.closed:
+			return Event{}, opErr("group recv", m.g.name, errMemberClosed)
+		case <-m.sub.Done():
+			return Event{}, opErr("group recv", m.g.name, ErrClosed)
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return Event{}, err
+		}
+		now := m.g.s.now()
+		// A busy member never waits, so it looks for the group's wakes here:
+		// a join or a leave elsewhere makes it step (at most every
+		// busyStepEvery, since on SQLite every commit anywhere wakes it).
+		select {
+		case <-m.gsub.C():
+			m.wakeStep = true
+		default:
+		}
+		if m.wakeStep && now.Sub(m.lastStep) >= busyStepEvery {
+			m.stepNow.Store(true)
+		}
+		if m.stepNow.Load() || !now.Before(m.nextStep) {
+			m.wakeStep = false
+			if err := m.step(ctx); err != nil {
+				m.nextStep = now.Add(min(time.Second, m.opts.LeaseTTL/3))
+				m.stepNow.Store(false)
+				return Event{}, err
+			}
+		}
+		if ev, ok := m.next(now); ok {
+			return ev, nil
+		}
+		read, err := m.read(ctx)
+		if err != nil {
+			return Event{}, err
+		}
+		if read {
+			continue
+		}
+		if err := m.wait(ctx); err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// next pops the next buffered event of a partition the member holds, or
+// says the buffer ran out (and moves every partition's cursor past it).
+func (m *GroupMember) next(now time.Time) (Event, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for len(m.buf) > 0 {
+		ev := m.buf[0]
+		m.buf = m.buf[1:]
+		p := GroupPartition(ev, m.n)
+		o := m.owned[p]
+		if o == nil || o.lost || ev.Offset <= o.cursor {
+			continue
+		}
+		if !now.Before(o.deadline) {
+			// Its lease ran out without a renewal: another member may own
+			// it already. Never hand out an event of it: the next step
+			// claims it again (reading it from its committed offset) or
+			// leaves it to its new owner.
+			o.lost = true
+			m.stepNow.Store(true)
+			continue
+		}
+		o.cursor, o.delivered = ev.Offset, ev.Offset
+		return ev, true
+	}
+	if m.bufThrough > 0 {
+		for _, o := range m.owned {
+			o.cursor = max(o.cursor, m.bufThrough)
+		}
+		m.bufThrough = 0
+	}
+	return Event{}, false
+}
+
+// read reads the next page of the stream after the lowest cursor of the
+// member's partitions; false when there was nothing to read.
+func (m *GroupMember) read(ctx context.Context) (bool, error) {
+	m.mu.Lock()
+	from := int64(-1)
+	for _, o := range m.owned {
+		if !o.lost && (from < 0 || o.cursor < from) {
+			from = o.cursor
+		}
+	}
+	m.mu.Unlock()
+	if from < 0 {
+		return false, nil
+	}
+	evs, err := m.g.st.ReadSince(ctx, from, m.opts.PageSize)
+	if err != nil {
+		return false, err
+	}
+	if len(evs) == 0 {
+		return false, nil
+	}
+	m.mu.Lock()
+	m.buf, m.bufThrough = evs, evs[len(evs)-1].Offset
+	m.mu.Unlock()
+	return true, nil
+}
+
+// wait sleeps until a wake (a publish on the stream, a change in the group),
+// the next step or the safety poll.
+func (m *GroupMember) wait(ctx context.Context) error {
+	now := m.g.s.now()
+	d := min(m.opts.SafetyPoll, max(m.nextStep.Sub(now), time.Millisecond))
+	if m.wakeStep { // a wake seen while busy, whose step is still due
+		d = min(d, max(busyStepEvery-now.Sub(m.lastStep), time.Millisecond))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.closed:
+	case <-m.sub.Done():
+	case <-m.sub.C():
+	case <-m.gsub.C():
+		// Stepped at most every busyStepEvery: on SQLite every commit
+		// anywhere wakes every member.
+		m.wakeStep = true
+	case <-t.C:
+		m.stepNow.Store(true)
+	}
+	return nil
+}
+
+// step rebalances once: it reads the live members and the partitions,
+// drops the partitions it lost, releases those beyond its share and claims
+// free or expired ones within it.
+func (m *GroupMember) step(ctx context.Context) error {
+	s := m.g.s
+	m.stepNow.Store(false)
+	now := s.now()
+	defer func() { m.lastStep = now }()
+	type view struct {
+		members []groupMemberRow
+		parts   []groupPartRow
+	}
+	v, err := run(m.g.handle, "group rebalance", autoRead, func(o target) (view, error) {
+		members, err := o.groupMembers(ctx, m.ref)
+		if err != nil {
+			return view{}, err
+		}
+		parts, err := o.groupPartitions(ctx, m.ref)
+		return view{members, parts}, err
+	})
+	if err != nil {
+		return err
+	}
+	live := []string{}
+	expired := false
+	for _, mr := range v.members {
+		if mr.expiresAt.After(now) || mr.member == m.id {
+			live = append(live, mr.member)
+		} else {
+			expired = true
+		}
+	}
+	if !slices.Contains(live, m.id) {
+		live = append(live, m.id)
+		slices.Sort(live)
+	}
+	// The share: partitions / members, the first (in id order) members
+	// taking one more each while partitions remain.
+	i := slices.Index(live, m.id)
+	quota := m.n / len(live)
+	if i < m.n%len(live) {
+		quota++
+	}
+	// Drop what was lost (someone else holds it, or the lease ran out).
+	m.mu.Lock()
+	changed := false
+	for _, r := range v.parts {
+		o := m.owned[r.part]
+		if o == nil {
+			continue
+		}
+		if o.lost || r.owner == nil || *r.owner != m.id || r.token != o.token || !now.Before(o.deadline) {
+			delete(m.owned, r.part)
+			changed = true
+		}
+	}
+	held := make([]int, 0, len(m.owned))
+	for p := range m.owned {
+		held = append(held, p)
+	}
+	m.mu.Unlock()
+	slices.Sort(held)
+	wakeOthers := false
+	var next time.Time
+	// Release the partitions beyond the share, highest first.
+	for len(held) > quota {
+		p := held[len(held)-1]
+		held = held[:len(held)-1]
+		m.mu.Lock()
+		o := m.owned[p]
+		delete(m.owned, p)
+		m.mu.Unlock()
+		changed = true
+		if err := m.release(ctx, p, o); err != nil {
+			return err
+		}
+		wakeOthers = true
+	}
+	// Claim free or expired partitions within the share.
+	for _, r := range v.parts {
+		if len(held) >= quota {
+			break
+		}
+		if slices.Contains(held, r.part) || r.part >= m.n {
+			continue
+		}
+		if r.owner != nil && r.expiresAt != nil && r.expiresAt.After(now) {
+			if next.IsZero() || r.expiresAt.Before(next) {
+				next = *r.expiresAt
+			}
+			continue
+		}
+		exp := now.Add(m.opts.LeaseTTL)
+		res, err := run(m.g.handle, "group claim", autoWrite(ctx), func(o target) (ownedPart, error) {
+			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: now, exp: exp})
+			if err != nil || !ok {
+				return ownedPart{}, err
+			}
+			return ownedPart{token: token, committed: committed, cursor: committed, delivered: committed, deadline: exp}, nil
+		})
+		if err != nil {
+			return err
+		}
+		if res.token == 0 {
+			continue // someone else was first
+		}
+		m.mu.Lock()
+		m.claims++
+		res.claim = m.claims
+		m.owned[r.part] = &res
+		m.mu.Unlock()
+		held = append(held, r.part)
+		changed = true
+	}
+	// Commit how far idle partitions were read, so that their next owner
+	// does not read the stream from far back: once per heartbeat period
+	// (on SQLite every commit wakes every member, and a step on each must
+	// not write).
+	if now.Sub(m.lastIdle) >= m.opts.LeaseTTL/3 {
+		m.lastIdle = now
+		if err := m.commitIdle(ctx, now); err != nil {
+			return err
+		}
+	}
+	// Rows of members whose lease ran out (crashed) go, so Stats and the
+	// others' views stop listing them.
+	if expired {
+		if err := run0(m.g.handle, "group rebalance", autoWrite(ctx), func(o target) error {
+			_, err := o.deleteExpiredGroupMembers(ctx, m.ref, now)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if changed {
+		m.mu.Lock()
+		m.buf, m.bufThrough = nil, 0 // read again from the new partitions' cursors
+		m.mu.Unlock()
+	}
+	if wakeOthers {
+		s.wake(groupTopic(m.ref.stream, m.ref.group))()
+	}
+	m.nextStep = now.Add(m.opts.LeaseTTL / 3)
+	if !next.IsZero() && next.Before(m.nextStep) {
+		m.nextStep = next
+	}
+	return nil
+}
+
+// release gives partition p up, committing how far it was read when every
+// event handed out of it was committed.
+func (m *GroupMember) release(ctx context.Context, p int, o *ownedPart) error {
+	committed := o.position()
+	now := m.g.s.now()
+	return run0(m.g.handle, "group release", autoWrite(ctx), func(t target) error {
+		topic := groupTopic(m.ref.stream, m.ref.group)
+		_, err := t.releaseGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: p, token: o.token,
+			committed: committed, now: now})
+		if err == nil {
+			t.afterCommit(m.g.s.wake(topic))
+		}
+		return err
+	})
+}
+
+// commitIdle commits the positions of the partitions that moved past their
+// committed offset: the events Consume finished since its last flush, and
+// the cursors of partitions with nothing outstanding (no events of theirs
+// among those read since).
+func (m *GroupMember) commitIdle(ctx context.Context, now time.Time) error {
+	type idle struct {
+		p         int
+		token, at int64
+	}
+	var todo []idle
+	m.mu.Lock()
+	for p, o := range m.owned {
+		if at := o.position(); !o.lost && at > o.committed {
+			todo = append(todo, idle{p, o.token, at})
+		}
+	}
+	m.mu.Unlock()
+	for _, it := range todo {
+		ok, err := m.commit(ctx, autoWrite(ctx), it.p, it.token, it.at, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			m.mu.Lock()
+			if o := m.owned[it.p]; o != nil && o.token == it.token {
+				o.committed = max(o.committed, it.at)
+			}
+			m.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset int64, now time.Time) (bool, error) {
+	return run(m.g.handle, "group commit", v, func(o target) (bool, error) {
+		return o.commitGroupOffset(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: p, token: token, committed: offset, now: now})
+	})
+}
+
+// Commit records that ev, and every earlier event of its partition, was
+// handled. It fails with ErrClaimLost when the member no longer holds ev's
+// partition (another member claimed it since, after the member released it
+// or its lease ran out): ev will be delivered again to the partition's
+// owner. A lease that ran out with no one claiming the partition does not
+// fence: no one else handled its events meanwhile (on SQLite a long
+// ConsumeTx handler holds the writer slot its heartbeats wait for).
+func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
+	return m.commitEvent(ctx, autoWrite(ctx), ev, nil)
+}
+
+// CommitTx is Commit inside tx, so the effects ev had and the group's
+// progress commit together or not at all: exactly-once effects. On
+// ErrClaimLost the caller must roll tx back (its effects are the next
+// owner's to make). The partition's row stays locked until tx ends, so a
+// member claiming it meanwhile waits for the outcome.
+func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
+	return m.commitEvent(ctx, tx.via(), ev, tx.onCommit)
+}
+
+func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, onCommit func(func())) error {
+	p := GroupPartition(ev, m.n)
+	m.mu.Lock()
+	o := m.owned[p]
+	var token int64
+	if o != nil && !o.lost {
+		token = o.token
+	}
+	m.mu.Unlock()
+	if token == 0 {
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
+	}
+	ok, err := m.commit(ctx, v, p, token, ev.Offset, m.g.s.now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		m.mu.Lock()
+		if o := m.owned[p]; o != nil && o.token == token {
+			o.lost = true
+			m.stepNow.Store(true)
+		}
+		m.mu.Unlock()
+		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d was claimed by another member", ErrClaimLost, p))
+	}
+	done := func() {
+		m.mu.Lock()
+		if o := m.owned[p]; o != nil && o.token == token {
+			o.committed = max(o.committed, ev.Offset)
+		}
+		m.mu.Unlock()
+	}
+	if onCommit != nil {
+		onCommit(done)
+	} else {
+		done()
+	}
+	return nil
+}
+
+// heartbeats renew the member's row and its partitions' leases every third
+// of the lease until Close.
+func (m *GroupMember) heartbeats() {
+	defer close(m.beatsDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stopBeats:
+		case <-m.sub.Done():
+		}
+		cancel()
+	}()
+	t := time.NewTicker(m.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			m.opts.Logger.Warn("alkstore: group member heartbeat failed", "group", m.g.name, "member", m.id, "error", err)
+		}
+	}
+}
+
+func (m *GroupMember) heartbeat(ctx context.Context) error {
+	m.mu.Lock()
+	before := m.claims // a partition claimed after this may be missing from the renewal
+	m.mu.Unlock()
+	now := m.g.s.now()
+	exp := now.Add(m.opts.LeaseTTL)
+	tokens, err := run(m.g.handle, "group heartbeat", autoWrite(ctx), func(o target) (map[int]int64, error) {
+		if err := o.upsertGroupMember(ctx, m.ref, m.id, now, exp, false); err != nil {
+			return nil, err
+		}
+		return o.renewGroupPartitions(ctx, m.ref, m.id, exp)
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p, o := range m.owned {
+		switch tok, ok := tokens[p]; {
+		case ok && tok == o.token:
+			o.deadline = exp
+		case o.claim <= before:
+			o.lost = true
+			m.stepNow.Store(true)
+		}
+	}
+	return nil
+}
+
+// Close leaves the group gracefully: it releases the member's partitions
+// (committing how far their idle ones were read) and deletes its row, and
+// the wake makes the other members take the partitions at once. Events
+// handed out but not committed go to the partitions' next owners. Close
+// always returns nil (see Leave for the leave's error).
+func (m *GroupMember) Close() error {
+	_ = m.Leave(context.Background())
+	return nil
+}
+
+// Leave is Close bounded by ctx, returning why the leave could not be
+// written (the partitions then go to the others when their leases run
+// out). Recv returns ErrClosed after it.
+func (m *GroupMember) Leave(ctx context.Context) error {
+	var err error
+	m.closeOnce.Do(func() {
+		close(m.closed)
+		close(m.stopBeats)
+		<-m.beatsDone
+		err = m.leave(ctx)
+		m.sub.Close()
+		m.gsub.Close()
+		m.onClose()
+	})
+	return err
+}
+
+func (m *GroupMember) leave(ctx context.Context) error {
+	m.mu.Lock()
+	owned := m.owned
+	m.owned = map[int]*ownedPart{}
+	m.mu.Unlock()
+	var errs []error
+	for p, o := range owned {
+		if !o.lost {
+			errs = append(errs, m.release(ctx, p, o))
+		}
+	}
+	errs = append(errs, run0(m.g.handle, "group leave", autoWrite(ctx), func(o target) error {
+		topic := groupTopic(m.ref.stream, m.ref.group)
+		err := o.deleteGroupMember(ctx, m.ref, m.id)
+		if err == nil {
+			o.afterCommit(m.g.s.wake(topic))
+		}
+		return err
+	}))
+	return errors.Join(errs...)
+}
+
+// CheckOpts reports, without I/O, why Join, Consume or ConsumeTx would
+// refuse the group (its stream's or its own name) or opts: an error
+// matching ErrInvalidName or ErrInvalidArgument, wrapped with the group.
+// A partition count that differs from the stored one shows only at Join.
+func (g *Group) CheckOpts(opts GroupOpts) error {
+	return run0(g.handle, "group check", func(s *Store) (target, error) { return target{}, s.check() }, func(target) error {
+		_, err := opts.withDefaults(g.s)
+		return err
+	})
+}
+
+// GroupHandler handles one event of a group member's partitions. Returning
+// nil commits the event (Commit); an error leaves it uncommitted and hands
+// it to the handler again after GroupOpts.RetryDelay (a stream's events are
+// never skipped: a partition waits for its failing event). A panic counts
+// as an error.
+type GroupHandler func(ctx context.Context, ev Event) error
+
+// GroupTxHandler handles one event inside a transaction that Consume
+// begins: what it writes through tx commits together with the group's
+// offset (CommitTx), or not at all, so each event's effects commit exactly
+// once. An error (or a panic) rolls tx back, and the event comes again after
+// GroupOpts.RetryDelay. A lost claim rolls tx back too: the partition's new
+// owner makes the effects. The handler must not end tx.
+type GroupTxHandler func(ctx context.Context, tx Tx, ev Event) error
+
+// Consume joins the group and runs handler on every event of the member's
+// partitions, one at a time in offset order, committing each after it,
+// until ctx is cancelled or the store shuts down; then it lets the event in
+// flight finish and commit within GroupOpts.Grace (then its handler's
+// context is cancelled, and at once on a store's hard stop) and leaves the
+// group gracefully (its partitions go to the other members at once). It returns
+// nil after ctx was cancelled and an error matching ErrClosed when the
+// store's shutdown stopped it; other errors are bad options.
+func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandler) error {
+	if handler == nil {
+		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	}
+	var flushed time.Time
+	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
+		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
+			return err
+		}
+		if m.opts.CommitInterval == 0 {
+			return m.Commit(ctx, ev)
+		}
+		m.finish(ev)
+		if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
+			flushed = now
+			return m.commitIdle(ctx, now)
+		}
+		return nil
+	})
+}
+
+// ConsumeTx is Consume for a transactional handler: each event's handler
+// runs in a transaction, and the group's offset commits in it (CommitTx),
+// so an event's effects and the group's progress commit together.
+// On SQLite the transaction holds the writer slot while the handler runs.
+func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHandler) error {
+	if handler == nil {
+		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	}
+	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
+		return g.s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+			if err := recovered(func() error { return handler(ctx, tx, ev) }); err != nil {
+				return err
+			}
+			return m.CommitTx(ctx, tx, ev)
+		})
+	})
+}
+
+func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx context.Context, m *GroupMember, ev Event) error) error {
+	if g.s == nil {
+		return opErr("group consume", g.name, errNoStore)
+	}
+	if _, err := opts.withDefaults(g.s); err != nil {
+		return opErr("group consume", g.name, err)
+	}
+	return g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
+		m, err := g.Join(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer func() { _ = m.Leave(context.WithoutCancel(ctx)) }()
+		log := m.opts.Logger
+		// The handlers' context: ctx's values, not its cancel, which
+		// only starts the Grace.
+		hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer hcancel()
+		go func() {
+			select {
+			case <-hctx.Done():
+				return
+			case <-g.s.life.hard:
+			case <-ctx.Done():
+				t := time.NewTimer(m.opts.Grace)
+				defer t.Stop()
+				select {
+				case <-hctx.Done():
+				case <-t.C:
+				case <-g.s.life.hard:
+				}
+			}
+			hcancel()
+		}()
+		for {
+			ev, err := m.Recv(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ErrClosed):
+				return err
+			case err != nil:
+				log.Warn("alkstore: group member could not read", "group", g.name, "member", m.id, "error", err)
+				if !sleepCtx(ctx, m.opts.RetryDelay) {
+					return nil
+				}
+				continue
+			}
+			// A stop lets the event in flight finish and commit.
+			err = handle(hctx, m, ev)
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrClaimLost):
+				// The partition moved on: its new owner handles ev.
+			case ctx.Err() != nil:
+				m.redeliver(ev)
+				return nil
+			default:
+				log.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
+					"offset", ev.Offset, "error", err)
+				m.redeliver(ev)
+				if !sleepCtx(ctx, m.opts.RetryDelay) {
+					return nil
+				}
+			}
+		}
+	})
+}
+
+// finish records that Consume handled ev: the next flush commits it.
+func (m *GroupMember) finish(ev Event) {
+	p := GroupPartition(ev, m.n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.owned[p]; o != nil {
+		o.finished = max(o.finished, ev.Offset)
+	}
+}
+
+// buffered is how many events are read ahead (some of them other members').
+func (m *GroupMember) buffered() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buf)
+}
+
+// redeliver puts ev back at the head of the buffer, for Recv to hand out
+// again.
+func (m *GroupMember) redeliver(ev Event) {
+	p := GroupPartition(ev, m.n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.owned[p]
+	if o == nil || o.lost || o.cursor < ev.Offset {
+		return
+	}
+	o.cursor = ev.Offset - 1
+	o.delivered = min(o.delivered, max(o.committed, o.finished))
+	if m.bufThrough == 0 && len(m.buf) == 0 {
+		m.bufThrough = ev.Offset
+	}
+	m.buf = append([]Event{ev}, m.buf...)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
