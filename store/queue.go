@@ -106,6 +106,15 @@ type Job struct {
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
 	token int64       // the claim that fences this job; 0 when not claimed
+
+	// What the last settle did (under mu): the state it left the job in
+	// and, when it goes back to pending, when it runs again (JobResult).
+	after JobState
+	next  time.Time
+	// The lifecycle's run of the job (under mu): inRun while it runs and
+	// is not yet settled; results are OnResult's functions.
+	inRun   bool
+	results []func(JobResult)
 }
 
 // EnqueueOpts are a job's options. The zero value runs the job now, at

@@ -331,7 +331,7 @@ func (w *worker) run(ctx context.Context) {
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, base: handlerBase, settleCtx: settleCtx,
 		stopped: w.stopped.Load, track: w.track,
-		ack: func(j *Job) error { w.acks <- j; return nil }}
+		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	for ctx.Err() == nil {
 		free := cap(w.slots) - len(w.slots)
@@ -576,14 +576,41 @@ func (w *worker) ackLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		n, err := w.q.AckMany(ctx, batch)
+		ids, err := w.q.ackMany(ctx, batch)
 		if err != nil {
 			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(batch), "error", err)
-		} else if int(n) < len(batch) {
+		} else if len(ids) < len(batch) {
 			// Lost: the claim expired (the job runs again), or the job was
 			// cancelled or deleted meanwhile (it does not).
 			w.q.s.log.Warn("alkstore: claims lost before their ack (expired: those jobs run again; or cancelled or deleted)",
-				"queue", w.q.name, "lost", len(batch)-int(n))
+				"queue", w.q.name, "lost", len(batch)-len(ids))
 		}
+		w.reportAcks(batch, ids, err)
+	}
+}
+
+// reportAcks reports each job's result (Job.OnResult) once its batched
+// ack ended: completed when the ack took it, the settle's error when the
+// batch failed, and a lost claim otherwise.
+func (w *worker) reportAcks(batch []*Job, ids []int64, err error) {
+	var acked map[int64]bool
+	if err == nil && len(ids) < len(batch) {
+		acked = make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			acked[id] = true
+		}
+	}
+	for _, j := range batch {
+		res := JobResult{Outcome: OutcomeAcked, State: JobCompleted}
+		switch {
+		case err != nil:
+			res = JobResult{Outcome: OutcomeAcked, SettleErr: err}
+		case acked != nil && !acked[j.ID]:
+			res = JobResult{Outcome: OutcomeClaimLost}
+			if j.hasResultFuncs() { // read what became of it only for someone who asks
+				res = w.runner.lostResult(j, nil)
+			}
+		}
+		j.endRun(res)
 	}
 }

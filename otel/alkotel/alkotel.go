@@ -19,6 +19,7 @@ package alkotel
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -100,9 +101,14 @@ type Instrumentation struct {
 	sent       metric.Int64Counter
 	process    metric.Float64Histogram
 	startDelay metric.Float64Histogram
+	// fields are the header keys the propagator reads: a message without
+	// any is not handed to it.
+	fields []string
 	// sets caches the metric attribute sets by setKey: building a set
 	// sorts and allocates, and a queue's few sets serve every job.
 	sets sync.Map
+	// queues caches each queue's *queueInst.
+	queues sync.Map
 }
 
 // setKey names one metric attribute set.
@@ -138,9 +144,9 @@ func (i *Instrumentation) set(k setKey) metric.MeasurementOption {
 }
 
 // extract reads the trace context of a message's headers; ctx as it is
-// when there are none.
+// when they carry none.
 func (i *Instrumentation) extract(ctx context.Context, headers map[string]string) context.Context {
-	if len(headers) == 0 {
+	if !i.carries(headers) {
 		return ctx
 	}
 	return i.props.Extract(ctx, headerCarrier(headers))
@@ -155,7 +161,7 @@ func New(opts ...Option) *Instrumentation {
 	for _, o := range opts {
 		o(&c)
 	}
-	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props}
+	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props, fields: c.props.Fields()}
 	i.sent, _ = i.meter.Int64Counter(metricSent, metric.WithUnit("{message}"),
 		metric.WithDescription("Events published and jobs enqueued (messaging.operation.name publish or enqueue)"))
 	i.process, _ = i.meter.Float64Histogram(metricProcess, metric.WithUnit("s"),
@@ -231,8 +237,10 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 // Middleware returns the client middleware that runs each job in a
 // consumer span continuing the trace its enqueue started (the producer's
 // span is its parent and also a link), and records the handler's duration
-// by outcome (store.HandlerOutcome, named by OutcomeName). Only retried and
-// dead runs mark the span as failed: a snooze, a cancel or a stop do not.
+// by outcome (ResultName: what the lifecycle actually did, reported by
+// store.Job.OnResult once the job was settled; the span ends then). Only
+// retried, dead and unsettled runs mark the span as failed: a snooze, a
+// cancel, a lost claim or a stop do not.
 func (i *Instrumentation) Middleware() client.Middleware { return i.Handler }
 
 // Handler wraps h like Middleware, for Queue.Work, JobQueue.Work and
@@ -252,63 +260,142 @@ func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
 	}
 }
 
-// runInSpan runs one job's handler in a consumer span continuing the trace
-// of its enqueue, and records its duration by outcome.
-func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
-	parent := i.extract(ctx, job.Headers)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-		opts = append(opts, trace.WithLinks(link))
+// queueInst is what every job of one queue shares: built once per queue,
+// so a job's span and measurements allocate no names, attributes or
+// attribute sets of their own.
+type queueInst struct {
+	dest     string
+	spanName string
+	start    []trace.SpanStartOption // consumer kind and the queue's attributes
+	linked   []trace.SpanStartOption // start with room for one link
+	delay    metric.MeasurementOption
+	outcomes map[string]metric.MeasurementOption // by ResultName
+}
+
+// outcomeNames are every ResultName, whose attribute sets queueInst holds.
+var outcomeNames = []string{"completed", "retried", "dead", "snoozed", "cancelled", "lost", "released",
+	"settled_by_handler", "unsettled"}
+
+// queue returns the shared instrumentation of the queue called name.
+func (i *Instrumentation) queue(name string) *queueInst {
+	if q, ok := i.queues.Load(name); ok {
+		return q.(*queueInst)
 	}
-	ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
-	defer span.End()
-	recording := span.IsRecording()
-	if recording {
-		span.SetAttributes(KeySystem.String(System), KeyDestination.String(job.Queue),
-			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
-			KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
+	q := &queueInst{dest: name, spanName: operationProcess + " " + name,
+		delay: i.set(setKey{metric: metricStartDelay, dest: name}), outcomes: map[string]metric.MeasurementOption{}}
+	q.start = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(KeySystem.String(System), KeyDestination.String(name),
+			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc))}
+	q.linked = append(slices.Clip(q.start), nil)
+	for _, o := range outcomeNames {
+		q.outcomes[o] = i.set(setKey{metric: metricProcess, dest: name, op: operationProcess, outcome: o})
+	}
+	v, _ := i.queues.LoadOrStore(name, q)
+	return v.(*queueInst)
+}
+
+// runInSpan runs one job's handler in a consumer span continuing the trace
+// of its enqueue, and records its duration by outcome once the lifecycle
+// settled the job.
+func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
+	qi := i.queue(job.Queue)
+	opts := qi.start
+	parent := ctx
+	if i.carries(job.Headers) {
+		parent = i.props.Extract(ctx, headerCarrier(job.Headers))
+		if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+			opts = slices.Clone(qi.linked)
+			opts[len(opts)-1] = trace.WithLinks(link)
+		}
+	}
+	ctx, span := i.tracer.Start(parent, qi.spanName, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
 	}
 	if job.ClaimedAt != nil {
 		due := job.RunAt
 		if job.CreatedAt.After(due) {
 			due = job.CreatedAt
 		}
-		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
+		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay)
 	}
 	start := time.Now()
+	var took time.Duration
+	if job.OnResult(func(res store.JobResult) { i.finish(ctx, span, qi, took, res) }) {
+		// The lifecycle reports the result once it settled the job (a
+		// panic included, which it turns into an error).
+		defer func() { took = time.Since(start) }()
+		return run(ctx)
+	}
+	// Not run by the lifecycle: the outcome is the result's prediction.
 	done := false
 	defer func() {
 		if done {
 			return
 		}
 		// A panic counts as an error: record the run, then let the panic
-		// go on to the lifecycle, which settles the job.
+		// go on to whoever runs the handler.
 		if p := recover(); p != nil {
-			i.record(ctx, span, job, start, fmt.Errorf("handler panicked: %v", p))
+			err := fmt.Errorf("handler panicked: %v", p)
+			i.finish(ctx, span, qi, time.Since(start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 			panic(p)
 		}
 	}()
 	err := run(ctx)
 	done = true
-	i.record(ctx, span, job, start, err)
+	i.finish(ctx, span, qi, time.Since(start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 	return err
 }
 
-// record sets a finished run's outcome on its span and records its
-// duration by outcome.
-func (i *Instrumentation) record(ctx context.Context, span trace.Span, job *store.Job, start time.Time, err error) {
-	outcome := store.HandlerOutcome(ctx, job, err)
-	name := OutcomeName(outcome)
+// carries reports whether headers hold a field the propagator reads.
+func (i *Instrumentation) carries(headers map[string]string) bool {
+	if len(headers) == 0 {
+		return false
+	}
+	for _, f := range i.fields {
+		if _, ok := headers[f]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// finish sets a settled run's outcome on its span, ends it, and records
+// the handler's duration by outcome.
+func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queueInst, took time.Duration, res store.JobResult) {
+	name := ResultName(res)
 	if span.IsRecording() {
 		span.SetAttributes(KeyOutcome.String(name))
+		if failed := res.Outcome == store.OutcomeRetried || res.Outcome == store.OutcomeFailed; failed || res.SettleErr != nil {
+			err := res.Err
+			if !failed {
+				err = res.SettleErr
+			}
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
-	switch outcome {
-	case store.OutcomeRetried, store.OutcomeFailed:
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	span.End()
+	set, ok := qi.outcomes[name]
+	if !ok {
+		set = i.set(setKey{metric: metricProcess, dest: qi.dest, op: operationProcess, outcome: name})
 	}
-	i.process.Record(ctx, time.Since(start).Seconds(),
-		i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
+	i.process.Record(ctx, took.Seconds(), set)
+}
+
+// ResultName is the alkstore.job.outcome value of a settled run:
+// OutcomeName of its outcome, except "unsettled" when its settle failed
+// (res.SettleErr) and, for a lost claim, "cancelled" only when the job was
+// found cancelled and "lost" otherwise (its claim lapsed and another worker
+// took it, or it was deleted).
+func ResultName(res store.JobResult) string {
+	switch {
+	case res.SettleErr != nil:
+		return "unsettled"
+	case res.Outcome == store.OutcomeClaimLost && res.State != store.JobCancelled && res.State != "":
+		return "lost"
+	}
+	return OutcomeName(res.Outcome)
 }
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:
