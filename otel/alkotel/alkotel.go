@@ -19,7 +19,6 @@ package alkotel
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -81,6 +80,7 @@ type config struct {
 	tp    trace.TracerProvider
 	mp    metric.MeterProvider
 	props propagation.TextMapPropagator
+	links bool
 }
 
 // WithTracerProvider sets the tracer provider (default otel.GetTracerProvider()).
@@ -93,11 +93,17 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // headers (default: W3C trace context and baggage).
 func WithPropagator(p propagation.TextMapPropagator) Option { return func(c *config) { c.props = p } }
 
+// WithProducerLinks also links each consumer span to its producer's span,
+// which is already its parent (off by default: a link costs every job a
+// few allocations, for tools that follow links rather than parents).
+func WithProducerLinks() Option { return func(c *config) { c.links = true } }
+
 // Instrumentation holds alkotel's tracer, meter and instruments.
 type Instrumentation struct {
 	tracer     trace.Tracer
 	meter      metric.Meter
 	props      propagation.TextMapPropagator
+	links      bool
 	sent       metric.Int64Counter
 	process    metric.Float64Histogram
 	startDelay metric.Float64Histogram
@@ -161,7 +167,8 @@ func New(opts ...Option) *Instrumentation {
 	for _, o := range opts {
 		o(&c)
 	}
-	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props, fields: c.props.Fields()}
+	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props, fields: c.props.Fields(),
+		links: c.links}
 	i.sent, _ = i.meter.Int64Counter(metricSent, metric.WithUnit("{message}"),
 		metric.WithDescription("Events published and jobs enqueued (messaging.operation.name publish or enqueue)"))
 	i.process, _ = i.meter.Float64Histogram(metricProcess, metric.WithUnit("s"),
@@ -236,7 +243,7 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 
 // Middleware returns the client middleware that runs each job in a
 // consumer span continuing the trace its enqueue started (the producer's
-// span is its parent and also a link), and records the handler's duration
+// span is its parent; also a link WithProducerLinks), and records the handler's duration
 // by outcome (ResultName: what the lifecycle actually did, reported by
 // store.Job.OnResult once the job was settled; the span ends then). Only
 // retried, dead and unsettled runs mark the span as failed: a snooze, a
@@ -266,8 +273,7 @@ func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
 type queueInst struct {
 	dest     string
 	spanName string
-	start    []trace.SpanStartOption // consumer kind and the queue's attributes
-	linked   []trace.SpanStartOption // start with room for one link
+	attrs    []attribute.KeyValue // the queue's span attributes
 	delay    metric.MeasurementOption
 	outcomes map[string]metric.MeasurementOption // by ResultName
 }
@@ -276,17 +282,18 @@ type queueInst struct {
 var outcomeNames = []string{"completed", "retried", "dead", "snoozed", "cancelled", "lost", "released",
 	"settled_by_handler", "unsettled"}
 
+// consumerKind starts consumer spans.
+var consumerKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
 // queue returns the shared instrumentation of the queue called name.
 func (i *Instrumentation) queue(name string) *queueInst {
 	if q, ok := i.queues.Load(name); ok {
 		return q.(*queueInst)
 	}
 	q := &queueInst{dest: name, spanName: operationProcess + " " + name,
+		attrs: []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(name),
+			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc)},
 		delay: i.set(setKey{metric: metricStartDelay, dest: name}), outcomes: map[string]metric.MeasurementOption{}}
-	q.start = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(KeySystem.String(System), KeyDestination.String(name),
-			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc))}
-	q.linked = append(slices.Clip(q.start), nil)
 	for _, o := range outcomeNames {
 		q.outcomes[o] = i.set(setKey{metric: metricProcess, dest: name, op: operationProcess, outcome: o})
 	}
@@ -294,22 +301,41 @@ func (i *Instrumentation) queue(name string) *queueInst {
 	return v.(*queueInst)
 }
 
+// jobSpan is one job's run as its span sees it, until the lifecycle
+// reports the run's result.
+type jobSpan struct {
+	i     *Instrumentation
+	ctx   context.Context
+	span  trace.Span
+	qi    *queueInst
+	start time.Time
+	took  time.Duration
+}
+
+func (js *jobSpan) result(res store.JobResult) { js.i.finish(js.ctx, js.span, js.qi, js.took, res) }
+
 // runInSpan runs one job's handler in a consumer span continuing the trace
 // of its enqueue, and records its duration by outcome once the lifecycle
-// settled the job.
+// settled the job. What every job of the queue shares is built once
+// (queueInst); the propagator runs only on headers that carry its fields.
 func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
 	qi := i.queue(job.Queue)
-	opts := qi.start
+	opts := consumerKind
 	parent := ctx
 	if i.carries(job.Headers) {
 		parent = i.props.Extract(ctx, headerCarrier(job.Headers))
-		if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-			opts = slices.Clone(qi.linked)
-			opts[len(opts)-1] = trace.WithLinks(link)
+		if i.links {
+			if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+				opts = []trace.SpanStartOption{consumerKind[0], trace.WithLinks(link)}
+			}
 		}
 	}
 	ctx, span := i.tracer.Start(parent, qi.spanName, opts...)
 	if span.IsRecording() {
+		// The queue's attributes from its own slice (no copy), then the
+		// job's: the span's attribute slice grows once, to room for the
+		// outcome too.
+		span.SetAttributes(qi.attrs...)
 		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
 	}
 	if job.ClaimedAt != nil {
@@ -319,12 +345,11 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		}
 		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay)
 	}
-	start := time.Now()
-	var took time.Duration
-	if job.OnResult(func(res store.JobResult) { i.finish(ctx, span, qi, took, res) }) {
+	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, start: time.Now()}
+	if job.OnResult(js.result) {
 		// The lifecycle reports the result once it settled the job (a
 		// panic included, which it turns into an error).
-		defer func() { took = time.Since(start) }()
+		defer func() { js.took = time.Since(js.start) }()
 		return run(ctx)
 	}
 	// Not run by the lifecycle: the outcome is the result's prediction.
@@ -337,13 +362,13 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		// go on to whoever runs the handler.
 		if p := recover(); p != nil {
 			err := fmt.Errorf("handler panicked: %v", p)
-			i.finish(ctx, span, qi, time.Since(start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+			i.finish(ctx, span, qi, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 			panic(p)
 		}
 	}()
 	err := run(ctx)
 	done = true
-	i.finish(ctx, span, qi, time.Since(start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+	i.finish(ctx, span, qi, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 	return err
 }
 
@@ -427,9 +452,9 @@ func OutcomeName(o store.Outcome) string {
 // its publish, and records its duration by outcome (completed or failed).
 func (i *Instrumentation) ProcessEvent(ctx context.Context, consumer string, ev store.Event, fn func(ctx context.Context) error) error {
 	parent := i.extract(ctx, ev.Headers)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-		opts = append(opts, trace.WithLinks(link))
+	opts := consumerKind
+	if link := trace.LinkFromContext(parent); i.links && link.SpanContext.IsValid() {
+		opts = []trace.SpanStartOption{consumerKind[0], trace.WithLinks(link)}
 	}
 	ctx, span := i.tracer.Start(parent, operationProcess+" "+ev.Stream, opts...)
 	defer span.End()

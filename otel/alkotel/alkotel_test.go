@@ -72,11 +72,11 @@ type telemetry struct {
 	inst   *alkotel.Instrumentation
 }
 
-func newTelemetry() *telemetry {
+func newTelemetry(opts ...alkotel.Option) *telemetry {
 	sr := tracetest.NewSpanRecorder()
 	reader := sdkmetric.NewManualReader()
-	inst := alkotel.New(alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
-		alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	inst := alkotel.New(append([]alkotel.Option{alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
+		alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))}, opts...)...)
 	return &telemetry{spans: sr, reader: reader, inst: inst}
 }
 
@@ -178,8 +178,7 @@ func TestOneTraceAcrossQueueOutboxAndStream(t *testing.T) {
 		work := spanNamed(t, spans, "process emails")
 		assert.Equal(t, trace.SpanKindConsumer, work.SpanKind())
 		assert.Equal(t, enq.SpanContext().SpanID(), work.Parent().SpanID(), "the handler continues the enqueue")
-		require.Len(t, work.Links(), 1)
-		assert.Equal(t, enq.SpanContext().SpanID(), work.Links()[0].SpanContext.SpanID())
+		assert.Empty(t, work.Links(), "the producer is the parent; a link too only WithProducerLinks")
 		assert.Equal(t, "completed", attrs(work)[alkotel.KeyOutcome].AsString())
 		assert.Equal(t, "process", attrs(work)[alkotel.KeyOperationType].AsString())
 
@@ -484,7 +483,7 @@ func TestTransactionalHandlersContinueTheTrace(t *testing.T) {
 func TestOutcomesAfterSettle(t *testing.T) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		c := testCtx(t)
-		tel := newTelemetry()
+		tel := newTelemetry(alkotel.WithProducerLinks())
 		s := open(t, dsn, tel)
 		later, err := store.Open(c, dsn, store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
 		require.NoError(t, err)
@@ -537,6 +536,8 @@ func TestOutcomesAfterSettle(t *testing.T) {
 			if id == msgID {
 				assert.Equal(t, "Error", sp.Status().Code.String())
 			}
+			require.Len(t, sp.Links(), 1, "WithProducerLinks")
+			assert.Equal(t, sp.Parent().SpanID(), sp.Links()[0].SpanContext.SpanID(), "the link is the producer, the parent")
 		}
 		assert.Equal(t, map[int64][]string{jobID: {"lost"}, msgID: {"dead"}}, outcomes)
 
