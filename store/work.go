@@ -333,15 +333,28 @@ func (w *worker) run(ctx context.Context) {
 		stopped: w.stopped.Load, track: w.track,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
+	// drainedSince: when the first of the claims that have all returned
+	// fewer jobs than the worker had free slots for (the queue drained)
+	// began; zero while jobs wait (a full claim, no free slot). woke: a
+	// wake, not a timer, ended the sleep before the next claim (see
+	// Job.WakeLatency).
+	var drainedSince time.Time
+	woke := false
 	for ctx.Err() == nil {
 		free := cap(w.slots) - len(w.slots)
 		if free == 0 {
 			w.waitForSlot(ctx)
+			drainedSince, woke = time.Time{}, false
 			continue
 		}
 		// A claim that committed returns its jobs even when ctx was cancelled
 		// meanwhile; they run like any other (see Queue.Claim).
+		began := w.q.s.now()
 		jobs, err := w.q.Claim(ctx, w.opts.Worker, min(free, w.opts.Batch), w.opts.Visibility)
+		if woke && len(jobs) > 0 && !drainedSince.IsZero() {
+			w.wakeLatencies(jobs, drainedSince)
+		}
+		woke = false
 		for _, j := range jobs {
 			w.slots <- struct{}{}
 			w.wg.Add(1)
@@ -350,9 +363,15 @@ func (w *worker) run(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
+			drainedSince = time.Time{}
 			w.sleep(ctx, time.Second)
 		case err == nil && len(jobs) < min(free, w.opts.Batch):
-			w.sleep(ctx, w.untilNextDue(ctx))
+			if drainedSince.IsZero() {
+				drainedSince = began
+			}
+			woke = w.sleep(ctx, w.untilNextDue(ctx))
+		default:
+			drainedSince = time.Time{}
 		}
 	}
 
@@ -539,13 +558,29 @@ func (w *worker) untilNextDue(ctx context.Context) time.Duration {
 	return min(max(due.Sub(w.q.s.now()), time.Millisecond), w.opts.PollInterval)
 }
 
-func (w *worker) sleep(ctx context.Context, d time.Duration) {
+// sleep waits d, until a wake or until ctx ends; it reports whether a
+// wake ended it.
+func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-w.wake:
+		return true
 	case <-t.C:
+	}
+	return false
+}
+
+// wakeLatencies sets the wake latency of the jobs a wake's claim returned
+// (Job.WakeLatency): those on their first attempt, enqueued runnable (not
+// delayed) since drainedSince, from their enqueue to now.
+func (w *worker) wakeLatencies(jobs []*Job, drainedSince time.Time) {
+	now := w.q.s.now()
+	for _, j := range jobs {
+		if j.Attempts == 1 && !j.CreatedAt.Before(drainedSince) && !j.RunAt.After(j.CreatedAt) && now.After(j.CreatedAt) {
+			j.wakeLatency = now.Sub(j.CreatedAt)
+		}
 	}
 }
 
