@@ -9,6 +9,23 @@
 // stream, messaging.operation.name and .type, messaging.message.id, and
 // messaging.batch.message_count on batches).
 //
+// Job metrics, recorded by the handler side (Middleware, Handler,
+// TxHandler):
+//
+//   - messaging.process.duration (s): how long the handler ran, by
+//     alkstore.job.outcome (ResultName: what the lifecycle did, reported
+//     after the settle)
+//   - alkstore.job.start_delay (s): every job, from its due time (created
+//     or run_at, whichever is later) to its claim: wake latency plus
+//     queueing behind other jobs
+//   - alkstore.job.wake_latency (s): only the jobs that found their worker
+//     with a free slot and were claimed by the claim their wake started
+//     (store.Job.WakeLatency says exactly which): from the enqueue
+//     (CreatedAt, read before the insert) to that claim's return, so the
+//     enqueue's commit, the wake's way to the worker (NOTIFY, or SQLite's
+//     change watcher) and the claim; a backlog, delayed and retried jobs
+//     are not in it. Across machines the clocks' skew adds in.
+//
 //	inst := alkotel.New()                                          // global providers unless given
 //	s, _ := store.Open(ctx, dsn, store.WithInsertMiddleware(inst.InsertMiddleware()))
 //	c := client.New(s, client.Opts{Middleware: []client.Middleware{inst.Middleware()}})
@@ -63,6 +80,7 @@ const (
 	metricSent         = "messaging.client.sent.messages"
 	metricProcess      = "messaging.process.duration"
 	metricStartDelay   = "alkstore.job.start_delay"
+	metricWakeLatency  = "alkstore.job.wake_latency"
 	metricQueueJobs    = "alkstore.queue.jobs"
 	metricOldestReady  = "alkstore.queue.oldest_ready"
 	metricConsumerLag  = "alkstore.consumer.lag"
@@ -107,6 +125,7 @@ type Instrumentation struct {
 	sent       metric.Int64Counter
 	process    metric.Float64Histogram
 	startDelay metric.Float64Histogram
+	wakeLat    metric.Float64Histogram
 	// fields are the header keys the propagator reads: a message without
 	// any is not handed to it.
 	fields []string
@@ -175,6 +194,8 @@ func New(opts ...Option) *Instrumentation {
 		metric.WithDescription("How long a job handler or event consumer ran, by alkstore.job.outcome"))
 	i.startDelay, _ = i.meter.Float64Histogram(metricStartDelay, metric.WithUnit("s"),
 		metric.WithDescription("From a job's due time (created or run_at, whichever is later) to its claim: wake latency plus queueing"))
+	i.wakeLat, _ = i.meter.Float64Histogram(metricWakeLatency, metric.WithUnit("s"),
+		metric.WithDescription("From the enqueue of a job that found its worker with a free slot to the claim its wake started (store.Job.WakeLatency)"))
 	return i
 }
 
@@ -274,7 +295,7 @@ type queueInst struct {
 	dest     string
 	spanName string
 	attrs    []attribute.KeyValue // the queue's span attributes
-	delay    metric.MeasurementOption
+	delay    metric.MeasurementOption // start delay's and wake latency's set
 	outcomes map[string]metric.MeasurementOption // by ResultName
 }
 
@@ -344,6 +365,9 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 			due = job.CreatedAt
 		}
 		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay)
+	}
+	if d, ok := job.WakeLatency(); ok {
+		i.wakeLat.Record(ctx, d.Seconds(), qi.delay)
 	}
 	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, start: time.Now()}
 	if job.OnResult(js.result) {

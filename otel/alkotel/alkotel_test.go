@@ -555,3 +555,44 @@ func TestOutcomesAfterSettle(t *testing.T) {
 		assert.Equal(t, map[string]uint64{"lost": 1, "dead": 1}, counts)
 	})
 }
+
+// alkstore.job.wake_latency records the jobs that found their worker idle
+// (store.Job.WakeLatency), not a backlog.
+func TestWakeLatencyMetric(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q := s.Queue("jobs")
+		_, err := q.Enqueue(c, []byte("backlog"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		handled := make(chan struct{}, 2)
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{PollInterval: time.Hour}, tel.inst.Handler(func(context.Context, *store.Job) error {
+				handled <- struct{}{}
+				return nil
+			}))
+		}()
+		<-handled
+		_, err = q.Enqueue(c, []byte("woken"), store.EnqueueOpts{}) // the worker has drained the queue
+		require.NoError(t, err)
+		<-handled
+		stop()
+		require.NoError(t, <-werr)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+				for _, dp := range h.DataPoints {
+					counts[m.Name] += dp.Count
+				}
+			}
+		}
+		assert.EqualValues(t, 2, counts["alkstore.job.start_delay"])
+		assert.EqualValues(t, 1, counts["alkstore.job.wake_latency"], "the woken job only")
+	})
+}
