@@ -41,8 +41,9 @@ type Handler func(ctx context.Context, job *Job) error
 // SnoozeTx, CancelTx) and return nil; tx then commits with that settle.
 // The ctx it receives carries tx: on SQLite an auto-commit write made with
 // it (Enqueue, Ack, ...) fails at once instead of waiting for the writer
-// slot tx holds; use the Tx forms. The handler must not end tx (Commit,
-// Rollback): Work does.
+// slot tx holds; use the Tx forms. The handler must not end tx: its
+// Commit and Rollback return an error matching ErrInvalidArgument and
+// change nothing (Work ends it).
 //
 // On SQLite the transaction holds the writer slot for the handler's whole
 // run: while one transactional handler runs, every other write of the
@@ -379,7 +380,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	s := r.q.s
 	if r.callerTx != nil {
 		tx := *r.callerTx
-		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
 	}
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -400,7 +401,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 		rj.held.Store(true)
 	}
-	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
 }
 
 // finishTx ends the handler's transaction: on success it completes the job
