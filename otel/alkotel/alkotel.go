@@ -329,11 +329,12 @@ type jobSpan struct {
 	ctx   context.Context
 	span  trace.Span
 	qi    *queueInst
+	job   *store.Job
 	start time.Time
 	took  time.Duration
 }
 
-func (js *jobSpan) result(res store.JobResult) { js.i.finish(js.ctx, js.span, js.qi, js.took, res) }
+func (js *jobSpan) result(res store.JobResult) { js.i.finish(js.ctx, js.span, js.qi, js.job, js.took, res) }
 
 // runInSpan runs one job's handler in a consumer span continuing the trace
 // of its enqueue, and records its duration by outcome once the lifecycle
@@ -353,11 +354,9 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 	}
 	ctx, span := i.tracer.Start(parent, qi.spanName, opts...)
 	if span.IsRecording() {
-		// The queue's attributes from its own slice (no copy), then the
-		// job's: the span's attribute slice grows once, to room for the
-		// outcome too.
+		// The queue's attributes from its own slice (no copy); the job's
+		// come with its outcome (finish): one more call, one growth.
 		span.SetAttributes(qi.attrs...)
-		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
 	}
 	if job.ClaimedAt != nil {
 		due := job.RunAt
@@ -369,7 +368,7 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 	if d, ok := job.WakeLatency(); ok {
 		i.wakeLat.Record(ctx, d.Seconds(), qi.delay)
 	}
-	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, start: time.Now()}
+	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, job: job, start: time.Now()}
 	if job.OnResult(js.result) {
 		// The lifecycle reports the result once it settled the job (a
 		// panic included, which it turns into an error).
@@ -386,13 +385,13 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		// go on to whoever runs the handler.
 		if p := recover(); p != nil {
 			err := fmt.Errorf("handler panicked: %v", p)
-			i.finish(ctx, span, qi, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+			i.finish(ctx, span, qi, job, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 			panic(p)
 		}
 	}()
 	err := run(ctx)
 	done = true
-	i.finish(ctx, span, qi, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+	i.finish(ctx, span, qi, job, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 	return err
 }
 
@@ -411,10 +410,10 @@ func (i *Instrumentation) carries(headers map[string]string) bool {
 
 // finish sets a settled run's outcome on its span, ends it, and records
 // the handler's duration by outcome.
-func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queueInst, took time.Duration, res store.JobResult) {
+func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queueInst, job *store.Job, took time.Duration, res store.JobResult) {
 	name := ResultName(res)
 	if span.IsRecording() {
-		span.SetAttributes(KeyOutcome.String(name))
+		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts), KeyOutcome.String(name))
 		if failed := res.Outcome == store.OutcomeRetried || res.Outcome == store.OutcomeFailed; failed || res.SettleErr != nil {
 			err := res.Err
 			if !failed {
