@@ -7,6 +7,7 @@
 //	go run ./bench -only scheduling
 //	go run ./bench -only scale   # costs beside 1e5..1e7 unrelated rows (opt-in; see scale.go)
 //	go run ./bench -only retention  # partition drop vs row deletes, 10^6 events; only when asked
+//	go run ./bench -only citus      # through a Citus coordinator vs a plain server (../shared/citus; only when asked)
 //	go run ./bench -only queues -list  # figure names; -figure NAME -json measures one (make bench-compare)
 //
 // The raw-SQL ceilings live here, not in queries/: they are the yardstick,
@@ -45,7 +46,7 @@ var (
 	peers   = flag.Bool("peers", true, "also run the peers (bench/peers): River on the same PostgreSQL, River's SQLite driver and goqite on SQLite")
 	idleFor = flag.Duration("idle", 10*time.Second, "how long to measure the idle cost")
 	only    = flag.String("only", "", "run these sections (comma-separated): streams, queues, receivers, compaction, scheduling; "+
-		"or scale, retention and console, which only run when named")
+		"or scale, retention, console and citus, which only run when named")
 )
 
 // section reports whether the named section runs: every default section
@@ -88,6 +89,12 @@ func main() {
 	if named("console") { // PostgreSQL only, loads 10^6 jobs; never part of a full run
 		benchConsole(ctx, must(srv.NewDatabase(ctx)))
 		if *only == "console" {
+			return
+		}
+	}
+	if named("citus") { // a Citus cluster beside the plain server; never part of a full run
+		benchCitus(ctx, func() string { return must(srv.NewDatabase(ctx)) })
+		if *only == "citus" {
 			return
 		}
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -62,4 +65,108 @@ func migrationPool(ctx context.Context, pool *pgxpool.Pool, m citusMode) (*pgxpo
 	}
 	cfg.ConnConfig.RuntimeParams[citusShardingParam] = "off"
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// citusMarkerLockID serializes Opens creating the commit marker.
+const citusMarkerLockID = migrationLockID + 1
+
+// citusCommitMarker prepares the commit marker on Citus (queries/pg/schema.sql,
+// "Citus commit marker"): with migrate, creates alkstore.citus_commit_marker
+// as a Citus local table unless it is one already. It reports whether the
+// marker is ready; without it (WithoutMigrate on a database where no Open
+// created it), transactions that write a worker's business rows commit in
+// one phase, and Open says so.
+func citusCommitMarker(ctx context.Context, pool *pgxpool.Pool, m citusMode, migrate bool, log *slog.Logger) (bool, error) {
+	if m.version == "" {
+		return false, nil
+	}
+	if migrate {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			q := pgdb.New(tx)
+			if err := q.CitusCommitMarkerLock(ctx, citusMarkerLockID); err != nil {
+				return err
+			}
+			if err := q.CitusCommitMarkerCreate(ctx); err != nil {
+				return err
+			}
+			return q.CitusCommitMarkerDistribute(ctx)
+		})
+		if err != nil {
+			return false, fmt.Errorf("create the Citus commit marker: %w", err)
+		}
+	}
+	ready, err := pgdb.New(pool).CitusCommitMarkerReady(ctx)
+	if err == nil && !ready {
+		log.Warn("alkstore: no Citus commit marker (alkstore.citus_commit_marker; an Open without WithoutMigrate creates it): "+
+			"a transaction writing business rows on one worker with its events or jobs commits in one phase, not atomic if the coordinator fails mid-commit",
+			"citus", m.version)
+	}
+	return ready, err
+}
+
+// citusMarkingTx is a transaction whose first alkstore statement is
+// preceded by CitusMarkCommit, so that Citus commits it in two phases when
+// it also wrote a worker's rows (docs/design/citus.md). checkReadOnly: an
+// adopted transaction may be read-only, where the marker's write would
+// fail (and it has nothing to commit atomically).
+type citusMarkingTx struct {
+	pgx.Tx
+	checkReadOnly bool
+	marked        bool
+}
+
+func (t *citusMarkingTx) mark(ctx context.Context) error {
+	if t.marked {
+		return nil
+	}
+	q := pgdb.New(t.Tx)
+	if t.checkReadOnly {
+		ro, err := q.CitusTxReadOnly(ctx)
+		if err != nil {
+			return err
+		}
+		if ro {
+			t.marked = true
+			return nil
+		}
+	}
+	if err := q.CitusMarkCommit(ctx); err != nil {
+		return err
+	}
+	t.marked = true
+	return nil
+}
+
+func (t *citusMarkingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.mark(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *citusMarkingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.mark(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *citusMarkingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.mark(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+// citusCommitErr explains a commit the coordinator failed because a worker
+// did ("server closed the connection unexpectedly", SQLSTATE XX000, names
+// neither the worker nor the outcome): with the commit marker, Citus was
+// preparing the workers' parts, so the transaction rolled back on every
+// node.
+func citusCommitErr(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || (pg.Code != "XX000" && !strings.HasPrefix(pg.Code, "08")) {
+		return err
+	}
+	return fmt.Errorf("%w (Citus: a worker this transaction wrote to failed while it committed; the transaction rolled back on every node and may be retried once the worker is back)", err)
 }

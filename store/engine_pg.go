@@ -29,6 +29,9 @@ type pgEngine struct {
 	gate    *wakeGate
 	learner learner
 	stall   *stallWatch
+	// citusMark: on Citus, a transaction's first alkstore statement is
+	// preceded by the commit marker (citusMarkingTx).
+	citusMark bool
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -65,13 +68,17 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	err = migratePostgres(ctx, mpool, c.migrate)
+	var citusMark bool
+	if err == nil {
+		citusMark, err = citusCommitMarker(ctx, mpool, citus, c.migrate, c.log)
+	}
 	if mpool != pool {
 		mpool.Close()
 	}
 	if err != nil {
 		return nil, opErr("open", "", err)
 	}
-	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}}
+	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}, citusMark: citusMark}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
 	eng.gate = &wakeGate{send: func(topic string) {
@@ -129,7 +136,16 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+}
+
+// txQueries are the queries of a read-write transaction: on Citus, marked
+// for two-phase commit (citusMarkingTx).
+func (e *pgEngine) txQueries(tx pgx.Tx, adopted bool) *pgdb.Queries {
+	if !e.citusMark {
+		return pgdb.New(tx)
+	}
+	return pgdb.New(&citusMarkingTx{Tx: tx, checkReadOnly: adopted})
 }
 
 // wrapTx adopts a caller's transaction (AdoptPgx): the store never sees it
@@ -137,7 +153,7 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 	txs := &pgTxState{adopted: true}
 	txs.foreign.Store(true)
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: txs}}
+	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, true), eng: e, inTx: true, txs: txs}}
 }
 
 func (e *pgEngine) close(abandoned bool) {
@@ -230,8 +246,15 @@ type pgTx struct {
 }
 
 func (t pgTx) ops() ops                           { return t.o }
-func (t pgTx) commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func (t pgTx) commit(ctx context.Context) error {
+	err := t.tx.Commit(ctx)
+	if err != nil && t.o.eng.citusMark {
+		err = citusCommitErr(err)
+	}
+	return err
+}
 
 // Business SQL may call age(): the transaction's reads stop teaching the
 // tracker (see pgOps.mayLearn).

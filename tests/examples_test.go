@@ -16,7 +16,7 @@ import (
 
 // exampleNames are the runnable examples that take a DSN as their first
 // argument (examples/internal/example); service serves until a signal.
-var exampleNames = []string{"compacted-counter", "demo", "email-worker", "live-feed", "order-event",
+var exampleNames = []string{"citus-tenants", "compacted-counter", "demo", "email-worker", "live-feed", "order-event",
 	"outbox-webhook", "schedules", "service", "sqlc-shared-tx"}
 
 // TestExamplesRunTwiceSideBySide: every example runs on a database that

@@ -596,6 +596,13 @@ var coldStatements = map[string]string{
 	"SchemaObjects":          "runs once at Open, on the catalog",
 	"CitusVersion":           "runs once at Open, on the catalog (pg_extension)",
 	"CitusSchemaDistributed": "runs once at Open, only on Citus, on its catalog (pg_dist_schema)",
+	// The Citus commit marker (docs/design/citus.md), only on Citus.
+	"CitusCommitMarkerLock":       "runs once at Open, only on Citus: an advisory lock",
+	"CitusCommitMarkerCreate":     "runs once at Open, only on Citus: DDL",
+	"CitusCommitMarkerDistribute": "runs once at Open, only on Citus: Citus's catalog function",
+	"CitusCommitMarkerReady":      "runs once at Open, only on Citus, on its catalog (pg_dist_partition)",
+	"CitusTxReadOnly":             "a setting, not a table: once per adopted transaction, only on Citus",
+	"CitusMarkCommit":             "once per transaction, only on Citus: an UPDATE by primary key of a table that stays empty",
 	// Event partitions (PostgreSQL; docs/design/partitions.md): the janitor's
 	// partition step reads the partition catalog (tens of rows), runs DDL, or
 	// reads one partition it is about to drop; tests/partitions_test.go

@@ -45,8 +45,26 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.cancelJobStmt, err = db.PrepareContext(ctx, cancelJob); err != nil {
 		return nil, fmt.Errorf("error preparing query CancelJob: %w", err)
 	}
+	if q.citusCommitMarkerCreateStmt, err = db.PrepareContext(ctx, citusCommitMarkerCreate); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusCommitMarkerCreate: %w", err)
+	}
+	if q.citusCommitMarkerDistributeStmt, err = db.PrepareContext(ctx, citusCommitMarkerDistribute); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusCommitMarkerDistribute: %w", err)
+	}
+	if q.citusCommitMarkerLockStmt, err = db.PrepareContext(ctx, citusCommitMarkerLock); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusCommitMarkerLock: %w", err)
+	}
+	if q.citusCommitMarkerReadyStmt, err = db.PrepareContext(ctx, citusCommitMarkerReady); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusCommitMarkerReady: %w", err)
+	}
+	if q.citusMarkCommitStmt, err = db.PrepareContext(ctx, citusMarkCommit); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusMarkCommit: %w", err)
+	}
 	if q.citusSchemaDistributedStmt, err = db.PrepareContext(ctx, citusSchemaDistributed); err != nil {
 		return nil, fmt.Errorf("error preparing query CitusSchemaDistributed: %w", err)
+	}
+	if q.citusTxReadOnlyStmt, err = db.PrepareContext(ctx, citusTxReadOnly); err != nil {
+		return nil, fmt.Errorf("error preparing query CitusTxReadOnly: %w", err)
 	}
 	if q.citusVersionStmt, err = db.PrepareContext(ctx, citusVersion); err != nil {
 		return nil, fmt.Errorf("error preparing query CitusVersion: %w", err)
@@ -349,9 +367,39 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing cancelJobStmt: %w", cerr)
 		}
 	}
+	if q.citusCommitMarkerCreateStmt != nil {
+		if cerr := q.citusCommitMarkerCreateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusCommitMarkerCreateStmt: %w", cerr)
+		}
+	}
+	if q.citusCommitMarkerDistributeStmt != nil {
+		if cerr := q.citusCommitMarkerDistributeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusCommitMarkerDistributeStmt: %w", cerr)
+		}
+	}
+	if q.citusCommitMarkerLockStmt != nil {
+		if cerr := q.citusCommitMarkerLockStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusCommitMarkerLockStmt: %w", cerr)
+		}
+	}
+	if q.citusCommitMarkerReadyStmt != nil {
+		if cerr := q.citusCommitMarkerReadyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusCommitMarkerReadyStmt: %w", cerr)
+		}
+	}
+	if q.citusMarkCommitStmt != nil {
+		if cerr := q.citusMarkCommitStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusMarkCommitStmt: %w", cerr)
+		}
+	}
 	if q.citusSchemaDistributedStmt != nil {
 		if cerr := q.citusSchemaDistributedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing citusSchemaDistributedStmt: %w", cerr)
+		}
+	}
+	if q.citusTxReadOnlyStmt != nil {
+		if cerr := q.citusTxReadOnlyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing citusTxReadOnlyStmt: %w", cerr)
 		}
 	}
 	if q.citusVersionStmt != nil {
@@ -826,203 +874,215 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                         DBTX
-	tx                         *sql.Tx
-	ackJobStmt                 *sql.Stmt
-	ackJobsStmt                *sql.Stmt
-	acquireLeaseStmt           *sql.Stmt
-	advanceCompactionStmt      *sql.Stmt
-	buryExhaustedClaimsStmt    *sql.Stmt
-	buryJobStmt                *sql.Stmt
-	cancelJobStmt              *sql.Stmt
-	citusSchemaDistributedStmt *sql.Stmt
-	citusVersionStmt           *sql.Stmt
-	claimJobByIDStmt           *sql.Stmt
-	claimJobsStmt              *sql.Stmt
-	claimableJobsStmt          *sql.Stmt
-	compactWindowStmt          *sql.Stmt
-	compactedStreamsStmt       *sql.Stmt
-	compactionWindowStmt       *sql.Stmt
-	completeJobStmt            *sql.Stmt
-	completeJobsStmt           *sql.Stmt
-	configureQueueStmt         *sql.Stmt
-	configureStreamStmt        *sql.Stmt
-	consumerLagsStmt           *sql.Stmt
-	deleteEventStmt            *sql.Stmt
-	deleteExpiredHeadlessStmt  *sql.Stmt
-	deleteFinishedJobsStmt     *sql.Stmt
-	deleteHeadStmt             *sql.Stmt
-	deleteJobStmt              *sql.Stmt
-	deleteRetainedStmt         *sql.Stmt
-	deleteScheduleStmt         *sql.Stmt
-	dueSchedulesStmt           *sql.Stmt
-	enqueueJobStmt             *sql.Stmt
-	enqueueJobsStmt            *sql.Stmt
-	enqueueUniqueJobStmt       *sql.Stmt
-	enqueueUniqueJobsStmt      *sql.Stmt
-	expiredTombstonesStmt      *sql.Stmt
-	findJobStmt                *sql.Stmt
-	fireScheduleStmt           *sql.Stmt
-	getCompactionHeadStmt      *sql.Stmt
-	getEventPayloadStmt        *sql.Stmt
-	getJobStmt                 *sql.Stmt
-	getLeaseStmt               *sql.Stmt
-	getOffsetStmt              *sql.Stmt
-	getScheduleStmt            *sql.Stmt
-	heartbeatJobStmt           *sql.Stmt
-	insertHeadlessHeadStmt     *sql.Stmt
-	jobClaimsStmt              *sql.Stmt
-	jobKeyHolderStmt           *sql.Stmt
-	jobQueuesStmt              *sql.Stmt
-	latestNotificationStmt     *sql.Stmt
-	listHeadsStmt              *sql.Stmt
-	listJobsStmt               *sql.Stmt
-	listPendingJobsStmt        *sql.Stmt
-	listQueueJobsStmt          *sql.Stmt
-	listQueueSettingsStmt      *sql.Stmt
-	listRunningJobsStmt        *sql.Stmt
-	listSchedulesStmt          *sql.Stmt
-	lockCompactionHeadStmt     *sql.Stmt
-	maintainedStreamsStmt      *sql.Stmt
-	nextJobDueStmt             *sql.Stmt
-	nextScheduleFireStmt       *sql.Stmt
-	notificationsSinceStmt     *sql.Stmt
-	notifyStmt                 *sql.Stmt
-	oldestWriteTransactionStmt *sql.Stmt
-	partitionsDeniedStmt       *sql.Stmt
-	pauseScheduleStmt          *sql.Stmt
-	pruneNotificationsStmt     *sql.Stmt
-	publishEventStmt           *sql.Stmt
-	publishEventsStmt          *sql.Stmt
-	publishKeyedEventStmt      *sql.Stmt
-	queuePausedStmt            *sql.Stmt
-	queueStatsStmt             *sql.Stmt
-	readEventsStmt             *sql.Stmt
-	readEventsFromConsumerStmt *sql.Stmt
-	registerQueueStmt          *sql.Stmt
-	releaseJobStmt             *sql.Stmt
-	releaseLeaseStmt           *sql.Stmt
-	requeueDeadJobsStmt        *sql.Stmt
-	requeueJobStmt             *sql.Stmt
-	resetOffsetStmt            *sql.Stmt
-	resumeScheduleStmt         *sql.Stmt
-	retentionWindowStmt        *sql.Stmt
-	retryJobStmt               *sql.Stmt
-	saveOffsetStmt             *sql.Stmt
-	setQueuePausedStmt         *sql.Stmt
-	snoozeJobStmt              *sql.Stmt
-	streamEventStatsStmt       *sql.Stmt
-	streamHeadStatsStmt        *sql.Stmt
-	streamsWithHeadlessStmt    *sql.Stmt
-	sweepAllExpiredJobsStmt    *sql.Stmt
-	sweepExpiredJobsStmt       *sql.Stmt
-	touchHeadlessHeadStmt      *sql.Stmt
-	trimStreamStmt             *sql.Stmt
-	unheadRetainedStmt         *sql.Stmt
-	unheadTrimmedStmt          *sql.Stmt
-	uniqueJobIDsStmt           *sql.Stmt
-	upsertCompactionHeadStmt   *sql.Stmt
-	upsertScheduleStmt         *sql.Stmt
+	db                              DBTX
+	tx                              *sql.Tx
+	ackJobStmt                      *sql.Stmt
+	ackJobsStmt                     *sql.Stmt
+	acquireLeaseStmt                *sql.Stmt
+	advanceCompactionStmt           *sql.Stmt
+	buryExhaustedClaimsStmt         *sql.Stmt
+	buryJobStmt                     *sql.Stmt
+	cancelJobStmt                   *sql.Stmt
+	citusCommitMarkerCreateStmt     *sql.Stmt
+	citusCommitMarkerDistributeStmt *sql.Stmt
+	citusCommitMarkerLockStmt       *sql.Stmt
+	citusCommitMarkerReadyStmt      *sql.Stmt
+	citusMarkCommitStmt             *sql.Stmt
+	citusSchemaDistributedStmt      *sql.Stmt
+	citusTxReadOnlyStmt             *sql.Stmt
+	citusVersionStmt                *sql.Stmt
+	claimJobByIDStmt                *sql.Stmt
+	claimJobsStmt                   *sql.Stmt
+	claimableJobsStmt               *sql.Stmt
+	compactWindowStmt               *sql.Stmt
+	compactedStreamsStmt            *sql.Stmt
+	compactionWindowStmt            *sql.Stmt
+	completeJobStmt                 *sql.Stmt
+	completeJobsStmt                *sql.Stmt
+	configureQueueStmt              *sql.Stmt
+	configureStreamStmt             *sql.Stmt
+	consumerLagsStmt                *sql.Stmt
+	deleteEventStmt                 *sql.Stmt
+	deleteExpiredHeadlessStmt       *sql.Stmt
+	deleteFinishedJobsStmt          *sql.Stmt
+	deleteHeadStmt                  *sql.Stmt
+	deleteJobStmt                   *sql.Stmt
+	deleteRetainedStmt              *sql.Stmt
+	deleteScheduleStmt              *sql.Stmt
+	dueSchedulesStmt                *sql.Stmt
+	enqueueJobStmt                  *sql.Stmt
+	enqueueJobsStmt                 *sql.Stmt
+	enqueueUniqueJobStmt            *sql.Stmt
+	enqueueUniqueJobsStmt           *sql.Stmt
+	expiredTombstonesStmt           *sql.Stmt
+	findJobStmt                     *sql.Stmt
+	fireScheduleStmt                *sql.Stmt
+	getCompactionHeadStmt           *sql.Stmt
+	getEventPayloadStmt             *sql.Stmt
+	getJobStmt                      *sql.Stmt
+	getLeaseStmt                    *sql.Stmt
+	getOffsetStmt                   *sql.Stmt
+	getScheduleStmt                 *sql.Stmt
+	heartbeatJobStmt                *sql.Stmt
+	insertHeadlessHeadStmt          *sql.Stmt
+	jobClaimsStmt                   *sql.Stmt
+	jobKeyHolderStmt                *sql.Stmt
+	jobQueuesStmt                   *sql.Stmt
+	latestNotificationStmt          *sql.Stmt
+	listHeadsStmt                   *sql.Stmt
+	listJobsStmt                    *sql.Stmt
+	listPendingJobsStmt             *sql.Stmt
+	listQueueJobsStmt               *sql.Stmt
+	listQueueSettingsStmt           *sql.Stmt
+	listRunningJobsStmt             *sql.Stmt
+	listSchedulesStmt               *sql.Stmt
+	lockCompactionHeadStmt          *sql.Stmt
+	maintainedStreamsStmt           *sql.Stmt
+	nextJobDueStmt                  *sql.Stmt
+	nextScheduleFireStmt            *sql.Stmt
+	notificationsSinceStmt          *sql.Stmt
+	notifyStmt                      *sql.Stmt
+	oldestWriteTransactionStmt      *sql.Stmt
+	partitionsDeniedStmt            *sql.Stmt
+	pauseScheduleStmt               *sql.Stmt
+	pruneNotificationsStmt          *sql.Stmt
+	publishEventStmt                *sql.Stmt
+	publishEventsStmt               *sql.Stmt
+	publishKeyedEventStmt           *sql.Stmt
+	queuePausedStmt                 *sql.Stmt
+	queueStatsStmt                  *sql.Stmt
+	readEventsStmt                  *sql.Stmt
+	readEventsFromConsumerStmt      *sql.Stmt
+	registerQueueStmt               *sql.Stmt
+	releaseJobStmt                  *sql.Stmt
+	releaseLeaseStmt                *sql.Stmt
+	requeueDeadJobsStmt             *sql.Stmt
+	requeueJobStmt                  *sql.Stmt
+	resetOffsetStmt                 *sql.Stmt
+	resumeScheduleStmt              *sql.Stmt
+	retentionWindowStmt             *sql.Stmt
+	retryJobStmt                    *sql.Stmt
+	saveOffsetStmt                  *sql.Stmt
+	setQueuePausedStmt              *sql.Stmt
+	snoozeJobStmt                   *sql.Stmt
+	streamEventStatsStmt            *sql.Stmt
+	streamHeadStatsStmt             *sql.Stmt
+	streamsWithHeadlessStmt         *sql.Stmt
+	sweepAllExpiredJobsStmt         *sql.Stmt
+	sweepExpiredJobsStmt            *sql.Stmt
+	touchHeadlessHeadStmt           *sql.Stmt
+	trimStreamStmt                  *sql.Stmt
+	unheadRetainedStmt              *sql.Stmt
+	unheadTrimmedStmt               *sql.Stmt
+	uniqueJobIDsStmt                *sql.Stmt
+	upsertCompactionHeadStmt        *sql.Stmt
+	upsertScheduleStmt              *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                         tx,
-		tx:                         tx,
-		ackJobStmt:                 q.ackJobStmt,
-		ackJobsStmt:                q.ackJobsStmt,
-		acquireLeaseStmt:           q.acquireLeaseStmt,
-		advanceCompactionStmt:      q.advanceCompactionStmt,
-		buryExhaustedClaimsStmt:    q.buryExhaustedClaimsStmt,
-		buryJobStmt:                q.buryJobStmt,
-		cancelJobStmt:              q.cancelJobStmt,
-		citusSchemaDistributedStmt: q.citusSchemaDistributedStmt,
-		citusVersionStmt:           q.citusVersionStmt,
-		claimJobByIDStmt:           q.claimJobByIDStmt,
-		claimJobsStmt:              q.claimJobsStmt,
-		claimableJobsStmt:          q.claimableJobsStmt,
-		compactWindowStmt:          q.compactWindowStmt,
-		compactedStreamsStmt:       q.compactedStreamsStmt,
-		compactionWindowStmt:       q.compactionWindowStmt,
-		completeJobStmt:            q.completeJobStmt,
-		completeJobsStmt:           q.completeJobsStmt,
-		configureQueueStmt:         q.configureQueueStmt,
-		configureStreamStmt:        q.configureStreamStmt,
-		consumerLagsStmt:           q.consumerLagsStmt,
-		deleteEventStmt:            q.deleteEventStmt,
-		deleteExpiredHeadlessStmt:  q.deleteExpiredHeadlessStmt,
-		deleteFinishedJobsStmt:     q.deleteFinishedJobsStmt,
-		deleteHeadStmt:             q.deleteHeadStmt,
-		deleteJobStmt:              q.deleteJobStmt,
-		deleteRetainedStmt:         q.deleteRetainedStmt,
-		deleteScheduleStmt:         q.deleteScheduleStmt,
-		dueSchedulesStmt:           q.dueSchedulesStmt,
-		enqueueJobStmt:             q.enqueueJobStmt,
-		enqueueJobsStmt:            q.enqueueJobsStmt,
-		enqueueUniqueJobStmt:       q.enqueueUniqueJobStmt,
-		enqueueUniqueJobsStmt:      q.enqueueUniqueJobsStmt,
-		expiredTombstonesStmt:      q.expiredTombstonesStmt,
-		findJobStmt:                q.findJobStmt,
-		fireScheduleStmt:           q.fireScheduleStmt,
-		getCompactionHeadStmt:      q.getCompactionHeadStmt,
-		getEventPayloadStmt:        q.getEventPayloadStmt,
-		getJobStmt:                 q.getJobStmt,
-		getLeaseStmt:               q.getLeaseStmt,
-		getOffsetStmt:              q.getOffsetStmt,
-		getScheduleStmt:            q.getScheduleStmt,
-		heartbeatJobStmt:           q.heartbeatJobStmt,
-		insertHeadlessHeadStmt:     q.insertHeadlessHeadStmt,
-		jobClaimsStmt:              q.jobClaimsStmt,
-		jobKeyHolderStmt:           q.jobKeyHolderStmt,
-		jobQueuesStmt:              q.jobQueuesStmt,
-		latestNotificationStmt:     q.latestNotificationStmt,
-		listHeadsStmt:              q.listHeadsStmt,
-		listJobsStmt:               q.listJobsStmt,
-		listPendingJobsStmt:        q.listPendingJobsStmt,
-		listQueueJobsStmt:          q.listQueueJobsStmt,
-		listQueueSettingsStmt:      q.listQueueSettingsStmt,
-		listRunningJobsStmt:        q.listRunningJobsStmt,
-		listSchedulesStmt:          q.listSchedulesStmt,
-		lockCompactionHeadStmt:     q.lockCompactionHeadStmt,
-		maintainedStreamsStmt:      q.maintainedStreamsStmt,
-		nextJobDueStmt:             q.nextJobDueStmt,
-		nextScheduleFireStmt:       q.nextScheduleFireStmt,
-		notificationsSinceStmt:     q.notificationsSinceStmt,
-		notifyStmt:                 q.notifyStmt,
-		oldestWriteTransactionStmt: q.oldestWriteTransactionStmt,
-		partitionsDeniedStmt:       q.partitionsDeniedStmt,
-		pauseScheduleStmt:          q.pauseScheduleStmt,
-		pruneNotificationsStmt:     q.pruneNotificationsStmt,
-		publishEventStmt:           q.publishEventStmt,
-		publishEventsStmt:          q.publishEventsStmt,
-		publishKeyedEventStmt:      q.publishKeyedEventStmt,
-		queuePausedStmt:            q.queuePausedStmt,
-		queueStatsStmt:             q.queueStatsStmt,
-		readEventsStmt:             q.readEventsStmt,
-		readEventsFromConsumerStmt: q.readEventsFromConsumerStmt,
-		registerQueueStmt:          q.registerQueueStmt,
-		releaseJobStmt:             q.releaseJobStmt,
-		releaseLeaseStmt:           q.releaseLeaseStmt,
-		requeueDeadJobsStmt:        q.requeueDeadJobsStmt,
-		requeueJobStmt:             q.requeueJobStmt,
-		resetOffsetStmt:            q.resetOffsetStmt,
-		resumeScheduleStmt:         q.resumeScheduleStmt,
-		retentionWindowStmt:        q.retentionWindowStmt,
-		retryJobStmt:               q.retryJobStmt,
-		saveOffsetStmt:             q.saveOffsetStmt,
-		setQueuePausedStmt:         q.setQueuePausedStmt,
-		snoozeJobStmt:              q.snoozeJobStmt,
-		streamEventStatsStmt:       q.streamEventStatsStmt,
-		streamHeadStatsStmt:        q.streamHeadStatsStmt,
-		streamsWithHeadlessStmt:    q.streamsWithHeadlessStmt,
-		sweepAllExpiredJobsStmt:    q.sweepAllExpiredJobsStmt,
-		sweepExpiredJobsStmt:       q.sweepExpiredJobsStmt,
-		touchHeadlessHeadStmt:      q.touchHeadlessHeadStmt,
-		trimStreamStmt:             q.trimStreamStmt,
-		unheadRetainedStmt:         q.unheadRetainedStmt,
-		unheadTrimmedStmt:          q.unheadTrimmedStmt,
-		uniqueJobIDsStmt:           q.uniqueJobIDsStmt,
-		upsertCompactionHeadStmt:   q.upsertCompactionHeadStmt,
-		upsertScheduleStmt:         q.upsertScheduleStmt,
+		db:                              tx,
+		tx:                              tx,
+		ackJobStmt:                      q.ackJobStmt,
+		ackJobsStmt:                     q.ackJobsStmt,
+		acquireLeaseStmt:                q.acquireLeaseStmt,
+		advanceCompactionStmt:           q.advanceCompactionStmt,
+		buryExhaustedClaimsStmt:         q.buryExhaustedClaimsStmt,
+		buryJobStmt:                     q.buryJobStmt,
+		cancelJobStmt:                   q.cancelJobStmt,
+		citusCommitMarkerCreateStmt:     q.citusCommitMarkerCreateStmt,
+		citusCommitMarkerDistributeStmt: q.citusCommitMarkerDistributeStmt,
+		citusCommitMarkerLockStmt:       q.citusCommitMarkerLockStmt,
+		citusCommitMarkerReadyStmt:      q.citusCommitMarkerReadyStmt,
+		citusMarkCommitStmt:             q.citusMarkCommitStmt,
+		citusSchemaDistributedStmt:      q.citusSchemaDistributedStmt,
+		citusTxReadOnlyStmt:             q.citusTxReadOnlyStmt,
+		citusVersionStmt:                q.citusVersionStmt,
+		claimJobByIDStmt:                q.claimJobByIDStmt,
+		claimJobsStmt:                   q.claimJobsStmt,
+		claimableJobsStmt:               q.claimableJobsStmt,
+		compactWindowStmt:               q.compactWindowStmt,
+		compactedStreamsStmt:            q.compactedStreamsStmt,
+		compactionWindowStmt:            q.compactionWindowStmt,
+		completeJobStmt:                 q.completeJobStmt,
+		completeJobsStmt:                q.completeJobsStmt,
+		configureQueueStmt:              q.configureQueueStmt,
+		configureStreamStmt:             q.configureStreamStmt,
+		consumerLagsStmt:                q.consumerLagsStmt,
+		deleteEventStmt:                 q.deleteEventStmt,
+		deleteExpiredHeadlessStmt:       q.deleteExpiredHeadlessStmt,
+		deleteFinishedJobsStmt:          q.deleteFinishedJobsStmt,
+		deleteHeadStmt:                  q.deleteHeadStmt,
+		deleteJobStmt:                   q.deleteJobStmt,
+		deleteRetainedStmt:              q.deleteRetainedStmt,
+		deleteScheduleStmt:              q.deleteScheduleStmt,
+		dueSchedulesStmt:                q.dueSchedulesStmt,
+		enqueueJobStmt:                  q.enqueueJobStmt,
+		enqueueJobsStmt:                 q.enqueueJobsStmt,
+		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
+		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
+		expiredTombstonesStmt:           q.expiredTombstonesStmt,
+		findJobStmt:                     q.findJobStmt,
+		fireScheduleStmt:                q.fireScheduleStmt,
+		getCompactionHeadStmt:           q.getCompactionHeadStmt,
+		getEventPayloadStmt:             q.getEventPayloadStmt,
+		getJobStmt:                      q.getJobStmt,
+		getLeaseStmt:                    q.getLeaseStmt,
+		getOffsetStmt:                   q.getOffsetStmt,
+		getScheduleStmt:                 q.getScheduleStmt,
+		heartbeatJobStmt:                q.heartbeatJobStmt,
+		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
+		jobClaimsStmt:                   q.jobClaimsStmt,
+		jobKeyHolderStmt:                q.jobKeyHolderStmt,
+		jobQueuesStmt:                   q.jobQueuesStmt,
+		latestNotificationStmt:          q.latestNotificationStmt,
+		listHeadsStmt:                   q.listHeadsStmt,
+		listJobsStmt:                    q.listJobsStmt,
+		listPendingJobsStmt:             q.listPendingJobsStmt,
+		listQueueJobsStmt:               q.listQueueJobsStmt,
+		listQueueSettingsStmt:           q.listQueueSettingsStmt,
+		listRunningJobsStmt:             q.listRunningJobsStmt,
+		listSchedulesStmt:               q.listSchedulesStmt,
+		lockCompactionHeadStmt:          q.lockCompactionHeadStmt,
+		maintainedStreamsStmt:           q.maintainedStreamsStmt,
+		nextJobDueStmt:                  q.nextJobDueStmt,
+		nextScheduleFireStmt:            q.nextScheduleFireStmt,
+		notificationsSinceStmt:          q.notificationsSinceStmt,
+		notifyStmt:                      q.notifyStmt,
+		oldestWriteTransactionStmt:      q.oldestWriteTransactionStmt,
+		partitionsDeniedStmt:            q.partitionsDeniedStmt,
+		pauseScheduleStmt:               q.pauseScheduleStmt,
+		pruneNotificationsStmt:          q.pruneNotificationsStmt,
+		publishEventStmt:                q.publishEventStmt,
+		publishEventsStmt:               q.publishEventsStmt,
+		publishKeyedEventStmt:           q.publishKeyedEventStmt,
+		queuePausedStmt:                 q.queuePausedStmt,
+		queueStatsStmt:                  q.queueStatsStmt,
+		readEventsStmt:                  q.readEventsStmt,
+		readEventsFromConsumerStmt:      q.readEventsFromConsumerStmt,
+		registerQueueStmt:               q.registerQueueStmt,
+		releaseJobStmt:                  q.releaseJobStmt,
+		releaseLeaseStmt:                q.releaseLeaseStmt,
+		requeueDeadJobsStmt:             q.requeueDeadJobsStmt,
+		requeueJobStmt:                  q.requeueJobStmt,
+		resetOffsetStmt:                 q.resetOffsetStmt,
+		resumeScheduleStmt:              q.resumeScheduleStmt,
+		retentionWindowStmt:             q.retentionWindowStmt,
+		retryJobStmt:                    q.retryJobStmt,
+		saveOffsetStmt:                  q.saveOffsetStmt,
+		setQueuePausedStmt:              q.setQueuePausedStmt,
+		snoozeJobStmt:                   q.snoozeJobStmt,
+		streamEventStatsStmt:            q.streamEventStatsStmt,
+		streamHeadStatsStmt:             q.streamHeadStatsStmt,
+		streamsWithHeadlessStmt:         q.streamsWithHeadlessStmt,
+		sweepAllExpiredJobsStmt:         q.sweepAllExpiredJobsStmt,
+		sweepExpiredJobsStmt:            q.sweepExpiredJobsStmt,
+		touchHeadlessHeadStmt:           q.touchHeadlessHeadStmt,
+		trimStreamStmt:                  q.trimStreamStmt,
+		unheadRetainedStmt:              q.unheadRetainedStmt,
+		unheadTrimmedStmt:               q.unheadTrimmedStmt,
+		uniqueJobIDsStmt:                q.uniqueJobIDsStmt,
+		upsertCompactionHeadStmt:        q.upsertCompactionHeadStmt,
+		upsertScheduleStmt:              q.upsertScheduleStmt,
 	}
 }

@@ -9,6 +9,56 @@ import (
 	"context"
 )
 
+const citusCommitMarkerCreate = `-- name: CitusCommitMarkerCreate :exec
+SELECT 1 AS done
+`
+
+func (q *Queries) CitusCommitMarkerCreate(ctx context.Context) error {
+	_, err := q.exec(ctx, q.citusCommitMarkerCreateStmt, citusCommitMarkerCreate)
+	return err
+}
+
+const citusCommitMarkerDistribute = `-- name: CitusCommitMarkerDistribute :exec
+SELECT 1 AS done
+`
+
+func (q *Queries) CitusCommitMarkerDistribute(ctx context.Context) error {
+	_, err := q.exec(ctx, q.citusCommitMarkerDistributeStmt, citusCommitMarkerDistribute)
+	return err
+}
+
+const citusCommitMarkerLock = `-- name: CitusCommitMarkerLock :exec
+
+SELECT CAST(?1 AS INTEGER) AS lock_id
+`
+
+// Citus commit marker: PostgreSQL's twins run only on Citus (the store
+// never calls these on SQLite).
+func (q *Queries) CitusCommitMarkerLock(ctx context.Context, lockID int64) error {
+	_, err := q.exec(ctx, q.citusCommitMarkerLockStmt, citusCommitMarkerLock, lockID)
+	return err
+}
+
+const citusCommitMarkerReady = `-- name: CitusCommitMarkerReady :one
+SELECT CAST(0 AS BOOLEAN) AS ready
+`
+
+func (q *Queries) CitusCommitMarkerReady(ctx context.Context) (bool, error) {
+	row := q.queryRow(ctx, q.citusCommitMarkerReadyStmt, citusCommitMarkerReady)
+	var ready bool
+	err := row.Scan(&ready)
+	return ready, err
+}
+
+const citusMarkCommit = `-- name: CitusMarkCommit :exec
+SELECT 1 AS done
+`
+
+func (q *Queries) CitusMarkCommit(ctx context.Context) error {
+	_, err := q.exec(ctx, q.citusMarkCommitStmt, citusMarkCommit)
+	return err
+}
+
 const citusSchemaDistributed = `-- name: CitusSchemaDistributed :one
 SELECT CAST(0 AS BOOLEAN) AS distributed
 `
@@ -20,6 +70,17 @@ func (q *Queries) CitusSchemaDistributed(ctx context.Context) (bool, error) {
 	var distributed bool
 	err := row.Scan(&distributed)
 	return distributed, err
+}
+
+const citusTxReadOnly = `-- name: CitusTxReadOnly :one
+SELECT CAST(0 AS BOOLEAN) AS read_only
+`
+
+func (q *Queries) CitusTxReadOnly(ctx context.Context) (bool, error) {
+	row := q.queryRow(ctx, q.citusTxReadOnlyStmt, citusTxReadOnly)
+	var read_only bool
+	err := row.Scan(&read_only)
+	return read_only, err
 }
 
 const citusVersion = `-- name: CitusVersion :one

@@ -10,6 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AlkstoreCitusCommitMarker struct {
+	ID int32
+}
+
 // Per (stream, key) the newest value's offset and the row transactions lock to serialise writes of the key; headless (head columns NULL) while the key has no value
 type AlkstoreCompactionHead struct {
 	// Stream name

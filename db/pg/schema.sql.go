@@ -9,6 +9,71 @@ import (
 	"context"
 )
 
+const citusCommitMarkerCreate = `-- name: CitusCommitMarkerCreate :exec
+CREATE TABLE IF NOT EXISTS alkstore.citus_commit_marker (id integer PRIMARY KEY)
+`
+
+// The marker table, created by Open on Citus only; it never holds a row.
+func (q *Queries) CitusCommitMarkerCreate(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, citusCommitMarkerCreate)
+	return err
+}
+
+const citusCommitMarkerDistribute = `-- name: CitusCommitMarkerDistribute :exec
+SELECT pg_catalog.citus_add_local_table_to_metadata('alkstore.citus_commit_marker')
+WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                  WHERE logicalrelid = to_regclass('alkstore.citus_commit_marker'))
+`
+
+// Makes the marker a Citus local table (so its writes are Citus's), once.
+func (q *Queries) CitusCommitMarkerDistribute(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, citusCommitMarkerDistribute)
+	return err
+}
+
+const citusCommitMarkerLock = `-- name: CitusCommitMarkerLock :exec
+
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// Citus commit marker (docs/design/citus.md, "Atomic with a worker"). A
+// transaction that writes one worker's shard and the coordinator's regular
+// tables (alkstore's) is committed by Citus in one phase: the worker's
+// COMMIT goes out before the coordinator's, so a coordinator that fails
+// between them, or a worker whose COMMIT answer is lost, leaves the
+// business row without its event or job. A write to a Citus local table
+// (here one that matches no row) makes Citus commit the transaction in two
+// phases, recorded on the coordinator and recovered after a failure.
+// Serializes Opens creating the marker (a transaction-scoped advisory lock).
+func (q *Queries) CitusCommitMarkerLock(ctx context.Context, lockID int64) error {
+	_, err := q.db.Exec(ctx, citusCommitMarkerLock, lockID)
+	return err
+}
+
+const citusCommitMarkerReady = `-- name: CitusCommitMarkerReady :one
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+               WHERE logicalrelid = to_regclass('alkstore.citus_commit_marker'))::boolean AS ready
+`
+
+// Whether the marker exists as a Citus local table.
+func (q *Queries) CitusCommitMarkerReady(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, citusCommitMarkerReady)
+	var ready bool
+	err := row.Scan(&ready)
+	return ready, err
+}
+
+const citusMarkCommit = `-- name: CitusMarkCommit :exec
+UPDATE alkstore.citus_commit_marker SET id = id WHERE id = -1
+`
+
+// Run before a transaction's first alkstore statement: matches no row, and
+// makes Citus commit the transaction in two phases.
+func (q *Queries) CitusMarkCommit(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, citusMarkCommit)
+	return err
+}
+
 const citusSchemaDistributed = `-- name: CitusSchemaDistributed :one
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_schema
                WHERE schemaid = to_regnamespace('alkstore'))::boolean AS distributed
@@ -23,6 +88,19 @@ func (q *Queries) CitusSchemaDistributed(ctx context.Context) (bool, error) {
 	var distributed bool
 	err := row.Scan(&distributed)
 	return distributed, err
+}
+
+const citusTxReadOnly = `-- name: CitusTxReadOnly :one
+SELECT current_setting('transaction_read_only') = 'on' AS read_only
+`
+
+// Whether the (adopted) transaction is read-only, where the marker's write
+// would fail; such a transaction writes nothing to commit atomically.
+func (q *Queries) CitusTxReadOnly(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, citusTxReadOnly)
+	var read_only bool
+	err := row.Scan(&read_only)
+	return read_only, err
 }
 
 const citusVersion = `-- name: CitusVersion :one

@@ -18,3 +18,24 @@ SELECT CAST('' AS TEXT) AS citus_version;
 -- PostgreSQL's twin asks Citus whether the alkstore schema is distributed;
 -- SQLite never is.
 SELECT CAST(0 AS BOOLEAN) AS distributed;
+
+-- Citus commit marker: PostgreSQL's twins run only on Citus (the store
+-- never calls these on SQLite).
+
+-- name: CitusCommitMarkerLock :exec
+SELECT CAST(@lock_id AS INTEGER) AS lock_id;
+
+-- name: CitusCommitMarkerCreate :exec
+SELECT 1 AS done;
+
+-- name: CitusCommitMarkerDistribute :exec
+SELECT 1 AS done;
+
+-- name: CitusCommitMarkerReady :one
+SELECT CAST(0 AS BOOLEAN) AS ready;
+
+-- name: CitusTxReadOnly :one
+SELECT CAST(0 AS BOOLEAN) AS read_only;
+
+-- name: CitusMarkCommit :exec
+SELECT 1 AS done;

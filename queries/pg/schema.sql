@@ -28,3 +28,41 @@ SELECT COALESCE((SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 
 -- catalog (schema/pg/catalog/citus.sql describes it to sqlc).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_schema
                WHERE schemaid = to_regnamespace('alkstore'))::boolean AS distributed;
+
+-- Citus commit marker (docs/design/citus.md, "Atomic with a worker"). A
+-- transaction that writes one worker's shard and the coordinator's regular
+-- tables (alkstore's) is committed by Citus in one phase: the worker's
+-- COMMIT goes out before the coordinator's, so a coordinator that fails
+-- between them, or a worker whose COMMIT answer is lost, leaves the
+-- business row without its event or job. A write to a Citus local table
+-- (here one that matches no row) makes Citus commit the transaction in two
+-- phases, recorded on the coordinator and recovered after a failure.
+
+-- name: CitusCommitMarkerLock :exec
+-- Serializes Opens creating the marker (a transaction-scoped advisory lock).
+SELECT pg_advisory_xact_lock(@lock_id::bigint);
+
+-- name: CitusCommitMarkerCreate :exec
+-- The marker table, created by Open on Citus only; it never holds a row.
+CREATE TABLE IF NOT EXISTS alkstore.citus_commit_marker (id integer PRIMARY KEY);
+
+-- name: CitusCommitMarkerDistribute :exec
+-- Makes the marker a Citus local table (so its writes are Citus's), once.
+SELECT pg_catalog.citus_add_local_table_to_metadata('alkstore.citus_commit_marker')
+WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                  WHERE logicalrelid = to_regclass('alkstore.citus_commit_marker'));
+
+-- name: CitusCommitMarkerReady :one
+-- Whether the marker exists as a Citus local table.
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+               WHERE logicalrelid = to_regclass('alkstore.citus_commit_marker'))::boolean AS ready;
+
+-- name: CitusTxReadOnly :one
+-- Whether the (adopted) transaction is read-only, where the marker's write
+-- would fail; such a transaction writes nothing to commit atomically.
+SELECT current_setting('transaction_read_only') = 'on' AS read_only;
+
+-- name: CitusMarkCommit :exec
+-- Run before a transaction's first alkstore statement: matches no row, and
+-- makes Citus commit the transaction in two phases.
+UPDATE alkstore.citus_commit_marker SET id = id WHERE id = -1;
