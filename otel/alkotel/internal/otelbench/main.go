@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -83,6 +84,7 @@ func main() {
 			check(err)
 			defer srv.Stop()
 			dsn = func() string { d, err := srv.NewDatabase(ctx); check(err); return d }
+			serverPid = srv.Pid()
 		default:
 			check(fmt.Errorf("unknown engine %q", engine))
 		}
@@ -90,30 +92,45 @@ func main() {
 	}
 }
 
-type result struct{ rate, cpu []float64 } // jobs/s, CPU µs per job
+type result struct{ rate, cpu, server []float64 } // jobs/s, CPU µs per job: this process's, the server's
+
+// serverPid is the throwaway PostgreSQL's postmaster while pg runs.
+var serverPid int
 
 func run(ctx context.Context, engine string, dsn func() string) {
 	res := make([]result, len(variants))
 	for r := range *rounds {
 		for k := range variants {
 			vi := (r + k) % len(variants)
-			rate, cpu := burnDown(ctx, dsn(), variants[vi], instrumentation(variants[vi]))
+			rate, cpu, server := burnDown(ctx, dsn(), variants[vi], instrumentation(variants[vi]))
 			res[vi].rate = append(res[vi].rate, rate)
 			res[vi].cpu = append(res[vi].cpu, cpu)
+			res[vi].server = append(res[vi].server, server)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\n== alkotel: burn-down of %d jobs via Work, %s (median of %d rounds; load %s)\n",
 		*jobs, engine, *rounds, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Printf("%-10s %12s %14s %10s %10s   %s\n", "variant", "jobs/s", "CPU µs/job", "rate/plain", "CPU/plain", "rounds (jobs/s; CPU µs/job)")
+	if serverPid != 0 {
+		fmt.Println("CPU µs/job: this process's; +server adds the PostgreSQL cluster's (its postmaster and backends)")
+	}
+	fmt.Printf("%-10s %10s %11s %11s %10s %9s %11s   %s\n", "variant", "jobs/s", "CPU µs/job", "+server", "rate/plain", "CPU/plain", "+srv/plain", "rounds (jobs/s; CPU µs/job; +server)")
 	for vi, v := range variants {
-		rate, cpu := median(res[vi].rate), median(res[vi].cpu)
-		rr, cr := "", ""
+		rate, cpu, total := median(res[vi].rate), median(res[vi].cpu), median(sum(res[vi].cpu, res[vi].server))
+		rr, cr, tr := "", "", ""
 		if variants[0] == "plain" {
 			rr = fmt.Sprintf("%.3f", rate/median(res[0].rate))
 			cr = fmt.Sprintf("%.3f", cpu/median(res[0].cpu))
+			if serverPid != 0 {
+				tr = fmt.Sprintf("%.3f", total/median(sum(res[0].cpu, res[0].server)))
+			}
 		}
-		fmt.Printf("%-10s %12.0f %14.1f %10s %10s   %s; %s\n", v, rate, cpu, rr, cr, join(res[vi].rate, "%.0f"), join(res[vi].cpu, "%.1f"))
+		srv, srvRounds := "", ""
+		if serverPid != 0 {
+			srv, srvRounds = fmt.Sprintf("%.1f", total), "; "+join(sum(res[vi].cpu, res[vi].server), "%.1f")
+		}
+		fmt.Printf("%-10s %10.0f %11.1f %11s %10s %9s %11s   %s; %s%s\n", v, rate, cpu, srv, rr, cr, tr,
+			join(res[vi].rate, "%.0f"), join(res[vi].cpu, "%.1f"), srvRounds)
 	}
 }
 
@@ -136,7 +153,7 @@ func instrumentation(variant string) *alkotel.Instrumentation {
 
 // burnDown enqueues the jobs on a fresh database (untimed), then works
 // them off; it returns jobs/s and this process's CPU µs per job.
-func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrumentation) (float64, float64) {
+func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrumentation) (rate, cpu, server float64) {
 	var opts []store.Option
 	if inst != nil {
 		opts = append(opts, store.WithInsertMiddleware(inst.InsertMiddleware()))
@@ -171,7 +188,7 @@ func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrument
 	runtime.GC()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, srv0, start := cpuTime(), serverCPU(), time.Now()
 	go func() { done <- q.Work(wctx, store.WorkOpts{Concurrency: *workers}, h) }()
 	for {
 		if handled.Load() >= int64(*jobs) {
@@ -183,10 +200,55 @@ func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrument
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	elapsed, used, srv := time.Since(start), cpuTime()-cpu0, serverCPU()-srv0
 	cancel()
 	check(<-done)
-	return float64(*jobs) / elapsed.Seconds(), float64(cpu.Microseconds()) / float64(*jobs)
+	n := float64(*jobs)
+	return n / elapsed.Seconds(), float64(used.Microseconds()) / n, float64(srv.Microseconds()) / n
+}
+
+// serverCPU is the CPU time of the PostgreSQL cluster: its postmaster's
+// own and its reaped children's, and its live children's (backends that
+// ended inside the window count once the postmaster reaped them).
+func serverCPU() time.Duration {
+	if serverPid == 0 {
+		return 0
+	}
+	tick := 100 * time.Microsecond * 100 // CLK_TCK is 100 on Linux: 10 ms a tick
+	var ticks int64
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command, which is in parentheses: state ppid ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		at := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+		switch {
+		case pid == serverPid: // utime stime cutime cstime are fields 14-17 (11-14 here)
+			ticks += at(11) + at(12) + at(13) + at(14)
+		case ppid == serverPid:
+			ticks += at(11) + at(12)
+		}
+	}
+	return time.Duration(ticks) * tick
+}
+
+func sum(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
 }
 
 func cpuTime() time.Duration {
