@@ -9,6 +9,12 @@
 // stream, messaging.operation.name and .type, messaging.message.id, and
 // messaging.batch.message_count on batches).
 //
+//	inst := alkotel.New()                                          // global providers unless given
+//	s, _ := store.Open(ctx, dsn, store.WithInsertMiddleware(inst.InsertMiddleware()))
+//	c := client.New(s, client.Opts{Middleware: []client.Middleware{inst.Middleware()}})
+//	reg, _ := inst.ObserveStore(s)                                 // queue and stream gauges
+//	defer reg.Unregister()
+//
 // Job metrics, recorded by the handler side (Middleware, Handler,
 // TxHandler):
 //
@@ -25,12 +31,6 @@
 //     enqueue's commit, the wake's way to the worker (NOTIFY, or SQLite's
 //     change watcher) and the claim; a backlog, delayed and retried jobs
 //     are not in it. Across machines the clocks' skew adds in.
-//
-//	inst := alkotel.New()                                          // global providers unless given
-//	s, _ := store.Open(ctx, dsn, store.WithInsertMiddleware(inst.InsertMiddleware()))
-//	c := client.New(s, client.Opts{Middleware: []client.Middleware{inst.Middleware()}})
-//	reg, _ := inst.ObserveStore(s)                                 // queue and stream gauges
-//	defer reg.Unregister()
 package alkotel
 
 import (
@@ -294,8 +294,8 @@ func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
 type queueInst struct {
 	dest     string
 	spanName string
-	attrs    []attribute.KeyValue // the queue's span attributes
-	delay    metric.MeasurementOption // start delay's and wake latency's set
+	attrs    []attribute.KeyValue                // the queue's span attributes
+	delay    metric.MeasurementOption            // start delay's and wake latency's set
 	outcomes map[string]metric.MeasurementOption // by ResultName
 }
 
@@ -334,7 +334,9 @@ type jobSpan struct {
 	took  time.Duration
 }
 
-func (js *jobSpan) result(res store.JobResult) { js.i.finish(js.ctx, js.span, js.qi, js.job, js.took, res) }
+func (js *jobSpan) result(res store.JobResult) {
+	js.i.finish(js.ctx, js.span, js.qi, js.job, js.took, res)
+}
 
 // runInSpan runs one job's handler in a consumer span continuing the trace
 // of its enqueue, and records its duration by outcome once the lifecycle
