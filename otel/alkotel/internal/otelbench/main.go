@@ -132,6 +132,14 @@ func run(ctx context.Context, engine string, dsn func() string) {
 		fmt.Printf("%-10s %10.0f %11.1f %11s %10s %9s %11s   %s; %s%s\n", v, rate, cpu, srv, rr, cr, tr,
 			join(res[vi].rate, "%.0f"), join(res[vi].cpu, "%.1f"), srvRounds)
 	}
+	on, off := slices.Index(variants, "otel-sdk"), slices.Index(variants, "otel-off")
+	if on >= 0 && off >= 0 {
+		fmt.Printf("tracing on (SDK, no-op exporter) / off: CPU per job %.3f", median(res[on].cpu)/median(res[off].cpu))
+		if serverPid != 0 {
+			fmt.Printf(" (+server %.3f)", median(sum(res[on].cpu, res[on].server))/median(sum(res[off].cpu, res[off].server)))
+		}
+		fmt.Printf(", throughput %.3f\n", median(res[on].rate)/median(res[off].rate))
+	}
 }
 
 // instrumentation is a variant's alkotel, nil for plain.
