@@ -374,10 +374,21 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 	if job.OnResult(js.result) {
 		// The lifecycle reports the result once it settled the job (a
 		// panic included, which it turns into an error).
-		defer func() { js.took = time.Since(js.start) }()
+		defer js.stop()
 		return run(ctx)
 	}
-	// Not run by the lifecycle: the outcome is the result's prediction.
+	return js.runPredicted(run)
+}
+
+// stop notes how long the handler ran.
+func (js *jobSpan) stop() { js.took = time.Since(js.start) }
+
+// runPredicted runs a job the lifecycle does not run (so reports no
+// result): its outcome is the result's prediction (store.HandlerOutcome).
+// Kept out of runInSpan, whose frame every job's goroutine stack holds.
+//
+//go:noinline
+func (js *jobSpan) runPredicted(run func(ctx context.Context) error) error {
 	done := false
 	defer func() {
 		if done {
@@ -387,13 +398,15 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		// go on to whoever runs the handler.
 		if p := recover(); p != nil {
 			err := fmt.Errorf("handler panicked: %v", p)
-			i.finish(ctx, span, qi, job, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+			js.took = time.Since(js.start)
+			js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
 			panic(p)
 		}
 	}()
-	err := run(ctx)
+	err := run(js.ctx)
 	done = true
-	i.finish(ctx, span, qi, job, time.Since(js.start), store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+	js.took = time.Since(js.start)
+	js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
 	return err
 }
 
