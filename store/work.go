@@ -223,7 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
-		running: map[*Job]*runningJob{}}
+		todo: make(chan *Job), running: map[*Job]*runningJob{}}
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
 		return opErr("work", w.q.name, ErrClosed)
@@ -292,7 +292,16 @@ type worker struct {
 	slots   chan struct{} // one token per running handler
 	freed   chan struct{} // a signal after a handler gave its slot back
 	acks    chan *Job
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // jobs handed to handlers and not yet settled
+	// todo hands a claimed job to an idle handler goroutine. A goroutine
+	// that finished a job waits there for the next instead of exiting, so
+	// its stack, grown once by a deep handler (middleware, tracing), is
+	// not grown again for every job. One is started only when none is
+	// waiting, so there are at most twice Concurrency of them (those
+	// running and those between a job and the wait). runners counts
+	// them; todo closes once every job is settled, and they end.
+	todo    chan *Job
+	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 
@@ -358,7 +367,7 @@ func (w *worker) run(ctx context.Context) {
 		for _, j := range jobs {
 			w.slots <- struct{}{}
 			w.wg.Add(1)
-			go w.runJob(j)
+			w.start(j)
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -400,10 +409,30 @@ func (w *worker) run(ctx context.Context) {
 	w.stopped.Store(true)
 	cancelHandlers()
 	<-done
+	close(w.todo) // idle handler goroutines end
+	w.runners.Wait()
 	stopWatching()
 	watchers.Wait()
 	close(w.acks)
 	<-ackerDone
+}
+
+// start hands j to an idle handler goroutine, or starts one.
+func (w *worker) start(j *Job) {
+	select {
+	case w.todo <- j:
+	default:
+		w.runners.Add(1)
+		go w.runJobs(j)
+	}
+}
+
+// runJobs runs j, then the jobs start hands it, until todo closes.
+func (w *worker) runJobs(j *Job) {
+	defer w.runners.Done()
+	for ok := true; ok; j, ok = <-w.todo {
+		w.runJob(j)
+	}
 }
 
 // runJob runs one claimed job through the handler lifecycle in a slot of
