@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	if !slices.Contains(engines, "pg") {
 		os.Exit(m.Run())
 	}
-	srv, err := pgtest.Start()
+	srv, err := pgtest.StartForTests()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

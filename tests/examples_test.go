@@ -2,9 +2,11 @@ package tests
 
 import (
 	"bufio"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -30,10 +32,14 @@ func TestExamplesRunTwiceSideBySide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs every example twice on each engine")
 	}
-	bin := t.TempDir()
-	build := exec.CommandContext(ctx(t), "go", "build", "-o", bin+string(filepath.Separator), "../examples/...")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	startExamplesBuild() // a no-op when TestMain started it
+	select {
+	case <-examplesBuild.done:
+	case <-ctx(t).Done():
+		t.Fatal("building the examples took more than the test's deadline")
+	}
+	require.NoError(t, examplesBuild.err, "%s", examplesBuild.out)
+	bin := examplesBuild.dir
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		for round := range 2 {
 			var wg sync.WaitGroup
@@ -46,6 +52,69 @@ func TestExamplesRunTwiceSideBySide(t *testing.T) {
 			wg.Wait()
 		}
 	})
+}
+
+// examplesBuild is every example, built once per go test run (without
+// -race, as an application builds them) into the git-ignored ../bin/examples,
+// where go build finds them up to date and links nothing the next time.
+// TestMain starts the build in the background when
+// TestExamplesRunTwiceSideBySide is to run, so linking nine binaries (on a
+// cold cache, compiling their dependencies) overlaps the tests before it
+// instead of adding to the run.
+var examplesBuild struct {
+	once sync.Once
+	done chan struct{} // closed when the build ended
+	dir  string
+	out  []byte
+	err  error
+}
+
+// startExamplesBuild starts building the examples, once.
+func startExamplesBuild() {
+	examplesBuild.once.Do(func() {
+		examplesBuild.done = make(chan struct{})
+		go func() {
+			defer close(examplesBuild.done)
+			if examplesBuild.dir, examplesBuild.err = filepath.Abs("../bin/examples"); examplesBuild.err != nil {
+				return
+			}
+			build := exec.Command("go", "build", "-o", examplesBuild.dir+string(filepath.Separator), "../examples/...")
+			examplesBuild.out, examplesBuild.err = build.CombinedOutput()
+		}()
+	})
+}
+
+// waitExamplesBuild waits for a started build, so the run does not end
+// in the middle of writing bin/examples.
+func waitExamplesBuild() {
+	if examplesBuild.done != nil {
+		<-examplesBuild.done
+	}
+}
+
+// willRun reports whether go test's -run, -skip and -short flags let the
+// top-level test name run (after flag.Parse). It may say yes for a test
+// that then does not run, never the reverse for a plain top-level -run.
+func willRun(name string) bool {
+	if f := flag.Lookup("test.list"); testing.Short() || f != nil && f.Value.String() != "" {
+		return false
+	}
+	match := func(flagName string) (set, matched bool) {
+		f := flag.Lookup(flagName)
+		if f == nil || f.Value.String() == "" {
+			return false, false
+		}
+		first, _, _ := strings.Cut(f.Value.String(), "/")
+		re, err := regexp.Compile(first)
+		return true, err != nil || re.MatchString(name)
+	}
+	if set, matched := match("test.run"); set && !matched {
+		return false
+	}
+	if set, matched := match("test.skip"); set && matched && !strings.Contains(flag.Lookup("test.skip").Value.String(), "/") {
+		return false
+	}
+	return true
 }
 
 // runExample runs one example on dsn; service is stopped with SIGINT once it

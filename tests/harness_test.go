@@ -4,6 +4,7 @@ package tests
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,20 +34,33 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
+		prebuild()
 		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
 		removeSkewedLite()
+		waitExamplesBuild()
 		os.Exit(code)
 	}
-	srv, err := pgtest.Start()
+	srv, err := pgtest.StartForTests()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	pgServer = srv
+	prebuild()
 	code := m.Run()
 	srv.Stop()
 	removeSkewedLite()
+	waitExamplesBuild()
 	os.Exit(code)
+}
+
+// prebuild starts, in the background beside the tests before them, the
+// builds the selected tests will wait for.
+func prebuild() {
+	flag.Parse() // for willRun; m.Run does not parse again
+	if willRun("TestExamplesRunTwiceSideBySide") {
+		startExamplesBuild()
+	}
 }
 
 // engineEnv is one engine's fresh, empty database.

@@ -275,13 +275,21 @@ func TestPayloadsAtTheLimitRoundTrip(t *testing.T) {
 		s := e.open(t)
 		c := ctx(t)
 		const n = 16
-		payload := func(i int) []byte {
+		// Each payload is built once and handed out as a fresh copy:
+		// filling 4 MiB a byte at a time under -race took most of this
+		// test's minute.
+		payloads := make([][]byte, n+1)
+		for i := range payloads {
 			p := make([]byte, store.MaxPayloadSize)
-			for j := range p {
+			for j := range 256 {
 				p[j] = byte(i + j)
 			}
-			return p
+			for k := 256; k < len(p); k *= 2 {
+				copy(p[k:], p[:k]) // p[j] = byte(i + j): the pattern repeats every 256 bytes
+			}
+			payloads[i] = p
 		}
+		payload := func(i int) []byte { return bytes.Clone(payloads[i]) }
 
 		q := s.Queue("full")
 		jobs := make([]store.NewJob, n)

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,6 +198,28 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 // in db/<dialect>/*.sql.go) and the names of its parameters in order (the
 // arguments the generated method passes after the constant), lower-cased.
 func generatedQuery(t *testing.T, dialect, name string) (string, []string) {
+	t.Helper()
+	key := dialect + "/" + name
+	if q, ok := generatedQueries.Load(key); ok { // the plan tests look up each statement many times
+		q := q.(generatedSQL)
+		return q.sql, slices.Clone(q.params)
+	}
+	sqlText, params := readGeneratedQuery(t, dialect, name)
+	generatedQueries.Store(key, generatedSQL{sqlText, slices.Clone(params)})
+	return sqlText, params
+}
+
+// generatedQueries caches generatedQuery's answers: the generated files do
+// not change during a run, and reading and matching them under -race cost
+// seconds per plan test.
+var generatedQueries sync.Map // "dialect/name" -> generatedSQL
+
+type generatedSQL struct {
+	sql    string
+	params []string
+}
+
+func readGeneratedQuery(t *testing.T, dialect, name string) (string, []string) {
 	t.Helper()
 	files, err := filepath.Glob("../db/" + dialect + "/*.sql.go")
 	require.NoError(t, err)

@@ -225,6 +225,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 func TestMigrateHoldingData(t *testing.T) {
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // the engines share nothing, as in eachEngine
 			files, table, dialect := schema.Postgres, schema.PostgresVersionTable, goose.DialectPostgres
 			if name == "lite" {
 				files, table, dialect = schema.SQLite, schema.SQLiteVersionTable, goose.DialectSQLite3

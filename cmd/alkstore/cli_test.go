@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if slices.Contains(engines, "pg") {
-		if pgServer, err = pgtest.Start(); err != nil {
+		if pgServer, err = pgtest.StartForTests(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	if !slices.Contains(engines, "pg") {
 		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
 	}
-	srv, err := pgtest.Start()
+	srv, err := pgtest.StartForTests()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
