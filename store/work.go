@@ -285,14 +285,14 @@ func (w *Worker) Stop(ctx context.Context) error {
 
 // worker is a Worker's loop while it runs.
 type worker struct {
-	q       *Queue
-	opts    WorkOpts
-	handle  *Worker
-	runner  runner
-	slots   chan struct{} // one token per running handler
-	freed   chan struct{} // a signal after a handler gave its slot back
-	acks    chan *Job
-	wg      sync.WaitGroup // jobs handed to handlers and not yet settled
+	q      *Queue
+	opts   WorkOpts
+	handle *Worker
+	runner runner
+	slots  chan struct{} // one token per running handler
+	freed  chan struct{} // a signal after a handler gave its slot back
+	acks   chan *Job
+	wg     sync.WaitGroup // jobs handed to handlers and not yet settled
 	// todo hands a claimed job to an idle handler goroutine. A goroutine
 	// that finished a job waits there for the next instead of exiting, so
 	// its stack, grown once by a deep handler (middleware, tracing), is
