@@ -324,10 +324,13 @@ func (w *worker) run(ctx context.Context) {
 	settleCtx := context.WithoutCancel(ctx)
 
 	// A handler that returned hands its job to the ack loop and frees its
-	// slot at once; the channel holds up to a batch of the largest size
-	// (maxAckBatch) so that handlers do not wait, holding their slots, while
-	// one AckMany is in flight, and the next batch takes all of them.
-	w.acks = make(chan *Job, max(w.opts.Concurrency, maxAckBatch))
+	// slot at once; the channel holds four rounds of handlers' jobs so that
+	// handlers do not wait, holding their slots, while one AckMany is in
+	// flight, and the next batch takes all of them. No more: a finished
+	// job's claim is no longer extended, so an AckMany stuck on a row lock
+	// leaves at most this many plus one batch to run again after a crash
+	// or a lapse, a multiple of Concurrency rather than a fixed thousand.
+	w.acks = make(chan *Job, max(w.opts.Concurrency, min(maxAckBatch, ackRounds*w.opts.Concurrency)))
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
 
@@ -628,6 +631,10 @@ func (w *worker) waitForSlot(ctx context.Context) {
 
 // maxAckBatch is the most jobs one AckMany settles.
 const maxAckBatch = 1000
+
+// ackRounds bounds the finished jobs waiting for their ack, in rounds of
+// Concurrency.
+const ackRounds = 4
 
 // ackLoop acks finished jobs in batches: whatever has accumulated while the
 // previous batch was in flight goes in the next one.
