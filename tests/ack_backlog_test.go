@@ -14,8 +14,8 @@ import (
 )
 
 // TestStuckAckBoundsFinishedJobs: while one ack waits on a row another
-// transaction holds, Work goes on claiming and finishing jobs only until a
-// few rounds of Concurrency wait for their ack. Their claims are no longer
+// transaction holds, Work goes on claiming and finishing jobs only until ten
+// rounds of Concurrency wait for their ack. Their claims are no longer
 // extended, so each would run again after a crash or a lapse: the number
 // must follow Concurrency (it was a fixed thousand: 1,020 jobs at
 // Concurrency 10 on PostgreSQL). On SQLite the held write lock stops the
@@ -65,7 +65,9 @@ func TestStuckAckBoundsFinishedJobs(t *testing.T) {
 		// Handled jobs grow while the ack waits, until handlers wait for room
 		// in the ack queue. A wrong bound only grows with time; a right one
 		// stays put, which 20 unchanged polls 25 ms apart take as settled.
-		bound := int64(10 * concurrency)
+		// Ten rounds wait in the queue, as many in the stuck AckMany, and
+		// one round of handlers waits to hand its jobs over.
+		bound := int64((2*10 + 1) * concurrency)
 		last, still := int64(-1), 0
 		for deadline := time.Now().Add(time.Minute); still < 20 && time.Now().Before(deadline); {
 			time.Sleep(25 * time.Millisecond)
