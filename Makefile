@@ -13,7 +13,7 @@ SQLC := bin/sqlc
 # Extra go test flags, e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX'.
 GOTESTFLAGS ?=
 
-.PHONY: help check tools demo test test-citus bench bench-compare bench-median bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
+.PHONY: help check tools demo test test-citus bench bench-otel bench-compare bench-median bench-scale vet generate sqlc-diff tidy-diff fmt-diff screenshots
 
 ## help: list the targets
 help:
@@ -57,9 +57,16 @@ CITUS_TESTS ?= ^(TestReaderNeverSkipsOutOfOrderCommits|TestOpenTransactionHoldsT
 test-citus:
 	CITUS_TESTS='$(CITUS_TESTS)' RACE='$(RACE)' .ci/test-citus
 
-## bench: throughput figures beside their raw-SQL ceilings, both engines
+## bench: throughput figures beside their raw-SQL ceilings, both engines; then alkotel's cost
+## bench: on a burn-down (plain, headers, telemetry off, SDK with a no-op exporter: jobs/s, CPU/job, ratios)
 bench:
 	go run ./bench
+	$(MAKE) bench-otel
+
+## bench-otel: what alkotel costs a burn-down, in one run (OTELBENCH_FLAGS, e.g. -engines lite -rounds 5)
+OTELBENCH_FLAGS ?=
+bench-otel:
+	cd otel/alkotel && go run ./internal/otelbench $(OTELBENCH_FLAGS)
 
 ## bench-compare: the bench of the working tree beside BASE's, figure by figure, builds alternating;
 ## bench-compare: BASE defaults to the merge-base with main (HEAD~1 on main); ONLY=queues,streams

@@ -15,11 +15,22 @@ import (
 type JobEventKind string
 
 const (
-	JobCompleted JobEventKind = "completed" // the handler returned nil
-	JobRetried   JobEventKind = "retried"   // it failed and runs again after its backoff
-	JobDead      JobEventKind = "dead"      // it failed for good: Permanent, or its last attempt
-	JobSnoozed   JobEventKind = "snoozed"   // it returned store.Snooze
-	JobCancelled JobEventKind = "cancelled" // its claim was lost while it ran (Queue.Cancel)
+	JobCompleted JobEventKind = "completed" // the handler returned nil and the job completed
+	JobRetried   JobEventKind = "retried"   // it failed and runs again after its backoff (Result.RunAt)
+	JobDead      JobEventKind = "dead"      // it failed for good: Permanent, or its last attempt (an outbox's too)
+	JobSnoozed   JobEventKind = "snoozed"   // it returned store.Snooze and runs again at Result.RunAt
+	JobCancelled JobEventKind = "cancelled" // it was cancelled (Queue.Cancel) while it ran, or by its handler
+	// JobLost: its claim was lost while it ran or before its settle
+	// (it lapsed and another worker took the job, or the job was
+	// deleted): nothing was settled; Result.State says what the job was
+	// found as.
+	JobLost JobEventKind = "lost"
+	// JobReleased: a stop cancelled the handler, which then failed: the
+	// job is back in its queue with its attempt given back.
+	JobReleased JobEventKind = "released"
+	// JobUnsettled: the settle failed (a database error, in
+	// Result.SettleErr): the job runs again once its claim lapses.
+	JobUnsettled JobEventKind = "unsettled"
 	// JobFailed selects, in Subscribe, both JobRetried and JobDead: every
 	// run that failed. No event has it as its Kind.
 	JobFailed JobEventKind = "failed"
@@ -31,6 +42,10 @@ type JobEvent struct {
 	Job      *store.Job    // as the handler got it
 	Duration time.Duration // how long the handler (and its middleware) ran
 	Err      error         // what the handler returned (nil for completed)
+	// Result is what the lifecycle did, after the settle (see
+	// store.Job.OnResult): the outcome, the job's state and when it runs
+	// again, and why a settle failed.
+	Result store.JobResult
 }
 
 // SubscribeBuffer is a subscription's buffer unless Subscribe is given one.
@@ -73,11 +88,15 @@ func (sub *Subscription) Close() {
 //
 // Sending never blocks a worker: when the buffer is full the new event is
 // dropped and counted (Dropped), so a slow reader loses the newest events,
-// never slows the jobs. The kind is read from the handler's result (see
-// store.HandlerOutcome) as the run ends, before the job is settled; a
-// payload that a typed queue cannot decode fails its job without a run,
-// and a job a stop gives back (released) or that the handler settled
-// itself has no event.
+// never slows the jobs. An event is sent once the run was settled (for a
+// completed job, once its batched ack committed) and says what actually
+// happened (store.Job.OnResult): a run whose settle found its claim gone
+// is JobLost (or JobCancelled), one whose settle failed JobUnsettled, an
+// outbox's last failed delivery JobDead. A payload that a typed queue
+// cannot decode fails its job without a run (no event), and a job its
+// handler settled itself has the event of that settle when it completed,
+// killed or cancelled the job, and none when it put it back (Retry,
+// Snooze, Release).
 func (c *Client) Subscribe(buffer int, kinds ...JobEventKind) *Subscription {
 	if buffer <= 0 {
 		buffer = SubscribeBuffer
@@ -110,44 +129,63 @@ func (sub *Subscription) send(ev JobEvent) {
 	}
 }
 
-// publish wraps h to tell subscribers how each run ended.
+// publish wraps h to tell subscribers how each run ended, once the
+// lifecycle settled it.
 func (c *Client) publish(h store.Handler) store.Handler {
 	return func(ctx context.Context, job *store.Job) error {
 		start := time.Now()
-		done := false
-		defer func() {
-			if done {
-				return
-			}
-			// A panic counts as an error: its run gets its event, then the
-			// panic goes on to the lifecycle, which settles the job.
-			if p := recover(); p != nil {
-				c.emit(ctx, job, start, fmt.Errorf("handler panicked: %v", p))
-				panic(p)
-			}
-		}()
-		err := h(ctx, job)
-		done = true
-		c.emit(ctx, job, start, err)
+		var took time.Duration
+		var err error
+		registered := job.OnResult(func(res store.JobResult) { c.emit(job, took, err, res) })
+		if !registered { // not run by the lifecycle: read the outcome from the result
+			defer func() {
+				if p := recover(); p != nil {
+					c.emit(job, time.Since(start), nil, store.JobResult{Outcome: store.OutcomeFailed, Err: fmt.Errorf("handler panicked: %v", p)})
+					panic(p)
+				}
+			}()
+			err := h(ctx, job)
+			c.emit(job, time.Since(start), err, store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
+			return err
+		}
+		// A panic goes on to the lifecycle, which settles the job and
+		// reports its result; its duration is taken on the way out.
+		defer func() { took = time.Since(start) }()
+		err = h(ctx, job)
 		return err
 	}
 }
 
 // emit sends the event of one handler run to every subscription.
-func (c *Client) emit(ctx context.Context, job *store.Job, start time.Time, err error) {
-	ev := JobEvent{Job: job, Duration: time.Since(start), Err: err}
-	switch store.HandlerOutcome(ctx, job, err) {
-	case store.OutcomeAcked:
+func (c *Client) emit(job *store.Job, took time.Duration, err error, res store.JobResult) {
+	if err == nil {
+		err = res.Err // a panic, which the lifecycle turned into an error
+	}
+	ev := JobEvent{Job: job, Duration: took, Err: err, Result: res}
+	switch {
+	case res.SettleErr != nil:
+		ev.Kind = JobUnsettled
+	case res.Outcome == store.OutcomeAcked:
 		ev.Kind = JobCompleted
-	case store.OutcomeSnoozed:
+	case res.Outcome == store.OutcomeSnoozed:
 		ev.Kind = JobSnoozed
-	case store.OutcomeRetried:
+	case res.Outcome == store.OutcomeRetried:
 		ev.Kind = JobRetried
-	case store.OutcomeFailed:
+	case res.Outcome == store.OutcomeFailed:
 		ev.Kind = JobDead
-	case store.OutcomeClaimLost:
+	case res.Outcome == store.OutcomeReleased:
+		ev.Kind = JobReleased
+	case res.Outcome == store.OutcomeClaimLost && res.State == store.JobCancelled:
 		ev.Kind = JobCancelled
-	default: // released by a stop, or settled by the handler itself: no outcome of its own
+	case res.Outcome == store.OutcomeClaimLost:
+		ev.Kind = JobLost
+	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobCompleted:
+		ev.Kind = JobCompleted
+	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobDead:
+		ev.Kind = JobDead
+	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobCancelled:
+		ev.Kind = JobCancelled
+	default: // put back by the handler itself: no outcome of its own
 		return
 	}
 	c.subs.Range(func(k, _ any) bool {

@@ -41,8 +41,9 @@ type Handler func(ctx context.Context, job *Job) error
 // SnoozeTx, CancelTx) and return nil; tx then commits with that settle.
 // The ctx it receives carries tx: on SQLite an auto-commit write made with
 // it (Enqueue, Ack, ...) fails at once instead of waiting for the writer
-// slot tx holds; use the Tx forms. The handler must not end tx (Commit,
-// Rollback): Work does.
+// slot tx holds; use the Tx forms. The handler must not end tx: its
+// Commit and Rollback return an error matching ErrInvalidArgument and
+// change nothing (Work ends it).
 //
 // On SQLite the transaction holds the writer slot for the handler's whole
 // run: while one transactional handler runs, every other write of the
@@ -143,7 +144,8 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", o)
 }
 
-// JobResult is what one run of a handler did.
+// JobResult is what one run of a handler did: what RunJob returns and
+// what Job.OnResult hands its functions once the run was settled.
 type JobResult struct {
 	Outcome Outcome
 	// Err is the handler's error (a panic becomes one; for a TxHandler also
@@ -153,6 +155,19 @@ type JobResult struct {
 	// SettleErr is why the settle the Outcome names failed (the job is then
 	// left to its claim's lapse); nil when it was done.
 	SettleErr error
+	// State is the job's state once the run was settled: JobCompleted
+	// (acked: kept as completed or deleted), JobPending (retried, snoozed,
+	// released), JobDead or JobCancelled; for OutcomeSettledByHandler, what
+	// the handler's own settle left. For OutcomeClaimLost it is the state
+	// the job was found in afterwards: JobCancelled (Queue.Cancel),
+	// JobRunning (another worker took it after its claim lapsed), any other
+	// state another worker settled it to meanwhile, or "" when the job no
+	// longer exists (deleted) or could not be read. Empty when SettleErr is
+	// set.
+	State JobState
+	// RunAt is when a job back in JobPending runs again (retried, snoozed,
+	// released); zero otherwise.
+	RunAt time.Time
 }
 
 // RunJob runs handler once on job, a job this process claimed
@@ -227,6 +242,9 @@ type runner struct {
 	// claim checks; the returned function forgets it.
 	track func(j *Job, r *runningJob) (untrack func())
 	ack   func(j *Job) error // completes a job whose handler returned nil
+	// ackLater: ack hands the job to a batched ack, which reports its
+	// result (Job.OnResult) once the batch committed.
+	ackLater bool
 }
 
 func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
@@ -287,6 +305,17 @@ type runningJob struct {
 // runJob is the handler lifecycle: it runs the handler of j and settles j
 // by its result. Every handler run of every worker goes through it.
 func (r *runner) runJob(j *Job) JobResult {
+	j.beginRun()
+	res, later := r.runAndSettle(j)
+	if !later {
+		j.endRun(res)
+	}
+	return res
+}
+
+// runAndSettle runs the handler of j and settles j by its result; later
+// says the result is reported by the batched ack (see runner.ackLater).
+func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 	claimCtx, claimGone := context.WithCancelCause(r.base)
 	ctx, cancel := context.WithTimeout(claimCtx, r.opts.Timeout)
 	rj := &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
@@ -308,7 +337,7 @@ func (r *runner) runJob(j *Job) JobResult {
 	if tx != nil {
 		outcome, lostNow, err2 := r.finishTx(tx, j, err, lost)
 		if outcome != 0 {
-			return JobResult{Outcome: outcome}
+			return r.settledResult(j, JobResult{Outcome: outcome}), false
 		}
 		lost = lostNow
 		if err == nil {
@@ -316,9 +345,33 @@ func (r *runner) runJob(j *Job) JobResult {
 		}
 	}
 	if lost {
-		return JobResult{Outcome: OutcomeClaimLost, Err: err}
+		return r.lostResult(j, err), false
 	}
 	return r.settle(j, err, stoppedIt)
+}
+
+// settledResult is res with the state (and next run) the settle of j
+// left.
+func (r *runner) settledResult(j *Job, res JobResult) JobResult {
+	if j.mu != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+	}
+	res.State, res.RunAt = j.after, j.next
+	return res
+}
+
+// lostResult is the result of a run whose claim was lost: nothing was
+// settled, and the job is read to say what became of it.
+func (r *runner) lostResult(j *Job, err error) JobResult {
+	res := JobResult{Outcome: OutcomeClaimLost, Err: err}
+	if found, ferr := r.q.Job(r.settleCtx, j.ID); ferr == nil {
+		res.State = found.State
+		if found.State == JobPending {
+			res.RunAt = found.RunAt
+		}
+	}
+	return res
 }
 
 // callTx begins the handler's transaction (or takes the caller's) and runs
@@ -327,7 +380,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	s := r.q.s
 	if r.callerTx != nil {
 		tx := *r.callerTx
-		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
 	}
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -348,7 +401,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 		rj.held.Store(true)
 	}
-	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx, j) })
+	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
 }
 
 // finishTx ends the handler's transaction: on success it completes the job
@@ -400,16 +453,19 @@ func recovered(fn func() error) (err error) {
 // settle settles the job by its handler's result, unless the handler
 // settled it itself. stoppedIt says the handler failed after the stop
 // cancelled it: the job did not fail, so it goes back with its attempt.
-func (r *runner) settle(j *Job, err error, stoppedIt bool) JobResult {
+func (r *runner) settle(j *Job, err error, stoppedIt bool) (JobResult, bool) {
 	res := JobResult{Err: err}
 	if j.settled() {
 		res.Outcome = OutcomeSettledByHandler
-		return res
+		return r.settledResult(j, res), false
 	}
 	ctx, tx := r.settleCtx, r.callerTx
 	delay, snoozed := SnoozeDelay(err)
 	var serr error
 	switch {
+	case err == nil && r.ackLater:
+		_ = r.ack(j)
+		return JobResult{Outcome: OutcomeAcked, State: JobCompleted}, true
 	case err == nil:
 		res.Outcome, serr = OutcomeAcked, r.ack(j)
 	case snoozed:
@@ -432,16 +488,17 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool) JobResult {
 		if errors.Is(serr, ErrClaimLost) {
 			// Lost since the handler returned (or unnoticed: RunJob has no
 			// claim checks): nothing was settled.
-			return JobResult{Outcome: OutcomeClaimLost, Err: err}
+			return r.lostResult(j, err), false
 		}
 		if errors.Is(serr, ErrInvalidArgument) && j.settled() {
 			// The handler settled the job in a goroutine of its own.
-			return JobResult{Outcome: OutcomeSettledByHandler, Err: err}
+			return r.settledResult(j, JobResult{Outcome: OutcomeSettledByHandler, Err: err}), false
 		}
 		res.SettleErr = serr
 		r.q.s.log.Warn("alkstore: could not settle job", "queue", r.q.name, "job", j.ID, "outcome", res.Outcome.String(), "error", serr)
+		return res, false
 	}
-	return res
+	return r.settledResult(j, res), false
 }
 
 // heartbeat extends j's claim by visibility; a claim found gone that this

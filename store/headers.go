@@ -66,11 +66,83 @@ func decodeHeaders[B []byte | string](js B) map[string]string {
 	if len(js) == 0 {
 		return nil
 	}
+	if h, ok := decodePlainHeaders(string(js)); ok {
+		return h
+	}
 	var h map[string]string
 	if json.Unmarshal([]byte(js), &h) != nil {
 		return nil // written only by alkstore's statements; never malformed
 	}
 	return h
+}
+
+// decodePlainHeaders reads the common stored form without the JSON
+// decoder: an object of strings without escapes (a traceparent, a tenant),
+// as json.Marshal writes it and PostgreSQL's jsonb prints it (a space after
+// ':' and ','). ok is false for anything else (escapes included), which
+// the JSON decoder reads. Claims decode every job's headers, so this is on
+// the burn-down's path.
+func decodePlainHeaders(js string) (h map[string]string, ok bool) {
+	for k := 0; k < len(js); k++ {
+		if c := js[k]; c == '\\' || c < 0x20 {
+			return nil, false // escapes, or what JSON refuses
+		}
+	}
+	if !utf8.ValidString(js) {
+		return nil, false
+	}
+	i := 0
+	skip := func() {
+		for i < len(js) && js[i] == ' ' {
+			i++
+		}
+	}
+	str := func() (string, bool) {
+		skip()
+		if i >= len(js) || js[i] != '"' {
+			return "", false
+		}
+		end := strings.IndexByte(js[i+1:], '"')
+		if end < 0 {
+			return "", false
+		}
+		v := js[i+1 : i+1+end]
+		i += end + 2
+		return v, true
+	}
+	expect := func(c byte) bool {
+		skip()
+		if i < len(js) && js[i] == c {
+			i++
+			return true
+		}
+		return false
+	}
+	if !expect('{') {
+		return nil, false
+	}
+	h = make(map[string]string, strings.Count(js, ":"))
+	if expect('}') {
+		return h, i == len(js)
+	}
+	for {
+		k, ok1 := str()
+		if !ok1 || !expect(':') {
+			return nil, false
+		}
+		v, ok2 := str()
+		if !ok2 {
+			return nil, false
+		}
+		h[k] = v
+		if expect('}') {
+			skip()
+			return h, i == len(js)
+		}
+		if !expect(',') {
+			return nil, false
+		}
+	}
 }
 
 // decodeHeadersPtr is decodeHeaders for a nullable text column.

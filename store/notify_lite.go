@@ -15,9 +15,9 @@ import (
 
 // How often the watcher looks for other processes' commits. Where inotify
 // works (Linux), a write to the WAL file by any process nudges the watcher:
-// it polls at once, again a millisecond later (the write may not have
-// committed yet) and backs off from there, so a commit is seen within about
-// a millisecond while an idle store polls only every watchSafety, for a
+// it polls at once, then 2, 6 and 14 ms later (the write may not have
+// committed yet), doubling the wait from there, so a commit is seen within
+// a few milliseconds while an idle store polls only every watchSafety, for a
 // write the nudges missed. Elsewhere it polls every millisecond while
 // commits flow, backing off to every 16 ms once the file has been quiet for
 // 100 ms: each poll costs little work but wakes an idle process (at 16 ms,

@@ -15,7 +15,8 @@ import (
 // It cannot know that the settle then failed (JobResult.SettleErr) or that
 // the claim lapsed after the handler returned, and an outbox deliverer's
 // last attempt reads as retried (Outbox.Run turns it into a failure
-// outside the deliverer).
+// outside the deliverer). Job.OnResult reports what the lifecycle actually
+// did, after the settle; HandlerOutcome is for handlers run outside it.
 func HandlerOutcome(ctx context.Context, job *Job, err error) Outcome {
 	cause := context.Cause(ctx)
 	_, snoozed := SnoozeDelay(err)

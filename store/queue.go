@@ -106,6 +106,38 @@ type Job struct {
 	q     *Queue
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
 	token int64       // the claim that fences this job; 0 when not claimed
+
+	// What the last settle did (under mu): the state it left the job in
+	// and, when it goes back to pending, when it runs again (JobResult).
+	after JobState
+	next  time.Time
+	// The lifecycle's run of the job (under mu): inRun while it runs and
+	// is not yet settled; results are OnResult's functions.
+	inRun   bool
+	results []func(JobResult)
+	// wakeLatency: see WakeLatency; 0 when the claim was not a wake's.
+	wakeLatency time.Duration
+}
+
+// WakeLatency is how long a job waited for a worker with a free slot to
+// notice it. It is set, and ok is true, for a job that Work (WorkTx,
+// Outbox.Run, a client) claimed on its first attempt in a claim that a
+// wake started (an enqueue's NOTIFY on PostgreSQL, the change watcher on
+// SQLite), when the job was enqueued runnable (no delay, no RunAt in the
+// future) after the worker's claims had begun to find the queue drained
+// (each returned fewer jobs than the worker had free slots for): such a
+// job waited for nothing but its commit and its wake. The latency is from
+// the job's enqueue (CreatedAt, read before its insert) to the return of
+// that claim: the enqueue's commit, the wake's way to the worker, and the
+// claim. For any other job (a backlog, a delayed or retried job, one that
+// waited for a free slot, a claim the poll or a timer started, Claim by
+// hand) ok is false. CreatedAt is the enqueuing store's clock: across
+// machines their clocks' skew adds in.
+func (j *Job) WakeLatency() (d time.Duration, ok bool) {
+	if j == nil || j.wakeLatency <= 0 {
+		return 0, false
+	}
+	return j.wakeLatency, true
 }
 
 // EnqueueOpts are a job's options. The zero value runs the job now, at

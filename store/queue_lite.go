@@ -156,15 +156,15 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 
 // ackMany is ack for a batch: the jobs the first statement did not delete
 // are acked in one transaction.
-func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
 	js, err := claimPairs(claims)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	p := litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js}
-	n, err := o.q.AckJobs(ctx, p)
-	if err != nil || n == int64(len(claims)) {
-		return n, err
+	ids, err := o.q.AckJobs(ctx, p)
+	if err != nil || len(ids) == len(claims) {
+		return ids, err
 	}
 	err = o.atomically(ctx, func(q *litedb.Queries) error {
 		deleted, err := q.AckJobs(ctx, p)
@@ -172,10 +172,10 @@ func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) 
 			return err
 		}
 		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams(p))
-		n += deleted + completed
+		ids = append(append(ids, deleted...), completed...)
 		return err
 	})
-	return n, err
+	return ids, err
 }
 
 func (o liteOps) retry(ctx context.Context, r retryReq) (bool, error) {

@@ -74,17 +74,17 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 }
 
 // ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
-func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) (int64, error) {
+func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
 	p := pgdb.AckJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
 		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
 	}
-	n, err := o.q.AckJobs(ctx, p)
-	if err != nil || n == int64(len(claims)) {
-		return n, err
+	ids, err := o.q.AckJobs(ctx, p)
+	if err != nil || len(ids) == len(claims) {
+		return ids, err
 	}
 	rest, err := o.q.CompleteJobs(ctx, pgdb.CompleteJobsParams(p))
-	return n + rest, err
+	return append(ids, rest...), err
 }
 
 func (o pgOps) retry(ctx context.Context, r retryReq) (bool, error) {

@@ -33,6 +33,7 @@ func (j *Job) AckTx(ctx context.Context, tx Tx) error { return j.ack(ctx, &tx) }
 
 func (j *Job) ack(ctx context.Context, tx *Tx) error {
 	_, err := j.settle(ctx, "ack", tx, true, func(o target, now time.Time) (bool, error) {
+		j.after, j.next = JobCompleted, time.Time{}
 		return o.ack(ctx, j.ID, j.token, now)
 	})
 	return err
@@ -60,14 +61,17 @@ func (j *Job) retry(ctx context.Context, tx *Tx, delay time.Duration, cause stri
 	}
 	retried := false
 	_, err := j.settle(ctx, "retry", tx, true, func(o target, now time.Time) (bool, error) {
-		ok, err := o.retry(ctx, retryReq{claimRef{j.ID, j.token}, now, now.Add(delay).Truncate(time.Microsecond), cause})
+		runAt := now.Add(delay).Truncate(time.Microsecond)
+		ok, err := o.retry(ctx, retryReq{claimRef{j.ID, j.token}, now, runAt, cause})
 		if err != nil || ok {
 			retried = ok
 			if ok {
+				j.after, j.next = JobPending, runAt
 				o.afterCommit(j.q.wake) // idle workers recompute when it is due
 			}
 			return ok, err
 		}
+		j.after, j.next = JobDead, time.Time{}
 		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, true})
 	})
 	return retried, err
@@ -84,6 +88,7 @@ func (j *Job) FailTx(ctx context.Context, tx Tx, cause string) error { return j.
 func (j *Job) fail(ctx context.Context, tx *Tx, cause string) error {
 	cause = cleanCause(cause)
 	_, err := j.settle(ctx, "fail", tx, true, func(o target, now time.Time) (bool, error) {
+		j.after, j.next = JobDead, time.Time{}
 		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, false})
 	})
 	return err
@@ -106,7 +111,9 @@ func (j *Job) SnoozeTx(ctx context.Context, tx Tx, delay time.Duration) error {
 func (j *Job) snooze(ctx context.Context, tx *Tx, delay time.Duration) error {
 	delay = max(delay, 0)
 	_, err := j.settle(ctx, "snooze", tx, true, func(o target, now time.Time) (bool, error) {
-		ok, err := o.snooze(ctx, snoozeReq{claimRef{j.ID, j.token}, now, now.Add(delay).Truncate(time.Microsecond)})
+		runAt := now.Add(delay).Truncate(time.Microsecond)
+		ok, err := o.snooze(ctx, snoozeReq{claimRef{j.ID, j.token}, now, runAt})
+		j.after, j.next = JobPending, runAt
 		if ok {
 			o.afterCommit(j.q.wake) // idle workers recompute when it is due
 		}
@@ -128,6 +135,7 @@ func (j *Job) CancelTx(ctx context.Context, tx Tx) error { return j.cancel(ctx, 
 func (j *Job) cancel(ctx context.Context, tx *Tx) error {
 	_, err := j.settle(ctx, "cancel", tx, true, func(o target, now time.Time) (bool, error) {
 		ok, err := o.cancel(ctx, j.q.name, j.ID, now)
+		j.after, j.next = JobCancelled, time.Time{}
 		if ok {
 			o.afterCommit(j.q.s.wake(claimTopic(j.q.name)))
 		}
@@ -146,6 +154,7 @@ func (j *Job) cancel(ctx context.Context, tx *Tx) error {
 func (j *Job) Release(ctx context.Context) error {
 	_, err := j.settle(ctx, "release", nil, true, func(o target, now time.Time) (bool, error) {
 		ok, err := o.release(ctx, j.ID, j.token, now)
+		j.after, j.next = JobPending, j.RunAt
 		if ok {
 			o.afterCommit(j.q.wake)
 		}
@@ -280,7 +289,13 @@ func (j *Job) restoreClaim(token int64) {
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch.
 func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
-	return run(q.handle, "ack many", autoWrite(ctx), func(o target) (int64, error) {
+	ids, err := q.ackMany(ctx, jobs)
+	return int64(len(ids)), err
+}
+
+// ackMany is AckMany returning the ids it acked.
+func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
+	return run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
 		refs := make([]claimRef, 0, len(jobs))
 		for _, j := range jobs {
 			if j == nil || j.Queue != q.name {
@@ -291,7 +306,7 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 			}
 		}
 		if len(refs) == 0 {
-			return 0, nil
+			return nil, nil
 		}
 		return o.ackMany(ctx, refs, q.s.now())
 	})

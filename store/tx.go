@@ -37,6 +37,22 @@ type Tx struct {
 type txHandle struct {
 	store *Store
 	state *txState
+	// lent: the Tx handed to a TxHandler, which must not end it (Commit
+	// and Rollback refuse); it shares the worker's transaction.
+	lent bool
+}
+
+// errLent is what Commit and Rollback of a TxHandler's Tx return.
+var errLent = fmt.Errorf("%w: a transactional handler must not end its transaction: "+
+	"its worker commits it with the job's completion, or rolls it back when the handler fails", ErrInvalidArgument)
+
+// lend is tx as a TxHandler gets it: the same transaction, which it may
+// use but not end.
+func (tx Tx) lend() Tx {
+	if tx.h == nil {
+		return tx
+	}
+	return Tx{h: &txHandle{store: tx.h.store, state: tx.h.state, lent: true}}
 }
 
 // txState is reachable from the cleanup, so it must not point back at the
@@ -299,6 +315,9 @@ func (tx Tx) SQL() (*sql.Tx, bool) {
 // nothing and return an error matching ErrInvalidArgument: whoever began it
 // ends it, through the pgx.Tx or *sql.Tx.
 func (tx Tx) Commit(ctx context.Context) error {
+	if tx.h != nil && tx.h.lent {
+		return opErr("commit", "", errLent)
+	}
 	st, err := tx.state()
 	if err != nil {
 		return opErr("commit", "", err)
@@ -374,6 +393,9 @@ func (tx Tx) onCommit(fn func()) {
 // adopted transaction it changes nothing and returns an error matching
 // ErrInvalidArgument (see Commit).
 func (tx Tx) Rollback(ctx context.Context) error {
+	if tx.h != nil && tx.h.lent {
+		return opErr("rollback", "", errLent)
+	}
 	st, err := tx.state()
 	if err != nil {
 		return nil

@@ -117,9 +117,13 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 
 	var handled atomic.Int64
 	var readers sync.WaitGroup
+	// read closes once the child's stdout reached EOF (the child is gone):
+	// exec's Wait closes the pipe, so waiting before that dropped the "h"
+	// lines still in it, and handled never reached the published count.
 	type child struct {
 		cmd  *exec.Cmd
 		seen chan struct{}
+		read chan struct{}
 	}
 	start := func() *child {
 		cmd := startChild(c, "group", e.dsn, st.Name(), lease)
@@ -127,8 +131,9 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		ch := &child{cmd: cmd, seen: make(chan struct{}, events*2)}
+		ch := &child{cmd: cmd, seen: make(chan struct{}, events*2), read: make(chan struct{})}
 		readers.Go(func() {
+			defer close(ch.read)
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
 				if sc.Text() == "h" {
@@ -147,6 +152,7 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 		for _, m := range members {
 			if m != nil {
 				_ = m.cmd.Process.Kill()
+				<-m.read
 				_ = m.cmd.Wait()
 			}
 		}
@@ -226,11 +232,13 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 		case 5: // a graceful leave
 			at := time.Now()
 			require.NoError(t, members[i].cmd.Process.Signal(syscall.SIGTERM))
+			<-members[i].read
 			require.NoError(t, members[i].cmd.Wait())
 			leaveTimes = append(leaveTimes, reassigned(gone, at))
 		default:
 			at := time.Now()
 			require.NoError(t, members[i].cmd.Process.Kill()) // SIGKILL
+			<-members[i].read
 			_ = members[i].cmd.Wait()
 			kills++
 			if round == 1 {
@@ -254,6 +262,7 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 	}
 	for i, m := range members {
 		_ = m.cmd.Process.Kill()
+		<-m.read
 		_ = m.cmd.Wait()
 		members[i] = nil
 	}

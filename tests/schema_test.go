@@ -398,10 +398,10 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		w.schedules = append(w.schedules, name)
 	}
 
-	// 00016 added consumer groups: "data"'s group "g" of 2 partitions,
+	// 00018 added consumer groups: "data"'s group "g" of 2 partitions,
 	// the first event's (unkeyed: store.GroupPartition, computed here)
 	// committed through it, the other held by a member whose lease ran out.
-	if v >= 16 && !w.group {
+	if v >= 18 && !w.group {
 		var first int64
 		events := "alk_events"
 		if pg {

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,5 +139,96 @@ func TestClientJobEventsDropWhenFull(t *testing.T) {
 		}
 		assert.Equal(t, 2, n, "Close closes the channel; buffered events stay readable")
 		big.Close()
+	})
+}
+
+// Events say what the lifecycle did after the handler returned, not what
+// its result predicts: an ack that finds the claim taken by another worker
+// (the lease lapsed) or the job deleted reports a lost claim with the state
+// the job was found in, and an outbox's last failed delivery is dead.
+// Each run has exactly one event.
+func TestClientJobEventsAfterSettle(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		// A second process whose clock runs two hours ahead: the first's
+		// claims (an hour of visibility) have lapsed for it.
+		later := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		reclaim, del, ob := s.Queue("reclaim"), s.Queue("delete"), s.Outbox("hooks")
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		all := cl.Subscribe(0)
+		defer all.Close()
+
+		ids := map[int64]string{}
+		for k, enq := range map[string]func() (int64, error){
+			"reclaimed": func() (int64, error) { return reclaim.Enqueue(c, []byte("x"), store.EnqueueOpts{}) },
+			"deleted":   func() (int64, error) { return del.Enqueue(c, []byte("x"), store.EnqueueOpts{}) },
+			"outbox":    func() (int64, error) { return ob.Enqueue(c, []byte("x"), store.EnqueueOpts{}) },
+		} {
+			id, err := enq()
+			require.NoError(t, err)
+			ids[id] = k
+		}
+		opts := store.WorkOpts{Visibility: time.Hour} // no heartbeat within the test
+		var thief int64
+		require.NoError(t, cl.Handle(reclaim, opts, func(ctx context.Context, j *store.Job) error {
+			jobs, err := later.Queue("reclaim").Claim(ctx, "thief", 1, time.Hour)
+			if err != nil || len(jobs) != 1 || jobs[0].ID != j.ID {
+				return store.Permanent(fmt.Errorf("the other worker could not take the job: %v %v", jobs, err))
+			}
+			thief = jobs[0].ID
+			return nil // its ack finds the claim gone
+		}))
+		require.NoError(t, cl.Handle(del, opts, func(ctx context.Context, j *store.Job) error {
+			ctx = context.WithoutCancel(ctx) // the cancel ends the handler's context
+			if err := del.Cancel(ctx, j.ID); err != nil {
+				return store.Permanent(err)
+			}
+			if err := del.Delete(ctx, j.ID); err != nil {
+				return store.Permanent(err)
+			}
+			return nil
+		}))
+		require.NoError(t, cl.HandleOutbox(ob, store.OutboxOpts{WorkOpts: opts, MaxAttempts: 1},
+			func(context.Context, *store.Job) error { return errors.New("unreachable") }))
+		require.NoError(t, cl.Start(c))
+
+		got := map[string]client.JobEvent{}
+		for range ids {
+			select {
+			case ev := <-all.C():
+				k := ids[ev.Job.ID]
+				_, twice := got[k]
+				require.False(t, twice, "a second event for %s: %+v", k, ev)
+				got[k] = ev
+			case <-c.Done():
+				t.Fatal("events missing", got)
+			}
+		}
+		require.NoError(t, cl.Stop(c))
+		select {
+		case ev, ok := <-all.C():
+			require.False(t, ok, "an extra event: %+v", ev)
+		default:
+		}
+
+		assert.Equal(t, client.JobLost, got["reclaimed"].Kind)
+		assert.Equal(t, store.OutcomeClaimLost, got["reclaimed"].Result.Outcome)
+		assert.Equal(t, store.JobRunning, got["reclaimed"].Result.State, "found held by the other worker")
+		assert.NotZero(t, thief)
+
+		assert.Equal(t, client.JobLost, got["deleted"].Kind, "%+v", got["deleted"])
+		assert.Equal(t, store.JobState(""), got["deleted"].Result.State, "the job is gone")
+
+		assert.Equal(t, client.JobDead, got["outbox"].Kind, "an outbox's last attempt is dead, not retried")
+		assert.Equal(t, store.JobDead, got["outbox"].Result.State)
+		assert.EqualError(t, got["outbox"].Err, "unreachable")
+		for id, k := range ids {
+			if k == "outbox" {
+				m, err := ob.Job(c, id)
+				require.NoError(t, err)
+				assert.Equal(t, store.JobDead, m.State)
+			}
+		}
 	})
 }

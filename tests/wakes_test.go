@@ -392,3 +392,54 @@ func TestRecoveryAfterAnOutageIsPrompt(t *testing.T) {
 	t.Logf("delivered %v after the database came back", took)
 	assert.Less(t, took, time.Second, "recovery takes the outage plus at most a second")
 }
+
+// Job.WakeLatency is set for a job enqueued runnable while the worker had
+// drained its queue, and claimed by the claim its wake started: from its
+// enqueue to that claim, so within the time to its handler. A backlog job
+// and a delayed job have none.
+func TestWakeLatency(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		q := s.Queue("wake-latency")
+		type run struct {
+			d       time.Duration
+			ok      bool
+			created time.Time
+			started time.Time
+		}
+		runs := make(chan run, 3)
+		_, err := q.Enqueue(c, []byte("backlog"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			// No poll within the test: only wakes and due times start claims.
+			werr <- q.Work(wctx, store.WorkOpts{PollInterval: time.Hour}, func(_ context.Context, j *store.Job) error {
+				started := time.Now()
+				d, ok := j.WakeLatency()
+				runs <- run{d, ok, j.CreatedAt, started}
+				return nil
+			})
+		}()
+		backlog := <-runs
+		assert.False(t, backlog.ok, "a job waiting before the worker started")
+
+		// The worker's first claim returned one job with nine slots to
+		// spare: it has found the queue drained since, so this job waits
+		// only for its wake.
+		_, err = q.Enqueue(c, []byte("woken"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		woken := <-runs
+		require.True(t, woken.ok, "a job enqueued to an idle worker")
+		assert.Positive(t, woken.d)
+		assert.LessOrEqual(t, woken.d, woken.started.Sub(woken.created), "from its enqueue to its claim, before its handler")
+
+		_, err = q.Enqueue(c, []byte("delayed"), store.EnqueueOpts{Delay: 20 * time.Millisecond})
+		require.NoError(t, err)
+		delayed := <-runs
+		assert.False(t, delayed.ok, "a delayed job waits for its time, not for a wake")
+		stop()
+		require.NoError(t, <-werr)
+	})
+}

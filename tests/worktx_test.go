@@ -287,3 +287,44 @@ func TestWorkTxKeepsHeartbeatsTimeoutsAndStops(t *testing.T) {
 		assert.Zero(t, effects(t, s)[id])
 	})
 }
+
+// A transactional handler cannot end its transaction: Commit and Rollback
+// of its Tx refuse with ErrInvalidArgument and change nothing, so its
+// writes still commit with the job's completion.
+func TestTxHandlerCannotEndItsTransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		q, out := s.Queue("worktx-end"), s.Queue("worktx-end-out")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		type refusals struct{ commit, rollback error }
+		got := make(chan refusals, 1)
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.WorkTx(wctx, store.WorkOpts{}, func(ctx context.Context, tx store.Tx, j *store.Job) error {
+				if _, err := out.EnqueueTx(ctx, tx, []byte("written in the handler's transaction"), store.EnqueueOpts{}); err != nil {
+					return err
+				}
+				r := refusals{tx.Commit(ctx), tx.Rollback(ctx)}
+				if _, err := out.EnqueueTx(ctx, tx, []byte("after both"), store.EnqueueOpts{}); err != nil {
+					return err // the transaction must still be open
+				}
+				got <- r
+				return nil
+			})
+		}()
+		r := <-got
+		require.ErrorIs(t, r.commit, store.ErrInvalidArgument)
+		require.ErrorIs(t, r.rollback, store.ErrInvalidArgument)
+		assert.ErrorContains(t, r.commit, "must not end its transaction")
+		stop() // Work returns once the handler's transaction ended
+		require.NoError(t, <-werr)
+		st, err := out.Stats(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, st.Ready, "both writes committed with the job's completion")
+		_, err = q.Job(c, id)
+		require.ErrorIs(t, err, store.ErrNotFound, "the job completed")
+	})
+}

@@ -172,7 +172,7 @@ const groupEventKeys = `-- name: GroupEventKeys :many
 SELECT id, key FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = ?1 AND id > ?2
 ORDER BY stream, id
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 `
 
 type GroupEventKeysParams struct {

@@ -36,12 +36,13 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	return result.RowsAffected()
 }
 
-const ackJobs = `-- name: AckJobs :execrows
+const ackJobs = `-- name: AckJobs :many
 DELETE FROM alk_jobs
 WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(?2))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id
 `
 
 type AckJobsParams struct {
@@ -50,13 +51,29 @@ type AckJobsParams struct {
 }
 
 // Per id: only rows still held by that id's claim. claims is a JSON array
-// of [id, claim_token] pairs.
-func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
-	result, err := q.exec(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Claims)
+// of [id, claim_token] pairs. Returns the ids it acked (the worker reports
+// each job's outcome).
+func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Claims)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected()
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
@@ -404,13 +421,14 @@ func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64
 	return result.RowsAffected()
 }
 
-const completeJobs = `-- name: CompleteJobs :execrows
+const completeJobs = `-- name: CompleteJobs :many
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(?2))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id
 `
 
 type CompleteJobsParams struct {
@@ -420,12 +438,27 @@ type CompleteJobsParams struct {
 
 // AckJobs for the jobs of queues that keep completed jobs: they end
 // completed (run with AckJobs in one transaction, like CompleteJob).
-func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
-	result, err := q.exec(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
+func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected()
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const configureQueue = `-- name: ConfigureQueue :exec

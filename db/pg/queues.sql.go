@@ -33,7 +33,7 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
-const ackJobs = `-- name: AckJobs :execrows
+const ackJobs = `-- name: AckJobs :many
 DELETE FROM alkstore.jobs j
 WHERE j.id IN (
     SELECT x.id FROM alkstore.jobs x
@@ -43,6 +43,7 @@ WHERE j.id IN (
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
     ORDER BY x.id
     FOR UPDATE OF x)
+RETURNING j.id
 `
 
 type AckJobsParams struct {
@@ -55,13 +56,26 @@ type AckJobsParams struct {
 // id order first, so batches that share jobs (or a transaction settling
 // jobs one by one in id order) never deadlock, whatever their input order.
 // Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
-// the rest.
-func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, ackJobs, arg.Ids, arg.ClaimTokens, arg.Now)
+// the rest. Returns the ids it acked (the worker reports each job's
+// outcome).
+func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, ackJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const buryJob = `-- name: BuryJob :execrows
@@ -393,7 +407,7 @@ func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64
 	return acked, err
 }
 
-const completeJobs = `-- name: CompleteJobs :one
+const completeJobs = `-- name: CompleteJobs :many
 WITH held AS (
     SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
     FROM alkstore.jobs x
@@ -404,14 +418,14 @@ WITH held AS (
     FOR UPDATE OF x
 ), deleted AS (
     DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
-    RETURNING 1
+    RETURNING j.id
 ), completed AS (
     UPDATE alkstore.jobs j
     SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
     FROM held h WHERE j.id = h.id AND h.kept
-    RETURNING 1
+    RETURNING j.id
 )
-SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked
+SELECT id FROM deleted UNION ALL SELECT id FROM completed
 `
 
 type CompleteJobsParams struct {
@@ -423,12 +437,25 @@ type CompleteJobsParams struct {
 // CompleteJob for the jobs AckJobs did not delete, as one decision: the
 // held rows are locked in id order (like AckJobs) and read with their
 // queue's setting once; those of queues that keep completed jobs end
-// completed, the others are deleted. Returns how many were held.
-func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) (int64, error) {
-	row := q.db.QueryRow(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
-	var acked int64
-	err := row.Scan(&acked)
-	return acked, err
+// completed, the others are deleted. Returns the ids of those held.
+func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const configureQueue = `-- name: ConfigureQueue :exec

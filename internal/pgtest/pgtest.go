@@ -197,6 +197,16 @@ func (s *Server) createDatabase(ctx context.Context, name string) error {
 // AdminDSN is a DSN for the server's maintenance database.
 func (s *Server) AdminDSN() string { return s.adminDSN }
 
+// Pid is the throwaway cluster's postmaster process id (0 for an
+// ALK_PG_DSN server): benchmarks read the server's CPU from it and its
+// children.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop drops the databases it created on an ALK_PG_DSN server, or stops the
 // throwaway cluster and removes its directory.
 func (s *Server) Stop() {

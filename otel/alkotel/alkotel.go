@@ -14,6 +14,23 @@
 //	c := client.New(s, client.Opts{Middleware: []client.Middleware{inst.Middleware()}})
 //	reg, _ := inst.ObserveStore(s)                                 // queue and stream gauges
 //	defer reg.Unregister()
+//
+// Job metrics, recorded by the handler side (Middleware, Handler,
+// TxHandler):
+//
+//   - messaging.process.duration (s): how long the handler ran, by
+//     alkstore.job.outcome (ResultName: what the lifecycle did, reported
+//     after the settle)
+//   - alkstore.job.start_delay (s): every job, from its due time (created
+//     or run_at, whichever is later) to its claim: wake latency plus
+//     queueing behind other jobs
+//   - alkstore.job.wake_latency (s): only the jobs that found their worker
+//     with a free slot and were claimed by the claim their wake started
+//     (store.Job.WakeLatency says exactly which): from the enqueue
+//     (CreatedAt, read before the insert) to that claim's return, so the
+//     enqueue's commit, the wake's way to the worker (NOTIFY, or SQLite's
+//     change watcher) and the claim; a backlog, delayed and retried jobs
+//     are not in it. Across machines the clocks' skew adds in.
 package alkotel
 
 import (
@@ -63,6 +80,7 @@ const (
 	metricSent         = "messaging.client.sent.messages"
 	metricProcess      = "messaging.process.duration"
 	metricStartDelay   = "alkstore.job.start_delay"
+	metricWakeLatency  = "alkstore.job.wake_latency"
 	metricQueueJobs    = "alkstore.queue.jobs"
 	metricOldestReady  = "alkstore.queue.oldest_ready"
 	metricConsumerLag  = "alkstore.consumer.lag"
@@ -82,6 +100,7 @@ type config struct {
 	tp    trace.TracerProvider
 	mp    metric.MeterProvider
 	props propagation.TextMapPropagator
+	links bool
 }
 
 // WithTracerProvider sets the tracer provider (default otel.GetTracerProvider()).
@@ -94,17 +113,29 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // headers (default: W3C trace context and baggage).
 func WithPropagator(p propagation.TextMapPropagator) Option { return func(c *config) { c.props = p } }
 
+// WithProducerLinks also links each consumer span to its producer's span,
+// which is already its parent (off by default: a link costs every job a
+// few allocations, for tools that follow links rather than parents).
+func WithProducerLinks() Option { return func(c *config) { c.links = true } }
+
 // Instrumentation holds alkotel's tracer, meter and instruments.
 type Instrumentation struct {
 	tracer     trace.Tracer
 	meter      metric.Meter
 	props      propagation.TextMapPropagator
+	links      bool
 	sent       metric.Int64Counter
 	process    metric.Float64Histogram
 	startDelay metric.Float64Histogram
+	wakeLat    metric.Float64Histogram
+	// fields are the header keys the propagator reads: a message without
+	// any is not handed to it.
+	fields []string
 	// sets caches the metric attribute sets by setKey: building a set
 	// sorts and allocates, and a queue's few sets serve every job.
 	sets sync.Map
+	// queues caches each queue's *queueInst.
+	queues sync.Map
 }
 
 // setKey names one metric attribute set.
@@ -140,9 +171,9 @@ func (i *Instrumentation) set(k setKey) metric.MeasurementOption {
 }
 
 // extract reads the trace context of a message's headers; ctx as it is
-// when there are none.
+// when they carry none.
 func (i *Instrumentation) extract(ctx context.Context, headers map[string]string) context.Context {
-	if len(headers) == 0 {
+	if !i.carries(headers) {
 		return ctx
 	}
 	return i.props.Extract(ctx, headerCarrier(headers))
@@ -157,13 +188,16 @@ func New(opts ...Option) *Instrumentation {
 	for _, o := range opts {
 		o(&c)
 	}
-	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props}
+	i := &Instrumentation{tracer: c.tp.Tracer(ScopeName), meter: c.mp.Meter(ScopeName), props: c.props, fields: c.props.Fields(),
+		links: c.links}
 	i.sent, _ = i.meter.Int64Counter(metricSent, metric.WithUnit("{message}"),
 		metric.WithDescription("Events published and jobs enqueued (messaging.operation.name publish or enqueue)"))
 	i.process, _ = i.meter.Float64Histogram(metricProcess, metric.WithUnit("s"),
 		metric.WithDescription("How long a job handler or event consumer ran, by alkstore.job.outcome"))
 	i.startDelay, _ = i.meter.Float64Histogram(metricStartDelay, metric.WithUnit("s"),
 		metric.WithDescription("From a job's due time (created or run_at, whichever is later) to its claim: wake latency plus queueing"))
+	i.wakeLat, _ = i.meter.Float64Histogram(metricWakeLatency, metric.WithUnit("s"),
+		metric.WithDescription("From the enqueue of a job that found its worker with a free slot to the claim its wake started (store.Job.WakeLatency)"))
 	return i
 }
 
@@ -232,9 +266,11 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 
 // Middleware returns the client middleware that runs each job in a
 // consumer span continuing the trace its enqueue started (the producer's
-// span is its parent and also a link), and records the handler's duration
-// by outcome (store.HandlerOutcome, named by OutcomeName). Only retried and
-// dead runs mark the span as failed: a snooze, a cancel or a stop do not.
+// span is its parent; also a link WithProducerLinks), and records the handler's duration
+// by outcome (ResultName: what the lifecycle actually did, reported by
+// store.Job.OnResult once the job was settled; the span ends then). Only
+// retried, dead and unsettled runs mark the span as failed: a snooze, a
+// cancel, a lost claim or a stop do not.
 func (i *Instrumentation) Middleware() client.Middleware { return i.Handler }
 
 // Handler wraps h like Middleware, for Queue.Work, JobQueue.Work and
@@ -254,63 +290,177 @@ func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
 	}
 }
 
-// runInSpan runs one job's handler in a consumer span continuing the trace
-// of its enqueue, and records its duration by outcome.
-func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
-	parent := i.extract(ctx, job.Headers)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-		opts = append(opts, trace.WithLinks(link))
+// queueInst is what every job of one queue shares: built once per queue,
+// so a job's span and measurements allocate no names, attributes or
+// attribute sets of their own.
+type queueInst struct {
+	dest     string
+	spanName string
+	attrs    []attribute.KeyValue                // the queue's span attributes
+	delay    metric.MeasurementOption            // start delay's and wake latency's set
+	outcomes map[string]metric.MeasurementOption // by ResultName
+}
+
+// outcomeNames are every ResultName, whose attribute sets queueInst holds.
+var outcomeNames = []string{"completed", "retried", "dead", "snoozed", "cancelled", "lost", "released",
+	"settled_by_handler", "unsettled"}
+
+// consumerKind starts consumer spans.
+var consumerKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+// queue returns the shared instrumentation of the queue called name.
+func (i *Instrumentation) queue(name string) *queueInst {
+	if q, ok := i.queues.Load(name); ok {
+		return q.(*queueInst)
 	}
-	ctx, span := i.tracer.Start(parent, operationProcess+" "+job.Queue, opts...)
-	defer span.End()
-	recording := span.IsRecording()
-	if recording {
-		span.SetAttributes(KeySystem.String(System), KeyDestination.String(job.Queue),
-			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc),
-			KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts))
+	q := &queueInst{dest: name, spanName: operationProcess + " " + name,
+		attrs: []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(name),
+			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc)},
+		delay: i.set(setKey{metric: metricStartDelay, dest: name}), outcomes: map[string]metric.MeasurementOption{}}
+	for _, o := range outcomeNames {
+		q.outcomes[o] = i.set(setKey{metric: metricProcess, dest: name, op: operationProcess, outcome: o})
+	}
+	v, _ := i.queues.LoadOrStore(name, q)
+	return v.(*queueInst)
+}
+
+// jobSpan is one job's run as its span sees it, until the lifecycle
+// reports the run's result.
+type jobSpan struct {
+	i     *Instrumentation
+	ctx   context.Context
+	span  trace.Span
+	qi    *queueInst
+	job   *store.Job
+	start time.Time
+	took  time.Duration
+}
+
+func (js *jobSpan) result(res store.JobResult) {
+	js.i.finish(js.ctx, js.span, js.qi, js.job, js.took, res)
+}
+
+// runInSpan runs one job's handler in a consumer span continuing the trace
+// of its enqueue, and records its duration by outcome once the lifecycle
+// settled the job. What every job of the queue shares is built once
+// (queueInst); the propagator runs only on headers that carry its fields.
+func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run func(ctx context.Context) error) error {
+	qi := i.queue(job.Queue)
+	opts := consumerKind
+	parent := ctx
+	if i.carries(job.Headers) {
+		parent = i.props.Extract(ctx, headerCarrier(job.Headers))
+		if i.links {
+			if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
+				opts = []trace.SpanStartOption{consumerKind[0], trace.WithLinks(link)}
+			}
+		}
+	}
+	ctx, span := i.tracer.Start(parent, qi.spanName, opts...)
+	if span.IsRecording() {
+		// The queue's attributes from its own slice (no copy); the job's
+		// come with its outcome (finish): one more call, one growth.
+		span.SetAttributes(qi.attrs...)
 	}
 	if job.ClaimedAt != nil {
 		due := job.RunAt
 		if job.CreatedAt.After(due) {
 			due = job.CreatedAt
 		}
-		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), i.set(setKey{metric: metricStartDelay, dest: job.Queue}))
+		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay)
 	}
-	start := time.Now()
+	if d, ok := job.WakeLatency(); ok {
+		i.wakeLat.Record(ctx, d.Seconds(), qi.delay)
+	}
+	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, job: job, start: time.Now()}
+	if job.OnResult(js.result) {
+		// The lifecycle reports the result once it settled the job (a
+		// panic included, which it turns into an error).
+		defer js.stop()
+		return run(ctx)
+	}
+	return js.runPredicted(run)
+}
+
+// stop notes how long the handler ran.
+func (js *jobSpan) stop() { js.took = time.Since(js.start) }
+
+// runPredicted runs a job the lifecycle does not run (so reports no
+// result): its outcome is the result's prediction (store.HandlerOutcome).
+// Kept out of runInSpan, whose frame every job's goroutine stack holds.
+//
+//go:noinline
+func (js *jobSpan) runPredicted(run func(ctx context.Context) error) error {
 	done := false
 	defer func() {
 		if done {
 			return
 		}
 		// A panic counts as an error: record the run, then let the panic
-		// go on to the lifecycle, which settles the job.
+		// go on to whoever runs the handler.
 		if p := recover(); p != nil {
-			i.record(ctx, span, job, start, fmt.Errorf("handler panicked: %v", p))
+			err := fmt.Errorf("handler panicked: %v", p)
+			js.took = time.Since(js.start)
+			js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
 			panic(p)
 		}
 	}()
-	err := run(ctx)
+	err := run(js.ctx)
 	done = true
-	i.record(ctx, span, job, start, err)
+	js.took = time.Since(js.start)
+	js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
 	return err
 }
 
-// record sets a finished run's outcome on its span and records its
-// duration by outcome.
-func (i *Instrumentation) record(ctx context.Context, span trace.Span, job *store.Job, start time.Time, err error) {
-	outcome := store.HandlerOutcome(ctx, job, err)
-	name := OutcomeName(outcome)
+// carries reports whether headers hold a field the propagator reads.
+func (i *Instrumentation) carries(headers map[string]string) bool {
+	if len(headers) == 0 {
+		return false
+	}
+	for _, f := range i.fields {
+		if _, ok := headers[f]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// finish sets a settled run's outcome on its span, ends it, and records
+// the handler's duration by outcome.
+func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queueInst, job *store.Job, took time.Duration, res store.JobResult) {
+	name := ResultName(res)
 	if span.IsRecording() {
-		span.SetAttributes(KeyOutcome.String(name))
+		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts), KeyOutcome.String(name))
+		if failed := res.Outcome == store.OutcomeRetried || res.Outcome == store.OutcomeFailed; failed || res.SettleErr != nil {
+			err := res.Err
+			if !failed {
+				err = res.SettleErr
+			}
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
-	switch outcome {
-	case store.OutcomeRetried, store.OutcomeFailed:
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	span.End()
+	set, ok := qi.outcomes[name]
+	if !ok {
+		set = i.set(setKey{metric: metricProcess, dest: qi.dest, op: operationProcess, outcome: name})
 	}
-	i.process.Record(ctx, time.Since(start).Seconds(),
-		i.set(setKey{metric: metricProcess, dest: job.Queue, op: operationProcess, outcome: name}))
+	i.process.Record(ctx, took.Seconds(), set)
+}
+
+// ResultName is the alkstore.job.outcome value of a settled run:
+// OutcomeName of its outcome, except "unsettled" when its settle failed
+// (res.SettleErr) and, for a lost claim, "cancelled" only when the job was
+// found cancelled and "lost" otherwise (its claim lapsed and another worker
+// took it, or it was deleted).
+func ResultName(res store.JobResult) string {
+	switch {
+	case res.SettleErr != nil:
+		return "unsettled"
+	case res.Outcome == store.OutcomeClaimLost && res.State != store.JobCancelled && res.State != "":
+		return "lost"
+	}
+	return OutcomeName(res.Outcome)
 }
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:
@@ -342,9 +492,9 @@ func OutcomeName(o store.Outcome) string {
 // its publish, and records its duration by outcome (completed or failed).
 func (i *Instrumentation) ProcessEvent(ctx context.Context, consumer string, ev store.Event, fn func(ctx context.Context) error) error {
 	parent := i.extract(ctx, ev.Headers)
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if link := trace.LinkFromContext(parent); link.SpanContext.IsValid() {
-		opts = append(opts, trace.WithLinks(link))
+	opts := consumerKind
+	if link := trace.LinkFromContext(parent); i.links && link.SpanContext.IsValid() {
+		opts = []trace.SpanStartOption{consumerKind[0], trace.WithLinks(link)}
 	}
 	ctx, span := i.tracer.Start(parent, operationProcess+" "+ev.Stream, opts...)
 	defer span.End()

@@ -72,11 +72,11 @@ type telemetry struct {
 	inst   *alkotel.Instrumentation
 }
 
-func newTelemetry() *telemetry {
+func newTelemetry(opts ...alkotel.Option) *telemetry {
 	sr := tracetest.NewSpanRecorder()
 	reader := sdkmetric.NewManualReader()
-	inst := alkotel.New(alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
-		alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	inst := alkotel.New(append([]alkotel.Option{alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
+		alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))}, opts...)...)
 	return &telemetry{spans: sr, reader: reader, inst: inst}
 }
 
@@ -178,8 +178,7 @@ func TestOneTraceAcrossQueueOutboxAndStream(t *testing.T) {
 		work := spanNamed(t, spans, "process emails")
 		assert.Equal(t, trace.SpanKindConsumer, work.SpanKind())
 		assert.Equal(t, enq.SpanContext().SpanID(), work.Parent().SpanID(), "the handler continues the enqueue")
-		require.Len(t, work.Links(), 1)
-		assert.Equal(t, enq.SpanContext().SpanID(), work.Links()[0].SpanContext.SpanID())
+		assert.Empty(t, work.Links(), "the producer is the parent; a link too only WithProducerLinks")
 		assert.Equal(t, "completed", attrs(work)[alkotel.KeyOutcome].AsString())
 		assert.Equal(t, "process", attrs(work)[alkotel.KeyOperationType].AsString())
 
@@ -531,5 +530,126 @@ func TestGroupHandlerSpans(t *testing.T) {
 			}
 		}
 		assert.ElementsMatch(t, []string{"billing-false", "billing-true"}, groups)
+	})
+}
+
+// The consumer span and the duration metric carry what the lifecycle did
+// after the handler returned: an ack that finds the claim taken by another
+// worker is "lost", not "completed"; an outbox's last failed delivery is
+// "dead", not "retried". Each run has exactly one consumer span.
+func TestOutcomesAfterSettle(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry(alkotel.WithProducerLinks())
+		s := open(t, dsn, tel)
+		later, err := store.Open(c, dsn, store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		require.NoError(t, err)
+		defer later.Close()
+		q, ob := s.Queue("jobs"), s.Outbox("hooks")
+		jobID, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		msgID, err := ob.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		opts := store.WorkOpts{Visibility: time.Hour} // no heartbeat within the test
+		wctx, stop := context.WithCancel(c)
+		var wg sync.WaitGroup
+		var werr, oerr error
+		handled := make(chan struct{}, 2)
+		wg.Go(func() {
+			werr = q.Work(wctx, opts, tel.inst.Handler(func(ctx context.Context, j *store.Job) error {
+				defer func() { handled <- struct{}{} }()
+				// Another worker, whose clock sees the claim lapsed, takes the job.
+				jobs, err := later.Queue("jobs").Claim(ctx, "thief", 1, time.Hour)
+				if err != nil || len(jobs) != 1 {
+					return store.Permanent(fmt.Errorf("not taken: %v %v", jobs, err))
+				}
+				return nil
+			}))
+		})
+		wg.Go(func() {
+			oerr = ob.Run(wctx, store.OutboxOpts{WorkOpts: opts, MaxAttempts: 1},
+				tel.inst.Handler(func(context.Context, *store.Job) error {
+					defer func() { handled <- struct{}{} }()
+					return errors.New("unreachable")
+				}))
+		})
+		<-handled
+		<-handled
+		stop() // Work and Run settle (and report) what they ran before they return
+		wg.Wait()
+		require.NoError(t, werr)
+		require.NoError(t, oerr)
+
+		outcomes := map[int64][]string{}
+		for _, sp := range tel.spans.Ended() {
+			if sp.SpanKind() != trace.SpanKindConsumer {
+				continue
+			}
+			a := attrs(sp)
+			var id int64
+			_, _ = fmt.Sscan(a[alkotel.KeyMessageID].AsString(), &id)
+			outcomes[id] = append(outcomes[id], a[alkotel.KeyOutcome].AsString())
+			if id == msgID {
+				assert.Equal(t, "Error", sp.Status().Code.String())
+			}
+			require.Len(t, sp.Links(), 1, "WithProducerLinks")
+			assert.Equal(t, sp.Parent().SpanID(), sp.Links()[0].SpanContext.SpanID(), "the link is the producer, the parent")
+		}
+		assert.Equal(t, map[int64][]string{jobID: {"lost"}, msgID: {"dead"}}, outcomes)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if m.Name == "messaging.process.duration" {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					v, _ := dp.Attributes.Value(alkotel.KeyOutcome)
+					counts[v.AsString()] += dp.Count
+				}
+			}
+		}
+		assert.Equal(t, map[string]uint64{"lost": 1, "dead": 1}, counts)
+	})
+}
+
+// alkstore.job.wake_latency records the jobs that found their worker idle
+// (store.Job.WakeLatency), not a backlog.
+func TestWakeLatencyMetric(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q := s.Queue("jobs")
+		_, err := q.Enqueue(c, []byte("backlog"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		handled := make(chan struct{}, 2)
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{PollInterval: time.Hour}, tel.inst.Handler(func(context.Context, *store.Job) error {
+				handled <- struct{}{}
+				return nil
+			}))
+		}()
+		<-handled
+		_, err = q.Enqueue(c, []byte("woken"), store.EnqueueOpts{}) // the worker has drained the queue
+		require.NoError(t, err)
+		<-handled
+		stop()
+		require.NoError(t, <-werr)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+				for _, dp := range h.DataPoints {
+					counts[m.Name] += dp.Count
+				}
+			}
+		}
+		assert.EqualValues(t, 2, counts["alkstore.job.start_delay"])
+		assert.EqualValues(t, 1, counts["alkstore.job.wake_latency"], "the woken job only")
 	})
 }

@@ -72,4 +72,4 @@ WHERE stream = @stream AND grp = @grp AND part = @part
 SELECT id, key FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = @stream AND id > @after
 ORDER BY stream, id
-LIMIT @lim;
+LIMIT CAST(@lim AS INTEGER);

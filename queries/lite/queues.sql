@@ -157,16 +157,18 @@ SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
--- name: AckJobs :execrows
+-- name: AckJobs :many
 -- Per id: only rows still held by that id's claim. claims is a JSON array
--- of [id, claim_token] pairs.
+-- of [id, claim_token] pairs. Returns the ids it acked (the worker reports
+-- each job's outcome).
 DELETE FROM alk_jobs
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(@claims))
-  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id;
 
--- name: CompleteJobs :execrows
+-- name: CompleteJobs :many
 -- AckJobs for the jobs of queues that keep completed jobs: they end
 -- completed (run with AckJobs in one transaction, like CompleteJob).
 UPDATE alk_jobs
@@ -174,7 +176,8 @@ SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL
 WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                             FROM json_each(@claims))
-  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id;
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the

@@ -205,12 +205,13 @@ WITH deleted AS (
 )
 SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
--- name: AckJobs :execrows
+-- name: AckJobs :many
 -- Per id: only rows still held by that id's claim. The rows are locked in
 -- id order first, so batches that share jobs (or a transaction settling
 -- jobs one by one in id order) never deadlock, whatever their input order.
 -- Deletes the jobs of queues that keep no completed jobs; CompleteJobs acks
--- the rest.
+-- the rest. Returns the ids it acked (the worker reports each job's
+-- outcome).
 DELETE FROM alkstore.jobs j
 WHERE j.id IN (
     SELECT x.id FROM alkstore.jobs x
@@ -219,13 +220,14 @@ WHERE j.id IN (
     WHERE x.state = 'running' AND x.claim_expires_at > @now::timestamptz
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x);
+    FOR UPDATE OF x)
+RETURNING j.id;
 
--- name: CompleteJobs :one
+-- name: CompleteJobs :many
 -- CompleteJob for the jobs AckJobs did not delete, as one decision: the
 -- held rows are locked in id order (like AckJobs) and read with their
 -- queue's setting once; those of queues that keep completed jobs end
--- completed, the others are deleted. Returns how many were held.
+-- completed, the others are deleted. Returns the ids of those held.
 WITH held AS (
     SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
     FROM alkstore.jobs x
@@ -236,14 +238,14 @@ WITH held AS (
     FOR UPDATE OF x
 ), deleted AS (
     DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
-    RETURNING 1
+    RETURNING j.id
 ), completed AS (
     UPDATE alkstore.jobs j
     SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
     FROM held h WHERE j.id = h.id AND h.kept
-    RETURNING 1
+    RETURNING j.id
 )
-SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
+SELECT id FROM deleted UNION ALL SELECT id FROM completed;
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the

@@ -1,4 +1,4 @@
--- Consumer groups (issue 22): see schema/pg/00016_consumer_groups.sql and
+-- Consumer groups (issue 22): see schema/pg/00018_consumer_groups.sql and
 -- docs/design/consumer-groups.md. Times in microseconds since the epoch.
 
 -- +goose Up

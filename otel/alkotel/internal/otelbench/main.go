@@ -1,0 +1,287 @@
+// Command otelbench measures what alkotel costs a burn-down, in one run:
+// the same burn-down of jobs (enqueued untimed through the variant's insert
+// middleware, so they carry a traceparent when tracing is on) plain,
+// instrumented with telemetry off (OpenTelemetry's no-op providers), and
+// instrumented on the SDK with every span sampled and handed to a batcher
+// whose exporter drops it (metrics to a manual reader); and, to tell the
+// store's share from alkotel's, plain jobs that carry a traceparent header
+// as traced jobs do ("headers"). Rounds take turns
+// (plain, off, sdk, then off, sdk, plain, ...) so a shared machine's
+// drifting load falls on every variant alike. For each variant it prints
+// the median over the rounds of the throughput and of this process's CPU
+// per job (user + system, over the burn-down only), and their ratios to
+// plain's. `make bench` runs it after the core's bench.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/otel/alkotel"
+	"github.com/alkstore/alkstore/store"
+)
+
+var (
+	jobs     = flag.Int("jobs", 20000, "jobs per burn-down")
+	rounds   = flag.Int("rounds", 3, "burn-downs per variant (the median is reported)")
+	workers  = flag.Int("workers", 100, "Work concurrency")
+	engines  = flag.String("engines", "lite,pg", "engines to measure (pg starts a throwaway PostgreSQL)")
+	only     = flag.String("variant", "", "run this variant alone (plain, headers, otel-off, otel-sdk), e.g. to profile it")
+	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the burn-downs to this file")
+	memprof  = flag.String("memprofile", "", "write an allocation profile to this file at the end")
+	variants = []string{"plain", "headers", "otel-off", "otel-sdk"}
+)
+
+func main() {
+	flag.Parse()
+	if *only != "" {
+		variants = []string{*only}
+	}
+	ctx := context.Background()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
+	if *memprof != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*memprof)
+			check(err)
+			check(pprof.Lookup("allocs").WriteTo(f, 0))
+		}()
+	}
+	for _, engine := range strings.Split(*engines, ",") {
+		dsn := func() string { return "" }
+		switch engine {
+		case "lite":
+			dir, err := os.MkdirTemp("", "otelbench")
+			check(err)
+			defer os.RemoveAll(dir)
+			n := 0
+			dsn = func() string { n++; return filepath.Join(dir, fmt.Sprintf("b%d.db", n)) }
+		case "pg":
+			srv, err := pgtest.Start()
+			check(err)
+			defer srv.Stop()
+			dsn = func() string { d, err := srv.NewDatabase(ctx); check(err); return d }
+			serverPid = srv.Pid()
+		default:
+			check(fmt.Errorf("unknown engine %q", engine))
+		}
+		run(ctx, engine, dsn)
+	}
+}
+
+type result struct{ rate, cpu, server []float64 } // jobs/s, CPU µs per job: this process's, the server's
+
+// serverPid is the throwaway PostgreSQL's postmaster while pg runs.
+var serverPid int
+
+func run(ctx context.Context, engine string, dsn func() string) {
+	res := make([]result, len(variants))
+	for r := range *rounds {
+		for k := range variants {
+			vi := (r + k) % len(variants)
+			rate, cpu, server := burnDown(ctx, dsn(), variants[vi], instrumentation(variants[vi]))
+			res[vi].rate = append(res[vi].rate, rate)
+			res[vi].cpu = append(res[vi].cpu, cpu)
+			res[vi].server = append(res[vi].server, server)
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\n== alkotel: burn-down of %d jobs via Work, %s (median of %d rounds; load %s)\n",
+		*jobs, engine, *rounds, strings.Join(strings.Fields(string(load))[:3], " "))
+	if serverPid != 0 {
+		fmt.Println("CPU µs/job: this process's; +server adds the PostgreSQL cluster's (its postmaster and backends)")
+	}
+	fmt.Printf("%-10s %10s %11s %11s %10s %9s %11s   %s\n", "variant", "jobs/s", "CPU µs/job", "+server", "rate/plain", "CPU/plain", "+srv/plain", "rounds (jobs/s; CPU µs/job; +server)")
+	for vi, v := range variants {
+		rate, cpu, total := median(res[vi].rate), median(res[vi].cpu), median(sum(res[vi].cpu, res[vi].server))
+		rr, cr, tr := "", "", ""
+		if variants[0] == "plain" {
+			rr = fmt.Sprintf("%.3f", rate/median(res[0].rate))
+			cr = fmt.Sprintf("%.3f", cpu/median(res[0].cpu))
+			if serverPid != 0 {
+				tr = fmt.Sprintf("%.3f", total/median(sum(res[0].cpu, res[0].server)))
+			}
+		}
+		srv, srvRounds := "", ""
+		if serverPid != 0 {
+			srv, srvRounds = fmt.Sprintf("%.1f", total), "; "+join(sum(res[vi].cpu, res[vi].server), "%.1f")
+		}
+		fmt.Printf("%-10s %10.0f %11.1f %11s %10s %9s %11s   %s; %s%s\n", v, rate, cpu, srv, rr, cr, tr,
+			join(res[vi].rate, "%.0f"), join(res[vi].cpu, "%.1f"), srvRounds)
+	}
+	on, off := slices.Index(variants, "otel-sdk"), slices.Index(variants, "otel-off")
+	if on >= 0 && off >= 0 {
+		fmt.Printf("tracing on (SDK, no-op exporter) / off: CPU per job %.3f", median(res[on].cpu)/median(res[off].cpu))
+		if serverPid != 0 {
+			fmt.Printf(" (+server %.3f)", median(sum(res[on].cpu, res[on].server))/median(sum(res[off].cpu, res[off].server)))
+		}
+		fmt.Printf(", throughput %.3f\n", median(res[on].rate)/median(res[off].rate))
+	}
+}
+
+// instrumentation is a variant's alkotel, nil for plain.
+func instrumentation(variant string) *alkotel.Instrumentation {
+	switch variant {
+	case "plain", "headers":
+		return nil
+	case "otel-off":
+		return alkotel.New(alkotel.WithTracerProvider(tracenoop.NewTracerProvider()),
+			alkotel.WithMeterProvider(metricnoop.NewMeterProvider()))
+	case "otel-sdk":
+		return alkotel.New(
+			alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))),
+			alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	}
+	check(fmt.Errorf("unknown variant %q", variant))
+	return nil
+}
+
+// burnDown enqueues the jobs on a fresh database (untimed), then works
+// them off; it returns jobs/s and this process's CPU µs per job.
+func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrumentation) (rate, cpu, server float64) {
+	var opts []store.Option
+	if inst != nil {
+		opts = append(opts, store.WithInsertMiddleware(inst.InsertMiddleware()))
+	}
+	if variant == "headers" { // what the instrumentation's insert side stores: one traceparent per job
+		opts = append(opts, store.WithInsertMiddleware(func(next store.InsertFunc) store.InsertFunc {
+			return func(ctx context.Context, in *store.Insert) error {
+				for i := range in.Messages {
+					in.Messages[i].SetHeader("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+				}
+				return next(ctx, in)
+			}
+		}))
+	}
+	s, err := store.Open(ctx, dsn, opts...)
+	check(err)
+	defer s.Close()
+	q := s.Queue("burn")
+	batch := make([]store.NewJob, 1000)
+	for i := range batch {
+		batch[i].Payload = []byte(`{"to":"someone@example.com"}`)
+	}
+	for i := 0; i < *jobs; i += len(batch) {
+		_, err := q.EnqueueMany(ctx, batch[:min(len(batch), *jobs-i)])
+		check(err)
+	}
+	var handled atomic.Int64
+	h := store.Handler(func(context.Context, *store.Job) error { handled.Add(1); return nil })
+	if inst != nil {
+		h = inst.Handler(h)
+	}
+	runtime.GC()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	cpu0, srv0, start := cpuTime(), serverCPU(), time.Now()
+	go func() { done <- q.Work(wctx, store.WorkOpts{Concurrency: *workers}, h) }()
+	for {
+		if handled.Load() >= int64(*jobs) {
+			st, err := q.Stats(ctx)
+			check(err)
+			if st.Ready+st.Running == 0 { // every ack committed
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed, used, srv := time.Since(start), cpuTime()-cpu0, serverCPU()-srv0
+	cancel()
+	check(<-done)
+	n := float64(*jobs)
+	return n / elapsed.Seconds(), float64(used.Microseconds()) / n, float64(srv.Microseconds()) / n
+}
+
+// serverCPU is the CPU time of the PostgreSQL cluster: its postmaster's
+// own and its reaped children's, and its live children's (backends that
+// ended inside the window count once the postmaster reaped them).
+func serverCPU() time.Duration {
+	if serverPid == 0 {
+		return 0
+	}
+	tick := 100 * time.Microsecond * 100 // CLK_TCK is 100 on Linux: 10 ms a tick
+	var ticks int64
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command, which is in parentheses: state ppid ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		at := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+		switch {
+		case pid == serverPid: // utime stime cutime cstime are fields 14-17 (11-14 here)
+			ticks += at(11) + at(12) + at(13) + at(14)
+		case ppid == serverPid:
+			ticks += at(11) + at(12)
+		}
+	}
+	return time.Duration(ticks) * tick
+}
+
+func sum(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func join(xs []float64, format string) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(parts, " ")
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "otelbench:", err)
+		os.Exit(1)
+	}
+}

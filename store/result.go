@@ -1,0 +1,78 @@
+package store
+
+import "fmt"
+
+// OnResult registers fn to be called once with what the handler lifecycle
+// (Work, WorkTx, Outbox.Run, RunJob and their typed and client forms) did
+// with the run of job that is in progress: the exact outcome, after the
+// settle, rather than what the handler's error predicts (HandlerOutcome).
+// It is for middleware and observers (the client's job events, alkotel's
+// spans and metrics): a settle that failed after the handler returned (the
+// claim was lost, or a database error) is reported as it happened, and an
+// outbox deliverer's last attempt as OutcomeFailed.
+//
+// fn runs on the worker's goroutines after the settle: for a job that
+// Work completed, once its batched ack committed. It must be quick and
+// must not block (it holds up the worker's acks); a panic in it is
+// recovered and logged. A run whose handler never returns (it ignored a
+// hard stop) reports nothing.
+//
+// OnResult returns false, and never calls fn, when job is not being run
+// by the lifecycle: a job from Claim handled by hand, or a run whose
+// result was already reported.
+func (j *Job) OnResult(fn func(JobResult)) bool {
+	if j == nil || j.mu == nil || fn == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.inRun {
+		return false
+	}
+	j.results = append(j.results, fn)
+	return true
+}
+
+// beginRun marks j as run by the lifecycle: OnResult may register.
+func (j *Job) beginRun() {
+	if j.mu == nil {
+		return
+	}
+	j.mu.Lock()
+	j.inRun, j.results = true, nil
+	j.mu.Unlock()
+}
+
+// endRun reports res to the functions OnResult registered, once.
+func (j *Job) endRun(res JobResult) {
+	if j.mu == nil {
+		return
+	}
+	j.mu.Lock()
+	fns := j.results
+	j.inRun, j.results = false, nil
+	j.mu.Unlock()
+	for _, fn := range fns {
+		j.callResult(fn, res)
+	}
+}
+
+func (j *Job) callResult(fn func(JobResult), res JobResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			j.q.s.log.Error("alkstore: a job result function panicked", "queue", j.q.name, "job", j.ID, "panic", fmt.Sprint(p))
+		}
+	}()
+	fn(res)
+}
+
+// hasResultFuncs reports whether OnResult registered functions for j's
+// run: only then does a lost ack need a read to say what became of it.
+func (j *Job) hasResultFuncs() bool {
+	if j.mu == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.results) > 0
+}
