@@ -156,7 +156,7 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 
 // ackMany is ack for a batch: the jobs the first statement did not delete
 // are acked in one transaction.
-func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
+func (o liteOps) ackMany(ctx context.Context, _ string, claims []claimRef, now time.Time) ([]int64, error) {
 	js, err := claimPairs(claims)
 	if err != nil {
 		return nil, err
