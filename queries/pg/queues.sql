@@ -110,6 +110,12 @@ WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || s
 -- not past expires_at), so the two updates touch different rows; one
 -- statement saves the claim a round trip (it was BuryExhaustedClaims, sent
 -- before every claim; issue 18).
+-- The update reaches the rows picked by the ctid their lock returned, not
+-- by a second descent of jobs_pkey (issue 18: 471 buffers for 50 jobs,
+-- 676 before). A row updated by another transaction between this
+-- statement's snapshot and its lock is locked in a version the snapshot
+-- does not see: the update leaves it, and the claim returns fewer jobs (it
+-- stays claimable). (ctid::tid: sqlc does not know system columns.)
 WITH RECURSIVE buried AS (
     UPDATE alkstore.jobs b
     SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
@@ -143,9 +149,9 @@ prios AS (
     ) AS h
 ),
 ready AS (
-    SELECT r.id, r.priority, r.run_at
+    SELECT r.id, r.priority, r.run_at, r.tid
     FROM prios p CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+        SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
         WHERE j.queue = @queue::text AND j.state = 'pending' AND j.priority = p.priority
           AND (j.run_at, j.id) >= (p.run_at, p.id) AND j.run_at <= @now::timestamptz
           AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
@@ -156,7 +162,7 @@ ready AS (
     LIMIT @max_jobs::integer
 ),
 expired AS (
-    SELECT j.id, j.priority, j.run_at FROM alkstore.jobs j
+    SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
     WHERE j.queue = @queue::text AND j.state = 'running'
       AND j.claim_expires_at <= @now::timestamptz AND j.attempts < j.max_attempts
       AND (j.expires_at IS NULL OR j.expires_at > @now::timestamptz)
@@ -166,7 +172,7 @@ expired AS (
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT c.id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
+    SELECT c.tid FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT @max_jobs::integer
 )
@@ -174,7 +180,7 @@ UPDATE alkstore.jobs j
 SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
     claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
 FROM picked
-WHERE j.id = picked.id
+WHERE j.ctid = picked.tid
 RETURNING j.*;
 
 -- name: AckJob :execrows
