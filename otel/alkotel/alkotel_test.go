@@ -613,6 +613,86 @@ func TestOutcomesAfterSettle(t *testing.T) {
 	})
 }
 
+// A job its handler settled itself has the outcome of that settle, as the
+// client's job events name it: a Retry is "retried", a Snooze "snoozed", a
+// Release "released" (not "settled_by_handler" for all three); a job
+// deleted under its handler is "lost", as the client says.
+func TestOutcomesOfHandlerSettles(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q := s.Queue("jobs")
+		ids := map[int64]string{}
+		for _, k := range []string{"retry", "snooze", "release", "delete"} {
+			id, err := q.Enqueue(c, []byte(k), store.EnqueueOpts{})
+			require.NoError(t, err)
+			ids[id] = k
+		}
+		handled := make(chan struct{}, 5)
+		released := false // the released job's second run completes it
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{Concurrency: 1}, tel.inst.Handler(func(ctx context.Context, j *store.Job) error {
+				defer func() { handled <- struct{}{} }()
+				var err error
+				switch string(j.Payload) {
+				case "retry":
+					_, err = j.Retry(ctx, time.Hour, "again")
+				case "snooze":
+					err = j.Snooze(ctx, time.Hour)
+				case "release":
+					if !released {
+						released = true
+						err = j.Release(ctx)
+					}
+				case "delete":
+					ctx = context.WithoutCancel(ctx) // the cancel ends the handler's context
+					if err = q.Cancel(ctx, j.ID); err == nil {
+						err = q.Delete(ctx, j.ID)
+					}
+				}
+				if err != nil {
+					return store.Permanent(err)
+				}
+				return nil
+			}))
+		}()
+		for range 5 {
+			<-handled
+		}
+		stop() // Work settles (and reports) what it ran before it returns
+		require.NoError(t, <-werr)
+
+		outcomes := map[string][]string{}
+		for _, sp := range tel.spans.Ended() {
+			if sp.SpanKind() != trace.SpanKindConsumer {
+				continue
+			}
+			a := attrs(sp)
+			var id int64
+			_, _ = fmt.Sscan(a[alkotel.KeyMessageID].AsString(), &id)
+			outcomes[ids[id]] = append(outcomes[ids[id]], a[alkotel.KeyOutcome].AsString())
+		}
+		assert.Equal(t, map[string][]string{"retry": {"retried"}, "snooze": {"snoozed"},
+			"release": {"released", "completed"}, "delete": {"lost"}}, outcomes)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if m.Name == "messaging.process.duration" {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					v, _ := dp.Attributes.Value(alkotel.KeyOutcome)
+					counts[v.AsString()] += dp.Count
+				}
+			}
+		}
+		assert.Equal(t, map[string]uint64{"retried": 1, "snoozed": 1, "released": 1, "completed": 1, "lost": 1}, counts)
+	})
+}
+
 // alkstore.job.wake_latency records the jobs that found their worker idle
 // (store.Job.WakeLatency), not a backlog.
 func TestWakeLatencyMetric(t *testing.T) {
