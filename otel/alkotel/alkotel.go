@@ -471,8 +471,9 @@ func ResultName(res store.JobResult) string {
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:
 // completed, retried, dead, snoozed, cancelled (the claim was lost: the
-// job was cancelled or taken by another worker), released (a stop gave it
-// back) or settled_by_handler.
+// job was cancelled or taken by another worker; and OutcomeCancelled, a
+// handler's own Cancel), released (a stop gave it back) or
+// settled_by_handler.
 func OutcomeName(o store.Outcome) string {
 	switch o {
 	case store.OutcomeAcked:
