@@ -14,21 +14,21 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// failFirstAck makes the database refuse the ack of job id on its first
-// attempt: a real fault in the settle's own statement, not a mock. A
-// worker's ack deletes the job (the queue keeps no completed jobs), so a
-// trigger raises on that DELETE; the job's next attempt is acked.
-// Test-only SQL: the library's own SQL lives in queries/.
-func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, id int64) {
+// failFirstAck makes the database refuse the ack of the jobs whose ids are
+// from lo to hi on their first attempt: a real fault in the settle's own
+// statement, not a mock. A worker's ack deletes the job (the queue keeps
+// no completed jobs), so a trigger raises on that DELETE; the jobs' next
+// attempt is acked. Test-only SQL: the library's own SQL lives in queries/.
+func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, lo, hi int64) {
 	t.Helper()
 	c := ctx(t)
 	stmts := []string{fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alk_jobs
-		WHEN OLD.id = %d AND OLD.attempts = 1 BEGIN SELECT RAISE(ABORT, 'injected ack fault'); END`, id)}
+		WHEN OLD.id BETWEEN %d AND %d AND OLD.attempts = 1 BEGIN SELECT RAISE(ABORT, 'injected ack fault'); END`, lo, hi)}
 	if e.name == "pg" {
 		stmts = []string{`CREATE FUNCTION public.test_fail_ack() RETURNS trigger LANGUAGE plpgsql
 			AS $$ BEGIN RAISE EXCEPTION 'injected ack fault'; END $$`,
 			fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alkstore.jobs FOR EACH ROW
-			WHEN (OLD.id = %d AND OLD.attempts = 1) EXECUTE FUNCTION public.test_fail_ack()`, id)}
+			WHEN (OLD.id BETWEEN %d AND %d AND OLD.attempts = 1) EXECUTE FUNCTION public.test_fail_ack()`, lo, hi)}
 	}
 	tx, err := s.Begin(c)
 	require.NoError(t, err)
@@ -50,128 +50,154 @@ func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, id int64) {
 // claimed a follower into each slot they freed (so each had handed its job
 // to the ack loop) before it is let go.
 func TestClientJobEventsWhenTheAckFails(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		c := ctx(t)
-		var ahead atomic.Int64 // moves the store's clock past the claims' lapse
-		s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
-		q := s.Queue("jobs")
-		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
-		all := cl.Subscribe(0)
-		defer all.Close()
+	eachEngine(t, func(t *testing.T, e *engineEnv) { ackFaultEvents(t, e, false) })
+}
 
-		const mates = 3
-		const slots = mates + 2 // the lead, the faulty job and its mates
-		ids := map[int64]string{}
-		enqueue := func(k string) int64 {
-			id, err := q.Enqueue(c, []byte(k), store.EnqueueOpts{})
-			require.NoError(t, err)
-			ids[id] = k
-			return id
-		}
-		enqueue("lead")
-		faulty := enqueue("faulty")
-		for i := range mates {
-			enqueue(fmt.Sprint("mate", i))
-		}
-		failFirstAck(t, e, s, faulty)
+// When the database refuses the ack of every job of a batch (as when it
+// is down), every one of them gets exactly one JobUnsettled, none is
+// reported completed, and each runs again once its claim lapses.
+func TestClientJobEventsWhenEveryAckOfABatchFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) { ackFaultEvents(t, e, true) })
+}
 
-		started := make(chan string, 4*slots)
-		leadGo, restGo, followersGo := make(chan struct{}), make(chan struct{}), make(chan struct{})
-		leadHeld, leadLet := make(chan struct{}), make(chan struct{})
-		defer func() { // on a failure, let every handler return so Close does not wait
-			for _, ch := range []chan struct{}{leadGo, restGo, followersGo, leadLet} {
-				select {
-				case <-ch:
-				default:
-					close(ch)
-				}
-			}
-		}()
-		opts := store.WorkOpts{Concurrency: slots, Visibility: time.Hour, PollInterval: 20 * time.Millisecond}
-		require.NoError(t, cl.Handle(q, opts, func(ctx context.Context, j *store.Job) error {
-			k := string(j.Payload)
-			if j.Attempts > 1 {
-				started <- k + " again"
-				return nil
-			}
-			started <- k
-			switch {
-			case k == "lead":
-				// Runs on the ack loop, after the lead's ack: holds it.
-				j.OnResult(func(store.JobResult) { close(leadHeld); <-leadLet })
-				<-leadGo
-			case k == "follower":
-				<-followersGo
-			default:
-				<-restGo
-			}
-			return nil
-		}))
-		require.NoError(t, cl.Start(c))
-		for range slots {
-			<-started
-		}
-		for range slots { // claimed only as slots free up
-			enqueue("follower")
-		}
-		close(leadGo)
-		<-leadHeld // the ack loop holds on the lead's result
-		close(restGo)
-		for range slots { // every slot was freed: each job was handed to the ack loop
-			require.Equal(t, "follower", <-started)
-		}
-		close(leadLet) // the next batch: the faulty job and its mates
+// ackFaultEvents forces a batch of Work's acks holding a job whose ack the
+// database refuses and its mates, whose acks it refuses too when allFail,
+// and checks each job's events.
+func ackFaultEvents(t *testing.T, e *engineEnv, allFail bool) {
+	c := ctx(t)
+	var ahead atomic.Int64 // moves the store's clock past the claims' lapse
+	s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
+	q := s.Queue("jobs")
+	cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+	all := cl.Subscribe(0)
+	defer all.Close()
 
-		got := map[string][]client.JobEvent{}
-		next := func() client.JobEvent {
+	const mates = 3
+	const slots = mates + 2 // the lead, the faulty job and its mates
+	ids := map[int64]string{}
+	enqueue := func(k string) int64 {
+		id, err := q.Enqueue(c, []byte(k), store.EnqueueOpts{})
+		require.NoError(t, err)
+		ids[id] = k
+		return id
+	}
+	enqueue("lead")
+	faulty := enqueue("faulty")
+	last := faulty
+	for i := range mates {
+		id := enqueue(fmt.Sprint("mate", i))
+		if allFail {
+			last = id // ids grow: the lead's is below, the followers' above
+		}
+	}
+	failFirstAck(t, e, s, faulty, last)
+	refused := map[string]bool{"faulty": true}
+	for i := range mates {
+		refused[fmt.Sprint("mate", i)] = allFail
+	}
+
+	started := make(chan string, 4*slots)
+	leadGo, restGo, followersGo := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	leadHeld, leadLet := make(chan struct{}), make(chan struct{})
+	defer func() { // on a failure, let every handler return so Close does not wait
+		for _, ch := range []chan struct{}{leadGo, restGo, followersGo, leadLet} {
 			select {
-			case ev := <-all.C():
-				got[ids[ev.Job.ID]] = append(got[ids[ev.Job.ID]], ev)
-				return ev
-			case <-c.Done():
-				t.Fatal("events missing", got)
+			case <-ch:
+			default:
+				close(ch)
 			}
-			return client.JobEvent{}
 		}
-		for range 2 + mates {
-			next()
+	}()
+	opts := store.WorkOpts{Concurrency: slots, Visibility: time.Hour, PollInterval: 20 * time.Millisecond}
+	require.NoError(t, cl.Handle(q, opts, func(ctx context.Context, j *store.Job) error {
+		k := string(j.Payload)
+		if j.Attempts > 1 {
+			started <- k + " again"
+			return nil
 		}
-		require.Len(t, got["lead"], 1)
-		require.Len(t, got["faulty"], 1, "%+v", got)
-		ev := got["faulty"][0]
-		assert.Equal(t, client.JobUnsettled, ev.Kind)
-		require.Error(t, ev.Result.SettleErr)
+		started <- k
+		switch {
+		case k == "lead":
+			// Runs on the ack loop, after the lead's ack: holds it.
+			j.OnResult(func(store.JobResult) { close(leadHeld); <-leadLet })
+			<-leadGo
+		case k == "follower":
+			<-followersGo
+		default:
+			<-restGo
+		}
+		return nil
+	}))
+	require.NoError(t, cl.Start(c))
+	for range slots {
+		<-started
+	}
+	for range slots { // claimed only as slots free up
+		enqueue("follower")
+	}
+	close(leadGo)
+	<-leadHeld // the ack loop holds on the lead's result
+	close(restGo)
+	for range slots { // every slot was freed: each job was handed to the ack loop
+		require.Equal(t, "follower", <-started)
+	}
+	close(leadLet) // the next batch: the faulty job and its mates
+
+	got := map[string][]client.JobEvent{}
+	next := func() client.JobEvent {
+		select {
+		case ev := <-all.C():
+			got[ids[ev.Job.ID]] = append(got[ids[ev.Job.ID]], ev)
+			return ev
+		case <-c.Done():
+			t.Fatal("events missing", got)
+		}
+		return client.JobEvent{}
+	}
+	for range 2 + mates {
+		next()
+	}
+	require.Len(t, got["lead"], 1)
+	assert.Equal(t, client.JobCompleted, got["lead"][0].Kind)
+	again := 0
+	for k, refused := range refused {
+		require.Len(t, got[k], 1, "%s: %+v", k, got[k])
+		ev := got[k][0]
+		if !refused {
+			require.Equal(t, client.JobCompleted, ev.Kind, "%s: %+v", k, ev.Result)
+			assert.NoError(t, ev.Result.SettleErr)
+			continue
+		}
+		again++
+		require.Equal(t, client.JobUnsettled, ev.Kind, "%s: %+v", k, ev.Result)
 		assert.ErrorContains(t, ev.Result.SettleErr, "injected ack fault")
 		assert.Equal(t, store.OutcomeAcked, ev.Result.Outcome)
-		for i := range mates {
-			evs := got[fmt.Sprint("mate", i)]
-			require.Len(t, evs, 1, "mate%d: %+v", i, evs)
-			require.Equal(t, client.JobCompleted, evs[0].Kind, "mate%d: %+v", i, evs[0].Result)
-			assert.NoError(t, evs[0].Result.SettleErr)
-		}
-		j, err := q.Job(c, faulty)
+		j, err := q.Job(c, ev.Job.ID)
 		require.NoError(t, err)
-		assert.Equal(t, store.JobRunning, j.State, "not lost: held by its claim until it lapses")
+		assert.Equal(t, store.JobRunning, j.State, "%s: not lost: held by its claim until it lapses", k)
+	}
 
-		close(followersGo)
-		for range slots {
-			assert.Equal(t, client.JobCompleted, next().Kind)
-		}
-		ahead.Store(int64(2 * time.Hour)) // the faulty job's claim has lapsed
-		assert.Equal(t, "faulty again", <-started)
-		ev = next()
-		assert.Equal(t, faulty, ev.Job.ID)
-		assert.Equal(t, client.JobCompleted, ev.Kind)
-		assert.Equal(t, 2, ev.Job.Attempts)
+	close(followersGo)
+	for range slots {
+		assert.Equal(t, client.JobCompleted, next().Kind)
+	}
+	ahead.Store(int64(2 * time.Hour)) // the refused jobs' claims have lapsed
+	for range again {
+		ev := next()
+		k := ids[ev.Job.ID]
+		assert.True(t, refused[k], "%s ran again", k)
+		assert.Equal(t, client.JobCompleted, ev.Kind, k)
+		assert.Equal(t, 2, ev.Job.Attempts, k)
+		assert.Len(t, got[k], 2, k)
+		_, err := q.Job(c, ev.Job.ID)
+		assert.ErrorIs(t, err, store.ErrNotFound, "%s: acked on its second run", k)
+	}
 
-		require.NoError(t, cl.Stop(c))
-		select {
-		case ev, ok := <-all.C():
-			require.False(t, ok, "an extra event: %+v", ev)
-		default:
-		}
-		assert.Zero(t, all.Dropped())
-		_, err = q.Job(c, faulty)
-		assert.ErrorIs(t, err, store.ErrNotFound, "acked on its second run")
-	})
+	require.NoError(t, cl.Stop(c))
+	select {
+	case ev, ok := <-all.C():
+		require.False(t, ok, "an extra event: %+v", ev)
+	default:
+	}
+	assert.Zero(t, all.Dropped())
 }
