@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -21,14 +22,21 @@ import (
 // attempt is acked. Test-only SQL: the library's own SQL lives in queries/.
 func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, lo, hi int64) {
 	t.Helper()
+	refuse(t, e, s, "DELETE", fmt.Sprintf("OLD.id BETWEEN %d AND %d AND OLD.attempts = 1", lo, hi))
+}
+
+// refuse creates a trigger that raises "injected fault" on the jobs
+// table's op (DELETE or UPDATE) for the rows that match when.
+func refuse(t *testing.T, e *engineEnv, s *store.Store, op, when string) {
+	t.Helper()
 	c := ctx(t)
-	stmts := []string{fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alk_jobs
-		WHEN OLD.id BETWEEN %d AND %d AND OLD.attempts = 1 BEGIN SELECT RAISE(ABORT, 'injected ack fault'); END`, lo, hi)}
+	stmts := []string{fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE %s ON alk_jobs
+		WHEN %s BEGIN SELECT RAISE(ABORT, 'injected fault'); END`, op, when)}
 	if e.name == "pg" {
-		stmts = []string{`CREATE FUNCTION public.test_fail_ack() RETURNS trigger LANGUAGE plpgsql
-			AS $$ BEGIN RAISE EXCEPTION 'injected ack fault'; END $$`,
-			fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alkstore.jobs FOR EACH ROW
-			WHEN (OLD.id BETWEEN %d AND %d AND OLD.attempts = 1) EXECUTE FUNCTION public.test_fail_ack()`, lo, hi)}
+		stmts = []string{`CREATE FUNCTION public.test_refuse() RETURNS trigger LANGUAGE plpgsql
+			AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$`,
+			fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE %s ON alkstore.jobs FOR EACH ROW
+			WHEN (%s) EXECUTE FUNCTION public.test_refuse()`, op, when)}
 	}
 	tx, err := s.Begin(c)
 	require.NoError(t, err)
@@ -37,6 +45,62 @@ func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, lo, hi int64) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, tx.Commit(c))
+}
+
+// A retry the database refuses (the lifecycle's own settle of a failed
+// run, one UPDATE, not Work's batched ack) gives exactly one JobUnsettled
+// with the database's error and the outcome it tried; the job, still
+// running under its claim, runs again once the claim lapses.
+func TestClientJobEventsWhenTheRetryFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		var ahead atomic.Int64 // moves the store's clock past the claim's lapse
+		s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
+		q := s.Queue("jobs")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		// The retry sets the job pending; a claim or a heartbeat keeps it running.
+		refuse(t, e, s, "UPDATE", fmt.Sprintf("OLD.id = %d AND OLD.attempts = 1 AND NEW.state = 'pending'", id))
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		all := cl.Subscribe(0)
+		defer all.Close()
+		require.NoError(t, cl.Handle(q, store.WorkOpts{Visibility: time.Hour, PollInterval: 20 * time.Millisecond},
+			func(ctx context.Context, j *store.Job) error {
+				if j.Attempts == 1 {
+					return errors.New("boom")
+				}
+				return nil
+			}))
+		require.NoError(t, cl.Start(c))
+		next := func() client.JobEvent {
+			select {
+			case ev := <-all.C():
+				return ev
+			case <-c.Done():
+				t.Fatal("an event is missing")
+			}
+			return client.JobEvent{}
+		}
+		ev := next()
+		assert.Equal(t, client.JobUnsettled, ev.Kind)
+		assert.Equal(t, store.OutcomeRetried, ev.Result.Outcome)
+		assert.ErrorContains(t, ev.Result.SettleErr, "injected fault")
+		assert.EqualError(t, ev.Err, "boom")
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobRunning, j.State, "not lost: held by its claim until it lapses")
+
+		ahead.Store(int64(2 * time.Hour)) // the claim has lapsed
+		ev = next()
+		assert.Equal(t, client.JobCompleted, ev.Kind)
+		assert.Equal(t, 2, ev.Job.Attempts)
+		require.NoError(t, cl.Stop(c))
+		select {
+		case ev, ok := <-all.C():
+			require.False(t, ok, "an extra event: %+v", ev)
+		default:
+		}
+	})
 }
 
 // A settle the database refuses gives exactly one JobUnsettled event, with
@@ -170,7 +234,7 @@ func ackFaultEvents(t *testing.T, e *engineEnv, allFail bool) {
 		}
 		again++
 		require.Equal(t, client.JobUnsettled, ev.Kind, "%s: %+v", k, ev.Result)
-		assert.ErrorContains(t, ev.Result.SettleErr, "injected ack fault")
+		assert.ErrorContains(t, ev.Result.SettleErr, "injected fault")
 		assert.Equal(t, store.OutcomeAcked, ev.Result.Outcome)
 		j, err := q.Job(c, ev.Job.ID)
 		require.NoError(t, err)
