@@ -650,6 +650,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 		if !stopping {
 			stop = ctx.Done()
 		}
+		// A freed slot matters only when a claim could then go out: read
+		// otherwise, each handler's end would wake this loop for nothing.
+		var freed <-chan struct{}
+		if !stopping && !idle && inFlight < most {
+			freed = w.freed
+		}
 		select {
 		case r := <-done:
 			inFlight--
@@ -657,7 +663,7 @@ func (w *worker) claimLoop(ctx context.Context) {
 			if r.err == nil && len(r.jobs) == r.reserved {
 				idle = false // a full claim: more may wait
 			}
-		case <-w.freed:
+		case <-freed:
 		case <-alarm:
 			idle = false
 		case <-wake:
