@@ -115,8 +115,10 @@ type Job struct {
 	next  time.Time
 	as    Outcome
 	// The lifecycle's run of the job (under mu): inRun while it runs and
-	// is not yet settled; results are OnResult's functions.
+	// is not yet settled; result and then results are OnResult's
+	// functions (the first in a field of its own: most runs have one).
 	inRun   bool
+	result  func(JobResult)
 	results []func(JobResult)
 	// wakeLatency: see WakeLatency; 0 when the claim was not a wake's.
 	wakeLatency time.Duration
