@@ -71,6 +71,9 @@ func main() {
 		log.Fatal(err)
 	}
 	defer srv.Stop()
+	if *serverPid == 0 {
+		*serverPid = srv.Pid()
+	}
 	pgDSN, err := srv.NewDatabase(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -73,13 +73,19 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 			}
 		}
 		fill()
+		m := startCPU("burn-down via Work", true)
 		lib := burnDown(ctx, burn, *burnN, false)
+		m.stop(engine, *burnN)
+		m = startCPU("raw delete", false)
 		one := rawBurnDown(ctx, *burnN, r.takeJobs)
+		m.stop(engine, *burnN)
 		fill()
 		var token atomic.Int64
+		m = startCPU("raw claim + settle", false)
 		two := rawBurnDown(ctx, *burnN, func(ctx context.Context, n int) (int, error) {
 			return r.claimSettle(ctx, n, token.Add(1))
 		})
+		m.stop(engine, *burnN)
 		row(engine, what, lib, one)
 		row(engine, fmt.Sprintf("burn-down of %d, beside claim + settle", *burnN), lib, two)
 	}
@@ -93,7 +99,10 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		for i := 0; i < *burnN; i += len(jobs) {
 			must(burnTx.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
 		}
-		row(engine, what, burnDown(ctx, burnTx, *burnN, true), 0)
+		m := startCPU("burn-down via WorkTx", false)
+		rate := burnDown(ctx, burnTx, *burnN, true)
+		m.stop(engine, *burnN)
+		row(engine, what, rate, 0)
 	}
 }
 

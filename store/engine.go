@@ -87,7 +87,7 @@ type queueOps interface {
 	// decision each: a held job is deleted, or ends completed when its queue
 	// keeps completed jobs, whatever Configure commits meanwhile.
 	ack(ctx context.Context, id, token int64, now time.Time) (bool, error)
-	ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) // the ids acked
+	ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) // the ids acked; every claim of queue
 	retry(ctx context.Context, r retryReq) (bool, error)
 	bury(ctx context.Context, r buryReq) (bool, error)
 	heartbeat(ctx context.Context, r heartbeatReq) (bool, error)

@@ -216,12 +216,12 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 
 // ackMany is ack for a batch: the jobs the first statement did not delete
 // are acked in one transaction.
-func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
+func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
 	js, err := claimPairs(claims)
 	if err != nil {
 		return nil, err
 	}
-	p := litedb.AckJobsParams{Now: now.UnixMicro(), Claims: js}
+	p := litedb.AckJobsParams{Now: now.UnixMicro(), Queue: queue, Claims: js}
 	ids, err := o.q.AckJobs(ctx, p)
 	if err != nil || len(ids) == len(claims) {
 		return ids, err
@@ -231,7 +231,7 @@ func (o liteOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) 
 		if err != nil {
 			return err
 		}
-		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams(p))
+		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: p.Now, Claims: p.Claims})
 		ids = append(append(ids, deleted...), completed...)
 		return err
 	})

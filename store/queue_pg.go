@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"math"
+	"strconv"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -86,17 +87,31 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 }
 
 // ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
-func (o pgOps) ackMany(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
-	p := pgdb.AckJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
+	p := pgdb.AckJobsParams{Queue: queue, Now: now, Ids: make([]int64, len(claims))}
+	js := make([]byte, 0, 16+len(claims)*32)
+	js = append(js, '{')
 	for i, c := range claims {
-		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
+		p.Ids[i] = c.id
+		if i > 0 {
+			js = append(js, ',')
+		}
+		js = append(js, '"')
+		js = strconv.AppendInt(js, c.id, 10)
+		js = append(js, '"', ':')
+		js = strconv.AppendInt(js, c.token, 10)
 	}
+	p.Claims = append(js, '}')
 	ids, err := o.q.AckJobs(ctx, p)
 	if err != nil || len(ids) == len(claims) {
 		return ids, err
 	}
-	rest, err := o.q.CompleteJobs(ctx, pgdb.CompleteJobsParams(p))
-	return append(ids, rest...), err
+	rest := pgdb.CompleteJobsParams{Now: now, Ids: p.Ids, ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		rest.ClaimTokens[i] = c.token
+	}
+	more, err := o.q.CompleteJobs(ctx, rest)
+	return append(ids, more...), err
 }
 
 func (o pgOps) retry(ctx context.Context, r retryReq) (bool, error) {

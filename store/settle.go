@@ -308,7 +308,7 @@ func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
 		if len(refs) == 0 {
 			return nil, nil
 		}
-		return o.ackMany(ctx, refs, q.s.now())
+		return o.ackMany(ctx, q.name, refs, q.s.now())
 	})
 }
 

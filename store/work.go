@@ -86,7 +86,9 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 }
 
 // Work runs handler on the queue's jobs until ctx is cancelled or the store
-// shuts down. It claims in batches while it has free slots, and otherwise
+// shuts down. It claims in batches while it has free slots (a claim holds
+// the slots it may fill from before it is sent, and on PostgreSQL a second
+// claim may be in flight beside it), and otherwise
 // sleeps until a job is enqueued (a wake), the next delayed job or claim
 // deadline comes due, or the safety poll fires; it never busy-polls.
 //
@@ -349,47 +351,7 @@ func (w *worker) run(ctx context.Context) {
 		stopped: w.stopped.Load, track: w.track,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
-	// drainedSince: when the first of the claims that have all returned
-	// fewer jobs than the worker had free slots for (the queue drained)
-	// began; zero while jobs wait (a full claim, no free slot). woke: a
-	// wake, not a timer, ended the sleep before the next claim (see
-	// Job.WakeLatency).
-	var drainedSince time.Time
-	woke := false
-	for ctx.Err() == nil {
-		free := cap(w.slots) - len(w.slots)
-		if free == 0 {
-			w.waitForSlot(ctx)
-			drainedSince, woke = time.Time{}, false
-			continue
-		}
-		// A claim that committed returns its jobs even when ctx was cancelled
-		// meanwhile; they run like any other (see Queue.Claim).
-		began := w.q.s.now()
-		jobs, err := w.q.Claim(ctx, w.opts.Worker, min(free, w.opts.Batch), w.opts.Visibility)
-		if woke && len(jobs) > 0 && !drainedSince.IsZero() {
-			w.wakeLatencies(jobs, drainedSince)
-		}
-		woke = false
-		for _, j := range jobs {
-			w.slots <- struct{}{}
-			w.wg.Add(1)
-			w.start(j)
-		}
-		switch {
-		case err != nil && ctx.Err() == nil:
-			w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", err)
-			drainedSince = time.Time{}
-			w.sleep(ctx, time.Second)
-		case err == nil && len(jobs) < min(free, w.opts.Batch):
-			if drainedSince.IsZero() {
-				drainedSince = began
-			}
-			woke = w.sleep(ctx, w.untilNextDue(ctx))
-		default:
-			drainedSince = time.Time{}
-		}
-	}
+	w.claimLoop(ctx)
 
 	// Stop claiming; let in-flight handlers finish within the grace period,
 	// or until a hard stop of the store.
@@ -594,18 +556,152 @@ func (w *worker) untilNextDue(ctx context.Context) time.Duration {
 	return min(max(due.Sub(w.q.s.now()), time.Millisecond), w.opts.PollInterval)
 }
 
-// sleep waits d, until a wake or until ctx ends; it reports whether a
-// wake ended it.
-func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-w.wake:
-		return true
-	case <-t.C:
+// claimsInFlight is how many claims a worker has in flight at once where
+// claims run side by side (PostgreSQL): while one claim is at the server,
+// the jobs of the other run, so handlers are not left idle for a claim's
+// round trip (one claim at a time left a burn-down of no-op handlers at a
+// quarter of what the server could claim and settle; issue 18). SQLite
+// runs one write at a time, so a worker there has one claim in flight.
+const claimsInFlight = 2
+
+// claimDone is a claim's outcome, back in the claim loop.
+type claimDone struct {
+	jobs     []*Job
+	err      error
+	reserved int       // handler slots the claim held for its jobs
+	began    time.Time // when it was sent
+	woke     bool      // a wake, not a timer, started it
+}
+
+// claimLoop claims jobs and hands them to handlers until ctx ends and no
+// claim is in flight. A claim reserves its handler slots before it is
+// sent, so it never takes more jobs than there are free slots, however
+// many claims are in flight, and gives back the slots its jobs did not
+// fill. A claim in flight when ctx ends hands its jobs out (a claim that
+// committed returns its jobs even when ctx was cancelled meanwhile; see
+// Queue.Claim) before the loop returns. A second claim goes out while
+// one is in flight only with half a batch of free slots, so that slots
+// freed one by one do not each cost a claim.
+func (w *worker) claimLoop(ctx context.Context) {
+	most := claimsInFlight
+	if w.q.s.singleWriter() {
+		most = 1
 	}
-	return false
+	done := make(chan claimDone, most)
+	inFlight := 0
+	// drainedSince: when the first of the claims that have all returned
+	// fewer jobs than they had slots for (the queue drained) began; zero
+	// while jobs wait (a full claim, no free slot). woke: a wake, not a
+	// timer, ended the wait before the next claim (see Job.WakeLatency).
+	// idle: the last claim came back short (or failed): no claim goes out
+	// until a wake or the timer (the next due job, the safety poll, or a
+	// second after a failure).
+	var drainedSince time.Time
+	woke, idle := false, false
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	rest := func(d time.Duration) {
+		idle = true
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+	}
+	for {
+		stopping := ctx.Err() != nil
+		if stopping && inFlight == 0 {
+			return
+		}
+		if !stopping && !idle && inFlight < most {
+			free := cap(w.slots) - len(w.slots)
+			need := 1
+			if inFlight > 0 {
+				need = max(1, w.opts.Batch/2)
+			}
+			if free >= need {
+				n := min(free, w.opts.Batch)
+				for range n {
+					w.slots <- struct{}{} // reserved: only this loop takes slots
+				}
+				inFlight++
+				go func(woke bool) {
+					began := w.q.s.now()
+					jobs, err := w.q.Claim(ctx, w.opts.Worker, n, w.opts.Visibility)
+					done <- claimDone{jobs: jobs, err: err, reserved: n, began: began, woke: woke}
+				}(woke)
+				woke = false
+				continue
+			}
+			if inFlight == 0 {
+				drainedSince = time.Time{} // jobs wait for a slot
+			}
+		}
+		var alarm <-chan time.Time
+		var wake <-chan struct{}
+		if idle {
+			alarm, wake = timer.C, w.wake
+		}
+		var stop <-chan struct{}
+		if !stopping {
+			stop = ctx.Done()
+		}
+		// A freed slot matters only when a claim could then go out: read
+		// otherwise, each handler's end would wake this loop for nothing.
+		var freed <-chan struct{}
+		if !stopping && !idle && inFlight < most {
+			freed = w.freed
+		}
+		select {
+		case r := <-done:
+			inFlight--
+			w.claimed(ctx, r, &drainedSince, rest)
+			if r.err == nil && len(r.jobs) == r.reserved {
+				idle = false // a full claim: more may wait
+			}
+		case <-freed:
+		case <-alarm:
+			idle = false
+		case <-wake:
+			idle, woke = false, true
+		case <-stop:
+		}
+	}
+}
+
+// claimed hands a claim's jobs to handlers, gives back the slots they did
+// not fill, and decides, after a short or failed claim, how long the loop
+// rests (rest) before it claims again.
+func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Time, rest func(time.Duration)) {
+	if r.woke && len(r.jobs) > 0 && !drainedSince.IsZero() {
+		w.wakeLatencies(r.jobs, *drainedSince)
+	}
+	for _, j := range r.jobs {
+		w.wg.Add(1)
+		w.start(j)
+	}
+	for range r.reserved - len(r.jobs) {
+		<-w.slots
+	}
+	switch {
+	case r.err != nil && ctx.Err() == nil:
+		w.q.s.log.Error("alkstore: claim failed", "queue", w.q.name, "error", r.err)
+		*drainedSince = time.Time{}
+		rest(time.Second)
+	case r.err == nil && len(r.jobs) < r.reserved:
+		if drainedSince.IsZero() {
+			*drainedSince = r.began
+		}
+		if ctx.Err() == nil {
+			rest(w.untilNextDue(ctx))
+		}
+	case r.err == nil:
+		*drainedSince = time.Time{}
+	}
 }
 
 // wakeLatencies sets the wake latency of the jobs a wake's claim returned
@@ -617,15 +713,6 @@ func (w *worker) wakeLatencies(jobs []*Job, drainedSince time.Time) {
 		if j.Attempts == 1 && !j.CreatedAt.Before(drainedSince) && !j.RunAt.After(j.CreatedAt) && now.After(j.CreatedAt) {
 			j.wakeLatency = now.Sub(j.CreatedAt)
 		}
-	}
-}
-
-// waitForSlot waits until a handler finishes. The slots channel has no
-// "became non-full" signal, so finishing handlers ping freed.
-func (w *worker) waitForSlot(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-w.freed:
 	}
 }
 

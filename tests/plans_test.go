@@ -790,7 +790,7 @@ func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 		args["keyed"], args["keys"], args["payloads"] = []bool{false, true}, []string{"", "k1"}, [][]byte{[]byte("a"), []byte("b")}
 		args["priorities"], args["runats"] = []int32{0}, []time.Time{now}
 		args["hasexpiresat"], args["expiresats"] = []bool{false}, []time.Time{now}
-		args["ids"], args["claimtokens"] = []int64{1}, []int64{7}
+		args["ids"], args["claimtokens"], args["claims"] = []int64{1}, []int64{7}, `{"1": 7}`
 		args["maxattempts"] = 3
 	} else {
 		args["ids"], args["claims"] = "[1]", `[{"id": 1, "token": 7}]`

@@ -39,23 +39,26 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 
 const ackJobs = `-- name: AckJobs :many
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
+WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER) AND queue = CAST(?2 AS TEXT)
   AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM json_each(?2))
-  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+                            FROM json_each(?3))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?2 AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id
 `
 
 type AckJobsParams struct {
 	Now    int64
+	Queue  string
 	Claims interface{}
 }
 
 // Per id: only rows still held by that id's claim. claims is a JSON array
-// of [id, claim_token] pairs. Returns the ids it acked (the worker reports
-// each job's outcome).
+// of [id, claim_token] pairs. Every job is of the queue named: its setting
+// is read once (an uncorrelated subquery), not once per row, and a queue
+// that keeps completed jobs leaves them all to CompleteJobs. Returns the
+// ids it acked (the worker reports each job's outcome).
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
-	rows, err := q.query(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Claims)
+	rows, err := q.query(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Queue, arg.Claims)
 	if err != nil {
 		return nil, err
 	}

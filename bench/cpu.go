@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPU per job of the burn-downs, for the runs where wall clock is too
+// noisy to settle a question (a shared machine): -cpu prints, on stderr,
+// the bench process's CPU and the PostgreSQL cluster's CPU per job of each
+// burn-down (the library's and the raw ceilings'). -cpuprofile writes a
+// CPU profile of the library's burn-down via Work alone.
+var (
+	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down on stderr")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
+	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
+)
+
+// cpuMeter measures one burn-down's CPU from start to stop.
+type cpuMeter struct {
+	what           string
+	client, server time.Duration
+	profile        *os.File
+}
+
+func startCPU(what string, profile bool) *cpuMeter {
+	m := &cpuMeter{what: what}
+	if profile && *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		must0(err)
+		must0(pprof.StartCPUProfile(f))
+		m.profile = f
+	}
+	m.client, m.server = processCPU(), clusterCPU()
+	return m
+}
+
+func (m *cpuMeter) stop(engine string, jobs int) {
+	client, server := processCPU()-m.client, clusterCPU()-m.server
+	if m.profile != nil {
+		pprof.StopCPUProfile()
+		must0(m.profile.Close())
+	}
+	if !*cpuPerJob {
+		return
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job", engine, m.what, float64(client.Microseconds())/float64(jobs))
+	if engine == "pg" && *serverPid != 0 {
+		line += fmt.Sprintf(", server %.1f µs/job", float64(server.Microseconds())/float64(jobs))
+	}
+	log.Printf("%s (load %s)", line, strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// clusterCPU is the CPU time of the PostgreSQL cluster: its postmaster's
+// own and its reaped children's, and its live children's (backends that
+// ended inside the window count once the postmaster reaped them).
+func clusterCPU() time.Duration {
+	if *serverPid == 0 {
+		return 0
+	}
+	var ticks int64
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		at := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+		switch {
+		case pid == *serverPid:
+			ticks += at(11) + at(12) + at(13) + at(14)
+		case ppid == *serverPid:
+			ticks += at(11) + at(12)
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // CLK_TCK is 100 on Linux
+}
