@@ -105,7 +105,13 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
+	r := publishReq{stream: st.name, payload: payload, headers: hs}
+	var off int64
+	if o.auto && st.s.coalesceP != nil { // PostgreSQL: see coalesce.go
+		off, err = st.s.coalesceP.insert(ctx, o.ops, st.name, r)
+	} else {
+		off, err = o.publish(ctx, r)
+	}
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}

@@ -107,7 +107,7 @@ func queueRound(t *testing.T, pg bool, q *store.Queue, inHook, hold chan struct{
 		// calls return.
 		require.Eventually(t, func() bool { return clockCalls.Load() >= calls+int64(n) }, 10*time.Second, time.Millisecond)
 		if pg {
-			require.Eventually(t, func() bool { return goroutinesIn("(*coalescer).enqueue") >= n+1 }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return goroutinesIn("(*coalescer[...]).insert") >= n+1 }, 10*time.Second, time.Millisecond)
 		}
 		close(hold)
 		require.NoError(t, <-lead)
@@ -148,4 +148,74 @@ func goroutinesIn(fn string) int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// TestConcurrentPublishesKeepTheirOwnEvents: unkeyed auto-commit Publishes
+// of one stream that arrive while others' statements are held open after
+// they ran (a statement hook) each get the offset of their own event, read
+// back with their own payload and headers, in one offset order with no
+// gap; on PostgreSQL the waiting calls share PublishEvents statements.
+func TestConcurrentPublishesKeepTheirOwnEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		const n = 24
+		var once sync.Once
+		inHook, hold := make(chan struct{}), make(chan struct{})
+		var holding atomic.Bool
+		var batches atomic.Int64
+		s := e.openHooked(t, func(name string) {
+			switch name {
+			case "PublishEvent":
+				if holding.Load() {
+					once.Do(func() { close(inHook) })
+					<-hold
+				}
+			case "PublishEvents":
+				batches.Add(1)
+			}
+		})
+		st := s.Stream("coalesced")
+		c := ctx(t)
+		holding.Store(true)
+		lead := make(chan error, 1)
+		go func() { _, err := st.Publish(c, []byte("lead")); lead <- err }()
+		<-inHook
+		offs := make([]int64, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				offs[i], errs[i] = st.PublishMessage(c, store.Message{Payload: fmt.Appendf(nil, "event-%d", i),
+					Headers: map[string]string{"n": strconv.Itoa(i)}})
+			}()
+		}
+		if e.name == "pg" { // every call is in the coalescer: held in the hook, or waiting to share a statement
+			require.Eventually(t, func() bool { return goroutinesIn("(*coalescer[...]).insert") >= n+1 }, 10*time.Second, time.Millisecond)
+		}
+		holding.Store(false)
+		close(hold)
+		require.NoError(t, <-lead)
+		wg.Wait()
+		t.Logf("%s: %d events, %d PublishEvents statements", e.name, n, batches.Load())
+		if e.name == "pg" {
+			assert.Positive(t, batches.Load(), "the waiting calls shared no statement")
+		}
+		evs, err := st.ReadSince(c, 0, 100)
+		require.NoError(t, err)
+		require.Len(t, evs, n+1)
+		byOffset := map[int64]store.Event{}
+		for _, ev := range evs {
+			byOffset[ev.Offset] = ev
+		}
+		for i := range n {
+			require.NoError(t, errs[i], "event %d", i)
+			ev, ok := byOffset[offs[i]]
+			require.True(t, ok, "event %d: offset %d not read", i, offs[i])
+			assert.Equal(t, fmt.Sprintf("event-%d", i), string(ev.Payload), "event %d", i)
+			assert.Equal(t, map[string]string{"n": strconv.Itoa(i)}, ev.Headers, "event %d", i)
+			delete(byOffset, offs[i])
+		}
+		assert.Len(t, byOffset, 1, "the lead's event")
+	})
 }
