@@ -167,12 +167,21 @@ func (c *coalescer[T]) insert(ctx context.Context, o ops, name string, it T) (in
 func (c *coalescer[T]) release(o ops, name string, l *lane[T]) {
 	c.mu.Lock()
 	if len(l.waiting) == 0 {
-		l.inflight--
+		c.idle(name, l)
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
 	go c.drain(o, name, l)
+}
+
+// idle ends one of l's statements, with c.mu held: a lane with none in
+// flight is dropped (no waiting call can hold it), so names that come and
+// go leave nothing behind.
+func (c *coalescer[T]) idle(name string, l *lane[T]) {
+	if l.inflight--; l.inflight == 0 {
+		delete(c.lanes, name)
+	}
 }
 
 func (c *coalescer[T]) drain(o ops, name string, l *lane[T]) {
@@ -186,7 +195,7 @@ func (c *coalescer[T]) drain(o ops, name string, l *lane[T]) {
 			l.waiting = nil
 		}
 		if len(batch) == 0 {
-			l.inflight--
+			c.idle(name, l)
 			c.mu.Unlock()
 			return
 		}

@@ -1534,10 +1534,11 @@ func (q *Queries) SnoozeJob(ctx context.Context, arg SnoozeJobParams) (int64, er
 const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = $2 AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
-               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
-             FOR UPDATE SKIP LOCKED)
+WHERE id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.queue = $2 AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
+      AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= $1::timestamptz))
+    FOR UPDATE SKIP LOCKED))
 `
 
 type SweepExpiredJobsParams struct {
@@ -1548,7 +1549,10 @@ type SweepExpiredJobsParams struct {
 // Jobs past their expires_at end expired: pending ones, and running ones
 // whose claim lapsed (a live claim may still settle its job).
 // Rows another statement holds are skipped, never waited for, so sweeps and
-// claims cannot deadlock; the next sweep or claim takes them.
+// claims cannot deadlock; the next sweep or claim takes them. The ids are
+// an array probed on the primary key: as an IN (subquery), an analysed
+// table had the planner hash them against a sequential scan of every job
+// (issue 18).
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepExpiredJobs, arg.Now, arg.Queue)
 	if err != nil {

@@ -298,13 +298,17 @@ ON CONFLICT (name) DO NOTHING;
 -- Jobs past their expires_at end expired: pending ones, and running ones
 -- whose claim lapsed (a live claim may still settle its job).
 -- Rows another statement holds are skipped, never waited for, so sweeps and
--- claims cannot deadlock; the next sweep or claim takes them.
+-- claims cannot deadlock; the next sweep or claim takes them. The ids are
+-- an array probed on the primary key: as an IN (subquery), an analysed
+-- table had the planner hash them against a sequential scan of every job
+-- (issue 18).
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT x.id FROM alkstore.jobs x
-             WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
-             FOR UPDATE SKIP LOCKED);
+WHERE id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+      AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
+    FOR UPDATE SKIP LOCKED));
 
 -- name: CancelJob :execrows
 -- A pending or running job ends cancelled, its last_error saying so (like
