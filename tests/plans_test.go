@@ -42,7 +42,7 @@ const (
 	// never-analysed table the per-queue sweep once walked every queue's
 	// expired jobs on jobs_expiring_by_time; schema 00019 drops it).
 	planExpiring = 50_000
-	planClaimN  = 100 // a short claim: more than there are ready jobs
+	planClaimN   = 100 // a short claim: more than there are ready jobs
 )
 
 // planStatements is the explicit list of statements checked, per engine:
