@@ -38,9 +38,9 @@ const (
 	planDead    = 10_000
 	planOther   = 5_000
 	// planExpiring pending jobs of a third queue, "expiring", expired an
-	// hour ago: a sweep of another queue must not read them (on a
-	// never-analysed table the per-queue sweep once walked every queue's
-	// expired jobs on jobs_expiring_by_time; schema 00019 drops it).
+	// hour ago: a sweep of another queue must not read them, nor a sweep
+	// of every queue more than its batch (on the analysed table both once
+	// hashed their ids against a sequential scan of every job).
 	planExpiring = 50_000
 	planClaimN   = 100 // a short claim: more than there are ready jobs
 )
