@@ -555,7 +555,8 @@ WITH w AS MATERIALIZED (
     SELECT CASE WHEN $10::text <> '' THEN pg_notify('alkstore', $10::text)::text END AS woke
 )
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at, u.run_at,
+SELECT $1::text AS queue, u.payload, u.priority, u.max_attempts, $2::timestamptz AS created_at,
+       COALESCE(u.run_at, $2::timestamptz) AS run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest($3::bytea[]) AS payload,
                 unnest($4::integer[]) AS priority,
@@ -581,6 +582,10 @@ type EnqueueJobsParams struct {
 }
 
 // Many jobs in one statement; ids follow the input order; one wake.
+// run_ats is NULL when every job runs at @now, and has_expires_at and
+// expires_ats when none expires (unnest of NULL yields no rows, and the
+// shorter arrays of the select list are padded with NULLs): encoding a
+// timestamp array took a quarter of the client's time a batch.
 func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, enqueueJobs,
 		arg.Queue,

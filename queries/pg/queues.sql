@@ -18,11 +18,16 @@ RETURNING id;
 
 -- name: EnqueueJobs :many
 -- Many jobs in one statement; ids follow the input order; one wake.
+-- run_ats is NULL when every job runs at @now, and has_expires_at and
+-- expires_ats when none expires (unnest of NULL yields no rows, and the
+-- shorter arrays of the select list are padded with NULLs): encoding a
+-- timestamp array took a quarter of the client's time a batch.
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at, u.run_at,
+SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at,
+       COALESCE(u.run_at, @now::timestamptz) AS run_at,
        CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
 FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
                 unnest(@priorities::integer[]) AS priority,
