@@ -219,3 +219,39 @@ func TestConcurrentPublishesKeepTheirOwnEvents(t *testing.T) {
 		assert.Len(t, byOffset, 1, "the lead's event")
 	})
 }
+
+// TestEnqueueManyMixesRunTimesAndExpiries: a batch whose first jobs run now
+// and never expire, then one delayed and one expiring, stores each job's
+// own run time and expiry (on PostgreSQL those arrays are sent only from
+// the first job that needs them, filled in for the jobs before it).
+func TestEnqueueManyMixesRunTimesAndExpiries(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		s := e.open(t, store.WithClock(func() time.Time { return now }))
+		q := s.Queue("mixed")
+		c := ctx(t)
+		exp := now.Add(2 * time.Hour)
+		ids, err := q.EnqueueMany(c, []store.NewJob{
+			{Payload: []byte("a")},
+			{Payload: []byte("b"), Opts: store.EnqueueOpts{Delay: time.Hour}},
+			{Payload: []byte("c")},
+			{Payload: []byte("d"), Opts: store.EnqueueOpts{ExpiresAt: exp}},
+			{Payload: []byte("e")},
+		})
+		require.NoError(t, err)
+		want := []struct {
+			runAt   time.Time
+			expires *time.Time
+		}{{now, nil}, {now.Add(time.Hour), nil}, {now, nil}, {now, &exp}, {now, nil}}
+		for i, id := range ids {
+			j, err := q.Job(c, id)
+			require.NoError(t, err)
+			assert.True(t, j.RunAt.Equal(want[i].runAt), "job %d runs at %v", i, j.RunAt)
+			if want[i].expires == nil {
+				assert.Nil(t, j.ExpiresAt, "job %d", i)
+			} else if assert.NotNil(t, j.ExpiresAt, "job %d", i) {
+				assert.True(t, j.ExpiresAt.Equal(*want[i].expires), "job %d expires at %v", i, *j.ExpiresAt)
+			}
+		}
+	})
+}
