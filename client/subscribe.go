@@ -15,18 +15,20 @@ import (
 type JobEventKind string
 
 const (
-	JobCompleted JobEventKind = "completed" // the handler returned nil and the job completed
-	JobRetried   JobEventKind = "retried"   // it failed and runs again after its backoff (Result.RunAt)
-	JobDead      JobEventKind = "dead"      // it failed for good: Permanent, or its last attempt (an outbox's too)
-	JobSnoozed   JobEventKind = "snoozed"   // it returned store.Snooze and runs again at Result.RunAt
+	JobCompleted JobEventKind = "completed" // the handler returned nil (or called Job.Ack) and the job completed
+	JobRetried   JobEventKind = "retried"   // it failed (or its handler called Job.Retry) and runs again at Result.RunAt
+	JobDead      JobEventKind = "dead"      // it failed for good: Permanent, its last attempt (an outbox's too), or Job.Fail
+	JobSnoozed   JobEventKind = "snoozed"   // it returned store.Snooze (or called Job.Snooze) and runs again at Result.RunAt
 	JobCancelled JobEventKind = "cancelled" // it was cancelled (Queue.Cancel) while it ran, or by its handler
 	// JobLost: its claim was lost while it ran or before its settle
 	// (it lapsed and another worker took the job, or the job was
 	// deleted): nothing was settled; Result.State says what the job was
 	// found as.
 	JobLost JobEventKind = "lost"
-	// JobReleased: a stop cancelled the handler, which then failed: the
-	// job is back in its queue with its attempt given back.
+	// JobReleased: a stop cancelled the handler, which then failed, or
+	// the handler released its job itself (store.Job.Release): the job
+	// is back in its queue with its attempt given back, due at
+	// Result.RunAt.
 	JobReleased JobEventKind = "released"
 	// JobUnsettled: the settle failed (a database error, in
 	// Result.SettleErr): the job runs again once its claim lapses.
@@ -93,10 +95,12 @@ func (sub *Subscription) Close() {
 // happened (store.Job.OnResult): a run whose settle found its claim gone
 // is JobLost (or JobCancelled), one whose settle failed JobUnsettled, an
 // outbox's last failed delivery JobDead. A payload that a typed queue
-// cannot decode fails its job without a run (no event), and a job its
-// handler settled itself has the event of that settle when it completed,
-// killed or cancelled the job, and none when it put it back (Retry,
-// Snooze, Release).
+// cannot decode fails its job without a run (no event). A job its handler
+// settled itself has the event of that settle (store.JobResult.SettledAs):
+// Ack gives JobCompleted, Fail JobDead, Cancel JobCancelled, and the
+// put-backs JobRetried (Retry; JobDead when no attempt was left),
+// JobSnoozed (Snooze) and JobReleased (Release), with Result.RunAt; Tx
+// forms alike, once their transaction committed.
 func (c *Client) Subscribe(buffer int, kinds ...JobEventKind) *Subscription {
 	if buffer <= 0 {
 		buffer = SubscribeBuffer
@@ -179,17 +183,36 @@ func (c *Client) emit(job *store.Job, took time.Duration, err error, res store.J
 		ev.Kind = JobCancelled
 	case res.Outcome == store.OutcomeClaimLost:
 		ev.Kind = JobLost
-	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobCompleted:
-		ev.Kind = JobCompleted
-	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobDead:
-		ev.Kind = JobDead
-	case res.Outcome == store.OutcomeSettledByHandler && res.State == store.JobCancelled:
-		ev.Kind = JobCancelled
-	default: // put back by the handler itself: no outcome of its own
+	case res.Outcome == store.OutcomeSettledByHandler:
+		// The handler's own settle: the kind of the settle it made.
+		if ev.Kind = handlerSettleKind(res); ev.Kind == "" {
+			return // run outside the lifecycle, which alone knows which
+		}
+	default:
 		return
 	}
 	c.subs.Range(func(k, _ any) bool {
 		k.(*Subscription).send(ev)
 		return true
 	})
+}
+
+// handlerSettleKind is the kind of the settle a handler made of its own
+// job (store.JobResult.SettledAs), "" when unknown.
+func handlerSettleKind(res store.JobResult) JobEventKind {
+	switch res.SettledAs {
+	case store.OutcomeAcked:
+		return JobCompleted
+	case store.OutcomeRetried:
+		return JobRetried
+	case store.OutcomeFailed:
+		return JobDead
+	case store.OutcomeSnoozed:
+		return JobSnoozed
+	case store.OutcomeReleased:
+		return JobReleased
+	case store.OutcomeCancelled:
+		return JobCancelled
+	}
+	return ""
 }

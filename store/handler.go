@@ -124,7 +124,7 @@ const (
 	OutcomeSnoozed
 	// OutcomeSettledByHandler: the handler settled the job itself (Ack,
 	// Retry, Fail, Snooze, Cancel, Release or a Tx form) and was left as it
-	// did.
+	// did; JobResult.SettledAs says which of them it was.
 	OutcomeSettledByHandler
 	// OutcomeReleased: a stop cancelled the handler, which then failed: the
 	// job is back in its queue with its attempt given back.
@@ -133,9 +133,15 @@ const (
 	// was cancelled, or another worker took it after its claim lapsed):
 	// nothing was settled, and a TxHandler's transaction rolled back.
 	OutcomeClaimLost
+	// OutcomeCancelled: the handler cancelled its own job (Job.Cancel or
+	// CancelTx). It is only ever a JobResult.SettledAs: such a run's
+	// Outcome is OutcomeSettledByHandler, and a job cancelled by
+	// Queue.Cancel while it ran is OutcomeClaimLost with State
+	// JobCancelled.
+	OutcomeCancelled
 )
 
-var outcomeNames = [...]string{"", "acked", "retried", "failed", "snoozed", "settled by handler", "released", "claim lost"}
+var outcomeNames = [...]string{"", "acked", "retried", "failed", "snoozed", "settled by handler", "released", "claim lost", "cancelled"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o != 0 {
@@ -168,6 +174,15 @@ type JobResult struct {
 	// RunAt is when a job back in JobPending runs again (retried, snoozed,
 	// released); zero otherwise.
 	RunAt time.Time
+	// SettledAs is, for OutcomeSettledByHandler, what the handler's own
+	// settle did, named as the lifecycle names its own: OutcomeAcked
+	// (Job.Ack), OutcomeRetried (Retry with attempts left, State
+	// JobPending), OutcomeFailed (Fail, or Retry on the last attempt),
+	// OutcomeSnoozed (Snooze), OutcomeReleased (Release) or
+	// OutcomeCancelled (Cancel), their Tx forms included. It is what
+	// tells the three put-backs apart, which all leave State JobPending
+	// with RunAt. Zero for every other Outcome.
+	SettledAs Outcome
 }
 
 // RunJob runs handler once on job, a job this process claimed
@@ -358,6 +373,9 @@ func (r *runner) settledResult(j *Job, res JobResult) JobResult {
 		defer j.mu.Unlock()
 	}
 	res.State, res.RunAt = j.after, j.next
+	if res.Outcome == OutcomeSettledByHandler {
+		res.SettledAs = j.as
+	}
 	return res
 }
 

@@ -107,10 +107,12 @@ type Job struct {
 	mu    *sync.Mutex // set by Claim: serializes the claim's statements (the worker's heartbeat runs beside the handler)
 	token int64       // the claim that fences this job; 0 when not claimed
 
-	// What the last settle did (under mu): the state it left the job in
-	// and, when it goes back to pending, when it runs again (JobResult).
+	// What the last settle did (under mu): the state it left the job in,
+	// when it goes back to pending, when it runs again, and which settle
+	// it was, as an Outcome (JobResult's State, RunAt and SettledAs).
 	after JobState
 	next  time.Time
+	as    Outcome
 	// The lifecycle's run of the job (under mu): inRun while it runs and
 	// is not yet settled; results are OnResult's functions.
 	inRun   bool

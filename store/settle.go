@@ -33,7 +33,7 @@ func (j *Job) AckTx(ctx context.Context, tx Tx) error { return j.ack(ctx, &tx) }
 
 func (j *Job) ack(ctx context.Context, tx *Tx) error {
 	_, err := j.settle(ctx, "ack", tx, true, func(o target, now time.Time) (bool, error) {
-		j.after, j.next = JobCompleted, time.Time{}
+		j.after, j.next, j.as = JobCompleted, time.Time{}, OutcomeAcked
 		return o.ack(ctx, j.ID, j.token, now)
 	})
 	return err
@@ -66,12 +66,12 @@ func (j *Job) retry(ctx context.Context, tx *Tx, delay time.Duration, cause stri
 		if err != nil || ok {
 			retried = ok
 			if ok {
-				j.after, j.next = JobPending, runAt
+				j.after, j.next, j.as = JobPending, runAt, OutcomeRetried
 				o.afterCommit(j.q.wake) // idle workers recompute when it is due
 			}
 			return ok, err
 		}
-		j.after, j.next = JobDead, time.Time{}
+		j.after, j.next, j.as = JobDead, time.Time{}, OutcomeFailed
 		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, true})
 	})
 	return retried, err
@@ -88,7 +88,7 @@ func (j *Job) FailTx(ctx context.Context, tx Tx, cause string) error { return j.
 func (j *Job) fail(ctx context.Context, tx *Tx, cause string) error {
 	cause = cleanCause(cause)
 	_, err := j.settle(ctx, "fail", tx, true, func(o target, now time.Time) (bool, error) {
-		j.after, j.next = JobDead, time.Time{}
+		j.after, j.next, j.as = JobDead, time.Time{}, OutcomeFailed
 		return o.bury(ctx, buryReq{claimRef{j.ID, j.token}, now, cause, false})
 	})
 	return err
@@ -113,7 +113,7 @@ func (j *Job) snooze(ctx context.Context, tx *Tx, delay time.Duration) error {
 	_, err := j.settle(ctx, "snooze", tx, true, func(o target, now time.Time) (bool, error) {
 		runAt := now.Add(delay).Truncate(time.Microsecond)
 		ok, err := o.snooze(ctx, snoozeReq{claimRef{j.ID, j.token}, now, runAt})
-		j.after, j.next = JobPending, runAt
+		j.after, j.next, j.as = JobPending, runAt, OutcomeSnoozed
 		if ok {
 			o.afterCommit(j.q.wake) // idle workers recompute when it is due
 		}
@@ -135,7 +135,7 @@ func (j *Job) CancelTx(ctx context.Context, tx Tx) error { return j.cancel(ctx, 
 func (j *Job) cancel(ctx context.Context, tx *Tx) error {
 	_, err := j.settle(ctx, "cancel", tx, true, func(o target, now time.Time) (bool, error) {
 		ok, err := o.cancel(ctx, j.q.name, j.ID, now)
-		j.after, j.next = JobCancelled, time.Time{}
+		j.after, j.next, j.as = JobCancelled, time.Time{}, OutcomeCancelled
 		if ok {
 			o.afterCommit(j.q.s.wake(claimTopic(j.q.name)))
 		}
@@ -154,7 +154,7 @@ func (j *Job) cancel(ctx context.Context, tx *Tx) error {
 func (j *Job) Release(ctx context.Context) error {
 	_, err := j.settle(ctx, "release", nil, true, func(o target, now time.Time) (bool, error) {
 		ok, err := o.release(ctx, j.ID, j.token, now)
-		j.after, j.next = JobPending, j.RunAt
+		j.after, j.next, j.as = JobPending, j.RunAt, OutcomeReleased
 		if ok {
 			o.afterCommit(j.q.wake)
 		}

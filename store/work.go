@@ -656,25 +656,74 @@ func (w *worker) ackLoop(ctx context.Context) {
 				break drain
 			}
 		}
-		ids, err := w.q.ackMany(ctx, batch)
-		if err != nil {
-			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(batch), "error", err)
-		} else if len(ids) < len(batch) {
+		ids, failed, err := w.ackBatch(ctx, batch)
+		if len(failed) > 0 {
+			w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(failed), "error", err)
+		}
+		if lost := len(batch) - len(ids) - len(failed); lost > 0 {
 			// Lost: the claim expired (the job runs again), or the job was
 			// cancelled or deleted meanwhile (it does not).
 			w.q.s.log.Warn("alkstore: claims lost before their ack (expired: those jobs run again; or cancelled or deleted)",
-				"queue", w.q.name, "lost", len(batch)-len(ids))
+				"queue", w.q.name, "lost", lost)
 		}
-		w.reportAcks(batch, ids, err)
+		w.reportAcks(batch, ids, failed)
 	}
 }
 
+// ackBatch acks batch in one AckMany, and returns the ids it acked, the
+// jobs whose ack failed with why (nil when none did), and the batch's
+// error. A batch's statement fails as a whole, so one job whose ack the
+// database refuses (an application's trigger or foreign key, say) would
+// leave every job batched with it to run again, each time it comes back.
+// So a failed batch is acked again in halves, and a half that fails split
+// again, down to the jobs at fault (about 2·log2(n) more statements for
+// one such job among n); when both halves of a split fail, the fault is
+// not one job's (the database is down, say) and the split stops there:
+// two more statements, not one per job.
+func (w *worker) ackBatch(ctx context.Context, batch []*Job) ([]int64, map[*Job]error, error) {
+	ids, err := w.q.ackMany(ctx, batch)
+	if err == nil {
+		return ids, nil, nil
+	}
+	failed := map[*Job]error{}
+	return w.ackSplit(ctx, batch, err, nil, failed), failed, err
+}
+
+// ackSplit acks the jobs of batch, whose ack failed with err, by halves:
+// it adds the ids acked to ids and returns them, and puts the jobs whose
+// ack failed in failed.
+func (w *worker) ackSplit(ctx context.Context, batch []*Job, err error, ids []int64, failed map[*Job]error) []int64 {
+	if len(batch) > 1 && ctx.Err() == nil {
+		a, b := batch[:len(batch)/2], batch[len(batch)/2:]
+		idsA, errA := w.q.ackMany(ctx, a)
+		idsB, errB := w.q.ackMany(ctx, b)
+		if errA == nil || errB == nil {
+			ids = append(append(ids, idsA...), idsB...)
+			if errA != nil {
+				ids = w.ackSplit(ctx, a, errA, ids, failed)
+			}
+			if errB != nil {
+				ids = w.ackSplit(ctx, b, errB, ids, failed)
+			}
+			return ids
+		}
+		batch, err = a, errA
+		for _, j := range b {
+			failed[j] = errB
+		}
+	}
+	for _, j := range batch {
+		failed[j] = err
+	}
+	return ids
+}
+
 // reportAcks reports each job's result (Job.OnResult) once its batched
-// ack ended: completed when the ack took it, the settle's error when the
-// batch failed, and a lost claim otherwise.
-func (w *worker) reportAcks(batch []*Job, ids []int64, err error) {
+// ack ended: completed when the ack took it, the settle's error when its
+// ack failed, and a lost claim otherwise.
+func (w *worker) reportAcks(batch []*Job, ids []int64, failed map[*Job]error) {
 	var acked map[int64]bool
-	if err == nil && len(ids) < len(batch) {
+	if len(ids) < len(batch) {
 		acked = make(map[int64]bool, len(ids))
 		for _, id := range ids {
 			acked[id] = true
@@ -682,6 +731,10 @@ func (w *worker) reportAcks(batch []*Job, ids []int64, err error) {
 	}
 	for _, j := range batch {
 		res := JobResult{Outcome: OutcomeAcked, State: JobCompleted}
+		var err error
+		if failed != nil {
+			err = failed[j]
+		}
 		switch {
 		case err != nil:
 			res = JobResult{Outcome: OutcomeAcked, SettleErr: err}

@@ -39,6 +39,7 @@ func TestRunJobOutcomes(t *testing.T) {
 			{"snooze", 5, func(context.Context, *store.Job) error { return store.Snooze(time.Hour) }, false, store.OutcomeSnoozed, store.JobPending},
 			{"panic", 5, func(context.Context, *store.Job) error { panic("boom") }, false, store.OutcomeRetried, store.JobPending},
 			{"settled by the handler", 5, func(ctx context.Context, j *store.Job) error { return j.Fail(ctx, "mine") }, false, store.OutcomeSettledByHandler, store.JobDead},
+			{"released by the handler", 5, func(ctx context.Context, j *store.Job) error { return j.Release(ctx) }, false, store.OutcomeSettledByHandler, store.JobPending},
 			{"stopped", 1, func(ctx context.Context, j *store.Job) error { <-ctx.Done(); return ctx.Err() }, true, store.OutcomeReleased, store.JobPending},
 			{"claim lost", 5, func(ctx context.Context, j *store.Job) error { return q.Cancel(ctx, j.ID) }, false, store.OutcomeClaimLost, store.JobCancelled},
 		}
@@ -59,6 +60,9 @@ func TestRunJobOutcomes(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, res.Outcome, "%s: %v", tc.name, res)
 			assert.NoError(t, res.SettleErr, tc.name)
+			// SettledAs: the handler's own settle, for OutcomeSettledByHandler only.
+			settledAs := map[string]store.Outcome{"settled by the handler": store.OutcomeFailed, "released by the handler": store.OutcomeReleased}
+			assert.Equal(t, settledAs[tc.name], res.SettledAs, tc.name)
 			got, err := q.Job(c, id)
 			if tc.state == "" {
 				require.ErrorIs(t, err, store.ErrNotFound, tc.name)

@@ -232,3 +232,129 @@ func TestClientJobEventsAfterSettle(t *testing.T) {
 		}
 	})
 }
+
+// A job its handler puts back itself (Retry, Snooze, Release, and the Tx
+// forms in a transactional handler) has exactly one event of that
+// put-back, with the state and the RunAt the job was left with; a Retry
+// with no attempt left is dead. The result names the settle (SettledAs).
+func TestClientJobEventsForHandlerPutBacks(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		q, qtx := s.Queue("jobs"), s.Queue("txjobs")
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		all := cl.Subscribe(0)
+		defer all.Close()
+
+		ids := map[int64]string{}
+		enqueue := func(q *store.Queue, k string, opts store.EnqueueOpts) {
+			id, err := q.Enqueue(c, []byte(k), opts)
+			require.NoError(t, err)
+			ids[id] = k
+		}
+		enqueue(q, "retry", store.EnqueueOpts{})
+		enqueue(q, "retry-last", store.EnqueueOpts{MaxAttempts: 1})
+		enqueue(q, "snooze", store.EnqueueOpts{})
+		enqueue(q, "release", store.EnqueueOpts{})
+		enqueue(qtx, "retrytx", store.EnqueueOpts{})
+		enqueue(qtx, "snoozetx", store.EnqueueOpts{})
+
+		released := false // the released job's second run completes it
+		require.NoError(t, cl.Handle(q, store.WorkOpts{Concurrency: 1}, func(ctx context.Context, j *store.Job) error {
+			var err error
+			switch string(j.Payload) {
+			case "retry", "retry-last":
+				_, err = j.Retry(ctx, time.Hour, "again")
+			case "snooze":
+				err = j.Snooze(ctx, 2*time.Hour)
+			case "release":
+				if released {
+					return nil
+				}
+				released = true
+				err = j.Release(ctx)
+			}
+			if err != nil {
+				return store.Permanent(err) // an event of another kind
+			}
+			return nil // the job is settled: its result changes nothing
+		}))
+		require.NoError(t, cl.HandleTx(qtx, store.WorkOpts{Concurrency: 1}, func(ctx context.Context, tx store.Tx, j *store.Job) error {
+			var err error
+			switch string(j.Payload) {
+			case "retrytx":
+				_, err = j.RetryTx(ctx, tx, 3*time.Hour, "again")
+			case "snoozetx":
+				err = j.SnoozeTx(ctx, tx, 4*time.Hour)
+			}
+			if err != nil {
+				return store.Permanent(err)
+			}
+			return nil
+		}))
+		require.NoError(t, cl.Start(c))
+
+		got := map[string][]client.JobEvent{}
+		for range 7 { // one per run: the released job runs twice
+			select {
+			case ev := <-all.C():
+				k := ids[ev.Job.ID]
+				got[k] = append(got[k], ev)
+			case <-c.Done():
+				t.Fatal("events missing", got)
+			}
+		}
+		require.NoError(t, cl.Stop(c))
+		select {
+		case ev, ok := <-all.C():
+			require.False(t, ok, "an extra event: %+v", ev)
+		default:
+		}
+
+		kinds := map[string][]client.JobEventKind{}
+		for k, evs := range got {
+			for _, ev := range evs {
+				kinds[k] = append(kinds[k], ev.Kind)
+			}
+		}
+		assert.Equal(t, map[string][]client.JobEventKind{
+			"retry": {client.JobRetried}, "retry-last": {client.JobDead}, "snooze": {client.JobSnoozed},
+			"release": {client.JobReleased, client.JobCompleted},
+			"retrytx": {client.JobRetried}, "snoozetx": {client.JobSnoozed},
+		}, kinds)
+
+		settledAs := map[string]store.Outcome{"retry": store.OutcomeRetried, "retry-last": store.OutcomeFailed,
+			"snooze": store.OutcomeSnoozed, "release": store.OutcomeReleased,
+			"retrytx": store.OutcomeRetried, "snoozetx": store.OutcomeSnoozed}
+		for k, want := range settledAs {
+			require.NotEmpty(t, got[k], k)
+			res := got[k][0].Result
+			assert.Equal(t, store.OutcomeSettledByHandler, res.Outcome, k)
+			assert.Equal(t, want, res.SettledAs, k)
+			assert.NoError(t, res.SettleErr, k)
+		}
+		assert.Equal(t, store.JobDead, got["retry-last"][0].Result.State)
+		assert.True(t, got["retry-last"][0].Result.RunAt.IsZero())
+
+		// The put-backs' state and RunAt are the job's as stored.
+		for id, k := range ids {
+			if k == "retry-last" || k == "release" {
+				continue
+			}
+			qq := q
+			if k == "retrytx" || k == "snoozetx" {
+				qq = qtx
+			}
+			j, err := qq.Job(c, id)
+			require.NoError(t, err)
+			res := got[k][0].Result
+			assert.Equal(t, store.JobPending, j.State, k)
+			assert.Equal(t, store.JobPending, res.State, k)
+			assert.True(t, j.RunAt.Equal(res.RunAt), "%s: stored %v, event %v", k, j.RunAt, res.RunAt)
+		}
+		ev := got["release"][0]
+		assert.Equal(t, store.JobPending, ev.Result.State)
+		assert.True(t, ev.Job.RunAt.Equal(ev.Result.RunAt), "a released job keeps its RunAt: %v, event %v", ev.Job.RunAt, ev.Result.RunAt)
+		assert.Equal(t, store.OutcomeAcked, got["release"][1].Result.Outcome)
+	})
+}

@@ -450,23 +450,30 @@ func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queue
 
 // ResultName is the alkstore.job.outcome value of a settled run:
 // OutcomeName of its outcome, except "unsettled" when its settle failed
-// (res.SettleErr) and, for a lost claim, "cancelled" only when the job was
+// (res.SettleErr); for a lost claim, "cancelled" only when the job was
 // found cancelled and "lost" otherwise (its claim lapsed and another worker
-// took it, or it was deleted).
+// took it, or it was deleted); and for a job its handler settled itself,
+// the name of that settle (res.SettledAs: "completed", "retried", "dead",
+// "snoozed", "released" or "cancelled"), as the client's job events name
+// it. "settled_by_handler" is left for a run outside the lifecycle, whose
+// settle is not known.
 func ResultName(res store.JobResult) string {
 	switch {
 	case res.SettleErr != nil:
 		return "unsettled"
-	case res.Outcome == store.OutcomeClaimLost && res.State != store.JobCancelled && res.State != "":
+	case res.Outcome == store.OutcomeClaimLost && res.State != store.JobCancelled:
 		return "lost"
+	case res.Outcome == store.OutcomeSettledByHandler && res.SettledAs != 0:
+		return OutcomeName(res.SettledAs)
 	}
 	return OutcomeName(res.Outcome)
 }
 
 // OutcomeName is the alkstore.job.outcome value of a handler's outcome:
 // completed, retried, dead, snoozed, cancelled (the claim was lost: the
-// job was cancelled or taken by another worker), released (a stop gave it
-// back) or settled_by_handler.
+// job was cancelled or taken by another worker; and OutcomeCancelled, a
+// handler's own Cancel), released (a stop gave it back) or
+// settled_by_handler.
 func OutcomeName(o store.Outcome) string {
 	switch o {
 	case store.OutcomeAcked:
@@ -483,6 +490,8 @@ func OutcomeName(o store.Outcome) string {
 		return "released"
 	case store.OutcomeSettledByHandler:
 		return "settled_by_handler"
+	case store.OutcomeCancelled:
+		return "cancelled"
 	}
 	return o.String()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -610,6 +611,174 @@ func TestOutcomesAfterSettle(t *testing.T) {
 			}
 		}
 		assert.Equal(t, map[string]uint64{"lost": 1, "dead": 1}, counts)
+	})
+}
+
+// A job its handler settled itself has the outcome of that settle, as the
+// client's job events name it: a Retry is "retried", a Snooze "snoozed", a
+// Release "released" (not "settled_by_handler" for all three); a job
+// deleted under its handler is "lost", as the client says.
+func TestOutcomesOfHandlerSettles(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		s := open(t, dsn, tel)
+		q := s.Queue("jobs")
+		ids := map[int64]string{}
+		for _, k := range []string{"retry", "snooze", "release", "delete"} {
+			id, err := q.Enqueue(c, []byte(k), store.EnqueueOpts{})
+			require.NoError(t, err)
+			ids[id] = k
+		}
+		handled := make(chan struct{}, 5)
+		released := false // the released job's second run completes it
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{Concurrency: 1}, tel.inst.Handler(func(ctx context.Context, j *store.Job) error {
+				defer func() { handled <- struct{}{} }()
+				var err error
+				switch string(j.Payload) {
+				case "retry":
+					_, err = j.Retry(ctx, time.Hour, "again")
+				case "snooze":
+					err = j.Snooze(ctx, time.Hour)
+				case "release":
+					if !released {
+						released = true
+						err = j.Release(ctx)
+					}
+				case "delete":
+					ctx = context.WithoutCancel(ctx) // the cancel ends the handler's context
+					if err = q.Cancel(ctx, j.ID); err == nil {
+						err = q.Delete(ctx, j.ID)
+					}
+				}
+				if err != nil {
+					return store.Permanent(err)
+				}
+				return nil
+			}))
+		}()
+		for range 5 {
+			<-handled
+		}
+		stop() // Work settles (and reports) what it ran before it returns
+		require.NoError(t, <-werr)
+
+		outcomes := map[string][]string{}
+		for _, sp := range tel.spans.Ended() {
+			if sp.SpanKind() != trace.SpanKindConsumer {
+				continue
+			}
+			a := attrs(sp)
+			var id int64
+			_, _ = fmt.Sscan(a[alkotel.KeyMessageID].AsString(), &id)
+			outcomes[ids[id]] = append(outcomes[ids[id]], a[alkotel.KeyOutcome].AsString())
+		}
+		assert.Equal(t, map[string][]string{"retry": {"retried"}, "snooze": {"snoozed"},
+			"release": {"released", "completed"}, "delete": {"lost"}}, outcomes)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if m.Name == "messaging.process.duration" {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					v, _ := dp.Attributes.Value(alkotel.KeyOutcome)
+					counts[v.AsString()] += dp.Count
+				}
+			}
+		}
+		assert.Equal(t, map[string]uint64{"retried": 1, "snoozed": 1, "released": 1, "completed": 1, "lost": 1}, counts)
+	})
+}
+
+// An ack the database refuses is "unsettled", its span marked failed with
+// the database's error; the job runs again once its claim lapsed, and that
+// run is "completed". The fault is real: a trigger raises on the job's
+// DELETE (Work's ack) on its first attempt. Test-only SQL.
+func TestUnsettledOutcome(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		c := testCtx(t)
+		tel := newTelemetry()
+		var ahead atomic.Int64 // moves the store's clock past the claim's lapse
+		s, err := store.Open(c, dsn, store.WithInsertMiddleware(tel.inst.InsertMiddleware()),
+			store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		q := s.Queue("jobs")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		stmts := []string{fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alk_jobs
+			WHEN OLD.id = %d AND OLD.attempts = 1 BEGIN SELECT RAISE(ABORT, 'injected ack fault'); END`, id)}
+		if filepath.Ext(dsn) != ".db" { // PostgreSQL
+			stmts = []string{`CREATE FUNCTION public.test_fail_ack() RETURNS trigger LANGUAGE plpgsql
+				AS $$ BEGIN RAISE EXCEPTION 'injected ack fault'; END $$`,
+				fmt.Sprintf(`CREATE TRIGGER test_fail_ack BEFORE DELETE ON alkstore.jobs FOR EACH ROW
+				WHEN (OLD.id = %d AND OLD.attempts = 1) EXECUTE FUNCTION public.test_fail_ack()`, id)}
+		}
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		for _, stmt := range stmts {
+			_, err := tx.Exec(c, stmt)
+			require.NoError(t, err)
+		}
+		require.NoError(t, tx.Commit(c))
+
+		results := make(chan store.JobResult, 2)
+		wctx, stop := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- q.Work(wctx, store.WorkOpts{Visibility: time.Hour, PollInterval: 20 * time.Millisecond},
+				tel.inst.Handler(func(ctx context.Context, j *store.Job) error {
+					// Registered after alkotel's: its span has ended when this runs.
+					j.OnResult(func(res store.JobResult) { results <- res })
+					return nil
+				}))
+		}()
+		next := func() store.JobResult {
+			select {
+			case res := <-results:
+				return res
+			case <-c.Done():
+				t.Fatal("no result")
+			}
+			return store.JobResult{}
+		}
+		require.ErrorContains(t, next().SettleErr, "injected ack fault")
+		ahead.Store(int64(2 * time.Hour)) // the claim lapsed: the job runs again
+		require.NoError(t, next().SettleErr)
+		stop()
+		require.NoError(t, <-werr)
+
+		var outcomes []string
+		for _, sp := range tel.spans.Ended() {
+			if sp.SpanKind() != trace.SpanKindConsumer {
+				continue
+			}
+			a := attrs(sp)
+			require.Equal(t, fmt.Sprint(id), a[alkotel.KeyMessageID].AsString())
+			outcomes = append(outcomes, a[alkotel.KeyOutcome].AsString())
+			if a[alkotel.KeyOutcome].AsString() == "unsettled" {
+				assert.Equal(t, "Error", sp.Status().Code.String())
+				assert.Contains(t, sp.Status().Description, "injected ack fault")
+			}
+		}
+		assert.Equal(t, []string{"unsettled", "completed"}, outcomes)
+
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, tel.reader.Collect(c, &rm))
+		counts := map[string]uint64{}
+		for _, m := range metrics(rm) {
+			if m.Name == "messaging.process.duration" {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					v, _ := dp.Attributes.Value(alkotel.KeyOutcome)
+					counts[v.AsString()] += dp.Count
+				}
+			}
+		}
+		assert.Equal(t, map[string]uint64{"unsettled": 1, "completed": 1}, counts)
 	})
 }
 

@@ -1,0 +1,267 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/client"
+	"github.com/alkstore/alkstore/store"
+)
+
+// failFirstAck makes the database refuse the ack of the jobs whose ids are
+// from lo to hi on their first attempt: a real fault in the settle's own
+// statement, not a mock. A worker's ack deletes the job (the queue keeps
+// no completed jobs), so a trigger raises on that DELETE; the jobs' next
+// attempt is acked. Test-only SQL: the library's own SQL lives in queries/.
+func failFirstAck(t *testing.T, e *engineEnv, s *store.Store, lo, hi int64) {
+	t.Helper()
+	refuse(t, e, s, "DELETE", fmt.Sprintf("OLD.id BETWEEN %d AND %d AND OLD.attempts = 1", lo, hi))
+}
+
+// refuse creates a trigger that raises "injected fault" on the jobs
+// table's op (DELETE or UPDATE) for the rows that match when.
+func refuse(t *testing.T, e *engineEnv, s *store.Store, op, when string) {
+	t.Helper()
+	c := ctx(t)
+	stmts := []string{fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE %s ON alk_jobs
+		WHEN %s BEGIN SELECT RAISE(ABORT, 'injected fault'); END`, op, when)}
+	if e.name == "pg" {
+		stmts = []string{`CREATE FUNCTION public.test_refuse() RETURNS trigger LANGUAGE plpgsql
+			AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$`,
+			fmt.Sprintf(`CREATE TRIGGER test_refuse BEFORE %s ON alkstore.jobs FOR EACH ROW
+			WHEN (%s) EXECUTE FUNCTION public.test_refuse()`, op, when)}
+	}
+	tx, err := s.Begin(c)
+	require.NoError(t, err)
+	for _, stmt := range stmts {
+		_, err := tx.Exec(c, stmt)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(c))
+}
+
+// A retry the database refuses (the lifecycle's own settle of a failed
+// run, one UPDATE, not Work's batched ack) gives exactly one JobUnsettled
+// with the database's error and the outcome it tried; the job, still
+// running under its claim, runs again once the claim lapses.
+func TestClientJobEventsWhenTheRetryFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		var ahead atomic.Int64 // moves the store's clock past the claim's lapse
+		s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
+		q := s.Queue("jobs")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		// The retry sets the job pending; a claim or a heartbeat keeps it running.
+		refuse(t, e, s, "UPDATE", fmt.Sprintf("OLD.id = %d AND OLD.attempts = 1 AND NEW.state = 'pending'", id))
+		cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+		all := cl.Subscribe(0)
+		defer all.Close()
+		require.NoError(t, cl.Handle(q, store.WorkOpts{Visibility: time.Hour, PollInterval: 20 * time.Millisecond},
+			func(ctx context.Context, j *store.Job) error {
+				if j.Attempts == 1 {
+					return errors.New("boom")
+				}
+				return nil
+			}))
+		require.NoError(t, cl.Start(c))
+		next := func() client.JobEvent {
+			select {
+			case ev := <-all.C():
+				return ev
+			case <-c.Done():
+				t.Fatal("an event is missing")
+			}
+			return client.JobEvent{}
+		}
+		ev := next()
+		assert.Equal(t, client.JobUnsettled, ev.Kind)
+		assert.Equal(t, store.OutcomeRetried, ev.Result.Outcome)
+		assert.ErrorContains(t, ev.Result.SettleErr, "injected fault")
+		assert.EqualError(t, ev.Err, "boom")
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobRunning, j.State, "not lost: held by its claim until it lapses")
+
+		ahead.Store(int64(2 * time.Hour)) // the claim has lapsed
+		ev = next()
+		assert.Equal(t, client.JobCompleted, ev.Kind)
+		assert.Equal(t, 2, ev.Job.Attempts)
+		require.NoError(t, cl.Stop(c))
+		select {
+		case ev, ok := <-all.C():
+			require.False(t, ok, "an extra event: %+v", ev)
+		default:
+		}
+	})
+}
+
+// A settle the database refuses gives exactly one JobUnsettled event, with
+// the database's error in Result.SettleErr, and loses nothing: the job
+// runs again once its claim lapses. In Work's batched ack, the refused job
+// fails only itself: the jobs batched with it complete (each with one
+// JobCompleted), rather than all being reported unsettled and run again.
+//
+// The batch is forced: a first job's result function holds the ack loop
+// while the faulty job and its batch mates return, and the worker has
+// claimed a follower into each slot they freed (so each had handed its job
+// to the ack loop) before it is let go.
+func TestClientJobEventsWhenTheAckFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) { ackFaultEvents(t, e, false) })
+}
+
+// When the database refuses the ack of every job of a batch (as when it
+// is down), every one of them gets exactly one JobUnsettled, none is
+// reported completed, and each runs again once its claim lapses.
+func TestClientJobEventsWhenEveryAckOfABatchFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) { ackFaultEvents(t, e, true) })
+}
+
+// ackFaultEvents forces a batch of Work's acks holding a job whose ack the
+// database refuses and its mates, whose acks it refuses too when allFail,
+// and checks each job's events.
+func ackFaultEvents(t *testing.T, e *engineEnv, allFail bool) {
+	c := ctx(t)
+	var ahead atomic.Int64 // moves the store's clock past the claims' lapse
+	s := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }))
+	q := s.Queue("jobs")
+	cl := client.New(s, client.Opts{NoScheduler: true, NoJanitor: true})
+	all := cl.Subscribe(0)
+	defer all.Close()
+
+	const mates = 3
+	const slots = mates + 2 // the lead, the faulty job and its mates
+	ids := map[int64]string{}
+	enqueue := func(k string) int64 {
+		id, err := q.Enqueue(c, []byte(k), store.EnqueueOpts{})
+		require.NoError(t, err)
+		ids[id] = k
+		return id
+	}
+	enqueue("lead")
+	faulty := enqueue("faulty")
+	last := faulty
+	for i := range mates {
+		id := enqueue(fmt.Sprint("mate", i))
+		if allFail {
+			last = id // ids grow: the lead's is below, the followers' above
+		}
+	}
+	failFirstAck(t, e, s, faulty, last)
+	refused := map[string]bool{"faulty": true}
+	for i := range mates {
+		refused[fmt.Sprint("mate", i)] = allFail
+	}
+
+	started := make(chan string, 4*slots)
+	leadGo, restGo, followersGo := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	leadHeld, leadLet := make(chan struct{}), make(chan struct{})
+	defer func() { // on a failure, let every handler return so Close does not wait
+		for _, ch := range []chan struct{}{leadGo, restGo, followersGo, leadLet} {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	}()
+	opts := store.WorkOpts{Concurrency: slots, Visibility: time.Hour, PollInterval: 20 * time.Millisecond}
+	require.NoError(t, cl.Handle(q, opts, func(ctx context.Context, j *store.Job) error {
+		k := string(j.Payload)
+		if j.Attempts > 1 {
+			started <- k + " again"
+			return nil
+		}
+		started <- k
+		switch {
+		case k == "lead":
+			// Runs on the ack loop, after the lead's ack: holds it.
+			j.OnResult(func(store.JobResult) { close(leadHeld); <-leadLet })
+			<-leadGo
+		case k == "follower":
+			<-followersGo
+		default:
+			<-restGo
+		}
+		return nil
+	}))
+	require.NoError(t, cl.Start(c))
+	for range slots {
+		<-started
+	}
+	for range slots { // claimed only as slots free up
+		enqueue("follower")
+	}
+	close(leadGo)
+	<-leadHeld // the ack loop holds on the lead's result
+	close(restGo)
+	for range slots { // every slot was freed: each job was handed to the ack loop
+		require.Equal(t, "follower", <-started)
+	}
+	close(leadLet) // the next batch: the faulty job and its mates
+
+	got := map[string][]client.JobEvent{}
+	next := func() client.JobEvent {
+		select {
+		case ev := <-all.C():
+			got[ids[ev.Job.ID]] = append(got[ids[ev.Job.ID]], ev)
+			return ev
+		case <-c.Done():
+			t.Fatal("events missing", got)
+		}
+		return client.JobEvent{}
+	}
+	for range 2 + mates {
+		next()
+	}
+	require.Len(t, got["lead"], 1)
+	assert.Equal(t, client.JobCompleted, got["lead"][0].Kind)
+	again := 0
+	for k, refused := range refused {
+		require.Len(t, got[k], 1, "%s: %+v", k, got[k])
+		ev := got[k][0]
+		if !refused {
+			require.Equal(t, client.JobCompleted, ev.Kind, "%s: %+v", k, ev.Result)
+			assert.NoError(t, ev.Result.SettleErr)
+			continue
+		}
+		again++
+		require.Equal(t, client.JobUnsettled, ev.Kind, "%s: %+v", k, ev.Result)
+		assert.ErrorContains(t, ev.Result.SettleErr, "injected fault")
+		assert.Equal(t, store.OutcomeAcked, ev.Result.Outcome)
+		j, err := q.Job(c, ev.Job.ID)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobRunning, j.State, "%s: not lost: held by its claim until it lapses", k)
+	}
+
+	close(followersGo)
+	for range slots {
+		assert.Equal(t, client.JobCompleted, next().Kind)
+	}
+	ahead.Store(int64(2 * time.Hour)) // the refused jobs' claims have lapsed
+	for range again {
+		ev := next()
+		k := ids[ev.Job.ID]
+		assert.True(t, refused[k], "%s ran again", k)
+		assert.Equal(t, client.JobCompleted, ev.Kind, k)
+		assert.Equal(t, 2, ev.Job.Attempts, k)
+		assert.Len(t, got[k], 2, k)
+		_, err := q.Job(c, ev.Job.ID)
+		assert.ErrorIs(t, err, store.ErrNotFound, "%s: acked on its second run", k)
+	}
+
+	require.NoError(t, cl.Stop(c))
+	select {
+	case ev, ok := <-all.C():
+		require.False(t, ok, "an extra event: %+v", ev)
+	default:
+	}
+	assert.Zero(t, all.Dropped())
+}
