@@ -44,7 +44,12 @@ type Message struct {
 	Headers map[string]string
 }
 
-// Publish appends an unkeyed event and returns its offset.
+// Publish appends an unkeyed event and returns its offset. On PostgreSQL,
+// unkeyed Publishes (and PublishMessages) of one stream that arrive while
+// two others are in flight share the next statement, one transaction (each
+// still gets its own offset and error); one whose ctx ends first returns
+// ctx's error, and its event may have been appended, as when any statement
+// is cancelled in flight.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
 	return st.publish(ctx, autoWrite(ctx), payload, nil)
 }
