@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Enqueue and publish coalescing (PostgreSQL, issue 18). A single-row INSERT into
+// Enqueue coalescing (PostgreSQL, issue 18). A single-row INSERT into
 // alkstore.jobs costs the server about three raw INSERTs, nearly all of it
 // per statement, not per row: PostgreSQL opens every index of the table,
 // prepares every partial index's predicate and parses and plans every CHECK
@@ -29,17 +29,18 @@ import (
 // dropped if its batch has not been sent yet, and may be added otherwise
 // (as when a statement is cancelled in flight).
 //
-// Unkeyed auto-commit Publishes of one stream share PublishEvents statements
-// the same way: each statement takes a transaction id and draws its offsets
-// from the shared sequence in input order, so the settled horizon treats a
-// batch like any one transaction's events; a publish returns its own
-// offset once its batch committed.
+// Publishes are not coalesced: tried the same way (unkeyed Publishes of one
+// stream sharing PublishEvents statements), the server's CPU an event fell
+// from 46-52 to 33 us with 8 publishers, but the wall-clock rate fell to
+// 0.61-0.92 of main's in bench-compare (a one-event statement costs the
+// server less than a job's, so waiting for a statement costs more than
+// sharing it saves).
 
 // coalesceMax caps the items of one coalesced statement.
 const coalesceMax = 128
 
-// coalesceInflight is how many statements of one queue or stream may be in
-// flight before calls wait to share the next one. One saves the most server
+// coalesceInflight is how many statements of one queue may be in flight
+// before calls wait to share the next one. One saves the most server
 // CPU (8 producers: 37 us a job against 79) but makes every waiting call
 // wait for a whole statement; two keeps most of the saving (41 us).
 const coalesceInflight = 2
@@ -48,8 +49,8 @@ const coalesceInflight = 2
 // can cancel (its callers stop waiting when theirs end).
 const coalescedTimeout = time.Minute
 
-// coalescer batches auto-commit inserts of items T, one lane per queue or
-// stream name: one sends a single item (the statement the call would run
+// coalescer batches auto-commit inserts of items T, one lane per name (a
+// queue's): one sends a single item (the statement the call would run
 // alone), many several in one statement, returning their ids in order.
 type coalescer[T any] struct {
 	one  func(ctx context.Context, o ops, name string, it T) (int64, error)
@@ -102,29 +103,6 @@ func newEnqueueCoalescer() *coalescer[enqueuedJob] {
 				}
 			}
 			return o.enqueueMany(ctx, queue, now, jobs)
-		},
-	}
-}
-
-// newPublishCoalescer sends one unkeyed event with PublishEvent and several
-// with PublishEvents.
-func newPublishCoalescer() *coalescer[publishReq] {
-	return &coalescer[publishReq]{
-		one: func(ctx context.Context, o ops, stream string, r publishReq) (int64, error) {
-			return o.publish(ctx, r)
-		},
-		many: func(ctx context.Context, o ops, stream string, rs []publishReq) ([]int64, error) {
-			m := publishManyReq{stream: stream, msgs: make([]Message, len(rs))}
-			for i, r := range rs {
-				m.msgs[i].Payload = r.payload
-				if r.headers != nil {
-					if m.headers == nil {
-						m.headers = make([][]byte, len(rs))
-					}
-					m.headers[i] = r.headers
-				}
-			}
-			return o.publishMany(ctx, m)
 		},
 	}
 }

@@ -61,13 +61,10 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	deniedLog  sync.Once // partitions denied to this role: logged once
-	closeErr   error     // what the first Shutdown returned
-	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
-	// PostgreSQL: auto-commit enqueues and unkeyed publishes share
-	// statements (coalesce.go); nil on SQLite.
-	coalesce  *coalescer[enqueuedJob]
-	coalesceP *coalescer[publishReq]
+	deniedLog  sync.Once               // partitions denied to this role: logged once
+	closeErr   error                   // what the first Shutdown returned
+	registered sync.Map                // queue names whose settings row this store has committed (Queue.register)
+	coalesce   *coalescer[enqueuedJob] // PostgreSQL: auto-commit enqueues share statements (coalesce.go); nil on SQLite
 }
 
 // Option configures Open and OpenPool.
@@ -216,7 +213,7 @@ func newStore(eng engine, c config, secret string) *Store {
 	s := &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 	if eng.kind() == "pg" {
-		s.coalesce, s.coalesceP = newEnqueueCoalescer(), newPublishCoalescer()
+		s.coalesce = newEnqueueCoalescer()
 	}
 	return s
 }

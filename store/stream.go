@@ -44,12 +44,7 @@ type Message struct {
 	Headers map[string]string
 }
 
-// Publish appends an unkeyed event and returns its offset. On PostgreSQL,
-// unkeyed Publishes (and PublishMessages) of one stream that arrive while
-// two others are in flight share the next statement, one transaction (each
-// still gets its own offset and error); one whose ctx ends first returns
-// ctx's error, and its event may have been appended, as when any statement
-// is cancelled in flight.
+// Publish appends an unkeyed event and returns its offset.
 func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
 	return st.publish(ctx, autoWrite(ctx), payload, nil)
 }
@@ -110,13 +105,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	r := publishReq{stream: st.name, payload: payload, headers: hs}
-	var off int64
-	if o.auto && st.s.coalesceP != nil { // PostgreSQL: see coalesce.go
-		off, err = st.s.coalesceP.insert(ctx, o.ops, st.name, r)
-	} else {
-		off, err = o.publish(ctx, r)
-	}
+	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
 	}
