@@ -200,7 +200,10 @@ type StreamStats struct {
 	Compacted  bool
 	// For keyed streams: keys with a head, headless rows (each capped at
 	// StatsCountLimit), and how long the oldest headless row has gone
-	// unused (0 when none).
+	// unused (0 when none). Keys is the stream's first 2 × StatsCountLimit
+	// key rows minus its headless ones, so it is exact while Headless is
+	// below the limit; with Headless at it, Keys may count up to Headless -
+	// StatsCountLimit too many.
 	Keys, Headless int64
 	OldestHeadless time.Duration
 }

@@ -113,7 +113,9 @@ func (o liteOps) headCounts(ctx context.Context, now time.Time, limit int) ([]St
 	rows, err := o.q.StreamHeadStats(ctx, litedb.StreamHeadStatsParams{Now: now.UnixMicro(), Cap: int64(limit)})
 	out := make([]StreamStats, len(rows))
 	for i, r := range rows {
-		out[i] = StreamStats{Name: r.Stream, Keys: r.KeyCount, Headless: r.Headless,
+		// Key rows (up to twice the limit) minus the headless ones: exact
+		// while those are below the limit (see StreamHeadStats).
+		out[i] = StreamStats{Name: r.Stream, Keys: min(r.KeyRows-r.Headless, int64(limit)), Headless: r.Headless,
 			OldestHeadless: now.Sub(time.UnixMicro(r.OldestHeadless))}
 	}
 	return out, err

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -114,8 +115,10 @@ type Job struct {
 	next  time.Time
 	as    Outcome
 	// The lifecycle's run of the job (under mu): inRun while it runs and
-	// is not yet settled; results are OnResult's functions.
+	// is not yet settled; result and then results are OnResult's
+	// functions (the first in a field of its own: most runs have one).
 	inRun   bool
+	result  func(JobResult)
 	results []func(JobResult)
 	// wakeLatency: see WakeLatency; 0 when the claim was not a wake's.
 	wakeLatency time.Duration
@@ -183,6 +186,30 @@ type newJob struct {
 	uniqueKey    []byte
 	uniqueStates string
 	headers      []byte // the stored form: a JSON object, nil for none
+}
+
+// alike reports whether two jobs differ at most in their payloads, so a
+// batch of them goes in with EnqueueJobsAlike (the other columns bound
+// once). Unique jobs never reach it.
+func (j newJob) alike(k newJob) bool {
+	return j.priority == k.priority && j.maxAttempts == k.maxAttempts && j.runAt.Equal(k.runAt) &&
+		(j.expiresAt == nil) == (k.expiresAt == nil) && (j.expiresAt == nil || j.expiresAt.Equal(*k.expiresAt)) &&
+		(j.headers == nil) == (k.headers == nil) && bytes.Equal(j.headers, k.headers)
+}
+
+// alikeRun returns how many jobs from the first on are alike to it, stopping
+// before the payloads pass limit bytes (hex, on SQLite) unless it is the
+// first job.
+func alikeRun(jobs []newJob, limit int) int {
+	size := 2 * len(jobs[0].payload)
+	n := 1
+	for n < len(jobs) && jobs[n].alike(jobs[0]) {
+		if size += 2*len(jobs[n].payload) + 3; size > limit {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {

@@ -20,13 +20,26 @@ func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j new
 		Headers: liteHeaders(j.headers)})
 }
 
-// enqueueMany inserts the jobs with one EnqueueJobs statement per chunk of
-// about enqueueChunk bytes of JSON (a batch of big payloads is not one
-// string of gigabytes), all in one transaction on the writer slot.
+// enqueueMany inserts the jobs with one statement per chunk of about
+// enqueueChunk bytes of JSON (a batch of big payloads is not one string of
+// gigabytes), all in one transaction on the writer slot: EnqueueJobsAlike
+// for a run of at least alikeMin jobs that differ only in their payloads
+// (or the batch's last jobs), EnqueueJobs for the rest.
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
 	ids := make([]int64, 0, len(jobs))
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		for rest := jobs; len(rest) > 0; {
+			if n := alikeRun(rest, enqueueChunk); n >= alikeMin || n == len(rest) {
+				last, err := enqueueAlike(ctx, q, queue, now, rest[:n])
+				if err != nil {
+					return err
+				}
+				for id := last - int64(n) + 1; id <= last; id++ {
+					ids = append(ids, id)
+				}
+				rest = rest[n:]
+				continue
+			}
 			js, n := jobsJSON(rest, enqueueChunk)
 			got, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Now: now.UnixMicro(), Jobs: js})
 			if err != nil {
@@ -44,6 +57,53 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 		return nil, err
 	}
 	return ids, nil
+}
+
+// alikeMin is the shortest run of alike jobs inside a batch that gets a
+// statement of its own (a batch's last jobs always may).
+const alikeMin = 16
+
+// enqueueAlike inserts jobs that differ only in their payloads with one
+// EnqueueJobsAlike and returns the last one's id. The statement inserts
+// them in order on the writer, and alk_jobs is AUTOINCREMENT: each row of
+// one INSERT ... SELECT gets the id after the one before it, so the jobs'
+// ids are the len(jobs) ending at the last. The change count must be
+// exactly the batch.
+func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob) (int64, error) {
+	size := 2
+	for _, j := range jobs {
+		size += 2*len(j.payload) + 3
+	}
+	b := make([]byte, 0, size)
+	b = append(b, '[')
+	for i, j := range jobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if j.payload == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '"')
+		b = hex.AppendEncode(b, j.payload)
+		b = append(b, '"')
+	}
+	b = append(b, ']')
+	j := jobs[0]
+	res, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
+		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+		Headers: liteHeaders(j.headers), Payloads: string(b)})
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if n != int64(len(jobs)) {
+		return 0, fmt.Errorf("enqueue: %d jobs stored of %d", n, len(jobs))
+	}
+	return res.LastInsertId()
 }
 
 // enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -16,6 +17,17 @@ func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJo
 }
 
 func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+	if alikeRun(jobs, math.MaxInt) == len(jobs) { // the usual batch: only payloads differ
+		j := jobs[0]
+		p := pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
+			RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Payloads: make([][]byte, len(jobs)),
+			Wake: o.wake(queueTopic(queue))}
+		for i, j := range jobs {
+			p.Payloads[i] = j.payload
+		}
+		ids, err := o.q.EnqueueJobsAlike(ctx, p)
+		return sortedIDs(ids, err, len(jobs))
+	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
 	for i, j := range jobs {

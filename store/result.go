@@ -29,7 +29,11 @@ func (j *Job) OnResult(fn func(JobResult)) bool {
 	if !j.inRun {
 		return false
 	}
-	j.results = append(j.results, fn)
+	if j.result == nil { // the usual one, without a slice to allocate
+		j.result = fn
+	} else {
+		j.results = append(j.results, fn)
+	}
 	return true
 }
 
@@ -39,7 +43,7 @@ func (j *Job) beginRun() {
 		return
 	}
 	j.mu.Lock()
-	j.inRun, j.results = true, nil
+	j.inRun, j.result, j.results = true, nil, nil
 	j.mu.Unlock()
 }
 
@@ -49,10 +53,13 @@ func (j *Job) endRun(res JobResult) {
 		return
 	}
 	j.mu.Lock()
-	fns := j.results
-	j.inRun, j.results = false, nil
+	first, more := j.result, j.results
+	j.inRun, j.result, j.results = false, nil, nil
 	j.mu.Unlock()
-	for _, fn := range fns {
+	if first != nil {
+		j.callResult(first, res)
+	}
+	for _, fn := range more {
 		j.callResult(fn, res)
 	}
 }
@@ -74,5 +81,5 @@ func (j *Job) hasResultFuncs() bool {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.results) > 0
+	return j.result != nil
 }

@@ -224,11 +224,10 @@ func (q *Queries) LockCompactionHead(ctx context.Context, arg LockCompactionHead
 	return items, nil
 }
 
-const publishKeyedEvent = `-- name: PublishKeyedEvent :one
+const publishKeyedEvent = `-- name: PublishKeyedEvent :execlastid
 
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)
-RETURNING id
 `
 
 type PublishKeyedEventParams struct {
@@ -243,17 +242,19 @@ type PublishKeyedEventParams struct {
 // Winner rule: a publish becomes the head when the row is headless or its
 // (rank, offset) is greater than the head's.
 // A keyed publish's event; UpsertCompactionHead follows in the same
-// transaction.
+// transaction. Its offset is the row's id, read as the last inserted
+// rowid rather than through RETURNING.
 func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishKeyedEventStmt, publishKeyedEvent,
+	result, err := q.exec(ctx, q.publishKeyedEventStmt, publishKeyedEvent,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
 		arg.Headers,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	if err != nil {
+		return 0, err
+	}
+	return result.LastInsertId()
 }
 
 const touchHeadlessHead = `-- name: TouchHeadlessHead :exec

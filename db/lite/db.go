@@ -150,6 +150,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
+	if q.enqueueJobsAlikeStmt, err = db.PrepareContext(ctx, enqueueJobsAlike); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsAlike: %w", err)
+	}
 	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
 	}
@@ -582,6 +585,11 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobsAlikeStmt != nil {
+		if cerr := q.enqueueJobsAlikeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsAlikeStmt: %w", cerr)
 		}
 	}
 	if q.enqueueUniqueJobStmt != nil {
@@ -1030,6 +1038,7 @@ type Queries struct {
 	dueSchedulesStmt                *sql.Stmt
 	enqueueJobStmt                  *sql.Stmt
 	enqueueJobsStmt                 *sql.Stmt
+	enqueueJobsAlikeStmt            *sql.Stmt
 	enqueueUniqueJobStmt            *sql.Stmt
 	enqueueUniqueJobsStmt           *sql.Stmt
 	expiredTombstonesStmt           *sql.Stmt
@@ -1151,6 +1160,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		dueSchedulesStmt:                q.dueSchedulesStmt,
 		enqueueJobStmt:                  q.enqueueJobStmt,
 		enqueueJobsStmt:                 q.enqueueJobsStmt,
+		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
 		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,

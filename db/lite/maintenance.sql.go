@@ -545,11 +545,12 @@ WITH RECURSIVE st(stream) AS (
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS key_count,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS headless,
-       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h WHERE h.stream = st.stream
+                                   LIMIT 2 * CAST(?1 AS INTEGER))) AS INTEGER) AS key_rows,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h INDEXED BY alk_compaction_heads_headless
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                   LIMIT CAST(?1 AS INTEGER))) AS INTEGER) AS headless,
+       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h INDEXED BY alk_compaction_heads_headless
                       WHERE h.stream = st.stream AND h.head_offset IS NULL), ?2) AS INTEGER) AS oldest_headless
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
@@ -561,14 +562,20 @@ type StreamHeadStatsParams struct {
 
 type StreamHeadStatsRow struct {
 	Stream         string
-	KeyCount       int64
+	KeyRows        int64
 	Headless       int64
 	OldestHeadless int64
 }
 
-// Every stream with key rows (a loose scan of the primary key); its keys
-// with a head and its headless rows each counted up to @cap, and its oldest
+// Every stream with key rows (a loose scan of the primary key): its first
+// twice @cap key rows counted on the primary key (key_rows), its headless
+// rows counted up to @cap on alk_compaction_heads_headless, and its oldest
 // headless row (exact: the first entry of alk_compaction_heads_headless).
+// The store's keys with a head are key_rows minus headless, up to @cap:
+// exact while the headless rows are fewer than @cap (PostgreSQL's twin
+// counts the same). Counting the keys with a head directly read every
+// headless row that sorts before them (half a million beside 10^7 rows);
+// this reads three times @cap index entries at most.
 func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams) ([]StreamHeadStatsRow, error) {
 	rows, err := q.query(ctx, q.streamHeadStatsStmt, streamHeadStats, arg.Cap, arg.Now)
 	if err != nil {
@@ -580,7 +587,7 @@ func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams
 		var i StreamHeadStatsRow
 		if err := rows.Scan(
 			&i.Stream,
-			&i.KeyCount,
+			&i.KeyRows,
 			&i.Headless,
 			&i.OldestHeadless,
 		); err != nil {

@@ -7,6 +7,7 @@ package litedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
@@ -588,6 +589,47 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 		return nil, err
 	}
 	return items, nil
+}
+
+const enqueueJobsAlike = `-- name: EnqueueJobsAlike :execresult
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+SELECT CAST(?1 AS TEXT), unhex(j.value), CAST(?2 AS INTEGER), CAST(?3 AS INTEGER),
+       CAST(?4 AS INTEGER), CAST(?5 AS INTEGER), CAST(?6 AS INTEGER), CAST(?7 AS TEXT)
+FROM json_each(CAST(?8 AS TEXT)) AS j
+ORDER BY j.key
+`
+
+type EnqueueJobsAlikeParams struct {
+	Queue       string
+	Priority    int64
+	MaxAttempts int64
+	Now         int64
+	RunAt       int64
+	ExpiresAt   *int64
+	Headers     *string
+	Payloads    string
+}
+
+// A batch whose jobs differ only in their payloads (EnqueueMany's usual
+// batch: every job with the same options and headers): payloads is a JSON
+// array of the payloads in hex (null: NULL), in order, and every other
+// column is a parameter, bound once for the batch. SQLite reads one
+// string an element instead of pulling six fields out of an object. No
+// RETURNING: the rows are inserted in array order by this one statement on
+// the writer, and alk_jobs is AUTOINCREMENT, so their ids are the
+// consecutive ones ending at the statement's last_insert_rowid (the store
+// checks its change count against the batch).
+func (q *Queries) EnqueueJobsAlike(ctx context.Context, arg EnqueueJobsAlikeParams) (sql.Result, error) {
+	return q.exec(ctx, q.enqueueJobsAlikeStmt, enqueueJobsAlike,
+		arg.Queue,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.Headers,
+		arg.Payloads,
+	)
 }
 
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many

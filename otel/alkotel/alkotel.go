@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -291,15 +292,23 @@ func (i *Instrumentation) TxHandler(h store.TxHandler) store.TxHandler {
 }
 
 // queueInst is what every job of one queue shares: built once per queue,
-// so a job's span and measurements allocate no names, attributes or
-// attribute sets of their own.
+// so a job's span and measurements allocate no names, attributes,
+// attribute sets or option lists of their own.
 type queueInst struct {
 	dest     string
 	spanName string
-	attrs    []attribute.KeyValue                // the queue's span attributes
-	delay    metric.MeasurementOption            // start delay's and wake latency's set
-	outcomes map[string]metric.MeasurementOption // by ResultName
+	attrs    [queueAttrs]attribute.KeyValue // the queue's span attributes
+	delay    []metric.RecordOption          // start delay's and wake latency's set
+	outcomes map[string][]metric.RecordOption
 }
+
+// queueAttrs and jobAttrs count a consumer span's attributes: the queue's
+// (system, destination, operation name and type), then the job's (message
+// id, attempt, outcome).
+const (
+	queueAttrs = 4
+	jobAttrs   = queueAttrs + 3
+)
 
 // outcomeNames are every ResultName, whose attribute sets queueInst holds.
 var outcomeNames = []string{"completed", "retried", "dead", "snoozed", "cancelled", "lost", "released",
@@ -314,18 +323,20 @@ func (i *Instrumentation) queue(name string) *queueInst {
 		return q.(*queueInst)
 	}
 	q := &queueInst{dest: name, spanName: operationProcess + " " + name,
-		attrs: []attribute.KeyValue{KeySystem.String(System), KeyDestination.String(name),
+		attrs: [queueAttrs]attribute.KeyValue{KeySystem.String(System), KeyDestination.String(name),
 			KeyOperationName.String(operationProcess), KeyOperationType.String(operationTypeProc)},
-		delay: i.set(setKey{metric: metricStartDelay, dest: name}), outcomes: map[string]metric.MeasurementOption{}}
+		delay: []metric.RecordOption{i.set(setKey{metric: metricStartDelay, dest: name})}, outcomes: map[string][]metric.RecordOption{}}
 	for _, o := range outcomeNames {
-		q.outcomes[o] = i.set(setKey{metric: metricProcess, dest: name, op: operationProcess, outcome: o})
+		q.outcomes[o] = []metric.RecordOption{i.set(setKey{metric: metricProcess, dest: name, op: operationProcess, outcome: o})}
 	}
 	v, _ := i.queues.LoadOrStore(name, q)
 	return v.(*queueInst)
 }
 
 // jobSpan is one job's run as its span sees it, until the lifecycle
-// reports the run's result.
+// reports the run's result. jobSpans are reused (jobSpanPool): the
+// handler's return (stop) and the result (result) each release it once,
+// and the second puts it back.
 type jobSpan struct {
 	i     *Instrumentation
 	ctx   context.Context
@@ -334,10 +345,31 @@ type jobSpan struct {
 	job   *store.Job
 	start time.Time
 	took  time.Duration
+	// report is result, bound once per jobSpan (a method value allocates).
+	report func(store.JobResult)
+	// attrs are the span's attributes, set in one SetAttributes call when
+	// the run ends: the SDK copies them into one slice of their size
+	// (a call at the start and another at the end grew it twice).
+	attrs    [jobAttrs]attribute.KeyValue
+	released atomic.Int32
 }
 
+var jobSpanPool = sync.Pool{New: func() any { return new(jobSpan) }}
+
 func (js *jobSpan) result(res store.JobResult) {
-	js.i.finish(js.ctx, js.span, js.qi, js.job, js.took, res)
+	js.i.finish(js, res)
+	js.release()
+}
+
+// release puts js back once both its handler returned and its result was
+// reported.
+func (js *jobSpan) release() {
+	if js.released.Add(1) < 2 {
+		return
+	}
+	report := js.report
+	*js = jobSpan{report: report} // drop the job, the span and the context
+	jobSpanPool.Put(js)
 }
 
 // runInSpan runs one job's handler in a consumer span continuing the trace
@@ -357,33 +389,37 @@ func (i *Instrumentation) runInSpan(ctx context.Context, job *store.Job, run fun
 		}
 	}
 	ctx, span := i.tracer.Start(parent, qi.spanName, opts...)
-	if span.IsRecording() {
-		// The queue's attributes from its own slice (no copy); the job's
-		// come with its outcome (finish): one more call, one growth.
-		span.SetAttributes(qi.attrs...)
-	}
 	if job.ClaimedAt != nil {
 		due := job.RunAt
 		if job.CreatedAt.After(due) {
 			due = job.CreatedAt
 		}
-		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay)
+		i.startDelay.Record(ctx, max(job.ClaimedAt.Sub(due), 0).Seconds(), qi.delay...)
 	}
 	if d, ok := job.WakeLatency(); ok {
-		i.wakeLat.Record(ctx, d.Seconds(), qi.delay)
+		i.wakeLat.Record(ctx, d.Seconds(), qi.delay...)
 	}
-	js := &jobSpan{i: i, ctx: ctx, span: span, qi: qi, job: job, start: time.Now()}
-	if job.OnResult(js.result) {
+	js := jobSpanPool.Get().(*jobSpan)
+	if js.report == nil {
+		js.report = js.result
+	}
+	js.i, js.ctx, js.span, js.qi, js.job, js.start = i, ctx, span, qi, job, time.Now()
+	if job.OnResult(js.report) {
 		// The lifecycle reports the result once it settled the job (a
-		// panic included, which it turns into an error).
+		// panic included, which it turns into an error), after the
+		// handler returned.
 		defer js.stop()
 		return run(ctx)
 	}
+	js.released.Store(1) // no stop: the result alone releases it
 	return js.runPredicted(run)
 }
 
 // stop notes how long the handler ran.
-func (js *jobSpan) stop() { js.took = time.Since(js.start) }
+func (js *jobSpan) stop() {
+	js.took = time.Since(js.start)
+	js.release()
+}
 
 // runPredicted runs a job the lifecycle does not run (so reports no
 // result): its outcome is the result's prediction (store.HandlerOutcome).
@@ -392,6 +428,7 @@ func (js *jobSpan) stop() { js.took = time.Since(js.start) }
 //go:noinline
 func (js *jobSpan) runPredicted(run func(ctx context.Context) error) error {
 	done := false
+	ctx, job := js.ctx, js.job
 	defer func() {
 		if done {
 			return
@@ -401,14 +438,14 @@ func (js *jobSpan) runPredicted(run func(ctx context.Context) error) error {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("handler panicked: %v", p)
 			js.took = time.Since(js.start)
-			js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
+			js.result(store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 			panic(p)
 		}
 	}()
-	err := run(js.ctx)
+	err := run(ctx)
 	done = true
 	js.took = time.Since(js.start)
-	js.result(store.JobResult{Outcome: store.HandlerOutcome(js.ctx, js.job, err), Err: err})
+	js.result(store.JobResult{Outcome: store.HandlerOutcome(ctx, job, err), Err: err})
 	return err
 }
 
@@ -425,12 +462,15 @@ func (i *Instrumentation) carries(headers map[string]string) bool {
 	return false
 }
 
-// finish sets a settled run's outcome on its span, ends it, and records
-// the handler's duration by outcome.
-func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queueInst, job *store.Job, took time.Duration, res store.JobResult) {
+// finish sets a settled run's attributes and outcome on its span, ends
+// it, and records the handler's duration by outcome.
+func (i *Instrumentation) finish(js *jobSpan, res store.JobResult) {
 	name := ResultName(res)
+	span, qi, job := js.span, js.qi, js.job
 	if span.IsRecording() {
-		span.SetAttributes(KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts), KeyOutcome.String(name))
+		js.attrs = [jobAttrs]attribute.KeyValue{qi.attrs[0], qi.attrs[1], qi.attrs[2], qi.attrs[3],
+			KeyMessageID.String(strconv.FormatInt(job.ID, 10)), KeyAttempt.Int(job.Attempts), KeyOutcome.String(name)}
+		span.SetAttributes(js.attrs[:]...)
 		if failed := res.Outcome == store.OutcomeRetried || res.Outcome == store.OutcomeFailed; failed || res.SettleErr != nil {
 			err := res.Err
 			if !failed {
@@ -443,9 +483,9 @@ func (i *Instrumentation) finish(ctx context.Context, span trace.Span, qi *queue
 	span.End()
 	set, ok := qi.outcomes[name]
 	if !ok {
-		set = i.set(setKey{metric: metricProcess, dest: qi.dest, op: operationProcess, outcome: name})
+		set = []metric.RecordOption{i.set(setKey{metric: metricProcess, dest: qi.dest, op: operationProcess, outcome: name})}
 	}
-	i.process.Record(ctx, took.Seconds(), set)
+	i.process.Record(js.ctx, js.took.Seconds(), set...)
 }
 
 // ResultName is the alkstore.job.outcome value of a settled run:

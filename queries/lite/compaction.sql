@@ -3,12 +3,12 @@
 -- Winner rule: a publish becomes the head when the row is headless or its
 -- (rank, offset) is greater than the head's.
 
--- name: PublishKeyedEvent :one
+-- name: PublishKeyedEvent :execlastid
 -- A keyed publish's event; UpsertCompactionHead follows in the same
--- transaction.
+-- transaction. Its offset is the row's id, read as the last inserted
+-- rowid rather than through RETURNING.
 INSERT INTO alk_events (stream, key, payload, headers)
-VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers))
-RETURNING id;
+VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and

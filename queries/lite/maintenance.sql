@@ -170,9 +170,15 @@ SELECT CAST(st.stream AS TEXT) AS stream,
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
--- Every stream with key rows (a loose scan of the primary key); its keys
--- with a head and its headless rows each counted up to @cap, and its oldest
+-- Every stream with key rows (a loose scan of the primary key): its first
+-- twice @cap key rows counted on the primary key (key_rows), its headless
+-- rows counted up to @cap on alk_compaction_heads_headless, and its oldest
 -- headless row (exact: the first entry of alk_compaction_heads_headless).
+-- The store's keys with a head are key_rows minus headless, up to @cap:
+-- exact while the headless rows are fewer than @cap (PostgreSQL's twin
+-- counts the same). Counting the keys with a head directly read every
+-- headless row that sorts before them (half a million beside 10^7 rows);
+-- this reads three times @cap index entries at most.
 WITH RECURSIVE st(stream) AS (
     SELECT min(x.stream) FROM alk_compaction_heads x
     UNION ALL
@@ -180,11 +186,12 @@ WITH RECURSIVE st(stream) AS (
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT CAST(st.stream AS TEXT) AS stream,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NOT NULL LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS key_count,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h
-                                   WHERE h.stream = st.stream AND h.head_offset IS NULL LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS headless,
-       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h WHERE h.stream = st.stream
+                                   LIMIT 2 * CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS key_rows,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_compaction_heads h INDEXED BY alk_compaction_heads_headless
+                                   WHERE h.stream = st.stream AND h.head_offset IS NULL
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS headless,
+       CAST(COALESCE((SELECT min(h.updated_at) FROM alk_compaction_heads h INDEXED BY alk_compaction_heads_headless
                       WHERE h.stream = st.stream AND h.head_offset IS NULL), sqlc.arg(now)) AS INTEGER) AS oldest_headless
 FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 

@@ -11,6 +11,25 @@
 // the median over the rounds of the throughput and of this process's CPU
 // per job (user + system, over the burn-down only), and their ratios to
 // plain's. `make bench` runs it after the core's bench.
+//
+// "otel-sdk" is the SDK as an application would run it, nothing turned
+// down: sdktrace.NewTracerProvider's default sampler (ParentBased(AlwaysOn):
+// every span, the consumer's included, is sampled and recorded), its
+// BatchSpanProcessor with the default queue (2048 spans; it drops spans when
+// full, so the run counts what reached the exporter and says so), an
+// exporter that counts the spans and discards them, and metrics on an
+// sdkmetric.MeterProvider with a ManualReader (every instrument aggregates;
+// nothing collects). The burn-down's window ends after a ForceFlush, so the
+// batcher's export of the last spans is in it. Two opt-in variants split it
+// (-variant otel-traces or otel-metrics): the SDK tracer with no-op
+// metrics, and SDK metrics with a no-op tracer.
+//
+// To count instructions rather than time (repeatable on a shared machine),
+// run one variant under callgrind with the window's markers:
+//
+//	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind \
+//	  --zero-before=main.windowStart --dump-before=main.windowEnd \
+//	  ./otelbench -engines lite -rounds 1 -jobs 3000 -variant otel-sdk
 package main
 
 import (
@@ -28,10 +47,11 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/alkstore/alkstore/internal/pgtest"
@@ -44,7 +64,7 @@ var (
 	rounds   = flag.Int("rounds", 3, "burn-downs per variant (the median is reported)")
 	workers  = flag.Int("workers", 100, "Work concurrency")
 	engines  = flag.String("engines", "lite,pg", "engines to measure (pg starts a throwaway PostgreSQL)")
-	only     = flag.String("variant", "", "run this variant alone (plain, headers, otel-off, otel-sdk), e.g. to profile it")
+	only     = flag.String("variant", "", "run these variants alone (comma-separated: plain, headers, otel-off, otel-sdk, otel-traces, otel-metrics), e.g. to profile one")
 	cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the burn-downs to this file")
 	memprof  = flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	variants = []string{"plain", "headers", "otel-off", "otel-sdk"}
@@ -53,7 +73,7 @@ var (
 func main() {
 	flag.Parse()
 	if *only != "" {
-		variants = []string{*only}
+		variants = strings.Split(*only, ",")
 	}
 	ctx := context.Background()
 	if *cpuprof != "" {
@@ -94,6 +114,11 @@ func main() {
 
 type result struct{ rate, cpu, server []float64 } // jobs/s, CPU µs per job: this process's, the server's
 
+// spansLost counts the consumer spans that did not reach the exporter (the
+// batcher drops spans when its queue is full): the run says so, since a
+// dropped span costs less than an exported one.
+var spansLost atomic.Int64
+
 // serverPid is the throwaway PostgreSQL's postmaster while pg runs.
 var serverPid int
 
@@ -132,6 +157,11 @@ func run(ctx context.Context, engine string, dsn func() string) {
 		fmt.Printf("%-10s %10.0f %11.1f %11s %10s %9s %11s   %s; %s%s\n", v, rate, cpu, srv, rr, cr, tr,
 			join(res[vi].rate, "%.0f"), join(res[vi].cpu, "%.1f"), srvRounds)
 	}
+	if n := spansLost.Swap(0); n != 0 {
+		fmt.Printf("WARNING: %d consumer spans did not reach the exporter (the batcher's queue was full)\n", n)
+	} else if slices.ContainsFunc(variants, func(v string) bool { return v == "otel-sdk" || v == "otel-traces" }) {
+		fmt.Println("every consumer span reached the exporter (SDK: ParentBased(AlwaysOn) sampler, BatchSpanProcessor, an exporter that counts and discards)")
+	}
 	on, off := slices.Index(variants, "otel-sdk"), slices.Index(variants, "otel-off")
 	if on >= 0 && off >= 0 {
 		fmt.Printf("tracing on (SDK, no-op exporter) / off: CPU per job %.3f", median(res[on].cpu)/median(res[off].cpu))
@@ -142,26 +172,64 @@ func run(ctx context.Context, engine string, dsn func() string) {
 	}
 }
 
-// instrumentation is a variant's alkotel, nil for plain.
-func instrumentation(variant string) *alkotel.Instrumentation {
+// telemetry is a variant's alkotel (nil for plain and headers) and, when
+// it traces on the SDK, its provider and exporter.
+type telemetry struct {
+	inst     *alkotel.Instrumentation
+	provider *sdktrace.TracerProvider
+	exporter *discardExporter
+}
+
+// instrumentation is a variant's telemetry.
+func instrumentation(variant string) telemetry {
+	var t telemetry
+	var tp trace.TracerProvider = tracenoop.NewTracerProvider()
+	var mp metric.MeterProvider = metricnoop.NewMeterProvider()
 	switch variant {
 	case "plain", "headers":
-		return nil
+		return t
 	case "otel-off":
-		return alkotel.New(alkotel.WithTracerProvider(tracenoop.NewTracerProvider()),
-			alkotel.WithMeterProvider(metricnoop.NewMeterProvider()))
-	case "otel-sdk":
-		return alkotel.New(
-			alkotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))),
-			alkotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	case "otel-sdk", "otel-traces", "otel-metrics":
+		if variant != "otel-metrics" {
+			t.exporter = &discardExporter{}
+			t.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(t.exporter))
+			tp = t.provider
+		}
+		if variant != "otel-traces" {
+			mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		}
+	default:
+		check(fmt.Errorf("unknown variant %q", variant))
 	}
-	check(fmt.Errorf("unknown variant %q", variant))
+	t.inst = alkotel.New(alkotel.WithTracerProvider(tp), alkotel.WithMeterProvider(mp))
+	return t
+}
+
+// discardExporter counts the spans the batcher hands it, and drops them.
+type discardExporter struct{ spans atomic.Int64 }
+
+func (e *discardExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.spans.Add(int64(len(spans)))
 	return nil
 }
 
+func (e *discardExporter) Shutdown(context.Context) error { return nil }
+
+// windowStart and windowEnd mark the burn-down's window for callgrind
+// (--zero-before=main.windowStart --dump-before=main.windowEnd).
+//
+//go:noinline
+func windowStart() { windowMark.Add(1) }
+
+//go:noinline
+func windowEnd() { windowMark.Add(1) }
+
+var windowMark atomic.Int64
+
 // burnDown enqueues the jobs on a fresh database (untimed), then works
 // them off; it returns jobs/s and this process's CPU µs per job.
-func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrumentation) (rate, cpu, server float64) {
+func burnDown(ctx context.Context, dsn, variant string, t telemetry) (rate, cpu, server float64) {
+	inst := t.inst
 	var opts []store.Option
 	if inst != nil {
 		opts = append(opts, store.WithInsertMiddleware(inst.InsertMiddleware()))
@@ -193,9 +261,15 @@ func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrument
 	if inst != nil {
 		h = inst.Handler(h)
 	}
+	var exported int64
+	if t.provider != nil { // the enqueue's producer spans are out of the way
+		check(t.provider.ForceFlush(ctx))
+		exported = t.exporter.spans.Load()
+	}
 	runtime.GC()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	windowStart()
 	cpu0, srv0, start := cpuTime(), serverCPU(), time.Now()
 	go func() { done <- q.Work(wctx, store.WorkOpts{Concurrency: *workers}, h) }()
 	for {
@@ -208,9 +282,19 @@ func burnDown(ctx context.Context, dsn, variant string, inst *alkotel.Instrument
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	if t.provider != nil { // the batcher's export of the last spans is the burn-down's too
+		check(t.provider.ForceFlush(ctx))
+	}
 	elapsed, used, srv := time.Since(start), cpuTime()-cpu0, serverCPU()-srv0
+	windowEnd()
 	cancel()
 	check(<-done)
+	if t.provider != nil {
+		check(t.provider.Shutdown(ctx))
+		if n := t.exporter.spans.Load() - exported; n != int64(*jobs) {
+			spansLost.Add(int64(*jobs) - n)
+		}
+	}
 	n := float64(*jobs)
 	return n / elapsed.Seconds(), float64(used.Microseconds()) / n, float64(srv.Microseconds()) / n
 }
