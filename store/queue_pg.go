@@ -30,14 +30,32 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		return sortedIDs(ids, err, len(jobs))
 	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
-		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs)),
-		RunAts: make([]time.Time, len(jobs)), HasExpiresAt: make([]bool, len(jobs)), ExpiresAts: make([]time.Time, len(jobs))}
+		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
 	for i, j := range jobs {
-		p.Payloads[i], p.Priorities[i], p.MaxAttempts[i], p.RunAts[i] = j.payload, j.priority, j.maxAttempts, j.runAt
-		if j.expiresAt != nil {
-			p.HasExpiresAt[i], p.ExpiresAts[i] = true, *j.expiresAt
-		} else {
-			p.ExpiresAts[i] = now
+		p.Payloads[i], p.Priorities[i], p.MaxAttempts[i] = j.payload, j.priority, j.maxAttempts
+		// The timestamp arrays stay nil (NULL) unless a job needs them: see
+		// EnqueueJobs.
+		if !j.runAt.Equal(now) && p.RunAts == nil {
+			p.RunAts = make([]time.Time, len(jobs))
+			for k := range i {
+				p.RunAts[k] = jobs[k].runAt
+			}
+		}
+		if p.RunAts != nil {
+			p.RunAts[i] = j.runAt
+		}
+		if j.expiresAt != nil && p.ExpiresAts == nil {
+			p.HasExpiresAt, p.ExpiresAts = make([]bool, len(jobs)), make([]time.Time, len(jobs))
+			for k := range i {
+				p.ExpiresAts[k] = now
+			}
+		}
+		if p.ExpiresAts != nil {
+			if j.expiresAt != nil {
+				p.HasExpiresAt[i], p.ExpiresAts[i] = true, *j.expiresAt
+			} else {
+				p.ExpiresAts[i] = now
+			}
 		}
 	}
 	p.Headers = pgHeaderArray(jobs)

@@ -37,7 +37,12 @@ const (
 	planReady   = 50
 	planDead    = 10_000
 	planOther   = 5_000
-	planClaimN  = 100 // a short claim: more than there are ready jobs
+	// planExpiring pending jobs of a third queue, "expiring", expired an
+	// hour ago: a sweep of another queue must not read them, nor a sweep
+	// of every queue more than its batch (on the analysed table both once
+	// hashed their ids against a sequential scan of every job).
+	planExpiring = 50_000
+	planClaimN   = 100 // a short claim: more than there are ready jobs
 )
 
 // planStatements is the explicit list of statements checked, per engine:
@@ -167,6 +172,9 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 				ts(-2*time.Hour), ts(-2*time.Hour), ts(-time.Hour), planDead),
 			ins + fmt.Sprintf("SELECT 'other', 0, 'pending', 3, %s, %s, NULL, NULL FROM generate_series(1, %d) g",
 				ts(-time.Hour), ts(-time.Minute), planOther),
+			fmt.Sprintf("INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
+				"SELECT 'expiring', 0, 'pending', 3, %s, %s, %s FROM generate_series(1, %d) g",
+				ts(-2*time.Hour), ts(-2*time.Hour), ts(-time.Hour), planExpiring),
 		}
 	} else {
 		us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
@@ -181,6 +189,10 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 				planDead, us(-2*time.Hour), us(-2*time.Hour), us(-time.Hour)),
 			fmt.Sprintf(ins+"SELECT 'other', 0, 'pending', 3, %d, %d, NULL, NULL FROM g",
 				planOther, us(-time.Hour), us(-time.Minute)),
+			fmt.Sprintf("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < %d) "+
+				"INSERT INTO alk_jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
+				"SELECT 'expiring', 0, 'pending', 3, %d, %d, %d FROM g",
+				planExpiring, us(-2*time.Hour), us(-2*time.Hour), us(-time.Hour)),
 		}
 	}
 	for _, s := range stmts {
@@ -539,7 +551,7 @@ var hotStatements = []hotStmt{
 	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h"}, maxBuf: 3_500, maxStep: 30_000},
 	{name: "DeleteHead"},
 	{name: "DeleteEvent"},
-	{name: "SweepAllExpiredJobs"},
+	{name: "SweepAllExpiredJobs", maxBuf: 12_000, maxStep: 100_000}, // a batch of planBatch expired jobs (of "expiring"): about 20 buffers a row updated (heap, primary key, jobs_finished, jobs_listing)
 	{name: "SweepExpiredJobs", args: map[string]any{"queue": "skewed"}},
 	{name: "BuryExhaustedClaims", only: "lite", args: map[string]any{"queue": "skewed"}}, // PostgreSQL: part of ClaimJobs
 	// Stats: index ranges stopped at StatsCountLimit.

@@ -152,20 +152,28 @@ DELETE FROM alkstore.events WHERE id = @id;
 -- jobs_expiring_by_time up to now, so jobs that expire later are never
 -- read), and running ones whose claim lapsed (claims in flight). Rows
 -- another statement holds are skipped; the conditions are checked again on
--- the locked rows.
+-- the locked rows. Each branch stops at the batch (with 50,000 expired jobs
+-- waiting, the union read them all for a batch of 500), and the batch's ids
+-- are an array probed on the primary key: as an IN (subquery), an analysed
+-- table had the planner hash them against a sequential scan of every job
+-- (issue 18, the plan test's "expiring" queue).
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT j.id FROM alkstore.jobs j
-             WHERE j.id IN (SELECT x.id FROM alkstore.jobs x
-                            WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-                            UNION ALL
-                            SELECT r.id FROM alkstore.jobs r
-                            WHERE r.state = 'running' AND r.claim_expires_at <= @now::timestamptz
-                              AND r.expires_at IS NOT NULL AND r.expires_at <= @now::timestamptz)
-               AND j.expires_at <= @now::timestamptz
-               AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= @now::timestamptz))
-             LIMIT @batch::integer
-             FOR UPDATE OF j SKIP LOCKED);
+WHERE id = ANY (ARRAY(
+    SELECT j.id FROM alkstore.jobs j
+    WHERE j.id IN ((SELECT x.id FROM alkstore.jobs x
+                    WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
+                    ORDER BY x.expires_at
+                    LIMIT @batch::integer)
+                   UNION ALL
+                   (SELECT r.id FROM alkstore.jobs r
+                    WHERE r.state = 'running' AND r.claim_expires_at <= @now::timestamptz
+                      AND r.expires_at IS NOT NULL AND r.expires_at <= @now::timestamptz
+                    LIMIT @batch::integer))
+      AND j.expires_at <= @now::timestamptz
+      AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= @now::timestamptz))
+    LIMIT @batch::integer
+    FOR UPDATE OF j SKIP LOCKED));
 
 -- name: DeleteFinishedJobs :execrows
 -- Finished jobs past their queue's retention: completed ones older than
