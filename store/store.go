@@ -61,10 +61,9 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	deniedLog  sync.Once               // partitions denied to this role: logged once
-	closeErr   error                   // what the first Shutdown returned
-	registered sync.Map                // queue names whose settings row this store has committed (Queue.register)
-	coalesce   *coalescer[enqueuedJob] // PostgreSQL: auto-commit enqueues share statements (coalesce.go); nil on SQLite
+	deniedLog  sync.Once // partitions denied to this role: logged once
+	closeErr   error     // what the first Shutdown returned
+	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
 }
 
 // Option configures Open and OpenPool.
@@ -210,12 +209,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 }
 
 func newStore(eng engine, c config, secret string) *Store {
-	s := &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
+	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
-	if eng.kind() == "pg" {
-		s.coalesce = newEnqueueCoalescer()
-	}
-	return s
 }
 
 // Engine reports "pg" or "lite".
