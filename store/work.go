@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/ncruces/go-sqlite3"
 )
 
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
@@ -762,11 +766,11 @@ func (w *worker) ackLoop(ctx context.Context) {
 // error. A batch's statement fails as a whole, so one job whose ack the
 // database refuses (an application's trigger or foreign key, say) would
 // leave every job batched with it to run again, each time it comes back.
-// So a failed batch is acked again in halves, and a half that fails split
+// So a refused batch is acked again in halves, and a refused half split
 // again, down to the jobs at fault (about 2·log2(n) more statements for
-// one such job among n); when both halves of a split fail, the fault is
-// not one job's (the database is down, say) and the split stops there:
-// two more statements, not one per job.
+// one such job among n, at most 2n for many). An error that says the
+// database could not run the statement at all (databaseUnavailable) is
+// not split: every half would fail the same way.
 func (w *worker) ackBatch(ctx context.Context, batch []*Job) ([]int64, map[*Job]error, error) {
 	ids, err := w.q.ackMany(ctx, batch)
 	if err == nil {
@@ -780,29 +784,49 @@ func (w *worker) ackBatch(ctx context.Context, batch []*Job) ([]int64, map[*Job]
 // it adds the ids acked to ids and returns them, and puts the jobs whose
 // ack failed in failed.
 func (w *worker) ackSplit(ctx context.Context, batch []*Job, err error, ids []int64, failed map[*Job]error) []int64 {
-	if len(batch) > 1 && ctx.Err() == nil {
-		a, b := batch[:len(batch)/2], batch[len(batch)/2:]
-		idsA, errA := w.q.ackMany(ctx, a)
-		idsB, errB := w.q.ackMany(ctx, b)
-		if errA == nil || errB == nil {
-			ids = append(append(ids, idsA...), idsB...)
-			if errA != nil {
-				ids = w.ackSplit(ctx, a, errA, ids, failed)
-			}
-			if errB != nil {
-				ids = w.ackSplit(ctx, b, errB, ids, failed)
-			}
-			return ids
+	if len(batch) == 1 || ctx.Err() != nil || databaseUnavailable(err) {
+		for _, j := range batch {
+			failed[j] = err
 		}
-		batch, err = a, errA
-		for _, j := range b {
-			failed[j] = errB
-		}
+		return ids
 	}
-	for _, j := range batch {
-		failed[j] = err
+	for _, half := range [][]*Job{batch[:len(batch)/2], batch[len(batch)/2:]} {
+		got, err := w.q.ackMany(ctx, half)
+		if err != nil {
+			ids = w.ackSplit(ctx, half, err, ids, failed)
+			continue
+		}
+		ids = append(ids, got...)
 	}
 	return ids
+}
+
+// databaseUnavailable reports whether err says the database could not run
+// a statement at all (a lost connection, a server shutting down, a full
+// disk, a busy SQLite file, a cancelled context), not that it refused the
+// statement for the rows it touched (a constraint, a trigger's error).
+func databaseUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code[:min(2, len(pg.Code))] {
+		case "08", "53", "57", "58", "XX": // connection, resources, operator intervention, system, internal
+			return true
+		}
+		return false
+	}
+	var lite *sqlite3.Error
+	if errors.As(err, &lite) {
+		switch lite.Code() {
+		case sqlite3.BUSY, sqlite3.LOCKED, sqlite3.NOMEM, sqlite3.READONLY, sqlite3.IOERR, sqlite3.CORRUPT,
+			sqlite3.FULL, sqlite3.CANTOPEN, sqlite3.NOTADB:
+			return true
+		}
+		return false
+	}
+	return true // not the database's answer: the connection or the pool failed
 }
 
 // reportAcks reports each job's result (Job.OnResult) once its batched

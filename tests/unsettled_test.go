@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -264,4 +265,71 @@ func ackFaultEvents(t *testing.T, e *engineEnv, allFail bool) {
 	default:
 	}
 	assert.Zero(t, all.Dropped())
+}
+
+// Many jobs whose acks the database refuses (a tenth of them, scattered
+// over Work's batches, so refused jobs land in both halves of a split):
+// every other job runs once and is completed once, and only the refused
+// ones are unsettled. The split once stopped when both halves of a batch
+// failed, taking that for the database being down, and left hundreds of
+// good jobs to run again (fresh-eyes review).
+func TestWorkAckSplitFindsEveryRefusedJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		q := s.Queue("scattered")
+		const n = 400
+		jobs := make([]store.NewJob, n)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Payload: []byte("x")}
+		}
+		ids, err := q.EnqueueMany(c, jobs)
+		require.NoError(t, err)
+		refuse(t, e, s, "DELETE", "OLD.id % 10 = 3")
+		refused := func(id int64) bool { return id%10 == 3 }
+
+		var mu sync.Mutex
+		runs, completed, unsettled := map[int64]int{}, map[int64]int{}, map[int64]int{}
+		wctx, cancel := context.WithCancel(c)
+		done := make(chan error, 1)
+		go func() {
+			done <- q.Work(wctx, store.WorkOpts{Concurrency: 32, Visibility: time.Hour}, func(ctx context.Context, j *store.Job) error {
+				j.OnResult(func(r store.JobResult) {
+					mu.Lock()
+					defer mu.Unlock()
+					if r.SettleErr != nil {
+						unsettled[j.ID]++
+					} else if r.State == store.JobCompleted {
+						completed[j.ID]++
+					}
+				})
+				mu.Lock()
+				runs[j.ID]++
+				mu.Unlock()
+				return nil
+			})
+		}()
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(completed)+len(unsettled) >= n
+		}, time.Minute, 10*time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if refused(id) {
+				assert.Zero(t, completed[id], "job %d's ack was refused, yet reported completed", id)
+				assert.Equal(t, 1, unsettled[id], "job %d", id)
+				continue
+			}
+			assert.Equal(t, 1, runs[id], "job %d runs", id)
+			assert.Equal(t, 1, completed[id], "job %d completed reports", id)
+			assert.Zero(t, unsettled[id], "job %d reported unsettled", id)
+		}
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, int64(n/10), st.Running, "only the refused jobs are left running")
+	})
 }
