@@ -30,14 +30,11 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		for rest := jobs; len(rest) > 0; {
 			if n := alikeRun(rest, enqueueChunk); n >= alikeMin || n == len(rest) {
-				last, err := enqueueAlike(ctx, q, queue, now, rest[:n])
+				got, err := enqueueAlike(ctx, q, queue, now, rest[:n])
 				if err != nil {
 					return err
 				}
-				for id := last - int64(n) + 1; id <= last; id++ {
-					ids = append(ids, id)
-				}
-				rest = rest[n:]
+				ids, rest = append(ids, got...), rest[n:]
 				continue
 			}
 			js, n := jobsJSON(rest, enqueueChunk)
@@ -64,12 +61,8 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 const alikeMin = 16
 
 // enqueueAlike inserts jobs that differ only in their payloads with one
-// EnqueueJobsAlike and returns the last one's id. The statement inserts
-// them in order on the writer, and alk_jobs is AUTOINCREMENT: each row of
-// one INSERT ... SELECT gets the id after the one before it, so the jobs'
-// ids are the len(jobs) ending at the last. The change count must be
-// exactly the batch.
-func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob) (int64, error) {
+// EnqueueJobsAlike and returns their ids, in the jobs' order.
+func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob) ([]int64, error) {
 	size := 2
 	for _, j := range jobs {
 		size += 2*len(j.payload) + 3
@@ -90,20 +83,17 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 	}
 	b = append(b, ']')
 	j := jobs[0]
-	res, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
+	ids, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers), Payloads: string(b)})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
+	if len(ids) != len(jobs) {
+		return nil, fmt.Errorf("enqueue: %d jobs stored of %d", len(ids), len(jobs))
 	}
-	if n != int64(len(jobs)) {
-		return 0, fmt.Errorf("enqueue: %d jobs stored of %d", n, len(jobs))
-	}
-	return res.LastInsertId()
+	slices.Sort(ids) // inserted in order: ascending ids are the jobs' in order
+	return ids, nil
 }
 
 // enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job

@@ -14,8 +14,8 @@ import (
 
 // TestEnqueueManyIDsFollowTheJobs: EnqueueMany returns each job's id in
 // batch order, whichever statement stored it: runs of jobs that differ
-// only in their payloads (one statement a run, whose ids SQLite does not
-// return but derives from the last one) and jobs with options of their own
+// only in their payloads (one statement a run, EnqueueJobsAlike) and jobs
+// with options of their own
 // (each one's row carries them), in one batch, after the queue's newest job
 // was deleted (AUTOINCREMENT never hands its id out again), alone and
 // inside the caller's transaction.
@@ -68,5 +68,41 @@ func TestEnqueueManyIDsFollowTheJobs(t *testing.T) {
 			return err
 		}))
 		check(ids)
+	})
+}
+
+// An application's trigger that inserts a job of its own for each job of
+// a queue (an audit trail, say) takes ids between the batch's: EnqueueMany
+// still returns the ids of the caller's jobs, in order. On SQLite the ids
+// were once computed back from the statement's last id, and 19 of 20 were
+// the audit rows or no row (fresh-eyes review).
+func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("main")
+		_, err := s.Queue("audit").Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
+		require.NoError(t, err)
+		if e.name == "pg" {
+			e.execSQL(t, `CREATE FUNCTION public.test_fanout() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN IF NEW.queue = 'main' THEN INSERT INTO alkstore.jobs (queue, payload, max_attempts, created_at, run_at)
+				VALUES ('audit', NEW.payload, 3, now(), now()); END IF; RETURN NULL; END $$`,
+				`CREATE TRIGGER test_fanout AFTER INSERT ON alkstore.jobs FOR EACH ROW EXECUTE FUNCTION public.test_fanout()`)
+		} else {
+			e.execSQL(t, `CREATE TRIGGER test_fanout AFTER INSERT ON alk_jobs WHEN NEW.queue = 'main' BEGIN
+				INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('audit', NEW.payload, 3, NEW.created_at, NEW.run_at); END`)
+		}
+		jobs := make([]store.NewJob, 40)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Payload: fmt.Appendf(nil, "p%d", i)}
+		}
+		ids, err := q.EnqueueMany(c, jobs)
+		require.NoError(t, err)
+		require.Len(t, ids, len(jobs))
+		for i, id := range ids {
+			j, err := q.Job(c, id)
+			require.NoError(t, err, "job %d: id %d", i, id)
+			assert.Equal(t, fmt.Sprintf("p%d", i), string(j.Payload), "job %d: id %d", i, id)
+		}
 	})
 }

@@ -25,21 +25,22 @@ FROM json_each(CAST(@jobs AS TEXT)) AS j
 ORDER BY j.key
 RETURNING id;
 
--- name: EnqueueJobsAlike :execresult
+-- name: EnqueueJobsAlike :many
 -- A batch whose jobs differ only in their payloads (EnqueueMany's usual
 -- batch: every job with the same options and headers): payloads is a JSON
 -- array of the payloads in hex (null: NULL), in order, and every other
 -- column is a parameter, bound once for the batch. SQLite reads one
--- string an element instead of pulling six fields out of an object. No
--- RETURNING: the rows are inserted in array order by this one statement on
--- the writer, and alk_jobs is AUTOINCREMENT, so their ids are the
--- consecutive ones ending at the statement's last_insert_rowid (the store
--- checks its change count against the batch).
+-- string an element instead of pulling six fields out of an object. The
+-- rows are inserted in array order, so their ids, ascending, are the jobs'
+-- in order. RETURNING, not the statement's last_insert_rowid less the
+-- batch: an application's trigger that inserts into alk_jobs takes ids
+-- between the batch's (fresh-eyes review).
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT CAST(@queue AS TEXT), unhex(j.value), CAST(@priority AS INTEGER), CAST(@max_attempts AS INTEGER),
        CAST(@now AS INTEGER), CAST(@run_at AS INTEGER), CAST(sqlc.narg(expires_at) AS INTEGER), CAST(sqlc.narg(headers) AS TEXT)
 FROM json_each(CAST(@payloads AS TEXT)) AS j
-ORDER BY j.key;
+ORDER BY j.key
+RETURNING id;
 
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key, on its own (EnqueueUniqueJobs is the
