@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -14,7 +15,19 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 	var off int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		var err error
-		if off, err = q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: liteHeaders(e.headers)}); err != nil {
+		res, err := q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: liteHeaders(e.headers)})
+		if err != nil {
+			return err
+		}
+		// An application's trigger may skip the row (RAISE(IGNORE)): then
+		// the last inserted rowid is another row's, and nothing was
+		// published (as PostgreSQL's RETURNING says with no row).
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("%w: the event was not stored", ErrNotFound)
+		}
+		if off, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		return q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: e.stream, Key: e.key, HeadOffset: off,

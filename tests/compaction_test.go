@@ -238,3 +238,32 @@ func TestPlainPublishFillsAHeadlessRow(t *testing.T) {
 		assert.Equal(t, 7, v.N, "a headless row accepts any head, whatever its rank")
 	})
 }
+
+// A keyed publish whose event an application's trigger skips stored
+// nothing: it fails, and the key gets no head. SQLite once read the offset
+// as the last inserted rowid without checking a row was inserted, and
+// returned offset 0 with a head row pointing at it (fresh-eyes review).
+func TestKeyedPublishSkippedByATriggerFails(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("skipped")
+		_, err := st.PublishWithKey(c, "k0", []byte("kept"))
+		require.NoError(t, err)
+		if e.name == "pg" {
+			e.execSQL(t, `CREATE FUNCTION public.test_skip_event() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN IF NEW.payload = 'skip'::bytea THEN RETURN NULL; END IF; RETURN NEW; END $$`,
+				`CREATE TRIGGER test_skip_event BEFORE INSERT ON alkstore.events FOR EACH ROW EXECUTE FUNCTION public.test_skip_event()`)
+		} else {
+			e.execSQL(t, `CREATE TRIGGER test_skip_event BEFORE INSERT ON alk_events WHEN NEW.payload = CAST('skip' AS BLOB)
+				BEGIN SELECT RAISE(IGNORE); END`)
+		}
+		_, err = st.PublishWithKey(c, "k1", []byte("skip"))
+		require.ErrorIs(t, err, store.ErrNotFound)
+		heads, err := st.Heads(c, "", 10)
+		require.NoError(t, err)
+		for _, h := range heads {
+			assert.NotEqual(t, "k1", h.Key, "a head for an event never stored: %+v", h)
+		}
+	})
+}

@@ -7,6 +7,7 @@ package litedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
@@ -224,7 +225,7 @@ func (q *Queries) LockCompactionHead(ctx context.Context, arg LockCompactionHead
 	return items, nil
 }
 
-const publishKeyedEvent = `-- name: PublishKeyedEvent :execlastid
+const publishKeyedEvent = `-- name: PublishKeyedEvent :execresult
 
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)
@@ -243,18 +244,15 @@ type PublishKeyedEventParams struct {
 // (rank, offset) is greater than the head's.
 // A keyed publish's event; UpsertCompactionHead follows in the same
 // transaction. Its offset is the row's id, read as the last inserted
-// rowid rather than through RETURNING.
-func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
-	result, err := q.exec(ctx, q.publishKeyedEventStmt, publishKeyedEvent,
+// rowid rather than through RETURNING, once the store saw one row
+// inserted (a trigger may have skipped it).
+func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishKeyedEventStmt, publishKeyedEvent,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
 		arg.Headers,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.LastInsertId()
 }
 
 const touchHeadlessHead = `-- name: TouchHeadlessHead :exec

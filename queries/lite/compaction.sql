@@ -3,10 +3,11 @@
 -- Winner rule: a publish becomes the head when the row is headless or its
 -- (rank, offset) is greater than the head's.
 
--- name: PublishKeyedEvent :execlastid
+-- name: PublishKeyedEvent :execresult
 -- A keyed publish's event; UpsertCompactionHead follows in the same
 -- transaction. Its offset is the row's id, read as the last inserted
--- rowid rather than through RETURNING.
+-- rowid rather than through RETURNING, once the store saw one row
+-- inserted (a trigger may have skipped it).
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
