@@ -6,10 +6,11 @@ import (
 	"log"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
 )
 
 // CPU per job of the burn-downs, for the runs where wall clock is too
@@ -65,36 +66,5 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// clusterCPU is the CPU time of the PostgreSQL cluster: its postmaster's
-// own and its reaped children's, and its live children's (backends that
-// ended inside the window count once the postmaster reaped them).
-func clusterCPU() time.Duration {
-	if *serverPid == 0 {
-		return 0
-	}
-	var ticks int64
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		at := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-		switch {
-		case pid == *serverPid:
-			ticks += at(11) + at(12) + at(13) + at(14)
-		case ppid == *serverPid:
-			ticks += at(11) + at(12)
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // CLK_TCK is 100 on Linux
-}
+// clusterCPU is the throwaway (or -server-pid) cluster's CPU time.
+func clusterCPU() time.Duration { return pgtest.ClusterCPU(*serverPid) }

@@ -41,7 +41,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -299,41 +298,8 @@ func burnDown(ctx context.Context, dsn, variant string, t telemetry) (rate, cpu,
 	return n / elapsed.Seconds(), float64(used.Microseconds()) / n, float64(srv.Microseconds()) / n
 }
 
-// serverCPU is the CPU time of the PostgreSQL cluster: its postmaster's
-// own and its reaped children's, and its live children's (backends that
-// ended inside the window count once the postmaster reaped them).
-func serverCPU() time.Duration {
-	if serverPid == 0 {
-		return 0
-	}
-	tick := 100 * time.Microsecond * 100 // CLK_TCK is 100 on Linux: 10 ms a tick
-	var ticks int64
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command, which is in parentheses: state ppid ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		at := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-		switch {
-		case pid == serverPid: // utime stime cutime cstime are fields 14-17 (11-14 here)
-			ticks += at(11) + at(12) + at(13) + at(14)
-		case ppid == serverPid:
-			ticks += at(11) + at(12)
-		}
-	}
-	return time.Duration(ticks) * tick
-}
+// serverCPU is the throwaway cluster's CPU time (0 while SQLite runs).
+func serverCPU() time.Duration { return pgtest.ClusterCPU(serverPid) }
 
 func sum(a, b []float64) []float64 {
 	out := make([]float64, len(a))
