@@ -766,67 +766,71 @@ func (w *worker) ackLoop(ctx context.Context) {
 // error. A batch's statement fails as a whole, so one job whose ack the
 // database refuses (an application's trigger or foreign key, say) would
 // leave every job batched with it to run again, each time it comes back.
-// So a refused batch is acked again in halves, and a refused half split
-// again, down to the jobs at fault (about 2·log2(n) more statements for
-// one such job among n, at most 2n for many). An error that says the
-// database could not run the statement at all (databaseUnavailable) is
-// not split: every half would fail the same way.
+// So a batch refused for its rows (refusedRows) is acked again in halves,
+// and a refused half split again, down to the jobs at fault: about
+// 2·log2(n) more AckMany calls for one such job among n, at most 2n for
+// many, each failing fast. Any other error (the connection, a lock wait
+// that timed out, a busy SQLite file, a read-only standby) would fail
+// every half alike, so it is not split, and one met in a split fails the
+// jobs still to ack without another statement.
 func (w *worker) ackBatch(ctx context.Context, batch []*Job) ([]int64, map[*Job]error, error) {
 	ids, err := w.q.ackMany(ctx, batch)
 	if err == nil {
 		return ids, nil, nil
 	}
 	failed := map[*Job]error{}
-	return w.ackSplit(ctx, batch, err, nil, failed), failed, err
+	ids, _ = w.ackSplit(ctx, batch, err, nil, failed)
+	return ids, failed, err
 }
 
 // ackSplit acks the jobs of batch, whose ack failed with err, by halves:
-// it adds the ids acked to ids and returns them, and puts the jobs whose
-// ack failed in failed.
-func (w *worker) ackSplit(ctx context.Context, batch []*Job, err error, ids []int64, failed map[*Job]error) []int64 {
-	if len(batch) == 1 || ctx.Err() != nil || databaseUnavailable(err) {
+// it adds the ids acked to ids and returns them, puts the jobs whose ack
+// failed in failed, and returns the error that stopped the split (one
+// not refusedRows), if one did.
+func (w *worker) ackSplit(ctx context.Context, batch []*Job, err error, ids []int64, failed map[*Job]error) ([]int64, error) {
+	if !refusedRows(err) || len(batch) == 1 {
 		for _, j := range batch {
 			failed[j] = err
 		}
-		return ids
+		if !refusedRows(err) {
+			return ids, err
+		}
+		return ids, nil
 	}
-	for _, half := range [][]*Job{batch[:len(batch)/2], batch[len(batch)/2:]} {
+	halves := [2][]*Job{batch[:len(batch)/2], batch[len(batch)/2:]}
+	for i, half := range halves {
 		got, err := w.q.ackMany(ctx, half)
-		if err != nil {
-			ids = w.ackSplit(ctx, half, err, ids, failed)
+		if err == nil {
+			ids = append(ids, got...)
 			continue
 		}
-		ids = append(ids, got...)
+		var stop error
+		if ids, stop = w.ackSplit(ctx, half, err, ids, failed); stop != nil {
+			if i == 0 {
+				for _, j := range halves[1] {
+					failed[j] = stop
+				}
+			}
+			return ids, stop
+		}
 	}
-	return ids
+	return ids, nil
 }
 
-// databaseUnavailable reports whether err says the database could not run
-// a statement at all (a lost connection, a server shutting down, a full
-// disk, a busy SQLite file, a cancelled context), not that it refused the
-// statement for the rows it touched (a constraint, a trigger's error).
-func databaseUnavailable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
+// refusedRows reports whether err is the database refusing a statement
+// for the rows it touched (a constraint, an application trigger's error),
+// which a statement over other rows may not meet, rather than failing to
+// run it at all.
+func refusedRows(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		switch pg.Code[:min(2, len(pg.Code))] {
-		case "08", "53", "57", "58", "XX": // connection, resources, operator intervention, system, internal
+		case "23", "22", "27", "09", "P0", "2F", "38", "39": // integrity, data, trigger and routine errors
 			return true
 		}
 		return false
 	}
-	var lite *sqlite3.Error
-	if errors.As(err, &lite) {
-		switch lite.Code() {
-		case sqlite3.BUSY, sqlite3.LOCKED, sqlite3.NOMEM, sqlite3.READONLY, sqlite3.IOERR, sqlite3.CORRUPT,
-			sqlite3.FULL, sqlite3.CANTOPEN, sqlite3.NOTADB:
-			return true
-		}
-		return false
-	}
-	return true // not the database's answer: the connection or the pool failed
+	return errors.Is(err, sqlite3.CONSTRAINT) // a constraint, or a trigger's RAISE
 }
 
 // reportAcks reports each job's result (Job.OnResult) once its batched

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -332,4 +333,79 @@ func TestWorkAckSplitFindsEveryRefusedJob(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(n/10), st.Running, "only the refused jobs are left running")
 	})
+}
+
+// A batch ack that fails for a reason other than its rows (here a lock
+// wait that times out, SQLSTATE 55P03) would fail every half alike, so
+// Work does not split it: each batch waits out the lock once. Split, 32
+// jobs cost at least 32 waits (16 s here); a few batches cost a few. The
+// fresh-eyes review found the split once kept going on such errors.
+// Postgres only: lock_timeout is its own (SQLite's busy wait is covered
+// by the same refusedRows test, which splits only on a constraint).
+func TestWorkAckLockTimeoutIsNotSplitPostgres(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	p := e.pool(t)
+	_, err := p.Exec(c, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = %L', current_database(), '500ms'); END $$`)
+	require.NoError(t, err)
+	s := e.open(t)
+	q := s.Queue("locked")
+	const n = 32
+	jobs := make([]store.NewJob, n)
+	for i := range jobs {
+		jobs[i] = store.NewJob{Payload: []byte("x")}
+	}
+	_, err = q.EnqueueMany(c, jobs)
+	require.NoError(t, err)
+
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started, ended := 0, 0
+	var lastEnd time.Time
+	var errs []error
+	wctx, cancel := context.WithCancel(c)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- q.Work(wctx, store.WorkOpts{Concurrency: n, Visibility: time.Hour}, func(ctx context.Context, j *store.Job) error {
+			j.OnResult(func(r store.JobResult) {
+				mu.Lock()
+				defer mu.Unlock()
+				ended, lastEnd = ended+1, time.Now()
+				errs = append(errs, r.SettleErr)
+			})
+			mu.Lock()
+			started++
+			mu.Unlock()
+			<-release
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return started == n }, 30*time.Second, time.Millisecond)
+	// Every job's row is locked by another transaction, which waits as
+	// long as it likes (lock_timeout 0); the worker's acks give up after
+	// 500 ms each.
+	lk, err := p.Begin(c)
+	require.NoError(t, err)
+	defer lk.Rollback(c) //nolint:errcheck
+	_, err = lk.Exec(c, `SET LOCAL lock_timeout = 0`)
+	require.NoError(t, err)
+	_, err = lk.Exec(c, `SELECT id FROM alkstore.jobs FOR UPDATE`)
+	require.NoError(t, err)
+	t0 := time.Now()
+	close(release)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return ended == n }, 2*time.Minute, 10*time.Millisecond)
+	mu.Lock()
+	took := lastEnd.Sub(t0)
+	for _, err := range errs {
+		var pgErr *pgconn.PgError
+		if assert.ErrorAs(t, err, &pgErr) {
+			assert.Equal(t, "55P03", pgErr.Code)
+		}
+	}
+	mu.Unlock()
+	assert.Less(t, took, 8*time.Second, "the acks waited out the lock %s: split into many statements", took)
+	require.NoError(t, lk.Rollback(c))
+	cancel()
+	require.NoError(t, <-done)
 }
