@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -211,15 +212,25 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	})
 }
 
-// sortedIDs checks a multi-row insert's ids against the number of rows
-// wanted, passing on the insert's error. They are drawn in input order, but
-// RETURNING's row order is not promised, so they are sorted.
-func sortedIDs(ids []int64, err error, want int) ([]int64, error) {
+// insertAll runs insert, a multi-row INSERT ... RETURNING id of want rows,
+// all or none: in auto-commit it runs in a transaction that counts the rows
+// before COMMIT, so that a batch an application's trigger shortened (a
+// BEFORE INSERT trigger returning NULL for a row) rolls back instead of
+// committing the other rows (a caller that retried would store them twice).
+// In the caller's transaction the count is checked the same way, and the
+// caller rolls back. The ids are drawn in input order, but RETURNING's row
+// order is not promised, so they come back sorted.
+func (o pgOps) insertAll(ctx context.Context, want int, insert func(pgOps) ([]int64, error)) ([]int64, error) {
+	var ids []int64
+	err := o.atomically(ctx, true, func(o pgOps) error {
+		var err error
+		if ids, err = insert(o); err == nil && len(ids) != want {
+			err = errSkippedRows(strconv.Itoa(want-len(ids)), want)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	if len(ids) != want {
-		return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
 	}
 	slices.Sort(ids)
 	return ids, nil

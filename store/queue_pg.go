@@ -26,8 +26,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		for i, j := range jobs {
 			p.Payloads[i] = j.payload
 		}
-		ids, err := o.q.EnqueueJobsAlike(ctx, p)
-		return sortedIDs(ids, err, len(jobs))
+		return o.insertAll(ctx, len(jobs), func(o pgOps) ([]int64, error) { return o.q.EnqueueJobsAlike(ctx, p) })
 	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
@@ -59,8 +58,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		}
 	}
 	p.Headers = pgHeaderArray(jobs)
-	ids, err := o.q.EnqueueJobs(ctx, p)
-	return sortedIDs(ids, err, len(jobs))
+	return o.insertAll(ctx, len(jobs), func(o pgOps) ([]int64, error) { return o.q.EnqueueJobs(ctx, p) })
 }
 
 // claim waits for a connection as long as ctx allows, but once it has one
