@@ -331,13 +331,18 @@ ON CONFLICT (name) DO NOTHING;
 -- claims cannot deadlock; the next sweep or claim takes them. The ids are
 -- an array probed on the primary key: as an IN (subquery), an analysed
 -- table had the planner hash them against a sequential scan of every job
--- (issue 18).
+-- (issue 18). The states are named together (state IN) before the claim's
+-- condition: that implies the predicate of jobs_expirable and of no other
+-- index, so a never-analysed table reads it too. Written as "pending, or
+-- running with a lapsed claim", the pending arm could read every pending
+-- job of the queue through jobs_ready (schema 00024).
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ANY (ARRAY(
     SELECT x.id FROM alkstore.jobs x
     WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-      AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
+      AND x.state IN ('pending', 'running')
+      AND (x.state = 'pending' OR x.claim_expires_at <= @now::timestamptz)
     FOR UPDATE SKIP LOCKED));
 
 -- name: CancelJob :execrows
