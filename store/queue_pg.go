@@ -284,7 +284,21 @@ func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
 	})
 }
 
+// enqueueUnique places a batch all or none: in auto-commit its rounds
+// (placeUnique) run in one transaction, so that a round that fails (a job an
+// application's trigger skipped) rolls back the jobs the rounds before it
+// stored, as SQLite's one transaction does. A single job needs none.
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	var placed []Enqueued
+	err := o.atomically(ctx, len(jobs) > 1, func(o pgOps) error {
+		var err error
+		placed, err = o.placeUnique(ctx, queue, now, jobs)
+		return err
+	})
+	return placed, err
+}
+
+func (o pgOps) placeUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
 		if len(batch) == 1 && batch[0].uniqueKey != nil { // the common case, without arrays
 			j := batch[0]

@@ -118,3 +118,38 @@ func TestPublishManySkippedByATriggerStoresNone(t *testing.T) {
 		}
 	})
 }
+
+// A batch with unique jobs is all or none as well: on PostgreSQL its rounds
+// (insert, then read the holders of the keys not inserted) once committed
+// each on its own, so the jobs the first round stored stayed when a job
+// without a key was skipped.
+func TestEnqueueManyUniqueSkippedByATriggerStoresNone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("skipped")
+		_, err := q.Enqueue(c, []byte("before"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		skipRowsTrigger(t, e, "jobs")
+		jobs := []store.NewJob{
+			{Payload: []byte("x"), Opts: store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k1"}}},
+			{Payload: []byte("x")},
+			{Payload: []byte("skip")},
+			{Payload: []byte("x"), Opts: store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k2"}}},
+		}
+		ids, err := q.EnqueueMany(c, jobs)
+		require.Error(t, err)
+		assert.Nil(t, ids)
+		assert.Contains(t, err.Error(), "a trigger skipped ")
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), st.Ready, "EnqueueMany with unique jobs stores all or none")
+		// The keys were not taken.
+		jobs[2].Payload = []byte("x")
+		placed, err := q.EnqueueManyUnique(c, []store.NewJob{jobs[0], jobs[3]})
+		require.NoError(t, err)
+		for _, p := range placed {
+			assert.False(t, p.Duplicate)
+		}
+	})
+}
