@@ -212,29 +212,31 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	})
 }
 
-// insertAll runs insert, a multi-row INSERT ... RETURNING id of want rows,
-// all or none: in auto-commit it runs in a transaction that counts the rows
-// before COMMIT, so that a batch an application's trigger shortened (a
-// BEFORE INSERT trigger returning NULL for a row) rolls back instead of
-// committing the other rows (a caller that retried would store them twice).
-// In the caller's transaction the count is checked the same way, and the
-// caller rolls back. The ids are drawn in input order, but RETURNING's row
-// order is not promised, so they come back sorted.
-func (o pgOps) insertAll(ctx context.Context, want int, insert func(pgOps) ([]int64, error)) ([]int64, error) {
-	var ids []int64
-	err := o.atomically(ctx, true, func(o pgOps) error {
-		var err error
-		if ids, err = insert(o); err == nil && len(ids) != want {
-			err = errSkippedRows(strconv.Itoa(want-len(ids)), want)
-		}
-		return err
-	})
-	if err != nil {
+// allInserted checks a multi-row INSERT ... RETURNING id of want rows
+// that ends with alkstore.all_inserted (EnqueueJobs, EnqueueJobsAlike,
+// PublishEvents), all or none in one statement: when an application's
+// trigger skipped rows (a BEFORE INSERT trigger returning NULL for a row),
+// the statement itself fails, so none of it commits (a caller that retried
+// would otherwise store the other rows twice) and a Tx's transaction is
+// aborted. Its error becomes errSkippedRows'. The ids are drawn in input
+// order, but RETURNING's row order is not promised, so they come back
+// sorted.
+func allInserted(want int, ids []int64, err error) ([]int64, error) {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows:
+		return nil, fmt.Errorf("%s: the batch is refused, all or none", pgErr.Message)
+	case err != nil:
 		return nil, err
+	case len(ids) != want: // a statement without the check
+		return nil, errSkippedRows(strconv.Itoa(want-len(ids)), want)
 	}
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// pgSkippedRows is the SQLSTATE alkstore.all_inserted raises (schema 00024).
+const pgSkippedRows = "AKSKP"
 
 func deref[T any](p *T) T {
 	var zero T

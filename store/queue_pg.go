@@ -26,7 +26,8 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		for i, j := range jobs {
 			p.Payloads[i] = j.payload
 		}
-		return o.insertAll(ctx, len(jobs), func(o pgOps) ([]int64, error) { return o.q.EnqueueJobsAlike(ctx, p) })
+		ids, err := o.q.EnqueueJobsAlike(ctx, p)
+		return allInserted(len(jobs), ids, err)
 	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
@@ -58,7 +59,8 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		}
 	}
 	p.Headers = pgHeaderArray(jobs)
-	return o.insertAll(ctx, len(jobs), func(o pgOps) ([]int64, error) { return o.q.EnqueueJobs(ctx, p) })
+	ids, err := o.q.EnqueueJobs(ctx, p)
+	return allInserted(len(jobs), ids, err)
 }
 
 // claim waits for a connection as long as ctx allows, but once it has one

@@ -35,8 +35,8 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 			p.Headers[i] = string(h)
 		}
 	}
-	// The keys' heads too, in the same statement.
-	return o.insertAll(ctx, len(r.msgs), func(o pgOps) ([]int64, error) { return o.q.PublishEvents(ctx, p) })
+	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
+	return allInserted(len(r.msgs), ids, err)
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {

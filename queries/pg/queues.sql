@@ -22,34 +22,43 @@ RETURNING id;
 -- expires_ats when none expires (unnest of NULL yields no rows, and the
 -- shorter arrays of the select list are padded with NULLs): encoding a
 -- timestamp array took a quarter of the client's time a batch.
+-- All or none: alkstore.all_inserted fails the statement when a trigger
+-- skipped rows (schema 00024).
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+), ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+    SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at,
+           COALESCE(u.run_at, @now::timestamptz) AS run_at,
+           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
+    FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
+                    unnest(@priorities::integer[]) AS priority,
+                    unnest(@max_attempts::integer[]) AS max_attempts,
+                    unnest(@run_ats::timestamptz[]) AS run_at,
+                    unnest(@has_expires_at::boolean[]) AS has_expires_at,
+                    unnest(@expires_ats::timestamptz[]) AS expires_at,
+                    unnest(@headers::text[]) AS headers) AS u
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at,
-       COALESCE(u.run_at, @now::timestamptz) AS run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
-FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
-                unnest(@priorities::integer[]) AS priority,
-                unnest(@max_attempts::integer[]) AS max_attempts,
-                unnest(@run_ats::timestamptz[]) AS run_at,
-                unnest(@has_expires_at::boolean[]) AS has_expires_at,
-                unnest(@expires_ats::timestamptz[]) AS expires_at,
-                unnest(@headers::text[]) AS headers) AS u
-RETURNING id;
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueJobsAlike :many
 -- A batch whose jobs differ only in their payloads: EnqueueJobs with every
 -- other column bound once for the batch instead of as an array (SQLite's
--- twin saves the most). Ids follow the input order; one wake.
+-- twin saves the most). Ids follow the input order; one wake; all or none
+-- (see EnqueueJobs).
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+), ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+    SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::integer, @now::timestamptz AS created_at,
+           @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
+    FROM w, unnest(@payloads::bytea[]) AS u(payload)
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::integer, @now::timestamptz AS created_at,
-       @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
-FROM w, unnest(@payloads::bytea[]) AS u(payload)
-RETURNING id;
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
