@@ -297,7 +297,12 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 	if err := q.register(ctx, o, now); err != nil {
 		return 0, err
 	}
-	id, err := o.enqueue(ctx, q.name, now, j)
+	var id int64
+	if o.auto && q.s.coalesce != nil && j.uniqueKey == nil { // PostgreSQL: see coalesce.go
+		id, err = q.s.coalesce.enqueue(ctx, o.ops, q.name, now, j)
+	} else {
+		id, err = o.enqueue(ctx, q.name, now, j)
+	}
 	if err == nil {
 		o.afterCommit(q.wake)
 	}

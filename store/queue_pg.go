@@ -63,6 +63,20 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	return sortedIDs(ids, err, len(jobs))
 }
 
+// enqueueAllOrNone is enqueueMany in a transaction of its own that commits
+// only when every job's row was inserted (an application's trigger may skip
+// one): see allOrNone for notStored.
+func (o pgOps) enqueueAllOrNone(ctx context.Context, queue string, now time.Time, jobs []newJob) (ids []int64, notStored bool, err error) {
+	notStored, err = o.allOrNone(ctx, func(t pgOps) error {
+		ids, err = t.enqueueMany(ctx, queue, now, jobs)
+		return err
+	})
+	if err != nil {
+		return nil, notStored, err
+	}
+	return ids, false, nil
+}
+
 // claim waits for a connection as long as ctx allows, but once it has one
 // its statements run to the end: pgx abandons a cancelled statement without
 // knowing whether it committed, and a claim that committed unseen would
