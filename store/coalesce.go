@@ -20,15 +20,18 @@ import (
 //
 // Each caller gets exactly what its Enqueue alone would have:
 //
-//   - A shared batch is all or none (pgOps.enqueueAllOrNone): one
-//     transaction that commits only when every job's row was inserted. When
-//     it is refused in any way that leaves nothing stored (a constraint, an
-//     application trigger's error, a trigger that skips a row, a lock
-//     timeout, ...) every caller still waiting runs its own one-job
-//     statement, on its own goroutine and context, as if it had come alone:
-//     one refused job fails its own call only, and nothing is stored twice.
-//     Only when the COMMIT's outcome is unknown (the connection lost during
-//     it) does every caller get that error, as a lone Enqueue would.
+//   - A shared batch is all or none: one statement (EnqueueSharedJobs) that
+//     fails itself when an application's trigger skipped one of its rows,
+//     so that its implicit transaction rolls back. When the server refuses
+//     it in any way (a constraint, a trigger's error or skipped row, a lock
+//     timeout, ...) nothing of it is stored, and every caller runs its own
+//     one-job statement, on its own goroutine and context, as if it had
+//     come alone: one refused job fails its own call only, and nothing is
+//     stored twice. Only when the statement's outcome is unknown (the
+//     connection lost) does every caller get that error, as a lone Enqueue
+//     would.
+//   - Only jobs alike but for their payloads share a statement (the usual
+//     case: calls with the same options); the others run alone.
 //   - A shared batch has no deadline of its own: it is cancelled once every
 //     caller in it has returned (their contexts ended), never before. A
 //     caller whose context ends while it waits returns ctx.Err() at once;
@@ -47,9 +50,9 @@ const coalesceInflight = 2
 
 // coalescer batches auto-commit enqueues, one lane per queue.
 type coalescer struct {
-	// one is the call's own statement; many inserts several jobs all or
-	// none, reporting with notStored that nothing of them can be stored
-	// when it fails.
+	// one is the call's own statement; many inserts several alike jobs
+	// all or none, reporting with notStored that nothing of them can be
+	// stored when it fails.
 	one  func(ctx context.Context, o ops, queue string, now time.Time, j newJob) (int64, error)
 	many func(ctx context.Context, o ops, queue string, now time.Time, jobs []newJob) (ids []int64, notStored bool, err error)
 
@@ -172,8 +175,10 @@ func (c *coalescer) drain(o ops, queue string, l *lane) {
 	}
 }
 
-// send inserts the jobs of the calls still waiting, all or none, and hands
-// each its id, its error, or its own statement to run.
+// send inserts the jobs of the calls still waiting, all or none in each
+// statement, and hands each call its id, its error, or its own statement
+// to run. The calls' jobs go in groups alike but for their payloads (one
+// EnqueueSharedJobs each); a job alike to no other runs alone.
 func (c *coalescer) send(o ops, queue string, batch []*coalescedJob) {
 	live := batch[:0:0]
 	for _, w := range batch {
@@ -184,15 +189,9 @@ func (c *coalescer) send(o ops, queue string, batch []*coalescedJob) {
 	if len(live) == 0 {
 		return
 	}
-	if len(live) == 1 { // its own statement, on its own context
-		live[0].done <- coalescedResult{alone: true}
-		return
-	}
-	ctx, stop := callersContext(live)
-	defer stop()
 	// The latest call's clock: created_at within every call. A job that
-	// runs at once runs at it too, so the batch stays alike (only payloads
-	// differ) whenever the calls' options do.
+	// runs at once runs at it too, so that calls with the same options are
+	// alike.
 	now := live[0].now
 	for _, w := range live {
 		if w.now.After(now) {
@@ -206,14 +205,38 @@ func (c *coalescer) send(o ops, queue string, batch []*coalescedJob) {
 			jobs[i].runAt = now
 		}
 	}
+	for len(live) > 0 {
+		group, groupJobs := live[:1:1], jobs[:1:1]
+		var rest []*coalescedJob
+		var restJobs []newJob
+		for i := 1; i < len(live); i++ {
+			if jobs[i].alike(jobs[0]) {
+				group, groupJobs = append(group, live[i]), append(groupJobs, jobs[i])
+			} else {
+				rest, restJobs = append(rest, live[i]), append(restJobs, jobs[i])
+			}
+		}
+		c.sendAlike(o, queue, now, group, groupJobs)
+		live, jobs = rest, restJobs
+	}
+}
+
+// sendAlike sends one group of alike jobs.
+func (c *coalescer) sendAlike(o ops, queue string, now time.Time, group []*coalescedJob, jobs []newJob) {
+	if len(group) == 1 { // its own statement, on its own context
+		group[0].done <- coalescedResult{alone: true}
+		return
+	}
+	ctx, stop := callersContext(group)
+	defer stop()
 	ids, notStored, err := c.many(ctx, o, queue, now, jobs)
-	for i, w := range live {
+	for i, w := range group {
 		switch {
 		case err == nil:
 			w.done <- coalescedResult{id: ids[i]}
 		case notStored:
 			w.done <- coalescedResult{alone: true}
-		default: // the COMMIT's outcome is unknown: each caller hears of it
+		default: // the statement's outcome is unknown: each caller hears of it
 			w.done <- coalescedResult{err: err}
 		}
 	}

@@ -89,7 +89,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	s := newStore(eng, c, pool.Config().ConnConfig.Password)
 	if citus.version == "" { // Citus keeps one statement a call (see coalesce.go)
 		s.coalesce = newEnqueueCoalescer(func(ctx context.Context, o ops, queue string, now time.Time, jobs []newJob) ([]int64, bool, error) {
-			return o.(pgOps).enqueueAllOrNone(ctx, queue, now, jobs)
+			return o.(pgOps).enqueueShared(ctx, queue, now, jobs)
 		})
 	}
 	return s, nil
@@ -215,28 +215,6 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	return pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
 		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true})
 	})
-}
-
-// allOrNone runs fn in a transaction of its own from the pool and commits
-// it only if fn succeeded (fn checks what its statements did, such as a row
-// count, and fails to roll them back). notStored reports, with an error,
-// that nothing fn wrote can have been committed: BEGIN or fn failed, or the
-// server refused the COMMIT. An error with notStored false is one whose
-// COMMIT's outcome is unknown (the connection lost during it).
-func (o pgOps) allOrNone(ctx context.Context, fn func(pgOps) error) (notStored bool, err error) {
-	tx, err := o.eng.pool.Begin(ctx)
-	if err != nil {
-		return true, err
-	}
-	if err := fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true}); err != nil {
-		_ = tx.Rollback(ctx) // or pgx closes the connection: either way not committed
-		return true, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		var pgErr *pgconn.PgError
-		return errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback), err
-	}
-	return false, nil
 }
 
 // sortedIDs checks a multi-row insert's ids against the number of rows

@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -63,17 +68,28 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	return sortedIDs(ids, err, len(jobs))
 }
 
-// enqueueAllOrNone is enqueueMany in a transaction of its own that commits
-// only when every job's row was inserted (an application's trigger may skip
-// one): see allOrNone for notStored.
-func (o pgOps) enqueueAllOrNone(ctx context.Context, queue string, now time.Time, jobs []newJob) (ids []int64, notStored bool, err error) {
-	notStored, err = o.allOrNone(ctx, func(t pgOps) error {
-		ids, err = t.enqueueMany(ctx, queue, now, jobs)
-		return err
-	})
-	if err != nil {
-		return nil, notStored, err
+// enqueueShared inserts the alike jobs of several auto-commit Enqueues in
+// one EnqueueSharedJobs, all or none (see coalesce.go). notStored, with an
+// error, says nothing of them is stored: the statement ended in an ERROR
+// (its implicit transaction rolled back; a FATAL one may have come after
+// the commit), or every row was skipped.
+func (o pgOps) enqueueShared(ctx context.Context, queue string, now time.Time, jobs []newJob) (ids []int64, notStored bool, err error) {
+	j := jobs[0]
+	p := pgdb.EnqueueSharedJobsParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
+		RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Payloads: make([][]byte, len(jobs)),
+		Wake: o.wake(queueTopic(queue))}
+	for i, j := range jobs {
+		p.Payloads[i] = j.payload
 	}
+	ids, err = o.q.EnqueueSharedJobs(ctx, p)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		return nil, errors.As(err, &pgErr) && pgErr.Severity == "ERROR", err
+	}
+	if len(ids) != len(jobs) { // every row skipped: a shorter batch fails itself
+		return nil, len(ids) == 0, fmt.Errorf("a trigger skipped %d of the shared batch's %d rows", len(jobs)-len(ids), len(jobs))
+	}
+	slices.Sort(ids) // drawn in input order; RETURNING's order is not promised
 	return ids, false, nil
 }
 

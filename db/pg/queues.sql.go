@@ -691,6 +691,73 @@ func (q *Queries) EnqueueJobsAlike(ctx context.Context, arg EnqueueJobsAlikePara
 	return items, nil
 }
 
+const enqueueSharedJobs = `-- name: EnqueueSharedJobs :many
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
+), ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+    SELECT $3::text AS queue, u.payload, $4::integer, $5::integer, $6::timestamptz AS created_at,
+           $7::timestamptz, $8::timestamptz, $9::jsonb
+    FROM w, unnest($1::bytea[]) AS u(payload)
+    RETURNING id
+)
+SELECT CASE WHEN n.stored = cardinality($1::bytea[]) THEN ins.id
+            ELSE ('alkstore: a trigger skipped ' || cardinality($1::bytea[]) - n.stored || ' of the shared batch''s rows')::bigint
+       END AS id
+FROM ins, (SELECT count(*) AS stored FROM ins) AS n
+`
+
+type EnqueueSharedJobsParams struct {
+	Payloads    [][]byte
+	Wake        string
+	Queue       string
+	Priority    int32
+	MaxAttempts int32
+	Now         time.Time
+	RunAt       time.Time
+	ExpiresAt   *time.Time
+	Headers     []byte
+}
+
+// PostgreSQL only: the jobs of several auto-commit Enqueues of one queue
+// that share a statement (store/coalesce.go; SQLite never shares them).
+// EnqueueJobsAlike, all or none in one statement: when an application's
+// trigger skipped a row (a BEFORE INSERT trigger returning NULL), the
+// statement fails itself, so its implicit transaction rolls back and
+// nothing is stored; each caller then runs its own EnqueueJob. The failure
+// is a cast error (22P02) whose text names the skipped rows. When every
+// row was skipped, no row comes back and nothing was stored either. Ids
+// follow the input order; one wake.
+func (q *Queries) EnqueueSharedJobs(ctx context.Context, arg EnqueueSharedJobsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, enqueueSharedJobs,
+		arg.Payloads,
+		arg.Wake,
+		arg.Queue,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.Headers,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const enqueueUniqueJob = `-- name: EnqueueUniqueJob :many
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN $11::text <> '' THEN pg_notify('alkstore', $11::text)::text END AS woke
