@@ -250,7 +250,13 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 }
 
 // Enqueue adds a job and returns its id. A unique job (opts.Unique) whose
-// key is held adds nothing and returns the holder's id.
+// key is held adds nothing and returns the holder's id. On PostgreSQL (not
+// Citus), Enqueues of one queue that arrive while two others are in flight
+// share the next statement, all or none: each still gets its own id, or
+// the error it would have had alone (a job an application's trigger
+// refuses or skips fails its own call only, and nothing is stored twice).
+// One whose ctx ends while it waits returns ctx's error at once; its job
+// may have been added, as when any statement is cancelled in flight.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
 	return q.enqueue(ctx, autoWrite(ctx), payload, opts)
 }

@@ -318,3 +318,56 @@ func goroutinesIn(fn string) int {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// TestCoalescedEnqueueWakesWorkers: jobs of a shared batch wake a worker
+// waiting on their queue, in this store and in another one (the batch's
+// NOTIFY), long before its one-minute safety poll. (The worker handles the
+// held leads' jobs first, woken by their commits, then waits again.)
+func TestCoalescedEnqueueWakesWorkers(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		for _, other := range []bool{false, true} {
+			t.Run(fmt.Sprint("other store ", other), func(t *testing.T) {
+				s, gate, batches := coalesceStore(t, e)
+				ws := s
+				if other {
+					ws = e.open(t)
+				}
+				name := fmt.Sprint("woken-", other)
+				q := s.Queue(name)
+				c := ctx(t)
+				_, err := q.Enqueue(c, []byte("first"), store.EnqueueOpts{})
+				require.NoError(t, err)
+				var handled atomic.Int64
+				wctx, cancel := context.WithCancel(c)
+				werr := make(chan error, 1)
+				go func() {
+					werr <- ws.Queue(name).Work(wctx, store.WorkOpts{Concurrency: 4, PollInterval: time.Minute},
+						func(ctx context.Context, j *store.Job) error { handled.Add(1); return nil })
+				}()
+				require.Eventually(t, func() bool { return handled.Load() == 1 }, 30*time.Second, time.Millisecond)
+				payloads := []string{"w0", "w1", "w2", "w3", "w4", "w5"}
+				ctxs := []context.Context{c, c, c, c, c, c}
+				_, errs, done, release := coalesceRound(t, e, q, gate, ctxs, payloads)
+				release()
+				waitAll(t, done)
+				for _, err := range errs {
+					require.NoError(t, err)
+				}
+				if e.name == "pg" {
+					assert.Positive(t, batches.Load(), "no shared batch was sent")
+				}
+				require.Eventually(t, func() bool { return handled.Load() == int64(1+len(payloads)+2*btoi(e.name == "pg")) },
+					30*time.Second, time.Millisecond, "jobs not handled before the safety poll (handled %d)", handled.Load())
+				cancel()
+				require.NoError(t, <-werr)
+			})
+		}
+	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
