@@ -86,13 +86,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		defer cancel()
 		_ = pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) // best effort: a closed store has no listeners left
 	}}
-	s := newStore(eng, c, pool.Config().ConnConfig.Password)
-	if citus.version == "" { // Citus keeps one statement a call (see coalesce.go)
-		s.coalesce = newEnqueueCoalescer(func(ctx context.Context, o ops, queue string, now time.Time, jobs []newJob) ([]int64, bool, error) {
-			return o.(pgOps).enqueueShared(ctx, queue, now, jobs)
-		})
-	}
-	return s, nil
+	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
 }
 
 func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error {

@@ -250,13 +250,7 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 }
 
 // Enqueue adds a job and returns its id. A unique job (opts.Unique) whose
-// key is held adds nothing and returns the holder's id. On PostgreSQL (not
-// Citus), Enqueues of one queue that arrive while two others are in flight
-// share the next statement, all or none: each still gets its own id, or
-// the error it would have had alone (a job an application's trigger
-// refuses or skips fails its own call only, and nothing is stored twice).
-// One whose ctx ends while it waits returns ctx's error at once; its job
-// may have been added, as when any statement is cancelled in flight.
+// key is held adds nothing and returns the holder's id.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
 	return q.enqueue(ctx, autoWrite(ctx), payload, opts)
 }
@@ -303,12 +297,7 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 	if err := q.register(ctx, o, now); err != nil {
 		return 0, err
 	}
-	var id int64
-	if o.auto && q.s.coalesce != nil && j.uniqueKey == nil { // PostgreSQL: see coalesce.go
-		id, err = q.s.coalesce.enqueue(ctx, o.ops, q.name, now, j)
-	} else {
-		id, err = o.enqueue(ctx, q.name, now, j)
-	}
+	id, err := o.enqueue(ctx, q.name, now, j)
 	if err == nil {
 		o.afterCommit(q.wake)
 	}

@@ -2,14 +2,9 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -66,31 +61,6 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	p.Headers = pgHeaderArray(jobs)
 	ids, err := o.q.EnqueueJobs(ctx, p)
 	return sortedIDs(ids, err, len(jobs))
-}
-
-// enqueueShared inserts the alike jobs of several auto-commit Enqueues in
-// one EnqueueSharedJobs, all or none (see coalesce.go). notStored, with an
-// error, says nothing of them is stored: the statement ended in an ERROR
-// (its implicit transaction rolled back; a FATAL one may have come after
-// the commit), or every row was skipped.
-func (o pgOps) enqueueShared(ctx context.Context, queue string, now time.Time, jobs []newJob) (ids []int64, notStored bool, err error) {
-	j := jobs[0]
-	p := pgdb.EnqueueSharedJobsParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
-		RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Payloads: make([][]byte, len(jobs)),
-		Wake: o.wake(queueTopic(queue))}
-	for i, j := range jobs {
-		p.Payloads[i] = j.payload
-	}
-	ids, err = o.q.EnqueueSharedJobs(ctx, p)
-	if err != nil {
-		var pgErr *pgconn.PgError
-		return nil, errors.As(err, &pgErr) && pgErr.Severity == "ERROR", err
-	}
-	if len(ids) != len(jobs) { // every row skipped: a shorter batch fails itself
-		return nil, len(ids) == 0, fmt.Errorf("a trigger skipped %d of the shared batch's %d rows", len(jobs)-len(ids), len(jobs))
-	}
-	slices.Sort(ids) // drawn in input order; RETURNING's order is not promised
-	return ids, false, nil
 }
 
 // claim waits for a connection as long as ctx allows, but once it has one

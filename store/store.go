@@ -61,10 +61,9 @@ type Store struct {
 	bg         background
 	life       *lifecycle
 	closeOnce  sync.Once
-	deniedLog  sync.Once  // partitions denied to this role: logged once
-	closeErr   error      // what the first Shutdown returned
-	registered sync.Map   // queue names whose settings row this store has committed (Queue.register)
-	coalesce   *coalescer // PostgreSQL but Citus: auto-commit Enqueues share batches (coalesce.go); nil otherwise
+	deniedLog  sync.Once // partitions denied to this role: logged once
+	closeErr   error     // what the first Shutdown returned
+	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
 }
 
 // Option configures Open and OpenPool.

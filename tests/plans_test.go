@@ -573,7 +573,6 @@ var hotStatements = []hotStmt{
 	// Jobs.
 	{name: "EnqueueJob", args: map[string]any{"queue": "skewed"}},
 	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
-	{name: "EnqueueSharedJobs", only: "pg", pgArgs: map[string]any{"queue": "skewed", "maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}}, // concurrent Enqueues sharing a statement (store/coalesce.go)
 	{name: "EnqueueJobsAlike", args: map[string]any{"queue": "skewed", "payloads": `["6a", null]`}, pgArgs: map[string]any{"maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes

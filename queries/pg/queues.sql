@@ -51,30 +51,6 @@ SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::inte
 FROM w, unnest(@payloads::bytea[]) AS u(payload)
 RETURNING id;
 
--- name: EnqueueSharedJobs :many
--- PostgreSQL only: the jobs of several auto-commit Enqueues of one queue
--- that share a statement (store/coalesce.go; SQLite never shares them).
--- EnqueueJobsAlike, all or none in one statement: when an application's
--- trigger skipped a row (a BEFORE INSERT trigger returning NULL), the
--- statement fails itself, so its implicit transaction rolls back and
--- nothing is stored; each caller then runs its own EnqueueJob. The failure
--- is a cast error (22P02) whose text names the skipped rows. When every
--- row was skipped, no row comes back and nothing was stored either. Ids
--- follow the input order; one wake.
-WITH w AS MATERIALIZED (
-    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
-), ins AS (
-    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-    SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::integer, @now::timestamptz AS created_at,
-           @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
-    FROM w, unnest(@payloads::bytea[]) AS u(payload)
-    RETURNING id
-)
-SELECT CASE WHEN n.stored = cardinality(@payloads::bytea[]) THEN ins.id
-            ELSE ('alkstore: a trigger skipped ' || cardinality(@payloads::bytea[]) - n.stored || ' of the shared batch''s rows')::bigint
-       END AS id
-FROM ins, (SELECT count(*) AS stored FROM ins) AS n;
-
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
 -- without arrays. No row when the key is held (see EnqueueUniqueJobs).
