@@ -261,7 +261,7 @@ type runner struct {
 	// the other: that closure cost an allocation a job.)
 	track   func(j *Job, r *runningJob)
 	untrack func(j *Job)
-	ack   func(j *Job) error // completes a job whose handler returned nil
+	ack     func(j *Job) error // completes a job whose handler returned nil
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
