@@ -81,6 +81,9 @@ func Snooze(delay time.Duration) error { return &snoozeError{max(delay, 0)} }
 // result, and its delay: Work puts such a job back without spending an
 // attempt.
 func SnoozeDelay(err error) (time.Duration, bool) {
+	if err == nil { // every successful run asks: errors.As's target would escape to the heap
+		return 0, false
+	}
 	var snooze *snoozeError
 	if errors.As(err, &snooze) {
 		return snooze.delay, true
@@ -254,9 +257,11 @@ type runner struct {
 	settleCtx context.Context // settles run with it: it survives the stop
 	stopped   func() bool     // the stop cancelled base
 	// track registers a running handler with the worker's heartbeats and
-	// claim checks; the returned function forgets it.
-	track func(j *Job, r *runningJob) (untrack func())
-	ack   func(j *Job) error // completes a job whose handler returned nil
+	// claim checks; untrack forgets it. (Two functions, not one returning
+	// the other: that closure cost an allocation a job.)
+	track   func(j *Job, r *runningJob)
+	untrack func(j *Job)
+	ack     func(j *Job) error // completes a job whose handler returned nil
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -281,9 +286,12 @@ func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
 func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 	r.base, r.settleCtx = ctx, context.WithoutCancel(ctx)
 	r.stopped = func() bool { return ctx.Err() != nil }
-	r.track = func(j *Job, rj *runningJob) func() {
-		beatCtx, stop := context.WithCancel(r.settleCtx)
-		done := make(chan struct{})
+	var stop context.CancelFunc
+	var done chan struct{}
+	r.track = func(j *Job, rj *runningJob) {
+		var beatCtx context.Context
+		beatCtx, stop = context.WithCancel(r.settleCtx)
+		done = make(chan struct{})
 		go func() {
 			defer close(done)
 			every := max(r.opts.Visibility/3, time.Millisecond)
@@ -300,8 +308,8 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 				}
 			}
 		}()
-		return func() { stop(); <-done }
 	}
+	r.untrack = func(*Job) { stop(); <-done }
 	r.ack = func(j *Job) error { return j.Ack(r.settleCtx) }
 	return r.runJob(j)
 }
@@ -334,7 +342,7 @@ func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 	claimCtx, claimGone := context.WithCancelCause(r.base)
 	ctx, cancel := context.WithTimeout(claimCtx, r.opts.Timeout)
 	rj := &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
-	untrack := r.track(j, rj)
+	r.track(j, rj)
 
 	var tx *Tx
 	var err error
@@ -344,7 +352,7 @@ func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 		err = recovered(func() error { return r.h.plain(ctx, j) })
 	}
 
-	untrack()
+	r.untrack(j)
 	stoppedIt := err != nil && r.base.Err() != nil && r.stopped()
 	lost := errors.Is(context.Cause(claimCtx), ErrClaimLost)
 	cancel()

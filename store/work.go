@@ -352,7 +352,7 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, base: handlerBase, settleCtx: settleCtx,
-		stopped: w.stopped.Load, track: w.track,
+		stopped: w.stopped.Load, track: w.track, untrack: w.untrack,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
@@ -423,15 +423,17 @@ func (w *worker) runJob(j *Job) {
 }
 
 // track registers a running handler with the heartbeats and claim checks.
-func (w *worker) track(j *Job, r *runningJob) func() {
+func (w *worker) track(j *Job, r *runningJob) {
 	w.mu.Lock()
 	w.running[j] = r
 	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		delete(w.running, j)
-		w.mu.Unlock()
-	}
+}
+
+// untrack forgets a handler that returned.
+func (w *worker) untrack(j *Job) {
+	w.mu.Lock()
+	delete(w.running, j)
+	w.mu.Unlock()
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
