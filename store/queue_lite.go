@@ -173,7 +173,7 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		}
 		jobs = make([]*Job, len(rows))
 		for i, row := range rows {
-			jobs[i] = liteJob(row)
+			jobs[i] = liteClaimedJob(row, r)
 		}
 		return nil
 	})
@@ -332,6 +332,17 @@ func liteJob(r litedb.AlkJob) *Job {
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
 		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), Headers: decodeHeadersPtr(r.Headers),
 		token: deref(r.ClaimToken)}
+}
+
+// liteClaimedJob is a job ClaimJobs returned: the columns the claim did not
+// stamp, and what it stamped (a running job has no finished_at).
+func liteClaimedJob(row litedb.ClaimJobsRow, r claimReq) *Job {
+	claimedAt, expiresAt := time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
+	return &Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
+		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
+		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &claimedAt, ClaimExpiresAt: &expiresAt,
+		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
+		Errors: attemptErrors([]byte(row.Errors)), Headers: decodeHeadersPtr(row.Headers), token: r.token}
 }
 
 func micros(t *time.Time) *int64 {

@@ -247,7 +247,7 @@ UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers
+RETURNING id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers
 `
 
 type ClaimJobsParams struct {
@@ -258,8 +258,27 @@ type ClaimJobsParams struct {
 	Ids            interface{}
 }
 
+type ClaimJobsRow struct {
+	ID          int64
+	Payload     litedriver.Blob
+	Priority    int64
+	Attempts    int64
+	MaxAttempts int64
+	CreatedAt   int64
+	RunAt       int64
+	ExpiresAt   *int64
+	LastError   *string
+	Errors      string
+	Headers     *string
+}
+
 // Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
-func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob, error) {
+// Returns only the columns the claim did not stamp (the caller knows the
+// queue, state, claimed_at, claim_expires_at, claim_token and worker; a
+// running job has no finished_at): SQLite copies each returned column of
+// each row into a table of results and back, and RETURNING * took a tenth
+// of a burn-down's instructions.
+func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error) {
 	rows, err := q.query(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
 		arg.ClaimExpiresAt,
@@ -271,29 +290,20 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]AlkJob,
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AlkJob
+	var items []ClaimJobsRow
 	for rows.Next() {
-		var i AlkJob
+		var i ClaimJobsRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Queue,
 			&i.Payload,
 			&i.Priority,
-			&i.State,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,
 			&i.RunAt,
-			&i.ClaimedAt,
-			&i.ClaimExpiresAt,
-			&i.ClaimToken,
 			&i.ExpiresAt,
-			&i.Worker,
 			&i.LastError,
-			&i.FinishedAt,
 			&i.Errors,
-			&i.UniqueKey,
-			&i.UniqueStates,
 			&i.Headers,
 		); err != nil {
 			return nil, err

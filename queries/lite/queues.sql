@@ -150,11 +150,16 @@ LIMIT 2147483647;
 
 -- name: ClaimJobs :many
 -- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
+-- Returns only the columns the claim did not stamp (the caller knows the
+-- queue, state, claimed_at, claim_expires_at, claim_token and worker; a
+-- running job has no finished_at): SQLite copies each returned column of
+-- each row into a table of results and back, and RETURNING * took a tenth
+-- of a burn-down's instructions.
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
     claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
 WHERE id IN (SELECT value FROM json_each(@ids))
-RETURNING *;
+RETURNING id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
