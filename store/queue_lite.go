@@ -152,16 +152,20 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	now := r.now.UnixMicro()
 	var jobs []*Job
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		n := r.n
+		if r.grow != nil { // the writer is ours: what freed up meanwhile
+			n += r.grow()
+		}
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(r.n)})
+		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
 		if err != nil || len(ids) == 0 {
 			return err
 		}
 		// Fewer than 3n ids, in claim order, so that SQLite keeps the
 		// statement's plan (see queries/lite/queues.sql): the first n.
-		ids = ids[:min(len(ids), r.n)]
+		ids = ids[:min(len(ids), n)]
 		js, err := json.Marshal(ids)
 		if err != nil {
 			return err
