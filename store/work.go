@@ -91,8 +91,10 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 
 // Work runs handler on the queue's jobs until ctx is cancelled or the store
 // shuts down. It claims in batches while it has free slots (a claim holds
-// the slots it may fill from before it is sent, and on PostgreSQL a second
-// claim may be in flight beside it), and otherwise
+// the slots it may fill from before it is sent; on SQLite, where one claim
+// is in flight, it also takes the slots freed while it waited for the
+// writer, and on PostgreSQL a second claim may be in flight beside it), and
+// otherwise
 // sleeps until a job is enqueued (a wake), the next delayed job or claim
 // deadline comes due, or the safety poll fires; it never busy-polls.
 //
