@@ -276,24 +276,29 @@ func rate(workers int, op func() error) float64 {
 // once runs op from workers goroutines for the measurement duration and
 // returns operations per second.
 func once(workers int, op func() error) float64 {
-	{
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		stop := time.Now().Add(*dur)
-		start := time.Now()
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					must0(op())
-					n.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		return float64(n.Load()) / time.Since(start).Seconds()
+	start := time.Now()
+	n := onceN(workers, op)
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// onceN runs op from workers goroutines for the measurement duration and
+// returns how many ran.
+func onceN(workers int, op func() error) int64 {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(*dur)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				must0(op())
+				n.Add(1)
+			}
+		}()
 	}
+	wg.Wait()
+	return n.Load()
 }
 
 func best(measure func() float64) float64 { return max(measure(), measure()) }

@@ -21,9 +21,20 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		if !want(engine, what) {
 			continue
 		}
-		lib, ceil := pair(workers, func() error { _, err := q.Enqueue(ctx, payload, store.EnqueueOpts{}); return err },
-			func() error { return r.insertJob(ctx, payload) })
+		enqueue := func() error { _, err := q.Enqueue(ctx, payload, store.EnqueueOpts{}); return err }
+		insert := func() error { return r.insertJob(ctx, payload) }
+		lib, ceil := pair(workers, enqueue, insert)
 		row(engine, what, lib, ceil)
+		if *cpuPerJob { // one more run of each, metered
+			for _, side := range []struct {
+				what string
+				op   func() error
+			}{{fmt.Sprintf("enqueue ×%d", workers), enqueue}, {fmt.Sprintf("raw insert ×%d", workers), insert}} {
+				m := startCPU(side.what, false)
+				n := onceN(workers, side.op)
+				m.stop(engine, int(n))
+			}
+		}
 	}
 
 	// Unique jobs: a fresh key each time (an insert through the unique

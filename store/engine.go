@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,6 +42,15 @@ type streamOps interface {
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
+}
+
+// errSkippedRows is a multi-row insert's error when an application's
+// trigger skipped rows of the batch (a PostgreSQL BEFORE INSERT row trigger
+// returning NULL, SQLite's RAISE(IGNORE)): the batch is refused whole, as
+// PublishMany and EnqueueMany promise all or none. which says which rows:
+// how many, or the first one.
+func errSkippedRows(which string, of int) error {
+	return fmt.Errorf("a trigger skipped %s of the batch's %d rows: the batch is refused, all or none", which, of)
 }
 
 // publishReq is one event to append; headers are its stored headers, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -211,19 +212,31 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	})
 }
 
-// sortedIDs checks a multi-row insert's ids against the number of rows
-// wanted, passing on the insert's error. They are drawn in input order, but
-// RETURNING's row order is not promised, so they are sorted.
-func sortedIDs(ids []int64, err error, want int) ([]int64, error) {
-	if err != nil {
+// allInserted checks a multi-row INSERT ... RETURNING id of want rows
+// that ends with alkstore.all_inserted (EnqueueJobs, EnqueueJobsAlike,
+// PublishEvents), all or none in one statement: when an application's
+// trigger skipped rows (a BEFORE INSERT trigger returning NULL for a row),
+// the statement itself fails, so none of it commits (a caller that retried
+// would otherwise store the other rows twice) and a Tx's transaction is
+// aborted. Its error becomes errSkippedRows'. The ids are drawn in input
+// order, but RETURNING's row order is not promised, so they come back
+// sorted.
+func allInserted(want int, ids []int64, err error) ([]int64, error) {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows:
+		return nil, fmt.Errorf("%s: the batch is refused, all or none", pgErr.Message)
+	case err != nil:
 		return nil, err
-	}
-	if len(ids) != want {
-		return nil, fmt.Errorf("inserted %d rows, expected %d", len(ids), want)
+	case len(ids) != want: // a statement without the check
+		return nil, errSkippedRows(strconv.Itoa(want-len(ids)), want)
 	}
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// pgSkippedRows is the SQLSTATE alkstore.all_inserted raises (schema 00024).
+const pgSkippedRows = "AKSKP"
 
 func deref[T any](p *T) T {
 	var zero T

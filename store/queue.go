@@ -305,9 +305,12 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 }
 
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
-// SQLite) and returns their ids in order. All or none are stored. A unique
-// job whose key is held adds nothing and gets the holder's id (a batch
-// with unique jobs may take a second statement to read the holders).
+// SQLite) and returns their ids in order. All or none are stored: when an
+// application's trigger skips a job (a BEFORE INSERT trigger returning NULL,
+// SQLite's RAISE(IGNORE)), the call fails and stores none. A unique job
+// whose key is held adds nothing and gets the holder's id (a batch with
+// unique jobs may take a second statement to read the holders, in one
+// transaction).
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -43,7 +42,7 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 				return err
 			}
 			if len(got) != n {
-				return fmt.Errorf("enqueue: %d jobs stored of %d", len(got), n)
+				return errSkippedRows(strconv.Itoa(n-len(got)), n)
 			}
 			slices.Sort(got) // inserted in order: ascending ids are the jobs' in order
 			ids, rest = append(ids, got...), rest[n:]
@@ -90,7 +89,7 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 		return nil, err
 	}
 	if len(ids) != len(jobs) {
-		return nil, fmt.Errorf("enqueue: %d jobs stored of %d", len(ids), len(jobs))
+		return nil, errSkippedRows(strconv.Itoa(len(jobs)-len(ids)), len(jobs))
 	}
 	slices.Sort(ids) // inserted in order: ascending ids are the jobs' in order
 	return ids, nil

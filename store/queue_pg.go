@@ -27,7 +27,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 			p.Payloads[i] = j.payload
 		}
 		ids, err := o.q.EnqueueJobsAlike(ctx, p)
-		return sortedIDs(ids, err, len(jobs))
+		return allInserted(len(jobs), ids, err)
 	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
@@ -60,7 +60,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	}
 	p.Headers = pgHeaderArray(jobs)
 	ids, err := o.q.EnqueueJobs(ctx, p)
-	return sortedIDs(ids, err, len(jobs))
+	return allInserted(len(jobs), ids, err)
 }
 
 // claim waits for a connection as long as ctx allows, but once it has one
@@ -286,7 +286,21 @@ func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
 	})
 }
 
+// enqueueUnique places a batch all or none: in auto-commit its rounds
+// (placeUnique) run in one transaction, so that a round that fails (a job an
+// application's trigger skipped) rolls back the jobs the rounds before it
+// stored, as SQLite's one transaction does. A single job needs none.
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
+	var placed []Enqueued
+	err := o.atomically(ctx, len(jobs) > 1, func(o pgOps) error {
+		var err error
+		placed, err = o.placeUnique(ctx, queue, now, jobs)
+		return err
+	})
+	return placed, err
+}
+
+func (o pgOps) placeUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
 		if len(batch) == 1 && batch[0].uniqueKey != nil { // the common case, without arrays
 			j := batch[0]

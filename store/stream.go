@@ -128,7 +128,8 @@ func (st *Stream) interceptOne(ctx context.Context, o target, key *string, paylo
 
 // PublishMany appends msgs in order, in one statement on PostgreSQL (keyed
 // heads included; one transaction on SQLite), and returns their offsets in
-// the same order. All or none are stored. Keyed messages update
+// the same order. All or none are stored (a batch an application's trigger
+// shortened fails and stores none, as EnqueueMany). Keyed messages update
 // their keys' compaction heads (rank 0) like PublishWithKey.
 func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, autoWrite(ctx), msgs)

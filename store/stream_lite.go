@@ -4,6 +4,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"strconv"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -21,6 +24,9 @@ func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, er
 			p.Headers = liteHeaders(r.headers[i])
 		}
 		id, err := q.PublishEvents(ctx, p)
+		if errors.Is(err, sql.ErrNoRows) { // RETURNING gave no row
+			err = errSkippedRows("row "+strconv.Itoa(i), len(r.msgs))
+		}
 		if err == nil && m.Key != nil {
 			err = liteOps{q: q}.upsertHead(ctx, r.stream, *m.Key, id, r.now)
 		}

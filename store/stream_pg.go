@@ -36,7 +36,7 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 		}
 	}
 	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
-	return sortedIDs(ids, err, len(r.msgs))
+	return allInserted(len(r.msgs), ids, err)
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {

@@ -156,6 +156,9 @@ func placeUnique(jobs []newJob, insert func([]newJob) ([]int64, error),
 				out[i] = Enqueued{ID: ids[k]}
 				continue
 			}
+			if jobs[i].uniqueKey == nil { // no key to be held: an application's trigger skipped it
+				return nil, errSkippedRows("a job without a key", len(batch))
+			}
 			held = append(held, i)
 			keys = append(keys, jobs[i].uniqueKey)
 		}
@@ -294,8 +297,8 @@ func matchInserted(batch []newJob, rows []insertedJob) ([]int64, error) {
 	ids := make([]int64, len(batch))
 	for i, j := range batch {
 		if j.uniqueKey == nil {
-			if len(plain) == 0 {
-				return nil, fmt.Errorf("inserted fewer jobs without a key than the batch holds")
+			if len(plain) == 0 { // every job without a key is inserted, unless a trigger skipped it
+				return nil, errSkippedRows("a job without a key", len(batch))
 			}
 			ids[i], plain = plain[0], plain[1:]
 			continue

@@ -173,7 +173,7 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 			ins + fmt.Sprintf("SELECT 'other', 0, 'pending', 3, %s, %s, NULL, NULL FROM generate_series(1, %d) g",
 				ts(-time.Hour), ts(-time.Minute), planOther),
 			fmt.Sprintf("INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
-				"SELECT 'expiring', 0, 'pending', 3, %s, %s, %s FROM generate_series(1, %d) g",
+				"SELECT 'expiring', 0, 'pending', 3, %s, %s, %s + g * interval '1 ms' FROM generate_series(1, %d) g",
 				ts(-2*time.Hour), ts(-2*time.Hour), ts(-time.Hour), planExpiring),
 		}
 	} else {
@@ -191,7 +191,7 @@ func loadSkewedQueue(t *testing.T, e *engineEnv, now time.Time) {
 				planOther, us(-time.Hour), us(-time.Minute)),
 			fmt.Sprintf("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < %d) "+
 				"INSERT INTO alk_jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
-				"SELECT 'expiring', 0, 'pending', 3, %d, %d, %d FROM g",
+				"SELECT 'expiring', 0, 'pending', 3, %d, %d, %d + i * 1000 FROM g",
 				planExpiring, us(-2*time.Hour), us(-2*time.Hour), us(-time.Hour)),
 		}
 	}

@@ -70,21 +70,21 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 const publishEvents = `-- name: PublishEvents :many
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
-           CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
+           CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
 ),
 ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
-    SELECT nextval('alkstore.event_offset_seq'), $2::text,
+    SELECT nextval('alkstore.event_offset_seq'), $3::text,
            CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
-    FROM tx, (SELECT unnest($3::boolean[]) AS keyed,
-                     unnest($4::text[]) AS key,
-                     unnest($5::bytea[]) AS payload,
+    FROM tx, (SELECT unnest($4::boolean[]) AS keyed,
+                     unnest($5::text[]) AS key,
+                     unnest($1::bytea[]) AS payload,
                      unnest($6::text[]) AS headers) AS u
     RETURNING id, key
 ),
 heads AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-    SELECT $2::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
@@ -97,30 +97,32 @@ heads AS (
     RETURNING h.key
 )
 SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
 `
 
 type PublishEventsParams struct {
+	Payloads [][]byte
 	Wake     string
 	Stream   string
 	Keyed    []bool
 	Keys     []string
-	Payloads [][]byte
 	Headers  []string
 	Now      time.Time
 }
 
-// Many events in one statement; offsets follow the input order; one wake.
+// Many events in one statement; offsets follow the input order; one wake;
+// all or none (see EnqueueJobs).
 // Keyed events upsert their keys' heads in the same statement: per key the
 // batch's newest offset (rank 0, schema version 1), by the winner rule (see
 // compaction.sql). The head rows are written in key order, so concurrent
 // batches that share keys lock them in one order and never deadlock.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Payloads,
 		arg.Wake,
 		arg.Stream,
 		arg.Keyed,
 		arg.Keys,
-		arg.Payloads,
 		arg.Headers,
 		arg.Now,
 	)

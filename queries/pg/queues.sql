@@ -22,34 +22,43 @@ RETURNING id;
 -- expires_ats when none expires (unnest of NULL yields no rows, and the
 -- shorter arrays of the select list are padded with NULLs): encoding a
 -- timestamp array took a quarter of the client's time a batch.
+-- All or none: alkstore.all_inserted fails the statement when a trigger
+-- skipped rows (schema 00024).
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+), ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+    SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at,
+           COALESCE(u.run_at, @now::timestamptz) AS run_at,
+           CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
+    FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
+                    unnest(@priorities::integer[]) AS priority,
+                    unnest(@max_attempts::integer[]) AS max_attempts,
+                    unnest(@run_ats::timestamptz[]) AS run_at,
+                    unnest(@has_expires_at::boolean[]) AS has_expires_at,
+                    unnest(@expires_ats::timestamptz[]) AS expires_at,
+                    unnest(@headers::text[]) AS headers) AS u
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text AS queue, u.payload, u.priority, u.max_attempts, @now::timestamptz AS created_at,
-       COALESCE(u.run_at, @now::timestamptz) AS run_at,
-       CASE WHEN u.has_expires_at THEN u.expires_at END AS expires_at, NULLIF(u.headers, '')::jsonb AS headers
-FROM w, (SELECT unnest(@payloads::bytea[]) AS payload,
-                unnest(@priorities::integer[]) AS priority,
-                unnest(@max_attempts::integer[]) AS max_attempts,
-                unnest(@run_ats::timestamptz[]) AS run_at,
-                unnest(@has_expires_at::boolean[]) AS has_expires_at,
-                unnest(@expires_ats::timestamptz[]) AS expires_at,
-                unnest(@headers::text[]) AS headers) AS u
-RETURNING id;
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueJobsAlike :many
 -- A batch whose jobs differ only in their payloads: EnqueueJobs with every
 -- other column bound once for the batch instead of as an array (SQLite's
--- twin saves the most). Ids follow the input order; one wake.
+-- twin saves the most). Ids follow the input order; one wake; all or none
+-- (see EnqueueJobs).
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+), ins AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+    SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::integer, @now::timestamptz AS created_at,
+           @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
+    FROM w, unnest(@payloads::bytea[]) AS u(payload)
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text AS queue, u.payload, @priority::integer, @max_attempts::integer, @now::timestamptz AS created_at,
-       @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
-FROM w, unnest(@payloads::bytea[]) AS u(payload)
-RETURNING id;
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
@@ -331,13 +340,18 @@ ON CONFLICT (name) DO NOTHING;
 -- claims cannot deadlock; the next sweep or claim takes them. The ids are
 -- an array probed on the primary key: as an IN (subquery), an analysed
 -- table had the planner hash them against a sequential scan of every job
--- (issue 18).
+-- (issue 18). The states are named together (state IN) before the claim's
+-- condition: that implies the predicate of jobs_expirable and of no other
+-- index, so a never-analysed table reads it too. Written as "pending, or
+-- running with a lapsed claim", the pending arm could read every pending
+-- job of the queue through jobs_ready (schema 00024).
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ANY (ARRAY(
     SELECT x.id FROM alkstore.jobs x
     WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-      AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= @now::timestamptz))
+      AND x.state IN ('pending', 'running')
+      AND (x.state = 'pending' OR x.claim_expires_at <= @now::timestamptz)
     FOR UPDATE SKIP LOCKED));
 
 -- name: CancelJob :execrows

@@ -17,7 +17,8 @@ FROM tx
 RETURNING id;
 
 -- name: PublishEvents :many
--- Many events in one statement; offsets follow the input order; one wake.
+-- Many events in one statement; offsets follow the input order; one wake;
+-- all or none (see EnqueueJobs).
 -- Keyed events upsert their keys' heads in the same statement: per key the
 -- batch's newest offset (rank 0, schema version 1), by the winner rule (see
 -- compaction.sql). The head rows are written in key order, so concurrent
@@ -50,7 +51,8 @@ heads AS (
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
     RETURNING h.key
 )
-SELECT ins.id FROM ins;
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: SettledSnapshot :one
 -- What the settled horizon needs from this statement's snapshot: its xmin;
