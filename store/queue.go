@@ -454,6 +454,13 @@ func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
 // Claim has no transactional form on purpose: a claim's lease must not
 // depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
+	return q.claim(ctx, worker, n, visibility, nil)
+}
+
+// claim is Claim; grow, when not nil, is called where the engine claims
+// one statement at a time (SQLite) once the claim holds the writer, and
+// returns how many more jobs it may take (see claimReq.grow).
+func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time.Duration, grow func() int) ([]*Job, error) {
 	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
 			return nil, err
@@ -473,7 +480,7 @@ func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time
 			return nil, err
 		}
 		jobs, err := o.claim(ctx, claimReq{queue: q.name, worker: worker, n: min(n, 1<<20),
-			now: now, expiresAt: now.Add(visibility).Truncate(time.Microsecond), token: token})
+			now: now, expiresAt: now.Add(visibility).Truncate(time.Microsecond), token: token, grow: grow})
 		if err != nil {
 			return nil, err
 		}
@@ -499,6 +506,12 @@ type claimReq struct {
 	n              int
 	now, expiresAt time.Time
 	token          int64
+	// grow, when not nil, returns how many jobs the claim may take beyond
+	// n, counted from the claim's first call: SQLite calls it once the
+	// claim's transaction holds the writer, so a worker's claim also takes
+	// the handler slots freed while it waited behind the writer (its
+	// acks), instead of leaving them to a claim of its own.
+	grow func() int
 }
 
 // newClaimToken draws the random token that fences one Claim's jobs.

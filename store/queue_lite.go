@@ -151,16 +151,20 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	now := r.now.UnixMicro()
 	var jobs []*Job
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		n := r.n
+		if r.grow != nil { // the writer is ours: what freed up meanwhile
+			n += r.grow()
+		}
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(r.n)})
+		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
 		if err != nil || len(ids) == 0 {
 			return err
 		}
 		// Fewer than 3n ids, in claim order, so that SQLite keeps the
 		// statement's plan (see queries/lite/queues.sql): the first n.
-		ids = ids[:min(len(ids), r.n)]
+		ids = ids[:min(len(ids), n)]
 		js, err := json.Marshal(ids)
 		if err != nil {
 			return err
@@ -172,7 +176,7 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		}
 		jobs = make([]*Job, len(rows))
 		for i, row := range rows {
-			jobs[i] = liteJob(row)
+			jobs[i] = liteClaimedJob(row, r)
 		}
 		return nil
 	})
@@ -331,6 +335,17 @@ func liteJob(r litedb.AlkJob) *Job {
 		ExpiresAt: fromMicros(r.ExpiresAt), Worker: deref(r.Worker), LastError: deref(r.LastError),
 		Errors: attemptErrors([]byte(r.Errors)), FinishedAt: fromMicros(r.FinishedAt), Headers: decodeHeadersPtr(r.Headers),
 		token: deref(r.ClaimToken)}
+}
+
+// liteClaimedJob is a job ClaimJobs returned: the columns the claim did not
+// stamp, and what it stamped (a running job has no finished_at).
+func liteClaimedJob(row litedb.ClaimJobsRow, r claimReq) *Job {
+	claimedAt, expiresAt := time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
+	return &Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
+		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
+		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &claimedAt, ClaimExpiresAt: &expiresAt,
+		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
+		Errors: attemptErrors([]byte(row.Errors)), Headers: decodeHeadersPtr(row.Headers), token: r.token}
 }
 
 func micros(t *time.Time) *int64 {

@@ -91,8 +91,10 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 
 // Work runs handler on the queue's jobs until ctx is cancelled or the store
 // shuts down. It claims in batches while it has free slots (a claim holds
-// the slots it may fill from before it is sent, and on PostgreSQL a second
-// claim may be in flight beside it), and otherwise
+// the slots it may fill from before it is sent; on SQLite, where one claim
+// is in flight, it also takes the slots freed while it waited for the
+// writer, and on PostgreSQL a second claim may be in flight beside it), and
+// otherwise
 // sleeps until a job is enqueued (a wake), the next delayed job or claim
 // deadline comes due, or the safety poll fires; it never busy-polls.
 //
@@ -637,8 +639,27 @@ func (w *worker) claimLoop(ctx context.Context) {
 				inFlight++
 				go func(woke bool) {
 					began := w.q.s.now()
-					jobs, err := w.q.Claim(ctx, w.opts.Worker, n, w.opts.Visibility)
-					done <- claimDone{jobs: jobs, err: err, reserved: n, began: began, woke: woke}
+					// One claim at a time (SQLite): once it holds the
+					// writer, it also reserves the slots freed while it
+					// waited there, up to a batch (a burn-down's claims
+					// were 27-41 jobs of 100, and half of the claims went).
+					extra := 0
+					var grow func() int
+					if most == 1 {
+						grow = func() int {
+							for n+extra < w.opts.Batch {
+								select {
+								case w.slots <- struct{}{}:
+									extra++
+								default:
+									return extra
+								}
+							}
+							return extra
+						}
+					}
+					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow)
+					done <- claimDone{jobs: jobs, err: err, reserved: n + extra, began: began, woke: woke}
 				}(woke)
 				woke = false
 				continue

@@ -445,3 +445,44 @@ func TestQueueStats(t *testing.T) {
 		assert.Equal(t, store.QueueStats{Ready: 1, Scheduled: 1, Running: 1, Dead: 1, OldestReady: 90 * time.Second}, st)
 	})
 }
+
+// TestClaimedJobIsTheStoredJob: a claimed job carries what the store holds
+// for it once claimed, field by field. SQLite's claim returns only the
+// columns it did not stamp and fills in the rest (the queue, state, claim
+// times, worker); this keeps the two from drifting apart, on a job with
+// every optional field set and an attempt's error behind it.
+func TestClaimedJobIsTheStoredJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := newFakeClock()
+		s := e.open(t, store.WithClock(clk.Now))
+		q := s.Queue("emails")
+		c := ctx(t)
+		id, err := q.Enqueue(c, []byte("payload"), store.EnqueueOpts{Priority: 3, MaxAttempts: 5,
+			ExpiresAt: clk.Now().Add(time.Hour), Headers: map[string]string{"trace": "abc"}})
+		require.NoError(t, err)
+		jobs, err := q.Claim(c, "w1", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		retried, err := jobs[0].Retry(c, 0, "boom")
+		require.NoError(t, err)
+		require.True(t, retried)
+		clk.Advance(time.Second)
+
+		jobs, err = q.Claim(c, "w2", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		stored, err := q.Job(c, id)
+		require.NoError(t, err)
+		exported := func(j *store.Job) store.Job {
+			return store.Job{ID: j.ID, Queue: j.Queue, Payload: j.Payload, Priority: j.Priority, State: j.State,
+				Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, CreatedAt: j.CreatedAt, RunAt: j.RunAt,
+				ClaimedAt: j.ClaimedAt, ClaimExpiresAt: j.ClaimExpiresAt, ExpiresAt: j.ExpiresAt, Worker: j.Worker,
+				LastError: j.LastError, Errors: j.Errors, FinishedAt: j.FinishedAt, Headers: j.Headers}
+		}
+		assert.Equal(t, exported(stored), exported(jobs[0]))
+		assert.Equal(t, 2, jobs[0].Attempts)
+		assert.Equal(t, "boom", jobs[0].LastError)
+		assert.Len(t, jobs[0].Errors, 1)
+		require.NoError(t, jobs[0].Ack(c), "the claimed job holds its claim's token")
+	})
+}
