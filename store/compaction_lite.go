@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -25,7 +24,7 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n != 1 {
-			return fmt.Errorf("%w: the event was not stored", ErrNotFound)
+			return errSkipped("event")
 		}
 		if off, err = res.LastInsertId(); err != nil {
 			return err

@@ -10,8 +10,9 @@ import (
 // Compaction statements on PostgreSQL.
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
-	return o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
+	off, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.wake(streamTopic(e.stream))})
+	return off, skipped("event", err)
 }
 
 func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {

@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/alkstore/alkstore/internal/wake"
+	"github.com/jackc/pgx/v5"
 )
 
 // ops is the engine seam: every statement the store runs, bound to one
@@ -51,6 +54,21 @@ type streamOps interface {
 // how many, or the first one.
 func errSkippedRows(which string, of int) error {
 	return fmt.Errorf("a trigger skipped %s of the batch's %d rows: the batch is refused, all or none", which, of)
+}
+
+// errSkipped is a one-row insert's error when an application's trigger
+// skipped the row: said as such, where the drivers' "no rows" from its
+// RETURNING would read as ErrNotFound, a missing job or event.
+func errSkipped(what string) error {
+	return fmt.Errorf("a trigger skipped the %s: nothing was stored", what)
+}
+
+// skipped maps a one-row INSERT ... RETURNING's "no rows" to errSkipped.
+func skipped(what string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+		return errSkipped(what)
+	}
+	return err
 }
 
 // publishReq is one event to append; headers are its stored headers, nil

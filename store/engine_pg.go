@@ -218,7 +218,8 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 // trigger skipped rows (a BEFORE INSERT trigger returning NULL for a row),
 // the statement itself fails, so none of it commits (a caller that retried
 // would otherwise store the other rows twice) and a Tx's transaction is
-// aborted. Its error becomes errSkippedRows'. The ids are drawn in input
+// aborted (a batch with unique jobs counts its rows in Go instead, see
+// placeUnique, and leaves a Tx's transaction open). Its error becomes errSkippedRows'. The ids are drawn in input
 // order, but RETURNING's row order is not promised, so they come back
 // sorted.
 func allInserted(want int, ids []int64, err error) ([]int64, error) {

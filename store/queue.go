@@ -315,7 +315,10 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error)
 	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }
 
-// EnqueueManyTx is EnqueueMany inside tx.
+// EnqueueManyTx is EnqueueMany inside tx. When it fails, part of the batch may
+// already be written in tx (SQLite goes on after a failed statement, and
+// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
+// as after any failed statement in a transaction.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
 }

@@ -14,9 +14,10 @@ import (
 // Queue statements on SQLite. Times are stored as unix microseconds.
 
 func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
-	return o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+	id, err := o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers)})
+	return id, skipped("job", err)
 }
 
 // enqueueMany inserts the jobs with one statement per chunk of about

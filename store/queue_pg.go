@@ -12,9 +12,10 @@ import (
 // Queue statements on PostgreSQL.
 
 func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
-	return o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
+	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
 		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
 		Wake: o.wake(queueTopic(queue))})
+	return id, skipped("job", err)
 }
 
 func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {

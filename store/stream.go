@@ -135,7 +135,10 @@ func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, err
 	return st.publishMany(ctx, autoWrite(ctx), msgs)
 }
 
-// PublishManyTx is PublishMany inside tx.
+// PublishManyTx is PublishMany inside tx. When it fails, part of the batch may
+// already be written in tx (SQLite goes on after a failed statement, and
+// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
+// as after any failed statement in a transaction.
 func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, tx.via(), msgs)
 }

@@ -13,7 +13,8 @@ import (
 )
 
 func (o liteOps) publish(ctx context.Context, r publishReq) (int64, error) {
-	return o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: liteHeaders(r.headers)})
+	id, err := o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: liteHeaders(r.headers)})
+	return id, skipped("event", err)
 }
 
 func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {

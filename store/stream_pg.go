@@ -10,8 +10,9 @@ import (
 )
 
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
-	return o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
+	id, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
 		Wake: o.wake(streamTopic(r.stream))})
+	return id, skipped("event", err)
 }
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {

@@ -181,7 +181,10 @@ func placeUnique(jobs []newJob, insert func([]newJob) ([]int64, error),
 			return out, nil
 		}
 	}
-	return nil, fmt.Errorf("unique key kept changing hands: %d jobs not placed after %d tries", len(todo), uniqueRetries)
+	// Either each holder left before its id could be read, or an
+	// application's trigger skips these jobs (a held key and a skipped
+	// insert both come back without an id).
+	return nil, fmt.Errorf("%d jobs not placed after %d tries: their unique keys kept changing hands, or a trigger skips them", len(todo), uniqueRetries)
 }
 
 // EnqueueUnique adds a unique job (opts.Unique.Key must be set) and says
@@ -217,7 +220,10 @@ func (q *Queue) EnqueueManyUnique(ctx context.Context, jobs []NewJob) ([]Enqueue
 	return q.enqueueManyUnique(ctx, autoWrite(ctx), jobs)
 }
 
-// EnqueueManyUniqueTx is EnqueueManyUnique inside tx.
+// EnqueueManyUniqueTx is EnqueueManyUnique inside tx. When it fails, part of the batch may
+// already be written in tx (SQLite goes on after a failed statement, and
+// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
+// as after any failed statement in a transaction.
 func (q *Queue) EnqueueManyUniqueTx(ctx context.Context, tx Tx, jobs []NewJob) ([]Enqueued, error) {
 	return q.enqueueManyUnique(ctx, tx.via(), jobs)
 }
