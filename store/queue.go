@@ -482,8 +482,10 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		if err != nil {
 			return nil, err
 		}
-		jobs, err := o.claim(ctx, claimReq{queue: q.name, worker: worker, n: min(n, 1<<20),
-			now: now, expiresAt: now.Add(visibility).Truncate(time.Microsecond), token: token, grow: grow})
+		r := claimReq{queue: q.name, worker: worker, n: min(n, 1<<20), token: token, grow: grow,
+			clock: q.s.now, visibility: visibility}
+		r.stamp(now)
+		jobs, err := o.claim(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -515,6 +517,18 @@ type claimReq struct {
 	// the handler slots freed while it waited behind the writer (its
 	// acks), instead of leaving them to a claim of its own.
 	grow func() int
+	// clock and visibility stamp the claim again (stamp) where it may
+	// have waited: SQLite's claim, once it holds the writer, which an
+	// InTx, a WorkTx handler or another process may have held for longer
+	// than the visibility. The lease and the jobs' expiry count from the
+	// claim, not from the call.
+	clock      func() time.Time
+	visibility time.Duration
+}
+
+// stamp sets the claim's time and the end of its lease.
+func (r *claimReq) stamp(now time.Time) {
+	r.now, r.expiresAt = now, now.Add(r.visibility).Truncate(time.Microsecond)
 }
 
 // newClaimToken draws the random token that fences one Claim's jobs.

@@ -149,11 +149,14 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 // Claim returns its jobs) or rolled back: none is left running unseen. The
 // writer slot holds from choosing the jobs (ClaimableJobs) to stamping them.
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
-	now := r.now.UnixMicro()
 	var jobs []*Job
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		// The writer is ours, perhaps after a wait: the time of the claim,
+		// and what freed up meanwhile.
+		r.stamp(r.clock())
+		now := r.now.UnixMicro()
 		n := r.n
-		if r.grow != nil { // the writer is ours: what freed up meanwhile
+		if r.grow != nil {
 			n += r.grow()
 		}
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
