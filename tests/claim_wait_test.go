@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,37 +10,6 @@ import (
 
 	"github.com/alkstore/alkstore/store"
 )
-
-// signalClock is a store clock the test moves, which tells the test when
-// it is first read once armed.
-type signalClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	armed chan struct{}
-}
-
-func (c *signalClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.armed != nil {
-		close(c.armed)
-		c.armed = nil
-	}
-	return c.t
-}
-
-func (c *signalClock) arm() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.armed = make(chan struct{})
-	return c.armed
-}
-
-func (c *signalClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // A claim's lease and the jobs' expiry count from the claim, not from the
 // call. On SQLite a Claim waits for the writer, which the application's
@@ -55,7 +23,7 @@ func (c *signalClock) advance(d time.Duration) {
 func TestClaimLeaseCountsFromTheClaimNotTheCall(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		for round := range 5 {
-			clk := &signalClock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+			clk := newFakeClock()
 			s := e.open(t, store.WithClock(clk.Now))
 			q := s.Queue("lease")
 			c := ctx(t)
@@ -75,14 +43,14 @@ func TestClaimLeaseCountsFromTheClaimNotTheCall(t *testing.T) {
 				})
 			}()
 			<-holding
-			read := clk.arm()
+			read := clk.Arm()
 			type claimed struct {
 				jobs []*store.Job
 				err  error
 				at   time.Time // the store's clock when Claim returned
 			}
 			if e.name == "pg" { // no writer to wait for: the time moves before the claim
-				clk.advance(2 * time.Minute)
+				clk.Advance(2 * time.Minute)
 			}
 			got := make(chan claimed, 1)
 			go func() {
@@ -95,7 +63,7 @@ func TestClaimLeaseCountsFromTheClaimNotTheCall(t *testing.T) {
 				close(release)
 			} else {
 				<-read // the claim has begun; it cannot get the writer yet
-				clk.advance(2 * time.Minute)
+				clk.Advance(2 * time.Minute)
 				close(release)
 				r = <-got
 			}

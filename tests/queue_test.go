@@ -16,8 +16,9 @@ import (
 
 // fakeClock lets a test move time without sleeping.
 type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu    sync.Mutex
+	t     time.Time
+	armed chan struct{} // closed by the next read (Arm)
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)} }
@@ -25,7 +26,19 @@ func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2030, 1, 1, 12, 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.armed != nil {
+		close(c.armed)
+		c.armed = nil
+	}
 	return c.t
+}
+
+// Arm returns a channel that the clock's next read closes.
+func (c *fakeClock) Arm() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = make(chan struct{})
+	return c.armed
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
