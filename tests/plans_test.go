@@ -697,6 +697,9 @@ var coldStatements = map[string]string{
 	"ListQueueJobs":             "alktest's assertions in tests: a page walks the primary key from @after, skipping other queues' rows, so it costs the table's jobs past that id (a test's own store is small)",
 	"ListenWakes":               "a LISTEN, not a query",
 	"DataVersion":               "a PRAGMA, not a query",
+	"SavepointBatch":            "a SAVEPOINT around a batch form inside the caller's transaction, not a query",
+	"ReleaseBatch":              "releases SavepointBatch's savepoint, not a query",
+	"RollbackToBatch":           "rolls back to SavepointBatch's savepoint, not a query",
 	"OldestWriteTransaction":    "Stats, and the stall warning once per stall: reads pg_stat_activity (one row per server process; on SQLite no row at all)",
 }
 
