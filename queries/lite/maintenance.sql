@@ -116,17 +116,18 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 DELETE FROM alk_events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue end expired: pending ones (a range of
--- alk_jobs_expiring_by_time up to now, so jobs that expire later are never
--- read), and running ones whose claim lapsed (claims in flight).
+-- Expired jobs of every queue end expired: pending ones, and running ones
+-- whose claim lapsed. One range of alk_jobs_expirable_by_time up to now
+-- (schema 00029), in expiry order, so jobs that expire later are never
+-- read; the running jobs still in flight in it are skipped. (As two
+-- halves, the running one had no index without a queue.)
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
-             UNION ALL
-             SELECT r.id FROM alk_jobs r
-             WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
-               AND r.expires_at IS NOT NULL AND r.expires_at <= sqlc.arg(now)
+             WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+               AND x.expires_at <= sqlc.arg(now)
+               AND (x.state = 'pending' OR x.claim_expires_at <= sqlc.arg(now))
+             ORDER BY x.expires_at
              LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: DeleteFinishedJobs :execrows
