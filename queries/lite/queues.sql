@@ -187,22 +187,27 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 -- instructions). Every job is of the queue named: its setting
 -- is read once (an uncorrelated subquery), not once per row, and a queue
 -- that keeps completed jobs leaves them all to CompleteJobs. Returns the
--- ids it acked (the worker reports each job's outcome).
+-- ids it acked (the worker reports each job's outcome). The pairs drive:
+-- each is one seek on the primary key (CROSS JOIN keeps that order), so an
+-- ack costs the jobs it settles. Written as a filter on alk_jobs, SQLite
+-- walked alk_jobs_running instead, testing every running job of the queue
+-- (the other claims in flight) against the pairs.
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER) AND queue = CAST(@queue AS TEXT)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(@claims))
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER) AND j.queue = CAST(@queue AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id;
 
 -- name: CompleteJobs :many
 -- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed (run with AckJobs in one transaction, like CompleteJob).
+-- completed (run with AckJobs in one transaction, like CompleteJob; the
+-- pairs drive, as in AckJobs).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(@claims))
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id;
 
