@@ -951,7 +951,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
-WHERE queue = ?1 AND state = CAST(?2 AS TEXT) AND state NOT IN ('pending', 'running') AND id > ?3
+WHERE queue = ?1 AND state = CAST(?2 AS TEXT) AND finished_at IS NOT NULL AND id > ?3
 ORDER BY id
 LIMIT CAST(?4 AS INTEGER)
 `
@@ -1275,16 +1275,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'completed'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'cancelled'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready
@@ -1374,7 +1374,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-                AND x.state NOT IN ('pending', 'running')
+                AND x.finished_at IS NOT NULL
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -1523,7 +1523,8 @@ const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
+             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= ?1
              UNION ALL
              SELECT r.id FROM alk_jobs r
              WHERE r.queue = ?2 AND r.state = 'running' AND r.claim_expires_at <= ?1

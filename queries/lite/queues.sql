@@ -262,7 +262,8 @@ ON CONFLICT (name) DO NOTHING;
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now
+             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= @now
              UNION ALL
              SELECT r.id FROM alk_jobs r
              WHERE r.queue = @queue AND r.state = 'running' AND r.claim_expires_at <= @now
@@ -316,7 +317,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-                AND x.state NOT IN ('pending', 'running')
+                AND x.finished_at IS NOT NULL
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -333,7 +334,7 @@ DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
 -- @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 -- that partial index).
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = CAST(@state AS TEXT) AND state NOT IN ('pending', 'running') AND id > @after
+WHERE queue = @queue AND state = CAST(@state AS TEXT) AND finished_at IS NOT NULL AND id > @after
 ORDER BY id
 LIMIT CAST(@max_jobs AS INTEGER);
 
@@ -380,16 +381,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'completed'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'cancelled'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
