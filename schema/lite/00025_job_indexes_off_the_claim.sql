@@ -1,4 +1,4 @@
--- The partial indexes of alk_jobs that hold no pending or running job no
+-- The partial indexes of alk_jobs that a claim need not touch no
 -- longer name state in their predicate, so a claim (which changes state,
 -- and nothing they name) does not touch them (issue 18). SQLite checks, on
 -- every UPDATE of a row, each partial index whose predicate names a column
