@@ -86,9 +86,21 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	}
 	jobs := make([]*Job, len(rows))
 	for i, row := range rows {
-		jobs[i] = pgJob(row)
+		jobs[i] = pgClaimedJob(row, r)
 	}
 	return jobs, nil
+}
+
+// pgClaimedJob is a job ClaimJobs returned: the columns the claim did not
+// stamp, and what it stamped (a running job has no finished_at), as the
+// server stores them (microseconds).
+func pgClaimedJob(row pgdb.ClaimJobsRow, r claimReq) *Job {
+	claimedAt, expiresAt := time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
+	return &Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
+		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: row.CreatedAt,
+		RunAt: row.RunAt, ClaimedAt: &claimedAt, ClaimExpiresAt: &expiresAt,
+		ExpiresAt: row.ExpiresAt, Worker: r.worker, LastError: deref(row.LastError),
+		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token}
 }
 
 // ack deletes the job in one statement when its queue keeps no completed
