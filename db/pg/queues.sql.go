@@ -297,7 +297,8 @@ UPDATE alkstore.jobs j
 SET state = 'running', attempts = j.attempts + 1, claimed_at = $1::timestamptz,
     claim_expires_at = $2::timestamptz, claim_token = $3::bigint, worker = $4::text
 WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
-RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
+    NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers
 `
 
 type ClaimJobsParams struct {
@@ -364,7 +365,8 @@ type ClaimJobsRow struct {
 // Returns only the columns the claim did not stamp, as SQLite's claim does
 // (the caller knows the queue, state, claimed_at, claim_expires_at,
 // claim_token and worker; a running job has no finished_at): 11 columns
-// of 20 to send and decode per job (issue 18).
+// of 20 to send and decode per job, and errors NULL when there are none
+// (an empty array is a buffer to allocate per job; issue 18).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error) {
 	rows, err := q.db.Query(ctx, claimJobs,
 		arg.Now,

@@ -151,7 +151,8 @@ WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || s
 -- Returns only the columns the claim did not stamp, as SQLite's claim does
 -- (the caller knows the queue, state, claimed_at, claim_expires_at,
 -- claim_token and worker; a running job has no finished_at): 11 columns
--- of 20 to send and decode per job (issue 18).
+-- of 20 to send and decode per job, and errors NULL when there are none
+-- (an empty array is a buffer to allocate per job; issue 18).
 WITH RECURSIVE buried AS (
     UPDATE alkstore.jobs b
     SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
@@ -216,7 +217,8 @@ UPDATE alkstore.jobs j
 SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
     claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
 WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
-RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers;
+RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
+    NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
