@@ -248,7 +248,7 @@ WITH deleted AS (
 )
 SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
--- name: AckJobs :many
+-- name: AckJobs :one
 -- Per id: only rows still held by that id's claim (claims maps each id, as
 -- a JSON key, to its claim token: a lookup per row, where a join of the
 -- id and token arrays could be planned as a nested loop over them, n² for
@@ -258,8 +258,9 @@ SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigi
 -- found on jobs_pkey and locked in id order first, so batches that share
 -- jobs (or a transaction settling jobs one by one in id order) never
 -- deadlock, whatever their input order. Returns the ids it acked (the
--- worker reports each job's outcome). Issue 18: 8 buffers a job on a
--- generic plan, 11 to 14 before.
+-- worker reports each job's outcome), as one array in one row: a row per
+-- job cost the client a scan and an allocation per job (issue 18). Issue
+-- 18: 8 buffers a job on a generic plan, 11 to 14 before.
 WITH held AS (
     SELECT x.id FROM alkstore.jobs x
     WHERE x.id = ANY (@ids::bigint[]) AND x.queue = @queue::text AND x.state = 'running'
@@ -267,10 +268,12 @@ WITH held AS (
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = @queue::text AND q.completed_retention_us > 0)
     ORDER BY x.id
     FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h
+    WHERE j.id = h.id
+    RETURNING j.id
 )
-DELETE FROM alkstore.jobs j USING held h
-WHERE j.id = h.id
-RETURNING j.id;
+SELECT COALESCE(array_agg(d.id), '{}')::bigint[] AS ids FROM deleted d;
 
 -- name: CompleteJobs :many
 -- CompleteJob for the jobs AckJobs did not delete, as one decision: the
