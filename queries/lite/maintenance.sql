@@ -122,7 +122,8 @@ DELETE FROM alk_events WHERE id = @id;
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= sqlc.arg(now)
+             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= sqlc.arg(now)
              UNION ALL
              SELECT r.id FROM alk_jobs r
              WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
@@ -142,13 +143,13 @@ DELETE FROM alk_jobs
 WHERE id IN (
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE y.queue = q.name AND y.state = 'completed'
-      AND y.state NOT IN ('pending', 'running')
+      AND y.finished_at IS NOT NULL
       AND y.finished_at < sqlc.arg(now) - q.completed_retention_us
     UNION ALL
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE q.dead_retention_us IS NOT NULL
       AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
-      AND y.state NOT IN ('pending', 'running')
+      AND y.finished_at IS NOT NULL
       AND y.finished_at < sqlc.arg(now) - q.dead_retention_us
     LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
@@ -232,9 +233,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running')
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.finished_at IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.finished_at IS NOT NULL AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue
