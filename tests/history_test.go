@@ -129,6 +129,35 @@ func TestJobsEndInDistinctStates(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, none)
 		assert.Equal(t, store.JobDead, jobState(t, dead, lapsed))
+
+		// Back and forth: a requeued job is pending again, a cancelled one
+		// final. A job is finished (finished_at set) exactly while its state
+		// is final: SQLite's finished-jobs and expiring indexes read
+		// finished_at for that (schema 00025), and Jobs lists a final state
+		// through them.
+		require.NoError(t, dead.Requeue(c, failed))
+		require.NoError(t, dead.Cancel(c, failed))
+		require.NoError(t, dead.Requeue(c, failed))
+		running, err = dead.Enqueue(c, nil, store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Hour), Priority: 1})
+		require.NoError(t, err)
+		assert.Equal(t, running, claimOne(t, dead).ID)
+		n, err = dead.RequeueDead(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, n)
+		table := map[string]string{"pg": "alkstore.jobs", "lite": "alk_jobs"}[e.name]
+		var wrong int
+		require.NoError(t, e.sqlDB(t).QueryRowContext(c, "SELECT count(*) FROM "+table+
+			" WHERE (state IN ('pending', 'running')) <> (finished_at IS NULL)").Scan(&wrong))
+		assert.Zero(t, wrong, "jobs whose finished_at disagrees with their state")
+		for state, want := range map[store.JobState]int{store.JobExpired: 2, store.JobCompleted: 4} {
+			var all []*store.Job
+			for _, q := range []*store.Queue{exp, kept} {
+				got, err := q.Jobs(c, store.JobsOpts{State: state})
+				require.NoError(t, err)
+				all = append(all, got...)
+			}
+			assert.Len(t, all, want, "%s jobs listed", state)
+		}
 	})
 }
 

@@ -214,13 +214,13 @@ DELETE FROM alk_jobs
 WHERE id IN (
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE y.queue = q.name AND y.state = 'completed'
-      AND y.state NOT IN ('pending', 'running')
+      AND y.finished_at IS NOT NULL
       AND y.finished_at < ?2 - q.completed_retention_us
     UNION ALL
     SELECT y.id FROM alk_queues q CROSS JOIN alk_jobs y
     WHERE q.dead_retention_us IS NOT NULL
       AND y.queue = q.name AND y.state IN ('cancelled', 'expired', 'dead')
-      AND y.state NOT IN ('pending', 'running')
+      AND y.finished_at IS NOT NULL
       AND y.finished_at < ?2 - q.dead_retention_us
     LIMIT CAST(?1 AS INTEGER))
 `
@@ -356,9 +356,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running')
+    SELECT min(x.queue) AS queue FROM alk_jobs x WHERE x.finished_at IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.state NOT IN ('pending', 'running') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.finished_at IS NOT NULL AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT CAST(q.queue AS TEXT) AS queue
@@ -650,9 +650,9 @@ const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+             WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL
                AND x.expires_at <= ?1
-               AND (x.state = 'pending' OR x.claim_expires_at <= ?1)
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= ?1))
              ORDER BY x.expires_at
              LIMIT CAST(?2 AS INTEGER))
 `
@@ -663,10 +663,11 @@ type SweepAllExpiredJobsParams struct {
 }
 
 // Expired jobs of every queue end expired: pending ones, and running ones
-// whose claim lapsed. One range of alk_jobs_expirable_by_time up to now
-// (schema 00029), in expiry order, so jobs that expire later are never
-// read; the running jobs still in flight in it are skipped. (As two
-// halves, the running one had no index without a queue.)
+// whose claim lapsed. One range of alk_jobs_expiring_by_time up to now
+// (since schema 00025 it holds the running jobs too), in expiry order, so
+// jobs that expire later are never read; the running jobs still in flight
+// in it are skipped. (As two halves, the running one had no index without
+// a queue: it walked alk_jobs_running whole.)
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepAllExpiredJobsStmt, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

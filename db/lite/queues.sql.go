@@ -38,17 +38,17 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 
 const ackJobs = `-- name: AckJobs :many
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER) AND queue = CAST(?2 AS TEXT)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(?3))
-  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?2 AS TEXT) AND q.completed_retention_us > 0)
+WHERE id IN (SELECT j.id FROM jsonb_each(?1) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?2 AS INTEGER) AND j.queue = CAST(?3 AS TEXT))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?3 AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id
 `
 
 type AckJobsParams struct {
+	Claims interface{}
 	Now    int64
 	Queue  string
-	Claims interface{}
 }
 
 // Per id: only rows still held by that id's claim. claims is a JSON array
@@ -58,9 +58,13 @@ type AckJobsParams struct {
 // instructions). Every job is of the queue named: its setting
 // is read once (an uncorrelated subquery), not once per row, and a queue
 // that keeps completed jobs leaves them all to CompleteJobs. Returns the
-// ids it acked (the worker reports each job's outcome).
+// ids it acked (the worker reports each job's outcome). The pairs drive:
+// each is one seek on the primary key (CROSS JOIN keeps that order), so an
+// ack costs the jobs it settles. Written as a filter on alk_jobs, SQLite
+// walked alk_jobs_running instead, testing every running job of the queue
+// (the other claims in flight) against the pairs.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
-	rows, err := q.query(ctx, q.ackJobsStmt, ackJobs, arg.Now, arg.Queue, arg.Claims)
+	rows, err := q.query(ctx, q.ackJobsStmt, ackJobs, arg.Claims, arg.Now, arg.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -440,9 +444,9 @@ func (q *Queries) CompleteJob(ctx context.Context, arg CompleteJobParams) (int64
 const completeJobs = `-- name: CompleteJobs :many
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(?2))
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?1 AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id
 `
@@ -453,7 +457,8 @@ type CompleteJobsParams struct {
 }
 
 // AckJobs for the jobs of queues that keep completed jobs: they end
-// completed (run with AckJobs in one transaction, like CompleteJob).
+// completed (run with AckJobs in one transaction, like CompleteJob; the
+// pairs drive, as in AckJobs).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
 	rows, err := q.query(ctx, q.completeJobsStmt, completeJobs, arg.Now, arg.Claims)
 	if err != nil {
@@ -946,7 +951,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 
 const listJobs = `-- name: ListJobs :many
 SELECT id, queue, payload, priority, state, attempts, max_attempts, created_at, run_at, claimed_at, claim_expires_at, claim_token, expires_at, worker, last_error, finished_at, errors, unique_key, unique_states, headers FROM alk_jobs
-WHERE queue = ?1 AND state = CAST(?2 AS TEXT) AND state NOT IN ('pending', 'running') AND id > ?3
+WHERE queue = ?1 AND state = CAST(?2 AS TEXT) AND finished_at IS NOT NULL AND id > ?3
 ORDER BY id
 LIMIT CAST(?4 AS INTEGER)
 `
@@ -1270,16 +1275,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'completed'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'cancelled'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
                          ?2), ?2) AS INTEGER) AS oldest_ready
@@ -1369,7 +1374,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = ?2 AND x.state = 'dead' AND x.finished_at <= CAST(?3 AS INTEGER)
-                AND x.state NOT IN ('pending', 'running')
+                AND x.finished_at IS NOT NULL
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -1518,7 +1523,8 @@ const sweepExpiredJobs = `-- name: SweepExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= ?1
+             WHERE x.queue = ?2 AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= ?1
              UNION ALL
              SELECT r.id FROM alk_jobs r
              WHERE r.queue = ?2 AND r.state = 'running' AND r.claim_expires_at <= ?1

@@ -187,22 +187,27 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 -- instructions). Every job is of the queue named: its setting
 -- is read once (an uncorrelated subquery), not once per row, and a queue
 -- that keeps completed jobs leaves them all to CompleteJobs. Returns the
--- ids it acked (the worker reports each job's outcome).
+-- ids it acked (the worker reports each job's outcome). The pairs drive:
+-- each is one seek on the primary key (CROSS JOIN keeps that order), so an
+-- ack costs the jobs it settles. Written as a filter on alk_jobs, SQLite
+-- walked alk_jobs_running instead, testing every running job of the queue
+-- (the other claims in flight) against the pairs.
 DELETE FROM alk_jobs
-WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER) AND queue = CAST(@queue AS TEXT)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(@claims))
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER) AND j.queue = CAST(@queue AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id;
 
 -- name: CompleteJobs :many
 -- AckJobs for the jobs of queues that keep completed jobs: they end
--- completed (run with AckJobs in one transaction, like CompleteJob).
+-- completed (run with AckJobs in one transaction, like CompleteJob; the
+-- pairs drive, as in AckJobs).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
-  AND (id, claim_token) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
-                            FROM jsonb_each(@claims))
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id;
 
@@ -257,7 +262,8 @@ ON CONFLICT (name) DO NOTHING;
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(@now AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= @now
+             WHERE x.queue = @queue AND x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= @now
              UNION ALL
              SELECT r.id FROM alk_jobs r
              WHERE r.queue = @queue AND r.state = 'running' AND r.claim_expires_at <= @now
@@ -311,7 +317,7 @@ WHERE id IN (
         SELECT c.id, c.unique_key, row_number() OVER (PARTITION BY c.unique_key ORDER BY c.finished_at, c.id) AS nth
         FROM (SELECT x.id, x.unique_key, x.finished_at FROM alk_jobs x
               WHERE x.queue = @queue AND x.state = 'dead' AND x.finished_at <= CAST(@before AS INTEGER)
-                AND x.state NOT IN ('pending', 'running')
+                AND x.finished_at IS NOT NULL
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alk_jobs h
                     WHERE h.unique_key = x.unique_key AND h.id <> x.id AND instr(h.unique_states, ',' || h.state || ',') > 0))
@@ -328,7 +334,7 @@ DELETE FROM alk_jobs WHERE id = @id AND queue = @queue AND state <> 'running';
 -- @after, through alk_jobs_listing (the index's predicate, repeated, lets SQLite use
 -- that partial index).
 SELECT * FROM alk_jobs
-WHERE queue = @queue AND state = CAST(@state AS TEXT) AND state NOT IN ('pending', 'running') AND id > @after
+WHERE queue = @queue AND state = CAST(@state AS TEXT) AND finished_at IS NOT NULL AND id > @after
 ORDER BY id
 LIMIT CAST(@max_jobs AS INTEGER);
 
@@ -375,16 +381,16 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS dead,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'completed'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS completed,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'cancelled'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS cancelled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
-                                   AND j.state NOT IN ('pending', 'running')
+                                   AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS expired,
        CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
