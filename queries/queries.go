@@ -1,5 +1,5 @@
 // Package queries holds the statements sqlc cannot generate code for:
-// SQLite's PRAGMAs (sqlc skips them). Each stays in its file beside the
+// SQLite's PRAGMAs and savepoints (sqlc skips them). Each stays in its file beside the
 // other statements of its mechanism, and this package hands it out.
 package queries
 
@@ -14,6 +14,9 @@ var liteNotify string
 //go:embed lite/schema.sql
 var liteSchema string
 
+//go:embed lite/queues.sql
+var liteQueues string
+
 // DataVersion is lite/notify.sql's DataVersion: it changes whenever another
 // connection commits to the SQLite file.
 var DataVersion = statement(liteNotify, "DataVersion")
@@ -21,6 +24,14 @@ var DataVersion = statement(liteNotify, "DataVersion")
 // SchemaObjects is lite/schema.sql's SchemaObjects: the main database's
 // tables, which Open looks at before it asks goose anything.
 var SchemaObjects = statement(liteSchema, "SchemaObjects")
+
+// SavepointBatch, ReleaseBatch and RollbackToBatch are lite/queues.sql's
+// savepoint around a batch form inside the caller's transaction.
+var (
+	SavepointBatch  = statement(liteQueues, "SavepointBatch")
+	ReleaseBatch    = statement(liteQueues, "ReleaseBatch")
+	RollbackToBatch = statement(liteQueues, "RollbackToBatch")
+)
 
 // statement is the body of the query named name ("-- name: Name :kind") in
 // src, without its comment lines; "" when src has no such query.

@@ -13,3 +13,15 @@ func TestSchemaObjects(t *testing.T) {
 		t.Fatalf("SchemaObjects = %q, want lite/schema.sql's PRAGMA", SchemaObjects)
 	}
 }
+
+func TestBatchSavepoint(t *testing.T) {
+	for got, want := range map[string]string{
+		SavepointBatch:  "SAVEPOINT alkstore_batch;",
+		ReleaseBatch:    "RELEASE SAVEPOINT alkstore_batch;",
+		RollbackToBatch: "ROLLBACK TO SAVEPOINT alkstore_batch;",
+	} {
+		if got != want {
+			t.Errorf("statement = %q, want lite/queues.sql's %q", got, want)
+		}
+	}
+}

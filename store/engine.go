@@ -63,6 +63,12 @@ func errSkipped(what string) error {
 	return fmt.Errorf("a trigger skipped the %s: nothing was stored", what)
 }
 
+// errFireSkipped is a schedule's fire when an application's trigger skipped
+// its job: the fire is refused whole (all or none, as the batches), so the
+// schedule does not move past a boundary that enqueued nothing; the
+// scheduler logs it and tries the fire again, as after any failed fire.
+var errFireSkipped = errors.New("a trigger skipped the schedule's job: nothing was stored, and the schedule stays at the boundary it was to fire")
+
 // skipped maps a one-row INSERT ... RETURNING's "no rows" to errSkipped.
 func skipped(what string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {

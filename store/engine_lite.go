@@ -184,13 +184,13 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx)}, release: e.hold()}, nil
+	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold()}, nil
 }
 
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
 // its statements are prepared by the caller's connection as they run.
 func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
-	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx)}}
+	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx}}
 }
 
 // close closes the pools; database/sql closes a connection still in a
@@ -210,6 +210,7 @@ func (e *liteEngine) close(bool) {
 type liteOps struct {
 	q  *litedb.Queries
 	db *sql.DB // the writer, for operations that need their own transaction; nil inside one
+	tx *sql.Tx // the caller's transaction (a Tx's), for a batch's savepoint; nil outside one
 }
 
 // atomically runs fn in one transaction: the caller's, or a new one on the
@@ -229,11 +230,40 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	return tx.Commit()
 }
 
-// insertEach runs insert for indexes 0..n-1 in one transaction (SQLite's
-// form of a multi-row insert) and returns the ids in order.
+// allOrNone runs fn all or none: in a transaction of its own on the writer
+// slot (atomically), or inside the caller's transaction after a savepoint
+// that a failure rolls back to, so a batch form (EnqueueManyTx,
+// PublishManyTx) that fails half way leaves nothing of itself in the
+// caller's transaction, which goes on (SQLite keeps a transaction open
+// after a failed statement). A savepoint is in-process and cheap; the
+// batch's own statements are what it costs. A trigger's RAISE(ROLLBACK)
+// ends the caller's transaction itself, savepoint and all: fn's error is
+// returned. need says a partial write is possible (more than one row);
+// without it, inside a transaction, fn just runs.
+func (o liteOps) allOrNone(ctx context.Context, need bool, fn func(q *litedb.Queries) error) error {
+	if o.db != nil || o.tx == nil || !need {
+		return o.atomically(ctx, fn)
+	}
+	if _, err := o.tx.ExecContext(ctx, queries.SavepointBatch); err != nil {
+		return err
+	}
+	if err := fn(o.q); err != nil {
+		// The rollback must run even when ctx ended (a cancelled batch).
+		rctx := context.WithoutCancel(ctx)
+		if _, rerr := o.tx.ExecContext(rctx, queries.RollbackToBatch); rerr == nil {
+			_, _ = o.tx.ExecContext(rctx, queries.ReleaseBatch)
+		}
+		return err
+	}
+	_, err := o.tx.ExecContext(ctx, queries.ReleaseBatch)
+	return err
+}
+
+// insertEach runs insert for indexes 0..n-1 all or none (SQLite's form of
+// a multi-row insert; see allOrNone) and returns the ids in order.
 func (o liteOps) insertEach(ctx context.Context, n int, insert func(q *litedb.Queries, i int) (int64, error)) ([]int64, error) {
 	ids := make([]int64, n)
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
+	err := o.allOrNone(ctx, n > 1, func(q *litedb.Queries) error {
 		for i := range ids {
 			id, err := insert(q, i)
 			if err != nil {

@@ -212,16 +212,43 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	})
 }
 
+// allOrNone is atomically for a batch form that may write part of itself
+// before it fails (a batch with unique jobs: several statements): inside
+// the caller's transaction it runs after a savepoint and rolls back to it
+// on failure, so nothing of the batch stays in that transaction and the
+// transaction is usable again (PostgreSQL aborts a transaction at a failed
+// statement until it rolls back to a savepoint). Two round trips more, only
+// for these batches: a one-statement batch fails whole without one.
+func (o pgOps) allOrNone(ctx context.Context, need bool, fn func(pgOps) error) error {
+	if !need || !o.inTx {
+		return o.atomically(ctx, need, fn)
+	}
+	if err := o.q.SavepointBatch(ctx); err != nil {
+		return err
+	}
+	if err := fn(o); err != nil {
+		// The rollback must run even when ctx ended (a cancelled batch);
+		// it fails when the transaction itself is gone.
+		rctx := context.WithoutCancel(ctx)
+		if rerr := o.q.RollbackToBatch(rctx); rerr == nil {
+			_ = o.q.ReleaseBatch(rctx)
+		}
+		return err
+	}
+	return o.q.ReleaseBatch(ctx)
+}
+
 // allInserted checks a multi-row INSERT ... RETURNING id of want rows
 // that ends with alkstore.all_inserted (EnqueueJobs, EnqueueJobsAlike,
 // PublishEvents), all or none in one statement: when an application's
 // trigger skipped rows (a BEFORE INSERT trigger returning NULL for a row),
 // the statement itself fails, so none of it commits (a caller that retried
 // would otherwise store the other rows twice) and a Tx's transaction is
-// aborted (a batch with unique jobs counts its rows in Go instead, see
-// placeUnique, and leaves a Tx's transaction open). Its error becomes errSkippedRows'. The ids are drawn in input
-// order, but RETURNING's row order is not promised, so they come back
-// sorted.
+// aborted, as by any failed statement (a batch with unique jobs counts its
+// rows in Go instead, see placeUnique, and runs after a savepoint, see
+// allOrNone). Its error becomes errSkippedRows'. The ids are drawn in
+// input order, but RETURNING's row order is not promised, so they come
+// back sorted.
 func allInserted(want int, ids []int64, err error) ([]int64, error) {
 	var pgErr *pgconn.PgError
 	switch {

@@ -315,10 +315,13 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error)
 	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }
 
-// EnqueueManyTx is EnqueueMany inside tx. When it fails, part of the batch may
-// already be written in tx (SQLite goes on after a failed statement, and
-// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
-// as after any failed statement in a transaction.
+// EnqueueManyTx is EnqueueMany inside tx, all or none there too: a batch
+// that fails leaves none of its jobs in tx. Where a batch can fail half way
+// (on SQLite every batch of more than one job, on PostgreSQL a batch with
+// unique jobs: several statements) it runs after a savepoint and rolls back
+// to it, and tx goes on. PostgreSQL's other batches are one statement, which
+// fails whole and, like any failed statement, aborts tx: only Rollback is
+// left. Portable code rolls tx back after an error.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
 }

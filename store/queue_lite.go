@@ -24,10 +24,13 @@ func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j new
 // enqueueChunk bytes of JSON (a batch of big payloads is not one string of
 // gigabytes), all in one transaction on the writer slot: EnqueueJobsAlike
 // for a run of at least alikeMin jobs that differ only in their payloads
-// (or the batch's last jobs), EnqueueJobs for the rest.
+// (or the batch's last jobs), EnqueueJobs for the rest. Inside the caller's
+// transaction it runs after a savepoint (see allOrNone): a statement of
+// several rows can fail half way (a trigger's RAISE(FAIL) keeps the rows
+// before it; RAISE(IGNORE) skips a row and the batch is refused after).
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
 	ids := make([]int64, 0, len(jobs))
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
+	err := o.allOrNone(ctx, len(jobs) > 1, func(q *litedb.Queries) error {
 		for rest := jobs; len(rest) > 0; {
 			if n := alikeRun(rest, enqueueChunk); n >= alikeMin || n == len(rest) {
 				got, err := enqueueAlike(ctx, q, queue, now, rest[:n])
@@ -369,7 +372,8 @@ func fromMicros(m *int64) *time.Time {
 }
 
 // enqueueUnique inserts and reads the holders in one transaction on the
-// writer slot (all or none of a batch is stored). A single job needs none:
+// writer slot, or after a savepoint in the caller's (all or none of a
+// batch is stored; see allOrNone). A single job needs none:
 // its insert is one statement, and placeUnique inserts it again should its
 // key's holder leave before the holder's id is read.
 func (o liteOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
@@ -377,7 +381,7 @@ func (o liteOps) enqueueUnique(ctx context.Context, queue string, now time.Time,
 		return liteOps{q: o.q}.placeUnique(ctx, queue, now, jobs)
 	}
 	var placed []Enqueued
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
+	err := o.allOrNone(ctx, true, func(q *litedb.Queries) error {
 		var err error
 		placed, err = liteOps{q: q}.placeUnique(ctx, queue, now, jobs)
 		return err

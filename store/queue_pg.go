@@ -315,7 +315,7 @@ func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
 // stored, as SQLite's one transaction does. A single job needs none.
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	var placed []Enqueued
-	err := o.atomically(ctx, len(jobs) > 1, func(o pgOps) error {
+	err := o.allOrNone(ctx, len(jobs) > 1, func(o pgOps) error {
 		var err error
 		placed, err = o.placeUnique(ctx, queue, now, jobs)
 		return err

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -56,6 +58,9 @@ func (o liteOps) fireSchedule(ctx context.Context, f scheduleFire) (fired bool, 
 		r := rows[0]
 		_, err = q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: r.Queue, Payload: r.Payload, Priority: r.Priority,
 			MaxAttempts: r.MaxAttempts, Now: f.now.UnixMicro(), RunAt: f.dueAt.UnixMicro(), Headers: r.Headers})
+		if errors.Is(err, sql.ErrNoRows) { // an application's trigger skipped the job: roll the fire back
+			err = errFireSkipped
+		}
 		fired = err == nil
 		return err
 	})

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Schedule and lease statements on PostgreSQL. Writes that schedulers must
@@ -50,7 +52,10 @@ func (o pgOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]Sc
 func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
 	ids, err := o.q.FireSchedule(ctx, pgdb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
 		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: o.wake(queueTopic(f.queue))})
-	return len(ids) == 1, err
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows {
+		err = errFireSkipped // the statement failed whole: the schedule did not move
+	}
+	return len(ids) == 1 && err == nil, err
 }
 
 // fireSchedules fires a batch in one statement (FireSchedules): the names

@@ -135,10 +135,12 @@ func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, err
 	return st.publishMany(ctx, autoWrite(ctx), msgs)
 }
 
-// PublishManyTx is PublishMany inside tx. When it fails, part of the batch may
-// already be written in tx (SQLite goes on after a failed statement, and
-// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
-// as after any failed statement in a transaction.
+// PublishManyTx is PublishMany inside tx, all or none there too: a batch
+// that fails leaves none of its events (and moves no head) in tx. On SQLite
+// a batch of more than one message runs after a savepoint and rolls back to
+// it, and tx goes on; on PostgreSQL a batch is one statement, which fails
+// whole and, like any failed statement, aborts tx: only Rollback is left.
+// Portable code rolls tx back after an error.
 func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, tx.via(), msgs)
 }

@@ -58,7 +58,8 @@ func (t *JobQueue[T]) EnqueueMany(ctx context.Context, jobs []TypedJob[T]) ([]in
 	return t.q.EnqueueMany(ctx, nj)
 }
 
-// EnqueueManyTx is EnqueueMany inside tx.
+// EnqueueManyTx is EnqueueMany inside tx, all or none there too (see
+// Queue.EnqueueManyTx).
 func (t *JobQueue[T]) EnqueueManyTx(ctx context.Context, tx Tx, jobs []TypedJob[T]) ([]int64, error) {
 	nj, err := t.encodeAll(jobs)
 	if err != nil {

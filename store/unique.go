@@ -220,10 +220,10 @@ func (q *Queue) EnqueueManyUnique(ctx context.Context, jobs []NewJob) ([]Enqueue
 	return q.enqueueManyUnique(ctx, autoWrite(ctx), jobs)
 }
 
-// EnqueueManyUniqueTx is EnqueueManyUnique inside tx. When it fails, part of the batch may
-// already be written in tx (SQLite goes on after a failed statement, and
-// so does PostgreSQL after a refused batch with unique jobs): roll tx back,
-// as after any failed statement in a transaction.
+// EnqueueManyUniqueTx is EnqueueManyUnique inside tx, all or none there
+// too: a batch of more than one job runs after a savepoint and rolls back
+// to it when it fails, so none of its jobs stays in tx, and tx goes on on
+// both engines (see EnqueueManyTx).
 func (q *Queue) EnqueueManyUniqueTx(ctx context.Context, tx Tx, jobs []NewJob) ([]Enqueued, error) {
 	return q.enqueueManyUnique(ctx, tx.via(), jobs)
 }

@@ -158,8 +158,9 @@ type Worker struct {
 	stopping chan struct{} // closed by Stop: stop claiming
 	hard     chan struct{} // closed when Stop's ctx ended: cancel handlers now
 	hardOnce sync.Once
-	done     chan struct{} // closed when Run returned
-	cut      atomic.Bool   // a hard stop cancelled a handler still running
+	done     chan struct{}          // closed when Run returned
+	cut      atomic.Bool            // a hard stop cancelled a handler still running
+	loop     atomic.Pointer[worker] // the loop while Run runs: what a hard stop still waits for
 }
 
 // NewWorker returns a worker of the queue running handler with opts. It
@@ -232,6 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
 		todo: make(chan *Job), running: map[*Job]*runningJob{}}
+	w.loop.Store(l)
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
 		return opErr("work", w.q.name, ErrClosed)
@@ -254,9 +256,13 @@ func (w *Worker) stopRequested() bool {
 // have their context cancelled (a job whose handler then fails goes back
 // to its queue with its attempt given back; one whose handler returns nil
 // completes) and Stop waits up to 5 seconds more for Run to return. It
-// then returns an error matching ctx's if it cut a handler short, or if a
-// handler ignored its context (that one is left running: its claim is no
-// longer extended, so its job comes back a Visibility later). Stop before
+// then returns an error matching ctx's if it cut a handler short, or if Run
+// had still not returned: the error says what it waits for, handlers that
+// ignored their context (those are left running: their claim is no longer
+// extended, so their job comes back a Visibility later) or, with none
+// running, a claim, a settle or the ack of finished jobs waiting for the
+// database (on SQLite for the writer, which a transaction of the
+// application may hold: Run returns once it ends). Stop before
 // Run makes Run return at once; Stop may be called more than once and
 // concurrently. Do not call it from a handler: it waits for handlers.
 func (w *Worker) Stop(ctx context.Context) error {
@@ -287,7 +293,44 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 		return nil
 	case <-t.C:
-		return opErr("stop worker", w.q.name, fmt.Errorf("handlers ignored the hard stop: %w", cause))
+		what := "handlers ignored the hard stop"
+		if l := w.loop.Load(); l != nil {
+			what = l.stuck()
+		}
+		return opErr("stop worker", w.q.name, fmt.Errorf("%s: %w", what, cause))
+	}
+}
+
+// The steps of a worker loop's stop, in order (worker.step).
+const (
+	stepClaiming int32 = iota // the claim loop runs, or a claim is in flight
+	stepHandlers              // handlers run, or the jobs they finished wait for their settle
+	stepAcks                  // the ack loop acks the last finished jobs
+)
+
+// stuck says what a hard stop is still waiting for once its wait ran out:
+// handlers that ignored their cancelled context, or (no handler running)
+// a claim, a settle or the acks waiting for the database, which on SQLite
+// is the writer that a transaction holds (an InTx, a Begin, a WorkTx
+// handler, another process).
+func (w *worker) stuck() string {
+	w.mu.Lock()
+	n := len(w.running)
+	w.mu.Unlock()
+	if n > 0 {
+		return fmt.Sprintf("%d handlers ignored the hard stop", n)
+	}
+	wait := "the database (a lock another transaction holds?)"
+	if w.q.s.singleWriter() {
+		wait = "SQLite's writer, which a transaction holds (an InTx, a Begin, a WorkTx handler or another process)"
+	}
+	switch w.step.Load() {
+	case stepClaiming:
+		return "no handler was running: a claim still waits for " + wait
+	case stepHandlers:
+		return "no handler was running: the settle of a finished job still waits for " + wait
+	default:
+		return "no handler was running: the ack of finished jobs still waits for " + wait
 	}
 }
 
@@ -312,6 +355,7 @@ type worker struct {
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
+	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
 
 	mu      sync.Mutex
 	running map[*Job]*runningJob // handlers running
@@ -358,6 +402,7 @@ func (w *worker) run(ctx context.Context) {
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
+	w.step.Store(stepHandlers)
 
 	// Stop claiming; let in-flight handlers finish within the grace period,
 	// or until a hard stop of the store.
@@ -388,6 +433,7 @@ func (w *worker) run(ctx context.Context) {
 	w.runners.Wait()
 	stopWatching()
 	watchers.Wait()
+	w.step.Store(stepAcks)
 	close(w.acks)
 	<-ackerDone
 }

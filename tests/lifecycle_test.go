@@ -191,3 +191,54 @@ func TestWorkerHandle(t *testing.T) {
 		require.True(t, jobGone(t, q, id)(), "the handler in flight finished and its job was acked")
 	})
 }
+
+// A hard Worker.Stop whose wait runs out says what is still stuck. With no
+// handler running, the ack of the finished job waits for a transaction of
+// the application's: on SQLite one holding the writer (a business InTx or
+// Begin), on PostgreSQL one holding the job's row. Stop used to say
+// "handlers ignored the hard stop" then, blaming handlers for a stuck ack
+// (fresh-eyes review of wave 30, finding 5). The transaction is held open
+// until Stop returned, so the ack cannot get through whatever the speed.
+func TestWorkerHardStopSaysWhatIsStuck(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("stuck")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		started, finish := make(chan struct{}), make(chan struct{})
+		w, err := q.NewWorker(store.WorkOpts{Concurrency: 1}, func(ctx context.Context, j *store.Job) error {
+			close(started)
+			<-finish
+			return nil
+		})
+		require.NoError(t, err)
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(c) }()
+		<-started
+
+		// The application's transaction: SQLite's writer, or the job's row.
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		if e.name == "pg" {
+			_, err = tx.Exec(c, "SELECT id FROM alkstore.jobs WHERE id = $1 FOR UPDATE", id)
+			require.NoError(t, err)
+		}
+		close(finish) // the handler returns; its ack waits for tx
+
+		hard, cancel := context.WithCancel(c)
+		cancel() // no grace: a hard stop at once
+		err = w.Stop(hard)
+		require.Error(t, err, "Run cannot return while the ack waits")
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.NotContains(t, err.Error(), "handlers ignored", "no handler was running")
+		assert.Contains(t, err.Error(), "no handler was running: the ack of finished jobs still waits for ")
+		if e.name == "lite" {
+			assert.Contains(t, err.Error(), "SQLite's writer, which a transaction holds")
+		}
+
+		require.NoError(t, tx.Rollback(c))
+		require.NoError(t, <-errc)
+		require.True(t, jobGone(t, q, id)(), "the ack went through once the transaction ended")
+	})
+}

@@ -561,3 +561,63 @@ func TestManyDueSchedulesFireOnceEach(t *testing.T) {
 		}
 	})
 }
+
+// A fire is all or none: when an application's trigger skips the job a
+// schedule fires, nothing of the fire happens. The schedule stays at the
+// boundary it was to fire, the scheduler reports why, and the fire comes
+// once the trigger lets the job through, for that boundary. (PostgreSQL's
+// fire moved the schedule on and enqueued nothing, silently, and SQLite's
+// said "no rows in result set"; fresh-eyes review of wave 30.) A second
+// schedule due beside it fires all the same, also on PostgreSQL's batched
+// fire path.
+func TestScheduleFireSkippedByATriggerDoesNotMoveOn(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		clk := clockAt(start)
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		q := s.Queue("fired")
+		skipRowsTrigger(t, e, "jobs")
+		require.NoError(t, s.Schedule("skipped").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("skip")}))
+		require.NoError(t, s.Schedule("fine").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("ok")}))
+		next := func(name string) time.Time {
+			t.Helper()
+			all, err := s.Schedules(c)
+			require.NoError(t, err)
+			for _, sc := range all {
+				if sc.Name == name {
+					return sc.NextFireAt
+				}
+			}
+			t.Fatalf("no schedule %s", name)
+			return time.Time{}
+		}
+		boundary := next("skipped")
+
+		clk.Set(start.Add(90 * time.Second))
+		sch := s.Scheduler("skips", store.SchedulerOpts{})
+		fired, err := sch.RunOnce(c)
+		require.Error(t, err, "the skipped fire is reported")
+		assert.ErrorContains(t, err, "a trigger skipped the schedule's job")
+		assert.NotErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, 1, fired, "the other schedule fired")
+		assert.True(t, boundary.Equal(next("skipped")), "the schedule stays at the boundary that enqueued nothing")
+		jobs := drain(t, q)
+		require.Len(t, jobs, 1)
+		assert.Equal(t, "ok", string(jobs[0].Payload))
+
+		// Without the trigger, the missed boundary fires.
+		if e.name == "pg" {
+			e.execSQL(t, "DROP TRIGGER test_skip_jobs ON alkstore.jobs")
+		} else {
+			e.execSQL(t, "DROP TRIGGER test_skip_jobs")
+		}
+		fired, err = sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Equal(t, 1, fired)
+		jobs = drain(t, q)
+		require.Len(t, jobs, 1)
+		assert.Equal(t, "skip", string(jobs[0].Payload))
+		assert.True(t, boundary.Equal(jobs[0].RunAt), "the job is the missed boundary's")
+	})
+}

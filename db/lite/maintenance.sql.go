@@ -650,12 +650,10 @@ const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(?1 AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+             WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL
                AND x.expires_at <= ?1
-             UNION ALL
-             SELECT r.id FROM alk_jobs r
-             WHERE r.state = 'running' AND r.claim_expires_at <= ?1
-               AND r.expires_at IS NOT NULL AND r.expires_at <= ?1
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= ?1))
+             ORDER BY x.expires_at
              LIMIT CAST(?2 AS INTEGER))
 `
 
@@ -664,9 +662,12 @@ type SweepAllExpiredJobsParams struct {
 	Batch int64
 }
 
-// Expired jobs of every queue end expired: pending ones (a range of
-// alk_jobs_expiring_by_time up to now, so jobs that expire later are never
-// read), and running ones whose claim lapsed (claims in flight).
+// Expired jobs of every queue end expired: pending ones, and running ones
+// whose claim lapsed. One range of alk_jobs_expiring_by_time up to now
+// (since schema 00025 it holds the running jobs too), in expiry order, so
+// jobs that expire later are never read; the running jobs still in flight
+// in it are skipped. (As two halves, the running one had no index without
+// a queue: it walked alk_jobs_running whole.)
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.sweepAllExpiredJobsStmt, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

@@ -665,15 +665,12 @@ UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ANY (ARRAY(
     SELECT j.id FROM alkstore.jobs j
-    WHERE j.id IN ((SELECT x.id FROM alkstore.jobs x
-                    WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
-                    ORDER BY x.expires_at
-                    LIMIT $2::integer)
-                   UNION ALL
-                   (SELECT r.id FROM alkstore.jobs r
-                    WHERE r.state = 'running' AND r.claim_expires_at <= $1::timestamptz
-                      AND r.expires_at IS NOT NULL AND r.expires_at <= $1::timestamptz
-                    LIMIT $2::integer))
+    WHERE j.id = ANY (ARRAY(SELECT x.id FROM alkstore.jobs x
+                            WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.priority IS NOT NULL
+                              AND x.expires_at <= $1::timestamptz
+                              AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
+                            ORDER BY x.expires_at
+                            LIMIT $2::integer))
       AND j.expires_at <= $1::timestamptz
       AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz))
     LIMIT $2::integer
@@ -685,15 +682,20 @@ type SweepAllExpiredJobsParams struct {
 	Batch int32
 }
 
-// Expired jobs of every queue end expired: pending ones (a range of
-// jobs_expiring_by_time up to now, so jobs that expire later are never
-// read), and running ones whose claim lapsed (claims in flight). Rows
-// another statement holds are skipped; the conditions are checked again on
-// the locked rows. Each branch stops at the batch (with 50,000 expired jobs
-// waiting, the union read them all for a batch of 500), and the batch's ids
-// are an array probed on the primary key: as an IN (subquery), an analysed
+// Expired jobs of every queue end expired: pending ones, and running ones
+// whose claim lapsed. One range of jobs_expirable_by_time up to now (schema
+// 00029), in expiry order, so jobs that expire later are never read; the
+// running jobs still in flight in it are skipped. Its predicate names both
+// states at once and priority IS NOT NULL (always true), which implies no
+// other index's (see the migration): as two halves, the
+// running one had no index without a queue (a sequential scan on an
+// analysed table) and the pending one read jobs_ready whole on a table
+// never analysed. Rows another statement holds are skipped; the conditions
+// are checked again on the locked rows. The ids found, then the batch's,
+// are arrays probed on the primary key: as an IN (subquery), an analysed
 // table had the planner hash them against a sequential scan of every job
-// (issue 18, the plan test's "expiring" queue).
+// (issue 18, the plan test's "expiring" queue), and an unanalysed one
+// against a bitmap of jobs_ready.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {

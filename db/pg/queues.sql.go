@@ -1435,6 +1435,15 @@ func (q *Queries) RegisterQueue(ctx context.Context, arg RegisterQueueParams) er
 	return err
 }
 
+const releaseBatch = `-- name: ReleaseBatch :exec
+RELEASE SAVEPOINT alkstore_batch
+`
+
+func (q *Queries) ReleaseBatch(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, releaseBatch)
+	return err
+}
+
 const releaseJob = `-- name: ReleaseJob :execrows
 UPDATE alkstore.jobs
 SET state = 'pending', attempts = attempts - 1, claim_token = NULL, claim_expires_at = NULL
@@ -1564,6 +1573,29 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const rollbackToBatch = `-- name: RollbackToBatch :exec
+ROLLBACK TO SAVEPOINT alkstore_batch
+`
+
+func (q *Queries) RollbackToBatch(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, rollbackToBatch)
+	return err
+}
+
+const savepointBatch = `-- name: SavepointBatch :exec
+SAVEPOINT alkstore_batch
+`
+
+// A batch form inside the caller's transaction (EnqueueManyTx with unique
+// jobs; on SQLite every EnqueueManyTx and PublishManyTx) runs after this
+// savepoint, so that a batch that fails half way is rolled back whole
+// (RollbackToBatch) and leaves the caller's earlier work in place.
+// Savepoints of one name nest: each refers to the newest of its name.
+func (q *Queries) SavepointBatch(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, savepointBatch)
+	return err
 }
 
 const setQueuePaused = `-- name: SetQueuePaused :exec

@@ -102,26 +102,29 @@ func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]A
 
 const fireSchedule = `-- name: FireSchedule :many
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $3::text <> '' THEN pg_notify('alkstore', $3::text)::text END AS woke
+    SELECT CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
 ), fired AS (
     UPDATE alkstore.schedules AS s
-    SET next_fire_at = $4::timestamptz, last_fired_at = $1::timestamptz
-    WHERE s.name = $5::text AND s.next_fire_at = $2::timestamptz AND s.spec = $6::text
+    SET next_fire_at = $2::timestamptz, last_fired_at = $3::timestamptz
+    WHERE s.name = $4::text AND s.next_fire_at = $5::timestamptz AND s.spec = $6::text
       AND s.tz = $7::text AND s.queue = $8::text AND NOT s.paused
     RETURNING s.queue, s.payload, s.priority, s.max_attempts, s.headers
+), job AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
+    SELECT f.queue, f.payload, f.priority, f.max_attempts, $3::timestamptz, $5::timestamptz, f.headers
+    FROM fired AS f, w
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
-SELECT f.queue, f.payload, f.priority, f.max_attempts, $1::timestamptz, $2::timestamptz, f.headers
-FROM fired AS f, w
-RETURNING id
+SELECT COALESCE(j.id, 0)::bigint AS id FROM fired AS f LEFT JOIN job AS j ON true
+WHERE alkstore.all_inserted((SELECT count(*) FROM job), (SELECT count(*) FROM fired)::integer)
 `
 
 type FireScheduleParams struct {
-	Now        time.Time
-	DueAt      time.Time
 	Wake       string
 	NextFireAt time.Time
+	Now        time.Time
 	Name       string
+	DueAt      time.Time
 	Spec       string
 	Tz         string
 	Queue      string
@@ -133,13 +136,17 @@ type FireScheduleParams struct {
 // or replaced since it was read: a concurrent fire of the same row waits
 // for this one's row lock, then matches nothing and enqueues nothing.
 // Returns the job; no row: nothing fired. The wake is as for EnqueueJob.
+// All or none: when an application's trigger skipped the job (a BEFORE
+// INSERT trigger returning NULL), alkstore.all_inserted fails the statement,
+// so the schedule does not move on past a boundary that enqueued nothing
+// (the fire fails like one a trigger raised in, and is tried again).
 func (q *Queries) FireSchedule(ctx context.Context, arg FireScheduleParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, fireSchedule,
-		arg.Now,
-		arg.DueAt,
 		arg.Wake,
 		arg.NextFireAt,
+		arg.Now,
 		arg.Name,
+		arg.DueAt,
 		arg.Spec,
 		arg.Tz,
 		arg.Queue,
@@ -184,6 +191,7 @@ WITH w AS MATERIALIZED (
     RETURNING 1
 )
 SELECT f.name::text AS name FROM fired AS f
+WHERE alkstore.all_inserted((SELECT count(*) FROM jobs), (SELECT count(*) FROM fired)::integer)
 `
 
 type FireSchedulesParams struct {
@@ -203,7 +211,9 @@ type FireSchedulesParams struct {
 // under FireSchedule's conditions, independently of the others; a row
 // another scheduler fired, or that was paused or replaced since it was
 // read, is left alone. A NOTIFY per non-empty wake (one per queue), only
-// when something fired. Returns the names that fired.
+// when something fired. Returns the names that fired. All or none as
+// FireSchedule: a job an application's trigger skipped fails the batch
+// (alkstore.all_inserted), which the scheduler then fires one at a time.
 func (q *Queries) FireSchedules(ctx context.Context, arg FireSchedulesParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, fireSchedules,
 		arg.Wakes,

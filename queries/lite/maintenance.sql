@@ -116,18 +116,19 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 DELETE FROM alk_events WHERE id = @id;
 
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue end expired: pending ones (a range of
--- alk_jobs_expiring_by_time up to now, so jobs that expire later are never
--- read), and running ones whose claim lapsed (claims in flight).
+-- Expired jobs of every queue end expired: pending ones, and running ones
+-- whose claim lapsed. One range of alk_jobs_expiring_by_time up to now
+-- (since schema 00025 it holds the running jobs too), in expiry order, so
+-- jobs that expire later are never read; the running jobs still in flight
+-- in it are skipped. (As two halves, the running one had no index without
+-- a queue: it walked alk_jobs_running whole.)
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT x.id FROM alk_jobs x
-             WHERE x.state = 'pending' AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
+             WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL
                AND x.expires_at <= sqlc.arg(now)
-             UNION ALL
-             SELECT r.id FROM alk_jobs r
-             WHERE r.state = 'running' AND r.claim_expires_at <= sqlc.arg(now)
-               AND r.expires_at IS NOT NULL AND r.expires_at <= sqlc.arg(now)
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= sqlc.arg(now)))
+             ORDER BY x.expires_at
              LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: DeleteFinishedJobs :execrows

@@ -454,3 +454,17 @@ SELECT * FROM alk_jobs
 WHERE queue = CAST(@queue AS TEXT) AND id > CAST(@after AS INTEGER)
 ORDER BY id
 LIMIT CAST(@max_jobs AS INTEGER);
+
+-- name: SavepointBatch :exec
+-- A batch form inside the caller's transaction (EnqueueManyTx with unique
+-- jobs; on SQLite every EnqueueManyTx and PublishManyTx) runs after this
+-- savepoint, so that a batch that fails half way is rolled back whole
+-- (RollbackToBatch) and leaves the caller's earlier work in place.
+-- Savepoints of one name nest: each refers to the newest of its name.
+SAVEPOINT alkstore_batch;
+
+-- name: ReleaseBatch :exec
+RELEASE SAVEPOINT alkstore_batch;
+
+-- name: RollbackToBatch :exec
+ROLLBACK TO SAVEPOINT alkstore_batch;

@@ -614,3 +614,17 @@ SELECT * FROM alkstore.jobs
 WHERE queue = @queue::text AND id > @after::bigint
 ORDER BY id
 LIMIT @max_jobs::integer;
+
+-- name: SavepointBatch :exec
+-- A batch form inside the caller's transaction (EnqueueManyTx with unique
+-- jobs; on SQLite every EnqueueManyTx and PublishManyTx) runs after this
+-- savepoint, so that a batch that fails half way is rolled back whole
+-- (RollbackToBatch) and leaves the caller's earlier work in place.
+-- Savepoints of one name nest: each refers to the newest of its name.
+SAVEPOINT alkstore_batch;
+
+-- name: ReleaseBatch :exec
+RELEASE SAVEPOINT alkstore_batch;
+
+-- name: RollbackToBatch :exec
+ROLLBACK TO SAVEPOINT alkstore_batch;

@@ -57,6 +57,10 @@ LIMIT @max_rows;
 -- or replaced since it was read: a concurrent fire of the same row waits
 -- for this one's row lock, then matches nothing and enqueues nothing.
 -- Returns the job; no row: nothing fired. The wake is as for EnqueueJob.
+-- All or none: when an application's trigger skipped the job (a BEFORE
+-- INSERT trigger returning NULL), alkstore.all_inserted fails the statement,
+-- so the schedule does not move on past a boundary that enqueued nothing
+-- (the fire fails like one a trigger raised in, and is tried again).
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 ), fired AS (
@@ -65,11 +69,14 @@ WITH w AS MATERIALIZED (
     WHERE s.name = @name::text AND s.next_fire_at = @due_at::timestamptz AND s.spec = @spec::text
       AND s.tz = @tz::text AND s.queue = @queue::text AND NOT s.paused
     RETURNING s.queue, s.payload, s.priority, s.max_attempts, s.headers
+), job AS (
+    INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
+    SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_at::timestamptz, f.headers
+    FROM fired AS f, w
+    RETURNING id
 )
-INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, headers)
-SELECT f.queue, f.payload, f.priority, f.max_attempts, @now::timestamptz, @due_at::timestamptz, f.headers
-FROM fired AS f, w
-RETURNING id;
+SELECT COALESCE(j.id, 0)::bigint AS id FROM fired AS f LEFT JOIN job AS j ON true
+WHERE alkstore.all_inserted((SELECT count(*) FROM job), (SELECT count(*) FROM fired)::integer);
 
 -- name: FireSchedules :many
 -- FireSchedule for a batch of due schedules in one statement (the
@@ -78,7 +85,9 @@ RETURNING id;
 -- under FireSchedule's conditions, independently of the others; a row
 -- another scheduler fired, or that was paused or replaced since it was
 -- read, is left alone. A NOTIFY per non-empty wake (one per queue), only
--- when something fired. Returns the names that fired.
+-- when something fired. Returns the names that fired. All or none as
+-- FireSchedule: a job an application's trigger skipped fails the batch
+-- (alkstore.all_inserted), which the scheduler then fires one at a time.
 WITH w AS MATERIALIZED (
     SELECT max(pg_notify('alkstore', x.wake)::text) AS woke
     FROM (SELECT unnest(@wakes::text[]) AS wake) AS x WHERE x.wake <> ''
@@ -99,7 +108,8 @@ WITH w AS MATERIALIZED (
     FROM fired AS f, w
     RETURNING 1
 )
-SELECT f.name::text AS name FROM fired AS f;
+SELECT f.name::text AS name FROM fired AS f
+WHERE alkstore.all_inserted((SELECT count(*) FROM jobs), (SELECT count(*) FROM fired)::integer);
 
 -- name: NextScheduleFire :one
 -- The earliest next fire of an active schedule, in unix microseconds; 0 when none.

@@ -1,0 +1,173 @@
+package tests
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// failRowsTrigger installs an application's BEFORE INSERT trigger on the
+// store's table (jobs or events) that fails every row whose payload is
+// "fail": a PostgreSQL RAISE EXCEPTION, SQLite's RAISE(FAIL), which ends the
+// statement with an error but keeps the rows it inserted before that one.
+func failRowsTrigger(t *testing.T, e *engineEnv, table string) {
+	t.Helper()
+	if e.name == "pg" {
+		e.execSQL(t, `CREATE FUNCTION public.test_fail_`+table+`() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN IF NEW.payload = 'fail'::bytea THEN RAISE EXCEPTION 'test trigger refuses the row'; END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER test_fail_`+table+` BEFORE INSERT ON alkstore.`+table+` FOR EACH ROW EXECUTE FUNCTION public.test_fail_`+table+`()`)
+		return
+	}
+	e.execSQL(t, `CREATE TRIGGER test_fail_`+table+` BEFORE INSERT ON alk_`+table+` WHEN NEW.payload = CAST('fail' AS BLOB)
+			BEGIN SELECT RAISE(FAIL, 'test trigger refuses the row'); END`)
+}
+
+// The Tx batch forms are all or none inside the caller's transaction too: a
+// batch whose k-th row an application's trigger fails or skips leaves
+// nothing of itself in the caller's transaction, which the caller then
+// commits with its own earlier write (fresh-eyes review of wave 30, finding
+// 2: on SQLite any failed EnqueueManyTx or PublishManyTx kept the rows
+// before the failing one, and so did a unique batch on PostgreSQL, whose
+// first round's statement had stored the other jobs).
+//
+// What the caller gets afterwards: on SQLite the transaction goes on, and so
+// does PostgreSQL's after a batch with unique jobs (several statements,
+// rolled back to their savepoint). A one-statement batch on PostgreSQL (the
+// plain EnqueueManyTx, PublishManyTx) fails whole, and like any failed
+// statement it aborts the caller's transaction: the next statement and the
+// commit fail, and nothing of the transaction is stored.
+func TestTxBatchFailingHalfWayStoresNoneOfItself(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		skipRowsTrigger(t, e, "jobs")
+		skipRowsTrigger(t, e, "events")
+		failRowsTrigger(t, e, "jobs")
+		failRowsTrigger(t, e, "events")
+		k := "k"
+		jobsWith := func(bad string, unique bool) []store.NewJob {
+			jobs := make([]store.NewJob, 20)
+			for i := range jobs {
+				jobs[i] = store.NewJob{Payload: []byte("batch")}
+				if unique && i%2 == 0 {
+					jobs[i].Opts.Unique = store.UniqueOpts{Key: "key-" + string(rune('a'+i))}
+				}
+			}
+			jobs[7].Payload = []byte(bad) // keyless: a unique batch cannot take it for a held key
+			return jobs
+		}
+		msgsWith := func(bad string, keyed bool) []store.Message {
+			msgs := make([]store.Message, 20)
+			for i := range msgs {
+				msgs[i] = store.Message{Payload: []byte("batch")}
+				if keyed && i%2 == 0 {
+					msgs[i].Key = &k
+				}
+			}
+			msgs[7].Payload = []byte(bad)
+			return msgs
+		}
+		type batchCase struct {
+			name  string
+			jobs  bool
+			multi bool // several statements: rolled back to a savepoint on PostgreSQL too
+			run   func(q *store.Queue, st *store.Stream, tx store.Tx) error
+		}
+		var cases []batchCase
+		for _, bad := range []string{"fail", "skip"} {
+			cases = append(cases,
+				batchCase{name: "EnqueueManyTx/" + bad, jobs: true, run: func(q *store.Queue, _ *store.Stream, tx store.Tx) error {
+					_, err := q.EnqueueManyTx(c, tx, jobsWith(bad, false))
+					return err
+				}},
+				batchCase{name: "EnqueueManyTx unique/" + bad, jobs: true, multi: true, run: func(q *store.Queue, _ *store.Stream, tx store.Tx) error {
+					_, err := q.EnqueueManyTx(c, tx, jobsWith(bad, true))
+					return err
+				}},
+				batchCase{name: "EnqueueManyUniqueTx/" + bad, jobs: true, multi: true, run: func(q *store.Queue, _ *store.Stream, tx store.Tx) error {
+					jobs := jobsWith(bad, true)
+					for i := range jobs {
+						jobs[i].Opts.Unique = store.UniqueOpts{Key: "key-" + string(rune('a'+i))}
+					}
+					_, err := q.EnqueueManyUniqueTx(c, tx, jobs)
+					return err
+				}},
+				batchCase{name: "PublishManyTx/" + bad, run: func(_ *store.Queue, st *store.Stream, tx store.Tx) error {
+					_, err := st.PublishManyTx(c, tx, msgsWith(bad, false))
+					return err
+				}},
+				batchCase{name: "PublishManyTx keyed/" + bad, run: func(_ *store.Queue, st *store.Stream, tx store.Tx) error {
+					_, err := st.PublishManyTx(c, tx, msgsWith(bad, true))
+					return err
+				}},
+			)
+		}
+		for i, bc := range cases {
+			t.Run(bc.name, func(t *testing.T) {
+				name := "txbatch-" + string(rune('a'+i))
+				q, st := s.Queue(name), s.Stream(name)
+				tx, err := s.Begin(c)
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback(c) }()
+				// The caller's own earlier write, in the same transaction.
+				if bc.jobs {
+					_, err = q.EnqueueTx(c, tx, []byte("mine"), store.EnqueueOpts{})
+				} else {
+					_, err = st.PublishTx(c, tx, []byte("mine"))
+				}
+				require.NoError(t, err)
+
+				err = bc.run(q, st, tx)
+				require.Error(t, err, "the batch has a row the trigger refuses")
+
+				if e.name == "pg" && !bc.multi {
+					// One statement failed whole; PostgreSQL aborted tx.
+					_, err = q.EnqueueTx(c, tx, []byte("after"), store.EnqueueOpts{})
+					require.Error(t, err, "PostgreSQL aborts a transaction at a failed statement")
+					require.Error(t, tx.Commit(c), "an aborted transaction does not commit")
+					requireStored(t, q, st, bc.jobs, nil)
+					return
+				}
+				// The transaction goes on: the caller writes again and commits.
+				if bc.jobs {
+					_, err = q.EnqueueTx(c, tx, []byte("after"), store.EnqueueOpts{})
+				} else {
+					_, err = st.PublishTx(c, tx, []byte("after"))
+				}
+				require.NoError(t, err, "the caller's transaction is usable after the failed batch")
+				require.NoError(t, tx.Commit(c))
+				requireStored(t, q, st, bc.jobs, []string{"mine", "after"})
+				if !bc.jobs {
+					heads, err := st.Heads(c, "", 10)
+					require.NoError(t, err)
+					assert.Empty(t, heads, "no key's head moved")
+				}
+			})
+		}
+	})
+}
+
+// requireStored checks the payloads of the queue's jobs (jobs) or the
+// stream's events, in order.
+func requireStored(t *testing.T, q *store.Queue, st *store.Stream, jobs bool, want []string) {
+	t.Helper()
+	c := ctx(t)
+	var got []string
+	if jobs {
+		list, err := q.Jobs(c, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		for _, j := range list {
+			got = append(got, string(j.Payload))
+		}
+	} else {
+		evs, err := st.ReadSince(c, 0, 100)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			got = append(got, string(ev.Payload))
+		}
+	}
+	assert.Equal(t, want, got, "nothing of the batch is stored; the caller's own writes are, if it committed")
+}
