@@ -6,14 +6,17 @@
 
 -- name: EnqueueJob :one
 -- A non-empty wake is sent with NOTIFY, so workers elsewhere hear of the
--- job only if it commits (see PublishEvent on empty wakes).
-WITH w AS MATERIALIZED (
-    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
-)
+-- job only if it commits (see PublishEvent on empty wakes). The row is a
+-- plain VALUES row, and the NOTIFY rides in its headers expression, which
+-- is evaluated once (a CASE evaluates its branches in order, and
+-- pg_notify returns void, never NULL, so headers is always the argument):
+-- the CTE the other writes notify in cost a one-row enqueue 4% of its
+-- server instructions (callgrind: 275k -> 265k).
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT @queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
-       @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
-FROM w
+VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+        @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
+        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
+             ELSE sqlc.narg(headers)::jsonb END)
 RETURNING id;
 
 -- name: EnqueueJobs :one
