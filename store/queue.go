@@ -500,7 +500,10 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 			return int(a.ID - b.ID)
 		})
 		for _, j := range jobs {
-			j.q, j.mu = q, new(sync.Mutex)
+			j.q = q
+			if j.mu == nil { // PostgreSQL's claim allocates it with the job
+				j.mu = new(sync.Mutex)
+			}
 		}
 		return jobs, nil
 	})

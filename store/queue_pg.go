@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -86,9 +87,30 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	}
 	jobs := make([]*Job, len(rows))
 	for i, row := range rows {
-		jobs[i] = pgJob(row)
+		jobs[i] = pgClaimedJob(row, r)
 	}
 	return jobs, nil
+}
+
+// pgClaimedJob is a job ClaimJobs returned: the columns the claim did not
+// stamp, and what it stamped (a running job has no finished_at), as the
+// server stores them (microseconds).
+func pgClaimedJob(row pgdb.ClaimJobsRow, r claimReq) *Job {
+	c := &claimedJob{claimedAt: time.UnixMicro(r.now.UnixMicro()), expiresAt: time.UnixMicro(r.expiresAt.UnixMicro())}
+	c.j = Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
+		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: row.CreatedAt,
+		RunAt: row.RunAt, ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
+		ExpiresAt: row.ExpiresAt, Worker: r.worker, LastError: deref(row.LastError),
+		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token, mu: &c.mu}
+	return &c.j
+}
+
+// claimedJob is a claimed job with its lock and claim times, allocated as
+// one (a burn-down's allocations are a tenth of its client CPU).
+type claimedJob struct {
+	j                    Job
+	mu                   sync.Mutex
+	claimedAt, expiresAt time.Time
 }
 
 // ack deletes the job in one statement when its queue keeps no completed

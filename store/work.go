@@ -572,13 +572,18 @@ func (w *worker) untilNextDue(ctx context.Context) time.Duration {
 // runs one write at a time, so a worker there has one claim in flight.
 const claimsInFlight = 2
 
+// maxClaimGather bounds how long a claim waits for its batch's slots
+// (see claimLoop), whatever a claim's round trip took.
+const maxClaimGather = 5 * time.Millisecond
+
 // claimDone is a claim's outcome, back in the claim loop.
 type claimDone struct {
 	jobs     []*Job
 	err      error
-	reserved int       // handler slots the claim held for its jobs
-	began    time.Time // when it was sent
-	woke     bool      // a wake, not a timer, started it
+	reserved int           // handler slots the claim held for its jobs
+	began    time.Time     // when it was sent
+	took     time.Duration // its round trip, on the wall clock
+	woke     bool          // a wake, not a timer, started it
 }
 
 // claimLoop claims jobs and hands them to handlers until ctx ends and no
@@ -590,11 +595,35 @@ type claimDone struct {
 // Queue.Claim) before the loop returns. A second claim goes out while
 // one is in flight only with half a batch of free slots, so that slots
 // freed one by one do not each cost a claim.
+//
+// Where claims run side by side (PostgreSQL), after a full claim (jobs
+// wait) with none in flight and handlers still running, the next claim
+// waits for a whole batch of free slots, but no longer than the last
+// claim's round trip (at most maxClaimGather): the handlers of a batch
+// that ends at once (short handlers) free their slots one by one, and
+// a claim sent at the first of them took a fraction of a batch, the
+// second claim the rest, twice the claims for the same jobs (a
+// burn-down's claims were 49 jobs of 100; each claim also steps over
+// the index entries of the jobs claimed before it that vacuum has not
+// removed, so its cost grows with the claims, not the jobs). Waiting
+// costs a job at most one claim's round trip, which a claim of fewer
+// jobs sent at once would have cost the jobs it left behind anyway.
 func (w *worker) claimLoop(ctx context.Context) {
 	most := claimsInFlight
 	if w.q.s.singleWriter() {
 		most = 1
 	}
+	// gather: a claim waits for a whole batch of free slots (after a full
+	// claim, while handlers run), until gatherC fires (then gathered).
+	full, gathered := false, false
+	var lastTook time.Duration
+	var gatherC <-chan time.Time
+	var gatherT *time.Timer
+	defer func() {
+		if gatherT != nil {
+			gatherT.Stop()
+		}
+	}()
 	done := make(chan claimDone, most)
 	inFlight := 0
 	// drainedSince: when the first of the claims that have all returned
@@ -628,10 +657,27 @@ func (w *worker) claimLoop(ctx context.Context) {
 		if !stopping && !idle && inFlight < most {
 			free := cap(w.slots) - len(w.slots)
 			need := 1
-			if inFlight > 0 {
+			switch {
+			case inFlight > 0:
 				need = max(1, w.opts.Batch/2)
+			case most > 1 && full && !gathered && free < w.opts.Batch && len(w.slots) > 0:
+				need = w.opts.Batch
+				if gatherC == nil {
+					d := min(lastTook, maxClaimGather)
+					if gatherT == nil {
+						gatherT = time.NewTimer(d)
+					} else {
+						gatherT.Reset(d)
+					}
+					gatherC = gatherT.C
+				}
 			}
 			if free >= need {
+				if gatherC != nil {
+					gatherT.Stop()
+					gatherC = nil
+				}
+				gathered = false
 				n := min(free, w.opts.Batch)
 				for range n {
 					w.slots <- struct{}{} // reserved: only this loop takes slots
@@ -658,8 +704,9 @@ func (w *worker) claimLoop(ctx context.Context) {
 							return extra
 						}
 					}
+					sent := time.Now()
 					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow)
-					done <- claimDone{jobs: jobs, err: err, reserved: n + extra, began: began, woke: woke}
+					done <- claimDone{jobs: jobs, err: err, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 				}(woke)
 				woke = false
 				continue
@@ -687,9 +734,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 		case r := <-done:
 			inFlight--
 			w.claimed(ctx, r, &drainedSince, rest)
-			if r.err == nil && len(r.jobs) == r.reserved {
+			full, lastTook = r.err == nil && len(r.jobs) == r.reserved, r.took
+			if full {
 				idle = false // a full claim: more may wait
 			}
+		case <-gatherC:
+			gatherC, gathered = nil, true
 		case <-freed:
 		case <-alarm:
 			idle = false

@@ -153,6 +153,11 @@ WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || s
 -- join planned for that many rows may become a hash join over a
 -- sequential scan of jobs (121 ms for 50 jobs of a 100k-job queue, seen
 -- with the LIMIT hidden from both plans; issue 18).
+-- Returns only the columns the claim did not stamp, as SQLite's claim does
+-- (the caller knows the queue, state, claimed_at, claim_expires_at,
+-- claim_token and worker; a running job has no finished_at): 11 columns
+-- of 20 to send and decode per job, and errors NULL when there are none
+-- (an empty array is a buffer to allocate per job; issue 18).
 WITH RECURSIVE buried AS (
     UPDATE alkstore.jobs b
     SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
@@ -217,7 +222,8 @@ UPDATE alkstore.jobs j
 SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
     claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
 WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
-RETURNING j.*;
+RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
+    NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers;
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
@@ -247,7 +253,7 @@ WITH deleted AS (
 )
 SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigint AS acked;
 
--- name: AckJobs :many
+-- name: AckJobs :one
 -- Per id: only rows still held by that id's claim (claims maps each id, as
 -- a JSON key, to its claim token: a lookup per row, where a join of the
 -- id and token arrays could be planned as a nested loop over them, n² for
@@ -257,8 +263,9 @@ SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigi
 -- found on jobs_pkey and locked in id order first, so batches that share
 -- jobs (or a transaction settling jobs one by one in id order) never
 -- deadlock, whatever their input order. Returns the ids it acked (the
--- worker reports each job's outcome). Issue 18: 8 buffers a job on a
--- generic plan, 11 to 14 before.
+-- worker reports each job's outcome), as one array in one row: a row per
+-- job cost the client a scan and an allocation per job (issue 18). Issue
+-- 18: 8 buffers a job on a generic plan, 11 to 14 before.
 WITH held AS (
     SELECT x.id FROM alkstore.jobs x
     WHERE x.id = ANY (@ids::bigint[]) AND x.queue = @queue::text AND x.state = 'running'
@@ -266,10 +273,12 @@ WITH held AS (
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = @queue::text AND q.completed_retention_us > 0)
     ORDER BY x.id
     FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h
+    WHERE j.id = h.id
+    RETURNING j.id
 )
-DELETE FROM alkstore.jobs j USING held h
-WHERE j.id = h.id
-RETURNING j.id;
+SELECT COALESCE(array_agg(d.id), '{}')::bigint[] AS ids FROM deleted d;
 
 -- name: CompleteJobs :many
 -- CompleteJob for the jobs AckJobs did not delete, as one decision: the
