@@ -173,16 +173,7 @@ func TestWorkerHandle(t *testing.T) {
 		require.ErrorIs(t, early.Run(c), store.ErrInvalidArgument, "a worker runs once")
 		assert.Equal(t, store.JobPending, jobState(t, q, id))
 
-		started, finish := make(chan struct{}), make(chan struct{})
-		w, err := q.NewWorker(store.WorkOpts{}, func(ctx context.Context, j *store.Job) error {
-			close(started)
-			<-finish
-			return nil
-		})
-		require.NoError(t, err)
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(c) }()
-		<-started
+		w, finish, errc := runBlockedWorker(t, c, q, store.WorkOpts{})
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Stop(c) }()
 		close(finish)
@@ -206,16 +197,7 @@ func TestWorkerHardStopSaysWhatIsStuck(t *testing.T) {
 		q := s.Queue("stuck")
 		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
 		require.NoError(t, err)
-		started, finish := make(chan struct{}), make(chan struct{})
-		w, err := q.NewWorker(store.WorkOpts{Concurrency: 1}, func(ctx context.Context, j *store.Job) error {
-			close(started)
-			<-finish
-			return nil
-		})
-		require.NoError(t, err)
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(c) }()
-		<-started
+		w, finish, errc := runBlockedWorker(t, c, q, store.WorkOpts{Concurrency: 1})
 
 		// The application's transaction: SQLite's writer, or the job's row.
 		tx, err := s.Begin(c)
@@ -241,4 +223,22 @@ func TestWorkerHardStopSaysWhatIsStuck(t *testing.T) {
 		require.NoError(t, <-errc)
 		require.True(t, jobGone(t, q, id)(), "the ack went through once the transaction ended")
 	})
+}
+
+// runBlockedWorker runs a worker on q whose first handler blocks until
+// finish closes, and returns once that handler is running; errc gets Run's
+// result.
+func runBlockedWorker(t *testing.T, c context.Context, q *store.Queue, opts store.WorkOpts) (w *store.Worker, finish chan struct{}, errc chan error) {
+	t.Helper()
+	started := make(chan struct{})
+	finish, errc = make(chan struct{}), make(chan error, 1)
+	w, err := q.NewWorker(opts, func(ctx context.Context, j *store.Job) error {
+		close(started)
+		<-finish
+		return nil
+	})
+	require.NoError(t, err)
+	go func() { errc <- w.Run(c) }()
+	<-started
+	return w, finish, errc
 }
