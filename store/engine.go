@@ -209,7 +209,7 @@ type scheduleOps interface {
 	resumeSchedule(ctx context.Context, r scheduleResume) (bool, error)
 	getSchedule(ctx context.Context, name string) (ScheduleInfo, error)
 	listSchedules(ctx context.Context) ([]ScheduleInfo, error)
-	dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error)
+	dueSchedules(ctx context.Context, now, afterAt time.Time, afterName string, limit int) ([]ScheduleInfo, error)
 	fireSchedule(ctx context.Context, f scheduleFire) (bool, error) // advance and enqueue, atomically; false: not fired
 	nextScheduleFire(ctx context.Context) (*time.Time, error)
 	acquireLease(ctx context.Context, l lease, now time.Time) (bool, error)

@@ -43,8 +43,9 @@ func (o liteOps) listSchedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return mapRows(rows, err, liteSchedule)
 }
 
-func (o liteOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error) {
-	rows, err := o.q.DueSchedules(ctx, litedb.DueSchedulesParams{Now: now.UnixMicro(), MaxRows: int64(limit)})
+func (o liteOps) dueSchedules(ctx context.Context, now, afterAt time.Time, afterName string, limit int) ([]ScheduleInfo, error) {
+	rows, err := o.q.DueSchedules(ctx, litedb.DueSchedulesParams{Now: now.UnixMicro(),
+		AfterAt: afterAt.UnixMicro(), AfterName: afterName, MaxRows: int64(limit)})
 	return mapRows(rows, err, liteSchedule)
 }
 

@@ -44,8 +44,8 @@ func (o pgOps) listSchedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return mapRows(rows, err, pgSchedule)
 }
 
-func (o pgOps) dueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleInfo, error) {
-	rows, err := o.q.DueSchedules(ctx, pgdb.DueSchedulesParams{Now: now, MaxRows: int32(limit)})
+func (o pgOps) dueSchedules(ctx context.Context, now, afterAt time.Time, afterName string, limit int) ([]ScheduleInfo, error) {
+	rows, err := o.q.DueSchedules(ctx, pgdb.DueSchedulesParams{Now: now, AfterAt: afterAt, AfterName: afterName, MaxRows: int32(limit)})
 	return mapRows(rows, err, pgSchedule)
 }
 

@@ -261,29 +261,26 @@ func (sc *Scheduler) standBy(ctx context.Context, now time.Time, keep *leaseKeep
 // logged).
 func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeeper) (fired int, failed error) {
 	const batch = 100
-	seen := map[string]bool{}
+	// The round pages through the due schedules in firing order, after
+	// the last one it read: a schedule that failed to fire stays at its
+	// boundary (and is tried next round), so reading from the start again
+	// would give a hundred failing ones and nothing behind them.
+	var after ScheduleInfo
 	for ctx.Err() == nil {
 		if held, _ := keep.held(); !held {
 			return fired, failed // another scheduler took over
 		}
 		due, err := run(handle{s: sc.s}, "due schedules", autoRead, func(o target) ([]ScheduleInfo, error) {
-			return o.dueSchedules(ctx, now, batch)
+			return o.dueSchedules(ctx, now, after.NextFireAt, after.Name, batch)
 		})
 		if err != nil {
 			sc.logErr(ctx, "could not read due schedules", err)
 			return fired, err
 		}
-		progress := false
-		var todo []ScheduleInfo
-		for _, d := range due {
-			if seen[d.Name] {
-				continue // failed once this round already
-			}
-			seen[d.Name] = true
-			progress = true
-			todo = append(todo, d)
+		if len(due) > 0 {
+			after = due[len(due)-1]
 		}
-		n, rest := sc.fireBatch(ctx, todo, now)
+		n, rest := sc.fireBatch(ctx, due, now)
 		fired += n
 		for _, d := range rest {
 			ok, err := sc.fire(ctx, d, now)
@@ -296,7 +293,7 @@ func (sc *Scheduler) fireDue(ctx context.Context, now time.Time, keep *leaseKeep
 				fired++
 			}
 		}
-		if len(due) < batch || !progress {
+		if len(due) < batch {
 			return fired, failed
 		}
 	}

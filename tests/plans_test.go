@@ -605,7 +605,7 @@ var hotStatements = []hotStmt{
 	{name: "ListJobs", args: map[string]any{"queue": "skewed", "state": "dead", "after": 0, "maxjobs": 100}, maxBuf: 600, maxStep: 5_000},
 	{name: "RequeueDeadJobs", args: map[string]any{"queue": "nothing-dead", "before": "@t:0s"}},
 	// Schedules and leases.
-	{name: "DueSchedules", maxStep: 5_000},
+	{name: "DueSchedules", args: map[string]any{"afterat": "@t:-87600h", "aftername": ""}, maxStep: 5_000},
 	{name: "NextScheduleFire"},
 	{name: "FireSchedule"},
 	{name: "FireSchedules", only: "pg", pgArgs: map[string]any{"wakes": []string{""}, "names": []string{"due-1", "due-2"},

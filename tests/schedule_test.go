@@ -621,3 +621,31 @@ func TestScheduleFireSkippedByATriggerDoesNotMoveOn(t *testing.T) {
 		assert.True(t, boundary.Equal(jobs[0].RunAt), "the job is the missed boundary's")
 	})
 }
+
+// Schedules that fail to fire stay at their boundary, first in firing
+// order; a scheduler's round goes on past them to the schedules due behind
+// them. It read the first hundred due again and again: a hundred
+// schedules whose job a trigger skips starved every later one (fresh-eyes
+// review of wave 31).
+func TestStuckSchedulesDoNotStarveTheOthers(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		clk := clockAt(start)
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		q := s.Queue("fired")
+		skipRowsTrigger(t, e, "jobs")
+		for i := range 150 {
+			require.NoError(t, s.Schedule(fmt.Sprintf("skip%03d", i)).Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("skip")}))
+		}
+		clk.Set(start.Add(30 * time.Second)) // due after every skipped one
+		require.NoError(t, s.Schedule("late").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("ok")}))
+		clk.Set(start.Add(10 * time.Minute))
+		fired, err := s.Scheduler("round", store.SchedulerOpts{}).RunOnce(c)
+		require.Error(t, err, "the skipped fires are reported")
+		assert.Equal(t, 1, fired, "the schedule behind the stuck ones fires in the same round")
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, st.Ready+st.Scheduled)
+	})
+}

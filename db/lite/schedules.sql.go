@@ -58,17 +58,28 @@ func (q *Queries) DeleteSchedule(ctx context.Context, name string) (int64, error
 const dueSchedules = `-- name: DueSchedules :many
 SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alk_schedules
 WHERE NOT paused AND next_fire_at <= ?1
+  AND (next_fire_at, name) > (CAST(?2 AS INTEGER), CAST(?3 AS TEXT))
 ORDER BY next_fire_at, name
-LIMIT CAST(?2 AS INTEGER)
+LIMIT CAST(?4 AS INTEGER)
 `
 
 type DueSchedulesParams struct {
-	Now     int64
-	MaxRows int64
+	Now       int64
+	AfterAt   int64
+	AfterName string
+	MaxRows   int64
 }
 
+// A page of the due schedules after (after_at, after_name) in firing order:
+// a scheduler's round pages on past schedules that failed to fire, which
+// stay at their boundary, instead of reading them first again and again.
 func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]AlkSchedule, error) {
-	rows, err := q.query(ctx, q.dueSchedulesStmt, dueSchedules, arg.Now, arg.MaxRows)
+	rows, err := q.query(ctx, q.dueSchedulesStmt, dueSchedules,
+		arg.Now,
+		arg.AfterAt,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

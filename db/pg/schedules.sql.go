@@ -57,17 +57,28 @@ func (q *Queries) DeleteSchedule(ctx context.Context, name string) (int64, error
 const dueSchedules = `-- name: DueSchedules :many
 SELECT name, spec, tz, queue, payload, priority, max_attempts, next_fire_at, paused, last_fired_at, created_at, updated_at, headers FROM alkstore.schedules
 WHERE NOT paused AND next_fire_at <= $1::timestamptz
+  AND (next_fire_at, name) > ($2::timestamptz, $3::text)
 ORDER BY next_fire_at, name
-LIMIT $2
+LIMIT $4
 `
 
 type DueSchedulesParams struct {
-	Now     time.Time
-	MaxRows int32
+	Now       time.Time
+	AfterAt   time.Time
+	AfterName string
+	MaxRows   int32
 }
 
+// A page of the due schedules after (after_at, after_name) in firing order:
+// a scheduler's round pages on past schedules that failed to fire, which
+// stay at their boundary, instead of reading them first again and again.
 func (q *Queries) DueSchedules(ctx context.Context, arg DueSchedulesParams) ([]AlkstoreSchedule, error) {
-	rows, err := q.db.Query(ctx, dueSchedules, arg.Now, arg.MaxRows)
+	rows, err := q.db.Query(ctx, dueSchedules,
+		arg.Now,
+		arg.AfterAt,
+		arg.AfterName,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

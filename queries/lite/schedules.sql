@@ -35,8 +35,12 @@ SELECT * FROM alk_schedules WHERE name = @name;
 SELECT * FROM alk_schedules ORDER BY name;
 
 -- name: DueSchedules :many
+-- A page of the due schedules after (after_at, after_name) in firing order:
+-- a scheduler's round pages on past schedules that failed to fire, which
+-- stay at their boundary, instead of reading them first again and again.
 SELECT * FROM alk_schedules
 WHERE NOT paused AND next_fire_at <= @now
+  AND (next_fire_at, name) > (CAST(@after_at AS INTEGER), CAST(@after_name AS TEXT))
 ORDER BY next_fire_at, name
 LIMIT CAST(@max_rows AS INTEGER);
 

@@ -45,8 +45,12 @@ SELECT * FROM alkstore.schedules WHERE name = @name;
 SELECT * FROM alkstore.schedules ORDER BY name;
 
 -- name: DueSchedules :many
+-- A page of the due schedules after (after_at, after_name) in firing order:
+-- a scheduler's round pages on past schedules that failed to fire, which
+-- stay at their boundary, instead of reading them first again and again.
 SELECT * FROM alkstore.schedules
 WHERE NOT paused AND next_fire_at <= @now::timestamptz
+  AND (next_fire_at, name) > (@after_at::timestamptz, @after_name::text)
 ORDER BY next_fire_at, name
 LIMIT @max_rows;
 
