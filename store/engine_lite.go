@@ -238,8 +238,10 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 // after a failed statement). A savepoint is in-process and cheap; the
 // batch's own statements are what it costs. A trigger's RAISE(ROLLBACK)
 // ends the caller's transaction itself, savepoint and all: fn's error is
-// returned. need says a partial write is possible (more than one row);
-// without it, inside a transaction, fn just runs.
+// returned. So does a statement that ctx interrupted: SQLite then rolls
+// back the whole transaction, and the error says so. need says a partial
+// write is possible (more than one statement); without it, inside a
+// transaction, fn just runs.
 func (o liteOps) allOrNone(ctx context.Context, need bool, fn func(q *litedb.Queries) error) error {
 	if o.db != nil || o.tx == nil || !need {
 		return o.atomically(ctx, fn)
@@ -247,23 +249,29 @@ func (o liteOps) allOrNone(ctx context.Context, need bool, fn func(q *litedb.Que
 	if _, err := o.tx.ExecContext(ctx, queries.SavepointBatch); err != nil {
 		return err
 	}
-	if err := fn(o.q); err != nil {
-		// The rollback must run even when ctx ended (a cancelled batch).
-		rctx := context.WithoutCancel(ctx)
-		if _, rerr := o.tx.ExecContext(rctx, queries.RollbackToBatch); rerr == nil {
-			_, _ = o.tx.ExecContext(rctx, queries.ReleaseBatch)
+	// The release and the rollback run even when ctx ended: a release that
+	// database/sql refused would leave the batch in the caller's transaction
+	// although the call failed.
+	sctx := context.WithoutCancel(ctx)
+	err := fn(o.q)
+	if err == nil {
+		if _, err = o.tx.ExecContext(sctx, queries.ReleaseBatch); err == nil {
+			return nil
 		}
-		return err
 	}
-	_, err := o.tx.ExecContext(ctx, queries.ReleaseBatch)
+	if _, rerr := o.tx.ExecContext(sctx, queries.RollbackToBatch); rerr != nil {
+		return fmt.Errorf("%w (and the transaction is gone: SQLite rolled it back whole, so nothing written in it is kept; roll it back and start again: %v)", err, rerr)
+	}
+	_, _ = o.tx.ExecContext(sctx, queries.ReleaseBatch)
 	return err
 }
 
 // insertEach runs insert for indexes 0..n-1 all or none (SQLite's form of
-// a multi-row insert; see allOrNone) and returns the ids in order.
-func (o liteOps) insertEach(ctx context.Context, n int, insert func(q *litedb.Queries, i int) (int64, error)) ([]int64, error) {
+// a multi-row insert; see allOrNone) and returns the ids in order. need is
+// allOrNone's: more than one statement may run.
+func (o liteOps) insertEach(ctx context.Context, n int, need bool, insert func(q *litedb.Queries, i int) (int64, error)) ([]int64, error) {
 	ids := make([]int64, n)
-	err := o.allOrNone(ctx, n > 1, func(q *litedb.Queries) error {
+	err := o.allOrNone(ctx, need, func(q *litedb.Queries) error {
 		for i := range ids {
 			id, err := insert(q, i)
 			if err != nil {

@@ -226,16 +226,21 @@ func (o pgOps) allOrNone(ctx context.Context, need bool, fn func(pgOps) error) e
 	if err := o.q.SavepointBatch(ctx); err != nil {
 		return err
 	}
-	if err := fn(o); err != nil {
-		// The rollback must run even when ctx ended (a cancelled batch);
-		// it fails when the transaction itself is gone.
-		rctx := context.WithoutCancel(ctx)
-		if rerr := o.q.RollbackToBatch(rctx); rerr == nil {
-			_ = o.q.ReleaseBatch(rctx)
+	// The release and the rollback run even when ctx ended: a release that
+	// pgx refused would leave the batch in the caller's transaction
+	// although the call failed. The rollback fails when the transaction
+	// itself is gone (a statement cut short by ctx closes the connection).
+	sctx := context.WithoutCancel(ctx)
+	err := fn(o)
+	if err == nil {
+		if err = o.q.ReleaseBatch(sctx); err == nil {
+			return nil
 		}
-		return err
 	}
-	return o.q.ReleaseBatch(ctx)
+	if rerr := o.q.RollbackToBatch(sctx); rerr == nil {
+		_ = o.q.ReleaseBatch(sctx)
+	}
+	return err
 }
 
 // allInserted checks a multi-row INSERT ... RETURNING id of want rows

@@ -321,7 +321,9 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error)
 // unique jobs: several statements) it runs after a savepoint and rolls back
 // to it, and tx goes on. PostgreSQL's other batches are one statement, which
 // fails whole and, like any failed statement, aborts tx: only Rollback is
-// left. Portable code rolls tx back after an error.
+// left. A batch cut short by ctx ends tx on both engines (SQLite rolls back
+// the whole transaction of an interrupted write; the error says so).
+// Portable code rolls tx back after an error.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
 }

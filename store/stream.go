@@ -137,10 +137,11 @@ func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, err
 
 // PublishManyTx is PublishMany inside tx, all or none there too: a batch
 // that fails leaves none of its events (and moves no head) in tx. On SQLite
-// a batch of more than one message runs after a savepoint and rolls back to
-// it, and tx goes on; on PostgreSQL a batch is one statement, which fails
-// whole and, like any failed statement, aborts tx: only Rollback is left.
-// Portable code rolls tx back after an error.
+// a batch of more than one message (or of one keyed message: the event, then
+// its head) runs after a savepoint and rolls back to it, and tx goes on; on
+// PostgreSQL a batch is one statement, which fails whole and, like any
+// failed statement, aborts tx: only Rollback is left. A batch cut short by
+// ctx ends tx on both engines. Portable code rolls tx back after an error.
 func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, tx.via(), msgs)
 }

@@ -18,7 +18,9 @@ func (o liteOps) publish(ctx context.Context, r publishReq) (int64, error) {
 }
 
 func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
-	return o.insertEach(ctx, len(r.msgs), func(q *litedb.Queries, i int) (int64, error) {
+	// A keyed message is two statements (the event, then its head).
+	need := len(r.msgs) > 1 || len(r.msgs) == 1 && r.msgs[0].Key != nil
+	return o.insertEach(ctx, len(r.msgs), need, func(q *litedb.Queries, i int) (int64, error) {
 		m := r.msgs[i]
 		p := litedb.PublishEventsParams{Stream: r.stream, Key: m.Key, Payload: m.Payload}
 		if r.headers != nil {

@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -170,4 +173,102 @@ func requireStored(t *testing.T, q *store.Queue, st *store.Stream, jobs bool, wa
 		}
 	}
 	assert.Equal(t, want, got, "nothing of the batch is stored; the caller's own writes are, if it committed")
+}
+
+// cancelAtCall is a context that is cancelled at its n-th Done call: a
+// search over n stops a call at each point where it looks at its context,
+// including the one between a batch's last insert and its savepoint's
+// release, without depending on timing.
+type cancelAtCall struct {
+	context.Context
+	cancel context.CancelFunc
+	n      int64
+	calls  atomic.Int64
+}
+
+func (z *cancelAtCall) Done() <-chan struct{} {
+	if z.calls.Add(1) == z.n {
+		z.cancel()
+	}
+	return z.Context.Done()
+}
+
+// A Tx batch whose context ends at any point either succeeds whole or
+// leaves nothing of itself for the caller's commit. The savepoint's release
+// used to run on the caller's context: ended after the batch's last insert,
+// the release was refused, the call failed, and the caller's commit stored
+// the whole batch it was told had failed (fresh-eyes review of wave 31). A
+// unique batch (several statements behind a savepoint on both engines).
+func TestTxBatchCancelledAnywhereIsAllOrNone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		done := false
+		for n := int64(1); n < 400 && !done; n++ {
+			q := s.Queue(fmt.Sprintf("cut%d", n))
+			inner, cancel := context.WithCancel(c)
+			z := &cancelAtCall{Context: inner, cancel: cancel, n: n}
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			jobs := make([]store.NewJob, 3)
+			for i := range jobs {
+				jobs[i] = store.NewJob{Payload: []byte("batch"), Opts: store.EnqueueOpts{Priority: i,
+					Unique: store.UniqueOpts{Key: fmt.Sprintf("k%d-%d", n, i)}}}
+			}
+			_, berr := q.EnqueueManyTx(z, tx, jobs)
+			cancel()
+			_ = tx.Commit(c) // may fail: the batch's failure may have ended tx
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			if berr != nil {
+				require.Zero(t, st.Ready, "n=%d: EnqueueManyTx failed (%v), yet the commit stored its jobs", n, berr)
+			} else {
+				require.EqualValues(t, 3, st.Ready, "n=%d", n)
+				done = z.calls.Load() < n // the batch never reached the n-th look: every point was tried
+			}
+		}
+		require.True(t, done, "the search covered every point of the call")
+	})
+}
+
+// A PublishManyTx of one keyed message is two statements on SQLite (the
+// event, then its head): when the head's write fails, the event does not
+// stay in the caller's transaction, which goes on (fresh-eyes review of
+// wave 31: a single message ran without the savepoint).
+func TestPublishManyTxOfOneKeyedMessageIsAllOrNone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("one")
+		// An application's trigger refuses the head of key "bad".
+		if e.name == "pg" {
+			e.execSQL(t, `CREATE FUNCTION public.test_fail_head() RETURNS trigger LANGUAGE plpgsql AS $$
+					BEGIN IF NEW.key = 'bad' THEN RAISE EXCEPTION 'test trigger refuses the head'; END IF; RETURN NEW; END $$`,
+				`CREATE TRIGGER test_fail_head BEFORE INSERT OR UPDATE ON alkstore.compaction_heads FOR EACH ROW EXECUTE FUNCTION public.test_fail_head()`)
+		} else {
+			for _, op := range []string{"INSERT", "UPDATE"} {
+				e.execSQL(t, `CREATE TRIGGER test_fail_head_`+op+` BEFORE `+op+` ON alk_compaction_heads WHEN NEW.key = 'bad'
+						BEGIN SELECT RAISE(FAIL, 'test trigger refuses the head'); END`)
+			}
+		}
+		k := "bad"
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		_, err = st.PublishManyTx(c, tx, []store.Message{{Key: &k, Payload: []byte("fail")}})
+		require.Error(t, err)
+		if e.name == "pg" {
+			// One statement on PostgreSQL: it failed whole and, as any
+			// failed statement, ended the transaction.
+			require.NoError(t, tx.Rollback(c))
+		} else {
+			_, err = st.PublishTx(c, tx, []byte("mine"))
+			require.NoError(t, err, "the transaction goes on")
+			require.NoError(t, tx.Commit(c))
+		}
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			assert.NotEqual(t, "fail", string(ev.Payload), "the failed message's event stayed in the transaction")
+		}
+	})
 }
