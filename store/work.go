@@ -706,7 +706,10 @@ func (w *worker) claimLoop(ctx context.Context) {
 			switch {
 			case inFlight > 0:
 				need = max(1, w.opts.Batch/2)
-			case most > 1 && full && !gathered && free < w.opts.Batch && len(w.slots) > 0:
+			case most > 1 && full && !gathered && free > 0 && free < w.opts.Batch && len(w.slots) > 0:
+				// The wait starts at the first freed slot, not at the
+				// claim's return: handlers longer than a round trip
+				// would otherwise outlast it and claims shrink to one.
 				need = w.opts.Batch
 				if gatherC == nil {
 					d := min(lastTook, maxClaimGather)
