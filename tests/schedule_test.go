@@ -572,12 +572,8 @@ func TestManyDueSchedulesFireOnceEach(t *testing.T) {
 // fire path.
 func TestScheduleFireSkippedByATriggerDoesNotMoveOn(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-		clk := clockAt(start)
-		s := e.open(t, store.WithClock(clk.Now))
+		start, clk, s, q := skippingScheduleStore(t, e)
 		c := ctx(t)
-		q := s.Queue("fired")
-		skipRowsTrigger(t, e, "jobs")
 		require.NoError(t, s.Schedule("skipped").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("skip")}))
 		require.NoError(t, s.Schedule("fine").Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("ok")}))
 		next := func(name string) time.Time {
@@ -629,12 +625,8 @@ func TestScheduleFireSkippedByATriggerDoesNotMoveOn(t *testing.T) {
 // review of wave 31).
 func TestStuckSchedulesDoNotStarveTheOthers(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-		clk := clockAt(start)
-		s := e.open(t, store.WithClock(clk.Now))
+		start, clk, s, q := skippingScheduleStore(t, e)
 		c := ctx(t)
-		q := s.Queue("fired")
-		skipRowsTrigger(t, e, "jobs")
 		for i := range 150 {
 			require.NoError(t, s.Schedule(fmt.Sprintf("skip%03d", i)).Set(c, store.ScheduleSpec{Spec: "@every 1m", Queue: q.Name(), Payload: []byte("skip")}))
 		}
@@ -648,4 +640,16 @@ func TestStuckSchedulesDoNotStarveTheOthers(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, st.Ready+st.Scheduled)
 	})
+}
+
+// skippingScheduleStore is a store on a fake clock at start whose jobs table
+// has an application's trigger that skips every job of payload "skip", and
+// the queue "fired" schedules enqueue into.
+func skippingScheduleStore(t *testing.T, e *engineEnv) (time.Time, *fakeClock, *store.Store, *store.Queue) {
+	t.Helper()
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	clk := clockAt(start)
+	s := e.open(t, store.WithClock(clk.Now))
+	skipRowsTrigger(t, e, "jobs")
+	return start, clk, s, s.Queue("fired")
 }
