@@ -17,12 +17,25 @@ import (
 // hold while they wait for theirs. When its snapshot cannot teach the
 // tracker (see mayLearn) and it holds events back, the store learns from a
 // pool snapshot in the background, for later reads.
-func (o pgOps) settled(ctx context.Context) (int64, error) {
+func (o pgOps) settled(ctx context.Context) (int64, error) { return o.settledFrom(ctx, 1) }
+
+// settledFrom is settled starting at the given attempt: a read whose first
+// snapshot went with its page (readSincePiped) goes on at the second.
+func (o pgOps) settledFrom(ctx context.Context, first int) (int64, error) {
 	// Committed events above the horizon usually wait only for a short
 	// transaction still in flight somewhere in the cluster: outside a
 	// transaction, look again a moment later (twice at most) rather than
 	// return a short page.
-	for attempt := 1; ; attempt++ {
+	for attempt := first; ; attempt++ {
+		if attempt > 1 {
+			t := time.NewTimer(time.Duration(attempt-1) * 300 * time.Microsecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return 0, ctx.Err()
+			case <-t.C:
+			}
+		}
 		snap, err := o.q.SettledSnapshot(ctx)
 		if err != nil {
 			return 0, err
@@ -38,13 +51,6 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 		if hz >= snap.VisibleHead || attempt == settleAttempts {
 			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
 			return hz, nil
-		}
-		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
-		case <-t.C:
 		}
 	}
 }
