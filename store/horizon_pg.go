@@ -17,24 +17,15 @@ import (
 // hold while they wait for theirs. When its snapshot cannot teach the
 // tracker (see mayLearn) and it holds events back, the store learns from a
 // pool snapshot in the background, for later reads.
-func (o pgOps) settled(ctx context.Context) (int64, error) { return o.settledFrom(ctx, 1) }
-
-// settledFrom is settled starting at the given attempt: a read whose first
-// snapshot went with its page (readSincePiped) goes on at the second.
-func (o pgOps) settledFrom(ctx context.Context, first int) (int64, error) {
+func (o pgOps) settled(ctx context.Context) (int64, error) {
 	// Committed events above the horizon usually wait only for a short
 	// transaction still in flight somewhere in the cluster: outside a
 	// transaction, look again a moment later (twice at most) rather than
 	// return a short page.
-	for attempt := first; ; attempt++ {
-		if attempt > 1 {
-			t := time.NewTimer(time.Duration(attempt-1) * 300 * time.Microsecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return 0, ctx.Err()
-			case <-t.C:
-			}
+	var target int64
+	for attempt := 1; ; attempt++ {
+		if err := settleWait(ctx, attempt); err != nil {
+			return 0, err
 		}
 		snap, err := o.q.SettledSnapshot(ctx)
 		if err != nil {
@@ -48,10 +39,33 @@ func (o pgOps) settledFrom(ctx context.Context, first int) (int64, error) {
 			}
 			return hz, nil
 		}
-		if hz >= snap.VisibleHead || attempt == settleAttempts {
+		if attempt == 1 {
+			target = snap.VisibleHead
+		}
+		if hz >= target || attempt == settleAttempts {
 			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
 			return hz, nil
 		}
+	}
+}
+
+// settleWait waits before the given attempt at a horizon: nothing before
+// the first, then 300 µs more before each next. An attempt looks again
+// until the horizon reaches the newest event the first one saw, not the
+// newest its own snapshot sees: under a steady stream of commits that head
+// moves on with every snapshot, and waiting for it only delayed every read
+// by both waits and then returned the same short page.
+func settleWait(ctx context.Context, attempt int) error {
+	if attempt <= 1 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(attempt-1) * 300 * time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -48,15 +48,10 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	first := 1
 	if !o.inTx {
-		evs, ok, err := o.readSincePiped(ctx, stream, after, limit)
-		if err != nil || ok {
-			return evs, err
-		}
-		first = 2 // the horizon stood below the snapshot's head: look again a moment later
+		return o.readSincePiped(ctx, stream, after, limit)
 	}
-	hz, err := o.settledFrom(ctx, first)
+	hz, err := o.settled(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -108,22 +103,48 @@ func (o pgOps) trim(ctx context.Context, stream string, horizon int64, now time.
 	return n, err
 }
 
-// readSincePiped is an auto-commit ReadSince in one round trip: the
-// horizon's snapshot (SettledSnapshot) and the page read with no horizon
-// (ReadEvents up to the largest offset) go to the server together, as one
-// pipeline, and the page is then cut at the horizon the snapshot proves.
-// The read's snapshot is taken after SettledSnapshot's, so it sees every
-// event at or below that horizon (all their transactions had ended), and
-// cutting the first limit events above after at the horizon yields the same
-// page as reading up to the horizon would. ok is false when the horizon
-// stands below the snapshot's head: the caller then waits and looks again,
-// as settled does, rather than return a short page.
-func (o pgOps) readSincePiped(ctx context.Context, stream string, after int64, limit int) (evs []Event, ok bool, err error) {
+// readSincePiped is an auto-commit ReadSince in one round trip an attempt:
+// the horizon's snapshot (SettledSnapshot) and the page read with no
+// horizon (ReadEvents up to the largest offset) go to the server together,
+// as one pipeline, and the page is then cut at the horizon the snapshot
+// proves. The read's snapshot is taken after SettledSnapshot's, so it sees
+// every event at or below that horizon (all their transactions had ended),
+// and cutting the first limit events above after at the horizon yields the
+// same page as reading up to the horizon. While the horizon stands below
+// the first snapshot's head it waits and tries again, as settled does.
+func (o pgOps) readSincePiped(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
+	arg := pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: math.MaxInt64, Lim: clampLimit(limit)}
+	var target int64
+	for attempt := 1; ; attempt++ {
+		if err := settleWait(ctx, attempt); err != nil {
+			return nil, err
+		}
+		snap, rows, err := o.snapshotAndRead(ctx, arg)
+		if err != nil {
+			return nil, err
+		}
+		hz := o.eng.horizon.observe(snap, true) // outside a transaction every snapshot may teach (mayLearn)
+		if attempt == 1 {
+			target = snap.VisibleHead
+		}
+		if hz >= target || attempt == settleAttempts {
+			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
+			n := len(rows)
+			for n > 0 && rows[n-1].ID > hz {
+				n--
+			}
+			return pgEvents(rows[:n]), nil
+		}
+	}
+}
+
+// snapshotAndRead runs SettledSnapshot and ReadEvents (arg) in one round
+// trip, in that order.
+func (o pgOps) snapshotAndRead(ctx context.Context, arg pgdb.ReadEventsParams) (pgdb.SettledSnapshotRow, []pgdb.ReadEventsRow, error) {
 	p := &pipedRead{pool: o.eng.pool}
 	q := pgdb.New(p)
-	arg := pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: math.MaxInt64, Lim: clampLimit(limit)}
 	if _, err := q.ReadEvents(ctx, arg); !errors.Is(err, errPipedRecorded) {
-		return nil, false, fmt.Errorf("piped read: recording the page's statement: %w", err)
+		return pgdb.SettledSnapshotRow{}, nil, fmt.Errorf("piped read: recording the page's statement: %w", err)
 	}
 	snap, err := q.SettledSnapshot(ctx) // sends both statements
 	var rows []pgdb.ReadEventsRow
@@ -133,19 +154,7 @@ func (o pgOps) readSincePiped(ctx context.Context, stream string, after int64, l
 	if cerr := p.close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	hz := o.eng.horizon.observe(snap, true) // outside a transaction every snapshot may teach (mayLearn)
-	if hz < snap.VisibleHead {
-		return nil, false, nil
-	}
-	o.eng.stall.observe(ctx, hz, snap.VisibleHead)
-	n := len(rows)
-	for n > 0 && rows[n-1].ID > hz {
-		n--
-	}
-	return pgEvents(rows[:n]), true, nil
+	return snap, rows, err
 }
 
 // errPipedRecorded ends the first, recording call of a piped statement.
