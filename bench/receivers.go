@@ -40,8 +40,8 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 		const per = 2000
 		var lib, ceil float64
 		for i := range 2 {
-			lib = max(lib, e2e(ctx, s.Stream(fmt.Sprint("e2e-", i)), payload, per))
-			ceil = max(ceil, e2eRaw(ctx, r, payload, per))
+			lib = max(lib, e2e(ctx, engine, s.Stream(fmt.Sprint("e2e-", i)), payload, per))
+			ceil = max(ceil, e2eRaw(ctx, engine, r, payload, per))
 		}
 		row(engine, what, lib, ceil)
 	}
@@ -73,10 +73,12 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 
 // e2e publishes 8×per events from 8 goroutines to st while one subscriber
 // receives them, and returns events/s until the subscriber has them all.
-func e2e(ctx context.Context, st *store.Stream, payload []byte, per int) float64 {
+func e2e(ctx context.Context, engine string, st *store.Stream, payload []byte, per int) float64 {
 	rcv := must(st.Subscribe(ctx, "e2e", store.SubscribeOpts{Buffer: 1024, PageSize: 1000}))
 	defer rcv.Close()
 	var wg sync.WaitGroup
+	m := startCPU("8 publishers → 1 subscriber", false)
+	defer m.stop(engine, 8*per)
 	start := time.Now()
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
@@ -103,7 +105,7 @@ func e2e(ctx context.Context, st *store.Stream, payload []byte, per int) float64
 // store's in-process wake), and it reads no horizon, so on PostgreSQL it
 // may step over a row that commits out of order, which only raises the
 // ceiling.
-func e2eRaw(ctx context.Context, r raw, payload []byte, per int) float64 {
+func e2eRaw(ctx context.Context, engine string, r raw, payload []byte, per int) float64 {
 	from := must(r.eventHead(ctx))
 	inserted := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -121,6 +123,8 @@ func e2eRaw(ctx context.Context, r raw, payload []byte, per int) float64 {
 			}
 		}()
 	}
+	m := startCPU("raw 8 inserters → 1 reader", false)
+	defer m.stop(engine, 8*per)
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
 	last, end := from, int64(-1) // end: the last row's id, once every insert returned
