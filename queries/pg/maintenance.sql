@@ -9,14 +9,16 @@
 -- name: DeleteExpiredHeadless :execrows
 -- A stream's headless rows unused since @cutoff (its TTL ago; a later lock
 -- recreates them). Each stream with headless rows (StreamsWithHeadless)
--- is a range of compaction_heads_headless, oldest first.
+-- is a range of compaction_heads_headless_at, oldest first (headless_at
+-- is a headless row's updated_at; schema 00031). head_offset IS NULL is
+-- checked again on each row: only a headless row is ever deleted.
 DELETE FROM alkstore.compaction_heads h
 WHERE h.stream = @stream::text AND h.head_offset IS NULL
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x
-    WHERE x.stream = @stream::text AND x.head_offset IS NULL
-      AND x.updated_at < @cutoff::timestamptz
-    ORDER BY x.stream, x.updated_at
+    WHERE x.stream = @stream::text AND x.headless_at IS NOT NULL
+      AND x.headless_at < @cutoff::timestamptz AND x.head_offset IS NULL
+    ORDER BY x.stream, x.headless_at
     LIMIT @batch::integer
     FOR UPDATE OF x SKIP LOCKED));
 
@@ -65,7 +67,7 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 -- never-analysed table gets read the stream from the window to its end
 -- (776 buffers for a window of 500 in a stream of 200,000; issue 18).
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz, headless_at = @now::timestamptz
 WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x
@@ -230,10 +232,10 @@ FROM st WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: StreamHeadStats :many
 -- Every stream with key rows (a loose scan of the primary key); its
--- headless rows counted up to @cap on compaction_heads_headless, its keys
--- with a head as its key rows counted on the primary key (index only: the
--- heap is not read) minus those, up to @cap; and its oldest headless row
--- (exact: the first entry of compaction_heads_headless).
+-- headless rows counted up to @cap on compaction_heads_headless_at, its
+-- keys with a head as its key rows counted on the primary key (index only:
+-- the heap is not read) minus those, up to @cap; and its oldest headless
+-- row (exact: the first entry of compaction_heads_headless_at).
 WITH RECURSIVE st(stream) AS (
     SELECT min(x.stream) FROM alkstore.compaction_heads x
     UNION ALL
@@ -244,12 +246,12 @@ SELECT st.stream::text AS stream,
        ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
                                ORDER BY h.stream, h.key LIMIT (hl.n + @cap::integer)) c) - hl.n)::bigint AS key_count,
        hl.n::bigint AS headless,
-       COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
-                 WHERE h.stream = st.stream AND h.head_offset IS NULL), @now::timestamptz)::timestamptz AS oldest_headless
+       COALESCE((SELECT min(h.headless_at) FROM alkstore.compaction_heads h
+                 WHERE h.stream = st.stream AND h.headless_at IS NOT NULL), @now::timestamptz)::timestamptz AS oldest_headless
 FROM st
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
-                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
-                                               ORDER BY h.stream, h.updated_at LIMIT @cap::integer) c) hl
+                                               WHERE h.stream = st.stream AND h.headless_at IS NOT NULL
+                                               ORDER BY h.stream, h.headless_at LIMIT @cap::integer) c) hl
 WHERE st.stream IS NOT NULL ORDER BY st.stream;
 
 -- name: ConsumerLags :many
@@ -262,12 +264,12 @@ SELECT o.stream, o.consumer, o.committed_offset,
 FROM alkstore.consumer_offsets o ORDER BY o.stream, o.consumer;
 
 -- name: StreamsWithHeadless :many
--- A loose scan of compaction_heads_headless: one probe per stream.
+-- A loose scan of compaction_heads_headless_at: one probe per stream.
 WITH RECURSIVE st(stream) AS (
-    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.head_offset IS NULL
+    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.headless_at IS NOT NULL
     UNION ALL
     SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x
-            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+            WHERE x.headless_at IS NOT NULL AND x.stream > st.stream)
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT st.stream::text AS stream, COALESCE(s.headless_ttl_us, 3600000000)::bigint AS headless_ttl_us
