@@ -11,10 +11,12 @@
 -- is evaluated once (a CASE evaluates its branches in order, and
 -- pg_notify returns void, never NULL, so headers is always the argument):
 -- the CTE the other writes notify in cost a one-row enqueue 4% of its
--- server instructions (callgrind: 275k -> 265k).
+-- server instructions (callgrind: 275k -> 265k). run_at is NULL for a job
+-- due @now (the usual job): each timestamp argument cost the client two
+-- allocations.
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
-        @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
+        @now::timestamptz, COALESCE(sqlc.narg(run_at)::timestamptz, @now::timestamptz), sqlc.narg(expires_at)::timestamptz,
         CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
              ELSE sqlc.narg(headers)::jsonb END)
 RETURNING id;
