@@ -197,12 +197,13 @@ func TestJobStateCheckMigratesBothWays(t *testing.T) {
 
 // TestJobRulesMigrateBothWays: schema 00030 (the four rules of a job row in
 // one domain, alkstore.job_rules, which the table's one CHECK casts the row
-// to) down and up again on a database holding jobs in every state: up, the
-// table has that one CHECK, validated; down, 00027's four CHECKs come back
-// validated with the state domain and the new types are gone; each way
-// every rule refuses what it refused, naming its rule. Applying the up
-// migration's first step again after it ran succeeds. PostgreSQL only:
-// SQLite's 00030 is a no-op.
+// to; and 00029's jobs_expirable_by_time dropped) down and up again on a
+// database holding jobs in every state: up, the table has that one CHECK,
+// validated, and no such index; down, 00027's four CHECKs come back
+// validated with the state domain, the new types are gone and the index is
+// back; each way every rule refuses what it refused, naming its rule.
+// Applying the up migration's first step again after it ran succeeds.
+// PostgreSQL only: SQLite's 00030 is a no-op.
 func TestJobRulesMigrateBothWays(t *testing.T) {
 	e := newEnv(t, "pg")
 	c := ctx(t)
@@ -213,8 +214,15 @@ func TestJobRulesMigrateBothWays(t *testing.T) {
 			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_rules', 'job_rules_row')`).Scan(&n))
 		return n
 	}
+	byTime := func() (n int) { // 00029's index, valid
+		t.Helper()
+		require.NoError(t, db.QueryRowContext(c, `SELECT count(*) FROM pg_index
+			WHERE indexrelid = to_regclass('alkstore.jobs_expirable_by_time') AND indisvalid`).Scan(&n))
+		return n
+	}
 	up := func() {
 		t.Helper()
+		assert.Zero(t, byTime(), "up drops jobs_expirable_by_time")
 		checks := jobChecks(t, db)
 		assert.Len(t, checks, 1, "%v", checks)
 		assert.Contains(t, checks["jobs_rules_check"], "::alkstore.job_rules")
@@ -232,6 +240,7 @@ func TestJobRulesMigrateBothWays(t *testing.T) {
 		assert.Contains(t, checks, name)
 	}
 	assert.Zero(t, types(), "down drops the rules' domain and type")
+	assert.Equal(t, 1, byTime(), "down builds jobs_expirable_by_time again")
 	requireJobRulesHold(t, "pg", db, id)
 
 	_, err = p.Up(c)
@@ -239,7 +248,7 @@ func TestJobRulesMigrateBothWays(t *testing.T) {
 	up()
 
 	// The up migration's first step, run again, then its VALIDATE.
-	e.execSQL(t, firstStep(t, fsys, "00030_job_rules_in_one_check.sql"), `ALTER TABLE alkstore.jobs VALIDATE CONSTRAINT jobs_rules_check`)
+	e.execSQL(t, firstStep(t, fsys, "00030_cheaper_job_writes.sql"), `ALTER TABLE alkstore.jobs VALIDATE CONSTRAINT jobs_rules_check`)
 	up()
 
 	s := e.open(t)
