@@ -663,15 +663,27 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 }
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
+WITH RECURSIVE qs AS (
+    (SELECT x.queue FROM alkstore.jobs x
+     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+     ORDER BY x.queue LIMIT 1)
+    UNION ALL
+    SELECT n.queue FROM qs CROSS JOIN LATERAL (
+        SELECT x.queue FROM alkstore.jobs x
+        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.queue > qs.queue
+        ORDER BY x.queue LIMIT 1) AS n
+)
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ANY (ARRAY(
     SELECT j.id FROM alkstore.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT x.id FROM alkstore.jobs x
-                            WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.priority IS NOT NULL
-                              AND x.expires_at <= $1::timestamptz
-                              AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
-                            ORDER BY x.expires_at
+    WHERE j.id = ANY (ARRAY(SELECT e.id FROM qs CROSS JOIN LATERAL (
+                                SELECT x.id FROM alkstore.jobs x
+                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+                                  AND x.expires_at <= $1::timestamptz
+                                  AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
+                                ORDER BY x.expires_at
+                                LIMIT $2::integer) AS e
                             LIMIT $2::integer))
       AND j.expires_at <= $1::timestamptz
       AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz))
@@ -685,19 +697,22 @@ type SweepAllExpiredJobsParams struct {
 }
 
 // Expired jobs of every queue end expired: pending ones, and running ones
-// whose claim lapsed. One range of jobs_expirable_by_time up to now (schema
-// 00029), in expiry order, so jobs that expire later are never read; the
-// running jobs still in flight in it are skipped. Its predicate names both
-// states at once and priority IS NOT NULL (always true), which implies no
-// other index's (see the migration): as two halves, the
-// running one had no index without a queue (a sequential scan on an
-// analysed table) and the pending one read jobs_ready whole on a table
-// never analysed. Rows another statement holds are skipped; the conditions
-// are checked again on the locked rows. The ids found, then the batch's,
-// are arrays probed on the primary key: as an IN (subquery), an analysed
-// table had the planner hash them against a sequential scan of every job
-// (issue 18, the plan test's "expiring" queue), and an unanalysed one
-// against a bitmap of jobs_ready.
+// whose claim lapsed. Read from jobs_expirable, the index of a queue's
+// sweep (SweepExpiredJobs), so that no index of its own costs every
+// enqueue and claim (schema 00030 dropped 00029's jobs_expirable_by_time:
+// about 11k of a one-row enqueue's server instructions). qs walks the
+// queues that have jobs which can expire, one index descent each (a loose
+// scan), and for each queue the sweep reads one range of it, the jobs
+// already expired, in expiry order, so jobs that expire later are never
+// read; the running jobs still in flight in it are skipped. The walk stops
+// once it has a batch. The states are named together (state IN), which
+// implies jobs_expirable's predicate and no other index's (see
+// SweepExpiredJobs). Rows another statement holds are skipped; the
+// conditions are checked again on the locked rows. The ids found, then the
+// batch's, are arrays probed on the primary key: as an IN (subquery), an
+// analysed table had the planner hash them against a sequential scan of
+// every job (issue 18, the plan test's "expiring" queue), and an
+// unanalysed one against a bitmap of jobs_ready.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {
