@@ -88,6 +88,7 @@ func TestJobRulesRefuseRowsWrittenByHand(t *testing.T) {
 // first step again after it ran (a VALIDATE that failed, then goose run
 // again) succeeds. PostgreSQL only: SQLite's 00027 is a no-op.
 func TestJobStateCheckMigratesBothWays(t *testing.T) {
+	emptyDatabases(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t)

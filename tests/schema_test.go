@@ -58,6 +58,7 @@ func (e *engineEnv) sqlDB(t *testing.T) *sql.DB {
 // "database is at version 0" or migrating it a second time ("relation
 // already exists"); the README's remedy then makes the database open.
 func TestPlainGooseHistoryIsNamed(t *testing.T) {
+	emptyDatabases(t)
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		gooseBin(t) // built before this test's deadline starts
 		c := ctx(t)
@@ -223,6 +224,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 // rows written after each version as that version's library wrote them,
 // opens with auto-migration and its data is intact and usable.
 func TestMigrateHoldingData(t *testing.T) {
+	emptyDatabases(t)
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the engines share nothing, as in eachEngine

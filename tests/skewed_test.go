@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -44,19 +43,7 @@ func migrateAndLoadSkewedQueue(t *testing.T, e *engineEnv) {
 		}) // its connections are closed now: the file holds every row
 	})
 	require.True(t, skewedLite.ok, "loading the skewed queue failed")
-	for _, suffix := range []string{"", "-wal"} {
-		src, err := os.Open(filepath.Join(skewedLite.dir, "alk.db"+suffix))
-		if suffix != "" && os.IsNotExist(err) {
-			continue
-		}
-		require.NoError(t, err)
-		dst, err := os.Create(e.dsn + suffix)
-		require.NoError(t, err)
-		_, err = io.Copy(dst, src)
-		require.NoError(t, err)
-		require.NoError(t, dst.Close())
-		require.NoError(t, src.Close())
-	}
+	copySQLite(t, filepath.Join(skewedLite.dir, "alk.db"), e.dsn)
 }
 
 // removeSkewedLite removes skewedLite's file, if a test made it.

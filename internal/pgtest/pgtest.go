@@ -158,12 +158,40 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 
 // NewDatabase creates an empty database and returns a DSN for it.
 func (s *Server) NewDatabase(ctx context.Context) (string, error) {
+	return s.newDatabase(ctx, "template0")
+}
+
+// CopiesDatabases reports whether NewDatabaseFrom works: not when
+// ALK_PG_CREATEDB creates the databases (Citus, whose workers a copy would
+// not reach).
+func (s *Server) CopiesDatabases() bool {
+	return len(strings.Fields(os.Getenv(CreateDBEnv))) == 0
+}
+
+// NewDatabaseFrom creates a database as a copy of the database behind
+// templateDSN (one this server created; CREATE DATABASE ... TEMPLATE copies
+// its files, so no one may be connected to it) and returns a DSN for the
+// copy. Tests copy a migrated database instead of migrating each of their
+// own.
+func (s *Server) NewDatabaseFrom(ctx context.Context, templateDSN string) (string, error) {
+	if !s.CopiesDatabases() {
+		return "", fmt.Errorf("pgtest: %s creates the databases: they cannot be copied", CreateDBEnv)
+	}
+	u, err := url.Parse(templateDSN)
+	if err != nil {
+		return "", err
+	}
+	return s.newDatabase(ctx, strings.TrimPrefix(u.Path, "/"))
+}
+
+// newDatabase creates a database as a copy of template.
+func (s *Server) newDatabase(ctx context.Context, template string) (string, error) {
 	name := fmt.Sprintf("alk_test_%d_%d", os.Getpid(), s.seq.Add(1))
 	if cmd := strings.Fields(os.Getenv(CreateDBEnv)); len(cmd) > 0 {
 		if out, err := exec.CommandContext(ctx, cmd[0], append(cmd[1:], name)...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("pgtest: %s %s: %w\n%s", CreateDBEnv, name, err, out)
 		}
-	} else if err := s.createDatabase(ctx, name); err != nil {
+	} else if err := s.createDatabase(ctx, name, template); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -184,13 +212,13 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 // on every node and registers the workers.
 const CreateDBEnv = "ALK_PG_CREATEDB"
 
-func (s *Server) createDatabase(ctx context.Context, name string) error {
+func (s *Server) createDatabase(ctx context.Context, name, template string) error {
 	conn, err := pgx.Connect(ctx, s.adminDSN)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0")
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
 	return err
 }
 
