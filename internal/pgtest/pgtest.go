@@ -218,8 +218,23 @@ func (s *Server) createDatabase(ctx context.Context, name, template string) erro
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	stmt := "CREATE DATABASE " + name + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	if template != "template0" && serverMajor(conn) >= 15 {
+		// A copy of a database in use (WAL_LOG, the default) logs every
+		// page of it; FILE_COPY copies its files between two checkpoints,
+		// which the tests' cluster (fsync off) makes cheap: 0.1-0.4 s
+		// against 0.05-1.7 s under load.
+		stmt += " STRATEGY FILE_COPY"
+	}
+	_, err = conn.Exec(ctx, stmt)
 	return err
+}
+
+// serverMajor is the server's major version (0 when unknown).
+func serverMajor(conn *pgx.Conn) int {
+	v := conn.PgConn().ParameterStatus("server_version")
+	n, _ := strconv.Atoi(strings.SplitN(strings.SplitN(v, ".", 2)[0], " ", 2)[0])
+	return n
 }
 
 // AdminDSN is a DSN for the server's maintenance database.
