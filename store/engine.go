@@ -317,6 +317,11 @@ type driverTx interface {
 	queryRow(ctx context.Context, sql string, args ...any) Row
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
+	// endedAfter is asked after a statement of the transaction failed with
+	// err: non-nil (why) when the transaction no longer exists on its
+	// connection while the driver would still run statements for it, each
+	// committing on its own (SQLite).
+	endedAfter(err error) error
 }
 
 // Rows is the result of Tx.Query on either engine.

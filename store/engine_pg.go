@@ -303,6 +303,11 @@ type pgTx struct {
 func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
+// endedAfter: PostgreSQL refuses every statement of a transaction a failed
+// statement aborted (25P02), and one cut short by its ctx closes the
+// connection, so nothing runs outside the transaction.
+func (t pgTx) endedAfter(error) error { return nil }
+
 func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)
 	if err != nil && t.o.eng.citusMark {

@@ -159,6 +159,7 @@ func jobChecks(t *testing.T, db *sql.DB) map[string]string {
 // again) succeeds. PostgreSQL only: SQLite's 00027 is a no-op. It starts
 // from version 29 (00030 moved the rules again).
 func TestJobStateCheckMigratesBothWays(t *testing.T) {
+	emptyDatabases(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)
@@ -205,6 +206,7 @@ func TestJobStateCheckMigratesBothWays(t *testing.T) {
 // Applying the up migration's first step again after it ran succeeds.
 // PostgreSQL only: SQLite's 00030 is a no-op.
 func TestJobRulesMigrateBothWays(t *testing.T) {
+	emptyDatabases(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)

@@ -700,6 +700,8 @@ var coldStatements = map[string]string{
 	"SavepointBatch":            "a SAVEPOINT around a batch form inside the caller's transaction, not a query",
 	"ReleaseBatch":              "releases SavepointBatch's savepoint, not a query",
 	"RollbackToBatch":           "rolls back to SavepointBatch's savepoint, not a query",
+	"ProbeTransaction":          "a BEGIN asking whether an adopted SQLite transaction is still open, not a query",
+	"EndProbe":                  "rolls back ProbeTransaction's transaction, not a query",
 	"OldestWriteTransaction":    "Stats, and the stall warning once per stall: reads pg_stat_activity (one row per server process; on SQLite no row at all)",
 }
 

@@ -525,6 +525,15 @@ func (q *Queries) DeleteJob(ctx context.Context, arg DeleteJobParams) (int64, er
 	return result.RowsAffected(), nil
 }
 
+const endProbe = `-- name: EndProbe :exec
+ROLLBACK
+`
+
+func (q *Queries) EndProbe(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, endProbe)
+	return err
+}
+
 const enqueueJob = `-- name: EnqueueJob :one
 
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
@@ -1308,6 +1317,24 @@ func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	var due_us int64
 	err := row.Scan(&due_us)
 	return due_us, err
+}
+
+const probeTransaction = `-- name: ProbeTransaction :exec
+BEGIN
+`
+
+// Asked on SQLite after a statement of an adopted transaction (AdoptSQL)
+// failed: is the transaction still open on its connection? SQLite rolls a
+// whole transaction back when a write in it is interrupted or fails for
+// memory, disk or locks, and every later statement would then commit on
+// its own. Inside a transaction BEGIN fails; on a connection SQLite left
+// in autocommit mode it begins one, which EndProbe rolls back at once.
+// (The store's own connections refuse statements there themselves, and
+// PostgreSQL refuses every statement of an aborted transaction, 25P02:
+// neither runs it.)
+func (q *Queries) ProbeTransaction(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, probeTransaction)
+	return err
 }
 
 const queuePaused = `-- name: QueuePaused :one
