@@ -179,6 +179,8 @@ func lastOf(page []rawEvent) int64 {
 type raw interface {
 	insert(ctx context.Context, payload []byte) error
 	readPage(ctx context.Context, after int64, limit int) (last int64, n int, err error)
+	// eventHead is the newest raw event's id, 0 when there is none.
+	eventHead(ctx context.Context) (int64, error)
 	insertJob(ctx context.Context, payload []byte) error
 	insertJobs(ctx context.Context, payloads [][]byte) error
 	// takeJobs removes up to n jobs in one statement: claim and ack fused,
@@ -374,6 +376,12 @@ func (r pgRaw) readPage(ctx context.Context, after int64, limit int) (int64, int
 	return lastOf(page), len(page), rows.Err()
 }
 
+func (r pgRaw) eventHead(ctx context.Context) (int64, error) {
+	var id int64
+	err := r.pool.QueryRow(ctx, `SELECT COALESCE(max(id), 0) FROM raw_events`).Scan(&id)
+	return id, err
+}
+
 func (r pgRaw) insertJob(ctx context.Context, payload []byte) error {
 	_, err := r.pool.Exec(ctx, `INSERT INTO raw_jobs (queue, payload) VALUES ($1, $2)`, "bench", payload)
 	return err
@@ -528,6 +536,12 @@ func (r liteRaw) readPage(ctx context.Context, after int64, limit int) (int64, i
 		page = append(page, ev)
 	}
 	return lastOf(page), len(page), rows.Err()
+}
+
+func (r liteRaw) eventHead(ctx context.Context) (int64, error) {
+	var id int64
+	err := r.readers.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM raw_events`).Scan(&id)
+	return id, err
 }
 
 func (r liteRaw) insertJob(ctx context.Context, payload []byte) error {

@@ -443,3 +443,77 @@ func TestWakeLatency(t *testing.T) {
 		require.NoError(t, <-werr)
 	})
 }
+
+// TestTxPublishWakesItsStoresSubscriberAtCommit: a subscriber that never
+// polls (SafetyPoll an hour) gets a PublishTx's event once the transaction
+// commits, from the store's own in-process wake alone (on PostgreSQL the
+// store leaves out the NOTIFY its own connection sent); it never hands out
+// an event ahead of an open transaction's lower offset, nor a rolled-back
+// one.
+func TestTxPublishWakesItsStoresSubscriberAtCommit(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("tx-wake")
+		r, err := st.Subscribe(c, "c", store.SubscribeOpts{SafetyPoll: time.Hour})
+		require.NoError(t, err)
+		defer r.Close()
+		recv := func() int64 {
+			rctx, cancel := context.WithTimeout(c, 30*time.Second) // far below SafetyPoll: only a wake delivers
+			defer cancel()
+			ev, err := r.Recv(rctx)
+			require.NoError(t, err, "no wake delivered the event")
+			return ev.Offset
+		}
+
+		// Once Z is handed out, the subscriber has read past it and parks:
+		// only a wake makes it read again.
+		offZ, err := st.Publish(c, []byte("Z"))
+		require.NoError(t, err)
+		require.Equal(t, offZ, recv())
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		offA, err := st.PublishTx(c, tx, []byte("A"))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(c))
+		require.Equal(t, offA, recv(), "tx's commit woke the subscriber")
+
+		// While tx is open on PostgreSQL, a later offset B commits and wakes
+		// the subscriber, which must not hand B out ahead of tx's lower
+		// offset; on SQLite B waits for tx's writer slot. Either way tx's
+		// event comes first.
+		tx, err = s.Begin(c)
+		require.NoError(t, err)
+		offA, err = st.PublishTx(c, tx, []byte("A2"))
+		require.NoError(t, err)
+		bDone := make(chan int64, 1)
+		go func() {
+			off, err := st.Publish(c, []byte("B"))
+			assert.NoError(t, err)
+			bDone <- off
+		}()
+		var offB int64
+		if e.name == "pg" {
+			offB = <-bDone
+			_, ok, err := r.TryRecv(c)
+			require.NoError(t, err)
+			require.False(t, ok, "nothing is handed out while tx's lower offset may still commit")
+		}
+		require.NoError(t, tx.Commit(c))
+		if e.name == "lite" {
+			offB = <-bDone
+		}
+		require.Greater(t, offB, offA)
+		assert.Equal(t, offA, recv(), "tx's event first")
+		assert.Equal(t, offB, recv())
+
+		tx, err = s.Begin(c)
+		require.NoError(t, err)
+		_, err = st.PublishTx(c, tx, []byte("gone"))
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(c))
+		offC, err := st.Publish(c, []byte("C"))
+		require.NoError(t, err)
+		assert.Equal(t, offC, recv(), "a rolled-back publish is never handed out")
+	})
+}
