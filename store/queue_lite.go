@@ -238,6 +238,36 @@ func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, n
 	return ids, err
 }
 
+// ackGrowing is ackMany for a worker's ack loop, in one transaction: once
+// it holds the writer (which a claim may have held meanwhile) it reads the
+// time and adds the claims more appends (the jobs that finished while it
+// waited), so that one statement acks them all.
+func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef, clock func() time.Time,
+	more func([]claimRef) []claimRef) ([]int64, error) {
+	var ids []int64
+	err := o.atomically(ctx, func(q *litedb.Queries) error {
+		claims = more(claims)
+		if len(claims) == 0 {
+			return nil
+		}
+		js, err := claimPairs(claims)
+		if err != nil {
+			return err
+		}
+		p := litedb.AckJobsParams{Now: clock().UnixMicro(), Queue: queue, Claims: js}
+		if ids, err = q.AckJobs(ctx, p); err != nil || len(ids) == len(claims) {
+			return err
+		}
+		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: p.Now, Claims: p.Claims})
+		ids = append(ids, completed...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 func (o liteOps) retry(ctx context.Context, r retryReq) (bool, error) {
 	n, err := o.q.RetryJob(ctx, litedb.RetryJobParams{ID: r.id, ClaimToken: r.token, Now: r.now.UnixMicro(),
 		RunAt: r.runAt.UnixMicro(), Cause: r.cause})
