@@ -1238,9 +1238,20 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 }
 
 const nextJobDue = `-- name: NextJobDue :one
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
 SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND pq.paused) THEN 0
                  ELSE COALESCE(min(due), 0) END AS INTEGER) AS due_us FROM (
-    SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = ?1 AND p.state = 'pending'
+    SELECT (SELECT p.run_at FROM alk_jobs p
+            WHERE p.queue = ?1 AND p.state = 'pending' AND p.priority = prios.p
+            ORDER BY p.run_at LIMIT 1) AS due
+    FROM prios WHERE prios.p IS NOT NULL
     UNION ALL
     SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = ?1 AND r.state = 'running'
 )
@@ -1248,6 +1259,11 @@ SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
+// The pending side walks the queue's distinct pending priorities down
+// alk_jobs_ready (prios, as in ClaimableJobs), each priority's earliest
+// run_at its first entry there; the running side is the first entry of
+// alk_jobs_running. (It had an index of its own, alk_jobs_due, which
+// every claim and ack wrote: schema 00032 drops it.)
 // A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.queryRow(ctx, q.nextJobDueStmt, nextJobDue, queue)
@@ -1268,10 +1284,22 @@ func (q *Queries) QueuePaused(ctx context.Context, queue string) (int64, error) 
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at <= ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS ready,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at > ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS scheduled,
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = ?1 AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at <= ?2
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = ?1 AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at > ?2
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS scheduled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
@@ -1286,7 +1314,10 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
                                    AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS expired,
-       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
+       CAST(min(COALESCE((SELECT min((SELECT j.run_at FROM alk_jobs j
+                                      WHERE j.queue = ?1 AND j.state = 'pending' AND j.priority = prios.p
+                                      ORDER BY j.run_at LIMIT 1))
+                          FROM prios WHERE prios.p IS NOT NULL),
                          ?2), ?2) AS INTEGER) AS oldest_ready
 `
 
@@ -1307,9 +1338,14 @@ type QueueStatsRow struct {
 	OldestReady int64
 }
 
-// Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
-// alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
-// entry of alk_jobs_due.
+// Each count is a range of a partial index (alk_jobs_ready, alk_jobs_running,
+// alk_jobs_finished for each final state) read up to @cap rows. Pending
+// jobs are read one priority at a time down alk_jobs_ready (prios, as in
+// ClaimableJobs: one descent per distinct priority), ready and scheduled
+// being each priority's range on either side of @now, each count stopped
+// at @cap rows; the oldest pending job is the earliest of each priority's
+// first entry. No index of its own (schema 00032 drops alk_jobs_due,
+// which every claim and ack wrote).
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow
