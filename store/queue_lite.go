@@ -171,9 +171,6 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		// Fewer than 3n rows, in claim order, so that SQLite keeps the
-		// statement's plan (see queries/lite/queues.sql): the first n.
-		rows = rows[:min(len(rows), n)]
 		ids := make([]byte, 0, 16*len(rows))
 		for i, row := range rows {
 			ids = append(ids, ',')

@@ -346,7 +346,7 @@ FROM (SELECT c.id FROM (
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT 2147483647) AS o CROSS JOIN alk_jobs j
+LIMIT CAST(?1 AS INTEGER)) AS o CROSS JOIN alk_jobs j
 WHERE j.id = o.id
 `
 
@@ -394,12 +394,12 @@ type ClaimableJobsRow struct {
 // again whenever that value changes (a worker claims as many jobs as it
 // has free slots, so nearly every claim re-parsed and re-planned this
 // statement; the driver clears the bindings before each run, which alone
-// expires such a statement). The outer LIMIT is a constant for the same
-// reason (sqlc cannot parse a cast there): the result is fewer than
-// 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
-// than max_jobs before the last one, at most max_jobs of the last, and at
-// most max_jobs expired claims), sorted, and the caller keeps the first
-// max_jobs.
+// expires such a statement). The ids are sorted (fewer than 3 x max_jobs
+// of them: ready rows of the priorities reached, fewer than max_jobs
+// before the last one, at most max_jobs of the last, and at most max_jobs
+// expired claims) and the first max_jobs read with their columns, a row
+// at a time (sqlc parses the cast in this LIMIT, not in a statement's
+// outermost one).
 func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]ClaimableJobsRow, error) {
 	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
 	if err != nil {

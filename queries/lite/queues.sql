@@ -111,12 +111,12 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
 -- again whenever that value changes (a worker claims as many jobs as it
 -- has free slots, so nearly every claim re-parsed and re-planned this
 -- statement; the driver clears the bindings before each run, which alone
--- expires such a statement). The outer LIMIT is a constant for the same
--- reason (sqlc cannot parse a cast there): the result is fewer than
--- 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
--- than max_jobs before the last one, at most max_jobs of the last, and at
--- most max_jobs expired claims), sorted, and the caller keeps the first
--- max_jobs.
+-- expires such a statement). The ids are sorted (fewer than 3 x max_jobs
+-- of them: ready rows of the priorities reached, fewer than max_jobs
+-- before the last one, at most max_jobs of the last, and at most max_jobs
+-- expired claims) and the first max_jobs read with their columns, a row
+-- at a time (sqlc parses the cast in this LIMIT, not in a statement's
+-- outermost one).
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
@@ -151,7 +151,7 @@ FROM (SELECT c.id FROM (
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT 2147483647) AS o CROSS JOIN alk_jobs j
+LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER)) AS o CROSS JOIN alk_jobs j
 WHERE j.id = o.id;
 
 -- name: ClaimJobs :execrows
