@@ -487,10 +487,11 @@ type liteRaw struct {
 	insertEv, insJob, rdP *sql.Stmt
 }
 
-// openLite's raw_jobs keeps the index entries a pending job has in
-// alk_jobs (alk_jobs_ready and alk_jobs_due; alk_jobs's other partial
-// indexes hold no pending job), so the ceilings of enqueue and burn-down
-// write the same index entries a job costs the library.
+// openLite's raw_jobs keeps the index entry a pending job has in alk_jobs
+// (alk_jobs_ready; alk_jobs's other partial indexes hold no pending job,
+// and schema 00032 dropped alk_jobs_due, so raw_jobs_due went too), so
+// the ceilings of enqueue and burn-down write the same index entries a
+// job costs the library.
 func openLite(ctx context.Context, path string) (*store.Store, raw) {
 	s := must(store.Open(ctx, path))
 	writer := must(sql.Open("sqlite3", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(normal)"))
@@ -503,8 +504,7 @@ func openLite(ctx context.Context, path string) (*store.Store, raw) {
 		priority INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
 		max_attempts INTEGER NOT NULL DEFAULT 25, created_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
 		run_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)), claim_token INTEGER, claim_expires_at INTEGER);
-		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
-		CREATE INDEX raw_jobs_due ON raw_jobs (queue, run_at) WHERE state = 'pending'`)
+		CREATE INDEX raw_jobs_ready ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending'`)
 	must0(err)
 	r := liteRaw{writer: writer, readers: readers}
 	r.insertEv = must(writer.PrepareContext(ctx, `INSERT INTO raw_events (stream, key, payload) VALUES (?, ?, ?)`))

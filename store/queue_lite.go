@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -165,21 +167,26 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		ids, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
-		if err != nil || len(ids) == 0 {
+		rows, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
+		if err != nil || len(rows) == 0 {
 			return err
 		}
-		// Fewer than 3n ids, in claim order, so that SQLite keeps the
-		// statement's plan (see queries/lite/queues.sql): the first n.
-		ids = ids[:min(len(ids), n)]
-		js, err := json.Marshal(ids)
+		ids := make([]byte, 0, 16*len(rows))
+		for i, row := range rows {
+			ids = append(ids, ',')
+			ids = strconv.AppendInt(ids, row.ID, 10)
+			if i == 0 {
+				ids[0] = '['
+			}
+		}
+		ids = append(ids, ']')
+		stamped, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+			ClaimToken: r.token, Worker: r.worker, Ids: string(ids)})
 		if err != nil {
 			return err
 		}
-		rows, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-			ClaimToken: r.token, Worker: r.worker, Ids: string(js)})
-		if err != nil {
-			return err
+		if stamped != int64(len(rows)) { // the writer slot is held: cannot happen
+			return fmt.Errorf("the claim stamped %d of the %d jobs it chose", stamped, len(rows))
 		}
 		jobs = make([]*Job, len(rows))
 		for i, row := range rows {
@@ -236,6 +243,72 @@ func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, n
 		return err
 	})
 	return ids, err
+}
+
+// errClaimsLost ends an ack's transaction whose counts say that some claim
+// was lost: it is acked again, returning the ids.
+var errClaimsLost = errors.New("claims lost")
+
+// ackGrowing is ackMany for a worker's ack loop, in one transaction, so a
+// Configure cannot commit between its statements: once it holds the
+// writer (which a claim may have held meanwhile) it reads the time and
+// adds the claims more appends (the jobs that finished while it waited),
+// so that one statement acks them all. The
+// statements count the rows they settle (AckJobsCounted, then
+// CompleteJobsCounted for a queue that keeps completed jobs): when the
+// counts come to the claims, every claim was held and acked. Otherwise
+// the transaction rolls back and acks again with AckJobs and
+// CompleteJobs, which return the ids they settled.
+func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef, clock func() time.Time,
+	more func([]claimRef) []claimRef) ([]int64, error) {
+	var ids []int64
+	for exact := false; ; exact = true {
+		err := o.atomically(ctx, func(q *litedb.Queries) error {
+			if more != nil { // once: a second try acks the same claims
+				claims, more = more(claims), nil
+			}
+			if len(claims) == 0 {
+				return nil
+			}
+			js, err := claimPairs(claims)
+			if err != nil {
+				return err
+			}
+			now := clock().UnixMicro()
+			if exact {
+				p := litedb.AckJobsParams{Now: now, Queue: queue, Claims: js}
+				if ids, err = q.AckJobs(ctx, p); err != nil || len(ids) == len(claims) {
+					return err
+				}
+				completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now, Claims: js})
+				ids = append(ids, completed...)
+				return err
+			}
+			n, err := q.AckJobsCounted(ctx, litedb.AckJobsCountedParams{Now: now, Queue: queue, Claims: js})
+			if err == nil && n < int64(len(claims)) {
+				var m int64
+				m, err = q.CompleteJobsCounted(ctx, litedb.CompleteJobsCountedParams{Now: now, Claims: js})
+				n += m
+			}
+			if err != nil {
+				return err
+			}
+			if n != int64(len(claims)) {
+				return errClaimsLost
+			}
+			ids = make([]int64, len(claims))
+			for i, c := range claims {
+				ids[i] = c.id
+			}
+			return nil
+		})
+		if exact || !errors.Is(err, errClaimsLost) {
+			if err != nil {
+				return nil, err
+			}
+			return ids, nil
+		}
+	}
 }
 
 func (o liteOps) retry(ctx context.Context, r retryReq) (bool, error) {
@@ -344,12 +417,13 @@ func liteJob(r litedb.AlkJob) *Job {
 		token: deref(r.ClaimToken)}
 }
 
-// liteClaimedJob is a job ClaimJobs returned: the columns the claim did not
-// stamp, and what it stamped (a running job has no finished_at).
-func liteClaimedJob(row litedb.ClaimJobsRow, r claimReq) *Job {
+// liteClaimedJob is a job ClaimJobs stamped: the columns ClaimableJobs read
+// (attempts before the claim's), and what the claim stamped (a running job
+// has no finished_at).
+func liteClaimedJob(row litedb.ClaimableJobsRow, r claimReq) *Job {
 	claimedAt, expiresAt := time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
 	return &Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
-		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
+		Attempts: int(row.Attempts) + 1, MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
 		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &claimedAt, ClaimExpiresAt: &expiresAt,
 		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
 		Errors: attemptErrors([]byte(row.Errors)), Headers: decodeHeadersPtr(row.Headers), token: r.token}

@@ -295,21 +295,49 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 
 // ackMany is AckMany returning the ids it acked.
 func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
+	return q.ackGrowing(ctx, jobs, nil)
+}
+
+// ackGrowing is ackMany for a worker's ack loop: where writes take turns
+// on one writer (SQLite), once the ack holds the writer it also acks the
+// jobs more returns (those that finished while it waited there, behind a
+// claim), instead of leaving them to an ack of their own. more is nil, or
+// is not called, elsewhere.
+func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job) ([]int64, error) {
 	return run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
-		refs := make([]claimRef, 0, len(jobs))
-		for _, j := range jobs {
-			if j == nil || j.Queue != q.name {
-				continue
-			}
-			if token := j.claimToken(); token != 0 {
-				refs = append(refs, claimRef{id: j.ID, token: token})
-			}
+		refs := q.claimRefs(make([]claimRef, 0, len(jobs)), jobs)
+		if g, ok := o.ops.(growingAcker); ok && more != nil {
+			return g.ackGrowing(ctx, q.name, refs, q.s.now, func(refs []claimRef) []claimRef {
+				return q.claimRefs(refs, more())
+			})
 		}
 		if len(refs) == 0 {
 			return nil, nil
 		}
 		return o.ackMany(ctx, q.name, refs, q.s.now())
 	})
+}
+
+// growingAcker is the ops of an engine whose writes take turns on one
+// writer (SQLite): ackGrowing is ackMany that, once it holds the writer,
+// reads the time and adds the claims more appends.
+type growingAcker interface {
+	ackGrowing(ctx context.Context, queue string, claims []claimRef, clock func() time.Time,
+		more func([]claimRef) []claimRef) ([]int64, error)
+}
+
+// claimRefs appends the claims of jobs to refs: those that hold a claim of
+// this queue (nil entries, settled jobs and other queues' are skipped).
+func (q *Queue) claimRefs(refs []claimRef, jobs []*Job) []claimRef {
+	for _, j := range jobs {
+		if j == nil || j.Queue != q.name {
+			continue
+		}
+		if token := j.claimToken(); token != 0 {
+			refs = append(refs, claimRef{id: j.ID, token: token})
+		}
+	}
+	return refs
 }
 
 type claimRef struct{ id, token int64 }

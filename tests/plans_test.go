@@ -592,6 +592,8 @@ var hotStatements = []hotStmt{
 	{name: "RegisterQueue", args: map[string]any{"name": "skewed"}}, // an enqueue's first into a queue, per store
 	{name: "CompleteJob"},
 	{name: "CompleteJobs"},
+	{name: "AckJobsCounted", only: "lite"},
+	{name: "CompleteJobsCounted", only: "lite"},
 	{name: "SnoozeJob"},
 	{name: "JobClaims", args: map[string]any{"ids": "[1, 2, 3]"}, pgArgs: map[string]any{"ids": []int64{1, 2, 3}}},
 	{name: "QueuePaused", args: map[string]any{"queue": "skewed"}},

@@ -30,6 +30,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ackJobsStmt, err = db.PrepareContext(ctx, ackJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query AckJobs: %w", err)
 	}
+	if q.ackJobsCountedStmt, err = db.PrepareContext(ctx, ackJobsCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query AckJobsCounted: %w", err)
+	}
 	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
 		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
 	}
@@ -98,6 +101,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.completeJobsStmt, err = db.PrepareContext(ctx, completeJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteJobs: %w", err)
+	}
+	if q.completeJobsCountedStmt, err = db.PrepareContext(ctx, completeJobsCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJobsCounted: %w", err)
 	}
 	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
@@ -387,6 +393,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing ackJobsStmt: %w", cerr)
 		}
 	}
+	if q.ackJobsCountedStmt != nil {
+		if cerr := q.ackJobsCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ackJobsCountedStmt: %w", cerr)
+		}
+	}
 	if q.acquireLeaseStmt != nil {
 		if cerr := q.acquireLeaseStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing acquireLeaseStmt: %w", cerr)
@@ -500,6 +511,11 @@ func (q *Queries) Close() error {
 	if q.completeJobsStmt != nil {
 		if cerr := q.completeJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing completeJobsStmt: %w", cerr)
+		}
+	}
+	if q.completeJobsCountedStmt != nil {
+		if cerr := q.completeJobsCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobsCountedStmt: %w", cerr)
 		}
 	}
 	if q.configureQueueStmt != nil {
@@ -998,6 +1014,7 @@ type Queries struct {
 	tx                              *sql.Tx
 	ackJobStmt                      *sql.Stmt
 	ackJobsStmt                     *sql.Stmt
+	ackJobsCountedStmt              *sql.Stmt
 	acquireLeaseStmt                *sql.Stmt
 	advanceCompactionStmt           *sql.Stmt
 	buryExhaustedClaimsStmt         *sql.Stmt
@@ -1021,6 +1038,7 @@ type Queries struct {
 	compactionWindowStmt            *sql.Stmt
 	completeJobStmt                 *sql.Stmt
 	completeJobsStmt                *sql.Stmt
+	completeJobsCountedStmt         *sql.Stmt
 	configureQueueStmt              *sql.Stmt
 	configureStreamStmt             *sql.Stmt
 	consumerLagsStmt                *sql.Stmt
@@ -1120,6 +1138,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		tx:                              tx,
 		ackJobStmt:                      q.ackJobStmt,
 		ackJobsStmt:                     q.ackJobsStmt,
+		ackJobsCountedStmt:              q.ackJobsCountedStmt,
 		acquireLeaseStmt:                q.acquireLeaseStmt,
 		advanceCompactionStmt:           q.advanceCompactionStmt,
 		buryExhaustedClaimsStmt:         q.buryExhaustedClaimsStmt,
@@ -1143,6 +1162,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		compactionWindowStmt:            q.compactionWindowStmt,
 		completeJobStmt:                 q.completeJobStmt,
 		completeJobsStmt:                q.completeJobsStmt,
+		completeJobsCountedStmt:         q.completeJobsCountedStmt,
 		configureQueueStmt:              q.configureQueueStmt,
 		configureStreamStmt:             q.configureStreamStmt,
 		consumerLagsStmt:                q.consumerLagsStmt,

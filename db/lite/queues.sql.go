@@ -86,6 +86,34 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, erro
 	return items, nil
 }
 
+const ackJobsCounted = `-- name: AckJobsCounted :execrows
+DELETE FROM alk_jobs
+WHERE id IN (SELECT j.id FROM jsonb_each(?1) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?2 AS INTEGER) AND j.queue = CAST(?3 AS TEXT))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?3 AS TEXT) AND q.completed_retention_us > 0)
+`
+
+type AckJobsCountedParams struct {
+	Claims interface{}
+	Now    int64
+	Queue  string
+}
+
+// AckJobs without RETURNING, for the common case of an ack: the caller
+// compares the count with its claims, and only when some claim was lost
+// acks them again with AckJobs and CompleteJobs, which say which ids
+// they settled. SQLite runs a RETURNING clause as a trigger program per
+// row: returning the ids cost an ack about 8,000 instructions a job
+// (callgrind, acks of 100).
+func (q *Queries) AckJobsCounted(ctx context.Context, arg AckJobsCountedParams) (int64, error) {
+	result, err := q.exec(ctx, q.ackJobsCountedStmt, ackJobsCounted, arg.Claims, arg.Now, arg.Queue)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const buryExhaustedClaims = `-- name: BuryExhaustedClaims :execrows
 UPDATE alk_jobs
 SET state = CASE WHEN expires_at IS NOT NULL AND expires_at <= CAST(?1 AS INTEGER) THEN 'expired' ELSE 'dead' END,
@@ -249,12 +277,11 @@ func (q *Queries) ClaimJobByID(ctx context.Context, arg ClaimJobByIDParams) ([]A
 	return items, nil
 }
 
-const claimJobs = `-- name: ClaimJobs :many
+const claimJobs = `-- name: ClaimJobs :execrows
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
 WHERE id IN (SELECT value FROM json_each(?5))
-RETURNING id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers
 `
 
 type ClaimJobsParams struct {
@@ -265,28 +292,13 @@ type ClaimJobsParams struct {
 	Ids            interface{}
 }
 
-type ClaimJobsRow struct {
-	ID          int64
-	Payload     litedriver.Blob
-	Priority    int64
-	Attempts    int64
-	MaxAttempts int64
-	CreatedAt   int64
-	RunAt       int64
-	ExpiresAt   *int64
-	LastError   *string
-	Errors      string
-	Headers     *string
-}
-
-// Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
-// Returns only the columns the claim did not stamp (the caller knows the
-// queue, state, claimed_at, claim_expires_at, claim_token and worker; a
-// running job has no finished_at): SQLite copies each returned column of
-// each row into a table of results and back, and RETURNING * took a tenth
-// of a burn-down's instructions.
-func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJobsRow, error) {
-	rows, err := q.query(ctx, q.claimJobsStmt, claimJobs,
+// Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
+// and returns nothing: ClaimableJobs read the columns the claim does not
+// stamp, and the caller knows the rest (queue, state, claimed_at,
+// claim_expires_at, claim_token and worker; a running job has no
+// finished_at; attempts is one more).
+func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, error) {
+	result, err := q.exec(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
 		arg.ClaimExpiresAt,
 		arg.ClaimToken,
@@ -294,36 +306,9 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJo
 		arg.Ids,
 	)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	defer rows.Close()
-	var items []ClaimJobsRow
-	for rows.Next() {
-		var i ClaimJobsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Payload,
-			&i.Priority,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.CreatedAt,
-			&i.RunAt,
-			&i.ExpiresAt,
-			&i.LastError,
-			&i.Errors,
-			&i.Headers,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return result.RowsAffected()
 }
 
 const claimableJobs = `-- name: ClaimableJobs :many
@@ -344,7 +329,8 @@ WITH RECURSIVE prios(p, above) AS (
     FROM prios
     WHERE prios.p IS NOT NULL AND prios.above < CAST(?1 AS INTEGER)
 )
-SELECT c.id FROM (
+SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+FROM (SELECT c.id FROM (
     SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
     WHERE prios.above < CAST(?1 AS INTEGER)
       AND r.id IN (SELECT x.id FROM alk_jobs x
@@ -360,7 +346,8 @@ SELECT c.id FROM (
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT 2147483647
+LIMIT CAST(?1 AS INTEGER)) AS o CROSS JOIN alk_jobs j
+WHERE j.id = o.id
 `
 
 type ClaimableJobsParams struct {
@@ -369,10 +356,28 @@ type ClaimableJobsParams struct {
 	Now     int64
 }
 
-// The ids ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
-// whose claim expired, in priority order. Run in the claim's transaction on
-// the writer slot, so nothing changes between the two statements. (A
-// SELECT of its own because sqlc reads no WITH on an UPDATE in SQLite.)
+type ClaimableJobsRow struct {
+	ID          int64
+	Payload     litedriver.Blob
+	Priority    int64
+	Attempts    int64
+	MaxAttempts int64
+	CreatedAt   int64
+	RunAt       int64
+	ExpiresAt   *int64
+	LastError   *string
+	Errors      string
+	Headers     *string
+}
+
+// The jobs ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
+// whose claim expired, in priority order, with the columns the claim does
+// not stamp (attempts as it was: the claim adds one). Run in the claim's
+// transaction on the writer slot, so nothing changes between the two
+// statements. (A SELECT of its own because sqlc reads no WITH on an UPDATE
+// in SQLite.) The columns are read here, not returned by ClaimJobs:
+// SQLite runs a RETURNING clause as a trigger program per row, which cost
+// a claim about 8,000 instructions a job more than reading the row here.
 // Ready jobs are read one priority at a time, highest first: prios walks
 // the distinct priorities of the queue's pending jobs down alk_jobs_ready
 // (one index descent each) and counts, up to max_jobs, the ready rows of
@@ -389,25 +394,37 @@ type ClaimableJobsParams struct {
 // again whenever that value changes (a worker claims as many jobs as it
 // has free slots, so nearly every claim re-parsed and re-planned this
 // statement; the driver clears the bindings before each run, which alone
-// expires such a statement). The outer LIMIT is a constant for the same
-// reason (sqlc cannot parse a cast there): the result is fewer than
-// 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
-// than max_jobs before the last one, at most max_jobs of the last, and at
-// most max_jobs expired claims), sorted, and the caller keeps the first
-// max_jobs.
-func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]int64, error) {
+// expires such a statement). The ids are sorted (fewer than 3 x max_jobs
+// of them: ready rows of the priorities reached, fewer than max_jobs
+// before the last one, at most max_jobs of the last, and at most max_jobs
+// expired claims) and the first max_jobs read with their columns, a row
+// at a time (sqlc parses the cast in this LIMIT, not in a statement's
+// outermost one).
+func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]ClaimableJobsRow, error) {
 	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []ClaimableJobsRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i ClaimableJobsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Payload,
+			&i.Priority,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ExpiresAt,
+			&i.LastError,
+			&i.Errors,
+			&i.Headers,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
@@ -480,6 +497,29 @@ func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]i
 		return nil, err
 	}
 	return items, nil
+}
+
+const completeJobsCounted = `-- name: CompleteJobsCounted :execrows
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?1 AS INTEGER))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+`
+
+type CompleteJobsCountedParams struct {
+	Now    int64
+	Claims interface{}
+}
+
+// CompleteJobs without RETURNING (see AckJobsCounted).
+func (q *Queries) CompleteJobsCounted(ctx context.Context, arg CompleteJobsCountedParams) (int64, error) {
+	result, err := q.exec(ctx, q.completeJobsCountedStmt, completeJobsCounted, arg.Now, arg.Claims)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const configureQueue = `-- name: ConfigureQueue :exec
@@ -1238,9 +1278,20 @@ func (q *Queries) ListRunningJobs(ctx context.Context, arg ListRunningJobsParams
 }
 
 const nextJobDue = `-- name: NextJobDue :one
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
 SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND pq.paused) THEN 0
                  ELSE COALESCE(min(due), 0) END AS INTEGER) AS due_us FROM (
-    SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = ?1 AND p.state = 'pending'
+    SELECT (SELECT p.run_at FROM alk_jobs p
+            WHERE p.queue = ?1 AND p.state = 'pending' AND p.priority = prios.p
+            ORDER BY p.run_at LIMIT 1) AS due
+    FROM prios WHERE prios.p IS NOT NULL
     UNION ALL
     SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = ?1 AND r.state = 'running'
 )
@@ -1248,6 +1299,11 @@ SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND
 
 // The earliest moment, in unix microseconds, a job of the queue becomes
 // claimable (a pending job's run_at or a claim's deadline); 0 when none.
+// The pending side walks the queue's distinct pending priorities down
+// alk_jobs_ready (prios, as in ClaimableJobs), each priority's earliest
+// run_at its first entry there; the running side is the first entry of
+// alk_jobs_running. (It had an index of its own, alk_jobs_due, which
+// every claim and ack wrote: schema 00032 drops it.)
 // A paused queue has nothing due: its workers wait for the resume's wake.
 func (q *Queries) NextJobDue(ctx context.Context, queue string) (int64, error) {
 	row := q.queryRow(ctx, q.nextJobDueStmt, nextJobDue, queue)
@@ -1268,10 +1324,22 @@ func (q *Queries) QueuePaused(ctx context.Context, queue string) (int64, error) 
 }
 
 const queueStats = `-- name: QueueStats :one
-SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at <= ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS ready,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'
-                                   AND j.run_at > ?2 LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS scheduled,
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = ?1 AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = ?1 AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at <= ?2
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = ?1 AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at > ?2
+                                   LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS scheduled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'running'
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'dead'
@@ -1286,7 +1354,10 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 A
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'expired'
                                    AND j.finished_at IS NOT NULL
                                    LIMIT CAST(?3 AS INTEGER))) AS INTEGER) AS expired,
-       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = ?1 AND j.state = 'pending'),
+       CAST(min(COALESCE((SELECT min((SELECT j.run_at FROM alk_jobs j
+                                      WHERE j.queue = ?1 AND j.state = 'pending' AND j.priority = prios.p
+                                      ORDER BY j.run_at LIMIT 1))
+                          FROM prios WHERE prios.p IS NOT NULL),
                          ?2), ?2) AS INTEGER) AS oldest_ready
 `
 
@@ -1307,9 +1378,14 @@ type QueueStatsRow struct {
 	OldestReady int64
 }
 
-// Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
-// alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
-// entry of alk_jobs_due.
+// Each count is a range of a partial index (alk_jobs_ready, alk_jobs_running,
+// alk_jobs_finished for each final state) read up to @cap rows. Pending
+// jobs are read one priority at a time down alk_jobs_ready (prios, as in
+// ClaimableJobs: one descent per distinct priority), ready and scheduled
+// being each priority's range on either side of @now, each count stopped
+// at @cap rows; the oldest pending job is the earliest of each priority's
+// first entry. No index of its own (schema 00032 drops alk_jobs_due,
+// which every claim and ack wrote).
 func (q *Queries) QueueStats(ctx context.Context, arg QueueStatsParams) (QueueStatsRow, error) {
 	row := q.queryRow(ctx, q.queueStatsStmt, queueStats, arg.Queue, arg.Now, arg.Cap)
 	var i QueueStatsRow

@@ -87,10 +87,14 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
 -- name: ClaimableJobs :many
--- The ids ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
--- whose claim expired, in priority order. Run in the claim's transaction on
--- the writer slot, so nothing changes between the two statements. (A
--- SELECT of its own because sqlc reads no WITH on an UPDATE in SQLite.)
+-- The jobs ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
+-- whose claim expired, in priority order, with the columns the claim does
+-- not stamp (attempts as it was: the claim adds one). Run in the claim's
+-- transaction on the writer slot, so nothing changes between the two
+-- statements. (A SELECT of its own because sqlc reads no WITH on an UPDATE
+-- in SQLite.) The columns are read here, not returned by ClaimJobs:
+-- SQLite runs a RETURNING clause as a trigger program per row, which cost
+-- a claim about 8,000 instructions a job more than reading the row here.
 -- Ready jobs are read one priority at a time, highest first: prios walks
 -- the distinct priorities of the queue's pending jobs down alk_jobs_ready
 -- (one index descent each) and counts, up to max_jobs, the ready rows of
@@ -107,12 +111,12 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
 -- again whenever that value changes (a worker claims as many jobs as it
 -- has free slots, so nearly every claim re-parsed and re-planned this
 -- statement; the driver clears the bindings before each run, which alone
--- expires such a statement). The outer LIMIT is a constant for the same
--- reason (sqlc cannot parse a cast there): the result is fewer than
--- 3 x max_jobs rows anyway (ready rows of the priorities reached, fewer
--- than max_jobs before the last one, at most max_jobs of the last, and at
--- most max_jobs expired claims), sorted, and the caller keeps the first
--- max_jobs.
+-- expires such a statement). The ids are sorted (fewer than 3 x max_jobs
+-- of them: ready rows of the priorities reached, fewer than max_jobs
+-- before the last one, at most max_jobs of the last, and at most max_jobs
+-- expired claims) and the first max_jobs read with their columns, a row
+-- at a time (sqlc parses the cast in this LIMIT, not in a statement's
+-- outermost one).
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
@@ -130,7 +134,8 @@ WITH RECURSIVE prios(p, above) AS (
     FROM prios
     WHERE prios.p IS NOT NULL AND prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
 )
-SELECT c.id FROM (
+SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+FROM (SELECT c.id FROM (
     SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
     WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
       AND r.id IN (SELECT x.id FROM alk_jobs x
@@ -146,20 +151,19 @@ SELECT c.id FROM (
                    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
 ) AS c
 ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT 2147483647;
+LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER)) AS o CROSS JOIN alk_jobs j
+WHERE j.id = o.id;
 
--- name: ClaimJobs :many
--- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim.
--- Returns only the columns the claim did not stamp (the caller knows the
--- queue, state, claimed_at, claim_expires_at, claim_token and worker; a
--- running job has no finished_at): SQLite copies each returned column of
--- each row into a table of results and back, and RETURNING * took a tenth
--- of a burn-down's instructions.
+-- name: ClaimJobs :execrows
+-- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
+-- and returns nothing: ClaimableJobs read the columns the claim does not
+-- stamp, and the caller knows the rest (queue, state, claimed_at,
+-- claim_expires_at, claim_token and worker; a running job has no
+-- finished_at; attempts is one more).
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
     claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
-WHERE id IN (SELECT value FROM json_each(@ids))
-RETURNING id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers;
+WHERE id IN (SELECT value FROM json_each(@ids));
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
@@ -210,6 +214,28 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id;
+
+-- name: AckJobsCounted :execrows
+-- AckJobs without RETURNING, for the common case of an ack: the caller
+-- compares the count with its claims, and only when some claim was lost
+-- acks them again with AckJobs and CompleteJobs, which say which ids
+-- they settled. SQLite runs a RETURNING clause as a trigger program per
+-- row: returning the ids cost an ack about 8,000 instructions a job
+-- (callgrind, acks of 100).
+DELETE FROM alk_jobs
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER) AND j.queue = CAST(@queue AS TEXT))
+  AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AND q.completed_retention_us > 0);
+
+-- name: CompleteJobsCounted :execrows
+-- CompleteJobs without RETURNING (see AckJobsCounted).
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the
@@ -371,13 +397,30 @@ SET completed_retention_us = excluded.completed_retention_us, dead_retention_us 
 SELECT name, paused, completed_retention_us, dead_retention_us FROM alk_queues ORDER BY name;
 
 -- name: QueueStats :one
--- Each count is a range of a partial index (alk_jobs_due, alk_jobs_running,
--- alk_jobs_finished for each final state) read up to @cap rows; the oldest ready job is the first
--- entry of alk_jobs_due.
-SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
-                                   AND j.run_at <= sqlc.arg(now) LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS ready,
-       CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'
-                                   AND j.run_at > sqlc.arg(now) LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS scheduled,
+-- Each count is a range of a partial index (alk_jobs_ready, alk_jobs_running,
+-- alk_jobs_finished for each final state) read up to @cap rows. Pending
+-- jobs are read one priority at a time down alk_jobs_ready (prios, as in
+-- ClaimableJobs: one descent per distinct priority), ready and scheduled
+-- being each priority's range on either side of @now, each count stopped
+-- at @cap rows; the oldest pending job is the earliest of each priority's
+-- first entry. No index of its own (schema 00032 drops alk_jobs_due,
+-- which every claim and ack wrote).
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
+SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at <= sqlc.arg(now)
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS ready,
+       CAST((SELECT count(*) FROM (SELECT 1 FROM prios CROSS JOIN alk_jobs j
+                                   WHERE prios.p IS NOT NULL AND j.queue = sqlc.arg(queue) AND j.state = 'pending'
+                                     AND j.priority = prios.p AND j.run_at > sqlc.arg(now)
+                                   LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS scheduled,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'running'
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS running,
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'dead'
@@ -392,16 +435,35 @@ SELECT CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc
        CAST((SELECT count(*) FROM (SELECT 1 FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'expired'
                                    AND j.finished_at IS NOT NULL
                                    LIMIT CAST(sqlc.arg(cap) AS INTEGER))) AS INTEGER) AS expired,
-       CAST(min(COALESCE((SELECT min(run_at) FROM alk_jobs j WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending'),
+       CAST(min(COALESCE((SELECT min((SELECT j.run_at FROM alk_jobs j
+                                      WHERE j.queue = sqlc.arg(queue) AND j.state = 'pending' AND j.priority = prios.p
+                                      ORDER BY j.run_at LIMIT 1))
+                          FROM prios WHERE prios.p IS NOT NULL),
                          sqlc.arg(now)), sqlc.arg(now)) AS INTEGER) AS oldest_ready;
 
 -- name: NextJobDue :one
 -- The earliest moment, in unix microseconds, a job of the queue becomes
 -- claimable (a pending job's run_at or a claim's deadline); 0 when none.
+-- The pending side walks the queue's distinct pending priorities down
+-- alk_jobs_ready (prios, as in ClaimableJobs), each priority's earliest
+-- run_at its first entry there; the running side is the first entry of
+-- alk_jobs_running. (It had an index of its own, alk_jobs_due, which
+-- every claim and ack wrote: schema 00032 drops it.)
 -- A paused queue has nothing due: its workers wait for the resume's wake.
+WITH RECURSIVE prios(p) AS (
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
+            ORDER BY h.priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT h.priority FROM alk_jobs h WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending' AND h.priority < prios.p
+            ORDER BY h.priority DESC LIMIT 1)
+    FROM prios WHERE prios.p IS NOT NULL
+)
 SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused) THEN 0
                  ELSE COALESCE(min(due), 0) END AS INTEGER) AS due_us FROM (
-    SELECT min(p.run_at) AS due FROM alk_jobs p WHERE p.queue = sqlc.arg(queue) AND p.state = 'pending'
+    SELECT (SELECT p.run_at FROM alk_jobs p
+            WHERE p.queue = sqlc.arg(queue) AND p.state = 'pending' AND p.priority = prios.p
+            ORDER BY p.run_at LIMIT 1) AS due
+    FROM prios WHERE prios.p IS NOT NULL
     UNION ALL
     SELECT min(r.claim_expires_at) FROM alk_jobs r WHERE r.queue = sqlc.arg(queue) AND r.state = 'running'
 );
