@@ -232,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
-		todo: make(chan *Job), running: map[*Job]*runningJob{}}
+		todo: make(chan *Job)}
 	w.loop.Store(l)
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
@@ -315,7 +315,7 @@ const (
 // handler, another process).
 func (w *worker) stuck() string {
 	w.mu.Lock()
-	n := len(w.running)
+	n := w.n
 	w.mu.Unlock()
 	if n > 0 {
 		return fmt.Sprintf("%d handlers ignored the hard stop", n)
@@ -354,11 +354,21 @@ type worker struct {
 	todo    chan *Job
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
+	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
 
-	mu      sync.Mutex
-	running map[*Job]*runningJob // handlers running
+	// The running handlers, oldest first (startJob, stopJob), their count,
+	// and their timeouts: timing is the first whose Timeout has not come,
+	// timeouts the timer armed (armed) for it, or earlier (expireJobs).
+	// cancelled: the stop cancelled the handlers (cancelHandlers).
+	mu          sync.Mutex
+	first, last *runningJob
+	n           int
+	timing      *runningJob
+	timeouts    *time.Timer
+	armed       bool
+	cancelled   bool
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -370,10 +380,14 @@ func (w *worker) run(ctx context.Context) {
 	defer stopClaiming()
 
 	// Handlers outlive the stop by up to Grace so stopping does not abort
-	// work in flight; settling uses a context that survives the stop.
-	handlerBase, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
+	// work in flight (their contexts hold the values of ctx, not its
+	// cancellation; see startJob); settling uses a context that survives
+	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
+	w.values = ctx
+	w.timeouts = time.AfterFunc(time.Hour, w.expireJobs)
+	w.timeouts.Stop()
+	defer w.timeouts.Stop()
 
 	// A handler that returned hands its job to the ack loop and frees its
 	// slot at once; the channel holds ten rounds of handlers' jobs so that
@@ -397,8 +411,8 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.watchClaims(watchCtx, claims.C()) }()
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
-	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, base: handlerBase, settleCtx: settleCtx,
-		stopped: w.stopped.Load, track: w.track, untrack: w.untrack,
+	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
@@ -427,7 +441,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}
 	w.stopped.Store(true)
-	cancelHandlers()
+	w.cancelHandlers()
 	<-done
 	close(w.todo) // idle handler goroutines end
 	w.runners.Wait()
@@ -438,8 +452,8 @@ func (w *worker) run(ctx context.Context) {
 	<-ackerDone
 }
 
-// start hands j to an idle handler goroutine, or starts one.
-func (w *worker) start(j *Job) {
+// hand hands j to an idle handler goroutine, or starts one.
+func (w *worker) hand(j *Job) {
 	select {
 	case w.todo <- j:
 	default:
@@ -448,7 +462,7 @@ func (w *worker) start(j *Job) {
 	}
 }
 
-// runJobs runs j, then the jobs start hands it, until todo closes.
+// runJobs runs j, then the jobs hand hands it, until todo closes.
 func (w *worker) runJobs(j *Job) {
 	defer w.runners.Done()
 	for ok := true; ok; j, ok = <-w.todo {
@@ -468,20 +482,6 @@ func (w *worker) runJob(j *Job) {
 		}
 	}()
 	w.runner.runJob(j)
-}
-
-// track registers a running handler with the heartbeats and claim checks.
-func (w *worker) track(j *Job, r *runningJob) {
-	w.mu.Lock()
-	w.running[j] = r
-	w.mu.Unlock()
-}
-
-// untrack forgets a handler that returned.
-func (w *worker) untrack(j *Job) {
-	w.mu.Lock()
-	delete(w.running, j)
-	w.mu.Unlock()
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
@@ -510,9 +510,9 @@ func (w *worker) watchClaims(ctx context.Context, wakes <-chan struct{}) {
 
 func (w *worker) checkClaims(ctx context.Context) {
 	w.mu.Lock()
-	held := make(map[int64]*Job, len(w.running))
-	for j := range w.running {
-		held[j.ID] = j
+	held := make(map[int64]*runningJob, w.n)
+	for rj := w.first; rj != nil; rj = rj.next {
+		held[rj.job.ID] = rj
 	}
 	w.mu.Unlock()
 	if len(held) == 0 {
@@ -535,7 +535,8 @@ func (w *worker) checkClaims(ctx context.Context) {
 	for _, r := range rows {
 		found[r.id] = r
 	}
-	for id, j := range held {
+	for id, rj := range held {
+		j := rj.job
 		r, ok := found[id]
 		// The token is read after the rows: a handler's own settle that
 		// committed before them has spent it (claimToken waits for one in
@@ -548,17 +549,7 @@ func (w *worker) checkClaims(ctx context.Context) {
 		if ok && r.state == JobCancelled {
 			cause = fmt.Errorf("job %d was cancelled: %w", id, ErrClaimLost)
 		}
-		w.claimGone(j, cause)
-	}
-}
-
-// claimGone cancels the handler of j, if it still runs, with cause.
-func (w *worker) claimGone(j *Job, cause error) {
-	w.mu.Lock()
-	r := w.running[j]
-	w.mu.Unlock()
-	if r != nil {
-		r.claimGone(cause)
+		rj.loseClaim(cause) // nothing, once its handler returned and its run ended
 	}
 }
 
@@ -580,21 +571,19 @@ func (w *worker) heartbeats(ctx context.Context) {
 		}
 		w.mu.Lock()
 		var due []*runningJob
-		var jobs []*Job
-		for j, r := range w.running {
+		for r := w.first; r != nil; r = r.next {
 			// Only for a handler whose context is live: one past its Timeout
 			// or stopped hard that ignores its context keeps no claim, so
 			// its job comes back after Visibility instead of never.
 			if time.Since(r.since) >= every && r.ctx.Err() == nil && !r.held.Load() {
 				due = append(due, r)
-				jobs = append(jobs, j)
 			}
 		}
 		w.mu.Unlock()
 		var beats sync.WaitGroup
-		for i, j := range jobs {
+		for _, r := range due {
 			beats.Add(1)
-			go func() { defer beats.Done(); heartbeat(ctx, w.q, j, w.opts.Visibility, due[i].claimGone) }()
+			go func() { defer beats.Done(); heartbeat(ctx, w.q, r.job, w.opts.Visibility, r) }()
 		}
 		beats.Wait()
 	}
@@ -808,7 +797,7 @@ func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Ti
 	}
 	for _, j := range r.jobs {
 		w.wg.Add(1)
-		w.start(j)
+		w.hand(j)
 	}
 	for range r.reserved - len(r.jobs) {
 		<-w.slots
