@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -32,6 +33,7 @@ type cpuMeter struct {
 	what           string
 	client, server time.Duration
 	mallocs        uint64
+	scheds         uint64
 	profile        *os.File
 	memRate        int // the MemProfileRate to restore, when profiling allocations
 }
@@ -48,8 +50,25 @@ func startCPU(what string, profile bool) *cpuMeter {
 		runtime.GC()
 		m.memRate, runtime.MemProfileRate = runtime.MemProfileRate, 1
 	}
-	m.client, m.server, m.mallocs = processCPU(), clusterCPU(), mallocs()
+	m.client, m.server, m.mallocs, m.scheds = processCPU(), clusterCPU(), mallocs(), scheds()
 	return m
+}
+
+// scheds is how many times goroutines went from runnable to running: the
+// count of the runtime's scheduling latency histogram (which samples one
+// transition in 8, so it is multiplied back), a measure of hand-offs
+// between goroutines that does not depend on the machine's load.
+func scheds() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return 8 * n
 }
 
 func mallocs() uint64 {
@@ -59,7 +78,7 @@ func mallocs() uint64 {
 }
 
 func (m *cpuMeter) stop(engine string, jobs int) {
-	client, server, allocs := processCPU()-m.client, clusterCPU()-m.server, mallocs()-m.mallocs
+	client, server, allocs, sched := processCPU()-m.client, clusterCPU()-m.server, mallocs()-m.mallocs, scheds()-m.scheds
 	if m.profile != nil {
 		pprof.StopCPUProfile()
 		must0(m.profile.Close())
@@ -75,8 +94,8 @@ func (m *cpuMeter) stop(engine string, jobs int) {
 		return
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job", engine, m.what,
-		float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs))
+	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.2f goroutine runs/job", engine, m.what,
+		float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs), float64(sched)/float64(jobs))
 	if engine == "pg" && *serverPid != 0 {
 		line += fmt.Sprintf(", server %.1f µs/job", float64(server.Microseconds())/float64(jobs))
 	}
