@@ -341,7 +341,11 @@ type worker struct {
 	handle *Worker
 	runner runner
 	slots  chan struct{} // one token per running handler
-	freed  chan struct{} // a signal after a handler gave its slot back
+	freed  chan struct{} // a signal after a handler gave its slot back, once wantFree are free
+	// wantFree: how many free slots the claim loop waits for (it is woken
+	// only then: a wake for each of a batch's handlers cost it a hundred
+	// wakes a claim in a burn-down).
+	wantFree atomic.Int32
 	acks   chan *Job
 	wg     sync.WaitGroup // jobs handed to handlers and not yet settled
 	// todo hands a claimed job to an idle handler goroutine. A goroutine
@@ -476,9 +480,11 @@ func (w *worker) runJob(j *Job) {
 	defer w.wg.Done()
 	defer func() {
 		<-w.slots
-		select {
-		case w.freed <- struct{}{}:
-		default:
+		if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	w.runner.runJob(j)
@@ -747,6 +753,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 					done <- claimDone{jobs: jobs, err: err, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 				}(woke)
 				woke = false
+				continue
+			}
+			// Handlers signal freed slots once need are free: say so, then
+			// look again, so that a slot freed meanwhile is not missed.
+			w.wantFree.Store(int32(need))
+			if cap(w.slots)-len(w.slots) >= need {
 				continue
 			}
 			if inFlight == 0 {
