@@ -232,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
-		todo: make(chan *Job)}
+		todo: make(chan struct{})}
 	w.loop.Store(l)
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
@@ -348,14 +348,25 @@ type worker struct {
 	wantFree atomic.Int32
 	acks   chan *Job
 	wg     sync.WaitGroup // jobs handed to handlers and not yet settled
-	// todo hands a claimed job to an idle handler goroutine. A goroutine
-	// that finished a job waits there for the next instead of exiting, so
-	// its stack, grown once by a deep handler (middleware, tracing), is
-	// not grown again for every job. One is started only when none is
-	// waiting, so there are at most twice Concurrency of them (those
-	// running and those between a job and the wait). runners counts
-	// them; todo closes once every job is settled, and they end.
-	todo    chan *Job
+	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
+	// first. A goroutine that finished a job takes the next one there
+	// without waiting, and one that finds queue empty waits on todo
+	// instead of exiting, so its stack, grown once by a deep handler
+	// (middleware, tracing), is not grown again for every job. A claim's
+	// jobs are not each handed to a goroutine of their own (a wake and a
+	// park a job: a fifth of a burn-down's client CPU went to the
+	// scheduler): the claim calls one goroutine (calling: a called one
+	// has not looked yet), and each goroutine that takes a job while
+	// more wait calls the next before it runs its own, so no job waits
+	// behind a handler that blocks. A goroutine is called by a send on
+	// todo, or started when none waits there, so there are at most
+	// Concurrency of them running handlers, one called and those between
+	// a job and the wait. runners counts them; todo closes once every job
+	// is settled, and they end.
+	runMu   sync.Mutex
+	queue   []*Job
+	calling bool
+	todo    chan struct{}
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
@@ -456,20 +467,71 @@ func (w *worker) run(ctx context.Context) {
 	<-ackerDone
 }
 
-// hand hands j to an idle handler goroutine, or starts one.
-func (w *worker) hand(j *Job) {
-	select {
-	case w.todo <- j:
-	default:
-		w.runners.Add(1)
-		go w.runJobs(j)
+// hand queues a claim's jobs for the handler goroutines and calls one,
+// unless one is called already.
+func (w *worker) hand(jobs []*Job) {
+	w.runMu.Lock()
+	w.queue = append(w.queue, jobs...)
+	call := !w.calling
+	w.calling = true
+	w.runMu.Unlock()
+	if call {
+		w.call()
 	}
 }
 
-// runJobs runs j, then the jobs hand hands it, until todo closes.
-func (w *worker) runJobs(j *Job) {
+// call wakes a handler goroutine waiting on todo, or starts one, to take
+// the queue's next job.
+func (w *worker) call() {
+	select {
+	case w.todo <- struct{}{}:
+	default:
+		w.runners.Add(1)
+		go w.runJobs()
+	}
+}
+
+// take takes the queue's next job (nil when it is empty) for a handler
+// goroutine, called says the goroutine was called, and reports whether
+// the goroutine must call the next one (more jobs wait, and none is
+// called).
+func (w *worker) take(called bool) (*Job, bool) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if called {
+		w.calling = false
+	}
+	if len(w.queue) == 0 {
+		return nil, false
+	}
+	j := w.queue[0]
+	w.queue[0] = nil
+	w.queue = w.queue[1:]
+	if len(w.queue) == 0 {
+		w.queue = w.queue[:0:0] // start again at the front (append reuses nothing of a drained backing array)
+	}
+	next := len(w.queue) > 0 && !w.calling
+	w.calling = w.calling || next
+	return j, next
+}
+
+// runJobs runs the queue's jobs, and waits on todo while it is empty,
+// until todo closes.
+func (w *worker) runJobs() {
 	defer w.runners.Done()
-	for ok := true; ok; j, ok = <-w.todo {
+	for called := true; ; {
+		j, next := w.take(called)
+		if j == nil {
+			if _, ok := <-w.todo; !ok {
+				return
+			}
+			called = true
+			continue
+		}
+		called = false
+		if next {
+			w.call()
+		}
 		w.runJob(j)
 	}
 }
@@ -807,9 +869,9 @@ func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Ti
 	if r.woke && len(r.jobs) > 0 && !drainedSince.IsZero() {
 		w.wakeLatencies(r.jobs, *drainedSince)
 	}
-	for _, j := range r.jobs {
-		w.wg.Add(1)
-		w.hand(j)
+	if len(r.jobs) > 0 {
+		w.wg.Add(len(r.jobs))
+		w.hand(r.jobs)
 	}
 	for range r.reserved - len(r.jobs) {
 		<-w.slots

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,5 +203,67 @@ func TestHandlerContextEndsWithItsRun(t *testing.T) {
 		}
 		assert.Equal(t, context.Canceled, hctx.Err())
 		assert.Equal(t, context.Canceled, context.Cause(hctx))
+	})
+}
+
+// TestEveryClaimedJobStartsBesideBlockedHandlers: the handler goroutines
+// take a claim's jobs from a queue, each calling the next goroutine before
+// it runs its own job; no job waits behind a handler that blocks. Every
+// handler here blocks until all of them run at once, which they can only
+// do if each job got a goroutine of its own; and no more than Concurrency
+// run at once. Rounds of them, so that the goroutines of a round are
+// called again (from their wait) for the next.
+func TestEveryClaimedJobStartsBesideBlockedHandlers(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("all-at-once")
+		const concurrency, rounds = 8, 3
+		var mu sync.Mutex
+		running, most, started := 0, 0, 0
+		var round chan struct{}
+		roundDone := make(chan struct{}, rounds)
+		stop := runWork(t, q, store.WorkOpts{Concurrency: concurrency, PollInterval: noPoll}, func(ctx context.Context, _ *store.Job) error {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			started++
+			if started%concurrency == 0 {
+				close(round)
+			}
+			r := round
+			mu.Unlock()
+			select {
+			case <-r: // every handler of the round runs
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			running--
+			if running == 0 {
+				roundDone <- struct{}{}
+			}
+			mu.Unlock()
+			return ctx.Err()
+		})
+		for range rounds {
+			mu.Lock()
+			round = make(chan struct{})
+			mu.Unlock()
+			_, err := q.EnqueueMany(c, make([]store.NewJob, concurrency))
+			require.NoError(t, err)
+			select {
+			case <-roundDone:
+			case <-c.Done():
+				t.Fatal("a claimed job waited behind blocked handlers")
+			}
+		}
+		stop() // and the last acks are sent
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, concurrency*rounds, started)
+		assert.Equal(t, concurrency, most, "never more than Concurrency at once")
+		st, err := q.Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Ready+st.Running+st.Dead, "every job acked")
 	})
 }
