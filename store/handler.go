@@ -333,6 +333,8 @@ type runningJob struct {
 	// writer slot (SQLite), so nothing can take the job meanwhile and a
 	// heartbeat would only wait for the slot.
 	held atomic.Bool
+	// taken: a claim's slot (Job.runSlot) was given to a run.
+	taken atomic.Bool
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the parent of its context that ends it at its Timeout.
@@ -361,7 +363,8 @@ func (r *runner) runJob(j *Job) JobResult {
 // runAndSettle runs the handler of j and settles j by its result; later
 // says the result is reported by the batched ack (see runner.ackLater).
 func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
-	rj := &runningJob{job: j, since: time.Now()}
+	rj := j.runSlot()
+	rj.job, rj.since = j, time.Now()
 	r.start(rj)
 	ctx := rj.ctx
 

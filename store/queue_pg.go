@@ -101,7 +101,7 @@ func pgClaimedJob(row *pgdb.ClaimJobsRow, r claimReq) *Job {
 		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: row.CreatedAt,
 		RunAt: row.RunAt, ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
 		ExpiresAt: row.ExpiresAt, Worker: r.worker, LastError: deref(row.LastError),
-		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token, mu: &c.mu}
+		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token, mu: &c.mu, slot: &c.run}
 	return &c.j
 }
 
@@ -111,6 +111,7 @@ type claimedJob struct {
 	j                    Job
 	mu                   sync.Mutex
 	claimedAt, expiresAt time.Time
+	run                  runningJob // its first run's (Job.runSlot)
 }
 
 // ack deletes the job in one statement when its queue keeps no completed
