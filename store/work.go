@@ -346,8 +346,8 @@ type worker struct {
 	// only then: a wake for each of a batch's handlers cost it a hundred
 	// wakes a claim in a burn-down).
 	wantFree atomic.Int32
-	acks   chan *Job
-	wg     sync.WaitGroup // jobs handed to handlers and not yet settled
+	acks     chan *Job
+	wg       sync.WaitGroup // jobs handed to handlers and not yet settled
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
 	// without waiting, and one that finds queue empty waits on todo
