@@ -21,11 +21,23 @@ func benchCompaction(ctx context.Context, engine string, s *store.Store) {
 		if !want(engine, what) {
 			continue
 		}
-		keyed, unkeyed := pair(8, func() error {
+		keyedOp := func() error {
 			_, err := st.PublishWithKey(ctx, fmt.Sprint("k", rand.IntN(keys)), payload)
 			return err
-		}, func() error { _, err := st.Publish(ctx, payload); return err })
+		}
+		unkeyedOp := func() error { _, err := st.Publish(ctx, payload); return err }
+		keyed, unkeyed := pair(8, keyedOp, unkeyedOp)
 		cmp(engine, what, keyed, unkeyed, "unkeyed")
+		if *cpuPerJob { // one more run of each, metered
+			for _, side := range []struct {
+				what string
+				op   func() error
+			}{{fmt.Sprintf("keyed publish ×8, %d keys", keys), keyedOp}, {"unkeyed publish ×8", unkeyedOp}} {
+				m := startCPU(side.what, false)
+				n := onceN(8, side.op)
+				m.stop(engine, int(n))
+			}
+		}
 	}
 
 	topic := s.Topic[struct{ N int }]("locked")

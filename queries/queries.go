@@ -1,5 +1,5 @@
 // Package queries holds the statements sqlc cannot generate code for:
-// SQLite's PRAGMAs and savepoints (sqlc skips them). Each stays in its file beside the
+// SQLite's PRAGMAs, savepoints and transaction statements (sqlc skips them). Each stays in its file beside the
 // other statements of its mechanism, and this package hands it out.
 package queries
 
@@ -31,6 +31,13 @@ var (
 	SavepointBatch  = statement(liteQueues, "SavepointBatch")
 	ReleaseBatch    = statement(liteQueues, "ReleaseBatch")
 	RollbackToBatch = statement(liteQueues, "RollbackToBatch")
+)
+
+// ProbeTransaction and EndProbe are lite/queues.sql's test of whether an
+// adopted transaction is still open on its connection.
+var (
+	ProbeTransaction = statement(liteQueues, "ProbeTransaction")
+	EndProbe         = statement(liteQueues, "EndProbe")
 )
 
 // statement is the body of the query named name ("-- name: Name :kind") in

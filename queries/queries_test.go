@@ -16,9 +16,11 @@ func TestSchemaObjects(t *testing.T) {
 
 func TestBatchSavepoint(t *testing.T) {
 	for got, want := range map[string]string{
-		SavepointBatch:  "SAVEPOINT alkstore_batch;",
-		ReleaseBatch:    "RELEASE SAVEPOINT alkstore_batch;",
-		RollbackToBatch: "ROLLBACK TO SAVEPOINT alkstore_batch;",
+		SavepointBatch:   "SAVEPOINT alkstore_batch;",
+		ReleaseBatch:     "RELEASE SAVEPOINT alkstore_batch;",
+		RollbackToBatch:  "ROLLBACK TO SAVEPOINT alkstore_batch;",
+		ProbeTransaction: "BEGIN;",
+		EndProbe:         "ROLLBACK;",
 	} {
 		if got != want {
 			t.Errorf("statement = %q, want lite/queues.sql's %q", got, want)

@@ -110,7 +110,7 @@ type keyedOps interface {
 // queueOps: a job's way from enqueue through claim to its outcome, the
 // statements workers run (queue_pg.go, queue_lite.go).
 type queueOps interface {
-	enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error)
+	enqueue(ctx context.Context, queue, topic string, now time.Time, j newJob) (int64, error) // topic: queueTopic(queue)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
 	// enqueueUnique adds the jobs whose keys are free (one transaction on
 	// SQLite) and reads the holders of the others, through placeUnique.
@@ -317,6 +317,11 @@ type driverTx interface {
 	queryRow(ctx context.Context, sql string, args ...any) Row
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
+	// endedAfter is asked after a statement of the transaction failed with
+	// err: non-nil (why) when the transaction no longer exists on its
+	// connection while the driver would still run statements for it, each
+	// committing on its own (SQLite).
+	endedAfter(err error) error
 }
 
 // Rows is the result of Tx.Query on either engine.

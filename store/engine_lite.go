@@ -190,7 +190,7 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
 // its statements are prepared by the caller's connection as they run.
 func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
-	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx}}
+	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx}, adopted: true}
 }
 
 // close closes the pools; database/sql closes a connection still in a
@@ -293,6 +293,28 @@ type liteTx struct {
 	tx      *sql.Tx
 	o       liteOps
 	release func() // the writer slot's hold record (see writerHold)
+	adopted bool   // on the caller's connection, not litedriver's
+}
+
+// endedAfter tells whether SQLite rolled the transaction back whole (a
+// write in it interrupted, or failed for memory, disk or locks). On the
+// store's connections litedriver refuses every later statement then, with
+// litedriver.ErrRolledBack. An adopted transaction's connection is the
+// caller's: a BEGIN asks it (ProbeTransaction), and what it began is
+// rolled back at once.
+func (t liteTx) endedAfter(err error) error {
+	if errors.Is(err, litedriver.ErrRolledBack) {
+		return litedriver.ErrRolledBack
+	}
+	if !t.adopted {
+		return nil
+	}
+	c := context.Background() // the failed statement's ctx may have ended; the probe runs in the process
+	if _, perr := t.tx.ExecContext(c, queries.ProbeTransaction); perr != nil {
+		return nil // refused inside a transaction: it is still open
+	}
+	_, _ = t.tx.ExecContext(c, queries.EndProbe)
+	return litedriver.ErrRolledBack
 }
 
 func (t liteTx) ops() ops { return t.o }

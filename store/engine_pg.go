@@ -33,6 +33,9 @@ type pgEngine struct {
 	// citusMark: on Citus, a transaction's first alkstore statement is
 	// preceded by the commit marker (citusMarkingTx).
 	citusMark bool
+	// auto is the ops of auto-commit statements on the pool, built once:
+	// building them for every call cost each enqueue two allocations.
+	auto ops
 }
 
 // migrationLockID keeps alkstore's migration lock apart from goose's default
@@ -80,6 +83,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}, citusMark: citusMark}
+	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
 	eng.gate = &wakeGate{send: func(topic string) {
@@ -129,8 +133,8 @@ func isUniqueViolation(err error) bool {
 
 func (e *pgEngine) kind() string { return "pg" }
 
-func (e *pgEngine) readOps() ops  { return pgOps{q: pgdb.New(e.pool), eng: e} }
-func (e *pgEngine) writeOps() ops { return pgOps{q: pgdb.New(e.pool), eng: e} }
+func (e *pgEngine) readOps() ops  { return e.auto }
+func (e *pgEngine) writeOps() ops { return e.auto }
 
 func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	tx, err := e.pool.Begin(ctx)
@@ -293,6 +297,11 @@ type pgTx struct {
 
 func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+// endedAfter: PostgreSQL refuses every statement of a transaction a failed
+// statement aborted (25P02), and one cut short by its ctx closes the
+// connection, so nothing runs outside the transaction.
+func (t pgTx) endedAfter(error) error { return nil }
 
 func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)

@@ -28,7 +28,7 @@ type Outbox struct {
 func (s *Store) Outbox(name string) *Outbox {
 	// The backing queue's name is reserved on purpose; only the outbox's own
 	// name is the caller's to choose, and it is validated like any name.
-	return &Outbox{name: name, q: &Queue{handle{s: s, name: OutboxQueuePrefix + name, err: validateName(name)}}}
+	return &Outbox{name: name, q: newQueue(handle{s: s, name: OutboxQueuePrefix + name, err: validateName(name)})}
 }
 
 // Name returns the outbox's name.

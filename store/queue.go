@@ -16,12 +16,22 @@ import (
 // I/O; a bad name is reported by every operation on the handle.
 type Queue struct {
 	handle
+	// topic (queueTopic(name)) and wakeFn (wake) are built once, not per
+	// enqueue: each cost every enqueue an allocation.
+	topic  string
+	wakeFn func()
+}
+
+func newQueue(h handle) *Queue {
+	q := &Queue{handle: h, topic: queueTopic(h.name)}
+	q.wakeFn = q.wake
+	return q
 }
 
 // Queue returns the handle for the queue called name. Names with the
 // reserved prefix are refused (the outbox's backing queues use it).
 func (s *Store) Queue(name string) *Queue {
-	return &Queue{newHandle(s, name)}
+	return newQueue(newHandle(s, name))
 }
 
 // Name returns the queue's name.
@@ -312,9 +322,9 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 	if err := q.register(ctx, o, now); err != nil {
 		return 0, err
 	}
-	id, err := o.enqueue(ctx, q.name, now, j)
+	id, err := o.enqueue(ctx, q.name, q.topic, now, j)
 	if err == nil {
-		o.afterCommit(q.wake)
+		o.afterCommit(q.wakeFn)
 	}
 	return id, err
 }
@@ -439,12 +449,12 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 		r.ids, err = o.enqueueMany(ctx, q.name, now, resolved)
 	}
 	if err == nil {
-		o.afterCommit(q.wake)
+		o.afterCommit(q.wakeFn)
 	}
 	return r, err
 }
 
-func (q *Queue) wake() { q.s.wake(queueTopic(q.name))() }
+func (q *Queue) wake() { q.s.wake(q.topic)() }
 
 // register gives the queue a settings row (the defaults) the first time
 // this store claims from it or enqueues into it on its own (not in the
@@ -648,7 +658,7 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 		if err := o.setQueuePaused(ctx, q.name, paused, q.s.now()); err != nil {
 			return err
 		}
-		o.afterCommit(q.wake)
+		o.afterCommit(q.wakeFn)
 		return nil
 	})
 }
@@ -674,7 +684,7 @@ func (q *Queue) requeue(ctx context.Context, v via, id int64) error {
 	return run0(q.handle, "requeue", v, func(o target) error {
 		ok, err := o.requeue(ctx, q.name, id, q.s.now())
 		if ok {
-			o.afterCommit(q.wake)
+			o.afterCommit(q.wakeFn)
 			return nil
 		}
 		if err != nil && !keyHeld(err) {

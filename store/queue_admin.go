@@ -140,7 +140,7 @@ func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
 			}
 			total += n
 			if n > 0 {
-				o.afterCommit(q.wake)
+				o.afterCommit(q.wakeFn)
 			}
 			// Skipped jobs make a batch short: only an empty one ends.
 			if err != nil || n == 0 {

@@ -13,7 +13,7 @@ import (
 
 // Queue statements on SQLite. Times are stored as unix microseconds.
 
-func (o liteOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
+func (o liteOps) enqueue(ctx context.Context, queue, _ string, now time.Time, j newJob) (int64, error) {
 	id, err := o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers)})

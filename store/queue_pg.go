@@ -12,10 +12,14 @@ import (
 
 // Queue statements on PostgreSQL.
 
-func (o pgOps) enqueue(ctx context.Context, queue string, now time.Time, j newJob) (int64, error) {
+func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, j newJob) (int64, error) {
+	var runAt *time.Time // NULL: due now (see EnqueueJob)
+	if !j.runAt.Equal(now) {
+		runAt = &j.runAt
+	}
 	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
-		Wake: o.wake(queueTopic(queue))})
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
+		Wake: o.wake(topic)})
 	return id, skipped("job", err)
 }
 

@@ -67,7 +67,7 @@ func (j *Job) retry(ctx context.Context, tx *Tx, delay time.Duration, cause stri
 			retried = ok
 			if ok {
 				j.after, j.next, j.as = JobPending, runAt, OutcomeRetried
-				o.afterCommit(j.q.wake) // idle workers recompute when it is due
+				o.afterCommit(j.q.wakeFn) // idle workers recompute when it is due
 			}
 			return ok, err
 		}
@@ -115,7 +115,7 @@ func (j *Job) snooze(ctx context.Context, tx *Tx, delay time.Duration) error {
 		ok, err := o.snooze(ctx, snoozeReq{claimRef{j.ID, j.token}, now, runAt})
 		j.after, j.next, j.as = JobPending, runAt, OutcomeSnoozed
 		if ok {
-			o.afterCommit(j.q.wake) // idle workers recompute when it is due
+			o.afterCommit(j.q.wakeFn) // idle workers recompute when it is due
 		}
 		return ok, err
 	})
@@ -156,7 +156,7 @@ func (j *Job) Release(ctx context.Context) error {
 		ok, err := o.release(ctx, j.ID, j.token, now)
 		j.after, j.next, j.as = JobPending, j.RunAt, OutcomeReleased
 		if ok {
-			o.afterCommit(j.q.wake)
+			o.afterCommit(j.q.wakeFn)
 		}
 		return ok, err
 	})

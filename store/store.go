@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/wake"
 )
 
@@ -242,7 +243,7 @@ func (s *Store) driverErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone):
+	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone), errors.Is(err, litedriver.ErrRolledBack):
 		err = fmt.Errorf("%w: %w", ErrTxDone, err)
 	case s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed):
 		err = fmt.Errorf("%w: %w", ErrClosed, err)

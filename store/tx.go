@@ -27,6 +27,16 @@ import (
 // placeholders work on both). For code written against a driver, such as
 // sqlc-generated queries, Pgx and SQL hand out the driver transaction
 // itself: statements run on it are part of tx.
+//
+// A statement that fails can end the transaction: PostgreSQL aborts it
+// (every later statement fails, SQLSTATE 25P02), and SQLite rolls it back
+// whole when a write in it is interrupted by its ctx or fails for memory,
+// disk or locks. Every later use of tx (the Tx forms, Exec, Query,
+// QueryRow, Commit) then fails with an error matching ErrTxDone that says
+// SQLite rolled it back, instead of running each statement on its own
+// outside the transaction. On an adopted SQLite transaction the store finds
+// out when one of its own calls on tx fails; after a statement of yours
+// failed on the *sql.Tx, check its error yourself.
 type Tx struct {
 	h *txHandle
 }
@@ -65,8 +75,12 @@ type txState struct {
 	owned  bool // begun by the store, so the store must end it
 	// abandoned: the store's shutdown rolled it back (see Shutdown).
 	abandoned bool
-	log       *slog.Logger
-	life      *lifecycle // tracks the transaction while it is open (owned only)
+	// lost: SQLite rolled the transaction back under the driver, which
+	// would run later statements outside it (driverTx.endedAfter); nothing
+	// more runs in it.
+	lost error
+	log  *slog.Logger
+	life *lifecycle // tracks the transaction while it is open (owned only)
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -340,6 +354,11 @@ func (tx Tx) Commit(ctx context.Context) error {
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
 		return opErr("commit", "", ErrClosed)
 	}
+	if st.lost != nil { // nothing is left to commit
+		st.done = true
+		_ = st.dtx.rollback(context.WithoutCancel(ctx))
+		return opErr("commit", "", txLost(st.lost))
+	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
 		st.commit = false
@@ -425,6 +444,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 		return 0, opErr("exec", "", err)
 	}
 	n, err := dtx.exec(ctx, sql, args...)
+	if err != nil {
+		tx.failed(err)
+	}
 	return n, opErr("exec", "", tx.h.store.driverErr(err))
 }
 
@@ -436,6 +458,7 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	}
 	rows, err := dtx.query(ctx, sql, args...)
 	if err != nil {
+		tx.failed(err)
 		return nil, opErr("query", "", tx.h.store.driverErr(err))
 	}
 	return rows, nil
@@ -447,17 +470,21 @@ func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
-	return opRow{r: dtx.queryRow(ctx, sql, args...), s: tx.h.store}
+	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx}
 }
 
 // opRow wraps a business row's Scan error like every other operation's.
 type opRow struct {
-	r Row
-	s *Store
+	r  Row
+	tx Tx
 }
 
 func (r opRow) Scan(dest ...any) error {
-	return opErr("query row", "", r.s.driverErr(r.r.Scan(dest...)))
+	err := r.r.Scan(dest...)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
+		r.tx.failed(err)
+	}
+	return opErr("query row", "", r.tx.h.store.driverErr(err))
 }
 
 func (tx Tx) state() (*txState, error) {
@@ -481,7 +508,33 @@ func (tx Tx) live() (driverTx, error) {
 	if st.done {
 		return nil, ErrTxDone
 	}
+	if st.lost != nil {
+		return nil, txLost(st.lost)
+	}
 	return st.dtx, nil
+}
+
+// txLost is the error of every use of a transaction SQLite rolled back
+// under the driver.
+func txLost(why error) error {
+	return fmt.Errorf("%w: %w; roll the transaction back and start again", ErrTxDone, why)
+}
+
+// failed is told the error of a statement or operation that failed in tx:
+// when the transaction no longer exists on its connection (SQLite rolled it
+// back whole), every later use of tx is refused, so nothing written through
+// tx after that commits on its own.
+func (tx Tx) failed(err error) {
+	if tx.h == nil {
+		return
+	}
+	st := tx.h.state
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done || st.lost != nil {
+		return
+	}
+	st.lost = st.dtx.endedAfter(err)
 }
 
 // via routes an operation into this transaction; the transaction must belong
@@ -495,7 +548,7 @@ func (tx Tx) via() via {
 		if tx.h.store != s {
 			return target{}, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
 		}
-		return target{ops: dtx.ops(), afterCommit: tx.onCommit}, nil
+		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: tx.failed}, nil
 	}
 }
 

@@ -111,6 +111,7 @@ func TestCitusBusinessRowsOnAWorkerCommitWithEvents(t *testing.T) {
 // sharding was on, as an Open before this check did) is refused with a
 // clear error instead of being migrated into a mode whose horizon is wrong.
 func TestCitusRefusesADistributedAlkstoreSchema(t *testing.T) {
+	emptyDatabases(t)
 	e, pool := citusEnv(t)
 	_, err := pool.Exec(ctx(t), citusAlkstoreSchema)
 	require.NoError(t, err)

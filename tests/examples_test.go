@@ -21,14 +21,16 @@ import (
 var exampleNames = []string{"citus-tenants", "compacted-counter", "consumer-group", "demo", "email-worker", "live-feed", "order-event",
 	"outbox-webhook", "schedules", "service", "sqlc-shared-tx"}
 
-// TestExamplesRunTwiceSideBySide: every example runs on a database that
-// already holds its own earlier run and while the others run beside it,
+// TestExamplesRunTwiceSideBySide: every example runs on an empty database
+// (their first Opens migrate it at once), then on one that already holds
+// its own earlier run, each while the others run beside it,
 // each owning its tables and queue, stream and outbox names (before: a
 // second run failed on its own rows, schedules waited forever on the tick
 // its first run paused, examples sharing shop_orders with other columns
 // failed, and reads right after a commit found nothing while the others'
 // transactions held the Postgres stream horizon).
 func TestExamplesRunTwiceSideBySide(t *testing.T) {
+	emptyDatabases(t)
 	if testing.Short() {
 		t.Skip("builds and runs every example twice on each engine")
 	}

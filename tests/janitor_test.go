@@ -226,3 +226,59 @@ func TestStatsReportHeadlessRowsExactly(t *testing.T) {
 		assert.EqualValues(t, 1, stats.Queues[0].Ready)
 	})
 }
+
+// TestHeadlessRowsCountAndExpireWhateverMadeThem: a key row is headless, for
+// Stats and for the janitor's TTL, whether a lock made it (a key never
+// published), a trim or retention (a stream that is not compacted losing a
+// head's event); and a locked key that then gets a value is not. On
+// PostgreSQL each of those statements keeps headless_at (schema 00031), the
+// column the janitor's index and Stats read, in step with head_offset.
+func TestHeadlessRowsCountAndExpireWhateverMadeThem(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		plain, ret := s.Stream("plain"), s.Stream("ret")
+		require.NoError(t, plain.Configure(c, store.StreamConfig{HeadlessTTL: time.Minute}))
+		require.NoError(t, ret.Configure(c, store.StreamConfig{HeadlessTTL: time.Minute, Retention: time.Hour}))
+
+		tr, err := plain.PublishWithKey(c, "trimmed", []byte("v"))
+		require.NoError(t, err)
+		n, err := plain.TrimTo(c, tr) // unheads "trimmed"
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		require.NoError(t, lockKey(c, s, plain, "filled")) // headless, then a value
+		_, err = plain.PublishWithKey(c, "filled", []byte("v"))
+		require.NoError(t, err)
+		require.NoError(t, lockKey(c, s, plain, "locked"))
+		_, err = ret.PublishWithKey(c, "r", []byte("v"))
+		require.NoError(t, err)
+
+		headless := func() map[string][2]int64 {
+			stats, err := s.Stats(c)
+			require.NoError(t, err)
+			m := map[string][2]int64{}
+			for _, ss := range stats.Streams {
+				m[ss.Name] = [2]int64{ss.Keys, ss.Headless}
+			}
+			return m
+		}
+		assert.Equal(t, map[string][2]int64{"plain": {1, 2}, "ret": {1, 0}}, headless(), "[keys, headless]")
+
+		clk.Advance(2 * time.Hour) // past the TTL and the retention
+		jan := janitor.New(s, janitor.Opts{})
+		r, err := jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, r.HeadlessDeleted, "the trimmed and the locked key")
+		assert.EqualValues(t, 1, r.RetentionDeleted, "r's event: r's row is now headless")
+		assert.Equal(t, map[string][2]int64{"plain": {1, 0}, "ret": {0, 1}}, headless(), "[keys, headless]")
+
+		clk.Advance(2 * time.Minute)
+		r, err = jan.RunOnce(c)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.HeadlessDeleted, "r, a TTL after retention unheaded it")
+		h, err := plain.Key("filled").CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("v"), h.Payload)
+	})
+}

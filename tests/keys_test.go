@@ -259,6 +259,7 @@ func TestDeletedHeadLetsTheKeyTakeNewValues(t *testing.T) {
 // is recorded once: the first to take the database migrates, the others
 // wait for it and find the schema up to date.
 func TestConcurrentOpensMigrateAFreshDatabaseOnce(t *testing.T) {
+	emptyDatabases(t)
 	const opens = 6
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		rounds, versions := 12, "alk_goose_db_version"

@@ -80,6 +80,7 @@ func queryStrings(t *testing.T, db *sql.DB, q string) []string {
 // the layout of a fresh one, and works; opened without auto-migration it is
 // refused with ErrSchemaVersion naming the missing versions.
 func TestOpenDatabasesMigratedAsMainLanded(t *testing.T) {
+	emptyDatabases(t)
 	landed := [][]int64{ // what main produced at 5ac31c7, c955cc4, bea05a6
 		{1, 2, 3, 4, 5, 6, 10},
 		{1, 2, 3, 4, 5, 6, 10, 7},
@@ -107,6 +108,7 @@ func TestOpenDatabasesMigratedAsMainLanded(t *testing.T) {
 // never produced out of order (here 00005, below a recorded 00006) is not
 // applied late: Open refuses with ErrSchemaVersion naming it.
 func TestOpenRefusesUnknownMissingVersion(t *testing.T) {
+	emptyDatabases(t)
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		applyVersions(t, e, 1, 2, 3, 4, 6)
 		_, err := store.Open(ctx(t), e.dsn)

@@ -84,6 +84,7 @@ func TestPasswordNeverLeaks(t *testing.T) {
 }
 
 func TestSchemaVersionWithoutMigrate(t *testing.T) {
+	emptyDatabases(t)
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
 		_, err := store.Open(c, e.dsn, store.WithoutMigrate())
@@ -99,6 +100,7 @@ func TestSchemaVersionWithoutMigrate(t *testing.T) {
 // TestGooseCLIAppliesSchema: a DBA applies schema/ with the stock goose CLI,
 // and the library then opens the database without migrating.
 func TestGooseCLIAppliesSchema(t *testing.T) {
+	emptyDatabases(t)
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		bin := gooseBin(t) // built before this test's deadline starts
 		c := ctx(t)

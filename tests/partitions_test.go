@@ -110,6 +110,7 @@ func eventRows(t *testing.T, db *sql.DB) []string {
 // old and new rows. Down restores the plain table with the same layout.
 // PostgreSQL only: SQLite's 00008 is a no-op.
 func TestPartitionMigrationKeepsEventsLayout(t *testing.T) {
+	emptyDatabases(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	db := e.sqlDB(t)

@@ -700,6 +700,8 @@ var coldStatements = map[string]string{
 	"SavepointBatch":            "a SAVEPOINT around a batch form inside the caller's transaction, not a query",
 	"ReleaseBatch":              "releases SavepointBatch's savepoint, not a query",
 	"RollbackToBatch":           "rolls back to SavepointBatch's savepoint, not a query",
+	"ProbeTransaction":          "a BEGIN asking whether an adopted SQLite transaction is still open, not a query",
+	"EndProbe":                  "rolls back ProbeTransaction's transaction, not a query",
 	"OldestWriteTransaction":    "Stats, and the stall warning once per stall: reads pg_stat_activity (one row per server process; on SQLite no row at all)",
 }
 
@@ -869,8 +871,9 @@ func loadSkewedStreams(t *testing.T, e *engineEnv, now time.Time) {
 				ts(-48*time.Hour), planKeys-hl),
 			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at) "+
 				"SELECT 'kv', key, max(id), 1, 0, %s, %s FROM alkstore.events WHERE stream = 'kv' GROUP BY key", ts(-48*time.Hour), ts(-48*time.Hour)),
-			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at) SELECT 'kv', 'h' || g, %s, %s FROM generate_series(1, %d) g",
-				ts(-2*time.Hour), ts(-2*time.Hour), hl),
+			// Headless rows carry headless_at, their updated_at (schema 00031).
+			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at, headless_at) SELECT 'kv', 'h' || g, %s, %s, %s FROM generate_series(1, %d) g",
+				ts(-2*time.Hour), ts(-2*time.Hour), ts(-2*time.Hour), hl),
 			ev + fmt.Sprintf("SELECT nextval('alkstore.event_offset_seq'), 'small', NULL, 'p', '1'::xid8, %s FROM generate_series(1, 5) g", ts(-time.Minute)),
 			"INSERT INTO alkstore.streams (name, retention_us) VALUES ('big', 3600000000)",
 			"INSERT INTO alkstore.streams (name, compacted) VALUES ('kv', true)",

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -271,4 +272,153 @@ func TestPublishManyTxOfOneKeyedMessageIsAllOrNone(t *testing.T) {
 			assert.NotEqual(t, "fail", string(ev.Payload), "the failed message's event stayed in the transaction")
 		}
 	})
+}
+
+// A write interrupted inside a transaction (its context ended while the
+// statement ran) makes SQLite roll the whole transaction back, and the
+// driver would then run each later statement of the Tx on its own,
+// committing it at once, although the caller's commit then fails. Every
+// later use of the Tx is refused instead, with an error matching ErrTxDone
+// that says SQLite rolled the transaction back, so nothing written through
+// it after the failure is ever stored; on PostgreSQL the transaction is
+// aborted (25P02) or the cancel closed its connection. For a Tx the store
+// began and for an adopted one (AdoptSQL, AdoptPgx): the store either
+// commits everything each call reported done, or nothing. The context is
+// cancelled at its n-th Done call, searched over n, as in
+// TestTxBatchCancelledAnywhereIsAllOrNone, its Err calls counted too: no
+// timing. On SQLite an application's trigger makes each event's INSERT run
+// a few thousand VM steps, so SQLite's progress handler, which looks at
+// the context every 1,000, interrupts the statement in the middle. (Before:
+// on SQLite the later PublishTx, EnqueueTx and Exec each committed on their
+// own.)
+func TestTxWritesAfterAnInterruptedOneAreNeverStored(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		e.execSQL(t, "CREATE TABLE notes (tag TEXT NOT NULL)")
+		if e.name == "lite" {
+			e.execSQL(t, `CREATE TRIGGER test_slow_event AFTER INSERT ON alk_events BEGIN
+				SELECT count(*) FROM (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000) SELECT i FROM c);
+				END`)
+		}
+		db := e.sqlDB(t) // the application's own connections, for adopted transactions
+		events, jobsTable := "alkstore.events", "alkstore.jobs"
+		if e.name == "lite" {
+			events, jobsTable = "alk_events", "alk_jobs"
+		}
+		var pool *pgxpool.Pool
+		if e.name == "pg" {
+			pool = e.pool(t)
+		}
+		begin := func(adopted bool) (tx store.Tx, commit, rollback func() error) {
+			switch {
+			case !adopted:
+				tx, err := s.Begin(c)
+				require.NoError(t, err)
+				return tx, func() error { return tx.Commit(c) }, func() error { return tx.Rollback(c) }
+			case e.name == "pg":
+				ptx, err := pool.Begin(c)
+				require.NoError(t, err)
+				tx, err := s.AdoptPgx(ptx)
+				require.NoError(t, err)
+				return tx, func() error { return ptx.Commit(c) }, func() error { return ptx.Rollback(c) }
+			default:
+				stx, err := db.BeginTx(c, nil)
+				require.NoError(t, err)
+				tx, err := s.AdoptSQL(stx)
+				require.NoError(t, err)
+				return tx, stx.Commit, stx.Rollback
+			}
+		}
+		for _, adopted := range []bool{false, true} {
+			lost, done := 0, false // lost: interruptions that ended the transaction
+			for n := int64(1); n < 400 && !done; n++ {
+				tag := fmt.Sprintf("%v-%d", adopted, n)
+				st, q := s.Stream("s-"+tag), s.Queue("q-"+tag)
+				tx, commit, rollback := begin(adopted)
+				_, err := st.PublishTx(c, tx, []byte("before"))
+				require.NoError(t, err)
+				var want []string // what the transaction reported written, in order
+				want = append(want, "before")
+
+				inner, cancel := context.WithCancel(c)
+				z := &cancelAtLook{cancelAtCall{Context: inner, cancel: cancel, n: n}}
+				_, berr := st.PublishManyTx(z, tx, []store.Message{{Payload: []byte("batch")}, {Payload: []byte("batch")}})
+				cancel()
+				if berr == nil {
+					want = append(want, "batch", "batch")
+					done = z.calls.Load() < n // the batch never reached the n-th look: every point was tried
+				}
+
+				_, perr := st.PublishTx(c, tx, []byte("after"))
+				if perr == nil {
+					want = append(want, "after")
+				}
+				_, qerr := q.EnqueueTx(c, tx, []byte("after"), store.EnqueueOpts{})
+				_, xerr := tx.Exec(c, "INSERT INTO notes (tag) VALUES ($1)", tag)
+				if berr != nil && perr != nil {
+					lost++
+					for _, err := range []error{perr, qerr, xerr} {
+						require.Error(t, err, "n=%d", n)
+						if e.name == "lite" {
+							require.ErrorIs(t, err, store.ErrTxDone, "n=%d", n)
+							assert.Contains(t, err.Error(), "SQLite rolled the transaction back", "n=%d", n)
+						}
+					}
+				}
+				cerr := commit()
+				if cerr != nil {
+					_ = rollback()
+				}
+
+				// What is stored, read from the tables: a stream read would
+				// wait for the settled horizon, and could show nothing yet.
+				var got []string
+				rows, err := db.QueryContext(c, fmt.Sprintf("SELECT payload FROM %s WHERE stream = '%s' ORDER BY id", events, st.Name()))
+				require.NoError(t, err)
+				for rows.Next() {
+					var p []byte
+					require.NoError(t, rows.Scan(&p))
+					got = append(got, string(p))
+				}
+				require.NoError(t, rows.Err())
+				require.NoError(t, rows.Close())
+				var jobs, notes int
+				require.NoError(t, db.QueryRowContext(c, fmt.Sprintf("SELECT count(*) FROM %s WHERE queue = '%s'", jobsTable, q.Name())).Scan(&jobs))
+				require.NoError(t, db.QueryRowContext(c, "SELECT count(*) FROM notes WHERE tag = $1", tag).Scan(&notes))
+				if cerr != nil { // the transaction rolled back: none of it is stored
+					require.Empty(t, got, "n=%d adopted=%v: the commit failed (%v) after %v, yet events were stored", n, adopted, cerr, berr)
+					require.Zero(t, jobs, "n=%d adopted=%v: the commit failed, yet a job was stored", n, adopted)
+					require.Zero(t, notes, "n=%d adopted=%v: the commit failed, yet the Exec's row was stored", n, adopted)
+					continue
+				}
+				require.Equal(t, want, got, "n=%d adopted=%v: exactly what the transaction reported written", n, adopted)
+				require.Equal(t, boolInt(qerr == nil), jobs, "n=%d adopted=%v", n, adopted)
+				require.Equal(t, boolInt(xerr == nil), notes, "n=%d adopted=%v", n, adopted)
+			}
+			require.True(t, done, "adopted=%v: the search covered every point of the call", adopted)
+			if e.name == "lite" {
+				assert.Positive(t, lost, "adopted=%v: no interruption rolled the transaction back: the test shows nothing", adopted)
+			}
+			t.Logf("adopted=%v: %d of the points ended the transaction", adopted, lost)
+		}
+	})
+}
+
+// cancelAtLook is cancelAtCall with its Err calls counted too: SQLite's
+// progress handler asks Err in the middle of a statement.
+type cancelAtLook struct{ cancelAtCall }
+
+func (z *cancelAtLook) Err() error {
+	if z.calls.Add(1) == z.n {
+		z.cancel()
+	}
+	return z.Context.Err()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

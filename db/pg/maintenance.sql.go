@@ -185,9 +185,9 @@ DELETE FROM alkstore.compaction_heads h
 WHERE h.stream = $1::text AND h.head_offset IS NULL
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x
-    WHERE x.stream = $1::text AND x.head_offset IS NULL
-      AND x.updated_at < $2::timestamptz
-    ORDER BY x.stream, x.updated_at
+    WHERE x.stream = $1::text AND x.headless_at IS NOT NULL
+      AND x.headless_at < $2::timestamptz AND x.head_offset IS NULL
+    ORDER BY x.stream, x.headless_at
     LIMIT $3::integer
     FOR UPDATE OF x SKIP LOCKED))
 `
@@ -207,7 +207,9 @@ type DeleteExpiredHeadlessParams struct {
 // keeps a tenth of the table) hash-join a sequential scan of the table.
 // A stream's headless rows unused since @cutoff (its TTL ago; a later lock
 // recreates them). Each stream with headless rows (StreamsWithHeadless)
-// is a range of compaction_heads_headless, oldest first.
+// is a range of compaction_heads_headless_at, oldest first (headless_at
+// is a headless row's updated_at; schema 00031). head_offset IS NULL is
+// checked again on each row: only a headless row is ever deleted.
 func (q *Queries) DeleteExpiredHeadless(ctx context.Context, arg DeleteExpiredHeadlessParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteExpiredHeadless, arg.Stream, arg.Cutoff, arg.Batch)
 	if err != nil {
@@ -570,12 +572,12 @@ SELECT st.stream::text AS stream,
        ((SELECT count(*) FROM (SELECT 1 FROM alkstore.compaction_heads h WHERE h.stream = st.stream
                                ORDER BY h.stream, h.key LIMIT (hl.n + $1::integer)) c) - hl.n)::bigint AS key_count,
        hl.n::bigint AS headless,
-       COALESCE((SELECT min(h.updated_at) FROM alkstore.compaction_heads h
-                 WHERE h.stream = st.stream AND h.head_offset IS NULL), $2::timestamptz)::timestamptz AS oldest_headless
+       COALESCE((SELECT min(h.headless_at) FROM alkstore.compaction_heads h
+                 WHERE h.stream = st.stream AND h.headless_at IS NOT NULL), $2::timestamptz)::timestamptz AS oldest_headless
 FROM st
 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM alkstore.compaction_heads h
-                                               WHERE h.stream = st.stream AND h.head_offset IS NULL
-                                               ORDER BY h.stream, h.updated_at LIMIT $1::integer) c) hl
+                                               WHERE h.stream = st.stream AND h.headless_at IS NOT NULL
+                                               ORDER BY h.stream, h.headless_at LIMIT $1::integer) c) hl
 WHERE st.stream IS NOT NULL ORDER BY st.stream
 `
 
@@ -592,10 +594,10 @@ type StreamHeadStatsRow struct {
 }
 
 // Every stream with key rows (a loose scan of the primary key); its
-// headless rows counted up to @cap on compaction_heads_headless, its keys
-// with a head as its key rows counted on the primary key (index only: the
-// heap is not read) minus those, up to @cap; and its oldest headless row
-// (exact: the first entry of compaction_heads_headless).
+// headless rows counted up to @cap on compaction_heads_headless_at, its
+// keys with a head as its key rows counted on the primary key (index only:
+// the heap is not read) minus those, up to @cap; and its oldest headless
+// row (exact: the first entry of compaction_heads_headless_at).
 func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams) ([]StreamHeadStatsRow, error) {
 	rows, err := q.db.Query(ctx, streamHeadStats, arg.Cap, arg.Now)
 	if err != nil {
@@ -623,10 +625,10 @@ func (q *Queries) StreamHeadStats(ctx context.Context, arg StreamHeadStatsParams
 
 const streamsWithHeadless = `-- name: StreamsWithHeadless :many
 WITH RECURSIVE st(stream) AS (
-    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.head_offset IS NULL
+    SELECT min(x.stream) FROM alkstore.compaction_heads x WHERE x.headless_at IS NOT NULL
     UNION ALL
     SELECT (SELECT min(x.stream) FROM alkstore.compaction_heads x
-            WHERE x.head_offset IS NULL AND x.stream > st.stream)
+            WHERE x.headless_at IS NOT NULL AND x.stream > st.stream)
     FROM st WHERE st.stream IS NOT NULL
 )
 SELECT st.stream::text AS stream, COALESCE(s.headless_ttl_us, 3600000000)::bigint AS headless_ttl_us
@@ -639,7 +641,7 @@ type StreamsWithHeadlessRow struct {
 	HeadlessTtlUs int64
 }
 
-// A loose scan of compaction_heads_headless: one probe per stream.
+// A loose scan of compaction_heads_headless_at: one probe per stream.
 func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadlessRow, error) {
 	rows, err := q.db.Query(ctx, streamsWithHeadless)
 	if err != nil {
@@ -661,15 +663,27 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 }
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
+WITH RECURSIVE qs AS (
+    (SELECT x.queue FROM alkstore.jobs x
+     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+     ORDER BY x.queue LIMIT 1)
+    UNION ALL
+    SELECT n.queue FROM qs CROSS JOIN LATERAL (
+        SELECT x.queue FROM alkstore.jobs x
+        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.queue > qs.queue
+        ORDER BY x.queue LIMIT 1) AS n
+)
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
 WHERE id = ANY (ARRAY(
     SELECT j.id FROM alkstore.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT x.id FROM alkstore.jobs x
-                            WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.priority IS NOT NULL
-                              AND x.expires_at <= $1::timestamptz
-                              AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
-                            ORDER BY x.expires_at
+    WHERE j.id = ANY (ARRAY(SELECT e.id FROM qs CROSS JOIN LATERAL (
+                                SELECT x.id FROM alkstore.jobs x
+                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+                                  AND x.expires_at <= $1::timestamptz
+                                  AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
+                                ORDER BY x.expires_at
+                                LIMIT $2::integer) AS e
                             LIMIT $2::integer))
       AND j.expires_at <= $1::timestamptz
       AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz))
@@ -683,19 +697,22 @@ type SweepAllExpiredJobsParams struct {
 }
 
 // Expired jobs of every queue end expired: pending ones, and running ones
-// whose claim lapsed. One range of jobs_expirable_by_time up to now (schema
-// 00029), in expiry order, so jobs that expire later are never read; the
-// running jobs still in flight in it are skipped. Its predicate names both
-// states at once and priority IS NOT NULL (always true), which implies no
-// other index's (see the migration): as two halves, the
-// running one had no index without a queue (a sequential scan on an
-// analysed table) and the pending one read jobs_ready whole on a table
-// never analysed. Rows another statement holds are skipped; the conditions
-// are checked again on the locked rows. The ids found, then the batch's,
-// are arrays probed on the primary key: as an IN (subquery), an analysed
-// table had the planner hash them against a sequential scan of every job
-// (issue 18, the plan test's "expiring" queue), and an unanalysed one
-// against a bitmap of jobs_ready.
+// whose claim lapsed. Read from jobs_expirable, the index of a queue's
+// sweep (SweepExpiredJobs), so that no index of its own costs every
+// enqueue and claim (schema 00030 dropped 00029's jobs_expirable_by_time:
+// about 11k of a one-row enqueue's server instructions). qs walks the
+// queues that have jobs which can expire, one index descent each (a loose
+// scan), and for each queue the sweep reads one range of it, the jobs
+// already expired, in expiry order, so jobs that expire later are never
+// read; the running jobs still in flight in it are skipped. The walk stops
+// once it has a batch. The states are named together (state IN), which
+// implies jobs_expirable's predicate and no other index's (see
+// SweepExpiredJobs). Rows another statement holds are skipped; the
+// conditions are checked again on the locked rows. The ids found, then the
+// batch's, are arrays probed on the primary key: as an IN (subquery), an
+// analysed table had the planner hash them against a sequential scan of
+// every job (issue 18, the plan test's "expiring" queue), and an
+// unanalysed one against a bitmap of jobs_ready.
 func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJobsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, sweepAllExpiredJobs, arg.Now, arg.Batch)
 	if err != nil {
@@ -706,7 +723,7 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 
 const unheadRetained = `-- name: UnheadRetained :exec
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz, headless_at = $1::timestamptz
 WHERE h.stream = $2::text AND h.head_offset >= $3::bigint AND h.head_offset <= $4::bigint
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x

@@ -30,6 +30,8 @@ type AlkstoreCompactionHead struct {
 	CreatedAt time.Time
 	// When the head last changed; a headless row older than its stream's headless_ttl_us is deleted
 	UpdatedAt time.Time
+	// updated_at of a headless row (NULL while the row has a head): what the janitor's TTL and the headless statistics read, in an index no publish onto a head touches, so moving a head is a HOT update
+	HeadlessAt *time.Time
 }
 
 // Consumer groups: members sharing a stream's events, one row per group

@@ -83,18 +83,17 @@ ins AS (
     RETURNING id, key
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
-    RETURNING h.key
 )
 SELECT ins.id FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
@@ -386,7 +385,7 @@ func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, 
 
 const unheadTrimmed = `-- name: UnheadTrimmed :exec
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz, headless_at = $1::timestamptz
 WHERE h.head_offset <= $2::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x

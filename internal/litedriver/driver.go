@@ -67,6 +67,24 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 type conn struct {
 	raw    sqlite.Conn
 	broken *atomic.Bool
+	inTx   atomic.Bool // between BeginTx and the end of its transaction
+}
+
+// ErrRolledBack is what a statement, or the commit, of a transaction whose
+// connection left it returns: SQLite rolls a whole transaction back when a
+// write in it is interrupted (its context ended) or fails for memory, disk
+// or locks, and a statement's RAISE(ROLLBACK), COMMIT or ROLLBACK ends it
+// too. database/sql cannot tell: the statements it then runs for the
+// transaction would each commit on its own, outside it.
+var ErrRolledBack = errors.New("SQLite rolled the transaction back whole (a write in it was interrupted or failed for memory, disk or locks), or a statement ended it: nothing more runs in it")
+
+// ended reports ErrRolledBack when c's transaction is no longer open in
+// SQLite (the connection is back in autocommit mode).
+func (c *conn) ended() error {
+	if c.inTx.Load() && c.raw.Raw().GetAutocommit() {
+		return ErrRolledBack
+	}
+	return nil
 }
 
 var (
@@ -89,7 +107,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt,
 	if err != nil {
 		return nil, err
 	}
-	return &stmt{raw: raw, broken: c.broken}, nil
+	return &stmt{raw: raw, broken: c.broken, c: c}, nil
 }
 
 func (c *conn) Close() (err error) {
@@ -107,11 +125,15 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 	if err != nil {
 		return nil, err
 	}
-	return tx{raw: raw, broken: c.broken}, nil
+	c.inTx.Store(true)
+	return tx{raw: raw, broken: c.broken, c: c}, nil
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(c.broken, &err)
+	if err := c.ended(); err != nil {
+		return nil, err
+	}
 	return c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
 }
 
@@ -133,27 +155,41 @@ func (c *conn) ResetSession(context.Context) error {
 type tx struct {
 	raw    driver.Tx
 	broken *atomic.Bool
+	c      *conn
 }
 
 // Commit refuses to commit on a connection that panicked: what the failed
-// statement left behind is unknown, so the transaction is rolled back.
+// statement left behind is unknown, so the transaction is rolled back. A
+// transaction SQLite already ended commits nothing: ErrRolledBack.
 func (t tx) Commit() (err error) {
 	defer guard(t.broken, &err)
 	if t.broken.Load() {
 		_ = t.Rollback()
 		return fmt.Errorf("%w: the transaction was rolled back", ErrPanicked)
 	}
+	if err := t.c.ended(); err != nil {
+		t.c.inTx.Store(false)
+		return err
+	}
+	defer t.c.inTx.Store(false)
 	return t.raw.Commit()
 }
 
+// Rollback of a transaction SQLite already ended has nothing to do.
 func (t tx) Rollback() (err error) {
 	defer guard(t.broken, &err)
+	if t.c.ended() != nil {
+		t.c.inTx.Store(false)
+		return nil
+	}
+	defer t.c.inTx.Store(false)
 	return t.raw.Rollback()
 }
 
 type stmt struct {
 	raw    driver.Stmt
 	broken *atomic.Bool
+	c      *conn // refuses to run in a transaction SQLite ended (conn.ended)
 }
 
 var (
@@ -186,11 +222,17 @@ func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(s.broken, &err)
+	if err := s.c.ended(); err != nil {
+		return nil, err
+	}
 	return s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r driver.Rows, err error) {
 	defer guard(s.broken, &err)
+	if err := s.c.ended(); err != nil {
+		return nil, err
+	}
 	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, s.numbered(args))
 	if err != nil {
 		return nil, err

@@ -158,12 +158,40 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 
 // NewDatabase creates an empty database and returns a DSN for it.
 func (s *Server) NewDatabase(ctx context.Context) (string, error) {
+	return s.newDatabase(ctx, "template0")
+}
+
+// CopiesDatabases reports whether NewDatabaseFrom works: not when
+// ALK_PG_CREATEDB creates the databases (Citus, whose workers a copy would
+// not reach).
+func (s *Server) CopiesDatabases() bool {
+	return len(strings.Fields(os.Getenv(CreateDBEnv))) == 0
+}
+
+// NewDatabaseFrom creates a database as a copy of the database behind
+// templateDSN (one this server created; CREATE DATABASE ... TEMPLATE copies
+// its files, so no one may be connected to it) and returns a DSN for the
+// copy. Tests copy a migrated database instead of migrating each of their
+// own.
+func (s *Server) NewDatabaseFrom(ctx context.Context, templateDSN string) (string, error) {
+	if !s.CopiesDatabases() {
+		return "", fmt.Errorf("pgtest: %s creates the databases: they cannot be copied", CreateDBEnv)
+	}
+	u, err := url.Parse(templateDSN)
+	if err != nil {
+		return "", err
+	}
+	return s.newDatabase(ctx, strings.TrimPrefix(u.Path, "/"))
+}
+
+// newDatabase creates a database as a copy of template.
+func (s *Server) newDatabase(ctx context.Context, template string) (string, error) {
 	name := fmt.Sprintf("alk_test_%d_%d", os.Getpid(), s.seq.Add(1))
 	if cmd := strings.Fields(os.Getenv(CreateDBEnv)); len(cmd) > 0 {
 		if out, err := exec.CommandContext(ctx, cmd[0], append(cmd[1:], name)...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("pgtest: %s %s: %w\n%s", CreateDBEnv, name, err, out)
 		}
-	} else if err := s.createDatabase(ctx, name); err != nil {
+	} else if err := s.createDatabase(ctx, name, template); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -184,14 +212,29 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 // on every node and registers the workers.
 const CreateDBEnv = "ALK_PG_CREATEDB"
 
-func (s *Server) createDatabase(ctx context.Context, name string) error {
+func (s *Server) createDatabase(ctx context.Context, name, template string) error {
 	conn, err := pgx.Connect(ctx, s.adminDSN)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0")
+	stmt := "CREATE DATABASE " + name + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	if template != "template0" && serverMajor(conn) >= 15 {
+		// A copy of a database in use (WAL_LOG, the default) logs every
+		// page of it; FILE_COPY copies its files between two checkpoints,
+		// which the tests' cluster (fsync off) makes cheap: 0.1-0.4 s
+		// against 0.05-1.7 s under load.
+		stmt += " STRATEGY FILE_COPY"
+	}
+	_, err = conn.Exec(ctx, stmt)
 	return err
+}
+
+// serverMajor is the server's major version (0 when unknown).
+func serverMajor(conn *pgx.Conn) int {
+	v := conn.PgConn().ParameterStatus("server_version")
+	n, _ := strconv.Atoi(strings.SplitN(strings.SplitN(v, ".", 2)[0], " ", 2)[0])
+	return n
 }
 
 // AdminDSN is a DSN for the server's maintenance database.
@@ -233,5 +276,20 @@ func (s *Server) Stop() {
 			<-done
 		}
 	}
-	_ = os.RemoveAll(s.dir)
+	removeLater(s.dir)
+}
+
+// removeLater removes dir in a process of its own that outlives this one:
+// a test run leaves some 300 databases (3 GB in 90,000 files), and on a
+// file system mounted with discard (this machine's) unlinking them took a
+// minute, which the test binary spent after its last test. Without rm, or
+// when it cannot start, dir is removed here.
+func removeLater(dir string) {
+	rm := exec.Command("rm", "-rf", dir) // no Stdout or Stderr: go test does not wait for it
+	rm.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := rm.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	_ = rm.Process.Release()
 }

@@ -468,3 +468,18 @@ RELEASE SAVEPOINT alkstore_batch;
 
 -- name: RollbackToBatch :exec
 ROLLBACK TO SAVEPOINT alkstore_batch;
+
+-- name: ProbeTransaction :exec
+-- Asked on SQLite after a statement of an adopted transaction (AdoptSQL)
+-- failed: is the transaction still open on its connection? SQLite rolls a
+-- whole transaction back when a write in it is interrupted or fails for
+-- memory, disk or locks, and every later statement would then commit on
+-- its own. Inside a transaction BEGIN fails; on a connection SQLite left
+-- in autocommit mode it begins one, which EndProbe rolls back at once.
+-- (The store's own connections refuse statements there themselves, and
+-- PostgreSQL refuses every statement of an aborted transaction, 25P02:
+-- neither runs it.)
+BEGIN;
+
+-- name: EndProbe :exec
+ROLLBACK;

@@ -4,7 +4,10 @@
 
 -- name: PublishKeyedEvent :one
 -- A keyed publish: the event and the upsert of its key's head, in one
--- statement (see PublishEvent for the transaction id and the wake).
+-- statement (see PublishEvent for the transaction id and the wake). The
+-- head's data-modifying CTE runs to completion although nothing reads it.
+-- A publish onto a headed row changes no indexed column (headless_at stays
+-- NULL), so it is a HOT update (schema 00031).
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
@@ -17,17 +20,16 @@ ins AS (
     RETURNING id
 ),
 head AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
-    RETURNING h.head_offset
 )
-SELECT ins.id FROM ins LEFT JOIN head ON true;
+SELECT id FROM ins;
 
 -- name: GetCompactionHead :one
 -- The plain read: only a materialized head (with its event) is returned.
@@ -52,13 +54,13 @@ FOR UPDATE;
 SELECT payload FROM alkstore.events WHERE id = @id;
 
 -- name: InsertHeadlessHead :exec
-INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at)
-VALUES (@stream::text, @key::text, @now::timestamptz, @now::timestamptz)
+INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at, headless_at)
+VALUES (@stream::text, @key::text, @now::timestamptz, @now::timestamptz, @now::timestamptz)
 ON CONFLICT (stream, key) DO NOTHING;
 
 -- name: TouchHeadlessHead :exec
 -- A headless row locked again stays alive for another TTL.
-UPDATE alkstore.compaction_heads SET updated_at = @now::timestamptz
+UPDATE alkstore.compaction_heads SET updated_at = @now::timestamptz, headless_at = @now::timestamptz
 WHERE stream = @stream::text AND key = @key::text AND head_offset IS NULL;
 
 -- name: ListHeads :many

@@ -38,18 +38,17 @@ ins AS (
     RETURNING id, key
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
-    RETURNING h.key
 )
 SELECT ins.id FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
@@ -137,7 +136,7 @@ SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
 -- the key takes its next value by the winner rule instead of keeping a head
 -- that no longer exists. Rows are locked in key order (see PublishEvents).
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz
+SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz, headless_at = @now::timestamptz
 WHERE h.head_offset <= @horizon::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x
