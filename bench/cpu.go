@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -15,20 +17,25 @@ import (
 
 // CPU per job of the burn-downs, for the runs where wall clock is too
 // noisy to settle a question (a shared machine): -cpu prints, on stderr,
-// the bench process's CPU and the PostgreSQL cluster's CPU per job of each
-// burn-down (the library's and the raw ceilings'). -cpuprofile writes a
-// CPU profile of the library's burn-down via Work alone.
+// the bench process's CPU and allocations and the PostgreSQL cluster's CPU
+// per job of each burn-down (the library's and the raw ceilings').
+// -cpuprofile writes a CPU profile of the library's burn-down via Work
+// alone, -memprofile its allocations.
 var (
 	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, keyed publish and 8 → 1 subscriber row on stderr")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
+	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")
 )
 
 // cpuMeter measures one burn-down's CPU from start to stop.
 type cpuMeter struct {
 	what           string
 	client, server time.Duration
+	mallocs        uint64
+	scheds         uint64
 	profile        *os.File
+	memRate        int // the MemProfileRate to restore, when profiling allocations
 }
 
 func startCPU(what string, profile bool) *cpuMeter {
@@ -39,21 +46,56 @@ func startCPU(what string, profile bool) *cpuMeter {
 		must0(pprof.StartCPUProfile(f))
 		m.profile = f
 	}
-	m.client, m.server = processCPU(), clusterCPU()
+	if profile && *memProfile != "" {
+		runtime.GC()
+		m.memRate, runtime.MemProfileRate = runtime.MemProfileRate, 1
+	}
+	m.client, m.server, m.mallocs, m.scheds = processCPU(), clusterCPU(), mallocs(), scheds()
 	return m
 }
 
+// scheds is how many times goroutines went from runnable to running: the
+// count of the runtime's scheduling latency histogram (which samples one
+// transition in 8, so it is multiplied back), a measure of hand-offs
+// between goroutines that does not depend on the machine's load.
+func scheds() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return 8 * n
+}
+
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
 func (m *cpuMeter) stop(engine string, jobs int) {
-	client, server := processCPU()-m.client, clusterCPU()-m.server
+	client, server, allocs, sched := processCPU()-m.client, clusterCPU()-m.server, mallocs()-m.mallocs, scheds()-m.scheds
 	if m.profile != nil {
 		pprof.StopCPUProfile()
 		must0(m.profile.Close())
+	}
+	if m.memRate != 0 {
+		f, err := os.Create(*memProfile)
+		must0(err)
+		must0(pprof.Lookup("allocs").WriteTo(f, 0))
+		must0(f.Close())
+		runtime.MemProfileRate = m.memRate
 	}
 	if !*cpuPerJob {
 		return
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job", engine, m.what, float64(client.Microseconds())/float64(jobs))
+	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.2f goroutine runs/job", engine, m.what,
+		float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs), float64(sched)/float64(jobs))
 	if engine == "pg" && *serverPid != 0 {
 		line += fmt.Sprintf(", server %.1f µs/job", float64(server.Microseconds())/float64(jobs))
 	}

@@ -246,22 +246,22 @@ func handlerFor(h Handler, txh TxHandler) jobHandler { return jobHandler{plain: 
 func (h jobHandler) missing() bool { return h.plain == nil && h.tx == nil }
 
 // runner runs jobs through the lifecycle for a worker (Work) or alone
-// (RunJob). A worker sets base, settleCtx, stopped, track and ack.
+// (RunJob). A worker sets settleCtx, stopped, start, stop and ack.
 type runner struct {
 	q        *Queue
 	opts     WorkOpts
 	h        jobHandler
 	callerTx *Tx // RunJobInTx: the caller's transaction
 
-	base      context.Context // handler contexts derive from it; a hard stop cancels it
 	settleCtx context.Context // settles run with it: it survives the stop
-	stopped   func() bool     // the stop cancelled base
-	// track registers a running handler with the worker's heartbeats and
-	// claim checks; untrack forgets it. (Two functions, not one returning
-	// the other: that closure cost an allocation a job.)
-	track   func(j *Job, r *runningJob)
-	untrack func(j *Job)
-	ack     func(j *Job) error // completes a job whose handler returned nil
+	stopped   func() bool     // the stop cancelled the handlers
+	// start gives a running handler its context (rj.ctx and rj.cancel)
+	// and registers it with the heartbeats, claim checks and timeouts;
+	// stop forgets it once the handler returned. (Two functions, not one
+	// returning the other: that closure cost an allocation a job.)
+	start func(rj *runningJob)
+	stop  func(rj *runningJob)
+	ack   func(j *Job) error // completes a job whose handler returned nil
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -282,15 +282,20 @@ func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
 }
 
 // runAlone runs one job outside a worker: ctx is the stop, and the job's
-// own heartbeat runs beside its handler.
+// own heartbeat runs beside its handler. Its handler context is the
+// standard pair (a cause for the lost claim, a timer for the Timeout): one
+// job does not need the worker's shared timeouts.
 func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
-	r.base, r.settleCtx = ctx, context.WithoutCancel(ctx)
+	r.settleCtx = context.WithoutCancel(ctx)
 	r.stopped = func() bool { return ctx.Err() != nil }
-	var stop context.CancelFunc
+	var endTimeout, endBeats context.CancelFunc
 	var done chan struct{}
-	r.track = func(j *Job, rj *runningJob) {
+	r.start = func(rj *runningJob) {
+		claimCtx, claimGone := context.WithCancelCause(ctx)
+		rj.ctx, endTimeout = context.WithTimeout(claimCtx, r.opts.Timeout)
+		rj.cancel = claimGone
 		var beatCtx context.Context
-		beatCtx, stop = context.WithCancel(r.settleCtx)
+		beatCtx, endBeats = context.WithCancel(r.settleCtx)
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
@@ -304,25 +309,44 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 				case <-t.C:
 				}
 				if rj.ctx.Err() == nil && !rj.held.Load() {
-					heartbeat(beatCtx, r.q, j, r.opts.Visibility, rj.claimGone)
+					heartbeat(beatCtx, r.q, j, r.opts.Visibility, rj)
 				}
 			}
 		}()
 	}
-	r.untrack = func(*Job) { stop(); <-done }
+	r.stop = func(*runningJob) { endBeats(); <-done; endTimeout() }
 	r.ack = func(j *Job) error { return j.Ack(r.settleCtx) }
 	return r.runJob(j)
 }
 
-// runningJob is a running handler as the heartbeat and claim checks see it.
+// runningJob is a running handler as the heartbeat, claim checks and
+// timeouts see it.
 type runningJob struct {
-	since     time.Time               // when its handler started
-	ctx       context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
-	claimGone context.CancelCauseFunc // cancels the handler: its claim is gone
+	job    *Job
+	since  time.Time               // when its handler started
+	ctx    context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
+	cancel context.CancelCauseFunc // ends ctx with a cause (ErrClaimLost, a stop, the run's end)
+	// lost: the claim was found gone while the handler ran (loseClaim),
+	// whether or not ctx had already ended for another reason.
+	lost atomic.Bool
 	// held: the handler's own transaction extended the claim and holds the
 	// writer slot (SQLite), so nothing can take the job meanwhile and a
 	// heartbeat would only wait for the slot.
 	held atomic.Bool
+	// taken: a claim's slot (Job.runSlot) was given to a run.
+	taken atomic.Bool
+
+	// A worker's: the handler's place among the running ones (oldest
+	// first), and the parent of its context that ends it at its Timeout.
+	prev, next *runningJob
+	timeout    jobTimeout
+}
+
+// loseClaim cancels the handler: its claim is gone, for cause (an error
+// matching ErrClaimLost).
+func (rj *runningJob) loseClaim(cause error) {
+	rj.lost.Store(true)
+	rj.cancel(cause)
 }
 
 // runJob is the handler lifecycle: it runs the handler of j and settles j
@@ -339,10 +363,10 @@ func (r *runner) runJob(j *Job) JobResult {
 // runAndSettle runs the handler of j and settles j by its result; later
 // says the result is reported by the batched ack (see runner.ackLater).
 func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
-	claimCtx, claimGone := context.WithCancelCause(r.base)
-	ctx, cancel := context.WithTimeout(claimCtx, r.opts.Timeout)
-	rj := &runningJob{since: time.Now(), ctx: ctx, claimGone: claimGone}
-	r.track(j, rj)
+	rj := j.runSlot()
+	rj.job, rj.since = j, time.Now()
+	r.start(rj)
+	ctx := rj.ctx
 
 	var tx *Tx
 	var err error
@@ -352,11 +376,10 @@ func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 		err = recovered(func() error { return r.h.plain(ctx, j) })
 	}
 
-	r.untrack(j)
-	stoppedIt := err != nil && r.base.Err() != nil && r.stopped()
-	lost := errors.Is(context.Cause(claimCtx), ErrClaimLost)
-	cancel()
-	claimGone(nil)
+	r.stop(rj)
+	stoppedIt := err != nil && r.stopped()
+	rj.cancel(nil) // the run is over: its context ends
+	lost := rj.lost.Load()
 	if tx != nil {
 		outcome, lostNow, err2 := r.finishTx(tx, j, err, lost)
 		if outcome != 0 {
@@ -421,7 +444,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		// the extension commits, or rolls back, with the handler's writes.
 		if _, _, err := j.extend(ctx, &tx, r.opts.Timeout+r.opts.Visibility); err != nil {
 			if errors.Is(err, ErrClaimLost) {
-				rj.claimGone(err)
+				rj.loseClaim(err)
 			}
 			return &tx, err
 		}
@@ -528,8 +551,8 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool) (JobResult, bool) {
 }
 
 // heartbeat extends j's claim by visibility; a claim found gone that this
-// process did not spend cancels the handler through gone.
-func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, gone context.CancelCauseFunc) {
+// process did not spend cancels the handler rj.
+func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, rj *runningJob) {
 	if j.settled() { // the handler settled its job itself
 		return
 	}
@@ -537,7 +560,7 @@ func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, 
 	switch {
 	case errors.Is(err, ErrClaimLost):
 		if j.claimToken() == token { // not spent by a settle of ours meanwhile
-			gone(fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
+			rj.loseClaim(fmt.Errorf("job %d: heartbeat: %w", j.ID, err))
 		}
 	case err != nil && !j.settled() && ctx.Err() == nil:
 		q.s.log.Warn("alkstore: heartbeat failed", "queue", q.name, "job", j.ID, "error", err)

@@ -132,6 +132,21 @@ type Job struct {
 	results []func(JobResult)
 	// wakeLatency: see WakeLatency; 0 when the claim was not a wake's.
 	wakeLatency time.Duration
+	// slot: a runningJob allocated with the job by its claim, for its
+	// first run (runSlot); nil once taken.
+	slot *runningJob
+}
+
+// runSlot is a fresh runningJob for a run of j: the one its claim
+// allocated with it, the first time, and a new one after that. A run's
+// context may outlive the run, so a slot is never used twice, not even by
+// a copy of the Job.
+func (j *Job) runSlot() *runningJob {
+	if rj := j.slot; rj != nil && rj.taken.CompareAndSwap(false, true) {
+		j.slot = nil
+		return rj
+	}
+	return new(runningJob)
 }
 
 // WakeLatency is how long a job waited for a worker with a free slot to

@@ -84,14 +84,14 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	q := pgdb.New(conn)
 	// One statement: it also ends the jobs whose lapsed claim was their last
 	// (see ClaimJobs's buried).
-	rows, err := q.ClaimJobs(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
-		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)})
+	// Each row is read into one reused row and made a job at once
+	// (ClaimJobs allocated a row and its scan targets per job; issue 18).
+	jobs := make([]*Job, 0, r.n)
+	err = q.ClaimJobsEach(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
+		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)},
+		func(row *pgdb.ClaimJobsRow) { jobs = append(jobs, pgClaimedJob(row, r)) })
 	if err != nil {
 		return nil, err
-	}
-	jobs := make([]*Job, len(rows))
-	for i, row := range rows {
-		jobs[i] = pgClaimedJob(row, r)
 	}
 	return jobs, nil
 }
@@ -99,13 +99,13 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 // pgClaimedJob is a job ClaimJobs returned: the columns the claim did not
 // stamp, and what it stamped (a running job has no finished_at), as the
 // server stores them (microseconds).
-func pgClaimedJob(row pgdb.ClaimJobsRow, r claimReq) *Job {
+func pgClaimedJob(row *pgdb.ClaimJobsRow, r claimReq) *Job {
 	c := &claimedJob{claimedAt: time.UnixMicro(r.now.UnixMicro()), expiresAt: time.UnixMicro(r.expiresAt.UnixMicro())}
 	c.j = Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
 		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: row.CreatedAt,
 		RunAt: row.RunAt, ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
 		ExpiresAt: row.ExpiresAt, Worker: r.worker, LastError: deref(row.LastError),
-		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token, mu: &c.mu}
+		Errors: attemptErrors(row.Errors), Headers: decodeHeaders(row.Headers), token: r.token, mu: &c.mu, slot: &c.run}
 	return &c.j
 }
 
@@ -115,6 +115,7 @@ type claimedJob struct {
 	j                    Job
 	mu                   sync.Mutex
 	claimedAt, expiresAt time.Time
+	run                  runningJob // its first run's (Job.runSlot)
 }
 
 // ack deletes the job in one statement when its queue keeps no completed

@@ -232,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
-		todo: make(chan *Job), running: map[*Job]*runningJob{}}
+		todo: make(chan struct{})}
 	w.loop.Store(l)
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
@@ -315,7 +315,7 @@ const (
 // handler, another process).
 func (w *worker) stuck() string {
 	w.mu.Lock()
-	n := len(w.running)
+	n := w.n
 	w.mu.Unlock()
 	if n > 0 {
 		return fmt.Sprintf("%d handlers ignored the hard stop", n)
@@ -341,24 +341,49 @@ type worker struct {
 	handle *Worker
 	runner runner
 	slots  chan struct{} // one token per running handler
-	freed  chan struct{} // a signal after a handler gave its slot back
-	acks   chan *Job
-	wg     sync.WaitGroup // jobs handed to handlers and not yet settled
-	// todo hands a claimed job to an idle handler goroutine. A goroutine
-	// that finished a job waits there for the next instead of exiting, so
-	// its stack, grown once by a deep handler (middleware, tracing), is
-	// not grown again for every job. One is started only when none is
-	// waiting, so there are at most twice Concurrency of them (those
-	// running and those between a job and the wait). runners counts
-	// them; todo closes once every job is settled, and they end.
-	todo    chan *Job
+	freed  chan struct{} // a signal after a handler gave its slot back, once wantFree are free
+	// wantFree: how many free slots the claim loop waits for (it is woken
+	// only then: a wake for each of a batch's handlers cost it a hundred
+	// wakes a claim in a burn-down).
+	wantFree atomic.Int32
+	acks     chan *Job
+	wg       sync.WaitGroup // jobs handed to handlers and not yet settled
+	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
+	// first. A goroutine that finished a job takes the next one there
+	// without waiting, and one that finds queue empty waits on todo
+	// instead of exiting, so its stack, grown once by a deep handler
+	// (middleware, tracing), is not grown again for every job. A claim's
+	// jobs are not each handed to a goroutine of their own (a wake and a
+	// park a job: a fifth of a burn-down's client CPU went to the
+	// scheduler): the claim calls one goroutine (calling: a called one
+	// has not looked yet), and each goroutine that takes a job while
+	// more wait calls the next before it runs its own, so no job waits
+	// behind a handler that blocks. A goroutine is called by a send on
+	// todo, or started when none waits there, so there are at most
+	// Concurrency of them running handlers, one called and those between
+	// a job and the wait. runners counts them; todo closes once every job
+	// is settled, and they end.
+	runMu   sync.Mutex
+	queue   []*Job
+	calling bool
+	todo    chan struct{}
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
+	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
 
-	mu      sync.Mutex
-	running map[*Job]*runningJob // handlers running
+	// The running handlers, oldest first (startJob, stopJob), their count,
+	// and their timeouts: timing is the first whose Timeout has not come,
+	// timeouts the timer armed (armed) for it, or earlier (expireJobs).
+	// cancelled: the stop cancelled the handlers (cancelHandlers).
+	mu          sync.Mutex
+	first, last *runningJob
+	n           int
+	timing      *runningJob
+	timeouts    *time.Timer
+	armed       bool
+	cancelled   bool
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -370,10 +395,14 @@ func (w *worker) run(ctx context.Context) {
 	defer stopClaiming()
 
 	// Handlers outlive the stop by up to Grace so stopping does not abort
-	// work in flight; settling uses a context that survives the stop.
-	handlerBase, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
+	// work in flight (their contexts hold the values of ctx, not its
+	// cancellation; see startJob); settling uses a context that survives
+	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
+	w.values = ctx
+	w.timeouts = time.AfterFunc(time.Hour, w.expireJobs)
+	w.timeouts.Stop()
+	defer w.timeouts.Stop()
 
 	// A handler that returned hands its job to the ack loop and frees its
 	// slot at once; the channel holds ten rounds of handlers' jobs so that
@@ -397,8 +426,8 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.watchClaims(watchCtx, claims.C()) }()
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
-	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, base: handlerBase, settleCtx: settleCtx,
-		stopped: w.stopped.Load, track: w.track, untrack: w.untrack,
+	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
@@ -427,7 +456,7 @@ func (w *worker) run(ctx context.Context) {
 		}
 	}
 	w.stopped.Store(true)
-	cancelHandlers()
+	w.cancelHandlers()
 	<-done
 	close(w.todo) // idle handler goroutines end
 	w.runners.Wait()
@@ -438,20 +467,71 @@ func (w *worker) run(ctx context.Context) {
 	<-ackerDone
 }
 
-// start hands j to an idle handler goroutine, or starts one.
-func (w *worker) start(j *Job) {
-	select {
-	case w.todo <- j:
-	default:
-		w.runners.Add(1)
-		go w.runJobs(j)
+// hand queues a claim's jobs for the handler goroutines and calls one,
+// unless one is called already.
+func (w *worker) hand(jobs []*Job) {
+	w.runMu.Lock()
+	w.queue = append(w.queue, jobs...)
+	call := !w.calling
+	w.calling = true
+	w.runMu.Unlock()
+	if call {
+		w.call()
 	}
 }
 
-// runJobs runs j, then the jobs start hands it, until todo closes.
-func (w *worker) runJobs(j *Job) {
+// call wakes a handler goroutine waiting on todo, or starts one, to take
+// the queue's next job.
+func (w *worker) call() {
+	select {
+	case w.todo <- struct{}{}:
+	default:
+		w.runners.Add(1)
+		go w.runJobs()
+	}
+}
+
+// take takes the queue's next job (nil when it is empty) for a handler
+// goroutine, called says the goroutine was called, and reports whether
+// the goroutine must call the next one (more jobs wait, and none is
+// called).
+func (w *worker) take(called bool) (*Job, bool) {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if called {
+		w.calling = false
+	}
+	if len(w.queue) == 0 {
+		return nil, false
+	}
+	j := w.queue[0]
+	w.queue[0] = nil
+	w.queue = w.queue[1:]
+	if len(w.queue) == 0 {
+		w.queue = w.queue[:0:0] // start again at the front (append reuses nothing of a drained backing array)
+	}
+	next := len(w.queue) > 0 && !w.calling
+	w.calling = w.calling || next
+	return j, next
+}
+
+// runJobs runs the queue's jobs, and waits on todo while it is empty,
+// until todo closes.
+func (w *worker) runJobs() {
 	defer w.runners.Done()
-	for ok := true; ok; j, ok = <-w.todo {
+	for called := true; ; {
+		j, next := w.take(called)
+		if j == nil {
+			if _, ok := <-w.todo; !ok {
+				return
+			}
+			called = true
+			continue
+		}
+		called = false
+		if next {
+			w.call()
+		}
 		w.runJob(j)
 	}
 }
@@ -462,26 +542,14 @@ func (w *worker) runJob(j *Job) {
 	defer w.wg.Done()
 	defer func() {
 		<-w.slots
-		select {
-		case w.freed <- struct{}{}:
-		default:
+		if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	w.runner.runJob(j)
-}
-
-// track registers a running handler with the heartbeats and claim checks.
-func (w *worker) track(j *Job, r *runningJob) {
-	w.mu.Lock()
-	w.running[j] = r
-	w.mu.Unlock()
-}
-
-// untrack forgets a handler that returned.
-func (w *worker) untrack(j *Job) {
-	w.mu.Lock()
-	delete(w.running, j)
-	w.mu.Unlock()
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
@@ -510,9 +578,9 @@ func (w *worker) watchClaims(ctx context.Context, wakes <-chan struct{}) {
 
 func (w *worker) checkClaims(ctx context.Context) {
 	w.mu.Lock()
-	held := make(map[int64]*Job, len(w.running))
-	for j := range w.running {
-		held[j.ID] = j
+	held := make(map[int64]*runningJob, w.n)
+	for rj := w.first; rj != nil; rj = rj.next {
+		held[rj.job.ID] = rj
 	}
 	w.mu.Unlock()
 	if len(held) == 0 {
@@ -535,7 +603,8 @@ func (w *worker) checkClaims(ctx context.Context) {
 	for _, r := range rows {
 		found[r.id] = r
 	}
-	for id, j := range held {
+	for id, rj := range held {
+		j := rj.job
 		r, ok := found[id]
 		// The token is read after the rows: a handler's own settle that
 		// committed before them has spent it (claimToken waits for one in
@@ -548,17 +617,7 @@ func (w *worker) checkClaims(ctx context.Context) {
 		if ok && r.state == JobCancelled {
 			cause = fmt.Errorf("job %d was cancelled: %w", id, ErrClaimLost)
 		}
-		w.claimGone(j, cause)
-	}
-}
-
-// claimGone cancels the handler of j, if it still runs, with cause.
-func (w *worker) claimGone(j *Job, cause error) {
-	w.mu.Lock()
-	r := w.running[j]
-	w.mu.Unlock()
-	if r != nil {
-		r.claimGone(cause)
+		rj.loseClaim(cause) // nothing, once its handler returned and its run ended
 	}
 }
 
@@ -580,21 +639,19 @@ func (w *worker) heartbeats(ctx context.Context) {
 		}
 		w.mu.Lock()
 		var due []*runningJob
-		var jobs []*Job
-		for j, r := range w.running {
+		for r := w.first; r != nil; r = r.next {
 			// Only for a handler whose context is live: one past its Timeout
 			// or stopped hard that ignores its context keeps no claim, so
 			// its job comes back after Visibility instead of never.
 			if time.Since(r.since) >= every && r.ctx.Err() == nil && !r.held.Load() {
 				due = append(due, r)
-				jobs = append(jobs, j)
 			}
 		}
 		w.mu.Unlock()
 		var beats sync.WaitGroup
-		for i, j := range jobs {
+		for _, r := range due {
 			beats.Add(1)
-			go func() { defer beats.Done(); heartbeat(ctx, w.q, j, w.opts.Visibility, due[i].claimGone) }()
+			go func() { defer beats.Done(); heartbeat(ctx, w.q, r.job, w.opts.Visibility, r) }()
 		}
 		beats.Wait()
 	}
@@ -767,6 +824,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 				woke = false
 				continue
 			}
+			// Handlers signal freed slots once need are free: say so, then
+			// look again, so that a slot freed meanwhile is not missed.
+			w.wantFree.Store(int32(need))
+			if cap(w.slots)-len(w.slots) >= need {
+				continue
+			}
 			if inFlight == 0 {
 				drainedSince = time.Time{} // jobs wait for a slot
 			}
@@ -813,9 +876,9 @@ func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Ti
 	if r.woke && len(r.jobs) > 0 && !drainedSince.IsZero() {
 		w.wakeLatencies(r.jobs, *drainedSince)
 	}
-	for _, j := range r.jobs {
-		w.wg.Add(1)
-		w.start(j)
+	if len(r.jobs) > 0 {
+		w.wg.Add(len(r.jobs))
+		w.hand(r.jobs)
 	}
 	for range r.reserved - len(r.jobs) {
 		<-w.slots
