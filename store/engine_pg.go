@@ -25,8 +25,7 @@ import (
 // pgEngine runs the store on PostgreSQL through a pgx pool.
 type pgEngine struct {
 	pool    *pgxpool.Pool
-	owned   bool      // created by Open, so closed by Close
-	own     *ownConns // the pool's backend pids when owned; nil otherwise
+	owned   bool // created by Open, so closed by Close
 	horizon *horizon
 	gate    *wakeGate
 	learner learner
@@ -51,13 +50,11 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 	if c.maxConns > 0 {
 		cfg.MaxConns = int32(min(c.maxConns, math.MaxInt32))
 	}
-	own := &ownConns{}
-	own.hook(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, opErr("open", "", err)
 	}
-	s, err := newPostgres(ctx, pool, own, c)
+	s, err := newPostgres(ctx, pool, true, c)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -65,9 +62,7 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 	return s, nil
 }
 
-// newPostgres opens a store on pool; own is the set of its connections
-// when the store opened it (Open), nil when the caller passed it in.
-func newPostgres(ctx context.Context, pool *pgxpool.Pool, own *ownConns, c config) (*Store, error) {
+func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	citus, err := detectCitus(ctx, pool, c.log)
 	if err != nil {
 		return nil, opErr("open", "", err)
@@ -87,7 +82,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, own *ownConns, c confi
 	if err != nil {
 		return nil, opErr("open", "", err)
 	}
-	eng := &pgEngine{pool: pool, owned: own != nil, own: own, horizon: &horizon{}, citusMark: citusMark}
+	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}, citusMark: citusMark}
 	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())

@@ -22,11 +22,7 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 	// transaction still in flight somewhere in the cluster: outside a
 	// transaction, look again a moment later (twice at most) rather than
 	// return a short page.
-	var target int64
 	for attempt := 1; ; attempt++ {
-		if err := settleWait(ctx, attempt); err != nil {
-			return 0, err
-		}
 		snap, err := o.q.SettledSnapshot(ctx)
 		if err != nil {
 			return 0, err
@@ -39,33 +35,17 @@ func (o pgOps) settled(ctx context.Context) (int64, error) {
 			}
 			return hz, nil
 		}
-		if attempt == 1 {
-			target = snap.VisibleHead
-		}
-		if hz >= target || attempt == settleAttempts {
+		if hz >= snap.VisibleHead || attempt == settleAttempts {
 			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
 			return hz, nil
 		}
-	}
-}
-
-// settleWait waits before the given attempt at a horizon: nothing before
-// the first, then 300 µs more before each next. An attempt looks again
-// until the horizon reaches the newest event the first one saw, not the
-// newest its own snapshot sees: under a steady stream of commits that head
-// moves on with every snapshot, and waiting for it only delayed every read
-// by both waits and then returned the same short page.
-func settleWait(ctx context.Context, attempt int) error {
-	if attempt <= 1 {
-		return nil
-	}
-	t := time.NewTimer(time.Duration(attempt-1) * 300 * time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
 	}
 }
 

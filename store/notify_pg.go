@@ -3,12 +3,10 @@ package store
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 	"github.com/alkstore/alkstore/internal/wake"
@@ -115,84 +113,12 @@ func (e *pgEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan st
 		if err != nil {
 			return nil, err
 		}
-		conn := c.Hijack()
-		e.own.remove(conn) // no longer the pool's: it closes without BeforeClose
-		return conn, nil
+		return c.Hijack(), nil
 	}
 	listen := func(ctx context.Context, conn *pgx.Conn) error { return pgdb.New(conn).ListenWakes(ctx) }
-	f := wake.StartForwarder(hub, connect, listen, log, e.own.sentStreamWake)
+	f := wake.StartForwarder(hub, connect, listen, log)
 	return f.Close, f.Ready()
 }
-
-// ownConns holds the backend pids of the connections of a pool the store
-// opened (Open with a DSN), so that the forwarder can leave out the stream
-// wakes this store's own writes sent. Every such write woke this store's
-// subscribers in process once it committed (non-Tx: when its statement
-// returned; Tx: after the commit), so the NOTIFY that follows would only
-// make each of them read a second time for the same events. Other
-// processes' wakes, and other stores' in this process, come from other
-// backends and are forwarded. Only stream topics are left out: their
-// writes all wake in process after committing (publish, keyed and typed
-// publishes alike). A pool the caller passed in (OpenPool) may serve
-// transactions the store adopts and never sees commit, whose NOTIFY is
-// then the only wake; so it has no set (nil), and everything is forwarded.
-type ownConns struct {
-	mu   sync.Mutex
-	pids map[uint32]struct{}
-}
-
-// hook makes cfg's pool record its connections' pids in the set.
-func (o *ownConns) hook(cfg *pgxpool.Config) {
-	after, before := cfg.AfterConnect, cfg.BeforeClose
-	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if after != nil {
-			if err := after(ctx, conn); err != nil {
-				return err
-			}
-		}
-		o.add(conn)
-		return nil
-	}
-	cfg.BeforeClose = func(conn *pgx.Conn) {
-		o.remove(conn)
-		if before != nil {
-			before(conn)
-		}
-	}
-}
-
-func (o *ownConns) add(conn *pgx.Conn) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.pids == nil {
-		o.pids = map[uint32]struct{}{}
-	}
-	o.pids[conn.PgConn().PID()] = struct{}{}
-}
-
-func (o *ownConns) remove(conn *pgx.Conn) {
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.pids, conn.PgConn().PID())
-}
-
-// sentStreamWake reports whether payload is a stream's wake that one of
-// the pool's connections sent: the forwarder leaves it out.
-func (o *ownConns) sentStreamWake(pid uint32, payload string) bool {
-	if o == nil || !strings.HasPrefix(payload, streamWakePrefix) {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, own := o.pids[pid]
-	return own
-}
-
-// streamWakePrefix begins every stream's wake on the wire.
-var streamWakePrefix = wake.EncodeWake(streamTopic(""))
 
 // listen subscribes to the channel's messages, then waits until the
 // forwarder's LISTEN is in place, so the listener hears everything sent

@@ -205,7 +205,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 		return nil, err
 	}
 	secret := pool.Config().ConnConfig.Password
-	s, err := newPostgres(ctx, pool, nil, c)
+	s, err := newPostgres(ctx, pool, false, c)
 	return s, redact(err, secret)
 }
 

@@ -4,14 +4,7 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -48,9 +41,6 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 }
 
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	if !o.inTx {
-		return o.readSincePiped(ctx, stream, after, limit)
-	}
 	hz, err := o.settled(ctx)
 	if err != nil {
 		return nil, err
@@ -101,104 +91,4 @@ func (o pgOps) trim(ctx context.Context, stream string, horizon int64, now time.
 		return err
 	})
 	return n, err
-}
-
-// readSincePiped is an auto-commit ReadSince in one round trip an attempt:
-// the horizon's snapshot (SettledSnapshot) and the page read with no
-// horizon (ReadEvents up to the largest offset) go to the server together,
-// as one pipeline, and the page is then cut at the horizon the snapshot
-// proves. The read's snapshot is taken after SettledSnapshot's, so it sees
-// every event at or below that horizon (all their transactions had ended),
-// and cutting the first limit events above after at the horizon yields the
-// same page as reading up to the horizon. While the horizon stands below
-// the first snapshot's head it waits and tries again, as settled does.
-func (o pgOps) readSincePiped(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	arg := pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: math.MaxInt64, Lim: clampLimit(limit)}
-	var target int64
-	for attempt := 1; ; attempt++ {
-		if err := settleWait(ctx, attempt); err != nil {
-			return nil, err
-		}
-		snap, rows, err := o.snapshotAndRead(ctx, arg)
-		if err != nil {
-			return nil, err
-		}
-		hz := o.eng.horizon.observe(snap, true) // outside a transaction every snapshot may teach (mayLearn)
-		if attempt == 1 {
-			target = snap.VisibleHead
-		}
-		if hz >= target || attempt == settleAttempts {
-			o.eng.stall.observe(ctx, hz, snap.VisibleHead)
-			n := len(rows)
-			for n > 0 && rows[n-1].ID > hz {
-				n--
-			}
-			return pgEvents(rows[:n]), nil
-		}
-	}
-}
-
-// snapshotAndRead runs SettledSnapshot and ReadEvents (arg) in one round
-// trip, in that order.
-func (o pgOps) snapshotAndRead(ctx context.Context, arg pgdb.ReadEventsParams) (pgdb.SettledSnapshotRow, []pgdb.ReadEventsRow, error) {
-	p := &pipedRead{pool: o.eng.pool}
-	q := pgdb.New(p)
-	if _, err := q.ReadEvents(ctx, arg); !errors.Is(err, errPipedRecorded) {
-		return pgdb.SettledSnapshotRow{}, nil, fmt.Errorf("piped read: recording the page's statement: %w", err)
-	}
-	snap, err := q.SettledSnapshot(ctx) // sends both statements
-	var rows []pgdb.ReadEventsRow
-	if err == nil {
-		rows, err = q.ReadEvents(ctx, arg) // the second statement's result
-	}
-	if cerr := p.close(); err == nil {
-		err = cerr
-	}
-	return snap, rows, err
-}
-
-// errPipedRecorded ends the first, recording call of a piped statement.
-var errPipedRecorded = errors.New("statement recorded")
-
-// pipedRead runs two generated statements in one round trip: the first
-// Query only records the second statement; QueryRow (the first) sends both
-// as one batch and returns the first's row; the next Query returns the
-// recorded statement's rows. The batch's statements run in one implicit
-// transaction, each with a snapshot of its own (READ COMMITTED).
-type pipedRead struct {
-	pool *pgxpool.Pool
-	sql  string
-	args []any
-	br   pgx.BatchResults
-}
-
-func (p *pipedRead) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, errors.New("piped read: no Exec")
-}
-
-func (p *pipedRead) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
-	switch {
-	case p.br == nil && p.sql == "":
-		p.sql, p.args = sql, args
-		return nil, errPipedRecorded
-	case p.br == nil || sql != p.sql:
-		return nil, errors.New("piped read: not the recorded statement")
-	}
-	return p.br.Query()
-}
-
-func (p *pipedRead) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	b.Queue(p.sql, p.args...)
-	p.br = p.pool.SendBatch(ctx, b)
-	return p.br.QueryRow()
-}
-
-// close ends the batch and gives its connection back.
-func (p *pipedRead) close() error {
-	if p.br == nil {
-		return nil
-	}
-	return p.br.Close()
 }

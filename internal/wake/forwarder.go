@@ -20,7 +20,6 @@ type Forwarder struct {
 	connect    func(ctx context.Context) (*pgx.Conn, error) // a dedicated connection
 	listen     func(ctx context.Context, conn *pgx.Conn) error
 	log        *slog.Logger
-	skip       func(pid uint32, payload string) bool // nil: forward everything
 	cancel     context.CancelFunc
 	done       chan struct{}
 	ready      chan struct{} // closed after the first LISTEN succeeded
@@ -43,13 +42,10 @@ const (
 const connectTimeout = 5 * time.Second
 
 // StartForwarder connects in the background and forwards until Close.
-// skip (may be nil) leaves out a NOTIFY, by the sending backend's pid and
-// its payload: the store leaves out wakes its own writes sent, whose
-// in-process waiters it already woke when they committed.
 func StartForwarder(hub *Hub, connect func(context.Context) (*pgx.Conn, error),
-	listen func(context.Context, *pgx.Conn) error, log *slog.Logger, skip func(pid uint32, payload string) bool) *Forwarder {
+	listen func(context.Context, *pgx.Conn) error, log *slog.Logger) *Forwarder {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Forwarder{hub: hub, connect: connect, listen: listen, log: log, skip: skip, cancel: cancel,
+	f := &Forwarder{hub: hub, connect: connect, listen: listen, log: log, cancel: cancel,
 		done: make(chan struct{}), ready: make(chan struct{})}
 	go f.run(ctx)
 	return f
@@ -110,9 +106,6 @@ func (f *Forwarder) session(ctx context.Context, reconnect bool) (forwarded bool
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
-		}
-		if f.skip != nil && f.skip(n.PID, n.Payload) {
-			continue
 		}
 		dispatch(f.hub, n.Payload)
 	}
