@@ -178,10 +178,12 @@ type EnqueueOpts struct {
 	Delay       time.Duration // used when RunAt is zero
 	MaxAttempts int           // 0: DefaultMaxAttempts
 	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
-	// handed out, whatever its state: a pending job is not claimed and a
-	// job whose claim lapsed is not reclaimed; both end expired at the
-	// next Claim, SweepExpired or janitor pass. A claim taken
-	// before ExpiresAt still holds: its worker may settle the job.
+	// handed out, whatever its state: a pending job is not claimed, and
+	// ends expired at the next SweepExpired or janitor pass, or when a
+	// Work finds it due with nothing to claim; a job whose claim lapsed is
+	// not reclaimed, and ends expired at the next Claim, SweepExpired or
+	// janitor pass. A claim taken before ExpiresAt still holds: its
+	// worker may settle the job.
 	ExpiresAt time.Time
 	// Unique, with a Key, makes the job unique: enqueueing it while a job of
 	// the queue holds the key adds nothing and returns the holder's id (see

@@ -369,6 +369,7 @@ type worker struct {
 	todo    chan struct{}
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
+	stalled time.Duration   // the claim loop's last sleep beside a due job it could not claim (untilNextDue)
 	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
 	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
 	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
@@ -659,12 +660,32 @@ func (w *worker) heartbeats(ctx context.Context) {
 
 // untilNextDue is how long to sleep when the queue has nothing claimable:
 // until the earliest run_at or claim deadline, at most the safety poll.
-func (w *worker) untilNextDue(ctx context.Context) time.Duration {
+// claimedNone says the claim before it returned no job. A job due then is
+// one the claim cannot take: past its ExpiresAt (a claim does not end a
+// pending job that expired), or, on PostgreSQL, locked by another
+// transaction. Claiming again every millisecond would spin while it
+// stays (an idle worker burnt a fifth of a core beside one expired
+// job), so the queue's expired jobs are ended once, and while a due job
+// still cannot be claimed the sleeps double up to the safety poll (a
+// wake still ends them at once).
+func (w *worker) untilNextDue(ctx context.Context, claimedNone bool) time.Duration {
 	due, err := w.q.nextDue(ctx)
 	if err != nil || due == nil {
+		w.stalled = 0
 		return w.opts.PollInterval
 	}
-	return min(max(due.Sub(w.q.s.now()), time.Millisecond), w.opts.PollInterval)
+	wait := due.Sub(w.q.s.now())
+	if wait > 0 || !claimedNone {
+		w.stalled = 0
+		return min(max(wait, time.Millisecond), w.opts.PollInterval)
+	}
+	if w.stalled == 0 {
+		if n, err := w.q.SweepExpired(ctx); err == nil && n > 0 {
+			return time.Millisecond // what is due now may be claimable
+		}
+	}
+	w.stalled = min(max(2*w.stalled, time.Millisecond), w.opts.PollInterval)
+	return w.stalled
 }
 
 // claimsInFlight is how many claims a worker has in flight at once where
@@ -893,10 +914,11 @@ func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Ti
 			*drainedSince = r.began
 		}
 		if ctx.Err() == nil {
-			rest(w.untilNextDue(ctx))
+			rest(w.untilNextDue(ctx, len(r.jobs) == 0))
 		}
 	case r.err == nil:
 		*drainedSince = time.Time{}
+		w.stalled = 0
 	}
 }
 
@@ -1073,13 +1095,16 @@ func refusedRows(err error) bool {
 // reportAcks reports each job's result (Job.OnResult) once its batched
 // ack ended: completed when the ack took it, the settle's error when its
 // ack failed, and a lost claim otherwise.
+//
+// A batch can hold two runs of one job: this worker's claim lapsed, it
+// claimed the job again, and both runs finished before one ack. The ack
+// took the job for the run holding the current claim, which is the later
+// claim (a job is claimed again only once its previous claim expired, so
+// after that claim's ClaimedAt), and the other run lost its claim.
 func (w *worker) reportAcks(batch []*Job, ids []int64, failed map[*Job]error) {
-	var acked map[int64]bool
+	var acked map[int64]*Job
 	if len(ids) < len(batch) {
-		acked = make(map[int64]bool, len(ids))
-		for _, id := range ids {
-			acked[id] = true
-		}
+		acked = ackedRuns(batch, ids)
 	}
 	for _, j := range batch {
 		res := JobResult{Outcome: OutcomeAcked, State: JobCompleted}
@@ -1090,7 +1115,7 @@ func (w *worker) reportAcks(batch []*Job, ids []int64, failed map[*Job]error) {
 		switch {
 		case err != nil:
 			res = JobResult{Outcome: OutcomeAcked, SettleErr: err}
-		case acked != nil && !acked[j.ID]:
+		case acked != nil && acked[j.ID] != j:
 			res = JobResult{Outcome: OutcomeClaimLost}
 			if j.hasResultFuncs() { // read what became of it only for someone who asks
 				res = w.runner.lostResult(j, nil)
@@ -1098,4 +1123,20 @@ func (w *worker) reportAcks(batch []*Job, ids []int64, failed map[*Job]error) {
 		}
 		j.endRun(res)
 	}
+}
+
+// ackedRuns maps each id an ack returned to the run of batch it acked:
+// of two runs of one job, the one claimed later (see reportAcks).
+func ackedRuns(batch []*Job, ids []int64) map[int64]*Job {
+	acked := make(map[int64]*Job, len(ids))
+	for _, id := range ids {
+		acked[id] = nil
+	}
+	for _, j := range batch {
+		run, ok := acked[j.ID]
+		if ok && (run == nil || j.ClaimedAt != nil && (run.ClaimedAt == nil || j.ClaimedAt.After(*run.ClaimedAt))) {
+			acked[j.ID] = j
+		}
+	}
+	return acked
 }
