@@ -40,13 +40,64 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 	return allInserted(len(r.msgs), ids, err)
 }
 
+// readSince reads a page in one statement that also takes the horizon's
+// snapshot and cuts the page at the horizon it proves (ReadEvents), so a
+// read is one round trip and nothing above the horizon crosses the wire.
+// Outside a transaction, while committed events wait above the horizon and
+// the page is short, it reads on from where the page ended a moment later
+// (twice at most, as settled does): the rows already returned are not
+// sent again.
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	hz, err := o.settled(ctx)
-	if err != nil {
-		return nil, err
+	lim := clampLimit(limit)
+	var evs []Event
+	for attempt := 1; ; attempt++ {
+		// Inside a transaction a snapshot may be older than the newest one
+		// seen (REPEATABLE READ, or held back by the transaction's own id),
+		// so the statement gets every candidate; outside, the best settled
+		// one is proven for it already.
+		floor, nexts, heads := o.eng.horizon.proof(o.inTx)
+		learn := o.mayLearnBefore()
+		rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(len(evs)),
+			Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
+		if err != nil {
+			return nil, err
+		}
+		r := rows[0] // the statement returns a row even for an empty page
+		learn = learn && !r.HasXid
+		o.eng.horizon.observe(pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge,
+			VisibleHead: r.VisibleHead, HasXid: r.HasXid}, learn)
+		if evs == nil {
+			evs = make([]Event, 0, len(rows))
+		}
+		for _, row := range rows {
+			if row.ID != 0 { // 0: the empty page's row
+				evs = append(evs, Event{Offset: row.ID, Stream: row.Stream, Key: row.Key, Payload: row.Payload,
+					CreatedAt: row.CreatedAt, Headers: decodeHeaders(row.Headers)})
+			}
+		}
+		if o.inTx {
+			if !learn && r.Horizon < r.VisibleHead {
+				o.eng.learner.learn(o.eng)
+			}
+			return evs, nil
+		}
+		if r.Horizon >= r.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) {
+			o.eng.stall.observe(ctx, r.Horizon, r.VisibleHead)
+			return evs, nil
+		}
+		// The page held every event of the stream in (after, horizon]: go
+		// on above its last one.
+		if n := len(evs); n > 0 {
+			after = evs[n-1].Offset
+		}
+		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
 	}
-	rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: hz, Lim: clampLimit(limit)})
-	return pgEvents(rows), err
 }
 
 func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
@@ -58,11 +109,10 @@ func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, li
 	return pgEvents(rows), err
 }
 
-// pgEvents maps either read query's rows (the same columns) to events.
-func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) []Event {
+// pgEvents maps ReadEventsFromConsumer's rows to events.
+func pgEvents(rows []pgdb.ReadEventsFromConsumerRow) []Event {
 	evs := make([]Event, len(rows))
-	for i, row := range rows {
-		r := pgdb.ReadEventsRow(row)
+	for i, r := range rows {
 		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 			Headers: decodeHeaders(r.Headers)}
 	}
