@@ -1121,10 +1121,11 @@ func eventsPartitionParent(rel string) string {
 
 // TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
 // 1,000 offsets, ReadEvents (ReadSince, and every receiver's read) after
-// offset 8,500 with the settled horizon at 9,200 runs no scan of a
-// partition outside (8,500, 9,200], nor of the tail, under custom and
-// generic plans. (ReadEventsFromConsumer prunes nothing: see
-// queries/pg/streams.sql.) SQLite has no partitions.
+// offset 8,500, and ReadEventsFromConsumer after a saved 8,500, with the
+// settled horizon at 9,200 run no scan of a partition outside
+// (8,500, 9,200], nor of the tail, under custom and generic plans (the
+// bounds are parameters of the lateral page: pruned at run time). SQLite
+// has no partitions.
 func TestReadsPrunePartitions(t *testing.T) {
 	e := newEnv(t, "pg")
 	s := e.open(t)
@@ -1145,8 +1146,9 @@ func TestReadsPrunePartitions(t *testing.T) {
 	// The horizon comes in as the read's floor, with no candidate of its
 	// own snapshot (learn false: nothing runs, so it would settle at the
 	// head).
-	args := map[string]any{"stream": "s1", "after": after, "floor": horizon, "nexts": []int64{}, "heads": []int64{}, "learn": false, "lim": 100}
-	for _, name := range []string{"ReadEvents"} { // not ReadEventsFromConsumer: see queries/pg/streams.sql
+	args := map[string]any{"stream": "s1", "after": after, "consumer": "c", "floor": horizon, "nexts": []int64{}, "heads": []int64{}, "learn": false, "lim": 100}
+	e.execSQL(t, fmt.Sprintf(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', %d)`, after))
+	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer"} {
 		sqlText, params := generatedQuery(t, "pg", name)
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			top, _ := explainPG(t, e, name, sqlText, params, args, mode)

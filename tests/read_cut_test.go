@@ -30,7 +30,7 @@ func (c countingConn) Read(p []byte) (int, error) {
 
 // TestHeldBackReadTransfersNothingPastTheHorizon: a transaction holds the
 // horizon (Postgres) between 4 and 12 committed events of 1 MiB; a
-// ReadSince returns the 4 below it, and its connection receives their
+// ReadSince or ReadFromConsumer returns the 4 below it, and its connection receives their
 // bytes and little more: none of the 12 above the horizon crosses the
 // wire, however many times the read looks again (the one-round-trip read
 // reverted at 51c67f4 fetched all 16 three times a read). On SQLite no
@@ -93,11 +93,18 @@ func TestHeldBackReadTransfersNothingPastTheHorizon(t *testing.T) {
 		}
 		publishBig(above)
 
-		const reads = 3
+		require.NoError(t, st.SaveOffset(c, "c", first))
+		const reads = 4 // ReadSince and ReadFromConsumer, in turn
 		before := received.Load()
 		returned := int64(0)
-		for range reads {
-			evs, err := st.ReadSince(c, first, 256)
+		for i := range reads {
+			var evs []store.Event
+			var err error
+			if i%2 == 0 {
+				evs, err = st.ReadSince(c, first, 256)
+			} else {
+				evs, err = st.ReadFromConsumer(c, "c", 256)
+			}
 			require.NoError(t, err)
 			require.Len(t, evs, want)
 			for _, ev := range evs {
