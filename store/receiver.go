@@ -19,6 +19,13 @@ import (
 // an event therefore gets it again after a restart (at-least-once). The last
 // event before a pause stays unsaved until the next Recv or TryRecv; call
 // SaveOffset to save the last event Recv returned yourself.
+//
+// On PostgreSQL a receiver whose read stopped at the settled horizon below
+// committed events (a transaction that may own a lower offset still runs)
+// reads again after 1 ms, doubling to 1 s (never past SafetyPoll), until
+// the horizon passes them: the transaction holding it may end without a
+// wake (a rollback, a killed session, a transaction that published
+// nothing). The end of a Tx of the same store wakes it at once.
 type SubscribeOpts struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256
