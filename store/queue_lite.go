@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -170,6 +171,18 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		rows, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
 		if err != nil || len(rows) == 0 {
 			return err
+		}
+		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
+			slices.SortFunc(rows, func(a, b litedb.ClaimableJobsRow) int {
+				switch {
+				case a.Priority != b.Priority:
+					return cmp.Compare(b.Priority, a.Priority)
+				case a.RunAt != b.RunAt:
+					return cmp.Compare(a.RunAt, b.RunAt)
+				}
+				return cmp.Compare(a.ID, b.ID)
+			})
+			rows = rows[:n]
 		}
 		ids := make([]byte, 0, 16*len(rows))
 		for i, row := range rows {
