@@ -299,9 +299,26 @@ func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
 // endedAfter: PostgreSQL refuses every statement of a transaction a failed
-// statement aborted (25P02), and one cut short by its ctx closes the
-// connection, so nothing runs outside the transaction.
-func (t pgTx) endedAfter(error) error { return nil }
+// statement aborted (25P02), so nothing runs outside the transaction. A
+// statement cut short by its ctx closes the connection (pgx's way of
+// stopping it), which ends the transaction on the server: every later use
+// of the Tx is refused then, as on SQLite, instead of failing with "conn
+// closed". So is one after a statement that ended the transaction itself.
+func (t pgTx) endedAfter(error) error {
+	c := t.tx.Conn()
+	switch {
+	case c == nil:
+		return nil
+	case c.IsClosed():
+		return errPgConnClosed
+	case c.PgConn().TxStatus() == 'I':
+		return errStatementEndedTx
+	}
+	return nil
+}
+
+// errPgConnClosed is why a Tx whose connection closed is gone.
+var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)

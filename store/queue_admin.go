@@ -68,7 +68,7 @@ func (q *Queue) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
 // JobsTx is Jobs inside tx: it sees tx's own uncommitted jobs (what a test
 // asserting "this transaction enqueued that job" reads).
 func (q *Queue) JobsTx(ctx context.Context, tx Tx, opts JobsOpts) ([]*Job, error) {
-	return q.jobs(ctx, tx.via(), opts)
+	return q.jobs(ctx, tx.via(ctx), opts)
 }
 
 func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) {
@@ -93,7 +93,7 @@ func (q *Queue) Delete(ctx context.Context, id int64) error {
 
 // DeleteTx is Delete inside tx: the job is gone only if tx commits.
 func (q *Queue) DeleteTx(ctx context.Context, tx Tx, id int64) error {
-	return q.deleteJob(ctx, tx.via(), id)
+	return q.deleteJob(ctx, tx.via(ctx), id)
 }
 
 func (q *Queue) deleteJob(ctx context.Context, v via, id int64) error {

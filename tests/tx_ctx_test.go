@@ -1,0 +1,212 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// endingCtx is a context that ends while a slow statement runs, with err
+// (context.Canceled or context.DeadlineExceeded) as its Err, without
+// depending on timing: on SQLite at the at-th look at its Err (SQLite's
+// progress handler looks every 1,000 VM steps of a statement), on
+// PostgreSQL when end is called once the server shows the statement
+// sleeping (see slowStatements).
+type endingCtx struct {
+	context.Context // the test's, which never ends first
+	err             error
+	at              int64 // end at this look at Err; 0: only end ends it
+	looks           atomic.Int64
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newEndingCtx(parent context.Context, err error, at int64) *endingCtx {
+	return &endingCtx{Context: parent, err: err, at: at, done: make(chan struct{})}
+}
+
+func (c *endingCtx) end() { c.once.Do(func() { close(c.done) }) }
+
+func (c *endingCtx) Done() <-chan struct{} { return c.done }
+
+func (c *endingCtx) Err() error {
+	if c.at > 0 && c.looks.Add(1) == c.at {
+		c.end()
+	}
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// slowStatements sets up, on e's database, a table notes, a business
+// statement that runs for a long time (slow), and an application trigger
+// that makes every job enqueued on queue "slow" run as long. cut returns a
+// context that ends with err in the middle of such a statement.
+func slowStatements(t *testing.T, e *engineEnv) (slow string, cut func(err error) context.Context) {
+	c := ctx(t)
+	e.execSQL(t, "CREATE TABLE notes (tag TEXT NOT NULL)")
+	if e.name == "lite" {
+		const spin = `SELECT 'slow' FROM (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 50000000) SELECT i FROM c)`
+		e.execSQL(t, `CREATE TRIGGER test_slow_job AFTER INSERT ON alk_jobs WHEN NEW.queue = 'slow' BEGIN `+spin+`; END`)
+		// The 100th look is 100,000 VM steps into a statement of about a
+		// billion, and after the few looks before it starts.
+		return "INSERT INTO notes (tag) " + spin, func(err error) context.Context { return newEndingCtx(c, err, 100) }
+	}
+	e.execSQL(t, `CREATE FUNCTION public.test_slow_job() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN PERFORM pg_sleep(60); RETURN NEW; END $$`,
+		`CREATE TRIGGER test_slow_job BEFORE INSERT ON alkstore.jobs FOR EACH ROW WHEN (NEW.queue = 'slow') EXECUTE FUNCTION public.test_slow_job()`)
+	pool := e.pool(t)
+	// Backends whose statement began after since and sleeps now.
+	sleeping := "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep' AND query_start > $1"
+	t.Cleanup(func() { // the server goes on sleeping after the client closed the connection
+		_, _ = pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'")
+	})
+	return "INSERT INTO notes (tag) SELECT 'slow' FROM pg_sleep(60)", func(err error) context.Context {
+		z := newEndingCtx(c, err, 0)
+		var since time.Time
+		require.NoError(t, pool.QueryRow(c, "SELECT clock_timestamp()").Scan(&since))
+		go func() {
+			defer z.end()
+			for c.Err() == nil {
+				var n int
+				if pool.QueryRow(c, sleeping, since).Scan(&n) == nil && n > 0 {
+					return // the statement is under way on the server
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		return z
+	}
+}
+
+// A statement that its context ends half way returns an error matching
+// that context's error (context.Canceled or context.DeadlineExceeded) on
+// both engines, naming the operation and its queue; inside a Tx, where the
+// interruption ended the transaction (SQLite rolls a transaction back
+// whole when a write in it is interrupted; pgx closes the connection), it
+// matches ErrTxDone too, and so does every later use of the Tx, whose
+// commit stores nothing. Auto-commit, there is no transaction of the
+// caller's to speak of: no ErrTxDone. Business SQL (Exec) and store forms
+// (EnqueueTx), in a Tx the store began and in an adopted one. (Before: on
+// SQLite the error said only "sqlite3: interrupted", matching neither, and
+// a WorkTx job's LastError said so; on PostgreSQL it did not match
+// ErrTxDone, nor did the later uses, which said "conn closed".)
+func TestStatementCutShortByItsContextMatchesItsError(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		slow, cut := slowStatements(t, e)
+		db := e.sqlDB(t)
+		var pool interface {
+			Begin(context.Context) (pgx.Tx, error)
+		}
+		if e.name == "pg" {
+			pool = e.pool(t)
+		}
+		notesTable, jobsTable := "notes", "alkstore.jobs"
+		if e.name == "lite" {
+			jobsTable = "alk_jobs"
+		}
+		stored := func() (notes, jobs int) {
+			require.NoError(t, db.QueryRowContext(c, "SELECT count(*) FROM "+notesTable).Scan(&notes))
+			require.NoError(t, db.QueryRowContext(c, "SELECT count(*) FROM "+jobsTable+" WHERE queue IN ('slow', 'after')").Scan(&jobs))
+			return notes, jobs
+		}
+		interrupted := func(t *testing.T, err error) {
+			t.Helper()
+			if e.name == "lite" { // the statement ran and SQLite stopped it, not database/sql before it began
+				assert.ErrorIs(t, err, sqlite3.INTERRUPT)
+			}
+		}
+		for _, why := range []error{context.DeadlineExceeded, context.Canceled} {
+			t.Run(fmt.Sprint(why), func(t *testing.T) {
+				// Auto-commit.
+				_, err := s.Queue("slow").Enqueue(cut(why), nil, store.EnqueueOpts{})
+				require.Error(t, err)
+				require.ErrorIs(t, err, why)
+				interrupted(t, err)
+				assert.NotErrorIs(t, err, store.ErrTxDone, "no transaction of the caller's")
+				assert.Contains(t, err.Error(), `alkstore: enqueue "slow": `)
+
+				for _, adopted := range []bool{false, true} {
+					for _, form := range []string{"exec", "enqueue tx"} {
+						t.Run(fmt.Sprintf("adopted=%v/%s", adopted, form), func(t *testing.T) {
+							var tx store.Tx
+							var end func()
+							switch {
+							case !adopted:
+								tx, err = s.Begin(c)
+								require.NoError(t, err)
+								end = func() { _ = tx.Rollback(c) }
+							case e.name == "pg":
+								ptx, err := pool.Begin(c)
+								require.NoError(t, err)
+								tx, err = s.AdoptPgx(ptx)
+								require.NoError(t, err)
+								end = func() { _ = ptx.Rollback(c) }
+							default:
+								stx, err := db.BeginTx(c, nil)
+								require.NoError(t, err)
+								tx, err = s.AdoptSQL(stx)
+								require.NoError(t, err)
+								end = func() { _ = stx.Rollback() }
+							}
+							defer end()
+							_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('before')")
+							require.NoError(t, err)
+							if form == "exec" {
+								_, err = tx.Exec(cut(why), slow)
+							} else {
+								_, err = s.Queue("slow").EnqueueTx(cut(why), tx, nil, store.EnqueueOpts{})
+							}
+							require.Error(t, err)
+							require.ErrorIs(t, err, why, "the context's error")
+							interrupted(t, err)
+							require.ErrorIs(t, err, store.ErrTxDone, "the interruption ended the transaction")
+							if form == "exec" {
+								assert.Contains(t, err.Error(), "alkstore: exec: ")
+							} else {
+								assert.Contains(t, err.Error(), `alkstore: enqueue "slow": `)
+							}
+
+							// Every later use is refused, and nothing of the
+							// transaction is stored.
+							_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('after')")
+							require.ErrorIs(t, err, store.ErrTxDone)
+							_, err = s.Queue("after").EnqueueTx(c, tx, nil, store.EnqueueOpts{})
+							require.ErrorIs(t, err, store.ErrTxDone)
+							if !adopted {
+								require.ErrorIs(t, tx.Commit(c), store.ErrTxDone)
+							}
+							end()
+							notes, jobs := stored()
+							assert.Zero(t, notes, "rows of the interrupted transaction stored")
+							assert.Zero(t, jobs, "jobs of the interrupted transaction stored")
+						})
+					}
+				}
+
+				// InTx hands the error on.
+				err = s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+					_, err := tx.Exec(cut(why), slow)
+					return err
+				})
+				require.ErrorIs(t, err, why)
+				require.ErrorIs(t, err, store.ErrTxDone)
+			})
+		}
+	})
+}
