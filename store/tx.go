@@ -332,6 +332,14 @@ func (tx Tx) SQL() (*sql.Tx, bool) {
 // transaction was ended directly (through Pgx or SQL), it returns an error
 // matching ErrTxDone.
 //
+// With a ctx that has already ended, Commit rolls the transaction back,
+// stores nothing and returns an error matching ctx.Err(), on both engines.
+// A ctx that ends while the commit is under way may leave you not knowing
+// whether it committed (on PostgreSQL the connection closes, as for any
+// statement its ctx cuts short; SQLite finishes a commit it began): to be
+// sure, commit with a ctx that outlives the work, such as
+// context.WithoutCancel(ctx) with a timeout.
+//
 // On an adopted transaction (AdoptPgx, AdoptSQL) Commit and Rollback change
 // nothing and return an error matching ErrInvalidArgument: whoever began it
 // ends it, through the pgx.Tx or *sql.Tx.
@@ -365,6 +373,13 @@ func (tx Tx) Commit(ctx context.Context) error {
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
 		return opErr("commit", "", txLost(st.lost))
+	}
+	if err := ctx.Err(); err != nil { // as on PostgreSQL, where pgx sends nothing with an ended ctx
+		st.done = true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = st.dtx.rollback(rctx)
+		return opErr("commit", "", fmt.Errorf("its context ended before the commit, so the transaction was rolled back and nothing of it is stored: %w", err))
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {

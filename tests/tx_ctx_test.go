@@ -210,3 +210,80 @@ func TestStatementCutShortByItsContextMatchesItsError(t *testing.T) {
 		}
 	})
 }
+
+// Commit with a context that has already ended rolls the transaction back
+// and stores nothing, with an error matching the context's error, on both
+// engines; the Tx is finished after it, and the store goes on (SQLite's
+// writer slot is free, later reads are not held back). InTx whose ctx ends
+// while its function runs does the same. (Before: SQLite committed and
+// returned nil, PostgreSQL stored nothing and failed: fresh-eyes review,
+// pg item 7.)
+func TestCommitWithAnEndedContextStoresNothing(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		e.execSQL(t, "CREATE TABLE notes (tag TEXT NOT NULL)")
+		db := e.sqlDB(t)
+		notes := func() (n int) {
+			require.NoError(t, db.QueryRowContext(c, "SELECT count(*) FROM notes").Scan(&n))
+			return n
+		}
+		ended := map[string]func() context.Context{
+			"cancelled": func() context.Context { cc, cancel := context.WithCancel(c); cancel(); return cc },
+			"past its deadline": func() context.Context {
+				cc, cancel := context.WithDeadline(c, time.Now().Add(-time.Second))
+				t.Cleanup(cancel)
+				return cc
+			},
+		}
+		for name, endedCtx := range ended {
+			t.Run(name, func(t *testing.T) {
+				st, q := s.Stream("s-"+name), s.Queue("q-"+name)
+				cc := endedCtx()
+				tx, err := s.Begin(c)
+				require.NoError(t, err)
+				_, err = st.PublishTx(c, tx, []byte("in tx"))
+				require.NoError(t, err)
+				_, err = q.EnqueueTx(c, tx, nil, store.EnqueueOpts{})
+				require.NoError(t, err)
+				_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('in tx')")
+				require.NoError(t, err)
+
+				err = tx.Commit(cc)
+				require.Error(t, err, "a commit with an ended context")
+				require.ErrorIs(t, err, cc.Err())
+				assert.Contains(t, err.Error(), "alkstore: commit: ")
+				assert.ErrorIs(t, tx.Commit(c), store.ErrTxDone, "the Tx is finished")
+				assert.NoError(t, tx.Rollback(c))
+
+				wc, cancel := context.WithTimeout(c, 10*time.Second) // SQLite: the writer slot is free
+				defer cancel()
+				after, err := st.Publish(wc, []byte("after"))
+				require.NoError(t, err)
+				evs, err := st.ReadSince(wc, 0, 10) // not held back by the rolled-back transaction
+				require.NoError(t, err)
+				assert.Equal(t, []int64{after}, offsets(evs), "only the event published after")
+				stats, err := q.Stats(c)
+				require.NoError(t, err)
+				assert.Zero(t, stats.Ready, "no job of the transaction")
+				assert.Zero(t, notes(), "no row of the transaction")
+			})
+		}
+
+		t.Run("InTx", func(t *testing.T) {
+			st := s.Stream("intx")
+			cc, cancel := context.WithCancel(c)
+			err := s.InTx(cc, func(ctx context.Context, tx store.Tx) error {
+				if _, err := st.PublishTx(ctx, tx, []byte("x")); err != nil {
+					return err
+				}
+				cancel()
+				return nil
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			evs, err := st.ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			assert.Empty(t, evs)
+		})
+	})
+}
