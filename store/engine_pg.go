@@ -333,6 +333,11 @@ func (t pgTx) commit(ctx context.Context) error {
 func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
+	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
+		// Several statements, one of them a COMMIT or ROLLBACK (refuseTxControl
+		// refuses one that comes first): the rest committed on their own.
+		return tag.RowsAffected(), errStatementEndedTx
+	}
 	return tag.RowsAffected(), err
 }
 

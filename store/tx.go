@@ -460,9 +460,21 @@ func (tx Tx) Rollback(ctx context.Context) error {
 // Exec runs business SQL in the transaction and returns the number of rows
 // it affected. Placeholders are the engine's ($1 on Postgres; ? or $1 on
 // SQLite).
+//
+// Exec, Query and QueryRow refuse, with an error matching
+// ErrInvalidArgument, a statement that would end or begin a transaction
+// (BEGIN, START TRANSACTION, COMMIT, END, ROLLBACK, ABORT, PREPARE
+// TRANSACTION): end tx with Commit or Rollback. Savepoints (SAVEPOINT,
+// RELEASE, ROLLBACK TO) are fine. When such a statement follows another in
+// one Exec, it runs, and Exec then fails with an error matching ErrTxDone
+// (on an adopted SQLite transaction only the next call on tx finds out),
+// and so does every later use of tx.
 func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	dtx, err := tx.live()
 	if err != nil {
+		return 0, opErr("exec", "", err)
+	}
+	if err := refuseTxControl(sql); err != nil {
 		return 0, opErr("exec", "", err)
 	}
 	n, err := dtx.exec(ctx, sql, args...)
@@ -478,6 +490,9 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", err)
 	}
+	if err := refuseTxControl(sql); err != nil {
+		return nil, opErr("query", "", err)
+	}
 	rows, err := dtx.query(ctx, sql, args...)
 	if err != nil {
 		return nil, opErr("query", "", tx.h.store.driverErr(tx.failed(ctx, err)))
@@ -489,6 +504,9 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	dtx, err := tx.live()
 	if err != nil {
+		return errRow{opErr("query row", "", err)}
+	}
+	if err := refuseTxControl(sql); err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
 	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx, ctx: ctx}
@@ -568,8 +586,11 @@ func (tx Tx) failed(ctx context.Context, err error) error {
 		return err
 	}
 	st.lost = st.dtx.endedAfter(err)
-	if st.lost == nil || errors.Is(err, ErrTxDone) || errors.Is(err, litedriver.ErrRolledBack) {
+	switch {
+	case st.lost == nil || errors.Is(err, ErrTxDone) || errors.Is(err, litedriver.ErrRolledBack):
 		return err // driverErr marks a refusal ErrTxDone
+	case errors.Is(err, st.lost):
+		return fmt.Errorf("%w: %w", ErrTxDone, err)
 	}
 	return fmt.Errorf("%w: %w; %w", ErrTxDone, err, st.lost)
 }

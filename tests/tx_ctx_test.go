@@ -287,3 +287,104 @@ func TestCommitWithAnEndedContextStoresNothing(t *testing.T) {
 		})
 	})
 }
+
+// A statement that would end or begin a transaction (COMMIT, ROLLBACK,
+// END, BEGIN, ...) run through a Tx's Exec, Query or QueryRow is refused
+// with ErrInvalidArgument, and the transaction goes on; savepoints work.
+// Where one follows another statement in one Exec, it runs, and the Exec
+// fails with ErrTxDone, as does every later use of the Tx, so nothing
+// after it commits on its own. (Before: Exec("COMMIT") returned nil; on
+// PostgreSQL every later statement then committed on its own and
+// tx.Commit returned nil, on SQLite the COMMIT stored the transaction and
+// tx.Commit said SQLite had rolled it back: fresh-eyes review, SQLite item
+// 6.)
+func TestTxRefusesStatementsThatEndItsTransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		e.execSQL(t, "CREATE TABLE notes (tag TEXT NOT NULL)")
+		db := e.sqlDB(t)
+		stored := func(tag string) (n int) {
+			require.NoError(t, db.QueryRowContext(c, "SELECT count(*) FROM notes WHERE tag = $1", tag).Scan(&n))
+			return n
+		}
+		refused := []string{"COMMIT", " commit;", "END", "END TRANSACTION", "-- done\nROLLBACK", "/* a /* nested */ one */ Rollback Transaction",
+			"ROLLBACK WORK", "BEGIN", "BEGIN IMMEDIATE", "START TRANSACTION", "ABORT", "PREPARE TRANSACTION 'x'", "COMMIT; INSERT INTO notes (tag) VALUES ('x')"}
+
+		var tx store.Tx
+		check := func(t *testing.T, tx store.Tx) {
+			_, err := tx.Exec(c, "INSERT INTO notes (tag) VALUES ('before')")
+			require.NoError(t, err)
+			for _, stmt := range refused {
+				_, err := tx.Exec(c, stmt)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "Exec(%q)", stmt)
+				assert.Contains(t, err.Error(), "alkstore: exec: ")
+				_, err = tx.Query(c, stmt)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "Query(%q)", stmt)
+				var x int
+				require.ErrorIs(t, tx.QueryRow(c, stmt).Scan(&x), store.ErrInvalidArgument, "QueryRow(%q)", stmt)
+			}
+			// Savepoints stay the caller's.
+			for _, stmt := range []string{"SAVEPOINT a", "INSERT INTO notes (tag) VALUES ('undone')", "ROLLBACK TO SAVEPOINT a", "RELEASE SAVEPOINT a",
+				"SAVEPOINT b", "INSERT INTO notes (tag) VALUES ('undone')", "ROLLBACK TRANSACTION TO b", "RELEASE b"} {
+				if e.name == "pg" && stmt == "ROLLBACK TRANSACTION TO b" {
+					stmt = "ROLLBACK TO b" // SQLite's form
+				}
+				_, err := tx.Exec(c, stmt)
+				require.NoError(t, err, stmt)
+			}
+			_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('kept')")
+			require.NoError(t, err, "the transaction goes on")
+		}
+
+		t.Run("begun", func(t *testing.T) {
+			var err error
+			tx, err = s.Begin(c)
+			require.NoError(t, err)
+			check(t, tx)
+			require.NoError(t, tx.Commit(c))
+			assert.Equal(t, 1, stored("before"))
+			assert.Equal(t, 1, stored("kept"))
+			assert.Zero(t, stored("undone"))
+			assert.Zero(t, stored("x"))
+		})
+		t.Run("adopted", func(t *testing.T) {
+			var commit func() error
+			if e.name == "pg" {
+				ptx, err := e.pool(t).Begin(c)
+				require.NoError(t, err)
+				tx, err = s.AdoptPgx(ptx)
+				require.NoError(t, err)
+				commit = func() error { return ptx.Commit(c) }
+			} else {
+				stx, err := db.BeginTx(c, nil)
+				require.NoError(t, err)
+				tx, err = s.AdoptSQL(stx)
+				require.NoError(t, err)
+				commit = stx.Commit
+			}
+			check(t, tx)
+			require.NoError(t, commit())
+			assert.Equal(t, 2, stored("kept"))
+		})
+
+		// A COMMIT after another statement of one Exec: found once it ran.
+		t.Run("after another statement", func(t *testing.T) {
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			defer tx.Rollback(c)
+			_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('multi'); COMMIT")
+			require.ErrorIs(t, err, store.ErrTxDone, "the statement ended the transaction")
+			_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('later')")
+			require.ErrorIs(t, err, store.ErrTxDone)
+			_, err = s.Queue("later").EnqueueTx(c, tx, nil, store.EnqueueOpts{})
+			require.ErrorIs(t, err, store.ErrTxDone)
+			require.ErrorIs(t, tx.Commit(c), store.ErrTxDone)
+			assert.Zero(t, stored("later"), "nothing after it commits on its own")
+			wc, cancel := context.WithTimeout(c, 10*time.Second) // SQLite: the writer slot is free
+			defer cancel()
+			_, err = s.Queue("q").Enqueue(wc, nil, store.EnqueueOpts{})
+			require.NoError(t, err)
+		})
+	})
+}

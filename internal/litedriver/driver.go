@@ -213,8 +213,16 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err != nil {
 		return nil, c.failed(ctx, err)
 	}
+	if c.ended() != nil { // several statements, one of them a COMMIT or ROLLBACK
+		return nil, &StmtError{Err: ErrStatementEndedTx, EndedTx: true}
+	}
 	return r, nil
 }
+
+// ErrStatementEndedTx is what an Exec of several statements returns when
+// one of them ended the transaction it ran in (COMMIT, ROLLBACK, END): the
+// transaction is gone, whatever it did, and later statements are refused.
+var ErrStatementEndedTx = errors.New("a statement ended the transaction it ran in (COMMIT, ROLLBACK or the like)")
 
 func (c *conn) CheckNamedValue(arg *driver.NamedValue) error {
 	return c.raw.(driver.NamedValueChecker).CheckNamedValue(arg)
