@@ -170,13 +170,25 @@ func (j *Job) WakeLatency() (d time.Duration, ok bool) {
 	return j.wakeLatency, true
 }
 
+// The bounds of EnqueueOpts.Priority and MaxAttempts (and of a
+// ScheduleSpec's), which both engines store in 32-bit columns.
+const (
+	minPriority    = -(1 << 30)
+	maxPriority    = 1 << 30
+	maxMaxAttempts = 1 << 30
+)
+
 // EnqueueOpts are a job's options. The zero value runs the job now, at
 // priority 0, with DefaultMaxAttempts, never expiring.
 type EnqueueOpts struct {
-	Priority    int           // higher runs first
-	RunAt       time.Time     // when it becomes claimable; zero: now (+ Delay)
-	Delay       time.Duration // used when RunAt is zero
-	MaxAttempts int           // 0: DefaultMaxAttempts
+	// Priority: higher runs first; equal priorities by RunAt, then id.
+	// From -2^30 to 2^30 (-1073741824 to 1073741824), on both engines; a
+	// value outside is refused at enqueue with ErrInvalidArgument.
+	Priority int
+	RunAt    time.Time     // when it becomes claimable; zero: now (+ Delay)
+	Delay    time.Duration // used when RunAt is zero
+	// MaxAttempts: 0 is DefaultMaxAttempts; at most 2^30, as Priority.
+	MaxAttempts int
 	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
 	// handed out, whatever its state: a pending job is not claimed, and
 	// ends expired at the next SweepExpired or janitor pass, or when a
@@ -248,10 +260,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		return j, fmt.Errorf("%w: negative Delay %s", ErrInvalidArgument, o.Delay)
 	case !o.RunAt.IsZero() && o.Delay != 0:
 		return j, fmt.Errorf("%w: set RunAt or Delay, not both", ErrInvalidArgument)
-	case o.Priority > 1<<30 || o.Priority < -(1<<30):
-		return j, fmt.Errorf("%w: Priority %d out of range", ErrInvalidArgument, o.Priority)
-	case o.MaxAttempts > 1<<30:
-		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
+	case o.Priority > maxPriority || o.Priority < minPriority:
+		return j, fmt.Errorf("%w: Priority %d out of range (%d to %d)", ErrInvalidArgument, o.Priority, minPriority, maxPriority)
+	case o.MaxAttempts > maxMaxAttempts:
+		return j, fmt.Errorf("%w: MaxAttempts %d out of range (at most %d)", ErrInvalidArgument, o.MaxAttempts, maxMaxAttempts)
 	}
 	var err error
 	if j.headers, err = checkHeaders(o.Headers); err != nil {

@@ -33,8 +33,8 @@ type ScheduleSpec struct {
 	TZ          string // IANA time zone name cron fields are read in; "" is UTC
 	Queue       string // validated like any queue name: the reserved prefix is refused
 	Payload     []byte
-	Priority    int
-	MaxAttempts int // 0: DefaultMaxAttempts
+	Priority    int // as EnqueueOpts.Priority: -2^30 to 2^30, or Set refuses the spec
+	MaxAttempts int // 0: DefaultMaxAttempts; at most 2^30
 	// Headers are given to every job the schedule enqueues (see
 	// EnqueueOpts.Headers; the same bound).
 	Headers map[string]string

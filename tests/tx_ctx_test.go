@@ -388,3 +388,56 @@ func TestTxRefusesStatementsThatEndItsTransaction(t *testing.T) {
 		})
 	})
 }
+
+// Priority runs from -2^30 to 2^30 and MaxAttempts to 2^30 on both
+// engines: the edges are stored and claimed in order, a value past them is
+// refused at enqueue with ErrInvalidArgument naming the range, by every
+// enqueue form and by Schedule.Set, and nothing of a refused call is
+// stored (fresh-eyes review, SQLite item 6: the range was undocumented).
+func TestPriorityRangeIsRefusedOutside(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("edges")
+		for _, p := range []int{-(1 << 30), 0, 1 << 30} {
+			_, err := q.Enqueue(c, nil, store.EnqueueOpts{Priority: p, MaxAttempts: 1 << 30})
+			require.NoError(t, err, "priority %d", p)
+		}
+		jobs, err := q.Claim(c, "w", 10, time.Minute)
+		require.NoError(t, err)
+		var got []int
+		for _, j := range jobs {
+			got = append(got, j.Priority)
+			assert.Equal(t, 1<<30, j.MaxAttempts)
+		}
+		assert.Equal(t, []int{1 << 30, 0, -(1 << 30)}, got, "claimed highest first")
+
+		bad := []store.EnqueueOpts{{Priority: 1<<30 + 1}, {Priority: -(1 << 30) - 1}, {Priority: 1 << 31}, {Priority: -1 << 62}, {MaxAttempts: 1<<30 + 1}}
+		r := s.Queue("refused")
+		for _, o := range bad {
+			_, err := r.Enqueue(c, nil, o)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			assert.Contains(t, err.Error(), `alkstore: enqueue "refused": `)
+			assert.Contains(t, err.Error(), "out of range")
+			err = s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+				_, err := r.EnqueueTx(ctx, tx, nil, o)
+				return err
+			})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			_, err = r.EnqueueMany(c, []store.NewJob{{}, {Opts: o}})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			assert.Contains(t, err.Error(), "job 1")
+			u := o
+			u.Unique = store.UniqueOpts{Key: "k"}
+			_, err = r.EnqueueUnique(c, nil, u)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			err = s.Schedule("refused").Set(c, store.ScheduleSpec{Spec: "@hourly", Queue: "refused", Priority: o.Priority, MaxAttempts: o.MaxAttempts})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+		}
+		st, err := r.Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Ready+st.Scheduled, "nothing of a refused call stored")
+		_, err = s.Schedule("refused").Info(c)
+		assert.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
