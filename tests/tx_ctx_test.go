@@ -441,3 +441,37 @@ func TestPriorityRangeIsRefusedOutside(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
+
+// RequeueDead moves the jobs that died at or before its start by its own
+// store's clock: a job a process whose clock runs ahead ended stays dead
+// until that time has passed for the caller's clock, while Requeue moves it
+// by id at once, as documented (fresh-eyes review, SQLite item 6; job times
+// are the stores' clocks, WithClock, not the database's).
+func TestRequeueDeadGoesByItsOwnClock(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		ahead := e.open(t, store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }))
+		q, qa := s.Queue("skew"), ahead.Queue("skew")
+		ids, err := q.EnqueueMany(c, make([]store.NewJob, 2))
+		require.NoError(t, err)
+		jobs, err := qa.Claim(c, "ahead", 2, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 2)
+		for _, j := range jobs {
+			require.NoError(t, j.Fail(c, "died ahead"))
+		}
+		moved, err := q.RequeueDead(c)
+		require.NoError(t, err)
+		assert.Zero(t, moved, "died after this store's now, by the clock that ended them")
+		require.NoError(t, q.Requeue(c, ids[0]), "Requeue moves one at once")
+		moved, err = qa.RequeueDead(c) // the same time has passed for this clock
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, moved)
+		for _, id := range ids {
+			j, err := q.Job(c, id)
+			require.NoError(t, err)
+			assert.Equal(t, store.JobPending, j.State, "job %d", id)
+		}
+	})
+}
