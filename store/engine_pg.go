@@ -357,3 +357,20 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
+
+// jobRuleErr names the table of a broken job rule on PostgreSQL. Since
+// schema 00030 the rules of a jobs row are the constraints of the domain
+// alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
+// row to, so PostgreSQL reports "value for domain alkstore.job_rules
+// violates check constraint ..." with the rule's old constraint name and
+// SQLSTATE 23514, but no table. The error gains the table in its text and
+// in the *pgconn.PgError's TableName, as a table CHECK reports it.
+func jobRuleErr(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" ||
+		pe.SchemaName != "alkstore" || pe.DataTypeName != "job_rules" {
+		return err
+	}
+	pe.TableName = "jobs"
+	return fmt.Errorf("a row of alkstore.jobs breaks its rule %s (the table's CHECK jobs_rules_check casts the row to the domain alkstore.job_rules): %w", pe.ConstraintName, err)
+}

@@ -249,7 +249,7 @@ func (s *Store) driverErr(err error) error {
 	case s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed):
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	default:
-		err = noRows(err)
+		err = jobRuleErr(noRows(err))
 	}
 	return redact(err, s.secret)
 }
