@@ -304,7 +304,12 @@ func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 // stopping it), which ends the transaction on the server: every later use
 // of the Tx is refused then, as on SQLite, instead of failing with "conn
 // closed". So is one after a statement that ended the transaction itself.
-func (t pgTx) endedAfter(error) error {
+func (t pgTx) endedAfter(err error) error {
+	if errors.Is(err, pgx.ErrTxClosed) {
+		// Ended through the pgx.Tx: its connection may serve another
+		// caller by now, so it is not looked at (driverErr says ErrTxDone).
+		return nil
+	}
 	c := t.tx.Conn()
 	switch {
 	case c == nil:
