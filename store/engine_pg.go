@@ -326,9 +326,31 @@ func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
 // endedAfter: PostgreSQL refuses every statement of a transaction a failed
-// statement aborted (25P02), and one cut short by its ctx closes the
-// connection, so nothing runs outside the transaction.
-func (t pgTx) endedAfter(error) error { return nil }
+// statement aborted (25P02), so nothing runs outside the transaction. A
+// statement cut short by its ctx closes the connection (pgx's way of
+// stopping it), which ends the transaction on the server: every later use
+// of the Tx is refused then, as on SQLite, instead of failing with "conn
+// closed". So is one after a statement that ended the transaction itself.
+func (t pgTx) endedAfter(err error) error {
+	if errors.Is(err, pgx.ErrTxClosed) {
+		// Ended through the pgx.Tx: its connection may serve another
+		// caller by now, so it is not looked at (driverErr says ErrTxDone).
+		return nil
+	}
+	c := t.tx.Conn()
+	switch {
+	case c == nil:
+		return nil
+	case c.IsClosed():
+		return errPgConnClosed
+	case c.PgConn().TxStatus() == 'I':
+		return errStatementEndedTx
+	}
+	return nil
+}
+
+// errPgConnClosed is why a Tx whose connection closed is gone.
+var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)
@@ -346,6 +368,11 @@ func (t pgTx) commit(ctx context.Context) error {
 func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
+	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
+		// Several statements, one of them a COMMIT or ROLLBACK (refuseTxControl
+		// refuses one that comes first): the rest committed on their own.
+		return tag.RowsAffected(), errStatementEndedTx
+	}
 	return tag.RowsAffected(), err
 }
 
@@ -365,3 +392,20 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
+
+// jobRuleErr names the table of a broken job rule on PostgreSQL. Since
+// schema 00030 the rules of a jobs row are the constraints of the domain
+// alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
+// row to, so PostgreSQL reports "value for domain alkstore.job_rules
+// violates check constraint ..." with the rule's old constraint name and
+// SQLSTATE 23514, but no table. The error gains the table in its text and
+// in the *pgconn.PgError's TableName, as a table CHECK reports it.
+func jobRuleErr(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" ||
+		pe.SchemaName != "alkstore" || pe.DataTypeName != "job_rules" {
+		return err
+	}
+	pe.TableName = "jobs"
+	return fmt.Errorf("a row of alkstore.jobs breaks its rule %s (the table's CHECK jobs_rules_check casts the row to the domain alkstore.job_rules): %w", pe.ConstraintName, err)
+}

@@ -931,7 +931,7 @@ func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 // adopted transaction, AdoptPgx or AdoptSQL, does not tell the member of
 // its rollback: the partition then goes on after ev.)
 func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
-	return m.commitEvent(ctx, tx.via(), ev, &tx)
+	return m.commitEvent(ctx, tx.via(ctx), ev, &tx)
 }
 
 func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) error {
