@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ var (
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")
+	traceOut   = flag.String("trace", "", "write an execution trace of the burn-down via Work to this file (go tool trace: which goroutines wake which)")
 )
 
 // cpuMeter measures one burn-down's CPU from start to stop.
@@ -35,6 +37,7 @@ type cpuMeter struct {
 	mallocs        uint64
 	scheds         uint64
 	profile        *os.File
+	trace          *os.File
 	memRate        int // the MemProfileRate to restore, when profiling allocations
 }
 
@@ -45,6 +48,12 @@ func startCPU(what string, profile bool) *cpuMeter {
 		must0(err)
 		must0(pprof.StartCPUProfile(f))
 		m.profile = f
+	}
+	if profile && *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		must0(err)
+		must0(trace.Start(f))
+		m.trace = f
 	}
 	if profile && *memProfile != "" {
 		runtime.GC()
@@ -82,6 +91,10 @@ func (m *cpuMeter) stop(engine string, jobs int) {
 	if m.profile != nil {
 		pprof.StopCPUProfile()
 		must0(m.profile.Close())
+	}
+	if m.trace != nil {
+		trace.Stop()
+		must0(m.trace.Close())
 	}
 	if m.memRate != 0 {
 		f, err := os.Create(*memProfile)
