@@ -133,31 +133,40 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 }
 
 // ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
+// The ids go as the text of a bigint[] (see AckJobsText), written
+// here beside the claims' JSON.
 func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
-	p := pgdb.AckJobsParams{Queue: queue, Now: now, Ids: make([]int64, len(claims))}
-	js := make([]byte, 0, 16+len(claims)*32)
-	js = append(js, '{')
+	buf := make([]byte, 0, 16+len(claims)*52)
+	buf = append(buf, '{')
 	for i, c := range claims {
-		p.Ids[i] = c.id
 		if i > 0 {
-			js = append(js, ',')
+			buf = append(buf, ',')
 		}
-		js = append(js, '"')
-		js = strconv.AppendInt(js, c.id, 10)
-		js = append(js, '"', ':')
-		js = strconv.AppendInt(js, c.token, 10)
+		buf = strconv.AppendInt(buf, c.id, 10)
 	}
-	p.Claims = append(js, '}')
-	ids, err := o.q.AckJobs(ctx, p)
-	if err != nil || len(ids) == len(claims) {
-		return ids, err
-	}
-	rest := pgdb.CompleteJobsParams{Now: now, Ids: p.Ids, ClaimTokens: make([]int64, len(claims))}
+	buf = append(buf, '}')
+	ids := len(buf)
+	buf = append(buf, '{')
 	for i, c := range claims {
-		rest.ClaimTokens[i] = c.token
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = strconv.AppendInt(buf, c.id, 10)
+		buf = append(buf, '"', ':')
+		buf = strconv.AppendInt(buf, c.token, 10)
+	}
+	buf = append(buf, '}')
+	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgdb.AckJobsParams{Queue: queue, Now: now, Claims: buf[ids:]})
+	if err != nil || len(acked) == len(claims) {
+		return acked, err
+	}
+	rest := pgdb.CompleteJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		rest.Ids[i], rest.ClaimTokens[i] = c.id, c.token
 	}
 	more, err := o.q.CompleteJobs(ctx, rest)
-	return append(ids, more...), err
+	return append(acked, more...), err
 }
 
 func (o pgOps) retry(ctx context.Context, r retryReq) (bool, error) {
