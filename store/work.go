@@ -370,20 +370,21 @@ type worker struct {
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	stalled time.Duration   // the claim loop's last sleep beside a due job it could not claim (untilNextDue)
-	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
-	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
-	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
+	// handlerValues: the loop's context's values, the root of the handler
+	// contexts (see timeouts.go); tick: how far their deadlines are
+	// rounded down so that handlers share a bucket (timeoutTick).
+	handlerValues *handlerValues
+	tick          time.Duration
+	stopped       atomic.Bool  // handlers were cancelled by the stop, not by their Timeout
+	step          atomic.Int32 // how far the loop's stop got (stepClaiming, ...)
 
 	// The running handlers, oldest first (startJob, stopJob), their count,
-	// and their timeouts: timing is the first whose Timeout has not come,
-	// timeouts the timer armed (armed) for it, or earlier (expireJobs).
-	// cancelled: the stop cancelled the handlers (cancelHandlers).
+	// and the newest timeout bucket (see timeouts.go). cancelled: the stop
+	// cancelled the handlers (cancelHandlers).
 	mu          sync.Mutex
 	first, last *runningJob
 	n           int
-	timing      *runningJob
-	timeouts    *time.Timer
-	armed       bool
+	bucket      *timeoutBucket
 	cancelled   bool
 }
 
@@ -400,10 +401,8 @@ func (w *worker) run(ctx context.Context) {
 	// cancellation; see startJob); settling uses a context that survives
 	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
-	w.values = ctx
-	w.timeouts = time.AfterFunc(time.Hour, w.expireJobs)
-	w.timeouts.Stop()
-	defer w.timeouts.Stop()
+	w.handlerValues, w.tick = &handlerValues{values: ctx}, timeoutTick(w.opts.Timeout)
+	defer w.endBuckets()
 
 	// A handler that returned hands its job to the ack loop and frees its
 	// slot at once; the channel holds ten rounds of handlers' jobs so that
