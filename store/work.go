@@ -24,8 +24,12 @@ type WorkOpts struct {
 	// running every Visibility/3, so a handler may run longer than its
 	// Visibility (up to Timeout) without running twice. Default Timeout +
 	// 30s.
-	Visibility   time.Duration
-	Timeout      time.Duration                   // per handler run; default 30s, or 2/3 of a Visibility set alone
+	Visibility time.Duration
+	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
+	// alone. Handlers starting together share one timer, so a handler's
+	// deadline (its context's Deadline) may come up to a thousandth of the
+	// Timeout (at most a millisecond) before its start plus Timeout.
+	Timeout      time.Duration
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
 	PollInterval time.Duration                   // safety poll when no wake comes; default DefaultPollInterval
