@@ -141,7 +141,8 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+	txs := &pgTxState{}
+	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
 }
 
 // txQueries are the queries of a read-write transaction: on Citus, marked
@@ -179,6 +180,9 @@ type pgOps struct {
 	eng  *pgEngine
 	inTx bool
 	txs  *pgTxState // the transaction's, when it is a Tx's; nil otherwise
+	// owed collects, in a transaction the store commits, the topics written
+	// without a wake, for trailing wakes after the commit; nil outside one.
+	owed *owedWakes
 }
 
 // pgTxState is what the store knows about one Tx's transaction.
@@ -191,18 +195,36 @@ type pgTxState struct {
 	// ran in it. Either means its next SettledSnapshot cannot teach the
 	// tracker (see mayLearn).
 	foreign, ageUsed atomic.Bool
+	// owed: topics written without a wake, owed one after the commit.
+	owed owedWakes
 }
 
 // wake returns the NOTIFY payload a write to topic carries. Writes the
 // store sees commit go through the throttle, which follows skipped ones
-// with a trailing wake after their commit; the commit of an adopted
-// transaction is never seen, so each of its writes notifies in its own
-// statement (commit-atomic, and heard in this process through the feed).
+// with a trailing wake after their commit (the write's statement then
+// calls sent); the commit of an adopted transaction is never seen, so each
+// of its writes notifies in its own statement (commit-atomic, and heard in
+// this process through the feed).
 func (o pgOps) wake(topic string) string {
 	if o.txs != nil && o.txs.adopted {
 		return wake.EncodeWake(topic)
 	}
 	return o.eng.gate.wake(topic)
+}
+
+// sent runs after the statement of a write to topic that carried payload
+// (wake's), whether it worked or not: a write that carried no wake is owed
+// a trailing one after its commit, which for an auto-commit statement has
+// happened (or never will: a wake more is harmless), and in a transaction
+// happens at its commit (pgTx.commit, atomically).
+func (o pgOps) sent(topic, payload string) {
+	switch {
+	case payload != "":
+	case o.owed != nil:
+		o.owed.add(topic)
+	case !o.inTx:
+		o.eng.gate.owe(topic)
+	}
 }
 
 // atomically runs fn in one transaction when need is set: the caller's, or
@@ -211,9 +233,14 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	if !need || o.inTx {
 		return fn(o)
 	}
-	return pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
-		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true})
+	owed := &owedWakes{}
+	err := pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
+		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true, owed: owed})
 	})
+	if err == nil {
+		owed.paid(o.eng.gate)
+	}
+	return err
 }
 
 // allOrNone is atomically for a batch form that may write part of itself
@@ -307,6 +334,9 @@ func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)
 	if err != nil && t.o.eng.citusMark {
 		err = citusCommitErr(err)
+	}
+	if err == nil && t.o.owed != nil {
+		t.o.owed.paid(t.o.eng.gate) // the writes that went without a wake
 	}
 	return err
 }

@@ -61,6 +61,7 @@ type Store struct {
 	feed       feed
 	bg         background
 	life       *lifecycle
+	held       horizonRelease // wakes receivers held back by the horizon when a Tx ends
 	closeOnce  sync.Once
 	deniedLog  sync.Once // partitions denied to this role: logged once
 	closeErr   error     // what the first Shutdown returned

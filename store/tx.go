@@ -81,6 +81,8 @@ type txState struct {
 	lost error
 	log  *slog.Logger
 	life *lifecycle // tracks the transaction while it is open (owned only)
+	// held: its end may let the settled horizon pass (see horizonRelease).
+	held *horizonRelease
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -270,7 +272,7 @@ func (s *Store) AdoptSQL(stx *sql.Tx) (Tx, error) {
 }
 
 func (s *Store) newTx(dtx driverTx, owned bool) Tx {
-	st := &txState{dtx: dtx, owned: owned, log: s.log, life: s.life}
+	st := &txState{dtx: dtx, owned: owned, log: s.log, life: s.life, held: &s.held}
 	h := &txHandle{store: s, state: st}
 	if owned {
 		runtime.AddCleanup(h, (*txState).rollbackLeaked, st)
@@ -591,6 +593,7 @@ func (st *txState) abandon() bool {
 func (st *txState) ended() {
 	if st.owned {
 		st.life.endTx(st)
+		st.held.release()
 	}
 }
 
