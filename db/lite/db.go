@@ -159,6 +159,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobsAlikeStmt, err = db.PrepareContext(ctx, enqueueJobsAlike); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobsAlike: %w", err)
 	}
+	if q.enqueueJobsAlikeCountedStmt, err = db.PrepareContext(ctx, enqueueJobsAlikeCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsAlikeCounted: %w", err)
+	}
+	if q.enqueueJobsCountedStmt, err = db.PrepareContext(ctx, enqueueJobsCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsCounted: %w", err)
+	}
 	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
 	}
@@ -212,6 +218,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
+	}
+	if q.jobIDCeilingStmt, err = db.PrepareContext(ctx, jobIDCeiling); err != nil {
+		return nil, fmt.Errorf("error preparing query JobIDCeiling: %w", err)
 	}
 	if q.jobKeyHolderStmt, err = db.PrepareContext(ctx, jobKeyHolder); err != nil {
 		return nil, fmt.Errorf("error preparing query JobKeyHolder: %w", err)
@@ -608,6 +617,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing enqueueJobsAlikeStmt: %w", cerr)
 		}
 	}
+	if q.enqueueJobsAlikeCountedStmt != nil {
+		if cerr := q.enqueueJobsAlikeCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsAlikeCountedStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobsCountedStmt != nil {
+		if cerr := q.enqueueJobsCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsCountedStmt: %w", cerr)
+		}
+	}
 	if q.enqueueUniqueJobStmt != nil {
 		if cerr := q.enqueueUniqueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueUniqueJobStmt: %w", cerr)
@@ -696,6 +715,11 @@ func (q *Queries) Close() error {
 	if q.jobClaimsStmt != nil {
 		if cerr := q.jobClaimsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
+		}
+	}
+	if q.jobIDCeilingStmt != nil {
+		if cerr := q.jobIDCeilingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobIDCeilingStmt: %w", cerr)
 		}
 	}
 	if q.jobKeyHolderStmt != nil {
@@ -1057,6 +1081,8 @@ type Queries struct {
 	enqueueJobStmt                  *sql.Stmt
 	enqueueJobsStmt                 *sql.Stmt
 	enqueueJobsAlikeStmt            *sql.Stmt
+	enqueueJobsAlikeCountedStmt     *sql.Stmt
+	enqueueJobsCountedStmt          *sql.Stmt
 	enqueueUniqueJobStmt            *sql.Stmt
 	enqueueUniqueJobsStmt           *sql.Stmt
 	expiredTombstonesStmt           *sql.Stmt
@@ -1075,6 +1101,7 @@ type Queries struct {
 	heartbeatJobStmt                *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
+	jobIDCeilingStmt                *sql.Stmt
 	jobKeyHolderStmt                *sql.Stmt
 	jobQueuesStmt                   *sql.Stmt
 	latestNotificationStmt          *sql.Stmt
@@ -1181,6 +1208,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueJobStmt:                  q.enqueueJobStmt,
 		enqueueJobsStmt:                 q.enqueueJobsStmt,
 		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
+		enqueueJobsAlikeCountedStmt:     q.enqueueJobsAlikeCountedStmt,
+		enqueueJobsCountedStmt:          q.enqueueJobsCountedStmt,
 		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,
@@ -1199,6 +1228,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		heartbeatJobStmt:                q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
+		jobIDCeilingStmt:                q.jobIDCeilingStmt,
 		jobKeyHolderStmt:                q.jobKeyHolderStmt,
 		jobQueuesStmt:                   q.jobQueuesStmt,
 		latestNotificationStmt:          q.latestNotificationStmt,
