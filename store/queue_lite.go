@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/hex"
@@ -17,10 +18,16 @@ import (
 // Queue statements on SQLite. Times are stored as unix microseconds.
 
 func (o liteOps) enqueue(ctx context.Context, queue, _ string, now time.Time, j newJob) (int64, error) {
-	id, err := o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+	res, err := o.q.EnqueueJobCounted(ctx, litedb.EnqueueJobCountedParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers)})
-	return id, skipped("job", err)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, cmp.Or(err, errSkipped("job"))
+	}
+	return res.LastInsertId()
 }
 
 // enqueueMany inserts the jobs with one statement per chunk of about

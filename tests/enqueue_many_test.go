@@ -74,7 +74,8 @@ func TestEnqueueManyIDsFollowTheJobs(t *testing.T) {
 // An application's trigger that inserts a job of its own for each job of
 // a queue (an audit trail, say) takes ids between the batch's: EnqueueMany
 // still returns the ids of the caller's jobs, in order, alone and inside
-// the caller's transaction, and stores each job and its audit job once. On
+// the caller's transaction, and stores each job and its audit job once;
+// Enqueue returns its own job's id. On
 // SQLite the ids were once computed back from the statement's last id, and
 // 19 of 20 were the audit rows or no row (fresh-eyes review); since the
 // batch is inserted without RETURNING and its ids proven contiguous, a
@@ -124,5 +125,13 @@ func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 			return err
 		}))
 		check(ids, 2)
+		// One job's id, beside its audit job (on SQLite the statement's
+		// last_insert_rowid, which the trigger's insert leaves alone).
+		id, err := q.Enqueue(c, []byte("single"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, "main", j.Queue)
+		assert.Equal(t, "single", string(j.Payload))
 	})
 }

@@ -153,6 +153,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
 	}
+	if q.enqueueJobCountedStmt, err = db.PrepareContext(ctx, enqueueJobCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobCounted: %w", err)
+	}
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
@@ -605,6 +608,11 @@ func (q *Queries) Close() error {
 	if q.enqueueJobStmt != nil {
 		if cerr := q.enqueueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobCountedStmt != nil {
+		if cerr := q.enqueueJobCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobCountedStmt: %w", cerr)
 		}
 	}
 	if q.enqueueJobsStmt != nil {
@@ -1079,6 +1087,7 @@ type Queries struct {
 	deleteScheduleStmt              *sql.Stmt
 	dueSchedulesStmt                *sql.Stmt
 	enqueueJobStmt                  *sql.Stmt
+	enqueueJobCountedStmt           *sql.Stmt
 	enqueueJobsStmt                 *sql.Stmt
 	enqueueJobsAlikeStmt            *sql.Stmt
 	enqueueJobsAlikeCountedStmt     *sql.Stmt
@@ -1206,6 +1215,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		deleteScheduleStmt:              q.deleteScheduleStmt,
 		dueSchedulesStmt:                q.dueSchedulesStmt,
 		enqueueJobStmt:                  q.enqueueJobStmt,
+		enqueueJobCountedStmt:           q.enqueueJobCountedStmt,
 		enqueueJobsStmt:                 q.enqueueJobsStmt,
 		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
 		enqueueJobsAlikeCountedStmt:     q.enqueueJobsAlikeCountedStmt,

@@ -605,6 +605,40 @@ func (q *Queries) EnqueueJob(ctx context.Context, arg EnqueueJobParams) (int64, 
 	return id, err
 }
 
+const enqueueJobCounted = `-- name: EnqueueJobCounted :execresult
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+`
+
+type EnqueueJobCountedParams struct {
+	Queue       string
+	Payload     litedriver.Blob
+	Priority    int64
+	MaxAttempts int64
+	Now         int64
+	RunAt       int64
+	ExpiresAt   *int64
+	Headers     *string
+}
+
+// EnqueueJob without RETURNING, which SQLite runs as a trigger program:
+// one row's id is the statement's last_insert_rowid (an application's
+// trigger that inserts rows leaves it as it was once the trigger ends),
+// and a trigger that skipped the row (RAISE(IGNORE)) leaves it stored
+// nothing (changes() is 0).
+func (q *Queries) EnqueueJobCounted(ctx context.Context, arg EnqueueJobCountedParams) (sql.Result, error) {
+	return q.exec(ctx, q.enqueueJobCountedStmt, enqueueJobCounted,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.Headers,
+	)
+}
+
 const enqueueJobs = `-- name: EnqueueJobs :many
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT CAST(?1 AS TEXT), unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),

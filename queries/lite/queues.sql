@@ -8,6 +8,15 @@ INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
+-- name: EnqueueJobCounted :execresult
+-- EnqueueJob without RETURNING, which SQLite runs as a trigger program:
+-- one row's id is the statement's last_insert_rowid (an application's
+-- trigger that inserts rows leaves it as it was once the trigger ends),
+-- and a trigger that skipped the row (RAISE(IGNORE)) leaves it stored
+-- nothing (changes() is 0).
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers));
+
 -- name: EnqueueJobs :many
 -- A batch in one statement: jobs is a JSON array of objects, one a job, in
 -- order: {"p": the payload in hex (null: NULL), "pr": priority,
