@@ -58,7 +58,7 @@ const maxLockAttempts = 16
 // found headless row has its updated_at refreshed under the lock. On SQLite
 // the writer slot that tx holds gives the same serialization.
 func (k *Key) LockCompactionHeadTx(ctx context.Context, tx Tx) (*Head, error) {
-	return run(k.st.handle, "lock compaction head", tx.via(), func(o target) (*Head, error) {
+	return run(k.st.handle, "lock compaction head", tx.via(ctx), func(o target) (*Head, error) {
 		if err := validateKey(&k.key); err != nil {
 			return nil, err
 		}

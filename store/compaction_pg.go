@@ -10,8 +10,11 @@ import (
 // Compaction statements on PostgreSQL.
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
+	topic := streamTopic(e.stream)
+	w := o.wake(topic)
 	off, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
-		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: o.wake(streamTopic(e.stream))})
+		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w})
+	o.sent(topic, w)
 	return off, skipped("event", err)
 }
 

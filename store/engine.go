@@ -302,8 +302,6 @@ type engine interface {
 	// every later notification will reach it.
 	startFeed(hub *wake.Hub, log *slog.Logger) (stop func(), ready <-chan struct{})
 	listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error)
-	// committed runs after a write to topic committed.
-	committed(topic string)
 	// close releases the connections; abandoned says transactions are still
 	// open, whose connections go back (and close) when they end.
 	close(abandoned bool)

@@ -230,6 +230,11 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	}
 	defer tx.Rollback()
 	if err := fn(o.q.WithTx(tx)); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+			// database/sql rolled the transaction back when ctx ended
+			// between two statements: say why, not that it was finished.
+			return cerr
+		}
 		return err
 	}
 	return tx.Commit()
@@ -303,12 +308,13 @@ type liteTx struct {
 
 // endedAfter tells whether SQLite rolled the transaction back whole (a
 // write in it interrupted, or failed for memory, disk or locks). On the
-// store's connections litedriver refuses every later statement then, with
+// store's connections litedriver marks the statement that failed so
+// (litedriver.EndedTx) and refuses every later statement, with
 // litedriver.ErrRolledBack. An adopted transaction's connection is the
 // caller's: a BEGIN asks it (ProbeTransaction), and what it began is
 // rolled back at once.
 func (t liteTx) endedAfter(err error) error {
-	if errors.Is(err, litedriver.ErrRolledBack) {
+	if errors.Is(err, litedriver.ErrRolledBack) || litedriver.EndedTx(err) {
 		return litedriver.ErrRolledBack
 	}
 	if !t.adopted {

@@ -141,7 +141,8 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+	txs := &pgTxState{}
+	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
 }
 
 // txQueries are the queries of a read-write transaction: on Citus, marked
@@ -179,6 +180,9 @@ type pgOps struct {
 	eng  *pgEngine
 	inTx bool
 	txs  *pgTxState // the transaction's, when it is a Tx's; nil otherwise
+	// owed collects, in a transaction the store commits, the topics written
+	// without a wake, for trailing wakes after the commit; nil outside one.
+	owed *owedWakes
 }
 
 // pgTxState is what the store knows about one Tx's transaction.
@@ -191,18 +195,36 @@ type pgTxState struct {
 	// ran in it. Either means its next SettledSnapshot cannot teach the
 	// tracker (see mayLearn).
 	foreign, ageUsed atomic.Bool
+	// owed: topics written without a wake, owed one after the commit.
+	owed owedWakes
 }
 
 // wake returns the NOTIFY payload a write to topic carries. Writes the
 // store sees commit go through the throttle, which follows skipped ones
-// with a trailing wake after their commit; the commit of an adopted
-// transaction is never seen, so each of its writes notifies in its own
-// statement (commit-atomic, and heard in this process through the feed).
+// with a trailing wake after their commit (the write's statement then
+// calls sent); the commit of an adopted transaction is never seen, so each
+// of its writes notifies in its own statement (commit-atomic, and heard in
+// this process through the feed).
 func (o pgOps) wake(topic string) string {
 	if o.txs != nil && o.txs.adopted {
 		return wake.EncodeWake(topic)
 	}
 	return o.eng.gate.wake(topic)
+}
+
+// sent runs after the statement of a write to topic that carried payload
+// (wake's), whether it worked or not: a write that carried no wake is owed
+// a trailing one after its commit, which for an auto-commit statement has
+// happened (or never will: a wake more is harmless), and in a transaction
+// happens at its commit (pgTx.commit, atomically).
+func (o pgOps) sent(topic, payload string) {
+	switch {
+	case payload != "":
+	case o.owed != nil:
+		o.owed.add(topic)
+	case !o.inTx:
+		o.eng.gate.owe(topic)
+	}
 }
 
 // atomically runs fn in one transaction when need is set: the caller's, or
@@ -211,9 +233,14 @@ func (o pgOps) atomically(ctx context.Context, need bool, fn func(pgOps) error) 
 	if !need || o.inTx {
 		return fn(o)
 	}
-	return pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
-		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true})
+	owed := &owedWakes{}
+	err := pgx.BeginFunc(ctx, o.eng.pool, func(tx pgx.Tx) error {
+		return fn(pgOps{q: pgdb.New(tx), eng: o.eng, inTx: true, owed: owed})
 	})
+	if err == nil {
+		owed.paid(o.eng.gate)
+	}
+	return err
 }
 
 // allOrNone is atomically for a batch form that may write part of itself
@@ -299,14 +326,39 @@ func (t pgTx) ops() ops                           { return t.o }
 func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
 // endedAfter: PostgreSQL refuses every statement of a transaction a failed
-// statement aborted (25P02), and one cut short by its ctx closes the
-// connection, so nothing runs outside the transaction.
-func (t pgTx) endedAfter(error) error { return nil }
+// statement aborted (25P02), so nothing runs outside the transaction. A
+// statement cut short by its ctx closes the connection (pgx's way of
+// stopping it), which ends the transaction on the server: every later use
+// of the Tx is refused then, as on SQLite, instead of failing with "conn
+// closed". So is one after a statement that ended the transaction itself.
+func (t pgTx) endedAfter(err error) error {
+	if errors.Is(err, pgx.ErrTxClosed) {
+		// Ended through the pgx.Tx: its connection may serve another
+		// caller by now, so it is not looked at (driverErr says ErrTxDone).
+		return nil
+	}
+	c := t.tx.Conn()
+	switch {
+	case c == nil:
+		return nil
+	case c.IsClosed():
+		return errPgConnClosed
+	case c.PgConn().TxStatus() == 'I':
+		return errStatementEndedTx
+	}
+	return nil
+}
+
+// errPgConnClosed is why a Tx whose connection closed is gone.
+var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
 	err := t.tx.Commit(ctx)
 	if err != nil && t.o.eng.citusMark {
 		err = citusCommitErr(err)
+	}
+	if err == nil && t.o.owed != nil {
+		t.o.owed.paid(t.o.eng.gate) // the writes that went without a wake
 	}
 	return err
 }
@@ -316,6 +368,11 @@ func (t pgTx) commit(ctx context.Context) error {
 func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
+	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
+		// Several statements, one of them a COMMIT or ROLLBACK (refuseTxControl
+		// refuses one that comes first): the rest committed on their own.
+		return tag.RowsAffected(), errStatementEndedTx
+	}
 	return tag.RowsAffected(), err
 }
 
@@ -335,3 +392,20 @@ type scanRow struct {
 }
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
+
+// jobRuleErr names the table of a broken job rule on PostgreSQL. Since
+// schema 00030 the rules of a jobs row are the constraints of the domain
+// alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
+// row to, so PostgreSQL reports "value for domain alkstore.job_rules
+// violates check constraint ..." with the rule's old constraint name and
+// SQLSTATE 23514, but no table. The error gains the table in its text and
+// in the *pgconn.PgError's TableName, as a table CHECK reports it.
+func jobRuleErr(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" ||
+		pe.SchemaName != "alkstore" || pe.DataTypeName != "job_rules" {
+		return err
+	}
+	pe.TableName = "jobs"
+	return fmt.Errorf("a row of alkstore.jobs breaks its rule %s (the table's CHECK jobs_rules_check casts the row to the domain alkstore.job_rules): %w", pe.ConstraintName, err)
+}

@@ -82,12 +82,11 @@ func (s *Store) feedReady(ctx context.Context) error {
 }
 
 // wake is the afterCommit action for a write to topic: in-process waiters
-// wake at once; the engine makes sure other processes hear of it too.
+// wake at once. Other processes hear of it through the engine: on
+// PostgreSQL the write's NOTIFY, or a trailing one after its commit (see
+// wakeGate); on SQLite their watchers see every commit.
 func (s *Store) wake(topic string) func() {
-	return func() {
-		s.hub.Wake(topic)
-		s.eng.committed(topic)
-	}
+	return func() { s.hub.Wake(topic) }
 }
 
 // background tracks receivers and listeners so Close can end them.

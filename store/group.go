@@ -392,8 +392,14 @@ type GroupMember struct {
 	nextStep   time.Time
 	stepNow    atomic.Bool // a heartbeat or a wake asks for a rebalance step
 	wakeStep   bool        // a group wake came while busy: step soon
-	lastStep   time.Time
-	lastIdle   time.Time // when commitIdle last ran
+	// held: the last read stopped below committed events at the settled
+	// horizon; heldGen is the store's Tx-end generation before it, and
+	// recheck the last wait since (see heldReport).
+	held     heldReport
+	heldGen  uint64
+	recheck  time.Duration
+	lastStep time.Time
+	lastIdle time.Time // when commitIdle last ran
 }
 
 // ownedPart is a partition the member holds.
@@ -606,6 +612,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 // read reads the next page of the stream after the lowest cursor of the
 // member's partitions; false when there was nothing to read.
 func (m *GroupMember) read(ctx context.Context) (bool, error) {
+	m.held.held, m.heldGen = false, m.g.s.held.generation()
 	now := m.g.s.now()
 	m.mu.Lock()
 	from := int64(-1)
@@ -621,7 +628,7 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 	if from < 0 {
 		return false, nil
 	}
-	evs, err := m.g.st.ReadSince(ctx, from, m.opts.PageSize)
+	evs, err := m.g.st.ReadSince(context.WithValue(ctx, heldKey{}, &m.held), from, m.opts.PageSize)
 	if err != nil {
 		return false, err
 	}
@@ -635,10 +642,22 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 }
 
 // wait sleeps until a wake (a publish on the stream, a change in the group),
-// the next step or the safety poll.
+// the next step or the safety poll; after a read the settled horizon held
+// back, until a short backoff or the end of a Tx of the store, as a
+// receiver does (see heldReport).
 func (m *GroupMember) wait(ctx context.Context) error {
 	now := m.g.s.now()
 	d := min(m.opts.SafetyPoll, max(m.nextStep.Sub(now), time.Millisecond))
+	var released <-chan struct{}
+	var recheck <-chan time.Time // a read, not a step, is due
+	if m.held.held {
+		m.recheck = nextRecheck(m.recheck)
+		rt := time.NewTimer(m.recheck)
+		defer rt.Stop()
+		recheck, released = rt.C, m.g.s.held.after(m.heldGen)
+	} else {
+		m.recheck = 0
+	}
 	m.mu.Lock()
 	for _, o := range m.owned {
 		if !o.lost && now.Before(o.retryAt) {
@@ -657,6 +676,8 @@ func (m *GroupMember) wait(ctx context.Context) error {
 	case <-m.closed:
 	case <-m.sub.Done():
 	case <-m.sub.C():
+	case <-recheck:
+	case <-released:
 	case <-m.gsub.C():
 		// Stepped at most every busyStepEvery: on SQLite every commit
 		// anywhere wakes every member.
@@ -910,7 +931,7 @@ func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 // adopted transaction, AdoptPgx or AdoptSQL, does not tell the member of
 // its rollback: the partition then goes on after ev.)
 func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
-	return m.commitEvent(ctx, tx.via(), ev, &tx)
+	return m.commitEvent(ctx, tx.via(ctx), ev, &tx)
 }
 
 func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) error {

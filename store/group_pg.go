@@ -32,17 +32,24 @@ func (o pgOps) listGroups(ctx context.Context) ([]groupInfo, error) {
 }
 
 func (o pgOps) upsertGroupMember(ctx context.Context, g groupRef, member string, now, exp time.Time, wake bool) error {
-	w := ""
+	w, topic := "", groupTopic(g.stream, g.group)
 	if wake {
-		w = o.wake(groupTopic(g.stream, g.group))
+		w = o.wake(topic)
 	}
-	return o.q.UpsertGroupMember(ctx, pgdb.UpsertGroupMemberParams{Stream: g.stream, Grp: g.group, Member: member,
+	err := o.q.UpsertGroupMember(ctx, pgdb.UpsertGroupMemberParams{Stream: g.stream, Grp: g.group, Member: member,
 		Now: now, ExpiresAt: exp, Wake: w})
+	if wake {
+		o.sent(topic, w)
+	}
+	return err
 }
 
 func (o pgOps) deleteGroupMember(ctx context.Context, g groupRef, member string) error {
-	return o.q.DeleteGroupMember(ctx, pgdb.DeleteGroupMemberParams{Stream: g.stream, Grp: g.group, Member: member,
-		Wake: o.wake(groupTopic(g.stream, g.group))})
+	topic := groupTopic(g.stream, g.group)
+	w := o.wake(topic)
+	err := o.q.DeleteGroupMember(ctx, pgdb.DeleteGroupMemberParams{Stream: g.stream, Grp: g.group, Member: member, Wake: w})
+	o.sent(topic, w)
+	return err
 }
 
 func (o pgOps) deleteExpiredGroupMembers(ctx context.Context, g groupRef, now time.Time) (int64, error) {
@@ -85,8 +92,11 @@ func (o pgOps) renewGroupPartitions(ctx context.Context, g groupRef, member stri
 }
 
 func (o pgOps) releaseGroupPartition(ctx context.Context, r groupPartReq) (bool, error) {
+	topic := groupTopic(r.stream, r.group)
+	w := o.wake(topic)
 	n, err := o.q.ReleaseGroupPartition(ctx, pgdb.ReleaseGroupPartitionParams{Now: r.now, CommittedOffset: r.committed,
-		Stream: r.stream, Grp: r.group, Part: int32(r.part), Member: r.member, Token: r.token, Wake: o.wake(groupTopic(r.stream, r.group))})
+		Stream: r.stream, Grp: r.group, Part: int32(r.part), Member: r.member, Token: r.token, Wake: w})
+	o.sent(topic, w)
 	return n == 1, err
 }
 

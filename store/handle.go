@@ -27,8 +27,9 @@ type target struct {
 	afterCommit func(fn func())
 	auto        bool // auto-commit: the operation waits for a connection of its own
 	write       bool // an auto-commit write: on SQLite it waits for the writer slot
-	// failed, in a transaction, is told the operation's error (Tx.failed).
-	failed func(err error)
+	// failed, in a transaction, is told the operation's error and returns
+	// it as the caller sees it (Tx.failed).
+	failed func(err error) error
 }
 
 // via chooses the target of an operation.
@@ -80,7 +81,7 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	res, err := fn(t)
 	if err != nil {
 		if t.failed != nil {
-			t.failed(err)
+			err = t.failed(err)
 		}
 		return zero, opErr(op, h.name, h.s.driverErr(err))
 	}

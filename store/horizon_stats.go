@@ -112,6 +112,7 @@ type stallWatch struct {
 // saw; it logs the warning when the horizon has stood still for after
 // while events waited, and the recovery when it moves after a warning.
 func (w *stallWatch) observe(ctx context.Context, settled, head int64) {
+	reportHeld(ctx, settled, head) // for a receiver's read: see heldReport
 	if w == nil || w.after <= 0 {
 		return
 	}

@@ -44,7 +44,7 @@ var (
 func claimJobByID(ctx context.Context, q *Queue, tx *Tx, id int64, worker string, visibility time.Duration) (*Job, error) {
 	v := autoWrite(ctx)
 	if tx != nil {
-		v = tx.via()
+		v = tx.via(ctx)
 	}
 	return run(q.handle, "claim job", v, func(t target) (*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
@@ -72,7 +72,7 @@ func scanJobs(ctx context.Context, q *Queue, tx *Tx, size int, fn func(page []*J
 		size = MaxJobsLimit
 	}
 	if tx != nil {
-		return run0(q.handle, "jobs", tx.via(), func(t target) error {
+		return run0(q.handle, "jobs", tx.via(ctx), func(t target) error {
 			return pageJobs(ctx, t.ops, q.name, size, fn)
 		})
 	}

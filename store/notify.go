@@ -19,7 +19,7 @@ func (s *Store) Notify(ctx context.Context, channel string, payload []byte) erro
 // NotifyTx sends the notification only if tx commits; a rollback sends
 // nothing.
 func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []byte) error {
-	return s.notify(ctx, tx.via(), channel, payload)
+	return s.notify(ctx, tx.via(ctx), channel, payload)
 }
 
 func (s *Store) notify(ctx context.Context, v via, channel string, payload []byte) error {

@@ -55,10 +55,6 @@ func (e *liteEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan 
 	return func() { w.Close(); stopNudges(); poll.Close() }, ready
 }
 
-// committed needs nothing on SQLite: other processes' watchers see every
-// commit.
-func (e *liteEngine) committed(string) {}
-
 func (e *liteEngine) listen(ctx context.Context, s *Store, channel string, onClose func()) (*Listener, error) {
 	return newPollListener(ctx, channel, liteMessages{q: e.readQ, channel: channel},
 		s.subscribe(channelTopic(channel)), ListenBuffer, onClose)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,13 +19,19 @@ import (
 // NOTIFY. Postgres serializes the commits of notifying transactions, so a
 // NOTIFY per write would throttle concurrent writers; the first write in a
 // window notifies inside its statement (commit-atomic), later ones carry none
-// and a trailing wake follows their commit when the window closes. Other
+// and a trailing wake follows each one's commit when the window closes. Other
 // processes therefore hear of a busy topic's writes at most this late. The
 // store never sees an adopted transaction commit, so writes in one bypass
 // the gate and always notify (pgOps.wake).
 const wakeWindow = 5 * time.Millisecond
 
 // wakeGate decides which writes carry a NOTIFY and sends trailing wakes.
+//
+// A write that carried none is owed a wake after its own commit, which may
+// come long after its statement (a Tx's write commits with the Tx): so the
+// write's own commit asks for the trailing wake (owe), never the statement
+// or another write's commit. A trailing wake scheduled when a write commits
+// covers it, and every write that commits before it fires.
 type wakeGate struct {
 	send   func(topic string) // an auto-commit NOTIFY
 	mu     sync.Mutex
@@ -33,13 +40,22 @@ type wakeGate struct {
 
 type gateState struct {
 	last     time.Time // when a wake for the topic last went out
-	skipped  bool      // a write since then carried none
-	trailing bool      // a trailing wake is scheduled
+	trailing bool      // a trailing wake is scheduled and has not gone out
 	timer    *time.Timer
 }
 
+// window is wakeWindow, unless a test set another for topic
+// (wake.SetGateWindow).
+func (g *wakeGate) window(topic string) time.Duration {
+	if d, ok := wake.GateWindow(topic); ok {
+		return d
+	}
+	return wakeWindow
+}
+
 // wake returns the NOTIFY payload a write to topic should carry: the wake,
-// or "" when one went out within the window.
+// or "" when one went out within the window. A write given "" must be
+// passed to owe once it committed (pgOps.sent).
 func (g *wakeGate) wake(topic string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -52,26 +68,26 @@ func (g *wakeGate) wake(topic string) string {
 		g.topics[topic] = st
 	}
 	now := time.Now()
-	if now.Sub(st.last) >= wakeWindow {
+	if now.Sub(st.last) >= g.window(topic) {
 		st.last = now
 		return wake.EncodeWake(topic)
 	}
-	st.skipped = true
 	return ""
 }
 
-// committed runs after a write to topic committed: if writes went without a
-// wake, one follows when the window closes (after this commit, so whoever
-// wakes sees the rows).
-func (g *wakeGate) committed(topic string) {
+// owe runs after a write to topic that carried no wake committed: a
+// trailing wake follows when the window closes, after this moment, so
+// whoever wakes sees the write's rows. One already scheduled (it goes out
+// later still) covers it.
+func (g *wakeGate) owe(topic string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.topics[topic]
-	if st == nil || !st.skipped || st.trailing {
+	if st == nil || st.trailing {
 		return
 	}
 	st.trailing = true
-	st.timer = time.AfterFunc(max(wakeWindow-time.Since(st.last), 0), func() { g.fire(topic, st) })
+	st.timer = time.AfterFunc(max(g.window(topic)-time.Since(st.last), 0), func() { g.fire(topic, st) })
 }
 
 // fire sends a scheduled trailing wake, unless flush already did.
@@ -81,7 +97,7 @@ func (g *wakeGate) fire(topic string, st *gateState) {
 		g.mu.Unlock()
 		return
 	}
-	st.trailing, st.skipped, st.last = false, false, time.Now()
+	st.trailing, st.last = false, time.Now()
 	g.mu.Unlock()
 	g.send(topic)
 }
@@ -103,7 +119,31 @@ func (g *wakeGate) flush() {
 	}
 }
 
-func (e *pgEngine) committed(topic string) { e.gate.committed(topic) }
+// owedWakes are the topics a transaction wrote to without a wake: each is
+// owed one after the transaction commits (pgTx.commit).
+type owedWakes struct {
+	mu     sync.Mutex
+	topics []string
+}
+
+func (w *owedWakes) add(topic string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Contains(w.topics, topic) {
+		w.topics = append(w.topics, topic)
+	}
+}
+
+// paid hands every owed topic to the gate once the transaction committed.
+func (w *owedWakes) paid(g *wakeGate) {
+	w.mu.Lock()
+	topics := w.topics
+	w.topics = nil
+	w.mu.Unlock()
+	for _, topic := range topics {
+		g.owe(topic)
+	}
+}
 
 // startFeed runs the forwarder on a connection taken out of the pool for
 // good (hijacked), so it never counts against the pool's work.

@@ -42,7 +42,7 @@ func (ob *Outbox) QueueName() string { return ob.q.name }
 // opts work as for jobs; MaxAttempts, when set, caps the message's delivery
 // attempts below OutboxOpts.MaxAttempts.
 func (ob *Outbox) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts EnqueueOpts) (int64, error) {
-	return ob.q.enqueue(ctx, tx.via(), payload, outboxOpts(opts))
+	return ob.q.enqueue(ctx, tx.via(ctx), payload, outboxOpts(opts))
 }
 
 // Enqueue adds a message on its own (auto-commit).

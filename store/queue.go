@@ -170,13 +170,25 @@ func (j *Job) WakeLatency() (d time.Duration, ok bool) {
 	return j.wakeLatency, true
 }
 
+// The bounds of EnqueueOpts.Priority and MaxAttempts (and of a
+// ScheduleSpec's), which both engines store in 32-bit columns.
+const (
+	minPriority    = -(1 << 30)
+	maxPriority    = 1 << 30
+	maxMaxAttempts = 1 << 30
+)
+
 // EnqueueOpts are a job's options. The zero value runs the job now, at
 // priority 0, with DefaultMaxAttempts, never expiring.
 type EnqueueOpts struct {
-	Priority    int           // higher runs first
-	RunAt       time.Time     // when it becomes claimable; zero: now (+ Delay)
-	Delay       time.Duration // used when RunAt is zero
-	MaxAttempts int           // 0: DefaultMaxAttempts
+	// Priority: higher runs first; equal priorities by RunAt, then id.
+	// From -2^30 to 2^30 (-1073741824 to 1073741824), on both engines; a
+	// value outside is refused at enqueue with ErrInvalidArgument.
+	Priority int
+	RunAt    time.Time     // when it becomes claimable; zero: now (+ Delay)
+	Delay    time.Duration // used when RunAt is zero
+	// MaxAttempts: 0 is DefaultMaxAttempts; at most 2^30, as Priority.
+	MaxAttempts int
 	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
 	// handed out, whatever its state: a pending job is not claimed, and
 	// ends expired at the next SweepExpired or janitor pass, or when a
@@ -248,10 +260,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		return j, fmt.Errorf("%w: negative Delay %s", ErrInvalidArgument, o.Delay)
 	case !o.RunAt.IsZero() && o.Delay != 0:
 		return j, fmt.Errorf("%w: set RunAt or Delay, not both", ErrInvalidArgument)
-	case o.Priority > 1<<30 || o.Priority < -(1<<30):
-		return j, fmt.Errorf("%w: Priority %d out of range", ErrInvalidArgument, o.Priority)
-	case o.MaxAttempts > 1<<30:
-		return j, fmt.Errorf("%w: MaxAttempts %d out of range", ErrInvalidArgument, o.MaxAttempts)
+	case o.Priority > maxPriority || o.Priority < minPriority:
+		return j, fmt.Errorf("%w: Priority %d out of range (%d to %d)", ErrInvalidArgument, o.Priority, minPriority, maxPriority)
+	case o.MaxAttempts > maxMaxAttempts:
+		return j, fmt.Errorf("%w: MaxAttempts %d out of range (at most %d)", ErrInvalidArgument, o.MaxAttempts, maxMaxAttempts)
 	}
 	var err error
 	if j.headers, err = checkHeaders(o.Headers); err != nil {
@@ -284,7 +296,7 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (
 
 // EnqueueTx adds a job inside tx: it exists only if tx commits.
 func (q *Queue) EnqueueTx(ctx context.Context, tx Tx, payload []byte, opts EnqueueOpts) (int64, error) {
-	return q.enqueue(ctx, tx.via(), payload, opts)
+	return q.enqueue(ctx, tx.via(ctx), payload, opts)
 }
 
 func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (int64, error) {
@@ -352,7 +364,7 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error)
 // the whole transaction of an interrupted write; the error says so).
 // Portable code rolls tx back after an error.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
-	return enqueuedIDs(q.enqueueMany(ctx, tx.via(), "enqueue many", true, jobs))
+	return enqueuedIDs(q.enqueueMany(ctx, tx.via(ctx), "enqueue many", true, jobs))
 }
 
 // enqueued is enqueueMany's result: ids when no job was unique, placed
@@ -582,7 +594,7 @@ func (q *Queue) Job(ctx context.Context, id int64) (*Job, error) {
 
 // JobTx is Job inside tx; it sees jobs tx enqueued.
 func (q *Queue) JobTx(ctx context.Context, tx Tx, id int64) (*Job, error) {
-	return q.getJob(ctx, tx.via(), id)
+	return q.getJob(ctx, tx.via(ctx), id)
 }
 
 func (q *Queue) getJob(ctx context.Context, v via, id int64) (*Job, error) {
@@ -614,7 +626,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 // CancelTx is Cancel inside tx: the job ends cancelled only if tx commits,
 // and its worker hears of it then.
 func (q *Queue) CancelTx(ctx context.Context, tx Tx, id int64) error {
-	return q.cancel(ctx, tx.via(), id)
+	return q.cancel(ctx, tx.via(ctx), id)
 }
 
 func (q *Queue) cancel(ctx context.Context, v via, id int64) error {
@@ -640,7 +652,7 @@ func (q *Queue) Pause(ctx context.Context) error {
 
 // PauseTx is Pause inside tx: the queue pauses only if tx commits.
 func (q *Queue) PauseTx(ctx context.Context, tx Tx) error {
-	return q.setPaused(ctx, tx.via(), "pause", true)
+	return q.setPaused(ctx, tx.via(ctx), "pause", true)
 }
 
 // Resume lets the queue's workers claim again. They hear of it through the
@@ -652,7 +664,7 @@ func (q *Queue) Resume(ctx context.Context) error {
 
 // ResumeTx is Resume inside tx: the queue resumes only if tx commits.
 func (q *Queue) ResumeTx(ctx context.Context, tx Tx) error {
-	return q.setPaused(ctx, tx.via(), "resume", false)
+	return q.setPaused(ctx, tx.via(ctx), "resume", false)
 }
 
 func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) error {
@@ -679,7 +691,7 @@ func (q *Queue) Requeue(ctx context.Context, id int64) error {
 // RequeueTx is Requeue inside tx: the job is pending again only if tx
 // commits.
 func (q *Queue) RequeueTx(ctx context.Context, tx Tx, id int64) error {
-	return q.requeue(ctx, tx.via(), id)
+	return q.requeue(ctx, tx.via(ctx), id)
 }
 
 func (q *Queue) requeue(ctx context.Context, v via, id int64) error {

@@ -68,7 +68,7 @@ func (q *Queue) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
 // JobsTx is Jobs inside tx: it sees tx's own uncommitted jobs (what a test
 // asserting "this transaction enqueued that job" reads).
 func (q *Queue) JobsTx(ctx context.Context, tx Tx, opts JobsOpts) ([]*Job, error) {
-	return q.jobs(ctx, tx.via(), opts)
+	return q.jobs(ctx, tx.via(ctx), opts)
 }
 
 func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) {
@@ -93,7 +93,7 @@ func (q *Queue) Delete(ctx context.Context, id int64) error {
 
 // DeleteTx is Delete inside tx: the job is gone only if tx commits.
 func (q *Queue) DeleteTx(ctx context.Context, tx Tx, id int64) error {
-	return q.deleteJob(ctx, tx.via(), id)
+	return q.deleteJob(ctx, tx.via(ctx), id)
 }
 
 func (q *Queue) deleteJob(ctx context.Context, v via, id int64) error {
@@ -119,8 +119,13 @@ const requeueBatch = 1000
 
 // RequeueDead moves every dead job of the queue back to pending like
 // Requeue, in batches of its own transactions, and returns how many it
-// moved. Jobs that die while it runs stay dead. Rows another transaction
-// holds are skipped, and so are unique jobs that could not hold their key
+// moved. Jobs that die while it runs stay dead: it moves those that died
+// at or before its start by this store's clock (WithClock, or the host's).
+// A job's death is stamped by the clock of the process that ended it, so a
+// job that died on a host whose clock runs ahead of this one stays dead
+// until a RequeueDead whose clock has passed that time (Requeue moves it by
+// id at once; the job's FinishedAt says when it died). Rows another
+// transaction holds are skipped, and so are unique jobs that could not hold their key
 // once pending: those whose key another job holds now, and of dead jobs
 // sharing a key all but the one that died first. They stay dead (Requeue
 // says who holds a job's key); a dead job holding its own key (a ByState

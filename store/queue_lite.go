@@ -260,6 +260,18 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
+		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
+			slices.SortFunc(rows, func(a, b litedb.ClaimableJobsRow) int {
+				switch {
+				case a.Priority != b.Priority:
+					return cmp.Compare(b.Priority, a.Priority)
+				case a.RunAt != b.RunAt:
+					return cmp.Compare(a.RunAt, b.RunAt)
+				}
+				return cmp.Compare(a.ID, b.ID)
+			})
+			rows = rows[:n]
+		}
 		ids := make([]byte, 0, 16*len(rows))
 		for i, row := range rows {
 			ids = append(ids, ',')
@@ -313,10 +325,7 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 // ackMany is ack for a batch: the jobs the first statement did not delete
 // are acked in one transaction.
 func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
-	js, err := claimPairs(claims)
-	if err != nil {
-		return nil, err
-	}
+	js := claimPairs(claims)
 	p := litedb.AckJobsParams{Now: now.UnixMicro(), Queue: queue, Claims: js}
 	ids, err := o.q.AckJobs(ctx, p)
 	if err != nil || len(ids) == len(claims) {
@@ -359,13 +368,11 @@ func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef
 			if len(claims) == 0 {
 				return nil
 			}
-			js, err := claimPairs(claims)
-			if err != nil {
-				return err
-			}
+			js := claimPairs(claims)
 			now := clock().UnixMicro()
 			if exact {
 				p := litedb.AckJobsParams{Now: now, Queue: queue, Claims: js}
+				var err error
 				if ids, err = q.AckJobs(ctx, p); err != nil || len(ids) == len(claims) {
 					return err
 				}
@@ -592,15 +599,23 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 	})
 }
 
-// claimPairs encodes claims as the JSON array of [id, claim_token] pairs
-// AckJobs and CompleteJobs read.
-func claimPairs(claims []claimRef) (string, error) {
-	pairs := make([][2]int64, len(claims))
+// claimPairs encodes claims as the JSON object AckJobs and CompleteJobs
+// read: a member "id": claim_token a claim, in order (a job claimed twice
+// has two members of one name, which SQLite's JSON functions keep).
+func claimPairs(claims []claimRef) string {
+	b := make([]byte, 0, 2+len(claims)*32)
+	b = append(b, '{')
 	for i, c := range claims {
-		pairs[i] = [2]int64{c.id, c.token}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, c.id, 10)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, c.token, 10)
 	}
-	js, err := json.Marshal(pairs)
-	return string(js), err
+	b = append(b, '}')
+	return string(b)
 }
 
 func (o liteOps) requeueDead(ctx context.Context, r requeueDeadReq) (int64, error) {

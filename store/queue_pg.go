@@ -17,25 +17,30 @@ func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, 
 	if !j.runAt.Equal(now) {
 		runAt = &j.runAt
 	}
+	w := o.wake(topic)
 	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
 		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
-		Wake: o.wake(topic)})
+		Wake: w})
+	o.sent(topic, w)
 	return id, skipped("job", err)
 }
 
 func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+	topic := queueTopic(queue)
+	w := o.wake(topic)
+	defer o.sent(topic, w)
 	if alikeRun(jobs, math.MaxInt) == len(jobs) { // the usual batch: only payloads differ
 		j := jobs[0]
 		p := pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
 			RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Payloads: make([][]byte, len(jobs)),
-			Wake: o.wake(queueTopic(queue))}
+			Wake: w}
 		for i, j := range jobs {
 			p.Payloads[i] = j.payload
 		}
 		ids, err := o.q.EnqueueJobsAlike(ctx, p)
 		return allInserted(len(jobs), ids, err)
 	}
-	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
+	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: w,
 		Payloads: make([][]byte, len(jobs)), Priorities: make([]int32, len(jobs)), MaxAttempts: make([]int32, len(jobs))}
 	for i, j := range jobs {
 		p.Payloads[i], p.Priorities[i], p.MaxAttempts[i] = j.payload, j.priority, j.maxAttempts
@@ -205,7 +210,10 @@ func (o pgOps) sweepExpired(ctx context.Context, queue string, now time.Time) (i
 }
 
 func (o pgOps) cancel(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
-	n, err := o.q.CancelJob(ctx, pgdb.CancelJobParams{Queue: queue, ID: id, Now: now, Wake: o.wake(claimTopic(queue))})
+	topic := claimTopic(queue)
+	w := o.wake(topic)
+	n, err := o.q.CancelJob(ctx, pgdb.CancelJobParams{Queue: queue, ID: id, Now: now, Wake: w})
+	o.sent(topic, w)
 	return n == 1, err
 }
 
@@ -222,8 +230,11 @@ func (o pgOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error) {
 }
 
 func (o pgOps) setQueuePaused(ctx context.Context, queue string, paused bool, now time.Time) error {
-	return o.q.SetQueuePaused(ctx, pgdb.SetQueuePausedParams{Queue: queue, Paused: paused, Now: now,
-		Wake: o.wake(queueTopic(queue))})
+	topic := queueTopic(queue)
+	w := o.wake(topic)
+	err := o.q.SetQueuePaused(ctx, pgdb.SetQueuePausedParams{Queue: queue, Paused: paused, Now: now, Wake: w})
+	o.sent(topic, w)
+	return err
 }
 
 func (o pgOps) queuePaused(ctx context.Context, queue string) (bool, error) {
@@ -330,18 +341,21 @@ func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, j
 
 func (o pgOps) placeUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	return placeUnique(jobs, func(batch []newJob) ([]int64, error) {
+		topic := queueTopic(queue)
+		w := o.wake(topic)
+		defer o.sent(topic, w)
 		if len(batch) == 1 && batch[0].uniqueKey != nil { // the common case, without arrays
 			j := batch[0]
 			got, err := o.q.EnqueueUniqueJob(ctx, pgdb.EnqueueUniqueJobParams{Queue: queue, Payload: j.payload,
 				Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
-				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Headers: j.headers, Wake: o.wake(queueTopic(queue))})
+				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Headers: j.headers, Wake: w})
 			if err != nil || len(got) == 0 {
 				return []int64{0}, err
 			}
 			return got[:1], nil
 		}
 		n := len(batch)
-		p := pgdb.EnqueueUniqueJobsParams{Queue: queue, Now: now, Wake: o.wake(queueTopic(queue)),
+		p := pgdb.EnqueueUniqueJobsParams{Queue: queue, Now: now, Wake: w,
 			Payloads: make([][]byte, n), Priorities: make([]int32, n), MaxAttempts: make([]int32, n),
 			RunAts: make([]time.Time, n), HasExpiresAt: make([]bool, n), ExpiresAts: make([]time.Time, n),
 			UniqueKeys: make([][]byte, n), UniqueStates: make([]string, n)}

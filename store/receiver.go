@@ -19,6 +19,13 @@ import (
 // an event therefore gets it again after a restart (at-least-once). The last
 // event before a pause stays unsaved until the next Recv or TryRecv; call
 // SaveOffset to save the last event Recv returned yourself.
+//
+// On PostgreSQL a receiver whose read stopped at the settled horizon below
+// committed events (a transaction that may own a lower offset still runs)
+// reads again after 1 ms, doubling to 1 s (never past SafetyPoll), until
+// the horizon passes them: the transaction holding it may end without a
+// wake (a rollback, a killed session, a transaction that published
+// nothing). The end of a Tx of the same store wakes it at once.
 type SubscribeOpts struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256
@@ -41,6 +48,7 @@ type item struct {
 type EventReceiver struct {
 	src     streamSource
 	wakes   *wake.Sub
+	release *horizonRelease // the store's: a Tx ended (see heldReport)
 	opts    SubscribeOpts
 	onClose func() // run once, by Close: the store forgets the receiver
 
@@ -83,14 +91,18 @@ func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, op
 		wakes.Close()
 		return nil, err
 	}
-	r := &EventReceiver{src: src, wakes: wakes, opts: opts, onClose: onClose, items: make(chan item, opts.Buffer),
+	r := &EventReceiver{src: src, wakes: wakes, release: &src.st.s.held, opts: opts, onClose: onClose, items: make(chan item, opts.Buffer),
 		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), lastSave: time.Now()}
 	go r.run(start)
 	return r, nil
 }
 
 // run drains from the cursor to the horizon, parks until a wake, and
-// repeats. It ends on Close or when the wake feed ends.
+// repeats. It ends on Close or when the wake feed ends. A drain that the
+// settled horizon held back below committed events is followed by another
+// on a short backoff, or as soon as a Tx of this store ends, rather than at
+// the safety poll: the transaction holding the horizon may end without a
+// wake (see heldReport).
 func (r *EventReceiver) run(cursor int64) {
 	defer close(r.done)
 	defer r.wakes.Close()
@@ -103,11 +115,16 @@ func (r *EventReceiver) run(cursor int64) {
 		}
 		cancel()
 	}()
-	failing := false // an error was surfaced and no read has worked since
+	ctx, held := withHeldReport(ctx)
+	failing := false            // an error was surfaced and no read has worked since
+	recheck := time.Duration(0) // the last wait while held back; 0 when not
 	for {
+		held.held = false
+		gen := r.release.generation()
 		next, err := r.drain(ctx, cursor)
 		cursor = next
 		wait := time.Duration(0)
+		var released <-chan struct{}
 		if err != nil {
 			if errors.Is(err, errStopped) || ctx.Err() != nil {
 				r.finish(r.endCause())
@@ -123,10 +140,16 @@ func (r *EventReceiver) run(cursor int64) {
 		} else {
 			failing = false
 		}
+		if err == nil && held.held {
+			recheck = nextRecheck(recheck)
+			wait, released = min(recheck, r.opts.SafetyPoll), r.release.after(gen)
+		} else {
+			recheck = 0
+		}
 		if wait == 0 {
 			wait = r.opts.SafetyPoll
 		}
-		if !r.park(wait) {
+		if !r.park(wait, released) {
 			r.finish(r.endCause())
 			return
 		}
@@ -179,9 +202,9 @@ func (r *EventReceiver) send(it item) bool {
 	}
 }
 
-// park waits for a wake or the retry timeout (true), or the end of the
-// feed or Close (false).
-func (r *EventReceiver) park(retry time.Duration) bool {
+// park waits for a wake, the retry timeout or released (true), or the end
+// of the feed or Close (false).
+func (r *EventReceiver) park(retry time.Duration, released <-chan struct{}) bool {
 	var timeout <-chan time.Time
 	if retry > 0 {
 		t := time.NewTimer(retry)
@@ -192,6 +215,8 @@ func (r *EventReceiver) park(retry time.Duration) bool {
 	case <-r.wakes.C():
 		return true
 	case <-timeout:
+		return true
+	case <-released:
 		return true
 	case <-r.wakes.Done():
 		return false

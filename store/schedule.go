@@ -33,8 +33,8 @@ type ScheduleSpec struct {
 	TZ          string // IANA time zone name cron fields are read in; "" is UTC
 	Queue       string // validated like any queue name: the reserved prefix is refused
 	Payload     []byte
-	Priority    int
-	MaxAttempts int // 0: DefaultMaxAttempts
+	Priority    int // as EnqueueOpts.Priority: -2^30 to 2^30, or Set refuses the spec
+	MaxAttempts int // 0: DefaultMaxAttempts; at most 2^30
 	// Headers are given to every job the schedule enqueues (see
 	// EnqueueOpts.Headers; the same bound).
 	Headers map[string]string
@@ -75,7 +75,7 @@ func (sc *Schedule) Set(ctx context.Context, spec ScheduleSpec) error {
 // SetTx is Set inside tx: the schedule exists, and schedulers hear of it,
 // only if tx commits.
 func (sc *Schedule) SetTx(ctx context.Context, tx Tx, spec ScheduleSpec) error {
-	return sc.set(ctx, tx.via(), spec)
+	return sc.set(ctx, tx.via(ctx), spec)
 }
 
 func (sc *Schedule) set(ctx context.Context, v via, spec ScheduleSpec) error {
@@ -116,7 +116,7 @@ func (sc *Schedule) Delete(ctx context.Context) error {
 
 // DeleteTx is Delete inside tx: the schedule is gone only if tx commits.
 func (sc *Schedule) DeleteTx(ctx context.Context, tx Tx) error {
-	return sc.delete(ctx, tx.via())
+	return sc.delete(ctx, tx.via(ctx))
 }
 
 func (sc *Schedule) delete(ctx context.Context, v via) error {

@@ -13,9 +13,12 @@ import (
 // hear of carry a wake on the scheduler topic (see EnqueueJob).
 
 func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
-	return o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
+	w := o.wake(schedulerTopic)
+	err := o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Headers: encodeHeaders(sc.Headers), Wake: o.wake(schedulerTopic)})
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Headers: encodeHeaders(sc.Headers), Wake: w})
+	o.sent(schedulerTopic, w)
+	return err
 }
 
 func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
@@ -29,8 +32,10 @@ func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (b
 }
 
 func (o pgOps) resumeSchedule(ctx context.Context, r scheduleResume) (bool, error) {
+	w := o.wake(schedulerTopic)
 	n, err := o.q.ResumeSchedule(ctx, pgdb.ResumeScheduleParams{Name: r.name, Spec: r.spec, Tz: r.tz, NextFireAt: r.next, Now: r.now,
-		Wake: o.wake(schedulerTopic)})
+		Wake: w})
+	o.sent(schedulerTopic, w)
 	return n == 1, err
 }
 
@@ -50,8 +55,11 @@ func (o pgOps) dueSchedules(ctx context.Context, now, afterAt time.Time, afterNa
 }
 
 func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
+	topic := queueTopic(f.queue)
+	w := o.wake(topic)
 	ids, err := o.q.FireSchedule(ctx, pgdb.FireScheduleParams{Name: f.name, Spec: f.spec, Tz: f.tz, Queue: f.queue,
-		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: o.wake(queueTopic(f.queue))})
+		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: w})
+	o.sent(topic, w)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows {
 		err = errFireSkipped // the statement failed whole: the schedule did not move
 	}
@@ -63,15 +71,20 @@ func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
 func (o pgOps) fireSchedules(ctx context.Context, fs []scheduleFire) (map[string]bool, error) {
 	p := pgdb.FireSchedulesParams{Now: fs[0].now}
 	woke := map[string]bool{}
+	var topics []string // p.Wakes' topics
 	for _, f := range fs {
 		p.Names, p.Specs, p.Tzs, p.Queues = append(p.Names, f.name), append(p.Specs, f.spec), append(p.Tzs, f.tz), append(p.Queues, f.queue)
 		p.DueAts, p.NextFireAts = append(p.DueAts, f.dueAt), append(p.NextFireAts, f.next)
 		if !woke[f.queue] {
 			woke[f.queue] = true
-			p.Wakes = append(p.Wakes, o.wake(queueTopic(f.queue)))
+			topics = append(topics, queueTopic(f.queue))
+			p.Wakes = append(p.Wakes, o.wake(topics[len(topics)-1]))
 		}
 	}
 	names, err := o.q.FireSchedules(ctx, p)
+	for i, topic := range topics {
+		o.sent(topic, p.Wakes[i])
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +111,9 @@ func (o pgOps) getLease(ctx context.Context, name string) (lease, error) {
 }
 
 func (o pgOps) releaseLease(ctx context.Context, name string, token int64) (bool, error) {
-	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token, Wake: o.wake(schedulerTopic)})
+	w := o.wake(schedulerTopic)
+	n, err := o.q.ReleaseLease(ctx, pgdb.ReleaseLeaseParams{Name: name, Token: token, Wake: w})
+	o.sent(schedulerTopic, w)
 	return n == 1, err
 }
 

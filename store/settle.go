@@ -232,7 +232,7 @@ func errSettled(id int64) error {
 // viaOf is tx's target when there is one, else an auto-commit write.
 func viaOf(ctx context.Context, tx *Tx) via {
 	if tx != nil {
-		return tx.via()
+		return tx.via(ctx)
 	}
 	return autoWrite(ctx)
 }

@@ -61,6 +61,7 @@ type Store struct {
 	feed       feed
 	bg         background
 	life       *lifecycle
+	held       horizonRelease // wakes receivers held back by the horizon when a Tx ends
 	closeOnce  sync.Once
 	deniedLog  sync.Once // partitions denied to this role: logged once
 	closeErr   error     // what the first Shutdown returned
@@ -243,12 +244,13 @@ func (s *Store) driverErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrTxDone): // marked already (Tx.failed)
 	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone), errors.Is(err, litedriver.ErrRolledBack):
 		err = fmt.Errorf("%w: %w", ErrTxDone, err)
 	case s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed):
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	default:
-		err = noRows(err)
+		err = jobRuleErr(noRows(err))
 	}
 	return redact(err, s.secret)
 }

@@ -51,7 +51,7 @@ func (st *Stream) Publish(ctx context.Context, payload []byte) (int64, error) {
 
 // PublishTx is Publish inside tx: the event commits or rolls back with it.
 func (st *Stream) PublishTx(ctx context.Context, tx Tx, payload []byte) (int64, error) {
-	return st.publish(ctx, tx.via(), payload, nil)
+	return st.publish(ctx, tx.via(ctx), payload, nil)
 }
 
 // PublishMessage appends one message: unkeyed like Publish, or keyed like
@@ -62,7 +62,7 @@ func (st *Stream) PublishMessage(ctx context.Context, m Message) (int64, error) 
 
 // PublishMessageTx is PublishMessage inside tx.
 func (st *Stream) PublishMessageTx(ctx context.Context, tx Tx, m Message) (int64, error) {
-	return st.publishMessage(ctx, tx.via(), m)
+	return st.publishMessage(ctx, tx.via(ctx), m)
 }
 
 func (st *Stream) publishMessage(ctx context.Context, v via, m Message) (int64, error) {
@@ -83,7 +83,7 @@ func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte
 
 // PublishWithKeyTx is PublishWithKey inside tx.
 func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
-	return st.publishKeyed(ctx, tx.via(), key, payload, nil, 0, 1)
+	return st.publishKeyed(ctx, tx.via(ctx), key, payload, nil, 0, 1)
 }
 
 func (st *Stream) publish(ctx context.Context, v via, payload []byte, headers map[string]string) (int64, error) {
@@ -143,7 +143,7 @@ func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, err
 // failed statement, aborts tx: only Rollback is left. A batch cut short by
 // ctx ends tx on both engines. Portable code rolls tx back after an error.
 func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
-	return st.publishMany(ctx, tx.via(), msgs)
+	return st.publishMany(ctx, tx.via(ctx), msgs)
 }
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
@@ -215,7 +215,7 @@ func (st *Stream) ReadSince(ctx context.Context, after int64, limit int) ([]Even
 
 // ReadSinceTx is ReadSince inside tx; it also sees the events tx published.
 func (st *Stream) ReadSinceTx(ctx context.Context, tx Tx, after int64, limit int) ([]Event, error) {
-	return st.readSince(ctx, tx.via(), after, limit)
+	return st.readSince(ctx, tx.via(ctx), after, limit)
 }
 
 func (st *Stream) readSince(ctx context.Context, v via, after int64, limit int) ([]Event, error) {
@@ -234,7 +234,7 @@ func (st *Stream) ReadFromConsumer(ctx context.Context, consumer string, limit i
 
 // ReadFromConsumerTx is ReadFromConsumer inside tx.
 func (st *Stream) ReadFromConsumerTx(ctx context.Context, tx Tx, consumer string, limit int) ([]Event, error) {
-	return st.readFromConsumer(ctx, tx.via(), consumer, limit)
+	return st.readFromConsumer(ctx, tx.via(ctx), consumer, limit)
 }
 
 func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, limit int) ([]Event, error) {
@@ -258,7 +258,7 @@ func (st *Stream) SaveOffset(ctx context.Context, consumer string, offset int64)
 // SaveOffsetTx is SaveOffset inside tx, so processing and offset commit
 // together.
 func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offset int64) error {
-	return st.saveOffset(ctx, tx.via(), consumer, offset)
+	return st.saveOffset(ctx, tx.via(ctx), consumer, offset)
 }
 
 func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
@@ -296,7 +296,7 @@ func (st *Stream) Offset(ctx context.Context, consumer string) (int64, error) {
 
 // OffsetTx is Offset inside tx.
 func (st *Stream) OffsetTx(ctx context.Context, tx Tx, consumer string) (int64, error) {
-	return st.getOffset(ctx, tx.via(), consumer)
+	return st.getOffset(ctx, tx.via(ctx), consumer)
 }
 
 func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64, error) {

@@ -10,15 +10,19 @@ import (
 )
 
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
+	topic := streamTopic(r.stream)
+	w := o.wake(topic)
 	id, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
-		Wake: o.wake(streamTopic(r.stream))})
+		Wake: w})
+	o.sent(topic, w)
 	return id, skipped("event", err)
 }
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
+	topic := streamTopic(r.stream)
 	p := pgdb.PublishEventsParams{
 		Stream:   r.stream,
-		Wake:     o.wake(streamTopic(r.stream)),
+		Wake:     o.wake(topic),
 		Keyed:    make([]bool, len(r.msgs)),
 		Keys:     make([]string, len(r.msgs)),
 		Payloads: make([][]byte, len(r.msgs)),
@@ -37,6 +41,7 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 		}
 	}
 	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
+	o.sent(topic, p.Wake)
 	return allInserted(len(r.msgs), ids, err)
 }
 

@@ -39,7 +39,7 @@ func (t *Topic[M]) Publish(ctx context.Context, m *M, opts PublishOpts) (int64, 
 // PublishTx publishes m inside tx, so it commits with the transaction's
 // other writes (typically after LockCompactionHeadTx on the same key).
 func (t *Topic[M]) PublishTx(ctx context.Context, tx Tx, m *M, opts PublishOpts) (int64, error) {
-	return t.publish(ctx, tx.via(), m, opts)
+	return t.publish(ctx, tx.via(ctx), m, opts)
 }
 
 func (t *Topic[M]) publish(ctx context.Context, v via, m *M, opts PublishOpts) (int64, error) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 // Tx is a database transaction that alkstore operations and business SQL
@@ -31,12 +33,17 @@ import (
 // A statement that fails can end the transaction: PostgreSQL aborts it
 // (every later statement fails, SQLSTATE 25P02), and SQLite rolls it back
 // whole when a write in it is interrupted by its ctx or fails for memory,
-// disk or locks. Every later use of tx (the Tx forms, Exec, Query,
-// QueryRow, Commit) then fails with an error matching ErrTxDone that says
-// SQLite rolled it back, instead of running each statement on its own
-// outside the transaction. On an adopted SQLite transaction the store finds
-// out when one of its own calls on tx fails; after a statement of yours
-// failed on the *sql.Tx, check its error yourself.
+// disk or locks. A statement its ctx cuts short fails with an error
+// matching ctx.Err() (context.Canceled or context.DeadlineExceeded) on both
+// engines; pgx stops it by closing the connection, which rolls the
+// transaction back too. When the failure ended the transaction, its error
+// matches ErrTxDone as well, and every later use of tx (the Tx forms,
+// Exec, Query, QueryRow, Commit) fails with an error matching ErrTxDone
+// that says why, instead of running each statement on its own outside the
+// transaction (SQLite) or failing with "conn closed" (PostgreSQL). On an
+// adopted SQLite transaction the store finds out when one of its own calls
+// on tx fails; after a statement of yours failed on the *sql.Tx, check its
+// error yourself.
 type Tx struct {
 	h *txHandle
 }
@@ -81,6 +88,8 @@ type txState struct {
 	lost error
 	log  *slog.Logger
 	life *lifecycle // tracks the transaction while it is open (owned only)
+	// held: its end may let the settled horizon pass (see horizonRelease).
+	held *horizonRelease
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -270,7 +279,7 @@ func (s *Store) AdoptSQL(stx *sql.Tx) (Tx, error) {
 }
 
 func (s *Store) newTx(dtx driverTx, owned bool) Tx {
-	st := &txState{dtx: dtx, owned: owned, log: s.log, life: s.life}
+	st := &txState{dtx: dtx, owned: owned, log: s.log, life: s.life, held: &s.held}
 	h := &txHandle{store: s, state: st}
 	if owned {
 		runtime.AddCleanup(h, (*txState).rollbackLeaked, st)
@@ -325,6 +334,14 @@ func (tx Tx) SQL() (*sql.Tx, bool) {
 // transaction was ended directly (through Pgx or SQL), it returns an error
 // matching ErrTxDone.
 //
+// With a ctx that has already ended, Commit rolls the transaction back,
+// stores nothing and returns an error matching ctx.Err(), on both engines.
+// A ctx that ends while the commit is under way may leave you not knowing
+// whether it committed (on PostgreSQL the connection closes, as for any
+// statement its ctx cuts short; SQLite finishes a commit it began): to be
+// sure, commit with a ctx that outlives the work, such as
+// context.WithoutCancel(ctx) with a timeout.
+//
 // On an adopted transaction (AdoptPgx, AdoptSQL) Commit and Rollback change
 // nothing and return an error matching ErrInvalidArgument: whoever began it
 // ends it, through the pgx.Tx or *sql.Tx.
@@ -358,6 +375,13 @@ func (tx Tx) Commit(ctx context.Context) error {
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
 		return opErr("commit", "", txLost(st.lost))
+	}
+	if err := ctx.Err(); err != nil { // as on PostgreSQL, where pgx sends nothing with an ended ctx
+		st.done = true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = st.dtx.rollback(rctx)
+		return opErr("commit", "", fmt.Errorf("its context ended before the commit, so the transaction was rolled back and nothing of it is stored: %w", err))
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
@@ -438,16 +462,28 @@ func (tx Tx) Rollback(ctx context.Context) error {
 // Exec runs business SQL in the transaction and returns the number of rows
 // it affected. Placeholders are the engine's ($1 on Postgres; ? or $1 on
 // SQLite).
+//
+// Exec, Query and QueryRow refuse, with an error matching
+// ErrInvalidArgument, a statement that would end or begin a transaction
+// (BEGIN, START TRANSACTION, COMMIT, END, ROLLBACK, ABORT, PREPARE
+// TRANSACTION): end tx with Commit or Rollback. Savepoints (SAVEPOINT,
+// RELEASE, ROLLBACK TO) are fine. When such a statement follows another in
+// one Exec, it runs, and Exec then fails with an error matching ErrTxDone
+// (on an adopted SQLite transaction only the next call on tx finds out),
+// and so does every later use of tx.
 func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	dtx, err := tx.live()
 	if err != nil {
 		return 0, opErr("exec", "", err)
 	}
+	if err := refuseTxControl(sql); err != nil {
+		return 0, opErr("exec", "", err)
+	}
 	n, err := dtx.exec(ctx, sql, args...)
 	if err != nil {
-		tx.failed(err)
+		return n, opErr("exec", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}
-	return n, opErr("exec", "", tx.h.store.driverErr(err))
+	return n, nil
 }
 
 // Query runs a business query in the transaction.
@@ -456,10 +492,12 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", err)
 	}
+	if err := refuseTxControl(sql); err != nil {
+		return nil, opErr("query", "", err)
+	}
 	rows, err := dtx.query(ctx, sql, args...)
 	if err != nil {
-		tx.failed(err)
-		return nil, opErr("query", "", tx.h.store.driverErr(err))
+		return nil, opErr("query", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}
 	return rows, nil
 }
@@ -470,19 +508,23 @@ func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
-	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx}
+	if err := refuseTxControl(sql); err != nil {
+		return errRow{opErr("query row", "", err)}
+	}
+	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx, ctx: ctx}
 }
 
 // opRow wraps a business row's Scan error like every other operation's.
 type opRow struct {
-	r  Row
-	tx Tx
+	r   Row
+	tx  Tx
+	ctx context.Context // the query's
 }
 
 func (r opRow) Scan(dest ...any) error {
 	err := r.r.Scan(dest...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
-		r.tx.failed(err)
+		err = r.tx.failed(r.ctx, err)
 	}
 	return opErr("query row", "", r.tx.h.store.driverErr(err))
 }
@@ -514,32 +556,50 @@ func (tx Tx) live() (driverTx, error) {
 	return st.dtx, nil
 }
 
+// errStatementEndedTx is why a Tx is gone after one of its statements
+// ended the transaction (a COMMIT or ROLLBACK among several statements of
+// one Exec).
+var errStatementEndedTx = errors.New("a statement run through the Tx ended its transaction (COMMIT, ROLLBACK or the like): end a Tx with its Commit or Rollback; nothing more runs in it")
+
 // txLost is the error of every use of a transaction SQLite rolled back
 // under the driver.
 func txLost(why error) error {
 	return fmt.Errorf("%w: %w; roll the transaction back and start again", ErrTxDone, why)
 }
 
-// failed is told the error of a statement or operation that failed in tx:
-// when the transaction no longer exists on its connection (SQLite rolled it
-// back whole), every later use of tx is refused, so nothing written through
-// tx after that commits on its own.
-func (tx Tx) failed(err error) {
-	if tx.h == nil {
-		return
+// failed is told the error of a statement or operation that failed in tx,
+// run with ctx, and returns the error as its caller sees it. An error
+// SQLite gave because ctx ended (an interrupted statement, a busy wait cut
+// short) matches ctx's error too: litedriver marks the store's own
+// connections' errors, CutShort an adopted transaction's. When the
+// transaction no longer exists on its connection (SQLite rolled it back
+// whole, PostgreSQL's connection closed, or the statement ended it), every
+// later use of tx is refused, so nothing written through tx after that
+// commits on its own, and the error matches ErrTxDone too.
+func (tx Tx) failed(ctx context.Context, err error) error {
+	if tx.h == nil || err == nil {
+		return err
 	}
+	err = litedriver.CutShort(ctx, err)
 	st := tx.h.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done || st.lost != nil {
-		return
+		return err
 	}
 	st.lost = st.dtx.endedAfter(err)
+	switch {
+	case st.lost == nil || errors.Is(err, ErrTxDone) || errors.Is(err, litedriver.ErrRolledBack):
+		return err // driverErr marks a refusal ErrTxDone
+	case errors.Is(err, st.lost):
+		return fmt.Errorf("%w: %w", ErrTxDone, err)
+	}
+	return fmt.Errorf("%w: %w; %w", ErrTxDone, err, st.lost)
 }
 
-// via routes an operation into this transaction; the transaction must belong
-// to the store the operation's handle came from.
-func (tx Tx) via() via {
+// via routes an operation made with ctx into this transaction; the
+// transaction must belong to the store the operation's handle came from.
+func (tx Tx) via(ctx context.Context) via {
 	return func(s *Store) (target, error) {
 		dtx, err := tx.live()
 		if err != nil {
@@ -548,7 +608,8 @@ func (tx Tx) via() via {
 		if tx.h.store != s {
 			return target{}, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
 		}
-		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: tx.failed}, nil
+		failed := func(err error) error { return tx.failed(ctx, err) }
+		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: failed}, nil
 	}
 }
 
@@ -591,6 +652,7 @@ func (st *txState) abandon() bool {
 func (st *txState) ended() {
 	if st.owned {
 		st.life.endTx(st)
+		st.held.release()
 	}
 }
 

@@ -198,7 +198,7 @@ func (q *Queue) EnqueueUnique(ctx context.Context, payload []byte, opts EnqueueO
 // open transaction added a job with the same key, it waits for that one to
 // end: a duplicate if it commits, added if it rolls back.
 func (q *Queue) EnqueueUniqueTx(ctx context.Context, tx Tx, payload []byte, opts EnqueueOpts) (Enqueued, error) {
-	return q.enqueueUnique(ctx, tx.via(), payload, opts)
+	return q.enqueueUnique(ctx, tx.via(ctx), payload, opts)
 }
 
 func (q *Queue) enqueueUnique(ctx context.Context, v via, payload []byte, opts EnqueueOpts) (Enqueued, error) {
@@ -225,7 +225,7 @@ func (q *Queue) EnqueueManyUnique(ctx context.Context, jobs []NewJob) ([]Enqueue
 // to it when it fails, so none of its jobs stays in tx, and tx goes on on
 // both engines (see EnqueueManyTx).
 func (q *Queue) EnqueueManyUniqueTx(ctx context.Context, tx Tx, jobs []NewJob) ([]Enqueued, error) {
-	return q.enqueueManyUnique(ctx, tx.via(), jobs)
+	return q.enqueueManyUnique(ctx, tx.via(ctx), jobs)
 }
 
 func (q *Queue) enqueueManyUnique(ctx context.Context, v via, jobs []NewJob) ([]Enqueued, error) {

@@ -373,6 +373,15 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 	t.Logf("%s: %d rows, %d VM steps, %d full-scan steps; plan: %s", name, r.rows, r.steps, r.fullSteps, strings.Join(r.plan, "; "))
 	assert.Zero(t, r.fullSteps, "%s steps through alk_jobs in a full scan:\n%s", name, plan)
 	assert.LessOrEqual(t, r.steps, bound, "%s reads unrelated rows:\n%s", name, plan)
+	if base, _, _ := strings.Cut(name, " "); base == "ClaimableJobs" {
+		// Its ready side keeps the first max_jobs rows in the order it
+		// reads them: priorities (the outer loop), then each one's range
+		// of alk_jobs_ready in index order; nothing sorted.
+		ready, _, _ := strings.Cut(plan, "UNION ALL")
+		assert.NotContains(t, ready, "TEMP B-TREE", "%s sorts its ready side:\n%s", name, plan)
+		assert.Regexp(t, `SCAN prios\nSEARCH j USING INDEX alk_jobs_ready \(queue=\? AND priority=\? AND run_at<\?\)`, ready,
+			"%s reads its ready side otherwise:\n%s", name, plan)
+	}
 }
 
 // TestClaimTakesTheOrderedPrefix: whatever mix of priorities, due times,

@@ -369,6 +369,43 @@ func TestAckManyOnlyAcksHeldClaims(t *testing.T) {
 	})
 }
 
+// TestAckManyOfTwoRunsOfOneJob: a job whose first claim lapsed and that
+// was claimed again has two runs; an AckMany holding both, in either
+// order, acks it once, by the later claim (SQLite reads the claims as one
+// JSON object whose member names are the ids: both members of one name
+// are read, whichever comes first).
+func TestAckManyOfTwoRunsOfOneJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := newFakeClock()
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		for _, laterFirst := range []bool{false, true} {
+			q := s.Queue(fmt.Sprintf("twice-%v", laterFirst))
+			id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			_, err = q.Enqueue(c, []byte("other"), store.EnqueueOpts{Priority: -1})
+			require.NoError(t, err)
+			older, err := q.Claim(c, "A", 1, 10*time.Second)
+			require.NoError(t, err)
+			require.Len(t, older, 1)
+			clk.Advance(11 * time.Second) // the first claim lapsed
+			later, err := q.Claim(c, "A", 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, later, 1)
+			require.Equal(t, id, later[0].ID)
+			batch := []*store.Job{older[0], later[0]}
+			if laterFirst {
+				batch = []*store.Job{later[0], older[0]}
+			}
+			n, err := q.AckMany(c, batch)
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, n, "later first: %v", laterFirst)
+			_, err = q.Job(c, id)
+			assert.ErrorIs(t, err, store.ErrNotFound, "later first: %v: acked by the later claim", laterFirst)
+		}
+	})
+}
+
 func TestEnqueueFollowsItsTransaction(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)

@@ -40,7 +40,7 @@ func (q *Queries) AckJob(ctx context.Context, arg AckJobParams) (int64, error) {
 const ackJobs = `-- name: AckJobs :many
 DELETE FROM alk_jobs
 WHERE id IN (SELECT j.id FROM jsonb_each(?1) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(?2 AS INTEGER) AND j.queue = CAST(?3 AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?3 AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id
@@ -52,11 +52,12 @@ type AckJobsParams struct {
 	Queue  string
 }
 
-// Per id: only rows still held by that id's claim. claims is a JSON array
-// of [id, claim_token] pairs, read with jsonb_each: each pair then comes
-// as JSONB, which json_extract reads without parsing text again (json_each
-// gives each pair as text, parsed twice per pair: 3% of a burn-down's
-// instructions). Every job is of the queue named: its setting
+// Per id: only rows still held by that id's claim. claims is a JSON
+// object of "id": claim_token members (a job run twice in one batch has
+// two, both read), read with jsonb_each: each member's key is the id and
+// its value the token, with nothing to extract (an array of [id, token]
+// pairs, each taken apart by two json_extract calls, cost an ack about
+// 4,000 instructions a job more; callgrind). Every job is of the queue named: its setting
 // is read once (an uncorrelated subquery), not once per row, and a queue
 // that keeps completed jobs leaves them all to CompleteJobs. Returns the
 // ids it acked (the worker reports each job's outcome). The pairs drive:
@@ -90,7 +91,7 @@ func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, erro
 const ackJobsCounted = `-- name: AckJobsCounted :execrows
 DELETE FROM alk_jobs
 WHERE id IN (SELECT j.id FROM jsonb_each(?1) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(?2 AS INTEGER) AND j.queue = CAST(?3 AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(?3 AS TEXT) AND q.completed_retention_us > 0)
 `
@@ -315,46 +316,43 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, er
 const claimableJobs = `-- name: ClaimableJobs :many
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
-            WHERE h.queue = ?2 AND h.state = 'pending'
-              AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?2 AND pq.paused)
+            WHERE h.queue = ?1 AND h.state = 'pending'
+              AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND pq.paused)
             ORDER BY h.priority DESC LIMIT 1), 0
     UNION ALL
     SELECT (SELECT h.priority FROM alk_jobs h
-            WHERE h.queue = ?2 AND h.state = 'pending' AND h.priority < prios.p
+            WHERE h.queue = ?1 AND h.state = 'pending' AND h.priority < prios.p
             ORDER BY h.priority DESC LIMIT 1),
            prios.above + (SELECT count(*) FROM (
                SELECT 1 FROM alk_jobs k
-               WHERE k.queue = ?2 AND k.state = 'pending' AND k.priority = prios.p
-                 AND k.run_at <= ?3 AND (k.expires_at IS NULL OR k.expires_at > ?3)
-               LIMIT CAST(?1 AS INTEGER)))
+               WHERE k.queue = ?1 AND k.state = 'pending' AND k.priority = prios.p
+                 AND k.run_at <= ?2 AND (k.expires_at IS NULL OR k.expires_at > ?2)
+               LIMIT CAST(?3 AS INTEGER)))
     FROM prios
-    WHERE prios.p IS NOT NULL AND prios.above < CAST(?1 AS INTEGER)
+    WHERE prios.p IS NOT NULL AND prios.above < CAST(?3 AS INTEGER)
 )
-SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
-FROM (SELECT c.id FROM (
-    SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
-    WHERE prios.above < CAST(?1 AS INTEGER)
-      AND r.id IN (SELECT x.id FROM alk_jobs x
-                   WHERE x.queue = ?2 AND x.state = 'pending' AND x.priority = prios.p
-                     AND x.run_at <= ?3 AND (x.expires_at IS NULL OR x.expires_at > ?3)
-                   ORDER BY x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
-    UNION ALL
-    SELECT id, priority, run_at FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
-                   WHERE x.queue = ?2 AND x.state = 'running'
-                     AND x.claim_expires_at <= ?3 AND x.attempts < x.max_attempts
-                     AND (x.expires_at IS NULL OR x.expires_at > ?3)
-                     AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?2 AND pq.paused)
-                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(?1 AS INTEGER))
-) AS c
-ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT CAST(?1 AS INTEGER)) AS o CROSS JOIN alk_jobs j
-WHERE j.id = o.id
+SELECT id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers FROM (
+    SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+    FROM prios CROSS JOIN alk_jobs j
+    WHERE prios.above < CAST(?3 AS INTEGER)
+      AND j.queue = ?1 AND j.state = 'pending' AND j.priority = prios.p
+      AND j.run_at <= ?2 AND (j.expires_at IS NULL OR j.expires_at > ?2)
+    LIMIT CAST(?3 AS INTEGER))
+UNION ALL
+SELECT id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers FROM (
+    SELECT x.id, x.payload, x.priority, x.attempts, x.max_attempts, x.created_at, x.run_at, x.expires_at, x.last_error, x.errors, x.headers
+    FROM alk_jobs x
+    WHERE x.queue = ?1 AND x.state = 'running'
+      AND x.claim_expires_at <= ?2 AND x.attempts < x.max_attempts
+      AND (x.expires_at IS NULL OR x.expires_at > ?2)
+      AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = ?1 AND pq.paused)
+    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(?3 AS INTEGER))
 `
 
 type ClaimableJobsParams struct {
-	MaxJobs int64
 	Queue   string
 	Now     int64
+	MaxJobs int64
 }
 
 type ClaimableJobsRow struct {
@@ -371,38 +369,43 @@ type ClaimableJobsRow struct {
 	Headers     *string
 }
 
-// The jobs ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
-// whose claim expired, in priority order, with the columns the claim does
-// not stamp (attempts as it was: the claim adds one). Run in the claim's
-// transaction on the writer slot, so nothing changes between the two
-// statements. (A SELECT of its own because sqlc reads no WITH on an UPDATE
-// in SQLite.) The columns are read here, not returned by ClaimJobs:
-// SQLite runs a RETURNING clause as a trigger program per row, which cost
-// a claim about 8,000 instructions a job more than reading the row here.
+// The jobs ClaimJobs may stamp, with the columns the claim does not stamp
+// (attempts as it was: the claim adds one): the first max_jobs ready jobs
+// in priority order, then the first max_jobs jobs whose claim expired, in
+// the same order; the caller keeps the first max_jobs of the two in that
+// order (without a lapsed claim, as nearly always, all the rows, which
+// are the first ones). Run in the claim's transaction on the writer slot,
+// so nothing changes between the two statements. (A SELECT of its own
+// because sqlc reads no WITH on an UPDATE in SQLite.) The columns are read
+// here, not returned by ClaimJobs: SQLite runs a RETURNING clause as a
+// trigger program per row, which cost a claim about 8,000 instructions a
+// job more than reading the row here.
 // Ready jobs are read one priority at a time, highest first: prios walks
 // the distinct priorities of the queue's pending jobs down alk_jobs_ready
 // (one index descent each) and counts, up to max_jobs, the ready rows of
 // each (an index range: run_at <= now), stopping once the priorities above
-// hold max_jobs ready rows; each priority it reached gives its first
-// max_jobs ready rows. So delayed rows, wherever their priority, are never
-// read, and the outer ORDER BY picks exactly the rows one ordered scan of
-// every ready row would. No locks: the writer slot serializes claims, so
-// the counts are exact. A paused queue (a row in alk_queues with paused
-// set) gives nothing, so every worker of every process honours a pause from
-// the claim after it commits.
+// hold max_jobs ready rows. So delayed rows, wherever their priority, are
+// never read. Each priority's ready rows are then read in order, in one
+// range of alk_jobs_ready (queue, priority, run_at <= now), and the first
+// max_jobs are kept: the CROSS JOIN makes prios the outer loop (SQLite
+// never reorders it), whose rows come in the order the recursion made
+// them (highest priority first), and the range is walked in index order
+// (run_at, id). So no row is sorted, and none is read twice: a sort of the
+// candidate ids and a second seek of each cost a claim about 12,000
+// instructions a job (callgrind). TestClaimTakesTheOrderedPrefix holds the
+// result to an ordered scan of every claimable job, and the plan tests
+// hold this plan (no temporary B-tree on the ready side). No locks: the
+// writer slot serializes claims, so the counts are exact. A paused queue
+// (a row in alk_queues with paused set) gives nothing, so every worker of
+// every process honours a pause from the claim after it commits.
 // Every LIMIT casts max_jobs: SQLite reads the value of a bare bound LIMIT
 // while planning, and a statement whose plan read a bound value is prepared
 // again whenever that value changes (a worker claims as many jobs as it
 // has free slots, so nearly every claim re-parsed and re-planned this
 // statement; the driver clears the bindings before each run, which alone
-// expires such a statement). The ids are sorted (fewer than 3 x max_jobs
-// of them: ready rows of the priorities reached, fewer than max_jobs
-// before the last one, at most max_jobs of the last, and at most max_jobs
-// expired claims) and the first max_jobs read with their columns, a row
-// at a time (sqlc parses the cast in this LIMIT, not in a statement's
-// outermost one).
+// expires such a statement).
 func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([]ClaimableJobsRow, error) {
-	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.MaxJobs, arg.Queue, arg.Now)
+	rows, err := q.query(ctx, q.claimableJobsStmt, claimableJobs, arg.Queue, arg.Now, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +466,7 @@ const completeJobs = `-- name: CompleteJobs :many
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(?1 AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id
@@ -504,7 +507,7 @@ const completeJobsCounted = `-- name: CompleteJobsCounted :execrows
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(?1 AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 `

@@ -87,6 +87,81 @@ func (c *conn) ended() error {
 	return nil
 }
 
+// StmtError is the failure of a statement that says more than SQLite's
+// error: that the statement's context ended it (SQLite only says
+// "interrupted", or "database is locked" for a wait on another process's
+// writer that the context cut short), and whether the failure ended the
+// transaction the statement ran in (SQLite rolled it back whole). It
+// matches the driver's error and, when Cause is set, the context's error
+// (context.Canceled or context.DeadlineExceeded) with errors.Is.
+type StmtError struct {
+	Err   error // the driver's
+	Cause error // the statement's context's error, when its end stopped the statement
+	// EndedTx: the statement ran in a transaction that is no longer open
+	// after it failed; every later statement of it is refused
+	// (ErrRolledBack).
+	EndedTx bool
+}
+
+func (e *StmtError) Error() string {
+	if e.Cause == nil {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + " (its context ended: " + e.Cause.Error() + ")"
+}
+
+func (e *StmtError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
+
+// EndedTx reports whether err is a statement's failure that ended the
+// transaction it ran in (see StmtError).
+func EndedTx(err error) bool {
+	var se *StmtError
+	return errors.As(err, &se) && se.EndedTx
+}
+
+// CutShort returns err matching ctx's error too when err is SQLite's
+// answer to ctx's end: an interrupted statement, or a busy wait the end
+// cut short. Other errors, and errors that match ctx's already, are
+// returned as they are.
+func CutShort(ctx context.Context, err error) error {
+	if err == nil || ctx == nil {
+		return err
+	}
+	cause := ctx.Err()
+	if cause == nil || errors.Is(err, cause) || !(errors.Is(err, sqlite3.INTERRUPT) || errors.Is(err, sqlite3.BUSY)) {
+		return err
+	}
+	var se *StmtError
+	if errors.As(err, &se) {
+		return err // marked already, by the statement that failed
+	}
+	return &StmtError{Err: err, Cause: cause}
+}
+
+// failed is what a statement on c that failed with err returns: err marked
+// with what its context did (CutShort) and whether the failure ended c's
+// transaction.
+func (c *conn) failed(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrRolledBack) || errors.Is(err, ErrPanicked) {
+		return err
+	}
+	err = CutShort(ctx, err)
+	if c.ended() == nil {
+		return err
+	}
+	var se *StmtError
+	if errors.As(err, &se) {
+		se.EndedTx = true
+		return err
+	}
+	return &StmtError{Err: err, EndedTx: true}
+}
+
 var (
 	_ driver.Conn               = (*conn)(nil)
 	_ driver.ConnBeginTx        = (*conn)(nil)
@@ -134,8 +209,20 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.ended(); err != nil {
 		return nil, err
 	}
-	return c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
+	r, err = c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
+	if err != nil {
+		return nil, c.failed(ctx, err)
+	}
+	if c.ended() != nil { // several statements, one of them a COMMIT or ROLLBACK
+		return nil, &StmtError{Err: ErrStatementEndedTx, EndedTx: true}
+	}
+	return r, nil
 }
+
+// ErrStatementEndedTx is what an Exec of several statements returns when
+// one of them ended the transaction it ran in (COMMIT, ROLLBACK, END): the
+// transaction is gone, whatever it did, and later statements are refused.
+var ErrStatementEndedTx = errors.New("a statement ended the transaction it ran in (COMMIT, ROLLBACK or the like)")
 
 func (c *conn) CheckNamedValue(arg *driver.NamedValue) error {
 	return c.raw.(driver.NamedValueChecker).CheckNamedValue(arg)
@@ -217,7 +304,7 @@ func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rows{raw: raw.(rawRows), broken: s.broken}, nil
+	return &rows{raw: raw.(rawRows), broken: s.broken, c: s.c, ctx: context.Background()}, nil
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r driver.Result, err error) {
@@ -225,7 +312,11 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	return s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
+	r, err = s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
+	if err != nil {
+		return nil, s.c.failed(ctx, err)
+	}
+	return r, nil
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r driver.Rows, err error) {
@@ -235,9 +326,9 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	}
 	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, s.numbered(args))
 	if err != nil {
-		return nil, err
+		return nil, s.c.failed(ctx, err)
 	}
-	return &rows{raw: raw.(rawRows), broken: s.broken, write: s.autocommitWrite()}, nil
+	return &rows{raw: raw.(rawRows), broken: s.broken, write: s.autocommitWrite(), c: s.c, ctx: ctx}, nil
 }
 
 // autocommitWrite reports whether the statement writes and runs on its own,
@@ -295,6 +386,8 @@ type rawRows interface {
 type rows struct {
 	raw    rawRows
 	broken *atomic.Bool
+	c      *conn           // marks a failed step (conn.failed)
+	ctx    context.Context // the query's, which the driver steps it with
 	// write marks a statement that writes (INSERT/UPDATE/DELETE ...
 	// RETURNING) in autocommit mode, done once it stepped to its end.
 	write, done bool
@@ -319,7 +412,7 @@ func (r *rows) Close() (err error) {
 		if err := r.raw.NextRow(); err != nil {
 			r.done = true
 			if err != io.EOF {
-				return errors.Join(err, r.raw.Close())
+				return errors.Join(r.c.failed(r.ctx, err), r.raw.Close())
 			}
 		}
 	}
@@ -330,6 +423,9 @@ func (r *rows) Next(dest []driver.Value) (err error) {
 	defer guard(r.broken, &err)
 	err = r.raw.Next(dest)
 	r.done = err != nil
+	if err != nil && err != io.EOF {
+		return r.c.failed(r.ctx, err)
+	}
 	return err
 }
 
@@ -337,6 +433,9 @@ func (r *rows) NextRow() (err error) {
 	defer guard(r.broken, &err)
 	err = r.raw.NextRow()
 	r.done = err != nil
+	if err != nil && err != io.EOF {
+		return r.c.failed(r.ctx, err)
+	}
 	return err
 }
 

@@ -131,36 +131,41 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
 -- name: ClaimableJobs :many
--- The jobs ClaimJobs stamps: up to max_jobs of the ready jobs and the jobs
--- whose claim expired, in priority order, with the columns the claim does
--- not stamp (attempts as it was: the claim adds one). Run in the claim's
--- transaction on the writer slot, so nothing changes between the two
--- statements. (A SELECT of its own because sqlc reads no WITH on an UPDATE
--- in SQLite.) The columns are read here, not returned by ClaimJobs:
--- SQLite runs a RETURNING clause as a trigger program per row, which cost
--- a claim about 8,000 instructions a job more than reading the row here.
+-- The jobs ClaimJobs may stamp, with the columns the claim does not stamp
+-- (attempts as it was: the claim adds one): the first max_jobs ready jobs
+-- in priority order, then the first max_jobs jobs whose claim expired, in
+-- the same order; the caller keeps the first max_jobs of the two in that
+-- order (without a lapsed claim, as nearly always, all the rows, which
+-- are the first ones). Run in the claim's transaction on the writer slot,
+-- so nothing changes between the two statements. (A SELECT of its own
+-- because sqlc reads no WITH on an UPDATE in SQLite.) The columns are read
+-- here, not returned by ClaimJobs: SQLite runs a RETURNING clause as a
+-- trigger program per row, which cost a claim about 8,000 instructions a
+-- job more than reading the row here.
 -- Ready jobs are read one priority at a time, highest first: prios walks
 -- the distinct priorities of the queue's pending jobs down alk_jobs_ready
 -- (one index descent each) and counts, up to max_jobs, the ready rows of
 -- each (an index range: run_at <= now), stopping once the priorities above
--- hold max_jobs ready rows; each priority it reached gives its first
--- max_jobs ready rows. So delayed rows, wherever their priority, are never
--- read, and the outer ORDER BY picks exactly the rows one ordered scan of
--- every ready row would. No locks: the writer slot serializes claims, so
--- the counts are exact. A paused queue (a row in alk_queues with paused
--- set) gives nothing, so every worker of every process honours a pause from
--- the claim after it commits.
+-- hold max_jobs ready rows. So delayed rows, wherever their priority, are
+-- never read. Each priority's ready rows are then read in order, in one
+-- range of alk_jobs_ready (queue, priority, run_at <= now), and the first
+-- max_jobs are kept: the CROSS JOIN makes prios the outer loop (SQLite
+-- never reorders it), whose rows come in the order the recursion made
+-- them (highest priority first), and the range is walked in index order
+-- (run_at, id). So no row is sorted, and none is read twice: a sort of the
+-- candidate ids and a second seek of each cost a claim about 12,000
+-- instructions a job (callgrind). TestClaimTakesTheOrderedPrefix holds the
+-- result to an ordered scan of every claimable job, and the plan tests
+-- hold this plan (no temporary B-tree on the ready side). No locks: the
+-- writer slot serializes claims, so the counts are exact. A paused queue
+-- (a row in alk_queues with paused set) gives nothing, so every worker of
+-- every process honours a pause from the claim after it commits.
 -- Every LIMIT casts max_jobs: SQLite reads the value of a bare bound LIMIT
 -- while planning, and a statement whose plan read a bound value is prepared
 -- again whenever that value changes (a worker claims as many jobs as it
 -- has free slots, so nearly every claim re-parsed and re-planned this
 -- statement; the driver clears the bindings before each run, which alone
--- expires such a statement). The ids are sorted (fewer than 3 x max_jobs
--- of them: ready rows of the priorities reached, fewer than max_jobs
--- before the last one, at most max_jobs of the last, and at most max_jobs
--- expired claims) and the first max_jobs read with their columns, a row
--- at a time (sqlc parses the cast in this LIMIT, not in a statement's
--- outermost one).
+-- expires such a statement).
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
@@ -178,25 +183,22 @@ WITH RECURSIVE prios(p, above) AS (
     FROM prios
     WHERE prios.p IS NOT NULL AND prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
 )
-SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
-FROM (SELECT c.id FROM (
-    SELECT r.id, r.priority, r.run_at FROM prios CROSS JOIN alk_jobs r
+SELECT * FROM (
+    SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+    FROM prios CROSS JOIN alk_jobs j
     WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
-      AND r.id IN (SELECT x.id FROM alk_jobs x
-                   WHERE x.queue = sqlc.arg(queue) AND x.state = 'pending' AND x.priority = prios.p
-                     AND x.run_at <= sqlc.arg(now) AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
-                   ORDER BY x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
-    UNION ALL
-    SELECT * FROM (SELECT x.id, x.priority, x.run_at FROM alk_jobs x
-                   WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
-                     AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
-                     AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
-                     AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused)
-                   ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
-) AS c
-ORDER BY c.priority DESC, c.run_at, c.id
-LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER)) AS o CROSS JOIN alk_jobs j
-WHERE j.id = o.id;
+      AND j.queue = sqlc.arg(queue) AND j.state = 'pending' AND j.priority = prios.p
+      AND j.run_at <= sqlc.arg(now) AND (j.expires_at IS NULL OR j.expires_at > sqlc.arg(now))
+    LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
+UNION ALL
+SELECT * FROM (
+    SELECT x.id, x.payload, x.priority, x.attempts, x.max_attempts, x.created_at, x.run_at, x.expires_at, x.last_error, x.errors, x.headers
+    FROM alk_jobs x
+    WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
+      AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
+      AND (x.expires_at IS NULL OR x.expires_at > sqlc.arg(now))
+      AND NOT EXISTS (SELECT 1 FROM alk_queues pq WHERE pq.name = sqlc.arg(queue) AND pq.paused)
+    ORDER BY x.priority DESC, x.run_at, x.id LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER));
 
 -- name: ClaimJobs :execrows
 -- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
@@ -228,11 +230,12 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 
 -- name: AckJobs :many
--- Per id: only rows still held by that id's claim. claims is a JSON array
--- of [id, claim_token] pairs, read with jsonb_each: each pair then comes
--- as JSONB, which json_extract reads without parsing text again (json_each
--- gives each pair as text, parsed twice per pair: 3% of a burn-down's
--- instructions). Every job is of the queue named: its setting
+-- Per id: only rows still held by that id's claim. claims is a JSON
+-- object of "id": claim_token members (a job run twice in one batch has
+-- two, both read), read with jsonb_each: each member's key is the id and
+-- its value the token, with nothing to extract (an array of [id, token]
+-- pairs, each taken apart by two json_extract calls, cost an ack about
+-- 4,000 instructions a job more; callgrind). Every job is of the queue named: its setting
 -- is read once (an uncorrelated subquery), not once per row, and a queue
 -- that keeps completed jobs leaves them all to CompleteJobs. Returns the
 -- ids it acked (the worker reports each job's outcome). The pairs drive:
@@ -242,7 +245,7 @@ WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTE
 -- (the other claims in flight) against the pairs.
 DELETE FROM alk_jobs
 WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER) AND j.queue = CAST(@queue AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AND q.completed_retention_us > 0)
 RETURNING id;
@@ -254,7 +257,7 @@ RETURNING id;
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id;
@@ -268,7 +271,7 @@ RETURNING id;
 -- (callgrind, acks of 100).
 DELETE FROM alk_jobs
 WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER) AND j.queue = CAST(@queue AS TEXT))
   AND NOT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AND q.completed_retention_us > 0);
 
@@ -277,7 +280,7 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
 WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
-             WHERE j.id = json_extract(c.value, '$[0]') AND j.claim_token = json_extract(c.value, '$[1]')
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0);
 

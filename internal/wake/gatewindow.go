@@ -1,0 +1,62 @@
+package wake
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// gateWindows holds the wake-gate windows tests set for their own topics;
+// nil (the usual case) costs a write one atomic load.
+var (
+	gateWindowsMu sync.Mutex
+	gateWindows   atomic.Pointer[map[string]time.Duration]
+)
+
+// SetGateWindow makes the Postgres wake gate use window d for topic (a
+// wake topic such as "s:orders") in every store of this process, until the
+// returned func restores the default. For tests only: a long window makes
+// a test's writes to its own topic fall inside one window however slowly
+// the machine runs them, so the gate's decisions are forced, not timed.
+func SetGateWindow(topic string, d time.Duration) (restore func()) {
+	gateWindowsMu.Lock()
+	defer gateWindowsMu.Unlock()
+	next := map[string]time.Duration{topic: d}
+	if m := gateWindows.Load(); m != nil {
+		for k, v := range *m {
+			if k != topic {
+				next[k] = v
+			}
+		}
+	}
+	gateWindows.Store(&next)
+	return func() {
+		gateWindowsMu.Lock()
+		defer gateWindowsMu.Unlock()
+		m := gateWindows.Load()
+		if m == nil {
+			return
+		}
+		rest := map[string]time.Duration{}
+		for k, v := range *m {
+			if k != topic {
+				rest[k] = v
+			}
+		}
+		if len(rest) == 0 {
+			gateWindows.Store(nil)
+		} else {
+			gateWindows.Store(&rest)
+		}
+	}
+}
+
+// GateWindow is the window a test set for topic, if any.
+func GateWindow(topic string) (time.Duration, bool) {
+	m := gateWindows.Load()
+	if m == nil {
+		return 0, false
+	}
+	d, ok := (*m)[topic]
+	return d, ok
+}

@@ -1,0 +1,177 @@
+package tests
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/wake"
+	"github.com/alkstore/alkstore/store"
+)
+
+// The Postgres wake gate (store/notify_pg.go): the first write to a topic
+// in a window carries its NOTIFY, later ones carry none and are announced by
+// a trailing NOTIFY after they commit. These tests force the gate's
+// decisions with a window of seconds for their own topic
+// (wake.SetGateWindow), barriers on the notifications a raw LISTEN
+// connection hears, and a statement held on a row lock; what they assert is
+// the NOTIFY other processes hear. SQLite has no gate (other processes'
+// watchers see every commit), and these interleavings cannot run there:
+// a Tx holds the one writer, so the auto-commit writes beside it would wait
+// for it.
+
+// gateWindow is the window the tests give their topics: every write they
+// make inside one falls in it unless the machine takes that long for a few
+// statements, which each test checks rather than assumes.
+const gateWindow = 3 * time.Second
+
+// wakeListener is a raw LISTEN on the store's wake channel, hearing the
+// NOTIFYs of one topic.
+type wakeListener struct {
+	conn    *pgx.Conn
+	payload string
+}
+
+func listenWakes(t *testing.T, e *engineEnv, topic string) *wakeListener {
+	t.Helper()
+	conn, err := pgx.Connect(ctx(t), e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx(t), `LISTEN alkstore`)
+	require.NoError(t, err)
+	return &wakeListener{conn: conn, payload: wake.EncodeWake(topic)}
+}
+
+// next waits up to d for the topic's next NOTIFY; false when none came.
+func (l *wakeListener) next(t *testing.T, d time.Duration) bool {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx(t), d)
+	defer cancel()
+	for {
+		n, err := l.conn.WaitForNotification(c)
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			return false
+		}
+		if n.Payload == l.payload {
+			return true
+		}
+	}
+}
+
+// TestGateAnnouncesATxWriteAfterItsCommit: a write in a Tx, inside the
+// window an auto-commit write opened, carries no NOTIFY; a later
+// auto-commit write's trailing wake goes out while the Tx is still open.
+// The Tx's commit must be followed by a NOTIFY of its own, or other
+// processes hear of its write only at their safety poll (stop 32's
+// review). For a stream and a queue.
+func TestGateAnnouncesATxWriteAfterItsCommit(t *testing.T) {
+	e := newEnv(t, "pg")
+	a := e.open(t)
+	for _, kind := range []string{"stream", "queue"} {
+		t.Run(kind, func(t *testing.T) {
+			c := ctx(t)
+			name := "gate-tx-" + kind
+			topic := "s:" + name
+			write := func(tx *store.Tx, payload string) {
+				t.Helper()
+				var err error
+				switch {
+				case kind == "stream" && tx == nil:
+					_, err = a.Stream(name).Publish(c, []byte(payload))
+				case kind == "stream":
+					_, err = a.Stream(name).PublishTx(c, *tx, []byte(payload))
+				case tx == nil:
+					_, err = a.Queue(name).Enqueue(c, []byte(payload), store.EnqueueOpts{})
+				default:
+					_, err = a.Queue(name).EnqueueTx(c, *tx, []byte(payload), store.EnqueueOpts{})
+				}
+				require.NoError(t, err)
+			}
+			if kind == "queue" {
+				topic = "q:" + name
+			}
+			defer wake.SetGateWindow(topic, gateWindow)()
+			l := listenWakes(t, e, topic)
+
+			tx, err := a.Begin(c)
+			require.NoError(t, err)
+			defer tx.Rollback(c)
+			start := time.Now()
+			write(nil, "p1") // opens the window: notifies in its statement
+			write(&tx, "t2") // inside it: no NOTIFY
+			write(nil, "p3") // inside it: a trailing wake when it closes
+			if took := time.Since(start); took >= gateWindow {
+				t.Fatalf("three writes took %v, longer than the window the test needs them in", took)
+			}
+			require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+			require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, before the Tx commits")
+			require.NoError(t, tx.Commit(c))
+			require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed the commit of the Tx's write")
+		})
+	}
+}
+
+// TestGateAnnouncesAnAutoCommitWriteThatCommitsAfterTheTrailingWake: an
+// auto-commit write inside the window waits on a row lock after the gate
+// passed it without a NOTIFY; the trailing wake goes out meanwhile. Its
+// commit, once the lock is gone, must be followed by a NOTIFY of its own.
+func TestGateAnnouncesAnAutoCommitWriteThatCommitsAfterTheTrailingWake(t *testing.T) {
+	e := newEnv(t, "pg")
+	a := e.open(t)
+	c := ctx(t)
+	name := "gate-auto"
+	st := a.Stream(name)
+	defer wake.SetGateWindow("s:"+name, gateWindow)()
+	l := listenWakes(t, e, "s:"+name)
+	pool := e.pool(t)
+
+	start := time.Now()
+	_, err := st.PublishWithKey(c, "k", []byte("p1")) // opens the window; the key's head row exists now
+	require.NoError(t, err)
+	holder, err := pool.Begin(c)
+	require.NoError(t, err)
+	defer holder.Rollback(c)
+	_, err = holder.Exec(c, `SELECT 1 FROM alkstore.compaction_heads WHERE stream = $1 AND key = 'k' FOR UPDATE`, name)
+	require.NoError(t, err)
+	blocked := make(chan error, 1)
+	go func() { // inside the window: no NOTIFY; its statement waits for the head row
+		_, err := st.PublishWithKey(c, "k", []byte("p2"))
+		blocked <- err
+	}()
+	waitForLockWait(t, pool, name)
+	_, err = st.Publish(c, []byte("p3")) // inside the window: a trailing wake when it closes
+	require.NoError(t, err)
+	if took := time.Since(start); took >= gateWindow {
+		t.Fatalf("the writes took %v, longer than the window the test needs them in", took)
+	}
+	require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+	require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, while p2 waits")
+	require.NoError(t, holder.Rollback(c))
+	require.NoError(t, <-blocked)
+	require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed p2's commit")
+}
+
+// waitForLockWait returns once a backend of the database waits for a lock
+// (the publish blocked on the head row), polling pg_stat_activity.
+func waitForLockWait(t *testing.T, pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no statement waits for a lock (%s)", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
