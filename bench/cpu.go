@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -26,15 +27,17 @@ var (
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")
+	traceOut   = flag.String("trace", "", "write an execution trace of the burn-down via Work to this file (go tool trace: which goroutines wake which)")
 )
 
 // cpuMeter measures one burn-down's CPU from start to stop.
 type cpuMeter struct {
 	what           string
 	client, server time.Duration
-	mallocs        uint64
+	mallocs, bytes uint64
 	scheds         uint64
 	profile        *os.File
+	trace          *os.File
 	memRate        int // the MemProfileRate to restore, when profiling allocations
 }
 
@@ -46,11 +49,18 @@ func startCPU(what string, profile bool) *cpuMeter {
 		must0(pprof.StartCPUProfile(f))
 		m.profile = f
 	}
+	if profile && *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		must0(err)
+		must0(trace.Start(f))
+		m.trace = f
+	}
 	if profile && *memProfile != "" {
 		runtime.GC()
 		m.memRate, runtime.MemProfileRate = runtime.MemProfileRate, 1
 	}
-	m.client, m.server, m.mallocs, m.scheds = processCPU(), clusterCPU(), mallocs(), scheds()
+	m.client, m.server, m.scheds = processCPU(), clusterCPU(), scheds()
+	m.mallocs, m.bytes = mallocs()
 	return m
 }
 
@@ -71,17 +81,24 @@ func scheds() uint64 {
 	return 8 * n
 }
 
-func mallocs() uint64 {
+// mallocs is how many heap objects and bytes this process has allocated.
+func mallocs() (uint64, uint64) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.Mallocs
+	return ms.Mallocs, ms.TotalAlloc
 }
 
 func (m *cpuMeter) stop(engine string, jobs int) {
-	client, server, allocs, sched := processCPU()-m.client, clusterCPU()-m.server, mallocs()-m.mallocs, scheds()-m.scheds
+	allocs, bytes := mallocs()
+	client, server, sched := processCPU()-m.client, clusterCPU()-m.server, scheds()-m.scheds
+	allocs, bytes = allocs-m.mallocs, bytes-m.bytes
 	if m.profile != nil {
 		pprof.StopCPUProfile()
 		must0(m.profile.Close())
+	}
+	if m.trace != nil {
+		trace.Stop()
+		must0(m.trace.Close())
 	}
 	if m.memRate != 0 {
 		f, err := os.Create(*memProfile)
@@ -94,8 +111,9 @@ func (m *cpuMeter) stop(engine string, jobs int) {
 		return
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.2f goroutine runs/job", engine, m.what,
-		float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs), float64(sched)/float64(jobs))
+	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.0f B/job, %.2f goroutine runs/job", engine, m.what,
+		float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs), float64(bytes)/float64(jobs),
+		float64(sched)/float64(jobs))
 	if engine == "pg" && *serverPid != 0 {
 		line += fmt.Sprintf(", server %.1f µs/job", float64(server.Microseconds())/float64(jobs))
 	}

@@ -190,7 +190,7 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
 // its statements are prepared by the caller's connection as they run.
 func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
-	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx}, adopted: true}
+	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx, adopted: true}, adopted: true}
 }
 
 // close closes the pools; database/sql closes a connection still in a
@@ -211,6 +211,11 @@ type liteOps struct {
 	q  *litedb.Queries
 	db *sql.DB // the writer, for operations that need their own transaction; nil inside one
 	tx *sql.Tx // the caller's transaction (a Tx's), for a batch's savepoint; nil outside one
+	// adopted: tx is the caller's own (AdoptSQL), perhaps begun deferred,
+	// where a read before a batch's insert would pin a snapshot that a
+	// commit by another process turns into SQLITE_BUSY at the insert:
+	// EnqueueMany returns its ids by RETURNING there (see enqueueMany).
+	adopted bool
 }
 
 // atomically runs fn in one transaction: the caller's, or a new one on the

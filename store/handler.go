@@ -337,9 +337,10 @@ type runningJob struct {
 	taken atomic.Bool
 
 	// A worker's: the handler's place among the running ones (oldest
-	// first), and the parent of its context that ends it at its Timeout.
+	// first), and the bucket whose context, its context's parent, ends it
+	// at its Timeout.
 	prev, next *runningJob
-	timeout    jobTimeout
+	bucket     *timeoutBucket
 }
 
 // loseClaim cancels the handler: its claim is gone, for cause (an error

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,10 +18,16 @@ import (
 // Queue statements on SQLite. Times are stored as unix microseconds.
 
 func (o liteOps) enqueue(ctx context.Context, queue, _ string, now time.Time, j newJob) (int64, error) {
-	id, err := o.q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
+	res, err := o.q.EnqueueJobCounted(ctx, litedb.EnqueueJobCountedParams{Queue: queue, Payload: j.payload, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers)})
-	return id, skipped("job", err)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, cmp.Or(err, errSkipped("job"))
+	}
+	return res.LastInsertId()
 }
 
 // enqueueMany inserts the jobs with one statement per chunk of about
@@ -31,19 +38,58 @@ func (o liteOps) enqueue(ctx context.Context, queue, _ string, now time.Time, j 
 // transaction it runs after a savepoint (see allOrNone): a statement of
 // several rows can fail half way (a trigger's RAISE(FAIL) keeps the rows
 // before it; RAISE(IGNORE) skips a row and the batch is refused after).
+//
+// The statements are their Counted forms, without RETURNING (which SQLite
+// runs as a trigger program a row, a fifth of the insert): each chunk reads
+// JobIDCeiling first, and its ids are the ceiling's successors up to the
+// statement's last_insert_rowid when there are exactly as many as the rows
+// it stored. They are not when an application's trigger inserted jobs
+// between the batch's: the batch is then rolled back (all or none) and
+// stored again with RETURNING, whose ids say which rows are the batch's.
+// An adopted transaction takes the RETURNING forms from the start (see
+// liteOps.adopted).
 func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+	ids, err := o.enqueueBatch(ctx, queue, now, jobs, !o.adopted)
+	if errors.Is(err, errIDsInterleaved) {
+		ids, err = o.enqueueBatch(ctx, queue, now, jobs, false)
+	}
+	return ids, err
+}
+
+// errIDsInterleaved: a counted insert's ids are not contiguous (see
+// enqueueMany); never returned to a caller.
+var errIDsInterleaved = errors.New("alkstore: jobs inserted between the batch's")
+
+// enqueueBatch is enqueueMany's one try: counted says by the Counted
+// statements, returning errIDsInterleaved when their ids cannot be told.
+func (o liteOps) enqueueBatch(ctx context.Context, queue string, now time.Time, jobs []newJob, counted bool) ([]int64, error) {
 	ids := make([]int64, 0, len(jobs))
 	err := o.allOrNone(ctx, len(jobs) > 1, func(q *litedb.Queries) error {
 		for rest := jobs; len(rest) > 0; {
 			if n := alikeRun(rest, enqueueChunk); n >= alikeMin || n == len(rest) {
-				got, err := enqueueAlike(ctx, q, queue, now, rest[:n])
+				got, err := enqueueAlike(ctx, q, queue, now, rest[:n], counted, ids)
 				if err != nil {
 					return err
 				}
-				ids, rest = append(ids, got...), rest[n:]
+				ids, rest = got, rest[n:]
 				continue
 			}
 			js, n := jobsJSON(rest, enqueueChunk)
+			if counted {
+				ceiling, err := q.JobIDCeiling(ctx)
+				if err != nil {
+					return err
+				}
+				res, err := q.EnqueueJobsCounted(ctx, litedb.EnqueueJobsCountedParams{Queue: queue, Now: now.UnixMicro(), Jobs: js})
+				if err != nil {
+					return err
+				}
+				if ids, err = countedIDs(ids, ceiling, res, n); err != nil {
+					return err
+				}
+				rest = rest[n:]
+				continue
+			}
 			got, err := q.EnqueueJobs(ctx, litedb.EnqueueJobsParams{Queue: queue, Now: now.UnixMicro(), Jobs: js})
 			if err != nil {
 				return err
@@ -62,13 +108,42 @@ func (o liteOps) enqueueMany(ctx context.Context, queue string, now time.Time, j
 	return ids, nil
 }
 
+// countedIDs appends to ids those of the n jobs a Counted insert stored
+// (res) after JobIDCeiling read ceiling, in the jobs' order. Each row the
+// insert stored got a higher id than ceiling (AUTOINCREMENT), in order,
+// the last one res's LastInsertId (a trigger's inserts do not change it
+// once the trigger ends, nor res's RowsAffected): n rows between ceiling
+// and that id when it is ceiling+n are the ids in between, all of them. A
+// single row's id is its own.
+func countedIDs(ids []int64, ceiling int64, res sql.Result, n int) ([]int64, error) {
+	stored, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	if stored != int64(n) {
+		return nil, errSkippedRows(strconv.FormatInt(int64(n)-stored, 10), n)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return nil, err
+	}
+	if n > 1 && last-ceiling != stored {
+		return nil, errIDsInterleaved
+	}
+	for id := last - stored + 1; id <= last; id++ {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
 // alikeMin is the shortest run of alike jobs inside a batch that gets a
 // statement of its own (a batch's last jobs always may).
 const alikeMin = 16
 
 // enqueueAlike inserts jobs that differ only in their payloads with one
-// EnqueueJobsAlike and returns their ids, in the jobs' order.
-func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+// EnqueueJobsAlike (EnqueueJobsAlikeCounted when counted) and appends
+// their ids to ids, in the jobs' order.
+func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob, counted bool, ids []int64) ([]int64, error) {
 	size := 2
 	for _, j := range jobs {
 		size += 2*len(j.payload) + 3
@@ -89,17 +164,30 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 	}
 	b = append(b, ']')
 	j := jobs[0]
-	ids, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
+	if counted {
+		ceiling, err := q.JobIDCeiling(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := q.EnqueueJobsAlikeCounted(ctx, litedb.EnqueueJobsAlikeCountedParams{Queue: queue, Priority: int64(j.priority),
+			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+			Headers: liteHeaders(j.headers), Payloads: string(b)})
+		if err != nil {
+			return nil, err
+		}
+		return countedIDs(ids, ceiling, res, len(jobs))
+	}
+	got, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
 		Headers: liteHeaders(j.headers), Payloads: string(b)})
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) != len(jobs) {
-		return nil, errSkippedRows(strconv.Itoa(len(jobs)-len(ids)), len(jobs))
+	if len(got) != len(jobs) {
+		return nil, errSkippedRows(strconv.Itoa(len(jobs)-len(got)), len(jobs))
 	}
-	slices.Sort(ids) // inserted in order: ascending ids are the jobs' in order
-	return ids, nil
+	slices.Sort(got) // inserted in order: ascending ids are the jobs' in order
+	return append(ids, got...), nil
 }
 
 // enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job

@@ -3,58 +3,77 @@ package store
 import (
 	"context"
 	"reflect"
-	"sync/atomic"
 	"time"
 )
 
-// A worker's handler contexts and their timeouts, at the cost of one
-// context a job: a handler's context is a context.WithCancelCause (the
-// cause: a lost claim, a stop, the run's end) whose parent is the job's
-// jobTimeout, which a worker's single timer ends at the job's Timeout.
-// It used to be two contexts and a timer a job (WithCancelCause for the
-// claim, WithTimeout on it): ten allocations, a runtime timer added and
-// stopped, and a child registered with a parent every 100 handlers shared
-// (issue 18).
+// A worker's handler contexts and their timeouts, at two allocations a job:
+// a handler's context is a context.WithCancelCause (the cause: a lost claim,
+// a stop, the run's end) whose parent is the context of a timeoutBucket, a
+// context.WithDeadline that the handlers starting within one tick
+// (timeoutTick) share: its deadline is their start plus Timeout, rounded
+// down to the tick. A handler's context registers with that parent as a
+// child (an entry in its map), and the parent's timer ends them all at the
+// deadline.
 //
-// The handler's context is still the standard cancelCtx, so contexts
-// derived from it (context.WithTimeout, context.AfterFunc, pgx's query
-// watch) attach to it as to any other, without a goroutine of their own.
-// At the Timeout it ends as WithTimeout's did: Err and context.Cause
-// report context.DeadlineExceeded, for it and the contexts derived from
-// it, and Deadline reports the job's deadline.
+// Stop 32 had a parent of each job's own (a jobTimeout, which a worker's
+// single timer ended): the context package attaches a child to such a
+// parent through its AfterFunc, at two allocations more a job (the
+// function and the stopCtx it boxes), four in all, a third of a burn-down's
+// (and it used to be two contexts and a timer a job, ten; issue 18). A
+// bucket costs about ten allocations (its timer, its map), shared by the
+// handlers of a tick: a burn-down of 50,000 jobs a second starts about
+// fifty a tick.
+//
+// The handler's context is the standard cancelCtx, so contexts derived
+// from it (context.WithTimeout, context.AfterFunc, pgx's query watch)
+// attach to it as to any other, without a goroutine of their own. At the
+// Timeout it ends as WithTimeout's did: Err and context.Cause report
+// context.DeadlineExceeded, for it and the contexts derived from it, and
+// Deadline reports its deadline: at most a tick (a thousandth of the
+// Timeout, at most a millisecond) before the start plus Timeout.
 
-// jobTimeout is the parent of a worker's handler context: it holds the
-// values of the worker's context, reports the job's deadline, and, as an
-// afterFuncer, receives the one function that cancels its child (the
-// handler's context) with DeadlineExceeded, which expire calls. Only
-// context.WithCancelCause ever sees it, once, while the handler context
-// is made; so Done, never closed, is there only to tell the context
-// package that it can end.
-type jobTimeout struct {
-	values   context.Context // the worker's context, for its values (see Value)
-	deadline time.Time
-	expired  atomic.Bool
-	end      func() // ends the handler's context (set while it is made, before the job is tracked)
+// timeoutBucket is the shared parent of the contexts of the handlers whose
+// deadline (start plus Timeout, rounded down to the tick) is its deadline.
+// n counts those still running (under the worker's mu): a bucket that is
+// no longer the newest is cancelled (its timer stopped) once they all
+// returned.
+type timeoutBucket struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	tick   int64 // its deadline's, in ticks since the Unix epoch
+	n      int
 }
 
-// neverDone is the Done of every jobTimeout.
-var neverDone = make(chan struct{})
+// timeoutTick is how far a handler's deadline is rounded down so that the
+// handlers starting close together share a bucket: a thousandth of the
+// Timeout, at most a millisecond.
+func timeoutTick(timeout time.Duration) time.Duration {
+	return max(min(timeout/1000, time.Millisecond), 1)
+}
 
-func (t *jobTimeout) Deadline() (time.Time, bool) { return t.deadline, true }
-func (t *jobTimeout) Done() <-chan struct{}       { return neverDone }
+// handlerValues is the parent of every bucket: it holds the values of the
+// worker's context and never ends (Done is nil: the context package then
+// attaches nothing to it), so the worker's stop, which cancels that
+// context before handlers that outlive it time out, does not reach the
+// handlers (cancelHandlers ends them when the stop says so).
+type handlerValues struct {
+	values context.Context
+}
+
+func (*handlerValues) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*handlerValues) Done() <-chan struct{}       { return nil }
+func (*handlerValues) Err() error                  { return nil }
 
 // Value is the worker context's value for key, except that the context
 // package's own cancel contexts are hidden, as context.WithoutCancel hides
-// them (it is not used because its Value allocates): the context package
-// looks its parent's cancelCtx up this way, and Cause(t) must not find the
-// worker's, which its stop cancels before handlers that outlive it time
-// out, but report t's own DeadlineExceeded.
-func (t *jobTimeout) Value(key any) any {
-	v := t.values.Value(key)
-	if v != nil && reflect.TypeOf(v) == cancelCtxType {
+// them (it is not used because its Value allocates): Cause must find a
+// handler's own context or its bucket's, never the worker's.
+func (v *handlerValues) Value(key any) any {
+	x := v.values.Value(key)
+	if x != nil && reflect.TypeOf(x) == cancelCtxType {
 		return nil
 	}
-	return v
+	return x
 }
 
 // cancelCtxType is the type of the context package's cancel contexts
@@ -65,42 +84,28 @@ var cancelCtxType = func() reflect.Type {
 	return reflect.TypeOf(ctx)
 }()
 
-func (t *jobTimeout) Err() error {
-	if t.expired.Load() {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// AfterFunc is how the handler's context attaches to its parent: f cancels
-// it with this context's Err and cause (DeadlineExceeded: Cause finds no
-// cancelCtx above: see Value). The stop it
-// returns stops nothing: a child that ended first is not cancelled again.
-func (t *jobTimeout) AfterFunc(f func()) func() bool {
-	if t.expired.Load() {
-		go f()
-		return keepAfterFunc
-	}
-	t.end = f
-	return keepAfterFunc
-}
-
-func keepAfterFunc() bool { return false }
-
-// expire ends the handler's context at its deadline.
-func (t *jobTimeout) expire() {
-	if t.expired.CompareAndSwap(false, true) && t.end != nil {
-		t.end()
-	}
-}
-
-// startJob gives a handler its context and adds it to the running ones,
-// oldest first, arming the timeout timer when it is idle.
+// startJob gives a handler its context, in the bucket of its deadline,
+// and adds it to the running ones, oldest first.
 func (w *worker) startJob(rj *runningJob) {
-	rj.timeout.values = w.values
-	rj.timeout.deadline = rj.since.Add(w.opts.Timeout)
-	rj.ctx, rj.cancel = context.WithCancelCause(&rj.timeout)
+	// The tick is counted on the wall clock: two deadlines of one tick
+	// compare equal there, not on the monotonic clock that time.Now also
+	// reads (a few nanoseconds apart: each handler had a bucket of its own).
+	deadline := rj.since.Add(w.opts.Timeout)
+	tick := deadline.UnixNano() / int64(w.tick)
+	deadline = deadline.Add(-time.Duration(deadline.UnixNano() % int64(w.tick)))
 	w.mu.Lock()
+	b := w.bucket
+	if b == nil || b.tick != tick {
+		if b != nil && b.n == 0 {
+			b.cancel()
+		}
+		b = &timeoutBucket{tick: tick}
+		b.ctx, b.cancel = context.WithDeadline(w.handlerValues, deadline)
+		w.bucket = b
+	}
+	b.n++
+	rj.bucket = b
+	rj.ctx, rj.cancel = context.WithCancelCause(b.ctx)
 	rj.prev = w.last
 	if w.last == nil {
 		w.first = rj
@@ -109,13 +114,6 @@ func (w *worker) startJob(rj *runningJob) {
 	}
 	w.last = rj
 	w.n++
-	if w.timing == nil {
-		w.timing = rj
-	}
-	if !w.armed {
-		w.armed = true
-		w.timeouts.Reset(time.Until(rj.timeout.deadline))
-	}
 	cancelled := w.cancelled
 	w.mu.Unlock()
 	if cancelled { // started after the stop cancelled the handlers
@@ -123,7 +121,8 @@ func (w *worker) startJob(rj *runningJob) {
 	}
 }
 
-// stopJob forgets a handler that returned.
+// stopJob forgets a handler that returned, and ends its bucket when it
+// was the last of an older one.
 func (w *worker) stopJob(rj *runningJob) {
 	w.mu.Lock()
 	if rj.prev == nil {
@@ -136,35 +135,22 @@ func (w *worker) stopJob(rj *runningJob) {
 	} else {
 		rj.next.prev = rj.prev
 	}
-	if w.timing == rj {
-		w.timing = rj.next
-	}
 	w.n--
+	b := rj.bucket
+	b.n--
+	if b.n == 0 && b != w.bucket {
+		b.cancel() // the run is over: its context ends anyway (Canceled)
+	}
 	w.mu.Unlock()
 }
 
-// expireJobs is the timeout timer: it ends the contexts of the handlers
-// past their Timeout and arms itself for the next. Every handler has the
-// same Timeout, so the running list, oldest first, is also in deadline
-// order (to within the moments between a handler's start and its place
-// in the list): timing is the first whose deadline has not yet come. The
-// timer may fire early, for a job that has ended since; it then only
-// arms itself again.
-func (w *worker) expireJobs() {
-	now := time.Now()
-	var due []*runningJob
+// endBuckets stops the newest bucket's timer once every handler returned.
+func (w *worker) endBuckets() {
 	w.mu.Lock()
-	for w.timing != nil && !w.timing.timeout.deadline.After(now) {
-		due = append(due, w.timing)
-		w.timing = w.timing.next
-	}
-	w.armed = w.timing != nil
-	if w.armed {
-		w.timeouts.Reset(w.timing.timeout.deadline.Sub(now))
-	}
-	w.mu.Unlock()
-	for _, rj := range due {
-		rj.timeout.expire()
+	defer w.mu.Unlock()
+	if w.bucket != nil {
+		w.bucket.cancel()
+		w.bucket = nil
 	}
 }
 

@@ -24,8 +24,12 @@ type WorkOpts struct {
 	// running every Visibility/3, so a handler may run longer than its
 	// Visibility (up to Timeout) without running twice. Default Timeout +
 	// 30s.
-	Visibility   time.Duration
-	Timeout      time.Duration                   // per handler run; default 30s, or 2/3 of a Visibility set alone
+	Visibility time.Duration
+	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
+	// alone. Handlers starting together share one timer, so a handler's
+	// deadline (its context's Deadline) may come up to a thousandth of the
+	// Timeout (at most a millisecond) before its start plus Timeout.
+	Timeout      time.Duration
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
 	PollInterval time.Duration                   // safety poll when no wake comes; default DefaultPollInterval
@@ -370,20 +374,21 @@ type worker struct {
 	runners sync.WaitGroup
 	wake    <-chan struct{} // a job was enqueued
 	stalled time.Duration   // the claim loop's last sleep beside a due job it could not claim (untilNextDue)
-	values  context.Context // the loop's context: its values are the handler contexts' (jobTimeout)
-	stopped atomic.Bool     // handlers were cancelled by the stop, not by their Timeout
-	step    atomic.Int32    // how far the loop's stop got (stepClaiming, ...)
+	// handlerValues: the loop's context's values, the root of the handler
+	// contexts (see timeouts.go); tick: how far their deadlines are
+	// rounded down so that handlers share a bucket (timeoutTick).
+	handlerValues *handlerValues
+	tick          time.Duration
+	stopped       atomic.Bool  // handlers were cancelled by the stop, not by their Timeout
+	step          atomic.Int32 // how far the loop's stop got (stepClaiming, ...)
 
 	// The running handlers, oldest first (startJob, stopJob), their count,
-	// and their timeouts: timing is the first whose Timeout has not come,
-	// timeouts the timer armed (armed) for it, or earlier (expireJobs).
-	// cancelled: the stop cancelled the handlers (cancelHandlers).
+	// and the newest timeout bucket (see timeouts.go). cancelled: the stop
+	// cancelled the handlers (cancelHandlers).
 	mu          sync.Mutex
 	first, last *runningJob
 	n           int
-	timing      *runningJob
-	timeouts    *time.Timer
-	armed       bool
+	bucket      *timeoutBucket
 	cancelled   bool
 }
 
@@ -400,10 +405,8 @@ func (w *worker) run(ctx context.Context) {
 	// cancellation; see startJob); settling uses a context that survives
 	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
-	w.values = ctx
-	w.timeouts = time.AfterFunc(time.Hour, w.expireJobs)
-	w.timeouts.Stop()
-	defer w.timeouts.Stop()
+	w.handlerValues, w.tick = &handlerValues{values: ctx}, timeoutTick(w.opts.Timeout)
+	defer w.endBuckets()
 
 	// A handler that returned hands its job to the ack loop and frees its
 	// slot at once; the channel holds ten rounds of handlers' jobs so that

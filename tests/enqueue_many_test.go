@@ -73,15 +73,21 @@ func TestEnqueueManyIDsFollowTheJobs(t *testing.T) {
 
 // An application's trigger that inserts a job of its own for each job of
 // a queue (an audit trail, say) takes ids between the batch's: EnqueueMany
-// still returns the ids of the caller's jobs, in order. On SQLite the ids
-// were once computed back from the statement's last id, and 19 of 20 were
-// the audit rows or no row (fresh-eyes review).
+// still returns the ids of the caller's jobs, in order, alone and inside
+// the caller's transaction, and stores each job and its audit job once;
+// Enqueue returns its own job's id. On
+// SQLite the ids were once computed back from the statement's last id, and
+// 19 of 20 were the audit rows or no row (fresh-eyes review); since the
+// batch is inserted without RETURNING and its ids proven contiguous, a
+// batch whose ids are not is rolled back and inserted again with
+// RETURNING, which a rollback that kept the first try would show here as
+// jobs stored twice.
 func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		q := s.Queue("main")
-		_, err := s.Queue("audit").Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
+		q, audit := s.Queue("main"), s.Queue("audit")
+		_, err := audit.Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
 		require.NoError(t, err)
 		if e.name == "pg" {
 			e.execSQL(t, `CREATE FUNCTION public.test_fanout() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -96,13 +102,36 @@ func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 		for i := range jobs {
 			jobs[i] = store.NewJob{Payload: fmt.Appendf(nil, "p%d", i)}
 		}
+		check := func(ids []int64, batches int64) {
+			require.Len(t, ids, len(jobs))
+			for i, id := range ids {
+				j, err := q.Job(c, id)
+				require.NoError(t, err, "job %d: id %d", i, id)
+				assert.Equal(t, "main", j.Queue, "job %d: id %d", i, id)
+				assert.Equal(t, fmt.Sprintf("p%d", i), string(j.Payload), "job %d: id %d", i, id)
+			}
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, batches*int64(len(jobs)), st.Ready, "main's jobs, each stored once")
+			st, err = audit.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, 1+batches*int64(len(jobs)), st.Ready, "audit's jobs, one a main job")
+		}
 		ids, err := q.EnqueueMany(c, jobs)
 		require.NoError(t, err)
-		require.Len(t, ids, len(jobs))
-		for i, id := range ids {
-			j, err := q.Job(c, id)
-			require.NoError(t, err, "job %d: id %d", i, id)
-			assert.Equal(t, fmt.Sprintf("p%d", i), string(j.Payload), "job %d: id %d", i, id)
-		}
+		check(ids, 1)
+		require.NoError(t, s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+			ids, err = q.EnqueueManyTx(ctx, tx, jobs)
+			return err
+		}))
+		check(ids, 2)
+		// One job's id, beside its audit job (on SQLite the statement's
+		// last_insert_rowid, which the trigger's insert leaves alone).
+		id, err := q.Enqueue(c, []byte("single"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, "main", j.Queue)
+		assert.Equal(t, "single", string(j.Payload))
 	})
 }

@@ -24,6 +24,7 @@ type ctxKey struct{}
 type contextAtTimeout struct {
 	id                   int64
 	started, ended       time.Time
+	claimedAt            time.Time // the claim came before the handler's start
 	deadline             time.Time
 	hasDeadline          bool
 	err, cause           error
@@ -41,7 +42,7 @@ func waitForTimeout(seen chan<- contextAtTimeout, quick map[int64]bool) store.Ha
 		if quick[j.ID] {
 			return nil
 		}
-		s := contextAtTimeout{id: j.ID, started: time.Now()}
+		s := contextAtTimeout{id: j.ID, started: time.Now(), claimedAt: *j.ClaimedAt}
 		s.deadline, s.hasDeadline = ctx.Deadline()
 		child, cancelChild := context.WithTimeout(ctx, time.Hour)
 		defer cancelChild()
@@ -69,6 +70,10 @@ func checkTimedOut(t *testing.T, s contextAtTimeout, timeout time.Duration) {
 	t.Helper()
 	require.True(t, s.hasDeadline, "job %d: the context has a deadline", s.id)
 	assert.False(t, s.deadline.After(s.started.Add(timeout)), "job %d: the deadline is its start plus Timeout at most", s.id)
+	// The worker rounds deadlines down by a thousandth of the Timeout at
+	// most, so that handlers starting together share a timer.
+	assert.False(t, s.deadline.Before(s.claimedAt.Add(timeout-timeout/1000)),
+		"job %d: the deadline is its claim plus Timeout, less a thousandth of it, at least", s.id)
 	assert.False(t, s.ended.Before(s.deadline), "job %d: the context ended at its deadline, not before", s.id)
 	assert.Equal(t, context.DeadlineExceeded, s.err, "job %d: Err", s.id)
 	assert.Equal(t, context.DeadlineExceeded, s.cause, "job %d: Cause", s.id)

@@ -602,6 +602,10 @@ var hotStatements = []hotStmt{
 	{name: "EnqueueJob", args: map[string]any{"queue": "skewed"}},
 	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
 	{name: "EnqueueJobsAlike", args: map[string]any{"queue": "skewed", "payloads": `["6a", null]`}, pgArgs: map[string]any{"maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}},
+	{name: "EnqueueJobCounted", only: "lite", args: map[string]any{"queue": "skewed"}},
+	{name: "JobIDCeiling", only: "lite"}, // before each Counted insert of a batch
+	{name: "EnqueueJobsCounted", only: "lite", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}},
+	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": `["6a", null]`}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},

@@ -153,11 +153,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobStmt, err = db.PrepareContext(ctx, enqueueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJob: %w", err)
 	}
+	if q.enqueueJobCountedStmt, err = db.PrepareContext(ctx, enqueueJobCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobCounted: %w", err)
+	}
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
 	if q.enqueueJobsAlikeStmt, err = db.PrepareContext(ctx, enqueueJobsAlike); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobsAlike: %w", err)
+	}
+	if q.enqueueJobsAlikeCountedStmt, err = db.PrepareContext(ctx, enqueueJobsAlikeCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsAlikeCounted: %w", err)
+	}
+	if q.enqueueJobsCountedStmt, err = db.PrepareContext(ctx, enqueueJobsCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsCounted: %w", err)
 	}
 	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
@@ -212,6 +221,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.jobClaimsStmt, err = db.PrepareContext(ctx, jobClaims); err != nil {
 		return nil, fmt.Errorf("error preparing query JobClaims: %w", err)
+	}
+	if q.jobIDCeilingStmt, err = db.PrepareContext(ctx, jobIDCeiling); err != nil {
+		return nil, fmt.Errorf("error preparing query JobIDCeiling: %w", err)
 	}
 	if q.jobKeyHolderStmt, err = db.PrepareContext(ctx, jobKeyHolder); err != nil {
 		return nil, fmt.Errorf("error preparing query JobKeyHolder: %w", err)
@@ -598,6 +610,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing enqueueJobStmt: %w", cerr)
 		}
 	}
+	if q.enqueueJobCountedStmt != nil {
+		if cerr := q.enqueueJobCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobCountedStmt: %w", cerr)
+		}
+	}
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
@@ -606,6 +623,16 @@ func (q *Queries) Close() error {
 	if q.enqueueJobsAlikeStmt != nil {
 		if cerr := q.enqueueJobsAlikeStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsAlikeStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobsAlikeCountedStmt != nil {
+		if cerr := q.enqueueJobsAlikeCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsAlikeCountedStmt: %w", cerr)
+		}
+	}
+	if q.enqueueJobsCountedStmt != nil {
+		if cerr := q.enqueueJobsCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsCountedStmt: %w", cerr)
 		}
 	}
 	if q.enqueueUniqueJobStmt != nil {
@@ -696,6 +723,11 @@ func (q *Queries) Close() error {
 	if q.jobClaimsStmt != nil {
 		if cerr := q.jobClaimsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing jobClaimsStmt: %w", cerr)
+		}
+	}
+	if q.jobIDCeilingStmt != nil {
+		if cerr := q.jobIDCeilingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing jobIDCeilingStmt: %w", cerr)
 		}
 	}
 	if q.jobKeyHolderStmt != nil {
@@ -1055,8 +1087,11 @@ type Queries struct {
 	deleteScheduleStmt              *sql.Stmt
 	dueSchedulesStmt                *sql.Stmt
 	enqueueJobStmt                  *sql.Stmt
+	enqueueJobCountedStmt           *sql.Stmt
 	enqueueJobsStmt                 *sql.Stmt
 	enqueueJobsAlikeStmt            *sql.Stmt
+	enqueueJobsAlikeCountedStmt     *sql.Stmt
+	enqueueJobsCountedStmt          *sql.Stmt
 	enqueueUniqueJobStmt            *sql.Stmt
 	enqueueUniqueJobsStmt           *sql.Stmt
 	expiredTombstonesStmt           *sql.Stmt
@@ -1075,6 +1110,7 @@ type Queries struct {
 	heartbeatJobStmt                *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
+	jobIDCeilingStmt                *sql.Stmt
 	jobKeyHolderStmt                *sql.Stmt
 	jobQueuesStmt                   *sql.Stmt
 	latestNotificationStmt          *sql.Stmt
@@ -1179,8 +1215,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		deleteScheduleStmt:              q.deleteScheduleStmt,
 		dueSchedulesStmt:                q.dueSchedulesStmt,
 		enqueueJobStmt:                  q.enqueueJobStmt,
+		enqueueJobCountedStmt:           q.enqueueJobCountedStmt,
 		enqueueJobsStmt:                 q.enqueueJobsStmt,
 		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
+		enqueueJobsAlikeCountedStmt:     q.enqueueJobsAlikeCountedStmt,
+		enqueueJobsCountedStmt:          q.enqueueJobsCountedStmt,
 		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,
@@ -1199,6 +1238,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		heartbeatJobStmt:                q.heartbeatJobStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
+		jobIDCeilingStmt:                q.jobIDCeilingStmt,
 		jobKeyHolderStmt:                q.jobKeyHolderStmt,
 		jobQueuesStmt:                   q.jobQueuesStmt,
 		latestNotificationStmt:          q.latestNotificationStmt,

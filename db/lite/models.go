@@ -131,3 +131,8 @@ type AlkStream struct {
 	TombstoneRetentionUs int64
 	CompactedThrough     int64
 }
+
+type SqliteSequence struct {
+	Name string
+	Seq  int64
+}

@@ -31,6 +31,8 @@ RETURNING id;
 -- skipped rows (schema 00024). The ids come back as one array in one row:
 -- a row per id cost the server a DataRow message each and the client a
 -- row to decode each (about 7% of the server's instructions a batch).
+-- The count all_inserted checks is the aggregate's own (HAVING), not a
+-- second scan of ins.
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 ), ins AS (
@@ -48,7 +50,7 @@ WITH w AS MATERIALIZED (
     RETURNING id
 )
 SELECT array_agg(ins.id)::bigint[] AS ids FROM ins
-WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
+HAVING alkstore.all_inserted(count(*), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueJobsAlike :one
 -- A batch whose jobs differ only in their payloads: EnqueueJobs with every
@@ -65,7 +67,7 @@ WITH w AS MATERIALIZED (
     RETURNING id
 )
 SELECT array_agg(ins.id)::bigint[] AS ids FROM ins
-WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
+HAVING alkstore.all_inserted(count(*), cardinality(@payloads::bytea[]));
 
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key: EnqueueUniqueJobs for a batch of one,
