@@ -71,6 +71,32 @@ func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 	return h.cands[i-1].head
 }
 
+// proof returns what a statement that computes its horizon in the server
+// needs (ReadEvents): floor, a head that statement's snapshot proves
+// already, and the other candidates, as parallel slices. Outside a
+// transaction floor is the best settled candidate's head: a snapshot taken
+// later has an xmin no smaller than any seen (the oldest transaction
+// running only moves forward, and new ones take greater ids), so only the
+// pending candidates are sent. all (a transaction's snapshot, which may be
+// older, or held back by its own id) sends every candidate, floor 0.
+func (h *horizon) proof(all bool) (floor int64, nexts, heads []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	from := 0
+	if !all {
+		from = sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
+		if from > 0 {
+			floor = h.cands[from-1].head
+		}
+	}
+	nexts = make([]int64, len(h.cands)-from)
+	heads = make([]int64, len(h.cands)-from)
+	for i, c := range h.cands[from:] {
+		nexts[i], heads[i] = c.next, c.head
+	}
+	return floor, nexts, heads
+}
+
 // add records c unless a kept candidate is at least as good, drops those c
 // is at least as good as, and keeps the bounds.
 func (h *horizon) add(c candidate) {

@@ -64,6 +64,14 @@ const settleAttempts = 3
 // only knows of a transaction it began and in which only its own statements
 // ran. Every SettledSnapshot calls age(), so only the first one may learn.
 func (o pgOps) mayLearn(snap pgdb.SettledSnapshotRow) bool {
+	return o.mayLearnBefore() && !snap.HasXid
+}
+
+// mayLearnBefore is mayLearn's half known before the statement runs (the
+// snapshot's HasXid is not), for a statement that computes the horizon
+// itself (ReadEvents); like mayLearn it counts as the transaction's call of
+// age().
+func (o pgOps) mayLearnBefore() bool {
 	if !o.inTx {
 		return true
 	}
@@ -71,7 +79,7 @@ func (o pgOps) mayLearn(snap pgdb.SettledSnapshotRow) bool {
 		return false
 	}
 	first := !o.txs.ageUsed.Swap(true)
-	return first && !o.txs.foreign.Load() && !snap.HasXid
+	return first && !o.txs.foreign.Load()
 }
 
 // learner takes pool snapshots in the background for reads inside

@@ -118,3 +118,48 @@ func TestHorizonThinsItsHistory(t *testing.T) {
 		assert.GreaterOrEqual(t, hz, n-3*age, "at a grain that grows with age")
 	}
 }
+
+// proofHorizon is what ReadEvents computes in the server from proof's
+// values for a snapshot with the given xmin (without its own candidate).
+func proofHorizon(floor int64, nexts, heads []int64, xmin int64) int64 {
+	hz := floor
+	for i, n := range nexts {
+		if n <= xmin {
+			hz = max(hz, heads[i])
+		}
+	}
+	return hz
+}
+
+// What a read sends to the server proves, for its snapshot, the horizon
+// the tracker itself would give it: every candidate (a transaction's
+// snapshot, of any xmin), or the settled floor and the pending candidates
+// (an auto-commit snapshot, whose xmin is no less than any seen).
+func TestHorizonProofGivesTheTrackersHorizon(t *testing.T) {
+	var h horizon
+	next, xmin, head := int64(1000), int64(1000), int64(0)
+	for i := range 400 {
+		// Transactions start and end out of step; heads grow; now and
+		// then a quiet snapshot.
+		next += int64(1 + i%7)
+		head += int64(i % 5)
+		if i%3 == 0 {
+			xmin = min(next, xmin+int64(i%11))
+		}
+		if i%29 == 0 {
+			xmin = next
+		}
+		h.observe(snap(xmin, next, head), true)
+		for _, x := range []int64{h.xmin, h.xmin + 3, next, next + 10} {
+			floor, nexts, heads := h.proof(false)
+			assert.Equal(t, h.observe(snap(x, x, 0), false), proofHorizon(floor, nexts, heads, x), "step %d, auto-commit xmin %d", i, x)
+		}
+		for _, x := range []int64{0, 900, h.xmin - 50, h.xmin - 1, h.xmin, next} {
+			floor, nexts, heads := h.proof(true)
+			assert.Zero(t, floor)
+			assert.Equal(t, h.observe(snap(x, x, 0), false), proofHorizon(floor, nexts, heads, x), "step %d, transaction xmin %d", i, x)
+		}
+	}
+	_, nexts, _ := h.proof(true)
+	assert.LessOrEqual(t, len(nexts), maxPending+maxSettled)
+}

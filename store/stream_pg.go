@@ -45,33 +45,111 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 	return allInserted(len(r.msgs), ids, err)
 }
 
+// readSince reads a page in one statement that also takes the horizon's
+// snapshot and cuts the page at the horizon it proves (ReadEvents), so a
+// read is one round trip and nothing above the horizon crosses the wire.
 func (o pgOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	hz, err := o.settled(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Horizon: hz, Lim: clampLimit(limit)})
-	return pgEvents(rows), err
+	return o.readSettled(ctx, stream, "", after, limit)
 }
 
+// readFromConsumer is readSince after the consumer's saved offset
+// (ReadEventsFromConsumer, which reads the offset in the same statement).
 func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
-	hz, err := o.settled(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Horizon: hz, Lim: clampLimit(limit)})
-	return pgEvents(rows), err
+	return o.readSettled(ctx, stream, consumer, 0, limit)
 }
 
-// pgEvents maps either read query's rows (the same columns) to events.
-func pgEvents[R pgdb.ReadEventsRow | pgdb.ReadEventsFromConsumerRow](rows []R) []Event {
-	evs := make([]Event, len(rows))
-	for i, row := range rows {
-		r := pgdb.ReadEventsRow(row)
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
-			Headers: decodeHeaders(r.Headers)}
+// readSettled reads a page after offset after, or after consumer's saved
+// offset when consumer is not empty. Outside a transaction, while
+// committed events wait above the horizon and the page is short, it reads
+// on from where the page ended a moment later (twice at most, as settled
+// does): the rows already returned are not sent again.
+func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after int64, limit int) ([]Event, error) {
+	lim := clampLimit(limit)
+	var evs []Event
+	for attempt := 1; ; attempt++ {
+		// Inside a transaction a snapshot may be older than the newest one
+		// seen (REPEATABLE READ, or held back by the transaction's own id),
+		// so the statement gets every candidate; outside, the best settled
+		// one is proven for it already.
+		floor, nexts, heads := o.eng.horizon.proof(o.inTx)
+		learn := o.mayLearnBefore()
+		var pg pgPage
+		var err error
+		if consumer != "" && attempt == 1 {
+			pg, err = pgPageOf(o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
+				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}))
+		} else {
+			var rows []pgdb.ReadEventsRow
+			rows, err = o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(len(evs)),
+				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
+			pg = pgPageOfEvents(rows, after)
+		}
+		if err != nil {
+			return nil, err
+		}
+		learn = learn && !pg.snap.HasXid
+		o.eng.horizon.observe(pg.snap, learn)
+		evs = append(evs, pg.evs...)
+		if o.inTx {
+			if !learn && pg.horizon < pg.snap.VisibleHead {
+				o.eng.learner.learn(o.eng)
+			}
+			return evs, nil
+		}
+		if pg.horizon >= pg.snap.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) {
+			o.eng.stall.observe(ctx, pg.horizon, pg.snap.VisibleHead)
+			return evs, nil
+		}
+		// The page held every event of the stream in (after, horizon]: go
+		// on above its last one.
+		after = pg.after
+		if n := len(evs); n > 0 {
+			after = evs[n-1].Offset
+		}
+		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
 	}
-	return evs
+}
+
+// pgPage is a page statement's result: its snapshot's figures, the horizon
+// it cut the page at, the offset it read after, and the page.
+type pgPage struct {
+	snap           pgdb.SettledSnapshotRow
+	horizon, after int64
+	evs            []Event
+}
+
+func pgPageOfEvents(rows []pgdb.ReadEventsRow, after int64) pgPage {
+	if len(rows) == 0 {
+		return pgPage{} // not from the statement, which always returns a row
+	}
+	r := rows[0]
+	pg := pgPage{snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid},
+		horizon: r.Horizon, after: after}
+	for _, row := range rows {
+		if row.ID != 0 { // 0: the empty page's row
+			pg.evs = append(pg.evs, Event{Offset: row.ID, Stream: row.Stream, Key: row.Key, Payload: row.Payload,
+				CreatedAt: row.CreatedAt, Headers: decodeHeaders(row.Headers)})
+		}
+	}
+	return pg
+}
+
+func pgPageOf(rows []pgdb.ReadEventsFromConsumerRow, err error) (pgPage, error) {
+	if err != nil || len(rows) == 0 {
+		return pgPage{}, err
+	}
+	evs := make([]pgdb.ReadEventsRow, len(rows))
+	for i, r := range rows {
+		evs[i] = pgdb.ReadEventsRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid,
+			Horizon: r.Horizon, ID: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt, Headers: r.Headers}
+	}
+	return pgPageOfEvents(evs, rows[0].After), nil
 }
 
 func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

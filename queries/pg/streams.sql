@@ -70,8 +70,18 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
 FROM pg_current_snapshot() AS snap;
 
 -- name: ReadEvents :many
--- Events after an offset, cut at the settled horizon; a transaction also
--- sees its own uncommitted events.
+-- Events after an offset, cut at the settled horizon inside the statement,
+-- in one round trip: no event above the horizon leaves the server. A
+-- transaction also sees its own uncommitted events.
+-- The snapshot CTE is SettledSnapshot's, of this statement's own snapshot
+-- (the one its page reads in). The horizon is the greatest head among the
+-- caller's candidates (@nexts, @heads: store/horizon.go) that this
+-- snapshot's xmin proves, @floor (a head the caller knows every later
+-- snapshot proves), and, when @learn, the snapshot's own candidate when it
+-- settles in itself (nothing ran). Every row carries the snapshot's
+-- figures and the horizon, so the caller learns the candidate and knows
+-- whether committed events wait above the horizon; an empty page is one
+-- row with id 0 (offsets start at 1) and NULL or empty event columns.
 -- The stream is bounded by a row comparison on (stream, id) and
 -- "stream <= @stream", not "stream = @stream": with an equality, ORDER BY
 -- stream, id reduces to ORDER BY id, and a generic plan (pgx prepares
@@ -81,33 +91,93 @@ FROM pg_current_snapshot() AS snap;
 -- PostgreSQL prunes partitions on neither the row comparison nor the OR:
 -- the plain bounds on id beside them let it skip every partition below
 -- @after and, unless the transaction has written (its own events may lie
--- above the horizon), above @horizon, in custom and generic plans alike.
--- With two bounds on id, a generic plan would estimate the primary key's
--- range as narrow as the stream's: "stream >= @stream" keeps
--- events_stream_id the cheaper path.
-SELECT id, stream, key, payload, created_at, headers
-FROM alkstore.events
-WHERE (stream, id) > (@stream::text, @after::bigint) AND stream >= @stream::text AND stream <= @stream::text
-  AND id > @after::bigint
-  AND id <= CASE WHEN pg_current_xact_id_if_assigned() IS NULL THEN @horizon::bigint ELSE 9223372036854775807 END
-  AND (id <= @horizon OR txid = pg_current_xact_id_if_assigned())
-ORDER BY stream, id
-LIMIT @lim;
+-- above the horizon), above the horizon, in custom and generic plans
+-- alike (at run time: the bounds are parameters of the lateral page).
+-- With two bounds on id, one of them unknown when planning, the planner
+-- estimates the primary key's range as narrow (0.5% of the rows): the
+-- stream's bounds must be as unknown, or a custom plan, which knows how
+-- big the stream is, reads it all by the primary key or a bitmap and sorts
+-- it. So @stream and @after reach the page through cut, like the horizon,
+-- and "stream >= ... AND stream <= ..." is a range of the same estimate:
+-- events_stream_id stays the cheaper path in every plan.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
+           pg_snapshot_xmax(s)::text::bigint AS xmax,
+           age((pg_snapshot_xmax(s)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
+           COALESCE((SELECT max(v.id) FROM alkstore.events v
+                     WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+           pg_current_xact_id_if_assigned() AS own
+    FROM pg_current_snapshot() AS s
+),
+cut AS MATERIALIZED (
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream, @after::bigint AS after,
+           GREATEST(@floor::bigint,
+                    (SELECT max((@heads::bigint[])[i]) FROM generate_subscripts(@nexts::bigint[], 1) AS i
+                     WHERE (@nexts::bigint[])[i] <= snap.xmin),
+                    CASE WHEN @learn::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
+                              AND snap.xmax + snap.xmax_age <= snap.xmin
+                         THEN snap.visible_head END)::bigint AS horizon
+    FROM snap
+)
+SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
+       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon,
+       COALESCE(p.id, 0)::bigint AS id, COALESCE(p.stream, '')::text AS stream, p.key, p.payload,
+       COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+FROM cut LEFT JOIN LATERAL (
+    SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+    FROM alkstore.events e
+    WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
+      AND e.id > cut.after
+      AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
+      AND (e.id <= cut.horizon OR e.txid = cut.own)
+    ORDER BY e.stream, e.id
+    LIMIT @lim
+) AS p ON true;
 
 -- name: ReadEventsFromConsumer :many
--- As ReadEvents, after the consumer's saved offset. It prunes no
--- partition: with a plain bound on id from the subquery beside the row
--- comparison, a custom plan on tables autovacuum has not analysed yet read
--- the whole stream through a bitmap and sorted it (the plan test's
--- never-analysed case). Receivers read through ReadEvents.
-SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
-FROM alkstore.events e
-WHERE (e.stream, e.id) > (@stream::text, COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
-                                                    WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0))
-  AND e.stream <= @stream::text
-  AND (e.id <= @horizon::bigint OR e.txid = pg_current_xact_id_if_assigned())
-ORDER BY e.stream, e.id
-LIMIT @lim;
+-- As ReadEvents, after the consumer's saved offset (each row also carries
+-- it: a read that goes on reads on with ReadEvents). The offset reaches the
+-- page through cut like @after in ReadEvents: a plain bound on id from the
+-- subquery beside the row comparison, in a custom plan on tables
+-- autovacuum had not analysed yet, read the whole stream through a bitmap
+-- and sorted it (the plan test's never-analysed case) when the stream was
+-- a constant; as a parameter of the lateral page it prunes partitions
+-- below the offset like ReadEvents.
+WITH snap AS MATERIALIZED (
+    SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
+           pg_snapshot_xmax(s)::text::bigint AS xmax,
+           age((pg_snapshot_xmax(s)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
+           COALESCE((SELECT max(v.id) FROM alkstore.events v
+                     WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+           pg_current_xact_id_if_assigned() AS own
+    FROM pg_current_snapshot() AS s
+),
+cut AS MATERIALIZED (
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream,
+           COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                     WHERE o.stream = @stream::text AND o.consumer = @consumer::text), 0)::bigint AS after,
+           GREATEST(@floor::bigint,
+                    (SELECT max((@heads::bigint[])[i]) FROM generate_subscripts(@nexts::bigint[], 1) AS i
+                     WHERE (@nexts::bigint[])[i] <= snap.xmin),
+                    CASE WHEN @learn::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
+                              AND snap.xmax + snap.xmax_age <= snap.xmin
+                         THEN snap.visible_head END)::bigint AS horizon
+    FROM snap
+)
+SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
+       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon, cut.after::bigint AS after,
+       COALESCE(p.id, 0)::bigint AS id, COALESCE(p.stream, '')::text AS stream, p.key, p.payload,
+       COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+FROM cut LEFT JOIN LATERAL (
+    SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+    FROM alkstore.events e
+    WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
+      AND e.id > cut.after
+      AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
+      AND (e.id <= cut.horizon OR e.txid = cut.own)
+    ORDER BY e.stream, e.id
+    LIMIT @lim
+) AS p ON true;
 
 -- name: SaveOffset :exec
 -- Monotone: a lower save leaves the stored offset as it is.
