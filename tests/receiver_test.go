@@ -336,12 +336,14 @@ func TestCloseEndsEveryReceiverAndGoroutine(t *testing.T) {
 
 // TestCrossProcessWake: another OS process publishes; a receiver here gets
 // each event through the feed (Postgres NOTIFY, or SQLite's data_version
-// watcher), with a median wake latency under 20 ms.
+// watcher). Its safety poll is an hour, so an event the feed missed hangs
+// the test until its deadline; the latency is logged, not asserted (it
+// depends on the machine; `make bench` measures it).
 func TestCrossProcessWake(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		r, err := s.Stream("xproc").Subscribe(c, "here", store.SubscribeOpts{})
+		r, err := s.Stream("xproc").Subscribe(c, "here", store.SubscribeOpts{SafetyPoll: time.Hour})
 		require.NoError(t, err)
 		defer r.Close()
 		const n = 100
@@ -359,7 +361,6 @@ func TestCrossProcessWake(t *testing.T) {
 		slices.Sort(lat)
 		p50, p99 := lat[n/2], lat[n*99/100]
 		t.Logf("%s cross-process publish → Recv: p50 %s, p99 %s", e.name, p50, p99)
-		assert.Less(t, p50, 20*time.Millisecond)
 	})
 }
 
