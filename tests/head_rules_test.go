@@ -100,7 +100,7 @@ func pgTimes(q string) string {
 
 // TestHeadRulesRefuseRowsWrittenByHand: the heads table refuses a row whose
 // head columns are neither all NULL (headless) nor all set (a head), when
-// the row is written by hand (schema 00035 moved PostgreSQL's rule from a
+// the row is written by hand (schema 00033 moved PostgreSQL's rule from a
 // table CHECK into a domain the table's one CHECK casts to: same rule, same
 // SQLSTATE, same constraint name).
 func TestHeadRulesRefuseRowsWrittenByHand(t *testing.T) {
@@ -112,13 +112,13 @@ func TestHeadRulesRefuseRowsWrittenByHand(t *testing.T) {
 	})
 }
 
-// TestHeadRulesMigrateBothWays: schema 00035 down and up again on a
+// TestHeadRulesMigrateBothWays: schema 00033 down and up again on a
 // database holding a head and a headless row: up, the heads table has one
 // CHECK, validated, casting to alkstore.head_nulls, and fillfactor 50;
 // down, 00001's CHECK comes back validated under its name, the domain and
 // the fillfactor go; each way the rule refuses what it refused. Applying
 // the up migration's first step again after it ran succeeds, and keyed
-// publishes go on. PostgreSQL only: SQLite's 00035 is a no-op.
+// publishes go on. PostgreSQL only: SQLite's 00033 is a no-op.
 func TestHeadRulesMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
 	e := newEnv(t, "pg")
@@ -183,7 +183,7 @@ func TestHeadRulesMigrateBothWays(t *testing.T) {
 	up()
 
 	// The up migration's first step, run again, then its VALIDATE.
-	e.execSQL(t, firstStep(t, fsys, "00035_cheaper_head_writes.sql"),
+	e.execSQL(t, firstStep(t, fsys, "00033_cheaper_head_writes.sql"),
 		`ALTER TABLE alkstore.compaction_heads VALIDATE CONSTRAINT compaction_heads_rules_check`)
 	up()
 

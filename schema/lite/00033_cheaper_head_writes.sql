@@ -1,4 +1,4 @@
--- PostgreSQL's 00035 moves the head rule of compaction_heads into a domain
+-- PostgreSQL's 00033 moves the head rule of compaction_heads into a domain
 -- (a table CHECK is planned again for every statement there) and gives the
 -- heads table fillfactor 50 (fewer rows to walk when a HOT update prunes a
 -- page). SQLite compiles a table's CHECKs into each prepared statement

@@ -30,7 +30,7 @@
 -- heads table, no scan, waiting at most lock_timeout for it) and sets the
 -- fillfactor; the second validates the CHECK in its own transaction under
 -- a SHARE UPDATE EXCLUSIVE lock that lets publishes go on. The Down
--- restores 00001's CHECK and fillfactor 100 the same way. SQLite's 00035 is
+-- restores 00001's CHECK and fillfactor 100 the same way. SQLite's 00033 is
 -- a no-op: it compiles a table's CHECKs into each prepared statement once,
 -- and has no HOT updates to prune.
 
