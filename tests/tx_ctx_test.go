@@ -512,3 +512,39 @@ func TestBrokenJobRuleNamesItsTable(t *testing.T) {
 		assert.Equal(t, "jobs_max_attempts_check", pe.ConstraintName)
 	})
 }
+
+// A compaction_heads row written by hand that breaks the head rule (the
+// head's three columns all set or all NULL) fails on both engines; on
+// PostgreSQL, where the rule is the domain alkstore.head_nulls's
+// constraint since schema 00033, the error the store returns says
+// alkstore.compaction_heads and its *pgconn.PgError carries TableName
+// "compaction_heads" beside the rule's old constraint name and SQLSTATE
+// 23514, as 00001's table CHECK did (fresh-eyes review w33, pg: it named
+// only the domain).
+func TestBrokenHeadRuleNamesItsTable(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		_, err := s.Stream("k").PublishWithKey(c, "a", []byte("x"))
+		require.NoError(t, err)
+		table := map[string]string{"pg": "alkstore.compaction_heads", "lite": "alk_compaction_heads"}[e.name]
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c)
+		_, err = tx.Exec(c, "UPDATE "+table+" SET head_offset = NULL")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "alkstore: exec: ")
+		if e.name == "lite" {
+			assert.ErrorIs(t, err, sqlite3.CONSTRAINT_CHECK)
+			return
+		}
+		assert.Contains(t, err.Error(), "alkstore.compaction_heads")
+		assert.Contains(t, err.Error(), "compaction_heads_check")
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "23514", pe.Code)
+		assert.Equal(t, "compaction_heads", pe.TableName)
+		assert.Equal(t, "alkstore", pe.SchemaName)
+		assert.Equal(t, "compaction_heads_check", pe.ConstraintName)
+	})
+}
