@@ -369,8 +369,8 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) 
 	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
 	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
-		// Several statements, one of them a COMMIT or ROLLBACK (refuseTxControl
-		// refuses one that comes first): the rest committed on their own.
+		// Several statements, one of them a COMMIT or ROLLBACK that
+		// refuseTxControl missed: the rest committed on their own.
 		return tag.RowsAffected(), errStatementEndedTx
 	}
 	return tag.RowsAffected(), err
