@@ -369,8 +369,8 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) 
 	t.o.txs.foreign.Store(true)
 	tag, err := t.tx.Exec(ctx, sql, args...)
 	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
-		// Several statements, one of them a COMMIT or ROLLBACK (refuseTxControl
-		// refuses one that comes first): the rest committed on their own.
+		// Several statements, one of them a COMMIT or ROLLBACK that
+		// refuseTxControl missed: the rest committed on their own.
 		return tag.RowsAffected(), errStatementEndedTx
 	}
 	return tag.RowsAffected(), err
@@ -393,19 +393,31 @@ type scanRow struct {
 
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
 
-// jobRuleErr names the table of a broken job rule on PostgreSQL. Since
-// schema 00030 the rules of a jobs row are the constraints of the domain
+// ruleDomains maps a domain whose constraints are a table's rules to the
+// table and the table's CHECK that casts a row to the domain.
+var ruleDomains = map[string]struct{ table, check string }{
+	"job_rules":  {"jobs", "jobs_rules_check"},                         // schema 00030
+	"head_nulls": {"compaction_heads", "compaction_heads_rules_check"}, // schema 00033
+}
+
+// jobRuleErr names the table of a broken rule on PostgreSQL. Since schema
+// 00030 the rules of a jobs row are the constraints of the domain
 // alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
-// row to, so PostgreSQL reports "value for domain alkstore.job_rules
-// violates check constraint ..." with the rule's old constraint name and
-// SQLSTATE 23514, but no table. The error gains the table in its text and
-// in the *pgconn.PgError's TableName, as a table CHECK reports it.
+// row to, and since 00033 the head rule of compaction_heads is the
+// constraint of the domain alkstore.head_nulls (compaction_heads_rules_check),
+// so PostgreSQL reports "value for domain alkstore.<domain> violates check
+// constraint ..." with the rule's old constraint name and SQLSTATE 23514,
+// but no table. The error gains the table in its text and in the
+// *pgconn.PgError's TableName, as a table CHECK reports it.
 func jobRuleErr(err error) error {
 	var pe *pgconn.PgError
-	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" ||
-		pe.SchemaName != "alkstore" || pe.DataTypeName != "job_rules" {
+	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" || pe.SchemaName != "alkstore" {
 		return err
 	}
-	pe.TableName = "jobs"
-	return fmt.Errorf("a row of alkstore.jobs breaks its rule %s (the table's CHECK jobs_rules_check casts the row to the domain alkstore.job_rules): %w", pe.ConstraintName, err)
+	d, ok := ruleDomains[pe.DataTypeName]
+	if !ok {
+		return err
+	}
+	pe.TableName = d.table
+	return fmt.Errorf("a row of alkstore.%s breaks its rule %s (the table's CHECK %s casts the row to the domain alkstore.%s): %w", d.table, pe.ConstraintName, d.check, pe.DataTypeName, err)
 }

@@ -464,19 +464,23 @@ func (tx Tx) Rollback(ctx context.Context) error {
 // SQLite).
 //
 // Exec, Query and QueryRow refuse, with an error matching
-// ErrInvalidArgument, a statement that would end or begin a transaction
-// (BEGIN, START TRANSACTION, COMMIT, END, ROLLBACK, ABORT, PREPARE
-// TRANSACTION): end tx with Commit or Rollback. Savepoints (SAVEPOINT,
-// RELEASE, ROLLBACK TO) are fine. When such a statement follows another in
-// one Exec, it runs, and Exec then fails with an error matching ErrTxDone
-// (on an adopted SQLite transaction only the next call on tx finds out),
-// and so does every later use of tx.
+// ErrInvalidArgument and before any of sql runs, a text any statement of
+// which would end or begin a transaction (BEGIN, START TRANSACTION,
+// COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION, AND CHAIN forms
+// included): end tx with Commit or Rollback. Savepoints (SAVEPOINT,
+// RELEASE, ROLLBACK TO) are fine. Statements are told apart at semicolons
+// outside string literals, quoted identifiers, comments and trigger or
+// BEGIN ATOMIC bodies. Should one be missed (a name spelled like BEGIN,
+// CASE or END inside such a body might mislead the split), an end it makes is found once it ran and Exec fails with an
+// error matching ErrTxDone (on an adopted SQLite transaction only the next
+// call on tx finds out), and so does every later use of tx; but an end
+// followed by a new BEGIN in the same text cannot be found afterwards.
 func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	dtx, err := tx.live()
 	if err != nil {
 		return 0, opErr("exec", "", err)
 	}
-	if err := refuseTxControl(sql); err != nil {
+	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
 		return 0, opErr("exec", "", err)
 	}
 	n, err := dtx.exec(ctx, sql, args...)
@@ -492,7 +496,7 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", err)
 	}
-	if err := refuseTxControl(sql); err != nil {
+	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
 		return nil, opErr("query", "", err)
 	}
 	rows, err := dtx.query(ctx, sql, args...)
@@ -508,7 +512,7 @@ func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
-	if err := refuseTxControl(sql); err != nil {
+	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
 	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx, ctx: ctx}
