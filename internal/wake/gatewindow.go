@@ -60,3 +60,49 @@ func GateWindow(topic string) (time.Duration, bool) {
 	d, ok := (*m)[topic]
 	return d, ok
 }
+
+// trailingHooks holds the functions tests run in the wake gate's trailing
+// wake for their own topics; nil (the usual case) costs one atomic load.
+var (
+	trailingHooksMu sync.Mutex
+	trailingHooks   atomic.Pointer[map[string]func()]
+)
+
+// SetTrailingHook makes the Postgres wake gate call fn when a trailing wake
+// for topic fires (its timer ran out), before it decides whether to send
+// it, until the returned func removes it. For tests only: fn may block to
+// hold a fired trailing wake at that point while the test closes the store,
+// which forces the interleaving a closing store must survive.
+func SetTrailingHook(topic string, fn func()) (remove func()) {
+	set := func(fn func()) {
+		trailingHooksMu.Lock()
+		defer trailingHooksMu.Unlock()
+		next := map[string]func(){}
+		if m := trailingHooks.Load(); m != nil {
+			for k, v := range *m {
+				if k != topic {
+					next[k] = v
+				}
+			}
+		}
+		if fn != nil {
+			next[topic] = fn
+		}
+		if len(next) == 0 {
+			trailingHooks.Store(nil)
+		} else {
+			trailingHooks.Store(&next)
+		}
+	}
+	set(fn)
+	return func() { set(nil) }
+}
+
+// TrailingHook is the function a test set for topic's trailing wakes, if any.
+func TrailingHook(topic string) func() {
+	m := trailingHooks.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[topic]
+}
