@@ -402,8 +402,8 @@ type GroupMember struct {
 	heldHold  uint64
 	heldFirst bool
 	recheck   time.Duration
-	lastStep time.Time
-	lastIdle time.Time // when commitIdle last ran
+	lastStep  time.Time
+	lastIdle  time.Time // when commitIdle last ran
 }
 
 // ownedPart is a partition the member holds.
