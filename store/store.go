@@ -241,16 +241,23 @@ func (s *Store) check() error {
 // transaction is ErrTxDone, no rows is ErrNotFound, a closed store is
 // ErrClosed, and the DSN's password never shows.
 func (s *Store) driverErr(err error) error {
+	closing := s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrTxDone): // marked already (Tx.failed)
 	case errors.Is(err, pgx.ErrTxClosed), errors.Is(err, sql.ErrTxDone), errors.Is(err, litedriver.ErrRolledBack):
 		err = fmt.Errorf("%w: %w", ErrTxDone, err)
-	case s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed):
+	case closing:
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
+		closing = false
 	default:
 		err = jobRuleErr(noRows(err))
+	}
+	if closing && errors.Is(err, ErrTxDone) {
+		// A hard Shutdown rolls open transactions back under their users:
+		// their next operation says ErrClosed, as Shutdown promises.
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return redact(err, s.secret)
 }

@@ -628,3 +628,43 @@ func TestZeroValuesDoNotPanic(t *testing.T) {
 		}, name)
 	}
 }
+
+// TestHardShutdownFailsATxOperationWithErrClosed: an operation of an open
+// transaction that a hard Shutdown rolled back under it fails with
+// ErrClosed, as Shutdown promises, and nothing it wrote is stored.
+func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		mw := func(next store.InsertFunc) store.InsertFunc {
+			return func(ctx context.Context, in *store.Insert) error {
+				if in.Batch {
+					close(entered)
+					<-release
+				}
+				return next(ctx, in)
+			}
+		}
+		s := e.open(t, store.WithInsertMiddleware(mw))
+		c := ctx(t)
+		q := s.Queue("q")
+		done := make(chan error, 1)
+		go func() {
+			done <- s.InTx(c, func(c context.Context, tx store.Tx) error {
+				_, err := q.EnqueueTx(c, tx, []byte("first"), store.EnqueueOpts{})
+				require.NoError(t, err)
+				_, err = q.EnqueueManyTx(c, tx, []store.NewJob{{Payload: []byte("a")}, {Payload: []byte("b")}})
+				return err
+			})
+		}()
+		<-entered
+		hard, cancel := context.WithCancel(c)
+		cancel()
+		_ = s.Shutdown(hard) // hard: rolls the open transaction back and returns
+		close(release)
+		err := <-done
+		require.ErrorIs(t, err, store.ErrClosed, "the rolled-back transaction's operation")
+		st, err := e.open(t).Queue("q").Stats(c)
+		require.NoError(t, err)
+		assert.Zero(t, st.Ready, "nothing of the transaction is stored")
+	})
+}
