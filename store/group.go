@@ -393,13 +393,17 @@ type GroupMember struct {
 	stepNow    atomic.Bool // a heartbeat or a wake asks for a rebalance step
 	wakeStep   bool        // a group wake came while busy: step soon
 	// held: the last read stopped below committed events at the settled
-	// horizon; heldGen is the store's Tx-end generation before it, and
-	// recheck the last wait since (see heldReport).
-	held     heldReport
-	heldGen  uint64
-	recheck  time.Duration
-	lastStep time.Time
-	lastIdle time.Time // when commitIdle last ran
+	// horizon; heldMark is the store's mark before it, run the run of held
+	// reads it belongs to, heldHold and heldFirst what run.track said for
+	// it, and recheck the last wait since (see heldReport, horizonRelease).
+	held      heldReport
+	heldMark  heldMark
+	run       heldRun
+	heldHold  uint64
+	heldFirst bool
+	recheck   time.Duration
+	lastStep  time.Time
+	lastIdle  time.Time // when commitIdle last ran
 }
 
 // ownedPart is a partition the member holds.
@@ -612,7 +616,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 // read reads the next page of the stream after the lowest cursor of the
 // member's partitions; false when there was nothing to read.
 func (m *GroupMember) read(ctx context.Context) (bool, error) {
-	m.held.held, m.heldGen = false, m.g.s.held.generation()
+	m.held.held, m.heldMark = false, m.g.s.held.mark()
 	now := m.g.s.now()
 	m.mu.Lock()
 	from := int64(-1)
@@ -630,11 +634,14 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 	}
 	evs, err := m.g.st.ReadSince(context.WithValue(ctx, heldKey{}, &m.held), from, m.opts.PageSize)
 	if err != nil {
+		m.run.track(m.heldMark, false, false)
 		return false, err
 	}
-	if len(evs) == 0 {
+	if len(evs) == 0 { // the member waits next: with the run's hold when held
+		m.heldHold, m.heldFirst = m.run.track(m.heldMark, m.held.held, false)
 		return false, nil
 	}
+	m.run.track(m.heldMark, false, false) // the horizon moved: the next held read begins a run
 	m.mu.Lock()
 	m.buf, m.bufThrough = evs, evs[len(evs)-1].Offset
 	m.mu.Unlock()
@@ -654,7 +661,8 @@ func (m *GroupMember) wait(ctx context.Context) error {
 		m.recheck = nextRecheck(m.recheck)
 		rt := time.NewTimer(m.recheck)
 		defer rt.Stop()
-		recheck, released = rt.C, m.g.s.held.after(m.heldGen)
+		recheck, released = rt.C, m.g.s.held.after(m.heldMark, m.heldHold, m.heldFirst)
+		wake.HeldWaits(streamTopic(m.g.st.name))
 	} else {
 		m.recheck = 0
 	}
@@ -684,6 +692,9 @@ func (m *GroupMember) wait(ctx context.Context) error {
 		m.wakeStep = true
 	case <-t.C:
 		m.stepNow.Store(true)
+	}
+	if isClosed(released) { // for tests: see wake.CountHeld
+		wake.HeldReleased(streamTopic(m.g.st.name))
 	}
 	return nil
 }

@@ -49,23 +49,57 @@ func reportHeld(ctx context.Context, settled, head int64) {
 }
 
 // horizonRelease wakes held receivers when a transaction of this store
-// ends (it may have been what held them). A receiver takes the generation
-// before its read and waits on after(gen), which is ready at once when a
-// transaction ended since, so an end between the read and the wait is not
-// missed.
+// ends that may have been what held them: one that began before the hold
+// was seen. A transaction that began after a receiver's read cannot own an
+// offset below what that read's snapshot saw, nor hold back its xmin, so
+// its end is no news to that receiver; waking every held receiver at every
+// end made an application's unrelated transactions run 20-30x slower while
+// another connection held the horizon (week 33's review).
+//
+// Each owned Tx takes a begin number (begin) before its BEGIN. A receiver
+// takes a mark before each read; a held run of reads (held, none
+// delivering) waits with the begin number of its first read's mark (the
+// run's hold), which after registers as the newest hold. An end wakes the
+// waiters when its begin number is at most the newest hold. The first read
+// of a run is not registered before it, so an end of any transaction
+// between its mark and its wait makes the wait ready at once (a re-read,
+// once per run); later reads of the run are covered by the hold already
+// registered, through the generation of wakes. A transaction that begins
+// during a run, whose end the run then ignores, is waited for on the
+// recheck backoff (at most heldRecheckMax) should it become the holder.
 type horizonRelease struct {
-	gen atomic.Uint64
-	mu  sync.Mutex
-	ch  chan struct{} // closed by the next release; nil while no one waits
+	begins atomic.Uint64 // begin numbers handed out
+	mu     sync.Mutex
+	gen    atomic.Uint64 // ends that woke the waiters (changed under mu)
+	ends   atomic.Uint64 // every end (changed under mu)
+	hold   uint64        // the newest hold registered by after
+	ch     chan struct{} // closed by the next wake; nil while no one waits
 }
 
-func (r *horizonRelease) generation() uint64 { return r.gen.Load() }
+// heldMark is what a receiver takes before a read.
+type heldMark struct{ gen, ends, begins uint64 }
 
-// after returns a channel closed once a transaction ends after gen.
-func (r *horizonRelease) after(gen uint64) <-chan struct{} {
+func (r *horizonRelease) mark() heldMark {
+	// The ends before the begins: an end not counted in ends came after
+	// the read began, and one counted came before it, when the
+	// transaction could hold nothing the read sees.
+	m := heldMark{gen: r.gen.Load(), ends: r.ends.Load()}
+	m.begins = r.begins.Load()
+	return m
+}
+
+// begin returns the begin number of a transaction about to begin.
+func (r *horizonRelease) begin() uint64 { return r.begins.Add(1) }
+
+// after returns a channel closed once a transaction that may hold a run
+// whose hold is hold ends after m was taken (ready at once if one did).
+// first: m is the mark of the run's first read, so hold was not yet
+// registered when that read ran.
+func (r *horizonRelease) after(m heldMark, hold uint64, first bool) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.gen.Load() != gen {
+	r.hold = max(r.hold, hold)
+	if r.gen.Load() != m.gen || (first && r.ends.Load() != m.ends) {
 		return closedChan
 	}
 	if r.ch == nil {
@@ -74,16 +108,40 @@ func (r *horizonRelease) after(gen uint64) <-chan struct{} {
 	return r.ch
 }
 
-// release runs when a transaction of the store ended (commit or rollback).
-func (r *horizonRelease) release() {
+// release runs when a transaction of the store with begin number begin
+// ended (commit or rollback).
+func (r *horizonRelease) release(begin uint64) {
 	r.mu.Lock()
-	r.gen.Add(1)
-	ch := r.ch
-	r.ch = nil
+	r.ends.Add(1)
+	var ch chan struct{}
+	if begin <= r.hold {
+		r.gen.Add(1)
+		ch, r.ch = r.ch, nil
+	}
 	r.mu.Unlock()
 	if ch != nil {
 		close(ch)
 	}
+}
+
+// heldRun follows a reader's runs of held reads: after each read, track
+// returns the hold to wait with and whether the read began a run. A read
+// not held ends the run; restart (the read delivered events: the horizon
+// moved) begins a new one.
+type heldRun struct {
+	in   bool   // the last read was held
+	hold uint64 // the run's hold: the begin number in its first read's mark
+}
+
+func (h *heldRun) track(m heldMark, held, restart bool) (hold uint64, first bool) {
+	if !held {
+		h.in = false
+		return 0, false
+	}
+	if !h.in || restart {
+		h.in, h.hold, first = true, m.begins, true
+	}
+	return h.hold, first
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

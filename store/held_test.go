@@ -2,9 +2,11 @@ package store
 
 import "testing"
 
-// A receiver takes the generation before its read and waits on after(gen):
-// a transaction that ended in between must not be missed, and one that
-// ends while it waits must wake it.
+// A held reader takes a mark before its read and waits on after: the end
+// of a transaction that began before the run's first read must not be
+// missed, whether it ends between that read and the wait or while a later
+// read of the run is under way or waits; one that began after it does not
+// wake the run.
 func TestHorizonReleaseMissesNoEnd(t *testing.T) {
 	var r horizonRelease
 	ready := func(c <-chan struct{}) bool {
@@ -15,21 +17,50 @@ func TestHorizonReleaseMissesNoEnd(t *testing.T) {
 			return false
 		}
 	}
-	gen := r.generation()
-	r.release() // ended between the read and the wait
-	if !ready(r.after(gen)) {
-		t.Fatal("a release after the read was missed")
+	old := r.begin() // began before the run
+	var run heldRun
+	m := r.mark()
+	hold, first := run.track(m, true, false)
+	if !first || hold != old {
+		t.Fatalf("first held read: hold %d first %v, want %d true", hold, first, old)
 	}
-	gen = r.generation()
-	c := r.after(gen)
+	r.release(old) // ended between the first read and its wait
+	if !ready(r.after(m, hold, first)) {
+		t.Fatal("an end between the run's first read and its wait was missed")
+	}
+
+	older, newer := r.begin(), uint64(0)
+	m = r.mark()
+	if hold, first = run.track(m, true, false); first {
+		t.Fatal("a held read after a held read began a run")
+	}
+	c := r.after(m, hold, first)
 	if ready(c) {
-		t.Fatal("ready with no release")
+		t.Fatal("ready with no end")
 	}
-	r.release()
+	newer = r.begin() // began during the run: its end is no news to it
+	r.release(newer)
+	if ready(c) {
+		t.Fatal("the end of a transaction begun during the run woke it")
+	}
+	// the first read of a new run registers its own, newer hold
+	run.track(r.mark(), false, false)
+	m = r.mark()
+	hold, first = run.track(m, true, false)
+	c = r.after(m, hold, first)
+	if ready(c) {
+		t.Fatal("a new run's wait ready with no end since its mark")
+	}
+	r.release(older) // began before both runs, ends while the run waits
 	if !ready(c) {
-		t.Fatal("a release while waiting did not wake the waiter")
+		t.Fatal("an end while waiting did not wake the waiter")
 	}
-	if ready(r.after(r.generation())) {
+	m = r.mark()
+	hold, first = run.track(m, true, true) // delivered: a new run
+	if !first || hold != m.begins {
+		t.Fatal("a held read that delivered did not begin a run")
+	}
+	if ready(r.after(m, hold, first)) {
 		t.Fatal("a fresh wait is ready at once")
 	}
 }

@@ -32,10 +32,19 @@ const wakeWindow = 5 * time.Millisecond
 // write's own commit asks for the trailing wake (owe), never the statement
 // or another write's commit. A trailing wake scheduled when a write commits
 // covers it, and every write that commits before it fires.
+//
+// Close must announce every write owed a wake before the pool closes
+// (flush): it closes the gate under its lock, sends the trailing wakes still
+// scheduled, including those whose timer already ran out but whose fire has
+// not claimed them yet, and waits for the sends fire claimed before. After
+// that no write is gated: each carries its own NOTIFY, and one owed a wake
+// anyway (a commit the shutdown did not wait for) is sent at once.
 type wakeGate struct {
-	send   func(topic string) // an auto-commit NOTIFY
-	mu     sync.Mutex
-	topics map[string]*gateState
+	send    func(topic string) // an auto-commit NOTIFY
+	mu      sync.Mutex
+	topics  map[string]*gateState
+	closed  bool           // flush ran: nothing is gated or scheduled any more
+	sending sync.WaitGroup // trailing wakes fire claimed and is sending
 }
 
 type gateState struct {
@@ -59,6 +68,9 @@ func (g *wakeGate) window(topic string) time.Duration {
 func (g *wakeGate) wake(topic string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return wake.EncodeWake(topic)
+	}
 	if g.topics == nil {
 		g.topics = map[string]*gateState{}
 	}
@@ -81,6 +93,11 @@ func (g *wakeGate) wake(topic string) string {
 // later still) covers it.
 func (g *wakeGate) owe(topic string) {
 	g.mu.Lock()
+	if g.closed { // flush ran, no timer may outlive it: at once, best effort
+		g.mu.Unlock()
+		g.send(topic)
+		return
+	}
 	defer g.mu.Unlock()
 	st := g.topics[topic]
 	if st == nil || st.trailing {
@@ -90,25 +107,36 @@ func (g *wakeGate) owe(topic string) {
 	st.timer = time.AfterFunc(max(g.window(topic)-time.Since(st.last), 0), func() { g.fire(topic, st) })
 }
 
-// fire sends a scheduled trailing wake, unless flush already did.
+// fire sends a scheduled trailing wake, unless flush already did (or
+// took it over: the gate closed). A send it claims is one flush waits for.
 func (g *wakeGate) fire(topic string, st *gateState) {
+	if hook := wake.TrailingHook(topic); hook != nil {
+		hook()
+	}
 	g.mu.Lock()
-	if !st.trailing {
+	if g.closed || !st.trailing {
 		g.mu.Unlock()
 		return
 	}
 	st.trailing, st.last = false, time.Now()
+	g.sending.Add(1)
 	g.mu.Unlock()
+	defer g.sending.Done()
 	g.send(topic)
 }
 
-// flush sends every scheduled trailing wake now: the store is closing, and
-// committed writes must not go unannounced.
+// flush sends every trailing wake still owed, then waits for those fire
+// is sending: the store is closing, the pool closes next, and committed
+// writes must not go unannounced. A trailing wake whose timer ran out but
+// whose fire has not taken the lock yet is sent here (fire then finds the
+// gate closed), not left to a fire that would send on a closed pool.
 func (g *wakeGate) flush() {
 	g.mu.Lock()
+	g.closed = true
 	var due []string
 	for topic, st := range g.topics {
-		if st.trailing && st.timer.Stop() {
+		if st.trailing {
+			st.timer.Stop()
 			st.trailing = false
 			due = append(due, topic)
 		}
@@ -117,6 +145,7 @@ func (g *wakeGate) flush() {
 	for _, topic := range due {
 		g.send(topic)
 	}
+	g.sending.Wait()
 }
 
 // owedWakes are the topics a transaction wrote to without a wake: each is

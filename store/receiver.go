@@ -118,10 +118,12 @@ func (r *EventReceiver) run(cursor int64) {
 	ctx, held := withHeldReport(ctx)
 	failing := false            // an error was surfaced and no read has worked since
 	recheck := time.Duration(0) // the last wait while held back; 0 when not
+	var run heldRun
 	for {
 		held.held = false
-		gen := r.release.generation()
+		mark := r.release.mark()
 		next, err := r.drain(ctx, cursor)
+		delivered := next != cursor
 		cursor = next
 		wait := time.Duration(0)
 		var released <-chan struct{}
@@ -141,9 +143,12 @@ func (r *EventReceiver) run(cursor int64) {
 			failing = false
 		}
 		if err == nil && held.held {
+			hold, first := run.track(mark, true, delivered)
 			recheck = nextRecheck(recheck)
-			wait, released = min(recheck, r.opts.SafetyPoll), r.release.after(gen)
+			wait, released = min(recheck, r.opts.SafetyPoll), r.release.after(mark, hold, first)
+			wake.HeldWaits(streamTopic(r.src.st.name))
 		} else {
+			run.track(mark, false, false)
 			recheck = 0
 		}
 		if wait == 0 {
@@ -152,6 +157,9 @@ func (r *EventReceiver) run(cursor int64) {
 		if !r.park(wait, released) {
 			r.finish(r.endCause())
 			return
+		}
+		if isClosed(released) { // for tests: see wake.CountHeld
+			wake.HeldReleased(streamTopic(r.src.st.name))
 		}
 	}
 }

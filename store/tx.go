@@ -88,8 +88,10 @@ type txState struct {
 	lost error
 	log  *slog.Logger
 	life *lifecycle // tracks the transaction while it is open (owned only)
-	// held: its end may let the settled horizon pass (see horizonRelease).
-	held *horizonRelease
+	// held: its end may let the settled horizon pass (see horizonRelease);
+	// begin is its begin number there, taken before its BEGIN.
+	held  *horizonRelease
+	begin uint64
 	// afterCommit runs once the transaction committed: wakes for what it
 	// wrote. An adopted transaction never runs it (the caller commits).
 	afterCommit []func()
@@ -137,6 +139,7 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 		return Tx{}, opErr("begin", "", err)
 	}
 	disarm, unwatch := s.life.whileWaiting(), s.watchWriterSlot("begin", "")
+	begin := s.held.begin() // before BEGIN: see horizonRelease
 	dtx, err := s.eng.begin(ctx)
 	disarm()
 	unwatch()
@@ -144,6 +147,7 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 		return Tx{}, opErr("begin", "", s.driverErr(err))
 	}
 	tx := s.newTx(dtx, true)
+	tx.h.state.begin = begin
 	if err := s.life.addTx(tx.h.state); err != nil { // the store began to drain meanwhile
 		tx.h.state.done = true
 		_ = dtx.rollback(context.WithoutCancel(ctx))
@@ -656,7 +660,7 @@ func (st *txState) abandon() bool {
 func (st *txState) ended() {
 	if st.owned {
 		st.life.endTx(st)
-		st.held.release()
+		st.held.release(st.begin)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/wake"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -191,4 +192,73 @@ func TestHeldEventsReachAGroupMemberAfterTheHoldersRollback(t *testing.T) {
 			return func() { require.NoError(t, tx.Rollback(ctx(t))) }
 		})
 	})
+}
+
+// TestHeldReceiversIgnoreTheEndsOfLaterTxs: receivers held back by another
+// connection's transaction re-read when a Tx of their store ends only if
+// that Tx began before their hold was seen: a later one cannot be what
+// holds them. Before, every Tx end of the store woke every held receiver,
+// and an application's unrelated transactions ran 20-30x slower (week 33's
+// review). Counted, not timed (wake.CountHeld): the releases by the ends of
+// 200 unrelated Txs are exactly none, and the end of a Tx begun before the
+// hold releases each receiver exactly once. PostgreSQL only: SQLite has no
+// settled horizon (a transaction holds the writer, so the unrelated Txs
+// would wait for it instead).
+func TestHeldReceiversIgnoreTheEndsOfLaterTxs(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	c := ctx(t)
+	holder, err := e.pool(t).Begin(c) // another process's transaction, as far as s can tell
+	require.NoError(t, err)
+	defer holder.Rollback(c)
+	_, err = holder.Exec(c, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	early, err := s.Begin(c) // begun before any receiver reads
+	require.NoError(t, err)
+	defer early.Rollback(c)
+
+	const n = 6
+	counts := make([]*wake.HeldCounts, n)
+	offs := make([]int64, n)
+	rs := make([]*store.EventReceiver, n)
+	for i := range n {
+		name := fmt.Sprint("held-churn-", i)
+		var stop func()
+		counts[i], stop = wake.CountHeld("s:" + name)
+		defer stop()
+		offs[i], err = s.Stream(name).Publish(c, []byte("held")) // above the horizon the holder holds
+		require.NoError(t, err)
+		rs[i], err = s.Stream(name).Follow(c, 0, store.SubscribeOpts{SafetyPoll: time.Hour})
+		require.NoError(t, err)
+		defer rs[i].Close()
+	}
+	for i := range n { // each has read, been held and waits on the backoff
+		require.Eventually(t, func() bool { return counts[i].Waits.Load() > 0 }, 30*time.Second, time.Millisecond)
+	}
+
+	for range 200 {
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			_, err := tx.Exec(c, "SELECT 1")
+			return err
+		}))
+	}
+	for i := range n {
+		require.Zero(t, counts[i].Releases.Load(), "receiver %d re-read when a Tx begun after its hold ended", i)
+	}
+
+	require.NoError(t, early.Rollback(c)) // began before the hold: may be the holder
+	for i := range n {
+		require.Eventually(t, func() bool { return counts[i].Releases.Load() > 0 }, 30*time.Second, time.Millisecond,
+			"receiver %d did not re-read when a Tx begun before its hold ended", i)
+	}
+	for i := range n {
+		require.Equal(t, int64(1), counts[i].Releases.Load(), "receiver %d: one end, one release", i)
+	}
+
+	require.NoError(t, holder.Rollback(c))
+	for i := range n { // on the backoff: nothing of the store announces that end
+		ev, ok := recvIn(t, rs[i], 30*time.Second)
+		require.True(t, ok, "receiver %d", i)
+		require.Equal(t, offs[i], ev.Offset)
+	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -173,5 +174,50 @@ func waitForLockWait(t *testing.T, pool interface {
 			t.Fatalf("no statement waits for a lock (%s)", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGateAnnouncesATxWriteCommittedJustBeforeClose: `tx.Commit; s.Close()`
+// where the Tx's write went without a NOTIFY and its trailing wake's timer
+// ran out (the window was over at the commit) but has not sent yet when
+// Close runs: Close must send it before the pool closes, or the committed
+// write is never announced (review of week 33: 7 of 29 lost). The test
+// holds the fired trailing wake (wake.SetTrailingHook) until Close
+// returned, and ends the window at the commit by setting it to 0, so each
+// round forces that interleaving.
+func TestGateAnnouncesATxWriteCommittedJustBeforeClose(t *testing.T) {
+	e := newEnv(t, "pg")
+	for round := 0; round < 8; round++ {
+		c := ctx(t)
+		name := fmt.Sprint("gate-close-", round)
+		topic := "s:" + name
+		restoreWindow := wake.SetGateWindow(topic, gateWindow)
+		fired, release := make(chan struct{}, 1), make(chan struct{})
+		removeHook := wake.SetTrailingHook(topic, func() {
+			fired <- struct{}{}
+			<-release
+		})
+		l := listenWakes(t, e, topic)
+		a, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		tx, err := a.Begin(c)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = a.Stream(name).Publish(c, []byte("p1")) // opens the window: notifies
+		require.NoError(t, err)
+		_, err = a.Stream(name).PublishTx(c, tx, []byte("t2")) // inside it: owed a wake at its commit
+		require.NoError(t, err)
+		if took := time.Since(start); took >= gateWindow {
+			t.Fatalf("two writes took %v, longer than the window the test needs them in", took)
+		}
+		require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+		wake.SetGateWindow(topic, 0) // the window is over: the owed wake fires at once
+		require.NoError(t, tx.Commit(c))
+		<-fired // the trailing wake's timer ran out; it is held before it sends
+		require.NoError(t, a.Close())
+		close(release)
+		require.True(t, l.next(t, 10*time.Second), "round %d: the Tx's write, committed before Close, was never announced", round)
+		removeHook()
+		restoreWindow()
 	}
 }
