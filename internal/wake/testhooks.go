@@ -1,0 +1,120 @@
+package wake
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// topicHooks is a per-topic table tests fill for their own topics. It is
+// copied on write, so a lookup with nothing set (the usual case, every
+// production write) costs one atomic load.
+type topicHooks[V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]V]
+}
+
+// set puts v for topic, or removes topic when remove is true.
+func (h *topicHooks[V]) set(topic string, v V, remove bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := map[string]V{}
+	if m := h.m.Load(); m != nil {
+		for k, old := range *m {
+			if k != topic {
+				next[k] = old
+			}
+		}
+	}
+	if !remove {
+		next[topic] = v
+	}
+	if len(next) == 0 {
+		h.m.Store(nil)
+	} else {
+		h.m.Store(&next)
+	}
+}
+
+// get is what a test set for topic, if anything.
+func (h *topicHooks[V]) get(topic string) (v V, ok bool) {
+	if m := h.m.Load(); m != nil {
+		v, ok = (*m)[topic]
+	}
+	return v, ok
+}
+
+// install sets v for topic until the returned func removes it.
+func (h *topicHooks[V]) install(topic string, v V) (remove func()) {
+	h.set(topic, v, false)
+	return func() {
+		var zero V
+		h.set(topic, zero, true)
+	}
+}
+
+var (
+	gateWindows   topicHooks[time.Duration]
+	trailingHooks topicHooks[func()]
+	heldCounters  topicHooks[*HeldCounts]
+)
+
+// SetGateWindow makes the Postgres wake gate use window d for topic (a
+// wake topic such as "s:orders") in every store of this process, until the
+// returned func restores the default. For tests only: a long window makes
+// a test's writes to its own topic fall inside one window however slowly
+// the machine runs them, so the gate's decisions are forced, not timed.
+func SetGateWindow(topic string, d time.Duration) (restore func()) {
+	return gateWindows.install(topic, d)
+}
+
+// GateWindow is the window a test set for topic, if any.
+func GateWindow(topic string) (time.Duration, bool) { return gateWindows.get(topic) }
+
+// SetTrailingHook makes the Postgres wake gate call fn when a trailing wake
+// for topic fires (its timer ran out), before it decides whether to send
+// it, until the returned func removes it. For tests only: fn may block to
+// hold a fired trailing wake at that point while the test closes the store,
+// which forces the interleaving a closing store must survive.
+func SetTrailingHook(topic string, fn func()) (remove func()) {
+	return trailingHooks.install(topic, fn)
+}
+
+// TrailingHook is the function a test set for topic's trailing wakes, if any.
+func TrailingHook(topic string) func() {
+	fn, _ := trailingHooks.get(topic)
+	return fn
+}
+
+// HeldCounts counts, for one topic, what readers held back by the settled
+// horizon did (store/held.go).
+type HeldCounts struct {
+	// Waits: waits that followed a held read (on the recheck backoff).
+	Waits atomic.Int64
+	// Releases: those waits the end of a transaction of the reader's
+	// store cut short, so a re-read followed.
+	Releases atomic.Int64
+}
+
+// CountHeld counts, until stop, what readers of topic (a stream's wake
+// topic, "s:name") held back by the settled horizon do. For tests only: it
+// shows which transaction ends wake held readers, by count, not by time.
+func CountHeld(topic string) (counts *HeldCounts, stop func()) {
+	n := &HeldCounts{}
+	return n, heldCounters.install(topic, n)
+}
+
+// HeldWaits records that a held reader of topic begins a wait.
+func HeldWaits(topic string) {
+	if n, ok := heldCounters.get(topic); ok {
+		n.Waits.Add(1)
+	}
+}
+
+// HeldReleased records that a transaction's end cut short the wait of a
+// held reader of topic.
+func HeldReleased(topic string) {
+	if n, ok := heldCounters.get(topic); ok {
+		n.Releases.Add(1)
+	}
+}
