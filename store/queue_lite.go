@@ -599,23 +599,9 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 	})
 }
 
-// claimPairs encodes claims as the JSON object AckJobs and CompleteJobs
-// read: a member "id": claim_token a claim, in order (a job claimed twice
-// has two members of one name, which SQLite's JSON functions keep).
+// claimPairs is appendClaims's JSON object as a string.
 func claimPairs(claims []claimRef) string {
-	b := make([]byte, 0, 2+len(claims)*32)
-	b = append(b, '{')
-	for i, c := range claims {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = strconv.AppendInt(b, c.id, 10)
-		b = append(b, '"', ':')
-		b = strconv.AppendInt(b, c.token, 10)
-	}
-	b = append(b, '}')
-	return string(b)
+	return string(appendClaims(make([]byte, 0, 2+len(claims)*32), claims))
 }
 
 func (o liteOps) requeueDead(ctx context.Context, r requeueDeadReq) (int64, error) {

@@ -165,17 +165,7 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 	}
 	buf = append(buf, '}')
 	ids := len(buf)
-	buf = append(buf, '{')
-	for i, c := range claims {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, '"')
-		buf = strconv.AppendInt(buf, c.id, 10)
-		buf = append(buf, '"', ':')
-		buf = strconv.AppendInt(buf, c.token, 10)
-	}
-	buf = append(buf, '}')
+	buf = appendClaims(buf, claims)
 	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgdb.AckJobsParams{Queue: queue, Now: now, Claims: buf[ids:]})
 	if err != nil || len(acked) == len(claims) {
 		return acked, err

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -341,3 +342,21 @@ func (q *Queue) claimRefs(refs []claimRef, jobs []*Job) []claimRef {
 }
 
 type claimRef struct{ id, token int64 }
+
+// appendClaims appends claims as the JSON object both engines' batch acks
+// read: a member "id": claim_token a claim, in order. A job claimed twice
+// has two members of one name; each dialect's AckJobs says how it reads
+// them.
+func appendClaims(b []byte, claims []claimRef) []byte {
+	b = append(b, '{')
+	for i, c := range claims {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, c.id, 10)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, c.token, 10)
+	}
+	return append(b, '}')
+}
