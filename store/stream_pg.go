@@ -88,14 +88,31 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			return nil, err
 		}
 		learn = learn && !pg.snap.HasXid
-		o.eng.horizon.observe(pg.snap, learn)
-		evs = append(evs, pg.evs...)
+		known := o.eng.horizon.observe(pg.snap, learn)
 		if o.inTx {
-			if !learn && pg.horizon < pg.snap.VisibleHead {
+			if known > pg.horizon && len(evs)+len(pg.evs) < int(lim) && attempt == 1 {
+				// The store learned a candidate this snapshot proves after
+				// the proof was sent (another read's, while this statement
+				// waited: for a lock, or for the CPU): read on above the
+				// page's part at or below its horizon, with the new proof.
+				// The rest of the page (the transaction's own events above
+				// the horizon) comes again in order.
+				after = pg.after
+				for _, ev := range pg.evs {
+					if ev.Offset > pg.horizon {
+						break
+					}
+					evs, after = append(evs, ev), ev.Offset
+				}
+				continue
+			}
+			evs = append(evs, pg.evs...)
+			if !learn && max(known, pg.horizon) < pg.snap.VisibleHead {
 				o.eng.learner.learn(o.eng)
 			}
 			return evs, nil
 		}
+		evs = append(evs, pg.evs...)
 		if pg.horizon >= pg.snap.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) {
 			o.eng.stall.observe(ctx, pg.horizon, pg.snap.VisibleHead)
 			return evs, nil

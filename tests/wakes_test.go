@@ -72,6 +72,69 @@ func TestTransactionsReadWithoutASecondConnection(t *testing.T) {
 	}
 }
 
+// TestTransactionReadUsesWhatTheStoreLearnedWhileItWaited forces the
+// interleaving behind a flaky failure of the test above: a read inside a
+// transaction sends the store's horizon candidates, then its statement
+// waits (here for a lock; there for the CPU) while another read of the
+// store learns a candidate and a third transaction takes an id. The
+// statement's own snapshot then sees that transaction running, so it can
+// neither learn nor use the candidates it was sent, and returned nothing;
+// the candidate learned meanwhile proves every event, and the read must use
+// it. Postgres only: SQLite has no horizon.
+func TestTransactionReadUsesWhatTheStoreLearnedWhileItWaited(t *testing.T) {
+	e := newEnv(t, "pg")
+	for round := range 5 {
+		s := e.open(t)
+		st := s.Stream(fmt.Sprint("waited", round))
+		want := publishN(t, st, 5)
+		raw := e.pool(t)
+
+		locker, err := raw.Begin(ctx(t))
+		require.NoError(t, err)
+		_, err = locker.Exec(ctx(t), `LOCK TABLE alkstore.consumer_offsets IN ACCESS EXCLUSIVE MODE`)
+		require.NoError(t, err)
+
+		tx, err := s.Begin(ctx(t))
+		require.NoError(t, err)
+		type page struct {
+			evs []store.Event
+			err error
+		}
+		read := make(chan page, 1)
+		go func() {
+			evs, err := st.ReadFromConsumerTx(ctx(t), tx, "c", 100)
+			read <- page{evs, err}
+		}()
+		var holder pgx.Tx
+		t.Cleanup(func() { // on a failure, before the pools close: they wait for these
+			_ = locker.Rollback(context.Background())
+			if holder != nil {
+				_ = holder.Rollback(context.Background())
+			}
+		})
+		waitForLockWait(t, raw, "the transaction's read")
+
+		// Another read learns a candidate that proves every event once the
+		// locker ends (it holds an id, for its lock's WAL record, so this
+		// read itself returns nothing); then a transaction takes an id and
+		// stays open.
+		_, err = st.ReadSince(ctx(t), 0, 100)
+		require.NoError(t, err)
+		holder, err = raw.Begin(ctx(t))
+		require.NoError(t, err)
+		_, err = holder.Exec(ctx(t), `SELECT pg_current_xact_id()`)
+		require.NoError(t, err)
+
+		require.NoError(t, locker.Rollback(ctx(t)))
+		got := <-read
+		require.NoError(t, got.err)
+		assert.Equal(t, want, offsets(got.evs), "round %d: the transaction reads every event committed before it", round)
+		require.NoError(t, tx.Rollback(ctx(t)))
+		require.NoError(t, holder.Rollback(ctx(t)))
+		require.NoError(t, s.Close())
+	}
+}
+
 // TestExactlyOnceConsumersAllProgress: eight consumers each run the
 // documented exactly-once loop (InTx → ReadFromConsumerTx → business write →
 // SaveOffsetTx) on the default pool while two producers publish. Every
