@@ -346,6 +346,9 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return nil, err
 		}
+		if err := opts.check(); err != nil {
+			return nil, err
+		}
 		key := new(int)
 		opts.Logger = cmp.Or(opts.Logger, st.s.log)
 		r, err := newEventReceiver(ctx, streamSource{st: st, consumer: consumer}, st.s.subscribe(streamTopic(st.name)), opts,
@@ -374,6 +377,9 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 			return nil, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, after)
 		case opts.AutoSaveEvery != 0 || opts.AutoSaveInterval != 0:
 			return nil, fmt.Errorf("%w: a followed stream has no consumer to save offsets for", ErrInvalidArgument)
+		}
+		if err := opts.check(); err != nil {
+			return nil, err
 		}
 		key := new(int)
 		opts.Logger = cmp.Or(opts.Logger, st.s.log)

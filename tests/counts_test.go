@@ -149,3 +149,30 @@ func TestEmptyBatchesDoNothing(t *testing.T) {
 		assert.Empty(t, evs)
 	})
 }
+
+// A negative SubscribeOpts field is refused with ErrInvalidArgument naming
+// the stream, before any I/O, by Subscribe and Follow, as WorkOpts and
+// GroupOpts refuse theirs; zero still takes the default. (Before: a
+// negative value took the default silently.)
+func TestNegativeSubscribeOptionsAreRefused(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		cancelled, cancel := context.WithCancel(c)
+		cancel()
+		st := s.Stream("opts")
+		for _, o := range []store.SubscribeOpts{{Buffer: -1}, {PageSize: -1}, {AutoSaveEvery: -1},
+			{AutoSaveInterval: -time.Second}, {RetryInterval: -time.Second}, {SafetyPoll: -time.Second}} {
+			_, err := st.Subscribe(cancelled, "c", o)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			assert.Contains(t, err.Error(), `alkstore: subscribe "opts": `)
+			if o.AutoSaveEvery == 0 && o.AutoSaveInterval == 0 {
+				_, err = st.Follow(cancelled, 0, o)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)
+			}
+		}
+		r, err := st.Subscribe(c, "c", store.SubscribeOpts{})
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+	})
+}
