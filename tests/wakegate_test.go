@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,7 +186,9 @@ func waitForLockWait(t *testing.T, pool interface {
 // write is never announced (review of week 33: 7 of 29 lost). The test
 // holds the fired trailing wake (wake.SetTrailingHook) until Close
 // returned, and ends the window at the commit by setting it to 0, so each
-// round forces that interleaving.
+// round forces that interleaving. In the first two rounds the gate's sweep
+// (which prunes idle topics) looks at the held wake's entry before Close
+// runs, and must keep it: flush sends only the wakes its table still has.
 func TestGateAnnouncesATxWriteCommittedJustBeforeClose(t *testing.T) {
 	e := newEnv(t, "pg")
 	for round := 0; round < 8; round++ {
@@ -192,6 +196,7 @@ func TestGateAnnouncesATxWriteCommittedJustBeforeClose(t *testing.T) {
 		name := fmt.Sprint("gate-close-", round)
 		topic := "s:" + name
 		restoreWindow := wake.SetGateWindow(topic, gateWindow)
+		counts, stopCounting := wake.CountGateTopics(topic)
 		fired, release := make(chan struct{}, 1), make(chan struct{})
 		removeHook := wake.SetTrailingHook(topic, func() {
 			fired <- struct{}{}
@@ -214,10 +219,145 @@ func TestGateAnnouncesATxWriteCommittedJustBeforeClose(t *testing.T) {
 		wake.SetGateWindow(topic, 0) // the window is over: the owed wake fires at once
 		require.NoError(t, tx.Commit(c))
 		<-fired // the trailing wake's timer ran out; it is held before it sends
+		if round < 2 {
+			looked := counts.Kept.Load() + counts.Pruned.Load() // sweeps before the hold count not
+			waitFor(t, "a sweep of the gate looked at the held wake's entry", func() bool {
+				return counts.Kept.Load()+counts.Pruned.Load() > looked
+			})
+			require.Zero(t, counts.Pruned.Load(), "the sweep pruned an entry whose trailing wake was owed")
+		}
 		require.NoError(t, a.Close())
 		close(release)
 		require.True(t, l.next(t, 10*time.Second), "round %d: the Tx's write, committed before Close, was never announced", round)
 		removeHook()
+		stopCounting()
 		restoreWindow()
 	}
+}
+
+// TestCloseWaitsForAWakeSendInProgress: a trailing wake that fire already
+// claimed is being sent (held in its send, wake.SetSendHook) when Close
+// runs. Close must wait for that send before it closes the pool, and the
+// NOTIFY must go out; a Close that returned while the send was held would
+// leave it to run on a closed pool. The test releases the send only once
+// Close's goroutine waits in the gate's flush (read from the goroutines'
+// stacks, no timing), and fails if Close returns first.
+func TestCloseWaitsForAWakeSendInProgress(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	name := "gate-close-sending"
+	topic := "s:" + name
+	// A window of an hour: t2 falls inside it however slowly the machine
+	// runs; it is set to 0 before the commit, so the owed wake fires then.
+	defer wake.SetGateWindow(topic, time.Hour)()
+	sending, release := make(chan struct{}, 1), make(chan struct{})
+	defer wake.SetSendHook(topic, func() {
+		sending <- struct{}{}
+		<-release
+	})()
+	l := listenWakes(t, e, topic)
+	a, err := store.Open(c, e.dsn)
+	require.NoError(t, err)
+	tx, err := a.Begin(c)
+	require.NoError(t, err)
+	_, err = a.Stream(name).Publish(c, []byte("p1")) // opens the window: notifies
+	require.NoError(t, err)
+	_, err = a.Stream(name).PublishTx(c, tx, []byte("t2")) // inside it: owed a wake at its commit
+	require.NoError(t, err)
+	require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+	wake.SetGateWindow(topic, 0) // the window is over: the owed wake fires at once
+	require.NoError(t, tx.Commit(c))
+	<-sending // fire claimed the trailing wake and is held in its send
+
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	waitFor(t, "Close waits for the send in the gate's flush", func() bool {
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a wake send was in progress", err)
+		default:
+		}
+		return goroutineWaits("TestCloseWaitsForAWakeSendInProgress", "(*wakeGate).flush", "(*WaitGroup).Wait")
+	})
+	close(release)
+	require.NoError(t, <-closed)
+	require.True(t, l.next(t, 10*time.Second), "the wake Close waited for never went out")
+}
+
+// TestGatePrunesIdleTopics: the Postgres wake gate keeps a topic's entry
+// only while it decides something (the topic's window open, or a trailing
+// wake owed). After writes to 10,000 distinct topics (a tenth of them
+// twice in a row, so owed trailing wakes and their timers too) every entry
+// is pruned again, counted through wake.CountGateTopics; a later write to
+// one of them still notifies. (Before: an entry, and a timer for each
+// owed wake, for every name ever written, for the store's life.)
+func TestGatePrunesIdleTopics(t *testing.T) {
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	c := ctx(t)
+	const prefix, n = "gate-prune/", 10_000
+	counts, stop := wake.CountGateTopics("q:" + prefix)
+	defer stop()
+	tx, err := s.Begin(c)
+	require.NoError(t, err)
+	defer tx.Rollback(c)
+	for i := range n {
+		q := s.Queue(fmt.Sprint(prefix, i))
+		for range 1 + boolInt(i%10 == 0) {
+			_, err := q.EnqueueTx(c, tx, nil, store.EnqueueOpts{})
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, tx.Commit(c))
+	require.GreaterOrEqual(t, counts.Added.Load(), int64(n), "an entry for each topic")
+	waitFor(t, "the gate pruned every topic", func() bool {
+		return counts.Pruned.Load() == counts.Added.Load()
+	})
+	t.Logf("added %d, kept by a sweep %d, pruned %d", counts.Added.Load(), counts.Kept.Load(), counts.Pruned.Load())
+
+	topic := "q:" + prefix + "0"
+	l := listenWakes(t, e, topic)
+	_, err = s.Queue(prefix+"0").Enqueue(c, nil, store.EnqueueOpts{})
+	require.NoError(t, err)
+	require.True(t, l.next(t, 10*time.Second), "a write to a pruned topic notifies")
+}
+
+// waitFor polls cond every millisecond until it holds, for up to a minute
+// (a deadline for a hung test, not a timing the test depends on).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// goroutineWaits tells whether a goroutine that creator started has every
+// one of frames on its stack.
+func goroutineWaits(creator string, frames ...string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, creator) {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
