@@ -76,46 +76,64 @@ func TestGateAnnouncesATxWriteAfterItsCommit(t *testing.T) {
 	a := e.open(t)
 	for _, kind := range []string{"stream", "queue"} {
 		t.Run(kind, func(t *testing.T) {
-			c := ctx(t)
-			name := "gate-tx-" + kind
-			topic := "s:" + name
-			write := func(tx *store.Tx, payload string) {
-				t.Helper()
-				var err error
-				switch {
-				case kind == "stream" && tx == nil:
-					_, err = a.Stream(name).Publish(c, []byte(payload))
-				case kind == "stream":
-					_, err = a.Stream(name).PublishTx(c, *tx, []byte(payload))
-				case tx == nil:
-					_, err = a.Queue(name).Enqueue(c, []byte(payload), store.EnqueueOpts{})
-				default:
-					_, err = a.Queue(name).EnqueueTx(c, *tx, []byte(payload), store.EnqueueOpts{})
+			retryWhileSlow(t, func(attempt int) bool {
+				c := ctx(t)
+				name := fmt.Sprint("gate-tx-", kind, "-", attempt)
+				topic := "s:" + name
+				write := func(tx *store.Tx, payload string) {
+					t.Helper()
+					var err error
+					switch {
+					case kind == "stream" && tx == nil:
+						_, err = a.Stream(name).Publish(c, []byte(payload))
+					case kind == "stream":
+						_, err = a.Stream(name).PublishTx(c, *tx, []byte(payload))
+					case tx == nil:
+						_, err = a.Queue(name).Enqueue(c, []byte(payload), store.EnqueueOpts{})
+					default:
+						_, err = a.Queue(name).EnqueueTx(c, *tx, []byte(payload), store.EnqueueOpts{})
+					}
+					require.NoError(t, err)
 				}
-				require.NoError(t, err)
-			}
-			if kind == "queue" {
-				topic = "q:" + name
-			}
-			defer wake.SetGateWindow(topic, gateWindow)()
-			l := listenWakes(t, e, topic)
+				if kind == "queue" {
+					topic = "q:" + name
+				}
+				defer wake.SetGateWindow(topic, gateWindow)()
+				l := listenWakes(t, e, topic)
 
-			tx, err := a.Begin(c)
-			require.NoError(t, err)
-			defer tx.Rollback(c)
-			start := time.Now()
-			write(nil, "p1") // opens the window: notifies in its statement
-			write(&tx, "t2") // inside it: no NOTIFY
-			write(nil, "p3") // inside it: a trailing wake when it closes
-			if took := time.Since(start); took >= gateWindow {
-				t.Fatalf("three writes took %v, longer than the window the test needs them in", took)
-			}
-			require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
-			require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, before the Tx commits")
-			require.NoError(t, tx.Commit(c))
-			require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed the commit of the Tx's write")
+				tx, err := a.Begin(c)
+				require.NoError(t, err)
+				defer tx.Rollback(c)
+				start := time.Now()
+				write(nil, "p1") // opens the window: notifies in its statement
+				write(&tx, "t2") // inside it: no NOTIFY
+				write(nil, "p3") // inside it: a trailing wake when it closes
+				if took := time.Since(start); took >= gateWindow {
+					t.Logf("attempt %d: three writes took %v, longer than the window the test needs them in", attempt, took)
+					return false
+				}
+				require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+				require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, before the Tx commits")
+				require.NoError(t, tx.Commit(c))
+				require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed the commit of the Tx's write")
+				return true
+			})
 		})
 	}
+}
+
+// retryWhileSlow runs attempt until it reports that the machine was quick
+// enough for the interleaving it needs (its writes inside one gate window),
+// at most five times: on a loaded machine a few statements may outlast the
+// window, which proves nothing either way. Each attempt uses fresh names.
+func retryWhileSlow(t *testing.T, attempt func(n int) bool) {
+	t.Helper()
+	for n := range 5 {
+		if attempt(n) {
+			return
+		}
+	}
+	t.Fatalf("five attempts were all slower than the gate window %v", gateWindow)
 }
 
 // TestGateAnnouncesAnAutoCommitWriteThatCommitsAfterTheTrailingWake: an
@@ -125,37 +143,43 @@ func TestGateAnnouncesATxWriteAfterItsCommit(t *testing.T) {
 func TestGateAnnouncesAnAutoCommitWriteThatCommitsAfterTheTrailingWake(t *testing.T) {
 	e := newEnv(t, "pg")
 	a := e.open(t)
-	c := ctx(t)
-	name := "gate-auto"
-	st := a.Stream(name)
-	defer wake.SetGateWindow("s:"+name, gateWindow)()
-	l := listenWakes(t, e, "s:"+name)
 	pool := e.pool(t)
+	retryWhileSlow(t, func(attempt int) bool {
+		c := ctx(t)
+		name := fmt.Sprint("gate-auto-", attempt)
+		st := a.Stream(name)
+		defer wake.SetGateWindow("s:"+name, gateWindow)()
+		l := listenWakes(t, e, "s:"+name)
 
-	start := time.Now()
-	_, err := st.PublishWithKey(c, "k", []byte("p1")) // opens the window; the key's head row exists now
-	require.NoError(t, err)
-	holder, err := pool.Begin(c)
-	require.NoError(t, err)
-	defer holder.Rollback(c)
-	_, err = holder.Exec(c, `SELECT 1 FROM alkstore.compaction_heads WHERE stream = $1 AND key = 'k' FOR UPDATE`, name)
-	require.NoError(t, err)
-	blocked := make(chan error, 1)
-	go func() { // inside the window: no NOTIFY; its statement waits for the head row
-		_, err := st.PublishWithKey(c, "k", []byte("p2"))
-		blocked <- err
-	}()
-	waitForLockWait(t, pool, name)
-	_, err = st.Publish(c, []byte("p3")) // inside the window: a trailing wake when it closes
-	require.NoError(t, err)
-	if took := time.Since(start); took >= gateWindow {
-		t.Fatalf("the writes took %v, longer than the window the test needs them in", took)
-	}
-	require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
-	require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, while p2 waits")
-	require.NoError(t, holder.Rollback(c))
-	require.NoError(t, <-blocked)
-	require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed p2's commit")
+		start := time.Now()
+		_, err := st.PublishWithKey(c, "k", []byte("p1")) // opens the window; the key's head row exists now
+		require.NoError(t, err)
+		holder, err := pool.Begin(c)
+		require.NoError(t, err)
+		defer holder.Rollback(c)
+		_, err = holder.Exec(c, `SELECT 1 FROM alkstore.compaction_heads WHERE stream = $1 AND key = 'k' FOR UPDATE`, name)
+		require.NoError(t, err)
+		blocked := make(chan error, 1)
+		go func() { // inside the window: no NOTIFY; its statement waits for the head row
+			_, err := st.PublishWithKey(c, "k", []byte("p2"))
+			blocked <- err
+		}()
+		waitForLockWait(t, pool, name)
+		_, err = st.Publish(c, []byte("p3")) // inside the window: a trailing wake when it closes
+		require.NoError(t, err)
+		if took := time.Since(start); took >= gateWindow {
+			t.Logf("attempt %d: the writes took %v, longer than the window the test needs them in", attempt, took)
+			require.NoError(t, holder.Rollback(c))
+			require.NoError(t, <-blocked)
+			return false
+		}
+		require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+		require.True(t, l.next(t, 10*time.Second), "the trailing wake for p3, while p2 waits")
+		require.NoError(t, holder.Rollback(c))
+		require.NoError(t, <-blocked)
+		require.True(t, l.next(t, 2*gateWindow+5*time.Second), "no NOTIFY followed p2's commit")
+		return true
+	})
 }
 
 // waitForLockWait returns once a backend of the database waits for a lock
