@@ -276,28 +276,38 @@ func TestHeartbeatKeepsLongHandler(t *testing.T) {
 		id, err := q.Enqueue(c, nil, store.EnqueueOpts{})
 		require.NoError(t, err)
 		<-started
-		expiry := func() time.Time {
-			j, err := q.Job(c, id)
-			require.NoError(t, err)
-			require.Equal(t, store.JobRunning, j.State)
-			require.Equal(t, 1, j.Attempts, "the claim lapsed and the job was claimed again")
-			require.NotNil(t, j.ClaimExpiresAt)
-			return *j.ClaimExpiresAt
-		}
-		last := expiry()
-		for step := range 6 {
-			clk.Advance(visibility / 2) // half the claim's lease is left
-			require.Eventually(t, func() bool {
-				next := expiry()
-				renewed := next.After(last)
-				last = next
-				return renewed
-			}, 30*time.Second, time.Millisecond, "step %d: no heartbeat renewed the claim", step)
-		}
+		heartbeatThrough(t, clk, q, id, visibility)
 		close(release)
 		require.Eventually(t, jobGone(t, q, id), 30*time.Second, 5*time.Millisecond, "acked")
 		assert.Equal(t, int32(1), runs.Load(), "ran once, not once per visibility")
 	})
+}
+
+// heartbeatThrough moves clk three visibilities on while job id's handler
+// runs, half a visibility at a time, each step only once a heartbeat
+// renewed the job's claim after the last: the claim always keeps half its
+// lease, however late the heartbeats run. It fails when no heartbeat
+// renews the claim, or when the job was claimed again.
+func heartbeatThrough(t *testing.T, clk *fakeClock, q *store.Queue, id int64, visibility time.Duration) {
+	t.Helper()
+	expiry := func() time.Time {
+		j, err := q.Job(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, store.JobRunning, j.State)
+		require.Equal(t, 1, j.Attempts, "the claim lapsed and the job was claimed again")
+		require.NotNil(t, j.ClaimExpiresAt)
+		return *j.ClaimExpiresAt
+	}
+	last := expiry()
+	for step := range 6 {
+		clk.Advance(visibility / 2) // half the claim's lease is left
+		require.Eventually(t, func() bool {
+			next := expiry()
+			renewed := next.After(last)
+			last = next
+			return renewed
+		}, 30*time.Second, time.Millisecond, "step %d: no heartbeat renewed the claim", step)
+	}
 }
 
 // TestHeartbeatCancelsHandlerOnLostClaim: when a heartbeat finds the claim
