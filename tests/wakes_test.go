@@ -429,6 +429,17 @@ func TestRecoveryAfterAnOutageIsPrompt(t *testing.T) {
 	admin, err := pgx.Connect(c, e.dsn)
 	require.NoError(t, err)
 	defer admin.Close(c)
+	// The outage must cut the forwarder's LISTEN connection, so it must be
+	// in place first: the live event may have come by the receiver's first
+	// read, before the feed connected (and a forwarder that connected only
+	// after the outage began lost nothing and logged nothing: 1 run in 20
+	// under load).
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(c, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'outage-test' AND query LIKE '%LISTEN alkstore%'`).Scan(&n))
+		return n > 0
+	}, 30*time.Second, time.Millisecond, "the forwarder's LISTEN connection")
 
 	// The outage: every connection of this store's pool dies (the LISTEN one
 	// among them), and new ones fail until it ends.
