@@ -212,15 +212,42 @@ func TestJanitorCreatesPartitionsAhead(t *testing.T) {
 	require.NoError(t, err)
 
 	// Another janitor holds the partition lock: this one skips at once.
+	// The holder keeps it until the call returned, so a call that waited
+	// for it would wait for good: no backend may be seen waiting for an
+	// advisory lock while the call runs (instead of a wall-clock bound,
+	// which a loaded machine can exceed while skipping).
 	tx, err := pool.Begin(c)
 	require.NoError(t, err)
 	_, err = tx.Exec(c, `SELECT pg_advisory_xact_lock(x'616c6b7370617274'::bigint)`)
 	require.NoError(t, err)
-	start := time.Now()
-	n, err := s.Maintenance().CreatePartitions(c, opts)
-	require.NoError(t, err)
-	assert.Zero(t, n)
-	assert.Less(t, time.Since(start), time.Second)
+	type created struct {
+		n   int64
+		err error
+	}
+	skipped := make(chan created, 1)
+	go func() {
+		n, err := s.Maintenance().CreatePartitions(c, opts)
+		skipped <- created{n, err}
+	}()
+	var got created
+wait:
+	for {
+		select {
+		case got = <-skipped:
+			break wait
+		default:
+		}
+		var waiting bool
+		require.NoError(t, pool.QueryRow(c, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+		if waiting {
+			require.NoError(t, tx.Rollback(c)) // let the waiting call finish
+			<-skipped
+			require.FailNow(t, "CreatePartitions waited for the partition lock another janitor holds instead of skipping")
+		}
+	}
+	require.NoError(t, got.err)
+	assert.Zero(t, got.n)
 	require.NoError(t, tx.Rollback(c))
 
 	// Two at once: together they create exactly the missing ones.
