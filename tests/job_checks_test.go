@@ -304,9 +304,9 @@ func upStatements(t *testing.T, fsys fs.FS, file string) []string {
 
 // TestJobRulesByIndexMigrateBothWays: schema 00035 (the four job rules
 // checked by the predicate of jobs_rules, an index that holds no rows, one
-// domain a rule; jobs_ready without deduplication) down and up again on a
-// database holding jobs in every state: up, the table has no CHECK, the
-// index is valid and empty and jobs_ready does not deduplicate; down,
+// domain a rule; jobs_ready and jobs_listing without deduplication) down
+// and up again on a database holding jobs in every state: up, the table has
+// no CHECK, the index is valid and empty and neither index deduplicates; down,
 // 00030's CHECK comes back validated with its domain, and the index and the
 // four domains are gone; each way every rule refuses what it refused,
 // naming its rule. The up migration runs again from its start after it ran,
@@ -329,7 +329,7 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_state', 'job_max_attempts', 'job_claim_rule', 'job_unique_rule')`
 		oldTypes = `SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_rules', 'job_rules_row')`
-		noDedup = `SELECT count(*) FROM pg_class WHERE oid = 'alkstore.jobs_ready'::regclass
+		noDedup = `SELECT count(*) FROM pg_class WHERE oid IN ('alkstore.jobs_ready'::regclass, 'alkstore.jobs_listing'::regclass)
 			AND 'deduplicate_items=off' = ANY (reloptions)`
 	)
 	up := func() {
@@ -338,7 +338,7 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 		assert.Equal(t, 1, count(validIndex))
 		assert.Equal(t, 4, count(domains))
 		assert.Zero(t, count(oldTypes), "up drops 00030's domain and type")
-		assert.Equal(t, 1, count(noDedup))
+		assert.Equal(t, 2, count(noDedup))
 		requireJobRulesHold(t, "pg", db, id)
 		// The index holds no rows: every job keeps the rules.
 		assert.Zero(t, count(`SELECT count(*) FROM alkstore.jobs WHERE num_nulls(state::alkstore.job_state,
@@ -356,7 +356,7 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 	assert.Zero(t, count(anyIndex), "down drops jobs_rules")
 	assert.Zero(t, count(domains), "down drops the four domains")
 	assert.Equal(t, 2, count(oldTypes))
-	assert.Zero(t, count(noDedup), "down lets jobs_ready deduplicate")
+	assert.Zero(t, count(noDedup), "down lets jobs_ready and jobs_listing deduplicate")
 	requireJobRulesHold(t, "pg", db, id)
 
 	_, err = p.Up(c)

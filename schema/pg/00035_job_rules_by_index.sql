@@ -19,11 +19,12 @@
 -- composite domain formed a row and read each field back for every row
 -- written; four scalar domains read the columns themselves.
 --
--- Also, jobs_ready stops deduplicating: its key ends with the job's id, so
--- no two entries are ever equal, and a full leaf page was searched for
--- duplicates (none) before every split, about 1.8k instructions a job
--- enqueued. deduplicate_items applies to later inserts only; the index is
--- not rebuilt.
+-- Also, jobs_ready and jobs_listing stop deduplicating: their keys end
+-- with the job's id, so no two entries are ever equal, and a full leaf
+-- page was searched for duplicates (none) before every split, about 1.8k
+-- instructions a job enqueued (jobs_ready) or finished and kept
+-- (jobs_listing). deduplicate_items applies to later inserts only; the
+-- indexes are not rebuilt.
 --
 -- Server instructions (callgrind on the backend, the bench's statements):
 -- a one-row EnqueueJob 239k -> 224k, a row of a 1,000-job EnqueueMany
@@ -44,8 +45,8 @@
 -- brief ACCESS EXCLUSIVE lock, waiting at most lock_timeout for it). A
 -- build that failed leaves an invalid index, which the Up drops first (a
 -- brief lock too): it can run again from the start. The Down adds 00030's CHECK NOT VALID,
--- validates it, drops the index and the domains, and lets jobs_ready
--- deduplicate again. SQLite's 00035 is a no-op: it compiles a table's
+-- validates it, drops the index and the domains, and lets jobs_ready and
+-- jobs_listing deduplicate again. SQLite's 00035 is a no-op: it compiles a table's
 -- CHECKs into each prepared statement once.
 
 -- +goose NO TRANSACTION
@@ -95,6 +96,7 @@ BEGIN
     DROP DOMAIN IF EXISTS alkstore.job_rules;
     DROP TYPE IF EXISTS alkstore.job_rules_row;
     ALTER INDEX alkstore.jobs_ready SET (deduplicate_items = off);
+    ALTER INDEX alkstore.jobs_listing SET (deduplicate_items = off);
 END
 $$;
 -- +goose StatementEnd
@@ -125,6 +127,7 @@ BEGIN
             CHECK (ROW(state, max_attempts, claim_token, claim_expires_at, unique_key, unique_states)::alkstore.job_rules
                    IS DISTINCT FROM NULL) NOT VALID;
     ALTER INDEX alkstore.jobs_ready RESET (deduplicate_items);
+    ALTER INDEX alkstore.jobs_listing RESET (deduplicate_items);
 END
 $$;
 -- +goose StatementEnd
