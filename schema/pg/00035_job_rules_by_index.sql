@@ -26,9 +26,12 @@
 -- (jobs_listing). deduplicate_items applies to later inserts only; the
 -- indexes are not rebuilt.
 --
--- Server instructions (callgrind on the backend, the bench's statements):
--- a one-row EnqueueJob 239k -> 224k, a row of a 1,000-job EnqueueMany
--- 47.2k -> 43.0k (a raw INSERT: 84k and 37.1k).
+-- Server instructions (callgrind on the backends, the bench's statements,
+-- this schema against 00033's on copies of one database): a one-row
+-- EnqueueJob 241.0k -> 227.7k, with 8 producers 239.2k -> 231.0k, a unique
+-- one 267.4k -> 257.6k, a row of a 1,000-job EnqueueMany 47.5k -> 43.3k
+-- (raw INSERTs: 84k and 37.1k), and a job enqueued in a batch of 100,
+-- claimed and acked 189.7k -> 182.5k.
 --
 -- The rules and the rows they accept are the same, and a row breaking one
 -- still fails with SQLSTATE 23514 and the rule's name (jobs_state_check,
@@ -36,7 +39,11 @@
 -- constraint of the domain alkstore.job_state, job_max_attempts,
 -- job_claim_rule or job_unique_rule ("value for domain alkstore.job_state
 -- violates check constraint ..."), with no table name in the error's
--- fields (as since 00030). The table has no CHECK left.
+-- fields (as since 00030). The table has no CHECK left. The rules are
+-- tested as the row enters the indexes, after the heap and the unique
+-- indexes: a row that breaks a rule and also duplicates a unique key now
+-- fails as the duplicate (23505), or is skipped by ON CONFLICT DO NOTHING;
+-- either way it is not stored.
 --
 -- Runs outside a transaction. The index is built CONCURRENTLY, which tests
 -- the predicate on every stored row (all kept the CHECK, so none fails)
@@ -44,10 +51,10 @@
 -- held by the CHECK, which is dropped only once the index is valid (a
 -- brief ACCESS EXCLUSIVE lock, waiting at most lock_timeout for it). A
 -- build that failed leaves an invalid index, which the Up drops first (a
--- brief lock too): it can run again from the start. The Down adds 00030's CHECK NOT VALID,
--- validates it, drops the index and the domains, and lets jobs_ready and
--- jobs_listing deduplicate again. SQLite's 00035 is a no-op: it compiles a table's
--- CHECKs into each prepared statement once.
+-- brief lock too): it can run again from the start. The Down adds 00030's
+-- CHECK NOT VALID, validates it, drops the index and the domains, and lets
+-- jobs_ready and jobs_listing deduplicate again. SQLite's 00035 is a
+-- no-op: it compiles a table's CHECKs into each prepared statement once.
 
 -- +goose NO TRANSACTION
 
