@@ -1,9 +1,11 @@
 package store
 
 import (
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -120,15 +122,26 @@ func TestHorizonThinsItsHistory(t *testing.T) {
 }
 
 // proofHorizon is what ReadEvents computes in the server from proof's
-// values for a snapshot with the given xmin (without its own candidate).
+// values for a snapshot with the given xmin (without its own candidate):
+// the head after the last next <= xmin (width_bucket(xmin, nexts) counts
+// those, given nexts ascending), or floor when greater.
 func proofHorizon(floor int64, nexts, heads []int64, xmin int64) int64 {
-	hz := floor
-	for i, n := range nexts {
-		if n <= xmin {
-			hz = max(hz, heads[i])
+	k := sort.Search(len(nexts), func(i int) bool { return nexts[i] > xmin }) // width_bucket
+	if k == 0 {
+		return floor // heads[0] in SQL (arrays start at 1): NULL, which GREATEST skips
+	}
+	return max(floor, heads[k-1])
+}
+
+// ascending says whether proof's candidates ascend strictly in next and in
+// head, which the statement's width_bucket needs.
+func ascending(nexts, heads []int64) bool {
+	for i := 1; i < len(nexts); i++ {
+		if nexts[i] <= nexts[i-1] || heads[i] <= heads[i-1] {
+			return false
 		}
 	}
-	return hz
+	return len(nexts) == len(heads)
 }
 
 // What a read sends to the server proves, for its snapshot, the horizon
@@ -152,10 +165,12 @@ func TestHorizonProofGivesTheTrackersHorizon(t *testing.T) {
 		h.observe(snap(xmin, next, head), true)
 		for _, x := range []int64{h.xmin, h.xmin + 3, next, next + 10} {
 			floor, nexts, heads := h.proof(false)
+			require.True(t, ascending(nexts, heads), "step %d: %v %v", i, nexts, heads)
 			assert.Equal(t, h.observe(snap(x, x, 0), false), proofHorizon(floor, nexts, heads, x), "step %d, auto-commit xmin %d", i, x)
 		}
 		for _, x := range []int64{0, 900, h.xmin - 50, h.xmin - 1, h.xmin, next} {
 			floor, nexts, heads := h.proof(true)
+			require.True(t, ascending(nexts, heads), "step %d: %v %v", i, nexts, heads)
 			assert.Zero(t, floor)
 			assert.Equal(t, h.observe(snap(x, x, 0), false), proofHorizon(floor, nexts, heads, x), "step %d, transaction xmin %d", i, x)
 		}

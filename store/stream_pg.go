@@ -76,13 +76,15 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		var pg pgPage
 		var err error
 		if consumer != "" && attempt == 1 {
-			pg, err = pgPageOf(o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
-				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}))
+			var rows []pgdb.ReadEventsFromConsumerRow
+			rows, err = o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
+				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
+			pg = pgPageOfConsumer(rows, stream)
 		} else {
 			var rows []pgdb.ReadEventsRow
 			rows, err = o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(len(evs)),
 				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
-			pg = pgPageOfEvents(rows, after)
+			pg = pgPageOfEvents(rows, stream, after)
 		}
 		if err != nil {
 			return nil, err
@@ -141,32 +143,43 @@ type pgPage struct {
 	evs            []Event
 }
 
-func pgPageOfEvents(rows []pgdb.ReadEventsRow, after int64) pgPage {
+// pgPageOfEvents is ReadEvents' page of stream. The statement always
+// returns a row (an empty page's has id 0), and no row names the stream:
+// the events share the caller's string.
+func pgPageOfEvents(rows []pgdb.ReadEventsRow, stream string, after int64) pgPage {
 	if len(rows) == 0 {
 		return pgPage{} // not from the statement, which always returns a row
 	}
 	r := rows[0]
 	pg := pgPage{snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid},
 		horizon: r.Horizon, after: after}
-	for _, row := range rows {
-		if row.ID != 0 { // 0: the empty page's row
-			pg.evs = append(pg.evs, Event{Offset: row.ID, Stream: row.Stream, Key: row.Key, Payload: row.Payload,
-				CreatedAt: row.CreatedAt, Headers: decodeHeaders(row.Headers)})
+	if r.ID != 0 { // 0: the empty page's row
+		pg.evs = make([]Event, len(rows))
+		for i, row := range rows {
+			pg.evs[i] = Event{Offset: row.ID, Stream: stream, Key: row.Key, Payload: row.Payload, CreatedAt: row.CreatedAt,
+				Headers: decodeHeaders(row.Headers)}
 		}
 	}
 	return pg
 }
 
-func pgPageOf(rows []pgdb.ReadEventsFromConsumerRow, err error) (pgPage, error) {
-	if err != nil || len(rows) == 0 {
-		return pgPage{}, err
+// pgPageOfConsumer is pgPageOfEvents for ReadEventsFromConsumer, whose
+// rows also carry the offset it read after.
+func pgPageOfConsumer(rows []pgdb.ReadEventsFromConsumerRow, stream string) pgPage {
+	if len(rows) == 0 {
+		return pgPage{}
 	}
-	evs := make([]pgdb.ReadEventsRow, len(rows))
-	for i, r := range rows {
-		evs[i] = pgdb.ReadEventsRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid,
-			Horizon: r.Horizon, ID: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt, Headers: r.Headers}
+	r := rows[0]
+	pg := pgPage{snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid},
+		horizon: r.Horizon, after: r.After}
+	if r.ID != 0 {
+		pg.evs = make([]Event, len(rows))
+		for i, row := range rows {
+			pg.evs[i] = Event{Offset: row.ID, Stream: stream, Key: row.Key, Payload: row.Payload, CreatedAt: row.CreatedAt,
+				Headers: decodeHeaders(row.Headers)}
+		}
 	}
-	return pgPageOfEvents(evs, rows[0].After), nil
+	return pg
 }
 
 func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

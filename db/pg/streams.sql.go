@@ -144,49 +144,45 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 }
 
 const readEvents = `-- name: ReadEvents :many
-WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
-           pg_snapshot_xmax(s)::text::bigint AS xmax,
-           age((pg_snapshot_xmax(s)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
-           COALESCE((SELECT max(v.id) FROM alkstore.events v
-                     WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
-           pg_current_xact_id_if_assigned() AS own
-    FROM pg_current_snapshot() AS s
-),
-cut AS MATERIALIZED (
-    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $2::text AS stream, $3::bigint AS after,
-           GREATEST($4::bigint,
-                    (SELECT max(($5::bigint[])[i]) FROM generate_subscripts($6::bigint[], 1) AS i
-                     WHERE ($6::bigint[])[i] <= snap.xmin),
-                    CASE WHEN $7::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
-                              AND snap.xmax + snap.xmax_age <= snap.xmin
-                         THEN snap.visible_head END)::bigint AS horizon
-    FROM snap
-)
 SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
        cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon,
-       COALESCE(p.id, 0)::bigint AS id, COALESCE(p.stream, '')::text AS stream, p.key, p.payload,
-       COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
-FROM cut LEFT JOIN LATERAL (
-    SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+FROM (
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $1::text AS stream, $2::bigint AS after,
+           GREATEST($3::bigint, ($4::bigint[])[width_bucket(snap.xmin, $5::bigint[])],
+                    CASE WHEN $6::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
+                              AND snap.xmax + snap.xmax_age <= snap.xmin
+                         THEN snap.visible_head END)::bigint AS horizon
+    FROM (
+        SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+               pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
+               age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
+               COALESCE((SELECT max(v.id) FROM alkstore.events v
+                         WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+               pg_current_xact_id_if_assigned() AS own
+        OFFSET 0
+    ) AS snap
+    OFFSET 0
+) AS cut LEFT JOIN LATERAL (
+    SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
     WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
       AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
       AND (e.id <= cut.horizon OR e.txid = cut.own)
     ORDER BY e.stream, e.id
-    LIMIT $1
+    LIMIT $7
 ) AS p ON true
 `
 
 type ReadEventsParams struct {
-	Lim    int32
 	Stream string
 	After  int64
 	Floor  int64
 	Heads  []int64
 	Nexts  []int64
 	Learn  bool
+	Lim    int32
 }
 
 type ReadEventsRow struct {
@@ -197,7 +193,6 @@ type ReadEventsRow struct {
 	HasXid      bool
 	Horizon     int64
 	ID          int64
-	Stream      string
 	Key         *string
 	Payload     []byte
 	CreatedAt   time.Time
@@ -207,19 +202,27 @@ type ReadEventsRow struct {
 // Events after an offset, cut at the settled horizon inside the statement,
 // in one round trip: no event above the horizon leaves the server. A
 // transaction also sees its own uncommitted events.
-// The snapshot CTE is SettledSnapshot's, of this statement's own snapshot
-// (the one its page reads in). The horizon is the greatest head among the
-// caller's candidates (@nexts, @heads: store/horizon.go) that this
-// snapshot's xmin proves, @floor (a head the caller knows every later
+// snap holds SettledSnapshot's figures of this statement's own snapshot
+// (the one its page reads in; pg_current_snapshot() is the statement's
+// snapshot however often it is called). The horizon is the greatest head
+// among the caller's candidates (@nexts, @heads: store/horizon.go) that
+// this snapshot's xmin proves, @floor (a head the caller knows every later
 // snapshot proves), and, when @learn, the snapshot's own candidate when it
-// settles in itself (nothing ran). Every row carries the snapshot's
-// figures and the horizon, so the caller learns the candidate and knows
-// whether committed events wait above the horizon; an empty page is one
-// row with id 0 (offsets start at 1) and NULL or empty event columns.
+// settles in itself (nothing ran). The candidates ascend in next and in
+// head (horizon.proof), so the greatest proven head is the one after the
+// last next <= xmin: width_bucket counts those (a binary search; 0, an
+// index that yields NULL, when there are none). Every row carries the
+// snapshot's figures and the horizon, so the caller learns the candidate
+// and knows whether committed events wait above the horizon; an empty page
+// is one row with id 0 (offsets start at 1) and NULL or empty event
+// columns. The stream is the caller's: no row sends it.
+// This shape, subqueries kept apart by OFFSET 0 instead of materialized
+// CTEs and a function scan, costs the server about 50k fewer instructions
+// a read (callgrind); the plan is the same.
 // The stream is bounded by a row comparison on (stream, id) and
 // "stream <= @stream", not "stream = @stream": with an equality, ORDER BY
 // stream, id reduces to ORDER BY id, and a generic plan (pgx prepares
-// statements; Postgres may switch to one after five runs) may then walk
+// statements; Postgres switches to one after five runs) may then walk
 // events_pkey in id order and filter every other stream's rows (2.2M rows
 // for a 5-event stream). Only events_stream_id yields this order.
 // PostgreSQL prunes partitions on neither the row comparison nor the OR:
@@ -236,13 +239,13 @@ type ReadEventsRow struct {
 // events_stream_id stays the cheaper path in every plan.
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.db.Query(ctx, readEvents,
-		arg.Lim,
 		arg.Stream,
 		arg.After,
 		arg.Floor,
 		arg.Heads,
 		arg.Nexts,
 		arg.Learn,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err
@@ -259,7 +262,6 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 			&i.HasXid,
 			&i.Horizon,
 			&i.ID,
-			&i.Stream,
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,
@@ -276,51 +278,47 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-WITH snap AS MATERIALIZED (
-    SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
-           pg_snapshot_xmax(s)::text::bigint AS xmax,
-           age((pg_snapshot_xmax(s)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
-           COALESCE((SELECT max(v.id) FROM alkstore.events v
-                     WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
-           pg_current_xact_id_if_assigned() AS own
-    FROM pg_current_snapshot() AS s
-),
-cut AS MATERIALIZED (
-    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $2::text AS stream,
-           COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
-                     WHERE o.stream = $2::text AND o.consumer = $3::text), 0)::bigint AS after,
-           GREATEST($4::bigint,
-                    (SELECT max(($5::bigint[])[i]) FROM generate_subscripts($6::bigint[], 1) AS i
-                     WHERE ($6::bigint[])[i] <= snap.xmin),
-                    CASE WHEN $7::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
-                              AND snap.xmax + snap.xmax_age <= snap.xmin
-                         THEN snap.visible_head END)::bigint AS horizon
-    FROM snap
-)
 SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
        cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon, cut.after::bigint AS after,
-       COALESCE(p.id, 0)::bigint AS id, COALESCE(p.stream, '')::text AS stream, p.key, p.payload,
-       COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
-FROM cut LEFT JOIN LATERAL (
-    SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+FROM (
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $1::text AS stream,
+           COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                     WHERE o.stream = $1::text AND o.consumer = $2::text), 0)::bigint AS after,
+           GREATEST($3::bigint, ($4::bigint[])[width_bucket(snap.xmin, $5::bigint[])],
+                    CASE WHEN $6::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
+                              AND snap.xmax + snap.xmax_age <= snap.xmin
+                         THEN snap.visible_head END)::bigint AS horizon
+    FROM (
+        SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+               pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
+               age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
+               COALESCE((SELECT max(v.id) FROM alkstore.events v
+                         WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+               pg_current_xact_id_if_assigned() AS own
+        OFFSET 0
+    ) AS snap
+    OFFSET 0
+) AS cut LEFT JOIN LATERAL (
+    SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
     WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
       AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
       AND (e.id <= cut.horizon OR e.txid = cut.own)
     ORDER BY e.stream, e.id
-    LIMIT $1
+    LIMIT $7
 ) AS p ON true
 `
 
 type ReadEventsFromConsumerParams struct {
-	Lim      int32
 	Stream   string
 	Consumer string
 	Floor    int64
 	Heads    []int64
 	Nexts    []int64
 	Learn    bool
+	Lim      int32
 }
 
 type ReadEventsFromConsumerRow struct {
@@ -332,7 +330,6 @@ type ReadEventsFromConsumerRow struct {
 	Horizon     int64
 	After       int64
 	ID          int64
-	Stream      string
 	Key         *string
 	Payload     []byte
 	CreatedAt   time.Time
@@ -349,13 +346,13 @@ type ReadEventsFromConsumerRow struct {
 // below the offset like ReadEvents.
 func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]ReadEventsFromConsumerRow, error) {
 	rows, err := q.db.Query(ctx, readEventsFromConsumer,
-		arg.Lim,
 		arg.Stream,
 		arg.Consumer,
 		arg.Floor,
 		arg.Heads,
 		arg.Nexts,
 		arg.Learn,
+		arg.Lim,
 	)
 	if err != nil {
 		return nil, err
@@ -373,7 +370,6 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 			&i.Horizon,
 			&i.After,
 			&i.ID,
-			&i.Stream,
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,
@@ -433,7 +429,7 @@ func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
 const settledSnapshot = `-- name: SettledSnapshot :one
 SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        pg_snapshot_xmax(snap)::text::bigint AS xmax,
-       age((pg_snapshot_xmax(snap)::text::bigint % 4294967296)::text::xid)::bigint AS xmax_age,
+       age(pg_snapshot_xmax(snap)::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
        (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid
