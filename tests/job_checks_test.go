@@ -304,14 +304,16 @@ func upStatements(t *testing.T, fsys fs.FS, file string) []string {
 
 // TestJobRulesByIndexMigrateBothWays: schema 00035 (the four job rules
 // checked by the predicate of jobs_rules, an index that holds no rows, one
-// domain a rule; jobs_ready and jobs_listing without deduplication) down
-// and up again on a database holding jobs in every state: up, the table has
-// no CHECK, the index is valid and empty and neither index deduplicates; down,
-// 00030's CHECK comes back validated with its domain, and the index and the
-// four domains are gone; each way every rule refuses what it refused,
-// naming its rule. The up migration runs again from its start after it ran,
-// and after a build that left the index invalid. PostgreSQL only: SQLite's
-// 00035 is a no-op.
+// domain a rule; jobs_ready and jobs_listing without deduplication;
+// jobs_finished and jobs_listing built again over state <> ALL) down and up
+// again on a database holding jobs in every state: up, the table has no
+// CHECK, the index is valid and empty, neither index deduplicates and the
+// finished indexes test the new predicate; down, 00030's CHECK comes back
+// validated with its domain, the index and the four domains are gone and
+// the finished indexes test 00009's IN list; each way every rule refuses
+// what it refused, naming its rule. The up migration runs again from its
+// start after it ran, and after a build that left the index invalid.
+// PostgreSQL only: SQLite's 00035 is a no-op.
 func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
 	e := newEnv(t, "pg")
@@ -329,6 +331,8 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_state', 'job_max_attempts', 'job_claim_rule', 'job_unique_rule')`
 		oldTypes = `SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_rules', 'job_rules_row')`
+		finishedBy = `SELECT count(*) FROM pg_index WHERE indexrelid IN ('alkstore.jobs_finished'::regclass, 'alkstore.jobs_listing'::regclass)
+			AND indisvalid AND pg_get_indexdef(indexrelid) LIKE `
 		noDedup = `SELECT count(*) FROM pg_class WHERE oid IN ('alkstore.jobs_ready'::regclass, 'alkstore.jobs_listing'::regclass)
 			AND 'deduplicate_items=off' = ANY (reloptions)`
 	)
@@ -339,6 +343,7 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 		assert.Equal(t, 4, count(domains))
 		assert.Zero(t, count(oldTypes), "up drops 00030's domain and type")
 		assert.Equal(t, 2, count(noDedup))
+		assert.Equal(t, 2, count(finishedBy+`'%state <> ALL%'`), "up: finished indexes test state <> ALL")
 		requireJobRulesHold(t, "pg", db, id)
 		// The index holds no rows: every job keeps the rules.
 		assert.Zero(t, count(`SELECT count(*) FROM alkstore.jobs WHERE num_nulls(state::alkstore.job_state,
@@ -357,6 +362,7 @@ func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
 	assert.Zero(t, count(domains), "down drops the four domains")
 	assert.Equal(t, 2, count(oldTypes))
 	assert.Zero(t, count(noDedup), "down lets jobs_ready and jobs_listing deduplicate")
+	assert.Equal(t, 2, count(finishedBy+`'%state = ANY%'`), "down: finished indexes test 00009's IN list")
 	requireJobRulesHold(t, "pg", db, id)
 
 	_, err = p.Up(c)
