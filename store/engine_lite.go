@@ -270,10 +270,35 @@ func (o liteOps) allOrNone(ctx context.Context, need bool, fn func(q *litedb.Que
 		}
 	}
 	if _, rerr := o.tx.ExecContext(sctx, queries.RollbackToBatch); rerr != nil {
-		return fmt.Errorf("%w (and the transaction is gone: SQLite rolled it back whole, so nothing written in it is kept; roll it back and start again: %v)", err, rerr)
+		if !errors.Is(rerr, litedriver.ErrRolledBack) && !(o.adopted && txGone(o.tx)) {
+			// The transaction is open and the batch may be half in it.
+			return fmt.Errorf("%w (and rolling back to the batch's savepoint failed, so part of the batch may be in the transaction: roll it back: %v)", err, rerr)
+		}
+		// The savepoint went with the transaction: SQLite rolled it back
+		// whole (an interrupted write, or a failure for memory, disk or
+		// locks). fn's error is the cause; the rollback's ("no such
+		// savepoint", or the driver's refusal) adds nothing. The Tx says
+		// once that the transaction is gone (Tx.failed): the store's own
+		// connection marked fn's error so, an adopted one is probed.
+		if o.adopted || litedriver.EndedTx(err) || errors.Is(err, litedriver.ErrRolledBack) {
+			return err
+		}
+		return fmt.Errorf("%w; %w", err, litedriver.ErrRolledBack)
 	}
 	_, _ = o.tx.ExecContext(sctx, queries.ReleaseBatch)
 	return err
+}
+
+// txGone tells whether tx, an adopted transaction on the caller's
+// connection, no longer exists in SQLite: a BEGIN asks (ProbeTransaction),
+// refused inside a transaction; what it began is rolled back at once.
+func txGone(tx *sql.Tx) bool {
+	c := context.Background() // the failed statement's ctx may have ended; the probe runs in the process
+	if _, perr := tx.ExecContext(c, queries.ProbeTransaction); perr != nil {
+		return false // refused inside a transaction: it is still open
+	}
+	_, _ = tx.ExecContext(c, queries.EndProbe)
+	return true
 }
 
 // insertEach runs insert for indexes 0..n-1 all or none (SQLite's form of
@@ -317,14 +342,9 @@ func (t liteTx) endedAfter(err error) error {
 	if errors.Is(err, litedriver.ErrRolledBack) || litedriver.EndedTx(err) {
 		return litedriver.ErrRolledBack
 	}
-	if !t.adopted {
+	if !t.adopted || !txGone(t.tx) {
 		return nil
 	}
-	c := context.Background() // the failed statement's ctx may have ended; the probe runs in the process
-	if _, perr := t.tx.ExecContext(c, queries.ProbeTransaction); perr != nil {
-		return nil // refused inside a transaction: it is still open
-	}
-	_, _ = t.tx.ExecContext(c, queries.EndProbe)
 	return litedriver.ErrRolledBack
 }
 

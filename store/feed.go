@@ -78,6 +78,8 @@ func (s *Store) feedReady(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.life.closing: // a shutdown need not wait for a feed that may never connect
+		return ErrClosed
 	}
 }
 

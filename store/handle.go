@@ -73,6 +73,10 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 		return zero, opErr(op, h.name, err)
 	}
 	if t.auto {
+		if err := h.s.life.enterOp(); err != nil { // a graceful shutdown waits for it
+			return zero, opErr(op, h.name, err)
+		}
+		defer h.s.life.leaveOp()
 		defer h.s.life.whileWaiting()() // a dropped transaction may hold what it waits for
 	}
 	if t.write {

@@ -20,6 +20,7 @@ import (
 //	         still running finish and are settled; starting a loop,
 //	         receiver or listener fails with ErrClosed
 //	draining every loop returned; new operations fail with ErrClosed, while
+//	         operations already running outside a transaction and
 //	         transactions already open may finish (Commit included)
 //	closed   transactions still open were rolled back; every operation
 //	         fails with ErrClosed; the connections are released
@@ -45,10 +46,51 @@ type lifecycle struct {
 	txsGone chan struct{}         // closed when txs became empty, while draining waits
 	lastGC  atomic.Int64          // unix nanos of the last leak nudge
 	cut     atomic.Bool           // the hard stop cancelled a handler still running
+	// ops counts the auto-commit operations running (run: enterOp,
+	// leaveOp); the last to leave while the store drains signals opsLeft.
+	ops     atomic.Int64
+	opsLeft chan struct{} // capacity 1
 }
 
 func newLifecycle() *lifecycle {
-	return &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{}}
+	return &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{},
+		opsLeft: make(chan struct{}, 1)}
+}
+
+// enterOp counts an auto-commit operation that begins, or refuses it with
+// ErrClosed once the store drains. It counts before it looks at the phase,
+// so a shutdown that moved to draining either sees the operation and waits
+// for it or the operation sees the phase and backs out.
+func (l *lifecycle) enterOp() error {
+	l.ops.Add(1)
+	if l.at() >= phaseDraining {
+		l.leaveOp()
+		return ErrClosed
+	}
+	return nil
+}
+
+// leaveOp is the end of an operation enterOp let in.
+func (l *lifecycle) leaveOp() {
+	if l.ops.Add(-1) == 0 && l.at() >= phaseDraining {
+		select {
+		case l.opsLeft <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitOps waits until no auto-commit operation runs, or the shutdown
+// turned hard.
+func waitOps(l *lifecycle) error {
+	for l.ops.Load() > 0 {
+		select {
+		case <-l.opsLeft:
+		case <-l.hard:
+			return fmt.Errorf("operations still running: %w", l.hardWhy)
+		}
+	}
+	return nil
 }
 
 func (l *lifecycle) at() phase { return phase(l.phase.Load()) }
@@ -158,8 +200,10 @@ func (l *lifecycle) nudge() {
 //  2. Handlers in flight finish, within each Work's Grace, and are settled;
 //     schedulers give their lease up. Every loop then returns an error
 //     matching ErrClosed.
-//  3. Operations outside a transaction now fail with ErrClosed; transactions
-//     already open may still finish and commit.
+//  3. Operations outside a transaction that start now fail with ErrClosed;
+//     those already running finish (an EnqueueMany stores its batch and
+//     returns its ids), and transactions already open may still finish and
+//     commit.
 //  4. Transactions still open are rolled back, every operation fails with
 //     ErrClosed, and the connections are released.
 //
@@ -167,7 +211,9 @@ func (l *lifecycle) nudge() {
 // their context cancelled (a job whose handler then returns an error goes
 // back to its queue without losing an attempt) and get up to 5 seconds to
 // return; transactions still open are rolled back at once (their later
-// operations and Commit fail with ErrClosed). Shutdown then returns an
+// operations and Commit fail with ErrClosed), and operations still running
+// outside a transaction are not waited for (they fail with ErrClosed, and
+// one that fails stores nothing of itself). Shutdown then returns an
 // error matching ctx's. A handler that ignores its context is left running
 // on a closed store: its job comes back after its visibility. A hard stop
 // right away is Shutdown with a context that is already done.
@@ -242,6 +288,7 @@ func (s *Store) shutdown() error {
 	if gone != nil {
 		err = cmp.Or(waitTxs(l, gone), err)
 	}
+	err = cmp.Or(waitOps(l), err)
 
 	l.mu.Lock()
 	l.phase.Store(int32(phaseClosed))

@@ -25,6 +25,10 @@ import (
 // the gate and always notify (pgOps.wake).
 const wakeWindow = 5 * time.Millisecond
 
+// gateSweep is how often the wake gate prunes its idle topics while it has
+// any (see wakeGate.sweep).
+const gateSweep = time.Second
+
 // wakeGate decides which writes carry a NOTIFY and sends trailing wakes.
 //
 // A write that carried none is owed a wake after its own commit, which may
@@ -39,12 +43,22 @@ const wakeWindow = 5 * time.Millisecond
 // not claimed them yet, and waits for the sends fire claimed before. After
 // that no write is gated: each carries its own NOTIFY, and one owed a wake
 // anyway (a commit the shutdown did not wait for) is sent at once.
+//
+// A topic's entry matters only while its window is open or a trailing wake
+// is scheduled: one timer (sweep) prunes the others every gateSweep while
+// there are any, so the table holds the topics written in about the last
+// second, not every name ever written.
 type wakeGate struct {
 	send    func(topic string) // an auto-commit NOTIFY
 	mu      sync.Mutex
 	topics  map[string]*gateState
 	closed  bool           // flush ran: nothing is gated or scheduled any more
 	sending sync.WaitGroup // trailing wakes fire claimed and is sending
+	// sweeper runs sweep while sweeping; peak is the most entries topics
+	// held since it was last allocated (a Go map keeps its memory).
+	sweeper  *time.Timer
+	sweeping bool
+	peak     int
 }
 
 type gateState struct {
@@ -78,6 +92,16 @@ func (g *wakeGate) wake(topic string) string {
 	if st == nil {
 		st = &gateState{}
 		g.topics[topic] = st
+		g.peak = max(g.peak, len(g.topics))
+		if !g.sweeping {
+			g.sweeping = true
+			if g.sweeper == nil {
+				g.sweeper = time.AfterFunc(gateSweep, g.sweep)
+			} else {
+				g.sweeper.Reset(gateSweep)
+			}
+		}
+		wake.GateAdded(topic)
 	}
 	now := time.Now()
 	if now.Sub(st.last) >= g.window(topic) {
@@ -122,7 +146,43 @@ func (g *wakeGate) fire(topic string, st *gateState) {
 	g.sending.Add(1)
 	g.mu.Unlock()
 	defer g.sending.Done()
+	if hook := wake.SendHook(topic); hook != nil {
+		hook()
+	}
 	g.send(topic)
+}
+
+// sweep prunes the topics whose entry no longer decides anything: no
+// trailing wake scheduled (so no fire or flush needs it) and the window
+// over (so the next write notifies, as it would with no entry). It runs
+// every gateSweep while the table has entries and stops when it is empty;
+// the table is allocated anew when it fell to a quarter of its peak.
+func (g *wakeGate) sweep() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || !g.sweeping {
+		return
+	}
+	now := time.Now()
+	for topic, st := range g.topics {
+		idle := !st.trailing && now.Sub(st.last) >= g.window(topic)
+		if idle {
+			delete(g.topics, topic)
+		}
+		wake.GateSwept(topic, idle)
+	}
+	switch n := len(g.topics); {
+	case n == 0:
+		g.topics, g.peak, g.sweeping = nil, 0, false
+		return
+	case n <= g.peak/4: // maps.Clone would keep the capacity
+		m := make(map[string]*gateState, n)
+		for topic, st := range g.topics {
+			m[topic] = st
+		}
+		g.topics, g.peak = m, n
+	}
+	g.sweeper.Reset(gateSweep)
 }
 
 // flush sends every trailing wake still owed, then waits for those fire
@@ -133,6 +193,9 @@ func (g *wakeGate) fire(topic string, st *gateState) {
 func (g *wakeGate) flush() {
 	g.mu.Lock()
 	g.closed = true
+	if g.sweeper != nil {
+		g.sweeper.Stop()
+	}
 	var due []string
 	for topic, st := range g.topics {
 		if st.trailing {

@@ -349,7 +349,8 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 // SQLite's RAISE(IGNORE)), the call fails and stores none. A unique job
 // whose key is held adds nothing and gets the holder's id (a batch with
 // unique jobs may take a second statement to read the holders, in one
-// transaction).
+// transaction). An empty batch (nil or no jobs) stores nothing, does no
+// I/O and returns an empty slice; insert middleware does not see it.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, autoWrite(ctx), "enqueue many", true, jobs))
 }
@@ -400,6 +401,9 @@ func (r enqueued) results() []Enqueued {
 // batch, so errors name the job by its index.
 func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, jobs []NewJob) (enqueued, error) {
 	return run(q.handle, op, v, func(o target) (enqueued, error) {
+		if len(jobs) == 0 {
+			return enqueued{ids: []int64{}}, nil // nothing to write, nothing to intercept
+		}
 		if q.s.insert == nil {
 			return q.enqueueBatch(ctx, o, batch, jobs)
 		}
@@ -449,9 +453,6 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 		resolved[i] = j
 		unique = unique || j.uniqueKey != nil
 	}
-	if len(jobs) == 0 {
-		return enqueued{ids: []int64{}}, nil
-	}
 	if err := q.register(ctx, o, now); err != nil {
 		return enqueued{}, err
 	}
@@ -495,6 +496,10 @@ func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
 // Claim takes up to n claimable jobs for worker (none while the queue is
 // paused): ready jobs in priority
 // (highest first), run_at, id order, and jobs whose previous claim expired.
+// n must be at least 1 and visibility positive, else the call fails with
+// ErrInvalidArgument before any I/O (an empty answer always means nothing
+// was claimable); one call takes at most 2^20 (1,048,576) jobs, however
+// large n.
 // Each claim increments Attempts and holds the job for visibility; after
 // that the job is claimable again. A job whose claim expired on its last
 // allowed attempt ends dead instead, and one past its ExpiresAt expired.
@@ -516,7 +521,7 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 			return nil, fmt.Errorf("%w: visibility must be positive", ErrInvalidArgument)
 		}
 		if n <= 0 {
-			return []*Job{}, nil
+			return nil, fmt.Errorf("%w: n is %d: a claim takes at least 1 job (up to n)", ErrInvalidArgument, n)
 		}
 		now := q.s.now()
 		if err := q.register(ctx, o, now); err != nil {
@@ -526,7 +531,7 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		if err != nil {
 			return nil, err
 		}
-		r := claimReq{queue: q.name, worker: worker, n: min(n, 1<<20), token: token, grow: grow,
+		r := claimReq{queue: q.name, worker: worker, n: min(n, maxClaim), token: token, grow: grow,
 			clock: q.s.now, visibility: visibility}
 		r.stamp(now)
 		jobs, err := o.claim(ctx, r)
@@ -552,6 +557,9 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		return jobs, nil
 	})
 }
+
+// maxClaim is the most jobs one Claim takes: a larger n takes this many.
+const maxClaim = 1 << 20
 
 type claimReq struct {
 	queue, worker  string

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,7 +12,8 @@ import (
 )
 
 // SubscribeOpts tune an EventReceiver (Stream.Subscribe). Zero values take
-// the defaults.
+// the defaults; a negative value is refused with ErrInvalidArgument, as in
+// WorkOpts and GroupOpts.
 //
 // Auto-save covers only events the caller has finished with: an event counts
 // as finished once the caller asks for the next one (calls Recv or TryRecv
@@ -34,6 +36,14 @@ type SubscribeOpts struct {
 	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
 	SafetyPoll       time.Duration // re-read this often even without a wake (wakes are best-effort); default 5s
 	Logger           *slog.Logger  // for auto-save failures; default the store's logger
+}
+
+// check refuses negative options (before: they took the defaults).
+func (o SubscribeOpts) check() error {
+	if o.Buffer < 0 || o.PageSize < 0 || o.AutoSaveEvery < 0 || o.AutoSaveInterval < 0 || o.RetryInterval < 0 || o.SafetyPoll < 0 {
+		return fmt.Errorf("%w: negative Buffer, PageSize, AutoSaveEvery, AutoSaveInterval, RetryInterval or SafetyPoll", ErrInvalidArgument)
+	}
+	return nil
 }
 
 type item struct {

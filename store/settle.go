@@ -288,7 +288,8 @@ func (j *Job) restoreClaim(token int64) {
 // AckMany acks many claimed jobs in one statement and returns how many
 // were still held by their claims; the others changed nothing. Entries that
 // hold no claim of this queue (nil, already settled, or another queue's)
-// are skipped and not counted: one bad entry never sinks the batch.
+// are skipped and not counted: one bad entry never sinks the batch. A
+// batch with no such entry (nil or empty too) acks nothing and does no I/O.
 func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 	ids, err := q.ackMany(ctx, jobs)
 	return int64(len(ids)), err

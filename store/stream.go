@@ -130,7 +130,9 @@ func (st *Stream) interceptOne(ctx context.Context, o target, key *string, paylo
 // heads included; one transaction on SQLite), and returns their offsets in
 // the same order. All or none are stored (a batch an application's trigger
 // shortened fails and stores none, as EnqueueMany). Keyed messages update
-// their keys' compaction heads (rank 0) like PublishWithKey.
+// their keys' compaction heads (rank 0) like PublishWithKey. An empty
+// batch (nil or no messages) stores nothing, does no I/O and returns an
+// empty slice; insert middleware does not see it.
 func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, autoWrite(ctx), msgs)
 }
@@ -148,6 +150,9 @@ func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]i
 
 func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int64, error) {
 	return run(st.handle, "publish many", v, func(o target) ([]int64, error) {
+		if len(msgs) == 0 {
+			return []int64{}, nil // nothing to write, nothing to intercept
+		}
 		if st.s.insert == nil {
 			return st.publishBatch(ctx, o, msgs)
 		}
@@ -194,9 +199,6 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 			hs[i] = h
 		}
 	}
-	if len(msgs) == 0 {
-		return []int64{}, nil
-	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
 		o.afterCommit(st.s.wake(streamTopic(st.name)))
@@ -228,6 +230,8 @@ func (st *Stream) readSince(ctx context.Context, v via, after int64, limit int) 
 }
 
 // ReadFromConsumer reads like ReadSince from consumer's stored offset.
+// limit <= 0 returns no events and does no I/O (the consumer's name is
+// still checked).
 func (st *Stream) ReadFromConsumer(ctx context.Context, consumer string, limit int) ([]Event, error) {
 	return st.readFromConsumer(ctx, autoRead, consumer, limit)
 }
@@ -342,6 +346,9 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return nil, err
 		}
+		if err := opts.check(); err != nil {
+			return nil, err
+		}
 		key := new(int)
 		opts.Logger = cmp.Or(opts.Logger, st.s.log)
 		r, err := newEventReceiver(ctx, streamSource{st: st, consumer: consumer}, st.s.subscribe(streamTopic(st.name)), opts,
@@ -371,6 +378,9 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 		case opts.AutoSaveEvery != 0 || opts.AutoSaveInterval != 0:
 			return nil, fmt.Errorf("%w: a followed stream has no consumer to save offsets for", ErrInvalidArgument)
 		}
+		if err := opts.check(); err != nil {
+			return nil, err
+		}
 		key := new(int)
 		opts.Logger = cmp.Or(opts.Logger, st.s.log)
 		r, err := newEventReceiver(ctx, streamSource{st: st, from: &after}, st.s.subscribe(streamTopic(st.name)), opts,
@@ -388,7 +398,8 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 
 // Heads lists the stream's current compaction heads in key order after
 // key after ("" for the first), up to limit, payloads raw (Topic.Heads
-// decodes them); headless keys are left out. limit <= 0 returns none.
+// decodes them); headless keys are left out. limit <= 0 returns none and
+// does no I/O (a non-empty after is still checked).
 func (st *Stream) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
 	return run(st.handle, "heads", autoRead, func(o target) ([]Head, error) {
 		if after != "" {
@@ -397,7 +408,7 @@ func (st *Stream) Heads(ctx context.Context, after string, limit int) ([]Head, e
 			}
 		}
 		if limit <= 0 {
-			return nil, nil
+			return []Head{}, nil
 		}
 		return o.listHeads(ctx, st.name, after, limit)
 	})

@@ -114,7 +114,8 @@ type KeyValue[M any] struct {
 
 // Heads lists current values in key order, starting after the key after
 // (empty: from the first), at most limit of them; deleted keys are left out.
-// A non-empty after must be a valid key (ErrInvalidName otherwise).
+// A non-empty after must be a valid key (ErrInvalidName otherwise). limit
+// <= 0 returns none and does no I/O.
 func (t *Topic[M]) Heads(ctx context.Context, after string, limit int) ([]KeyValue[M], error) {
 	heads, err := run(t.st.handle, "heads", autoRead, func(o target) ([]Head, error) {
 		if after != "" {

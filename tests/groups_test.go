@@ -478,30 +478,46 @@ func TestClientHandlesGroups(t *testing.T) {
 // (it never waits for events) gives a member that joins meanwhile its share
 // at once, not at its next heartbeat period (an hour's lease: twenty
 // minutes). Before, a busy member looked for its group's wakes only when
-// idle, and kept every partition until then.
+// idle, and kept every partition until then. The first member's first
+// handler waits until the newcomer's row is in the group, so the newcomer
+// joins while the backlog is all but whole however late its goroutine
+// runs (before, a test goroutine that ran a few seconds late joined after
+// the backlog was drained, and the newcomer rightly got nothing).
 func TestGroupBusyMemberSharesWithANewcomer(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
 		s := e.open(t)
 		published := publishKeyed(t, s.Stream("orders"), 10000, 100)
 		opts := store.GroupOpts{Partitions: 8, LeaseTTL: time.Hour}
+		g := s.Stream("orders").Group("g")
 		var a, b atomic.Int64
+		busy, joined := make(chan struct{}), make(chan struct{})
 		cc, cancel := context.WithCancel(c)
 		defer cancel()
 		var wg sync.WaitGroup
 		consume := func(st *store.Store, n *atomic.Int64) {
 			wg.Go(func() {
-				assert.NoError(t, st.Stream("orders").Group("g").Consume(cc, opts, func(context.Context, store.Event) error {
-					n.Add(1)
+				assert.NoError(t, st.Stream("orders").Group("g").Consume(cc, opts, func(ctx context.Context, _ store.Event) error {
+					if n.Add(1) == 1 && n == &a { // a is busy: it took every partition
+						close(busy)
+						select {
+						case <-joined:
+						case <-ctx.Done():
+						}
+					}
 					return nil
 				}))
 			})
 		}
 		consume(e.open(t), &a)
-		for a.Load() == 0 && c.Err() == nil { // a is busy: it took every partition
-			time.Sleep(time.Millisecond)
-		}
+		<-busy
 		consume(e.open(t), &b)
+		require.Eventually(t, func() bool {
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			return len(gs.Members) == 2
+		}, 30*time.Second, time.Millisecond, "the newcomer joined")
+		close(joined)
 		for c.Err() == nil && a.Load()+b.Load() < int64(len(published)) {
 			time.Sleep(5 * time.Millisecond)
 		}

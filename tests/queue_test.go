@@ -110,9 +110,8 @@ func TestClaimOrderAndDelays(t *testing.T) {
 		require.Len(t, jobs, 1)
 		assert.Equal(t, later, jobs[0].ID, "n caps the claim; highest priority first")
 
-		none, err := q.Claim(c, "w3", 0, time.Minute)
-		require.NoError(t, err)
-		assert.Empty(t, none)
+		_, err = q.Claim(c, "w3", 0, time.Minute)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "a claim of nothing is refused (TestClaimRefusesACountBelowOne)")
 		_ = at
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,14 +174,34 @@ func TestReceiverAndReadSinceNeverSkipBesideRollbacks(t *testing.T) {
 				}
 			}()
 		}
+		// Once every publisher is done, both readers know what they must
+		// get: want events, the last of them at offset last. Each stops
+		// as soon as it has read past last, so one that skipped an event
+		// fails at once with what it read, and one that stalls fails
+		// within 30 s (before: the ReadSince loop went on to the test's
+		// 2-minute deadline).
 		var polled []int64
-		var pollWant atomic.Int64 // set once every publisher is done
+		var pollWant, pollLast atomic.Int64 // set once every publisher is done
 		pollDone := make(chan struct{})
+		c := ctx(t)
 		go func() {
 			defer close(pollDone)
 			var after int64
-			for n := pollWant.Load(); n == 0 || int64(len(polled)) < n; n = pollWant.Load() {
-				evs, err := st.ReadSince(ctx(t), after, 5)
+			var stalled time.Time // when the last one came, once the publishers are done
+			for {
+				if n := pollWant.Load(); n > 0 {
+					if int64(len(polled)) >= n || after >= pollLast.Load() {
+						return
+					}
+					if stalled.IsZero() {
+						stalled = time.Now()
+					} else if time.Since(stalled) > 30*time.Second {
+						t.Errorf("ReadSince loop stalled at %d of %d events, after offset %d (the last committed is %d)",
+							len(polled), n, after, pollLast.Load())
+						return
+					}
+				}
+				evs, err := st.ReadSince(c, after, 5)
 				if err != nil {
 					t.Error(err)
 					return
@@ -189,23 +210,44 @@ func TestReceiverAndReadSinceNeverSkipBesideRollbacks(t *testing.T) {
 					polled = append(polled, ev.Offset)
 					after = ev.Offset
 				}
+				if len(evs) > 0 {
+					stalled = time.Time{}
+				}
 			}
 		}()
 		wg.Wait()
 		mu.Lock()
 		want := len(committed)
+		var last int64
+		for o := range committed {
+			last = max(last, o)
+		}
 		mu.Unlock()
+		require.NotZero(t, want, "nothing committed")
+		pollLast.Store(last)
 		pollWant.Store(int64(want))
 		var got []int64
-		for len(got) < want {
-			c, cancel := context.WithTimeout(ctx(t), 30*time.Second)
-			ev, err := r.Recv(c)
+		for len(got) < want && (len(got) == 0 || got[len(got)-1] < last) {
+			rc, cancel := context.WithTimeout(c, 30*time.Second)
+			ev, err := r.Recv(rc)
 			cancel()
-			require.NoError(t, err, "receiver stalled at %d of %d", len(got), want)
+			if err != nil {
+				<-pollDone
+				require.NoError(t, err, "receiver stalled at %d of %d events, after offsets %v (the last committed is %d)",
+					len(got), want, got[max(0, len(got)-3):], last)
+			}
 			got = append(got, ev.Offset)
 		}
-		<-pollDone // a loop that skipped an event ends at its context's deadline
+		<-pollDone
 		for name, seq := range map[string][]int64{"receiver": got, "ReadSince loop": polled} {
+			var skipped []int64
+			for o := range committed {
+				if !slices.Contains(seq, o) {
+					skipped = append(skipped, o)
+				}
+			}
+			slices.Sort(skipped)
+			require.Empty(t, skipped, "%s skipped committed events", name)
 			require.Len(t, seq, want, name)
 			for i, o := range seq {
 				require.True(t, committed[o], "%s: %d not committed", name, o)

@@ -668,3 +668,99 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 		assert.Zero(t, st.Ready, "nothing of the transaction is stored")
 	})
 }
+
+// TestGracefulShutdownLetsARunningWriteFinish: an auto-commit EnqueueMany
+// that began before a graceful Shutdown (held in insert middleware) is
+// still running when the store drains and new operations fail with
+// ErrClosed. Shutdown waits for it (the test releases it only once
+// Shutdown waits for running operations, read from the goroutines' stacks,
+// and fails if Shutdown returns first); it stores its batch and returns
+// its ids. In a Tx, the same batch finishes and commits. A hard Shutdown
+// waits for neither: the running write fails with ErrClosed and stores
+// nothing. (Before: the graceful Shutdown closed the connections under the
+// write, which failed with ErrClosed.)
+func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
+	for _, form := range []string{"graceful", "graceful in a Tx", "hard"} {
+		t.Run(form, func(t *testing.T) {
+			eachEngine(t, func(t *testing.T, e *engineEnv) {
+				c := ctx(t)
+				entered, release := make(chan struct{}), make(chan struct{})
+				s, err := store.Open(c, e.dsn, store.WithInsertMiddleware(func(next store.InsertFunc) store.InsertFunc {
+					return func(ctx context.Context, in *store.Insert) error {
+						if in.Batch {
+							close(entered)
+							<-release
+						}
+						return next(ctx, in)
+					}
+				}))
+				require.NoError(t, err)
+				q := s.Queue("running")
+				jobs := make([]store.NewJob, 500)
+				type result struct {
+					ids []int64
+					err error
+				}
+				done := make(chan result, 1)
+				go func() {
+					var r result
+					if form == "graceful in a Tx" {
+						r.err = s.InTx(c, func(c context.Context, tx store.Tx) error {
+							var err error
+							r.ids, err = q.EnqueueManyTx(c, tx, jobs)
+							return err
+						})
+					} else {
+						r.ids, r.err = q.EnqueueMany(c, jobs)
+					}
+					done <- r
+				}()
+				<-entered
+
+				sctx, cancel := context.WithCancel(c)
+				defer cancel()
+				if form == "hard" {
+					cancel()
+				}
+				shut := make(chan error, 1)
+				go func() { shut <- s.Shutdown(sctx) }()
+				if form == "hard" {
+					require.ErrorIs(t, <-shut, context.Canceled)
+					close(release)
+					r := <-done
+					require.ErrorIs(t, r.err, store.ErrClosed)
+					assert.Nil(t, r.ids)
+				} else {
+					// The store drains: new operations are refused.
+					require.Eventually(t, func() bool {
+						_, err := s.Stream("probe").ReadSince(c, 0, 1)
+						return errors.Is(err, store.ErrClosed)
+					}, 30*time.Second, time.Millisecond)
+					waitFor(t, "Shutdown waits for the running write", func() bool {
+						select {
+						case err := <-shut:
+							t.Fatalf("Shutdown returned (%v) while a write was running", err)
+						default:
+						}
+						if form == "graceful in a Tx" {
+							return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitTxs")
+						}
+						return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitOps")
+					})
+					close(release)
+					r := <-done
+					require.NoError(t, r.err)
+					require.Len(t, r.ids, len(jobs))
+					require.NoError(t, <-shut)
+				}
+				st, err := e.open(t).Queue("running").Stats(c)
+				require.NoError(t, err)
+				if form == "hard" {
+					assert.Zero(t, st.Ready, "the failed write stored nothing")
+				} else {
+					assert.EqualValues(t, len(jobs), st.Ready, "the write Shutdown waited for stored its batch")
+				}
+			})
+		})
+	}
+}

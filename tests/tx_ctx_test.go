@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,7 +144,7 @@ func TestStatementCutShortByItsContextMatchesItsError(t *testing.T) {
 				assert.Contains(t, err.Error(), `alkstore: enqueue "slow": `)
 
 				for _, adopted := range []bool{false, true} {
-					for _, form := range []string{"exec", "enqueue tx"} {
+					for _, form := range []string{"exec", "enqueue tx", "enqueue many tx"} {
 						t.Run(fmt.Sprintf("adopted=%v/%s", adopted, form), func(t *testing.T) {
 							var tx store.Tx
 							var end func()
@@ -168,20 +169,33 @@ func TestStatementCutShortByItsContextMatchesItsError(t *testing.T) {
 							defer end()
 							_, err = tx.Exec(c, "INSERT INTO notes (tag) VALUES ('before')")
 							require.NoError(t, err)
-							if form == "exec" {
+							switch form {
+							case "exec":
 								_, err = tx.Exec(cut(why), slow)
-							} else {
+							case "enqueue tx":
 								_, err = s.Queue("slow").EnqueueTx(cut(why), tx, nil, store.EnqueueOpts{})
+							default: // a batch: on SQLite after a savepoint, which went with the transaction
+								_, err = s.Queue("slow").EnqueueManyTx(cut(why), tx, make([]store.NewJob, 3))
 							}
 							require.Error(t, err)
 							require.ErrorIs(t, err, why, "the context's error")
 							interrupted(t, err)
 							require.ErrorIs(t, err, store.ErrTxDone, "the interruption ended the transaction")
-							if form == "exec" {
+							switch form {
+							case "exec":
 								assert.Contains(t, err.Error(), "alkstore: exec: ")
-							} else {
+							case "enqueue tx":
 								assert.Contains(t, err.Error(), `alkstore: enqueue "slow": `)
+							default:
+								assert.Contains(t, err.Error(), `alkstore: enqueue many "slow": `)
 							}
+							// It says once that the transaction is gone, and
+							// nothing else (before: a cut SQLite batch said it
+							// three times, once with "no such savepoint").
+							msg := err.Error()
+							assert.Equal(t, 1, strings.Count(msg, "rolled"), "said once: %s", msg)
+							assert.Equal(t, 1, strings.Count(msg, why.Error()), "the cause, once: %s", msg)
+							assert.NotContains(t, msg, "savepoint")
 
 							// Every later use is refused, and nothing of the
 							// transaction is stored.

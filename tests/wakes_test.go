@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -381,8 +384,12 @@ func TestAdoptedWritesWakeAtOnce(t *testing.T) {
 // terminated and no new connection can be made for 2.6 s (long enough for
 // an uncapped reconnect backoff to reach seconds). A publish and an enqueue
 // from another store during the outage reach this store's receiver and
-// worker within the documented bound after the database comes back (outage
-// + at most 1 s), far before their safety poll.
+// worker through the reconnect's wake (their safety poll is an hour, so a
+// missing wake hangs the test), and no reconnect backoff the forwarder
+// logs exceeds its cap (500 ms): what bounds the recovery to the outage
+// plus about a second. The recovery's time is logged, not asserted: it
+// depends on the machine (a connect that took a second after the outage,
+// as on a loaded machine, failed the old "under a second" bound).
 //
 // Postgres only: SQLite has no connection to lose; its watcher polls the
 // file.
@@ -402,16 +409,17 @@ func TestRecoveryAfterAnOutageIsPrompt(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(c, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	s, err := store.OpenPool(c, pool)
+	logs := newWarnings()
+	s, err := store.OpenPool(c, pool, store.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	defer s.Close()
 	other := e.open(t)
 
-	r, err := s.Stream("o").Subscribe(c, "c", store.SubscribeOpts{SafetyPoll: longPoll})
+	r, err := s.Stream("o").Subscribe(c, "c", store.SubscribeOpts{SafetyPoll: time.Hour})
 	require.NoError(t, err)
 	defer r.Close()
 	handled := make(chan int64, 4)
-	runWork(t, s.Queue("o"), store.WorkOpts{PollInterval: longPoll}, func(_ context.Context, j *store.Job) error {
+	runWork(t, s.Queue("o"), store.WorkOpts{PollInterval: time.Hour}, func(_ context.Context, j *store.Job) error {
 		handled <- j.ID
 		return nil
 	})
@@ -421,6 +429,17 @@ func TestRecoveryAfterAnOutageIsPrompt(t *testing.T) {
 	admin, err := pgx.Connect(c, e.dsn)
 	require.NoError(t, err)
 	defer admin.Close(c)
+	// The outage must cut the forwarder's LISTEN connection, so it must be
+	// in place first: the live event may have come by the receiver's first
+	// read, before the feed connected (and a forwarder that connected only
+	// after the outage began lost nothing and logged nothing: 1 run in 20
+	// under load).
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, admin.QueryRow(c, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'outage-test' AND query LIKE '%LISTEN alkstore%'`).Scan(&n))
+		return n > 0
+	}, 30*time.Second, time.Millisecond, "the forwarder's LISTEN connection")
 
 	// The outage: every connection of this store's pool dies (the LISTEN one
 	// among them), and new ones fail until it ends.
@@ -448,12 +467,23 @@ func TestRecoveryAfterAnOutageIsPrompt(t *testing.T) {
 	select {
 	case id := <-handled:
 		assert.Equal(t, job, id)
-	case <-time.After(10 * time.Second):
+	case <-c.Done():
 		t.Fatal("the worker did not wake after the outage")
 	}
-	took := time.Since(back)
-	t.Logf("delivered %v after the database came back", took)
-	assert.Less(t, took, time.Second, "recovery takes the outage plus at most a second")
+	t.Logf("delivered %v after the database came back", time.Since(back))
+	var backoffs []time.Duration
+	for _, m := range logs.all() {
+		if !strings.Contains(m, "listen connection lost") {
+			continue
+		}
+		_, v, ok := strings.Cut(m, " backoff=")
+		require.True(t, ok, m)
+		d, err := time.ParseDuration(strings.Fields(v)[0])
+		require.NoError(t, err, m)
+		backoffs = append(backoffs, d)
+	}
+	require.NotEmpty(t, backoffs, "the forwarder logged no reconnect")
+	assert.LessOrEqual(t, slices.Max(backoffs), 500*time.Millisecond, "a reconnect backoff past its cap: %v", backoffs)
 }
 
 // Job.WakeLatency is set for a job enqueued runnable while the worker had

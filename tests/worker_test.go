@@ -245,29 +245,69 @@ func TestCancelReachesHandler(t *testing.T) {
 // TestHeartbeatKeepsLongHandler: a handler that runs three times its
 // visibility (ignoring its context) runs once, although a second worker
 // in another store polls the queue all along: the worker's heartbeats keep
-// the claim.
+// the claim. The stores' clock moves the three visibilities half a
+// visibility at a time, each step only once a heartbeat renewed the claim
+// after the last, so however late a heartbeat runs (a loaded machine) the
+// claim keeps half its lease; a worker without heartbeats fails the wait
+// for the first renewal. (Before, the handler slept three real
+// visibilities, and a heartbeat held up for a second let the other worker
+// run the job again: forced by holding the first HeartbeatJob statement
+// 2 s, SQLite's half ran it twice.)
 func TestHeartbeatKeepsLongHandler(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		a, b := e.open(t), e.open(t)
+		clk := newFakeClock()
+		a, b := e.open(t, store.WithClock(clk.Now)), e.open(t, store.WithClock(clk.Now))
 		c := ctx(t)
 		const visibility = time.Second
 		var runs atomic.Int32
+		started, release := make(chan struct{}, 2), make(chan struct{})
 		h := func(context.Context, *store.Job) error {
 			runs.Add(1)
-			time.Sleep(3 * visibility)
+			started <- struct{}{}
+			<-release
 			return nil
 		}
-		opts := store.WorkOpts{Visibility: visibility, Timeout: 10 * visibility, PollInterval: 50 * time.Millisecond}
+		// Timeout an hour: a handler past its Timeout keeps no claim, and
+		// the real time the steps take depends on the machine.
+		opts := store.WorkOpts{Visibility: visibility, Timeout: time.Hour, PollInterval: 50 * time.Millisecond}
 		runWork(t, a.Queue("long"), opts, h)
 		runWork(t, b.Queue("long"), opts, h)
-		id, err := a.Queue("long").Enqueue(c, nil, store.EnqueueOpts{})
+		q := a.Queue("long")
+		id, err := q.Enqueue(c, nil, store.EnqueueOpts{})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			_, err := a.Queue("long").Job(c, id)
-			return errors.Is(err, store.ErrNotFound)
-		}, 30*time.Second, 20*time.Millisecond, "acked")
+		<-started
+		heartbeatThrough(t, clk, q, id, visibility)
+		close(release)
+		require.Eventually(t, jobGone(t, q, id), 30*time.Second, 5*time.Millisecond, "acked")
 		assert.Equal(t, int32(1), runs.Load(), "ran once, not once per visibility")
 	})
+}
+
+// heartbeatThrough moves clk three visibilities on while job id's handler
+// runs, half a visibility at a time, each step only once a heartbeat
+// renewed the job's claim after the last: the claim always keeps half its
+// lease, however late the heartbeats run. It fails when no heartbeat
+// renews the claim, or when the job was claimed again.
+func heartbeatThrough(t *testing.T, clk *fakeClock, q *store.Queue, id int64, visibility time.Duration) {
+	t.Helper()
+	expiry := func() time.Time {
+		j, err := q.Job(ctx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, store.JobRunning, j.State)
+		require.Equal(t, 1, j.Attempts, "the claim lapsed and the job was claimed again")
+		require.NotNil(t, j.ClaimExpiresAt)
+		return *j.ClaimExpiresAt
+	}
+	last := expiry()
+	for step := range 6 {
+		clk.Advance(visibility / 2) // half the claim's lease is left
+		require.Eventually(t, func() bool {
+			next := expiry()
+			renewed := next.After(last)
+			last = next
+			return renewed
+		}, 30*time.Second, time.Millisecond, "step %d: no heartbeat renewed the claim", step)
+	}
 }
 
 // TestHeartbeatCancelsHandlerOnLostClaim: when a heartbeat finds the claim

@@ -229,22 +229,53 @@ func TestWorkTxKeepsHeartbeatsTimeoutsAndStops(t *testing.T) {
 		c := ctx(t)
 		createEffects(t, s)
 
-		long := s.Queue("worktx-long")
+		// The handler outlives its Visibility three times: the store's
+		// clock moves on while it waits for its release. On PostgreSQL
+		// heartbeats renew the claim (heartbeatThrough: each half
+		// visibility once a heartbeat renewed it, so however late they run
+		// the claim never lapses); on SQLite the handler's transaction
+		// holds the writer, so neither a heartbeat nor another claim can
+		// run, the clock jumps three visibilities at once, and the commit
+		// is fenced by the claim's token. (Before, the handler waited
+		// 1.8 s of real time: a PostgreSQL heartbeat held up a second let
+		// the claim lapse, and the job never completed.)
+		const visibility = 600 * time.Millisecond
+		clk := newFakeClock()
+		long := e.open(t, store.WithClock(clk.Now)).Queue("worktx-long")
 		id, err := long.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 1})
 		require.NoError(t, err)
-		workTxUntil(t, long, store.WorkOpts{Visibility: 600 * time.Millisecond, Timeout: 10 * time.Second},
-			func(ctx context.Context, tx store.Tx, j *store.Job) error {
-				if err := writeEffect(ctx, tx, j.ID); err != nil {
-					return err
-				}
-				select { // three leases long
-				case <-time.After(1800 * time.Millisecond):
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}, jobGone(t, long, id))
+		var runs atomic.Int32
+		running, release := make(chan struct{}, 2), make(chan struct{})
+		wc, stopLong := context.WithCancel(c)
+		werr := make(chan error, 1)
+		go func() {
+			werr <- long.WorkTx(wc, store.WorkOpts{Visibility: visibility, Timeout: time.Hour},
+				func(ctx context.Context, tx store.Tx, j *store.Job) error {
+					runs.Add(1)
+					if err := writeEffect(ctx, tx, j.ID); err != nil {
+						return err
+					}
+					running <- struct{}{}
+					select {
+					case <-release:
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+		}()
+		<-running
+		if e.name == "pg" {
+			heartbeatThrough(t, clk, long, id, visibility)
+		} else {
+			clk.Advance(3 * visibility)
+		}
+		close(release)
+		require.Eventually(t, jobGone(t, long, id), time.Minute, 5*time.Millisecond)
+		stopLong()
+		require.NoError(t, <-werr)
 		assert.Equal(t, 1, effects(t, s)[id], "one run, committed, though it outlived its Visibility")
+		assert.Equal(t, int32(1), runs.Load(), "one run")
 
 		slow := s.Queue("worktx-timeout")
 		id, err = slow.Enqueue(c, nil, store.EnqueueOpts{})

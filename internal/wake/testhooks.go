@@ -1,6 +1,7 @@
 package wake
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,9 @@ func (h *topicHooks[V]) install(topic string, v V) (remove func()) {
 var (
 	gateWindows   topicHooks[time.Duration]
 	trailingHooks topicHooks[func()]
+	sendHooks     topicHooks[func()]
 	heldCounters  topicHooks[*HeldCounts]
+	gateCounters  topicHooks[*GateCounts] // by topic prefix
 )
 
 // SetGateWindow makes the Postgres wake gate use window d for topic (a
@@ -117,4 +120,62 @@ func HeldReleased(topic string) {
 	if n, ok := heldCounters.get(topic); ok {
 		n.Releases.Add(1)
 	}
+}
+
+// SetSendHook makes the Postgres wake gate call fn once a trailing wake for
+// topic has been claimed to send, just before its NOTIFY goes out, until the
+// returned func removes it. For tests only: fn may block to hold a send in
+// progress while the test closes the store, which must wait for it (the
+// trailing hook, SetTrailingHook, runs before the claim: a Close then sends
+// the wake itself).
+func SetSendHook(topic string, fn func()) (remove func()) {
+	return sendHooks.install(topic, fn)
+}
+
+// SendHook is the function a test set for topic's trailing sends, if any.
+func SendHook(topic string) func() {
+	fn, _ := sendHooks.get(topic)
+	return fn
+}
+
+// GateCounts counts what the Postgres wake gates of this process did with
+// the entries of their per-topic tables for topics with one prefix.
+type GateCounts struct {
+	Added  atomic.Int64 // entries added (a write to a topic with none)
+	Kept   atomic.Int64 // entries a sweep looked at and kept (window open or trailing wake owed)
+	Pruned atomic.Int64 // entries a sweep removed
+}
+
+// CountGateTopics counts, until stop, what the wake gates do with the
+// entries of topics that begin with prefix (e.g. "q:prune-"). For tests
+// only: it shows the table shrinks back, by count, not by time.
+func CountGateTopics(prefix string) (counts *GateCounts, stop func()) {
+	n := &GateCounts{}
+	return n, gateCounters.install(prefix, n)
+}
+
+// gateCounts calls fn with the counters whose prefix topic has.
+func gateCounts(topic string, fn func(*GateCounts)) {
+	if m := gateCounters.m.Load(); m != nil {
+		for prefix, n := range *m {
+			if strings.HasPrefix(topic, prefix) {
+				fn(n)
+			}
+		}
+	}
+}
+
+// GateAdded records that a gate added an entry for topic.
+func GateAdded(topic string) { gateCounts(topic, func(n *GateCounts) { n.Added.Add(1) }) }
+
+// GateSwept records that a gate's sweep looked at topic's entry and pruned
+// it or kept it.
+func GateSwept(topic string, pruned bool) {
+	gateCounts(topic, func(n *GateCounts) {
+		if pruned {
+			n.Pruned.Add(1)
+		} else {
+			n.Kept.Add(1)
+		}
+	})
 }
