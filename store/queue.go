@@ -436,11 +436,13 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 	resolved := make([]newJob, len(jobs))
 	unique := false
 	for i, nj := range jobs {
-		what := "payload"
+		var err error
 		if batch {
-			what = fmt.Sprintf("job %d's payload", i)
+			err = q.s.checkPayloadAt("job", i, nj.Payload)
+		} else {
+			err = q.s.checkPayload("payload", nj.Payload)
 		}
-		if err := q.s.checkPayload(what, nj.Payload); err != nil {
+		if err != nil {
 			return enqueued{}, err
 		}
 		j, err := resolveJob(q.name, now, nj.Payload, nj.Opts)

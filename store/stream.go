@@ -185,7 +185,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 		if err := validateKey(msgs[i].Key); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		if err := st.s.checkPayload(fmt.Sprintf("message %d's payload", i), msgs[i].Payload); err != nil {
+		if err := st.s.checkPayloadAt("message", i, msgs[i].Payload); err != nil {
 			return nil, err
 		}
 		if len(msgs[i].Headers) > 0 {
