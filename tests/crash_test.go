@@ -149,6 +149,14 @@ func publishChild(ctx context.Context, s *store.Store, stream string, n int) int
 // leads and is killed with SIGKILL, so it never gives its lease up. The
 // standby takes over once the lease expires, and the boundaries missed
 // meanwhile collapse into one fire: no boundary fires twice.
+//
+// No wall-clock bound: the child's lease lasts an hour, and the standby
+// (whose own TTL is an hour too, so that only the lease's expiry can end
+// its sleep) runs on a store whose clock the test sets to shortly before
+// that expiry once the child is dead. It must take the lease at its
+// expiry and not before (its renewal time, stored by the database, is not
+// before the dead lease's expiry): a standby that slept a TTL would wait
+// an hour, far past the test's minute, however loaded the machine.
 func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -157,7 +165,7 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 		require.NoError(t, s.Schedule("tick").Set(c, store.ScheduleSpec{Spec: "@every 1s", Queue: q.Name()}))
 		queued := func() int64 { return queuedJobs(t, c, q) }
 
-		const ttl = 1500 * time.Millisecond
+		const ttl = time.Hour
 		cmd := startChild(c, "lead", e.dsn, "doomed", int(ttl.Milliseconds()))
 		require.NoError(t, cmd.Start())
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
@@ -166,29 +174,40 @@ func TestKilledLeaderIsReplacedWithinItsTTL(t *testing.T) {
 			require.NoError(t, err)
 			return lease.Owner == "doomed"
 		}, 30*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return queued() >= 2 }, 10*time.Second, time.Millisecond)
 
-		standby := s.Scheduler("standby", store.SchedulerOpts{})
+		require.NoError(t, cmd.Process.Kill()) // SIGKILL: the lease is left to expire
+		_ = cmd.Wait()
+		dead, err := s.SchedulerLeader(c)
+		require.NoError(t, err)
+		require.Equal(t, "doomed", dead.Owner, "the dead leader's lease is still live")
+
+		// The standby's clock reads 300 ms before the dead lease expires.
+		clk := &offsetClock{}
+		clk.Advance(time.Until(dead.ExpiresAt) - 300*time.Millisecond)
+		sb := e.open(t, store.WithClock(clk.Now))
+		standby := sb.Scheduler("standby", store.SchedulerOpts{LeaseTTL: ttl})
 		rc, stop := context.WithCancel(c)
 		done := make(chan struct{})
 		go func() { assert.NoError(t, standby.Run(rc)); close(done) }()
 		defer func() { stop(); <-done }()
-		require.Eventually(t, func() bool { return queued() >= 2 }, 10*time.Second, time.Millisecond)
-		assert.False(t, standby.Leading(), "the child leads")
-
-		require.NoError(t, cmd.Process.Kill()) // SIGKILL: the lease is left to expire
-		_ = cmd.Wait()
-		killed := time.Now()
-		require.Eventually(t, standby.Leading, 10*time.Second, time.Millisecond)
-		took := time.Since(killed)
-		// Loose on purpose: the bound is the TTL; the margin absorbs a slow machine.
-		assert.Less(t, took, ttl+time.Second, "took over %s after the kill", took)
-		before := queued()
-		require.Eventually(t, func() bool { return queued() >= before+2 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, standby.Leading, time.Minute, time.Millisecond,
+			"the standby sleeps until the dead lease expires, not its TTL (an hour)")
+		took, err := sb.SchedulerLeader(c)
+		require.NoError(t, err)
+		assert.Equal(t, "standby", took.Owner)
+		assert.False(t, took.RenewedAt.Before(dead.ExpiresAt),
+			"took the lease at %s, before the dead leader's expired at %s", took.RenewedAt, dead.ExpiresAt)
+		sq := sb.Queue("ticks")
+		before := queuedJobs(t, c, sq)
+		require.Eventually(t, func() bool { return queuedJobs(t, c, sq) >= before+2 }, 10*time.Second, time.Millisecond)
 		stop()
 		<-done
 
-		jobs, err := q.Claim(c, "check", 1000, time.Minute)
+		// The standby's clock sees every job due (it runs an hour ahead).
+		jobs, err := sq.Claim(c, "check", 1000, time.Minute)
 		require.NoError(t, err)
+		assert.Less(t, len(jobs), 20, "the hour of boundaries missed while the lease was dead collapsed into one fire")
 		runAts := make([]time.Time, len(jobs))
 		for i, j := range jobs {
 			runAts[i] = j.RunAt

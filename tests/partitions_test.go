@@ -212,15 +212,42 @@ func TestJanitorCreatesPartitionsAhead(t *testing.T) {
 	require.NoError(t, err)
 
 	// Another janitor holds the partition lock: this one skips at once.
+	// The holder keeps it until the call returned, so a call that waited
+	// for it would wait for good: no backend may be seen waiting for an
+	// advisory lock while the call runs (instead of a wall-clock bound,
+	// which a loaded machine can exceed while skipping).
 	tx, err := pool.Begin(c)
 	require.NoError(t, err)
 	_, err = tx.Exec(c, `SELECT pg_advisory_xact_lock(x'616c6b7370617274'::bigint)`)
 	require.NoError(t, err)
-	start := time.Now()
-	n, err := s.Maintenance().CreatePartitions(c, opts)
-	require.NoError(t, err)
-	assert.Zero(t, n)
-	assert.Less(t, time.Since(start), time.Second)
+	type created struct {
+		n   int64
+		err error
+	}
+	skipped := make(chan created, 1)
+	go func() {
+		n, err := s.Maintenance().CreatePartitions(c, opts)
+		skipped <- created{n, err}
+	}()
+	var got created
+wait:
+	for {
+		select {
+		case got = <-skipped:
+			break wait
+		default:
+		}
+		var waiting bool
+		require.NoError(t, pool.QueryRow(c, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+		if waiting {
+			require.NoError(t, tx.Rollback(c)) // let the waiting call finish
+			<-skipped
+			require.FailNow(t, "CreatePartitions waited for the partition lock another janitor holds instead of skipping")
+		}
+	}
+	require.NoError(t, got.err)
+	assert.Zero(t, got.n)
 	require.NoError(t, tx.Rollback(c))
 
 	// Two at once: together they create exactly the missing ones.
@@ -392,7 +419,12 @@ func TestTrimToDropsWholePartitions(t *testing.T) {
 func TestPartitionDropWaitsBriefly(t *testing.T) {
 	e := newEnv(t, "pg")
 	c := ctx(t)
-	s, clk := partitionedStore(t, e, 10)
+	// The store's statements are logged with their SQLSTATE: what ends the
+	// drop's wait is checked, not how long it took.
+	clk := &offsetClock{}
+	s, stmts := openLogged(t, e, store.WithClock(clk.Now))
+	_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{Size: 10, Ahead: 8})
+	require.NoError(t, err)
 	pool := e.pool(t)
 	old, live := s.Stream("old"), s.Stream("live")
 	require.NoError(t, old.Configure(c, store.StreamConfig{Retention: time.Hour}))
@@ -408,7 +440,7 @@ func TestPartitionDropWaitsBriefly(t *testing.T) {
 	require.NoError(t, err)
 
 	dropped := make(chan int64, 1)
-	start := time.Now()
+	stmts.reset()
 	go func() {
 		n, err := s.Maintenance().DropExpiredPartitions(c)
 		assert.NoError(t, err)
@@ -422,14 +454,28 @@ func TestPartitionDropWaitsBriefly(t *testing.T) {
 			WHERE wait_event_type = 'Lock' AND query LIKE '%drop_event_partition%')`).Scan(&waiting))
 		return waiting
 	}, 10*time.Second, time.Millisecond)
+	// It waits under a short lock timeout, set before the DROP: without
+	// one it would wait for the held transaction for good.
+	timeout, ok := stmts.arg("SetLockTimeout")
+	if !ok {
+		require.NoError(t, tx.Rollback(c)) // let the waiting drop finish
+		<-dropped
+		require.FailNow(t, "the drop waits for the table without a lock timeout")
+	}
+	d, err := time.ParseDuration(fmt.Sprint(timeout))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, d, time.Second, "the drop's lock timeout is brief")
 	queued := make(chan error, 1)
 	go func() {
 		_, err := live.Publish(c, []byte("queued"))
 		queued <- err
 	}()
+	// The publisher's transaction is still open, so the drop ended by
+	// giving up (its lock timeout, SQLSTATE 55P03), and the publish queued
+	// behind it went through without waiting for the holder.
 	assert.EqualValues(t, 0, <-dropped, "gave up: the partition stays")
 	require.NoError(t, <-queued, "the publish queued behind the drop went through")
-	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, "55P03", stmts.code("DropEventPartition"), "the drop ended at its lock timeout")
 	assert.Contains(t, partitionNames(t, e), "events_p1")
 	require.NoError(t, tx.Commit(c))
 

@@ -2,11 +2,13 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
@@ -111,4 +113,102 @@ func (l *liteHookSet) install(c *sqlite3.Conn) error {
 		}
 		return nil
 	})
+}
+
+// openLogged opens a PostgreSQL store on e whose generated statements are
+// logged as they end, with their SQLSTATE.
+func openLogged(t *testing.T, e *engineEnv, opts ...store.Option) (*store.Store, *stmtLog) {
+	t.Helper()
+	require.Equal(t, "pg", e.name, "openLogged traces a pgx pool")
+	l := &stmtLog{}
+	cfg, err := pgxpool.ParseConfig(e.dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = l
+	pool, err := pgxpool.NewWithConfig(ctx(t), cfg)
+	require.NoError(t, err)
+	s, err := store.OpenPool(ctx(t), pool, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close(); pool.Close() })
+	return s, l
+}
+
+// stmtLog records, for each of the store's generated statements that ended,
+// its first argument and its SQLSTATE ("" when it succeeded).
+type stmtLog struct {
+	mu   sync.Mutex
+	ends []stmtEnd
+}
+
+type stmtEnd struct {
+	name, code string
+	arg        any
+}
+
+type stmtLogStart struct{}
+
+func (l *stmtLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	var arg any
+	if len(d.Args) > 0 {
+		arg = d.Args[0]
+	}
+	return context.WithValue(ctx, stmtLogStart{}, stmtEnd{name: stmtName(d.SQL), arg: arg})
+}
+
+func (l *stmtLog) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	end, _ := ctx.Value(stmtLogStart{}).(stmtEnd)
+	if end.name == "" {
+		return
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(d.Err, &pgErr) {
+		end.code = pgErr.Code
+	} else if d.Err != nil {
+		end.code = d.Err.Error()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ends = append(l.ends, end)
+}
+
+func (l *stmtLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ends = nil
+}
+
+// arg is the first argument of the last statement name that ended.
+func (l *stmtLog) arg(name string) (any, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.ends) - 1; i >= 0; i-- {
+		if l.ends[i].name == name {
+			return l.ends[i].arg, true
+		}
+	}
+	return nil, false
+}
+
+// code is the SQLSTATE the last statement name that ended failed with.
+func (l *stmtLog) code(name string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.ends) - 1; i >= 0; i-- {
+		if l.ends[i].name == name {
+			return l.ends[i].code
+		}
+	}
+	return "(not run)"
+}
+
+// all is every ended statement name, in the order they ended.
+func (l *stmtLog) all(name string) []stmtEnd {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []stmtEnd
+	for _, e := range l.ends {
+		if e.name == name {
+			out = append(out, e)
+		}
+	}
+	return out
 }
