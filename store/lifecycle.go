@@ -237,9 +237,14 @@ func (l *lifecycle) nudge() {
 // back to its queue without losing an attempt) and get up to 5 seconds to
 // return; transactions still open are rolled back at once (their later
 // operations and Commit fail with ErrClosed), and operations still running
-// outside a transaction are not waited for (they fail with ErrClosed, and
-// one that fails stores nothing of itself). Shutdown then returns an
-// error matching ctx's. A handler that ignores its context is left running
+// outside a transaction are cancelled: on PostgreSQL, with a pool Open
+// made, the server cancels their statements (even one waiting on a lock)
+// and they fail with ErrClosed and store nothing, unless one finished
+// first and keeps its result. They get up to 5 seconds to return. SQLite
+// (and a pool passed to OpenPool) cannot interrupt them yet: one waiting on
+// another process's write lock runs until its busy timeout or its own
+// context ends. Shutdown then returns an error matching ctx's, saying
+// "operations still running" only when some outlived that wait. A handler that ignores its context is left running
 // on a closed store: its job comes back after its visibility. A hard stop
 // right away is Shutdown with a context that is already done.
 //
