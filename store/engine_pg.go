@@ -464,25 +464,18 @@ type scanRow struct {
 func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
 
 // ruleDomains maps a domain whose constraints are a table's rules to the
-// table and to what casts the table's rows to the domain: since schema
-// 00035 the predicate of the index jobs_rules casts each jobs row's rule
-// columns to four domains, one a rule; since 00033 the CHECK
-// compaction_heads_rules_check casts a head row to alkstore.head_nulls.
-var ruleDomains = map[string]struct{ table, caster string }{
-	"job_state":        {"jobs", "the index jobs_rules"},                                       // schema 00035
-	"job_max_attempts": {"jobs", "the index jobs_rules"},                                       // schema 00035
-	"job_claim_rule":   {"jobs", "the index jobs_rules"},                                       // schema 00035
-	"job_unique_rule":  {"jobs", "the index jobs_rules"},                                       // schema 00035
-	"job_rules":        {"jobs", "the table's CHECK jobs_rules_check"},                         // schema 00030, until 00035
-	"head_nulls":       {"compaction_heads", "the table's CHECK compaction_heads_rules_check"}, // schema 00033
+// table and the table's CHECK that casts a row to the domain.
+var ruleDomains = map[string]struct{ table, check string }{
+	"job_rules":  {"jobs", "jobs_rules_check"},                         // schema 00030
+	"head_nulls": {"compaction_heads", "compaction_heads_rules_check"}, // schema 00033
 }
 
-// jobRuleErr names the table of a broken rule on PostgreSQL. The rules of
-// a jobs row are domains' constraints (one domain over the row since
-// schema 00030, one domain a rule, cast to by the predicate of the index
-// jobs_rules, since 00035), and since 00033 the head rule of
-// compaction_heads is the constraint of the domain alkstore.head_nulls, so
-// PostgreSQL reports "value for domain alkstore.<domain> violates check
+// jobRuleErr names the table of a broken rule on PostgreSQL. Since schema
+// 00030 the rules of a jobs row are the constraints of the domain
+// alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
+// row to, and since 00033 the head rule of compaction_heads is the
+// constraint of the domain alkstore.head_nulls (compaction_heads_rules_check),
+// so PostgreSQL reports "value for domain alkstore.<domain> violates check
 // constraint ..." with the rule's old constraint name and SQLSTATE 23514,
 // but no table. The error gains the table in its text and in the
 // *pgconn.PgError's TableName, as a table CHECK reports it.
@@ -496,5 +489,5 @@ func jobRuleErr(err error) error {
 		return err
 	}
 	pe.TableName = d.table
-	return fmt.Errorf("a row of alkstore.%s breaks its rule %s (%s casts the row to the domain alkstore.%s): %w", d.table, pe.ConstraintName, d.caster, pe.DataTypeName, err)
+	return fmt.Errorf("a row of alkstore.%s breaks its rule %s (the table's CHECK %s casts the row to the domain alkstore.%s): %w", d.table, pe.ConstraintName, d.check, pe.DataTypeName, err)
 }

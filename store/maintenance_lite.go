@@ -96,20 +96,8 @@ func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, cut
 	return n, err
 }
 
-// sweepAllExpiredJobs reads a batch of expired jobs of every queue
-// (ExpiredJobIDs), then ends them expired, in one transaction on the
-// writer slot.
 func (o liteOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error) {
-	var n int64
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		ids, err := q.ExpiredJobIDs(ctx, litedb.ExpiredJobIDsParams{Now: now.UnixMicro(), Batch: int64(batch)})
-		if err != nil || ids == "[]" {
-			return err
-		}
-		n, err = q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: now.UnixMicro(), Ids: ids})
-		return err
-	})
-	return n, err
+	return o.q.SweepAllExpiredJobs(ctx, litedb.SweepAllExpiredJobsParams{Now: now.UnixMicro(), Batch: int64(batch)})
 }
 
 func (o liteOps) streamCounts(ctx context.Context, limit int) ([]StreamStats, error) {

@@ -85,6 +85,18 @@ func (g *wakeGate) wake(topic string) string {
 	if g.closed {
 		return wake.EncodeWake(topic)
 	}
+	st := g.entry(topic)
+	now := time.Now()
+	if now.Sub(st.last) >= g.window(topic) {
+		st.last = now
+		return wake.EncodeWake(topic)
+	}
+	return ""
+}
+
+// entry returns topic's entry, adding it (and starting the sweep) if
+// there is none. Called with mu held.
+func (g *wakeGate) entry(topic string) *gateState {
 	if g.topics == nil {
 		g.topics = map[string]*gateState{}
 	}
@@ -103,18 +115,16 @@ func (g *wakeGate) wake(topic string) string {
 		}
 		wake.GateAdded(topic)
 	}
-	now := time.Now()
-	if now.Sub(st.last) >= g.window(topic) {
-		st.last = now
-		return wake.EncodeWake(topic)
-	}
-	return ""
+	return st
 }
 
 // owe runs after a write to topic that carried no wake committed: a
 // trailing wake follows when the window closes, after this moment, so
 // whoever wakes sees the write's rows. One already scheduled (it goes out
-// later still) covers it.
+// later still) covers it. The debt is not in the table while the write is
+// in flight, so a sweep may have pruned the topic meanwhile (a Tx or a
+// lock wait that outlasted the window): the entry comes back with its
+// window over, and the wake goes out at once.
 func (g *wakeGate) owe(topic string) {
 	g.mu.Lock()
 	if g.closed { // flush ran, no timer may outlive it: at once, best effort
@@ -123,8 +133,8 @@ func (g *wakeGate) owe(topic string) {
 		return
 	}
 	defer g.mu.Unlock()
-	st := g.topics[topic]
-	if st == nil || st.trailing {
+	st := g.entry(topic)
+	if st.trailing {
 		return
 	}
 	st.trailing = true

@@ -361,9 +361,13 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error)
 // unique jobs: several statements) it runs after a savepoint and rolls back
 // to it, and tx goes on. PostgreSQL's other batches are one statement, which
 // fails whole and, like any failed statement, aborts tx: only Rollback is
-// left. A batch cut short by ctx ends tx on both engines (SQLite rolls back
-// the whole transaction of an interrupted write; the error says so).
-// Portable code rolls tx back after an error.
+// left. A batch whose ctx ends while one of its statements runs ends tx on
+// both engines (SQLite rolls back the whole transaction of an interrupted
+// write; pgx closes the connection); the error matches ctx's error and
+// ErrTxDone. A ctx that ends before a statement is sent, or between two of
+// a SQLite batch's statements, fails the batch without ending tx: nothing
+// of the batch is in tx, and the error matches ctx's error, not
+// ErrTxDone. Portable code rolls tx back after an error.
 func (q *Queue) EnqueueManyTx(ctx context.Context, tx Tx, jobs []NewJob) ([]int64, error) {
 	return enqueuedIDs(q.enqueueMany(ctx, tx.via(ctx), "enqueue many", true, jobs))
 }

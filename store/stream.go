@@ -143,7 +143,9 @@ func (st *Stream) PublishMany(ctx context.Context, msgs []Message) ([]int64, err
 // its head) runs after a savepoint and rolls back to it, and tx goes on; on
 // PostgreSQL a batch is one statement, which fails whole and, like any
 // failed statement, aborts tx: only Rollback is left. A batch cut short by
-// ctx ends tx on both engines. Portable code rolls tx back after an error.
+// its ctx leaves nothing of it in tx and ends tx when the ctx ended while a
+// statement ran, as EnqueueManyTx says. Portable code rolls tx back after
+// an error.
 func (st *Stream) PublishManyTx(ctx context.Context, tx Tx, msgs []Message) ([]int64, error) {
 	return st.publishMany(ctx, tx.via(ctx), msgs)
 }

@@ -24,8 +24,6 @@ import (
 // without its states (PostgreSQL only). %s is the table, %d a job id.
 var jobRuleBreaks = []struct{ what, sql, constraint string }{
 	{"unknown state on insert", `INSERT INTO %s (queue, state, max_attempts, created_at, run_at) VALUES ('q', 'bogus', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`, "jobs_state_check"},
-	{"unknown state on insert, conflicts ignored", `INSERT INTO %s (queue, state, max_attempts, created_at, run_at) VALUES ('q', 'bogus', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) ON CONFLICT DO NOTHING`, "jobs_state_check"},
-	{"running without a claim on insert", `INSERT INTO %s (queue, state, max_attempts, created_at, run_at) VALUES ('q', 'running', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)`, "jobs_check"},
 	{"unknown state on update", `UPDATE %s SET state = 'Pending' WHERE id = %d`, "jobs_state_check"},
 	{"no attempts allowed", `UPDATE %s SET max_attempts = 0 WHERE id = %d`, "jobs_max_attempts_check"},
 	{"running without a claim", `UPDATE %s SET state = 'running' WHERE id = %d`, "jobs_check"},
@@ -206,15 +204,12 @@ func TestJobStateCheckMigratesBothWays(t *testing.T) {
 // validated with the state domain, the new types are gone and the index is
 // back; each way every rule refuses what it refused, naming its rule.
 // Applying the up migration's first step again after it ran succeeds.
-// PostgreSQL only: SQLite's 00030 is a no-op. It starts from version 34
-// (00035 moved the rules again).
+// PostgreSQL only: SQLite's 00030 is a no-op.
 func TestJobRulesMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)
-	_, err := p.DownTo(c, 34) // 00035 moved the rules again
-	require.NoError(t, err)
 	types := func() (n int) {
 		t.Helper()
 		require.NoError(t, db.QueryRowContext(c, `SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -238,7 +233,7 @@ func TestJobRulesMigrateBothWays(t *testing.T) {
 	}
 	up()
 
-	_, err = p.DownTo(c, 29)
+	_, err := p.DownTo(c, 29)
 	require.NoError(t, err)
 	checks := jobChecks(t, db)
 	assert.Len(t, checks, 4, "%v", checks)
@@ -250,134 +245,12 @@ func TestJobRulesMigrateBothWays(t *testing.T) {
 	assert.Equal(t, 1, byTime(), "down builds jobs_expirable_by_time again")
 	requireJobRulesHold(t, "pg", db, id)
 
-	_, err = p.UpTo(c, 34)
+	_, err = p.Up(c)
 	require.NoError(t, err)
 	up()
 
 	// The up migration's first step, run again, then its VALIDATE.
 	e.execSQL(t, firstStep(t, fsys, "00030_cheaper_job_writes.sql"), `ALTER TABLE alkstore.jobs VALIDATE CONSTRAINT jobs_rules_check`)
-	up()
-
-	s := e.open(t)
-	n, err := s.Queue("q").Enqueue(c, []byte("y"), store.EnqueueOpts{})
-	require.NoError(t, err)
-	assert.Greater(t, n, id)
-}
-
-// upStatements returns the statements of a NO TRANSACTION migration's Up
-// as goose runs them: each StatementBegin/StatementEnd block whole, every
-// other statement up to the semicolon that ends its line.
-func upStatements(t *testing.T, fsys fs.FS, file string) []string {
-	t.Helper()
-	text, err := fs.ReadFile(fsys, file)
-	require.NoError(t, err)
-	_, up, ok := strings.Cut(string(text), "-- +goose Up")
-	require.True(t, ok)
-	up, _, ok = strings.Cut(up, "-- +goose Down")
-	require.True(t, ok)
-	var stmts []string
-	var cur strings.Builder
-	block := false
-	for _, line := range strings.Split(up, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "-- +goose StatementBegin":
-			block = true
-		case trimmed == "-- +goose StatementEnd":
-			block = false
-			stmts = append(stmts, cur.String())
-			cur.Reset()
-		case block:
-			cur.WriteString(line + "\n")
-		case strings.HasPrefix(trimmed, "--") || trimmed == "":
-		default:
-			cur.WriteString(line + "\n")
-			if strings.HasSuffix(trimmed, ";") {
-				stmts = append(stmts, cur.String())
-				cur.Reset()
-			}
-		}
-	}
-	require.Empty(t, strings.TrimSpace(cur.String()), "an unterminated statement")
-	return stmts
-}
-
-// TestJobRulesByIndexMigrateBothWays: schema 00035 (the four job rules
-// checked by the predicate of jobs_rules, an index that holds no rows, one
-// domain a rule; jobs_ready and jobs_listing without deduplication;
-// jobs_finished and jobs_listing built again over state <> ALL) down and up
-// again on a database holding jobs in every state: up, the table has no
-// CHECK, the index is valid and empty, neither index deduplicates and the
-// finished indexes test the new predicate; down, 00030's CHECK comes back
-// validated with its domain, the index and the four domains are gone and
-// the finished indexes test 00009's IN list; each way every rule refuses
-// what it refused, naming its rule. The up migration runs again from its
-// start after it ran, and after a build that left the index invalid.
-// PostgreSQL only: SQLite's 00035 is a no-op.
-func TestJobRulesByIndexMigrateBothWays(t *testing.T) {
-	emptyDatabases(t)
-	e := newEnv(t, "pg")
-	c := ctx(t)
-	p, db, fsys, id := jobsInEveryState(t, e)
-	count := func(q string) (n int) {
-		t.Helper()
-		require.NoError(t, db.QueryRowContext(c, q).Scan(&n), q)
-		return n
-	}
-	const (
-		validIndex = `SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('alkstore.jobs_rules') AND indisvalid AND indisready`
-		anyIndex   = `SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('alkstore.jobs_rules')`
-		domains    = `SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_state', 'job_max_attempts', 'job_claim_rule', 'job_unique_rule')`
-		oldTypes = `SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-			WHERE n.nspname = 'alkstore' AND t.typname IN ('job_rules', 'job_rules_row')`
-		finishedBy = `SELECT count(*) FROM pg_index WHERE indexrelid IN ('alkstore.jobs_finished'::regclass, 'alkstore.jobs_listing'::regclass)
-			AND indisvalid AND pg_get_indexdef(indexrelid) LIKE `
-		noDedup = `SELECT count(*) FROM pg_class WHERE oid IN ('alkstore.jobs_ready'::regclass, 'alkstore.jobs_listing'::regclass)
-			AND 'deduplicate_items=off' = ANY (reloptions)`
-	)
-	up := func() {
-		t.Helper()
-		assert.Empty(t, jobChecks(t, db), "up drops the table's CHECK")
-		assert.Equal(t, 1, count(validIndex))
-		assert.Equal(t, 4, count(domains))
-		assert.Zero(t, count(oldTypes), "up drops 00030's domain and type")
-		assert.Equal(t, 2, count(noDedup))
-		assert.Equal(t, 2, count(finishedBy+`'%state <> ALL%'`), "up: finished indexes test state <> ALL")
-		requireJobRulesHold(t, "pg", db, id)
-		// The index holds no rows: every job keeps the rules.
-		assert.Zero(t, count(`SELECT count(*) FROM alkstore.jobs WHERE num_nulls(state::alkstore.job_state,
-			max_attempts::alkstore.job_max_attempts,
-			((state = 'running') = (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL))::alkstore.job_claim_rule,
-			((unique_key IS NULL) = (unique_states IS NULL))::alkstore.job_unique_rule) = 4`))
-	}
-	up()
-
-	_, err := p.DownTo(c, 34)
-	require.NoError(t, err)
-	checks := jobChecks(t, db)
-	assert.Len(t, checks, 1, "%v", checks)
-	assert.Contains(t, checks["jobs_rules_check"], "::alkstore.job_rules")
-	assert.Zero(t, count(anyIndex), "down drops jobs_rules")
-	assert.Zero(t, count(domains), "down drops the four domains")
-	assert.Equal(t, 2, count(oldTypes))
-	assert.Zero(t, count(noDedup), "down lets jobs_ready and jobs_listing deduplicate")
-	assert.Equal(t, 2, count(finishedBy+`'%state = ANY%'`), "down: finished indexes test 00009's IN list")
-	requireJobRulesHold(t, "pg", db, id)
-
-	_, err = p.Up(c)
-	require.NoError(t, err)
-	up()
-
-	// The whole up migration again, after it ran.
-	e.execSQL(t, upStatements(t, fsys, "00035_job_rules_by_index.sql")...)
-	up()
-
-	// A build that failed left the index invalid: the up migration drops
-	// it and builds it again.
-	e.execSQL(t, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'alkstore.jobs_rules'::regclass`)
-	require.Zero(t, count(validIndex))
-	e.execSQL(t, upStatements(t, fsys, "00035_job_rules_by_index.sql")...)
 	up()
 
 	s := e.open(t)

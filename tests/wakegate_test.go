@@ -385,3 +385,40 @@ func goroutineWaits(creator string, frames ...string) bool {
 	}
 	return false
 }
+
+// TestGateAnnouncesATxWriteWhoseTopicWasPruned: a write in a Tx, inside
+// another write's window, carries no NOTIFY and is owed one at its commit;
+// the debt lives with the Tx, not in the gate's table, so while the Tx
+// stays open past the window a sweep prunes the topic's entry. The commit
+// must still be followed by a NOTIFY (the fresh-eyes review of the pruning:
+// owe found no entry and sent nothing, so another process heard of the
+// write only at its safety poll). The window ends when the test sets it to
+// 0, and the test waits for the sweep to prune the entry: no timing.
+func TestGateAnnouncesATxWriteWhoseTopicWasPruned(t *testing.T) {
+	e := newEnv(t, "pg")
+	a := e.open(t)
+	for round := range 3 {
+		c := ctx(t)
+		name := fmt.Sprint("gate-pruned-", round)
+		topic := "s:" + name
+		restore := wake.SetGateWindow(topic, time.Hour)
+		counts, stopCounting := wake.CountGateTopics(topic)
+		l := listenWakes(t, e, topic)
+		st := a.Stream(name)
+
+		_, err := st.Publish(c, []byte("w0")) // opens the window: notifies
+		require.NoError(t, err)
+		require.True(t, l.next(t, 10*time.Second), "round %d: w0's NOTIFY", round)
+		tx, err := a.Begin(c)
+		require.NoError(t, err)
+		_, err = st.PublishTx(c, tx, []byte("w1")) // inside it: no NOTIFY, owed one at commit
+		require.NoError(t, err)
+
+		wake.SetGateWindow(topic, 0) // the window is over: the next sweep prunes the entry
+		waitFor(t, "a sweep pruned the topic", func() bool { return counts.Pruned.Load() > 0 })
+		require.NoError(t, tx.Commit(c))
+		require.True(t, l.next(t, 10*time.Second), "round %d: no NOTIFY followed the commit of the Tx's write", round)
+		stopCounting()
+		restore()
+	}
+}

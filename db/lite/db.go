@@ -174,9 +174,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueUniqueJobsStmt, err = db.PrepareContext(ctx, enqueueUniqueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJobs: %w", err)
 	}
-	if q.expiredJobIDsStmt, err = db.PrepareContext(ctx, expiredJobIDs); err != nil {
-		return nil, fmt.Errorf("error preparing query ExpiredJobIDs: %w", err)
-	}
 	if q.expiredTombstonesStmt, err = db.PrepareContext(ctx, expiredTombstones); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredTombstones: %w", err)
 	}
@@ -648,11 +645,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing enqueueUniqueJobsStmt: %w", cerr)
 		}
 	}
-	if q.expiredJobIDsStmt != nil {
-		if cerr := q.expiredJobIDsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing expiredJobIDsStmt: %w", cerr)
-		}
-	}
 	if q.expiredTombstonesStmt != nil {
 		if cerr := q.expiredTombstonesStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing expiredTombstonesStmt: %w", cerr)
@@ -1102,7 +1094,6 @@ type Queries struct {
 	enqueueJobsCountedStmt          *sql.Stmt
 	enqueueUniqueJobStmt            *sql.Stmt
 	enqueueUniqueJobsStmt           *sql.Stmt
-	expiredJobIDsStmt               *sql.Stmt
 	expiredTombstonesStmt           *sql.Stmt
 	findJobStmt                     *sql.Stmt
 	fireScheduleStmt                *sql.Stmt
@@ -1231,7 +1222,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueJobsCountedStmt:          q.enqueueJobsCountedStmt,
 		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
-		expiredJobIDsStmt:               q.expiredJobIDsStmt,
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,
 		findJobStmt:                     q.findJobStmt,
 		fireScheduleStmt:                q.fireScheduleStmt,

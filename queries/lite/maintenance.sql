@@ -115,46 +115,21 @@ DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_
 -- name: DeleteEvent :exec
 DELETE FROM alk_events WHERE id = @id;
 
--- name: ExpiredJobIDs :one
--- The first batch of SweepAllExpiredJobs (a JSON array of ids): expired
--- jobs of every queue, pending ones and running ones whose claim lapsed.
--- Read from alk_jobs_expiring, the index of a queue's sweep
--- (SweepExpiredJobs), as PostgreSQL's sweep reads jobs_expirable, so that
--- no index of its own costs every enqueue (schema 00034 dropped
--- alk_jobs_expiring_by_time: every INSERT tests each partial index's
--- predicate, about 230 instructions a job of a 1,000-job EnqueueMany). qs
--- walks the queues that have jobs which can expire (expires_at set, not
--- finished), one index descent each (a loose scan), and for each queue
--- the sweep reads one range of the index, the jobs already expired, in
--- expiry order, so jobs that expire later are never read; the running
--- jobs still in flight in it are skipped. The CROSS JOIN keeps qs the
--- outer loop, and both are co-routines, so the walk stops once it has a
--- batch. (A SELECT of its own because sqlc reads no WITH on an UPDATE in
--- SQLite, and SQLite materializes, whole, a recursive CTE read inside an
--- IN: every queue would be walked.) Run in the sweep's transaction on the
--- writer slot, so nothing changes before SweepAllExpiredJobs.
-WITH RECURSIVE qs(queue) AS (
-    SELECT (SELECT min(x.queue) FROM alk_jobs x WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL)
-    UNION ALL
-    SELECT (SELECT min(x.queue) FROM alk_jobs x
-            WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL AND x.queue > qs.queue)
-    FROM qs WHERE qs.queue IS NOT NULL
-)
-SELECT CAST(json_group_array(e.id) AS TEXT) AS ids FROM (
-    SELECT x.id FROM qs CROSS JOIN alk_jobs x
-    WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.finished_at IS NULL
-      AND x.expires_at <= CAST(sqlc.arg(now) AS INTEGER)
-      AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= CAST(sqlc.arg(now) AS INTEGER)))
-    LIMIT CAST(sqlc.arg(batch) AS INTEGER)) AS e;
-
 -- name: SweepAllExpiredJobs :execrows
--- Expired jobs of every queue end expired: the ids ExpiredJobIDs chose (a
--- JSON array), checked again.
+-- Expired jobs of every queue end expired: pending ones, and running ones
+-- whose claim lapsed. One range of alk_jobs_expiring_by_time up to now
+-- (since schema 00025 it holds the running jobs too), in expiry order, so
+-- jobs that expire later are never read; the running jobs still in flight
+-- in it are skipped. (As two halves, the running one had no index without
+-- a queue: it walked alk_jobs_running whole.)
 UPDATE alk_jobs
 SET state = 'expired', finished_at = CAST(sqlc.arg(now) AS INTEGER), last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
-WHERE id IN (SELECT value FROM json_each(CAST(sqlc.arg(ids) AS TEXT)))
-  AND expires_at IS NOT NULL AND finished_at IS NULL AND expires_at <= sqlc.arg(now)
-  AND (state = 'pending' OR (state = 'running' AND claim_expires_at <= sqlc.arg(now)));
+WHERE id IN (SELECT x.id FROM alk_jobs x
+             WHERE x.expires_at IS NOT NULL AND x.finished_at IS NULL
+               AND x.expires_at <= sqlc.arg(now)
+               AND (x.state = 'pending' OR (x.state = 'running' AND x.claim_expires_at <= sqlc.arg(now)))
+             ORDER BY x.expires_at
+             LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
 -- name: DeleteFinishedJobs :execrows
 -- Finished jobs past their queue's retention: completed ones older than
