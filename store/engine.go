@@ -305,6 +305,9 @@ type engine interface {
 	// close releases the connections; abandoned says transactions are still
 	// open, whose connections go back (and close) when they end.
 	close(abandoned bool)
+	// interrupt cancels the statements running on the store's connections
+	// (a hard stop), where the engine can.
+	interrupt()
 }
 
 // driverTx is a database transaction as the engine sees it.

@@ -193,6 +193,10 @@ func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
 	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx, adopted: true}, adopted: true}
 }
 
+// interrupt does nothing yet: an operation waiting on SQLite (the busy
+// timeout) ends when its own ctx does or the wait does.
+func (e *liteEngine) interrupt() {}
+
 // close closes the pools; database/sql closes a connection still in a
 // transaction when that transaction ends.
 func (e *liteEngine) close(bool) {

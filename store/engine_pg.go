@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 // pgEngine runs the store on PostgreSQL through a pgx pool.
 type pgEngine struct {
 	pool    *pgxpool.Pool
-	owned   bool // created by Open, so closed by Close
+	owned   bool     // created by Open, so closed by Close
+	conns   *pgConns // the owned pool's connections; nil on OpenPool's
 	horizon *horizon
 	gate    *wakeGate
 	learner learner
@@ -50,6 +52,7 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 	if c.maxConns > 0 {
 		cfg.MaxConns = int32(min(c.maxConns, math.MaxInt32))
 	}
+	conns := trackConns(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, opErr("open", "", err)
@@ -59,7 +62,74 @@ func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.eng.(*pgEngine).conns = conns
 	return s, nil
+}
+
+// pgConns is the set of connections an owned pool holds open, kept by the
+// pool's connect and close hooks (never per operation), so that a hard
+// stop can cancel what runs on them.
+type pgConns struct {
+	mu  sync.Mutex
+	set map[*pgx.Conn]struct{}
+}
+
+// trackConns hooks cfg so the returned set follows its pool's connections.
+func trackConns(cfg *pgxpool.Config) *pgConns {
+	c := &pgConns{set: map[*pgx.Conn]struct{}{}}
+	connected, closing := cfg.AfterConnect, cfg.BeforeClose
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if connected != nil {
+			if err := connected(ctx, conn); err != nil {
+				return err
+			}
+		}
+		c.mu.Lock()
+		c.set[conn] = struct{}{}
+		c.mu.Unlock()
+		return nil
+	}
+	cfg.BeforeClose = func(conn *pgx.Conn) {
+		c.mu.Lock()
+		delete(c.set, conn)
+		c.mu.Unlock()
+		if closing != nil {
+			closing(conn)
+		}
+	}
+	return c
+}
+
+// cancelAll asks the server to cancel whatever statement runs on each of
+// the pool's connections (a cancel request on a connection of its own per
+// backend; an idle backend ignores it).
+func (c *pgConns) cancelAll() {
+	c.mu.Lock()
+	pgcs := make([]*pgconn.PgConn, 0, len(c.set))
+	for conn := range c.set {
+		pgcs = append(pgcs, conn.PgConn())
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pc := range pgcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+			defer cancel()
+			_ = pc.CancelRequest(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// interrupt cancels the statements running on the store's own pool (a hard
+// stop); a pool the application passed to OpenPool is not the store's to
+// cancel.
+func (e *pgEngine) interrupt() {
+	if e.conns != nil {
+		e.conns.cancelAll()
+	}
 }
 
 func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {

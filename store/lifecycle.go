@@ -80,17 +80,42 @@ func (l *lifecycle) leaveOp() {
 	}
 }
 
-// waitOps waits until no auto-commit operation runs, or the shutdown
-// turned hard.
-func waitOps(l *lifecycle) error {
+// waitOps waits until no auto-commit operation runs (true), or the
+// shutdown turned hard (false).
+func waitOps(l *lifecycle) bool {
 	for l.ops.Load() > 0 {
 		select {
 		case <-l.opsLeft:
 		case <-l.hard:
-			return fmt.Errorf("operations still running: %w", l.hardWhy)
+			return false
 		}
 	}
-	return nil
+	return true
+}
+
+// cutOps is the hard stop's end of the auto-commit operations still
+// running: the engine cancels their statements (again every
+// leakNudgeAfter, for one that reached the server after a cancel), and
+// they get up to hardStopWait to return. It reports whether none is left.
+func (s *Store) cutOps() bool {
+	l := s.life
+	if l.ops.Load() == 0 {
+		return true
+	}
+	limit := time.NewTimer(hardStopWait)
+	defer limit.Stop()
+	again := time.NewTicker(leakNudgeAfter)
+	defer again.Stop()
+	for l.ops.Load() > 0 {
+		s.eng.interrupt()
+		select {
+		case <-l.opsLeft:
+		case <-again.C:
+		case <-limit.C:
+			return l.ops.Load() == 0
+		}
+	}
+	return true
 }
 
 func (l *lifecycle) at() phase { return phase(l.phase.Load()) }
@@ -212,9 +237,14 @@ func (l *lifecycle) nudge() {
 // back to its queue without losing an attempt) and get up to 5 seconds to
 // return; transactions still open are rolled back at once (their later
 // operations and Commit fail with ErrClosed), and operations still running
-// outside a transaction are not waited for (they fail with ErrClosed, and
-// one that fails stores nothing of itself). Shutdown then returns an
-// error matching ctx's. A handler that ignores its context is left running
+// outside a transaction are cancelled: on PostgreSQL, with a pool Open
+// made, the server cancels their statements (even one waiting on a lock)
+// and they fail with ErrClosed and store nothing, unless one finished
+// first and keeps its result. They get up to 5 seconds to return. SQLite
+// (and a pool passed to OpenPool) cannot interrupt them yet: one waiting on
+// another process's write lock runs until its busy timeout or its own
+// context ends. Shutdown then returns an error matching ctx's, saying
+// "operations still running" only when some outlived that wait. A handler that ignores its context is left running
 // on a closed store: its job comes back after its visibility. A hard stop
 // right away is Shutdown with a context that is already done.
 //
@@ -288,7 +318,7 @@ func (s *Store) shutdown() error {
 	if gone != nil {
 		err = cmp.Or(waitTxs(l, gone), err)
 	}
-	err = cmp.Or(waitOps(l), err)
+	opsDone := waitOps(l)
 
 	l.mu.Lock()
 	l.phase.Store(int32(phaseClosed))
@@ -305,6 +335,14 @@ func (s *Store) shutdown() error {
 	}
 	if len(open) > 0 {
 		s.log.Warn("alkstore: store closed with transactions still open; rolled them back", "open", len(open), "failed", stuck)
+	}
+	// A hard stop cancels the operations still running (after the rollback
+	// above, which may be what they waited for); only those that outlast
+	// that are reported.
+	if !opsDone && !s.cutOps() {
+		err = fmt.Errorf("operations still running: %w", l.hardWhy)
+	} else if !opsDone && err == nil {
+		err = fmt.Errorf("hard stop with operations running: %w", l.hardWhy) // each returned: its error says how
 	}
 	s.feed.once.Do(func() {}) // no feed may start from now on
 	if s.feed.stop != nil {

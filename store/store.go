@@ -252,7 +252,10 @@ func (s *Store) check() error {
 // transaction is ErrTxDone, no rows is ErrNotFound, a closed store is
 // ErrClosed, and the DSN's password never shows.
 func (s *Store) driverErr(err error) error {
-	closing := s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed)
+	// An operation's own context ending is its own error, not the store's
+	// closing (a hard stop cancels statements on the server instead).
+	closing := s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 	switch {
 	case err == nil:
 		return nil

@@ -676,8 +676,9 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 // Shutdown waits for running operations, read from the goroutines' stacks,
 // and fails if Shutdown returns first); it stores its batch and returns
 // its ids. In a Tx, the same batch finishes and commits. A hard Shutdown
-// waits for neither: the running write fails with ErrClosed and stores
-// nothing. (Before: the graceful Shutdown closed the connections under the
+// does not wait for the write (held in middleware, out of the engine's
+// reach, it gets the hard stop's 5 s and Shutdown says it is still
+// running): the write fails with ErrClosed and stores nothing. (Before: the graceful Shutdown closed the connections under the
 // write, which failed with ErrClosed.)
 func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 	for _, form := range []string{"graceful", "graceful in a Tx", "hard"} {

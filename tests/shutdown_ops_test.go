@@ -1,0 +1,160 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// hardStopOutcome checks what a hard Shutdown (its error serr) says against
+// what happened to the auto-commit EnqueueMany of 5 jobs it found running
+// (done): Shutdown claims operations "still running" only if one is (the
+// operation has not returned when Shutdown did); the operation either
+// stored its batch and returned nil, or failed with an error matching
+// ErrClosed and stored nothing. release lets a held lock go once Shutdown
+// returned; ready is what the queue holds besides the batch.
+func hardStopOutcome(t *testing.T, e *engineEnv, serr error, done <-chan error, release func(), queue string, ready int64) (stillRunning bool, opErr error) {
+	t.Helper()
+	require.ErrorIs(t, serr, context.Canceled)
+	stillRunning = strings.Contains(serr.Error(), "still running")
+	if !stillRunning {
+		select {
+		case opErr = <-done:
+		default:
+			t.Fatalf("%s: Shutdown returned %q while the operation still runs", e.name, serr)
+		}
+	}
+	release()
+	if stillRunning {
+		opErr = <-done
+	}
+	st, err := e.open(t).Queue(queue).Stats(ctx(t))
+	require.NoError(t, err)
+	if opErr == nil {
+		assert.Equal(t, ready+5, st.Ready, "the operation that returned nil stored its batch")
+	} else {
+		require.ErrorIs(t, opErr, store.ErrClosed)
+		assert.Equal(t, ready, st.Ready, "the operation that failed stored nothing")
+	}
+	return stillRunning, opErr
+}
+
+// TestHardStopCancelsAnOperationWaitingOnALock: an auto-commit EnqueueMany
+// with a context that never ends waits on a lock the store does not hold
+// (pg: the application's own pool holds the table; SQLite: another store's
+// transaction holds the file's write lock). A hard Shutdown returns while
+// the lock is still held; on PostgreSQL it cancels the statement, which
+// fails with ErrClosed and stores nothing. SQLite cannot be interrupted
+// yet: the operation outlives the hard stop's wait and Shutdown says so.
+// (Before: on pg Shutdown waited for the lock, then said "operations still
+// running" about an operation that had succeeded.)
+func TestHardStopCancelsAnOperationWaitingOnALock(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		q := s.Queue("blocked")
+		_, err = q.Enqueue(c, []byte("warm"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		var release func()
+		if e.name == "pg" {
+			pool := e.pool(t)
+			lk, err := pool.Begin(c)
+			require.NoError(t, err)
+			_, err = lk.Exec(c, "LOCK TABLE alkstore.jobs IN ACCESS EXCLUSIVE MODE")
+			require.NoError(t, err)
+			release = func() { _ = lk.Rollback(c) }
+		} else {
+			tx, err := e.open(t).Begin(c) // BEGIN IMMEDIATE: the file's write lock
+			require.NoError(t, err)
+			release = func() { _ = tx.Rollback(c) }
+		}
+		released := false
+		defer func() {
+			if !released {
+				release()
+			}
+		}()
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.EnqueueMany(context.Background(), make([]store.NewJob, 5))
+			done <- err
+		}()
+		if e.name == "pg" {
+			waitForLockWait(t, e.pool(t), "the EnqueueMany")
+		} else {
+			waitFor(t, "the EnqueueMany waits for the file lock", func() bool {
+				return goroutineWaits("TestHardStopCancelsAnOperationWaitingOnALock", "EnqueueMany", "busy_timeout")
+			})
+		}
+		now, cancel := context.WithCancel(c)
+		cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(now) }()
+		var serr error
+		select {
+		case serr = <-shut:
+		case <-time.After(time.Minute): // the lock is held for good: it never returns
+			t.Fatalf("%s: a hard Shutdown waits for an operation blocked on a lock", e.name)
+		}
+		stillRunning, opErr := hardStopOutcome(t, e, serr, done, func() { released = true; release() }, "blocked", 1)
+		if e.name == "pg" {
+			assert.False(t, stillRunning, "the hard stop cancelled it: %v", serr)
+			require.ErrorIs(t, opErr, store.ErrClosed, "cancelled while the lock was held")
+		}
+	})
+}
+
+// TestHardStopBehindTheStoresOwnTransaction: an auto-commit EnqueueMany
+// waits behind a transaction the store began (SQLite: the writer slot; pg:
+// a table lock it took), which never ends; a graceful Shutdown waits for
+// the transaction until the test turns it hard. The transaction is rolled
+// back, and the operation either then stores its batch or is cancelled
+// with ErrClosed; Shutdown does not claim it is still running. (Before:
+// Shutdown said "operations still running" and the operation then stored
+// its batch.)
+func TestHardStopBehindTheStoresOwnTransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err)
+		q := s.Queue("behind")
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		if e.name == "pg" {
+			_, err = tx.Exec(c, "LOCK TABLE alkstore.jobs IN ACCESS EXCLUSIVE MODE")
+			require.NoError(t, err)
+		}
+		_, err = q.EnqueueTx(c, tx, []byte("in tx"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.EnqueueMany(c, make([]store.NewJob, 5))
+			done <- err
+		}()
+		if e.name == "pg" {
+			waitForLockWait(t, e.pool(t), "the EnqueueMany")
+		} else {
+			waitFor(t, "the EnqueueMany waits for the writer slot", func() bool {
+				return goroutineWaits("TestHardStopBehindTheStoresOwnTransaction", "EnqueueMany", "database/sql.(*DB).conn")
+			})
+		}
+		sctx, cancel := context.WithCancel(c)
+		defer cancel()
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(sctx) }()
+		waitFor(t, "Shutdown waits for the open transaction", func() bool {
+			return goroutineWaits("TestHardStopBehindTheStoresOwnTransaction", "store.waitTxs")
+		})
+		cancel() // the graceful shutdown turns hard
+		stillRunning, _ := hardStopOutcome(t, e, <-shut, done, func() {}, "behind", 0)
+		assert.False(t, stillRunning, "the operation returned within the hard stop's wait")
+		require.ErrorIs(t, tx.Commit(c), store.ErrClosed, "the transaction was rolled back")
+	})
+}
