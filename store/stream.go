@@ -217,7 +217,13 @@ func (st *Stream) ReadSince(ctx context.Context, after int64, limit int) ([]Even
 	return st.readSince(ctx, autoRead, after, limit)
 }
 
-// ReadSinceTx is ReadSince inside tx; it also sees the events tx published.
+// ReadSinceTx is ReadSince inside tx; it also sees the events tx published,
+// and every event visible to tx below its last one in the stream (so that
+// offset, saved as a consumer's, skips no committed event). Read before you
+// write: on PostgreSQL a tx that has written (to any stream) sees others'
+// events only up to the horizon proven before it took its transaction id,
+// and an event another transaction still has in flight below tx's own
+// offset is missing from the page (see docs/design/stream-horizon.md).
 func (st *Stream) ReadSinceTx(ctx context.Context, tx Tx, after int64, limit int) ([]Event, error) {
 	return st.readSince(ctx, tx.via(ctx), after, limit)
 }
@@ -238,7 +244,11 @@ func (st *Stream) ReadFromConsumer(ctx context.Context, consumer string, limit i
 	return st.readFromConsumer(ctx, autoRead, consumer, limit)
 }
 
-// ReadFromConsumerTx is ReadFromConsumer inside tx.
+// ReadFromConsumerTx is ReadFromConsumer inside tx, with ReadSinceTx's
+// view: tx's own events and every event visible to it below them. Read
+// before you write: on PostgreSQL a tx that has written sees others' events
+// only up to the horizon proven before it took its transaction id (a tx that
+// published to another stream first may read nothing of this one).
 func (st *Stream) ReadFromConsumerTx(ctx context.Context, tx Tx, consumer string, limit int) ([]Event, error) {
 	return st.readFromConsumer(ctx, tx.via(ctx), consumer, limit)
 }

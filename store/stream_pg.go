@@ -97,8 +97,9 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				// the proof was sent (another read's, while this statement
 				// waited: for a lock, or for the CPU): read on above the
 				// page's part at or below its horizon, with the new proof.
-				// The rest of the page (the transaction's own events above
-				// the horizon) comes again in order.
+				// The rest of the page (above the horizon: the events up to
+				// the transaction's last own one, its cut) comes again in
+				// order, cut at the greater of the new horizon and that.
 				after = pg.after
 				for _, ev := range pg.evs {
 					if ev.Offset > pg.horizon {

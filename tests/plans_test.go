@@ -516,7 +516,15 @@ type hotStmt struct {
 	maxBuf  int            // Postgres: shared buffers hit or read, whole statement
 	maxStep int64          // SQLite: VM steps
 	only    string         // "pg" or "lite": a statement of one dialect
+	// written: Postgres runs it in a transaction that holds an id (one
+	// that has written), as a read after PublishTx does.
+	written bool
 }
+
+// planWritten is the args key that tells explainPG to take a transaction
+// id before the statement (hotStmt.written); no statement has a parameter
+// of that name.
+const planWritten = "_written"
 
 // planCandidates is 128 ascending values from base: a full set of horizon
 // candidates' nexts (from 0, all proven) or heads.
@@ -550,6 +558,18 @@ var hotStatements = []hotStmt{
 	// most maxPending + maxSettled, store/horizon.go), floor 0.
 	{name: "ReadEvents", label: "big stream, 128 candidates", only: "pg", args: map[string]any{"stream": "big", "after": 1000},
 		pgArgs: map[string]any{"floor": 0, "nexts": planCandidates(0), "heads": planCandidates(1 << 40)}},
+	// A read in a transaction that has written (its id held, so the
+	// statement looks for its last own event in the stream above the
+	// horizon): the big stream's 100 newest events lie above the horizon,
+	// none of them the transaction's, so the lookup walks all 100 of them
+	// down events_stream_id and no further, and the page stops at the
+	// horizon.
+	{name: "ReadEvents", label: "big stream, written, 100 events above the horizon", only: "pg", written: true,
+		args:   map[string]any{"stream": "big", "after": planBigEvents - 300},
+		pgArgs: map[string]any{"floor": planBigEvents - 100, "learn": false}},
+	{name: "ReadEventsFromConsumer", label: "big stream, written, 100 events above the horizon", only: "pg", written: true,
+		args:   map[string]any{"stream": "big", "consumer": "c"},
+		pgArgs: map[string]any{"floor": planBigEvents - 100, "learn": false}},
 	{name: "ReadEventsFromConsumer", label: "small stream", args: map[string]any{"stream": "small", "consumer": "c"}},
 	{name: "ReadEventsFromConsumer", label: "big stream", args: map[string]any{"stream": "big", "consumer": "c"}},
 	{name: "SaveOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
@@ -764,6 +784,9 @@ func TestHotStatementsStayOnIndexes(t *testing.T) {
 				if e.name == "pg" {
 					for k, v := range h.pgArgs {
 						args[k] = v
+					}
+					if h.written {
+						args[planWritten] = true
 					}
 				}
 				for k, v := range args {
@@ -1007,6 +1030,10 @@ func explainPG(t *testing.T, e *engineEnv, name, sqlText string, params []string
 	tx, err := conn.Begin(c)
 	require.NoError(t, err)
 	defer tx.Rollback(c)
+	if args[planWritten] == true {
+		_, err = tx.Exec(c, "SELECT pg_current_xact_id()")
+		require.NoError(t, err)
+	}
 	var out string
 	exec := "EXECUTE hot"
 	if len(placeholders) > 0 {
@@ -1168,7 +1195,13 @@ func TestReadsPrunePartitions(t *testing.T) {
 	// head).
 	args := map[string]any{"stream": "s1", "after": after, "consumer": "c", "floor": horizon, "nexts": []int64{}, "heads": []int64{}, "learn": false, "lim": 100}
 	e.execSQL(t, fmt.Sprintf(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', %d)`, after))
-	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer"} {
+	// Written: in a transaction that holds an id and has no event of its
+	// own in the stream, the page is cut at the horizon all the same.
+	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer", "ReadEvents written", "ReadEventsFromConsumer written"} {
+		args := maps.Clone(args)
+		if stmt, ok := strings.CutSuffix(name, " written"); ok {
+			name, args[planWritten] = stmt, true
+		}
 		sqlText, params := generatedQuery(t, "pg", name)
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			top, _ := explainPG(t, e, name, sqlText, params, args, mode)

@@ -148,6 +148,15 @@ SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint 
        cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon,
        COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
+    SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
+               (SELECT max(w.id) FROM (
+                    SELECT o.id FROM alkstore.events o
+                    WHERE (o.stream, o.id) > (h.stream, h.horizon) AND o.stream >= h.stream AND o.stream <= h.stream
+                      AND o.id > h.horizon AND o.txid = h.own
+                    ORDER BY o.stream, o.id
+                    OFFSET 0) AS w) END)::bigint AS upto
+    FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $1::text AS stream, $2::bigint AS after,
            GREATEST($3::bigint, ($4::bigint[])[width_bucket(snap.xmin, $5::bigint[])],
                     CASE WHEN $6::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
@@ -163,13 +172,14 @@ FROM (
         OFFSET 0
     ) AS snap
     OFFSET 0
+    ) AS h
+    OFFSET 0
 ) AS cut LEFT JOIN LATERAL (
     SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
     WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
-      AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
-      AND (e.id <= cut.horizon OR e.txid = cut.own)
+      AND e.id <= cut.upto
     ORDER BY e.stream, e.id
     LIMIT $7
 ) AS p ON true
@@ -201,7 +211,16 @@ type ReadEventsRow struct {
 
 // Events after an offset, cut at the settled horizon inside the statement,
 // in one round trip: no event above the horizon leaves the server. A
-// transaction also sees its own uncommitted events.
+// transaction that has written to the stream sees its own uncommitted
+// events too, and every event visible to it up to its last own one (the
+// cut, upto, is the greater of the horizon and that offset; SQLite's read
+// in a writing transaction returns the same), so its own offset, saved as
+// a consumer's, skips no committed event below it. Its last own event
+// above the horizon is found on events_stream_id's range of the stream
+// above the horizon, walked up from the horizon (w): a walk down from the
+// stream's newest event, ORDER BY ... DESC LIMIT 1, does not stop at the
+// horizon (a backward scan stops on the row comparison's first column
+// only) and read the plan test's whole 200k-event stream (773 buffers).
 // snap holds SettledSnapshot's figures of this statement's own snapshot
 // (the one its page reads in; pg_current_snapshot() is the statement's
 // snapshot however often it is called). The horizon is the greatest head
@@ -227,9 +246,9 @@ type ReadEventsRow struct {
 // for a 5-event stream). Only events_stream_id yields this order.
 // PostgreSQL prunes partitions on neither the row comparison nor the OR:
 // the plain bounds on id beside them let it skip every partition below
-// @after and, unless the transaction has written (its own events may lie
-// above the horizon), above the horizon, in custom and generic plans
-// alike (at run time: the bounds are parameters of the lateral page).
+// @after and above the cut (the horizon, or the transaction's last own
+// event above it), in custom and generic plans alike (at run time: the
+// bounds are parameters of the lateral page).
 // With two bounds on id, one of them unknown when planning, the planner
 // estimates the primary key's range as narrow (0.5% of the rows): the
 // stream's bounds must be as unknown, or a custom plan, which knows how
@@ -282,6 +301,15 @@ SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint 
        cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon, cut.after::bigint AS after,
        COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
+    SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
+               (SELECT max(w.id) FROM (
+                    SELECT o.id FROM alkstore.events o
+                    WHERE (o.stream, o.id) > (h.stream, h.horizon) AND o.stream >= h.stream AND o.stream <= h.stream
+                      AND o.id > h.horizon AND o.txid = h.own
+                    ORDER BY o.stream, o.id
+                    OFFSET 0) AS w) END)::bigint AS upto
+    FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, $1::text AS stream,
            COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                      WHERE o.stream = $1::text AND o.consumer = $2::text), 0)::bigint AS after,
@@ -299,13 +327,14 @@ FROM (
         OFFSET 0
     ) AS snap
     OFFSET 0
+    ) AS h
+    OFFSET 0
 ) AS cut LEFT JOIN LATERAL (
     SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
     WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
-      AND e.id <= CASE WHEN cut.own IS NULL THEN cut.horizon ELSE 9223372036854775807 END
-      AND (e.id <= cut.horizon OR e.txid = cut.own)
+      AND e.id <= cut.upto
     ORDER BY e.stream, e.id
     LIMIT $7
 ) AS p ON true
