@@ -1,16 +1,20 @@
 package litedriver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 	sqlite "github.com/ncruces/go-sqlite3/driver"
@@ -26,11 +30,88 @@ import (
 // database/sql then discards the connection when it is released and opens
 // a fresh one, so the pool survives any failure of a statement.
 func Open(name string) (*sql.DB, error) {
+	return OpenInterruptible(name, nil)
+}
+
+// OpenInterruptible is Open with connections whose statements in stops
+// (when not nil) can end from another goroutine: see Interrupter.
+func OpenInterruptible(name string, stops *Interrupter) (*sql.DB, error) {
 	c, err := (&sqlite.SQLite{}).OpenConnector(name)
 	if err != nil {
 		return nil, err
 	}
-	return sql.OpenDB(connector{c}), nil
+	return sql.OpenDB(connector{c: c, name: name, stops: stops}), nil
+}
+
+// Interrupter ends, from any goroutine, every statement running on the
+// connections of the handles opened with it (OpenInterruptible), and every
+// one they start from then on: a wait for another connection's lock (the
+// busy timeout) gives up within about a millisecond, and a statement that
+// runs stops at SQLite's next progress check (every thousand VM
+// instructions). SQLite rolls the statement back, and the whole
+// transaction of an interrupted write in one; a COMMIT or ROLLBACK of a
+// transaction still open runs. The statement fails with SQLite's error
+// (interrupted, or database is locked for a wait) marked so that it
+// matches ErrInterrupted. It is for a handle about to close: there is no
+// going back.
+//
+// The driver lets a statement's context interrupt it (its Err, read by
+// SQLite's progress and busy handlers on the statement's goroutine), and
+// nothing else may touch a connection another goroutine uses; so each
+// statement runs with its context wrapped (stopCtx), one small allocation
+// a statement.
+type Interrupter struct{ on atomic.Bool }
+
+// Interrupt ends the statements running and refuses later ones.
+func (in *Interrupter) Interrupt() { in.on.Store(true) }
+
+// ErrInterrupted is what the statements an Interrupter ended match.
+var ErrInterrupted = errors.New("interrupted: its database handle is closing")
+
+// stopCtx is a statement's context as the driver sees it on a connection
+// of an Interrupter: it reads as cancelled once either the statement's
+// context ended or the Interrupter interrupted. The driver reads only Err
+// (SQLite's progress and busy handlers poll it); Done stays the
+// statement's own, so stopCtx never reaches database/sql or the caller.
+type stopCtx struct {
+	context.Context
+	stops *Interrupter
+}
+
+func (c *stopCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.stops.on.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// busyOverrides holds SetBusyTimeout's overrides: file path -> timeout.
+var busyOverrides sync.Map
+
+// SetBusyTimeout makes connections opened from now on to the database
+// file at path (as in the handle's name) wait up to d for other
+// connections' locks, whatever the name's busy_timeout pragma says. It is
+// for tests: a wait that an hour's busy timeout cannot end proves that
+// something else ended it. restore removes the override.
+func SetBusyTimeout(path string, d time.Duration) (restore func()) {
+	busyOverrides.Store(path, d)
+	return func() { busyOverrides.Delete(path) }
+}
+
+// busyOverride is SetBusyTimeout's timeout for the database name, if any.
+func busyOverride(name string) (time.Duration, bool) {
+	u, err := url.Parse(name)
+	if err != nil {
+		return 0, false
+	}
+	d, ok := busyOverrides.Load(cmp.Or(u.Path, u.Opaque))
+	if !ok {
+		return 0, false
+	}
+	return d.(time.Duration), true
 }
 
 // ErrPanicked is what a driver call that panicked returns (wrapping the
@@ -49,7 +130,11 @@ func guard(broken *atomic.Bool, err *error) {
 	}
 }
 
-type connector struct{ c driver.Connector }
+type connector struct {
+	c     driver.Connector
+	name  string
+	stops *Interrupter // nil: statements end only with their context
+}
 
 func (n connector) Driver() driver.Driver { return n.c.Driver() }
 
@@ -60,14 +145,32 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{raw: raw.(sqlite.Conn), broken: &broken}, nil
+	c := &conn{raw: raw.(sqlite.Conn), broken: &broken, stops: n.stops}
+	if d, ok := busyOverride(n.name); ok {
+		if err := c.raw.Raw().BusyTimeout(d); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // conn is one connection; broken once a call on it panicked.
 type conn struct {
 	raw    sqlite.Conn
 	broken *atomic.Bool
-	inTx   atomic.Bool // between BeginTx and the end of its transaction
+	inTx   atomic.Bool  // between BeginTx and the end of its transaction
+	stops  *Interrupter // see OpenInterruptible
+}
+
+// watch is the context a statement run with ctx hands the driver: ctx, or
+// on a connection of an Interrupter, ctx that also reads as cancelled
+// once the Interrupter interrupted (stopCtx).
+func (c *conn) watch(ctx context.Context) context.Context {
+	if c.stops == nil {
+		return ctx
+	}
+	return &stopCtx{Context: ctx, stops: c.stops}
 }
 
 // ErrRolledBack is what a statement, or the commit, of a transaction whose
@@ -96,7 +199,7 @@ func (c *conn) ended() error {
 // (context.Canceled or context.DeadlineExceeded) with errors.Is.
 type StmtError struct {
 	Err   error // the driver's
-	Cause error // the statement's context's error, when its end stopped the statement
+	Cause error // the statement's context's error, when its end stopped the statement; or ErrInterrupted
 	// EndedTx: the statement ran in a transaction that is no longer open
 	// after it failed; every later statement of it is refused
 	// (ErrRolledBack).
@@ -104,8 +207,11 @@ type StmtError struct {
 }
 
 func (e *StmtError) Error() string {
-	if e.Cause == nil {
+	switch e.Cause {
+	case nil:
 		return e.Err.Error()
+	case ErrInterrupted:
+		return e.Err.Error() + " (" + e.Cause.Error() + ")"
 	}
 	return e.Err.Error() + " (its context ended: " + e.Cause.Error() + ")"
 }
@@ -150,7 +256,7 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, ErrRolledBack) || errors.Is(err, ErrPanicked) {
 		return err
 	}
-	err = CutShort(ctx, err)
+	err = c.interrupted(ctx, CutShort(ctx, err))
 	if c.ended() == nil {
 		return err
 	}
@@ -160,6 +266,21 @@ func (c *conn) failed(ctx context.Context, err error) error {
 		return err
 	}
 	return &StmtError{Err: err, EndedTx: true}
+}
+
+// interrupted marks err, the failure of a statement run with ctx, as the
+// Interrupter's doing (ErrInterrupted) when it is SQLite's answer to an
+// interrupt (interrupted, or a busy wait given up) that ctx did not ask for.
+func (c *conn) interrupted(ctx context.Context, err error) error {
+	if c.stops == nil || !c.stops.on.Load() || ctx.Err() != nil ||
+		!(errors.Is(err, sqlite3.INTERRUPT) || errors.Is(err, sqlite3.BUSY)) {
+		return err
+	}
+	var se *StmtError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &StmtError{Err: err, Cause: ErrInterrupted}
 }
 
 var (
@@ -178,9 +299,9 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt, err error) {
 	defer guard(c.broken, &err)
-	raw, err := c.raw.PrepareContext(ctx, query)
+	raw, err := c.raw.PrepareContext(c.watch(ctx), query)
 	if err != nil {
-		return nil, err
+		return nil, c.interrupted(ctx, err)
 	}
 	return &stmt{raw: raw, broken: c.broken, c: c}, nil
 }
@@ -196,9 +317,9 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
 	defer guard(c.broken, &err)
-	raw, err := c.raw.BeginTx(ctx, opts)
+	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
 	if err != nil {
-		return nil, err
+		return nil, c.interrupted(ctx, err)
 	}
 	c.inTx.Store(true)
 	return tx{raw: raw, broken: c.broken, c: c}, nil
@@ -209,7 +330,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.ended(); err != nil {
 		return nil, err
 	}
-	r, err = c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
+	r, err = c.raw.(driver.ExecerContext).ExecContext(c.watch(ctx), query, args)
 	if err != nil {
 		return nil, c.failed(ctx, err)
 	}
@@ -312,7 +433,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	r, err = s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
+	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watch(ctx), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
@@ -324,7 +445,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, s.numbered(args))
+	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watch(ctx), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
