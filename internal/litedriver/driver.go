@@ -58,8 +58,8 @@ func OpenInterruptible(name string, stops *Interrupter) (*sql.DB, error) {
 // The driver lets a statement's context interrupt it (its Err, read by
 // SQLite's progress and busy handlers on the statement's goroutine), and
 // nothing else may touch a connection another goroutine uses; so each
-// statement runs with its context wrapped (stopCtx), one small allocation
-// a statement.
+// statement runs with its context wrapped (stopCtx, one a connection,
+// reused: no allocation).
 type Interrupter struct{ on atomic.Bool }
 
 // Interrupt ends the statements running and refuses later ones.
@@ -73,6 +73,10 @@ var ErrInterrupted = errors.New("interrupted: its database handle is closing")
 // context ended or the Interrupter interrupted. The driver reads only Err
 // (SQLite's progress and busy handlers poll it); Done stays the
 // statement's own, so stopCtx never reaches database/sql or the caller.
+// A connection has one, which every call into the driver points at its
+// own context first (conn.watch; rows too, whose driver rows keep the
+// pointer): database/sql makes the calls on a connection one at a time,
+// and the driver reads Err only during them.
 type stopCtx struct {
 	context.Context
 	stops *Interrupter
@@ -161,16 +165,18 @@ type conn struct {
 	broken *atomic.Bool
 	inTx   atomic.Bool  // between BeginTx and the end of its transaction
 	stops  *Interrupter // see OpenInterruptible
+	sc     stopCtx      // watch's (with stops)
 }
 
-// watch is the context a statement run with ctx hands the driver: ctx, or
-// on a connection of an Interrupter, ctx that also reads as cancelled
-// once the Interrupter interrupted (stopCtx).
+// watch is the context a call into the driver made with ctx hands it: ctx,
+// or on a connection of an Interrupter, the connection's stopCtx, now
+// reading ctx and the Interrupter.
 func (c *conn) watch(ctx context.Context) context.Context {
 	if c.stops == nil {
 		return ctx
 	}
-	return &stopCtx{Context: ctx, stops: c.stops}
+	c.sc.Context, c.sc.stops = ctx, c.stops
+	return &c.sc
 }
 
 // ErrRolledBack is what a statement, or the commit, of a transaction whose
@@ -529,6 +535,7 @@ func (r *rows) Columns() []string { return r.raw.Columns() }
 // as an Exec would.
 func (r *rows) Close() (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx) // the driver's rows step with the connection's stopCtx
 	for r.write && !r.done {
 		if err := r.raw.NextRow(); err != nil {
 			r.done = true
@@ -542,6 +549,7 @@ func (r *rows) Close() (err error) {
 
 func (r *rows) Next(dest []driver.Value) (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx)
 	err = r.raw.Next(dest)
 	r.done = err != nil
 	if err != nil && err != io.EOF {
@@ -552,6 +560,7 @@ func (r *rows) Next(dest []driver.Value) (err error) {
 
 func (r *rows) NextRow() (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx)
 	err = r.raw.NextRow()
 	r.done = err != nil
 	if err != nil && err != io.EOF {
