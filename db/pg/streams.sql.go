@@ -56,7 +56,8 @@ type PublishEventParams struct {
 // listeners, and follows up after the commit; see store/notify_pg.go); it
 // rides in the headers expression as in EnqueueJob (pg_notify returns
 // void, never NULL, so headers is always the argument). The materialized
-// CTE this replaced cost the statement a CTE scan and its executor setup.
+// CTE this replaced cost a publish a CTE scan and its executor setup
+// (callgrind, commit included: 190.1k -> 177.5k instructions).
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
 		arg.Stream,

@@ -11,7 +11,8 @@
 -- listeners, and follows up after the commit; see store/notify_pg.go); it
 -- rides in the headers expression as in EnqueueJob (pg_notify returns
 -- void, never NULL, so headers is always the argument). The materialized
--- CTE this replaced cost the statement a CTE scan and its executor setup.
+-- CTE this replaced cost a publish a CTE scan and its executor setup
+-- (callgrind, commit included: 190.1k -> 177.5k instructions).
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
