@@ -303,7 +303,8 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	// Each job is allocated with its lock, claim times and first run
 	// (claimedJob), in runs that double, as on PostgreSQL (see pgOps.claim):
 	// 7 allocations for 100 jobs, where each job made five. A job kept
-	// after its run keeps the others of its run alive with it.
+	// after its run keeps the others of its run alive with it (about half
+	// a KiB each, and their payloads: the run is one object to the GC).
 	jobs := make([]*Job, len(rows))
 	var slab []claimedJob
 	for i, row := range rows {
