@@ -12,11 +12,15 @@ import (
 // operation on the handle.
 type Stream struct {
 	handle
+	// wakeFn wakes the stream's topic (streamTopic(name)) in this process
+	// after a publish commits; built once, not per publish.
+	wakeFn func()
 }
 
 // Stream returns the handle for the stream called name.
 func (s *Store) Stream(name string) *Stream {
-	return &Stream{newHandle(s, name)}
+	topic := streamTopic(name)
+	return &Stream{handle: newHandle(s, name), wakeFn: func() { s.hub.Wake(topic) }}
 }
 
 // Name returns the stream's name.
@@ -107,7 +111,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	}
 	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
 	if err == nil {
-		o.afterCommit(st.s.wake(streamTopic(st.name)))
+		o.afterCommit(st.wakeFn)
 	}
 	return off, err
 }
@@ -203,7 +207,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
-		o.afterCommit(st.s.wake(streamTopic(st.name)))
+		o.afterCommit(st.wakeFn)
 	}
 	return offs, err
 }
