@@ -12,15 +12,12 @@ import (
 // operation on the handle.
 type Stream struct {
 	handle
-	// wakeFn wakes the stream's topic (streamTopic(name)) in this process
-	// after a publish commits; built once, not per publish.
-	wakeFn func()
+	topic string // its wake topic (streamTopic), built once: a publish cost two allocations building it
 }
 
 // Stream returns the handle for the stream called name.
 func (s *Store) Stream(name string) *Stream {
-	topic := streamTopic(name)
-	return &Stream{handle: newHandle(s, name), wakeFn: func() { s.hub.Wake(topic) }}
+	return &Stream{newHandle(s, name), streamTopic(name)}
 }
 
 // Name returns the stream's name.
@@ -109,9 +106,9 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
+	off, err := o.publish(ctx, publishReq{stream: st.name, topic: st.topic, payload: payload, headers: hs})
 	if err == nil {
-		o.afterCommit(st.wakeFn)
+		o.wakeAtCommit(st.s, st.topic)
 	}
 	return off, err
 }
@@ -207,7 +204,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
-		o.afterCommit(st.wakeFn)
+		o.wakeAtCommit(st.s, st.topic)
 	}
 	return offs, err
 }
