@@ -1,0 +1,73 @@
+package pgdb
+
+import (
+	"os"
+	"regexp"
+	"testing"
+)
+
+// TestReadEventsEachIsReadEvents: the hand-written ReadEventsEach and
+// ReadEventsFromConsumerEach send the generated ReadEvents's and
+// ReadEventsFromConsumer's arguments in their order and scan their columns
+// into the same fields, and the snapshot columns they decode from the first
+// row only are the leading columns up to the first event column (ID), so a
+// change of the queries (regenerated) that this file does not follow fails
+// here rather than binding or reading the wrong column.
+func TestReadEventsEachIsReadEvents(t *testing.T) {
+	generated, err := os.ReadFile("streams.sql.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handWritten, err := os.ReadFile("read_each.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := regexp.MustCompile(`[&.\w]+`)
+	for _, c := range []struct {
+		name, stmt string
+		snapshot   int // leading columns decoded from the first row only
+	}{
+		{"ReadEvents", "readEvents", 6},
+		{"ReadEventsFromConsumer", "readEventsFromConsumer", 7},
+	} {
+		args := regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + c.stmt + `,(.*?)\)\n`)
+		scans := regexp.MustCompile(`(?s)rows\.Scan\((.*?)\)|dest := \[\]any\{(.*?)\}`)
+		gen := regexp.MustCompile(`(?s)func \(q \*Queries\) ` + c.name + `\(.*?\n}\n`).Find(generated)
+		hand := regexp.MustCompile(`(?s)func \(q \*Queries\) ` + c.name + `Each\(.*?\n}\n`).Find(handWritten)
+		if gen == nil || hand == nil {
+			t.Fatalf("%s: not found (generated %v, hand-written %v)", c.name, gen != nil, hand != nil)
+		}
+		list := func(re *regexp.Regexp, src []byte) []string {
+			m := re.FindSubmatch(src)
+			if m == nil {
+				t.Fatalf("%s: %s: not found", c.name, re)
+			}
+			var out []string
+			for _, g := range m[1:] {
+				for _, f := range field.FindAll(g, -1) {
+					out = append(out, string(f))
+				}
+			}
+			return out
+		}
+		for _, re := range []*regexp.Regexp{args, scans} {
+			want, got := list(re, gen), list(re, hand)
+			if len(want) == 0 || len(want) != len(got) {
+				t.Fatalf("%s: generated %q, hand-written %q", c.name, want, got)
+			}
+			for i := range want {
+				if want[i] != got[i] {
+					t.Fatalf("%s: generated %q, hand-written %q", c.name, want, got)
+				}
+			}
+		}
+		cols := list(scans, gen)
+		if len(cols) <= c.snapshot || cols[c.snapshot] != "&i.ID" {
+			t.Fatalf("%s: the columns before ID are not the %d snapshot columns: %q", c.name, c.snapshot, cols)
+		}
+		clearing := regexp.MustCompile(`clear\(dest\[:(\d+)\]\)`).FindSubmatch(hand)
+		if clearing == nil || string(clearing[1]) != string(rune('0'+c.snapshot)) {
+			t.Fatalf("%s: the loop must clear exactly the %d snapshot destinations after the first row", c.name, c.snapshot)
+		}
+	}
+}
