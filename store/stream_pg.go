@@ -88,8 +88,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			err = o.q.ReadEventsFromConsumerEach(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
 				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsFromConsumerRow) {
 				if !pg.read {
-					pg = pgPage{read: true, horizon: r.Horizon, after: r.After, snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin,
-						Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid}}
+					pg.read, pg.text = true, r.Snapshot
 				}
 				if r.ID != 0 { // 0: the empty page's row
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
@@ -100,8 +99,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			err = o.q.ReadEventsEach(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
 				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsRow) {
 				if !pg.read {
-					pg = pgPage{read: true, horizon: r.Horizon, after: after, snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin,
-						Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid}}
+					pg.read, pg.text = true, r.Snapshot
 				}
 				if r.ID != 0 {
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
@@ -110,6 +108,9 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			})
 		}
 		if err != nil {
+			return nil, err
+		}
+		if err := pg.parse(consumer != "" && attempt == 1, after); err != nil {
 			return nil, err
 		}
 		learn = learn && !pg.snap.HasXid
@@ -160,14 +161,35 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 	}
 }
 
-// pgPage is what a page statement's first row says: its snapshot's
-// figures, the horizon it cut the page at, and the offset it read after.
-// The statement always returns a row (an empty page's has id 0), and no
-// row names the stream: the events share the caller's string.
+// pgPage is what a page statement's first row says in its snapshot
+// column: its snapshot's figures, the horizon it cut the page at, and the
+// offset it read after. The statement always returns a row (an empty
+// page's has id 0), and no row names the stream: the events share the
+// caller's string.
 type pgPage struct {
-	read           bool // a row came
+	read           bool   // a row came
+	text           string // the snapshot column, until parse
 	snap           pgdb.SettledSnapshotRow
 	horizon, after int64
+}
+
+// parse reads the snapshot column of the page's first row (ReadEvents',
+// or ReadEventsFromConsumer's, which also says the offset it read after:
+// withAfter); after is the offset ReadEvents read after. No row (never
+// from the statement) reads as a snapshot of zeros.
+func (pg *pgPage) parse(withAfter bool, after int64) error {
+	if !pg.read {
+		return nil
+	}
+	p, err := pgdb.ParsePageSnapshot(pg.text, withAfter)
+	if err != nil {
+		return err
+	}
+	pg.snap, pg.horizon, pg.after = p.SettledSnapshotRow, p.Horizon, after
+	if withAfter {
+		pg.after = p.After
+	}
+	return nil
 }
 
 // eventScratch holds the slices a read collects its pages in; the read

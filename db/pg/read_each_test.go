@@ -9,10 +9,10 @@ import (
 // TestReadEventsEachIsReadEvents: the hand-written ReadEventsEach and
 // ReadEventsFromConsumerEach send the generated ReadEvents's and
 // ReadEventsFromConsumer's arguments in their order and scan their columns
-// into the same fields, and the snapshot columns they decode from the first
-// row only are the leading columns up to the first event column (ID), so a
-// change of the queries (regenerated) that this file does not follow fails
-// here rather than binding or reading the wrong column.
+// into the same fields, and the snapshot column they decode from the first
+// row only is the column before the first event column (ID), so a change
+// of the queries (regenerated) that this file does not follow fails here
+// rather than binding or reading the wrong column.
 func TestReadEventsEachIsReadEvents(t *testing.T) {
 	generated, err := os.ReadFile("streams.sql.go")
 	if err != nil {
@@ -27,8 +27,8 @@ func TestReadEventsEachIsReadEvents(t *testing.T) {
 		name, stmt string
 		snapshot   int // leading columns decoded from the first row only
 	}{
-		{"ReadEvents", "readEvents", 6},
-		{"ReadEventsFromConsumer", "readEventsFromConsumer", 7},
+		{"ReadEvents", "readEvents", 1},
+		{"ReadEventsFromConsumer", "readEventsFromConsumer", 1},
 	} {
 		args := regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + c.stmt + `,(.*?)\)\n`)
 		scans := regexp.MustCompile(`(?s)rows\.Scan\((.*?)\)|dest := \[\]any\{(.*?)\}`)
@@ -62,12 +62,44 @@ func TestReadEventsEachIsReadEvents(t *testing.T) {
 			}
 		}
 		cols := list(scans, gen)
-		if len(cols) <= c.snapshot || cols[c.snapshot] != "&i.ID" {
-			t.Fatalf("%s: the columns before ID are not the %d snapshot columns: %q", c.name, c.snapshot, cols)
+		if len(cols) <= c.snapshot || cols[c.snapshot] != "&i.ID" || cols[0] != "&i.Snapshot" {
+			t.Fatalf("%s: the columns before ID are not the %d snapshot column(s): %q", c.name, c.snapshot, cols)
 		}
 		clearing := regexp.MustCompile(`clear\(dest\[:(\d+)\]\)`).FindSubmatch(hand)
 		if clearing == nil || string(clearing[1]) != string(rune('0'+c.snapshot)) {
-			t.Fatalf("%s: the loop must clear exactly the %d snapshot destinations after the first row", c.name, c.snapshot)
+			t.Fatalf("%s: the loop must clear exactly the %d snapshot destination(s) after the first row", c.name, c.snapshot)
+		}
+	}
+}
+
+// TestParsePageSnapshot: the snapshot column's figures, in order, and
+// nothing that is not exactly them.
+func TestParsePageSnapshot(t *testing.T) {
+	p, err := ParsePageSnapshot("10 20 -3 400 1 350", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: 10, Xmax: 20, XmaxAge: -3, VisibleHead: 400, HasXid: true}, Horizon: 350}
+	if p != want {
+		t.Fatalf("got %+v, want %+v", p, want)
+	}
+	p, err = ParsePageSnapshot("10 20 0 400 0 350 7", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.HasXid, want.XmaxAge, want.After = false, 0, 7
+	if p != want {
+		t.Fatalf("got %+v, want %+v", p, want)
+	}
+	for _, bad := range []struct {
+		s         string
+		withAfter bool
+	}{
+		{"", false}, {"10 20 0 400 0", false}, {"10 20 0 400 0 350 7", false}, {"10 20 0 400 0 350", true},
+		{"10 20 0 400 2 350", false}, {"10 20 0 400 t 350", false}, {"10  20 0 400 0 350", false}, {"10 20 0 400 0 350 ", false},
+	} {
+		if _, err := ParsePageSnapshot(bad.s, bad.withAfter); err == nil {
+			t.Errorf("%q (after %v): no error", bad.s, bad.withAfter)
 		}
 	}
 }

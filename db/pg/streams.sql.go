@@ -144,11 +144,10 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
-       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon,
-       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT cut.snapshot::text AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           concat_ws(' ', h.xmin, h.xmax, h.xmax_age, h.visible_head, (h.own IS NOT NULL)::int, h.horizon) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -196,17 +195,12 @@ type ReadEventsParams struct {
 }
 
 type ReadEventsRow struct {
-	Xmin        int64
-	Xmax        int64
-	XmaxAge     int64
-	VisibleHead int64
-	HasXid      bool
-	Horizon     int64
-	ID          int64
-	Key         *string
-	Payload     []byte
-	CreatedAt   time.Time
-	Headers     []byte
+	Snapshot  string
+	ID        int64
+	Key       *string
+	Payload   []byte
+	CreatedAt time.Time
+	Headers   []byte
 }
 
 // Events after an offset, cut at the settled horizon inside the statement,
@@ -234,7 +228,13 @@ type ReadEventsRow struct {
 // snapshot's figures and the horizon, so the caller learns the candidate
 // and knows whether committed events wait above the horizon; an empty page
 // is one row with id 0 (offsets start at 1) and NULL or empty event
-// columns. The stream is the caller's: no row sends it.
+// columns. The stream is the caller's: no row sends it. The figures go in
+// one text column, snapshot: xmin, xmax, age(xmax), the visible head, 1
+// when the transaction holds an id (else 0) and the horizon, separated by
+// spaces (concat_ws, formatted once a statement; none is NULL). As six
+// columns, sent again in every row, they cost the server about 200 ns an
+// event of a page of 1,000 (a quarter of its time) and the client their
+// decoding; the caller reads them from the first row only.
 // This shape, subqueries kept apart by OFFSET 0 instead of materialized
 // CTEs and a function scan, costs the server about 50k fewer instructions
 // a read (callgrind); the plan is the same.
@@ -274,12 +274,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 	for rows.Next() {
 		var i ReadEventsRow
 		if err := rows.Scan(
-			&i.Xmin,
-			&i.Xmax,
-			&i.XmaxAge,
-			&i.VisibleHead,
-			&i.HasXid,
-			&i.Horizon,
+			&i.Snapshot,
 			&i.ID,
 			&i.Key,
 			&i.Payload,
@@ -297,11 +292,10 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
-       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon, cut.after::bigint AS after,
-       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT cut.snapshot::text AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           concat_ws(' ', h.xmin, h.xmax, h.xmax_age, h.visible_head, (h.own IS NOT NULL)::int, h.horizon, h.after) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -351,22 +345,16 @@ type ReadEventsFromConsumerParams struct {
 }
 
 type ReadEventsFromConsumerRow struct {
-	Xmin        int64
-	Xmax        int64
-	XmaxAge     int64
-	VisibleHead int64
-	HasXid      bool
-	Horizon     int64
-	After       int64
-	ID          int64
-	Key         *string
-	Payload     []byte
-	CreatedAt   time.Time
-	Headers     []byte
+	Snapshot  string
+	ID        int64
+	Key       *string
+	Payload   []byte
+	CreatedAt time.Time
+	Headers   []byte
 }
 
-// As ReadEvents, after the consumer's saved offset (each row also carries
-// it: a read that goes on reads on with ReadEvents). The offset reaches the
+// As ReadEvents, after the consumer's saved offset (snapshot also carries
+// it, after the horizon: a read that goes on reads on with ReadEvents). The offset reaches the
 // page through cut like @after in ReadEvents: a plain bound on id from the
 // subquery beside the row comparison, in a custom plan on tables
 // autovacuum had not analysed yet, read the whole stream through a bitmap
@@ -391,13 +379,7 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 	for rows.Next() {
 		var i ReadEventsFromConsumerRow
 		if err := rows.Scan(
-			&i.Xmin,
-			&i.Xmax,
-			&i.XmaxAge,
-			&i.VisibleHead,
-			&i.HasXid,
-			&i.Horizon,
-			&i.After,
+			&i.Snapshot,
 			&i.ID,
 			&i.Key,
 			&i.Payload,
