@@ -23,7 +23,7 @@ import (
 // -cpuprofile writes a CPU profile of the library's burn-down via Work
 // alone, -memprofile its allocations.
 var (
-	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, keyed publish and 8 → 1 subscriber row on stderr")
+	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, keyed publish, 8 → 1 subscriber and replay read row on stderr")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")
