@@ -88,7 +88,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			err = o.q.ReadEventsFromConsumerEach(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
 				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsFromConsumerRow) {
 				if !pg.read {
-					pg.read, pg.text = true, r.Snapshot
+					pg.read, pg.raw = true, r.Snapshot
 				}
 				if r.ID != 0 { // 0: the empty page's row
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
@@ -99,7 +99,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			err = o.q.ReadEventsEach(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
 				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsRow) {
 				if !pg.read {
-					pg.read, pg.text = true, r.Snapshot
+					pg.read, pg.raw = true, r.Snapshot
 				}
 				if r.ID != 0 {
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
@@ -168,7 +168,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 // caller's string.
 type pgPage struct {
 	read           bool   // a row came
-	text           string // the snapshot column, until parse
+	raw            []byte // the snapshot column, until parse
 	snap           pgdb.SettledSnapshotRow
 	horizon, after int64
 }
@@ -181,7 +181,7 @@ func (pg *pgPage) parse(withAfter bool, after int64) error {
 	if !pg.read {
 		return nil
 	}
-	p, err := pgdb.ParsePageSnapshot(pg.text, withAfter)
+	p, err := pgdb.ParsePageSnapshot(pg.raw, withAfter)
 	if err != nil {
 		return err
 	}

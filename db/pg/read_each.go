@@ -8,9 +8,8 @@ package pgdb
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // ReadEventsEach runs ReadEvents's statement and hands each row to each as
@@ -97,35 +96,23 @@ type PageSnapshot struct {
 	Horizon, After int64
 }
 
-// ParsePageSnapshot reads a snapshot column: xmin, xmax, age(xmax), the
-// visible head, 1 or 0 (whether the transaction holds an id) and the
-// horizon, then the offset read after when withAfter, separated by single
-// spaces.
-func ParsePageSnapshot(s string, withAfter bool) (PageSnapshot, error) {
-	want := 6
+// ParsePageSnapshot reads a snapshot column: xmin, xmax, age(xmax) and the
+// visible head (8 bytes each, big-endian, as int8send sends them), whether
+// the transaction holds an id (1 byte, as boolsend), the horizon (8), then
+// the offset read after (8) when withAfter.
+func ParsePageSnapshot(b []byte, withAfter bool) (PageSnapshot, error) {
+	want := 41
 	if withAfter {
-		want = 7
+		want = 49
 	}
-	if strings.Count(s, " ") != want-1 {
-		return PageSnapshot{}, fmt.Errorf("page snapshot %q: want %d figures", s, want)
+	if len(b) != want || b[32] > 1 {
+		return PageSnapshot{}, fmt.Errorf("page snapshot %x: want %d bytes", b, want)
 	}
-	var v [7]int64
-	rest := s
-	for n := range want {
-		f, r, _ := strings.Cut(rest, " ")
-		x, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return PageSnapshot{}, fmt.Errorf("page snapshot %q: %w", s, err)
-		}
-		v[n], rest = x, r
-	}
-	if v[4] != 0 && v[4] != 1 {
-		return PageSnapshot{}, fmt.Errorf("page snapshot %q: has_xid %d", s, v[4])
-	}
-	p := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: v[0], Xmax: v[1], XmaxAge: v[2], VisibleHead: v[3], HasXid: v[4] == 1},
-		Horizon: v[5]}
+	at := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[i:])) }
+	p := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: at(0), Xmax: at(8), XmaxAge: at(16), VisibleHead: at(24),
+		HasXid: b[32] == 1}, Horizon: at(33)}
 	if withAfter {
-		p.After = v[6]
+		p.After = at(41)
 	}
 	return p, nil
 }

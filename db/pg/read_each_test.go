@@ -1,6 +1,7 @@
 package pgdb
 
 import (
+	"encoding/binary"
 	"os"
 	"regexp"
 	"testing"
@@ -75,7 +76,23 @@ func TestReadEventsEachIsReadEvents(t *testing.T) {
 // TestParsePageSnapshot: the snapshot column's figures, in order, and
 // nothing that is not exactly them.
 func TestParsePageSnapshot(t *testing.T) {
-	p, err := ParsePageSnapshot("10 20 -3 400 1 350", false)
+	col := func(xmin, xmax, age, head int64, xid bool, horizon int64, after ...int64) []byte {
+		var b []byte
+		for _, v := range []int64{xmin, xmax, age, head} {
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
+		}
+		if xid {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(horizon))
+		for _, v := range after {
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
+		}
+		return b
+	}
+	p, err := ParsePageSnapshot(col(10, 20, -3, 400, true, 350), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +100,7 @@ func TestParsePageSnapshot(t *testing.T) {
 	if p != want {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}
-	p, err = ParsePageSnapshot("10 20 0 400 0 350 7", true)
+	p, err = ParsePageSnapshot(col(10, 20, 0, 400, false, 350, 7), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +108,17 @@ func TestParsePageSnapshot(t *testing.T) {
 	if p != want {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}
+	badXid := col(10, 20, 0, 400, false, 350)
+	badXid[32] = 2
 	for _, bad := range []struct {
-		s         string
+		b         []byte
 		withAfter bool
 	}{
-		{"", false}, {"10 20 0 400 0", false}, {"10 20 0 400 0 350 7", false}, {"10 20 0 400 0 350", true},
-		{"10 20 0 400 2 350", false}, {"10 20 0 400 t 350", false}, {"10  20 0 400 0 350", false}, {"10 20 0 400 0 350 ", false},
+		{nil, false}, {col(10, 20, 0, 400, false, 350)[:40], false}, {col(10, 20, 0, 400, false, 350, 7), false},
+		{col(10, 20, 0, 400, false, 350), true}, {badXid, false},
 	} {
-		if _, err := ParsePageSnapshot(bad.s, bad.withAfter); err == nil {
-			t.Errorf("%q (after %v): no error", bad.s, bad.withAfter)
+		if _, err := ParsePageSnapshot(bad.b, bad.withAfter); err == nil {
+			t.Errorf("%x (after %v): no error", bad.b, bad.withAfter)
 		}
 	}
 }
