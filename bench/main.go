@@ -208,9 +208,23 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 		if !want(engine, what) {
 			continue
 		}
-		lib, ceil := pair(workers, func() error { _, err := st.Publish(ctx, payload); return err },
-			func() error { return r.insert(ctx, payload) })
+		publish := func() error { _, err := st.Publish(ctx, payload); return err }
+		insert := func() error { return r.insert(ctx, payload) }
+		lib, ceil := pair(workers, publish, insert)
 		row(engine, what, lib, ceil)
+		if *cpuPerJob { // three more runs of each, alternating, metered
+			for range 3 {
+				for _, side := range []struct {
+					what    string
+					op      func() error
+					profile bool
+				}{{fmt.Sprintf("publish ×%d", workers), publish, true}, {fmt.Sprintf("raw insert ×%d", workers), insert, false}} {
+					m := startCPU(side.what, side.profile).withProbe(probeOf(r))
+					n := onceN(workers, side.op)
+					m.stop(engine, int(n))
+				}
+			}
+		}
 	}
 
 	// Replay: fill a fresh stream, then read it back in pages of 1000.
@@ -344,6 +358,64 @@ func must0(err error) {
 // --- PostgreSQL ---
 
 type pgRaw struct{ pool *pgxpool.Pool }
+
+// probeOf is r's serverProbe, nil on SQLite.
+func probeOf(r raw) serverProbe {
+	if pr, ok := r.(pgRaw); ok {
+		return pr
+	}
+	return nil
+}
+
+func (r pgRaw) counts() (wal, xid int64) {
+	must0(r.pool.QueryRow(context.Background(), `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+		pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&wal, &xid))
+	return wal, xid
+}
+
+// sampleWaits samples the database's other client backends every 20 ms
+// until stop, which returns the average number in a statement, by what
+// they were doing: "CPU" (no wait event: running, or waiting for a core)
+// or the wait event's type and name.
+func (r pgRaw) sampleWaits() func() map[string]float64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan map[string]float64)
+	go func() {
+		sum, n := map[string]float64{}, 0
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				for k := range sum {
+					sum[k] /= float64(max(n, 1))
+				}
+				done <- sum
+				return
+			case <-t.C:
+			}
+			rows, err := r.pool.Query(ctx, `SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU'), count(*)::float8
+				FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+				  AND backend_type = 'client backend' AND state = 'active' GROUP BY 1`)
+			if err != nil {
+				continue // ctx ended
+			}
+			for rows.Next() {
+				var k string
+				var c float64
+				if rows.Scan(&k, &c) == nil {
+					sum[k] += c
+				}
+			}
+			rows.Close()
+			n++
+		}
+	}()
+	return func() map[string]float64 {
+		cancel()
+		return <-done
+	}
+}
 
 func openPG(ctx context.Context, dsn string) (*store.Store, raw) {
 	s := must(store.Open(ctx, dsn, store.WithMaxConns(16)))

@@ -40,7 +40,7 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 		const per = 2000
 		var lib, ceil float64
 		for i := range 2 {
-			lib = max(lib, e2e(ctx, engine, s.Stream(fmt.Sprint("e2e-", i)), payload, per))
+			lib = max(lib, e2e(ctx, engine, s.Stream(fmt.Sprint("e2e-", i)), payload, per, probeOf(r)))
 			ceil = max(ceil, e2eRaw(ctx, engine, r, payload, per))
 		}
 		row(engine, what, lib, ceil)
@@ -73,11 +73,11 @@ func benchReceivers(ctx context.Context, engine string, s *store.Store, open fun
 
 // e2e publishes 8×per events from 8 goroutines to st while one subscriber
 // receives them, and returns events/s until the subscriber has them all.
-func e2e(ctx context.Context, engine string, st *store.Stream, payload []byte, per int) float64 {
+func e2e(ctx context.Context, engine string, st *store.Stream, payload []byte, per int, p serverProbe) float64 {
 	rcv := must(st.Subscribe(ctx, "e2e", store.SubscribeOpts{Buffer: 1024, PageSize: 1000}))
 	defer rcv.Close()
 	var wg sync.WaitGroup
-	m := startCPU("8 publishers → 1 subscriber", false)
+	m := startCPU("8 publishers → 1 subscriber", false).withProbe(p)
 	defer m.stop(engine, 8*per)
 	start := time.Now()
 	for w := 0; w < 8; w++ {
@@ -123,7 +123,7 @@ func e2eRaw(ctx context.Context, engine string, r raw, payload []byte, per int) 
 			}
 		}()
 	}
-	m := startCPU("raw 8 inserters → 1 reader", false)
+	m := startCPU("raw 8 inserters → 1 reader", false).withProbe(probeOf(r))
 	defer m.stop(engine, 8*per)
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()

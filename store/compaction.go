@@ -143,7 +143,7 @@ func (st *Stream) publishKeyedOne(ctx context.Context, o target, key string, pay
 	off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, headers: hs, rank: rank,
 		schemaVersion: int32(schemaVersion), now: st.s.now()})
 	if err == nil {
-		o.afterCommit(st.s.wake(streamTopic(st.name)))
+		o.wakeAtCommit(st.s, st.topic)
 	}
 	return off, err
 }

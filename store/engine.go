@@ -80,7 +80,7 @@ func skipped(what string, err error) error {
 // publishReq is one event to append; headers are its stored headers, nil
 // when none.
 type publishReq struct {
-	stream           string
+	stream, topic    string // topic: the stream's wake topic
 	key              *string
 	payload, headers []byte
 }

@@ -32,6 +32,18 @@ type target struct {
 	failed func(err error) error
 }
 
+// wakeAtCommit wakes topic's waiters in this process once the operation's
+// writes commit: at once for auto-commit (whose afterCommit runs its func
+// at once; calling the hub directly spares a write the closure's
+// allocation), at the commit in a transaction.
+func (t target) wakeAtCommit(s *Store, topic string) {
+	if t.auto {
+		s.hub.Wake(topic)
+		return
+	}
+	t.afterCommit(s.wake(topic))
+}
+
 // via chooses the target of an operation.
 type via func(s *Store) (target, error)
 

@@ -95,7 +95,7 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	// claim of 100 jobs makes 7 allocations, not 100, and one of a few
 	// jobs allocates no more than it needs twice over). A job kept after
 	// its run keeps the others of its run alive with it (about half a KiB
-	// each, not their payloads).
+	// each, and their payloads: the run is one object to the GC).
 	jobs := make([]*Job, 0, r.n)
 	var slab []claimedJob
 	err = q.ClaimJobsEach(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,

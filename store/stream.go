@@ -12,11 +12,12 @@ import (
 // operation on the handle.
 type Stream struct {
 	handle
+	topic string // its wake topic (streamTopic), built once: a publish cost two allocations building it
 }
 
 // Stream returns the handle for the stream called name.
 func (s *Store) Stream(name string) *Stream {
-	return &Stream{newHandle(s, name)}
+	return &Stream{newHandle(s, name), streamTopic(name)}
 }
 
 // Name returns the stream's name.
@@ -105,9 +106,9 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publish(ctx, publishReq{stream: st.name, payload: payload, headers: hs})
+	off, err := o.publish(ctx, publishReq{stream: st.name, topic: st.topic, payload: payload, headers: hs})
 	if err == nil {
-		o.afterCommit(st.s.wake(streamTopic(st.name)))
+		o.wakeAtCommit(st.s, st.topic)
 	}
 	return off, err
 }
@@ -203,7 +204,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
-		o.afterCommit(st.s.wake(streamTopic(st.name)))
+		o.wakeAtCommit(st.s, st.topic)
 	}
 	return offs, err
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
-	topic := streamTopic(r.stream)
+	topic := r.topic
 	w := o.wake(topic)
 	id, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
 		Wake: w})

@@ -220,20 +220,17 @@ func (q *Queries) LockCompactionHead(ctx context.Context, arg LockCompactionHead
 
 const publishKeyedEvent = `-- name: PublishKeyedEvent :one
 
-WITH tx AS MATERIALIZED (
-    SELECT pg_current_xact_id() AS txid,
-           CASE WHEN $1::text <> '' THEN pg_notify('alkstore', $1::text)::text END AS woke
-),
-ins AS (
+WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
-    SELECT nextval('alkstore.event_offset_seq'), $2::text, $3::text, $4::bytea, tx.txid,
-           $5::jsonb
-    FROM tx
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+            CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
+                 ELSE $5::jsonb END)
     RETURNING id
 ),
 head AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT $2::text, $3::text, ins.id, $6::integer, $7::bigint, $8::timestamptz, $8::timestamptz, NULL
+    SELECT $1::text, $2::text, ins.id, $6::integer, $7::bigint, $8::timestamptz, $8::timestamptz, NULL
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
@@ -245,10 +242,10 @@ SELECT id FROM ins
 `
 
 type PublishKeyedEventParams struct {
-	Wake           string
 	Stream         string
 	Key            string
 	Payload        []byte
+	Wake           string
 	Headers        []byte
 	SchemaVersion  int32
 	CompactionRank int64
@@ -259,16 +256,18 @@ type PublishKeyedEventParams struct {
 // Winner rule: a publish becomes the head when the row is headless or its
 // (rank, offset) is greater than the head's.
 // A keyed publish: the event and the upsert of its key's head, in one
-// statement (see PublishEvent for the transaction id and the wake). The
-// head's data-modifying CTE runs to completion although nothing reads it.
-// A publish onto a headed row changes no indexed column (headless_at stays
-// NULL), so it is a HOT update (schema 00031).
+// statement (see PublishEvent for the transaction id before the offset,
+// and the wake in the headers expression: the event is a plain VALUES
+// row, as there). The head's data-modifying CTE runs to completion
+// although nothing reads it. A publish onto a headed row changes no
+// indexed column (headless_at stays NULL), so it is a HOT update (schema
+// 00031).
 func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishKeyedEvent,
-		arg.Wake,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
+		arg.Wake,
 		arg.Headers,
 		arg.SchemaVersion,
 		arg.CompactionRank,

@@ -4,19 +4,18 @@
 
 -- name: PublishKeyedEvent :one
 -- A keyed publish: the event and the upsert of its key's head, in one
--- statement (see PublishEvent for the transaction id and the wake). The
--- head's data-modifying CTE runs to completion although nothing reads it.
--- A publish onto a headed row changes no indexed column (headless_at stays
--- NULL), so it is a HOT update (schema 00031).
-WITH tx AS MATERIALIZED (
-    SELECT pg_current_xact_id() AS txid,
-           CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
-),
-ins AS (
+-- statement (see PublishEvent for the transaction id before the offset,
+-- and the wake in the headers expression: the event is a plain VALUES
+-- row, as there). The head's data-modifying CTE runs to completion
+-- although nothing reads it. A publish onto a headed row changes no
+-- indexed column (headless_at stays NULL), so it is a HOT update (schema
+-- 00031).
+WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
-    SELECT nextval('alkstore.event_offset_seq'), @stream::text, @key::text, sqlc.narg(payload)::bytea, tx.txid,
-           sqlc.narg(headers)::jsonb
-    FROM tx
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
+            CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
+                 ELSE sqlc.narg(headers)::jsonb END)
     RETURNING id
 ),
 head AS (
