@@ -85,6 +85,7 @@ func TestWorkRetriesWithGrowingDelaysThenAcks(t *testing.T) {
 		type attempt struct {
 			n              int
 			claimed, runAt time.Time
+			errors         []store.AttemptError
 		}
 		var mu sync.Mutex
 		var attempts []attempt
@@ -93,7 +94,7 @@ func TestWorkRetriesWithGrowingDelaysThenAcks(t *testing.T) {
 		runWork(t, q, store.WorkOpts{Concurrency: 2, Backoff: backoff}, func(ctx context.Context, j *store.Job) error {
 			mu.Lock()
 			defer mu.Unlock()
-			attempts = append(attempts, attempt{j.Attempts, *j.ClaimedAt, j.RunAt})
+			attempts = append(attempts, attempt{j.Attempts, *j.ClaimedAt, j.RunAt, j.Errors})
 			if j.Attempts <= 2 {
 				return errors.New("not yet")
 			}
@@ -110,12 +111,21 @@ func TestWorkRetriesWithGrowingDelaysThenAcks(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Len(t, attempts, 3)
+		// Each retry's delay counts from the moment its attempt failed (the
+		// error's time), not from the claim: a handler or an ack delayed by
+		// a busy machine must not make the delays look as if they shrank.
+		failed := attempts[2].errors // the third attempt carries both failures
+		require.Len(t, failed, 2)
+		var delays []time.Duration
 		for i := 1; i < 3; i++ {
-			gap := attempts[i].runAt.Sub(attempts[i-1].claimed)
-			assert.GreaterOrEqual(t, gap, backoff(i), "retry %d waited its backoff", i)
 			assert.Equal(t, i+1, attempts[i].n)
+			assert.Equal(t, i, failed[i-1].Attempt)
+			assert.GreaterOrEqual(t, attempts[i].runAt.Sub(attempts[i-1].claimed), backoff(i), "retry %d waited its backoff after its claim", i)
+			delay := attempts[i].runAt.Sub(failed[i-1].At)
+			assert.GreaterOrEqual(t, delay, backoff(i), "retry %d waited its backoff after its failure", i)
+			delays = append(delays, delay)
 		}
-		assert.Greater(t, attempts[2].runAt.Sub(attempts[1].claimed), attempts[1].runAt.Sub(attempts[0].claimed), "delays grow")
+		assert.Greater(t, delays[1], delays[0], "delays grow")
 	})
 }
 
