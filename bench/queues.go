@@ -62,9 +62,20 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		jobs[i].Payload, payloads[i] = payload, payload
 	}
 	if what := "EnqueueMany of 1,000 (jobs/s)"; want(engine, what) {
-		lib, ceil := pair(1, func() error { _, err := q.EnqueueMany(ctx, jobs); return err },
-			func() error { return r.insertJobs(ctx, payloads) })
+		many := func() error { _, err := q.EnqueueMany(ctx, jobs); return err }
+		insert := func() error { return r.insertJobs(ctx, payloads) }
+		lib, ceil := pair(1, many, insert)
 		row(engine, what, lib*float64(len(jobs)), ceil*float64(len(jobs)))
+		if *cpuPerJob { // one more run of each, metered
+			for _, side := range []struct {
+				what string
+				op   func() error
+			}{{"EnqueueMany of 1,000", many}, {"raw batch of 1,000", insert}} {
+				m := startCPU(side.what, false)
+				n := onceN(1, side.op)
+				m.stop(engine, int(n)*len(jobs))
+			}
+		}
 	}
 
 	// Burn-down: fill a fresh queue, then time Work with a no-op handler

@@ -237,13 +237,13 @@ func (j newJob) alike(k newJob) bool {
 }
 
 // alikeRun returns how many jobs from the first on are alike to it, stopping
-// before the payloads pass limit bytes (hex, on SQLite) unless it is the
-// first job.
+// before the payloads pass limit bytes (with a JSONB header of up to 9
+// bytes each, on SQLite) unless it is the first job.
 func alikeRun(jobs []newJob, limit int) int {
-	size := 2 * len(jobs[0].payload)
+	size := len(jobs[0].payload) + 9
 	n := 1
 	for n < len(jobs) && jobs[n].alike(jobs[0]) {
-		if size += 2*len(jobs[n].payload) + 3; size > limit {
+		if size += len(jobs[n].payload) + 9; size > limit {
 			break
 		}
 		n++

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -144,25 +146,7 @@ const alikeMin = 16
 // EnqueueJobsAlike (EnqueueJobsAlikeCounted when counted) and appends
 // their ids to ids, in the jobs' order.
 func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob, counted bool, ids []int64) ([]int64, error) {
-	size := 2
-	for _, j := range jobs {
-		size += 2*len(j.payload) + 3
-	}
-	b := make([]byte, 0, size)
-	b = append(b, '[')
-	for i, j := range jobs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if j.payload == nil {
-			b = append(b, "null"...)
-			continue
-		}
-		b = append(b, '"')
-		b = hex.AppendEncode(b, j.payload)
-		b = append(b, '"')
-	}
-	b = append(b, ']')
+	b := payloadsJSONB(jobs)
 	j := jobs[0]
 	if counted {
 		ceiling, err := q.JobIDCeiling(ctx)
@@ -171,7 +155,7 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 		}
 		res, err := q.EnqueueJobsAlikeCounted(ctx, litedb.EnqueueJobsAlikeCountedParams{Queue: queue, Priority: int64(j.priority),
 			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
-			Headers: liteHeaders(j.headers), Payloads: string(b)})
+			Headers: liteHeaders(j.headers), Payloads: b})
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +163,7 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 	}
 	got, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
-		Headers: liteHeaders(j.headers), Payloads: string(b)})
+		Headers: liteHeaders(j.headers), Payloads: b})
 	if err != nil {
 		return nil, err
 	}
@@ -190,9 +174,77 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 	return append(ids, got...), nil
 }
 
-// enqueueChunk bounds the JSON of one EnqueueJobs statement (a single job
-// bigger than that goes alone).
+// enqueueChunk bounds the JSON of one EnqueueJobs statement, and the
+// payloads of one EnqueueJobsAlike (a single job bigger than that goes
+// alone).
 const enqueueChunk = 1 << 20
+
+// JSONB element types (https://sqlite.org/jsonb.html): the low four bits
+// of an element's first byte.
+const (
+	jsonbNull    = 0x0
+	jsonbTextRaw = 0xa // a string whose payload is its bytes, unescaped
+	jsonbArray   = 0xb
+)
+
+// payloadsJSONB encodes the jobs' payloads as EnqueueJobsAlike's JSONB
+// array: each payload a raw string of its bytes (json_each's value is that
+// text, which the statement casts to a BLOB: the same bytes, whatever they
+// are), nil a JSON null (NULL).
+func payloadsJSONB(jobs []newJob) []byte {
+	size := 0
+	for _, j := range jobs {
+		if j.payload == nil {
+			size++
+		} else {
+			size += jsonbHeaderLen(len(j.payload)) + len(j.payload)
+		}
+	}
+	b := make([]byte, 0, jsonbHeaderLen(size)+size)
+	b = appendJSONBHeader(b, jsonbArray, size)
+	for _, j := range jobs {
+		if j.payload == nil {
+			b = append(b, jsonbNull)
+			continue
+		}
+		b = appendJSONBHeader(b, jsonbTextRaw, len(j.payload))
+		b = append(b, j.payload...)
+	}
+	return b
+}
+
+// appendJSONBHeader appends the header of a JSONB element of type t whose
+// payload is n bytes: its size in the first byte's high four bits up to
+// 11, else in the 1, 2, 4 or 8 big-endian bytes that 12, 13, 14 or 15
+// there announce.
+func appendJSONBHeader(b []byte, t byte, n int) []byte {
+	switch {
+	case n <= 11:
+		return append(b, byte(n)<<4|t)
+	case n <= math.MaxUint8:
+		return append(b, 0xc0|t, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xd0|t), uint16(n))
+	case uint64(n) <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xe0|t), uint32(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xf0|t), uint64(n))
+}
+
+// jsonbHeaderLen is the length of appendJSONBHeader's header for n bytes.
+func jsonbHeaderLen(n int) int {
+	switch {
+	case n <= 11:
+		return 1
+	case n <= math.MaxUint8:
+		return 2
+	case n <= math.MaxUint16:
+		return 3
+	case uint64(n) <= math.MaxUint32:
+		return 5
+	}
+	return 9
+}
 
 // jobsJSON encodes jobs from the first on as EnqueueJobs' JSON array, until
 // it passes limit bytes (at least one job), and returns it with the number

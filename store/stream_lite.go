@@ -5,16 +5,37 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strconv"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
 )
 
+// publish takes the event's offset from the insert's last_insert_rowid
+// (PublishEvent has no RETURNING; see queries/lite/streams.sql).
 func (o liteOps) publish(ctx context.Context, r publishReq) (int64, error) {
-	id, err := o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: liteHeaders(r.headers)})
-	return id, skipped("event", err)
+	res, err := o.q.PublishEvent(ctx, litedb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: liteHeaders(r.headers)})
+	if err != nil {
+		return 0, err
+	}
+	id, stored, err := insertedRow(res)
+	if err == nil && !stored {
+		err = errSkipped("event")
+	}
+	return id, err
+}
+
+// insertedRow reads a one-row INSERT's result without RETURNING: the row's
+// id (the statement's last_insert_rowid, which an application's trigger's
+// own inserts leave as it was once the trigger ends), and whether it stored
+// the row at all (a trigger's RAISE(IGNORE) skips it: changes() is 0).
+func insertedRow(res sql.Result) (int64, bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil || n != 1 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
 }
 
 func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
@@ -26,8 +47,12 @@ func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, er
 		if r.headers != nil {
 			p.Headers = liteHeaders(r.headers[i])
 		}
-		id, err := q.PublishEvents(ctx, p)
-		if errors.Is(err, sql.ErrNoRows) { // RETURNING gave no row
+		res, err := q.PublishEvents(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		id, stored, err := insertedRow(res)
+		if err == nil && !stored {
 			err = errSkippedRows("row "+strconv.Itoa(i), len(r.msgs))
 		}
 		if err == nil && m.Key != nil {

@@ -135,3 +135,65 @@ func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 		assert.Equal(t, "single", string(j.Payload))
 	})
 }
+
+// TestEnqueueManyPayloadsKeepEveryByte: a batch of jobs alike but for their
+// payloads (on SQLite one EnqueueJobsAlike, whose payloads travel as a
+// JSONB array of raw strings) stores each payload's bytes as they are:
+// every byte value, NUL and invalid UTF-8 included; sizes on each side of
+// the JSONB header's size classes (11 and 12, 255 and 256, 65,535 and
+// 65,536 bytes); empty kept apart from nil (NULL); alone, inside the
+// caller's transaction, and in batches so small that SQLite checks their
+// JSONB element by element before trusting it (an array header byte of
+// '[' or '{', 5 or 7 bytes of payload).
+func TestEnqueueManyPayloadsKeepEveryByte(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("bytes")
+		every := make([]byte, 256)
+		for i := range every {
+			every[i] = byte(i)
+		}
+		var payloads [][]byte
+		for _, n := range []int{0, 1, 11, 12, 13, 255, 256, 257, 65_535, 65_536} {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(255 - i) // 0xff first: never UTF-8
+			}
+			payloads = append(payloads, p)
+		}
+		payloads = append(payloads, every, nil, []byte{0}, []byte("\xc3\x28"), []byte(`"\`), []byte("[1]"), []byte(`{"a":1}`))
+		enqueue := func(batch [][]byte, inTx bool) {
+			t.Helper()
+			jobs := make([]store.NewJob, len(batch))
+			for i, p := range batch {
+				jobs[i].Payload = p
+			}
+			var got []int64
+			var err error
+			if inTx {
+				err = s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+					got, err = q.EnqueueManyTx(ctx, tx, jobs)
+					return err
+				})
+			} else {
+				got, err = q.EnqueueMany(c, jobs)
+			}
+			require.NoError(t, err, "a batch of %d payloads", len(batch))
+			require.Len(t, got, len(batch))
+			for i, id := range got {
+				j, err := q.Job(c, id)
+				require.NoError(t, err)
+				samePayload(t, batch[i], j.Payload, fmt.Sprintf("job %d of %d (%d bytes)", i, len(batch), len(batch[i])))
+			}
+		}
+		enqueue(payloads, false)
+		enqueue(payloads, true)
+		for _, p := range payloads {
+			enqueue([][]byte{p}, false)
+		}
+		enqueue([][]byte{[]byte("ab"), nil, {}}, false)       // 5 bytes: the array's header is '['
+		enqueue([][]byte{[]byte("abc"), []byte("de")}, false) // 7 bytes: '{'
+		enqueue([][]byte{[]byte("a"), []byte("1")}, true)
+	})
+}

@@ -536,6 +536,11 @@ func planCandidates(base int64) []int64 {
 	return v
 }
 
+// planJSONBPayloads is SQLite's EnqueueJobsAlike payloads for the payloads
+// "j" and nil: a JSONB array (header 0x3b: 3 bytes of elements) of a raw
+// string of 1 byte (0x1a, "j") and a null (0x00).
+var planJSONBPayloads = []byte{0x3b, 0x1a, 'j', 0x00}
+
 // Point bounds: a statement that reads a few rows by key.
 const (
 	planPointBuf   = 250
@@ -622,11 +627,11 @@ var hotStatements = []hotStmt{
 	// Jobs.
 	{name: "EnqueueJob", args: map[string]any{"queue": "skewed"}},
 	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
-	{name: "EnqueueJobsAlike", args: map[string]any{"queue": "skewed", "payloads": `["6a", null]`}, pgArgs: map[string]any{"maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}},
+	{name: "EnqueueJobsAlike", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}, pgArgs: map[string]any{"maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}},
 	{name: "EnqueueJobCounted", only: "lite", args: map[string]any{"queue": "skewed"}},
 	{name: "JobIDCeiling", only: "lite"}, // before each Counted insert of a batch
 	{name: "EnqueueJobsCounted", only: "lite", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}},
-	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": `["6a", null]`}},
+	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},

@@ -695,9 +695,9 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 
 const enqueueJobsAlike = `-- name: EnqueueJobsAlike :many
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT ?1, unhex(j.value), ?2, ?3,
+SELECT ?1, CAST(j.value AS BLOB), ?2, ?3,
        ?4, ?5, ?6, ?7
-FROM json_each(CAST(?8 AS TEXT)) AS j
+FROM json_each(CAST(?8 AS BLOB)) AS j
 ORDER BY j.rowid
 RETURNING id
 `
@@ -710,14 +710,21 @@ type EnqueueJobsAlikeParams struct {
 	RunAt       int64
 	ExpiresAt   *int64
 	Headers     *string
-	Payloads    string
+	Payloads    []byte
 }
 
 // A batch whose jobs differ only in their payloads (EnqueueMany's usual
-// batch: every job with the same options and headers): payloads is a JSON
-// array of the payloads in hex (null: NULL), in order, and every other
-// column is a parameter, bound once for the batch. SQLite reads one
-// string an element instead of pulling six fields out of an object. The
+// batch: every job with the same options and headers): payloads is a JSONB
+// array (SQLite's binary JSON, https://sqlite.org/jsonb.html) of the
+// payloads, in order, each a raw string holding the payload's bytes as
+// they are (null: NULL), and every other column is a parameter, bound once
+// for the batch. SQLite reads one string an element instead of pulling six
+// fields out of an object; JSONB, not JSON text, because json_each then
+// parses nothing (a JSON text array is converted to JSONB first, a pass
+// over every character) and each element's value is its bytes, which the
+// CAST to BLOB only retypes (no unhex of a hex string: the parse and the
+// unhex cost about 5,000 instructions a job of a 1,000-job batch, a fifth
+// of the whole insert, callgrind). The
 // rows are inserted in array order (ORDER BY j.rowid, as in EnqueueJobs),
 // so their ids, ascending, are the jobs' in order. RETURNING, not the
 // statement's last_insert_rowid less the batch: an application's trigger
@@ -763,9 +770,9 @@ func (q *Queries) EnqueueJobsAlike(ctx context.Context, arg EnqueueJobsAlikePara
 
 const enqueueJobsAlikeCounted = `-- name: EnqueueJobsAlikeCounted :execresult
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-SELECT ?1, unhex(j.value), ?2, ?3,
+SELECT ?1, CAST(j.value AS BLOB), ?2, ?3,
        ?4, ?5, ?6, ?7
-FROM json_each(CAST(?8 AS TEXT)) AS j
+FROM json_each(CAST(?8 AS BLOB)) AS j
 ORDER BY j.rowid
 `
 
@@ -777,7 +784,7 @@ type EnqueueJobsAlikeCountedParams struct {
 	RunAt       int64
 	ExpiresAt   *int64
 	Headers     *string
-	Payloads    string
+	Payloads    []byte
 }
 
 // EnqueueJobsAlike without RETURNING, as EnqueueJobsCounted.

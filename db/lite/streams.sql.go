@@ -7,6 +7,7 @@ package litedb
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
@@ -28,11 +29,10 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 	return committed_offset, err
 }
 
-const publishEvent = `-- name: PublishEvent :one
+const publishEvent = `-- name: PublishEvent :execresult
 
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, ?2, ?3, ?4)
-RETURNING id
 `
 
 type PublishEventParams struct {
@@ -45,22 +45,24 @@ type PublishEventParams struct {
 // Streams: durable, ordered events with per-consumer offsets (SQLite).
 // SQLite has one writer at a time, so offsets commit in order and reads
 // need no horizon: every committed offset is settled.
-func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishEventStmt, publishEvent,
+// Without RETURNING, which SQLite runs as a trigger program (and
+// database/sql as rows to step, scan and close), as EnqueueJobCounted: the
+// event's offset is the statement's last_insert_rowid (an application's
+// trigger that inserts rows leaves it as it was once the trigger ends),
+// and a trigger that skipped the row (RAISE(IGNORE)) leaves it stored
+// nothing (changes() is 0).
+func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishEventStmt, publishEvent,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
 		arg.Headers,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
 }
 
-const publishEvents = `-- name: PublishEvents :one
+const publishEvents = `-- name: PublishEvents :execresult
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, ?2, ?3, ?4)
-RETURNING id
 `
 
 type PublishEventsParams struct {
@@ -71,17 +73,15 @@ type PublishEventsParams struct {
 }
 
 // SQLite runs in process: "many" is this statement repeated inside one
-// transaction on the writer slot.
-func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) (int64, error) {
-	row := q.queryRow(ctx, q.publishEventsStmt, publishEvents,
+// transaction on the writer slot, each event's offset read as
+// PublishEvent's.
+func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishEventsStmt, publishEvents,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
 		arg.Headers,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
 }
 
 const readEvents = `-- name: ReadEvents :many

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ncruces/go-sqlite3"
@@ -277,7 +278,16 @@ type stmt struct {
 	raw    driver.Stmt
 	broken *atomic.Bool
 	c      *conn // refuses to run in a transaction SQLite ended (conn.ended)
+	// dollars says whether the statement has $-named parameters (see
+	// numbered), once asked: dollarsUnknown until its first run.
+	dollars uint8
 }
+
+const (
+	dollarsUnknown = iota
+	dollarsNone
+	dollarsSome
+)
 
 var (
 	_ driver.StmtExecContext   = (*stmt)(nil)
@@ -347,9 +357,32 @@ func (s *stmt) autocommitWrite() bool {
 // the first argument to $2; the driver binds positional arguments by that
 // number. A statement without $n parameters ("?", "?NNN", ":name") binds
 // as before.
+//
+// Whether the statement has any $-named parameter is read once, from its
+// parameters' names: most statements (every one sqlc generates, ?NNN) have
+// none, and asking SQLite for each argument's "$n" copied the name into
+// SQLite's memory and searched the statement's parameters, each run.
 func (s *stmt) numbered(args []driver.NamedValue) []driver.NamedValue {
 	bi, ok := s.raw.(interface{ BindIndex(name string) int })
 	if !ok {
+		return args
+	}
+	if s.dollars == dollarsUnknown {
+		s.dollars = dollarsSome // unless the names say otherwise
+		if bn, ok := s.raw.(interface {
+			BindCount() int
+			BindName(param int) string
+		}); ok {
+			s.dollars = dollarsNone
+			for i := 1; i <= bn.BindCount(); i++ {
+				if strings.HasPrefix(bn.BindName(i), "$") {
+					s.dollars = dollarsSome
+					break
+				}
+			}
+		}
+	}
+	if s.dollars == dollarsNone {
 		return args
 	}
 	var out []driver.NamedValue

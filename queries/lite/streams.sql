@@ -2,17 +2,22 @@
 -- SQLite has one writer at a time, so offsets commit in order and reads
 -- need no horizon: every committed offset is settled.
 
--- name: PublishEvent :one
+-- name: PublishEvent :execresult
+-- Without RETURNING, which SQLite runs as a trigger program (and
+-- database/sql as rows to step, scan and close), as EnqueueJobCounted: the
+-- event's offset is the statement's last_insert_rowid (an application's
+-- trigger that inserts rows leaves it as it was once the trigger ends),
+-- and a trigger that skipped the row (RAISE(IGNORE)) leaves it stored
+-- nothing (changes() is 0).
 INSERT INTO alk_events (stream, key, payload, headers)
-VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers))
-RETURNING id;
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 
--- name: PublishEvents :one
+-- name: PublishEvents :execresult
 -- SQLite runs in process: "many" is this statement repeated inside one
--- transaction on the writer slot.
+-- transaction on the writer slot, each event's offset read as
+-- PublishEvent's.
 INSERT INTO alk_events (stream, key, payload, headers)
-VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers))
-RETURNING id;
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 
 -- name: ReadEvents :many
 -- On the stream's index by name: with ANALYZE statistics SQLite may
