@@ -28,7 +28,7 @@ import (
 // with -cpu, a publish row's metered runs profile the library's side too
 // (measure one figure with -figure to profile only that one).
 var (
-	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, EnqueueMany, publish, keyed publish and 8 → 1 subscriber row on stderr (publish: also WAL bytes and transaction ids a job on PostgreSQL)")
+	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, EnqueueMany, publish, keyed publish, 8 → 1 subscriber and replay read row on stderr (publish: also WAL bytes and transaction ids a job on PostgreSQL)")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")

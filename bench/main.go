@@ -243,8 +243,12 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 			must0(r.insert(ctx, payload))
 		}
 	}
+	// -cpu: CPU an event of both sides' reads (client, and the server's).
+	var read int
+	m := startCPU("replay read", false)
 	lib := best(func() float64 {
 		start, n, last := time.Now(), 0, int64(0)
+		defer func() { read += n }()
 		for {
 			evs, err := replay.ReadSince(ctx, last, 1000)
 			must0(err)
@@ -256,8 +260,12 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 		}
 		return float64(n) / time.Since(start).Seconds()
 	})
+	m.stop(engine, read)
+	read = 0
+	m = startCPU("raw replay read", false)
 	ceil := best(func() float64 {
 		start, n, last := time.Now(), 0, int64(0)
+		defer func() { read += n }()
 		for {
 			l, k, err := r.readPage(ctx, last, 1000)
 			must0(err)
@@ -268,6 +276,7 @@ func benchStreams(ctx context.Context, engine string, s *store.Store, r raw) {
 		}
 		return float64(n) / time.Since(start).Seconds()
 	})
+	m.stop(engine, read)
 	row(engine, replayWhat, lib, ceil)
 }
 

@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
@@ -65,7 +67,13 @@ func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, li
 // does): the rows already returned are not sent again.
 func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after int64, limit int) ([]Event, error) {
 	lim := clampLimit(limit)
-	var evs []Event
+	scratch := eventScratch.Get().(*[]Event)
+	evs := (*scratch)[:0]
+	defer func() {
+		clear(evs) // the events are the caller's copy's alone
+		*scratch = evs[:0]
+		putEventScratch(scratch)
+	}()
 	for attempt := 1; ; attempt++ {
 		// Inside a transaction a snapshot may be older than the newest one
 		// seen (REPEATABLE READ, or held back by the transaction's own id),
@@ -75,24 +83,40 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		learn := o.mayLearnBefore()
 		var pg pgPage
 		var err error
+		from := len(evs)
 		if consumer != "" && attempt == 1 {
-			var rows []pgdb.ReadEventsFromConsumerRow
-			rows, err = o.q.ReadEventsFromConsumer(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
-				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
-			pg = pgPageOfConsumer(rows, stream)
+			err = o.q.ReadEventsFromConsumerEach(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
+				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsFromConsumerRow) {
+				if !pg.read {
+					pg.read, pg.raw = true, r.Snapshot
+				}
+				if r.ID != 0 { // 0: the empty page's row
+					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
+						Headers: decodeHeaders(r.Headers)})
+				}
+			})
 		} else {
-			var rows []pgdb.ReadEventsRow
-			rows, err = o.q.ReadEvents(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(len(evs)),
-				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn})
-			pg = pgPageOfEvents(rows, stream, after)
+			err = o.q.ReadEventsEach(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
+				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsRow) {
+				if !pg.read {
+					pg.read, pg.raw = true, r.Snapshot
+				}
+				if r.ID != 0 {
+					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
+						Headers: decodeHeaders(r.Headers)})
+				}
+			})
 		}
 		if err != nil {
+			return nil, err
+		}
+		if err := pg.parse(consumer != "" && attempt == 1, after); err != nil {
 			return nil, err
 		}
 		learn = learn && !pg.snap.HasXid
 		known := o.eng.horizon.observe(pg.snap, learn)
 		if o.inTx {
-			if known > pg.horizon && len(evs)+len(pg.evs) < int(lim) && attempt == 1 {
+			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 {
 				// The store learned a candidate this snapshot proves after
 				// the proof was sent (another read's, while this statement
 				// waited: for a lock, or for the CPU): read on above the
@@ -101,24 +125,25 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				// the transaction's last own one, its cut) comes again in
 				// order, cut at the greater of the new horizon and that.
 				after = pg.after
-				for _, ev := range pg.evs {
+				kept := from
+				for _, ev := range evs[from:] {
 					if ev.Offset > pg.horizon {
 						break
 					}
-					evs, after = append(evs, ev), ev.Offset
+					kept, after = kept+1, ev.Offset
 				}
+				clear(evs[kept:])
+				evs = evs[:kept]
 				continue
 			}
-			evs = append(evs, pg.evs...)
 			if !learn && max(known, pg.horizon) < pg.snap.VisibleHead {
 				o.eng.learner.learn(o.eng)
 			}
-			return evs, nil
+			return pageOut(evs), nil
 		}
-		evs = append(evs, pg.evs...)
 		if pg.horizon >= pg.snap.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) {
 			o.eng.stall.observe(ctx, pg.horizon, pg.snap.VisibleHead)
-			return evs, nil
+			return pageOut(evs), nil
 		}
 		// The page held every event of the stream in (after, horizon]: go
 		// on above its last one.
@@ -136,51 +161,59 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 	}
 }
 
-// pgPage is a page statement's result: its snapshot's figures, the horizon
-// it cut the page at, the offset it read after, and the page.
+// pgPage is what a page statement's first row says in its snapshot
+// column: its snapshot's figures, the horizon it cut the page at, and the
+// offset it read after. The statement always returns a row (an empty
+// page's has id 0), and no row names the stream: the events share the
+// caller's string.
 type pgPage struct {
+	read           bool   // a row came
+	raw            []byte // the snapshot column, until parse
 	snap           pgdb.SettledSnapshotRow
 	horizon, after int64
-	evs            []Event
 }
 
-// pgPageOfEvents is ReadEvents' page of stream. The statement always
-// returns a row (an empty page's has id 0), and no row names the stream:
-// the events share the caller's string.
-func pgPageOfEvents(rows []pgdb.ReadEventsRow, stream string, after int64) pgPage {
-	if len(rows) == 0 {
-		return pgPage{} // not from the statement, which always returns a row
+// parse reads the snapshot column of the page's first row (ReadEvents',
+// or ReadEventsFromConsumer's, which also says the offset it read after:
+// withAfter); after is the offset ReadEvents read after. No row (never
+// from the statement) reads as a snapshot of zeros.
+func (pg *pgPage) parse(withAfter bool, after int64) error {
+	if !pg.read {
+		return nil
 	}
-	r := rows[0]
-	pg := pgPage{snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid},
-		horizon: r.Horizon, after: after}
-	if r.ID != 0 { // 0: the empty page's row
-		pg.evs = make([]Event, len(rows))
-		for i, row := range rows {
-			pg.evs[i] = Event{Offset: row.ID, Stream: stream, Key: row.Key, Payload: row.Payload, CreatedAt: row.CreatedAt,
-				Headers: decodeHeaders(row.Headers)}
-		}
+	p, err := pgdb.ParsePageSnapshot(pg.raw, withAfter)
+	if err != nil {
+		return err
 	}
-	return pg
+	pg.snap, pg.horizon, pg.after = p.SettledSnapshotRow, p.Horizon, after
+	if withAfter {
+		pg.after = p.After
+	}
+	return nil
 }
 
-// pgPageOfConsumer is pgPageOfEvents for ReadEventsFromConsumer, whose
-// rows also carry the offset it read after.
-func pgPageOfConsumer(rows []pgdb.ReadEventsFromConsumerRow, stream string) pgPage {
-	if len(rows) == 0 {
-		return pgPage{}
+// eventScratch holds the slices a read collects its pages in; the read
+// returns a copy of exactly its length, so a page of 1,000 events
+// allocates its events once instead of in a slice grown row by row.
+var eventScratch = sync.Pool{New: func() any { return new([]Event) }}
+
+// maxScratch bounds the scratch slices kept for reuse (events).
+const maxScratch = 4096
+
+func putEventScratch(s *[]Event) {
+	if cap(*s) > maxScratch {
+		return
 	}
-	r := rows[0]
-	pg := pgPage{snap: pgdb.SettledSnapshotRow{Xmin: r.Xmin, Xmax: r.Xmax, XmaxAge: r.XmaxAge, VisibleHead: r.VisibleHead, HasXid: r.HasXid},
-		horizon: r.Horizon, after: r.After}
-	if r.ID != 0 {
-		pg.evs = make([]Event, len(rows))
-		for i, row := range rows {
-			pg.evs[i] = Event{Offset: row.ID, Stream: stream, Key: row.Key, Payload: row.Payload, CreatedAt: row.CreatedAt,
-				Headers: decodeHeaders(row.Headers)}
-		}
+	eventScratch.Put(s)
+}
+
+// pageOut returns a copy of evs, nil when empty (evs goes back to
+// eventScratch).
+func pageOut(evs []Event) []Event {
+	if len(evs) == 0 {
+		return nil
 	}
-	return pg
+	return slices.Clone(evs)
 }
 
 func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

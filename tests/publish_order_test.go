@@ -86,11 +86,16 @@ func waitInNextval(t *testing.T, pool interface {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second) // a hang detector, not a bound: the wait is forced
 	for {
-		var xid *string
-		err := pool.QueryRow(ctx(t), `SELECT a.backend_xid::text FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		var pid int32
+		err := pool.QueryRow(ctx(t), `SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE NOT l.granted AND l.relation = 'alkstore.event_offset_seq'::regclass AND a.datname = current_database()
-			  AND a.query LIKE '%INSERT INTO alkstore.events%'`).Scan(&xid)
+			  AND a.query LIKE '%INSERT INTO alkstore.events%'`).Scan(&pid)
 		if err == nil {
+			// Its id is read by a statement of its own, which starts after
+			// the wait was seen: within one statement pg_stat_activity may
+			// be read before pg_locks, from a moment before the id existed.
+			var xid *string
+			require.NoError(t, pool.QueryRow(ctx(t), `SELECT backend_xid::text FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&xid))
 			if xid == nil {
 				return ""
 			}

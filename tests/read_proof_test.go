@@ -86,14 +86,19 @@ func TestReadEventsCutsAtTheBestCandidateItsSnapshotProves(t *testing.T) {
 				Floor: tc.floor, Nexts: nexts, Heads: heads, Learn: false})
 			require.NoError(t, err)
 			require.NotEmpty(t, rows)
-			xmin := rows[0].Xmin
+			snap, err := pgdb.ParsePageSnapshot(rows[0].Snapshot, false)
+			require.NoError(t, err)
+			for _, r := range rows {
+				require.Equal(t, rows[0].Snapshot, r.Snapshot, "every row carries the statement's one snapshot")
+			}
+			xmin := snap.Xmin
 			want := tc.floor
 			for i, n := range nexts {
 				if n <= xmin {
 					want = max(want, heads[i])
 				}
 			}
-			assert.Equal(t, want, rows[0].Horizon, "xmin %d, nexts %v", xmin, nexts)
+			assert.Equal(t, want, snap.Horizon, "xmin %d, nexts %v", xmin, nexts)
 			var got, page []int64
 			for _, r := range rows {
 				if r.ID != 0 {

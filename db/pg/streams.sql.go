@@ -148,11 +148,11 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
-       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon,
-       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT cut.snapshot::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -200,17 +200,12 @@ type ReadEventsParams struct {
 }
 
 type ReadEventsRow struct {
-	Xmin        int64
-	Xmax        int64
-	XmaxAge     int64
-	VisibleHead int64
-	HasXid      bool
-	Horizon     int64
-	ID          int64
-	Key         *string
-	Payload     []byte
-	CreatedAt   time.Time
-	Headers     []byte
+	Snapshot  []byte
+	ID        int64
+	Key       *string
+	Payload   []byte
+	CreatedAt time.Time
+	Headers   []byte
 }
 
 // Events after an offset, cut at the settled horizon inside the statement,
@@ -238,7 +233,15 @@ type ReadEventsRow struct {
 // snapshot's figures and the horizon, so the caller learns the candidate
 // and knows whether committed events wait above the horizon; an empty page
 // is one row with id 0 (offsets start at 1) and NULL or empty event
-// columns. The stream is the caller's: no row sends it.
+// columns. The stream is the caller's: no row sends it. The figures go in
+// one bytea column, snapshot, built once a statement from their binary
+// send forms: xmin, xmax, age(xmax) and the visible head (8 bytes each),
+// whether the transaction holds an id (1 byte), the horizon (8); none is
+// NULL. As six columns, sent again in every row, they cost the server
+// about 200 ns an event of a page of 1,000 (a quarter of its time) and the
+// client their decoding; the caller reads them from the first row only.
+// concat_ws into text instead looked up every argument's output function
+// each statement: a few microseconds a read.
 // This shape, subqueries kept apart by OFFSET 0 instead of materialized
 // CTEs and a function scan, costs the server about 50k fewer instructions
 // a read (callgrind); the plan is the same.
@@ -278,12 +281,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 	for rows.Next() {
 		var i ReadEventsRow
 		if err := rows.Scan(
-			&i.Xmin,
-			&i.Xmax,
-			&i.XmaxAge,
-			&i.VisibleHead,
-			&i.HasXid,
-			&i.Horizon,
+			&i.Snapshot,
 			&i.ID,
 			&i.Key,
 			&i.Payload,
@@ -301,11 +299,11 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT cut.xmin::bigint AS xmin, cut.xmax::bigint AS xmax, cut.xmax_age::bigint AS xmax_age,
-       cut.visible_head::bigint AS visible_head, (cut.own IS NOT NULL)::boolean AS has_xid, cut.horizon::bigint AS horizon, cut.after::bigint AS after,
-       COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT cut.snapshot::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
+           int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -355,22 +353,17 @@ type ReadEventsFromConsumerParams struct {
 }
 
 type ReadEventsFromConsumerRow struct {
-	Xmin        int64
-	Xmax        int64
-	XmaxAge     int64
-	VisibleHead int64
-	HasXid      bool
-	Horizon     int64
-	After       int64
-	ID          int64
-	Key         *string
-	Payload     []byte
-	CreatedAt   time.Time
-	Headers     []byte
+	Snapshot  []byte
+	ID        int64
+	Key       *string
+	Payload   []byte
+	CreatedAt time.Time
+	Headers   []byte
 }
 
-// As ReadEvents, after the consumer's saved offset (each row also carries
-// it: a read that goes on reads on with ReadEvents). The offset reaches the
+// As ReadEvents, after the consumer's saved offset (snapshot also carries
+// it, 8 bytes after the horizon: a read that goes on reads on with
+// ReadEvents). The offset reaches the
 // page through cut like @after in ReadEvents: a plain bound on id from the
 // subquery beside the row comparison, in a custom plan on tables
 // autovacuum had not analysed yet, read the whole stream through a bitmap
@@ -395,13 +388,7 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 	for rows.Next() {
 		var i ReadEventsFromConsumerRow
 		if err := rows.Scan(
-			&i.Xmin,
-			&i.Xmax,
-			&i.XmaxAge,
-			&i.VisibleHead,
-			&i.HasXid,
-			&i.Horizon,
-			&i.After,
+			&i.Snapshot,
 			&i.ID,
 			&i.Key,
 			&i.Payload,
