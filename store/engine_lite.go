@@ -34,6 +34,9 @@ type liteEngine struct {
 	// Prepared statements on each pool.
 	writeQ, readQ *litedb.Queries
 	held          atomic.Pointer[writerHold] // the Begin'd transaction holding the writer slot
+	// stops interrupts the statements of the writer and the readers (a
+	// hard stop; see interrupt).
+	stops *litedriver.Interrupter
 }
 
 // busyTimeout covers waits on writers in other processes.
@@ -46,8 +49,9 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.Contains(path, "mode=memory") {
 		return nil, opErr("open", "", fmt.Errorf("%w: SQLite needs a file (in-memory databases cannot share the writer and reader connections); use a temporary file", ErrInvalidArgument))
 	}
-	writer, err := litedriver.Open(sqliteURI(path, "_txlock=immediate",
-		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"))
+	stops := &litedriver.Interrupter{}
+	writer, err := litedriver.OpenInterruptible(sqliteURI(path, "_txlock=immediate",
+		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"), stops)
 	if err != nil {
 		return nil, opErr("open", "", err)
 	}
@@ -73,7 +77,7 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		return nil, opErr("open", "", err)
 	}
 
-	readers, err := litedriver.Open(sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"))
+	readers, err := litedriver.OpenInterruptible(sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"), stops)
 	if err != nil {
 		writer.Close()
 		return nil, opErr("open", "", err)
@@ -87,7 +91,7 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		return nil, opErr("open", "", err)
 	}
 	watch.SetMaxOpenConns(1)
-	e := &liteEngine{writer: writer, readers: readers, watch: watch}
+	e := &liteEngine{writer: writer, readers: readers, watch: watch, stops: stops}
 	if e.writeQ, err = litedb.Prepare(ctx, writer); err == nil {
 		e.readQ, err = litedb.Prepare(ctx, readers)
 	}
@@ -193,9 +197,14 @@ func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
 	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx, adopted: true}, adopted: true}
 }
 
-// interrupt does nothing yet: an operation waiting on SQLite (the busy
-// timeout) ends when its own ctx does or the wait does.
-func (e *liteEngine) interrupt() {}
+// interrupt ends the statements running on the writer and the readers (a
+// hard stop), a wait for another process's lock included, and refuses any
+// they start from now on: each fails with SQLite's error marked
+// litedriver.ErrInterrupted, and SQLite rolls an interrupted write back
+// (with its transaction), so the operation stores nothing; a commit already
+// reached still runs. The store is closing (driverErr says ErrClosed). An
+// adopted transaction's connection is the application's: not interrupted.
+func (e *liteEngine) interrupt() { e.stops.Interrupt() }
 
 // close closes the pools; database/sql closes a connection still in a
 // transaction when that transaction ends.

@@ -27,6 +27,10 @@ type target struct {
 	afterCommit func(fn func())
 	auto        bool // auto-commit: the operation waits for a connection of its own
 	write       bool // an auto-commit write: on SQLite it waits for the writer slot
+	// adopted: in a transaction adopted with AdoptPgx or AdoptSQL, which
+	// the store cannot wait for or roll back, so each operation in it
+	// counts as running, like an auto-commit one (see Shutdown).
+	adopted bool
 	// failed, in a transaction, is told the operation's error and returns
 	// it as the caller sees it (Tx.failed).
 	failed func(err error) error
@@ -84,11 +88,13 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	if err != nil {
 		return zero, opErr(op, h.name, err)
 	}
-	if t.auto {
+	if t.auto || t.adopted {
 		if err := h.s.life.enterOp(); err != nil { // a graceful shutdown waits for it
 			return zero, opErr(op, h.name, err)
 		}
 		defer h.s.life.leaveOp()
+	}
+	if t.auto {
 		defer h.s.life.whileWaiting()() // a dropped transaction may hold what it waits for
 	}
 	if t.write {

@@ -20,8 +20,9 @@ import (
 //	         still running finish and are settled; starting a loop,
 //	         receiver or listener fails with ErrClosed
 //	draining every loop returned; new operations fail with ErrClosed, while
-//	         operations already running outside a transaction and
-//	         transactions already open may finish (Commit included)
+//	         operations already running outside a transaction or in an
+//	         adopted one and transactions already open may finish (Commit
+//	         included)
 //	closed   transactions still open were rolled back; every operation
 //	         fails with ErrClosed; the connections are released
 type phase int32
@@ -46,8 +47,9 @@ type lifecycle struct {
 	txsGone chan struct{}         // closed when txs became empty, while draining waits
 	lastGC  atomic.Int64          // unix nanos of the last leak nudge
 	cut     atomic.Bool           // the hard stop cancelled a handler still running
-	// ops counts the auto-commit operations running (run: enterOp,
-	// leaveOp); the last to leave while the store drains signals opsLeft.
+	// ops counts the auto-commit operations running, and those in adopted
+	// transactions (run, Tx.enter: enterOp, leaveOp); the last to leave
+	// while the store drains signals opsLeft.
 	ops     atomic.Int64
 	opsLeft chan struct{} // capacity 1
 }
@@ -57,7 +59,8 @@ func newLifecycle() *lifecycle {
 		opsLeft: make(chan struct{}, 1)}
 }
 
-// enterOp counts an auto-commit operation that begins, or refuses it with
+// enterOp counts an auto-commit operation (or one in an adopted
+// transaction) that begins, or refuses it with
 // ErrClosed once the store drains. It counts before it looks at the phase,
 // so a shutdown that moved to draining either sees the operation and waits
 // for it or the operation sees the phase and backs out.
@@ -80,8 +83,8 @@ func (l *lifecycle) leaveOp() {
 	}
 }
 
-// waitOps waits until no auto-commit operation runs (true), or the
-// shutdown turned hard (false).
+// waitOps waits until no auto-commit operation (nor one in an adopted
+// transaction) runs (true), or the shutdown turned hard (false).
 func waitOps(l *lifecycle) bool {
 	for l.ops.Load() > 0 {
 		select {
@@ -93,10 +96,13 @@ func waitOps(l *lifecycle) bool {
 	return true
 }
 
-// cutOps is the hard stop's end of the auto-commit operations still
-// running: the engine cancels their statements (again every
-// leakNudgeAfter, for one that reached the server after a cancel), and
-// they get up to hardStopWait to return. It reports whether none is left.
+// cutOps is the hard stop's end of the operations still running: the
+// engine cancels their statements on its own connections (again every
+// leakNudgeAfter, for one that reached the server after a cancel; SQLite's
+// interrupt stays on), and they get up to hardStopWait to return. It
+// reports whether none is left: an operation on a connection that is not
+// the store's (an adopted transaction's, a pool given to OpenPool) may
+// outlast it.
 func (s *Store) cutOps() bool {
 	l := s.life
 	if l.ops.Load() == 0 {
@@ -228,7 +234,12 @@ func (l *lifecycle) nudge() {
 //  3. Operations outside a transaction that start now fail with ErrClosed;
 //     those already running finish (an EnqueueMany stores its batch and
 //     returns its ids), and transactions already open may still finish and
-//     commit.
+//     commit. A transaction adopted with AdoptPgx or AdoptSQL is yours, not
+//     the store's: Shutdown neither waits for it nor rolls it back, and
+//     treats each operation in it (the Tx forms, Exec, Query, QueryRow)
+//     like one outside a transaction: those running finish, those that
+//     start now fail with ErrClosed (as AdoptPgx and AdoptSQL do). What the
+//     store wrote in it before commits or rolls back with it, as you end it.
 //  4. Transactions still open are rolled back, every operation fails with
 //     ErrClosed, and the connections are released.
 //
@@ -238,15 +249,18 @@ func (l *lifecycle) nudge() {
 // return; transactions still open are rolled back at once (their later
 // operations and Commit fail with ErrClosed), and operations still running
 // outside a transaction are cancelled: on PostgreSQL, with a pool Open
-// made, the server cancels their statements (even one waiting on a lock)
-// and they fail with ErrClosed and store nothing, unless one finished
-// first and keeps its result. They get up to 5 seconds to return. SQLite
-// (and a pool passed to OpenPool) cannot interrupt them yet: one waiting on
-// another process's write lock runs until its busy timeout or its own
-// context ends. Shutdown then returns an error matching ctx's, saying
-// "operations still running" only when some outlived that wait. A handler that ignores its context is left running
-// on a closed store: its job comes back after its visibility. A hard stop
-// right away is Shutdown with a context that is already done.
+// made, the server cancels their statements, and on SQLite the store
+// interrupts them, even one waiting on a lock (SQLite: another process's
+// write lock, whatever the busy timeout); they fail with ErrClosed and
+// store nothing, unless one finished first and keeps its result. They get
+// up to 5 seconds to return. A pool passed to OpenPool and an adopted
+// transaction's connection are the application's, which the store does
+// not cancel: an operation on them waiting on a lock runs until it gets
+// the lock, its own context ends or (SQLite) its busy timeout. Shutdown
+// then returns an error matching ctx's, saying "operations still running"
+// only when some outlived that wait. A handler that ignores its context is
+// left running on a closed store: its job comes back after its visibility.
+// A hard stop right away is Shutdown with a context that is already done.
 //
 // Shutdown and Close may be called more than once, and concurrently; every
 // call waits for the first to finish, and any caller's ctx ending turns a

@@ -480,6 +480,11 @@ func (tx Tx) Rollback(ctx context.Context) error {
 // call on tx finds out), and so does every later use of tx; but an end
 // followed by a new BEGIN in the same text cannot be found afterwards.
 func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	leave, err := tx.enter()
+	if err != nil {
+		return 0, opErr("exec", "", err)
+	}
+	defer leave()
 	dtx, err := tx.live()
 	if err != nil {
 		return 0, opErr("exec", "", err)
@@ -496,6 +501,11 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 
 // Query runs a business query in the transaction.
 func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	leave, err := tx.enter()
+	if err != nil {
+		return nil, opErr("query", "", err)
+	}
+	defer leave()
 	dtx, err := tx.live()
 	if err != nil {
 		return nil, opErr("query", "", err)
@@ -512,6 +522,11 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 
 // QueryRow runs a business query expected to return one row.
 func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
+	leave, err := tx.enter()
+	if err != nil {
+		return errRow{opErr("query row", "", err)}
+	}
+	defer leave()
 	dtx, err := tx.live()
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
@@ -543,6 +558,24 @@ func (tx Tx) state() (*txState, error) {
 	}
 	return tx.h.state, nil
 }
+
+// enter counts a use of an adopted transaction (Exec, Query, QueryRow) as
+// a running operation, as run does for the Tx forms (see Shutdown), or
+// refuses it with ErrClosed once the store drains; leave ends it. A
+// store-begun transaction's uses are not counted: Shutdown waits for the
+// transaction itself.
+func (tx Tx) enter() (leave func(), err error) {
+	if tx.h == nil || tx.h.state.owned {
+		return noLeave, nil
+	}
+	l := tx.h.store.life
+	if err := l.enterOp(); err != nil {
+		return nil, err
+	}
+	return l.leaveOp, nil
+}
+
+var noLeave = func() {}
 
 // live returns the open driver transaction, or why there is none.
 func (tx Tx) live() (driverTx, error) {
@@ -617,7 +650,7 @@ func (tx Tx) via(ctx context.Context) via {
 			return target{}, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
 		}
 		failed := func(err error) error { return tx.failed(ctx, err) }
-		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: failed}, nil
+		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: failed, adopted: !tx.h.state.owned}, nil
 	}
 }
 

@@ -325,3 +325,101 @@ func TestHeadlessRowsCountAndExpireWhateverMadeThem(t *testing.T) {
 		assert.Equal(t, []byte("v"), h.Payload)
 	})
 }
+
+// TestSweepOfEveryQueueEndsEachExpiredJobOnce: the sweep of every queue
+// (Maintenance.SweepExpiredJobs; on PostgreSQL a walk of the queues with
+// jobs that can expire, which reads a queue's expired range only when the
+// queue's first expiry has come) ends expired exactly the expired jobs of
+// every queue, pending ones and running ones whose claim lapsed, at most
+// a batch a pass, and leaves a job not yet expired and a claim still in
+// flight alone, beside queues (named between the others) whose jobs all
+// expire later or whose only expired job is a claim in flight.
+func TestSweepOfEveryQueueEndsEachExpiredJobOnce(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		const queues = 5
+		var expired, waiting, inFlight []int64
+		var qs []*store.Queue
+		for i := range queues {
+			q := s.Queue(fmt.Sprint("sweep-", i))
+			qs = append(qs, q)
+			soon := store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Minute)}
+			// Claimed first (the oldest two): one claim that lapses, one that
+			// is still in flight when the jobs expire.
+			for _, lease := range []time.Duration{30 * time.Second, 10 * time.Minute} {
+				id, err := q.Enqueue(c, nil, soon)
+				require.NoError(t, err)
+				js, err := q.Claim(c, "w", 1, lease)
+				require.NoError(t, err)
+				require.Len(t, js, 1)
+				require.Equal(t, id, js[0].ID)
+				if lease < time.Minute {
+					expired = append(expired, id)
+				} else {
+					inFlight = append(inFlight, id)
+				}
+			}
+			for range 3 {
+				id, err := q.Enqueue(c, nil, soon)
+				require.NoError(t, err)
+				expired = append(expired, id)
+			}
+			id, err := q.Enqueue(c, nil, store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			waiting = append(waiting, id)
+			// A queue whose jobs all expire later, and one whose only job
+			// that expires is claimed for longer.
+			later, held := s.Queue(fmt.Sprint("sweep-", i, "-later")), s.Queue(fmt.Sprint("sweep-", i, "-held"))
+			qs = append(qs, later, held)
+			for range 2 {
+				id, err := later.Enqueue(c, nil, store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Hour)})
+				require.NoError(t, err)
+				waiting = append(waiting, id)
+			}
+			id, err = held.Enqueue(c, nil, soon)
+			require.NoError(t, err)
+			js, err := held.Claim(c, "w", 1, 10*time.Minute)
+			require.NoError(t, err)
+			require.Len(t, js, 1)
+			inFlight = append(inFlight, id)
+			id, err = held.Enqueue(c, nil, store.EnqueueOpts{ExpiresAt: clk.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			waiting = append(waiting, id)
+		}
+		clk.Advance(2 * time.Minute)
+
+		const batch = 3
+		var total int64
+		for pass := 0; ; pass++ {
+			require.Less(t, pass, 100, "the sweep never ends")
+			n, err := s.Maintenance().SweepExpiredJobs(c, batch)
+			require.NoError(t, err)
+			require.LessOrEqual(t, n, int64(batch), "a pass ends at most a batch")
+			if n == 0 {
+				break
+			}
+			total += n
+		}
+		assert.EqualValues(t, len(expired), total, "each expired job once")
+		state := func(id int64) store.JobState {
+			for _, q := range qs {
+				if j, err := q.Job(c, id); err == nil {
+					return j.State
+				}
+			}
+			t.Fatalf("job %d not found", id)
+			return ""
+		}
+		for _, id := range expired {
+			assert.Equal(t, store.JobExpired, state(id), "job %d", id)
+		}
+		for _, id := range waiting {
+			assert.Equal(t, store.JobPending, state(id), "job %d expires later", id)
+		}
+		for _, id := range inFlight {
+			assert.Equal(t, store.JobRunning, state(id), "job %d's claim is in flight", id)
+		}
+	})
+}

@@ -1244,6 +1244,21 @@ const (
 	planRunningBatch   = 20
 	planInFlight       = 20_000 // of planInFlightQueues queues
 	planInFlightQueues = 2_000
+	// planWaitingQueues queues of planWaiting pending jobs each, which
+	// expire in an hour.
+	planWaitingQueues = 1_000
+	planWaiting       = 5
+	// A PostgreSQL sweep of every queue with nothing expired: at most this
+	// many buffers a queue with jobs that can expire: one descent of
+	// jobs_expirable (root, inner page, leaf, visibility map), which finds
+	// the next queue and its first expiry, still to come, so its range is
+	// not read (that second descent made it about 7 once analysed, 8,459
+	// buffers for 1,201 queues; never analysed, the planner reads the
+	// whole index instead, 296 buffers here).
+	planBufPerQueue = 5
+	// A SQLite sweep with nothing expired reads one empty range of
+	// alk_jobs_expiring_by_time, whatever the queues (45 VM steps).
+	planEarlySteps = 100
 )
 
 // TestSweepAllExpiredRunningJobsStaysOnIndexes: SweepAllExpiredJobs's
@@ -1252,7 +1267,11 @@ const (
 // jobs led with the queue, so without one the analysed generic plan ran a
 // sequential scan with LIMIT over every job (837 buffers before it found
 // 500 rows; stop 30's note). Never analysed, then analysed, with a batch
-// small enough that the rows it updates do not hide what it read.
+// small enough that the rows it updates do not hide what it read. And a
+// pass before anything expired, beside planWaitingQueues more queues of
+// jobs that expire later: PostgreSQL walks each queue with jobs that can
+// expire once (planBufPerQueue), analysed or not; SQLite reads one empty
+// range of its index by expiry.
 func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		now := skewedNow
@@ -1268,6 +1287,9 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 					planInFlightQueues, ts(-time.Hour), ts(-time.Hour), ts(-time.Minute), ts(time.Hour), planInFlight),
 				ins + fmt.Sprintf("SELECT 'lapsed-' || (g %% %d), 0, 'running', 1, 3, %s, %s, %s, %s, g, 'w', %s + g * interval '1 ms' FROM generate_series(1, %d) g",
 					planRunningQueues, ts(-2*time.Hour), ts(-2*time.Hour), ts(-2*time.Hour), ts(-80*time.Minute), ts(-90*time.Minute), planRunningQueues*planRunningExpired),
+				fmt.Sprintf("INSERT INTO alkstore.jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
+					"SELECT 'waiting-' || (g %% %d), 0, 'pending', 3, %s, %s, %s + g * interval '1 ms' FROM generate_series(1, %d) g",
+					planWaitingQueues, ts(-time.Hour), ts(time.Hour), ts(time.Hour), planWaitingQueues*planWaiting),
 			}
 		} else {
 			us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
@@ -1278,6 +1300,10 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 					planInFlight, planInFlightQueues, us(-time.Hour), us(-time.Hour), us(-time.Minute), us(time.Hour)),
 				fmt.Sprintf(ins+"SELECT 'lapsed-' || (i %% %d), 0, 'running', 1, 3, %d, %d, %d, %d, i, 'w', %d + i * 1000 FROM g",
 					planRunningQueues*planRunningExpired, planRunningQueues, us(-2*time.Hour), us(-2*time.Hour), us(-2*time.Hour), us(-80*time.Minute), us(-90*time.Minute)),
+				fmt.Sprintf("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < %d) "+
+					"INSERT INTO alk_jobs (queue, priority, state, max_attempts, created_at, run_at, expires_at) "+
+					"SELECT 'waiting-' || (i %% %d), 0, 'pending', 3, %d, %d, %d + i * 1000 FROM g",
+					planWaitingQueues*planWaiting, planWaitingQueues, us(-time.Hour), us(time.Hour), us(time.Hour)),
 			}
 		}
 		db := e.sqlDB(t)
@@ -1291,6 +1317,13 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 			args["now"] = now.Add(-65 * time.Minute).UnixMicro()
 		}
 		sqlText, params := generatedQuery(t, e.name, "SweepAllExpiredJobs")
+		// Before anything expired ("expiring", the lapsed queues and the
+		// waiting ones all expire later), a pass finds nothing.
+		early := map[string]any{"now": now.Add(-3 * time.Hour), "batch": planRunningBatch}
+		if e.name == "lite" {
+			early["now"] = now.Add(-3 * time.Hour).UnixMicro()
+		}
+		queues := 1 + planRunningQueues + planWaitingQueues
 		for _, analyzed := range []bool{false, true} {
 			if analyzed && e.name == "pg" {
 				e.execSQL(t, "VACUUM ANALYZE alkstore.jobs")
@@ -1298,10 +1331,13 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 				e.execSQL(t, "ANALYZE")
 			}
 			name := fmt.Sprintf("SweepAllExpiredJobs, expired running jobs of many queues (analyzed: %v)", analyzed)
+			walk := fmt.Sprintf("SweepAllExpiredJobs, nothing expired yet, %d queues (analyzed: %v)", queues, analyzed)
 			if e.name == "pg" {
 				checkHotPG(t, e, name, sqlText, params, args, 40*planRunningBatch)
+				checkHotPG(t, e, walk, sqlText, params, early, planBufPerQueue*queues)
 			} else {
 				checkHotLite(t, e, name, sqlText, params, args, 200*planRunningBatch)
+				checkHotLite(t, e, walk, sqlText, params, early, planEarlySteps)
 			}
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -24,9 +25,13 @@ func hardStopOutcome(t *testing.T, e *engineEnv, serr error, done <-chan error, 
 	require.ErrorIs(t, serr, context.Canceled)
 	stillRunning = strings.Contains(serr.Error(), "still running")
 	if !stillRunning {
+		// The operation left the store's count before Shutdown returned;
+		// it may not have sent its result yet. With the lock still held,
+		// only an operation that ended returns: a minute detects one that
+		// still waits.
 		select {
 		case opErr = <-done:
-		default:
+		case <-time.After(time.Minute):
 			t.Fatalf("%s: Shutdown returned %q while the operation still runs", e.name, serr)
 		}
 	}
@@ -47,16 +52,22 @@ func hardStopOutcome(t *testing.T, e *engineEnv, serr error, done <-chan error, 
 
 // TestHardStopCancelsAnOperationWaitingOnALock: an auto-commit EnqueueMany
 // with a context that never ends waits on a lock the store does not hold
-// (pg: the application's own pool holds the table; SQLite: another store's
-// transaction holds the file's write lock). A hard Shutdown returns while
-// the lock is still held; on PostgreSQL it cancels the statement, which
-// fails with ErrClosed and stores nothing. SQLite cannot be interrupted
-// yet: the operation outlives the hard stop's wait and Shutdown says so.
-// (Before: on pg Shutdown waited for the lock, then said "operations still
-// running" about an operation that had succeeded.)
+// (pg: the application's own pool holds the table; SQLite: another
+// connection to the file, as another process would, holds its write lock
+// with BEGIN IMMEDIATE, and the store's busy timeout is an hour, so only
+// the store can end the wait). A hard Shutdown returns while the lock is
+// still held: it cancelled (pg) or interrupted (SQLite) the statement,
+// which failed with ErrClosed and stored nothing, and Shutdown does not
+// say it is still running. (Before: on pg Shutdown waited for the lock,
+// then said "operations still running" about an operation that had
+// succeeded; on SQLite the operation outlived the hard stop until its busy
+// timeout.)
 func TestHardStopCancelsAnOperationWaitingOnALock(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
+		if e.name == "lite" {
+			defer litedriver.SetBusyTimeout(e.dsn, time.Hour)()
+		}
 		s, err := store.Open(c, e.dsn)
 		require.NoError(t, err)
 		q := s.Queue("blocked")
@@ -71,9 +82,14 @@ func TestHardStopCancelsAnOperationWaitingOnALock(t *testing.T) {
 			require.NoError(t, err)
 			release = func() { _ = lk.Rollback(c) }
 		} else {
-			tx, err := e.open(t).Begin(c) // BEGIN IMMEDIATE: the file's write lock
+			conn, err := e.sqlDB(t).Conn(c)
 			require.NoError(t, err)
-			release = func() { _ = tx.Rollback(c) }
+			_, err = conn.ExecContext(c, "BEGIN IMMEDIATE") // the file's write lock
+			require.NoError(t, err)
+			release = func() {
+				_, _ = conn.ExecContext(c, "ROLLBACK")
+				_ = conn.Close()
+			}
 		}
 		released := false
 		defer func() {
@@ -104,9 +120,10 @@ func TestHardStopCancelsAnOperationWaitingOnALock(t *testing.T) {
 			t.Fatalf("%s: a hard Shutdown waits for an operation blocked on a lock", e.name)
 		}
 		stillRunning, opErr := hardStopOutcome(t, e, serr, done, func() { released = true; release() }, "blocked", 1)
-		if e.name == "pg" {
-			assert.False(t, stillRunning, "the hard stop cancelled it: %v", serr)
-			require.ErrorIs(t, opErr, store.ErrClosed, "cancelled while the lock was held")
+		assert.False(t, stillRunning, "the hard stop cancelled it: %v", serr)
+		require.ErrorIs(t, opErr, store.ErrClosed, "cancelled while the lock was held")
+		if e.name == "lite" {
+			require.ErrorIs(t, opErr, litedriver.ErrInterrupted, "the store interrupted the wait (not its busy timeout)")
 		}
 	})
 }

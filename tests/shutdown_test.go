@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math/rand/v2"
 	"runtime"
@@ -679,9 +680,16 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 // does not wait for the write (held in middleware, out of the engine's
 // reach, it gets the hard stop's 5 s and Shutdown says it is still
 // running): the write fails with ErrClosed and stores nothing. (Before: the graceful Shutdown closed the connections under the
-// write, which failed with ErrClosed.)
+// write, which failed with ErrClosed.) In a transaction the application
+// began and adopted (AdoptPgx, AdoptSQL), which the store does not wait
+// for, the operation counts as running like an auto-commit one: Shutdown
+// waits for it, an operation that starts in an adopted transaction once
+// the store drains fails with ErrClosed, and what the finished one wrote
+// commits when the application commits. (Before: Shutdown did not wait
+// and closed the store under the running operation, and an operation
+// adopted transactions started while the store drained ran.)
 func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
-	for _, form := range []string{"graceful", "graceful in a Tx", "hard"} {
+	for _, form := range []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"} {
 		t.Run(form, func(t *testing.T) {
 			eachEngine(t, func(t *testing.T, e *engineEnv) {
 				c := ctx(t)
@@ -702,10 +710,21 @@ func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 					ids []int64
 					err error
 				}
+				// In the adopted form: the application's transaction the
+				// batch runs in (adopted, ended by commit), and another
+				// one adopted before Shutdown (other).
+				var adopted, other store.Tx
+				var commit func() error
+				if form == "graceful in an adopted Tx" {
+					adopted, commit, _ = adoptedTx(t, e, s)
+					other = adoptedReader(t, e, s)
+				}
 				done := make(chan result, 1)
 				go func() {
 					var r result
-					if form == "graceful in a Tx" {
+					if form == "graceful in an adopted Tx" {
+						r.ids, r.err = q.EnqueueManyTx(c, adopted, jobs)
+					} else if form == "graceful in a Tx" {
 						r.err = s.InTx(c, func(c context.Context, tx store.Tx) error {
 							var err error
 							r.ids, err = q.EnqueueManyTx(c, tx, jobs)
@@ -737,6 +756,12 @@ func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 						_, err := s.Stream("probe").ReadSince(c, 0, 1)
 						return errors.Is(err, store.ErrClosed)
 					}, 30*time.Second, time.Millisecond)
+					if form == "graceful in an adopted Tx" {
+						_, err := s.Stream("probe").ReadSinceTx(c, other, 0, 1)
+						require.ErrorIs(t, err, store.ErrClosed, "an operation that starts in an adopted transaction once the store drains")
+						_, err = other.Exec(c, "SELECT 1")
+						require.ErrorIs(t, err, store.ErrClosed, "business SQL through an adopted Tx once the store drains")
+					}
 					waitFor(t, "Shutdown waits for the running write", func() bool {
 						select {
 						case err := <-shut:
@@ -753,6 +778,11 @@ func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 					require.NoError(t, r.err)
 					require.Len(t, r.ids, len(jobs))
 					require.NoError(t, <-shut)
+					if commit != nil {
+						_, err := q.EnqueueTx(c, adopted, []byte("late"), store.EnqueueOpts{})
+						require.ErrorIs(t, err, store.ErrClosed, "the store is closed")
+						require.NoError(t, commit(), "the adopted transaction is the application's to end")
+					}
 				}
 				st, err := e.open(t).Queue("running").Stats(c)
 				require.NoError(t, err)
@@ -764,4 +794,22 @@ func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 			})
 		})
 	}
+}
+
+// adoptedReader is a transaction begun with the application's own driver
+// and adopted into s, which does not take SQLite's write lock (SQLite: a
+// read-only transaction; the driver begins others IMMEDIATE); rolled back
+// when the test ends.
+func adoptedReader(t *testing.T, e *engineEnv, s *store.Store) store.Tx {
+	t.Helper()
+	if e.name == "pg" {
+		tx, _, _ := adoptedTx(t, e, s)
+		return tx
+	}
+	stx, err := e.sqlDB(t).BeginTx(ctx(t), &sql.TxOptions{ReadOnly: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stx.Rollback() })
+	tx, err := s.AdoptSQL(stx)
+	require.NoError(t, err)
+	return tx
 }

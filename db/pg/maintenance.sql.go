@@ -664,14 +664,14 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 WITH RECURSIVE qs AS (
-    (SELECT x.queue FROM alkstore.jobs x
+    (SELECT x.queue, x.expires_at AS first_expiry FROM alkstore.jobs x
      WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
-     ORDER BY x.queue LIMIT 1)
+     ORDER BY x.queue, x.expires_at LIMIT 1)
     UNION ALL
-    SELECT n.queue FROM qs CROSS JOIN LATERAL (
-        SELECT x.queue FROM alkstore.jobs x
+    SELECT n.queue, n.expires_at FROM qs CROSS JOIN LATERAL (
+        SELECT x.queue, x.expires_at FROM alkstore.jobs x
         WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.queue > qs.queue
-        ORDER BY x.queue LIMIT 1) AS n
+        ORDER BY x.queue, x.expires_at LIMIT 1) AS n
 )
 UPDATE alkstore.jobs
 SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', claim_token = NULL, claim_expires_at = NULL
@@ -684,6 +684,7 @@ WHERE id = ANY (ARRAY(
                                   AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
                                 ORDER BY x.expires_at
                                 LIMIT $2::integer) AS e
+                            WHERE qs.first_expiry <= $1::timestamptz
                             LIMIT $2::integer))
       AND j.expires_at <= $1::timestamptz
       AND (j.state = 'pending' OR (j.state = 'running' AND j.claim_expires_at <= $1::timestamptz))
@@ -702,9 +703,14 @@ type SweepAllExpiredJobsParams struct {
 // enqueue and claim (schema 00030 dropped 00029's jobs_expirable_by_time:
 // about 11k of a one-row enqueue's server instructions). qs walks the
 // queues that have jobs which can expire, one index descent each (a loose
-// scan), and for each queue the sweep reads one range of it, the jobs
-// already expired, in expiry order, so jobs that expire later are never
-// read; the running jobs still in flight in it are skipped. The walk stops
+// scan) that also reads the queue's first expiry (the entry it lands on),
+// and for each queue whose first expiry has come the sweep reads one range
+// of it, the jobs already expired, in expiry order, so jobs that expire
+// later are never read; the running jobs still in flight in it are
+// skipped. A queue whose jobs all expire later costs its descent alone
+// (without the first expiry, a second descent found its range empty:
+// about 7 buffers a queue instead of 4 on a pass with nothing expired,
+// which the planner chooses once the table is analysed). The walk stops
 // once it has a batch. The states are named together (state IN), which
 // implies jobs_expirable's predicate and no other index's (see
 // SweepExpiredJobs). Rows another statement holds are skipped; the

@@ -1,17 +1,21 @@
 package litedriver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 	sqlite "github.com/ncruces/go-sqlite3/driver"
@@ -27,11 +31,92 @@ import (
 // database/sql then discards the connection when it is released and opens
 // a fresh one, so the pool survives any failure of a statement.
 func Open(name string) (*sql.DB, error) {
+	return OpenInterruptible(name, nil)
+}
+
+// OpenInterruptible is Open with connections whose statements in stops
+// (when not nil) can end from another goroutine: see Interrupter.
+func OpenInterruptible(name string, stops *Interrupter) (*sql.DB, error) {
 	c, err := (&sqlite.SQLite{}).OpenConnector(name)
 	if err != nil {
 		return nil, err
 	}
-	return sql.OpenDB(connector{c}), nil
+	return sql.OpenDB(connector{c: c, name: name, stops: stops}), nil
+}
+
+// Interrupter ends, from any goroutine, every statement running on the
+// connections of the handles opened with it (OpenInterruptible), and every
+// one they start from then on: a wait for another connection's lock (the
+// busy timeout) gives up within about a millisecond, and a statement that
+// runs stops at SQLite's next progress check (every thousand VM
+// instructions). SQLite rolls the statement back, and the whole
+// transaction of an interrupted write in one; a COMMIT or ROLLBACK of a
+// transaction still open runs. The statement fails with SQLite's error
+// (interrupted, or database is locked for a wait) marked so that it
+// matches ErrInterrupted. It is for a handle about to close: there is no
+// going back.
+//
+// The driver lets a statement's context interrupt it (its Err, read by
+// SQLite's progress and busy handlers on the statement's goroutine), and
+// nothing else may touch a connection another goroutine uses; so each
+// statement runs with its context wrapped (stopCtx, one a connection,
+// reused: no allocation).
+type Interrupter struct{ on atomic.Bool }
+
+// Interrupt ends the statements running and refuses later ones.
+func (in *Interrupter) Interrupt() { in.on.Store(true) }
+
+// ErrInterrupted is what the statements an Interrupter ended match.
+var ErrInterrupted = errors.New("interrupted: its database handle is closing")
+
+// stopCtx is a statement's context as the driver sees it on a connection
+// of an Interrupter: it reads as cancelled once either the statement's
+// context ended or the Interrupter interrupted. The driver reads only Err
+// (SQLite's progress and busy handlers poll it); Done stays the
+// statement's own, so stopCtx never reaches database/sql or the caller.
+// A connection has one, which every call into the driver points at its
+// own context first (conn.watch; rows too, whose driver rows keep the
+// pointer): database/sql makes the calls on a connection one at a time,
+// and the driver reads Err only during them.
+type stopCtx struct {
+	context.Context
+	stops *Interrupter
+}
+
+func (c *stopCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.stops.on.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// busyOverrides holds SetBusyTimeout's overrides: file path -> timeout.
+var busyOverrides sync.Map
+
+// SetBusyTimeout makes connections opened from now on to the database
+// file at path (as in the handle's name) wait up to d for other
+// connections' locks, whatever the name's busy_timeout pragma says. It is
+// for tests: a wait that an hour's busy timeout cannot end proves that
+// something else ended it. restore removes the override.
+func SetBusyTimeout(path string, d time.Duration) (restore func()) {
+	busyOverrides.Store(path, d)
+	return func() { busyOverrides.Delete(path) }
+}
+
+// busyOverride is SetBusyTimeout's timeout for the database name, if any.
+func busyOverride(name string) (time.Duration, bool) {
+	u, err := url.Parse(name)
+	if err != nil {
+		return 0, false
+	}
+	d, ok := busyOverrides.Load(cmp.Or(u.Path, u.Opaque))
+	if !ok {
+		return 0, false
+	}
+	return d.(time.Duration), true
 }
 
 // ErrPanicked is what a driver call that panicked returns (wrapping the
@@ -50,7 +135,11 @@ func guard(broken *atomic.Bool, err *error) {
 	}
 }
 
-type connector struct{ c driver.Connector }
+type connector struct {
+	c     driver.Connector
+	name  string
+	stops *Interrupter // nil: statements end only with their context
+}
 
 func (n connector) Driver() driver.Driver { return n.c.Driver() }
 
@@ -61,14 +150,34 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{raw: raw.(sqlite.Conn), broken: &broken}, nil
+	c := &conn{raw: raw.(sqlite.Conn), broken: &broken, stops: n.stops}
+	if d, ok := busyOverride(n.name); ok {
+		if err := c.raw.Raw().BusyTimeout(d); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // conn is one connection; broken once a call on it panicked.
 type conn struct {
 	raw    sqlite.Conn
 	broken *atomic.Bool
-	inTx   atomic.Bool // between BeginTx and the end of its transaction
+	inTx   atomic.Bool  // between BeginTx and the end of its transaction
+	stops  *Interrupter // see OpenInterruptible
+	sc     stopCtx      // watch's (with stops)
+}
+
+// watch is the context a call into the driver made with ctx hands it: ctx,
+// or on a connection of an Interrupter, the connection's stopCtx, now
+// reading ctx and the Interrupter.
+func (c *conn) watch(ctx context.Context) context.Context {
+	if c.stops == nil {
+		return ctx
+	}
+	c.sc.Context, c.sc.stops = ctx, c.stops
+	return &c.sc
 }
 
 // ErrRolledBack is what a statement, or the commit, of a transaction whose
@@ -97,7 +206,7 @@ func (c *conn) ended() error {
 // (context.Canceled or context.DeadlineExceeded) with errors.Is.
 type StmtError struct {
 	Err   error // the driver's
-	Cause error // the statement's context's error, when its end stopped the statement
+	Cause error // the statement's context's error, when its end stopped the statement; or ErrInterrupted
 	// EndedTx: the statement ran in a transaction that is no longer open
 	// after it failed; every later statement of it is refused
 	// (ErrRolledBack).
@@ -105,8 +214,11 @@ type StmtError struct {
 }
 
 func (e *StmtError) Error() string {
-	if e.Cause == nil {
+	switch e.Cause {
+	case nil:
 		return e.Err.Error()
+	case ErrInterrupted:
+		return e.Err.Error() + " (" + e.Cause.Error() + ")"
 	}
 	return e.Err.Error() + " (its context ended: " + e.Cause.Error() + ")"
 }
@@ -151,7 +263,7 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, ErrRolledBack) || errors.Is(err, ErrPanicked) {
 		return err
 	}
-	err = CutShort(ctx, err)
+	err = c.interrupted(ctx, CutShort(ctx, err))
 	if c.ended() == nil {
 		return err
 	}
@@ -161,6 +273,21 @@ func (c *conn) failed(ctx context.Context, err error) error {
 		return err
 	}
 	return &StmtError{Err: err, EndedTx: true}
+}
+
+// interrupted marks err, the failure of a statement run with ctx, as the
+// Interrupter's doing (ErrInterrupted) when it is SQLite's answer to an
+// interrupt (interrupted, or a busy wait given up) that ctx did not ask for.
+func (c *conn) interrupted(ctx context.Context, err error) error {
+	if c.stops == nil || !c.stops.on.Load() || ctx.Err() != nil ||
+		!(errors.Is(err, sqlite3.INTERRUPT) || errors.Is(err, sqlite3.BUSY)) {
+		return err
+	}
+	var se *StmtError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &StmtError{Err: err, Cause: ErrInterrupted}
 }
 
 var (
@@ -179,9 +306,9 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt, err error) {
 	defer guard(c.broken, &err)
-	raw, err := c.raw.PrepareContext(ctx, query)
+	raw, err := c.raw.PrepareContext(c.watch(ctx), query)
 	if err != nil {
-		return nil, err
+		return nil, c.interrupted(ctx, err)
 	}
 	return &stmt{raw: raw, broken: c.broken, c: c}, nil
 }
@@ -197,9 +324,9 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
 	defer guard(c.broken, &err)
-	raw, err := c.raw.BeginTx(ctx, opts)
+	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
 	if err != nil {
-		return nil, err
+		return nil, c.interrupted(ctx, err)
 	}
 	c.inTx.Store(true)
 	return tx{raw: raw, broken: c.broken, c: c}, nil
@@ -210,7 +337,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.ended(); err != nil {
 		return nil, err
 	}
-	r, err = c.raw.(driver.ExecerContext).ExecContext(ctx, query, args)
+	r, err = c.raw.(driver.ExecerContext).ExecContext(c.watch(ctx), query, args)
 	if err != nil {
 		return nil, c.failed(ctx, err)
 	}
@@ -322,7 +449,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	r, err = s.raw.(driver.StmtExecContext).ExecContext(ctx, s.numbered(args))
+	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watch(ctx), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
@@ -334,7 +461,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(ctx, s.numbered(args))
+	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watch(ctx), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
@@ -441,6 +568,7 @@ func (r *rows) Columns() []string { return r.raw.Columns() }
 // as an Exec would.
 func (r *rows) Close() (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx) // the driver's rows step with the connection's stopCtx
 	for r.write && !r.done {
 		if err := r.raw.NextRow(); err != nil {
 			r.done = true
@@ -454,6 +582,7 @@ func (r *rows) Close() (err error) {
 
 func (r *rows) Next(dest []driver.Value) (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx)
 	err = r.raw.Next(dest)
 	r.done = err != nil
 	if err != nil && err != io.EOF {
@@ -464,6 +593,7 @@ func (r *rows) Next(dest []driver.Value) (err error) {
 
 func (r *rows) NextRow() (err error) {
 	defer guard(r.broken, &err)
+	r.c.watch(r.ctx)
 	err = r.raw.NextRow()
 	r.done = err != nil
 	if err != nil && err != io.EOF {

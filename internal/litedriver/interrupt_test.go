@@ -1,0 +1,128 @@
+package litedriver_test
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
+)
+
+// TestInterrupterEndsWaitsAndStatements: an Interrupter ends, from another
+// goroutine, a wait for another connection's write lock that an hour's busy
+// timeout would not end, and a statement that would run for good; both
+// fail with an error matching ErrInterrupted (and nothing of the
+// interrupted write is stored), and so does every statement started after.
+// A transaction whose statements all ran still commits. Handles opened
+// without it are not touched.
+func TestInterrupterEndsWaitsAndStatements(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "int.db")
+	defer litedriver.SetBusyTimeout(path, time.Hour)()
+	name := "file:" + path + "?_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)"
+	stops := &litedriver.Interrupter{}
+	db, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops)
+	require.NoError(t, err)
+	defer db.Close()
+	plain, err := litedriver.Open(name)
+	require.NoError(t, err)
+	defer plain.Close()
+	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+
+	// A transaction that ran its statements before the interrupt.
+	open, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = open.ExecContext(ctx, "INSERT INTO t VALUES (1)")
+	require.NoError(t, err)
+
+	// A statement that never ends on its own (its context never ends).
+	ran := make(chan error, 1)
+	go func() {
+		var n int64
+		ran <- db.QueryRowContext(context.Background(),
+			"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c").Scan(&n)
+	}()
+	waitStack(t, "TestInterrupterEndsWaitsAndStatements", "(*Stmt).Step")
+
+	stops.Interrupt()
+	require.ErrorIs(t, within(t, ran), litedriver.ErrInterrupted, "the running statement")
+	require.NoError(t, open.Commit(), "a transaction whose statements ran commits")
+
+	_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	require.ErrorIs(t, err, litedriver.ErrInterrupted, "a statement started after the interrupt")
+
+	// A wait for the write lock another connection holds, on a second
+	// Interrupter's handle with an hour's busy timeout.
+	stops2 := &litedriver.Interrupter{}
+	db2, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops2)
+	require.NoError(t, err)
+	defer db2.Close()
+	lock, err := plain.Conn(ctx)
+	require.NoError(t, err)
+	defer lock.Close()
+	_, err = lock.ExecContext(ctx, "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := db2.ExecContext(context.Background(), "INSERT INTO t VALUES (3)")
+		waited <- err
+	}()
+	waitStack(t, "TestInterrupterEndsWaitsAndStatements", "busy_timeout")
+	stops2.Interrupt()
+	require.ErrorIs(t, within(t, waited), litedriver.ErrInterrupted, "the wait for the lock")
+	_, err = lock.ExecContext(ctx, "ROLLBACK")
+	require.NoError(t, err)
+
+	var got []int64
+	rows, err := plain.QueryContext(ctx, "SELECT v FROM t ORDER BY v")
+	require.NoError(t, err)
+	for rows.Next() {
+		var v int64
+		require.NoError(t, rows.Scan(&v))
+		got = append(got, v)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{1}, got, "only the committed transaction's row")
+	_, err = plain.ExecContext(ctx, "INSERT INTO t VALUES (4)")
+	require.NoError(t, err, "a handle without the Interrupter")
+}
+
+// waitStack waits until a goroutine that creator started has frame on its
+// stack (a minute detects one that never gets there).
+func waitStack(t *testing.T, creator, frame string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, creator) && strings.Contains(g, frame) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine reached %s", frame)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// within is what done delivers; a minute detects a statement the
+// interrupt did not end.
+func within(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("the interrupted statement still runs")
+		return nil
+	}
+}
