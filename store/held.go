@@ -8,8 +8,9 @@ import (
 )
 
 // Receivers held back by the settled horizon (PostgreSQL): a read stops
-// below committed events while a transaction that may own a lower offset
-// runs, anywhere on the server. Nothing wakes a receiver when that
+// below committed events while a write transaction runs, anywhere on the
+// server, that no candidate the store learned shows to have begun after
+// them (it may own a lower offset; it may also own only higher ones). Nothing wakes a receiver when that
 // transaction ends unless it published itself: a rollback, a transaction
 // that wrote no event, or a killed session announce nothing. So a read
 // reports whether it was held back (heldReport), and a held receiver

@@ -23,8 +23,10 @@ import (
 // SaveOffset to save the last event Recv returned yourself.
 //
 // On PostgreSQL a receiver whose read stopped at the settled horizon below
-// committed events (a transaction that may own a lower offset still runs)
-// reads again after 1 ms, doubling to 1 s (never past SafetyPoll), until
+// committed events (a write transaction the store could not yet prove
+// ended or began after them still runs, anywhere on the server; its own
+// offsets may all be higher, as those of a Tx begun right after the
+// events' commit are) reads again after 1 ms, doubling to 1 s (never past SafetyPoll), until
 // the horizon passes them: the transaction holding it may end without a
 // wake (a rollback, a killed session, a transaction that published
 // nothing). The end of a Tx of the same store wakes it at once.
