@@ -138,11 +138,19 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	if err := s.writerHeldBy(ctx); err != nil {
 		return Tx{}, opErr("begin", "", err)
 	}
+	// The wait to begin counts as a running operation: a graceful Shutdown
+	// waits for it, and a hard one interrupts it (on SQLite it may wait for
+	// another process's write lock, up to the busy timeout, holding the
+	// connection whose statements the store closes last).
+	if err := s.life.enterOp(); err != nil {
+		return Tx{}, opErr("begin", "", err)
+	}
 	disarm, unwatch := s.life.whileWaiting(), s.watchWriterSlot("begin", "")
 	begin := s.held.begin() // before BEGIN: see horizonRelease
 	dtx, err := s.eng.begin(ctx)
 	disarm()
 	unwatch()
+	s.life.leaveOp()
 	if err != nil {
 		return Tx{}, opErr("begin", "", s.driverErr(err))
 	}

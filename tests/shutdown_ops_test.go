@@ -175,3 +175,53 @@ func TestHardStopBehindTheStoresOwnTransaction(t *testing.T) {
 		require.ErrorIs(t, tx.Commit(c), store.ErrClosed, "the transaction was rolled back")
 	})
 }
+
+// TestHardStopInterruptsABeginWaitingOnALock (SQLite; a pg BEGIN waits on
+// no lock): a Begin waiting for another connection's write lock, with a
+// busy timeout of an hour, is interrupted by a hard Shutdown, which
+// returns. Before, the wait did not count as a running operation, so the
+// hard stop never switched the interrupt on, and Shutdown hung closing the
+// statements of the connection the waiting Begin held (stop 35 review).
+func TestHardStopInterruptsABeginWaitingOnALock(t *testing.T) {
+	e := newEnv(t, "lite")
+	c := ctx(t)
+	defer litedriver.SetBusyTimeout(e.dsn, time.Hour)()
+	s, err := store.Open(c, e.dsn)
+	require.NoError(t, err)
+	conn, err := e.sqlDB(t).Conn(c)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(c, "BEGIN IMMEDIATE") // the file's write lock
+	require.NoError(t, err)
+	defer func() {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		_ = conn.Close()
+	}()
+	done := make(chan error, 1)
+	go func() {
+		tx, err := s.Begin(context.Background())
+		if err == nil {
+			_ = tx.Rollback(context.Background())
+		}
+		done <- err
+	}()
+	waitFor(t, "the Begin waits for the file lock", func() bool {
+		return goroutineWaits("TestHardStopInterruptsABeginWaitingOnALock", "Begin", "busy_timeout")
+	})
+	now, cancel := context.WithCancel(c)
+	cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(now) }()
+	select {
+	case err := <-shut:
+		require.ErrorIs(t, err, context.Canceled, "a hard stop's error matches its ctx")
+	case <-time.After(time.Minute): // the lock is held for good: it never returns
+		t.Fatal("a hard Shutdown hangs behind a Begin waiting on another connection's lock")
+	}
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, store.ErrClosed)
+		require.ErrorIs(t, err, litedriver.ErrInterrupted, "the store interrupted the wait (not its busy timeout)")
+	case <-time.After(time.Minute):
+		t.Fatal("the Begin never returned")
+	}
+}
