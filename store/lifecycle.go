@@ -356,7 +356,7 @@ func (s *Store) shutdown() error {
 	if !opsDone && !s.cutOps() {
 		err = fmt.Errorf("operations still running: %w", l.hardWhy)
 	} else if !opsDone && err == nil {
-		err = fmt.Errorf("hard stop with operations running: %w", l.hardWhy) // each returned: its error says how
+		err = fmt.Errorf("hard stop; every operation running returned (cancelled or finished; each one's error says which): %w", l.hardWhy)
 	}
 	s.feed.once.Do(func() {}) // no feed may start from now on
 	if s.feed.stop != nil {
