@@ -77,6 +77,7 @@ func TestEventsPublishedBeforeTheStoresTxAreNotHeldBehindIt(t *testing.T) {
 			require.NoError(t, err)
 			tx, err := s.Begin(c)
 			require.NoError(t, err)
+			defer tx.Rollback(c) // a no-op after the Commit; ends it when the test fails
 			require.NoError(t, f.write(c, s, tx, st), f.name)
 
 			r, err := st.Follow(c, 0, store.SubscribeOpts{SafetyPoll: time.Hour})
@@ -115,6 +116,7 @@ func TestAFollowingReceiverGetsEventsPublishedBeforeTheStoresTx(t *testing.T) {
 			require.NoError(t, err)
 			tx, err := s.Begin(c)
 			require.NoError(t, err)
+			defer tx.Rollback(c) // a no-op after the Commit; ends it when the test fails
 			own, err := st.PublishTx(c, tx, []byte("tx"))
 			require.NoError(t, err)
 			ev, ok := recvIn(t, r, 30*time.Second)
