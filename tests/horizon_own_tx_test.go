@@ -129,3 +129,39 @@ func TestAFollowingReceiverGetsEventsPublishedBeforeTheStoresTx(t *testing.T) {
 		}
 	})
 }
+
+// A Tx the store began that has published reads, on another stream, what
+// the store published before the Tx began, while the Tx's own id holds its
+// snapshots' xmin back: the candidate its first publish offered settles in
+// its own snapshot once the transactions older than it have ended. Before,
+// it got nothing of that stream until a horizon proven before it took its
+// id covered the event (README, Transactions: "read before you write").
+// Each read is a new statement with a new snapshot (READ COMMITTED), so the
+// loop reads until the event is there; only a failing run reaches the bound
+// (other tests' transactions on the same server may run meanwhile).
+func TestATxThatPublishedReadsWhatWasPublishedBeforeItBegan(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		a, b := s.Stream("owntx-read-a"), s.Stream("owntx-read-b")
+		before, err := a.Publish(c, []byte("before"))
+		require.NoError(t, err)
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c)
+		_, err = b.PublishTx(c, tx, []byte("tx"))
+		require.NoError(t, err)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			evs, err := a.ReadSinceTx(c, tx, 0, 10)
+			require.NoError(t, err)
+			if len(evs) > 0 {
+				require.Equal(t, before, evs[0].Offset)
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the Tx never read the event published before it began")
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.NoError(t, tx.Commit(c))
+	})
+}
