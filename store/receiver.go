@@ -31,10 +31,11 @@ import (
 // transaction that published nothing). The end of a Tx of the same store
 // wakes it at once. A Tx of the same store (Begin, InTx, WorkTx) holds
 // what the store published or read before the Tx began only until its
-// first publish: that shows the store the Tx began after them, and wakes
-// the receiver. A Tx that has not published yet, or never does (only
-// EnqueueTx or your own SQL), an adopted one and another process's hold
-// such events until they end (see docs/design/stream-horizon.md).
+// first publish: that shows the store the Tx began after them (then only
+// transactions older than the Tx hold them), and wakes the receiver. A Tx
+// that has not published yet, or never does (only EnqueueTx or your own
+// SQL), an adopted one and another process's hold such events until they
+// end (see docs/design/stream-horizon.md).
 type SubscribeOpts struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256
