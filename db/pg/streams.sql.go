@@ -8,6 +8,8 @@ package pgdb
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const getOffset = `-- name: GetOffset :one
@@ -34,7 +36,7 @@ VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
         CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
              ELSE $5::jsonb END)
-RETURNING id
+RETURNING id, txid
 `
 
 type PublishEventParams struct {
@@ -43,6 +45,11 @@ type PublishEventParams struct {
 	Payload []byte
 	Wake    string
 	Headers []byte
+}
+
+type PublishEventRow struct {
+	ID   int64
+	Txid pgtype.Uint64
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
@@ -57,8 +64,11 @@ type PublishEventParams struct {
 // rides in the headers expression as in EnqueueJob (pg_notify returns
 // void, never NULL, so headers is always the argument). The materialized
 // CTE this replaced cost a publish a CTE scan and its executor setup
-// (callgrind, commit included: 190.1k -> 177.5k instructions).
-func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
+// (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
+// the transaction id too: a Tx's first publish gives the store the id of a
+// transaction it began, which proves a horizon candidate for what was
+// drawn before that Tx began (store/horizon.go, pgTxState.offer).
+func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (PublishEventRow, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
 		arg.Stream,
 		arg.Key,
@@ -66,9 +76,9 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 		arg.Wake,
 		arg.Headers,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	var i PublishEventRow
+	err := row.Scan(&i.ID, &i.Txid)
+	return i, err
 }
 
 const publishEvents = `-- name: PublishEvents :many
@@ -84,7 +94,7 @@ ins AS (
                      unnest($5::text[]) AS key,
                      unnest($1::bytea[]) AS payload,
                      unnest($6::text[]) AS headers) AS u
-    RETURNING id, key
+    RETURNING id, key, txid
 ),
 heads AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
@@ -99,7 +109,7 @@ heads AS (
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
-SELECT ins.id FROM ins
+SELECT ins.id, ins.txid FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
 `
 
@@ -113,13 +123,19 @@ type PublishEventsParams struct {
 	Now      time.Time
 }
 
+type PublishEventsRow struct {
+	ID   int64
+	Txid pgtype.Uint64
+}
+
 // Many events in one statement; offsets follow the input order; one wake;
 // all or none (see EnqueueJobs).
 // Keyed events upsert their keys' heads in the same statement: per key the
 // batch's newest offset (rank 0, schema version 1), by the winner rule (see
 // compaction.sql). The head rows are written in key order, so concurrent
 // batches that share keys lock them in one order and never deadlock.
-func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
+// Every row carries the transaction id, as PublishEvent returns it.
+func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]PublishEventsRow, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
 		arg.Payloads,
 		arg.Wake,
@@ -133,13 +149,13 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []PublishEventsRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i PublishEventsRow
+		if err := rows.Scan(&i.ID, &i.Txid); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

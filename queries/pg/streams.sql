@@ -12,13 +12,16 @@
 -- rides in the headers expression as in EnqueueJob (pg_notify returns
 -- void, never NULL, so headers is always the argument). The materialized
 -- CTE this replaced cost a publish a CTE scan and its executor setup
--- (callgrind, commit included: 190.1k -> 177.5k instructions).
+-- (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
+-- the transaction id too: a Tx's first publish gives the store the id of a
+-- transaction it began, which proves a horizon candidate for what was
+-- drawn before that Tx began (store/horizon.go, pgTxState.offer).
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
         CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
              ELSE sqlc.narg(headers)::jsonb END)
-RETURNING id;
+RETURNING id, txid;
 
 -- name: PublishEvents :many
 -- Many events in one statement; offsets follow the input order; one wake;
@@ -27,6 +30,7 @@ RETURNING id;
 -- batch's newest offset (rank 0, schema version 1), by the winner rule (see
 -- compaction.sql). The head rows are written in key order, so concurrent
 -- batches that share keys lock them in one order and never deadlock.
+-- Every row carries the transaction id, as PublishEvent returns it.
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
@@ -39,7 +43,7 @@ ins AS (
                      unnest(@keys::text[]) AS key,
                      unnest(@payloads::bytea[]) AS payload,
                      unnest(@headers::text[]) AS headers) AS u
-    RETURNING id, key
+    RETURNING id, key, txid
 ),
 heads AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
@@ -54,7 +58,7 @@ heads AS (
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
-SELECT ins.id FROM ins
+SELECT ins.id, ins.txid FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
 
 -- name: SettledSnapshot :one
