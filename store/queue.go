@@ -313,13 +313,17 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 		if q.s.insert == nil {
 			return q.enqueueOne(ctx, o, payload, opts)
 		}
+		// The middleware's copy of opts: captured by the func it may keep,
+		// opts itself would be moved to the heap on every call, with or
+		// without middleware (an allocation an Enqueue).
+		mine := opts
 		in := &Insert{Kind: InsertEnqueue, Name: q.name, Tx: !o.auto,
-			Messages: []InsertMessage{{Payload: payload, Headers: opts.Headers}}}
+			Messages: []InsertMessage{{Payload: payload, Headers: mine.Headers}}}
 		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
 			m := &in.Messages[0]
-			opts.Headers = m.Headers
+			mine.Headers = m.Headers
 			var err error
-			m.ID, err = q.enqueueOne(ctx, o, m.Payload, opts)
+			m.ID, err = q.enqueueOne(ctx, o, m.Payload, mine)
 			return err
 		})
 		return in.Messages[0].ID, err

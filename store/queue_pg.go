@@ -17,7 +17,8 @@ import (
 func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, j newJob) (int64, error) {
 	var runAt *time.Time // NULL: due now (see EnqueueJob)
 	if !j.runAt.Equal(now) {
-		runAt = &j.runAt
+		at := j.runAt // not &j.runAt: that moved all of j to the heap on every call
+		runAt = &at
 	}
 	w := o.wake(topic)
 	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
