@@ -8,11 +8,14 @@ import (
 )
 
 // Compaction statements on SQLite: the event and its head upsert run in one
-// transaction on the writer slot.
+// transaction on the writer slot, or, inside the caller's transaction,
+// behind a savepoint: SQLite keeps a transaction open after a failed
+// statement, so a head write that failed (an application's trigger, a full
+// disk) would otherwise leave the event, headless, for the caller's commit.
 
 func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	var off int64
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
+	err := o.allOrNone(ctx, true, func(q *litedb.Queries) error {
 		var err error
 		res, err := q.PublishKeyedEvent(ctx, litedb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: liteHeaders(e.headers)})
 		if err != nil {
