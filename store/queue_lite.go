@@ -16,7 +16,6 @@ import (
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
-	"github.com/alkstore/alkstore/internal/claimhook"
 )
 
 // Queue statements on SQLite. Times are stored as unix microseconds.
@@ -356,9 +355,6 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	})
 	if err != nil || ids == nil {
 		return nil, err
-	}
-	if h := claimhook.AfterCommit(r.queue); h != nil {
-		h() // tests: another write, or ctx's end, between the commit and the read
 	}
 	rq := o.rq
 	if rq == nil { // inside a transaction (never for a claim): it sees its own writes
