@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -360,30 +359,26 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	if rq == nil { // inside a transaction (never for a claim): it sees its own writes
 		rq = o.q
 	}
-	// Each job is allocated with its lock, claim times and first run
-	// (claimedJob), in runs that double, as on PostgreSQL (see pgOps.claim):
-	// 7 allocations for 100 jobs, where each job made five. A job kept
-	// after its run keeps the others of its run alive with it (about half
-	// a KiB each, and their payloads: the run is one object to the GC).
-	// The rows are read into one reused row (ClaimedJobsEach): the
-	// payload is each job's own copy, its other columns are copied only
-	// when set.
-	n := bytes.Count(ids, []byte{','}) + 1
-	jobs := make([]*Job, 0, n)
-	var slab []claimedJob
-	err = rq.ClaimedJobsEach(context.WithoutCancel(ctx), litedb.ClaimedJobsParams{Ids: string(ids), ClaimToken: r.token},
-		func(row *litedb.ClaimedJobsEachRow) {
-			if len(slab) == 0 {
-				slab = make([]claimedJob, max(1, min(len(jobs)+1, n-len(jobs))))
-			}
-			jobs = append(jobs, liteClaimedJob(&slab[0], row, r))
-			slab = slab[1:]
-		})
+	rows, err := rq.ClaimedJobs(context.WithoutCancel(ctx), litedb.ClaimedJobsParams{Ids: string(ids), ClaimToken: r.token})
 	if err != nil {
 		// The claim holds its jobs until their lease lapses (then they
 		// are claimable again, as after a crash); a reader fails only when
 		// the store stops hard or the file does.
 		return nil, fmt.Errorf("reading the jobs the claim took: %w", err)
+	}
+	// Each job is allocated with its lock, claim times and first run
+	// (claimedJob), in runs that double, as on PostgreSQL (see pgOps.claim):
+	// 7 allocations for 100 jobs, where each job made five. A job kept
+	// after its run keeps the others of its run alive with it (about half
+	// a KiB each, and their payloads: the run is one object to the GC).
+	jobs := make([]*Job, len(rows))
+	var slab []claimedJob
+	for i, row := range rows {
+		if len(slab) == 0 {
+			slab = make([]claimedJob, min(i+1, len(rows)-i))
+		}
+		jobs[i] = liteClaimedJob(&slab[0], row, r)
+		slab = slab[1:]
 	}
 	return jobs, nil
 }
@@ -604,23 +599,19 @@ func liteJob(r litedb.AlkJob) *Job {
 }
 
 // liteClaimedJob makes c the job ClaimJobs stamped: the columns
-// ClaimedJobs read (copied: the row is reused), and what the claim stamped
-// (a running job has no finished_at).
-func liteClaimedJob(c *claimedJob, row *litedb.ClaimedJobsEachRow, r claimReq) *Job {
+// ClaimedJobs read, and what the claim stamped (a running job has no
+// finished_at).
+func liteClaimedJob(c *claimedJob, row litedb.ClaimedJobsRow, r claimReq) *Job {
 	c.claimedAt, c.expiresAt = time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
-	var expires *time.Time
-	if row.ExpiresAt.Valid {
-		expires = new(time.UnixMicro(row.ExpiresAt.Int64))
-	}
-	var headers map[string]string
-	if row.Headers != nil {
-		headers = decodeHeaders([]byte(row.Headers))
+	var errs []AttemptError
+	if len(row.Errors) > 2 { // not "[]" (its []byte would be an allocation a job)
+		errs = attemptErrors([]byte(row.Errors))
 	}
 	c.j = Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
 		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
 		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
-		ExpiresAt: expires, Worker: r.worker, LastError: string(row.LastError),
-		Errors: attemptErrors(row.Errors), Headers: headers, token: r.token, mu: &c.mu, slot: &c.run}
+		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
+		Errors: errs, Headers: decodeHeadersPtr(row.Headers), token: r.token, mu: &c.mu, slot: &c.run}
 	return &c.j
 }
 

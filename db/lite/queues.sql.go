@@ -372,10 +372,9 @@ type ClaimableJobsRow struct {
 // claim's commit, by ClaimedJobs on a reader connection, not here: every
 // other write of the database waits while the writer slot is held (a
 // worker's acks and its next claim), and decoding, copying and scanning
-// eleven columns a job here held it longer: this statement's CPU a job
-// (claims of 100) went from 1.4 to 0.65 us. Nor does ClaimJobs return
-// them: SQLite runs a RETURNING clause as a trigger program per row (about
-// 8,000 instructions a job).
+// eleven columns a job here held it about N instructions a job longer
+// (callgrind). Nor does ClaimJobs return them: SQLite runs a RETURNING
+// clause as a trigger program per row (about 8,000 instructions a job).
 // Ready jobs are read one priority at a time, highest first: prios walks
 // the distinct priorities of the queue's pending jobs down alk_jobs_ready
 // (one index descent each) and counts, up to max_jobs, the ready rows of
@@ -454,8 +453,7 @@ type ClaimedJobsRow struct {
 // as the claim left it. A job no longer held by this claim (claim_token)
 // gives no row: cancelled or deleted since the commit, it must not run;
 // a job whose claim lapsed meanwhile is another claim's to run. The ids
-// drive, one primary-key seek each (CROSS JOIN keeps that order). Read by
-// db/lite's ClaimedJobsEach into one reused row.
+// drive, one primary-key seek each (CROSS JOIN keeps that order).
 func (q *Queries) ClaimedJobs(ctx context.Context, arg ClaimedJobsParams) ([]ClaimedJobsRow, error) {
 	rows, err := q.query(ctx, q.claimedJobsStmt, claimedJobs, arg.Ids, arg.ClaimToken)
 	if err != nil {
