@@ -167,7 +167,7 @@ func sqliteURI(path string, params ...string) string {
 func (e *liteEngine) kind() string { return "lite" }
 
 func (e *liteEngine) readOps() ops  { return liteOps{q: e.readQ} }
-func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer, rq: e.readQ} }
+func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer} }
 
 // begin starts BEGIN IMMEDIATE on the writer slot. ctx bounds only the wait
 // to begin (for the slot, and for other processes' writers), as on
@@ -224,10 +224,6 @@ type liteOps struct {
 	q  *litedb.Queries
 	db *sql.DB // the writer, for operations that need their own transaction; nil inside one
 	tx *sql.Tx // the caller's transaction (a Tx's), for a batch's savepoint; nil outside one
-	// rq is the readers' statements, for a read that must not hold the
-	// writer slot (the columns of the jobs a claim took); nil inside a
-	// transaction.
-	rq *litedb.Queries
 	// adopted: tx is the caller's own (AdoptSQL), perhaps begun deferred,
 	// where a read before a batch's insert would pin a snapshot that a
 	// commit by another process turns into SQLITE_BUSY at the insert:

@@ -293,17 +293,13 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 
 // claim runs in one transaction, so a cancelled claim either committed (and
 // Claim returns its jobs) or rolled back: none is left running unseen. The
-// writer slot holds from choosing the jobs (ClaimableJobs) to stamping them
-// (ClaimJobs), and no longer: every other write of the database waits
-// while it is held (a worker's acks, its next claim). So the transaction
-// chooses the jobs by id alone, and the columns a job carries are read
-// once it committed, on a reader connection (ClaimedJobs), beside the
-// writer's next transaction; the jobs are made from those rows (issue 18).
-// That read does not follow ctx: a claim that committed returns its jobs.
-// A job cancelled or deleted since the commit is not returned (it must not
-// run), nor one whose claim lapsed meanwhile (another claim runs it).
+// writer slot holds from choosing the jobs (ClaimableJobs) to stamping them.
+// The jobs are made from the rows after the commit: every other write of
+// the database waits while the writer slot is held (a worker's acks, its
+// next claim), so the slot is held for the statements, not for the
+// allocations of a hundred jobs (issue 18).
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
-	var ids []byte
+	var rows []litedb.ClaimableJobsRow
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		// The writer is ours, perhaps after a wait: the time of the claim,
 		// and what freed up meanwhile.
@@ -316,9 +312,10 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		ids = nil
-		rows, err := q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
+		var err error
+		rows, err = q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
 		if err != nil || len(rows) == 0 {
+			rows = nil
 			return err
 		}
 		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
@@ -333,7 +330,7 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			})
 			rows = rows[:n]
 		}
-		ids = make([]byte, 0, 16*len(rows))
+		ids := make([]byte, 0, 16*len(rows))
 		for i, row := range rows {
 			ids = append(ids, ',')
 			ids = strconv.AppendInt(ids, row.ID, 10)
@@ -352,19 +349,8 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		}
 		return nil
 	})
-	if err != nil || ids == nil {
+	if err != nil || len(rows) == 0 {
 		return nil, err
-	}
-	rq := o.rq
-	if rq == nil { // inside a transaction (never for a claim): it sees its own writes
-		rq = o.q
-	}
-	rows, err := rq.ClaimedJobs(context.WithoutCancel(ctx), litedb.ClaimedJobsParams{Ids: string(ids), ClaimToken: r.token})
-	if err != nil {
-		// The claim holds its jobs until their lease lapses (then they
-		// are claimable again, as after a crash); a reader fails only when
-		// the store stops hard or the file does.
-		return nil, fmt.Errorf("reading the jobs the claim took: %w", err)
 	}
 	// Each job is allocated with its lock, claim times and first run
 	// (claimedJob), in runs that double, as on PostgreSQL (see pgOps.claim):
@@ -599,16 +585,16 @@ func liteJob(r litedb.AlkJob) *Job {
 }
 
 // liteClaimedJob makes c the job ClaimJobs stamped: the columns
-// ClaimedJobs read, and what the claim stamped (a running job has no
-// finished_at).
-func liteClaimedJob(c *claimedJob, row litedb.ClaimedJobsRow, r claimReq) *Job {
+// ClaimableJobs read (attempts before the claim's), and what the claim
+// stamped (a running job has no finished_at).
+func liteClaimedJob(c *claimedJob, row litedb.ClaimableJobsRow, r claimReq) *Job {
 	c.claimedAt, c.expiresAt = time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
 	var errs []AttemptError
 	if len(row.Errors) > 2 { // not "[]" (its []byte would be an allocation a job)
 		errs = attemptErrors([]byte(row.Errors))
 	}
 	c.j = Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
-		Attempts: int(row.Attempts), MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
+		Attempts: int(row.Attempts) + 1, MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
 		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
 		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
 		Errors: errs, Headers: decodeHeadersPtr(row.Headers), token: r.token, mu: &c.mu, slot: &c.run}

@@ -50,7 +50,7 @@ const (
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
 	"pg":   {"ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "ClaimedJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
+	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -634,7 +634,6 @@ var hotStatements = []hotStmt{
 	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
-	{name: "ClaimedJobs", only: "lite"}, // after each claim's commit, on a reader (see also TestJobPlansStayOnIndexes)
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},
 	{name: "AckJob"},
 	{name: "AckJobs"},

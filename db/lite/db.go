@@ -84,9 +84,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
 	}
-	if q.claimedJobsStmt, err = db.PrepareContext(ctx, claimedJobs); err != nil {
-		return nil, fmt.Errorf("error preparing query ClaimedJobs: %w", err)
-	}
 	if q.commitGroupOffsetStmt, err = db.PrepareContext(ctx, commitGroupOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query CommitGroupOffset: %w", err)
 	}
@@ -496,11 +493,6 @@ func (q *Queries) Close() error {
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
-		}
-	}
-	if q.claimedJobsStmt != nil {
-		if cerr := q.claimedJobsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing claimedJobsStmt: %w", cerr)
 		}
 	}
 	if q.commitGroupOffsetStmt != nil {
@@ -1072,7 +1064,6 @@ type Queries struct {
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
-	claimedJobsStmt                 *sql.Stmt
 	commitGroupOffsetStmt           *sql.Stmt
 	compactWindowStmt               *sql.Stmt
 	compactedStreamsStmt            *sql.Stmt
@@ -1201,7 +1192,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
-		claimedJobsStmt:                 q.claimedJobsStmt,
 		commitGroupOffsetStmt:           q.commitGroupOffsetStmt,
 		compactWindowStmt:               q.compactWindowStmt,
 		compactedStreamsStmt:            q.compactedStreamsStmt,

@@ -295,10 +295,10 @@ type ClaimJobsParams struct {
 }
 
 // Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
-// and returns nothing: ClaimedJobs reads the columns the claim does not
-// stamp once it committed, and the caller knows the rest (queue, state,
-// claimed_at, claim_expires_at, claim_token and worker; a running job has
-// no finished_at).
+// and returns nothing: ClaimableJobs read the columns the claim does not
+// stamp, and the caller knows the rest (queue, state, claimed_at,
+// claim_expires_at, claim_token and worker; a running job has no
+// finished_at; attempts is one more).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
@@ -331,16 +331,16 @@ WITH RECURSIVE prios(p, above) AS (
     FROM prios
     WHERE prios.p IS NOT NULL AND prios.above < CAST(?3 AS INTEGER)
 )
-SELECT id, priority, run_at FROM (
-    SELECT j.id, j.priority, j.run_at
+SELECT id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers FROM (
+    SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
     FROM prios CROSS JOIN alk_jobs j
     WHERE prios.above < CAST(?3 AS INTEGER)
       AND j.queue = ?1 AND j.state = 'pending' AND j.priority = prios.p
       AND j.run_at <= ?2 AND (j.expires_at IS NULL OR j.expires_at > ?2)
     LIMIT CAST(?3 AS INTEGER))
 UNION ALL
-SELECT id, priority, run_at FROM (
-    SELECT x.id, x.priority, x.run_at
+SELECT id, payload, priority, attempts, max_attempts, created_at, run_at, expires_at, last_error, errors, headers FROM (
+    SELECT x.id, x.payload, x.priority, x.attempts, x.max_attempts, x.created_at, x.run_at, x.expires_at, x.last_error, x.errors, x.headers
     FROM alk_jobs x
     WHERE x.queue = ?1 AND x.state = 'running'
       AND x.claim_expires_at <= ?2 AND x.attempts < x.max_attempts
@@ -356,25 +356,30 @@ type ClaimableJobsParams struct {
 }
 
 type ClaimableJobsRow struct {
-	ID       int64
-	Priority int64
-	RunAt    int64
+	ID          int64
+	Payload     litedriver.Blob
+	Priority    int64
+	Attempts    int64
+	MaxAttempts int64
+	CreatedAt   int64
+	RunAt       int64
+	ExpiresAt   *int64
+	LastError   *string
+	Errors      string
+	Headers     *string
 }
 
-// The jobs ClaimJobs may stamp, by id, with the priority and run_at that
-// order them: the first max_jobs ready jobs in priority order, then the
-// first max_jobs jobs whose claim expired, in the same order; the caller
-// keeps the first max_jobs of the two in that order (without a lapsed
-// claim, as nearly always, all the rows, which are the first ones). Run in
-// the claim's transaction on the writer slot, so nothing changes between
-// the two statements. (A SELECT of its own because sqlc reads no WITH on
-// an UPDATE in SQLite.) The columns a job carries are read after the
-// claim's commit, by ClaimedJobs on a reader connection, not here: every
-// other write of the database waits while the writer slot is held (a
-// worker's acks and its next claim), and decoding, copying and scanning
-// eleven columns a job here held it about N instructions a job longer
-// (callgrind). Nor does ClaimJobs return them: SQLite runs a RETURNING
-// clause as a trigger program per row (about 8,000 instructions a job).
+// The jobs ClaimJobs may stamp, with the columns the claim does not stamp
+// (attempts as it was: the claim adds one): the first max_jobs ready jobs
+// in priority order, then the first max_jobs jobs whose claim expired, in
+// the same order; the caller keeps the first max_jobs of the two in that
+// order (without a lapsed claim, as nearly always, all the rows, which
+// are the first ones). Run in the claim's transaction on the writer slot,
+// so nothing changes between the two statements. (A SELECT of its own
+// because sqlc reads no WITH on an UPDATE in SQLite.) The columns are read
+// here, not returned by ClaimJobs: SQLite runs a RETURNING clause as a
+// trigger program per row, which cost a claim about 8,000 instructions a
+// job more than reading the row here.
 // Ready jobs are read one priority at a time, highest first: prios walks
 // the distinct priorities of the queue's pending jobs down alk_jobs_ready
 // (one index descent each) and counts, up to max_jobs, the ready rows of
@@ -408,61 +413,6 @@ func (q *Queries) ClaimableJobs(ctx context.Context, arg ClaimableJobsParams) ([
 	var items []ClaimableJobsRow
 	for rows.Next() {
 		var i ClaimableJobsRow
-		if err := rows.Scan(&i.ID, &i.Priority, &i.RunAt); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const claimedJobs = `-- name: ClaimedJobs :many
-SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
-FROM json_each(?1) AS c CROSS JOIN alk_jobs AS j
-WHERE j.id = c.value AND j.state = 'running' AND j.claim_token = CAST(?2 AS INTEGER)
-`
-
-type ClaimedJobsParams struct {
-	Ids        interface{}
-	ClaimToken int64
-}
-
-type ClaimedJobsRow struct {
-	ID          int64
-	Payload     litedriver.Blob
-	Priority    int64
-	Attempts    int64
-	MaxAttempts int64
-	CreatedAt   int64
-	RunAt       int64
-	ExpiresAt   *int64
-	LastError   *string
-	Errors      string
-	Headers     *string
-}
-
-// The jobs a claim stamped (ids: a JSON array, in claim order), read once
-// the claim committed, on a reader connection (so not holding the writer
-// slot; see ClaimableJobs): the columns the claim does not stamp, attempts
-// as the claim left it. A job no longer held by this claim (claim_token)
-// gives no row: cancelled or deleted since the commit, it must not run;
-// a job whose claim lapsed meanwhile is another claim's to run. The ids
-// drive, one primary-key seek each (CROSS JOIN keeps that order).
-func (q *Queries) ClaimedJobs(ctx context.Context, arg ClaimedJobsParams) ([]ClaimedJobsRow, error) {
-	rows, err := q.query(ctx, q.claimedJobsStmt, claimedJobs, arg.Ids, arg.ClaimToken)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ClaimedJobsRow
-	for rows.Next() {
-		var i ClaimedJobsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Payload,

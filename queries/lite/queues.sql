@@ -147,20 +147,17 @@ WHERE queue = @queue AND state = 'running' AND claim_expires_at <= @now
   AND (attempts >= max_attempts OR (expires_at IS NOT NULL AND expires_at <= @now));
 
 -- name: ClaimableJobs :many
--- The jobs ClaimJobs may stamp, by id, with the priority and run_at that
--- order them: the first max_jobs ready jobs in priority order, then the
--- first max_jobs jobs whose claim expired, in the same order; the caller
--- keeps the first max_jobs of the two in that order (without a lapsed
--- claim, as nearly always, all the rows, which are the first ones). Run in
--- the claim's transaction on the writer slot, so nothing changes between
--- the two statements. (A SELECT of its own because sqlc reads no WITH on
--- an UPDATE in SQLite.) The columns a job carries are read after the
--- claim's commit, by ClaimedJobs on a reader connection, not here: every
--- other write of the database waits while the writer slot is held (a
--- worker's acks and its next claim), and decoding, copying and scanning
--- eleven columns a job here held it about N instructions a job longer
--- (callgrind). Nor does ClaimJobs return them: SQLite runs a RETURNING
--- clause as a trigger program per row (about 8,000 instructions a job).
+-- The jobs ClaimJobs may stamp, with the columns the claim does not stamp
+-- (attempts as it was: the claim adds one): the first max_jobs ready jobs
+-- in priority order, then the first max_jobs jobs whose claim expired, in
+-- the same order; the caller keeps the first max_jobs of the two in that
+-- order (without a lapsed claim, as nearly always, all the rows, which
+-- are the first ones). Run in the claim's transaction on the writer slot,
+-- so nothing changes between the two statements. (A SELECT of its own
+-- because sqlc reads no WITH on an UPDATE in SQLite.) The columns are read
+-- here, not returned by ClaimJobs: SQLite runs a RETURNING clause as a
+-- trigger program per row, which cost a claim about 8,000 instructions a
+-- job more than reading the row here.
 -- Ready jobs are read one priority at a time, highest first: prios walks
 -- the distinct priorities of the queue's pending jobs down alk_jobs_ready
 -- (one index descent each) and counts, up to max_jobs, the ready rows of
@@ -203,7 +200,7 @@ WITH RECURSIVE prios(p, above) AS (
     WHERE prios.p IS NOT NULL AND prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
 )
 SELECT * FROM (
-    SELECT j.id, j.priority, j.run_at
+    SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
     FROM prios CROSS JOIN alk_jobs j
     WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
       AND j.queue = sqlc.arg(queue) AND j.state = 'pending' AND j.priority = prios.p
@@ -211,7 +208,7 @@ SELECT * FROM (
     LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
 UNION ALL
 SELECT * FROM (
-    SELECT x.id, x.priority, x.run_at
+    SELECT x.id, x.payload, x.priority, x.attempts, x.max_attempts, x.created_at, x.run_at, x.expires_at, x.last_error, x.errors, x.headers
     FROM alk_jobs x
     WHERE x.queue = sqlc.arg(queue) AND x.state = 'running'
       AND x.claim_expires_at <= sqlc.arg(now) AND x.attempts < x.max_attempts
@@ -221,26 +218,14 @@ SELECT * FROM (
 
 -- name: ClaimJobs :execrows
 -- Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
--- and returns nothing: ClaimedJobs reads the columns the claim does not
--- stamp once it committed, and the caller knows the rest (queue, state,
--- claimed_at, claim_expires_at, claim_token and worker; a running job has
--- no finished_at).
+-- and returns nothing: ClaimableJobs read the columns the claim does not
+-- stamp, and the caller knows the rest (queue, state, claimed_at,
+-- claim_expires_at, claim_token and worker; a running job has no
+-- finished_at; attempts is one more).
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
     claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
 WHERE id IN (SELECT value FROM json_each(@ids));
-
--- name: ClaimedJobs :many
--- The jobs a claim stamped (ids: a JSON array, in claim order), read once
--- the claim committed, on a reader connection (so not holding the writer
--- slot; see ClaimableJobs): the columns the claim does not stamp, attempts
--- as the claim left it. A job no longer held by this claim (claim_token)
--- gives no row: cancelled or deleted since the commit, it must not run;
--- a job whose claim lapsed meanwhile is another claim's to run. The ids
--- drive, one primary-key seek each (CROSS JOIN keeps that order).
-SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
-FROM json_each(@ids) AS c CROSS JOIN alk_jobs AS j
-WHERE j.id = c.value AND j.state = 'running' AND j.claim_token = CAST(@claim_token AS INTEGER);
 
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
