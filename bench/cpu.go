@@ -58,6 +58,7 @@ type cpuMeter struct {
 	wal, xid       int64
 	waits          func() map[string]float64
 	reads, writes  int64 // this process's read and write system calls (round trips to the server, mostly)
+	rbytes         int64 // bytes this process read (rchar: from the server, mostly)
 	mutex          bool  // profiling contention (-mutexprofile)
 	profile        *os.File
 	trace          *os.File
@@ -88,14 +89,15 @@ func startCPU(what string, profile bool) *cpuMeter {
 	}
 	m.client, m.server, m.scheds = processCPU(), clusterCPU(), scheds()
 	m.mallocs, m.bytes = mallocs()
-	m.reads, m.writes = ioCalls()
+	m.reads, m.writes, m.rbytes = ioCalls()
 	return m
 }
 
-// ioCalls is how many read and write system calls this process made
-// (/proc/self/io; 0 where there is none): on a socket each message batch
-// pgx sends is one write, each it receives one read or more.
-func ioCalls() (reads, writes int64) {
+// ioCalls is how many read and write system calls this process made, and
+// how many bytes it read (/proc/self/io; 0 where there is none): on a
+// socket each message batch pgx sends is one write, each it receives one
+// read or more.
+func ioCalls() (reads, writes, rbytes int64) {
 	b, _ := os.ReadFile("/proc/self/io")
 	for _, l := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(l, ": ")
@@ -105,9 +107,11 @@ func ioCalls() (reads, writes int64) {
 			reads = n
 		case "syscw":
 			writes = n
+		case "rchar":
+			rbytes = n
 		}
 	}
-	return reads, writes
+	return reads, writes, rbytes
 }
 
 // withProbe makes m read p at its start and at its stop.
@@ -146,8 +150,8 @@ func mallocs() (uint64, uint64) {
 
 func (m *cpuMeter) stop(engine string, jobs int) {
 	allocs, bytes := mallocs()
-	reads, writes := ioCalls()
-	reads, writes = reads-m.reads, writes-m.writes
+	reads, writes, rbytes := ioCalls()
+	reads, writes, rbytes = reads-m.reads, writes-m.writes, rbytes-m.rbytes
 	client, server, sched := processCPU()-m.client, clusterCPU()-m.server, scheds()-m.scheds
 	allocs, bytes = allocs-m.mallocs, bytes-m.bytes
 	if m.profile != nil {
@@ -176,9 +180,9 @@ func (m *cpuMeter) stop(engine string, jobs int) {
 		return
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.0f B/job, %.2f goroutine runs/job, %.2f reads + %.2f writes/job",
+	line := fmt.Sprintf("cpu %s %s: client %.1f µs/job, %.1f allocs/job, %.0f B/job, %.2f goroutine runs/job, %.2f reads (%.0f B) + %.2f writes/job",
 		engine, m.what, float64(client.Microseconds())/float64(jobs), float64(allocs)/float64(jobs), float64(bytes)/float64(jobs),
-		float64(sched)/float64(jobs), float64(reads)/float64(jobs), float64(writes)/float64(jobs))
+		float64(sched)/float64(jobs), float64(reads)/float64(jobs), float64(rbytes)/float64(jobs), float64(writes)/float64(jobs))
 	if engine == "pg" && *serverPid != 0 {
 		line += fmt.Sprintf(", server %.1f µs/job", float64(server.Microseconds())/float64(jobs))
 	}

@@ -12,10 +12,13 @@ import (
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	topic := streamTopic(e.stream)
 	w := o.wake(topic)
-	off, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
+	row, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w})
 	o.sent(topic, w)
-	return off, skipped("event", err)
+	if err == nil {
+		o.drew(row.ID, row.Txid)
+	}
+	return row.ID, skipped("event", err)
 }
 
 func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {

@@ -112,6 +112,10 @@ type keyedOps interface {
 type queueOps interface {
 	enqueue(ctx context.Context, queue, topic string, now time.Time, j newJob) (int64, error) // topic: queueTopic(queue)
 	enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error)
+	// enqueueAlike is enqueueMany for jobs that all have the options j
+	// holds (resolved once; its payload is not used): the jobs' payloads
+	// in order, their ids in the same order.
+	enqueueAlike(ctx context.Context, queue string, now time.Time, j newJob, jobs []NewJob) ([]int64, error)
 	// enqueueUnique adds the jobs whose keys are free (one transaction on
 	// SQLite) and reads the holders of the others, through placeUnique.
 	enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -211,7 +212,9 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	txs := &pgTxState{}
+	// Nothing has run in the transaction yet, so it holds no id: every
+	// offset drawn is older than its id will be (see pgTxState.offer).
+	txs := &pgTxState{drawnBefore: e.horizon.drawn.Load()}
 	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
 }
 
@@ -267,6 +270,38 @@ type pgTxState struct {
 	foreign, ageUsed atomic.Bool
 	// owed: topics written without a wake, owed one after the commit.
 	owed owedWakes
+	// drawnBefore: the newest offset the store knew drawn before the
+	// transaction could take its id (read right after its BEGIN; 0 for an
+	// adopted one, which may hold an id already). release and begin are
+	// the store's horizonRelease and the Tx's begin number there (begun);
+	// offered: its candidate was offered (offer).
+	drawnBefore int64
+	release     *horizonRelease
+	begin       uint64
+	offered     atomic.Bool
+}
+
+// begun tells a transaction the store began its begin number (see
+// horizonRelease), taken before its BEGIN.
+func (t pgTx) begun(r *horizonRelease, begin uint64) {
+	t.o.txs.release, t.o.txs.begin = r, begin
+}
+
+// offer runs after each publish with the transaction id the statement
+// returned: in a Tx the store began, the first one offers the tracker the
+// candidate (drawnBefore, the Tx's id), which settles while the Tx still
+// runs once every older transaction has ended (see horizon), and wakes the
+// held readers this Tx may be holding, as its end would (horizonRelease).
+// Without it, a receiver that read after the Tx took its id held the events
+// the store published before the Tx began until the Tx ended.
+func (o pgOps) offer(txid pgtype.Uint64) {
+	t := o.txs
+	if t == nil || t.release == nil || t.drawnBefore <= 0 || !txid.Valid || txid.Uint64 > math.MaxInt64 || t.offered.Swap(true) {
+		return
+	}
+	if o.eng.horizon.offer(t.drawnBefore, int64(txid.Uint64)) {
+		t.release.release(t.begin)
+	}
 }
 
 // wake returns the NOTIFY payload a write to topic carries. Writes the

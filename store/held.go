@@ -10,13 +10,19 @@ import (
 // Receivers held back by the settled horizon (PostgreSQL): a read stops
 // below committed events while a write transaction runs, anywhere on the
 // server, that no candidate the store learned shows to have begun after
-// them (it may own a lower offset; it may also own only higher ones). Nothing wakes a receiver when that
+// them (it may own a lower offset; it may also own only higher ones). A
+// Tx this store began shows it at its first publish (pgOps.offer): what
+// the store knew drawn before the Tx began settles once the transactions
+// older than the Tx end, while the Tx still runs. Other transactions (an
+// adopted one, a Tx that never publishes, another process's) hold such
+// events until they end. Nothing wakes a receiver when that
 // transaction ends unless it published itself: a rollback, a transaction
 // that wrote no event, or a killed session announce nothing. So a read
 // reports whether it was held back (heldReport), and a held receiver
 // re-reads on a short backoff, doubling from heldRecheckMin to
 // heldRecheckMax, until the horizon passes what it saw; a Tx of this store
-// that ends wakes held receivers at once (horizonRelease).
+// that ends, or offers its candidate, wakes held receivers at once
+// (horizonRelease).
 
 const (
 	heldRecheckMin = time.Millisecond
@@ -110,7 +116,9 @@ func (r *horizonRelease) after(m heldMark, hold uint64, first bool) <-chan struc
 }
 
 // release runs when a transaction of the store with begin number begin
-// ended (commit or rollback).
+// ended (commit or rollback), or offered a horizon candidate at its first
+// publish (pgOps.offer), which may settle what it held back as its end
+// would.
 func (r *horizonRelease) release(begin uint64) {
 	r.mu.Lock()
 	r.ends.Add(1)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -24,6 +25,18 @@ import (
 // keeps a history: a REPEATABLE READ transaction's snapshot may be older
 // than the proof of the newest candidate, and must find the newest one its
 // xmin proves.
+//
+// Besides the snapshots' candidates, a Tx the store began offers one at its
+// first publish (offer): the newest offset the store knew drawn before the
+// Tx began, with the Tx's own transaction id as next. Every transaction
+// that could own an offset <= that head drew it before the head was drawn,
+// so it took its id before the Tx took its own, which is therefore a next
+// for that head: the candidate settles in a snapshot whose xmin is the
+// Tx's id, that is while the Tx itself still runs, once every transaction
+// older than it has ended. Without it, an event committed just before the
+// Tx took its id, with no read between, waited for the Tx's end (the stop
+// 35 review): every snapshot taken meanwhile has an xmin at most the Tx's
+// id and a next above it.
 type horizon struct {
 	mu sync.Mutex
 	// cands holds no candidate another makes useless (one with a next no
@@ -32,9 +45,37 @@ type horizon struct {
 	// xmin is the newest xmin observed: candidates with next <= xmin are
 	// settled for every later snapshot; the others are pending.
 	xmin int64
+	// drawn is the newest offset the store knows was drawn: offsets its
+	// publishes returned and heads its snapshots saw. A Tx reads it when it
+	// begins (pgEngine.begin), as the head of the candidate it offers.
+	drawn atomic.Int64
 }
 
 type candidate struct{ head, next int64 }
+
+// saw records that offset off was drawn (a publish returned it, or a
+// snapshot saw it committed).
+func (h *horizon) saw(off int64) {
+	for {
+		cur := h.drawn.Load()
+		if off <= cur || h.drawn.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// offer adds the candidate of a Tx the store began (see horizon): head is
+// drawn as the Tx began, before it could take its id, and next the id. It
+// says whether the candidate was kept (no kept one made it useless), so
+// held readers have something new to read with.
+func (h *horizon) offer(head, next int64) bool {
+	if head <= 0 || next <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.add(candidate{head: head, next: next})
+}
 
 // Bounds on the candidates kept. Pending ones beyond maxPending (while a
 // long transaction holds the horizon back) are dropped newest first, which
@@ -58,6 +99,7 @@ func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 
 	// age() answers INT_MAX for the special ids around an epoch boundary;
 	// such a snapshot yields no candidate.
+	h.saw(snap.VisibleHead)
 	fresh := candidate{head: snap.VisibleHead, next: snap.Xmax + snap.XmaxAge}
 	if learn && snap.XmaxAge >= 0 && snap.XmaxAge < math.MaxInt32 {
 		h.xmin = max(h.xmin, snap.Xmin)
@@ -98,12 +140,13 @@ func (h *horizon) proof(all bool) (floor int64, nexts, heads []int64) {
 }
 
 // add records c unless a kept candidate is at least as good, drops those c
-// is at least as good as, and keeps the bounds.
-func (h *horizon) add(c candidate) {
+// is at least as good as, and keeps the bounds; it says whether c was
+// recorded.
+func (h *horizon) add(c candidate) bool {
 	// cands[:i] have next <= c.next, the last of them the greatest head.
 	i := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > c.next })
 	if i > 0 && h.cands[i-1].head >= c.head {
-		return
+		return false
 	}
 	lo := i // same next, smaller head: c is better
 	for lo > 0 && h.cands[lo-1].next == c.next {
@@ -127,4 +170,5 @@ func (h *horizon) add(c candidate) {
 		}
 		h.cands = append(kept, h.cands[settled-1:]...)
 	}
+	return true
 }

@@ -178,3 +178,29 @@ func TestHorizonProofGivesTheTrackersHorizon(t *testing.T) {
 	_, nexts, _ := h.proof(true)
 	assert.LessOrEqual(t, len(nexts), maxPending+maxSettled)
 }
+
+// A Tx the store began offers (what the store knew drawn when it began,
+// its own id): a snapshot taken while the Tx runs, with the Tx the oldest
+// transaction (xmin its id, next above it), settles that head through it,
+// where the snapshot's own candidate settles nothing new; one with an older
+// transaction still running does not (docs/design/stream-horizon.md,
+// mechanism step 5).
+func TestHorizonTxCandidateSettlesWhileTheTxRuns(t *testing.T) {
+	var h horizon
+	h.observe(snap(100, 100, 10), true) // quiet: 10 settled
+	h.saw(11)                           // an auto-commit publish returned 11
+	h.saw(7)                            // an older figure changes nothing
+	require.Equal(t, int64(11), h.drawn.Load())
+	drawnBefore := h.drawn.Load() // a Tx begins, then takes id 105
+
+	assert.Equal(t, int64(10), h.observe(snap(105, 106, 11), true), "without the offer the Tx holds 11")
+	assert.True(t, h.offer(drawnBefore, 105))
+	assert.Equal(t, int64(11), h.observe(snap(105, 106, 11), true), "settled while the Tx runs")
+	assert.Equal(t, int64(10), h.observe(snap(104, 106, 11), false), "an older transaction still runs")
+
+	assert.False(t, h.offer(drawnBefore, 105), "kept already")
+	assert.False(t, h.offer(5, 200), "a better candidate is kept")
+	assert.False(t, h.offer(0, 300), "nothing drawn before the Tx")
+	h.observe(snap(300, 300, 40), true)
+	assert.Equal(t, int64(40), h.drawn.Load(), "snapshots' heads count as drawn")
+}

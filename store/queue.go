@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -311,13 +313,17 @@ func (q *Queue) enqueue(ctx context.Context, v via, payload []byte, opts Enqueue
 		if q.s.insert == nil {
 			return q.enqueueOne(ctx, o, payload, opts)
 		}
+		// The middleware's copy of opts: captured by the func it may keep,
+		// opts itself would be moved to the heap on every call, with or
+		// without middleware (an allocation an Enqueue).
+		mine := opts
 		in := &Insert{Kind: InsertEnqueue, Name: q.name, Tx: !o.auto,
-			Messages: []InsertMessage{{Payload: payload, Headers: opts.Headers}}}
+			Messages: []InsertMessage{{Payload: payload, Headers: mine.Headers}}}
 		err := q.s.intercept(ctx, in, func(ctx context.Context, in *Insert) error {
 			m := &in.Messages[0]
-			opts.Headers = m.Headers
+			mine.Headers = m.Headers
 			var err error
-			m.ID, err = q.enqueueOne(ctx, o, m.Payload, opts)
+			m.ID, err = q.enqueueOne(ctx, o, m.Payload, mine)
 			return err
 		})
 		return in.Messages[0].ID, err
@@ -437,6 +443,9 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, j
 
 func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []NewJob) (enqueued, error) {
 	now := q.s.now()
+	if batch && sameOpts(jobs) {
+		return q.enqueueSameOpts(ctx, o, now, jobs)
+	}
 	resolved := make([]newJob, len(jobs))
 	unique := false
 	for i, nj := range jobs {
@@ -473,6 +482,72 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 		o.afterCommit(q.wakeFn)
 	}
 	return r, err
+}
+
+// sameOpts reports whether every job has job 0's options, none of them
+// unique: EnqueueMany's usual batch. Such a batch resolves and checks its
+// options once (enqueueSameOpts) instead of resolving each job into a
+// newJob and comparing the results (about 800 of a 1,000-job PostgreSQL
+// batch's 1,470 client instructions a job, issue 18). Options are the same
+// when each field is: times by Equal (the instant, as the statements store
+// it), headers by content (the same map, or equal maps: the same stored
+// JSON); a unique job, or any Unique field set, takes the general path.
+func sameOpts(jobs []NewJob) bool {
+	o := &jobs[0].Opts
+	if o.Unique.Key != "" || o.Unique.ByPeriod != 0 || o.Unique.ByState != nil {
+		return false
+	}
+	for i := 1; i < len(jobs); i++ {
+		p := &jobs[i].Opts
+		if p.Priority != o.Priority || p.MaxAttempts != o.MaxAttempts || p.Delay != o.Delay ||
+			!p.RunAt.Equal(o.RunAt) || !p.ExpiresAt.Equal(o.ExpiresAt) ||
+			p.Unique.Key != "" || p.Unique.ByPeriod != 0 || p.Unique.ByState != nil ||
+			!sameHeaders(p.Headers, o.Headers) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameHeaders reports whether a and b hold the same headers (nil and empty
+// are the same: none).
+func sameHeaders(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+		return true
+	}
+	return maps.Equal(a, b)
+}
+
+// enqueueSameOpts is enqueueBatch for a batch whose jobs all have the same
+// options (sameOpts): resolved once, the payloads passed as the caller's
+// jobs (no newJob a job). It refuses what the general path refuses, in the
+// same order: job 0's payload, job 0's options (every job's), then each
+// other job's payload.
+func (q *Queue) enqueueSameOpts(ctx context.Context, o target, now time.Time, jobs []NewJob) (enqueued, error) {
+	if err := q.s.checkPayloadAt("job", 0, jobs[0].Payload); err != nil {
+		return enqueued{}, err
+	}
+	j, err := resolveJob(q.name, now, nil, jobs[0].Opts)
+	if err != nil {
+		return enqueued{}, fmt.Errorf("job 0: %w", err)
+	}
+	for i := 1; i < len(jobs); i++ {
+		if err := q.s.checkPayloadAt("job", i, jobs[i].Payload); err != nil {
+			return enqueued{}, err
+		}
+	}
+	if err := q.register(ctx, o, now); err != nil {
+		return enqueued{}, err
+	}
+	ids, err := o.enqueueAlike(ctx, q.name, now, j, jobs)
+	if err != nil {
+		return enqueued{}, err
+	}
+	o.afterCommit(q.wakeFn)
+	return enqueued{ids: ids}, nil
 }
 
 func (q *Queue) wake() { q.s.wake(q.topic)() }

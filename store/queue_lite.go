@@ -70,7 +70,7 @@ func (o liteOps) enqueueBatch(ctx context.Context, queue string, now time.Time, 
 	err := o.allOrNone(ctx, len(jobs) > 1, func(q *litedb.Queries) error {
 		for rest := jobs; len(rest) > 0; {
 			if n := alikeRun(rest, enqueueChunk); n >= alikeMin || n == len(rest) {
-				got, err := enqueueAlike(ctx, q, queue, now, rest[:n], counted, ids)
+				got, err := insertAlike(ctx, q, queue, now, rest[0], payloadsJSONB(rest[:n], newJobPayload), n, counted, ids)
 				if err != nil {
 					return err
 				}
@@ -139,16 +139,62 @@ func countedIDs(ids []int64, ceiling int64, res sql.Result, n int) ([]int64, err
 	return ids, nil
 }
 
+// enqueueAlike inserts jobs that all have the options j holds: in chunks of
+// about enqueueChunk bytes of payloads, each one EnqueueJobsAlike, in one
+// transaction on the writer slot (a savepoint in the caller's), its ids
+// counted or returned as enqueueMany's.
+func (o liteOps) enqueueAlike(ctx context.Context, queue string, now time.Time, j newJob, jobs []NewJob) ([]int64, error) {
+	ids, err := o.enqueueAlikeBatch(ctx, queue, now, j, jobs, !o.adopted)
+	if errors.Is(err, errIDsInterleaved) {
+		ids, err = o.enqueueAlikeBatch(ctx, queue, now, j, jobs, false)
+	}
+	return ids, err
+}
+
+// enqueueAlikeBatch is enqueueAlike's one try (see enqueueBatch).
+func (o liteOps) enqueueAlikeBatch(ctx context.Context, queue string, now time.Time, j newJob, jobs []NewJob, counted bool) ([]int64, error) {
+	ids := make([]int64, 0, len(jobs))
+	err := o.allOrNone(ctx, len(jobs) > 1, func(q *litedb.Queries) error {
+		for rest := jobs; len(rest) > 0; {
+			n := payloadRun(rest, enqueueChunk)
+			got, err := insertAlike(ctx, q, queue, now, j, payloadsJSONB(rest[:n], jobPayload), n, counted, ids)
+			if err != nil {
+				return err
+			}
+			ids, rest = got, rest[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// payloadRun returns how many jobs from the first on go in one
+// EnqueueJobsAlike: as alikeRun counts, up to limit bytes of payloads
+// (and their JSONB headers), at least one job.
+func payloadRun(jobs []NewJob, limit int) int {
+	size := len(jobs[0].Payload) + 9
+	n := 1
+	for n < len(jobs) {
+		if size += len(jobs[n].Payload) + 9; size > limit {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // alikeMin is the shortest run of alike jobs inside a batch that gets a
 // statement of its own (a batch's last jobs always may).
 const alikeMin = 16
 
-// enqueueAlike inserts jobs that differ only in their payloads with one
-// EnqueueJobsAlike (EnqueueJobsAlikeCounted when counted) and appends
-// their ids to ids, in the jobs' order.
-func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, jobs []newJob, counted bool, ids []int64) ([]int64, error) {
-	b := payloadsJSONB(jobs)
-	j := jobs[0]
+// insertAlike inserts n jobs that differ only in their payloads (b, their
+// payloadsJSONB), with j's options, with one EnqueueJobsAlike
+// (EnqueueJobsAlikeCounted when counted) and appends their ids to ids, in
+// the jobs' order.
+func insertAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, j newJob, b []byte, n int, counted bool, ids []int64) ([]int64, error) {
 	if counted {
 		ceiling, err := q.JobIDCeiling(ctx)
 		if err != nil {
@@ -160,7 +206,7 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 		if err != nil {
 			return nil, err
 		}
-		return countedIDs(ids, ceiling, res, len(jobs))
+		return countedIDs(ids, ceiling, res, n)
 	}
 	got, err := q.EnqueueJobsAlike(ctx, litedb.EnqueueJobsAlikeParams{Queue: queue, Priority: int64(j.priority),
 		MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
@@ -168,8 +214,8 @@ func enqueueAlike(ctx context.Context, q *litedb.Queries, queue string, now time
 	if err != nil {
 		return nil, err
 	}
-	if len(got) != len(jobs) {
-		return nil, errSkippedRows(strconv.Itoa(len(jobs)-len(got)), len(jobs))
+	if len(got) != n {
+		return nil, errSkippedRows(strconv.Itoa(n-len(got)), n)
 	}
 	slices.Sort(got) // inserted in order: ascending ids are the jobs' in order
 	return append(ids, got...), nil
@@ -188,31 +234,36 @@ const (
 	jsonbArray   = 0xb
 )
 
-// payloadsJSONB encodes the jobs' payloads as EnqueueJobsAlike's JSONB
-// array: each payload a raw string of its bytes (json_each's value is that
-// text, which the statement casts to a BLOB: the same bytes, whatever they
-// are), nil a JSON null (NULL).
-func payloadsJSONB(jobs []newJob) []byte {
+// payloadsJSONB encodes the jobs' payloads (payload gives a job's) as
+// EnqueueJobsAlike's JSONB array: each payload a raw string of its bytes
+// (json_each's value is that text, which the statement casts to a BLOB:
+// the same bytes, whatever they are), nil a JSON null (NULL).
+func payloadsJSONB[J any](jobs []J, payload func(*J) []byte) []byte {
 	size := 0
-	for _, j := range jobs {
-		if j.payload == nil {
+	for i := range jobs {
+		if p := payload(&jobs[i]); p == nil {
 			size++
 		} else {
-			size += jsonbHeaderLen(len(j.payload)) + len(j.payload)
+			size += jsonbHeaderLen(len(p)) + len(p)
 		}
 	}
 	b := make([]byte, 0, jsonbHeaderLen(size)+size)
 	b = appendJSONBHeader(b, jsonbArray, size)
-	for _, j := range jobs {
-		if j.payload == nil {
+	for i := range jobs {
+		p := payload(&jobs[i])
+		if p == nil {
 			b = append(b, jsonbNull)
 			continue
 		}
-		b = appendJSONBHeader(b, jsonbTextRaw, len(j.payload))
-		b = append(b, j.payload...)
+		b = appendJSONBHeader(b, jsonbTextRaw, len(p))
+		b = append(b, p...)
 	}
 	return b
 }
+
+func newJobPayload(j *newJob) []byte { return j.payload }
+
+func jobPayload(j *NewJob) []byte { return j.Payload }
 
 // appendJSONBHeader appends the header of a JSONB element of type t whose
 // payload is n bytes: its size in the first byte's high four bits up to

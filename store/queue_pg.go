@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"math"
 	"strconv"
 	"sync"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Queue statements on PostgreSQL.
@@ -15,7 +17,8 @@ import (
 func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, j newJob) (int64, error) {
 	var runAt *time.Time // NULL: due now (see EnqueueJob)
 	if !j.runAt.Equal(now) {
-		runAt = &j.runAt
+		at := j.runAt // not &j.runAt: that moved all of j to the heap on every call
+		runAt = &at
 	}
 	w := o.wake(topic)
 	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
@@ -73,6 +76,49 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	ids, err := o.q.EnqueueJobs(ctx, p)
 	return allInserted(len(jobs), ids, err)
 }
+
+func (o pgOps) enqueueAlike(ctx context.Context, queue string, now time.Time, j newJob, jobs []NewJob) ([]int64, error) {
+	topic := queueTopic(queue)
+	w := o.wake(topic)
+	defer o.sent(topic, w)
+	ids, err := o.q.EnqueueJobsAlikeFrom(ctx, pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority,
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Wake: w},
+		pgPayloads(jobs), make([]int64, 0, len(jobs)))
+	return allInserted(len(jobs), ids, err)
+}
+
+// pgPayloads is the payloads of jobs as pgx encodes a bytea[] parameter
+// (pgtype.ArrayGetter): each element a pointer into jobs whose BytesValue
+// is the payload, nil a NULL, as for a [][]byte. pgx encodes a [][]byte
+// through reflection, boxing every element (an allocation a job), and
+// the [][]byte itself would be built for the call.
+type pgPayloads []NewJob
+
+func (a pgPayloads) Dimensions() []pgtype.ArrayDimension {
+	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
+}
+
+func (a pgPayloads) Index(i int) any { return (*pgPayload)(&a[i]) }
+
+func (a pgPayloads) IndexType() any { return (*pgPayload)(nil) }
+
+// Value is the payloads as a [][]byte, for a connection that encodes a
+// parameter without knowing its type (the simple protocol, or
+// QueryExecModeExec): pgx then takes the value a driver.Valuer gives. With
+// the parameter's type known (the default, a prepared statement), pgx
+// encodes the array through Index.
+func (a pgPayloads) Value() (driver.Value, error) {
+	b := make([][]byte, len(a))
+	for i := range a {
+		b[i] = a[i].Payload
+	}
+	return b, nil
+}
+
+// pgPayload is one job of pgPayloads, its payload a pgtype.BytesValuer.
+type pgPayload NewJob
+
+func (p *pgPayload) BytesValue() ([]byte, error) { return p.Payload, nil }
 
 // claim waits for a connection as long as ctx allows, but once it has one
 // its statements run to the end: pgx abandons a cancelled statement without

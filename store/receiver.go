@@ -25,11 +25,17 @@ import (
 // On PostgreSQL a receiver whose read stopped at the settled horizon below
 // committed events (a write transaction the store could not yet prove
 // ended or began after them still runs, anywhere on the server; its own
-// offsets may all be higher, as those of a Tx begun right after the
-// events' commit are) reads again after 1 ms, doubling to 1 s (never past SafetyPoll), until
-// the horizon passes them: the transaction holding it may end without a
-// wake (a rollback, a killed session, a transaction that published
-// nothing). The end of a Tx of the same store wakes it at once.
+// offsets may all be higher) reads again after 1 ms, doubling to 1 s
+// (never past SafetyPoll), until the horizon passes them: the transaction
+// holding it may end without a wake (a rollback, a killed session, a
+// transaction that published nothing). The end of a Tx of the same store
+// wakes it at once. A Tx of the same store (Begin, InTx, WorkTx) holds
+// what the store published or read before the Tx began only until its
+// first publish: that shows the store the Tx began after them (then only
+// transactions older than the Tx hold them), and wakes the receiver. A Tx
+// that has not published yet, or never does (only EnqueueTx or your own
+// SQL), an adopted one and another process's hold such events until they
+// end (see docs/design/stream-horizon.md).
 type SubscribeOpts struct {
 	Buffer           int           // events read ahead of Recv; default 16
 	PageSize         int           // events per read; default 256

@@ -8,16 +8,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
 
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	topic := r.topic
 	w := o.wake(topic)
-	id, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
+	row, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
 		Wake: w})
 	o.sent(topic, w)
-	return id, skipped("event", err)
+	if err == nil {
+		o.drew(row.ID, row.Txid)
+	}
+	return row.ID, skipped("event", err)
+}
+
+// drew runs after a publish drew offsets up to off in transaction txid.
+func (o pgOps) drew(off int64, txid pgtype.Uint64) {
+	o.eng.horizon.saw(off)
+	o.offer(txid)
 }
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
@@ -42,9 +53,20 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 			p.Headers[i] = string(h)
 		}
 	}
-	ids, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
+	rows, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
 	o.sent(topic, p.Wake)
-	return allInserted(len(r.msgs), ids, err)
+	var ids []int64
+	if err == nil {
+		ids = make([]int64, len(rows))
+		for i, row := range rows {
+			ids[i] = row.ID
+		}
+	}
+	ids, err = allInserted(len(r.msgs), ids, err)
+	if err == nil && len(ids) > 0 {
+		o.drew(ids[len(ids)-1], rows[0].Txid)
+	}
+	return ids, err
 }
 
 // readSince reads a page in one statement that also takes the horizon's
@@ -90,7 +112,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
-				if r.ID != 0 { // 0: the empty page's row
+				if r.ID != 0 { // 0: the snapshot's row (and an empty page's)
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
@@ -162,10 +184,10 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 }
 
 // pgPage is what a page statement's first row says in its snapshot
-// column: its snapshot's figures, the horizon it cut the page at, and the
-// offset it read after. The statement always returns a row (an empty
-// page's has id 0), and no row names the stream: the events share the
-// caller's string.
+// column (the other rows send NULL): its snapshot's figures, the horizon it
+// cut the page at, and the offset it read after. The statement always
+// returns that row (its id is 0, as is an empty page's second row's), and
+// no row names the stream: the events share the caller's string.
 type pgPage struct {
 	read           bool   // a row came
 	raw            []byte // the snapshot column, until parse

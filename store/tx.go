@@ -154,6 +154,11 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	if err != nil {
 		return Tx{}, opErr("begin", "", s.driverErr(err))
 	}
+	if b, ok := dtx.(interface {
+		begun(*horizonRelease, uint64)
+	}); ok {
+		b.begun(&s.held, begin) // a pg Tx's first publish may release held readers
+	}
 	tx := s.newTx(dtx, true)
 	tx.h.state.begin = begin
 	if err := s.life.addTx(tx.h.state); err != nil { // the store began to drain meanwhile

@@ -8,6 +8,8 @@ package pgdb
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const configureStream = `-- name: ConfigureStream :exec
@@ -226,7 +228,7 @@ WITH ins AS (
             $1::text, $2::text, $3::bytea, pg_current_xact_id(),
             CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
                  ELSE $5::jsonb END)
-    RETURNING id
+    RETURNING id, txid
 ),
 head AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
@@ -238,7 +240,7 @@ head AS (
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
-SELECT id FROM ins
+SELECT id, txid FROM ins
 `
 
 type PublishKeyedEventParams struct {
@@ -252,17 +254,22 @@ type PublishKeyedEventParams struct {
 	Now            time.Time
 }
 
+type PublishKeyedEventRow struct {
+	ID   int64
+	Txid pgtype.Uint64
+}
+
 // Compacted keys: per (stream, key) one head row (PostgreSQL).
 // Winner rule: a publish becomes the head when the row is headless or its
 // (rank, offset) is greater than the head's.
 // A keyed publish: the event and the upsert of its key's head, in one
 // statement (see PublishEvent for the transaction id before the offset,
 // and the wake in the headers expression: the event is a plain VALUES
-// row, as there). The head's data-modifying CTE runs to completion
-// although nothing reads it. A publish onto a headed row changes no
-// indexed column (headless_at stays NULL), so it is a HOT update (schema
-// 00031).
-func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
+// row, as there; it returns the transaction id as PublishEvent does). The
+// head's data-modifying CTE runs to completion although nothing reads it.
+// A publish onto a headed row changes no indexed column (headless_at stays
+// NULL), so it is a HOT update (schema 00031).
+func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (PublishKeyedEventRow, error) {
 	row := q.db.QueryRow(ctx, publishKeyedEvent,
 		arg.Stream,
 		arg.Key,
@@ -273,9 +280,9 @@ func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventPa
 		arg.CompactionRank,
 		arg.Now,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	var i PublishKeyedEventRow
+	err := row.Scan(&i.ID, &i.Txid)
+	return i, err
 }
 
 const touchHeadlessHead = `-- name: TouchHeadlessHead :exec

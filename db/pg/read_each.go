@@ -14,10 +14,10 @@ import (
 
 // ReadEventsEach runs ReadEvents's statement and hands each row to each as
 // it is read, in one ReadEventsRow reused for every row, where ReadEvents
-// allocates a slice of rows (grown row by row). Every row of the statement
-// carries the same Snapshot (the figures of the statement's one snapshot),
-// so it is decoded from the first row only and keeps its value in the rows
-// after it. Each row's Key, Payload and Headers are its own (the scan
+// allocates a slice of rows (grown row by row). The statement's first row
+// alone carries the Snapshot (the figures of the statement's one snapshot;
+// its ID is 0): it is decoded from the first row only and keeps its value
+// in the rows after it. Each row's Key, Payload and Headers are its own (the scan
 // allocates them anew, or sets them nil for NULL): each may keep them, but
 // not the row itself.
 func (q *Queries) ReadEventsEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow)) error {

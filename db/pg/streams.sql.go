@@ -8,6 +8,8 @@ package pgdb
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const getOffset = `-- name: GetOffset :one
@@ -34,7 +36,7 @@ VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
         CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
              ELSE $5::jsonb END)
-RETURNING id
+RETURNING id, txid
 `
 
 type PublishEventParams struct {
@@ -43,6 +45,11 @@ type PublishEventParams struct {
 	Payload []byte
 	Wake    string
 	Headers []byte
+}
+
+type PublishEventRow struct {
+	ID   int64
+	Txid pgtype.Uint64
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
@@ -57,8 +64,11 @@ type PublishEventParams struct {
 // rides in the headers expression as in EnqueueJob (pg_notify returns
 // void, never NULL, so headers is always the argument). The materialized
 // CTE this replaced cost a publish a CTE scan and its executor setup
-// (callgrind, commit included: 190.1k -> 177.5k instructions).
-func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
+// (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
+// the transaction id too: a Tx's first publish gives the store the id of a
+// transaction it began, which proves a horizon candidate for what was
+// drawn before that Tx began (store/horizon.go, pgTxState.offer).
+func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (PublishEventRow, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
 		arg.Stream,
 		arg.Key,
@@ -66,9 +76,9 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int
 		arg.Wake,
 		arg.Headers,
 	)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	var i PublishEventRow
+	err := row.Scan(&i.ID, &i.Txid)
+	return i, err
 }
 
 const publishEvents = `-- name: PublishEvents :many
@@ -84,7 +94,7 @@ ins AS (
                      unnest($5::text[]) AS key,
                      unnest($1::bytea[]) AS payload,
                      unnest($6::text[]) AS headers) AS u
-    RETURNING id, key
+    RETURNING id, key, txid
 ),
 heads AS (
     INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
@@ -99,7 +109,7 @@ heads AS (
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
-SELECT ins.id FROM ins
+SELECT ins.id, ins.txid FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
 `
 
@@ -113,13 +123,19 @@ type PublishEventsParams struct {
 	Now      time.Time
 }
 
+type PublishEventsRow struct {
+	ID   int64
+	Txid pgtype.Uint64
+}
+
 // Many events in one statement; offsets follow the input order; one wake;
 // all or none (see EnqueueJobs).
 // Keyed events upsert their keys' heads in the same statement: per key the
 // batch's newest offset (rank 0, schema version 1), by the winner rule (see
 // compaction.sql). The head rows are written in key order, so concurrent
 // batches that share keys lock them in one order and never deadlock.
-func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
+// Every row carries the transaction id, as PublishEvent returns it.
+func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]PublishEventsRow, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
 		arg.Payloads,
 		arg.Wake,
@@ -133,13 +149,13 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []PublishEventsRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i PublishEventsRow
+		if err := rows.Scan(&i.ID, &i.Txid); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -148,7 +164,7 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT cut.snapshot::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT (CASE WHEN part.head THEN cut.snapshot END)::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
            int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
@@ -178,14 +194,14 @@ FROM (
     OFFSET 0
     ) AS h
     OFFSET 0
-) AS cut LEFT JOIN LATERAL (
+) AS cut CROSS JOIN (VALUES (true), (false)) AS part(head) LEFT JOIN LATERAL (
     SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
-    WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
+    WHERE e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
       AND e.id <= cut.upto
     ORDER BY e.stream, e.id
-    LIMIT $7
+    LIMIT CASE WHEN part.head THEN 0 ELSE $7::integer END
 ) AS p ON true
 `
 
@@ -229,33 +245,42 @@ type ReadEventsRow struct {
 // settles in itself (nothing ran). The candidates ascend in next and in
 // head (horizon.proof), so the greatest proven head is the one after the
 // last next <= xmin: width_bucket counts those (a binary search; 0, an
-// index that yields NULL, when there are none). Every row carries the
+// index that yields NULL, when there are none). The first row carries the
 // snapshot's figures and the horizon, so the caller learns the candidate
-// and knows whether committed events wait above the horizon; an empty page
-// is one row with id 0 (offsets start at 1) and NULL or empty event
-// columns. The stream is the caller's: no row sends it. The figures go in
-// one bytea column, snapshot, built once a statement from their binary
-// send forms: xmin, xmax, age(xmax) and the visible head (8 bytes each),
-// whether the transaction holds an id (1 byte), the horizon (8); none is
-// NULL. As six columns, sent again in every row, they cost the server
-// about 200 ns an event of a page of 1,000 (a quarter of its time) and the
-// client their decoding; the caller reads them from the first row only.
+// and knows whether committed events wait above the horizon: it is the
+// row of part.head, id 0 (offsets start at 1) and NULL or empty event
+// columns, whose page has LIMIT 0 (the Limit returns before it reads). The
+// page's events follow, their snapshot NULL (after an empty page, one more
+// row with id 0). VALUES yields its rows in order, and cut is one row, so
+// the head row comes first in any join order. The stream is the caller's:
+// no row sends it. The figures go in one bytea column, snapshot, built
+// once a statement from their binary send forms: xmin, xmax, age(xmax) and
+// the visible head (8 bytes each), whether the transaction holds an id (1
+// byte), the horizon (8); none is NULL. As six columns, sent again in every
+// row, they cost the server about 200 ns an event of a page of 1,000 (a
+// quarter of its time) and the client their decoding; as one column sent
+// in every row, still about 100 ns an event of the server's (a bytea
+// copied and sent a row) and 41 bytes; a header row joined by UNION ALL
+// instead cost half of that back (an Append and a Subquery Scan a row).
 // concat_ws into text instead looked up every argument's output function
 // each statement: a few microseconds a read.
 // This shape, subqueries kept apart by OFFSET 0 instead of materialized
 // CTEs and a function scan, costs the server about 50k fewer instructions
 // a read (callgrind); the plan is the same.
-// The stream is bounded by a row comparison on (stream, id) and
-// "stream <= @stream", not "stream = @stream": with an equality, ORDER BY
-// stream, id reduces to ORDER BY id, and a generic plan (pgx prepares
-// statements; Postgres switches to one after five runs) may then walk
-// events_pkey in id order and filter every other stream's rows (2.2M rows
-// for a 5-event stream). Only events_stream_id yields this order.
-// PostgreSQL prunes partitions on neither the row comparison nor the OR:
-// the plain bounds on id beside them let it skip every partition below
-// @after and above the cut (the horizon, or the transaction's last own
-// event above it), in custom and generic plans alike (at run time: the
-// bounds are parameters of the lateral page).
+// The page's stream is bounded by "stream >= @stream AND stream <= @stream",
+// not "stream = @stream": with an equality, ORDER BY stream, id reduces to
+// ORDER BY id, and a plan may then walk events_pkey in id order and filter
+// every other stream's rows (the plan test's small stream after the big
+// one: 3,030 buffers, analysed, custom and generic, where this reads 8-10).
+// Only events_stream_id yields this order. The inclusive bound on stream
+// lets the index scan start at (@stream, @after) from the bound on id (a
+// row comparison (stream, id) > (@stream, @after), as the page once had,
+// starts it there too, but costs the scan two comparisons more an entry:
+// about 10 ns an event). The plain bounds on id also let
+// PostgreSQL skip every partition below @after and above the cut (the
+// horizon, or the transaction's last own event above it), in custom and
+// generic plans alike (at run time: the bounds are parameters of the
+// lateral page).
 // With two bounds on id, one of them unknown when planning, the planner
 // estimates the primary key's range as narrow (0.5% of the rows): the
 // stream's bounds must be as unknown, or a custom plan, which knows how
@@ -299,7 +324,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT cut.snapshot::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
+SELECT (CASE WHEN part.head THEN cut.snapshot END)::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
 FROM (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
            int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
@@ -331,14 +356,14 @@ FROM (
     OFFSET 0
     ) AS h
     OFFSET 0
-) AS cut LEFT JOIN LATERAL (
+) AS cut CROSS JOIN (VALUES (true), (false)) AS part(head) LEFT JOIN LATERAL (
     SELECT e.id, e.key, e.payload, e.created_at, e.headers
     FROM alkstore.events e
-    WHERE (e.stream, e.id) > (cut.stream, cut.after) AND e.stream >= cut.stream AND e.stream <= cut.stream
+    WHERE e.stream >= cut.stream AND e.stream <= cut.stream
       AND e.id > cut.after
       AND e.id <= cut.upto
     ORDER BY e.stream, e.id
-    LIMIT $7
+    LIMIT CASE WHEN part.head THEN 0 ELSE $7::integer END
 ) AS p ON true
 `
 
@@ -365,7 +390,7 @@ type ReadEventsFromConsumerRow struct {
 // it, 8 bytes after the horizon: a read that goes on reads on with
 // ReadEvents). The offset reaches the
 // page through cut like @after in ReadEvents: a plain bound on id from the
-// subquery beside the row comparison, in a custom plan on tables
+// subquery beside the stream's bounds, in a custom plan on tables
 // autovacuum had not analysed yet, read the whole stream through a bitmap
 // and sorted it (the plan test's never-analysed case) when the stream was
 // a constant; as a parameter of the lateral page it prunes partitions
