@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -350,7 +351,7 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 // next claim), so the slot is held for the statements, not for the
 // allocations of a hundred jobs (issue 18).
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
-	var rows []litedb.ClaimableJobsRow
+	var rows []liteClaimable
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
 		// The writer is ours, perhaps after a wait: the time of the claim,
 		// and what freed up meanwhile.
@@ -363,28 +364,45 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
 			return err
 		}
-		var err error
-		rows, err = q.ClaimableJobs(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)})
+		// The rows are read into one reused row (ClaimableJobsEach) and
+		// kept with what a job needs copied out of it: the payload (each
+		// its own), and the other text columns only when set (rarely).
+		rows = make([]liteClaimable, 0, n)
+		err := q.ClaimableJobsEach(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)},
+			func(row *litedb.ClaimableJobsEachRow) {
+				c := liteClaimable{id: row.ID, payload: row.Payload, priority: row.Priority, attempts: row.Attempts,
+					maxAttempts: row.MaxAttempts, createdAt: row.CreatedAt, runAt: row.RunAt, expiresAt: row.ExpiresAt}
+				if row.LastError != nil {
+					c.lastError = string(row.LastError)
+				}
+				if len(row.Errors) > 2 { // not "[]"
+					c.errors = bytes.Clone(row.Errors)
+				}
+				if row.Headers != nil {
+					c.headers = bytes.Clone(row.Headers)
+				}
+				rows = append(rows, c)
+			})
 		if err != nil || len(rows) == 0 {
 			rows = nil
 			return err
 		}
 		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
-			slices.SortFunc(rows, func(a, b litedb.ClaimableJobsRow) int {
+			slices.SortFunc(rows, func(a, b liteClaimable) int {
 				switch {
-				case a.Priority != b.Priority:
-					return cmp.Compare(b.Priority, a.Priority)
-				case a.RunAt != b.RunAt:
-					return cmp.Compare(a.RunAt, b.RunAt)
+				case a.priority != b.priority:
+					return cmp.Compare(b.priority, a.priority)
+				case a.runAt != b.runAt:
+					return cmp.Compare(a.runAt, b.runAt)
 				}
-				return cmp.Compare(a.ID, b.ID)
+				return cmp.Compare(a.id, b.id)
 			})
 			rows = rows[:n]
 		}
 		ids := make([]byte, 0, 16*len(rows))
 		for i, row := range rows {
 			ids = append(ids, ',')
-			ids = strconv.AppendInt(ids, row.ID, 10)
+			ids = strconv.AppendInt(ids, row.id, 10)
 			if i == 0 {
 				ids[0] = '['
 			}
@@ -410,14 +428,24 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	// a KiB each, and their payloads: the run is one object to the GC).
 	jobs := make([]*Job, len(rows))
 	var slab []claimedJob
-	for i, row := range rows {
+	for i := range rows {
 		if len(slab) == 0 {
 			slab = make([]claimedJob, min(i+1, len(rows)-i))
 		}
-		jobs[i] = liteClaimedJob(&slab[0], row, r)
+		jobs[i] = liteClaimedJob(&slab[0], &rows[i], r)
 		slab = slab[1:]
 	}
 	return jobs, nil
+}
+
+// liteClaimable is a row of ClaimableJobs, kept from the claim's
+// transaction to its jobs (see liteOps.claim).
+type liteClaimable struct {
+	id, priority, attempts, maxAttempts, createdAt, runAt int64
+	expiresAt                                             sql.NullInt64
+	payload                                               []byte
+	lastError                                             string
+	errors, headers                                       []byte // nil unless set
 }
 
 // ack deletes the job in one statement when its queue keeps no completed
@@ -638,17 +666,17 @@ func liteJob(r litedb.AlkJob) *Job {
 // liteClaimedJob makes c the job ClaimJobs stamped: the columns
 // ClaimableJobs read (attempts before the claim's), and what the claim
 // stamped (a running job has no finished_at).
-func liteClaimedJob(c *claimedJob, row litedb.ClaimableJobsRow, r claimReq) *Job {
+func liteClaimedJob(c *claimedJob, row *liteClaimable, r claimReq) *Job {
 	c.claimedAt, c.expiresAt = time.UnixMicro(r.now.UnixMicro()), time.UnixMicro(r.expiresAt.UnixMicro())
-	var errs []AttemptError
-	if len(row.Errors) > 2 { // not "[]" (its []byte would be an allocation a job)
-		errs = attemptErrors([]byte(row.Errors))
+	var expires *time.Time
+	if row.expiresAt.Valid {
+		expires = new(time.UnixMicro(row.expiresAt.Int64))
 	}
-	c.j = Job{ID: row.ID, Queue: r.queue, Payload: row.Payload, Priority: int(row.Priority), State: JobRunning,
-		Attempts: int(row.Attempts) + 1, MaxAttempts: int(row.MaxAttempts), CreatedAt: time.UnixMicro(row.CreatedAt),
-		RunAt: time.UnixMicro(row.RunAt), ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
-		ExpiresAt: fromMicros(row.ExpiresAt), Worker: r.worker, LastError: deref(row.LastError),
-		Errors: errs, Headers: decodeHeadersPtr(row.Headers), token: r.token, mu: &c.mu, slot: &c.run}
+	c.j = Job{ID: row.id, Queue: r.queue, Payload: row.payload, Priority: int(row.priority), State: JobRunning,
+		Attempts: int(row.attempts) + 1, MaxAttempts: int(row.maxAttempts), CreatedAt: time.UnixMicro(row.createdAt),
+		RunAt: time.UnixMicro(row.runAt), ClaimedAt: &c.claimedAt, ClaimExpiresAt: &c.expiresAt,
+		ExpiresAt: expires, Worker: r.worker, LastError: row.lastError,
+		Errors: attemptErrors(row.errors), Headers: decodeHeaders(row.headers), token: r.token, mu: &c.mu, slot: &c.run}
 	return &c.j
 }
 
