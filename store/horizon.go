@@ -51,7 +51,10 @@ type horizon struct {
 	drawn atomic.Int64
 }
 
-type candidate struct{ head, next int64 }
+type candidate struct {
+	head, next int64
+	offered    bool // by a Tx (offer), not learned from a snapshot
+}
 
 // saw records that offset off was drawn (a publish returned it, or a
 // snapshot saw it committed).
@@ -74,18 +77,19 @@ func (h *horizon) offer(head, next int64) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.add(candidate{head: head, next: next})
+	return h.add(candidate{head: head, next: next, offered: true})
 }
 
 // Bounds on the candidates kept. Pending ones beyond maxPending (while a
-// long transaction holds the horizon back) are dropped newest first, which
-// only delays the horizon. Settled ones beyond maxSettled are thinned,
+// long transaction holds the horizon back) are thinned, the newest kept,
+// which only delays the horizon. Settled ones beyond maxSettled are thinned,
 // older ones more (every thinning halves those older than the newest), so
 // the history reaches far back at a coarser grain: an old snapshot may then
 // use an older candidate than the best it could prove, never a wrong one.
 const (
 	maxPending = 64
 	maxSettled = 64
+	maxOffers  = 16 // pending offers a thinning keeps, the newest
 )
 
 // observe folds one snapshot in and returns the horizon that reads in that
@@ -160,7 +164,28 @@ func (h *horizon) add(c candidate) bool {
 
 	settled := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
 	if pending := len(h.cands) - settled; pending > maxPending {
-		h.cands = h.cands[:settled+maxPending]
+		// Keep every second of the older pending candidates, the newest,
+		// and the newest maxOffers offers. Dropping the newest instead
+		// threw away every candidate a long transaction's hold brought, a
+		// Tx's offer among them, so an event the offer would have settled
+		// waited for that Tx's end too (stop 36 review). An offer's next is
+		// the id of a Tx that may still run: once the long transaction
+		// ends, xmin stops at the oldest such Tx, and only an offer settles
+		// there.
+		floor, n := len(h.cands), 0 // the oldest protected offer's index
+		for j := len(h.cands) - 1; j >= settled && n < maxOffers; j-- {
+			if h.cands[j].offered {
+				floor, n = j, n+1
+			}
+		}
+		kept := h.cands[:settled]
+		last := len(h.cands) - 1
+		for j := settled; j <= last; j++ {
+			if (j-settled)%2 == 0 || j == last || (j >= floor && h.cands[j].offered) {
+				kept = append(kept, h.cands[j])
+			}
+		}
+		h.cands = kept
 	}
 	if settled > maxSettled {
 		// Keep every second of the older settled candidates and the newest.

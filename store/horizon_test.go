@@ -45,7 +45,7 @@ func TestHorizonQuietSnapshotSettlesEverythingVisible(t *testing.T) {
 	var h horizon
 	assert.EqualValues(t, 0, h.observe(snap(100, 105, 10), true))
 	assert.EqualValues(t, 40, h.observe(snap(120, 120, 40), true))
-	assert.Equal(t, []candidate{{10, 105}, {40, 120}}, h.cands, "the older one stays for older snapshots")
+	assert.Equal(t, []candidate{{head: 10, next: 105}, {head: 40, next: 120}}, h.cands, "the older one stays for older snapshots")
 }
 
 func TestHorizonInTransactionSnapshotsOnlyConsult(t *testing.T) {
@@ -55,7 +55,7 @@ func TestHorizonInTransactionSnapshotsOnlyConsult(t *testing.T) {
 	// snapshot proved: it may not see every event up to 50.
 	assert.EqualValues(t, 0, h.observe(snap(150, 160, 30), false))
 	// It records nothing, and its own "quiet" look proves nothing either.
-	assert.Equal(t, []candidate{{50, 200}}, h.cands)
+	assert.Equal(t, []candidate{{head: 50, next: 200}}, h.cands)
 	assert.EqualValues(t, 0, h.observe(snap(150, 150, 30), false))
 	// A transaction snapshot newer than the proof uses it.
 	assert.EqualValues(t, 50, h.observe(snap(210, 220, 60), false))
@@ -70,11 +70,34 @@ func TestHorizonIgnoresEpochBoundaryAge(t *testing.T) {
 
 func TestHorizonBoundsPendingCandidates(t *testing.T) {
 	var h horizon
-	for i := int64(1); i <= 2*maxPending; i++ {
+	for i := int64(1); i <= 4*maxPending; i++ {
 		h.observe(snap(1, 1+i, i), true) // transaction 1 never ends
+		require.LessOrEqual(t, len(h.cands), maxPending+1)
 	}
-	assert.Len(t, h.cands, maxPending)
-	assert.EqualValues(t, maxPending, h.observe(snap(1+maxPending, 1000, 500), true))
+	// The newest is kept: once the holder ends, the horizon reaches it.
+	assert.EqualValues(t, 4*maxPending, h.observe(snap(2+4*maxPending, 1000, 500), true))
+}
+
+// A Tx's offer made while a long transaction holds more than maxPending
+// candidates is kept, though candidates with a greater next came before it
+// (reads after the Tx took its id), and settles once the holder ends while
+// the Tx runs (stop 36 review: it was dropped, and its event waited for the
+// Tx's end).
+func TestHorizonKeepsAnOfferBehindALongHold(t *testing.T) {
+	var h horizon
+	for i := int64(1); i <= 3*maxPending; i++ {
+		h.observe(snap(1, 1+i, i), true) // transaction 1 holds them all
+	}
+	// The Tx took id 100 after offset 150 was drawn; reads since saw more.
+	for i := int64(0); i < maxPending; i++ {
+		h.observe(snap(1, 3*maxPending+2+i, 3*maxPending+1+i), true)
+	}
+	require.True(t, h.offer(150, 100))
+	for i := int64(0); i < 2*maxPending; i++ { // more reads while the Tx runs
+		h.observe(snap(1, 1000+i, 400+i), true)
+	}
+	// Transaction 1 ended; the Tx (100) still runs: xmin 100.
+	assert.GreaterOrEqual(t, h.observe(snap(100, 2000, 600), true), int64(150))
 }
 
 // An old snapshot (a REPEATABLE READ transaction's) uses the newest
@@ -99,7 +122,7 @@ func TestHorizonKeepsOnlyUsefulCandidates(t *testing.T) {
 	h.observe(snap(90, 130, 45), true) // same next, greater head: replaces (40, 130)
 	h.observe(snap(90, 135, 50), true) // (50, 135) stays: greater head, greater next
 	h.observe(snap(90, 120, 60), true) // better than both
-	assert.Equal(t, []candidate{{10, 100}, {60, 120}}, h.cands)
+	assert.Equal(t, []candidate{{head: 10, next: 100}, {head: 60, next: 120}}, h.cands)
 }
 
 // Settled candidates are thinned, never all dropped: snapshots of every age

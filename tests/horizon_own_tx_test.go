@@ -165,3 +165,67 @@ func TestATxThatPublishedReadsWhatWasPublishedBeforeItBegan(t *testing.T) {
 		require.NoError(t, tx.Commit(c))
 	})
 }
+
+// A Tx's first publish still frees what the store published before the Tx
+// began after a long transaction of another connection held the horizon
+// through many such Txs (more pending candidates than the store keeps):
+// once that transaction ends, the event arrives while the Tx runs. The
+// stop 36 review found the store dropping the newest pending candidates,
+// the Tx's offer among them, so the event waited for the Tx's end. On
+// SQLite no reader waits for a transaction: the same body, without the long
+// transaction, holds there.
+func TestAnOfferAfterALongHoldStillFreesEarlierEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("long-hold")
+		end := holdALongTransaction(t, e)
+		r, err := st.Follow(c, 0, store.SubscribeOpts{SafetyPoll: time.Hour})
+		require.NoError(t, err)
+		defer r.Close()
+		for range 150 { // each round offers a candidate and reads one
+			_, err := st.Publish(c, []byte("auto"))
+			require.NoError(t, err)
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			_, err = st.PublishTx(c, tx, []byte("tx"))
+			require.NoError(t, err)
+			_, err = st.ReadSince(c, 0, 1)
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(c))
+		}
+		n, err := st.Publish(c, []byte("N"))
+		require.NoError(t, err)
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer tx.Rollback(c) // a no-op after the Commit; ends it when the test fails
+		_, err = st.PublishTx(c, tx, []byte("T"))
+		require.NoError(t, err)
+		end()
+		for {
+			ev, ok := recvIn(t, r, 30*time.Second)
+			require.True(t, ok, "event %d, published before the Tx began, waits for the Tx's end", n)
+			require.LessOrEqual(t, ev.Offset, n, "an event of the open Tx arrived")
+			if ev.Offset == n {
+				break
+			}
+		}
+		require.NoError(t, tx.Commit(c))
+	})
+}
+
+// holdALongTransaction opens a transaction on another connection that holds
+// a transaction id (PostgreSQL; nothing on SQLite) and returns what ends it.
+func holdALongTransaction(t *testing.T, e *engineEnv) (end func()) {
+	t.Helper()
+	c := ctx(t)
+	if e.name == "pg" {
+		x, err := e.pool(t).Begin(c)
+		require.NoError(t, err)
+		var xid string
+		require.NoError(t, x.QueryRow(c, "SELECT pg_current_xact_id()::text").Scan(&xid))
+		t.Cleanup(func() { _ = x.Rollback(context.Background()) })
+		return func() { require.NoError(t, x.Commit(c)) }
+	}
+	return func() {} // SQLite: a transaction of another connection would hold the writer, which no read waits for
+}
