@@ -12,7 +12,7 @@ import (
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	topic := streamTopic(e.stream)
 	w := o.wake(topic)
-	row, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: e.headers,
+	row, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: pgJSON(e.headers),
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w})
 	o.sent(topic, w)
 	if err == nil {

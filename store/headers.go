@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxHeadersSize bounds a message's headers: the bytes of every key and
@@ -160,4 +161,18 @@ func liteHeaders(b []byte) *string {
 	}
 	s := string(b)
 	return &s
+}
+
+// pgJSON is JSON the store encoded (headers, an ack's claims) as
+// PostgreSQL's statements take it: the text of a jsonb parameter (for
+// headers, "" is none: NULL). A string, not a []byte: pgx sends a string
+// as text in every query mode, where under QueryExecModeExec and the
+// simple protocol (PgBouncer's usual settings) it sends a []byte as
+// bytea, "\x7b...", which jsonb refuses (SQLSTATE 22P02). The string
+// shares b's bytes without a copy: b is a fresh encoding that nothing
+// writes to again, and pgx copies an argument into its message (or, on
+// the simple protocol, into the statement's text) before the call
+// returns, keeping no reference to it.
+func pgJSON(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -22,7 +22,7 @@ func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, 
 	}
 	w := o.wake(topic)
 	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: j.headers,
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers),
 		Wake: w})
 	o.sent(topic, w)
 	return id, skipped("job", err)
@@ -35,7 +35,7 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 	if alikeRun(jobs, math.MaxInt) == len(jobs) { // the usual batch: only payloads differ
 		j := jobs[0]
 		p := pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
-			RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Payloads: make([][]byte, len(jobs)),
+			RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers), Payloads: make([][]byte, len(jobs)),
 			Wake: w}
 		for i, j := range jobs {
 			p.Payloads[i] = j.payload
@@ -82,7 +82,7 @@ func (o pgOps) enqueueAlike(ctx context.Context, queue string, now time.Time, j 
 	w := o.wake(topic)
 	defer o.sent(topic, w)
 	ids, err := o.q.EnqueueJobsAlikeFrom(ctx, pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: j.headers, Wake: w},
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers), Wake: w},
 		pgPayloads(jobs), make([]int64, 0, len(jobs)))
 	return allInserted(len(jobs), ids, err)
 }
@@ -212,7 +212,7 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 	buf = append(buf, '}')
 	ids := len(buf)
 	buf = appendClaims(buf, claims)
-	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgdb.AckJobsParams{Queue: queue, Now: now, Claims: buf[ids:]})
+	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgJSON(buf[ids:]), pgdb.AckJobsParams{Queue: queue, Now: now})
 	if err != nil || len(acked) == len(claims) {
 		return acked, err
 	}
@@ -407,7 +407,7 @@ func (o pgOps) placeUnique(ctx context.Context, queue string, now time.Time, job
 			j := batch[0]
 			got, err := o.q.EnqueueUniqueJob(ctx, pgdb.EnqueueUniqueJobParams{Queue: queue, Payload: j.payload,
 				Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt,
-				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Headers: j.headers, Wake: w})
+				UniqueKey: j.uniqueKey, UniqueStates: j.uniqueStates, Headers: pgJSON(j.headers), Wake: w})
 			if err != nil || len(got) == 0 {
 				return []int64{0}, err
 			}

@@ -164,14 +164,15 @@ func (sc *Schedule) Resume(ctx context.Context) error {
 }
 
 // Trigger enqueues the schedule's job now, as a fire would (its queue,
-// payload, priority and max attempts), without moving its next boundary,
+// payload, priority, max attempts and headers), without moving its next boundary,
 // paused or not, and returns the job's id; ErrNotFound when there is none.
 func (sc *Schedule) Trigger(ctx context.Context) (int64, error) {
 	info, err := sc.Info(ctx)
 	if err != nil {
 		return 0, opErr("trigger schedule", sc.name, errors.Unwrap(err))
 	}
-	id, err := sc.s.Queue(info.Queue).Enqueue(ctx, info.Payload, EnqueueOpts{Priority: info.Priority, MaxAttempts: info.MaxAttempts})
+	id, err := sc.s.Queue(info.Queue).Enqueue(ctx, info.Payload, EnqueueOpts{Priority: info.Priority, MaxAttempts: info.MaxAttempts,
+		Headers: info.Headers})
 	if err != nil {
 		return 0, opErr("trigger schedule", sc.name, errors.Unwrap(err))
 	}

@@ -16,7 +16,7 @@ func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 	w := o.wake(schedulerTopic)
 	err := o.q.UpsertSchedule(ctx, pgdb.UpsertScheduleParams{Name: sc.Name, Spec: sc.Spec, Tz: sc.TZ, Queue: sc.Queue,
 		Payload: sc.Payload, Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts),
-		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Headers: encodeHeaders(sc.Headers), Wake: w})
+		NextFireAt: sc.NextFireAt, Now: sc.UpdatedAt, Headers: pgJSON(encodeHeaders(sc.Headers)), Wake: w})
 	o.sent(schedulerTopic, w)
 	return err
 }

@@ -16,7 +16,7 @@ import (
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	topic := r.topic
 	w := o.wake(topic)
-	row, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: r.headers,
+	row, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSON(r.headers),
 		Wake: w})
 	o.sent(topic, w)
 	if err == nil {

@@ -227,7 +227,7 @@ WITH ins AS (
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             $1::text, $2::text, $3::bytea, pg_current_xact_id(),
             CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-                 ELSE $5::jsonb END)
+                 ELSE NULLIF($5::text, '')::jsonb END)
     RETURNING id, txid
 ),
 head AS (
@@ -248,7 +248,7 @@ type PublishKeyedEventParams struct {
 	Key            string
 	Payload        []byte
 	Wake           string
-	Headers        []byte
+	Headers        string
 	SchemaVersion  int32
 	CompactionRank int64
 	Now            time.Time

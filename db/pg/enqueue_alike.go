@@ -24,13 +24,13 @@ func (q *Queries) EnqueueJobsAlikeFrom(ctx context.Context, arg EnqueueJobsAlike
 	rows, err := q.db.Query(ctx, enqueueJobsAlike,
 		payloads,
 		arg.Wake,
+		arg.Headers,
 		arg.Queue,
 		arg.Priority,
 		arg.MaxAttempts,
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
-		arg.Headers,
 	)
 	if err != nil {
 		return nil, err

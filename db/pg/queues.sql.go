@@ -540,7 +540,7 @@ INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, r
 VALUES ($1::text, $2::bytea, $3::integer, $4::integer,
         $5::timestamptz, COALESCE($6::timestamptz, $5::timestamptz), $7::timestamptz,
         CASE WHEN $8::text <> '' AND pg_notify('alkstore', $8::text) IS NULL THEN NULL
-             ELSE $9::jsonb END)
+             ELSE NULLIF($9::text, '')::jsonb END)
 RETURNING id
 `
 
@@ -553,7 +553,7 @@ type EnqueueJobParams struct {
 	RunAt       *time.Time
 	ExpiresAt   *time.Time
 	Wake        string
-	Headers     []byte
+	Headers     string
 }
 
 // Queues: at-least-once jobs with fenced claims (PostgreSQL).
@@ -652,11 +652,12 @@ func (q *Queries) EnqueueJobs(ctx context.Context, arg EnqueueJobsParams) ([]int
 
 const enqueueJobsAlike = `-- name: EnqueueJobsAlike :one
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
+    SELECT CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke,
+           NULLIF($3::text, '')::jsonb AS headers
 ), ins AS (
     INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
-    SELECT $3::text AS queue, unnest($1::bytea[]) AS payload, $4::integer, $5::integer,
-           $6::timestamptz AS created_at, $7::timestamptz, $8::timestamptz, $9::jsonb
+    SELECT $4::text AS queue, unnest($1::bytea[]) AS payload, $5::integer, $6::integer,
+           $7::timestamptz AS created_at, $8::timestamptz, $9::timestamptz, w.headers
     FROM w
     RETURNING id
 )
@@ -667,13 +668,13 @@ HAVING alkstore.all_inserted(count(*), cardinality($1::bytea[]))
 type EnqueueJobsAlikeParams struct {
 	Payloads    [][]byte
 	Wake        string
+	Headers     string
 	Queue       string
 	Priority    int32
 	MaxAttempts int32
 	Now         time.Time
 	RunAt       time.Time
 	ExpiresAt   *time.Time
-	Headers     []byte
 }
 
 // A batch whose jobs differ only in their payloads: EnqueueJobs with every
@@ -687,13 +688,13 @@ func (q *Queries) EnqueueJobsAlike(ctx context.Context, arg EnqueueJobsAlikePara
 	row := q.db.QueryRow(ctx, enqueueJobsAlike,
 		arg.Payloads,
 		arg.Wake,
+		arg.Headers,
 		arg.Queue,
 		arg.Priority,
 		arg.MaxAttempts,
 		arg.Now,
 		arg.RunAt,
 		arg.ExpiresAt,
-		arg.Headers,
 	)
 	var ids []int64
 	err := row.Scan(&ids)
@@ -706,7 +707,7 @@ VALUES ($1::text, $2::bytea, $3::integer, $4::integer,
         $5::timestamptz, $6::timestamptz, $7::timestamptz,
         $8::bytea, $9::text,
         CASE WHEN $10::text <> '' AND pg_notify('alkstore', $10::text) IS NULL THEN NULL
-             ELSE $11::jsonb END)
+             ELSE NULLIF($11::text, '')::jsonb END)
 ON CONFLICT DO NOTHING
 RETURNING id
 `
@@ -722,7 +723,7 @@ type EnqueueUniqueJobParams struct {
 	UniqueKey    []byte
 	UniqueStates string
 	Wake         string
-	Headers      []byte
+	Headers      string
 }
 
 // One job with an idempotency key: EnqueueUniqueJobs for a batch of one,

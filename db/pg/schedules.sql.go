@@ -431,7 +431,7 @@ INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, m
                                      next_fire_at, created_at, updated_at, headers)
 SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::integer,
        $7::integer, $8::timestamptz, $9::timestamptz, $9::timestamptz,
-       $10::jsonb
+       NULLIF($10::text, '')::jsonb
 FROM w
 ON CONFLICT (name) DO UPDATE
 SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,
@@ -450,7 +450,7 @@ type UpsertScheduleParams struct {
 	MaxAttempts int32
 	NextFireAt  time.Time
 	Now         time.Time
-	Headers     []byte
+	Headers     string
 	Wake        string
 }
 

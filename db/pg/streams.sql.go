@@ -35,7 +35,7 @@ INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
         CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-             ELSE $5::jsonb END)
+             ELSE NULLIF($5::text, '')::jsonb END)
 RETURNING id, txid
 `
 
@@ -44,7 +44,7 @@ type PublishEventParams struct {
 	Key     *string
 	Payload []byte
 	Wake    string
-	Headers []byte
+	Headers string
 }
 
 type PublishEventRow struct {

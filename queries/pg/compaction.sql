@@ -15,7 +15,7 @@ WITH ins AS (
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
             CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-                 ELSE sqlc.narg(headers)::jsonb END)
+                 ELSE NULLIF(@headers::text, '')::jsonb END)
     RETURNING id, txid
 ),
 head AS (

@@ -18,7 +18,7 @@ INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, r
 VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
         @now::timestamptz, COALESCE(sqlc.narg(run_at)::timestamptz, @now::timestamptz), sqlc.narg(expires_at)::timestamptz,
         CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE sqlc.narg(headers)::jsonb END)
+             ELSE NULLIF(@headers::text, '')::jsonb END)
 RETURNING id;
 
 -- name: EnqueueJobs :one
@@ -61,11 +61,12 @@ HAVING alkstore.all_inserted(count(*), cardinality(@payloads::bytea[]));
 -- not in FROM (a function scan, which stores the whole array's rows in a
 -- tuplestore first): 0.6k server instructions a job (callgrind).
 WITH w AS MATERIALIZED (
-    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke,
+           NULLIF(@headers::text, '')::jsonb AS headers
 ), ins AS (
     INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
     SELECT @queue::text AS queue, unnest(@payloads::bytea[]) AS payload, @priority::integer, @max_attempts::integer,
-           @now::timestamptz AS created_at, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, sqlc.narg(headers)::jsonb
+           @now::timestamptz AS created_at, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz, w.headers
     FROM w
     RETURNING id
 )
@@ -83,7 +84,7 @@ VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attemp
         @now::timestamptz, @run_at::timestamptz, sqlc.narg(expires_at)::timestamptz,
         @unique_key::bytea, @unique_states::text,
         CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE sqlc.narg(headers)::jsonb END)
+             ELSE NULLIF(@headers::text, '')::jsonb END)
 ON CONFLICT DO NOTHING
 RETURNING id;
 

@@ -13,7 +13,7 @@ INSERT INTO alkstore.schedules AS s (name, spec, tz, queue, payload, priority, m
                                      next_fire_at, created_at, updated_at, headers)
 SELECT @name::text, @spec::text, @tz::text, @queue::text, sqlc.narg(payload)::bytea, @priority::integer,
        @max_attempts::integer, @next_fire_at::timestamptz, @now::timestamptz, @now::timestamptz,
-       sqlc.narg(headers)::jsonb
+       NULLIF(@headers::text, '')::jsonb
 FROM w
 ON CONFLICT (name) DO UPDATE
 SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = excluded.payload, headers = excluded.headers,

@@ -20,7 +20,7 @@ INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
         CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE sqlc.narg(headers)::jsonb END)
+             ELSE NULLIF(@headers::text, '')::jsonb END)
 RETURNING id, txid;
 
 -- name: PublishEvents :many
