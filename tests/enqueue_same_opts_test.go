@@ -176,38 +176,27 @@ func TestEnqueueManySameOptionsRefusedInOrder(t *testing.T) {
 // ids come back as text).
 func TestEnqueueManyUnderEveryQueryExecMode(t *testing.T) {
 	e := newEnv(t, "pg")
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
-		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
-		t.Run(mode.String(), func(t *testing.T) {
-			c := ctx(t)
-			cfg, err := pgxpool.ParseConfig(e.dsn)
-			require.NoError(t, err)
-			cfg.ConnConfig.DefaultQueryExecMode = mode
-			pool, err := pgxpool.NewWithConfig(c, cfg)
-			require.NoError(t, err)
-			s, err := store.OpenPool(c, pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close(); pool.Close() })
-			q := s.Queue("mode-" + mode.String())
-			payloads := [][]byte{[]byte("a"), nil, {}, {0, 0xff, '\\', '"', '{', ','}, []byte("NULL"), []byte(`\x00`)}
-			jobs := make([]store.NewJob, len(payloads))
-			for i, p := range payloads {
-				jobs[i] = store.NewJob{Payload: p, Opts: store.EnqueueOpts{Priority: 2}}
-			}
-			for round := range 2 { // the second on a prepared statement, where the mode prepares
-				ids, err := q.EnqueueMany(c, jobs)
-				require.NoError(t, err, "round %d", round)
-				require.Len(t, ids, len(jobs))
-				for i, id := range ids {
-					if i > 0 {
-						assert.Greater(t, id, ids[i-1])
-					}
-					j, err := q.Job(c, id)
-					require.NoError(t, err)
-					samePayload(t, payloads[i], j.Payload, fmt.Sprintf("round %d, job %d", round, i))
-					assert.Equal(t, 2, j.Priority)
+	eachExecMode(t, e, func(t *testing.T, s *store.Store, _ *pgxpool.Pool, mode pgx.QueryExecMode) {
+		c := ctx(t)
+		q := s.Queue("mode-" + mode.String())
+		payloads := [][]byte{[]byte("a"), nil, {}, {0, 0xff, '\\', '"', '{', ','}, []byte("NULL"), []byte(`\x00`)}
+		jobs := make([]store.NewJob, len(payloads))
+		for i, p := range payloads {
+			jobs[i] = store.NewJob{Payload: p, Opts: store.EnqueueOpts{Priority: 2}}
+		}
+		for round := range 2 { // the second on a prepared statement, where the mode prepares
+			ids, err := q.EnqueueMany(c, jobs)
+			require.NoError(t, err, "round %d", round)
+			require.Len(t, ids, len(jobs))
+			for i, id := range ids {
+				if i > 0 {
+					assert.Greater(t, id, ids[i-1])
 				}
+				j, err := q.Job(c, id)
+				require.NoError(t, err)
+				samePayload(t, payloads[i], j.Payload, fmt.Sprintf("round %d, job %d", round, i))
+				assert.Equal(t, 2, j.Priority)
 			}
-		})
-	}
+		}
+	})
 }

@@ -31,21 +31,9 @@ func TestHeadersUnderEveryQueryExecMode(t *testing.T) {
 			headersRoundTrip(t, e.open(t), nil, "hdr")
 			return
 		}
-		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
-			pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
-			t.Run(mode.String(), func(t *testing.T) {
-				c := ctx(t)
-				cfg, err := pgxpool.ParseConfig(e.dsn)
-				require.NoError(t, err)
-				cfg.ConnConfig.DefaultQueryExecMode = mode
-				pool, err := pgxpool.NewWithConfig(c, cfg)
-				require.NoError(t, err)
-				s, err := store.OpenPool(c, pool)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = s.Close(); pool.Close() })
-				headersRoundTrip(t, s, pool, "hdr-"+mode.String()) // a mode's own names: one mode's failure leaves the next alone
-			})
-		}
+		eachExecMode(t, e, func(t *testing.T, s *store.Store, pool *pgxpool.Pool, mode pgx.QueryExecMode) {
+			headersRoundTrip(t, s, pool, "hdr-"+mode.String()) // a mode's own names: one mode's failure leaves the next alone
+		})
 	})
 }
 
@@ -146,5 +134,27 @@ func headersRoundTrip(t *testing.T, s *store.Store, pool *pgxpool.Pool, name str
 		n, err := q.AckMany(c, jobs)
 		require.NoError(t, err, "round %d: AckMany", round)
 		assert.EqualValues(t, len(jobs), n, "round %d", round)
+	}
+}
+
+// eachExecMode runs f as a subtest for each of pgx's query modes, with a
+// store opened on an application pool (OpenPool) whose connections use
+// that mode: prepared or described statements, or none (QueryExecModeExec,
+// the simple protocol: a pooler in transaction mode may need them).
+func eachExecMode(t *testing.T, e *engineEnv, f func(t *testing.T, s *store.Store, pool *pgxpool.Pool, mode pgx.QueryExecMode)) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := ctx(t)
+			cfg, err := pgxpool.ParseConfig(e.dsn)
+			require.NoError(t, err)
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			pool, err := pgxpool.NewWithConfig(c, cfg)
+			require.NoError(t, err)
+			s, err := store.OpenPool(c, pool)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close(); pool.Close() })
+			f(t, s, pool, mode)
+		})
 	}
 }

@@ -1,10 +1,11 @@
 package pgdb
 
 import (
-	"os"
 	"regexp"
 	"slices"
 	"testing"
+
+	"github.com/alkstore/alkstore/internal/gencheck"
 )
 
 // TestAckJobsTextIsAckJobs: AckJobsText sends AckJobs's statement with
@@ -12,43 +13,18 @@ import (
 // sends arg.Ids and its claims (as text) where AckJobs sends arg.Claims,
 // and scans one bigint[] as AckJobs does.
 func TestAckJobsTextIsAckJobs(t *testing.T) {
-	generated, err := os.ReadFile("queues.sql.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handWritten, err := os.ReadFile("ack_jobs_text.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn := regexp.MustCompile(`(?s)func \(q \*Queries\) AckJobs\(.*?\n}\n`).Find(generated)
-	if fn == nil {
-		t.Fatal("no AckJobs in queues.sql.go")
-	}
+	gen, hand := gencheck.Func(t, "queues.sql.go", "AckJobs"), gencheck.Func(t, "ack_jobs_text.go", "AckJobsText")
 	args := regexp.MustCompile(`(?s)q\.db\.QueryRow\(ctx, ackJobs,(.*?)\)\n`)
-	scanned := regexp.MustCompile(`var \w+ (\S+)\n\s*err := row\.Scan\(&\w+\)`)
-	field := regexp.MustCompile(`[.\w]+`)
-	list := func(src []byte) []string {
-		m := args.FindSubmatch(src)
-		if m == nil {
-			t.Fatalf("%s: not found", args)
-		}
-		var out []string
-		for _, f := range field.FindAll(m[1], -1) {
-			out = append(out, string(f))
-		}
-		return out
-	}
-	want, got := list(fn), list(handWritten)
+	want, got := gencheck.Fields(t, args, gen), gencheck.Fields(t, args, hand)
 	if i := slices.Index(want, "arg.Ids"); i >= 0 {
 		want[i] = "ids"
 	}
 	if i := slices.Index(want, "arg.Claims"); i >= 0 {
 		want[i] = "claims"
 	}
-	if !slices.Equal(want, got) {
-		t.Fatalf("AckJobs sends %q, AckJobsText %q", want, got)
-	}
-	w, g := scanned.FindSubmatch(fn), scanned.FindSubmatch(handWritten)
+	gencheck.Same(t, "AckJobs's arguments", want, got)
+	scanned := regexp.MustCompile(`var \w+ (\S+)\n\s*err := row\.Scan\(&\w+\)`)
+	w, g := scanned.FindSubmatch(gen), scanned.FindSubmatch(hand)
 	if w == nil || g == nil || string(w[1]) != string(g[1]) {
 		t.Fatalf("AckJobs scans %q, AckJobsText %q", w, g)
 	}

@@ -1,9 +1,10 @@
 package pgdb
 
 import (
-	"os"
 	"regexp"
 	"testing"
+
+	"github.com/alkstore/alkstore/internal/gencheck"
 )
 
 // TestClaimJobsEachIsClaimJobs: the hand-written ClaimJobsEach sends
@@ -13,42 +14,8 @@ import (
 // column.
 func TestClaimJobsEachIsClaimJobs(t *testing.T) {
 	args := regexp.MustCompile(`(?s)q\.db\.Query\(ctx, claimJobs,(.*?)\)\n`)
-	scans := regexp.MustCompile(`(?s)rows\.Scan\((.*?)\)|dest := \[\]any\{(.*?)\}`)
-	generated, err := os.ReadFile("queues.sql.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handWritten, err := os.ReadFile("claim_each.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn := regexp.MustCompile(`(?s)func \(q \*Queries\) ClaimJobs\(.*?\n}\n`).Find(generated)
-	if fn == nil {
-		t.Fatal("no ClaimJobs in queues.sql.go")
-	}
-	field := regexp.MustCompile(`[&.\w]+`)
-	list := func(re *regexp.Regexp, src []byte) []string {
-		m := re.FindSubmatch(src)
-		if m == nil {
-			t.Fatalf("%s: not found", re)
-		}
-		var out []string
-		for _, g := range m[1:] {
-			for _, f := range field.FindAll(g, -1) {
-				out = append(out, string(f))
-			}
-		}
-		return out
-	}
-	for _, re := range []*regexp.Regexp{args, scans} {
-		want, got := list(re, fn), list(re, handWritten)
-		if len(want) == 0 || len(want) != len(got) {
-			t.Fatalf("%s: ClaimJobs has %q, ClaimJobsEach %q", re, want, got)
-		}
-		for i := range want {
-			if want[i] != got[i] {
-				t.Fatalf("%s: ClaimJobs has %q, ClaimJobsEach %q", re, want, got)
-			}
-		}
+	gen, hand := gencheck.Func(t, "queues.sql.go", "ClaimJobs"), gencheck.Func(t, "claim_each.go", "ClaimJobsEach")
+	for _, re := range []*regexp.Regexp{args, gencheck.Scans} {
+		gencheck.Same(t, "ClaimJobs: "+re.String(), gencheck.Fields(t, re, gen), gencheck.Fields(t, re, hand))
 	}
 }

@@ -2,12 +2,13 @@ package pgdb
 
 import (
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/alkstore/alkstore/internal/gencheck"
 )
 
 // TestEnqueueJobsAlikeFromIsEnqueueJobsAlike: the hand-written
@@ -16,39 +17,14 @@ import (
 // (regenerated) that this file does not follow fails here rather than
 // binding the wrong parameter.
 func TestEnqueueJobsAlikeFromIsEnqueueJobsAlike(t *testing.T) {
-	generated, err := os.ReadFile("queues.sql.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handWritten, err := os.ReadFile("enqueue_alike.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn := regexp.MustCompile(`(?s)func \(q \*Queries\) EnqueueJobsAlike\(.*?\n}\n`).Find(generated)
-	if fn == nil {
-		t.Fatal("no EnqueueJobsAlike in queues.sql.go")
-	}
-	field := regexp.MustCompile(`[&.\w]+`)
-	list := func(re string, src []byte) []string {
-		m := regexp.MustCompile(re).FindSubmatch(src)
-		if m == nil {
-			t.Fatalf("%s: not found", re)
-		}
-		var out []string
-		for _, f := range field.FindAll(m[1], -1) {
-			out = append(out, string(f))
-		}
-		return out
-	}
-	want := list(`(?s)q\.db\.QueryRow\(ctx, enqueueJobsAlike,(.*?)\)\n`, fn)
-	got := list(`(?s)q\.db\.Query\(ctx, enqueueJobsAlike,(.*?)\)\n`, handWritten)
+	gen, hand := gencheck.Func(t, "queues.sql.go", "EnqueueJobsAlike"), gencheck.Func(t, "enqueue_alike.go", "EnqueueJobsAlikeFrom")
+	want := gencheck.Fields(t, regexp.MustCompile(`(?s)q\.db\.QueryRow\(ctx, enqueueJobsAlike,(.*?)\)\n`), gen)
+	got := gencheck.Fields(t, regexp.MustCompile(`(?s)q\.db\.Query\(ctx, enqueueJobsAlike,(.*?)\)\n`), hand)
 	if len(want) == 0 || want[0] != "arg.Payloads" {
 		t.Fatalf("EnqueueJobsAlike's first argument is not arg.Payloads: %q", want)
 	}
 	want[0] = "payloads"
-	if !slices.Equal(want, got) {
-		t.Fatalf("EnqueueJobsAlike sends %q, EnqueueJobsAlikeFrom %q", want, got)
-	}
+	gencheck.Same(t, "EnqueueJobsAlike's arguments", want, got)
 }
 
 // TestAppendInt8Array reads what pgx writes for a bigint[] in binary, and

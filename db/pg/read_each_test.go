@@ -2,9 +2,10 @@ package pgdb
 
 import (
 	"encoding/binary"
-	"os"
 	"regexp"
 	"testing"
+
+	"github.com/alkstore/alkstore/internal/gencheck"
 )
 
 // TestReadEventsEachIsReadEvents: the hand-written ReadEventsEach and
@@ -15,15 +16,6 @@ import (
 // of the queries (regenerated) that this file does not follow fails here
 // rather than binding or reading the wrong column.
 func TestReadEventsEachIsReadEvents(t *testing.T) {
-	generated, err := os.ReadFile("streams.sql.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handWritten, err := os.ReadFile("read_each.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	field := regexp.MustCompile(`[&.\w]+`)
 	for _, c := range []struct {
 		name, stmt string
 		snapshot   int // leading columns decoded from the first row only
@@ -32,37 +24,11 @@ func TestReadEventsEachIsReadEvents(t *testing.T) {
 		{"ReadEventsFromConsumer", "readEventsFromConsumer", 1},
 	} {
 		args := regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + c.stmt + `,(.*?)\)\n`)
-		scans := regexp.MustCompile(`(?s)rows\.Scan\((.*?)\)|dest := \[\]any\{(.*?)\}`)
-		gen := regexp.MustCompile(`(?s)func \(q \*Queries\) ` + c.name + `\(.*?\n}\n`).Find(generated)
-		hand := regexp.MustCompile(`(?s)func \(q \*Queries\) ` + c.name + `Each\(.*?\n}\n`).Find(handWritten)
-		if gen == nil || hand == nil {
-			t.Fatalf("%s: not found (generated %v, hand-written %v)", c.name, gen != nil, hand != nil)
+		gen, hand := gencheck.Func(t, "streams.sql.go", c.name), gencheck.Func(t, "read_each.go", c.name+"Each")
+		for _, re := range []*regexp.Regexp{args, gencheck.Scans} {
+			gencheck.Same(t, c.name+": "+re.String(), gencheck.Fields(t, re, gen), gencheck.Fields(t, re, hand))
 		}
-		list := func(re *regexp.Regexp, src []byte) []string {
-			m := re.FindSubmatch(src)
-			if m == nil {
-				t.Fatalf("%s: %s: not found", c.name, re)
-			}
-			var out []string
-			for _, g := range m[1:] {
-				for _, f := range field.FindAll(g, -1) {
-					out = append(out, string(f))
-				}
-			}
-			return out
-		}
-		for _, re := range []*regexp.Regexp{args, scans} {
-			want, got := list(re, gen), list(re, hand)
-			if len(want) == 0 || len(want) != len(got) {
-				t.Fatalf("%s: generated %q, hand-written %q", c.name, want, got)
-			}
-			for i := range want {
-				if want[i] != got[i] {
-					t.Fatalf("%s: generated %q, hand-written %q", c.name, want, got)
-				}
-			}
-		}
-		cols := list(scans, gen)
+		cols := gencheck.Fields(t, gencheck.Scans, gen)
 		if len(cols) <= c.snapshot || cols[c.snapshot] != "&i.ID" || cols[0] != "&i.Snapshot" {
 			t.Fatalf("%s: the columns before ID are not the %d snapshot column(s): %q", c.name, c.snapshot, cols)
 		}
