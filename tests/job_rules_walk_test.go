@@ -1,0 +1,247 @@
+package tests
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// jobRuleRow is one row of the walk over the jobs table's rules: the values
+// of the six columns they read (the others are left as an enqueue leaves
+// them).
+type jobRuleRow struct {
+	state         string
+	maxAttempts   int
+	token, expiry bool // claim_token, claim_expires_at set
+	key, states   bool // unique_key, unique_states set
+}
+
+// The values the walk takes: every state, and strings that are almost one
+// (case, a trailing space, empty); attempts at and around the bound and at
+// int4's top; every combination of the claim's two columns and of the
+// unique key's two.
+var (
+	jobRuleStates   = []string{"pending", "running", "completed", "cancelled", "expired", "dead", "Pending", "running ", "", "bogus"}
+	jobRuleAttempts = []int{1, 2147483647, 0, -1}
+)
+
+// jobRuleRows is every combination of the values above.
+func jobRuleRows() []jobRuleRow {
+	var rows []jobRuleRow
+	for _, st := range jobRuleStates {
+		for _, n := range jobRuleAttempts {
+			for claim := range 4 {
+				for unique := range 4 {
+					rows = append(rows, jobRuleRow{st, n, claim&1 != 0, claim&2 != 0, unique&1 != 0, unique&2 != 0})
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// broken names the rules (their constraints' names, as PostgreSQL reports
+// them) that r breaks on engine; none: the row is allowed. The rules, as
+// schema 00001, 00006 and 00010 wrote them: the state is one of six; at
+// least one attempt is allowed; a job is running exactly when it holds a
+// claim (a token and an expiry); a unique key comes with its states and
+// only with them (PostgreSQL only: SQLite's unique columns have no CHECK).
+func (r jobRuleRow) broken(engine string) []string {
+	var b []string
+	if (r.state == "running") != (r.token && r.expiry) {
+		b = append(b, "jobs_check")
+	}
+	if r.maxAttempts <= 0 {
+		b = append(b, "jobs_max_attempts_check")
+	}
+	if !slices.Contains(jobRuleStates[:6], r.state) {
+		b = append(b, "jobs_state_check")
+	}
+	if engine == "pg" && r.key != r.states {
+		b = append(b, "jobs_unique_check")
+	}
+	return b
+}
+
+// values returns r's six columns as SQL literals for engine, in the order
+// state, max_attempts, claim_token, claim_expires_at, unique_key,
+// unique_states.
+func (r jobRuleRow) values(engine string) []string {
+	ts, key := "CURRENT_TIMESTAMP", `'\x6b'::bytea`
+	if engine == "lite" {
+		ts, key = "1", "X'6b'"
+	}
+	or := func(set bool, v string) string {
+		if set {
+			return v
+		}
+		return "NULL"
+	}
+	return []string{"'" + r.state + "'", fmt.Sprint(r.maxAttempts), or(r.token, "7"), or(r.expiry, ts), or(r.key, key), or(r.states, "',pending,running,'")}
+}
+
+func (r jobRuleRow) String() string {
+	return fmt.Sprintf("state %q, max_attempts %d, token %t, expiry %t, unique key %t, states %t", r.state, r.maxAttempts, r.token, r.expiry, r.key, r.states)
+}
+
+// walkJobRules writes every row of jobRuleRows by hand in tx, as an INSERT
+// and, with updates, also as an UPDATE of job id (a pending job), each behind a
+// savepoint it rolls back to, and returns how the table's answers differ
+// from the rules (broken): an allowed row refused, a row breaking a rule
+// stored, or a refusal that is not a CHECK's (on PostgreSQL: not SQLSTATE
+// 23514 naming one of the rules the row breaks). Nothing is left in tx.
+func walkJobRules(t *testing.T, engine string, tx *sql.Tx, id int64, updates bool) (wrong []string) {
+	t.Helper()
+	c := ctx(t)
+	table, now := "alkstore.jobs", "CURRENT_TIMESTAMP"
+	if engine == "lite" {
+		table, now = "alk_jobs", "1"
+	}
+	cols := []string{"state", "max_attempts", "claim_token", "claim_expires_at", "unique_key", "unique_states"}
+	for _, r := range jobRuleRows() {
+		v := r.values(engine)
+		sets := make([]string, len(cols))
+		for i, col := range cols {
+			sets[i] = col + " = " + v[i]
+		}
+		stmts := []string{fmt.Sprintf("INSERT INTO %s (queue, created_at, run_at, %s) VALUES ('walk', %s, %s, %s)", table, strings.Join(cols, ", "), now, now, strings.Join(v, ", "))}
+		if updates {
+			stmts = append(stmts, fmt.Sprintf("UPDATE %s SET %s WHERE id = %d", table, strings.Join(sets, ", "), id))
+		}
+		for _, stmt := range stmts {
+			_, err := tx.ExecContext(c, "SAVEPOINT walk")
+			require.NoError(t, err)
+			res, err := tx.ExecContext(c, stmt)
+			broken := r.broken(engine)
+			switch {
+			case err == nil && len(broken) > 0:
+				wrong = append(wrong, fmt.Sprintf("%s: stored, but breaks %v (%s)", r, broken, stmt[:6]))
+			case err == nil:
+				n, err := res.RowsAffected()
+				require.NoError(t, err)
+				if n != 1 {
+					wrong = append(wrong, fmt.Sprintf("%s: %d rows written (%s)", r, n, stmt[:6]))
+				}
+			case len(broken) == 0:
+				wrong = append(wrong, fmt.Sprintf("%s: refused, but breaks no rule (%s): %v", r, stmt[:6], err))
+			case engine == "pg":
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !slices.Contains(broken, pgErr.ConstraintName) {
+					wrong = append(wrong, fmt.Sprintf("%s: refused with %v, want SQLSTATE 23514 naming one of %v (%s)", r, err, broken, stmt[:6]))
+				}
+			case !strings.Contains(err.Error(), "CHECK constraint failed"):
+				wrong = append(wrong, fmt.Sprintf("%s: refused with %v, want a CHECK's refusal (%s)", r, err, stmt[:6]))
+			}
+			_, err = tx.ExecContext(c, "ROLLBACK TO SAVEPOINT walk")
+			require.NoError(t, err)
+		}
+	}
+	return wrong
+}
+
+// requireWalkRight fails t with how many rows the walk found wrong and
+// the first of them.
+func requireWalkRight(t *testing.T, wrong []string) {
+	t.Helper()
+	if len(wrong) > 0 {
+		t.Fatalf("%d writes disagree with the rules, among them:\n%s", len(wrong), strings.Join(wrong[:min(len(wrong), 12)], "\n"))
+	}
+}
+
+// pendingJobForWalk enqueues one job through the store (pending, MaxAttempts
+// 3) and returns its id and a database/sql handle on the database.
+func pendingJobForWalk(t *testing.T, e *engineEnv) (*sql.DB, int64) {
+	t.Helper()
+	s := e.open(t)
+	id, err := s.Queue("q").Enqueue(ctx(t), []byte("x"), store.EnqueueOpts{MaxAttempts: 3})
+	require.NoError(t, err)
+	return e.sqlDB(t), id
+}
+
+// TestJobRulesAllowExactlyTheirRows walks the jobs table's rules: every
+// combination of the values of the six columns they read (jobRuleRows),
+// written by hand as an INSERT and as an UPDATE of an enqueued job, is
+// stored exactly when it breaks no rule, and refused otherwise by a CHECK
+// (on PostgreSQL, SQLSTATE 23514 naming a rule it breaks). It holds
+// whatever form the rules take in the schema (plain CHECKs, CHECKs casting
+// to domains), so a rewrite of them for speed must pass it unchanged.
+// TestJobRulesWalkCatchesWeakerRules shows it fails on rules weakened in
+// each way tried.
+func TestJobRulesAllowExactlyTheirRows(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		db, id := pendingJobForWalk(t, e)
+		tx, err := db.BeginTx(ctx(t), nil)
+		require.NoError(t, err)
+		defer tx.Rollback()
+		requireWalkRight(t, walkJobRules(t, e.name, tx, id, true))
+	})
+}
+
+// TestJobRulesWalkCatchesWeakerRules: the walk of TestJobRulesAllowExactly-
+// TheirRows fails when the jobs table's rules are replaced by plain CHECKs
+// with one rule weakened (each in one transaction, rolled back), and passes
+// on the four rules as plain CHECKs (the form of schema 00001-00010, which
+// the walk's model, jobRuleRow.broken, follows). PostgreSQL only: DDL is
+// transactional there, and SQLite changes a CHECK by rebuilding the table.
+func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
+	e := newEnv(t, "pg")
+	db, id := pendingJobForWalk(t, e)
+	rules := map[string]string{
+		"jobs_state_check":        `state IN ('pending', 'running', 'completed', 'cancelled', 'expired', 'dead')`,
+		"jobs_max_attempts_check": `max_attempts > 0`,
+		"jobs_check":              `(state = 'running') = (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL)`,
+		"jobs_unique_check":       `(unique_key IS NULL) = (unique_states IS NULL)`,
+	}
+	weaker := []struct{ what, name, check string }{
+		{"the four rules as they were", "", ""},
+		{"state compared without case", "jobs_state_check", `lower(state) IN ('pending', 'running', 'completed', 'cancelled', 'expired', 'dead')`},
+		{"state compared without trailing spaces", "jobs_state_check", `rtrim(state) IN ('pending', 'running', 'completed', 'cancelled', 'expired', 'dead')`},
+		{"no attempts allowed", "jobs_max_attempts_check", `max_attempts >= 0`},
+		{"a claim without its expiry", "jobs_check", `(state = 'running') = (claim_token IS NOT NULL)`},
+		{"running needs a claim, not the converse", "jobs_check", `state <> 'running' OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL)`},
+		{"a key needs its states, not the converse", "jobs_unique_check", `unique_key IS NULL OR unique_states IS NOT NULL`},
+		{"no unique rule", "jobs_unique_check", `true`},
+	}
+	c := ctx(t)
+	for _, w := range weaker {
+		t.Run(w.what, func(t *testing.T) {
+			tx, err := db.BeginTx(c, nil)
+			require.NoError(t, err)
+			defer tx.Rollback()
+			var drops []string
+			rows, err := tx.QueryContext(c, `SELECT conname FROM pg_constraint WHERE conrelid = 'alkstore.jobs'::regclass AND contype = 'c'`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var name string
+				require.NoError(t, rows.Scan(&name))
+				drops = append(drops, "DROP CONSTRAINT "+name)
+			}
+			require.NoError(t, rows.Err())
+			require.NotEmpty(t, drops)
+			adds := drops
+			for name, check := range rules {
+				if name == w.name {
+					check = w.check
+				}
+				adds = append(adds, fmt.Sprintf("ADD CONSTRAINT %s CHECK (%s)", name, check))
+			}
+			_, err = tx.ExecContext(c, "ALTER TABLE alkstore.jobs "+strings.Join(adds, ", "))
+			require.NoError(t, err)
+			wrong := walkJobRules(t, "pg", tx, id, false) // the INSERTs suffice here
+			if w.name == "" {
+				requireWalkRight(t, wrong)
+			} else {
+				assert.NotEmpty(t, wrong, "the walk missed %s", w.what)
+			}
+		})
+	}
+}
