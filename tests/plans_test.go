@@ -555,6 +555,8 @@ var hotStatements = []hotStmt{
 	// Streams: publish, read, offsets.
 	{name: "PublishEvent", args: map[string]any{"stream": "small"}},
 	{name: "PublishEvents", args: map[string]any{"stream": "small"}},
+	{name: "PublishEventWithTxid", args: map[string]any{"stream": "small"}}, // a Tx's first publish
+	{name: "PublishEventsWithTxid", args: map[string]any{"stream": "small"}},
 	{name: "SettledSnapshot", only: "pg"},
 	{name: "FirstEventAbove", only: "pg", args: map[string]any{"horizon": 0}},
 	{name: "ReadEvents", label: "small stream after the big one", args: map[string]any{"stream": "small", "after": 0}},
@@ -581,6 +583,7 @@ var hotStatements = []hotStmt{
 	{name: "GetOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Compacted keys.
 	{name: "PublishKeyedEvent"},
+	{name: "PublishKeyedEventWithTxid"},
 	{name: "UpsertCompactionHead", only: "lite"},
 	{name: "GetCompactionHead"},
 	{name: "LockCompactionHead"},

@@ -36,7 +36,7 @@ VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
         CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
              ELSE NULLIF($5::text, '')::jsonb END)
-RETURNING id, txid
+RETURNING id
 `
 
 type PublishEventParams struct {
@@ -45,11 +45,6 @@ type PublishEventParams struct {
 	Payload []byte
 	Wake    string
 	Headers string
-}
-
-type PublishEventRow struct {
-	ID   int64
-	Txid pgtype.Uint64
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
@@ -64,11 +59,8 @@ type PublishEventRow struct {
 // rides in the headers expression as in EnqueueJob (pg_notify returns
 // void, never NULL, so headers is always the argument). The materialized
 // CTE this replaced cost a publish a CTE scan and its executor setup
-// (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
-// the transaction id too: a Tx's first publish gives the store the id of a
-// transaction it began, which proves a horizon candidate for what was
-// drawn before that Tx began (store/horizon.go, pgTxState.offer).
-func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (PublishEventRow, error) {
+// (callgrind, commit included: 190.1k -> 177.5k instructions).
+func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
 		arg.Stream,
 		arg.Key,
@@ -76,12 +68,129 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (Pub
 		arg.Wake,
 		arg.Headers,
 	)
-	var i PublishEventRow
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const publishEventWithTxid = `-- name: PublishEventWithTxid :one
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+        $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+        CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
+             ELSE NULLIF($5::text, '')::jsonb END)
+RETURNING id, txid
+`
+
+type PublishEventWithTxidParams struct {
+	Stream  string
+	Key     *string
+	Payload []byte
+	Wake    string
+	Headers string
+}
+
+type PublishEventWithTxidRow struct {
+	ID   int64
+	Txid pgtype.Uint64
+}
+
+// PublishEvent, returning the transaction id too: a Tx's first publish
+// gives the store the id of a transaction it began, which proves a horizon
+// candidate for what was drawn before that Tx began (store/horizon.go,
+// pgOps.offer). Only that publish needs it (pgOps.offering): the extra
+// result column cost every publish about 3% of its server instructions
+// (callgrind, one auto-commit publish: 127.4k with it, 123.9k without).
+func (q *Queries) PublishEventWithTxid(ctx context.Context, arg PublishEventWithTxidParams) (PublishEventWithTxidRow, error) {
+	row := q.db.QueryRow(ctx, publishEventWithTxid,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Wake,
+		arg.Headers,
+	)
+	var i PublishEventWithTxidRow
 	err := row.Scan(&i.ID, &i.Txid)
 	return i, err
 }
 
 const publishEvents = `-- name: PublishEvents :many
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    SELECT nextval('alkstore.event_offset_seq'), $3::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
+    FROM tx, (SELECT unnest($4::boolean[]) AS keyed,
+                     unnest($5::text[]) AS key,
+                     unnest($1::bytea[]) AS payload,
+                     unnest($6::text[]) AS headers) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
+`
+
+type PublishEventsParams struct {
+	Payloads [][]byte
+	Wake     string
+	Stream   string
+	Keyed    []bool
+	Keys     []string
+	Headers  []string
+	Now      time.Time
+}
+
+// Many events in one statement; offsets follow the input order; one wake;
+// all or none (see EnqueueJobs).
+// Keyed events upsert their keys' heads in the same statement: per key the
+// batch's newest offset (rank 0, schema version 1), by the winner rule (see
+// compaction.sql). The head rows are written in key order, so concurrent
+// batches that share keys lock them in one order and never deadlock.
+func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Payloads,
+		arg.Wake,
+		arg.Stream,
+		arg.Keyed,
+		arg.Keys,
+		arg.Headers,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const publishEventsWithTxid = `-- name: PublishEventsWithTxid :many
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
@@ -113,7 +222,7 @@ SELECT ins.id, ins.txid FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
 `
 
-type PublishEventsParams struct {
+type PublishEventsWithTxidParams struct {
 	Payloads [][]byte
 	Wake     string
 	Stream   string
@@ -123,20 +232,15 @@ type PublishEventsParams struct {
 	Now      time.Time
 }
 
-type PublishEventsRow struct {
+type PublishEventsWithTxidRow struct {
 	ID   int64
 	Txid pgtype.Uint64
 }
 
-// Many events in one statement; offsets follow the input order; one wake;
-// all or none (see EnqueueJobs).
-// Keyed events upsert their keys' heads in the same statement: per key the
-// batch's newest offset (rank 0, schema version 1), by the winner rule (see
-// compaction.sql). The head rows are written in key order, so concurrent
-// batches that share keys lock them in one order and never deadlock.
-// Every row carries the transaction id, as PublishEvent returns it.
-func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]PublishEventsRow, error) {
-	rows, err := q.db.Query(ctx, publishEvents,
+// PublishEvents, every row carrying the transaction id too, as
+// PublishEventWithTxid returns it (a Tx's first publish).
+func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWithTxidParams) ([]PublishEventsWithTxidRow, error) {
+	rows, err := q.db.Query(ctx, publishEventsWithTxid,
 		arg.Payloads,
 		arg.Wake,
 		arg.Stream,
@@ -149,9 +253,9 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var items []PublishEventsRow
+	var items []PublishEventsWithTxidRow
 	for rows.Next() {
-		var i PublishEventsRow
+		var i PublishEventsWithTxidRow
 		if err := rows.Scan(&i.ID, &i.Txid); err != nil {
 			return nil, err
 		}

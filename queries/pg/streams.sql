@@ -12,10 +12,21 @@
 -- rides in the headers expression as in EnqueueJob (pg_notify returns
 -- void, never NULL, so headers is always the argument). The materialized
 -- CTE this replaced cost a publish a CTE scan and its executor setup
--- (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
--- the transaction id too: a Tx's first publish gives the store the id of a
--- transaction it began, which proves a horizon candidate for what was
--- drawn before that Tx began (store/horizon.go, pgTxState.offer).
+-- (callgrind, commit included: 190.1k -> 177.5k instructions).
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+        @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
+        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
+             ELSE NULLIF(@headers::text, '')::jsonb END)
+RETURNING id;
+
+-- name: PublishEventWithTxid :one
+-- PublishEvent, returning the transaction id too: a Tx's first publish
+-- gives the store the id of a transaction it began, which proves a horizon
+-- candidate for what was drawn before that Tx began (store/horizon.go,
+-- pgOps.offer). Only that publish needs it (pgOps.offering): the extra
+-- result column cost every publish about 3% of its server instructions
+-- (callgrind, one auto-commit publish: 127.4k with it, 123.9k without).
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
@@ -30,7 +41,39 @@ RETURNING id, txid;
 -- batch's newest offset (rank 0, schema version 1), by the winner rule (see
 -- compaction.sql). The head rows are written in key order, so concurrent
 -- batches that share keys lock them in one order and never deadlock.
--- Every row carries the transaction id, as PublishEvent returns it.
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    SELECT nextval('alkstore.event_offset_seq'), @stream::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
+    FROM tx, (SELECT unnest(@keyed::boolean[]) AS keyed,
+                     unnest(@keys::text[]) AS key,
+                     unnest(@payloads::bytea[]) AS payload,
+                     unnest(@headers::text[]) AS headers) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::bytea[]));
+
+-- name: PublishEventsWithTxid :many
+-- PublishEvents, every row carrying the transaction id too, as
+-- PublishEventWithTxid returns it (a Tx's first publish).
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
