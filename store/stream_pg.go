@@ -135,7 +135,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
-				if r.ID != 0 { // 0: the snapshot's row (and an empty page's)
+				if r.ID != 0 { // 0: the snapshot's row
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
@@ -209,7 +209,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 // pgPage is what a page statement's first row says in its snapshot
 // column (the other rows send NULL): its snapshot's figures, the horizon it
 // cut the page at, and the offset it read after. The statement always
-// returns that row (its id is 0, as is an empty page's second row's), and
+// returns that row first (its id is 0; the events follow it), and
 // no row names the stream: the events share the caller's string.
 type pgPage struct {
 	read           bool   // a row came
