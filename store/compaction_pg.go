@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
 
@@ -12,13 +14,23 @@ import (
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	topic := streamTopic(e.stream)
 	w := o.wake(topic)
-	row, err := o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: pgJSON(e.headers),
-		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w})
+	p := pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: pgJSON(e.headers),
+		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w}
+	var id int64
+	var txid pgtype.Uint64
+	var err error
+	if o.offering() {
+		var row pgdb.PublishKeyedEventWithTxidRow
+		row, err = o.q.PublishKeyedEventWithTxid(ctx, pgdb.PublishKeyedEventWithTxidParams(p))
+		id, txid = row.ID, row.Txid
+	} else {
+		id, err = o.q.PublishKeyedEvent(ctx, p)
+	}
 	o.sent(topic, w)
 	if err == nil {
-		o.drew(row.ID, row.Txid)
+		o.drew(id, txid)
 	}
-	return row.ID, skipped("event", err)
+	return id, skipped("event", err)
 }
 
 func (o pgOps) getHead(ctx context.Context, stream, key string) (*Head, error) {

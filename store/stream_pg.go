@@ -16,19 +16,31 @@ import (
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	topic := r.topic
 	w := o.wake(topic)
-	row, err := o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSON(r.headers),
-		Wake: w})
+	p := pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSON(r.headers), Wake: w}
+	var id int64
+	var txid pgtype.Uint64
+	var err error
+	if o.offering() {
+		var row pgdb.PublishEventWithTxidRow
+		row, err = o.q.PublishEventWithTxid(ctx, pgdb.PublishEventWithTxidParams(p))
+		id, txid = row.ID, row.Txid
+	} else {
+		id, err = o.q.PublishEvent(ctx, p)
+	}
 	o.sent(topic, w)
 	if err == nil {
-		o.drew(row.ID, row.Txid)
+		o.drew(id, txid)
 	}
-	return row.ID, skipped("event", err)
+	return id, skipped("event", err)
 }
 
-// drew runs after a publish drew offsets up to off in transaction txid.
+// drew runs after a publish drew offsets up to off in transaction txid
+// (not valid when the statement did not return it: see offering).
 func (o pgOps) drew(off int64, txid pgtype.Uint64) {
 	o.eng.horizon.saw(off)
-	o.offer(txid)
+	if txid.Valid {
+		o.offer(txid)
+	}
 }
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
@@ -53,18 +65,29 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 			p.Headers[i] = string(h)
 		}
 	}
-	rows, err := o.q.PublishEvents(ctx, p) // the keys' heads too, in one statement
-	o.sent(topic, p.Wake)
+	// The keys' heads too, in one statement.
 	var ids []int64
-	if err == nil {
-		ids = make([]int64, len(rows))
-		for i, row := range rows {
-			ids[i] = row.ID
+	var txid pgtype.Uint64
+	var err error
+	if o.offering() {
+		var rows []pgdb.PublishEventsWithTxidRow
+		rows, err = o.q.PublishEventsWithTxid(ctx, pgdb.PublishEventsWithTxidParams(p))
+		if err == nil {
+			ids = make([]int64, len(rows))
+			for i, row := range rows {
+				ids[i] = row.ID
+			}
+			if len(rows) > 0 {
+				txid = rows[0].Txid
+			}
 		}
+	} else {
+		ids, err = o.q.PublishEvents(ctx, p)
 	}
+	o.sent(topic, p.Wake)
 	ids, err = allInserted(len(r.msgs), ids, err)
 	if err == nil && len(ids) > 0 {
-		o.drew(ids[len(ids)-1], rows[0].Txid)
+		o.drew(ids[len(ids)-1], txid)
 	}
 	return ids, err
 }
@@ -112,7 +135,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
-				if r.ID != 0 { // 0: the snapshot's row (and an empty page's)
+				if r.ID != 0 { // 0: the snapshot's row
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
@@ -186,7 +209,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 // pgPage is what a page statement's first row says in its snapshot
 // column (the other rows send NULL): its snapshot's figures, the horizon it
 // cut the page at, and the offset it read after. The statement always
-// returns that row (its id is 0, as is an empty page's second row's), and
+// returns that row first (its id is 0; the events follow it), and
 // no row names the stream: the events share the caller's string.
 type pgPage struct {
 	read           bool   // a row came

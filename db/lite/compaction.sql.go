@@ -255,6 +255,30 @@ func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventPa
 	)
 }
 
+const publishKeyedEventWithTxid = `-- name: PublishKeyedEventWithTxid :execresult
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)
+`
+
+type PublishKeyedEventWithTxidParams struct {
+	Stream  string
+	Key     string
+	Payload litedriver.Blob
+	Headers *string
+}
+
+// PostgreSQL's twin returns the transaction id for a Tx's first publish
+// (the settled horizon); SQLite has no horizon: PublishKeyedEvent's
+// statement.
+func (q *Queries) PublishKeyedEventWithTxid(ctx context.Context, arg PublishKeyedEventWithTxidParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishKeyedEventWithTxidStmt, publishKeyedEventWithTxid,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+}
+
 const touchHeadlessHead = `-- name: TouchHeadlessHead :exec
 UPDATE alk_compaction_heads SET updated_at = ?1
 WHERE stream = ?2 AND key = ?3 AND head_offset IS NULL

@@ -291,11 +291,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishEventStmt, err = db.PrepareContext(ctx, publishEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEvent: %w", err)
 	}
+	if q.publishEventWithTxidStmt, err = db.PrepareContext(ctx, publishEventWithTxid); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishEventWithTxid: %w", err)
+	}
 	if q.publishEventsStmt, err = db.PrepareContext(ctx, publishEvents); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEvents: %w", err)
 	}
+	if q.publishEventsWithTxidStmt, err = db.PrepareContext(ctx, publishEventsWithTxid); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishEventsWithTxid: %w", err)
+	}
 	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
+	}
+	if q.publishKeyedEventWithTxidStmt, err = db.PrepareContext(ctx, publishKeyedEventWithTxid); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishKeyedEventWithTxid: %w", err)
 	}
 	if q.queuePausedStmt, err = db.PrepareContext(ctx, queuePaused); err != nil {
 		return nil, fmt.Errorf("error preparing query QueuePaused: %w", err)
@@ -840,14 +849,29 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishEventStmt: %w", cerr)
 		}
 	}
+	if q.publishEventWithTxidStmt != nil {
+		if cerr := q.publishEventWithTxidStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishEventWithTxidStmt: %w", cerr)
+		}
+	}
 	if q.publishEventsStmt != nil {
 		if cerr := q.publishEventsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishEventsStmt: %w", cerr)
 		}
 	}
+	if q.publishEventsWithTxidStmt != nil {
+		if cerr := q.publishEventsWithTxidStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishEventsWithTxidStmt: %w", cerr)
+		}
+	}
 	if q.publishKeyedEventStmt != nil {
 		if cerr := q.publishKeyedEventStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
+		}
+	}
+	if q.publishKeyedEventWithTxidStmt != nil {
+		if cerr := q.publishKeyedEventWithTxidStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishKeyedEventWithTxidStmt: %w", cerr)
 		}
 	}
 	if q.queuePausedStmt != nil {
@@ -1133,8 +1157,11 @@ type Queries struct {
 	pauseScheduleStmt               *sql.Stmt
 	pruneNotificationsStmt          *sql.Stmt
 	publishEventStmt                *sql.Stmt
+	publishEventWithTxidStmt        *sql.Stmt
 	publishEventsStmt               *sql.Stmt
+	publishEventsWithTxidStmt       *sql.Stmt
 	publishKeyedEventStmt           *sql.Stmt
+	publishKeyedEventWithTxidStmt   *sql.Stmt
 	queuePausedStmt                 *sql.Stmt
 	queueStatsStmt                  *sql.Stmt
 	readEventsStmt                  *sql.Stmt
@@ -1261,8 +1288,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		pauseScheduleStmt:               q.pauseScheduleStmt,
 		pruneNotificationsStmt:          q.pruneNotificationsStmt,
 		publishEventStmt:                q.publishEventStmt,
+		publishEventWithTxidStmt:        q.publishEventWithTxidStmt,
 		publishEventsStmt:               q.publishEventsStmt,
+		publishEventsWithTxidStmt:       q.publishEventsWithTxidStmt,
 		publishKeyedEventStmt:           q.publishKeyedEventStmt,
+		publishKeyedEventWithTxidStmt:   q.publishKeyedEventWithTxidStmt,
 		queuePausedStmt:                 q.queuePausedStmt,
 		queueStatsStmt:                  q.queueStatsStmt,
 		readEventsStmt:                  q.readEventsStmt,

@@ -60,6 +60,29 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (sql
 	)
 }
 
+const publishEventWithTxid = `-- name: PublishEventWithTxid :execresult
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, ?2, ?3, ?4)
+`
+
+type PublishEventWithTxidParams struct {
+	Stream  string
+	Key     *string
+	Payload litedriver.Blob
+	Headers *string
+}
+
+// PostgreSQL's twin returns the transaction id for a Tx's first publish
+// (the settled horizon); SQLite has no horizon: PublishEvent's statement.
+func (q *Queries) PublishEventWithTxid(ctx context.Context, arg PublishEventWithTxidParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishEventWithTxidStmt, publishEventWithTxid,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+}
+
 const publishEvents = `-- name: PublishEvents :execresult
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, ?2, ?3, ?4)
@@ -77,6 +100,28 @@ type PublishEventsParams struct {
 // PublishEvent's.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) (sql.Result, error) {
 	return q.exec(ctx, q.publishEventsStmt, publishEvents,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+}
+
+const publishEventsWithTxid = `-- name: PublishEventsWithTxid :execresult
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, ?2, ?3, ?4)
+`
+
+type PublishEventsWithTxidParams struct {
+	Stream  string
+	Key     *string
+	Payload litedriver.Blob
+	Headers *string
+}
+
+// As PublishEventWithTxid, PublishEvents' statement.
+func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWithTxidParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishEventsWithTxidStmt, publishEventsWithTxid,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,

@@ -228,6 +228,65 @@ WITH ins AS (
             $1::text, $2::text, $3::bytea, pg_current_xact_id(),
             CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
                  ELSE NULLIF($5::text, '')::jsonb END)
+    RETURNING id
+),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $1::text, $2::text, ins.id, $6::integer, $7::bigint, $8::timestamptz, $8::timestamptz, NULL
+    FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT id FROM ins
+`
+
+type PublishKeyedEventParams struct {
+	Stream         string
+	Key            string
+	Payload        []byte
+	Wake           string
+	Headers        string
+	SchemaVersion  int32
+	CompactionRank int64
+	Now            time.Time
+}
+
+// Compacted keys: per (stream, key) one head row (PostgreSQL).
+// Winner rule: a publish becomes the head when the row is headless or its
+// (rank, offset) is greater than the head's.
+// A keyed publish: the event and the upsert of its key's head, in one
+// statement (see PublishEvent for the transaction id before the offset,
+// and the wake in the headers expression: the event is a plain VALUES
+// row, as there). The head's data-modifying CTE runs to completion
+// although nothing reads it. A publish onto a headed row changes no
+// indexed column (headless_at stays NULL), so it is a HOT update (schema
+// 00031).
+func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
+	row := q.db.QueryRow(ctx, publishKeyedEvent,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Wake,
+		arg.Headers,
+		arg.SchemaVersion,
+		arg.CompactionRank,
+		arg.Now,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const publishKeyedEventWithTxid = `-- name: PublishKeyedEventWithTxid :one
+WITH ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+            CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
+                 ELSE NULLIF($5::text, '')::jsonb END)
     RETURNING id, txid
 ),
 head AS (
@@ -243,7 +302,7 @@ head AS (
 SELECT id, txid FROM ins
 `
 
-type PublishKeyedEventParams struct {
+type PublishKeyedEventWithTxidParams struct {
 	Stream         string
 	Key            string
 	Payload        []byte
@@ -254,23 +313,15 @@ type PublishKeyedEventParams struct {
 	Now            time.Time
 }
 
-type PublishKeyedEventRow struct {
+type PublishKeyedEventWithTxidRow struct {
 	ID   int64
 	Txid pgtype.Uint64
 }
 
-// Compacted keys: per (stream, key) one head row (PostgreSQL).
-// Winner rule: a publish becomes the head when the row is headless or its
-// (rank, offset) is greater than the head's.
-// A keyed publish: the event and the upsert of its key's head, in one
-// statement (see PublishEvent for the transaction id before the offset,
-// and the wake in the headers expression: the event is a plain VALUES
-// row, as there; it returns the transaction id as PublishEvent does). The
-// head's data-modifying CTE runs to completion although nothing reads it.
-// A publish onto a headed row changes no indexed column (headless_at stays
-// NULL), so it is a HOT update (schema 00031).
-func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (PublishKeyedEventRow, error) {
-	row := q.db.QueryRow(ctx, publishKeyedEvent,
+// PublishKeyedEvent, returning the transaction id too, as
+// PublishEventWithTxid does (a Tx's first publish).
+func (q *Queries) PublishKeyedEventWithTxid(ctx context.Context, arg PublishKeyedEventWithTxidParams) (PublishKeyedEventWithTxidRow, error) {
+	row := q.db.QueryRow(ctx, publishKeyedEventWithTxid,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
@@ -280,7 +331,7 @@ func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventPa
 		arg.CompactionRank,
 		arg.Now,
 	)
-	var i PublishKeyedEventRow
+	var i PublishKeyedEventWithTxidRow
 	err := row.Scan(&i.ID, &i.Txid)
 	return i, err
 }

@@ -36,7 +36,7 @@ VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
         CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
              ELSE NULLIF($5::text, '')::jsonb END)
-RETURNING id, txid
+RETURNING id
 `
 
 type PublishEventParams struct {
@@ -45,11 +45,6 @@ type PublishEventParams struct {
 	Payload []byte
 	Wake    string
 	Headers string
-}
-
-type PublishEventRow struct {
-	ID   int64
-	Txid pgtype.Uint64
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
@@ -64,11 +59,8 @@ type PublishEventRow struct {
 // rides in the headers expression as in EnqueueJob (pg_notify returns
 // void, never NULL, so headers is always the argument). The materialized
 // CTE this replaced cost a publish a CTE scan and its executor setup
-// (callgrind, commit included: 190.1k -> 177.5k instructions). It returns
-// the transaction id too: a Tx's first publish gives the store the id of a
-// transaction it began, which proves a horizon candidate for what was
-// drawn before that Tx began (store/horizon.go, pgTxState.offer).
-func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (PublishEventRow, error) {
+// (callgrind, commit included: 190.1k -> 177.5k instructions).
+func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
 		arg.Stream,
 		arg.Key,
@@ -76,12 +68,129 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (Pub
 		arg.Wake,
 		arg.Headers,
 	)
-	var i PublishEventRow
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const publishEventWithTxid = `-- name: PublishEventWithTxid :one
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+        $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+        CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
+             ELSE NULLIF($5::text, '')::jsonb END)
+RETURNING id, txid
+`
+
+type PublishEventWithTxidParams struct {
+	Stream  string
+	Key     *string
+	Payload []byte
+	Wake    string
+	Headers string
+}
+
+type PublishEventWithTxidRow struct {
+	ID   int64
+	Txid pgtype.Uint64
+}
+
+// PublishEvent, returning the transaction id too: a Tx's first publish
+// gives the store the id of a transaction it began, which proves a horizon
+// candidate for what was drawn before that Tx began (store/horizon.go,
+// pgOps.offer). Only that publish needs it (pgOps.offering): the extra
+// result column cost every publish about 3% of its server instructions
+// (callgrind, one auto-commit publish: 127.4k with it, 123.9k without).
+func (q *Queries) PublishEventWithTxid(ctx context.Context, arg PublishEventWithTxidParams) (PublishEventWithTxidRow, error) {
+	row := q.db.QueryRow(ctx, publishEventWithTxid,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Wake,
+		arg.Headers,
+	)
+	var i PublishEventWithTxidRow
 	err := row.Scan(&i.ID, &i.Txid)
 	return i, err
 }
 
 const publishEvents = `-- name: PublishEvents :many
+WITH tx AS MATERIALIZED (
+    SELECT pg_current_xact_id() AS txid,
+           CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
+),
+ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    SELECT nextval('alkstore.event_offset_seq'), $3::text,
+           CASE WHEN u.keyed THEN u.key END, u.payload, tx.txid, NULLIF(u.headers, '')::jsonb
+    FROM tx, (SELECT unnest($4::boolean[]) AS keyed,
+                     unnest($5::text[]) AS key,
+                     unnest($1::bytea[]) AS payload,
+                     unnest($6::text[]) AS headers) AS u
+    RETURNING id, key
+),
+heads AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL
+    FROM ins
+    WHERE ins.key IS NOT NULL
+    GROUP BY ins.key
+    ORDER BY ins.key
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT ins.id FROM ins
+WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
+`
+
+type PublishEventsParams struct {
+	Payloads [][]byte
+	Wake     string
+	Stream   string
+	Keyed    []bool
+	Keys     []string
+	Headers  []string
+	Now      time.Time
+}
+
+// Many events in one statement; offsets follow the input order; one wake;
+// all or none (see EnqueueJobs).
+// Keyed events upsert their keys' heads in the same statement: per key the
+// batch's newest offset (rank 0, schema version 1), by the winner rule (see
+// compaction.sql). The head rows are written in key order, so concurrent
+// batches that share keys lock them in one order and never deadlock.
+func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, publishEvents,
+		arg.Payloads,
+		arg.Wake,
+		arg.Stream,
+		arg.Keyed,
+		arg.Keys,
+		arg.Headers,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const publishEventsWithTxid = `-- name: PublishEventsWithTxid :many
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
@@ -113,7 +222,7 @@ SELECT ins.id, ins.txid FROM ins
 WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality($1::bytea[]))
 `
 
-type PublishEventsParams struct {
+type PublishEventsWithTxidParams struct {
 	Payloads [][]byte
 	Wake     string
 	Stream   string
@@ -123,20 +232,15 @@ type PublishEventsParams struct {
 	Now      time.Time
 }
 
-type PublishEventsRow struct {
+type PublishEventsWithTxidRow struct {
 	ID   int64
 	Txid pgtype.Uint64
 }
 
-// Many events in one statement; offsets follow the input order; one wake;
-// all or none (see EnqueueJobs).
-// Keyed events upsert their keys' heads in the same statement: per key the
-// batch's newest offset (rank 0, schema version 1), by the winner rule (see
-// compaction.sql). The head rows are written in key order, so concurrent
-// batches that share keys lock them in one order and never deadlock.
-// Every row carries the transaction id, as PublishEvent returns it.
-func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]PublishEventsRow, error) {
-	rows, err := q.db.Query(ctx, publishEvents,
+// PublishEvents, every row carrying the transaction id too, as
+// PublishEventWithTxid returns it (a Tx's first publish).
+func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWithTxidParams) ([]PublishEventsWithTxidRow, error) {
+	rows, err := q.db.Query(ctx, publishEventsWithTxid,
 		arg.Payloads,
 		arg.Wake,
 		arg.Stream,
@@ -149,9 +253,9 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var items []PublishEventsRow
+	var items []PublishEventsWithTxidRow
 	for rows.Next() {
-		var i PublishEventsRow
+		var i PublishEventsWithTxidRow
 		if err := rows.Scan(&i.ID, &i.Txid); err != nil {
 			return nil, err
 		}
@@ -164,8 +268,7 @@ func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT (CASE WHEN part.head THEN cut.snapshot END)::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
-FROM (
+WITH cut AS MATERIALIZED (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
            int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
                || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
@@ -193,16 +296,19 @@ FROM (
     ) AS snap
     OFFSET 0
     ) AS h
-    OFFSET 0
-) AS cut CROSS JOIN (VALUES (true), (false)) AS part(head) LEFT JOIN LATERAL (
-    SELECT e.id, e.key, e.payload, e.created_at, e.headers
-    FROM alkstore.events e
-    WHERE e.stream >= cut.stream AND e.stream <= cut.stream
-      AND e.id > cut.after
-      AND e.id <= cut.upto
-    ORDER BY e.stream, e.id
-    LIMIT CASE WHEN part.head THEN 0 ELSE $7::integer END
-) AS p ON true
+)
+SELECT c.snapshot::bytea AS snapshot, 0::bigint AS id, NULL::text AS key, NULL::bytea AS payload,
+       'epoch'::timestamptz AS created_at, NULL::jsonb AS headers
+FROM cut c
+UNION ALL
+(SELECT NULL::bytea, e.id, e.key, e.payload, e.created_at, e.headers
+ FROM alkstore.events e
+ WHERE e.stream = (SELECT cut.stream FROM cut)
+   AND e.stream >= (SELECT cut.stream FROM cut) AND e.stream <= (SELECT cut.stream FROM cut)
+   AND e.id > (SELECT cut.after FROM cut)
+   AND e.id <= (SELECT cut.upto FROM cut)
+ ORDER BY e.id
+ LIMIT (SELECT $7::integer))
 `
 
 type ReadEventsParams struct {
@@ -247,47 +353,61 @@ type ReadEventsRow struct {
 // last next <= xmin: width_bucket counts those (a binary search; 0, an
 // index that yields NULL, when there are none). The first row carries the
 // snapshot's figures and the horizon, so the caller learns the candidate
-// and knows whether committed events wait above the horizon: it is the
-// row of part.head, id 0 (offsets start at 1) and NULL or empty event
-// columns, whose page has LIMIT 0 (the Limit returns before it reads). The
-// page's events follow, their snapshot NULL (after an empty page, one more
-// row with id 0). VALUES yields its rows in order, and cut is one row, so
-// the head row comes first in any join order. The stream is the caller's:
-// no row sends it. The figures go in one bytea column, snapshot, built
-// once a statement from their binary send forms: xmin, xmax, age(xmax) and
-// the visible head (8 bytes each), whether the transaction holds an id (1
+// and knows whether committed events wait above the horizon: it is cut's
+// row, id 0 (offsets start at 1) and NULL or empty event columns. The
+// page's events follow, their snapshot NULL: the first branch of a UNION
+// ALL, whose Append runs its branches in order (never a Parallel Append:
+// the CTE scan is parallel-restricted). The stream is the caller's: no
+// row sends it. The figures go in one bytea column, snapshot, built once a
+// statement from their binary send forms: xmin, xmax, age(xmax) and the
+// visible head (8 bytes each), whether the transaction holds an id (1
 // byte), the horizon (8); none is NULL. As six columns, sent again in every
 // row, they cost the server about 200 ns an event of a page of 1,000 (a
 // quarter of its time) and the client their decoding; as one column sent
 // in every row, still about 100 ns an event of the server's (a bytea
-// copied and sent a row) and 41 bytes; a header row joined by UNION ALL
-// instead cost half of that back (an Append and a Subquery Scan a row).
-// concat_ws into text instead looked up every argument's output function
-// each statement: a few microseconds a read.
-// This shape, subqueries kept apart by OFFSET 0 instead of materialized
-// CTEs and a function scan, costs the server about 50k fewer instructions
-// a read (callgrind); the plan is the same.
-// The page's stream is bounded by "stream >= @stream AND stream <= @stream",
-// not "stream = @stream": with an equality, ORDER BY stream, id reduces to
-// ORDER BY id, and a plan may then walk events_pkey in id order and filter
-// every other stream's rows (the plan test's small stream after the big
-// one: 3,030 buffers, analysed, custom and generic, where this reads 8-10).
-// Only events_stream_id yields this order. The inclusive bound on stream
-// lets the index scan start at (@stream, @after) from the bound on id (a
-// row comparison (stream, id) > (@stream, @after), as the page once had,
-// starts it there too, but costs the scan two comparisons more an entry:
-// about 10 ns an event). The plain bounds on id also let
-// PostgreSQL skip every partition below @after and above the cut (the
-// horizon, or the transaction's last own event above it), in custom and
-// generic plans alike (at run time: the bounds are parameters of the
-// lateral page).
+// copied and sent a row) and 41 bytes. concat_ws into text instead looked
+// up every argument's output function each statement: a few microseconds
+// a read. Inside cut, subqueries are kept apart by OFFSET 0 instead of
+// materialized CTEs and a function scan (about 50k fewer instructions a
+// read, callgrind; the plan is the same).
+// The page reads cut's figures as initplans (one CTE scan each, once a
+// statement), so a page row passes an Index Scan, a Limit and the Append
+// and nothing else: the head row joined to the page as the page's outer
+// row (a LEFT JOIN LATERAL to VALUES (true), (false), the head's page
+// LIMIT 0) put a Nested Loop, a CASE and two COALESCEs on every row, and
+// a page ordered by (stream, id) made the branch a Subquery Scan that
+// drops the sort's stream column (an Append and a Subquery Scan a row).
+// The page's stream is bounded three times, "stream = @stream", ">=" and
+// "<=": the btree keeps the equality alone (the bounds it implies are
+// redundant), one comparison of the stream an index entry where ">=" and
+// "<=" alone took two (callgrind, server instructions a page of a replay
+// in pages of 1,000: 4.51M for the joined form, 4.24M with the equality
+// added to it; this statement 3.89M; the bench's raw SQL 3.43M; a read of
+// 1 event 432k -> 421k). The range is for the planner: with the equality
+// alone, and ORDER BY id (or stream, id, which the equality reduces to
+// id; id alone leaves no sort column to drop), a plan may walk
+// events_pkey in id order and filter every other stream's rows (the plan
+// test's small stream after the big one: 3,030 buffers, analysed, custom
+// and generic, where this reads 8-10); the range's estimate (0.5% of the
+// rows) keeps events_stream_id the cheaper path in every plan. The index
+// scan starts at (@stream, @after) from the bound on id (a row comparison
+// (stream, id) > (@stream, @after), as the page once had, starts it there
+// too, but costs the scan two comparisons more an entry). The plain
+// bounds on id also let PostgreSQL skip every partition below @after and
+// above the cut (the horizon, or the transaction's last own event above
+// it), in custom and generic plans alike (at run time: the bounds are
+// parameters the initplans set).
 // With two bounds on id, one of them unknown when planning, the planner
 // estimates the primary key's range as narrow (0.5% of the rows): the
 // stream's bounds must be as unknown, or a custom plan, which knows how
 // big the stream is, reads it all by the primary key or a bitmap and sorts
 // it. So @stream and @after reach the page through cut, like the horizon,
-// and "stream >= ... AND stream <= ..." is a range of the same estimate:
-// events_stream_id stays the cheaper path in every plan.
+// and @lim through an initplan of its own: a custom plan that knew the
+// limit (100) and estimated fewer rows in the range sorted the page's
+// partitions instead of reading them in order (TestReadsPrunePartitions:
+// every row of the stream up to the cut read, then sorted); an unknown
+// limit is taken as a tenth of the rows, and the partitions are read in
+// order, the first limit's worth only.
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.db.Query(ctx, readEvents,
 		arg.Stream,
@@ -324,8 +444,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT (CASE WHEN part.head THEN cut.snapshot END)::bytea AS snapshot, COALESCE(p.id, 0)::bigint AS id, p.key, p.payload, COALESCE(p.created_at, 'epoch')::timestamptz AS created_at, p.headers
-FROM (
+WITH cut AS MATERIALIZED (
     SELECT h.xmin, h.xmax, h.xmax_age, h.visible_head, h.own, h.stream, h.after, h.horizon,
            int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
                || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
@@ -355,16 +474,19 @@ FROM (
     ) AS snap
     OFFSET 0
     ) AS h
-    OFFSET 0
-) AS cut CROSS JOIN (VALUES (true), (false)) AS part(head) LEFT JOIN LATERAL (
-    SELECT e.id, e.key, e.payload, e.created_at, e.headers
-    FROM alkstore.events e
-    WHERE e.stream >= cut.stream AND e.stream <= cut.stream
-      AND e.id > cut.after
-      AND e.id <= cut.upto
-    ORDER BY e.stream, e.id
-    LIMIT CASE WHEN part.head THEN 0 ELSE $7::integer END
-) AS p ON true
+)
+SELECT c.snapshot::bytea AS snapshot, 0::bigint AS id, NULL::text AS key, NULL::bytea AS payload,
+       'epoch'::timestamptz AS created_at, NULL::jsonb AS headers
+FROM cut c
+UNION ALL
+(SELECT NULL::bytea, e.id, e.key, e.payload, e.created_at, e.headers
+ FROM alkstore.events e
+ WHERE e.stream = (SELECT cut.stream FROM cut)
+   AND e.stream >= (SELECT cut.stream FROM cut) AND e.stream <= (SELECT cut.stream FROM cut)
+   AND e.id > (SELECT cut.after FROM cut)
+   AND e.id <= (SELECT cut.upto FROM cut)
+ ORDER BY e.id
+ LIMIT (SELECT $7::integer))
 `
 
 type ReadEventsFromConsumerParams struct {
@@ -393,8 +515,8 @@ type ReadEventsFromConsumerRow struct {
 // subquery beside the stream's bounds, in a custom plan on tables
 // autovacuum had not analysed yet, read the whole stream through a bitmap
 // and sorted it (the plan test's never-analysed case) when the stream was
-// a constant; as a parameter of the lateral page it prunes partitions
-// below the offset like ReadEvents.
+// a constant; as a parameter the initplan sets it prunes partitions below
+// the offset like ReadEvents.
 func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]ReadEventsFromConsumerRow, error) {
 	rows, err := q.db.Query(ctx, readEventsFromConsumer,
 		arg.Stream,

@@ -11,6 +11,13 @@
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
+-- name: PublishKeyedEventWithTxid :execresult
+-- PostgreSQL's twin returns the transaction id for a Tx's first publish
+-- (the settled horizon); SQLite has no horizon: PublishKeyedEvent's
+-- statement.
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
+
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
 -- PublishEvents, as one statement with the event.

@@ -19,6 +19,17 @@ VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 
+-- name: PublishEventWithTxid :execresult
+-- PostgreSQL's twin returns the transaction id for a Tx's first publish
+-- (the settled horizon); SQLite has no horizon: PublishEvent's statement.
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
+
+-- name: PublishEventsWithTxid :execresult
+-- As PublishEventWithTxid, PublishEvents' statement.
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
+
 -- name: ReadEvents :many
 -- On the stream's index by name: with ANALYZE statistics SQLite may
 -- otherwise walk the rowid in offset order and filter other streams' rows.

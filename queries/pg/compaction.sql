@@ -6,10 +6,33 @@
 -- A keyed publish: the event and the upsert of its key's head, in one
 -- statement (see PublishEvent for the transaction id before the offset,
 -- and the wake in the headers expression: the event is a plain VALUES
--- row, as there; it returns the transaction id as PublishEvent does). The
--- head's data-modifying CTE runs to completion although nothing reads it.
--- A publish onto a headed row changes no indexed column (headless_at stays
--- NULL), so it is a HOT update (schema 00031).
+-- row, as there). The head's data-modifying CTE runs to completion
+-- although nothing reads it. A publish onto a headed row changes no
+-- indexed column (headless_at stays NULL), so it is a HOT update (schema
+-- 00031).
+WITH ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
+            CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
+                 ELSE NULLIF(@headers::text, '')::jsonb END)
+    RETURNING id
+),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
+    FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT id FROM ins;
+
+-- name: PublishKeyedEventWithTxid :one
+-- PublishKeyedEvent, returning the transaction id too, as
+-- PublishEventWithTxid does (a Tx's first publish).
 WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
