@@ -192,17 +192,25 @@ const alikeMin = 16
 
 // insertAlike inserts n jobs that differ only in their payloads (b, their
 // payloadsJSONB), with j's options, with one EnqueueJobsAlike
-// (EnqueueJobsAlikeCounted when counted) and appends their ids to ids, in
-// the jobs' order.
+// (EnqueueJobsAlikeCounted when counted; EnqueueJobsPlainCounted when
+// counted and j's priority, expiry and headers are the columns' defaults)
+// and appends their ids to ids, in the jobs' order.
 func insertAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, j newJob, b []byte, n int, counted bool, ids []int64) ([]int64, error) {
 	if counted {
 		ceiling, err := q.JobIDCeiling(ctx)
 		if err != nil {
 			return nil, err
 		}
-		res, err := q.EnqueueJobsAlikeCounted(ctx, litedb.EnqueueJobsAlikeCountedParams{Queue: queue, Priority: int64(j.priority),
-			MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
-			Headers: liteHeaders(j.headers), Payloads: b})
+		var res sql.Result
+		if j.priority == 0 && j.expiresAt == nil && j.headers == nil {
+			// The columns' defaults: the INSERT need not name them.
+			res, err = q.EnqueueJobsPlainCounted(ctx, litedb.EnqueueJobsPlainCountedParams{Queue: queue,
+				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), Payloads: b})
+		} else {
+			res, err = q.EnqueueJobsAlikeCounted(ctx, litedb.EnqueueJobsAlikeCountedParams{Queue: queue, Priority: int64(j.priority),
+				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),
+				Headers: liteHeaders(j.headers), Payloads: b})
+		}
 		if err != nil {
 			return nil, err
 		}

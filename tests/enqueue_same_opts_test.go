@@ -200,3 +200,76 @@ func TestEnqueueManyUnderEveryQueryExecMode(t *testing.T) {
 		}
 	})
 }
+
+// TestABatchsJobIsStoredAsAJobEnqueuedAlone: a job of an EnqueueMany batch
+// (every job with the same options) is stored as the same row, column by
+// column (all but its id), as the same job enqueued on its own, whose
+// statement names every column. On SQLite a batch without options is
+// inserted by a statement that leaves the priority, expiry and headers to
+// the columns' defaults (EnqueueJobsPlainCounted); each option set alone
+// must still take the statement that names them. Alone and in the caller's
+// transaction; the store's clock is fixed, so the times are equal too.
+func TestABatchsJobIsStoredAsAJobEnqueuedAlone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		now := time.Now().Truncate(time.Microsecond)
+		s := e.open(t, store.WithClock(func() time.Time { return now }))
+		q := s.Queue("alone")
+		db := e.sqlDB(t)
+		table := "alk_jobs"
+		if e.name == "pg" {
+			table = "alkstore.jobs"
+		}
+		row := func(id int64) map[string]any {
+			t.Helper()
+			rows, err := db.QueryContext(c, fmt.Sprintf(`SELECT * FROM %s WHERE id = %d`, table, id))
+			require.NoError(t, err)
+			defer rows.Close()
+			cols, err := rows.Columns()
+			require.NoError(t, err)
+			require.True(t, rows.Next(), "job %d", id)
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			require.NoError(t, rows.Scan(ptrs...))
+			require.NoError(t, rows.Err())
+			m := map[string]any{}
+			for i, col := range cols {
+				if col != "id" {
+					m[col] = vals[i]
+				}
+			}
+			return m
+		}
+		for _, o := range []struct {
+			what string
+			opts store.EnqueueOpts
+		}{
+			{"no options", store.EnqueueOpts{}},
+			{"priority", store.EnqueueOpts{Priority: 5}},
+			{"negative priority", store.EnqueueOpts{Priority: -1}},
+			{"expiry", store.EnqueueOpts{ExpiresAt: now.Add(time.Hour)}},
+			{"headers", store.EnqueueOpts{Headers: map[string]string{"tenant": "a"}}},
+			{"max attempts", store.EnqueueOpts{MaxAttempts: 3}},
+			{"run at", store.EnqueueOpts{RunAt: now.Add(time.Minute)}},
+		} {
+			alone, err := q.Enqueue(c, []byte("job"), o.opts)
+			require.NoError(t, err, o.what)
+			want := row(alone)
+			batch := []store.NewJob{{Payload: []byte("job"), Opts: o.opts}, {Payload: []byte("job"), Opts: o.opts}, {Payload: []byte("job"), Opts: o.opts}}
+			ids, err := q.EnqueueMany(c, batch)
+			require.NoError(t, err, o.what)
+			require.NoError(t, s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+				more, err := q.EnqueueManyTx(ctx, tx, batch)
+				ids = append(ids, more...)
+				return err
+			}), o.what)
+			require.Len(t, ids, 2*len(batch), o.what)
+			for i, id := range ids {
+				assert.Equal(t, want, row(id), "%s: job %d of the batches", o.what, i)
+			}
+		}
+	})
+}

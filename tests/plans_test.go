@@ -635,6 +635,7 @@ var hotStatements = []hotStmt{
 	{name: "JobIDCeiling", only: "lite"}, // before each Counted insert of a batch
 	{name: "EnqueueJobsCounted", only: "lite", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}},
 	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
+	{name: "EnqueueJobsPlainCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},

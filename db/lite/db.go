@@ -168,6 +168,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobsCountedStmt, err = db.PrepareContext(ctx, enqueueJobsCounted); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobsCounted: %w", err)
 	}
+	if q.enqueueJobsPlainCountedStmt, err = db.PrepareContext(ctx, enqueueJobsPlainCounted); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobsPlainCounted: %w", err)
+	}
 	if q.enqueueUniqueJobStmt, err = db.PrepareContext(ctx, enqueueUniqueJob); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueUniqueJob: %w", err)
 	}
@@ -644,6 +647,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing enqueueJobsCountedStmt: %w", cerr)
 		}
 	}
+	if q.enqueueJobsPlainCountedStmt != nil {
+		if cerr := q.enqueueJobsPlainCountedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobsPlainCountedStmt: %w", cerr)
+		}
+	}
 	if q.enqueueUniqueJobStmt != nil {
 		if cerr := q.enqueueUniqueJobStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueUniqueJobStmt: %w", cerr)
@@ -1116,6 +1124,7 @@ type Queries struct {
 	enqueueJobsAlikeStmt            *sql.Stmt
 	enqueueJobsAlikeCountedStmt     *sql.Stmt
 	enqueueJobsCountedStmt          *sql.Stmt
+	enqueueJobsPlainCountedStmt     *sql.Stmt
 	enqueueUniqueJobStmt            *sql.Stmt
 	enqueueUniqueJobsStmt           *sql.Stmt
 	expiredTombstonesStmt           *sql.Stmt
@@ -1247,6 +1256,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
 		enqueueJobsAlikeCountedStmt:     q.enqueueJobsAlikeCountedStmt,
 		enqueueJobsCountedStmt:          q.enqueueJobsCountedStmt,
+		enqueueJobsPlainCountedStmt:     q.enqueueJobsPlainCountedStmt,
 		enqueueUniqueJobStmt:            q.enqueueUniqueJobStmt,
 		enqueueUniqueJobsStmt:           q.enqueueUniqueJobsStmt,
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,

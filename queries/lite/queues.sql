@@ -102,6 +102,19 @@ SELECT @queue, CAST(j.value AS BLOB), @priority, @max_attempts,
 FROM json_each(CAST(@payloads AS BLOB)) AS j
 ORDER BY j.rowid;
 
+-- name: EnqueueJobsPlainCounted :execresult
+-- EnqueueJobsAlikeCounted for jobs whose priority, expiry and headers are
+-- the columns' defaults (0, NULL, NULL: EnqueueMany's usual batch, jobs
+-- without options). The INSERT leaves those three columns out, so SQLite
+-- loads their defaults once a statement; a column the INSERT names costs
+-- every row two VM instructions (the select's parameter, then its copy into
+-- the row's register), about 260 instructions a job each of a 1,000-job
+-- batch (callgrind: 20.9k -> 20.1k a job).
+INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at)
+SELECT @queue, CAST(j.value AS BLOB), @max_attempts, @now, @run_at
+FROM json_each(CAST(@payloads AS BLOB)) AS j
+ORDER BY j.rowid;
+
 -- name: EnqueueUniqueJob :many
 -- One job with an idempotency key, on its own (EnqueueUniqueJobs is the
 -- same statement, run per job of a batch). It returns no row when the key
