@@ -167,6 +167,9 @@ type conn struct {
 	inTx   atomic.Bool  // between BeginTx and the end of its transaction
 	stops  *Interrupter // see OpenInterruptible
 	sc     stopCtx      // watch's (with stops)
+	// stmts are WriteTx's statements, prepared on the connection the first
+	// time they run there; finalized when it closes.
+	stmts map[string]*sqlite3.Stmt
 }
 
 // watch is the context a call into the driver made with ctx hands it: ctx,
@@ -315,6 +318,10 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt,
 
 func (c *conn) Close() (err error) {
 	defer guard(c.broken, &err)
+	for q, s := range c.stmts {
+		_ = s.Close()
+		delete(c.stmts, q)
+	}
 	return c.raw.Close()
 }
 

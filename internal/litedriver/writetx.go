@@ -1,0 +1,187 @@
+package litedriver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/ncruces/go-sqlite3"
+)
+
+// WriteTx runs fn in a write transaction of its own on a connection of db
+// (one of this driver's handles), without database/sql's transaction: a
+// few statements that must commit together or not at all, on a path hot
+// enough that database/sql's work around them outweighs one of them.
+//
+// database/sql begins every transaction with a goroutine that watches its
+// context and hands each of its prepared statements out as a new *sql.Stmt,
+// and the driver parses BEGIN and COMMIT again each time (sqlite3_exec).
+// Here BEGIN IMMEDIATE, COMMIT, ROLLBACK and fn's statements are prepared
+// once per connection and kept (see Writer.Exec); fn's statements and the
+// BEGIN (a wait for another process's writer included) end with ctx as any
+// statement of the driver does, and fail marked as the driver's do (their
+// context's error, ErrInterrupted). When fn or the COMMIT fails, the
+// transaction is rolled back, whatever ctx says, and fn's error returned:
+// nothing of it is stored.
+//
+// It waits for the connection as a database/sql transaction would (for a
+// pool of one, the writer slot: until it is free or ctx ends).
+func WriteTx(ctx context.Context, db *sql.DB, fn func(w *Writer) error) error {
+	sc, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	err = sc.Raw(func(dc any) (err error) {
+		c, ok := dc.(*conn)
+		if !ok {
+			return fmt.Errorf("litedriver: WriteTx on %T, not a connection of this driver", dc)
+		}
+		defer guard(c.broken, &err)
+		return c.writeTx(ctx, fn)
+	})
+	return errors.Join(err, sc.Close())
+}
+
+// Writer runs statements inside WriteTx's transaction.
+type Writer struct {
+	c   *conn
+	ctx context.Context
+}
+
+// Exec runs query (one statement, prepared on the connection the first
+// time it runs there and kept until the connection closes: pass only the
+// store's own constant statements) with args bound to its parameters in
+// order: nil, string, *string, []byte, Blob, int64. It returns the
+// connection's last inserted rowid and the statement's changes, as
+// database/sql's Result would (an application's trigger's own inserts leave
+// the rowid as it was once the trigger ends).
+func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, err error) {
+	c := w.c
+	s, err := c.cached(query)
+	if err != nil {
+		return 0, 0, c.failed(w.ctx, err)
+	}
+	for i, a := range args {
+		if err = bind(s, i+1, a); err != nil {
+			_ = s.ClearBindings()
+			return 0, 0, err
+		}
+	}
+	raw := c.raw.Raw()
+	raw.SetLastInsertRowID(0) // as the driver's Exec: no insert, no rowid
+	err = s.Exec()
+	// A statement keeps its bound blobs and texts (copies in SQLite's
+	// memory) until they are bound again: let them go now.
+	_ = s.ClearBindings()
+	if err != nil {
+		return 0, 0, c.failed(w.ctx, err)
+	}
+	return raw.LastInsertRowID(), raw.Changes(), nil
+}
+
+func bind(s *sqlite3.Stmt, i int, a any) error {
+	switch v := a.(type) {
+	case nil:
+		return s.BindNull(i)
+	case string:
+		return s.BindText(i, v)
+	case *string:
+		if v == nil {
+			return s.BindNull(i)
+		}
+		return s.BindText(i, *v)
+	case []byte:
+		if v == nil {
+			return s.BindNull(i)
+		}
+		return s.BindBlob(i, v)
+	case Blob:
+		if v == nil {
+			return s.BindNull(i)
+		}
+		return s.BindBlob(i, v)
+	case int64:
+		return s.BindInt64(i, v)
+	}
+	return fmt.Errorf("litedriver: Writer.Exec cannot bind %T", a)
+}
+
+// cached returns the connection's prepared statement for query, preparing
+// it the first time.
+func (c *conn) cached(query string) (*sqlite3.Stmt, error) {
+	if s, ok := c.stmts[query]; ok {
+		return s, nil
+	}
+	s, tail, err := c.raw.Raw().Prepare(query)
+	if err == nil && (s == nil || notBlank(tail)) {
+		err = fmt.Errorf("litedriver: not one statement: %q", query)
+		_ = s.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.stmts == nil {
+		c.stmts = make(map[string]*sqlite3.Stmt)
+	}
+	c.stmts[query] = s
+	return s, nil
+}
+
+func notBlank(s string) bool {
+	for _, r := range s {
+		switch r {
+		case ' ', '\t', '\n', '\r', ';':
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// The statements of WriteTx's transaction itself.
+const (
+	beginImmediate = "BEGIN IMMEDIATE"
+	commitTx       = "COMMIT"
+	rollbackTx     = "ROLLBACK"
+)
+
+func (c *conn) writeTx(ctx context.Context, fn func(w *Writer) error) error {
+	raw := c.raw.Raw()
+	if !raw.GetAutocommit() {
+		return errors.New("litedriver: WriteTx on a connection inside a transaction")
+	}
+	old := raw.SetInterrupt(c.watch(ctx))
+	defer raw.SetInterrupt(old)
+	if err := c.step(ctx, beginImmediate); err != nil {
+		return err
+	}
+	err := fn(&Writer{c: c, ctx: ctx})
+	if err == nil {
+		if err = c.step(ctx, commitTx); err == nil {
+			return nil
+		}
+	}
+	if !raw.GetAutocommit() { // SQLite may have rolled back already
+		raw.SetInterrupt(context.Background()) // roll back even when ctx ended
+		if rerr := c.step(ctx, rollbackTx); rerr != nil {
+			// The connection is left inside a transaction: no later
+			// statement on it may run in it. Drop the connection.
+			c.broken.Store(true)
+			return fmt.Errorf("%w (and the rollback failed too, so the connection is dropped: %v)", err, rerr)
+		}
+	}
+	return err
+}
+
+// step runs one of WriteTx's own statements.
+func (c *conn) step(ctx context.Context, query string) error {
+	s, err := c.cached(query)
+	if err == nil {
+		err = s.Exec()
+	}
+	if err != nil {
+		return c.failed(ctx, err)
+	}
+	return nil
+}

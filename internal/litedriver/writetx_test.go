@@ -1,0 +1,112 @@
+package litedriver_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
+)
+
+// lookingCtx ends with context.Canceled at the at-th look at its Err
+// (SQLite's progress handler looks every 1,000 VM steps): a statement
+// cut short half way without depending on timing.
+type lookingCtx struct {
+	context.Context
+	at, looks int
+}
+
+func (c *lookingCtx) Err() error {
+	if c.looks++; c.looks >= c.at {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestWriteTxIsAllOrNone: WriteTx's statements commit together, or none of
+// them does: when fn fails after a statement, when a statement fails with
+// the transaction still open (a constraint: SQLite undoes that statement
+// alone), and when a statement is cut short by its context (which matches
+// the context's error); each time the connection is left out of any
+// transaction, so the next WriteTx and database/sql's own statements run on
+// it, and closing the handle finalizes the statements WriteTx kept.
+func TestWriteTxIsAllOrNone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := "file:" + filepath.Join(t.TempDir(), "w.db") + "?_pragma=journal_mode(wal)&_txlock=immediate"
+	db, err := litedriver.OpenInterruptible(name, &litedriver.Interrupter{})
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			db.Close()
+		}
+	}()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, `CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT NOT NULL, b BLOB);
+		CREATE TABLE b (k TEXT PRIMARY KEY, a INTEGER NOT NULL CHECK (a > 0)) WITHOUT ROWID`)
+	require.NoError(t, err)
+	const (
+		insA = "INSERT INTO a (v, b) VALUES (?1, ?2)"
+		insB = "INSERT INTO b (k, a) VALUES (?1, ?2)"
+		spin = "INSERT INTO b (k, a) SELECT ?1, i FROM (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 50000000) SELECT i FROM c) WHERE i = 50000000 + ?2"
+	)
+	count := func() (n int) {
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)").Scan(&n))
+		return n
+	}
+	pair := func(c context.Context, k string, a int64, second string) error {
+		return litedriver.WriteTx(c, db, func(w *litedriver.Writer) error {
+			id, n, err := w.Exec(insA, k, []byte(nil))
+			if err != nil {
+				return err
+			}
+			require.Equal(t, int64(1), n)
+			require.Positive(t, id)
+			_, _, err = w.Exec(second, k, a)
+			return err
+		})
+	}
+
+	require.NoError(t, pair(ctx, "one", 1, insB))
+	assert.Equal(t, 2, count())
+
+	refused := errors.New("refused by fn")
+	err = litedriver.WriteTx(ctx, db, func(w *litedriver.Writer) error {
+		_, _, err := w.Exec(insA, "two", litedriver.Blob{})
+		require.NoError(t, err)
+		return refused
+	})
+	require.ErrorIs(t, err, refused)
+	assert.Equal(t, 2, count(), "fn's error: nothing stored")
+
+	err = pair(ctx, "three", 0, insB) // the CHECK refuses the second statement alone
+	require.ErrorIs(t, err, sqlite3.CONSTRAINT_CHECK)
+	assert.Equal(t, 2, count(), "a failed statement: nothing stored")
+
+	err = pair(&lookingCtx{Context: ctx, at: 100}, "four", 1, spin)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, sqlite3.INTERRUPT)
+	assert.Equal(t, 2, count(), "cut short: nothing stored")
+
+	// Out of any transaction: database/sql's statements and transactions
+	// commit on the connection, and so does the next WriteTx.
+	_, err = db.ExecContext(ctx, insA, "five", nil)
+	require.NoError(t, err)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, insB, "five", 5)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	require.NoError(t, pair(ctx, "six", 6, insB))
+	assert.Equal(t, 6, count())
+
+	closed = true
+	require.NoError(t, db.Close(), "the statements WriteTx kept are finalized with the connection")
+}
