@@ -84,7 +84,7 @@ func TestJobRulesRefuseRowsWrittenByHand(t *testing.T) {
 	})
 }
 
-// jobsInEveryState opens a fresh PostgreSQL store, leaves jobs of queue "q"
+// jobsInEveryState opens a fresh store on e, leaves jobs of queue "q"
 // pending, running, completed, dead... and one pending job (its id
 // returned) with MaxAttempts 3, closes the store, and returns a goose
 // provider over the schema for the database.
@@ -112,9 +112,13 @@ func jobsInEveryState(t *testing.T, e *engineEnv) (*goose.Provider, *sql.DB, fs.
 	require.NoError(t, s.Close())
 
 	db := e.sqlDB(t)
-	fsys, err := schema.Postgres()
+	dialect, table, files := goose.DialectPostgres, schema.PostgresVersionTable, schema.Postgres
+	if e.name == "lite" {
+		dialect, table, files = goose.DialectSQLite3, schema.SQLiteVersionTable, schema.SQLite
+	}
+	fsys, err := files()
 	require.NoError(t, err)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithTableName(schema.PostgresVersionTable), goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(dialect, db, fsys, goose.WithTableName(table), goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)
 	return p, db, fsys, id
 }

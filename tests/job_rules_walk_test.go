@@ -245,3 +245,58 @@ func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
 		})
 	}
 }
+
+// The running rule of SQLite's alk_jobs before and after schema 00035,
+// as the table's stored definition spells them.
+const (
+	liteRunningCheckOld  = `CHECK ((state = 'running') = (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL))`
+	liteRunningCheckNew1 = `CHECK ((claim_token IS NOT NULL AND claim_expires_at IS NOT NULL) OR state <> 'running')`
+	liteRunningCheckNew2 = `CHECK (claim_token IS NULL OR claim_expires_at IS NULL OR state = 'running')`
+)
+
+// TestLiteRunningCheckMigratesBothWays: schema 00035 (SQLite's running
+// rule as two CHECKs that stop at their first true term) down and up again
+// on a database holding jobs in every state: each way the table's
+// definition holds exactly one form of the rule, PRAGMA integrity_check
+// (which checks every stored row against the CHECKs) finds nothing, the
+// walk of TestJobRulesAllowExactlyTheirRows passes, and the store opens and
+// works the jobs left. SQLite only: PostgreSQL's 00035 is a no-op.
+func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
+	e := newEnv(t, "lite")
+	c := ctx(t)
+	p, db, _, id := jobsInEveryState(t, e)
+	requireForm := func(old bool) {
+		t.Helper()
+		var def, integrity string
+		require.NoError(t, db.QueryRowContext(c, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'alk_jobs'`).Scan(&def))
+		assert.Equal(t, old, strings.Contains(def, liteRunningCheckOld), "the old CHECK in\n%s", def)
+		assert.Equal(t, !old, strings.Contains(def, liteRunningCheckNew1) && strings.Contains(def, liteRunningCheckNew2), "the two new CHECKs in\n%s", def)
+		require.NoError(t, db.QueryRowContext(c, `PRAGMA integrity_check`).Scan(&integrity))
+		assert.Equal(t, "ok", integrity)
+		tx, err := db.BeginTx(c, nil)
+		require.NoError(t, err)
+		defer tx.Rollback()
+		requireWalkRight(t, walkJobRules(t, "lite", tx, id, true))
+	}
+	requireForm(false) // as Open migrated it
+	_, err := p.DownTo(c, 34)
+	require.NoError(t, err)
+	requireForm(true)
+	_, err = p.UpTo(c, 35)
+	require.NoError(t, err)
+	requireForm(false)
+
+	s := e.open(t)
+	q := s.Queue("q")
+	jobs, err := q.Claim(c, "w", 100, 60e9)
+	require.NoError(t, err)
+	// The 30 jobs left pending and the one enqueued after them (and the 5
+	// running ones, if their minute's claim ran out meanwhile).
+	require.GreaterOrEqual(t, len(jobs), 31)
+	claimed := false
+	for _, j := range jobs {
+		claimed = claimed || j.ID == id
+		require.NoError(t, j.Ack(c))
+	}
+	assert.True(t, claimed, "job %d claimed", id)
+}
