@@ -3,6 +3,7 @@ package litedriver_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -215,4 +216,60 @@ func TestABeginWaitingForTheWriterEndsWithItsContext(t *testing.T) {
 		require.NoError(t, err)
 		return k
 	}())
+}
+
+// TestARollbackRunsWhateverTheContextSays: the ROLLBACK of a transaction
+// still open runs when the transaction's context has ended (WriteTx's fn
+// cancelled it and failed) and after an Interrupter interrupted the handle
+// (database/sql's transaction): nothing is stored, and the connection,
+// out of the transaction, is kept (its prepared statements with it).
+func TestARollbackRunsWhateverTheContextSays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := "file:" + filepath.Join(t.TempDir(), "rb.db") + "?_pragma=journal_mode(wal)&_txlock=immediate"
+	stops := &litedriver.Interrupter{}
+	db, err := litedriver.OpenInterruptible(name, stops)
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	reader, err := litedriver.Open(name)
+	require.NoError(t, err)
+	defer reader.Close()
+	_, err = db.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+	count := func() (n int) {
+		require.NoError(t, reader.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n))
+		return n
+	}
+	kept := func() []string {
+		k, err := litedriver.KeptStatements(ctx, db)
+		require.NoError(t, err)
+		return k
+	}
+
+	failed := errors.New("fn failed")
+	wctx, wcancel := context.WithCancel(ctx)
+	err = litedriver.WriteTx(wctx, db, func(w *litedriver.Writer) error {
+		_, _, err := w.Exec("INSERT INTO t VALUES (1)")
+		require.NoError(t, err)
+		wcancel()
+		return failed
+	})
+	require.ErrorIs(t, err, failed)
+	require.NotContains(t, err.Error(), "rollback failed")
+	assert.Zero(t, count())
+	assert.Equal(t, []string{"BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "ROLLBACK"}, kept(),
+		"the connection was kept")
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	require.NoError(t, err)
+	stops.Interrupt()
+	require.NoError(t, tx.Rollback())
+	assert.Zero(t, count())
+	_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (3)")
+	require.ErrorIs(t, err, litedriver.ErrInterrupted, "the handle is interrupted")
+	assert.Equal(t, []string{"BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "ROLLBACK"}, kept(),
+		"the connection was kept, out of the transaction")
 }
