@@ -436,6 +436,9 @@ func (c *conn) execKept(ctx context.Context, query string) (driver.Result, error
 	if err != nil {
 		return nil, c.failed(ctx, err)
 	}
+	if c.ended() != nil { // a RELEASE of the savepoint that began the transaction
+		return nil, &StmtError{Err: ErrStatementEndedTx, EndedTx: true}
+	}
 	return keptResult{id: raw.LastInsertRowID(), rows: raw.Changes()}, nil
 }
 
