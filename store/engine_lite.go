@@ -50,8 +50,12 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 		return nil, opErr("open", "", fmt.Errorf("%w: SQLite needs a file (in-memory databases cannot share the writer and reader connections); use a temporary file", ErrInvalidArgument))
 	}
 	stops := &litedriver.Interrupter{}
+	// The writer's transactions (Begin, and the store's own) run their
+	// BEGIN IMMEDIATE, COMMIT and ROLLBACK, and a batch's savepoint
+	// statements (allOrNone), prepared once per connection (litedriver).
 	writer, err := litedriver.OpenInterruptible(sqliteURI(path, "_txlock=immediate",
-		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"), stops)
+		"_pragma="+busyTimeout, "_pragma=journal_mode(wal)", "_pragma=synchronous(normal)"), stops,
+		queries.SavepointBatch, queries.ReleaseBatch, queries.RollbackToBatch)
 	if err != nil {
 		return nil, opErr("open", "", err)
 	}

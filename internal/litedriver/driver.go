@@ -36,12 +36,53 @@ func Open(name string) (*sql.DB, error) {
 
 // OpenInterruptible is Open with connections whose statements in stops
 // (when not nil) can end from another goroutine: see Interrupter.
-func OpenInterruptible(name string, stops *Interrupter) (*sql.DB, error) {
+//
+// keep lists statements without parameters (a transaction's savepoints)
+// that each connection prepares the first time they are run through Exec
+// without arguments, and keeps, as it keeps its transactions' own BEGIN,
+// COMMIT and ROLLBACK (see conn.BeginTx): run as sqlite3_exec, SQLite
+// would parse and plan them again each time.
+func OpenInterruptible(name string, stops *Interrupter, keep ...string) (*sql.DB, error) {
 	c, err := (&sqlite.SQLite{}).OpenConnector(name)
 	if err != nil {
 		return nil, err
 	}
-	return sql.OpenDB(connector{c: c, name: name, stops: stops}), nil
+	n := connector{c: c, name: name, stops: stops, begin: ownBegin(name)}
+	if len(keep) > 0 {
+		n.keep = make(map[string]bool, len(keep))
+		for _, q := range keep {
+			n.keep[q] = true
+		}
+	}
+	return sql.OpenDB(n), nil
+}
+
+// ownBegin is the BEGIN of the transactions that the connections of the
+// handle named name begin with the default options, when the driver's
+// would be one the name states (its _txlock: deferred, immediate or
+// exclusive); "" leaves them to the driver (its default, immediate unless
+// the connection is query_only, depends on the connection).
+func ownBegin(name string) string {
+	if !strings.HasPrefix(name, "file:") {
+		return ""
+	}
+	u, err := url.Parse(name)
+	if err != nil {
+		return ""
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return ""
+	}
+	switch q.Get("_txlock") {
+	case "deferred":
+		return "BEGIN DEFERRED"
+	case "immediate":
+		return beginImmediate
+	case "exclusive":
+		return "BEGIN EXCLUSIVE"
+	}
+	return ""
 }
 
 // Interrupter ends, from any goroutine, every statement running on the
@@ -139,6 +180,8 @@ type connector struct {
 	c     driver.Connector
 	name  string
 	stops *Interrupter // nil: statements end only with their context
+	begin string       // ownBegin's
+	keep  map[string]bool
 }
 
 func (n connector) Driver() driver.Driver { return n.c.Driver() }
@@ -150,7 +193,7 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{raw: raw.(sqlite.Conn), broken: &broken, stops: n.stops}
+	c := &conn{raw: raw.(sqlite.Conn), broken: &broken, stops: n.stops, begin: n.begin, keep: n.keep}
 	if d, ok := busyOverride(n.name); ok {
 		if err := c.raw.Raw().BusyTimeout(d); err != nil {
 			_ = raw.Close()
@@ -167,9 +210,13 @@ type conn struct {
 	inTx   atomic.Bool  // between BeginTx and the end of its transaction
 	stops  *Interrupter // see OpenInterruptible
 	sc     stopCtx      // watch's (with stops)
-	// stmts are WriteTx's statements, prepared on the connection the first
-	// time they run there; finalized when it closes.
+	// stmts are the connection's own statements (WriteTx's, a
+	// transaction's BEGIN, COMMIT and ROLLBACK, the kept ones), prepared
+	// on the connection the first time they run there; finalized when it
+	// closes.
 	stmts map[string]*sqlite3.Stmt
+	begin string          // the BEGIN of a transaction with the default options; "": the driver's
+	keep  map[string]bool // statements Exec runs prepared (OpenInterruptible's keep)
 }
 
 // watch is the context a call into the driver made with ctx hands it: ctx,
@@ -329,8 +376,28 @@ func (c *conn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
+// BeginTx begins a transaction as the driver does. One with the default
+// options on a handle whose name sets _txlock (the store's writer) runs the
+// BEGIN the name states, and later its COMMIT or ROLLBACK, as statements
+// prepared once per connection and kept (conn.run, as WriteTx's), where the
+// driver would parse them again for every transaction: the same
+// statements, run the same way (ctx ends the BEGIN's wait for another
+// connection's writer, and an Interrupter's interrupt; the COMMIT runs
+// uninterrupted, a failed one is rolled back, and so is a ROLLBACK). Other
+// options (read-only, an isolation level) go to the driver.
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
 	defer guard(c.broken, &err)
+	if c.begin != "" && opts == (driver.TxOptions{}) {
+		raw := c.raw.Raw()
+		old := raw.SetInterrupt(c.watch(ctx))
+		err = c.run(c.begin)
+		raw.SetInterrupt(old)
+		if err != nil {
+			return nil, c.interrupted(ctx, err)
+		}
+		c.inTx.Store(true)
+		return tx{broken: c.broken, c: c}, nil
+	}
 	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
 	if err != nil {
 		return nil, c.interrupted(ctx, err)
@@ -344,6 +411,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if err := c.ended(); err != nil {
 		return nil, err
 	}
+	if len(args) == 0 && c.keep[query] {
+		return c.execKept(ctx, query)
+	}
 	r, err = c.raw.(driver.ExecerContext).ExecContext(c.watch(ctx), query, args)
 	if err != nil {
 		return nil, c.failed(ctx, err)
@@ -353,6 +423,30 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	}
 	return r, nil
 }
+
+// execKept runs query, one of the handle's kept statements, as the
+// driver's Exec would (with ctx, the rowid reset first), but prepared once
+// on the connection (conn.run).
+func (c *conn) execKept(ctx context.Context, query string) (driver.Result, error) {
+	raw := c.raw.Raw()
+	raw.SetLastInsertRowID(0)
+	old := raw.SetInterrupt(c.watch(ctx))
+	err := c.run(query)
+	raw.SetInterrupt(old)
+	if err != nil {
+		return nil, c.failed(ctx, err)
+	}
+	if c.ended() != nil { // a RELEASE of the savepoint that began the transaction
+		return nil, &StmtError{Err: ErrStatementEndedTx, EndedTx: true}
+	}
+	return keptResult{id: raw.LastInsertRowID(), rows: raw.Changes()}, nil
+}
+
+// keptResult is an Exec's result, as the driver's.
+type keptResult struct{ id, rows int64 }
+
+func (r keptResult) LastInsertId() (int64, error) { return r.id, nil }
+func (r keptResult) RowsAffected() (int64, error) { return r.rows, nil }
 
 // ErrStatementEndedTx is what an Exec of several statements returns when
 // one of them ended the transaction it ran in (COMMIT, ROLLBACK, END): the
@@ -375,7 +469,7 @@ func (c *conn) ResetSession(context.Context) error {
 }
 
 type tx struct {
-	raw    driver.Tx
+	raw    driver.Tx // nil: begun by conn.BeginTx itself (conn.begin), ended by conn.run
 	broken *atomic.Bool
 	c      *conn
 }
@@ -394,7 +488,19 @@ func (t tx) Commit() (err error) {
 		return err
 	}
 	defer t.c.inTx.Store(false)
-	return t.raw.Commit()
+	if t.raw != nil {
+		return t.raw.Commit()
+	}
+	// As the driver's Commit: no interrupt (the connection's context is
+	// the background's between calls), and a COMMIT that failed with the
+	// transaction still open (a deferred foreign key broken) rolls it
+	// back: a connection left inside it would run every later statement
+	// in it.
+	err = t.c.run(commitTx)
+	if err != nil {
+		_ = t.c.rollback()
+	}
+	return err
 }
 
 // Rollback of a transaction SQLite already ended has nothing to do.
@@ -405,7 +511,10 @@ func (t tx) Rollback() (err error) {
 		return nil
 	}
 	defer t.c.inTx.Store(false)
-	return t.raw.Rollback()
+	if t.raw != nil {
+		return t.raw.Rollback()
+	}
+	return t.c.rollback()
 }
 
 type stmt struct {

@@ -139,7 +139,12 @@ func notBlank(s string) bool {
 	return false
 }
 
-// The statements of WriteTx's transaction itself.
+// The statements of a transaction itself, WriteTx's and those of
+// database/sql's transactions begun with the default options on a handle
+// whose name sets _txlock (see conn.BeginTx): prepared on the connection
+// the first time they run there and kept (conn.cached), where the
+// driver's BeginTx, Commit and Rollback would have SQLite parse and plan
+// them again for every transaction (sqlite3_exec).
 const (
 	beginImmediate = "BEGIN IMMEDIATE"
 	commitTx       = "COMMIT"
@@ -162,26 +167,45 @@ func (c *conn) writeTx(ctx context.Context, fn func(w *Writer) error) error {
 			return nil
 		}
 	}
-	if !raw.GetAutocommit() { // SQLite may have rolled back already
-		raw.SetInterrupt(context.Background()) // roll back even when ctx ended
-		if rerr := c.step(ctx, rollbackTx); rerr != nil {
-			// The connection is left inside a transaction: no later
-			// statement on it may run in it. Drop the connection.
-			c.broken.Store(true)
-			return fmt.Errorf("%w (and the rollback failed too, so the connection is dropped: %v)", err, rerr)
-		}
+	if rerr := c.rollback(); rerr != nil {
+		// The connection is left inside a transaction: no later
+		// statement on it may run in it. Drop the connection.
+		c.broken.Store(true)
+		return fmt.Errorf("%w (and the rollback failed too, so the connection is dropped: %v)", err, rerr)
 	}
 	return err
 }
 
-// step runs one of WriteTx's own statements.
-func (c *conn) step(ctx context.Context, query string) error {
-	s, err := c.cached(query)
-	if err == nil {
-		err = s.Exec()
+// rollback rolls back c's transaction, if SQLite has not already (it may
+// have, after a failed statement), whatever the context of the statement
+// running says: a ROLLBACK is never interrupted.
+func (c *conn) rollback() error {
+	raw := c.raw.Raw()
+	if raw.GetAutocommit() {
+		return nil
 	}
-	if err != nil {
+	old := raw.SetInterrupt(context.Background())
+	defer raw.SetInterrupt(old)
+	return c.run(rollbackTx)
+}
+
+// step runs one of the connection's own statements (run), its failure
+// marked as a statement's of the driver (conn.failed).
+func (c *conn) step(ctx context.Context, query string) error {
+	if err := c.run(query); err != nil {
 		return c.failed(ctx, err)
 	}
 	return nil
+}
+
+// run runs query, one of the connection's own statements without
+// parameters (a transaction's BEGIN, COMMIT, ROLLBACK; a kept savepoint),
+// prepared the first time it runs on c and kept (cached). It fails with
+// SQLite's error as it is.
+func (c *conn) run(query string) error {
+	s, err := c.cached(query)
+	if err != nil {
+		return err
+	}
+	return s.Exec()
 }
