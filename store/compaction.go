@@ -123,8 +123,9 @@ func (st *Stream) publishKeyed(ctx context.Context, v via, key string, payload [
 		if st.s.insert == nil {
 			return st.publishKeyedOne(ctx, o, key, payload, headers, rank, schemaVersion)
 		}
-		return st.interceptOne(ctx, o, &key, payload, headers, func(ctx context.Context, m *InsertMessage) (int64, error) {
-			return st.publishKeyedOne(ctx, o, key, m.Payload, m.Headers, rank, schemaVersion)
+		k := key // the middleware's pointer: only an intercepted publish moves the key to the heap
+		return st.interceptOne(ctx, o, &k, payload, headers, func(ctx context.Context, m *InsertMessage) (int64, error) {
+			return st.publishKeyedOne(ctx, o, k, m.Payload, m.Headers, rank, schemaVersion)
 		})
 	})
 }
@@ -140,7 +141,7 @@ func (st *Stream) publishKeyedOne(ctx context.Context, o target, key string, pay
 	if err != nil {
 		return 0, err
 	}
-	off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, key: key, payload: payload, headers: hs, rank: rank,
+	off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, topic: st.topic, key: key, payload: payload, headers: hs, rank: rank,
 		schemaVersion: int32(schemaVersion), now: st.s.now()})
 	if err == nil {
 		o.wakeAtCommit(st.s, st.topic)
@@ -158,6 +159,7 @@ type headRow struct {
 
 type keyedEvent struct {
 	stream, key   string
+	topic         string // the stream's wake topic (Stream.topic), not built again a publish
 	payload       []byte
 	headers       []byte // stored form; nil for none
 	rank          int64

@@ -12,7 +12,7 @@ import (
 // Compaction statements on PostgreSQL.
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
-	topic := streamTopic(e.stream)
+	topic := e.topic
 	w := o.wake(topic)
 	p := pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: pgJSON(e.headers),
 		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w}
