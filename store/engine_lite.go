@@ -235,6 +235,17 @@ type liteOps struct {
 	adopted bool
 }
 
+// queryWrite is the context for one write with RETURNING of o's, run with
+// ctx: outside a transaction (o.db), litedriver.QueryWrite's, so that the
+// call reports what the statement did (stored, or failed and stored
+// nothing) even when ctx ends as it runs. A new one for each statement.
+func (o liteOps) queryWrite(ctx context.Context) context.Context {
+	if o.db == nil {
+		return ctx
+	}
+	return litedriver.QueryWrite(ctx)
+}
+
 // atomically runs fn in one transaction: the caller's, or a new one on the
 // writer slot.
 func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) error) error {
@@ -254,7 +265,15 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 		}
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+			// database/sql rolled the transaction back when ctx ended
+			// after fn's statements: nothing of fn is stored.
+			return cerr
+		}
+		return err
+	}
+	return nil
 }
 
 // allOrNone runs fn all or none: in a transaction of its own on the writer
