@@ -444,9 +444,12 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
 	if err != nil {
 		if !c.raw.Raw().GetAutocommit() {
-			// The BEGIN ran and a statement after it (the driver's
-			// PRAGMA query_only) failed: the connection, inside a
-			// transaction database/sql does not know of, is dropped.
+			// The BEGIN ran and then failed: a statement after it (the
+			// driver's PRAGMA query_only) did, or the progress handler's
+			// look as it returned interrupted it (the driver runs it as
+			// SQL text, whose statement stopCtx does not know). The
+			// connection, inside a transaction database/sql does not
+			// know of, is dropped.
 			c.broken.Store(true)
 		}
 		return nil, c.interrupted(ctx, CutShort(ctx, err))
