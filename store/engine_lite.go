@@ -258,9 +258,13 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	}
 	defer tx.Rollback()
 	if err := fn(o.q.WithTx(tx)); err != nil {
-		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) &&
+			(errors.Is(err, sql.ErrTxDone) || errors.Is(tx.Rollback(), sql.ErrTxDone)) {
 			// database/sql rolled the transaction back when ctx ended
-			// between two statements: say why, not that it was finished.
+			// between two statements, and the next one failed on that
+			// ("transaction has already been committed or rolled back",
+			// or, prepared for the transaction just before, "statement
+			// is closed"): say why.
 			return cerr
 		}
 		return err
