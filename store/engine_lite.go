@@ -235,6 +235,17 @@ type liteOps struct {
 	adopted bool
 }
 
+// queryWrite is the context for one write with RETURNING of o's, run with
+// ctx: outside a transaction (o.db), litedriver.QueryWrite's, so that the
+// call reports what the statement did (stored, or failed and stored
+// nothing) even when ctx ends as it runs. A new one for each statement.
+func (o liteOps) queryWrite(ctx context.Context) context.Context {
+	if o.db == nil {
+		return ctx
+	}
+	return litedriver.QueryWrite(ctx)
+}
+
 // atomically runs fn in one transaction: the caller's, or a new one on the
 // writer slot.
 func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) error) error {
@@ -247,14 +258,26 @@ func (o liteOps) atomically(ctx context.Context, fn func(q *litedb.Queries) erro
 	}
 	defer tx.Rollback()
 	if err := fn(o.q.WithTx(tx)); err != nil {
-		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) &&
+			(errors.Is(err, sql.ErrTxDone) || errors.Is(tx.Rollback(), sql.ErrTxDone)) {
 			// database/sql rolled the transaction back when ctx ended
-			// between two statements: say why, not that it was finished.
+			// between two statements, and the next one failed on that
+			// ("transaction has already been committed or rolled back",
+			// or, prepared for the transaction just before, "statement
+			// is closed"): say why.
 			return cerr
 		}
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, sql.ErrTxDone) {
+			// database/sql rolled the transaction back when ctx ended
+			// after fn's statements: nothing of fn is stored.
+			return cerr
+		}
+		return err
+	}
+	return nil
 }
 
 // allOrNone runs fn all or none: in a transaction of its own on the writer

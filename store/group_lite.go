@@ -78,7 +78,7 @@ func (o liteOps) groupPartitions(ctx context.Context, g groupRef) ([]groupPartRo
 
 func (o liteOps) claimGroupPartition(ctx context.Context, r groupPartReq) (int64, int64, bool, error) {
 	exp := r.exp.UnixMicro()
-	row, err := o.q.ClaimGroupPartition(ctx, litedb.ClaimGroupPartitionParams{Member: &r.member, ExpiresAt: &exp, Now: r.now.UnixMicro(),
+	row, err := o.q.ClaimGroupPartition(o.queryWrite(ctx), litedb.ClaimGroupPartitionParams{Member: &r.member, ExpiresAt: &exp, Now: r.now.UnixMicro(),
 		Stream: r.stream, Grp: r.group, Part: int64(r.part)})
 	if errors.Is(noRows(err), ErrNotFound) {
 		return 0, 0, false, nil
@@ -88,7 +88,7 @@ func (o liteOps) claimGroupPartition(ctx context.Context, r groupPartReq) (int64
 
 func (o liteOps) renewGroupPartitions(ctx context.Context, g groupRef, member string, exp time.Time) (map[int]int64, error) {
 	e := exp.UnixMicro()
-	rows, err := o.q.RenewGroupPartitions(ctx, litedb.RenewGroupPartitionsParams{ExpiresAt: &e, Stream: g.stream, Grp: g.group, Member: &member})
+	rows, err := o.q.RenewGroupPartitions(o.queryWrite(ctx), litedb.RenewGroupPartitionsParams{ExpiresAt: &e, Stream: g.stream, Grp: g.group, Member: &member})
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func (o pgOps) listQueueJobs(ctx context.Context, queue string, after int64, lim
 }
 
 func (o liteOps) claimJobByID(ctx context.Context, r claimReq, id int64) (*Job, error) {
-	rows, err := o.q.ClaimJobByID(ctx, litedb.ClaimJobByIDParams{Now: r.now.UnixMicro(), ClaimExpiresAt: r.expiresAt.UnixMicro(),
+	rows, err := o.q.ClaimJobByID(o.queryWrite(ctx), litedb.ClaimJobByIDParams{Now: r.now.UnixMicro(), ClaimExpiresAt: r.expiresAt.UnixMicro(),
 		ClaimToken: r.token, Worker: r.worker, ID: id, Queue: r.queue})
 	if err != nil || len(rows) == 0 {
 		return nil, err

@@ -82,7 +82,7 @@ func (m liteMessages) Since(ctx context.Context, after int64) ([]int64, [][]byte
 }
 
 func (o liteOps) notify(ctx context.Context, channel string, payload []byte, now time.Time) error {
-	_, err := o.q.Notify(ctx, litedb.NotifyParams{Channel: channel, Payload: payload, Now: now.UnixMicro()})
+	_, err := o.q.Notify(o.queryWrite(ctx), litedb.NotifyParams{Channel: channel, Payload: payload, Now: now.UnixMicro()})
 	return err
 }
 

@@ -485,7 +485,7 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
 	js := claimPairs(claims)
 	p := litedb.AckJobsParams{Now: now.UnixMicro(), Queue: queue, Claims: js}
-	ids, err := o.q.AckJobs(ctx, p)
+	ids, err := o.q.AckJobs(o.queryWrite(ctx), p)
 	if err != nil || len(ids) == len(claims) {
 		return ids, err
 	}
@@ -711,7 +711,7 @@ func fromMicros(m *int64) *time.Time {
 // key's holder leave before the holder's id is read.
 func (o liteOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	if len(jobs) == 1 {
-		return liteOps{q: o.q}.placeUnique(ctx, queue, now, jobs)
+		return liteOps{q: o.q, db: o.db}.placeUnique(ctx, queue, now, jobs)
 	}
 	var placed []Enqueued
 	err := o.allOrNone(ctx, true, func(q *litedb.Queries) error {
@@ -735,9 +735,9 @@ func (o liteOps) placeUnique(ctx context.Context, queue string, now time.Time, j
 			var got []int64
 			var err error
 			if len(batch) == 1 {
-				got, err = o.q.EnqueueUniqueJob(ctx, litedb.EnqueueUniqueJobParams(p))
+				got, err = o.q.EnqueueUniqueJob(o.queryWrite(ctx), litedb.EnqueueUniqueJobParams(p))
 			} else {
-				got, err = o.q.EnqueueUniqueJobs(ctx, p)
+				got, err = o.q.EnqueueUniqueJobs(o.queryWrite(ctx), p)
 			}
 			if err != nil {
 				return nil, err

@@ -119,19 +119,45 @@ var ErrInterrupted = errors.New("interrupted: its database handle is closing")
 // own context first (conn.watch; rows too, whose driver rows keep the
 // pointer): database/sql makes the calls on a connection one at a time,
 // and the driver reads Err only during them.
+//
+// It also keeps an interrupt from turning a statement that finished into a
+// failure. SQLite calls the progress handler once more as a statement
+// returns, after its last instruction ran: for a write outside a
+// transaction, after its commit. An interrupt there makes the statement
+// fail with "interrupted" although its write is stored, and inside a
+// transaction although its changes stay in it; a caller told so would do
+// the write again. So once the driver's look before the statement's step
+// found the context alive (started), a look that finds the statement no
+// longer running (halted: sqlite3_stmt_busy) reads as alive: there is
+// nothing left to interrupt. Before its step, the statement is not running
+// either: that look reads the context as it is, and an ended context
+// refuses the step.
 type stopCtx struct {
 	context.Context
-	stops *Interrupter
+	stops *Interrupter // nil: only the context
+	// stmt is the statement the call steps, when known (nil: a call that
+	// runs SQL text, or prepares); started says a look found the context
+	// alive since the statement was handed in.
+	stmt    busyer
+	started bool
 }
 
+// busyer is a prepared statement (the driver's, or sqlite3.Stmt), which
+// says whether it is running: stepped, and neither done nor reset.
+type busyer interface{ Busy() bool }
+
 func (c *stopCtx) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
+	err := c.Context.Err()
+	if err == nil && c.stops != nil && c.stops.on.Load() {
+		err = context.Canceled
 	}
-	if c.stops.on.Load() {
-		return context.Canceled
+	switch {
+	case err == nil:
+		c.started = true
+	case c.started && c.stmt != nil && !c.stmt.Busy():
+		return nil // the statement halted: done, commit and all
 	}
-	return nil
+	return err
 }
 
 // busyOverrides holds SetBusyTimeout's overrides: file path -> timeout.
@@ -219,15 +245,24 @@ type conn struct {
 	keep  map[string]bool // statements Exec runs prepared (OpenInterruptible's keep)
 }
 
-// watch is the context a call into the driver made with ctx hands it: ctx,
-// or on a connection of an Interrupter, the connection's stopCtx, now
-// reading ctx and the Interrupter.
+// watch is the context a call into the driver made with ctx hands it: the
+// connection's stopCtx, now reading ctx and the Interrupter (if any), for
+// a call that steps no prepared statement of the driver's (see watchStmt).
 func (c *conn) watch(ctx context.Context) context.Context {
-	if c.stops == nil {
-		return ctx
-	}
-	c.sc.Context, c.sc.stops = ctx, c.stops
+	return c.watchStmt(ctx, nil)
+}
+
+// watchStmt is watch for a call that steps st: once st halted, the
+// progress handler's last look cannot interrupt it (see stopCtx).
+func (c *conn) watchStmt(ctx context.Context, st busyer) context.Context {
+	c.sc.Context, c.sc.stops, c.sc.stmt, c.sc.started = ctx, c.stops, st, false
 	return &c.sc
+}
+
+// unwatched points the connection's stopCtx at nothing that can end: the
+// steps of st from now on run to their end.
+func (c *conn) unwatched(st busyer) {
+	c.sc.Context, c.sc.stops, c.sc.stmt, c.sc.started = context.Background(), nil, st, false
 }
 
 // ErrRolledBack is what a statement, or the commit, of a transaction whose
@@ -360,7 +395,8 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt,
 	if err != nil {
 		return nil, c.interrupted(ctx, err)
 	}
-	return &stmt{raw: raw, broken: c.broken, c: c}, nil
+	st, _ := raw.(busyer)
+	return &stmt{raw: raw, broken: c.broken, c: c, busy: st}, nil
 }
 
 func (c *conn) Close() (err error) {
@@ -384,7 +420,11 @@ func (c *conn) Begin() (driver.Tx, error) {
 // statements, run the same way (ctx ends the BEGIN's wait for another
 // connection's writer, and an Interrupter's interrupt; the COMMIT runs
 // uninterrupted, a failed one is rolled back, and so is a ROLLBACK). Other
-// options (read-only, an isolation level) go to the driver.
+// options (read-only, an isolation level) go to the driver. A BEGIN that
+// failed leaves no transaction behind: rolled back, or its connection
+// dropped (before stopCtx kept the progress handler's last look from
+// failing a BEGIN that ran, the connection stayed inside that
+// transaction, and every later write on it ran in it, never committed).
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
 	defer guard(c.broken, &err)
 	if c.begin != "" && opts == (driver.TxOptions{}) {
@@ -393,14 +433,26 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 		err = c.run(c.begin)
 		raw.SetInterrupt(old)
 		if err != nil {
-			return nil, c.interrupted(ctx, err)
+			if c.rollback() != nil {
+				c.broken.Store(true)
+			}
+			return nil, c.interrupted(ctx, CutShort(ctx, err))
 		}
 		c.inTx.Store(true)
 		return tx{broken: c.broken, c: c}, nil
 	}
 	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
 	if err != nil {
-		return nil, c.interrupted(ctx, err)
+		if !c.raw.Raw().GetAutocommit() {
+			// The BEGIN ran and then failed: a statement after it (the
+			// driver's PRAGMA query_only) did, or the progress handler's
+			// look as it returned interrupted it (the driver runs it as
+			// SQL text, whose statement stopCtx does not know). The
+			// connection, inside a transaction database/sql does not
+			// know of, is dropped.
+			c.broken.Store(true)
+		}
+		return nil, c.interrupted(ctx, CutShort(ctx, err))
 	}
 	c.inTx.Store(true)
 	return tx{raw: raw, broken: c.broken, c: c}, nil
@@ -520,7 +572,8 @@ func (t tx) Rollback() (err error) {
 type stmt struct {
 	raw    driver.Stmt
 	broken *atomic.Bool
-	c      *conn // refuses to run in a transaction SQLite ended (conn.ended)
+	c      *conn  // refuses to run in a transaction SQLite ended (conn.ended)
+	busy   busyer // raw, for stopCtx
 	// dollars says whether the statement has $-named parameters (see
 	// numbered), once asked: dollarsUnknown until its first run.
 	dollars uint8
@@ -565,7 +618,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watch(ctx), s.numbered(args))
+	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
@@ -577,11 +630,15 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watch(ctx), s.numbered(args))
+	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
 	if err != nil {
 		return nil, s.c.failed(ctx, err)
 	}
-	return &rows{raw: raw.(rawRows), broken: s.broken, write: s.autocommitWrite(), c: s.c, ctx: ctx}, nil
+	write := s.autocommitWrite()
+	if write {
+		unwatch(ctx)
+	}
+	return &rows{raw: raw.(rawRows), broken: s.broken, write: write, c: s.c, ctx: ctx, busy: s.busy}, nil
 }
 
 // autocommitWrite reports whether the statement writes and runs on its own,
@@ -664,14 +721,42 @@ type rows struct {
 	broken *atomic.Bool
 	c      *conn           // marks a failed step (conn.failed)
 	ctx    context.Context // the query's, which the driver steps it with
+	busy   busyer          // the statement (see stopCtx)
 	// write marks a statement that writes (INSERT/UPDATE/DELETE ...
-	// RETURNING) in autocommit mode, done once it stepped to its end.
-	write, done bool
+	// RETURNING) in autocommit mode, wrote once its first step returned a
+	// row, done once it stepped to its end (or failed).
+	write, wrote, done bool
 }
 
 var _ rawRows = (*rows)(nil)
 
 func (r *rows) Columns() []string { return r.raw.Columns() }
+
+// watch points the connection's stopCtx at the query's context before a
+// step. A write outside a transaction made all its changes at its first
+// step (RETURNING rows are buffered) and commits at its last: once the
+// first returned a row, the rest only reads the buffered rows out and
+// commits, and runs to its end whatever the context says. An interrupt
+// there would fail the call after its changes were made, and a reset
+// (database/sql's Close) would then commit them, a failed call's write
+// stored; a context that ends later than the changes is too late.
+func (r *rows) watch() {
+	if r.wrote {
+		r.c.unwatched(r.busy)
+		return
+	}
+	r.c.watchStmt(r.ctx, r.busy)
+}
+
+// stepped records a step's outcome err.
+func (r *rows) stepped(err error) error {
+	r.done = err != nil
+	r.wrote = r.write && err == nil
+	if err != nil && err != io.EOF {
+		return r.c.failed(r.ctx, err)
+	}
+	return err
+}
 
 // Close steps a write statement to its end before resetting it. SQLite runs
 // the WAL auto-checkpoint (and every wal hook) only when sqlite3_step
@@ -681,16 +766,14 @@ func (r *rows) Columns() []string { return r.raw.Columns() }
 // checkpointing, and a workload of such writes grew the WAL without bound.
 // Its changes were all made at the first step (RETURNING rows are
 // buffered), so stepping on only reads what is left and lets SQLite finish
-// as an Exec would.
+// as an Exec would, uninterrupted (see watch). A write never stepped is not
+// started here: nobody reads it.
 func (r *rows) Close() (err error) {
 	defer guard(r.broken, &err)
-	r.c.watch(r.ctx) // the driver's rows step with the connection's stopCtx
-	for r.write && !r.done {
-		if err := r.raw.NextRow(); err != nil {
-			r.done = true
-			if err != io.EOF {
-				return errors.Join(r.c.failed(r.ctx, err), r.raw.Close())
-			}
+	for r.wrote && !r.done {
+		r.watch()
+		if err := r.stepped(r.raw.NextRow()); err != nil && err != io.EOF {
+			return errors.Join(err, r.raw.Close())
 		}
 	}
 	return r.raw.Close()
@@ -698,24 +781,14 @@ func (r *rows) Close() (err error) {
 
 func (r *rows) Next(dest []driver.Value) (err error) {
 	defer guard(r.broken, &err)
-	r.c.watch(r.ctx)
-	err = r.raw.Next(dest)
-	r.done = err != nil
-	if err != nil && err != io.EOF {
-		return r.c.failed(r.ctx, err)
-	}
-	return err
+	r.watch()
+	return r.stepped(r.raw.Next(dest))
 }
 
 func (r *rows) NextRow() (err error) {
 	defer guard(r.broken, &err)
-	r.c.watch(r.ctx)
-	err = r.raw.NextRow()
-	r.done = err != nil
-	if err != nil && err != io.EOF {
-		return r.c.failed(r.ctx, err)
-	}
-	return err
+	r.watch()
+	return r.stepped(r.raw.NextRow())
 }
 
 func (r *rows) ScanColumn(ctx driver.ScanContext, i int, dest any) (err error) {

@@ -70,6 +70,7 @@ func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, e
 	}
 	raw := c.raw.Raw()
 	raw.SetLastInsertRowID(0) // as the driver's Exec: no insert, no rowid
+	c.sc.stmt, c.sc.started = s, false
 	err = s.Exec()
 	// A statement keeps its bound blobs and texts (copies in SQLite's
 	// memory) until they are bound again: let them go now.
@@ -159,6 +160,9 @@ func (c *conn) writeTx(ctx context.Context, fn func(w *Writer) error) error {
 	old := raw.SetInterrupt(c.watch(ctx))
 	defer raw.SetInterrupt(old)
 	if err := c.step(ctx, beginImmediate); err != nil {
+		if c.rollback() != nil { // a BEGIN that failed leaves no transaction behind
+			c.broken.Store(true)
+		}
 		return err
 	}
 	err := fn(&Writer{c: c, ctx: ctx})
@@ -207,5 +211,6 @@ func (c *conn) run(query string) error {
 	if err != nil {
 		return err
 	}
+	c.sc.stmt, c.sc.started = s, false // read when the connection's interrupt is its stopCtx
 	return s.Exec()
 }
