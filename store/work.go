@@ -1013,14 +1013,13 @@ const ackGather = time.Millisecond
 // 100,000 no-op handlers at Concurrency 100 (issue 18) the acks held 74
 // jobs on average at load 3-5 (1,353 acks for 1,002 claims; a median of
 // 99) and 92-120 under more load, where jobs pile up while an ack is in
-// flight. An ack's backend CPU is about 0.3 ms whatever its size plus
-// 7.5-9.7 µs a job (sequential acks of 25, 100 and 200 jobs, load 9):
-// acks of 100 instead of 74 would save about 1 µs of a job's 19-35 µs of
-// server CPU, on a connection the claims do not wait for. SQLite's wait (a
-// batch, or 1 ms) on PostgreSQL made 852-981 acks against 835-1,083
-// without it (paired runs at load 9-13), and neither the server's CPU a
-// job nor the wall clock moved beyond the machine's noise, so it was not
-// taken.
+// flight. SQLite's wait (a batch, or 1 ms) on PostgreSQL made 852-981
+// acks against 835-1,083 without it (paired runs at load 9-13), and
+// neither the server's CPU a job nor the wall clock moved beyond the
+// machine's noise, so it was not taken. What an ack cost beyond its jobs
+// was its plan's walk of jobs_running (see AckJobs): sequential acks in a
+// burn-down took 566-598 µs of backend CPU for 25 jobs and 1,115-1,124 µs
+// for 100 with it, 297-313 and 708-732 µs without.
 func (w *worker) ackLoop(ctx context.Context) {
 	batch := make([]*Job, 0, maxAckBatch)
 	// take adds the finished jobs waiting in acks to batch, up to
