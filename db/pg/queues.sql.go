@@ -465,7 +465,7 @@ WITH held AS (
     FROM alkstore.jobs x
     JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
       ON x.id = c.id AND x.claim_token = c.claim_token
-    WHERE x.state = 'running' AND x.claim_expires_at > $3::timestamptz
+    WHERE x.state = (SELECT 'running'::text) AND x.claim_expires_at > $3::timestamptz
     ORDER BY x.id
     FOR UPDATE OF x
 ), deleted AS (
@@ -489,7 +489,11 @@ type CompleteJobsParams struct {
 // CompleteJob for the jobs AckJobs did not delete, as one decision: the
 // held rows are locked in id order (like AckJobs) and read with their
 // queue's setting once; those of queues that keep completed jobs end
-// completed, the others are deleted. Returns the ids of those held.
+// completed, the others are deleted. Returns the ids of those held. The
+// state is an initplan, as in AckJobs, so that the ids drive through
+// jobs_pkey (issue 18: with state = 'running' in sight, a plan made while
+// the statistics counted few running jobs read every running row of the
+// table, 20,000 in 17-35 ms, for 10 jobs).
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
