@@ -700,17 +700,51 @@ func (w *worker) untilNextDue(ctx context.Context, claimedNone bool) time.Durati
 //
 // When Batch fills every slot (the default, Batch = Concurrency) and
 // handlers are short, the second claim has no slot to hold, and one claim
-// is in flight at a time (95% of a burn-down of no-op handlers at
-// Concurrency 100; issue 18). Splitting such a batch in two claims of
-// half the slots, the second waiting for a whole half, was measured and
-// not taken: two claims were in flight 96% of the run and the server was
-// half again as busy, but every claim pays a fixed 0.35-0.45 ms of server
-// CPU whatever its size (mostly the walk over the settled entries at the
-// head of jobs_ready, which grows through a burn-down because vacuum does
-// not run within it, then the statement's setup), so the server's CPU a
-// job rose by 3-57% (median 27%, 11 paired runs), and the wall clock
-// followed the machine's load (bench-compare medians 0.74 to 1.23 of the
-// unsplit loop).
+// is in flight at a time: in a burn-down of 100,000 no-op handlers at
+// Concurrency 100 (issue 18, measured again after ClaimJobs kept one
+// generic plan; 9 runs), 1,002 claims of 99.8 jobs were in flight
+// 93-96% of the run: the slots sat that long reserved for the claim in
+// flight, 3.5-7.5% free between a claim's return and the next one (a
+// median of 90-135 µs: handing out the jobs, the no-op handlers, the
+// slots' return), under 1% running handlers. The claim's round trip (a
+// median of 1.8-4.7 ms for 100 jobs at load 3-5) sets the pace; the acks
+// run beside it on their own connection (see ackLoop). In one run of 11
+// at load 14 the loop fell into two claims of about 50 in flight (a
+// gather that timed out sent a claim short of a batch, and the second
+// claim's half-batch rule kept the pair going): 1,426 claims.
+//
+// Splitting such a batch in two claims of half the slots, the second
+// waiting for a whole half, was measured twice and not taken. A claim
+// pays a fixed cost whatever its size: the statement's setup, and the
+// walk over the entries of the jobs claimed and settled before it at the
+// head of jobs_ready, which vacuum has not removed yet (it does not run
+// within a burn-down; a claim steps over them once, see ClaimJobs). That
+// walk grows through a burn-down, about 6 buffers a thousand jobs gone: 6
+// buffers of a 100-job claim's 965 at the start, 157 of 1,158 after
+// 25,000 jobs, 307 of 1,318 after 50,000, 457 of 1,581 after 75,000
+// (EXPLAIN (ANALYZE, BUFFERS), generic plan). Before ClaimJobs kept one
+// generic plan, each claim was also planned, and the split raised the
+// server's CPU a job by 3-57% (median 27%, 11 paired runs). Without the
+// planning, the walk soon is most of the fixed cost: a claim's backend CPU in
+// a burn-down (sequential claims, load 4-9) was 0.3-0.43 ms for 1 job at
+// the start and 0.85-1.0 ms once the walk had grown, 0.75-1.8 ms for 50
+// jobs, 1.2-2.6 ms for 100, so two halves cost 17-47% more than one
+// batch; the burn-down's server CPU a job rose 20-27% with the split
+// (bench -cpu, paired runs at load 4-14) and its wall clock moved within
+// the machine's noise, and never past the single claim's.
+//
+// What would pay is a claim that does not walk the head every time. A
+// claim starting its first descent at the position where its worker's
+// last claim began (its first job) cut the server's CPU a job by 11-28%
+// and the claim's round trip by 14-34% (a prototype, paired runs at load
+// 4), but a job that comes back behind that position would then wait
+// behind later ones, against Claim's order (priority, then run_at, then
+// id): ReleaseJob keeps a job's place in line, an enqueue from a
+// transaction older than the last claim has an earlier run_at, a RunAt
+// may lie in the past, and not all of them wake the worker. It needs the
+// statement to say where it landed, a full walk after every wake, short
+// claim and every few claims, and the order promise restated, so it was
+// not taken.
 const claimsInFlight = 2
 
 // maxClaimGather bounds how long a claim waits for its batch's slots
@@ -973,6 +1007,19 @@ const ackGather = time.Millisecond
 // finished job took the writer with a few jobs (a burn-down's acks held
 // 13-33 jobs, each its own commit; now about a batch, with CPU a job
 // 26.6-27.5 -> 21-24 µs, claims included).
+//
+// On PostgreSQL an ack does not wait: it runs on a connection of its own
+// beside the claim in flight, off the claim loop's path. In a burn-down of
+// 100,000 no-op handlers at Concurrency 100 (issue 18) the acks held 74
+// jobs on average at load 3-5 (1,353 acks for 1,002 claims; a median of
+// 99) and 92-120 under more load, where jobs pile up while an ack is in
+// flight. SQLite's wait (a batch, or 1 ms) on PostgreSQL made 852-981
+// acks against 835-1,083 without it (paired runs at load 9-13), and
+// neither the server's CPU a job nor the wall clock moved beyond the
+// machine's noise, so it was not taken. What an ack cost beyond its jobs
+// was its plan's walk of jobs_running (see AckJobs): sequential acks in a
+// burn-down took 566-598 µs of backend CPU for 25 jobs and 1,115-1,124 µs
+// for 100 with it, 297-313 and 708-732 µs without.
 func (w *worker) ackLoop(ctx context.Context) {
 	batch := make([]*Job, 0, maxAckBatch)
 	// take adds the finished jobs waiting in acks to batch, up to
