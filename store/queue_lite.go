@@ -14,8 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 // Queue statements on SQLite. Times are stored as unix microseconds.
@@ -353,14 +355,26 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 
 // claim runs in one transaction, so a cancelled claim either committed (and
 // Claim returns its jobs) or rolled back: none is left running unseen. The
-// writer slot holds from choosing the jobs (ClaimableJobs) to stamping them.
-// The jobs are made from the rows after the commit: every other write of
-// the database waits while the writer slot is held (a worker's acks, its
+// writer slot holds from choosing the jobs (ClaimableReadyJobs) to stamping
+// them. The jobs are made from the rows after the commit: every other write
+// of the database waits while the writer slot is held (a worker's acks, its
 // next claim), so the slot is held for the statements, not for the
 // allocations of a hundred jobs (issue 18).
+//
+// The transaction is litedriver.WriteTx's, its statements prepared once on
+// the writer's connection and run without database/sql. A claim reads the
+// ready jobs and whether any claim of the queue lapsed (ClaimableReadyJobs);
+// only when one did does it bury the exhausted ones (BuryExhaustedClaims)
+// and read the claimable jobs again, lapsed claims included
+// (ClaimableJobs). Both together took a one-job claim from 467k to 327k
+// instructions (callgrind, the client; ClaimableReadyJobs says what the
+// statements themselves save).
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
+	if o.db == nil { // never: a claim is an auto-commit write (autoWrite)
+		return nil, errors.New("a SQLite claim runs on the writer slot, in a transaction of its own")
+	}
 	var rows []liteClaimable
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
+	err := litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error {
 		// The writer is ours, perhaps after a wait: the time of the claim,
 		// and what freed up meanwhile.
 		r.stamp(r.clock())
@@ -369,31 +383,45 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		if r.grow != nil {
 			n += r.grow()
 		}
-		if _, err := q.BuryExhaustedClaims(ctx, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
+		// The rows are read into one reused row and kept with what a job
+		// needs copied out of it: the payload (each its own), and the
+		// other text columns only when set (rarely).
+		rows = make([]liteClaimable, 0, n)
+		lapsed := false
+		keep := func(row *litedb.ClaimableRow) {
+			if row.ID == 0 { // ClaimableReadyJobs: some claim lapsed
+				lapsed = true
+				return
+			}
+			c := liteClaimable{id: row.ID, payload: row.Payload, priority: row.Priority, attempts: row.Attempts,
+				maxAttempts: row.MaxAttempts, createdAt: row.CreatedAt, runAt: row.RunAt, expiresAt: row.ExpiresAt}
+			if row.LastError != nil {
+				c.lastError = string(row.LastError)
+			}
+			if len(row.Errors) > 2 { // not "[]"
+				c.errors = bytes.Clone(row.Errors)
+			}
+			if row.Headers != nil {
+				c.headers = bytes.Clone(row.Headers)
+			}
+			rows = append(rows, c)
+		}
+		err := o.q.ClaimableReadyJobsOn(w, litedb.ClaimableReadyJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)}, keep)
+		if err != nil {
 			return err
 		}
-		// The rows are read into one reused row (ClaimableJobsEach) and
-		// kept with what a job needs copied out of it: the payload (each
-		// its own), and the other text columns only when set (rarely).
-		rows = make([]liteClaimable, 0, n)
-		err := q.ClaimableJobsEach(ctx, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)},
-			func(row *litedb.ClaimableJobsEachRow) {
-				c := liteClaimable{id: row.ID, payload: row.Payload, priority: row.Priority, attempts: row.Attempts,
-					maxAttempts: row.MaxAttempts, createdAt: row.CreatedAt, runAt: row.RunAt, expiresAt: row.ExpiresAt}
-				if row.LastError != nil {
-					c.lastError = string(row.LastError)
-				}
-				if len(row.Errors) > 2 { // not "[]"
-					c.errors = bytes.Clone(row.Errors)
-				}
-				if row.Headers != nil {
-					c.headers = bytes.Clone(row.Headers)
-				}
-				rows = append(rows, c)
-			})
-		if err != nil || len(rows) == 0 {
-			rows = nil
-			return err
+		if lapsed {
+			if _, err := o.q.BuryExhaustedClaimsOn(w, litedb.BuryExhaustedClaimsParams{Now: now, Queue: r.queue}); err != nil {
+				return err
+			}
+			rows = rows[:0]
+			err = o.q.ClaimableJobsOn(w, litedb.ClaimableJobsParams{Queue: r.queue, Now: now, MaxJobs: int64(n)}, keep)
+			if err != nil {
+				return err
+			}
+		}
+		if len(rows) == 0 {
+			return nil
 		}
 		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
 			slices.SortFunc(rows, func(a, b liteClaimable) int {
@@ -416,8 +444,8 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			}
 		}
 		ids = append(ids, ']')
-		stamped, err := q.ClaimJobs(ctx, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-			ClaimToken: r.token, Worker: r.worker, Ids: string(ids)})
+		stamped, err := o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+			ClaimToken: r.token, Worker: r.worker, Ids: unsafe.String(unsafe.SliceData(ids), len(ids))})
 		if err != nil {
 			return err
 		}

@@ -84,6 +84,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
 	}
+	if q.claimableReadyJobsStmt, err = db.PrepareContext(ctx, claimableReadyJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimableReadyJobs: %w", err)
+	}
 	if q.commitGroupOffsetStmt, err = db.PrepareContext(ctx, commitGroupOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query CommitGroupOffset: %w", err)
 	}
@@ -505,6 +508,11 @@ func (q *Queries) Close() error {
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
+		}
+	}
+	if q.claimableReadyJobsStmt != nil {
+		if cerr := q.claimableReadyJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimableReadyJobsStmt: %w", cerr)
 		}
 	}
 	if q.commitGroupOffsetStmt != nil {
@@ -1096,6 +1104,7 @@ type Queries struct {
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
+	claimableReadyJobsStmt          *sql.Stmt
 	commitGroupOffsetStmt           *sql.Stmt
 	compactWindowStmt               *sql.Stmt
 	compactedStreamsStmt            *sql.Stmt
@@ -1228,6 +1237,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
+		claimableReadyJobsStmt:          q.claimableReadyJobsStmt,
 		commitGroupOffsetStmt:           q.commitGroupOffsetStmt,
 		compactWindowStmt:               q.compactWindowStmt,
 		compactedStreamsStmt:            q.compactedStreamsStmt,
