@@ -539,58 +539,68 @@ var errClaimsLost = errors.New("claims lost")
 // adds the claims more appends (the jobs that finished while it waited),
 // so that one statement acks them all. The
 // statements count the rows they settle (AckJobsCounted, then
-// CompleteJobsCounted for a queue that keeps completed jobs): when the
-// counts come to the claims, every claim was held and acked. Otherwise
-// the transaction rolls back and acks again with AckJobs and
-// CompleteJobs, which return the ids they settled.
+// CompleteJobsCounted for a queue that keeps completed jobs), in
+// litedriver.WriteTx's transaction, prepared once on the writer's
+// connection and run without database/sql (as a claim's): when the counts
+// come to the claims, every claim was held and acked. Otherwise the
+// transaction rolls back and acks again with AckJobs and CompleteJobs,
+// which return the ids they settled.
 func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef, clock func() time.Time,
 	more func([]claimRef) []claimRef) ([]int64, error) {
-	var ids []int64
-	for exact := false; ; exact = true {
-		err := o.atomically(ctx, func(q *litedb.Queries) error {
-			if more != nil { // once: a second try acks the same claims
-				claims, more = more(claims), nil
-			}
-			if len(claims) == 0 {
-				return nil
-			}
-			js := claimPairs(claims)
-			now := clock().UnixMicro()
-			if exact {
-				p := litedb.AckJobsParams{Now: now, Queue: queue, Claims: js}
-				var err error
-				if ids, err = q.AckJobs(ctx, p); err != nil || len(ids) == len(claims) {
-					return err
-				}
-				completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now, Claims: js})
-				ids = append(ids, completed...)
-				return err
-			}
-			n, err := q.AckJobsCounted(ctx, litedb.AckJobsCountedParams{Now: now, Queue: queue, Claims: js})
-			if err == nil && n < int64(len(claims)) {
-				var m int64
-				m, err = q.CompleteJobsCounted(ctx, litedb.CompleteJobsCountedParams{Now: now, Claims: js})
-				n += m
-			}
-			if err != nil {
-				return err
-			}
-			if n != int64(len(claims)) {
-				return errClaimsLost
-			}
-			ids = make([]int64, len(claims))
-			for i, c := range claims {
-				ids[i] = c.id
-			}
-			return nil
-		})
-		if exact || !errors.Is(err, errClaimsLost) {
-			if err != nil {
-				return nil, err
-			}
-			return ids, nil
-		}
+	if o.db == nil { // never: a worker's ack is an auto-commit write (autoWrite)
+		return nil, errors.New("a SQLite worker's ack runs on the writer slot, in a transaction of its own")
 	}
+	var ids []int64
+	err := litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error {
+		if more != nil {
+			claims = more(claims)
+		}
+		if len(claims) == 0 {
+			return nil
+		}
+		js := claimPairs(claims)
+		now := clock().UnixMicro()
+		n, err := o.q.AckJobsCountedOn(w, litedb.AckJobsCountedParams{Now: now, Queue: queue, Claims: js})
+		if err == nil && n < int64(len(claims)) {
+			var m int64
+			m, err = o.q.CompleteJobsCountedOn(w, litedb.CompleteJobsCountedParams{Now: now, Claims: js})
+			n += m
+		}
+		if err != nil {
+			return err
+		}
+		if n != int64(len(claims)) {
+			return errClaimsLost
+		}
+		ids = make([]int64, len(claims))
+		for i, c := range claims {
+			ids[i] = c.id
+		}
+		return nil
+	})
+	if !errors.Is(err, errClaimsLost) {
+		if err != nil {
+			return nil, err
+		}
+		return ids, nil
+	}
+	// Some claim was lost: ack the same claims again, saying which.
+	err = o.atomically(ctx, func(q *litedb.Queries) error {
+		js := claimPairs(claims)
+		now := clock().UnixMicro()
+		p := litedb.AckJobsParams{Now: now, Queue: queue, Claims: js}
+		var err error
+		if ids, err = q.AckJobs(ctx, p); err != nil || len(ids) == len(claims) {
+			return err
+		}
+		completed, err := q.CompleteJobs(ctx, litedb.CompleteJobsParams{Now: now, Claims: js})
+		ids = append(ids, completed...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
 }
 
 func (o liteOps) retry(ctx context.Context, r retryReq) (bool, error) {
