@@ -435,17 +435,23 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			})
 			rows = rows[:n]
 		}
-		ids := make([]byte, 0, 16*len(rows))
-		for i, row := range rows {
-			ids = append(ids, ',')
-			ids = strconv.AppendInt(ids, row.id, 10)
-			if i == 0 {
-				ids[0] = '['
+		var stamped int64
+		if len(rows) == 1 { // a list of one costs SQLite more than the id (ClaimJob)
+			stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+				ClaimToken: r.token, Worker: r.worker, ID: rows[0].id})
+		} else {
+			ids := make([]byte, 0, 16*len(rows))
+			for i, row := range rows {
+				ids = append(ids, ',')
+				ids = strconv.AppendInt(ids, row.id, 10)
+				if i == 0 {
+					ids[0] = '['
+				}
 			}
+			ids = append(ids, ']')
+			stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+				ClaimToken: r.token, Worker: r.worker, Ids: unsafe.String(unsafe.SliceData(ids), len(ids))})
 		}
-		ids = append(ids, ']')
-		stamped, err := o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-			ClaimToken: r.token, Worker: r.worker, Ids: unsafe.String(unsafe.SliceData(ids), len(ids))})
 		if err != nil {
 			return err
 		}
@@ -558,13 +564,23 @@ func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef
 		if len(claims) == 0 {
 			return nil
 		}
-		js := claimPairs(claims)
 		now := clock().UnixMicro()
-		n, err := o.q.AckJobsCountedOn(w, litedb.AckJobsCountedParams{Now: now, Queue: queue, Claims: js})
-		if err == nil && n < int64(len(claims)) {
-			var m int64
-			m, err = o.q.CompleteJobsCountedOn(w, litedb.CompleteJobsCountedParams{Now: now, Claims: js})
-			n += m
+		var n int64
+		var err error
+		if len(claims) == 1 { // a JSON object of one costs SQLite more than the pair (AckJob)
+			c := claims[0]
+			n, err = o.q.AckJobOn(w, litedb.AckJobParams{ID: c.id, ClaimToken: c.token, Now: now})
+			if err == nil && n == 0 {
+				n, err = o.q.CompleteJobOn(w, litedb.CompleteJobParams{Now: now, ID: c.id, ClaimToken: c.token})
+			}
+		} else {
+			js := claimPairs(claims)
+			n, err = o.q.AckJobsCountedOn(w, litedb.AckJobsCountedParams{Now: now, Queue: queue, Claims: js})
+			if err == nil && n < int64(len(claims)) {
+				var m int64
+				m, err = o.q.CompleteJobsCountedOn(w, litedb.CompleteJobsCountedParams{Now: now, Claims: js})
+				n += m
+			}
 		}
 		if err != nil {
 			return err

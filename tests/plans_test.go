@@ -639,6 +639,7 @@ var hotStatements = []hotStmt{
 	{name: "ClaimableReadyJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
+	{name: "ClaimJob", only: "lite"}, // ClaimJobs for one job: one row by its id
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},
 	{name: "AckJob"},
 	{name: "AckJobs"},

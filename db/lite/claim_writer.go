@@ -92,6 +92,32 @@ func (q *Queries) ClaimJobsOn(w *litedriver.Writer, arg ClaimJobsParams) (int64,
 	return n, err
 }
 
+// ClaimJobOn runs ClaimJob's statement on w and returns the rows it
+// stamped.
+func (q *Queries) ClaimJobOn(w *litedriver.Writer, arg ClaimJobParams) (int64, error) {
+	_, n, err := w.Exec(claimJob,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+	)
+	return n, err
+}
+
+// AckJobOn runs AckJob's statement on w and returns the rows it deleted.
+func (q *Queries) AckJobOn(w *litedriver.Writer, arg AckJobParams) (int64, error) {
+	_, n, err := w.Exec(ackJob, arg.ID, arg.ClaimToken, arg.Now)
+	return n, err
+}
+
+// CompleteJobOn runs CompleteJob's statement on w and returns the rows it
+// completed.
+func (q *Queries) CompleteJobOn(w *litedriver.Writer, arg CompleteJobParams) (int64, error) {
+	_, n, err := w.Exec(completeJob, arg.Now, arg.ID, arg.ClaimToken)
+	return n, err
+}
+
 // AckJobsCountedOn runs AckJobsCounted's statement on w and returns the
 // rows it deleted.
 func (q *Queries) AckJobsCountedOn(w *litedriver.Writer, arg AckJobsCountedParams) (int64, error) {

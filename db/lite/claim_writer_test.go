@@ -18,7 +18,7 @@ import (
 func TestClaimWriterIsGenerated(t *testing.T) {
 	genExec := regexp.MustCompile(`(?s)q\.exec\(ctx, q\.\w+Stmt, (\w+),(.*?)\)\n`)
 	handExec := regexp.MustCompile(`(?s)w\.Exec\((\w+),(.*?)\)\n`)
-	for _, name := range []string{"BuryExhaustedClaims", "ClaimJobs", "AckJobsCounted", "CompleteJobsCounted"} {
+	for _, name := range []string{"BuryExhaustedClaims", "ClaimJobs", "ClaimJob", "AckJob", "CompleteJob", "AckJobsCounted", "CompleteJobsCounted"} {
 		g := gencheck.Fields(t, genExec, gencheck.Func(t, "queues.sql.go", name))
 		h := gencheck.Fields(t, handExec, gencheck.Func(t, "claim_writer.go", name+"On"))
 		gencheck.Same(t, name, g, h)

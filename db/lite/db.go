@@ -75,6 +75,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimGroupPartitionStmt, err = db.PrepareContext(ctx, claimGroupPartition); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimGroupPartition: %w", err)
 	}
+	if q.claimJobStmt, err = db.PrepareContext(ctx, claimJob); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJob: %w", err)
+	}
 	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
 	}
@@ -493,6 +496,11 @@ func (q *Queries) Close() error {
 	if q.claimGroupPartitionStmt != nil {
 		if cerr := q.claimGroupPartitionStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimGroupPartitionStmt: %w", cerr)
+		}
+	}
+	if q.claimJobStmt != nil {
+		if cerr := q.claimJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobStmt: %w", cerr)
 		}
 	}
 	if q.claimJobByIDStmt != nil {
@@ -1101,6 +1109,7 @@ type Queries struct {
 	citusTxReadOnlyStmt             *sql.Stmt
 	citusVersionStmt                *sql.Stmt
 	claimGroupPartitionStmt         *sql.Stmt
+	claimJobStmt                    *sql.Stmt
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
@@ -1234,6 +1243,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		citusTxReadOnlyStmt:             q.citusTxReadOnlyStmt,
 		citusVersionStmt:                q.citusVersionStmt,
 		claimGroupPartitionStmt:         q.claimGroupPartitionStmt,
+		claimJobStmt:                    q.claimJobStmt,
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
