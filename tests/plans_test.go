@@ -50,7 +50,7 @@ const (
 // generated Go file and constant holding its SQL (what actually runs).
 var planStatements = map[string][]string{
 	"pg":   {"ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
-	"lite": {"ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
+	"lite": {"ClaimableReadyJobs", "ClaimableJobs", "ClaimJobs", "NextJobDue", "UniqueJobIDs", "JobClaims", "ListJobs", "RequeueDeadJobs"},
 }
 
 // Bounds. Per scan node on the jobs table (Postgres): buffers touched, at
@@ -375,7 +375,7 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 	t.Logf("%s: %d rows, %d VM steps, %d full-scan steps; plan: %s", name, r.rows, r.steps, r.fullSteps, strings.Join(r.plan, "; "))
 	assert.Zero(t, r.fullSteps, "%s steps through alk_jobs in a full scan:\n%s", name, plan)
 	assert.LessOrEqual(t, r.steps, bound, "%s reads unrelated rows:\n%s", name, plan)
-	if base, _, _ := strings.Cut(name, " "); base == "ClaimableJobs" {
+	if base, _, _ := strings.Cut(name, " "); base == "ClaimableJobs" || base == "ClaimableReadyJobs" {
 		// Its ready side keeps the first max_jobs rows in the order it
 		// reads them: priorities (the outer loop), then each one's range
 		// of alk_jobs_ready in index order; nothing sorted.
@@ -636,8 +636,10 @@ var hotStatements = []hotStmt{
 	{name: "EnqueueJobsCounted", only: "lite", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}},
 	{name: "EnqueueJobsAlikeCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
 	{name: "EnqueueJobsPlainCounted", only: "lite", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}},
+	{name: "ClaimableReadyJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
+	{name: "ClaimJob", only: "lite"}, // ClaimJobs for one job: one row by its id
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}},
 	{name: "AckJob"},
 	{name: "AckJobs"},

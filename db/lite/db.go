@@ -75,6 +75,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimGroupPartitionStmt, err = db.PrepareContext(ctx, claimGroupPartition); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimGroupPartition: %w", err)
 	}
+	if q.claimJobStmt, err = db.PrepareContext(ctx, claimJob); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJob: %w", err)
+	}
 	if q.claimJobByIDStmt, err = db.PrepareContext(ctx, claimJobByID); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobByID: %w", err)
 	}
@@ -83,6 +86,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
+	}
+	if q.claimableReadyJobsStmt, err = db.PrepareContext(ctx, claimableReadyJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimableReadyJobs: %w", err)
 	}
 	if q.commitGroupOffsetStmt, err = db.PrepareContext(ctx, commitGroupOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query CommitGroupOffset: %w", err)
@@ -492,6 +498,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing claimGroupPartitionStmt: %w", cerr)
 		}
 	}
+	if q.claimJobStmt != nil {
+		if cerr := q.claimJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobStmt: %w", cerr)
+		}
+	}
 	if q.claimJobByIDStmt != nil {
 		if cerr := q.claimJobByIDStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimJobByIDStmt: %w", cerr)
@@ -505,6 +516,11 @@ func (q *Queries) Close() error {
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
+		}
+	}
+	if q.claimableReadyJobsStmt != nil {
+		if cerr := q.claimableReadyJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimableReadyJobsStmt: %w", cerr)
 		}
 	}
 	if q.commitGroupOffsetStmt != nil {
@@ -1093,9 +1109,11 @@ type Queries struct {
 	citusTxReadOnlyStmt             *sql.Stmt
 	citusVersionStmt                *sql.Stmt
 	claimGroupPartitionStmt         *sql.Stmt
+	claimJobStmt                    *sql.Stmt
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
+	claimableReadyJobsStmt          *sql.Stmt
 	commitGroupOffsetStmt           *sql.Stmt
 	compactWindowStmt               *sql.Stmt
 	compactedStreamsStmt            *sql.Stmt
@@ -1225,9 +1243,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		citusTxReadOnlyStmt:             q.citusTxReadOnlyStmt,
 		citusVersionStmt:                q.citusVersionStmt,
 		claimGroupPartitionStmt:         q.claimGroupPartitionStmt,
+		claimJobStmt:                    q.claimJobStmt,
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
+		claimableReadyJobsStmt:          q.claimableReadyJobsStmt,
 		commitGroupOffsetStmt:           q.commitGroupOffsetStmt,
 		compactWindowStmt:               q.compactWindowStmt,
 		compactedStreamsStmt:            q.compactedStreamsStmt,

@@ -1,5 +1,5 @@
 // Package gencheck holds what the tests of hand-written query functions
-// (db/pg's ClaimJobsEach, ReadEventsEach, db/lite's ClaimableJobsEach, ...)
+// (db/pg's ClaimJobsEach, ReadEventsEach, db/lite's ClaimableJobsOn, ...)
 // share: they read the generated function beside the hand-written one and
 // check that both send the same arguments and scan the same columns, so a
 // regenerated query that a hand-written file does not follow fails a test

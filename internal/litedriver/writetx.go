@@ -81,6 +81,84 @@ func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, e
 	return raw.LastInsertRowID(), raw.Changes(), nil
 }
 
+// Query runs query as Exec runs its statement (prepared once per connection
+// and kept; args bound as Exec binds them) and calls row with each row it
+// returns, in order, until row returns an error, which Query then returns.
+// The Row reads the columns of the current row only, and what it returns
+// of SQLite's memory (Row.Bytes) is valid only until row returns.
+func (w *Writer) Query(query string, row func(*Row) error, args ...any) error {
+	c := w.c
+	s, err := c.cached(query)
+	if err != nil {
+		return c.failed(w.ctx, err)
+	}
+	// Reset and cleared whatever happens: the statement is kept for the
+	// next call, and a statement left stepping would keep its read open.
+	defer func() {
+		_ = s.Reset()
+		_ = s.ClearBindings()
+	}()
+	for i, a := range args {
+		if err = bind(s, i+1, a); err != nil {
+			return err
+		}
+	}
+	r := Row{s: s}
+	c.sc.stmt, c.sc.started = s, false // as Exec: ctx stops it while it runs
+	for s.Step() {
+		if err := row(&r); err != nil {
+			return err
+		}
+		if r.err != nil {
+			return r.err
+		}
+	}
+	if err := s.Err(); err != nil {
+		return c.failed(w.ctx, err)
+	}
+	return nil
+}
+
+// Row is a row of Writer.Query: its columns, counted from 0.
+type Row struct {
+	s   *sqlite3.Stmt
+	err error // a column SQLite failed to give (out of memory)
+}
+
+// Null reports whether column i is NULL.
+func (r *Row) Null(i int) bool { return r.s.ColumnType(i) == sqlite3.NULL }
+
+// Int64 is column i as an integer (0 for NULL).
+func (r *Row) Int64(i int) int64 { return r.s.ColumnInt64(i) }
+
+// NullInt64 is column i as a nullable integer.
+func (r *Row) NullInt64(i int) sql.NullInt64 {
+	if r.Null(i) {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: r.s.ColumnInt64(i), Valid: true}
+}
+
+// Blob is a copy of column i's bytes, as Blob.Scan reads it: nil for NULL,
+// a non-nil empty Blob for an empty value.
+func (r *Row) Blob(i int) Blob {
+	if r.Null(i) {
+		return nil
+	}
+	b := r.Bytes(i)
+	return append(make(Blob, 0, len(b)), b...)
+}
+
+// Bytes is column i's bytes in SQLite's memory, valid only until the row
+// ends (as sql.RawBytes): nil for NULL and for an empty value.
+func (r *Row) Bytes(i int) []byte {
+	b := r.s.ColumnRawBlob(i)
+	if b == nil && r.err == nil {
+		r.err = r.s.Err() // nil unless SQLite failed to give the value
+	}
+	return b
+}
+
 func bind(s *sqlite3.Stmt, i int, a any) error {
 	switch v := a.(type) {
 	case nil:

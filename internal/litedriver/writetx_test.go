@@ -2,6 +2,7 @@ package litedriver_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -109,4 +110,98 @@ func TestWriteTxIsAllOrNone(t *testing.T) {
 
 	closed = true
 	require.NoError(t, db.Close(), "the statements WriteTx kept are finalized with the connection")
+}
+
+// TestWriterQueryReadsRowsInTheTransaction: Writer.Query reads the rows of
+// a statement inside WriteTx's transaction (its own writes included), each
+// column as it is: a NULL BLOB nil and an empty one empty (Row.Blob, a
+// copy), NULL and empty texts nil (Row.Bytes), NULL integers not Valid;
+// the statement, kept on the connection, runs again with other arguments;
+// an error of row's ends the query, and WriteTx's transaction with it;
+// and a query cut short by its context fails matching the context's error,
+// the transaction rolled back, the connection usable after.
+func TestWriterQueryReadsRowsInTheTransaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := "file:" + filepath.Join(t.TempDir(), "q.db") + "?_pragma=journal_mode(wal)&_txlock=immediate"
+	db, err := litedriver.OpenInterruptible(name, &litedriver.Interrupter{})
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, `CREATE TABLE r (id INTEGER PRIMARY KEY, n INTEGER, b BLOB, t TEXT)`)
+	require.NoError(t, err)
+	const (
+		ins  = "INSERT INTO r (id, n, b, t) VALUES (?1, ?2, ?3, ?4)"
+		read = "SELECT id, n, b, t FROM r WHERE id >= ?1 ORDER BY id"
+		spin = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 50000000) SELECT i FROM c WHERE i = 50000000 + ?1"
+	)
+	type row struct {
+		id      int64
+		n       sql.NullInt64
+		b       litedriver.Blob
+		t, traw []byte
+	}
+	readAll := func(w *litedriver.Writer, from int64) []row {
+		var got []row
+		require.NoError(t, w.Query(read, func(r *litedriver.Row) error {
+			got = append(got, row{id: r.Int64(0), n: r.NullInt64(1), b: r.Blob(2), traw: r.Bytes(3)})
+			last := &got[len(got)-1]
+			if last.traw != nil {
+				last.t = append([]byte(nil), last.traw...) // Bytes is SQLite's memory: copied
+			}
+			last.traw = nil
+			return nil
+		}, from))
+		return got
+	}
+	require.NoError(t, litedriver.WriteTx(ctx, db, func(w *litedriver.Writer) error {
+		for _, args := range [][]any{
+			{int64(1), nil, nil, nil},
+			{int64(2), int64(7), litedriver.Blob{}, ""},
+			{int64(3), int64(-1), []byte("bytes"), "text"},
+		} {
+			if _, _, err := w.Exec(ins, args...); err != nil {
+				return err
+			}
+		}
+		got := readAll(w, 1)
+		require.Len(t, got, 3, "its own writes, inside the transaction")
+		assert.Equal(t, row{id: 1}, got[0])
+		assert.Equal(t, int64(2), got[1].id)
+		assert.Equal(t, sql.NullInt64{Int64: 7, Valid: true}, got[1].n)
+		assert.NotNil(t, got[1].b, "an empty BLOB is not NULL")
+		assert.Empty(t, got[1].b)
+		assert.Nil(t, got[1].t, "an empty text reads nil")
+		assert.Equal(t, row{id: 3, n: sql.NullInt64{Int64: -1, Valid: true}, b: litedriver.Blob("bytes"), t: []byte("text")}, got[2])
+		assert.Equal(t, []int64{3}, []int64{readAll(w, 3)[0].id}, "the kept statement, run again with another argument")
+		return nil
+	}))
+
+	stop := errors.New("stop")
+	seen := 0
+	err = litedriver.WriteTx(ctx, db, func(w *litedriver.Writer) error {
+		if _, _, err := w.Exec(ins, int64(4), nil, nil, nil); err != nil {
+			return err
+		}
+		return w.Query(read, func(*litedriver.Row) error { seen++; return stop }, int64(1))
+	})
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, 1, seen, "row's error ends the query")
+
+	err = litedriver.WriteTx(&lookingCtx{Context: ctx, at: 100}, db, func(w *litedriver.Writer) error {
+		if _, _, err := w.Exec(ins, int64(5), nil, nil, nil); err != nil {
+			return err
+		}
+		return w.Query(spin, func(*litedriver.Row) error { return nil }, int64(1))
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, sqlite3.INTERRUPT)
+
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT count(*) FROM r").Scan(&n))
+	assert.Equal(t, 3, n, "neither failed transaction stored its row")
+	require.NoError(t, litedriver.WriteTx(ctx, db, func(w *litedriver.Writer) error {
+		assert.Len(t, readAll(w, 1), 3, "the statements run again after a failed query")
+		return nil
+	}))
 }

@@ -1,0 +1,133 @@
+package litedb
+
+// Written by hand, not by sqlc: the statements of a claim's and of a
+// worker's ack's transactions, run on a litedriver.Writer (inside
+// litedriver.WriteTx's transaction, without database/sql's: its
+// transaction's goroutine, its statement per transaction and its row
+// plumbing cost a one-job claim about as much as the statements' own
+// setup). TestClaimWriterIsGenerated holds their statements, arguments and
+// columns to the generated functions'.
+
+import (
+	"database/sql"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
+)
+
+// ClaimableRow is a row of ClaimableJobs or ClaimableReadyJobs as
+// ClaimableJobsOn and ClaimableReadyJobsOn read it: LastError, Errors and
+// Headers are SQLite's bytes, nil for NULL (and for an empty text), valid
+// only until the next row; ExpiresAt is Valid unless NULL. Payload is the
+// row's own copy (nil for NULL, empty for an empty BLOB).
+type ClaimableRow struct {
+	ID          int64
+	Payload     litedriver.Blob
+	Priority    int64
+	Attempts    int64
+	MaxAttempts int64
+	CreatedAt   int64
+	RunAt       int64
+	ExpiresAt   sql.NullInt64
+	LastError   []byte
+	Errors      []byte
+	Headers     []byte
+}
+
+// readClaimable reads r, a row of ClaimableJobs or ClaimableReadyJobs,
+// into i, its columns in the statement's order.
+func readClaimable(r *litedriver.Row, i *ClaimableRow) {
+	i.ID = r.Int64(0)
+	i.Payload = r.Blob(1)
+	i.Priority = r.Int64(2)
+	i.Attempts = r.Int64(3)
+	i.MaxAttempts = r.Int64(4)
+	i.CreatedAt = r.Int64(5)
+	i.RunAt = r.Int64(6)
+	i.ExpiresAt = r.NullInt64(7)
+	i.LastError = r.Bytes(8)
+	i.Errors = r.Bytes(9)
+	i.Headers = r.Bytes(10)
+}
+
+// ClaimableJobsOn runs ClaimableJobs's statement on w and hands each row
+// to each as it is read, in one ClaimableRow reused for every row. each
+// may keep a row's Payload, and must copy what it keeps of the rest.
+func (q *Queries) ClaimableJobsOn(w *litedriver.Writer, arg ClaimableJobsParams, each func(*ClaimableRow)) error {
+	var i ClaimableRow
+	return w.Query(claimableJobs, func(r *litedriver.Row) error {
+		readClaimable(r, &i)
+		each(&i)
+		return nil
+	}, arg.Queue, arg.Now, arg.MaxJobs)
+}
+
+// ClaimableReadyJobsOn runs ClaimableReadyJobs's statement on w as
+// ClaimableJobsOn runs ClaimableJobs's.
+func (q *Queries) ClaimableReadyJobsOn(w *litedriver.Writer, arg ClaimableReadyJobsParams, each func(*ClaimableRow)) error {
+	var i ClaimableRow
+	return w.Query(claimableReadyJobs, func(r *litedriver.Row) error {
+		readClaimable(r, &i)
+		each(&i)
+		return nil
+	}, arg.Queue, arg.Now, arg.MaxJobs)
+}
+
+// BuryExhaustedClaimsOn runs BuryExhaustedClaims's statement on w and
+// returns the rows it changed.
+func (q *Queries) BuryExhaustedClaimsOn(w *litedriver.Writer, arg BuryExhaustedClaimsParams) (int64, error) {
+	_, n, err := w.Exec(buryExhaustedClaims, arg.Now, arg.Queue)
+	return n, err
+}
+
+// ClaimJobsOn runs ClaimJobs's statement on w and returns the rows it
+// stamped.
+func (q *Queries) ClaimJobsOn(w *litedriver.Writer, arg ClaimJobsParams) (int64, error) {
+	_, n, err := w.Exec(claimJobs,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.Ids,
+	)
+	return n, err
+}
+
+// ClaimJobOn runs ClaimJob's statement on w and returns the rows it
+// stamped.
+func (q *Queries) ClaimJobOn(w *litedriver.Writer, arg ClaimJobParams) (int64, error) {
+	_, n, err := w.Exec(claimJob,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.ID,
+	)
+	return n, err
+}
+
+// AckJobOn runs AckJob's statement on w and returns the rows it deleted.
+func (q *Queries) AckJobOn(w *litedriver.Writer, arg AckJobParams) (int64, error) {
+	_, n, err := w.Exec(ackJob, arg.ID, arg.ClaimToken, arg.Now)
+	return n, err
+}
+
+// CompleteJobOn runs CompleteJob's statement on w and returns the rows it
+// completed.
+func (q *Queries) CompleteJobOn(w *litedriver.Writer, arg CompleteJobParams) (int64, error) {
+	_, n, err := w.Exec(completeJob, arg.Now, arg.ID, arg.ClaimToken)
+	return n, err
+}
+
+// AckJobsCountedOn runs AckJobsCounted's statement on w and returns the
+// rows it deleted.
+func (q *Queries) AckJobsCountedOn(w *litedriver.Writer, arg AckJobsCountedParams) (int64, error) {
+	_, n, err := w.Exec(ackJobsCounted, arg.Claims, arg.Now, arg.Queue)
+	return n, err
+}
+
+// CompleteJobsCountedOn runs CompleteJobsCounted's statement on w and
+// returns the rows it completed.
+func (q *Queries) CompleteJobsCountedOn(w *litedriver.Writer, arg CompleteJobsCountedParams) (int64, error) {
+	_, n, err := w.Exec(completeJobsCounted, arg.Now, arg.Claims)
+	return n, err
+}
