@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/progresslook"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -30,24 +29,10 @@ type endsAtProgressLook struct {
 }
 
 func (z *endsAtProgressLook) Err() error {
-	if z.Context.Err() == nil && fromProgressHandler() && z.looks.Add(1) == z.at {
+	if z.Context.Err() == nil && progresslook.FromProgressHandler() && z.looks.Add(1) == z.at {
 		z.cancel()
 	}
 	return z.Context.Err()
-}
-
-func fromProgressHandler() bool {
-	var pcs [64]uintptr
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
-	for {
-		f, more := frames.Next()
-		if strings.Contains(f.Function, "Xgo_progress_handler") {
-			return true
-		}
-		if !more {
-			return false
-		}
-	}
 }
 
 // cutWrite is an auto-commit write of the store's, for

@@ -3,8 +3,6 @@ package litedriver_test
 import (
 	"context"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
+	"github.com/alkstore/alkstore/internal/progresslook"
 )
 
 // progressCut is a context cancelled at the first look of SQLite's progress
@@ -26,25 +25,11 @@ type progressCut struct {
 }
 
 func (z *progressCut) Err() error {
-	if z.Context.Err() == nil && inProgressHandler() {
+	if z.Context.Err() == nil && progresslook.FromProgressHandler() {
 		z.ended.Store(true)
 		z.cancel()
 	}
 	return z.Context.Err()
-}
-
-func inProgressHandler() bool {
-	var pcs [64]uintptr
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
-	for {
-		f, more := frames.Next()
-		if strings.Contains(f.Function, "Xgo_progress_handler") {
-			return true
-		}
-		if !more {
-			return false
-		}
-	}
 }
 
 // TestAStatementThatHaltedIsNotInterrupted: a statement that ran its last
