@@ -117,3 +117,56 @@ func TestAStatementThatHaltedIsNotInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestAWriterQueryEndsWithItsContext: a read inside WriteTx's transaction
+// (Writer.Query, as a SQLite claim reads its jobs) stops when its context
+// ends while it runs, and the transaction with it. Before: Query left the
+// connection's stop context judging the statement run before it (the
+// transaction's BEGIN, halted), so an ended context read as alive and the
+// read ran to its end.
+func TestAWriterQueryEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "query.db")
+	db, err := litedriver.OpenInterruptible("file:"+path+"?_pragma=journal_mode(wal)&_txlock=immediate", &litedriver.Interrupter{})
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+	// A read of ten million rows: a look of the progress handler comes
+	// every 1,000 VM steps, so many come while it runs.
+	const long = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) SELECT i FROM n"
+	for round := 0; round < 20; round++ {
+		inner, stop := context.WithCancel(ctx)
+		z := &armedCut{progressCut: progressCut{Context: inner, cancel: stop}}
+		rows := 0
+		err = litedriver.WriteTx(z, db, func(w *litedriver.Writer) error {
+			if _, _, err := w.Exec("INSERT INTO t VALUES (?)", int64(1)); err != nil {
+				return err
+			}
+			z.armed.Store(true) // the cut comes while the read runs, not before
+			return w.Query(long, func(*litedriver.Row) error { rows++; return nil })
+		})
+		stop()
+		require.True(t, z.ended.Load(), "no progress look ended the read: the test shows nothing")
+		require.ErrorIs(t, err, context.Canceled, "round %d: the read ran to its end (%d rows) with its context ended", round, rows)
+		require.Less(t, rows, 10000000)
+		var n int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n))
+		require.Zero(t, n, "round %d: the cut transaction's insert was kept", round)
+	}
+}
+
+// armedCut is a progressCut that ends only once armed.
+type armedCut struct {
+	progressCut
+	armed atomic.Bool
+}
+
+func (a *armedCut) Err() error {
+	if a.armed.Load() {
+		return a.progressCut.Err()
+	}
+	return a.Context.Err()
+}
