@@ -515,9 +515,16 @@ func (o liteOps) release(ctx context.Context, id, token int64, now time.Time) (b
 	return n == 1, err
 }
 
-// ackMany is ack for a batch: the jobs the first statement did not delete
-// are acked in one transaction.
+// ackMany is ack for a batch. On its own (auto-commit) it is the worker's
+// ack (ackGrowing): all or none, since a first statement committed on its
+// own and a second transaction that the context then refused failed the
+// call with the context's error although the held claims were acked (and
+// a retry found them spent). Inside a transaction the jobs the first
+// statement did not delete are acked by the next ones.
 func (o liteOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
+	if o.db != nil {
+		return o.ackGrowing(ctx, queue, claims, func() time.Time { return now }, nil)
+	}
 	js := claimPairs(claims)
 	p := litedb.AckJobsParams{Now: now.UnixMicro(), Queue: queue, Claims: js}
 	ids, err := o.q.AckJobs(o.queryWrite(ctx), p)
