@@ -84,19 +84,22 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	if named("retention") { // PostgreSQL only (SQLite has no partitions); never part of a full run
+	// The opt-in sections print tables of their own, not figures, and load
+	// their data whatever the figure: under -list they name nothing and run
+	// nothing (bench/compare runs them whole).
+	if named("retention") && !*listFigs { // PostgreSQL only (SQLite has no partitions); never part of a full run
 		benchRetention(ctx, func() string { return must(srv.NewDatabase(ctx)) })
 		if *only == "retention" {
 			return
 		}
 	}
-	if named("console") { // PostgreSQL only, loads 10^6 jobs; never part of a full run
+	if named("console") && !*listFigs { // PostgreSQL only, loads 10^6 jobs; never part of a full run
 		benchConsole(ctx, must(srv.NewDatabase(ctx)))
 		if *only == "console" {
 			return
 		}
 	}
-	if named("citus") { // a Citus cluster beside the plain server; never part of a full run
+	if named("citus") && !*listFigs { // a Citus cluster beside the plain server; never part of a full run
 		benchCitus(ctx, func() string { return must(srv.NewDatabase(ctx)) })
 		if *only == "citus" {
 			return
@@ -144,7 +147,7 @@ func main() {
 		}
 		s.Close()
 		r.close()
-		if named("scale") && slices.Contains(strings.Split(*scaleOn, ","), e.name) {
+		if named("scale") && !*listFigs && slices.Contains(strings.Split(*scaleOn, ","), e.name) {
 			t := e.scale()
 			benchScale(ctx, t)
 			t.s.Close()

@@ -135,6 +135,12 @@ func run(ctx context.Context, benchArgs []string) error {
 
 	header()
 	for _, sec := range strings.Split(*only, ",") {
+		if slices.Contains(wholeSections, sec) {
+			if err := perSection(ctx, oldB, newB, env, sec, benchArgs); err != nil {
+				return err
+			}
+			continue
+		}
 		oldFigs, oldErr := list(ctx, oldB, env, sec, benchArgs)
 		newFigs, newErr := list(ctx, newB, env, sec, benchArgs)
 		if oldErr == nil && newErr == nil {
@@ -149,6 +155,12 @@ func run(ctx context.Context, benchArgs []string) error {
 	}
 	return nil
 }
+
+// wholeSections print tables of their own and load their data once for all
+// their figures (10^7 rows for scale), so they run whole, never a figure a
+// process; a build before bench's -list skipped them would even run one
+// whole to list it.
+var wholeSections = []string{"scale", "retention", "console", "citus"}
 
 // defaultBase is the merge-base of HEAD and the main branch, or HEAD~1
 // when HEAD is on it (nothing to compare against otherwise).
@@ -219,7 +231,9 @@ func perFigure(ctx context.Context, oldB, newB *build, env []string, sec string,
 // perSection runs a whole section, base and new alternately, and pairs
 // the figures by their printed names: for a base without -figure.
 func perSection(ctx context.Context, oldB, newB *build, env []string, sec string, args []string) error {
-	fmt.Printf("(a build predates -figure: section %s runs whole, builds alternating)\n", sec)
+	if !slices.Contains(wholeSections, sec) {
+		fmt.Printf("(a build predates -figure: section %s runs whole, builds alternating)\n", sec)
+	}
 	runs := map[string]map[string][]sample{"base": {}, "new": {}}
 	var names []string
 	for r := range *rounds {
@@ -228,11 +242,7 @@ func perSection(ctx context.Context, oldB, newB *build, env []string, sec string
 			if err != nil {
 				return err
 			}
-			for _, l := range strings.Split(string(out), "\n") {
-				name, s, ok := parseRow(l)
-				if !ok {
-					continue
-				}
+			for name, s := range parseTable(out) {
 				if !slices.Contains(names, name) {
 					names = append(names, name)
 				}
@@ -294,6 +304,79 @@ func parseJSON(out []byte) map[string]sample {
 		}
 	}
 	return got
+}
+
+// parseTable reads the figures of a section's text output, in order: its
+// rows (parseRow), and in a scale table (a header "scale: cost beside N
+// unrelated rows" then N=... columns) each row's cost at each N, named
+// "<engine> <name> at N=<n>".
+func parseTable(out []byte) func(yield func(string, sample) bool) {
+	return func(yield func(string, sample) bool) {
+		var sizes []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "scale: cost beside N unrelated rows") {
+				sizes = nil
+				for _, f := range strings.Fields(l) {
+					if strings.HasPrefix(f, "N=") {
+						sizes = append(sizes, f)
+					}
+				}
+				continue
+			}
+			if sizes != nil {
+				for name, s := range parseScaleRow(l, sizes) {
+					if !yield(name, s) {
+						return
+					}
+				}
+				continue
+			}
+			if name, s, ok := parseRow(l); ok && !yield(name, s) {
+				return
+			}
+		}
+	}
+}
+
+// parseScaleRow reads a row of a scale table: the engine, the name, then
+// the figure at the first size and, at each later one, the figure and its
+// ratio to the first. A name ending "(events/s)" or "(jobs/s)" is a rate,
+// any other (µs, MB) a cost.
+func parseScaleRow(line string, sizes []string) func(yield func(string, sample) bool) {
+	return func(yield func(string, sample) bool) {
+		cols := rowSep.Split(strings.TrimSpace(line), 3)
+		if len(cols) < 3 || (cols[0] != "pg" && cols[0] != "lite") {
+			return
+		}
+		vals := strings.Fields(cols[2])
+		u, lower := unitOf(cols[1])
+		for i, size := range sizes {
+			at := 0
+			if i > 0 {
+				at = 2*i - 1 // after the first size, a figure and its ratio
+			}
+			if at >= len(vals) {
+				return
+			}
+			v, err := strconv.ParseFloat(vals[at], 64)
+			if err != nil {
+				return
+			}
+			if !yield(cols[0]+" "+cols[1]+" at "+size, sample{v, u, lower}) {
+				return
+			}
+		}
+	}
+}
+
+// unitOf is the unit in a figure name's last parentheses, and whether it
+// is a cost (lower is better) rather than a rate.
+func unitOf(name string) (string, bool) {
+	u := "/s"
+	if i := strings.LastIndex(name, "("); i >= 0 && strings.HasSuffix(name, ")") {
+		u = name[i+1 : len(name)-1]
+	}
+	return u, !strings.HasSuffix(u, "/s")
 }
 
 // parseRow reads a table row of the bench's text output: the engine, the

@@ -59,6 +59,12 @@ func runMedian(ctx context.Context, benchArgs []string) error {
 	fmt.Printf("%-52s %10s  %-19s %12s %7s  %-11s\n", "figure", "median", "range", "beside", "ratio", "ratio range")
 	medians := map[string]float64{}
 	for _, sec := range strings.Split(*only, ",") {
+		if slices.Contains(wholeSections, sec) {
+			if err := sectionMedians(ctx, b, env, sec, benchArgs); err != nil {
+				return err
+			}
+			continue
+		}
 		figs, err := list(ctx, b, env, sec, benchArgs)
 		if err != nil {
 			return err
@@ -98,6 +104,31 @@ func runMedian(ctx context.Context, benchArgs []string) error {
 	}
 	if *withPeers && slices.Contains(strings.Split(*only, ","), "queues") {
 		return peerMedians(ctx, srv, tmp, top, benchArgs, medians)
+	}
+	return nil
+}
+
+// sectionMedians runs a whole section (wholeSections) -rounds times and
+// prints each figure of its tables (parseTable) with its median and range.
+func sectionMedians(ctx context.Context, b *build, env []string, sec string, benchArgs []string) error {
+	runs := map[string][]run1{}
+	var names []string
+	for range *rounds {
+		out, err := bench(ctx, b, env, append([]string{"-only", sec, "-peers=false"}, benchArgs...)...)
+		if err != nil {
+			return err
+		}
+		for name, s := range parseTable(out) {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+			runs[name] = append(runs[name], run1{value: s.value, unit: s.unit, lower: s.lower})
+		}
+	}
+	for _, name := range names {
+		if pick(name) {
+			showMedian(name, runs[name])
+		}
 	}
 	return nil
 }
