@@ -25,15 +25,20 @@ import (
 // per job of each burn-down (the library's and the raw ceilings').
 // -cpuprofile writes a CPU profile of the library's burn-down via Work
 // alone, -memprofile its allocations, -mutexprofile its mutex contention;
-// with -cpu, a publish row's metered runs profile the library's side too
-// (measure one figure with -figure to profile only that one).
+// with -cpu, a publish or one-row enqueue row's metered runs profile the
+// library's side too (measure one figure with -figure to profile only that
+// one), and -blockprofile records its blocking. The enqueue and publish
+// rows' metered runs also sample the backends' wait events every
+// -waits-every (PostgreSQL).
 var (
 	cpuPerJob  = flag.Bool("cpu", false, "print CPU per job (this process, and the PostgreSQL cluster's) of each burn-down, enqueue, EnqueueMany, publish, keyed publish, 8 → 1 subscriber and replay read row on stderr (publish: also WAL bytes and transaction ids a job on PostgreSQL)")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the burn-down via Work to this file")
 	serverPid  = flag.Int("server-pid", 0, "the PostgreSQL postmaster's pid for -cpu (default: the throwaway cluster's)")
 	memProfile = flag.String("memprofile", "", "write an allocation profile of the burn-down via Work to this file (every allocation sampled)")
 	traceOut   = flag.String("trace", "", "write an execution trace of the burn-down via Work to this file (go tool trace: which goroutines wake which)")
-	mutexOut   = flag.String("mutexprofile", "", "write a mutex contention profile of the burn-down via Work (or of the library's side of a publish row under -cpu) to this file")
+	blockOut   = flag.String("blockprofile", "", "write a blocking profile (every event: channels, mutexes, selects, sync.Cond) of the library's side of a publish or enqueue row under -cpu to this file")
+	waitsEvery = flag.Duration("waits-every", 20*time.Millisecond, "how often -cpu samples what the PostgreSQL backends wait for (pg_stat_activity) while a metered run lasts")
+	mutexOut   = flag.String("mutexprofile", "", "write a mutex contention profile of the burn-down via Work (or of the library's side of a publish or enqueue row under -cpu) to this file")
 )
 
 // serverProbe looks at the PostgreSQL database a metered run uses. -cpu
@@ -60,6 +65,7 @@ type cpuMeter struct {
 	reads, writes  int64 // this process's read and write system calls (round trips to the server, mostly)
 	rbytes         int64 // bytes this process read (rchar: from the server, mostly)
 	mutex          bool  // profiling contention (-mutexprofile)
+	block          bool  // profiling blocking (-blockprofile)
 	profile        *os.File
 	trace          *os.File
 	memRate        int // the MemProfileRate to restore, when profiling allocations
@@ -86,6 +92,10 @@ func startCPU(what string, profile bool) *cpuMeter {
 	if profile && *mutexOut != "" {
 		runtime.SetMutexProfileFraction(1)
 		m.mutex = true
+	}
+	if profile && *blockOut != "" {
+		runtime.SetBlockProfileRate(1)
+		m.block = true
 	}
 	m.client, m.server, m.scheds = processCPU(), clusterCPU(), scheds()
 	m.mallocs, m.bytes = mallocs()
@@ -167,6 +177,13 @@ func (m *cpuMeter) stop(engine string, jobs int) {
 		f, err := os.Create(*mutexOut)
 		must0(err)
 		must0(pprof.Lookup("mutex").WriteTo(f, 0))
+		must0(f.Close())
+	}
+	if m.block {
+		runtime.SetBlockProfileRate(0)
+		f, err := os.Create(*blockOut)
+		must0(err)
+		must0(pprof.Lookup("block").WriteTo(f, 0))
 		must0(f.Close())
 	}
 	if m.memRate != 0 {

@@ -386,8 +386,8 @@ func (r pgRaw) counts() (wal, xid int64) {
 	return wal, xid
 }
 
-// sampleWaits samples the database's other client backends every 20 ms
-// until stop, which returns the average number in a statement, by what
+// sampleWaits samples the database's other client backends every
+// -waits-every (20 ms) until stop, which returns the average number in a statement, by what
 // they were doing: "CPU" (no wait event: running, or waiting for a core)
 // or the wait event's type and name.
 func (r pgRaw) sampleWaits() func() map[string]float64 {
@@ -395,7 +395,7 @@ func (r pgRaw) sampleWaits() func() map[string]float64 {
 	done := make(chan map[string]float64)
 	go func() {
 		sum, n := map[string]float64{}, 0
-		t := time.NewTicker(20 * time.Millisecond)
+		t := time.NewTicker(*waitsEvery)
 		defer t.Stop()
 		for {
 			select {

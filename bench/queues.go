@@ -25,14 +25,17 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		insert := func() error { return r.insertJob(ctx, payload) }
 		lib, ceil := pair(workers, enqueue, insert)
 		row(engine, what, lib, ceil)
-		if *cpuPerJob { // one more run of each, metered
-			for _, side := range []struct {
-				what string
-				op   func() error
-			}{{fmt.Sprintf("enqueue ×%d", workers), enqueue}, {fmt.Sprintf("raw insert ×%d", workers), insert}} {
-				m := startCPU(side.what, false)
-				n := onceN(workers, side.op)
-				m.stop(engine, int(n))
+		if *cpuPerJob { // three more runs of each, alternating, metered (as the publish rows)
+			for range 3 {
+				for _, side := range []struct {
+					what    string
+					op      func() error
+					profile bool
+				}{{fmt.Sprintf("enqueue ×%d", workers), enqueue, true}, {fmt.Sprintf("raw insert ×%d", workers), insert, false}} {
+					m := startCPU(side.what, side.profile).withProbe(probeOf(r))
+					n := onceN(workers, side.op)
+					m.stop(engine, int(n))
+				}
 			}
 		}
 	}
