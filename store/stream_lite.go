@@ -71,15 +71,7 @@ func (o liteOps) readSince(ctx context.Context, stream string, after int64, limi
 		return readPage(stream, func(each func(*litedb.EventRow)) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
 	}
 	rows, err := o.q.ReadEvents(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	evs := make([]Event, len(rows))
-	for i, r := range rows {
-		evs[i] = Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
-			Headers: decodeHeadersPtr(r.Headers)}
-	}
-	return evs, nil
+	return liteEvents(stream, rows), err
 }
 
 func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
@@ -90,15 +82,19 @@ func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, 
 		})
 	}
 	rows, err := o.q.ReadEventsFromConsumer(ctx, p)
-	if err != nil {
-		return nil, err
-	}
+	return liteEvents(stream, rows), err
+}
+
+// liteEvents are the events of stream in rows, the generated functions'
+// (ReadEvents's or ReadEventsFromConsumer's, which have the same columns).
+func liteEvents[R litedb.ReadEventsRow | litedb.ReadEventsFromConsumerRow](stream string, rows []R) []Event {
 	evs := make([]Event, len(rows))
-	for i, r := range rows {
+	for i, row := range rows {
+		r := litedb.ReadEventsRow(row)
 		evs[i] = Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
 			Headers: decodeHeadersPtr(r.Headers)}
 	}
-	return evs, nil
+	return evs
 }
 
 // readPage collects the rows read builds into events of stream, straight
