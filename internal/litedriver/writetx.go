@@ -28,6 +28,13 @@ import (
 // It waits for the connection as a database/sql transaction would (for a
 // pool of one, the writer slot: until it is free or ctx ends).
 func WriteTx(ctx context.Context, db *sql.DB, fn func(w *Writer) error) error {
+	return onConn(ctx, db, "WriteTx", func(c *conn) error { return c.writeTx(ctx, fn) })
+}
+
+// onConn runs fn on a connection of db (one of this driver's handles),
+// waiting for one as database/sql does (until ctx ends), with a panic in it
+// turned into an error that drops the connection (guard).
+func onConn(ctx context.Context, db *sql.DB, what string, fn func(c *conn) error) error {
 	sc, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -35,10 +42,10 @@ func WriteTx(ctx context.Context, db *sql.DB, fn func(w *Writer) error) error {
 	err = sc.Raw(func(dc any) (err error) {
 		c, ok := dc.(*conn)
 		if !ok {
-			return fmt.Errorf("litedriver: WriteTx on %T, not a connection of this driver", dc)
+			return fmt.Errorf("litedriver: %s on %T, not a connection of this driver", what, dc)
 		}
 		defer guard(c.broken, &err)
-		return c.writeTx(ctx, fn)
+		return fn(c)
 	})
 	return errors.Join(err, sc.Close())
 }
@@ -101,22 +108,12 @@ func (w *Writer) Query(query string, row func(*Row) error, args ...any) error {
 // the connection and the statement, as any statement of the driver (its
 // error marked as theirs: the context's error, ErrInterrupted).
 func Query(ctx context.Context, db *sql.DB, query string, row func(*Row) error, args ...any) error {
-	sc, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	err = sc.Raw(func(dc any) (err error) {
-		c, ok := dc.(*conn)
-		if !ok {
-			return fmt.Errorf("litedriver: Query on %T, not a connection of this driver", dc)
-		}
-		defer guard(c.broken, &err)
+	return onConn(ctx, db, "Query", func(c *conn) error {
 		raw := c.raw.Raw()
 		old := raw.SetInterrupt(c.watch(ctx))
 		defer raw.SetInterrupt(old)
 		return c.query(ctx, query, row, args)
 	})
-	return errors.Join(err, sc.Close())
 }
 
 // query is Writer.Query's and Query's: query's statement on c, its steps
