@@ -170,7 +170,7 @@ func sqliteURI(path string, params ...string) string {
 
 func (e *liteEngine) kind() string { return "lite" }
 
-func (e *liteEngine) readOps() ops  { return liteOps{q: e.readQ} }
+func (e *liteEngine) readOps() ops  { return liteOps{q: e.readQ, readers: e.readers} }
 func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer} }
 
 // begin starts BEGIN IMMEDIATE on the writer slot. ctx bounds only the wait
@@ -228,6 +228,10 @@ type liteOps struct {
 	q  *litedb.Queries
 	db *sql.DB // the writer, for operations that need their own transaction; nil inside one
 	tx *sql.Tx // the caller's transaction (a Tx's), for a batch's savepoint; nil outside one
+	// readers is the reader pool, for reads outside a transaction that run
+	// on it without database/sql's rows (the stream pages: readPage); nil
+	// for writes and inside a transaction.
+	readers *sql.DB
 	// adopted: tx is the caller's own (AdoptSQL), perhaps begun deferred,
 	// where a read before a batch's insert would pin a snapshot that a
 	// commit by another process turns into SQLITE_BUSY at the insert:

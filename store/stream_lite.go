@@ -5,6 +5,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strconv"
 	"time"
 
@@ -62,23 +63,72 @@ func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, er
 	})
 }
 
+// readSince reads a page: outside a transaction on a reader connection
+// without database/sql's rows (readPage), inside one on its connection.
 func (o liteOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
-	rows, err := o.q.ReadEvents(ctx, litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)})
-	return liteEvents(rows), err
+	p := litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)}
+	if o.readers != nil {
+		return readPage(stream, func(each func(*litedb.EventRow)) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
+	}
+	rows, err := o.q.ReadEvents(ctx, p)
+	return liteEvents(stream, rows), err
 }
 
 func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
-	rows, err := o.q.ReadEventsFromConsumer(ctx, litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)})
-	return liteEvents(rows), err
+	p := litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)}
+	if o.readers != nil {
+		return readPage(stream, func(each func(*litedb.EventRow)) error {
+			return o.q.ReadEventsFromConsumerEach(ctx, o.readers, p, each)
+		})
+	}
+	rows, err := o.q.ReadEventsFromConsumer(ctx, p)
+	return liteEvents(stream, rows), err
 }
 
-func liteEvents(rows []litedb.AlkEvent) []Event {
+// liteEvents are the events of stream in rows, the generated functions'
+// (ReadEvents's or ReadEventsFromConsumer's, which have the same columns).
+func liteEvents[R litedb.ReadEventsRow | litedb.ReadEventsFromConsumerRow](stream string, rows []R) []Event {
 	evs := make([]Event, len(rows))
-	for i, r := range rows {
-		evs[i] = Event{Offset: r.ID, Stream: r.Stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
+	for i, row := range rows {
+		r := litedb.ReadEventsRow(row)
+		evs[i] = Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt),
 			Headers: decodeHeadersPtr(r.Headers)}
 	}
 	return evs
+}
+
+// readPage collects the rows read builds into events of stream, straight
+// from each row into a pooled scratch slice (eventScratch), and returns an
+// exact copy: one allocation for the page's events, however many rows,
+// where a slice of rows grown row by row and a second slice of events
+// cost several. Each event's payload is the row's own copy; its key and
+// headers are made from SQLite's bytes before the next row.
+func readPage(stream string, read func(each func(*litedb.EventRow)) error) ([]Event, error) {
+	scratch := eventScratch.Get().(*[]Event)
+	evs := (*scratch)[:0]
+	defer func() {
+		clear(evs) // the events are the caller's copy's alone
+		*scratch = evs[:0]
+		putEventScratch(scratch)
+	}()
+	err := read(func(r *litedb.EventRow) {
+		ev := Event{Offset: r.ID, Stream: stream, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt)}
+		if r.Key != nil {
+			k := string(r.Key)
+			ev.Key = &k
+		}
+		if r.Headers != nil {
+			ev.Headers = decodeHeaders(r.Headers)
+		}
+		evs = append(evs, ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		return []Event{}, nil // as before: an empty page, not nil
+	}
+	return slices.Clone(evs), nil
 }
 
 func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

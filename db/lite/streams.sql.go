@@ -130,7 +130,7 @@ func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWi
 }
 
 const readEvents = `-- name: ReadEvents :many
-SELECT id, stream, key, payload, created_at, headers
+SELECT id, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = ?1 AND id > ?2
 ORDER BY stream, id
@@ -143,20 +143,29 @@ type ReadEventsParams struct {
 	Lim    int64
 }
 
+type ReadEventsRow struct {
+	ID        int64
+	Key       *string
+	Payload   litedriver.Blob
+	CreatedAt int64
+	Headers   *string
+}
+
 // On the stream's index by name: with ANALYZE statistics SQLite may
 // otherwise walk the rowid in offset order and filter other streams' rows.
-func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]AlkEvent, error) {
+// No row names the stream: the events share the caller's string (as on
+// PostgreSQL), where reading it made a string a row.
+func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.query(ctx, q.readEventsStmt, readEvents, arg.Stream, arg.After, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AlkEvent
+	var items []ReadEventsRow
 	for rows.Next() {
-		var i AlkEvent
+		var i ReadEventsRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Stream,
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,
@@ -176,7 +185,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]AlkEv
 }
 
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
-SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+SELECT e.id, e.key, e.payload, e.created_at, e.headers
 FROM alk_events e INDEXED BY alk_events_stream_id
 WHERE e.stream = ?1
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
@@ -191,18 +200,25 @@ type ReadEventsFromConsumerParams struct {
 	Lim      int64
 }
 
-func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]AlkEvent, error) {
+type ReadEventsFromConsumerRow struct {
+	ID        int64
+	Key       *string
+	Payload   litedriver.Blob
+	CreatedAt int64
+	Headers   *string
+}
+
+func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFromConsumerParams) ([]ReadEventsFromConsumerRow, error) {
 	rows, err := q.query(ctx, q.readEventsFromConsumerStmt, readEventsFromConsumer, arg.Stream, arg.Consumer, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AlkEvent
+	var items []ReadEventsFromConsumerRow
 	for rows.Next() {
-		var i AlkEvent
+		var i ReadEventsFromConsumerRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Stream,
 			&i.Key,
 			&i.Payload,
 			&i.CreatedAt,

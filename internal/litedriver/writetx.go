@@ -28,6 +28,13 @@ import (
 // It waits for the connection as a database/sql transaction would (for a
 // pool of one, the writer slot: until it is free or ctx ends).
 func WriteTx(ctx context.Context, db *sql.DB, fn func(w *Writer) error) error {
+	return onConn(ctx, db, "WriteTx", func(c *conn) error { return c.writeTx(ctx, fn) })
+}
+
+// onConn runs fn on a connection of db (one of this driver's handles),
+// waiting for one as database/sql does (until ctx ends), with a panic in it
+// turned into an error that drops the connection (guard).
+func onConn(ctx context.Context, db *sql.DB, what string, fn func(c *conn) error) error {
 	sc, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -35,10 +42,10 @@ func WriteTx(ctx context.Context, db *sql.DB, fn func(w *Writer) error) error {
 	err = sc.Raw(func(dc any) (err error) {
 		c, ok := dc.(*conn)
 		if !ok {
-			return fmt.Errorf("litedriver: WriteTx on %T, not a connection of this driver", dc)
+			return fmt.Errorf("litedriver: %s on %T, not a connection of this driver", what, dc)
 		}
 		defer guard(c.broken, &err)
-		return c.writeTx(ctx, fn)
+		return fn(c)
 	})
 	return errors.Join(err, sc.Close())
 }
@@ -87,10 +94,34 @@ func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, e
 // The Row reads the columns of the current row only, and what it returns
 // of SQLite's memory (Row.Bytes) is valid only until row returns.
 func (w *Writer) Query(query string, row func(*Row) error, args ...any) error {
-	c := w.c
+	return w.c.query(w.ctx, query, row, args)
+}
+
+// Query runs query (one statement that only reads, prepared on the
+// connection the first time it runs there and kept until the connection
+// closes: pass only the store's own constant statements) on a connection of
+// db (one of this driver's handles, its reader pool) outside any
+// transaction, with args bound as Writer.Exec binds them, and calls row
+// with each row as Writer.Query does: no *sql.Rows, no conversion of each
+// column to a driver.Value and back, no goroutine watching ctx (database/sql
+// starts one for each query whose context can end). ctx ends the wait for
+// the connection and the statement, as any statement of the driver (its
+// error marked as theirs: the context's error, ErrInterrupted).
+func Query(ctx context.Context, db *sql.DB, query string, row func(*Row) error, args ...any) error {
+	return onConn(ctx, db, "Query", func(c *conn) error {
+		raw := c.raw.Raw()
+		old := raw.SetInterrupt(c.watch(ctx))
+		defer raw.SetInterrupt(old)
+		return c.query(ctx, query, row, args)
+	})
+}
+
+// query is Writer.Query's and Query's: query's statement on c, its steps
+// ended by ctx (c's interrupt is its stopCtx already).
+func (c *conn) query(ctx context.Context, query string, row func(*Row) error, args []any) error {
 	s, err := c.cached(query)
 	if err != nil {
-		return c.failed(w.ctx, err)
+		return c.failed(ctx, err)
 	}
 	// Reset and cleared whatever happens: the statement is kept for the
 	// next call, and a statement left stepping would keep its read open.
@@ -114,7 +145,7 @@ func (w *Writer) Query(query string, row func(*Row) error, args ...any) error {
 		}
 	}
 	if err := s.Err(); err != nil {
-		return c.failed(w.ctx, err)
+		return c.failed(ctx, err)
 	}
 	return nil
 }
@@ -147,6 +178,19 @@ func (r *Row) Blob(i int) Blob {
 	}
 	b := r.Bytes(i)
 	return append(make(Blob, 0, len(b)), b...)
+}
+
+// Text is column i's bytes in SQLite's memory, valid only until the row
+// ends (as Bytes), nil for NULL only: an empty value is a non-nil empty
+// slice.
+func (r *Row) Text(i int) []byte {
+	if r.Null(i) {
+		return nil
+	}
+	if b := r.Bytes(i); b != nil {
+		return b
+	}
+	return []byte{}
 }
 
 // Bytes is column i's bytes in SQLite's memory, valid only until the row

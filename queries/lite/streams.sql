@@ -33,14 +33,16 @@ VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 -- name: ReadEvents :many
 -- On the stream's index by name: with ANALYZE statistics SQLite may
 -- otherwise walk the rowid in offset order and filter other streams' rows.
-SELECT id, stream, key, payload, created_at, headers
+-- No row names the stream: the events share the caller's string (as on
+-- PostgreSQL), where reading it made a string a row.
+SELECT id, key, payload, created_at, headers
 FROM alk_events INDEXED BY alk_events_stream_id
 WHERE stream = @stream AND id > @after
 ORDER BY stream, id
 LIMIT CAST(@lim AS INTEGER);
 
 -- name: ReadEventsFromConsumer :many
-SELECT e.id, e.stream, e.key, e.payload, e.created_at, e.headers
+SELECT e.id, e.key, e.payload, e.created_at, e.headers
 FROM alk_events e INDEXED BY alk_events_stream_id
 WHERE e.stream = sqlc.arg(stream)
   AND e.id > COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
