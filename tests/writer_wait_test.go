@@ -2,7 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -59,8 +61,10 @@ func TestWriteBehindOwnBegunTxIsNamed(t *testing.T) {
 		w := newWarnings()
 		s := e.open(t, store.WithLogger(slog.New(w)))
 		q := s.Queue("orders")
-		tx, err := s.Begin(ctx(t)) // the site the warning must name
+		_, file, line, _ := runtime.Caller(0)
+		tx, err := s.Begin(ctx(t)) // the site the warning must name: the next line
 		require.NoError(t, err)
+		site := fmt.Sprintf("tx_begun_at=%s:%d ", file, line+1)
 		defer tx.Rollback(ctx(t))
 
 		if e.name == "pg" {
@@ -83,7 +87,7 @@ func TestWriteBehindOwnBegunTxIsNamed(t *testing.T) {
 		msgs := w.all()
 		require.Len(t, msgs, 1, "one warning per transaction")
 		assert.Contains(t, msgs[0], "writer slot")
-		assert.Contains(t, msgs[0], "writer_wait_test.go:", "names where the transaction was begun")
+		assert.Contains(t, msgs[0], site, "names where the transaction was begun")
 		assert.Contains(t, msgs[0], `op=enqueue`)
 		assert.Contains(t, msgs[0], `name=orders`)
 	})

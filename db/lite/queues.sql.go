@@ -334,6 +334,20 @@ type ClaimJobsParams struct {
 // stamp, and the caller knows the rest (queue, state, claimed_at,
 // claim_expires_at, claim_token and worker; a running job has no
 // finished_at; attempts is one more).
+// Where a job's stamp goes (callgrind, SQLite alone, claims of 100 in a
+// burn-down: read 14.1k, stamp and its commit 48.1k, the worker's counted
+// ack 24.5k instructions a job): the ready entry deleted and the running
+// entry inserted (two descents comparing the queue's text, 9.7k), the
+// row rewritten longer (the claim columns were NULL: a cell moved, 4k of
+// B-tree insert and balance), the CHECKs, and the three other indexes that
+// name state (alk_jobs_unique in its predicate, alk_jobs_finished and
+// alk_jobs_listing in their keys), whose predicates are evaluated for the
+// old and the new row. Measured and not taken: UPDATE OR ROLLBACK
+// (SQLite still writes this statement's journal: 0.9k a job, unchanged);
+// the ids, and AckJobsCounted's claims, bound as JSONB instead of JSON text
+// (the parse is 0.8k of the 87k a job of claim and ack); and, on a scratch
+// copy, without alk_jobs_finished and alk_jobs_listing 1-2% less, without
+// alk_jobs_unique under 1%: no schema change comes near a tenth.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, error) {
 	result, err := q.exec(ctx, q.claimJobsStmt, claimJobs,
 		arg.Now,
