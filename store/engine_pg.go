@@ -511,20 +511,20 @@ func (r scanRow) Scan(dest ...any) error { return noRows(r.r.Scan(dest...)) }
 
 // ruleDomains maps a domain whose constraints are a table's rules to the
 // table and the table's CHECK that casts a row to the domain.
+// (The head rule of compaction_heads was the domain alkstore.head_nulls
+// from schema 00033 to 00035; since 00036 it is NOT NULL on schema_version
+// and compaction_rank, whose errors name the table themselves.)
 var ruleDomains = map[string]struct{ table, check string }{
-	"job_rules":  {"jobs", "jobs_rules_check"},                         // schema 00030
-	"head_nulls": {"compaction_heads", "compaction_heads_rules_check"}, // schema 00033
+	"job_rules": {"jobs", "jobs_rules_check"}, // schema 00030
 }
 
 // jobRuleErr names the table of a broken rule on PostgreSQL. Since schema
 // 00030 the rules of a jobs row are the constraints of the domain
 // alkstore.job_rules, which the table's CHECK jobs_rules_check casts the
-// row to, and since 00033 the head rule of compaction_heads is the
-// constraint of the domain alkstore.head_nulls (compaction_heads_rules_check),
-// so PostgreSQL reports "value for domain alkstore.<domain> violates check
-// constraint ..." with the rule's old constraint name and SQLSTATE 23514,
-// but no table. The error gains the table in its text and in the
-// *pgconn.PgError's TableName, as a table CHECK reports it.
+// row to, so PostgreSQL reports "value for domain alkstore.<domain>
+// violates check constraint ..." with the rule's old constraint name and
+// SQLSTATE 23514, but no table. The error gains the table in its text and
+// in the *pgconn.PgError's TableName, as a table CHECK reports it.
 func jobRuleErr(err error) error {
 	var pe *pgconn.PgError
 	if err == nil || !errors.As(err, &pe) || pe.Code != "23514" || pe.TableName != "" || pe.SchemaName != "alkstore" {

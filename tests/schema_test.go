@@ -417,6 +417,25 @@ func seed(t *testing.T, e *engineEnv, db *sql.DB, v int64, w *seeded) {
 		}
 		w.heads[gone] = ""
 	}
+	// A lock's headless row, as the library wrote it: from 00031 with
+	// headless_at; from 00036 on PostgreSQL with schema_version and
+	// compaction_rank 0. (Headless rows of every version before come from
+	// the trims above, which 00003 unheads.)
+	if v >= 31 {
+		lock := "lock" + tag
+		switch {
+		case pg && v >= 36:
+			exec(`INSERT INTO alkstore.compaction_heads (stream, key, schema_version, compaction_rank, created_at, updated_at, headless_at)
+				VALUES ('kv', $1, 0, 0, now(), now(), now())`, lock)
+		case pg:
+			exec(`INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at, headless_at)
+				VALUES ('kv', $1, now(), now(), now())`, lock)
+		default:
+			exec(`INSERT INTO alk_compaction_heads (stream, key, created_at, updated_at) VALUES ('kv', ?, ?, ?)`,
+				lock, now.UnixMicro(), now.UnixMicro())
+		}
+		w.heads[lock] = ""
+	}
 	if pg {
 		exec(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 			SELECT 'data', 'c', max(id) FROM alkstore.events WHERE stream = 'data'
@@ -509,6 +528,19 @@ func checkSeeded(t *testing.T, s *store.Store, w seeded) {
 		h, err := kv.Key(key).CompactionHead(c)
 		if want == "" {
 			require.ErrorIs(t, err, store.ErrNotFound, key)
+			// A headless row locks as headless and takes a head.
+			require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+				h, err := kv.Key(key).LockCompactionHeadTx(c, tx)
+				assert.Nil(t, h, key)
+				if err != nil {
+					return err
+				}
+				_, err = kv.PublishWithKeyTx(c, tx, key, []byte("revived-"+key))
+				return err
+			}), key)
+			h, err = kv.Key(key).CompactionHead(c)
+			require.NoError(t, err, key)
+			assert.Equal(t, "revived-"+key, string(h.Payload), key)
 			continue
 		}
 		require.NoError(t, err, key)

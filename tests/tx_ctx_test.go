@@ -527,14 +527,14 @@ func TestBrokenJobRuleNamesItsTable(t *testing.T) {
 	})
 }
 
-// A compaction_heads row written by hand that breaks the head rule (the
-// head's three columns all set or all NULL) fails on both engines; on
-// PostgreSQL, where the rule is the domain alkstore.head_nulls's
-// constraint since schema 00033, the error the store returns says
-// alkstore.compaction_heads and its *pgconn.PgError carries TableName
-// "compaction_heads" beside the rule's old constraint name and SQLSTATE
-// 23514, as 00001's table CHECK did (fresh-eyes review w33, pg: it named
-// only the domain).
+// A compaction_heads row written by hand that breaks the head rule fails
+// on both engines, and the error the store returns names the table. On
+// SQLite the rule is the table's CHECK (the head's three columns all set
+// or all NULL). On PostgreSQL it was the domain alkstore.head_nulls's
+// constraint from schema 00033 to 00035, whose error named only the domain
+// until the store added the table (fresh-eyes review w33); since 00036 it
+// is NOT NULL on schema_version and compaction_rank, whose error is
+// SQLSTATE 23502 and names the table and the column itself.
 func TestBrokenHeadRuleNamesItsTable(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -545,21 +545,20 @@ func TestBrokenHeadRuleNamesItsTable(t *testing.T) {
 		tx, err := s.Begin(c)
 		require.NoError(t, err)
 		defer tx.Rollback(c)
-		_, err = tx.Exec(c, "UPDATE "+table+" SET head_offset = NULL")
+		_, err = tx.Exec(c, "UPDATE "+table+" SET compaction_rank = NULL")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "alkstore: exec: ")
 		if e.name == "lite" {
 			assert.ErrorIs(t, err, sqlite3.CONSTRAINT_CHECK)
 			return
 		}
-		assert.Contains(t, err.Error(), "alkstore.compaction_heads")
-		assert.Contains(t, err.Error(), "compaction_heads_check")
+		assert.Contains(t, err.Error(), `null value in column "compaction_rank" of relation "compaction_heads" violates not-null constraint`)
 		var pe *pgconn.PgError
 		require.ErrorAs(t, err, &pe)
-		assert.Equal(t, "23514", pe.Code)
+		assert.Equal(t, "23502", pe.Code)
 		assert.Equal(t, "compaction_heads", pe.TableName)
 		assert.Equal(t, "alkstore", pe.SchemaName)
-		assert.Equal(t, "compaction_heads_check", pe.ConstraintName)
+		assert.Equal(t, "compaction_rank", pe.ColumnName)
 	})
 }
 

@@ -729,7 +729,7 @@ func (q *Queries) SweepAllExpiredJobs(ctx context.Context, arg SweepAllExpiredJo
 
 const unheadRetained = `-- name: UnheadRetained :exec
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = $1::timestamptz, headless_at = $1::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = $1::timestamptz, headless_at = $1::timestamptz
 WHERE h.stream = $2::text AND h.head_offset >= $3::bigint AND h.head_offset <= $4::bigint
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x

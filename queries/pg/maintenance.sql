@@ -67,7 +67,7 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 -- never-analysed table gets read the stream from the window to its end
 -- (776 buffers for a window of 500 in a stream of 200,000; issue 18).
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz, headless_at = @now::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz
 WHERE h.stream = @stream::text AND h.head_offset >= @first_id::bigint AND h.head_offset <= @upto::bigint
   AND h.key = ANY (ARRAY(
     SELECT x.key FROM alkstore.compaction_heads x

@@ -322,7 +322,7 @@ SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
 -- the key takes its next value by the winner rule instead of keeping a head
 -- that no longer exists. Rows are locked in key order (see PublishEvents).
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = NULL, compaction_rank = NULL, updated_at = @now::timestamptz, headless_at = @now::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz
 WHERE h.head_offset <= @horizon::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x
