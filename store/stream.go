@@ -354,6 +354,8 @@ func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
 // saved offset, then delivers new ones as they commit, in offset order,
 // without polling. It attaches to the wake feed before its first read, so
 // no commit falls between. Close it when done; closing the store closes it.
+// ctx bounds Subscribe's own work (reading the saved offset), not the
+// receiver: ending it later ends no Recv; each Recv takes its own context.
 func (st *Stream) Subscribe(ctx context.Context, consumer string, opts SubscribeOpts) (*EventReceiver, error) {
 	return run(st.handle, "subscribe", autoRead, func(o target) (*EventReceiver, error) {
 		if err := validateLocalName("consumer", consumer); err != nil {
