@@ -55,8 +55,8 @@ var scaleKinds = []struct {
 		WHERE length(?3) >= 0
 		GROUP BY e.key`},
 	{"headless rows of kv", func(c scaleCounts) int64 { return c.headless },
-		`INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at)
-		SELECT 'kv', 'h' || g, $4, $4 FROM generate_series($1::bigint, $2::bigint) g WHERE length($3::bytea) >= 0`,
+		`INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at, headless_at)
+		SELECT 'kv', 'h' || g, $4, $4, $4 FROM generate_series($1::bigint, $2::bigint) g WHERE length($3::bytea) >= 0`,
 		`WITH RECURSIVE g(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM g WHERE i < ?2)
 		INSERT INTO alk_compaction_heads (stream, key, created_at, updated_at)
 		SELECT 'kv', 'h' || i, ?4, ?4 FROM g WHERE length(?3) >= 0`},
