@@ -194,6 +194,11 @@ type raw interface {
 	// settles them with one DELETE fenced by the token: the least work a
 	// queue that runs handlers between claim and ack can do.
 	claimSettle(ctx context.Context, n int, token int64) (int, error)
+	// clearSettled removes what the jobs takeJobs deleted left in raw_jobs's
+	// indexes (PostgreSQL: VACUUM; SQLite deletes its index entries with
+	// the row), so that claimSettle starts, as the library's burn-down
+	// does, on an index without a head of settled entries to step over.
+	clearSettled(ctx context.Context) error
 	// orderWithJob inserts a bench_orders row and a job in one transaction.
 	orderWithJob(ctx context.Context, id int64, payload []byte) error
 	// createSchedules creates n schedule rows due at first; fireDue fires
@@ -523,6 +528,11 @@ func (r pgRaw) claimSettle(ctx context.Context, n int, token int64) (int, error)
 	return int(tag.RowsAffected()), err
 }
 
+func (r pgRaw) clearSettled(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, `VACUUM raw_jobs`)
+	return err
+}
+
 func (r pgRaw) orderWithJob(ctx context.Context, id int64, payload []byte) error {
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO bench_orders (id) VALUES ($1)`, id); err != nil {
@@ -707,6 +717,8 @@ func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
 	k, err := res.RowsAffected()
 	return int(k), err
 }
+
+func (r liteRaw) clearSettled(context.Context) error { return nil }
 
 func (r liteRaw) claimSettle(ctx context.Context, n int, token int64) (int, error) {
 	rows, err := r.writer.QueryContext(ctx, `UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claim_token = ?,
