@@ -499,10 +499,14 @@ func sameOpts(jobs []NewJob) bool {
 	}
 	for i := 1; i < len(jobs); i++ {
 		p := &jobs[i].Opts
+		// Identical times (the usual zero RunAt and ExpiresAt) and no
+		// headers on either side are told without calling Equal or
+		// sameHeaders (about 100 instructions a job of a 1,000-job batch).
 		if p.Priority != o.Priority || p.MaxAttempts != o.MaxAttempts || p.Delay != o.Delay ||
-			!p.RunAt.Equal(o.RunAt) || !p.ExpiresAt.Equal(o.ExpiresAt) ||
+			(p.RunAt != o.RunAt && !p.RunAt.Equal(o.RunAt)) ||
+			(p.ExpiresAt != o.ExpiresAt && !p.ExpiresAt.Equal(o.ExpiresAt)) ||
 			p.Unique.Key != "" || p.Unique.ByPeriod != 0 || p.Unique.ByState != nil ||
-			!sameHeaders(p.Headers, o.Headers) {
+			(len(p.Headers)+len(o.Headers) != 0 && !sameHeaders(p.Headers, o.Headers)) {
 			return false
 		}
 	}
@@ -535,6 +539,9 @@ func (q *Queue) enqueueSameOpts(ctx context.Context, o target, now time.Time, jo
 		return enqueued{}, fmt.Errorf("job 0: %w", err)
 	}
 	for i := 1; i < len(jobs); i++ {
+		if len(jobs[i].Payload) <= q.s.maxPayload {
+			continue // checkPayloadAt's own test, without a call a job
+		}
 		if err := q.s.checkPayloadAt("job", i, jobs[i].Payload); err != nil {
 			return enqueued{}, err
 		}
