@@ -118,10 +118,11 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 		if err != nil {
 			return
 		}
-		_ = inst.ProcessEvent(ctx, "billing", ev, func(ctx context.Context) error {
+		// Say it is handled once ProcessEvent returns, when its span has
+		// ended, so the trace printed below holds it.
+		if err := inst.ProcessEvent(ctx, "billing", ev, func(ctx context.Context) error { return nil }); err == nil {
 			handled <- fmt.Sprintf("billed event %d", ev.Offset)
-			return nil
-		})
+		}
 	}()
 
 	// The request: its handler's span is the trace's root.
