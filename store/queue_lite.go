@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unsafe"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
 	"github.com/alkstore/alkstore/internal/litedriver"
@@ -441,17 +440,12 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
 				ClaimToken: r.token, Worker: r.worker, ID: rows[0].id})
 		} else {
-			ids := make([]byte, 0, 16*len(rows))
+			ids := make([]int64, len(rows))
 			for i, row := range rows {
-				ids = append(ids, ',')
-				ids = strconv.AppendInt(ids, row.id, 10)
-				if i == 0 {
-					ids[0] = '['
-				}
+				ids[i] = row.id
 			}
-			ids = append(ids, ']')
 			stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-				ClaimToken: r.token, Worker: r.worker, Ids: unsafe.String(unsafe.SliceData(ids), len(ids))})
+				ClaimToken: r.token, Worker: r.worker, Ids: ids})
 		}
 		if err != nil {
 			return err

@@ -240,7 +240,15 @@ func readGeneratedQuery(t *testing.T, dialect, name string) (string, []string) {
 	m := regexp.MustCompile("(?s)\nconst " + constName + " = `(.*?)`\n").FindSubmatch(src)
 	require.NotNil(t, m, "no constant %s in db/%s/*.sql.go", constName, dialect)
 	call := regexp.MustCompile(`[(, ]` + constName + `((?:,\s*[\w.]+)*),?\s*\)`).FindSubmatch(src)
-	require.NotNil(t, call, "no call of %s in db/%s/*.sql.go", constName, dialect)
+	if call == nil { // a list (sqlc.slice): each argument appended, then the list, "/*SLICE:name*/?" in the text
+		body := regexp.MustCompile("(?s)query := " + constName + "\n(.*?)\n\tresult, err := ").FindSubmatch(src)
+		require.NotNil(t, body, "no call of %s in db/%s/*.sql.go", constName, dialect)
+		var params []string
+		for _, a := range regexp.MustCompile(`append\(queryParams, arg\.(\w+)\)|range arg\.(\w+)`).FindAllSubmatch(body[1], -1) {
+			params = append(params, strings.ToLower(string(a[1])+string(a[2])))
+		}
+		return string(m[1]), params
+	}
 	var params []string
 	for _, a := range strings.Split(string(call[1]), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -347,19 +355,39 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 	conn, err := db.Conn(c)
 	require.NoError(t, err)
 	defer conn.Close()
-	if slices.Contains(params, "ids") {
-		// ClaimJobs stamps the ids ClaimableJobs chose: the ready jobs.
-		var ids string
+	var ids []any
+	if slices.Contains(params, "ids") && !strings.Contains(sqlText, "/*SLICE:ids*/?") {
+		// JobClaims reads the ready jobs, a JSON array.
+		var list string
 		require.NoError(t, conn.QueryRowContext(c, "SELECT json_group_array(id) FROM alk_jobs WHERE queue = 'skewed' AND state = 'pending' AND run_at <= ?",
-			args["now"]).Scan(&ids))
+			args["now"]).Scan(&list))
 		args = maps.Clone(args)
-		args["ids"] = ids
+		args["ids"] = list
+	} else if slices.Contains(params, "ids") {
+		// ClaimJobs stamps the ids ClaimableJobs chose: the ready jobs, as
+		// its list (sqlc.slice).
+		rows, err := conn.QueryContext(c, "SELECT id FROM alk_jobs WHERE queue = 'skewed' AND state = 'pending' AND run_at <= ?", args["now"])
+		require.NoError(t, err)
+		for rows.Next() {
+			var id int64
+			require.NoError(t, rows.Scan(&id))
+			ids = append(ids, id)
+		}
+		require.NoError(t, rows.Err())
+		require.NotEmpty(t, ids)
+		sqlText = strings.Replace(sqlText, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+		args = maps.Clone(args)
+		args["ids"] = nil
 	}
-	vals := make([]any, len(params))
-	for i, p := range params {
+	var vals []any
+	for _, p := range params {
 		v, ok := args[p]
 		require.True(t, ok, "%s: no value for parameter %s", name, p)
-		vals[i] = v
+		if p == "ids" && ids != nil {
+			vals = append(vals, ids...)
+			continue
+		}
+		vals = append(vals, v)
 	}
 
 	// Aliases of alk_jobs in the statement: a SCAN of any of them is a

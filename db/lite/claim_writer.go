@@ -10,6 +10,7 @@ package litedb
 
 import (
 	"database/sql"
+	"strings"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
@@ -80,17 +81,48 @@ func (q *Queries) BuryExhaustedClaimsOn(w *litedriver.Writer, arg BuryExhaustedC
 }
 
 // ClaimJobsOn runs ClaimJobs's statement on w and returns the rows it
-// stamped.
+// stamped: for each run of at most claimListMost ids, the statement with
+// its list of ids (sqlc.slice) as long as the run rounded up to a
+// multiple of claimListStep, the slots past the run NULL. The generated
+// ClaimJobs writes the list as long as the ids; here a handful of lengths
+// serve every claim, each prepared once per connection (see
+// Writer.ExecList).
 func (q *Queries) ClaimJobsOn(w *litedriver.Writer, arg ClaimJobsParams) (int64, error) {
-	_, n, err := w.Exec(claimJobs,
-		arg.Now,
-		arg.ClaimExpiresAt,
-		arg.ClaimToken,
-		arg.Worker,
-		arg.Ids,
-	)
-	return n, err
+	var stamped int64
+	for ids := arg.Ids; len(ids) > 0; {
+		run := ids[:min(len(ids), claimListMost)]
+		ids = ids[len(run):]
+		slots := (len(run) + claimListStep - 1) / claimListStep * claimListStep
+		_, n, err := w.ExecList(claimJobsListed[slots/claimListStep-1], slots, run,
+			arg.Now,
+			arg.ClaimExpiresAt,
+			arg.ClaimToken,
+			arg.Worker,
+		)
+		if err != nil {
+			return stamped, err
+		}
+		stamped += n
+	}
+	return stamped, nil
 }
+
+// claimListStep and claimListMost: the lengths of ClaimJobsOn's lists of
+// ids (claimJobsListed, one statement each).
+const (
+	claimListStep = 16
+	claimListMost = 128
+)
+
+// claimJobsListed is ClaimJobs's statement with its list of ids
+// claimListStep, 2*claimListStep, ... claimListMost long.
+var claimJobsListed = func() []string {
+	texts := make([]string, claimListMost/claimListStep)
+	for i := range texts {
+		texts[i] = strings.Replace(claimJobs, "/*SLICE:ids*/?", strings.Repeat(",?", (i+1)*claimListStep)[1:], 1)
+	}
+	return texts
+}()
 
 // ClaimJobOn runs ClaimJob's statement on w and returns the rows it
 // stamped.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/alkstore/alkstore/internal/gencheck"
@@ -18,10 +19,37 @@ import (
 func TestClaimWriterIsGenerated(t *testing.T) {
 	genExec := regexp.MustCompile(`(?s)q\.exec\(ctx, q\.\w+Stmt, (\w+),(.*?)\)\n`)
 	handExec := regexp.MustCompile(`(?s)w\.Exec\((\w+),(.*?)\)\n`)
-	for _, name := range []string{"BuryExhaustedClaims", "ClaimJobs", "ClaimJob", "AckJob", "CompleteJob", "AckJobsCounted", "CompleteJobsCounted"} {
+	for _, name := range []string{"BuryExhaustedClaims", "ClaimJob", "AckJob", "CompleteJob", "AckJobsCounted", "CompleteJobsCounted"} {
 		g := gencheck.Fields(t, genExec, gencheck.Func(t, "queues.sql.go", name))
 		h := gencheck.Fields(t, handExec, gencheck.Func(t, "claim_writer.go", name+"On"))
 		gencheck.Same(t, name, g, h)
+	}
+	// ClaimJobs's list of ids (sqlc.slice) comes last: the generated
+	// function appends each argument, then the ids; ExecList binds its
+	// arguments, then the list.
+	genList := regexp.MustCompile(`(?s)query := claimJobs
+(.*?)
+	result, err := q\.exec\(ctx, nil, query, queryParams\.\.\.\)`)
+	handList := regexp.MustCompile(`(?s)w\.ExecList\(claimJobsListed\[.*?\], slots, run,(.*?)\)
+`)
+	body := genList.FindSubmatch(gencheck.Func(t, "queues.sql.go", "ClaimJobs"))
+	if body == nil {
+		t.Fatal("ClaimJobs: no generated list of arguments")
+	}
+	var g []string // each argument appended, in order, and the ids ranged over
+	for _, m := range regexp.MustCompile(`append\(queryParams, (arg\.\w+)\)|range (arg\.\w+)`).FindAllSubmatch(body[1], -1) {
+		g = append(g, string(m[1])+string(m[2]))
+	}
+	h := append(gencheck.Fields(t, handList, gencheck.Func(t, "claim_writer.go", "ClaimJobsOn")), "arg.Ids")
+	gencheck.Same(t, "ClaimJobs", g, h)
+	if !regexp.MustCompile(`for _, v := range arg\.Ids \{\s+queryParams = append\(queryParams, v\)\s+\}\s+query = strings\.Replace\(query, "/\*SLICE:ids\*/\?"`).Match(
+		gencheck.Func(t, "queues.sql.go", "ClaimJobs")) {
+		t.Fatal("ClaimJobs: the generated function no longer binds the ids last, as its list (sqlc.slice)")
+	}
+	for i, text := range claimJobsListed {
+		if n := strings.Count(text, "?"); n != 4+(i+1)*claimListStep || !strings.Contains(claimJobs, "/*SLICE:ids*/?") {
+			t.Fatalf("ClaimJobs with a list of %d: %d parameters", (i+1)*claimListStep, n)
+		}
 	}
 	genQuery := regexp.MustCompile(`(?s)q\.query\(ctx, q\.\w+Stmt, (\w+),(.*?)\)\n`)
 	handQuery := regexp.MustCompile(`(?s)w\.Query\((\w+), func.*?\}, (.*?)\)\n`)

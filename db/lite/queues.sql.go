@@ -8,6 +8,7 @@ package litedb
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
@@ -318,7 +319,7 @@ const claimJobs = `-- name: ClaimJobs :execrows
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
     claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
-WHERE id IN (SELECT value FROM json_each(?5))
+WHERE id IN (/*SLICE:ids*/?)
 `
 
 type ClaimJobsParams struct {
@@ -326,11 +327,11 @@ type ClaimJobsParams struct {
 	ClaimExpiresAt int64
 	ClaimToken     int64
 	Worker         string
-	Ids            interface{}
+	Ids            []int64
 }
 
-// Stamps the jobs ClaimableJobs chose (ids: a JSON array) with this claim,
-// and returns nothing: ClaimableJobs read the columns the claim does not
+// Stamps the jobs ClaimableJobs chose (ids: a list, sqlc.slice) with this
+// claim, and returns nothing: ClaimableJobs read the columns the claim does not
 // stamp, and the caller knows the rest (queue, state, claimed_at,
 // claim_expires_at, claim_token and worker; a running job has no
 // finished_at; attempts is one more).
@@ -348,14 +349,33 @@ type ClaimJobsParams struct {
 // (the parse is 0.8k of the 87k a job of claim and ack); and, on a scratch
 // copy, without alk_jobs_finished and alk_jobs_listing 1-2% less, without
 // alk_jobs_unique under 1%: no schema change comes near a tenth.
+// The ids are a list of values, not a JSON array read by json_each: an IN
+// with a subquery makes SQLite's UPDATE run in two passes (the subquery's
+// ids sorted into a table, each row sought to collect its rowid, then
+// sought again to stamp it), an IN of values lets it stamp each row as it
+// finds it. The statement with a list of 128 ids, 100 of them set and the
+// rest NULL, stamped 100 rows in 43.2k instructions a row against the
+// JSON array's 47.4k (callgrind, the statement rolled back; the exact
+// list of 100: 42.3k), and a loop of Claim of 100 and AckMany 99.9k ->
+// 95.1k a job (the client, 12,000 jobs less 2,000). db/lite's ClaimJobsOn
+// sends lists whose lengths are multiples of 16 up to 128, NULLs after
+// the ids, each length prepared once per connection.
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, error) {
-	result, err := q.exec(ctx, q.claimJobsStmt, claimJobs,
-		arg.Now,
-		arg.ClaimExpiresAt,
-		arg.ClaimToken,
-		arg.Worker,
-		arg.Ids,
-	)
+	query := claimJobs
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Now)
+	queryParams = append(queryParams, arg.ClaimExpiresAt)
+	queryParams = append(queryParams, arg.ClaimToken)
+	queryParams = append(queryParams, arg.Worker)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.exec(ctx, nil, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

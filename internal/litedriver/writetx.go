@@ -88,6 +88,49 @@ func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, e
 	return raw.LastInsertRowID(), raw.Changes(), nil
 }
 
+// ExecList is Exec for a statement whose last parameters are a list of
+// slots values (an IN list): it binds args to the first parameters, then
+// list's values, then NULL to the slots list leaves (NULL is in no IN
+// list, so a statement prepared for a list of a given length serves any
+// shorter list). len(list) must not exceed slots.
+func (w *Writer) ExecList(query string, slots int, list []int64, args ...any) (lastInsertID, changes int64, err error) {
+	if len(list) > slots {
+		return 0, 0, fmt.Errorf("litedriver: Writer.ExecList of %d values in %d slots", len(list), slots)
+	}
+	c := w.c
+	s, err := c.cached(query)
+	if err != nil {
+		return 0, 0, c.failed(w.ctx, err)
+	}
+	for i, a := range args {
+		if err = bind(s, i+1, a); err != nil {
+			_ = s.ClearBindings()
+			return 0, 0, err
+		}
+	}
+	for i := range slots {
+		at := len(args) + 1 + i
+		if i < len(list) {
+			err = s.BindInt64(at, list[i])
+		} else {
+			err = s.BindNull(at)
+		}
+		if err != nil {
+			_ = s.ClearBindings()
+			return 0, 0, err
+		}
+	}
+	raw := c.raw.Raw()
+	raw.SetLastInsertRowID(0)
+	c.sc.stmt, c.sc.started = s, false
+	err = s.Exec()
+	_ = s.ClearBindings()
+	if err != nil {
+		return 0, 0, c.failed(w.ctx, err)
+	}
+	return raw.LastInsertRowID(), raw.Changes(), nil
+}
+
 // Query runs query as Exec runs its statement (prepared once per connection
 // and kept; args bound as Exec binds them) and calls row with each row it
 // returns, in order, until row returns an error, which Query then returns.
