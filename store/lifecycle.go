@@ -252,7 +252,10 @@ func (l *lifecycle) nudge() {
 // made, the server cancels their statements, and on SQLite the store
 // interrupts them, even one waiting on a lock (SQLite: another process's
 // write lock, whatever the busy timeout); they fail with ErrClosed and
-// store nothing, unless one finished first and keeps its result. They get
+// store nothing, unless one finished first and keeps its result (on
+// PostgreSQL, as for any call cut in flight, a commit the cancel reached
+// too late may have stored its work though the call fails: see "Names
+// and errors" in the README). They get
 // up to 5 seconds to return. A pool passed to OpenPool and an adopted
 // transaction's connection are the application's, which the store does
 // not cancel: an operation on them waiting on a lock runs until it gets
