@@ -64,28 +64,7 @@ type Writer struct {
 // database/sql's Result would (an application's trigger's own inserts leave
 // the rowid as it was once the trigger ends).
 func (w *Writer) Exec(query string, args ...any) (lastInsertID, changes int64, err error) {
-	c := w.c
-	s, err := c.cached(query)
-	if err != nil {
-		return 0, 0, c.failed(w.ctx, err)
-	}
-	for i, a := range args {
-		if err = bind(s, i+1, a); err != nil {
-			_ = s.ClearBindings()
-			return 0, 0, err
-		}
-	}
-	raw := c.raw.Raw()
-	raw.SetLastInsertRowID(0) // as the driver's Exec: no insert, no rowid
-	c.sc.stmt, c.sc.started = s, false
-	err = s.Exec()
-	// A statement keeps its bound blobs and texts (copies in SQLite's
-	// memory) until they are bound again: let them go now.
-	_ = s.ClearBindings()
-	if err != nil {
-		return 0, 0, c.failed(w.ctx, err)
-	}
-	return raw.LastInsertRowID(), raw.Changes(), nil
+	return w.ExecList(query, 0, nil, args...)
 }
 
 // ExecList is Exec for a statement whose last parameters are a list of
@@ -121,9 +100,11 @@ func (w *Writer) ExecList(query string, slots int, list []int64, args ...any) (l
 		}
 	}
 	raw := c.raw.Raw()
-	raw.SetLastInsertRowID(0)
+	raw.SetLastInsertRowID(0) // as the driver's Exec: no insert, no rowid
 	c.sc.stmt, c.sc.started = s, false
 	err = s.Exec()
+	// A statement keeps its bound blobs and texts (copies in SQLite's
+	// memory) until they are bound again: let them go now.
 	_ = s.ClearBindings()
 	if err != nil {
 		return 0, 0, c.failed(w.ctx, err)
