@@ -1,14 +1,11 @@
 package tests
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -60,34 +57,7 @@ func TestAckReachesEachJobOncePostgres(t *testing.T) {
 	args := map[string]any{"ids": ids, "queue": "acks", "now": time.Now(), "claims": "{" + strings.Join(claims, ",") + "}"}
 	sqlText, params := generatedQuery(t, "pg", "AckJobs")
 
-	cfg, err := pgx.ParseConfig(e.dsn)
-	require.NoError(t, err)
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol // session-level PREPARE below
-	conn, err := pgx.ConnectConfig(c, cfg)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(c, "PREPARE ack AS "+sqlText)
-	require.NoError(t, err)
-	placeholders := make([]string, len(params))
-	vals := make([]any, len(params))
-	for i, p := range params {
-		v, ok := args[p]
-		require.True(t, ok, "no value for parameter %s", p)
-		placeholders[i], vals[i] = fmt.Sprintf("$%d", i+1), v
-	}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		_, err = conn.Exec(c, "SET plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		tx, err := conn.Begin(c)
-		require.NoError(t, err)
-		var out string
-		err = tx.QueryRow(c, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ack("+strings.Join(placeholders, ", ")+")", vals...).Scan(&out)
-		require.NoError(t, err)
-		require.NoError(t, tx.Rollback(c))
-		var plans []struct{ Plan pgPlanNode }
-		require.NoError(t, json.Unmarshal([]byte(out), &plans))
-		require.Len(t, plans, 1)
-		top := plans[0].Plan
+	explainPGPlans(t, e, "AckJobs", sqlText, params, args, func(mode, out string, top pgPlanNode) {
 		var perJob []string
 		top.walk(func(n *pgPlanNode) {
 			if n.Relation == "jobs" && strings.Contains(n.Type, "Scan") && n.Loops > 1 {
@@ -98,7 +68,7 @@ func TestAckReachesEachJobOncePostgres(t *testing.T) {
 		t.Logf("AckJobs of %d claimed jobs (%s): %d buffers, %.3f ms", n, mode, bufs, top.Time)
 		assert.Empty(t, perJob, "%s: a scan of jobs runs once per job:\n%s", mode, out)
 		assert.LessOrEqual(t, bufs, ackBufsPerJob*n, "%s: buffers for an ack of %d:\n%s", mode, n, out)
-	}
+	})
 }
 
 // ackBufsPerJob bounds AckJobs's buffers a job in this test's small
