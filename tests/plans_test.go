@@ -294,45 +294,14 @@ func checkPGPlan(t *testing.T, e *engineEnv, name, sqlText string, params []stri
 	})
 }
 
-// explainPGPlans prepares sqlText (its parameters named by params, their
-// values in args) on a connection of its own and runs it under EXPLAIN
-// (ANALYZE, BUFFERS, FORMAT JSON) with a custom and then a generic plan,
-// each in a transaction rolled back after, handing check each plan's text
-// and top node.
+// explainPGPlans runs sqlText as explainPG does with a custom and then a
+// generic plan, handing check each plan's text and top node.
 func explainPGPlans(t *testing.T, e *engineEnv, name, sqlText string, params []string, args map[string]any,
 	check func(mode, out string, top pgPlanNode)) {
-	cfg, err := pgx.ParseConfig(e.dsn)
-	require.NoError(t, err)
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol // session-level PREPARE below
-	c := ctx(t)
-	conn, err := pgx.ConnectConfig(c, cfg)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(c, "PREPARE hot AS "+sqlText)
-	require.NoError(t, err, name)
-	placeholders := make([]string, len(params))
-	vals := make([]any, len(params))
-	for i, p := range params {
-		v, ok := args[p]
-		require.True(t, ok, "%s: no value for parameter %s", name, p)
-		placeholders[i], vals[i] = fmt.Sprintf("$%d", i+1), v
-	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		_, err = conn.Exec(c, "SET plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		tx, err := conn.Begin(c)
-		require.NoError(t, err)
-		var out string
-		err = tx.QueryRow(c, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE hot("+strings.Join(placeholders, ", ")+")", vals...).Scan(&out)
-		require.NoError(t, err, name)
-		require.NoError(t, tx.Rollback(c))
-		var plans []struct{ Plan pgPlanNode }
-		require.NoError(t, json.Unmarshal([]byte(out), &plans))
-		require.Len(t, plans, 1)
-		check(mode, out, plans[0].Plan)
+		top, out := explainPG(t, e, name, sqlText, params, args, mode)
+		check(mode, out, top)
 	}
-	_, err = conn.Exec(c, "DEALLOCATE hot")
-	require.NoError(t, err)
 }
 
 // pgPlanNode is the part of EXPLAIN (FORMAT JSON) the check reads.
