@@ -20,8 +20,9 @@ import (
 // printing each figure's median and range and the median and range of its
 // ratio to what it is measured against (raw SQL, or the figure the bench
 // names beside it). With the queues section, bench/peers runs -rounds
-// times too and the peer ratios are the medians' ratio. This is the
-// "median of three runs" the goals are stated in.
+// times too, each run right after a run of alkstore's figures it is
+// compared on, and the peer ratios are the medians of those pairs' ratios.
+// This is the "median of three runs" the goals are stated in.
 
 // run1 is one figure as one run printed it, with what it stands beside.
 type run1 struct {
@@ -103,7 +104,7 @@ func runMedian(ctx context.Context, benchArgs []string) error {
 		}
 	}
 	if *withPeers && slices.Contains(strings.Split(*only, ","), "queues") {
-		return peerMedians(ctx, srv, tmp, top, benchArgs, medians)
+		return peerMedians(ctx, b, env, srv, tmp, top, benchArgs, medians)
 	}
 	return nil
 }
@@ -180,8 +181,14 @@ func showMedian(name string, runs []run1) float64 {
 }
 
 // peerMedians runs bench/peers -rounds times (each on a fresh database and
-// SQLite directory) and prints alkstore's median beside each peer's.
-func peerMedians(ctx context.Context, srv *pgtest.Server, tmp, top string, benchArgs []string, ours map[string]float64) error {
+// SQLite directory), each right after one more run of alkstore's figures
+// the peers are compared on, and prints the median of each side and of the
+// pairs' ratios. A pair runs within a minute or two: the medians of the
+// section runs above were taken up to twenty minutes earlier, and a shared
+// machine's speed drifts more than that (stop 41 saw the raw ceilings fall
+// a third between a morning and an afternoon run while River's burn-down,
+// measured at the end, rose a fifth).
+func peerMedians(ctx context.Context, b *build, env []string, srv *pgtest.Server, tmp, top string, benchArgs []string, selected map[string]float64) error {
 	jobs, workers, d := "100000", "100", "2s"
 	for i := 0; i+1 < len(benchArgs); i++ { // the bench's own flags the peers share
 		switch strings.TrimLeft(benchArgs[i], "-") {
@@ -198,15 +205,28 @@ func peerMedians(ctx context.Context, srv *pgtest.Server, tmp, top string, bench
 		{"EnqueueMany of 1,000 (jobs/s)", "insert_many_1000"},
 		{"burn-down of " + jobs + " via Work (jobs/s)", "burndown"},
 	}
-	if !slices.ContainsFunc(figs, func(f struct{ ours, their string }) bool {
-		_, pg := ours["pg "+f.ours]
-		_, lite := ours["lite "+f.ours]
-		return pg || lite
-	}) {
-		return nil // no figure a peer is compared on
+	var ourFigs []string // the figures picked above that a peer is compared on
+	for _, f := range figs {
+		for _, engine := range []string{"pg ", "lite "} {
+			if _, ok := selected[engine+f.ours]; ok {
+				ourFigs = append(ourFigs, engine+f.ours)
+			}
+		}
 	}
-	theirs := map[string][]float64{}
+	if len(ourFigs) == 0 {
+		return nil
+	}
+	ours, theirs := map[string][]float64{}, map[string][]float64{}
 	for k := range *rounds {
+		for _, f := range ourFigs {
+			out, err := bench(ctx, b, env, append([]string{"-only", "queues", "-figure", f, "-json", "-peers=false"}, benchArgs...)...)
+			if err != nil {
+				return err
+			}
+			for name, r := range parseRun(out) {
+				ours[name] = append(ours[name], r.value)
+			}
+		}
 		dsn, err := srv.NewDatabase(ctx)
 		if err != nil {
 			return err
@@ -233,16 +253,19 @@ func peerMedians(ctx context.Context, srv *pgtest.Server, tmp, top string, bench
 			theirs[f.Name] = append(theirs[f.Name], f.Rate)
 		}
 	}
-	fmt.Printf("\n%-52s %10s %10s %7s  %s\n", "versus a peer (medians of each side)", "alkstore", "peer", "ratio", "peer range")
+	fmt.Printf("\n%-52s %10s %10s %7s  %-11s  %s\n", "versus a peer (runs in pairs)", "alkstore", "peer", "ratio", "ratio range", "peer range")
 	for _, p := range []struct{ engine, peer string }{{"pg", "river"}, {"lite", "river_sqlite"}, {"lite", "goqite"}} {
 		for _, f := range figs {
-			a, ok := ours[p.engine+" "+f.ours]
-			t := theirs[p.peer+" "+f.their]
-			if !ok || len(t) == 0 {
+			a, t := ours[p.engine+" "+f.ours], theirs[p.peer+" "+f.their]
+			if len(a) == 0 || len(a) != len(t) {
 				continue
 			}
-			fmt.Printf("%-52s %10s %10s %7.2f  %s–%s\n", p.engine+" "+f.ours+" / "+p.peer, num(a), num(median(t)),
-				a/median(t), num(slices.Min(t)), num(slices.Max(t)))
+			r := make([]float64, len(a))
+			for i := range a {
+				r[i] = a[i] / t[i]
+			}
+			fmt.Printf("%-52s %10s %10s %7.2f  %.2f–%.2f  %s–%s\n", p.engine+" "+f.ours+" / "+p.peer, num(median(a)), num(median(t)),
+				median(r), slices.Min(r), slices.Max(r), num(slices.Min(t)), num(slices.Max(t)))
 		}
 	}
 	return nil
