@@ -727,7 +727,12 @@ func (w *worker) untilNextDue(ctx context.Context, claimedNone bool) time.Durati
 // run beside it on their own connection (see ackLoop). In one run of 11
 // at load 14 the loop fell into two claims of about 50 in flight (a
 // gather that timed out sent a claim short of a batch, and the second
-// claim's half-batch rule kept the pair going): 1,426 claims.
+// claim's half-batch rule kept the pair going): 1,426 claims; with a CPU
+// hog beside the burn-down (load 8-11) 2 runs of 5 did (1,060 and 1,161
+// claims, 116 and 318 of them sent beside one in flight). A second claim
+// now goes beside one of half a batch or more only when it can take a
+// whole batch (claimLoop), so such a pair ends at the next return: 1,002
+// or 1,003 claims in 5 runs of 5 under the same hog.
 //
 // Splitting such a batch in two claims of half the slots, the second
 // waiting for a whole half, was measured twice and not taken. A claim
@@ -771,7 +776,8 @@ const maxClaimGather = 5 * time.Millisecond
 type claimDone struct {
 	jobs     []*Job
 	err      error
-	reserved int           // handler slots the claim held for its jobs
+	sent     int           // handler slots it was sent with
+	reserved int           // handler slots the claim held for its jobs (sent, and on SQLite those it grew by)
 	began    time.Time     // when it was sent
 	took     time.Duration // its round trip, on the wall clock
 	woke     bool          // a wake, not a timer, started it
@@ -785,7 +791,17 @@ type claimDone struct {
 // committed returns its jobs even when ctx was cancelled meanwhile; see
 // Queue.Claim) before the loop returns. A second claim goes out while
 // one is in flight only with half a batch of free slots, so that slots
-// freed one by one do not each cost a claim.
+// freed one by one do not each cost a claim, and beside a claim of half a
+// batch or more only with a whole batch: the slots left beside a whole
+// batch in flight (Concurrency between one and two batches), or freed by
+// the handlers of one claim of a pair, went out as a claim of their own,
+// the next claim took what that left, and the pair went on splitting
+// every batch (a burn-down of 100,000 no-op handlers at Concurrency 200
+// and Batch 100: 1,451-1,480 claims of 67-69 jobs, two in flight 98% of
+// the run; with the rule 1,000-1,003 claims of 99.6-99.7; see
+// claimsInFlight for what a claim costs beyond its jobs). A claim of
+// fewer than half a batch in flight (a gather that timed out, a queue
+// running dry) leaves room for a second of half a batch or more beside it.
 //
 // After a full claim (jobs wait) with none in flight and handlers still
 // running, the next claim waits for a whole batch of free slots, but no
@@ -823,7 +839,9 @@ func (w *worker) claimLoop(ctx context.Context) {
 		}
 	}()
 	done := make(chan claimDone, most)
-	inFlight := 0
+	// inFlight: claims sent and not yet back; inFlightSlots: the slots
+	// they were sent with.
+	inFlight, inFlightSlots := 0, 0
 	// drainedSince: when the first of the claims that have all returned
 	// fewer jobs than they had slots for (the queue drained) began; zero
 	// while jobs wait (a full claim, no free slot). woke: a wake, not a
@@ -857,6 +875,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 			free := cap(w.slots) - len(w.slots)
 			need := 1
 			switch {
+			case inFlight > 0 && 2*inFlightSlots >= w.opts.Batch:
+				// Beside a claim of half a batch or more, only a whole
+				// batch goes: a second claim of the slots its handlers
+				// freed would split the next batch in two, and the pair
+				// would go on splitting every batch after it.
+				need = w.opts.Batch
 			case inFlight > 0:
 				need = max(1, w.opts.Batch/2)
 			case full && !gathered && free > 0 && free < w.opts.Batch && len(w.slots) > 0:
@@ -885,6 +909,7 @@ func (w *worker) claimLoop(ctx context.Context) {
 					w.slots <- struct{}{} // reserved: only this loop takes slots
 				}
 				inFlight++
+				inFlightSlots += n
 				go func(woke bool) {
 					began := w.q.s.now()
 					// One claim at a time (SQLite): once it holds the
@@ -917,7 +942,7 @@ func (w *worker) claimLoop(ctx context.Context) {
 					}
 					sent := time.Now()
 					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow)
-					done <- claimDone{jobs: jobs, err: err, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
+					done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 					if most == 1 {
 						w.lentAck()
 					}
@@ -953,6 +978,7 @@ func (w *worker) claimLoop(ctx context.Context) {
 		select {
 		case r := <-done:
 			inFlight--
+			inFlightSlots -= r.sent
 			w.claimed(ctx, r, &drainedSince, rest)
 			full, lastTook = r.err == nil && len(r.jobs) == r.reserved, r.took
 			if full {
