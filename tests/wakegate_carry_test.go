@@ -40,13 +40,14 @@ func TestGateSendsTheTrailingWakeWhileItsCarrierWaits(t *testing.T) {
 		name := fmt.Sprint("gate-carrier-held-", round)
 		topic := "s:" + name
 		st := a.Stream(name)
-		restore := wake.SetGateWindow(topic, time.Hour) // t2 falls inside p1's window however slowly the machine runs
+		defer wake.SetGateWindow(topic, time.Hour)() // t2 falls inside p1's window however slowly the machine runs
 		counts, stopCounting := wake.CountGateTopics(topic)
+		defer stopCounting()
 		fired, release := make(chan struct{}, 1), make(chan struct{})
-		removeHook := wake.SetTrailingHook(topic, func() {
+		defer wake.SetTrailingHook(topic, func() {
 			fired <- struct{}{}
 			<-release
-		})
+		})()
 		l := listenWakes(t, e, topic)
 
 		_, err := st.Publish(c, []byte("p1")) // opens the window: notifies
@@ -62,9 +63,11 @@ func TestGateSendsTheTrailingWakeWhileItsCarrierWaits(t *testing.T) {
 
 		holder, err := pool.Begin(c)
 		require.NoError(t, err)
+		defer holder.Rollback(context.Background()) // a failed round leaves no lock for the cleanup to wait on
 		_, err = holder.Exec(c, `LOCK TABLE alkstore.events IN SHARE MODE`)
 		require.NoError(t, err)
 		pctx, cut := context.WithCancel(c)
+		defer cut()
 		blocked := make(chan error, 1)
 		go func() { // carries a NOTIFY (the window is over), then waits for the lock
 			_, err := st.Publish(pctx, []byte("p3"))
@@ -90,10 +93,6 @@ func TestGateSendsTheTrailingWakeWhileItsCarrierWaits(t *testing.T) {
 			require.NoError(t, <-blocked)
 			require.True(t, l.next(t, 30*time.Second), "no NOTIFY followed p3's commit")
 		}
-		cut()
-		removeHook()
-		stopCounting()
-		restore()
 	}
 }
 
