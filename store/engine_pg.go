@@ -328,6 +328,25 @@ func (o pgOps) wake(topic string) string {
 	return o.eng.gate.wake(topic)
 }
 
+// carry is wake for an auto-commit write that reports its commit to
+// carried (wakeGate.carry); in a transaction, wake.
+func (o pgOps) carry(topic string) (string, uint64) {
+	if o.inTx {
+		return o.wake(topic), 0
+	}
+	return o.eng.gate.carry(topic)
+}
+
+// carried is sent for a write carry gave payload and seq: when its
+// statement worked (an auto-commit write: it committed), its NOTIFY
+// announced the writes owed a wake before it began.
+func (o pgOps) carried(topic, payload string, seq uint64, err error) {
+	o.sent(topic, payload)
+	if seq != 0 && err == nil {
+		o.eng.gate.covered(topic, seq)
+	}
+}
+
 // sent runs after the statement of a write to topic that carried payload
 // (wake's), whether it worked or not: a write that carried no wake is owed
 // a trailing one after its commit, which for an auto-commit statement has

@@ -15,7 +15,7 @@ import (
 
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	topic := r.topic
-	w := o.wake(topic)
+	w, seq := o.carry(topic)
 	p := pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSON(r.headers), Wake: w}
 	var id int64
 	var txid pgtype.Uint64
@@ -27,7 +27,7 @@ func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	} else {
 		id, err = o.q.PublishEvent(ctx, p)
 	}
-	o.sent(topic, w)
+	o.carried(topic, w, seq, err)
 	if err == nil {
 		o.drew(id, txid)
 	}
@@ -45,9 +45,10 @@ func (o pgOps) drew(off int64, txid pgtype.Uint64) {
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
 	topic := streamTopic(r.stream)
+	w, seq := o.carry(topic)
 	p := pgdb.PublishEventsParams{
 		Stream:   r.stream,
-		Wake:     o.wake(topic),
+		Wake:     w,
 		Keyed:    make([]bool, len(r.msgs)),
 		Keys:     make([]string, len(r.msgs)),
 		Payloads: make([][]byte, len(r.msgs)),
@@ -84,8 +85,8 @@ func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, erro
 	} else {
 		ids, err = o.q.PublishEvents(ctx, p)
 	}
-	o.sent(topic, p.Wake)
 	ids, err = allInserted(len(r.msgs), ids, err)
+	o.carried(topic, p.Wake, seq, err)
 	if err == nil && len(ids) > 0 {
 		o.drew(ids[len(ids)-1], txid)
 	}

@@ -144,6 +144,9 @@ type GateCounts struct {
 	Added  atomic.Int64 // entries added (a write to a topic with none)
 	Kept   atomic.Int64 // entries a sweep looked at and kept (window open or trailing wake owed)
 	Pruned atomic.Int64 // entries a sweep removed
+	// Covered: trailing wakes cancelled because a later write's NOTIFY,
+	// committed, announced every write that owed them.
+	Covered atomic.Int64
 }
 
 // CountGateTopics counts, until stop, what the wake gates do with the
@@ -179,3 +182,7 @@ func GateSwept(topic string, pruned bool) {
 		}
 	})
 }
+
+// TrailingCovered records that a gate cancelled topic's trailing wake: a
+// write that carried a NOTIFY committed after every write that owed it.
+func TrailingCovered(topic string) { gateCounts(topic, func(n *GateCounts) { n.Covered.Add(1) }) }

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/wake"
+)
+
+// TestGateCarrierCoversOnlyWhatWasOwedBeforeItBegan: a carrier's commit
+// (wakeGate.covered) cancels the trailing wake only when every debt was
+// owed before the carrier began (carry): a write that committed without a
+// wake after the carrier began may not be seen by the readers the
+// carrier's NOTIFY wakes, so its trailing wake must still go out. The
+// gate's NOTIFY is a function here; flush sends what is still owed. The
+// interleavings with a database are in tests/wakegate_carry_test.go.
+func TestGateCarrierCoversOnlyWhatWasOwedBeforeItBegan(t *testing.T) {
+	for _, later := range []bool{false, true} {
+		topic := "s:gate-carrier-unit"
+		restore := wake.SetGateWindow(topic, time.Hour)
+		var sent []string
+		g := &wakeGate{send: func(topic string) { sent = append(sent, topic) }}
+		require.NotEmpty(t, g.wake(topic), "the first write opens the window")
+		g.owe(topic) // a write inside the window committed: a trailing wake an hour away
+		w, seq := g.carry(topic)
+		require.Empty(t, w, "a carrier inside the first half of the window")
+		require.Zero(t, seq)
+		wake.SetGateWindow(topic, 0) // the window is over
+		w, seq = g.carry(topic)
+		require.NotEmpty(t, w, "no carrier once the window is over")
+		require.NotZero(t, seq)
+		if later {
+			g.owe(topic) // committed after the carrier began (the trailing wake is already scheduled)
+		}
+		g.covered(topic, seq) // the carrier committed
+		g.flush()             // sends every trailing wake still owed
+		if later {
+			require.Equal(t, []string{topic}, sent, "a debt owed after the carrier began lost its trailing wake")
+		} else {
+			require.Empty(t, sent, "the carrier's commit did not cancel the trailing wake")
+		}
+		restore()
+	}
+}

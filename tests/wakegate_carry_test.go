@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/wake"
+)
+
+// The wake gate's carrier (store/notify_pg.go, wakeGate.carry): while a
+// trailing wake is owed, an auto-commit publish may carry a NOTIFY of its
+// own, and its commit then cancels the trailing wake (a trailing NOTIFY is
+// a transaction of its own, whose id holds every reader's settled horizon
+// while it commits). Only the commit may cancel it: a carrier still in
+// flight when the trailing wake fires (its statement waits on a lock, its
+// transaction open past the window) must leave the trailing wake to go
+// out, or other processes hear of the owed write only if and when the
+// carrier commits.
+
+// TestGateSendsTheTrailingWakeWhileItsCarrierWaits: t2, a Tx's write
+// inside p1's window, is owed a wake at its commit; the trailing wake
+// fires at once (the window set to 0) and is held before it decides
+// (wake.SetTrailingHook) while p3, an auto-commit publish that carries a
+// NOTIFY, waits on a lock on the events table (a transaction held open).
+// Released, the trailing wake must go out while p3 still waits; then p3's
+// commit notifies too. In the "fails" rounds p3 is cut by its context
+// while it waits (its statement, NOTIFY included, rolled back) before the
+// trailing wake is released: it must go out all the same.
+func TestGateSendsTheTrailingWakeWhileItsCarrierWaits(t *testing.T) {
+	e := newEnv(t, "pg")
+	a := e.open(t)
+	pool := e.pool(t)
+	for round := range 4 {
+		fails := round%2 == 1
+		c := ctx(t)
+		name := fmt.Sprint("gate-carrier-held-", round)
+		topic := "s:" + name
+		st := a.Stream(name)
+		defer wake.SetGateWindow(topic, time.Hour)() // t2 falls inside p1's window however slowly the machine runs
+		counts, stopCounting := wake.CountGateTopics(topic)
+		defer stopCounting()
+		fired, release := make(chan struct{}, 1), make(chan struct{})
+		defer wake.SetTrailingHook(topic, func() {
+			fired <- struct{}{}
+			<-release
+		})()
+		l := listenWakes(t, e, topic)
+
+		_, err := st.Publish(c, []byte("p1")) // opens the window: notifies
+		require.NoError(t, err)
+		require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+		tx, err := a.Begin(c)
+		require.NoError(t, err)
+		_, err = st.PublishTx(c, tx, []byte("t2")) // inside the window: owed a wake at its commit
+		require.NoError(t, err)
+		wake.SetGateWindow(topic, 0) // the window is over: t2's trailing wake fires at its commit
+		require.NoError(t, tx.Commit(c))
+		<-fired // the trailing wake is scheduled, held before it decides
+
+		holder, err := pool.Begin(c)
+		require.NoError(t, err)
+		defer holder.Rollback(context.Background()) // a failed round leaves no lock for the cleanup to wait on
+		_, err = holder.Exec(c, `LOCK TABLE alkstore.events IN SHARE MODE`)
+		require.NoError(t, err)
+		pctx, cut := context.WithCancel(c)
+		defer cut()
+		blocked := make(chan error, 1)
+		go func() { // carries a NOTIFY (the window is over), then waits for the lock
+			_, err := st.Publish(pctx, []byte("p3"))
+			blocked <- err
+		}()
+		waitForLockWait(t, pool, name)
+		if fails {
+			cut()
+			require.ErrorIs(t, <-blocked, context.Canceled, "p3, cut while it waited")
+		}
+		close(release)
+		require.True(t, l.next(t, 30*time.Second), "round %d: the trailing wake for t2 did not go out while p3, its would-be carrier, waited or after it failed", round)
+		require.Zero(t, counts.Covered.Load(), "a carrier that had not committed cancelled the trailing wake")
+		if !fails {
+			select {
+			case err := <-blocked:
+				t.Fatalf("p3 returned (%v) while the lock was held", err)
+			default:
+			}
+		}
+		require.NoError(t, holder.Rollback(c))
+		if !fails {
+			require.NoError(t, <-blocked)
+			require.True(t, l.next(t, 30*time.Second), "no NOTIFY followed p3's commit")
+		}
+	}
+}
+
+// TestGateCarrierCoversTheTrailingWake: p2, inside p1's window, is owed a
+// trailing wake an hour away; p3, published once the window is over,
+// carries a NOTIFY, and its commit cancels the trailing wake: Close, which
+// sends every trailing wake still owed, sends none.
+func TestGateCarrierCoversTheTrailingWake(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	a := e.open(t)
+	name := "gate-carrier-covers"
+	topic := "s:" + name
+	st := a.Stream(name)
+	defer wake.SetGateWindow(topic, time.Hour)()
+	counts, stopCounting := wake.CountGateTopics(topic)
+	defer stopCounting()
+	l := listenWakes(t, e, topic)
+
+	_, err := st.Publish(c, []byte("p1")) // opens the window: notifies
+	require.NoError(t, err)
+	_, err = st.Publish(c, []byte("p2")) // inside it: owed a trailing wake
+	require.NoError(t, err)
+	require.True(t, l.next(t, 10*time.Second), "p1's NOTIFY")
+	wake.SetGateWindow(topic, 0)
+	_, err = st.Publish(c, []byte("p3")) // carries a NOTIFY; its commit covers p2
+	require.NoError(t, err)
+	require.True(t, l.next(t, 10*time.Second), "p3's NOTIFY")
+	require.EqualValues(t, 1, counts.Covered.Load(), "p3's commit did not cancel p2's trailing wake")
+	require.NoError(t, a.Close())
+	require.False(t, l.next(t, 2*time.Second), "Close sent a trailing wake p3's commit had covered")
+}
