@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -343,6 +344,9 @@ func (q *Queue) claimRefs(refs []claimRef, jobs []*Job) []claimRef {
 }
 
 type claimRef struct{ id, token int64 }
+
+// cmpToken orders claims by their token.
+func (c claimRef) cmpToken(d claimRef) int { return cmp.Compare(c.token, d.token) }
 
 // appendClaims appends claims as the JSON object both engines' batch acks
 // read: a member "id": claim_token a claim, in order. A job claimed twice

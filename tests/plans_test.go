@@ -344,16 +344,23 @@ func checkLitePlan(t *testing.T, e *engineEnv, name, sqlText string, params []st
 		args = maps.Clone(args)
 		args["ids"] = list
 	} else if slices.Contains(params, "ids") {
-		// ClaimJobs stamps the ids ClaimableJobs chose: the ready jobs, as
-		// its list (sqlc.slice).
-		rows, err := conn.QueryContext(c, "SELECT id FROM alk_jobs WHERE queue = 'skewed' AND state = 'pending' AND run_at <= ?", args["now"])
-		require.NoError(t, err)
-		for rows.Next() {
-			var id int64
-			require.NoError(t, rows.Scan(&id))
-			ids = append(ids, id)
+		// A list (sqlc.slice): the ids the caller gives (the counted acks'
+		// running jobs), or the ready jobs (ClaimJobs stamps the ids
+		// ClaimableJobs chose).
+		if given, ok := args["ids"].([]int64); ok {
+			for _, id := range given {
+				ids = append(ids, id)
+			}
+		} else {
+			rows, err := conn.QueryContext(c, "SELECT id FROM alk_jobs WHERE queue = 'skewed' AND state = 'pending' AND run_at <= ?", args["now"])
+			require.NoError(t, err)
+			for rows.Next() {
+				var id int64
+				require.NoError(t, rows.Scan(&id))
+				ids = append(ids, id)
+			}
+			require.NoError(t, rows.Err())
 		}
-		require.NoError(t, rows.Err())
 		require.NotEmpty(t, ids)
 		sqlText = strings.Replace(sqlText, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
 		args = maps.Clone(args)
@@ -662,6 +669,9 @@ var hotStatements = []hotStmt{
 	{name: "CompleteJobs"},
 	{name: "AckJobsCounted", only: "lite"},
 	{name: "CompleteJobsCounted", only: "lite"},
+	{name: "QueueKeepsCompleted", only: "lite"}, // before AckJobsOfClaim or CompleteJobsOfClaim
+	{name: "AckJobsOfClaim", only: "lite"},      // see also TestAckReadsOnlyTheJobsItSettles
+	{name: "CompleteJobsOfClaim", only: "lite"},
 	{name: "SnoozeJob"},
 	{name: "JobClaims", args: map[string]any{"ids": "[1, 2, 3]"}, pgArgs: map[string]any{"ids": []int64{1, 2, 3}}},
 	{name: "QueuePaused", args: map[string]any{"queue": "skewed"}},

@@ -81,48 +81,62 @@ func (q *Queries) BuryExhaustedClaimsOn(w *litedriver.Writer, arg BuryExhaustedC
 }
 
 // ClaimJobsOn runs ClaimJobs's statement on w and returns the rows it
-// stamped: for each run of at most claimListMost ids, the statement with
-// its list of ids (sqlc.slice) as long as the run rounded up to a
-// multiple of claimListStep, the slots past the run NULL. The generated
-// ClaimJobs writes the list as long as the ids; here a handful of lengths
-// serve every claim, each prepared once per connection (see
-// Writer.ExecList).
+// stamped, its list of ids sent by execListed.
 func (q *Queries) ClaimJobsOn(w *litedriver.Writer, arg ClaimJobsParams) (int64, error) {
-	var stamped int64
-	for ids := arg.Ids; len(ids) > 0; {
-		run := ids[:min(len(ids), claimListMost)]
-		ids = ids[len(run):]
-		slots := (len(run) + claimListStep - 1) / claimListStep * claimListStep
-		_, n, err := w.ExecList(claimJobsListed[slots/claimListStep-1], slots, run,
-			arg.Now,
-			arg.ClaimExpiresAt,
-			arg.ClaimToken,
-			arg.Worker,
-		)
-		if err != nil {
-			return stamped, err
-		}
-		stamped += n
-	}
-	return stamped, nil
+	return execListed(w, claimJobsListed, arg.Ids,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+	)
 }
 
-// claimListStep and claimListMost: the lengths of ClaimJobsOn's lists of
-// ids (claimJobsListed, one statement each).
+// execListed runs a statement whose last parameter is a list of ids
+// (sqlc.slice) on w and returns the rows it changed: for each run of at
+// most listMost ids, the statement of listed (see listed) whose list is
+// as long as the run rounded up to a multiple of listStep, args bound to
+// its first parameters and the slots past the run NULL. The generated
+// functions write the list as long as the ids; here a handful of lengths
+// serve every call, each prepared once per connection (see
+// Writer.ExecList).
+func execListed(w *litedriver.Writer, listed []string, ids []int64, args ...any) (int64, error) {
+	var changed int64
+	for len(ids) > 0 {
+		run := ids[:min(len(ids), listMost)]
+		ids = ids[len(run):]
+		slots := (len(run) + listStep - 1) / listStep * listStep
+		_, n, err := w.ExecList(listed[slots/listStep-1], slots, run, args...)
+		if err != nil {
+			return changed, err
+		}
+		changed += n
+	}
+	return changed, nil
+}
+
+// listStep and listMost: the lengths of execListed's lists of ids (one
+// statement each).
 const (
-	claimListStep = 16
-	claimListMost = 128
+	listStep = 16
+	listMost = 128
 )
 
-// claimJobsListed is ClaimJobs's statement with its list of ids
-// claimListStep, 2*claimListStep, ... claimListMost long.
-var claimJobsListed = func() []string {
-	texts := make([]string, claimListMost/claimListStep)
+// listed is query, a generated statement with a list of ids
+// (sqlc.slice), with its list listStep, 2*listStep, ... listMost long.
+func listed(query string) []string {
+	texts := make([]string, listMost/listStep)
 	for i := range texts {
-		texts[i] = strings.Replace(claimJobs, "/*SLICE:ids*/?", strings.Repeat(",?", (i+1)*claimListStep)[1:], 1)
+		texts[i] = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", (i+1)*listStep)[1:], 1)
 	}
 	return texts
-}()
+}
+
+// The statements execListed sends, by listed.
+var (
+	claimJobsListed           = listed(claimJobs)
+	ackJobsOfClaimListed      = listed(ackJobsOfClaim)
+	completeJobsOfClaimListed = listed(completeJobsOfClaim)
+)
 
 // ClaimJobOn runs ClaimJob's statement on w and returns the rows it
 // stamped.
@@ -162,4 +176,26 @@ func (q *Queries) AckJobsCountedOn(w *litedriver.Writer, arg AckJobsCountedParam
 func (q *Queries) CompleteJobsCountedOn(w *litedriver.Writer, arg CompleteJobsCountedParams) (int64, error) {
 	_, n, err := w.Exec(completeJobsCounted, arg.Now, arg.Claims)
 	return n, err
+}
+
+// QueueKeepsCompletedOn runs QueueKeepsCompleted's statement on w.
+func (q *Queries) QueueKeepsCompletedOn(w *litedriver.Writer, queue string) (bool, error) {
+	var keeps bool
+	err := w.Query(queueKeepsCompleted, func(r *litedriver.Row) error {
+		keeps = r.Int64(0) != 0
+		return nil
+	}, queue)
+	return keeps, err
+}
+
+// AckJobsOfClaimOn runs AckJobsOfClaim's statement on w and returns the
+// rows it deleted, its list of ids sent by execListed.
+func (q *Queries) AckJobsOfClaimOn(w *litedriver.Writer, arg AckJobsOfClaimParams) (int64, error) {
+	return execListed(w, ackJobsOfClaimListed, arg.Ids, arg.ClaimToken, arg.Now, arg.Queue)
+}
+
+// CompleteJobsOfClaimOn runs CompleteJobsOfClaim's statement on w and
+// returns the rows it completed, its list of ids sent by execListed.
+func (q *Queries) CompleteJobsOfClaimOn(w *litedriver.Writer, arg CompleteJobsOfClaimParams) (int64, error) {
+	return execListed(w, completeJobsOfClaimListed, arg.Ids, arg.Now, arg.ClaimToken, arg.Queue)
 }

@@ -24,31 +24,44 @@ func TestClaimWriterIsGenerated(t *testing.T) {
 		h := gencheck.Fields(t, handExec, gencheck.Func(t, "claim_writer.go", name+"On"))
 		gencheck.Same(t, name, g, h)
 	}
-	// ClaimJobs's list of ids (sqlc.slice) comes last: the generated
-	// function appends each argument, then the ids; ExecList binds its
-	// arguments, then the list.
-	genList := regexp.MustCompile(`(?s)query := claimJobs
-(.*?)
-	result, err := q\.exec\(ctx, nil, query, queryParams\.\.\.\)`)
-	handList := regexp.MustCompile(`(?s)w\.ExecList\(claimJobsListed\[.*?\], slots, run,(.*?)\)
-`)
-	body := genList.FindSubmatch(gencheck.Func(t, "queues.sql.go", "ClaimJobs"))
-	if body == nil {
-		t.Fatal("ClaimJobs: no generated list of arguments")
-	}
-	var g []string // each argument appended, in order, and the ids ranged over
-	for _, m := range regexp.MustCompile(`append\(queryParams, (arg\.\w+)\)|range (arg\.\w+)`).FindAllSubmatch(body[1], -1) {
-		g = append(g, string(m[1])+string(m[2]))
-	}
-	h := append(gencheck.Fields(t, handList, gencheck.Func(t, "claim_writer.go", "ClaimJobsOn")), "arg.Ids")
-	gencheck.Same(t, "ClaimJobs", g, h)
-	if !regexp.MustCompile(`for _, v := range arg\.Ids \{\s+queryParams = append\(queryParams, v\)\s+\}\s+query = strings\.Replace\(query, "/\*SLICE:ids\*/\?"`).Match(
-		gencheck.Func(t, "queues.sql.go", "ClaimJobs")) {
-		t.Fatal("ClaimJobs: the generated function no longer binds the ids last, as its list (sqlc.slice)")
-	}
-	for i, text := range claimJobsListed {
-		if n := strings.Count(text, "?"); n != 4+(i+1)*claimListStep || !strings.Contains(claimJobs, "/*SLICE:ids*/?") {
-			t.Fatalf("ClaimJobs with a list of %d: %d parameters", (i+1)*claimListStep, n)
+	// The statements with a list of ids (sqlc.slice), which comes last:
+	// the generated function appends each argument, then the ids;
+	// execListed binds its arguments, then the list, in the statement's
+	// texts listed made of the generated one.
+	handList := regexp.MustCompile(`(?s)execListed\(w, (\w+), arg\.Ids,(.*?)\)\n`)
+	for name, st := range map[string]struct {
+		query string
+		texts []string
+	}{
+		"ClaimJobs":           {claimJobs, claimJobsListed},
+		"AckJobsOfClaim":      {ackJobsOfClaim, ackJobsOfClaimListed},
+		"CompleteJobsOfClaim": {completeJobsOfClaim, completeJobsOfClaimListed},
+	} {
+		constName := strings.ToLower(name[:1]) + name[1:]
+		gen := gencheck.Func(t, "queues.sql.go", name)
+		body := regexp.MustCompile(`(?s)query := ` + constName + `\n(.*?)\n\tresult, err := q\.exec\(ctx, nil, query, queryParams\.\.\.\)`).FindSubmatch(gen)
+		if body == nil {
+			t.Fatalf("%s: no generated list of arguments", name)
+		}
+		var g []string // each argument appended, in order, and the ids ranged over
+		for _, m := range regexp.MustCompile(`append\(queryParams, (arg\.\w+)\)|range (arg\.\w+)`).FindAllSubmatch(body[1], -1) {
+			g = append(g, string(m[1])+string(m[2]))
+		}
+		h := gencheck.Fields(t, handList, gencheck.Func(t, "claim_writer.go", name+"On"))
+		if h[0] != constName+"Listed" {
+			t.Fatalf("%s: execListed sends %s", name, h[0])
+		}
+		gencheck.Same(t, name, g, append(h[1:], "arg.Ids"))
+		if !regexp.MustCompile(`for _, v := range arg\.Ids \{\s+queryParams = append\(queryParams, v\)\s+\}\s+query = strings\.Replace\(query, "/\*SLICE:ids\*/\?"`).Match(gen) {
+			t.Fatalf("%s: the generated function no longer binds the ids last, as its list (sqlc.slice)", name)
+		}
+		if !strings.Contains(st.query, "/*SLICE:ids*/?") {
+			t.Fatalf("%s: no list of ids in its statement", name)
+		}
+		for i, text := range st.texts {
+			if n := strings.Count(text, "?"); n != strings.Count(st.query, "?")-1+(i+1)*listStep {
+				t.Fatalf("%s with a list of %d: %d parameters", name, (i+1)*listStep, n)
+			}
 		}
 	}
 	genQuery := regexp.MustCompile(`(?s)q\.query\(ctx, q\.\w+Stmt, (\w+),(.*?)\)\n`)
@@ -69,4 +82,7 @@ func TestClaimWriterIsGenerated(t *testing.T) {
 		gencheck.Same(t, name+": arguments", gencheck.Fields(t, genQuery, gen), gencheck.Fields(t, handQuery, hand))
 		gencheck.Same(t, name+": columns", gencheck.Fields(t, gencheck.Scans, gen), reads)
 	}
+	genRow := regexp.MustCompile(`(?s)q\.queryRow\(ctx, q\.\w+Stmt, (\w+),(.*?)\)\n`)
+	gencheck.Same(t, "QueueKeepsCompleted", gencheck.Fields(t, genRow, gencheck.Func(t, "queues.sql.go", "QueueKeepsCompleted")),
+		gencheck.Fields(t, handQuery, gencheck.Func(t, "claim_writer.go", "QueueKeepsCompletedOn")))
 }

@@ -33,6 +33,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ackJobsCountedStmt, err = db.PrepareContext(ctx, ackJobsCounted); err != nil {
 		return nil, fmt.Errorf("error preparing query AckJobsCounted: %w", err)
 	}
+	if q.ackJobsOfClaimStmt, err = db.PrepareContext(ctx, ackJobsOfClaim); err != nil {
+		return nil, fmt.Errorf("error preparing query AckJobsOfClaim: %w", err)
+	}
 	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
 		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
 	}
@@ -110,6 +113,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.completeJobsCountedStmt, err = db.PrepareContext(ctx, completeJobsCounted); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteJobsCounted: %w", err)
+	}
+	if q.completeJobsOfClaimStmt, err = db.PrepareContext(ctx, completeJobsOfClaim); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJobsOfClaim: %w", err)
 	}
 	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
@@ -315,6 +321,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishKeyedEventWithTxidStmt, err = db.PrepareContext(ctx, publishKeyedEventWithTxid); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEventWithTxid: %w", err)
 	}
+	if q.queueKeepsCompletedStmt, err = db.PrepareContext(ctx, queueKeepsCompleted); err != nil {
+		return nil, fmt.Errorf("error preparing query QueueKeepsCompleted: %w", err)
+	}
 	if q.queuePausedStmt, err = db.PrepareContext(ctx, queuePaused); err != nil {
 		return nil, fmt.Errorf("error preparing query QueuePaused: %w", err)
 	}
@@ -426,6 +435,11 @@ func (q *Queries) Close() error {
 	if q.ackJobsCountedStmt != nil {
 		if cerr := q.ackJobsCountedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing ackJobsCountedStmt: %w", cerr)
+		}
+	}
+	if q.ackJobsOfClaimStmt != nil {
+		if cerr := q.ackJobsOfClaimStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ackJobsOfClaimStmt: %w", cerr)
 		}
 	}
 	if q.acquireLeaseStmt != nil {
@@ -556,6 +570,11 @@ func (q *Queries) Close() error {
 	if q.completeJobsCountedStmt != nil {
 		if cerr := q.completeJobsCountedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing completeJobsCountedStmt: %w", cerr)
+		}
+	}
+	if q.completeJobsOfClaimStmt != nil {
+		if cerr := q.completeJobsOfClaimStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobsOfClaimStmt: %w", cerr)
 		}
 	}
 	if q.configureQueueStmt != nil {
@@ -898,6 +917,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishKeyedEventWithTxidStmt: %w", cerr)
 		}
 	}
+	if q.queueKeepsCompletedStmt != nil {
+		if cerr := q.queueKeepsCompletedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing queueKeepsCompletedStmt: %w", cerr)
+		}
+	}
 	if q.queuePausedStmt != nil {
 		if cerr := q.queuePausedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing queuePausedStmt: %w", cerr)
@@ -1095,6 +1119,7 @@ type Queries struct {
 	ackJobStmt                      *sql.Stmt
 	ackJobsStmt                     *sql.Stmt
 	ackJobsCountedStmt              *sql.Stmt
+	ackJobsOfClaimStmt              *sql.Stmt
 	acquireLeaseStmt                *sql.Stmt
 	advanceCompactionStmt           *sql.Stmt
 	buryExhaustedClaimsStmt         *sql.Stmt
@@ -1121,6 +1146,7 @@ type Queries struct {
 	completeJobStmt                 *sql.Stmt
 	completeJobsStmt                *sql.Stmt
 	completeJobsCountedStmt         *sql.Stmt
+	completeJobsOfClaimStmt         *sql.Stmt
 	configureQueueStmt              *sql.Stmt
 	configureStreamStmt             *sql.Stmt
 	consumerLagsStmt                *sql.Stmt
@@ -1189,6 +1215,7 @@ type Queries struct {
 	publishEventsWithTxidStmt       *sql.Stmt
 	publishKeyedEventStmt           *sql.Stmt
 	publishKeyedEventWithTxidStmt   *sql.Stmt
+	queueKeepsCompletedStmt         *sql.Stmt
 	queuePausedStmt                 *sql.Stmt
 	queueStatsStmt                  *sql.Stmt
 	readEventsStmt                  *sql.Stmt
@@ -1229,6 +1256,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		ackJobStmt:                      q.ackJobStmt,
 		ackJobsStmt:                     q.ackJobsStmt,
 		ackJobsCountedStmt:              q.ackJobsCountedStmt,
+		ackJobsOfClaimStmt:              q.ackJobsOfClaimStmt,
 		acquireLeaseStmt:                q.acquireLeaseStmt,
 		advanceCompactionStmt:           q.advanceCompactionStmt,
 		buryExhaustedClaimsStmt:         q.buryExhaustedClaimsStmt,
@@ -1255,6 +1283,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		completeJobStmt:                 q.completeJobStmt,
 		completeJobsStmt:                q.completeJobsStmt,
 		completeJobsCountedStmt:         q.completeJobsCountedStmt,
+		completeJobsOfClaimStmt:         q.completeJobsOfClaimStmt,
 		configureQueueStmt:              q.configureQueueStmt,
 		configureStreamStmt:             q.configureStreamStmt,
 		consumerLagsStmt:                q.consumerLagsStmt,
@@ -1323,6 +1352,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		publishEventsWithTxidStmt:       q.publishEventsWithTxidStmt,
 		publishKeyedEventStmt:           q.publishKeyedEventStmt,
 		publishKeyedEventWithTxidStmt:   q.publishKeyedEventWithTxidStmt,
+		queueKeepsCompletedStmt:         q.queueKeepsCompletedStmt,
 		queuePausedStmt:                 q.queuePausedStmt,
 		queueStatsStmt:                  q.queueStatsStmt,
 		readEventsStmt:                  q.readEventsStmt,
