@@ -192,13 +192,13 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold()}, nil
+	return liteTx{tx: tx, o: &liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold()}, nil
 }
 
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
 // its statements are prepared by the caller's connection as they run.
 func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
-	return liteTx{tx: tx, o: liteOps{q: litedb.New(tx), tx: tx, adopted: true}, adopted: true}
+	return liteTx{tx: tx, o: &liteOps{q: litedb.New(tx), tx: tx, adopted: true}, adopted: true}
 }
 
 // interrupt ends the statements running on the writer and the readers (a
@@ -370,9 +370,9 @@ func (o liteOps) insertEach(ctx context.Context, n int, need bool, insert func(q
 // store on the writer slot or adopted.
 type liteTx struct {
 	tx      *sql.Tx
-	o       liteOps
-	release func() // the writer slot's hold record (see writerHold)
-	adopted bool   // on the caller's connection, not litedriver's
+	o       *liteOps // a pointer, as pgTx's: ops() allocates nothing
+	release func()   // the writer slot's hold record (see writerHold)
+	adopted bool     // on the caller's connection, not litedriver's
 }
 
 // endedAfter tells whether SQLite rolled the transaction back whole (a

@@ -215,7 +215,7 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	// Nothing has run in the transaction yet, so it holds no id: every
 	// offset drawn is older than its id will be (see pgTxState.offer).
 	txs := &pgTxState{drawnBefore: e.horizon.drawn.Load()}
-	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
+	return pgTx{tx: tx, o: &pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
 }
 
 // txQueries are the queries of a read-write transaction: on Citus, marked
@@ -232,7 +232,7 @@ func (e *pgEngine) txQueries(tx pgx.Tx, adopted bool) *pgdb.Queries {
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 	txs := &pgTxState{adopted: true}
 	txs.foreign.Store(true)
-	return pgTx{tx: tx, o: pgOps{q: e.txQueries(tx, true), eng: e, inTx: true, txs: txs}}
+	return pgTx{tx: tx, o: &pgOps{q: e.txQueries(tx, true), eng: e, inTx: true, txs: txs}}
 }
 
 func (e *pgEngine) close(abandoned bool) {
@@ -454,7 +454,9 @@ func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }
 // pgTx is a pgx transaction, begun by the store or adopted.
 type pgTx struct {
 	tx pgx.Tx
-	o  pgOps
+	// o is a pointer so that each operation's ops (the interface) is o
+	// itself: a pgOps value would be copied to the heap at every call.
+	o *pgOps
 }
 
 func (t pgTx) ops() ops                           { return t.o }

@@ -21,31 +21,53 @@ func newHandle(s *Store, name string) handle {
 
 // target is where an operation runs: the statements (auto-commit or the
 // caller's transaction) and how to do something once its writes are
-// committed (at once for auto-commit; at commit for a transaction).
+// committed (afterCommit: at once for auto-commit; at commit for a
+// transaction).
 type target struct {
 	ops
-	afterCommit func(fn func())
-	auto        bool // auto-commit: the operation waits for a connection of its own
-	write       bool // an auto-commit write: on SQLite it waits for the writer slot
+	// tx is the caller's transaction and ctx the operation's, in a
+	// transaction (tx.h is nil in auto-commit). The target keeps them
+	// rather than closures over them (afterCommit, failed): a closure
+	// cost every operation in a transaction an allocation each.
+	tx    Tx
+	ctx   context.Context
+	auto  bool // auto-commit: the operation waits for a connection of its own
+	write bool // an auto-commit write: on SQLite it waits for the writer slot
 	// adopted: in a transaction adopted with AdoptPgx or AdoptSQL, which
 	// the store cannot wait for or roll back, so each operation in it
 	// counts as running, like an auto-commit one (see Shutdown).
 	adopted bool
-	// failed, in a transaction, is told the operation's error and returns
-	// it as the caller sees it (Tx.failed).
-	failed func(err error) error
 }
 
-// wakeAtCommit wakes topic's waiters in this process once the operation's
-// writes commit: at once for auto-commit (whose afterCommit runs its func
-// at once; calling the hub directly spares a write the closure's
-// allocation), at the commit in a transaction.
-func (t target) wakeAtCommit(s *Store, topic string) {
-	if t.auto {
-		s.hub.Wake(topic)
+// afterCommit runs fn once the operation's writes are committed: at once
+// outside a transaction, at the commit in one (Tx.onCommit).
+func (t target) afterCommit(fn func()) {
+	if t.tx.h == nil {
+		fn()
 		return
 	}
-	t.afterCommit(s.wake(topic))
+	t.tx.onCommit(fn)
+}
+
+// failed is told the operation's error and returns it as the caller sees
+// it: in a transaction, Tx.failed's; outside one, err itself.
+func (t target) failed(err error) error {
+	if t.tx.h == nil {
+		return err
+	}
+	return t.tx.failed(t.ctx, err)
+}
+
+// wakeAtCommit wakes the stream's waiters in this process once the
+// operation's writes commit: at once for auto-commit (calling the hub
+// directly), at the commit in a transaction (with the stream's own wakeFn:
+// a closure made per write cost each an allocation).
+func (t target) wakeAtCommit(st *Stream) {
+	if t.auto {
+		st.s.hub.Wake(st.topic)
+		return
+	}
+	t.afterCommit(st.wakeFn)
 }
 
 // via chooses the target of an operation.
@@ -62,7 +84,7 @@ func autoWrite(ctx context.Context) via {
 		if err := s.writerHeldBy(ctx); err != nil {
 			return target{}, err
 		}
-		return target{ops: s.eng.writeOps(), afterCommit: func(fn func()) { fn() }, auto: true, write: true}, nil
+		return target{ops: s.eng.writeOps(), auto: true, write: true}, nil
 	}
 }
 
@@ -70,7 +92,7 @@ func autoRead(s *Store) (target, error) {
 	if err := s.check(); err != nil {
 		return target{}, err
 	}
-	return target{ops: s.eng.readOps(), afterCommit: func(fn func()) { fn() }, auto: true}, nil
+	return target{ops: s.eng.readOps(), auto: true}, nil
 }
 
 // run is the one path every operation takes: the handle's name is checked,
@@ -102,9 +124,7 @@ func run[T any](h handle, op string, v via, fn func(target) (T, error)) (T, erro
 	}
 	res, err := fn(t)
 	if err != nil {
-		if t.failed != nil {
-			err = t.failed(err)
-		}
+		err = t.failed(err)
 		return zero, opErr(op, h.name, h.s.driverErr(err))
 	}
 	return res, nil

@@ -106,7 +106,7 @@ func (e *pgEngine) beginSnapshot(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgTx{tx: tx, o: pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+	return pgTx{tx: tx, o: &pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
 }
 
 // beginSnapshot: a deferred transaction on a read connection, whose first
@@ -116,7 +116,7 @@ func (e *liteEngine) beginSnapshot(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: liteOps{q: e.readQ.WithTx(tx)}, release: func() {}}, nil // holds no writer slot
+	return liteTx{tx: tx, o: &liteOps{q: e.readQ.WithTx(tx)}, release: func() {}}, nil // holds no writer slot
 }
 
 // claimJobByID runs to the end once it started, as claim does: a claim

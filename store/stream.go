@@ -13,11 +13,15 @@ import (
 type Stream struct {
 	handle
 	topic string // its wake topic (streamTopic), built once: a publish cost two allocations building it
+	// wakeFn wakes topic's waiters in this process (Store.wake), built
+	// once: a publish in a transaction cost an allocation building it.
+	wakeFn func()
 }
 
 // Stream returns the handle for the stream called name.
 func (s *Store) Stream(name string) *Stream {
-	return &Stream{newHandle(s, name), streamTopic(name)}
+	topic := streamTopic(name)
+	return &Stream{handle: newHandle(s, name), topic: topic, wakeFn: s.wake(topic)}
 }
 
 // Name returns the stream's name.
@@ -108,7 +112,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 	}
 	off, err := o.publish(ctx, publishReq{stream: st.name, topic: st.topic, payload: payload, headers: hs})
 	if err == nil {
-		o.wakeAtCommit(st.s, st.topic)
+		o.wakeAtCommit(st)
 	}
 	return off, err
 }
@@ -204,7 +208,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	if err == nil {
-		o.wakeAtCommit(st.s, st.topic)
+		o.wakeAtCommit(st)
 	}
 	return offs, err
 }

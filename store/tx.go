@@ -662,8 +662,7 @@ func (tx Tx) via(ctx context.Context) via {
 		if tx.h.store != s {
 			return target{}, fmt.Errorf("%w: the transaction belongs to another store", ErrInvalidArgument)
 		}
-		failed := func(err error) error { return tx.failed(ctx, err) }
-		return target{ops: dtx.ops(), afterCommit: tx.onCommit, failed: failed, adopted: !tx.h.state.owned}, nil
+		return target{ops: dtx.ops(), tx: tx, ctx: ctx, adopted: !tx.h.state.owned}, nil
 	}
 }
 
