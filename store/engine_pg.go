@@ -157,12 +157,26 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
-	eng.gate = &wakeGate{send: func(topic string) {
-		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		_ = pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) // best effort: a closed store has no listeners left
-	}}
+	eng.gate = &wakeGate{send: func(topic string) { sendTrailingWake(pool, topic) }}
 	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
+}
+
+// sendTrailingWake sends the gate's trailing NOTIFY for topic, best effort
+// (a closed store has no listeners left), but not lost to a dead pooled
+// connection: the pool hands out a connection used within the last second
+// without pinging it, so after the server ended the pool's sessions (a
+// restart, a failover, pg_terminate_backend) each idle one fails its next
+// statement once, and the pool then drops it. It tries once more than the
+// pool has idle connections; a repeated NOTIFY only wakes its receivers
+// for a read more.
+func sendTrailingWake(pool *pgxpool.Pool, topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	for tries := pool.Stat().IdleConns() + 1; tries > 0 && ctx.Err() == nil; tries-- {
+		if pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) == nil {
+			return
+		}
+	}
 }
 
 func migratePostgres(ctx context.Context, pool *pgxpool.Pool, apply bool) error {
