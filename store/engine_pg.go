@@ -172,8 +172,12 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 func sendTrailingWake(pool *pgxpool.Pool, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	for tries := pool.Stat().IdleConns() + 1; tries > 0 && ctx.Err() == nil; tries-- {
-		if pgdb.New(pool).Notify(ctx, wake.EncodeWake(topic)) == nil {
+	payload := wake.EncodeWake(topic)
+	if pgdb.New(pool).Notify(ctx, payload) == nil {
+		return
+	}
+	for retries := pool.Stat().IdleConns(); retries > 0 && ctx.Err() == nil; retries-- {
+		if pgdb.New(pool).Notify(ctx, payload) == nil {
 			return
 		}
 	}
