@@ -166,9 +166,9 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 // connection: the pool hands out a connection used within the last second
 // without pinging it, so after the server ended the pool's sessions (a
 // restart, a failover, pg_terminate_backend) each idle one fails its next
-// statement once, and the pool then drops it. It tries once more than the
-// pool has idle connections; a repeated NOTIFY only wakes its receivers
-// for a read more.
+// statement once, and the pool then drops it. After a failure it tries
+// once more than the pool has idle connections; a repeated NOTIFY only
+// wakes its receivers for a read more.
 func sendTrailingWake(pool *pgxpool.Pool, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
@@ -176,7 +176,9 @@ func sendTrailingWake(pool *pgxpool.Pool, topic string) {
 	if pgdb.New(pool).Notify(ctx, payload) == nil {
 		return
 	}
-	for retries := pool.Stat().IdleConns(); retries > 0 && ctx.Err() == nil; retries-- {
+	// The failed connection is gone; each idle one may be dead too, and
+	// one more try opens a fresh one.
+	for retries := pool.Stat().IdleConns() + 1; retries > 0 && ctx.Err() == nil; retries-- {
 		if pgdb.New(pool).Notify(ctx, payload) == nil {
 			return
 		}
