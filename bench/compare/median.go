@@ -181,9 +181,10 @@ func showMedian(name string, runs []run1) float64 {
 }
 
 // peerMedians runs bench/peers -rounds times (each on a fresh database and
-// SQLite directory), each right after one more run of alkstore's figures
-// the peers are compared on, and prints the median of each side and of the
-// pairs' ratios. A pair runs within a minute or two: the medians of the
+// SQLite directory, both removed after the run), each paired with one more
+// run of alkstore's figures the peers are compared on (alkstore first in
+// even pairs, the peers first in odd ones), and prints the median of each
+// side and of the pairs' ratios. A pair runs within a minute or two: the medians of the
 // section runs above were taken up to twenty minutes earlier, and a shared
 // machine's speed drifts more than that (stop 41 saw the raw ceilings fall
 // a third between a morning and an afternoon run while River's burn-down,
@@ -217,7 +218,7 @@ func peerMedians(ctx context.Context, b *build, env []string, srv *pgtest.Server
 		return nil
 	}
 	ours, theirs := map[string][]float64{}, map[string][]float64{}
-	for k := range *rounds {
+	runOurs := func() error {
 		for _, f := range ourFigs {
 			out, err := bench(ctx, b, env, append([]string{"-only", "queues", "-figure", f, "-json", "-peers=false"}, benchArgs...)...)
 			if err != nil {
@@ -227,6 +228,9 @@ func peerMedians(ctx context.Context, b *build, env []string, srv *pgtest.Server
 				ours[name] = append(ours[name], r.value)
 			}
 		}
+		return nil
+	}
+	runPeers := func(k int) error {
 		dsn, err := srv.NewDatabase(ctx)
 		if err != nil {
 			return err
@@ -251,6 +255,26 @@ func peerMedians(ctx context.Context, b *build, env []string, srv *pgtest.Server
 				break
 			}
 			theirs[f.Name] = append(theirs[f.Name], f.Rate)
+		}
+		// The peers' tables go before the next run, so that no autovacuum
+		// of theirs runs beside it.
+		if err := srv.DropDatabase(ctx, dsn); err != nil {
+			return err
+		}
+		return os.RemoveAll(dir)
+	}
+	for k := range *rounds {
+		// Odd pairs run the peers first: whichever runs second follows the
+		// other's burn-down on the same server and disk.
+		first, second := runOurs, func() error { return runPeers(k) }
+		if k%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		if err := second(); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("\n%-52s %10s %10s %7s  %-11s  %s\n", "versus a peer (runs in pairs)", "alkstore", "peer", "ratio", "ratio range", "peer range")

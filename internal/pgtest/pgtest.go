@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,6 +204,34 @@ func (s *Server) newDatabase(ctx context.Context, template string) (string, erro
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// DropDatabase drops a database NewDatabase created (dsn is the DSN it
+// returned), ending its sessions: a benchmark that compares runs drops a
+// peer's database before the next run, so that its autovacuum does not run
+// beside them.
+func (s *Server) DropDatabase(ctx context.Context, dsn string) error {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return err
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	s.mu.Lock()
+	i := slices.Index(s.created, name)
+	if i >= 0 {
+		s.created = slices.Delete(s.created, i, i+1)
+	}
+	s.mu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("pgtest: database %q was not created here", name)
+	}
+	conn, err := pgx.Connect(ctx, s.adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
 }
 
 // CreateDBEnv names a command that creates a test database instead of
