@@ -8,10 +8,13 @@ import (
 // TestPublishWithTxidTwinsArePublishes: SQLite has no horizon, so the
 // twins PostgreSQL's Tx publish needs (queries/pg: they also return the
 // transaction id) are the same statements here, kept so both dialects keep
-// the same query names.
+// the same query names; so are the twins that send a wake with NOTIFY
+// (EnqueueJobNotify, PublishEventNotify: SQLite wakes in the process).
 func TestPublishWithTxidTwinsArePublishes(t *testing.T) {
 	for _, c := range []struct{ name, stmt, twin string }{
 		{"PublishEvent", publishEvent, publishEventWithTxid},
+		{"PublishEvent", publishEvent, publishEventNotify},
+		{"EnqueueJob", enqueueJob, enqueueJobNotify},
 		{"PublishEvents", publishEvents, publishEventsWithTxid},
 		{"PublishKeyedEvent", publishKeyedEvent, publishKeyedEventWithTxid},
 	} {
