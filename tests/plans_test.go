@@ -599,6 +599,7 @@ var hotStatements = []hotStmt{
 	{name: "GetOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Compacted keys.
 	{name: "PublishKeyedEvent"},
+	{name: "PublishKeyedEventNotify", args: map[string]any{"wake": "s:kv"}}, // a keyed publish carrying its wake
 	{name: "PublishKeyedEventWithTxid"},
 	{name: "UpsertCompactionHead", only: "lite"},
 	{name: "GetCompactionHead"},

@@ -324,6 +324,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
 	}
+	if q.publishKeyedEventNotifyStmt, err = db.PrepareContext(ctx, publishKeyedEventNotify); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishKeyedEventNotify: %w", err)
+	}
 	if q.publishKeyedEventWithTxidStmt, err = db.PrepareContext(ctx, publishKeyedEventWithTxid); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEventWithTxid: %w", err)
 	}
@@ -928,6 +931,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
 		}
 	}
+	if q.publishKeyedEventNotifyStmt != nil {
+		if cerr := q.publishKeyedEventNotifyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishKeyedEventNotifyStmt: %w", cerr)
+		}
+	}
 	if q.publishKeyedEventWithTxidStmt != nil {
 		if cerr := q.publishKeyedEventWithTxidStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishKeyedEventWithTxidStmt: %w", cerr)
@@ -1232,6 +1240,7 @@ type Queries struct {
 	publishEventsStmt               *sql.Stmt
 	publishEventsWithTxidStmt       *sql.Stmt
 	publishKeyedEventStmt           *sql.Stmt
+	publishKeyedEventNotifyStmt     *sql.Stmt
 	publishKeyedEventWithTxidStmt   *sql.Stmt
 	queueKeepsCompletedStmt         *sql.Stmt
 	queuePausedStmt                 *sql.Stmt
@@ -1371,6 +1380,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		publishEventsStmt:               q.publishEventsStmt,
 		publishEventsWithTxidStmt:       q.publishEventsWithTxidStmt,
 		publishKeyedEventStmt:           q.publishKeyedEventStmt,
+		publishKeyedEventNotifyStmt:     q.publishKeyedEventNotifyStmt,
 		publishKeyedEventWithTxidStmt:   q.publishKeyedEventWithTxidStmt,
 		queueKeepsCompletedStmt:         q.queueKeepsCompletedStmt,
 		queuePausedStmt:                 q.queuePausedStmt,

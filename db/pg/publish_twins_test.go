@@ -24,7 +24,8 @@ func TestPublishWithTxidTwinsArePublishes(t *testing.T) {
 		{"PublishEventNotify", publishEventNotify, strings.Replace(publishEventWithTxid,
 			"CASE WHEN $4::text <> '' AND pg_notify(", "CASE WHEN pg_notify(", 1)},
 		{"PublishEvents", publishEvents, publishEventsWithTxid},
-		{"PublishKeyedEvent", publishKeyedEvent, publishKeyedEventWithTxid},
+		{"PublishKeyedEventNotify", publishKeyedEventNotify, strings.Replace(publishKeyedEventWithTxid,
+			"CASE WHEN $4::text <> '' AND pg_notify(", "CASE WHEN pg_notify(", 1)},
 	} {
 		if !strings.Contains(c.twin, "txid FROM ins") && !strings.Contains(c.twin, "RETURNING id, txid") {
 			t.Errorf("%sWithTxid returns no txid:\n%s", c.name, c.twin)
