@@ -14,17 +14,21 @@ import (
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	topic := e.topic
 	w := o.wake(topic)
-	p := pgdb.PublishKeyedEventParams{Stream: e.stream, Key: e.key, Payload: e.payload, Headers: pgJSON(e.headers),
-		SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now, Wake: w}
+	p := pgdb.PublishKeyedEventNotifyParams{Stream: e.stream, Key: e.key, Payload: e.payload, Wake: w,
+		Headers: pgJSONOrNull(e.headers), SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now}
 	var id int64
 	var txid pgtype.Uint64
 	var err error
-	if o.offering() {
+	switch {
+	case o.offering():
 		var row pgdb.PublishKeyedEventWithTxidRow
 		row, err = o.q.PublishKeyedEventWithTxid(ctx, pgdb.PublishKeyedEventWithTxidParams(p))
 		id, txid = row.ID, row.Txid
-	} else {
-		id, err = o.q.PublishKeyedEvent(ctx, p)
+	case w == "": // no NOTIFY in the statement (see PublishKeyedEvent)
+		id, err = o.q.PublishKeyedEvent(ctx, pgdb.PublishKeyedEventParams{Stream: p.Stream, Key: p.Key, Payload: p.Payload,
+			Headers: p.Headers, SchemaVersion: p.SchemaVersion, CompactionRank: p.CompactionRank, Now: p.Now})
+	default:
+		id, err = o.q.PublishKeyedEventNotify(ctx, p)
 	}
 	o.sent(topic, w)
 	if err == nil {

@@ -176,3 +176,15 @@ func liteHeaders(b []byte) *string {
 func pgJSON(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
+
+// pgJSONOrNull is pgJSON for a nullable parameter: nil (NULL) for no
+// headers (an empty encoding), where the statement took "" and turned it
+// into NULL with NULLIF, which PostgreSQL set up for every statement
+// (callgrind: 1.5k instructions of a one-row enqueue's 218k).
+func pgJSONOrNull(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := pgJSON(b)
+	return &s
+}

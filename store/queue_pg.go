@@ -20,10 +20,20 @@ func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, 
 		at := j.runAt // not &j.runAt: that moved all of j to the heap on every call
 		runAt = &at
 	}
+	// A write the gate gives no wake runs the statement without a NOTIFY
+	// (see EnqueueJob): its CASE cost every statement, notifying or not.
+	p := pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
+		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: pgJSONOrNull(j.headers)}
+	var id int64
+	var err error
 	w := o.wake(topic)
-	id, err := o.q.EnqueueJob(ctx, pgdb.EnqueueJobParams{Queue: queue, Payload: j.payload, Priority: j.priority,
-		MaxAttempts: j.maxAttempts, Now: now, RunAt: runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers),
-		Wake: w})
+	if w == "" {
+		id, err = o.q.EnqueueJob(ctx, p)
+	} else {
+		id, err = o.q.EnqueueJobNotify(ctx, pgdb.EnqueueJobNotifyParams{Queue: p.Queue, Payload: p.Payload,
+			Priority: p.Priority, MaxAttempts: p.MaxAttempts, Now: p.Now, RunAt: p.RunAt, ExpiresAt: p.ExpiresAt,
+			Wake: w, Headers: p.Headers})
+	}
 	o.sent(topic, w)
 	return id, skipped("job", err)
 }

@@ -16,16 +16,19 @@ import (
 func (o pgOps) publish(ctx context.Context, r publishReq) (int64, error) {
 	topic := r.topic
 	w, seq := o.carry(topic)
-	p := pgdb.PublishEventParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSON(r.headers), Wake: w}
+	p := pgdb.PublishEventNotifyParams{Stream: r.stream, Key: r.key, Payload: r.payload, Headers: pgJSONOrNull(r.headers), Wake: w}
 	var id int64
 	var txid pgtype.Uint64
 	var err error
-	if o.offering() {
+	switch {
+	case o.offering():
 		var row pgdb.PublishEventWithTxidRow
 		row, err = o.q.PublishEventWithTxid(ctx, pgdb.PublishEventWithTxidParams(p))
 		id, txid = row.ID, row.Txid
-	} else {
-		id, err = o.q.PublishEvent(ctx, p)
+	case w == "": // no NOTIFY in the statement (see PublishEvent)
+		id, err = o.q.PublishEvent(ctx, pgdb.PublishEventParams{Stream: p.Stream, Key: p.Key, Payload: p.Payload, Headers: p.Headers})
+	default:
+		id, err = o.q.PublishEventNotify(ctx, p)
 	}
 	o.carried(topic, w, seq, err)
 	if err == nil {

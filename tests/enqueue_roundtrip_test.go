@@ -74,10 +74,15 @@ func TestEnqueueIsOneStatementPostgres(t *testing.T) {
 		return append([]string(nil), seen...)
 	}
 	for range 20 {
-		assert.Equal(t, []string{"EnqueueJob"}, took(func(c context.Context) error {
+		// EnqueueJobNotify when the gate gives the enqueue its wake (at most
+		// once a window), else EnqueueJob: one statement either way.
+		got := took(func(c context.Context) error {
 			_, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
 			return err
-		}))
+		})
+		if len(got) != 1 || got[0] != "EnqueueJobNotify" {
+			assert.Equal(t, []string{"EnqueueJob"}, got)
+		}
 	}
 	alike := make([]store.NewJob, 1000)
 	mixed := make([]store.NewJob, 1000)

@@ -569,6 +569,7 @@ const (
 var hotStatements = []hotStmt{
 	// Streams: publish, read, offsets.
 	{name: "PublishEvent", args: map[string]any{"stream": "small"}},
+	{name: "PublishEventNotify", args: map[string]any{"stream": "small", "wake": "s:small"}}, // a publish carrying its wake
 	{name: "PublishEvents", args: map[string]any{"stream": "small"}},
 	{name: "PublishEventWithTxid", args: map[string]any{"stream": "small"}}, // a Tx's first publish
 	{name: "PublishEventsWithTxid", args: map[string]any{"stream": "small"}},
@@ -598,6 +599,7 @@ var hotStatements = []hotStmt{
 	{name: "GetOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Compacted keys.
 	{name: "PublishKeyedEvent"},
+	{name: "PublishKeyedEventNotify", args: map[string]any{"wake": "s:kv"}}, // a keyed publish carrying its wake
 	{name: "PublishKeyedEventWithTxid"},
 	{name: "UpsertCompactionHead", only: "lite"},
 	{name: "GetCompactionHead"},
@@ -644,6 +646,7 @@ var hotStatements = []hotStmt{
 	{name: "QueueStats", args: map[string]any{"queue": "skewed"}, maxBuf: 2_000, maxStep: 350_000},
 	// Jobs.
 	{name: "EnqueueJob", args: map[string]any{"queue": "skewed"}},
+	{name: "EnqueueJobNotify", args: map[string]any{"queue": "skewed", "wake": "q:skewed"}}, // an enqueue carrying its wake
 	{name: "EnqueueJobs", args: map[string]any{"queue": "skewed", "jobs": `[{"p":"6a","pr":0,"ma":3,"ra":0,"ex":null}]`}, pgArgs: map[string]any{"maxattempts": []int32{3}, "payloads": [][]byte{[]byte("j")}}},
 	{name: "EnqueueJobsAlike", args: map[string]any{"queue": "skewed", "payloads": planJSONBPayloads}, pgArgs: map[string]any{"maxattempts": 3, "payloads": [][]byte{[]byte("j"), nil}}},
 	{name: "EnqueueJobCounted", only: "lite", args: map[string]any{"queue": "skewed"}},

@@ -255,6 +255,29 @@ func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventPa
 	)
 }
 
+const publishKeyedEventNotify = `-- name: PublishKeyedEventNotify :execresult
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)
+`
+
+type PublishKeyedEventNotifyParams struct {
+	Stream  string
+	Key     string
+	Payload litedriver.Blob
+	Headers *string
+}
+
+// PostgreSQL's twin sends the event's wake with NOTIFY; SQLite wakes in
+// the process and through alk_notifications: PublishKeyedEvent's statement.
+func (q *Queries) PublishKeyedEventNotify(ctx context.Context, arg PublishKeyedEventNotifyParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishKeyedEventNotifyStmt, publishKeyedEventNotify,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+}
+
 const publishKeyedEventWithTxid = `-- name: PublishKeyedEventWithTxid :execresult
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, CAST(?2 AS TEXT), ?3, ?4)

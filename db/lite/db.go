@@ -168,6 +168,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.enqueueJobCountedStmt, err = db.PrepareContext(ctx, enqueueJobCounted); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobCounted: %w", err)
 	}
+	if q.enqueueJobNotifyStmt, err = db.PrepareContext(ctx, enqueueJobNotify); err != nil {
+		return nil, fmt.Errorf("error preparing query EnqueueJobNotify: %w", err)
+	}
 	if q.enqueueJobsStmt, err = db.PrepareContext(ctx, enqueueJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query EnqueueJobs: %w", err)
 	}
@@ -306,6 +309,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.publishEventStmt, err = db.PrepareContext(ctx, publishEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEvent: %w", err)
 	}
+	if q.publishEventNotifyStmt, err = db.PrepareContext(ctx, publishEventNotify); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishEventNotify: %w", err)
+	}
 	if q.publishEventWithTxidStmt, err = db.PrepareContext(ctx, publishEventWithTxid); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishEventWithTxid: %w", err)
 	}
@@ -317,6 +323,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.publishKeyedEventStmt, err = db.PrepareContext(ctx, publishKeyedEvent); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEvent: %w", err)
+	}
+	if q.publishKeyedEventNotifyStmt, err = db.PrepareContext(ctx, publishKeyedEventNotify); err != nil {
+		return nil, fmt.Errorf("error preparing query PublishKeyedEventNotify: %w", err)
 	}
 	if q.publishKeyedEventWithTxidStmt, err = db.PrepareContext(ctx, publishKeyedEventWithTxid); err != nil {
 		return nil, fmt.Errorf("error preparing query PublishKeyedEventWithTxid: %w", err)
@@ -662,6 +671,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing enqueueJobCountedStmt: %w", cerr)
 		}
 	}
+	if q.enqueueJobNotifyStmt != nil {
+		if cerr := q.enqueueJobNotifyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing enqueueJobNotifyStmt: %w", cerr)
+		}
+	}
 	if q.enqueueJobsStmt != nil {
 		if cerr := q.enqueueJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing enqueueJobsStmt: %w", cerr)
@@ -892,6 +906,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing publishEventStmt: %w", cerr)
 		}
 	}
+	if q.publishEventNotifyStmt != nil {
+		if cerr := q.publishEventNotifyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishEventNotifyStmt: %w", cerr)
+		}
+	}
 	if q.publishEventWithTxidStmt != nil {
 		if cerr := q.publishEventWithTxidStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishEventWithTxidStmt: %w", cerr)
@@ -910,6 +929,11 @@ func (q *Queries) Close() error {
 	if q.publishKeyedEventStmt != nil {
 		if cerr := q.publishKeyedEventStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing publishKeyedEventStmt: %w", cerr)
+		}
+	}
+	if q.publishKeyedEventNotifyStmt != nil {
+		if cerr := q.publishKeyedEventNotifyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing publishKeyedEventNotifyStmt: %w", cerr)
 		}
 	}
 	if q.publishKeyedEventWithTxidStmt != nil {
@@ -1164,6 +1188,7 @@ type Queries struct {
 	dueSchedulesStmt                *sql.Stmt
 	enqueueJobStmt                  *sql.Stmt
 	enqueueJobCountedStmt           *sql.Stmt
+	enqueueJobNotifyStmt            *sql.Stmt
 	enqueueJobsStmt                 *sql.Stmt
 	enqueueJobsAlikeStmt            *sql.Stmt
 	enqueueJobsAlikeCountedStmt     *sql.Stmt
@@ -1210,10 +1235,12 @@ type Queries struct {
 	pauseScheduleStmt               *sql.Stmt
 	pruneNotificationsStmt          *sql.Stmt
 	publishEventStmt                *sql.Stmt
+	publishEventNotifyStmt          *sql.Stmt
 	publishEventWithTxidStmt        *sql.Stmt
 	publishEventsStmt               *sql.Stmt
 	publishEventsWithTxidStmt       *sql.Stmt
 	publishKeyedEventStmt           *sql.Stmt
+	publishKeyedEventNotifyStmt     *sql.Stmt
 	publishKeyedEventWithTxidStmt   *sql.Stmt
 	queueKeepsCompletedStmt         *sql.Stmt
 	queuePausedStmt                 *sql.Stmt
@@ -1301,6 +1328,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		dueSchedulesStmt:                q.dueSchedulesStmt,
 		enqueueJobStmt:                  q.enqueueJobStmt,
 		enqueueJobCountedStmt:           q.enqueueJobCountedStmt,
+		enqueueJobNotifyStmt:            q.enqueueJobNotifyStmt,
 		enqueueJobsStmt:                 q.enqueueJobsStmt,
 		enqueueJobsAlikeStmt:            q.enqueueJobsAlikeStmt,
 		enqueueJobsAlikeCountedStmt:     q.enqueueJobsAlikeCountedStmt,
@@ -1347,10 +1375,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		pauseScheduleStmt:               q.pauseScheduleStmt,
 		pruneNotificationsStmt:          q.pruneNotificationsStmt,
 		publishEventStmt:                q.publishEventStmt,
+		publishEventNotifyStmt:          q.publishEventNotifyStmt,
 		publishEventWithTxidStmt:        q.publishEventWithTxidStmt,
 		publishEventsStmt:               q.publishEventsStmt,
 		publishEventsWithTxidStmt:       q.publishEventsWithTxidStmt,
 		publishKeyedEventStmt:           q.publishKeyedEventStmt,
+		publishKeyedEventNotifyStmt:     q.publishKeyedEventNotifyStmt,
 		publishKeyedEventWithTxidStmt:   q.publishKeyedEventWithTxidStmt,
 		queueKeepsCompletedStmt:         q.queueKeepsCompletedStmt,
 		queuePausedStmt:                 q.queuePausedStmt,

@@ -905,6 +905,42 @@ func (q *Queries) EnqueueJobCounted(ctx context.Context, arg EnqueueJobCountedPa
 	)
 }
 
+const enqueueJobNotify = `-- name: EnqueueJobNotify :one
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+RETURNING id
+`
+
+type EnqueueJobNotifyParams struct {
+	Queue       string
+	Payload     litedriver.Blob
+	Priority    int64
+	MaxAttempts int64
+	Now         int64
+	RunAt       int64
+	ExpiresAt   *int64
+	Headers     *string
+}
+
+// PostgreSQL's twin sends the job's wake with NOTIFY; SQLite wakes in the
+// process and through alk_notifications: EnqueueJob's statement, kept so
+// both dialects keep the same query names.
+func (q *Queries) EnqueueJobNotify(ctx context.Context, arg EnqueueJobNotifyParams) (int64, error) {
+	row := q.queryRow(ctx, q.enqueueJobNotifyStmt, enqueueJobNotify,
+		arg.Queue,
+		arg.Payload,
+		arg.Priority,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.RunAt,
+		arg.ExpiresAt,
+		arg.Headers,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const enqueueJobs = `-- name: EnqueueJobs :many
 INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 SELECT ?1, unhex(json_extract(j.value, '$.p')), json_extract(j.value, '$.pr'),

@@ -60,6 +60,29 @@ func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (sql
 	)
 }
 
+const publishEventNotify = `-- name: PublishEventNotify :execresult
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (?1, ?2, ?3, ?4)
+`
+
+type PublishEventNotifyParams struct {
+	Stream  string
+	Key     *string
+	Payload litedriver.Blob
+	Headers *string
+}
+
+// PostgreSQL's twin sends the event's wake with NOTIFY; SQLite wakes in
+// the process and through alk_notifications: PublishEvent's statement.
+func (q *Queries) PublishEventNotify(ctx context.Context, arg PublishEventNotifyParams) (sql.Result, error) {
+	return q.exec(ctx, q.publishEventNotifyStmt, publishEventNotify,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+}
+
 const publishEventWithTxid = `-- name: PublishEventWithTxid :execresult
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (?1, ?2, ?3, ?4)

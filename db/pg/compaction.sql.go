@@ -228,8 +228,77 @@ WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             $1::text, $2::text, $3::bytea, pg_current_xact_id(),
-            CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-                 ELSE NULLIF($5::text, '')::jsonb END)
+            $4::text::jsonb)
+    RETURNING id
+),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $1::text, $2::text, ins.id, $5::integer, $6::bigint, $7::timestamptz, $7::timestamptz, NULL
+    FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT id FROM ins
+`
+
+type PublishKeyedEventParams struct {
+	Stream         string
+	Key            string
+	Payload        []byte
+	Headers        *string
+	SchemaVersion  int32
+	CompactionRank int64
+	Now            time.Time
+}
+
+// Compacted keys: per (stream, key) one head row (PostgreSQL).
+// Winner rule: a publish becomes the head when the row is headless or its
+// (rank, offset) is greater than the head's.
+// A keyed publish: the event and the upsert of its key's head, in one
+// statement (see PublishEvent for the transaction id before the offset
+// and the headers: the event is a plain VALUES row, as there), without a
+// NOTIFY: a keyed publish carrying a wake runs PublishKeyedEventNotify, a
+// Tx's first PublishKeyedEventWithTxid. The head's data-modifying CTE
+// runs to completion although nothing reads it. A publish onto a headed row changes no
+// indexed column (headless_at stays NULL), so it is a HOT update (schema
+// 00031). ON CONFLICT rather than an UPDATE first (callgrind on the
+// backend, 1,024 keys, every head present, commit included, with the
+// head table's CHECK of schema 00033): this statement 258k instructions;
+// the event with an UPDATE of its head and no INSERT at all already 265k;
+// with this INSERT as the UPDATE's fallback 302-310k. ON CONFLICT's probe
+// of the key (29k, 12k of it pruning the head's page) is the lookup an
+// UPDATE makes too. Beside the event in its CTE alone (153k; an unkeyed
+// PublishEvent 123k, a keyed one 139k): the winner rule 7k, the probe
+// 29k, and opening a second table, its indexes and ModifyTable about 38k.
+// Since schema 00036 the head table has no CHECK (schema_version and
+// compaction_rank are NOT NULL instead; PostgreSQL parsed and planned the
+// CHECK again for every statement): 263k -> 239k (unkeyed 123k). The
+// NOTIFY's CASE in every statement, notifying or not, and NULLIF(headers,
+// ”) 7.8k of 248.5k at 1,024 keys (callgrind on the backend, w42).
+func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
+	row := q.db.QueryRow(ctx, publishKeyedEvent,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+		arg.SchemaVersion,
+		arg.CompactionRank,
+		arg.Now,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const publishKeyedEventNotify = `-- name: PublishKeyedEventNotify :one
+WITH ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+            CASE WHEN pg_notify('alkstore', $4::text) IS NULL THEN NULL ELSE $5::text::jsonb END)
     RETURNING id
 ),
 head AS (
@@ -245,40 +314,22 @@ head AS (
 SELECT id FROM ins
 `
 
-type PublishKeyedEventParams struct {
+type PublishKeyedEventNotifyParams struct {
 	Stream         string
 	Key            string
 	Payload        []byte
 	Wake           string
-	Headers        string
+	Headers        *string
 	SchemaVersion  int32
 	CompactionRank int64
 	Now            time.Time
 }
 
-// Compacted keys: per (stream, key) one head row (PostgreSQL).
-// Winner rule: a publish becomes the head when the row is headless or its
-// (rank, offset) is greater than the head's.
-// A keyed publish: the event and the upsert of its key's head, in one
-// statement (see PublishEvent for the transaction id before the offset,
-// and the wake in the headers expression: the event is a plain VALUES
-// row, as there). The head's data-modifying CTE runs to completion
-// although nothing reads it. A publish onto a headed row changes no
-// indexed column (headless_at stays NULL), so it is a HOT update (schema
-// 00031). ON CONFLICT rather than an UPDATE first (callgrind on the
-// backend, 1,024 keys, every head present, commit included, with the
-// head table's CHECK of schema 00033): this statement 258k instructions;
-// the event with an UPDATE of its head and no INSERT at all already 265k;
-// with this INSERT as the UPDATE's fallback 302-310k. ON CONFLICT's probe
-// of the key (29k, 12k of it pruning the head's page) is the lookup an
-// UPDATE makes too. Beside the event in its CTE alone (153k; an unkeyed
-// PublishEvent 123k, a keyed one 139k): the winner rule 7k, the probe
-// 29k, and opening a second table, its indexes and ModifyTable about 38k.
-// Since schema 00036 the head table has no CHECK (schema_version and
-// compaction_rank are NOT NULL instead; PostgreSQL parsed and planned the
-// CHECK again for every statement): 263k -> 239k (unkeyed 123k).
-func (q *Queries) PublishKeyedEvent(ctx context.Context, arg PublishKeyedEventParams) (int64, error) {
-	row := q.db.QueryRow(ctx, publishKeyedEvent,
+// PublishKeyedEvent carrying a wake (never empty), sent with NOTIFY in the
+// event's headers expression as PublishEventNotify does
+// (db/pg/notify_twins_test.go holds the two together).
+func (q *Queries) PublishKeyedEventNotify(ctx context.Context, arg PublishKeyedEventNotifyParams) (int64, error) {
+	row := q.db.QueryRow(ctx, publishKeyedEventNotify,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
@@ -298,8 +349,7 @@ WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             $1::text, $2::text, $3::bytea, pg_current_xact_id(),
-            CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-                 ELSE NULLIF($5::text, '')::jsonb END)
+            CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL ELSE $5::text::jsonb END)
     RETURNING id, txid
 ),
 head AS (
@@ -320,7 +370,7 @@ type PublishKeyedEventWithTxidParams struct {
 	Key            string
 	Payload        []byte
 	Wake           string
-	Headers        string
+	Headers        *string
 	SchemaVersion  int32
 	CompactionRank int64
 	Now            time.Time
@@ -331,8 +381,9 @@ type PublishKeyedEventWithTxidRow struct {
 	Txid pgtype.Uint64
 }
 
-// PublishKeyedEvent, returning the transaction id too, as
-// PublishEventWithTxid does (a Tx's first publish).
+// PublishKeyedEventNotify sending its NOTIFY only for a non-empty wake and
+// returning the transaction id too, as PublishEventWithTxid does (a Tx's
+// first publish).
 func (q *Queries) PublishKeyedEventWithTxid(ctx context.Context, arg PublishKeyedEventWithTxidParams) (PublishKeyedEventWithTxidRow, error) {
 	row := q.db.QueryRow(ctx, publishKeyedEventWithTxid,
 		arg.Stream,

@@ -34,8 +34,7 @@ const publishEvent = `-- name: PublishEvent :one
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
-        CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-             ELSE NULLIF($5::text, '')::jsonb END)
+        $4::text::jsonb)
 RETURNING id
 `
 
@@ -43,25 +42,58 @@ type PublishEventParams struct {
 	Stream  string
 	Key     *string
 	Payload []byte
-	Wake    string
-	Headers string
+	Headers *string
 }
 
 // Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
-// A plain VALUES row. The transaction id is assigned before nextval draws
-// the offset; the settled horizon (SettledSnapshot) depends on that order.
-// The offset's CASE calls pg_current_xact_id() in its condition, which a
-// CASE evaluates before its result (the id is never NULL, so the result
-// is always nextval), and txid reads the id that call assigned. A
-// non-empty wake is sent with NOTIFY, so only if the event commits (the
-// store passes an empty one when a recent write to the stream already woke
-// listeners, and follows up after the commit; see store/notify_pg.go); it
-// rides in the headers expression as in EnqueueJob (pg_notify returns
-// void, never NULL, so headers is always the argument). The materialized
-// CTE this replaced cost a publish a CTE scan and its executor setup
-// (callgrind, commit included: 190.1k -> 177.5k instructions).
+// A plain VALUES row with no NOTIFY: the usual publish, whose wake the
+// gate already sent or owes (store/notify_pg.go); one that carries a wake
+// runs PublishEventNotify, a Tx's first publish PublishEventWithTxid. The
+// transaction id is assigned before nextval draws the offset; the settled
+// horizon (SettledSnapshot) depends on that order. The offset's CASE calls
+// pg_current_xact_id() in its condition, which a CASE evaluates before its
+// result (the id is never NULL, so the result is always nextval), and txid
+// reads the id that call assigned. headers is NULL (none) or the JSON text
+// of the event's headers (see EnqueueJob). The materialized CTE the
+// VALUES row replaced cost a publish a CTE scan and its executor setup
+// (callgrind, commit included: 190.1k -> 177.5k instructions); the
+// NOTIFY's CASE in every statement, notifying or not, and NULLIF(headers,
+// ”) 6.6k of 120.2k (callgrind on the backend, w42: this form 113.6k).
 func (q *Queries) PublishEvent(ctx context.Context, arg PublishEventParams) (int64, error) {
 	row := q.db.QueryRow(ctx, publishEvent,
+		arg.Stream,
+		arg.Key,
+		arg.Payload,
+		arg.Headers,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
+const publishEventNotify = `-- name: PublishEventNotify :one
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+        $1::text, $2::text, $3::bytea, pg_current_xact_id(),
+        CASE WHEN pg_notify('alkstore', $4::text) IS NULL THEN NULL ELSE $5::text::jsonb END)
+RETURNING id
+`
+
+type PublishEventNotifyParams struct {
+	Stream  string
+	Key     *string
+	Payload []byte
+	Wake    string
+	Headers *string
+}
+
+// PublishEvent carrying a wake, which is sent with NOTIFY, so only if the
+// event commits; wake is never empty (the store runs PublishEvent then).
+// It rides in the headers expression as in EnqueueJobNotify (pg_notify
+// returns void, never NULL, so headers is always the argument).
+// Otherwise PublishEvent's statement (db/pg/publish_twins_test.go).
+func (q *Queries) PublishEventNotify(ctx context.Context, arg PublishEventNotifyParams) (int64, error) {
+	row := q.db.QueryRow(ctx, publishEventNotify,
 		arg.Stream,
 		arg.Key,
 		arg.Payload,
@@ -77,8 +109,7 @@ const publishEventWithTxid = `-- name: PublishEventWithTxid :one
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         $1::text, $2::text, $3::bytea, pg_current_xact_id(),
-        CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL
-             ELSE NULLIF($5::text, '')::jsonb END)
+        CASE WHEN $4::text <> '' AND pg_notify('alkstore', $4::text) IS NULL THEN NULL ELSE $5::text::jsonb END)
 RETURNING id, txid
 `
 
@@ -87,7 +118,7 @@ type PublishEventWithTxidParams struct {
 	Key     *string
 	Payload []byte
 	Wake    string
-	Headers string
+	Headers *string
 }
 
 type PublishEventWithTxidRow struct {
@@ -95,8 +126,10 @@ type PublishEventWithTxidRow struct {
 	Txid pgtype.Uint64
 }
 
-// PublishEvent, returning the transaction id too: a Tx's first publish
-// gives the store the id of a transaction it began, which proves a horizon
+// PublishEventNotify, returning the transaction id too, and sending its
+// NOTIFY only when wake is not empty (a Tx's first publish, with or
+// without a wake, runs it; one statement a transaction): it gives the
+// store the id of a transaction it began, which proves a horizon
 // candidate for what was drawn before that Tx began (store/horizon.go,
 // pgOps.offer). Only that publish needs it (pgOps.offering): the extra
 // result column cost every publish about 3% of its server instructions

@@ -18,6 +18,12 @@ VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
+-- name: PublishKeyedEventNotify :execresult
+-- PostgreSQL's twin sends the event's wake with NOTIFY; SQLite wakes in
+-- the process and through alk_notifications: PublishKeyedEvent's statement.
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
+
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
 -- PublishEvents, as one statement with the event.

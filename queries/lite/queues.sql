@@ -8,6 +8,14 @@ INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at
 VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
 RETURNING id;
 
+-- name: EnqueueJobNotify :one
+-- PostgreSQL's twin sends the job's wake with NOTIFY; SQLite wakes in the
+-- process and through alk_notifications: EnqueueJob's statement, kept so
+-- both dialects keep the same query names.
+INSERT INTO alk_jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue, sqlc.narg(payload), @priority, @max_attempts, @now, @run_at, sqlc.narg(expires_at), sqlc.narg(headers))
+RETURNING id;
+
 -- name: EnqueueJobCounted :execresult
 -- EnqueueJob without RETURNING, which SQLite runs as a trigger program:
 -- one row's id is the statement's last_insert_rowid (an application's

@@ -12,6 +12,12 @@
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
 
+-- name: PublishEventNotify :execresult
+-- PostgreSQL's twin sends the event's wake with NOTIFY; SQLite wakes in
+-- the process and through alk_notifications: PublishEvent's statement.
+INSERT INTO alk_events (stream, key, payload, headers)
+VALUES (@stream, sqlc.narg(key), sqlc.narg(payload), sqlc.narg(headers));
+
 -- name: PublishEvents :execresult
 -- SQLite runs in process: "many" is this statement repeated inside one
 -- transaction on the writer slot, each event's offset read as

@@ -4,10 +4,11 @@
 
 -- name: PublishKeyedEvent :one
 -- A keyed publish: the event and the upsert of its key's head, in one
--- statement (see PublishEvent for the transaction id before the offset,
--- and the wake in the headers expression: the event is a plain VALUES
--- row, as there). The head's data-modifying CTE runs to completion
--- although nothing reads it. A publish onto a headed row changes no
+-- statement (see PublishEvent for the transaction id before the offset
+-- and the headers: the event is a plain VALUES row, as there), without a
+-- NOTIFY: a keyed publish carrying a wake runs PublishKeyedEventNotify, a
+-- Tx's first PublishKeyedEventWithTxid. The head's data-modifying CTE
+-- runs to completion although nothing reads it. A publish onto a headed row changes no
 -- indexed column (headless_at stays NULL), so it is a HOT update (schema
 -- 00031). ON CONFLICT rather than an UPDATE first (callgrind on the
 -- backend, 1,024 keys, every head present, commit included, with the
@@ -20,13 +21,37 @@
 -- 29k, and opening a second table, its indexes and ModifyTable about 38k.
 -- Since schema 00036 the head table has no CHECK (schema_version and
 -- compaction_rank are NOT NULL instead; PostgreSQL parsed and planned the
--- CHECK again for every statement): 263k -> 239k (unkeyed 123k).
+-- CHECK again for every statement): 263k -> 239k (unkeyed 123k). The
+-- NOTIFY's CASE in every statement, notifying or not, and NULLIF(headers,
+-- '') 7.8k of 248.5k at 1,024 keys (callgrind on the backend, w42).
 WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
-            CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-                 ELSE NULLIF(@headers::text, '')::jsonb END)
+            sqlc.narg(headers)::text::jsonb)
+    RETURNING id
+),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
+    FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
+)
+SELECT id FROM ins;
+
+-- name: PublishKeyedEventNotify :one
+-- PublishKeyedEvent carrying a wake (never empty), sent with NOTIFY in the
+-- event's headers expression as PublishEventNotify does
+-- (db/pg/notify_twins_test.go holds the two together).
+WITH ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+    VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+            @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
+            CASE WHEN pg_notify('alkstore', @wake::text) IS NULL THEN NULL ELSE sqlc.narg(headers)::text::jsonb END)
     RETURNING id
 ),
 head AS (
@@ -42,14 +67,14 @@ head AS (
 SELECT id FROM ins;
 
 -- name: PublishKeyedEventWithTxid :one
--- PublishKeyedEvent, returning the transaction id too, as
--- PublishEventWithTxid does (a Tx's first publish).
+-- PublishKeyedEventNotify sending its NOTIFY only for a non-empty wake and
+-- returning the transaction id too, as PublishEventWithTxid does (a Tx's
+-- first publish).
 WITH ins AS (
     INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
     VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
             @stream::text, @key::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
-            CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-                 ELSE NULLIF(@headers::text, '')::jsonb END)
+            CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL ELSE sqlc.narg(headers)::text::jsonb END)
     RETURNING id, txid
 ),
 head AS (

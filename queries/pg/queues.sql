@@ -5,20 +5,37 @@
 -- in sync (NTP) when several share a database.
 
 -- name: EnqueueJob :one
--- A non-empty wake is sent with NOTIFY, so workers elsewhere hear of the
--- job only if it commits (see PublishEvent on empty wakes). The row is a
--- plain VALUES row, and the NOTIFY rides in its headers expression, which
--- is evaluated once (a CASE evaluates its branches in order, and
--- pg_notify returns void, never NULL, so headers is always the argument):
--- the CTE the other writes notify in cost a one-row enqueue 4% of its
--- server instructions (callgrind: 275k -> 265k). run_at is NULL for a job
--- due @now (the usual job): each timestamp argument cost the client two
--- allocations.
+-- A plain VALUES row with no NOTIFY: the usual enqueue, whose wake the
+-- gate already sent within its window (store/notify_pg.go); one that
+-- carries a wake runs EnqueueJobNotify. run_at is NULL for a job due @now
+-- (the usual job): each timestamp argument cost the client two
+-- allocations. headers is NULL (none) or the JSON text of the job's
+-- headers: a text parameter in every query mode (see store/headers.go,
+-- pgJSON), cast to jsonb as it is written. Callgrind on the backend, a
+-- one-row enqueue with the plan cached, commit included (issue 18, w42):
+-- the NOTIFY's CASE in every statement 5.2k instructions of 222.9k, whether
+-- or not it notified (the executor sets up a function, its ACL check and
+-- the CASE for each statement); NULLIF(headers, '') 1.5k more; this form
+-- 216.2k.
 INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
 VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
         @now::timestamptz, COALESCE(sqlc.narg(run_at)::timestamptz, @now::timestamptz), sqlc.narg(expires_at)::timestamptz,
-        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE NULLIF(@headers::text, '')::jsonb END)
+        sqlc.narg(headers)::text::jsonb)
+RETURNING id;
+
+-- name: EnqueueJobNotify :one
+-- EnqueueJob carrying a wake, which is sent with NOTIFY, so workers
+-- elsewhere hear of the job only if it commits; wake is never empty (the
+-- store runs EnqueueJob then). The NOTIFY rides in the headers
+-- expression, evaluated once (a CASE evaluates its condition first, and
+-- pg_notify returns void, never NULL, so headers is always the argument):
+-- the CTE the other writes notify in cost a one-row enqueue 4% of its
+-- server instructions (callgrind: 275k -> 265k). Otherwise EnqueueJob's
+-- statement (db/pg/enqueue_twins_test.go holds the two together).
+INSERT INTO alkstore.jobs (queue, payload, priority, max_attempts, created_at, run_at, expires_at, headers)
+VALUES (@queue::text, sqlc.narg(payload)::bytea, @priority::integer, @max_attempts::integer,
+        @now::timestamptz, COALESCE(sqlc.narg(run_at)::timestamptz, @now::timestamptz), sqlc.narg(expires_at)::timestamptz,
+        CASE WHEN pg_notify('alkstore', @wake::text) IS NULL THEN NULL ELSE sqlc.narg(headers)::text::jsonb END)
 RETURNING id;
 
 -- name: EnqueueJobs :one

@@ -1,28 +1,42 @@
 -- Streams: durable, ordered events with per-consumer offsets (PostgreSQL).
 
 -- name: PublishEvent :one
--- A plain VALUES row. The transaction id is assigned before nextval draws
--- the offset; the settled horizon (SettledSnapshot) depends on that order.
--- The offset's CASE calls pg_current_xact_id() in its condition, which a
--- CASE evaluates before its result (the id is never NULL, so the result
--- is always nextval), and txid reads the id that call assigned. A
--- non-empty wake is sent with NOTIFY, so only if the event commits (the
--- store passes an empty one when a recent write to the stream already woke
--- listeners, and follows up after the commit; see store/notify_pg.go); it
--- rides in the headers expression as in EnqueueJob (pg_notify returns
--- void, never NULL, so headers is always the argument). The materialized
--- CTE this replaced cost a publish a CTE scan and its executor setup
--- (callgrind, commit included: 190.1k -> 177.5k instructions).
+-- A plain VALUES row with no NOTIFY: the usual publish, whose wake the
+-- gate already sent or owes (store/notify_pg.go); one that carries a wake
+-- runs PublishEventNotify, a Tx's first publish PublishEventWithTxid. The
+-- transaction id is assigned before nextval draws the offset; the settled
+-- horizon (SettledSnapshot) depends on that order. The offset's CASE calls
+-- pg_current_xact_id() in its condition, which a CASE evaluates before its
+-- result (the id is never NULL, so the result is always nextval), and txid
+-- reads the id that call assigned. headers is NULL (none) or the JSON text
+-- of the event's headers (see EnqueueJob). The materialized CTE the
+-- VALUES row replaced cost a publish a CTE scan and its executor setup
+-- (callgrind, commit included: 190.1k -> 177.5k instructions); the
+-- NOTIFY's CASE in every statement, notifying or not, and NULLIF(headers,
+-- '') 6.6k of 120.2k (callgrind on the backend, w42: this form 113.6k).
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
-        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE NULLIF(@headers::text, '')::jsonb END)
+        sqlc.narg(headers)::text::jsonb)
+RETURNING id;
+
+-- name: PublishEventNotify :one
+-- PublishEvent carrying a wake, which is sent with NOTIFY, so only if the
+-- event commits; wake is never empty (the store runs PublishEvent then).
+-- It rides in the headers expression as in EnqueueJobNotify (pg_notify
+-- returns void, never NULL, so headers is always the argument).
+-- Otherwise PublishEvent's statement (db/pg/publish_twins_test.go).
+INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
+VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
+        @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
+        CASE WHEN pg_notify('alkstore', @wake::text) IS NULL THEN NULL ELSE sqlc.narg(headers)::text::jsonb END)
 RETURNING id;
 
 -- name: PublishEventWithTxid :one
--- PublishEvent, returning the transaction id too: a Tx's first publish
--- gives the store the id of a transaction it began, which proves a horizon
+-- PublishEventNotify, returning the transaction id too, and sending its
+-- NOTIFY only when wake is not empty (a Tx's first publish, with or
+-- without a wake, runs it; one statement a transaction): it gives the
+-- store the id of a transaction it began, which proves a horizon
 -- candidate for what was drawn before that Tx began (store/horizon.go,
 -- pgOps.offer). Only that publish needs it (pgOps.offering): the extra
 -- result column cost every publish about 3% of its server instructions
@@ -30,8 +44,7 @@ RETURNING id;
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
 VALUES (CASE WHEN pg_current_xact_id() IS NULL THEN NULL ELSE nextval('alkstore.event_offset_seq') END,
         @stream::text, sqlc.narg(key)::text, sqlc.narg(payload)::bytea, pg_current_xact_id(),
-        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL
-             ELSE NULLIF(@headers::text, '')::jsonb END)
+        CASE WHEN @wake::text <> '' AND pg_notify('alkstore', @wake::text) IS NULL THEN NULL ELSE sqlc.narg(headers)::text::jsonb END)
 RETURNING id, txid;
 
 -- name: PublishEvents :many
