@@ -18,9 +18,12 @@ import (
 // many claims they come from. On SQLite an auto-commit AckMany runs the
 // worker's counted ack: one AckJobsOfClaim a claim token with many jobs in
 // the batch (CompleteJobsOfClaim for a queue that keeps completed jobs),
-// its jobs' ids a list sent in lists of multiples of 16, in runs of at
-// most 128 (db/lite's execListed); the other claims' jobs by their pairs
-// (AckJobsCounted, CompleteJobsCounted).
+// its jobs' ids sent in lists of multiples of 16, in runs of at most 128,
+// or, for each run of 16 or more ids without a gap, as a range
+// (AckJobsOfClaimInRange, CompleteJobsOfClaimInRange; db/lite's
+// execListed); the other claims' jobs by their pairs (AckJobsCounted,
+// CompleteJobsCounted). TestRangesOfIdsSettleAndStampOnlyTheirRuns holds
+// the ranges to the runs when a claim's ids in a batch have gaps.
 // Lengths at, below and above each edge, under one token and under three
 // (the batch's jobs interleaved, as a worker's finish), with and without
 // completed-job retention, beside another claim of the queue that is not
@@ -31,7 +34,7 @@ import (
 // On SQLite, with every claim held, the acks never fall back to the
 // RETURNING forms (AckJobs, CompleteJobs): they would settle the jobs a
 // short count missed and hide it; and the claims with many jobs in the
-// batch are settled by their lists (AckJobsOfClaim, CompleteJobsOfClaim).
+// batch are settled by their lists or ranges.
 func TestAcksOfEveryLengthSettleExactlyTheirJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		var mu sync.Mutex
@@ -109,6 +112,7 @@ func TestAcksOfEveryLengthSettleExactlyTheirJobs(t *testing.T) {
 			}
 		}
 		const beside = 20 // a claim of the queue that no ack here holds
+		ofClaim := []string{"AckJobsOfClaim", "CompleteJobsOfClaim", "AckJobsOfClaimInRange", "CompleteJobsOfClaimInRange"}
 		for _, kept := range []bool{false, true} {
 			for _, n := range []int{1, 15, 16, 17, 128, 129, 300} {
 				for _, tokens := range []int{1, 3} {
@@ -155,14 +159,14 @@ func TestAcksOfEveryLengthSettleExactlyTheirJobs(t *testing.T) {
 						if lapse {
 							held = interleave(claims[1:])
 						}
-						fallbacks, lists := count("AckJobs", "CompleteJobs"), count("AckJobsOfClaim", "CompleteJobsOfClaim")
+						fallbacks, lists := count("AckJobs", "CompleteJobs"), count(ofClaim...)
 						acked, err := q.AckMany(c, batch)
 						require.NoError(t, err, name)
 						assert.EqualValues(t, len(held), acked, name)
 						if e.name == "lite" && !lapse {
 							assert.Equal(t, fallbacks, count("AckJobs", "CompleteJobs"), "%s: the counted ack fell back to the RETURNING forms", name)
 							if n/tokens >= 16 {
-								assert.Less(t, lists, count("AckJobsOfClaim", "CompleteJobsOfClaim"), "%s: no claim's jobs acked by a list", name)
+								assert.Less(t, lists, count(ofClaim...), "%s: no claim's jobs acked by a list or range", name)
 							}
 						}
 						settled(name, q, kept, held, other, "other")

@@ -22,7 +22,8 @@ import (
 // The one-job settles and the heartbeat of such a job, by id, and on
 // SQLite the worker's counted acks (AckJobsCounted and CompleteJobsCounted
 // by their pairs; AckJobsOfClaim and CompleteJobsOfClaim by a list of ids
-// under one claim's token), are held to the same. PostgreSQL: custom and generic plans, analysed and not;
+// under one claim's token, their InRange forms and ClaimJobsInRange by a
+// range of ids), are held to the same. PostgreSQL: custom and generic plans, analysed and not;
 // SQLite: no scan of alk_jobs.
 func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 	const running, acked = 20_000, 10
@@ -72,7 +73,8 @@ func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 			}
 			stmts := []string{"AckJobs", "CompleteJobs", "AckJob", "CompleteJob", "RetryJob", "HeartbeatJob", "ReleaseJob", "SnoozeJob"}
 			if e.name == "lite" {
-				stmts = append(stmts, "AckJobsCounted", "CompleteJobsCounted", "AckJobsOfClaim", "CompleteJobsOfClaim")
+				stmts = append(stmts, "AckJobsCounted", "CompleteJobsCounted", "AckJobsOfClaim", "CompleteJobsOfClaim",
+					"AckJobsOfClaimInRange", "CompleteJobsOfClaimInRange", "ClaimJobsInRange")
 			}
 			for _, stmt := range stmts {
 				sqlText, params := generatedQuery(t, e.name, stmt)
@@ -82,6 +84,10 @@ func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 				case strings.HasSuffix(stmt, "OfClaim"): // the list of ids under one claim's token
 					a = maps.Clone(args)
 					a["claimtoken"] = tokens[0]
+				case strings.HasSuffix(stmt, "InRange"): // a range of ids (the acked ones: ids descend)
+					a = maps.Clone(args)
+					a["claimtoken"], a["firstid"], a["lastid"] = tokens[0], ids[len(ids)-1], ids[0]
+					a["claimexpiresat"], a["worker"] = now.Add(time.Hour).UnixMicro(), "w"
 				case strings.HasSuffix(stmt, "Counted"): // the pairs, as the Jobs forms
 				case !strings.HasSuffix(stmt, "Jobs"):
 					a = one

@@ -675,6 +675,11 @@ var hotStatements = []hotStmt{
 	{name: "QueueKeepsCompleted", only: "lite"}, // before AckJobsOfClaim or CompleteJobsOfClaim
 	{name: "AckJobsOfClaim", only: "lite"},      // see also TestAckReadsOnlyTheJobsItSettles
 	{name: "CompleteJobsOfClaim", only: "lite"},
+	// The runs of ids without a gap of the three above: a range of the
+	// primary key (see also TestAckReadsOnlyTheJobsItSettles).
+	{name: "ClaimJobsInRange", only: "lite", args: map[string]any{"firstid": int64(1), "lastid": int64(100)}, maxStep: 20_000},
+	{name: "AckJobsOfClaimInRange", only: "lite", args: map[string]any{"firstid": int64(1), "lastid": int64(100)}, maxStep: 20_000},
+	{name: "CompleteJobsOfClaimInRange", only: "lite", args: map[string]any{"firstid": int64(1), "lastid": int64(100)}, maxStep: 20_000},
 	{name: "SnoozeJob"},
 	{name: "JobClaims", args: map[string]any{"ids": "[1, 2, 3]"}, pgArgs: map[string]any{"ids": []int64{1, 2, 3}}},
 	{name: "QueuePaused", args: map[string]any{"queue": "skewed"}},

@@ -28,14 +28,14 @@ func TestClaimWriterIsGenerated(t *testing.T) {
 	// the generated function appends each argument, then the ids;
 	// execListed binds its arguments, then the list, in the statement's
 	// texts listed made of the generated one.
-	handList := regexp.MustCompile(`(?s)execListed\(w, (\w+), arg\.Ids,(.*?)\)\n`)
+	handList := regexp.MustCompile(`(?s)execListed\(w, (\w+), (\w+), arg\.Ids,(.*?)\)\n`)
 	for name, st := range map[string]struct {
-		query string
-		texts []string
+		query, ranged string
+		texts         []string
 	}{
-		"ClaimJobs":           {claimJobs, claimJobsListed},
-		"AckJobsOfClaim":      {ackJobsOfClaim, ackJobsOfClaimListed},
-		"CompleteJobsOfClaim": {completeJobsOfClaim, completeJobsOfClaimListed},
+		"ClaimJobs":           {claimJobs, claimJobsInRange, claimJobsListed},
+		"AckJobsOfClaim":      {ackJobsOfClaim, ackJobsOfClaimInRange, ackJobsOfClaimListed},
+		"CompleteJobsOfClaim": {completeJobsOfClaim, completeJobsOfClaimInRange, completeJobsOfClaimListed},
 	} {
 		constName := strings.ToLower(name[:1]) + name[1:]
 		gen := gencheck.Func(t, "queues.sql.go", name)
@@ -51,7 +51,18 @@ func TestClaimWriterIsGenerated(t *testing.T) {
 		if h[0] != constName+"Listed" {
 			t.Fatalf("%s: execListed sends %s", name, h[0])
 		}
-		gencheck.Same(t, name, g, append(h[1:], "arg.Ids"))
+		gencheck.Same(t, name, g, append(h[2:], "arg.Ids"))
+		// Its runs without a gap go to the statement named name+"InRange",
+		// the same statement with a range of ids (first, last) for the
+		// list, its arguments bound as the list form's, then the two ids.
+		if h[1] != constName+"InRange" {
+			t.Fatalf("%s: execListed sends its runs to %s", name, h[1])
+		}
+		gr := gencheck.Fields(t, genExec, gencheck.Func(t, "queues.sql.go", name+"InRange"))
+		gencheck.Same(t, name+"InRange", gr, append([]string{h[1]}, append(h[2:len(h):len(h)], "arg.FirstID", "arg.LastID")...))
+		if strings.NewReplacer("-- name: "+name+" ", "-- name: "+name+"InRange ", "id IN (/*SLICE:ids*/?)", "id BETWEEN CAST(?"+strconv.Itoa(len(h)-1)+" AS INTEGER) AND CAST(?"+strconv.Itoa(len(h))+" AS INTEGER)").Replace(st.query) != st.ranged {
+			t.Fatalf("%s: its range form is not the same statement with a range for the list:\n%s", name, st.ranged)
+		}
 		if !regexp.MustCompile(`for _, v := range arg\.Ids \{\s+queryParams = append\(queryParams, v\)\s+\}\s+query = strings\.Replace\(query, "/\*SLICE:ids\*/\?"`).Match(gen) {
 			t.Fatalf("%s: the generated function no longer binds the ids last, as its list (sqlc.slice)", name)
 		}

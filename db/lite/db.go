@@ -36,6 +36,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ackJobsOfClaimStmt, err = db.PrepareContext(ctx, ackJobsOfClaim); err != nil {
 		return nil, fmt.Errorf("error preparing query AckJobsOfClaim: %w", err)
 	}
+	if q.ackJobsOfClaimInRangeStmt, err = db.PrepareContext(ctx, ackJobsOfClaimInRange); err != nil {
+		return nil, fmt.Errorf("error preparing query AckJobsOfClaimInRange: %w", err)
+	}
 	if q.acquireLeaseStmt, err = db.PrepareContext(ctx, acquireLease); err != nil {
 		return nil, fmt.Errorf("error preparing query AcquireLease: %w", err)
 	}
@@ -87,6 +90,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.claimJobsStmt, err = db.PrepareContext(ctx, claimJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimJobs: %w", err)
 	}
+	if q.claimJobsInRangeStmt, err = db.PrepareContext(ctx, claimJobsInRange); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimJobsInRange: %w", err)
+	}
 	if q.claimableJobsStmt, err = db.PrepareContext(ctx, claimableJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimableJobs: %w", err)
 	}
@@ -116,6 +122,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.completeJobsOfClaimStmt, err = db.PrepareContext(ctx, completeJobsOfClaim); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteJobsOfClaim: %w", err)
+	}
+	if q.completeJobsOfClaimInRangeStmt, err = db.PrepareContext(ctx, completeJobsOfClaimInRange); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteJobsOfClaimInRange: %w", err)
 	}
 	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
@@ -451,6 +460,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing ackJobsOfClaimStmt: %w", cerr)
 		}
 	}
+	if q.ackJobsOfClaimInRangeStmt != nil {
+		if cerr := q.ackJobsOfClaimInRangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ackJobsOfClaimInRangeStmt: %w", cerr)
+		}
+	}
 	if q.acquireLeaseStmt != nil {
 		if cerr := q.acquireLeaseStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing acquireLeaseStmt: %w", cerr)
@@ -536,6 +550,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing claimJobsStmt: %w", cerr)
 		}
 	}
+	if q.claimJobsInRangeStmt != nil {
+		if cerr := q.claimJobsInRangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimJobsInRangeStmt: %w", cerr)
+		}
+	}
 	if q.claimableJobsStmt != nil {
 		if cerr := q.claimableJobsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimableJobsStmt: %w", cerr)
@@ -584,6 +603,11 @@ func (q *Queries) Close() error {
 	if q.completeJobsOfClaimStmt != nil {
 		if cerr := q.completeJobsOfClaimStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing completeJobsOfClaimStmt: %w", cerr)
+		}
+	}
+	if q.completeJobsOfClaimInRangeStmt != nil {
+		if cerr := q.completeJobsOfClaimInRangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeJobsOfClaimInRangeStmt: %w", cerr)
 		}
 	}
 	if q.configureQueueStmt != nil {
@@ -1144,6 +1168,7 @@ type Queries struct {
 	ackJobsStmt                     *sql.Stmt
 	ackJobsCountedStmt              *sql.Stmt
 	ackJobsOfClaimStmt              *sql.Stmt
+	ackJobsOfClaimInRangeStmt       *sql.Stmt
 	acquireLeaseStmt                *sql.Stmt
 	advanceCompactionStmt           *sql.Stmt
 	buryExhaustedClaimsStmt         *sql.Stmt
@@ -1161,6 +1186,7 @@ type Queries struct {
 	claimJobStmt                    *sql.Stmt
 	claimJobByIDStmt                *sql.Stmt
 	claimJobsStmt                   *sql.Stmt
+	claimJobsInRangeStmt            *sql.Stmt
 	claimableJobsStmt               *sql.Stmt
 	claimableReadyJobsStmt          *sql.Stmt
 	commitGroupOffsetStmt           *sql.Stmt
@@ -1171,6 +1197,7 @@ type Queries struct {
 	completeJobsStmt                *sql.Stmt
 	completeJobsCountedStmt         *sql.Stmt
 	completeJobsOfClaimStmt         *sql.Stmt
+	completeJobsOfClaimInRangeStmt  *sql.Stmt
 	configureQueueStmt              *sql.Stmt
 	configureStreamStmt             *sql.Stmt
 	consumerLagsStmt                *sql.Stmt
@@ -1284,6 +1311,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		ackJobsStmt:                     q.ackJobsStmt,
 		ackJobsCountedStmt:              q.ackJobsCountedStmt,
 		ackJobsOfClaimStmt:              q.ackJobsOfClaimStmt,
+		ackJobsOfClaimInRangeStmt:       q.ackJobsOfClaimInRangeStmt,
 		acquireLeaseStmt:                q.acquireLeaseStmt,
 		advanceCompactionStmt:           q.advanceCompactionStmt,
 		buryExhaustedClaimsStmt:         q.buryExhaustedClaimsStmt,
@@ -1301,6 +1329,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		claimJobStmt:                    q.claimJobStmt,
 		claimJobByIDStmt:                q.claimJobByIDStmt,
 		claimJobsStmt:                   q.claimJobsStmt,
+		claimJobsInRangeStmt:            q.claimJobsInRangeStmt,
 		claimableJobsStmt:               q.claimableJobsStmt,
 		claimableReadyJobsStmt:          q.claimableReadyJobsStmt,
 		commitGroupOffsetStmt:           q.commitGroupOffsetStmt,
@@ -1311,6 +1340,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		completeJobsStmt:                q.completeJobsStmt,
 		completeJobsCountedStmt:         q.completeJobsCountedStmt,
 		completeJobsOfClaimStmt:         q.completeJobsOfClaimStmt,
+		completeJobsOfClaimInRangeStmt:  q.completeJobsOfClaimInRangeStmt,
 		configureQueueStmt:              q.configureQueueStmt,
 		configureStreamStmt:             q.configureStreamStmt,
 		consumerLagsStmt:                q.consumerLagsStmt,

@@ -148,7 +148,8 @@ type AckJobsOfClaimParams struct {
 // the IN list (about 3.5k, NULLs too), so a claim with only a few jobs in
 // the batch costs more this way than among AckJobsCounted's pairs (a
 // list of 16 slots: about 100k a statement); the caller sends only the
-// claims with many. +queue: with a usable equality on queue, SQLite
+// claims with many, and sends the runs of 16 or more ids without a gap as
+// ranges (AckJobsOfClaimInRange). +queue: with a usable equality on queue, SQLite
 // walked alk_jobs_running over every running job of the queue instead
 // of seeking the ids.
 func (q *Queries) AckJobsOfClaim(ctx context.Context, arg AckJobsOfClaimParams) (int64, error) {
@@ -166,6 +167,42 @@ func (q *Queries) AckJobsOfClaim(ctx context.Context, arg AckJobsOfClaimParams) 
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	result, err := q.exec(ctx, nil, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const ackJobsOfClaimInRange = `-- name: AckJobsOfClaimInRange :execrows
+DELETE FROM alk_jobs
+WHERE claim_token = CAST(?1 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?2 AS INTEGER)
+  AND +queue = CAST(?3 AS TEXT)
+  AND id BETWEEN CAST(?4 AS INTEGER) AND CAST(?5 AS INTEGER)
+`
+
+type AckJobsOfClaimInRangeParams struct {
+	ClaimToken int64
+	Now        int64
+	Queue      string
+	FirstID    int64
+	LastID     int64
+}
+
+// AckJobsOfClaim for a run of ids with no gap, first_id to last_id, every
+// one of them in the caller's ack under this claim (see
+// ClaimJobsInRange): the range holds no other job, and the fence
+// (claim_token, state, claim_expires_at) keeps what another claim took
+// since. Callgrind, an ack of 100 jobs of one claim beside 5,000 other
+// running jobs, SQLite alone: 25.6k instructions a job with the exact
+// list, 20.5k with the range.
+func (q *Queries) AckJobsOfClaimInRange(ctx context.Context, arg AckJobsOfClaimInRangeParams) (int64, error) {
+	result, err := q.exec(ctx, q.ackJobsOfClaimInRangeStmt, ackJobsOfClaimInRange,
+		arg.ClaimToken,
+		arg.Now,
+		arg.Queue,
+		arg.FirstID,
+		arg.LastID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -414,7 +451,9 @@ type ClaimJobsParams struct {
 // list of 100: 42.3k), and a loop of Claim of 100 and AckMany 99.9k ->
 // 95.1k a job (the client, 12,000 jobs less 2,000). db/lite's ClaimJobsOn
 // sends lists whose lengths are multiples of 16 up to 128, NULLs after
-// the ids, each length prepared once per connection.
+// the ids, each length prepared once per connection; the runs of 16 or
+// more ids without a gap (nearly every claim of a burn-down) go as
+// ranges instead (ClaimJobsInRange).
 func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, error) {
 	query := claimJobs
 	var queryParams []interface{}
@@ -431,6 +470,47 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) (int64, er
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	result, err := q.exec(ctx, nil, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const claimJobsInRange = `-- name: ClaimJobsInRange :execrows
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(?1 AS INTEGER),
+    claim_expires_at = CAST(?2 AS INTEGER), claim_token = CAST(?3 AS INTEGER), worker = CAST(?4 AS TEXT)
+WHERE id BETWEEN CAST(?5 AS INTEGER) AND CAST(?6 AS INTEGER)
+`
+
+type ClaimJobsInRangeParams struct {
+	Now            int64
+	ClaimExpiresAt int64
+	ClaimToken     int64
+	Worker         string
+	FirstID        int64
+	LastID         int64
+}
+
+// ClaimJobs for a run of ids with no gap (first_id, first_id + 1, ...
+// last_id, every one chosen by the claim): the ids between the two are
+// exactly the run's, so a range of the primary key stamps exactly its
+// jobs, walking them in order, with no list. An IN list costs SQLite a
+// temporary B-tree of its values and a seek from the root for each
+// (callgrind, SQLite alone, 100 jobs beside 5,000 running: 58.3k
+// instructions a job against 55.4k for the range), and each NULL slot
+// padding a list to its length about 3.5k more. db/lite's execListed
+// sends the runs of at least rangeMin ids here (a burn-down's claim is
+// nearly always one run), the rest in lists.
+func (q *Queries) ClaimJobsInRange(ctx context.Context, arg ClaimJobsInRangeParams) (int64, error) {
+	result, err := q.exec(ctx, q.claimJobsInRangeStmt, claimJobsInRange,
+		arg.Now,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+		arg.FirstID,
+		arg.LastID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -783,6 +863,38 @@ func (q *Queries) CompleteJobsOfClaim(ctx context.Context, arg CompleteJobsOfCla
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
 	result, err := q.exec(ctx, nil, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const completeJobsOfClaimInRange = `-- name: CompleteJobsOfClaimInRange :execrows
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE claim_token = CAST(?2 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
+  AND +queue = CAST(?3 AS TEXT)
+  AND id BETWEEN CAST(?4 AS INTEGER) AND CAST(?5 AS INTEGER)
+`
+
+type CompleteJobsOfClaimInRangeParams struct {
+	Now        int64
+	ClaimToken int64
+	Queue      string
+	FirstID    int64
+	LastID     int64
+}
+
+// CompleteJobsOfClaim for a run of ids with no gap (see
+// AckJobsOfClaimInRange).
+func (q *Queries) CompleteJobsOfClaimInRange(ctx context.Context, arg CompleteJobsOfClaimInRangeParams) (int64, error) {
+	result, err := q.exec(ctx, q.completeJobsOfClaimInRangeStmt, completeJobsOfClaimInRange,
+		arg.Now,
+		arg.ClaimToken,
+		arg.Queue,
+		arg.FirstID,
+		arg.LastID,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -312,11 +312,29 @@ WHERE EXISTS (SELECT 1 FROM alk_jobs x
 -- list of 100: 42.3k), and a loop of Claim of 100 and AckMany 99.9k ->
 -- 95.1k a job (the client, 12,000 jobs less 2,000). db/lite's ClaimJobsOn
 -- sends lists whose lengths are multiples of 16 up to 128, NULLs after
--- the ids, each length prepared once per connection.
+-- the ids, each length prepared once per connection; the runs of 16 or
+-- more ids without a gap (nearly every claim of a burn-down) go as
+-- ranges instead (ClaimJobsInRange).
 UPDATE alk_jobs
 SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
     claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
 WHERE id IN (sqlc.slice(ids));
+
+-- name: ClaimJobsInRange :execrows
+-- ClaimJobs for a run of ids with no gap (first_id, first_id + 1, ...
+-- last_id, every one chosen by the claim): the ids between the two are
+-- exactly the run's, so a range of the primary key stamps exactly its
+-- jobs, walking them in order, with no list. An IN list costs SQLite a
+-- temporary B-tree of its values and a seek from the root for each
+-- (callgrind, SQLite alone, 100 jobs beside 5,000 running: 58.3k
+-- instructions a job against 55.4k for the range), and each NULL slot
+-- padding a list to its length about 3.5k more. db/lite's execListed
+-- sends the runs of at least rangeMin ids here (a burn-down's claim is
+-- nearly always one run), the rest in lists.
+UPDATE alk_jobs
+SET state = 'running', attempts = attempts + 1, claimed_at = CAST(@now AS INTEGER),
+    claim_expires_at = CAST(@claim_expires_at AS INTEGER), claim_token = CAST(@claim_token AS INTEGER), worker = CAST(@worker AS TEXT)
+WHERE id BETWEEN CAST(@first_id AS INTEGER) AND CAST(@last_id AS INTEGER);
 
 -- name: ClaimJob :execrows
 -- ClaimJobs for a claim that chose one job (id): every claim of a worker
@@ -427,13 +445,27 @@ SELECT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AN
 -- the IN list (about 3.5k, NULLs too), so a claim with only a few jobs in
 -- the batch costs more this way than among AckJobsCounted's pairs (a
 -- list of 16 slots: about 100k a statement); the caller sends only the
--- claims with many. +queue: with a usable equality on queue, SQLite
+-- claims with many, and sends the runs of 16 or more ids without a gap as
+-- ranges (AckJobsOfClaimInRange). +queue: with a usable equality on queue, SQLite
 -- walked alk_jobs_running over every running job of the queue instead
 -- of seeking the ids.
 DELETE FROM alk_jobs
 WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id IN (sqlc.slice(ids));
+
+-- name: AckJobsOfClaimInRange :execrows
+-- AckJobsOfClaim for a run of ids with no gap, first_id to last_id, every
+-- one of them in the caller's ack under this claim (see
+-- ClaimJobsInRange): the range holds no other job, and the fence
+-- (claim_token, state, claim_expires_at) keeps what another claim took
+-- since. Callgrind, an ack of 100 jobs of one claim beside 5,000 other
+-- running jobs, SQLite alone: 25.6k instructions a job with the exact
+-- list, 20.5k with the range.
+DELETE FROM alk_jobs
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+  AND +queue = CAST(@queue AS TEXT)
+  AND id BETWEEN CAST(@first_id AS INTEGER) AND CAST(@last_id AS INTEGER);
 
 -- name: CompleteJobsOfClaim :execrows
 -- AckJobsOfClaim for a queue that keeps completed jobs (as the caller
@@ -443,6 +475,15 @@ SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL
 WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id IN (sqlc.slice(ids));
+
+-- name: CompleteJobsOfClaimInRange :execrows
+-- CompleteJobsOfClaim for a run of ids with no gap (see
+-- AckJobsOfClaimInRange).
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+  AND +queue = CAST(@queue AS TEXT)
+  AND id BETWEEN CAST(@first_id AS INTEGER) AND CAST(@last_id AS INTEGER);
 
 -- name: RetryJob :execrows
 -- Back to pending at run_at, while attempts remain; the cause joins the
