@@ -199,6 +199,14 @@ type raw interface {
 	// the row), so that claimSettle starts, as the library's burn-down
 	// does, on an index without a head of settled entries to step over.
 	clearSettled(ctx context.Context) error
+	// holdVacuum vacuums each table and keeps autovacuum off it until the
+	// returned release runs (PostgreSQL; SQLite: nothing to do). A
+	// burn-down's claims walk the index entries of the jobs settled
+	// before them until a vacuum frees their pages, so a run's rate
+	// depended on whether autovacuum's minute fell inside it (issue 18):
+	// held, the library's run and its ceilings each start vacuumed and
+	// keep their walk to the end.
+	holdVacuum(ctx context.Context, tables ...string) (release func(context.Context) error, err error)
 	// orderWithJob inserts a bench_orders row and a job in one transaction.
 	orderWithJob(ctx context.Context, id int64, payload []byte) error
 	// createSchedules creates n schedule rows due at first; fireDue fires
@@ -533,6 +541,25 @@ func (r pgRaw) clearSettled(ctx context.Context) error {
 	return err
 }
 
+func (r pgRaw) holdVacuum(ctx context.Context, tables ...string) (func(context.Context) error, error) {
+	for _, t := range tables {
+		if _, err := r.pool.Exec(ctx, `VACUUM `+t); err != nil {
+			return nil, err
+		}
+		if _, err := r.pool.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = off)`); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) error {
+		for _, t := range tables {
+			if _, err := r.pool.Exec(ctx, `ALTER TABLE `+t+` RESET (autovacuum_enabled)`); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
 func (r pgRaw) orderWithJob(ctx context.Context, id int64, payload []byte) error {
 	return pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO bench_orders (id) VALUES ($1)`, id); err != nil {
@@ -719,6 +746,10 @@ func (r liteRaw) takeJobs(ctx context.Context, n int) (int, error) {
 }
 
 func (r liteRaw) clearSettled(context.Context) error { return nil }
+
+func (r liteRaw) holdVacuum(context.Context, ...string) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
+}
 
 func (r liteRaw) claimSettle(ctx context.Context, n int, token int64) (int, error) {
 	rows, err := r.writer.QueryContext(ctx, `UPDATE raw_jobs SET state = 'running', attempts = attempts + 1, claim_token = ?,
