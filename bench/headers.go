@@ -54,6 +54,6 @@ func benchHeaders(ctx context.Context, engine string, s *store.Store, again func
 		for i := 0; i < *burnN; i += len(jobs) {
 			must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
 		}
-		plain(engine, what, burnDown(ctx, burn, *burnN, false))
+		plain(engine, what, burnDown(ctx, burn, *burnN, false, *workers))
 	}
 }

@@ -86,11 +86,15 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 	// 8 workers in parallel taking 100 at a time: a fused claim-and-delete
 	// (one statement a batch), and a claim then a settle (two statements a
 	// batch, the least a queue running handlers between them can do). The
-	// second row is the same measurement beside the second ceiling.
+	// second row is the same measurement beside the second ceiling; the
+	// third, a second queue's burn-down with as many jobs in flight as the
+	// ceilings (Concurrency 800), beside it too.
 	if what := fmt.Sprintf("burn-down of %d via Work (jobs/s)", *burnN); want(engine, what) {
-		burn := s.Queue("burndown")
-		for i := 0; i < *burnN; i += len(jobs) {
-			must(burn.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
+		burn, wide := s.Queue("burndown"), s.Queue("burndown-wide")
+		for _, q := range []*store.Queue{burn, wide} {
+			for i := 0; i < *burnN; i += len(jobs) {
+				must(q.EnqueueMany(ctx, jobs[:min(len(jobs), *burnN-i)]))
+			}
 		}
 		fill := func() {
 			for i := 0; i < *burnN; i += len(payloads) {
@@ -100,7 +104,14 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		fill()
 		release := must(r.holdVacuum(ctx, "alkstore.jobs", "raw_jobs"))
 		m := startCPU("burn-down via Work", true)
-		lib := burnDown(ctx, burn, *burnN, false)
+		lib := burnDown(ctx, burn, *burnN, false, *workers)
+		m.stop(engine, *burnN)
+		// The ceilings keep 8 claims of 100 in flight; with Concurrency
+		// 100 a worker keeps one (a claim goes as its handlers free a
+		// batch of slots), so it waits out each claim's round trip. The
+		// same burn-down with as many jobs in flight as the ceiling:
+		m = startCPU("burn-down via Work, Concurrency 800", false)
+		wideRate := burnDown(ctx, wide, *burnN, false, 8*100)
 		m.stop(engine, *burnN)
 		m = startCPU("raw delete", false)
 		one := rawBurnDown(ctx, *burnN, r.takeJobs)
@@ -122,6 +133,7 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		must0(release(ctx))
 		row(engine, what, lib, one)
 		row(engine, fmt.Sprintf("burn-down of %d, beside claim + settle", *burnN), lib, two)
+		row(engine, "burn-down, Concurrency 800, beside claim + settle", wideRate, two)
 	}
 
 	// The same burn-down through WorkTx with a no-op transactional handler:
@@ -135,19 +147,19 @@ func benchQueues(ctx context.Context, engine string, s *store.Store, r raw) {
 		}
 		release := must(r.holdVacuum(ctx, "alkstore.jobs"))
 		m := startCPU("burn-down via WorkTx", false)
-		rate := burnDown(ctx, burnTx, *burnN, true)
+		rate := burnDown(ctx, burnTx, *burnN, true, *workers)
 		m.stop(engine, *burnN)
 		must0(release(ctx))
 		row(engine, what, rate, 0)
 	}
 }
 
-func burnDown(ctx context.Context, q *store.Queue, total int, inTx bool) float64 {
+func burnDown(ctx context.Context, q *store.Queue, total int, inTx bool, concurrency int) float64 {
 	var handled atomic.Int64
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	start := time.Now()
-	opts := store.WorkOpts{Concurrency: *workers}
+	opts := store.WorkOpts{Concurrency: concurrency}
 	go func() {
 		if inTx {
 			done <- q.WorkTx(wctx, opts, func(context.Context, store.Tx, *store.Job) error {
