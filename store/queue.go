@@ -594,13 +594,16 @@ func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
 // Claim has no transactional form on purpose: a claim's lease must not
 // depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
-	return q.claim(ctx, worker, n, visibility, nil)
+	return q.claim(ctx, worker, n, visibility, nil, nil)
 }
 
 // claim is Claim; grow, when not nil, is called where the engine claims
 // one statement at a time (SQLite) once the claim holds the writer, and
-// returns how many more jobs it may take (see claimReq.grow).
-func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time.Duration, grow func() int) ([]*Job, error) {
+// returns how many more jobs it may take (see claimReq.grow); lent, when
+// not nil, is the ack a worker lends the claim to run in its transaction
+// (see claimReq.lent).
+func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time.Duration, grow func() int,
+	lent *lentAck) ([]*Job, error) {
 	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
 			return nil, err
@@ -619,7 +622,7 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		if err != nil {
 			return nil, err
 		}
-		r := claimReq{queue: q.name, worker: worker, n: min(n, maxClaim), token: token, grow: grow,
+		r := claimReq{queue: q.name, worker: worker, n: min(n, maxClaim), token: token, grow: grow, lent: lent,
 			clock: q.s.now, visibility: visibility}
 		r.stamp(now)
 		jobs, err := o.claim(ctx, r)
@@ -660,6 +663,10 @@ type claimReq struct {
 	// the handler slots freed while it waited behind the writer (its
 	// acks), instead of leaving them to a claim of its own.
 	grow func() int
+	// lent, when not nil, is a SQLite worker's ack of finished jobs lent
+	// to its claim (see worker.lend), which the claim runs in its own
+	// transaction after its stamp (see lentAck).
+	lent *lentAck
 	// clock and visibility stamp the claim again (stamp) where it may
 	// have waited: SQLite's claim, once it holds the writer, which an
 	// InTx, a WorkTx handler or another process may have held for longer
@@ -667,6 +674,26 @@ type claimReq struct {
 	// claim, not from the call.
 	clock      func() time.Time
 	visibility time.Duration
+}
+
+// lentAck is the ack of finished jobs that a SQLite worker's claim runs in
+// its own write transaction, after stamping its jobs: one commit for both,
+// and the pages both write (the rows' leaves, alk_jobs_running's) go to
+// the WAL once. take is called once inside the transaction and returns
+// the claims to settle (none: nothing was lent, and none will be). When
+// the transaction commits with every one of them settled, acked is set
+// and ids holds their ids. Otherwise (a claim of them was lost, a
+// statement of the ack failed) the claim's transaction is rolled back and
+// the claim runs again without them, and the worker acks them after, as
+// an ack of its own (which says which claims were lost): neither the
+// claim's jobs nor the lent ones are lost with the ack.
+type lentAck struct {
+	take  func() []claimRef
+	acked bool
+	ids   []int64
+	// taken and batch: the worker's, set by take (see worker.takeLent).
+	taken bool
+	batch *[]*Job
 }
 
 // stamp sets the claim's time and the end of its lease.

@@ -369,18 +369,26 @@ func jobsJSON(jobs []newJob, limit int) (string, int) {
 // instructions (callgrind, the client; ClaimableReadyJobs says what the
 // statements themselves save), and stamping one job by its id (ClaimJob)
 // to 250k.
+//
+// A worker's claim also runs, after its stamp, the ack its worker lent it
+// (r.lent, see lentAck): one commit for both. When that ack fails (a lent
+// claim was lost: the counts fall short; or a statement failed), the
+// transaction rolls back and the claim runs again without it, and the
+// worker acks the lent jobs after, as an ack of its own, which says which
+// claims were lost.
 func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	if o.db == nil { // never: a claim is an auto-commit write (autoWrite)
 		return nil, errors.New("a SQLite claim runs on the writer slot, in a transaction of its own")
 	}
 	var rows []liteClaimable
-	err := litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error {
+	var lent []claimRef // the claims r.lent gave, settled in the claim's transaction
+	n, taken := r.n, false
+	stampTx := func(w *litedriver.Writer, ack bool) error {
 		// The writer is ours, perhaps after a wait: the time of the claim,
 		// and what freed up meanwhile.
 		r.stamp(r.clock())
 		now := r.now.UnixMicro()
-		n := r.n
-		if r.grow != nil {
+		if r.grow != nil && !taken {
 			n += r.grow()
 		}
 		// The rows are read into one reused row and kept with what a job
@@ -420,9 +428,6 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 				return err
 			}
 		}
-		if len(rows) == 0 {
-			return nil
-		}
 		if len(rows) > n { // ready jobs and lapsed claims: the first n of the two in claim order
 			slices.SortFunc(rows, func(a, b liteClaimable) int {
 				switch {
@@ -435,26 +440,58 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			})
 			rows = rows[:n]
 		}
-		var stamped int64
-		if len(rows) == 1 { // a list of one costs SQLite more than the id (ClaimJob)
-			stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-				ClaimToken: r.token, Worker: r.worker, ID: rows[0].id})
-		} else {
-			ids := make([]int64, len(rows))
-			for i, row := range rows {
-				ids[i] = row.id
+		if len(rows) > 0 {
+			var stamped int64
+			if len(rows) == 1 { // a list of one costs SQLite more than the id (ClaimJob)
+				stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+					ClaimToken: r.token, Worker: r.worker, ID: rows[0].id})
+			} else {
+				ids := make([]int64, len(rows))
+				for i, row := range rows {
+					ids[i] = row.id
+				}
+				stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
+					ClaimToken: r.token, Worker: r.worker, Ids: ids})
 			}
-			stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-				ClaimToken: r.token, Worker: r.worker, Ids: ids})
+			if err != nil {
+				return err
+			}
+			if stamped != int64(len(rows)) { // the writer slot is held: cannot happen
+				return fmt.Errorf("the claim stamped %d of the %d jobs it chose", stamped, len(rows))
+			}
 		}
-		if err != nil {
-			return err
+		if !ack {
+			return nil
 		}
-		if stamped != int64(len(rows)) { // the writer slot is held: cannot happen
-			return fmt.Errorf("the claim stamped %d of the %d jobs it chose", stamped, len(rows))
+		// The lent ack, after the stamp (which takes only pending jobs and
+		// lapsed claims: a lent job whose claim lapsed and that this claim
+		// took again is not the lent claim's any more, and its token finds
+		// nothing). Its time is the claim's: the writer is held since.
+		if !taken {
+			taken, lent = true, r.lent.take()
+		}
+		if len(lent) == 0 {
+			return nil
+		}
+		if err := o.settleHeld(w, r.queue, lent, now); err != nil {
+			return lentAckFailed{err}
 		}
 		return nil
-	})
+	}
+	ack := r.lent != nil
+	err := litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error { return stampTx(w, ack) })
+	if failed := (lentAckFailed{}); errors.As(err, &failed) {
+		// Some lent claim was lost, or the ack failed: claim again without
+		// it; the worker acks the lent jobs after (see worker.settleLent).
+		ack = false
+		err = litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error { return stampTx(w, false) })
+	}
+	if err == nil && ack && len(lent) > 0 {
+		r.lent.acked, r.lent.ids = true, make([]int64, len(lent))
+		for i, c := range lent {
+			r.lent.ids[i] = c.id
+		}
+	}
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
@@ -567,23 +604,8 @@ func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef
 		if len(claims) == 0 {
 			return nil
 		}
-		now := clock().UnixMicro()
-		var n int64
-		var err error
-		if len(claims) == 1 { // a JSON object of one costs SQLite more than the pair (AckJob)
-			c := claims[0]
-			n, err = o.q.AckJobOn(w, litedb.AckJobParams{ID: c.id, ClaimToken: c.token, Now: now})
-			if err == nil && n == 0 {
-				n, err = o.q.CompleteJobOn(w, litedb.CompleteJobParams{Now: now, ID: c.id, ClaimToken: c.token})
-			}
-		} else {
-			n, err = o.ackCounted(w, queue, claims, now)
-		}
-		if err != nil {
+		if err := o.settleHeld(w, queue, claims, clock().UnixMicro()); err != nil {
 			return err
-		}
-		if n != int64(len(claims)) {
-			return errClaimsLost
 		}
 		ids = make([]int64, len(claims))
 		for i, c := range claims {
@@ -615,6 +637,45 @@ func (o liteOps) ackGrowing(ctx context.Context, queue string, claims []claimRef
 	}
 	return ids, nil
 }
+
+// settleHeld acks claims (at least one) on w at now, as ackGrowing's
+// first try does: it fails with errClaimsLost when the statements' counts
+// say that some claim was not held (nothing is then known of which: the
+// caller rolls the transaction back).
+func (o liteOps) settleHeld(w *litedriver.Writer, queue string, claims []claimRef, now int64) error {
+	var n int64
+	var err error
+	if len(claims) == 1 { // a JSON object of one costs SQLite more than the pair (AckJob)
+		n, err = o.ackOne(w, claims[0], now)
+	} else {
+		n, err = o.ackCounted(w, queue, claims, now)
+	}
+	if err != nil {
+		return err
+	}
+	if n != int64(len(claims)) {
+		return errClaimsLost
+	}
+	return nil
+}
+
+// ackOne settles one claim on w and returns the rows it settled: a JSON
+// object of one costs SQLite more than the pair (AckJob).
+func (o liteOps) ackOne(w *litedriver.Writer, c claimRef, now int64) (int64, error) {
+	n, err := o.q.AckJobOn(w, litedb.AckJobParams{ID: c.id, ClaimToken: c.token, Now: now})
+	if err == nil && n == 0 {
+		n, err = o.q.CompleteJobOn(w, litedb.CompleteJobParams{Now: now, ID: c.id, ClaimToken: c.token})
+	}
+	return n, err
+}
+
+// lentAckFailed ends a claim's transaction whose lent ack (see lentAck)
+// failed with err (errClaimsLost included): the claim runs again without
+// it.
+type lentAckFailed struct{ err error }
+
+func (e lentAckFailed) Error() string { return "the lent ack failed: " + e.err.Error() }
+func (e lentAckFailed) Unwrap() error { return e.err }
 
 // ackCounted is ackGrowing's ack of more than one claim on w, counting the
 // rows it settles. A worker's batch holds the jobs of one or a few claims:
@@ -673,11 +734,7 @@ func (o liteOps) ackCounted(w *litedriver.Writer, queue string, claims []claimRe
 	}
 	switch {
 	case len(rest) == 1: // a JSON object of one costs SQLite more than the pair (AckJob)
-		c := rest[0]
-		n, err := o.q.AckJobOn(w, litedb.AckJobParams{ID: c.id, ClaimToken: c.token, Now: now})
-		if err == nil && n == 0 {
-			n, err = o.q.CompleteJobOn(w, litedb.CompleteJobParams{Now: now, ID: c.id, ClaimToken: c.token})
-		}
+		n, err := o.ackOne(w, rest[0], now)
 		return settled + n, err
 	case len(rest) > 1:
 		js := claimPairs(rest)

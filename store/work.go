@@ -359,8 +359,9 @@ type worker struct {
 	resting   atomic.Bool
 	// lendMu guards claimOpen (a claim holds the writer and has not yet
 	// looked for a lent batch) and lent (the batch the ack loop lent it,
-	// acked and reported by the claim's goroutine, which then sends on
-	// lentDone); see lend. ackCtx and ackMore: the ack loop's.
+	// acked in the claim's transaction, or after it, and reported by the
+	// claim's goroutine, which then sends on lentDone); see lend. ackCtx
+	// and ackMore: the ack loop's.
 	lendMu    sync.Mutex
 	claimOpen bool
 	lent      *[]*Job
@@ -921,7 +922,7 @@ func (w *worker) claimLoop(ctx context.Context) {
 					if most == 1 {
 						grow = func() int {
 							// The writer is ours: the ack loop may lend
-							// us its batch (lentAck, below).
+							// us its batch (takeLent, settleLent).
 							w.lendMu.Lock()
 							w.claimOpen = true
 							w.lendMu.Unlock()
@@ -940,11 +941,16 @@ func (w *worker) claimLoop(ctx context.Context) {
 							return extra
 						}
 					}
+					var lent *lentAck
+					if most == 1 {
+						lent = new(lentAck)
+						lent.take = func() []claimRef { return w.takeLent(lent) }
+					}
 					sent := time.Now()
-					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow)
+					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
 					done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 					if most == 1 {
-						w.lentAck()
+						w.settleLent(lent)
 					}
 				}(woke)
 				woke = false
@@ -1067,8 +1073,13 @@ const ackGather = time.Millisecond
 //
 // It waits, while handlers run or a claim may come, until the next claim
 // takes the writer, or for ackGather at most, and then lends its batch to
-// that claim (lend), which acks it on its own goroutine right after its
-// commit, while the handlers run the claim's jobs. An ack that waited
+// that claim (lend), which acks it in its own transaction after stamping
+// its jobs: one commit for both (a burn-down of no-op handlers at
+// Concurrency 100, callgrind of the whole process: commits 0.038 -> 0.025
+// a job, WAL frames 0.277 -> 0.232; acks in their own transaction 264 ->
+// 68 for 300 claims of 30,000 jobs). When the lent ack ran on the claim's
+// goroutine right after its commit, beside the claim's handlers, it was
+// a transaction of its own. An ack that waited
 // for a batch (Batch jobs) went as soon as the batch's last handler
 // returned, a moment before the claim that the same handlers' freed slots
 // sent, and took the writer first: the claim then waited behind it, and
@@ -1158,10 +1169,13 @@ func (w *worker) ackLoop(ctx context.Context) {
 // since the last ack and has not yet looked for a lent batch, and returns
 // once that claim acked it and reported each job's result; it returns
 // false, having done nothing, when no such claim is there (the ack loop
-// then acks the batch itself). The claim acks it on its own goroutine
-// right after its commit and after handing its jobs out (lentAck): the
-// ack runs while the handlers run the claim's jobs, and no other
-// goroutine has to wake to take the writer for it.
+// then acks the batch itself). The claim acks it in its own transaction,
+// after stamping its jobs (takeLent): one commit for both, and the pages
+// both write go to the WAL once; the ack's jobs are reported once that
+// transaction committed and the claim's jobs are handed out (settleLent).
+// Should that ack fail (a lent claim was lost, a statement failed), the
+// claim commits without it and acks the batch after, on its own
+// goroutine, as an ack of its own.
 func (w *worker) lend(batch *[]*Job, held bool) bool {
 	if !held {
 		select {
@@ -1181,24 +1195,60 @@ func (w *worker) lend(batch *[]*Job, held bool) bool {
 	return true
 }
 
-// lentAck acks, on a claim's goroutine once its transaction ended, the
-// batch the ack loop lent it while it held the writer (see lend), if any.
-func (w *worker) lentAck() {
+// takeLent is l.take for a claim, called inside its transaction after its
+// stamp: it closes the claim to lending (lend then leaves the ack to the
+// ack loop), takes the batch lent to it, if one was, into l (no other
+// claim's settleLent may take it then), and returns its claims, with the
+// jobs that finished since (ackMore).
+func (w *worker) takeLent(l *lentAck) []claimRef {
 	w.lendMu.Lock()
 	batch := w.lent
 	w.lent, w.claimOpen = nil, false
 	w.lendMu.Unlock()
-	if batch != nil {
-		w.ackAndReport(w.ackCtx, batch, w.ackMore)
-		w.lentDone <- struct{}{}
+	l.taken, l.batch = true, batch
+	if batch == nil {
+		return nil
 	}
+	w.ackMore()
+	return w.q.claimRefs(make([]claimRef, 0, len(*batch)), *batch)
+}
+
+// settleLent ends, on a claim's goroutine once its transaction ended, the
+// ack of the batch the ack loop lent it while it held the writer (see
+// lend), if any: it reports the jobs the claim's transaction acked (l),
+// or else acks the batch and reports. A claim that never looked for a
+// lent batch (it failed first) closes itself to lending here, and acks
+// what was lent meanwhile (perhaps to the next claim, once this one
+// returned: its ack is the same).
+func (w *worker) settleLent(l *lentAck) {
+	batch := l.batch
+	if !l.taken {
+		w.lendMu.Lock()
+		batch = w.lent
+		w.lent, w.claimOpen = nil, false
+		w.lendMu.Unlock()
+	}
+	if batch == nil {
+		return
+	}
+	if l.acked {
+		w.report(*batch, l.ids, nil, nil)
+	} else {
+		w.ackAndReport(w.ackCtx, batch, w.ackMore)
+	}
+	w.lentDone <- struct{}{}
 }
 
 // ackAndReport acks *batch (which more may grow) and reports each job's
 // result.
 func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job) {
 	ids, failed, err := w.ackBatch(ctx, b, more)
-	batch := *b
+	w.report(*b, ids, failed, err)
+}
+
+// report reports each job's result once batch's ack ended: ids are those
+// it acked, failed the jobs whose ack failed with err.
+func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err error) {
 	if len(failed) > 0 {
 		w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(failed), "error", err)
 	}

@@ -19,7 +19,7 @@ import (
 // worker's counted ack: one AckJobsOfClaim a claim token with many jobs in
 // the batch (CompleteJobsOfClaim for a queue that keeps completed jobs),
 // its jobs' ids sent in lists of multiples of 16, in runs of at most 128,
-// or, for each run of 16 or more ids without a gap, as a range
+// or, for each run of 8 or more ids without a gap, as a range
 // (AckJobsOfClaimInRange, CompleteJobsOfClaimInRange; db/lite's
 // execListed); the other claims' jobs by their pairs (AckJobsCounted,
 // CompleteJobsCounted). TestRangesOfIdsSettleAndStampOnlyTheirRuns holds

@@ -18,7 +18,7 @@ import (
 // jobs it chose, and an AckMany settles exactly the jobs it holds, when
 // their ids have gaps: another queue's jobs between a claim's (a claim),
 // and jobs of the same claim still running between the ones acked (an
-// ack). On SQLite the runs of 16 or more ids without a gap go as ranges of
+// ack). On SQLite the runs of 8 or more ids without a gap go as ranges of
 // the primary key (ClaimJobsInRange, AckJobsOfClaimInRange,
 // CompleteJobsOfClaimInRange; db/lite's execListed) and the rest in
 // lists: a range that ran past its run would stamp the other queue's jobs,
@@ -50,7 +50,7 @@ func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 				require.NoError(t, x.Configure(c, store.QueueConfig{CompletedRetention: time.Hour}))
 			}
 			// x's ids: a run of 40, 10 single ids between y's, a run of 17,
-			// one of 15 (short of a range), one of 40; y's jobs between.
+			// one of 7 (short of a range), one of 40; y's jobs between.
 			var xs []int64
 			enqueue := func(q *store.Queue, n int) {
 				for range n {
@@ -66,7 +66,7 @@ func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 				enqueue(y, 1)
 				enqueue(x, 1)
 			}
-			for _, k := range []int{17, 15, 40} {
+			for _, k := range []int{17, 7, 40} {
 				enqueue(y, 3)
 				enqueue(x, k)
 			}
@@ -75,7 +75,7 @@ func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, xs, ids(got), name)
 			if e.name == "lite" {
-				assert.Equal(t, ranges+3, count("ClaimJobsInRange"), "%s: the claim's runs of 16 or more as ranges", name)
+				assert.Equal(t, ranges+3, count("ClaimJobsInRange"), "%s: the claim's runs of 8 or more as ranges", name)
 				assert.Equal(t, stamps+1, count("ClaimJobs"), "%s: the rest in a list", name)
 			}
 			for _, j := range got {
@@ -90,13 +90,14 @@ func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 			assert.Zero(t, st.Running, name)
 
 			// Ack all but 4 jobs, as handlers still running leave them: the
-			// run of 40 split into 2, 27 (a range) and 9 ids; the run of 17
-			// into 10 and 6; the last run of 40 into 18 and 21 (two
-			// ranges); in a worker's finish order.
+			// run of 40 split into 2 ids, 28 and 8 (two ranges); the run of
+			// 17 into 10 (a range) and 6 ids; the run of 7 whole; the last
+			// run of 40 into 26 and 13 (two ranges); in a worker's finish
+			// order.
 			var batch, running []*store.Job
 			for i, j := range got {
 				switch i {
-				case 2, 30, 60, 100:
+				case 2, 31, 60, 100:
 					running = append(running, j)
 				default:
 					batch = append(batch, j)
@@ -110,7 +111,7 @@ func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 			require.NoError(t, err, name)
 			assert.EqualValues(t, len(batch), acked, name)
 			if e.name == "lite" {
-				assert.Equal(t, ranges+3, count(inRange...), "%s: the ack's runs of 16 or more as ranges", name)
+				assert.Equal(t, ranges+5, count(inRange...), "%s: the ack's runs of 8 or more as ranges", name)
 				assert.Equal(t, lists+1, count(listed...), "%s: the rest in a list", name)
 				// A count above the batch's (a range past its run) rolls
 				// the counted ack back to the RETURNING forms.

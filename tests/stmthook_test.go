@@ -23,7 +23,9 @@ import (
 // pool; on SQLite a trace callback on the store's connections (installed by
 // an auto extension on connections to the test's file only).
 
-// stmtHook is called with the statement's sqlc name ("AckJob").
+// stmtHook is called with the statement's sqlc name ("AckJob"); on SQLite
+// also with "COMMIT" and "ROLLBACK" as a transaction of the store's own
+// (litedriver's WriteTx, a database/sql transaction) ends.
 type stmtHook func(name string)
 
 // openHooked opens a store on e whose statements call hook.
@@ -105,7 +107,11 @@ func (l *liteHookSet) install(c *sqlite3.Conn) error {
 	}
 	return c.Trace(sqlite3.TRACE_PROFILE, func(_ sqlite3.TraceEvent, stmt, _ any) error {
 		if s, ok := stmt.(*sqlite3.Stmt); ok {
-			if name := stmtName(s.SQL()); name != "" {
+			name := stmtName(s.SQL())
+			if sql := s.SQL(); sql == "COMMIT" || sql == "ROLLBACK" {
+				name = sql
+			}
+			if name != "" {
 				if hook := l.get(path); hook != nil {
 					hook(name)
 				}

@@ -312,7 +312,7 @@ WHERE EXISTS (SELECT 1 FROM alk_jobs x
 -- list of 100: 42.3k), and a loop of Claim of 100 and AckMany 99.9k ->
 -- 95.1k a job (the client, 12,000 jobs less 2,000). db/lite's ClaimJobsOn
 -- sends lists whose lengths are multiples of 16 up to 128, NULLs after
--- the ids, each length prepared once per connection; the runs of 16 or
+-- the ids, each length prepared once per connection; the runs of 8 or
 -- more ids without a gap (nearly every claim of a burn-down) go as
 -- ranges instead (ClaimJobsInRange).
 UPDATE alk_jobs
@@ -445,7 +445,7 @@ SELECT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AN
 -- the IN list (about 3.5k, NULLs too), so a claim with only a few jobs in
 -- the batch costs more this way than among AckJobsCounted's pairs (a
 -- list of 16 slots: about 100k a statement); the caller sends only the
--- claims with many, and sends the runs of 16 or more ids without a gap as
+-- claims with many, and sends the runs of 8 or more ids without a gap as
 -- ranges (AckJobsOfClaimInRange). +queue: with a usable equality on queue, SQLite
 -- walked alk_jobs_running over every running job of the queue instead
 -- of seeking the ids.
