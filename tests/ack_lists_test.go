@@ -3,7 +3,6 @@ package tests
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,23 +36,10 @@ import (
 // batch are settled by their lists or ranges.
 func TestAcksOfEveryLengthSettleExactlyTheirJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		var mu sync.Mutex
-		ran := map[string]int{}
+		var stmts stmtCounts
 		clk := newFakeClock()
-		s := e.openHooked(t, func(name string) {
-			mu.Lock()
-			ran[name]++
-			mu.Unlock()
-		}, store.WithClock(clk.Now))
-		count := func(names ...string) int {
-			mu.Lock()
-			defer mu.Unlock()
-			n := 0
-			for _, name := range names {
-				n += ran[name]
-			}
-			return n
-		}
+		s := e.openHooked(t, stmts.hook, store.WithClock(clk.Now))
+		count := stmts.count
 		c := ctx(t)
 		// claim takes n jobs of q in claims of sizes as even as they go
 		// (the first the largest), each under a token of its own.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,22 +24,9 @@ import (
 // or settle the jobs whose handlers still run.
 func TestRangesOfIdsSettleAndStampOnlyTheirRuns(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		var mu sync.Mutex
-		ran := map[string]int{}
-		s := e.openHooked(t, func(name string) {
-			mu.Lock()
-			ran[name]++
-			mu.Unlock()
-		})
-		count := func(names ...string) int {
-			mu.Lock()
-			defer mu.Unlock()
-			n := 0
-			for _, name := range names {
-				n += ran[name]
-			}
-			return n
-		}
+		var stmts stmtCounts
+		s := e.openHooked(t, stmts.hook)
+		count := stmts.count
 		c := ctx(t)
 		rng := rand.New(rand.NewPCG(3, 4))
 		for _, kept := range []bool{false, true} {

@@ -28,6 +28,33 @@ import (
 // (litedriver's WriteTx, a database/sql transaction) ends.
 type stmtHook func(name string)
 
+// stmtCounts counts the statements a hooked store runs, by name: pass its
+// hook to openHooked, read with count.
+type stmtCounts struct {
+	mu  sync.Mutex
+	ran map[string]int
+}
+
+func (sc *stmtCounts) hook(name string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.ran == nil {
+		sc.ran = map[string]int{}
+	}
+	sc.ran[name]++
+}
+
+// count is how many of the named statements have run so far.
+func (sc *stmtCounts) count(names ...string) int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		n += sc.ran[name]
+	}
+	return n
+}
+
 // openHooked opens a store on e whose statements call hook.
 func (e *engineEnv) openHooked(t *testing.T, hook stmtHook, opts ...store.Option) *store.Store {
 	t.Helper()
