@@ -121,7 +121,7 @@ func main() {
 			func() scaleTarget { return pgScaleTarget(ctx, must(srv.NewDatabase(ctx))) }},
 		{"lite", func() (*store.Store, raw) { return openLite(ctx, litePath) },
 			func(o ...store.Option) *store.Store { return must(store.Open(ctx, litePath, o...)) },
-			func() scaleTarget { return liteScaleTarget(ctx, filepath.Join(dir, "scale.db")) }},
+			func() scaleTarget { return liteScaleTarget(ctx, scalePath(dir)) }},
 	} {
 		if !wantEngine(e.name) {
 			continue

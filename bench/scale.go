@@ -43,6 +43,8 @@ var (
 	scaleSizes = flag.String("scale-sizes", "1e5,1e6,1e7", "scale section: total unrelated rows at each step, ascending")
 	scaleDur   = flag.Duration("scale-d", time.Second, "scale section: time spent on each figure at each size")
 	scaleOn    = flag.String("scale-engines", "pg,lite", "scale section: the engines to run it on")
+	scaleKeep  = flag.String("scale-lite-db", "", "scale section: put SQLite's database at this path (a new file) and keep it, "+
+		"to study a statement on the data the run measured; default: a temporary file")
 )
 
 // scaleFig is one row of the scale table: a cost per call (latency) or a

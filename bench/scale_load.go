@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,7 +130,20 @@ func pgScaleTarget(ctx context.Context, dsn string) scaleTarget {
 	}
 }
 
+// scalePath is where the SQLite scale database goes: -scale-lite-db, or a
+// file in the bench's temporary directory.
+func scalePath(dir string) string {
+	if *scaleKeep != "" {
+		return *scaleKeep
+	}
+	return filepath.Join(dir, "scale.db")
+}
+
 func liteScaleTarget(ctx context.Context, path string) scaleTarget {
+	// A kept database (-scale-lite-db) must start empty, like a temporary one.
+	if _, err := os.Stat(path); err == nil {
+		log.Fatalf("scale: %s exists; -scale-lite-db takes a new file", path)
+	}
 	return scaleTarget{
 		name: "lite", s: must(store.Open(ctx, path)),
 		load: func(ctx context.Context, tx store.Tx, from, to scaleCounts, now time.Time) error {

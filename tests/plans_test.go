@@ -1129,6 +1129,7 @@ type liteRun struct {
 	plan, scans      []string
 	rows             int
 	steps, fullSteps int64
+	pages            int64 // pages the statement asked the pager for (cache hits and misses)
 }
 
 func runLite(t *testing.T, conn *sql.Conn, name, sqlText string, params []string, vals []any, aliases map[string]bool) liteRun {
@@ -1179,12 +1180,17 @@ func runLite(t *testing.T, conn *sql.Conn, name, sqlText string, params []string
 				return err
 			}
 		}
+		raw.Status(sqlite3.DBSTATUS_CACHE_HIT, true)
+		raw.Status(sqlite3.DBSTATUS_CACHE_MISS, true)
 		for stmt.Step() {
 			r.rows++
 		}
 		if err := stmt.Err(); err != nil {
 			return err
 		}
+		hits, _, _ := raw.Status(sqlite3.DBSTATUS_CACHE_HIT, false)
+		misses, _, _ := raw.Status(sqlite3.DBSTATUS_CACHE_MISS, false)
+		r.pages = hits + misses
 		r.steps = int64(stmt.Status(sqlite3.STMTSTATUS_VM_STEP, false))
 		r.fullSteps = int64(stmt.Status(sqlite3.STMTSTATUS_FULLSCAN_STEP, false))
 		return nil
