@@ -323,7 +323,8 @@ WITH cut AS MATERIALIZED (
                pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
                age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
                COALESCE((SELECT max(v.id) FROM alkstore.events v
-                         WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+                         WHERE v.id >= $3::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()),
+                        $3::bigint)::bigint AS visible_head,
                pg_current_xact_id_if_assigned() AS own
         OFFSET 0
     ) AS snap
@@ -441,6 +442,17 @@ type ReadEventsRow struct {
 // every row of the stream up to the cut read, then sorted); an unknown
 // limit is taken as a tenth of the rows, and the partitions are read in
 // order, the first limit's worth only.
+// The visible head is looked for at or above @floor only, and is @floor
+// when no visible event is there (max(newest, @floor)): every offset up to
+// @floor is settled, its owners' ids below the next of the floor's proof,
+// which this snapshot's xmin, hence its next, reaches (outside a
+// transaction; inside one @floor is 0), so that head pairs with the
+// snapshot's next into a valid candidate, and nothing visible above @floor
+// is left out. Unbounded, the walk down events_pkey for the newest row
+// checked every entry of the newest leaf page first (PostgreSQL 15 reads a
+// page's matching entries at once): callgrind on the backend, a read of one
+// event beside 445 events 336.4k -> 292.0k instructions. The bound also
+// prunes the partitions below @floor in generic plans.
 func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadEventsRow, error) {
 	rows, err := q.db.Query(ctx, readEvents,
 		arg.Stream,
@@ -501,7 +513,8 @@ WITH cut AS MATERIALIZED (
                pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
                age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
                COALESCE((SELECT max(v.id) FROM alkstore.events v
-                         WHERE v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
+                         WHERE v.id >= $3::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()),
+                        $3::bigint)::bigint AS visible_head,
                pg_current_xact_id_if_assigned() AS own
         OFFSET 0
     ) AS snap
