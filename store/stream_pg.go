@@ -145,7 +145,13 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				}
 			})
 		} else {
-			err = o.q.ReadEventsEach(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
+			// Outside a transaction the read takes no transaction id, so it
+			// has no events of its own to look for (ReadEventsOutsideTx).
+			read := o.q.ReadEventsOutsideTxEach
+			if o.inTx {
+				read = o.q.ReadEventsEach
+			}
+			err = read(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
 				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsRow) {
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
