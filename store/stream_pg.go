@@ -145,8 +145,9 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				}
 			})
 		} else {
-			err = o.q.ReadEventsEach(ctx, pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
-				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsRow) {
+			p := pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
+				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}
+			each := func(r *pgdb.ReadEventsRow) {
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
@@ -154,7 +155,12 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
-			})
+			}
+			if o.inTx {
+				err = o.q.ReadEventsEach(ctx, p, each)
+			} else { // it takes no transaction id: no own events to look for
+				err = o.q.ReadEventsOutsideTxEach(ctx, p, each)
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -577,6 +577,9 @@ var hotStatements = []hotStmt{
 	{name: "FirstEventAbove", only: "pg", args: map[string]any{"horizon": 0}},
 	{name: "ReadEvents", label: "small stream after the big one", args: map[string]any{"stream": "small", "after": 0}},
 	{name: "ReadEvents", label: "big stream", args: map[string]any{"stream": "big", "after": 1000}},
+	// ReadEvents outside a transaction (every receiver's read).
+	{name: "ReadEventsOutsideTx", label: "small stream after the big one", args: map[string]any{"stream": "small", "after": 0}},
+	{name: "ReadEventsOutsideTx", label: "big stream", args: map[string]any{"stream": "big", "after": 1000}},
 	// A read in a transaction sends every candidate the store keeps (at
 	// most maxPending + maxSettled, store/horizon.go), floor 0.
 	{name: "ReadEvents", label: "big stream, 128 candidates", only: "pg", args: map[string]any{"stream": "big", "after": 1000},
@@ -1210,8 +1213,8 @@ func eventsPartitionParent(rel string) string {
 }
 
 // TestReadsPrunePartitions: on PostgreSQL, with events in partitions of
-// 1,000 offsets, ReadEvents (ReadSince, and every receiver's read) after
-// offset 8,500, and ReadEventsFromConsumer after a saved 8,500, with the
+// 1,000 offsets, ReadEvents and ReadEventsOutsideTx (ReadSince, and every
+// receiver's read outside a transaction) after offset 8,500, and ReadEventsFromConsumer after a saved 8,500, with the
 // settled horizon at 9,200 run no scan of a partition outside
 // (8,500, 9,200], nor of the tail, under custom and generic plans (the
 // bounds are parameters of the lateral page: pruned at run time). SQLite
@@ -1240,7 +1243,7 @@ func TestReadsPrunePartitions(t *testing.T) {
 	e.execSQL(t, fmt.Sprintf(`INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset) VALUES ('s1', 'c', %d)`, after))
 	// Written: in a transaction that holds an id and has no event of its
 	// own in the stream, the page is cut at the horizon all the same.
-	for _, name := range []string{"ReadEvents", "ReadEventsFromConsumer", "ReadEvents written", "ReadEventsFromConsumer written"} {
+	for _, name := range []string{"ReadEvents", "ReadEventsOutsideTx", "ReadEventsFromConsumer", "ReadEvents written", "ReadEventsFromConsumer written"} {
 		args := maps.Clone(args)
 		if stmt, ok := strings.CutSuffix(name, " written"); ok {
 			name, args[planWritten] = stmt, true

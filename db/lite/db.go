@@ -354,6 +354,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.readEventsFromConsumerStmt, err = db.PrepareContext(ctx, readEventsFromConsumer); err != nil {
 		return nil, fmt.Errorf("error preparing query ReadEventsFromConsumer: %w", err)
 	}
+	if q.readEventsOutsideTxStmt, err = db.PrepareContext(ctx, readEventsOutsideTx); err != nil {
+		return nil, fmt.Errorf("error preparing query ReadEventsOutsideTx: %w", err)
+	}
 	if q.registerQueueStmt, err = db.PrepareContext(ctx, registerQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query RegisterQueue: %w", err)
 	}
@@ -990,6 +993,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing readEventsFromConsumerStmt: %w", cerr)
 		}
 	}
+	if q.readEventsOutsideTxStmt != nil {
+		if cerr := q.readEventsOutsideTxStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing readEventsOutsideTxStmt: %w", cerr)
+		}
+	}
 	if q.registerQueueStmt != nil {
 		if cerr := q.registerQueueStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing registerQueueStmt: %w", cerr)
@@ -1274,6 +1282,7 @@ type Queries struct {
 	queueStatsStmt                  *sql.Stmt
 	readEventsStmt                  *sql.Stmt
 	readEventsFromConsumerStmt      *sql.Stmt
+	readEventsOutsideTxStmt         *sql.Stmt
 	registerQueueStmt               *sql.Stmt
 	releaseGroupPartitionStmt       *sql.Stmt
 	releaseJobStmt                  *sql.Stmt
@@ -1417,6 +1426,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		queueStatsStmt:                  q.queueStatsStmt,
 		readEventsStmt:                  q.readEventsStmt,
 		readEventsFromConsumerStmt:      q.readEventsFromConsumerStmt,
+		readEventsOutsideTxStmt:         q.readEventsOutsideTxStmt,
 		registerQueueStmt:               q.registerQueueStmt,
 		releaseGroupPartitionStmt:       q.releaseGroupPartitionStmt,
 		releaseJobStmt:                  q.releaseJobStmt,

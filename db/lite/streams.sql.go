@@ -260,6 +260,59 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 	return items, nil
 }
 
+const readEventsOutsideTx = `-- name: ReadEventsOutsideTx :many
+SELECT id, key, payload, created_at, headers
+FROM alk_events INDEXED BY alk_events_stream_id
+WHERE stream = ?1 AND id > ?2
+ORDER BY stream, id
+LIMIT CAST(?3 AS INTEGER)
+`
+
+type ReadEventsOutsideTxParams struct {
+	Stream string
+	After  int64
+	Lim    int64
+}
+
+type ReadEventsOutsideTxRow struct {
+	ID        int64
+	Key       *string
+	Payload   litedriver.Blob
+	CreatedAt int64
+	Headers   *string
+}
+
+// PostgreSQL's twin leaves out the lookup of a transaction's own events;
+// SQLite reads no horizon: ReadEvents's statement.
+func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutsideTxParams) ([]ReadEventsOutsideTxRow, error) {
+	rows, err := q.query(ctx, q.readEventsOutsideTxStmt, readEventsOutsideTx, arg.Stream, arg.After, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReadEventsOutsideTxRow
+	for rows.Next() {
+		var i ReadEventsOutsideTxRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Key,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.Headers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const resetOffset = `-- name: ResetOffset :exec
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 VALUES (?1, ?2, ?3)

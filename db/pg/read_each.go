@@ -21,7 +21,19 @@ import (
 // allocates them anew, or sets them nil for NULL): each may keep them, but
 // not the row itself.
 func (q *Queries) ReadEventsEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow)) error {
-	rows, err := q.db.Query(ctx, readEvents,
+	return q.readEventsEach(ctx, readEvents, arg, each)
+}
+
+// ReadEventsOutsideTxEach is ReadEventsEach for ReadEventsOutsideTx, the
+// read outside a transaction, whose arguments and columns are ReadEvents's
+// (TestReadEventsOutsideTxIsReadEvents).
+func (q *Queries) ReadEventsOutsideTxEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow)) error {
+	return q.readEventsEach(ctx, readEventsOutsideTx, arg, each)
+}
+
+// readEventsEach runs stmt, ReadEvents's statement or its twin.
+func (q *Queries) readEventsEach(ctx context.Context, stmt string, arg ReadEventsParams, each func(*ReadEventsRow)) error {
+	rows, err := q.db.Query(ctx, stmt,
 		arg.Stream,
 		arg.After,
 		arg.Floor,

@@ -18,16 +18,20 @@ import (
 func TestReadEventsEachIsReadEvents(t *testing.T) {
 	for _, c := range []struct {
 		name, stmt string
-		snapshot   int // leading columns decoded from the first row only
+		hand, via  string // the function that runs it, and the name it runs it by
+		snapshot   int    // leading columns decoded from the first row only
 	}{
-		{"ReadEvents", "readEvents", 1},
-		{"ReadEventsFromConsumer", "readEventsFromConsumer", 1},
+		// ReadEventsEach and ReadEventsOutsideTxEach (its twin's arguments
+		// and columns: read_twins_test.go) run it in readEventsEach.
+		{"ReadEvents", "readEvents", "readEventsEach", "stmt", 1},
+		{"ReadEventsFromConsumer", "readEventsFromConsumer", "ReadEventsFromConsumerEach", "readEventsFromConsumer", 1},
 	} {
-		args := regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + c.stmt + `,(.*?)\)\n`)
-		gen, hand := gencheck.Func(t, "streams.sql.go", c.name), gencheck.Func(t, "read_each.go", c.name+"Each")
-		for _, re := range []*regexp.Regexp{args, gencheck.Scans} {
-			gencheck.Same(t, c.name+": "+re.String(), gencheck.Fields(t, re, gen), gencheck.Fields(t, re, hand))
+		query := func(stmt string) *regexp.Regexp {
+			return regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + stmt + `,(.*?)\)\n`)
 		}
+		gen, hand := gencheck.Func(t, "streams.sql.go", c.name), gencheck.Func(t, "read_each.go", c.hand)
+		gencheck.Same(t, c.name+": arguments", gencheck.Fields(t, query(c.stmt), gen), gencheck.Fields(t, query(c.via), hand))
+		gencheck.Same(t, c.name+": columns", gencheck.Fields(t, gencheck.Scans, gen), gencheck.Fields(t, gencheck.Scans, hand))
 		cols := gencheck.Fields(t, gencheck.Scans, gen)
 		if len(cols) <= c.snapshot || cols[c.snapshot] != "&i.ID" || cols[0] != "&i.Snapshot" {
 			t.Fatalf("%s: the columns before ID are not the %d snapshot column(s): %q", c.name, c.snapshot, cols)

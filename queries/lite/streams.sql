@@ -47,6 +47,15 @@ WHERE stream = @stream AND id > @after
 ORDER BY stream, id
 LIMIT CAST(@lim AS INTEGER);
 
+-- name: ReadEventsOutsideTx :many
+-- PostgreSQL's twin leaves out the lookup of a transaction's own events;
+-- SQLite reads no horizon: ReadEvents's statement.
+SELECT id, key, payload, created_at, headers
+FROM alk_events INDEXED BY alk_events_stream_id
+WHERE stream = @stream AND id > @after
+ORDER BY stream, id
+LIMIT CAST(@lim AS INTEGER);
+
 -- name: ReadEventsFromConsumer :many
 SELECT e.id, e.key, e.payload, e.created_at, e.headers
 FROM alk_events e INDEXED BY alk_events_stream_id

@@ -1,0 +1,32 @@
+package pgdb
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/alkstore/alkstore/internal/gencheck"
+)
+
+// TestReadEventsOutsideTxIsReadEvents: a read outside a transaction runs
+// ReadEventsOutsideTx (store/stream_pg.go, readSettled), every other read
+// ReadEvents. The twin is ReadEvents with its page cut at the horizon
+// (upto), without the lookup of the transaction's own events, and nothing
+// else; it takes the same arguments and returns the same columns, which
+// ReadEventsOutsideTxEach reads with ReadEventsEach's code, parameters and
+// row. So a change made to one of the two fails here until the other
+// follows.
+func TestReadEventsOutsideTxIsReadEvents(t *testing.T) {
+	own := regexp.MustCompile(`(?s)GREATEST\(h\.horizon, CASE WHEN h\.own IS NOT NULL THEN.*?END\)::bigint AS upto`)
+	if n := len(own.FindAllString(readEvents, -1)); n != 1 {
+		t.Fatalf("ReadEvents has %d lookups of the transaction's own events, want 1:\n%s", n, readEvents)
+	}
+	if got, want := sqlBody(readEventsOutsideTx), sqlBody(own.ReplaceAllString(readEvents, "h.horizon AS upto")); got != want {
+		t.Errorf("ReadEventsOutsideTx is not ReadEvents cut at the horizon:\n%s\nagainst\n%s", got, want)
+	}
+	gen, twin := gencheck.Func(t, "streams.sql.go", "ReadEvents"), gencheck.Func(t, "streams.sql.go", "ReadEventsOutsideTx")
+	args := func(stmt string) *regexp.Regexp {
+		return regexp.MustCompile(`(?s)q\.db\.Query\(ctx, ` + stmt + `,(.*?)\)\n`)
+	}
+	gencheck.Same(t, "arguments", gencheck.Fields(t, args("readEvents"), gen), gencheck.Fields(t, args("readEventsOutsideTx"), twin))
+	gencheck.Same(t, "columns", gencheck.Fields(t, gencheck.Scans, gen), gencheck.Fields(t, gencheck.Scans, twin))
+}
