@@ -459,7 +459,7 @@ func TestShutdownIsBoundedByItsContext(t *testing.T) {
 // connection once Shutdown returned, even if its owner never touches it
 // again.
 func TestHardStopRollsBackOpenTransactions(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: the lock must be free within 5 s
 		c := ctx(t)
 		s, err := store.Open(c, e.dsn)
 		require.NoError(t, err)
@@ -536,7 +536,7 @@ func TestUnstorableTextIsRefusedOrCleaned(t *testing.T) {
 // returns nor panics; its transaction must still end, or it would hold the
 // writer slot or a connection until the store closes.
 func TestInTxRollsBackWhenItsFunctionExitsTheGoroutine(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: the writer slot must be free within 5 s
 		s := e.open(t, store.WithMaxConns(1))
 		c := ctx(t)
 		st := s.Stream("goexit")
