@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	flag.Parse() // for setParallel and willRun; m.Run does not parse again
+	setParallel()
 	if slices.Contains(engines, "pg") { // ALK_ENGINES=lite needs no PostgreSQL
 		if err := clusters.start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -52,8 +54,6 @@ func TestMain(m *testing.M) {
 // prebuild starts, in the background beside the tests before them, the
 // builds the selected tests will wait for.
 func prebuild() {
-	flag.Parse() // for willRun; m.Run does not parse again
-	setParallel()
 	if willRun("TestExamplesRunTwiceSideBySide") {
 		startExamplesBuild()
 	}
@@ -117,15 +117,16 @@ var parallelTests sync.Map // *testing.T → true
 
 // parallelTest marks a top-level test parallel. Go runs parallel tests
 // after every serial one has ended, at most -parallel test bodies at once
-// (setParallel), so a serial test still runs alone. A test becomes parallel
-// only through eachEngine: its bodies work on their own databases and
-// stores, PostgreSQL halves each on a server of their own (clusters).
-// Tests that change or read what the whole process shares stay serial:
-// environment variables, GC settings, goroutine counts, allocations,
-// signals, the wake package's test hooks (keyed by topics other tests use
-// too), latencies; they use eachEngineAlone or eachEngineInTurn, or do not
-// call eachEngine. A subtest is left as it is: its siblings run in the
-// order written.
+// (setParallel), so a serial test still runs alone. eachEngine calls it; a
+// test of one engine, or one that calls eachEngine in its subtests, calls
+// it first thing when it works only on its own databases, stores and
+// processes (each PostgreSQL test on a server of its own while it runs:
+// clusters). Tests that change or read what the whole process shares stay
+// serial: environment variables, GC settings, goroutine counts,
+// allocations, signals, the wake package's test hooks (keyed by topics
+// other tests use too), latencies; they use eachEngineAlone or
+// eachEngineInTurn, or do not call parallelTest. A subtest is left as it
+// is: its siblings run in the order written.
 func parallelTest(t *testing.T) {
 	if strings.Contains(t.Name(), "/") {
 		return
@@ -149,6 +150,12 @@ func setParallel() {
 	if !set {
 		_ = flag.Set("test.parallel", strconv.Itoa(testParallel))
 	}
+}
+
+// parallel is -parallel: at most that many test bodies run at once.
+func parallel() int {
+	n, _ := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+	return max(n, 1)
 }
 
 // newEnv is a fresh database of one engine, the test's own: a copy of a
@@ -218,13 +225,16 @@ func wantsEmptyDatabases(t *testing.T) bool {
 // to itself while it runs, as when tests ran one after another: the settled
 // stream horizon is cluster-wide (a transaction open in one database holds
 // back reads in every other), and so are roles, connections and the
-// server's statistics. Parallel tests' pg halves therefore run on up to
-// maxClusters throwaway clusters, started as they are needed; each has its
-// own max_connections (300), which one test at a time never nears. On an
-// ALK_PG_DSN server, the only one, pg halves take turns.
+// server's statistics. Parallel tests' pg halves therefore run on
+// throwaway clusters started as they are needed, one for each test body
+// that may run at once (-parallel, at most maxClusters): with fewer, pg
+// halves held most of the run's slots waiting for a server while SQLite
+// halves waited for a slot (stop 44, three clusters for six slots). Each
+// has its own max_connections (300), which one test at a time never nears.
+// On an ALK_PG_DSN server, the only one, pg halves take turns.
 var clusters pool
 
-const maxClusters = 3
+const maxClusters = 8
 
 // cluster is one server and its databases made once for many tests.
 type cluster struct {
@@ -261,7 +271,7 @@ type lease struct {
 func (p *pool) start() error {
 	p.freed = sync.NewCond(&p.mu)
 	p.leases = map[string]*lease{}
-	p.max = maxClusters
+	p.max = min(parallel(), maxClusters)
 	if os.Getenv("ALK_PG_DSN") != "" {
 		p.max = 1
 	}

@@ -37,6 +37,7 @@ import (
 // On SQLite the lent ack must run inside a claim's transaction at least
 // once (an ack statement between a claim's stamp and its COMMIT).
 func TestLentAckSettlesExactlyItsJobs(t *testing.T) {
+	parallelTest(t)
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
 			eachEngine(t, func(t *testing.T, e *engineEnv) {

@@ -1211,6 +1211,7 @@ func eventsPartitionParent(rel string) string {
 // bounds are parameters of the lateral page: pruned at run time). SQLite
 // has no partitions.
 func TestReadsPrunePartitions(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	s := e.open(t)
 	c := ctx(t)
@@ -1395,6 +1396,7 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 // 1-job claim's 0.55; issue 18). And the generic plan reads no more than
 // the custom one, claim by claim.
 func TestClaimKeepsOneGenericPlanPostgres(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	cfg, err := pgx.ParseConfig(e.dsn)

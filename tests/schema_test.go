@@ -234,6 +234,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 // databases cannot be copied (ALK_PG_CREATEDB), each subtest builds its own.
 func TestMigrateHoldingData(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the engines share nothing, as in eachEngine

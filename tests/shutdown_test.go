@@ -689,6 +689,7 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 // and closed the store under the running operation, and an operation
 // adopted transactions started while the store drained ran.)
 func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
+	parallelTest(t)
 	for _, form := range []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"} {
 		t.Run(form, func(t *testing.T) {
 			eachEngine(t, func(t *testing.T, e *engineEnv) {
