@@ -43,12 +43,24 @@ demo:
 # never sees either.
 RACE := -race -gcflags=github.com/ncruces/go-sqlite3-wasm/v6=-race=false
 
+# -p 4: go test runs at most -p test binaries at once (GOMAXPROCS, 2, by
+# default) in package order, so ./tests, the longest by minutes, waited for
+# the CLI's, the console's and alktest's to end before it started (2.5 of 10
+# minutes in stop 44); they mostly wait on subprocesses and browsers.
+# otel/alkotel is a module of its own (OpenTelemetry stays out of the core's
+# dependencies): its tests run beside the core's and print after them.
+TESTP := 4
+
 ## test: the whole suite, both engines (starts a throwaway PostgreSQL unless
 ## test: ALK_PG_DSN is set); ALK_ENGINES=lite (or pg) runs one engine's half
 test:
-	go test $(RACE) -timeout 25m $(GOTESTFLAGS) ./...
-	# otel/alkotel is a module of its own (OpenTelemetry stays out of the core's dependencies)
-	cd otel/alkotel && go test $(RACE) -timeout 10m $(GOTESTFLAGS) ./...
+	@otel=$$(mktemp); \
+	echo "cd otel/alkotel && go test $(RACE) -timeout 10m $(GOTESTFLAGS) ./... (beside, printed after)"; \
+	(cd otel/alkotel && go test $(RACE) -timeout 10m $(GOTESTFLAGS) ./...) > $$otel 2>&1 & \
+	echo "go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./..."; \
+	go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./...; core=$$?; \
+	wait $$!; alkotel=$$?; cat $$otel; rm -f $$otel; \
+	[ $$core = 0 ] && [ $$alkotel = 0 ]
 
 ## test-citus: the contract tests that apply to Citus (CITUS_TESTS) against a real cluster, a
 ## test-citus: coordinator and two workers (../shared/citus builds it; skipped when absent); 3.5 to

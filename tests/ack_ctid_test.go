@@ -23,6 +23,7 @@ import (
 // statement reads at most ackBufsPerJob buffers a job. PostgreSQL only:
 // SQLite's AckJobs deletes by rowid, one seek a job, and has no ctid.
 func TestAckReachesEachJobOncePostgres(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	s := e.open(t)
 	pool := e.pool(t)
@@ -88,6 +89,7 @@ const ackBufsPerJob = 5
 // writes take turns on one writer, so nothing can write between an ack's
 // read and its delete.
 func TestAckSettlesAJobUpdatedWhileItWaitsPostgres(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	s := e.open(t)
 	pool := e.pool(t)

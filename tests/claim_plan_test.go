@@ -18,6 +18,7 @@ import (
 // custom plans did. Postgres only: the plan cache is PostgreSQL's
 // (TestJobPlansStayOnIndexes checks SQLite's plans).
 func TestClaimPlansOfOneBigQueuePostgres(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t)

@@ -186,7 +186,7 @@ func TestScheduleTrigger(t *testing.T) {
 // TestStreamFollowFromAnOffset: Follow delivers the events after the
 // given offset, then new ones as they commit, and saves no offset.
 func TestStreamFollowFromAnOffset(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: a wake must arrive within 3 s
 		s := e.open(t)
 		c := ctx(t)
 		st := s.Stream("tail")
@@ -253,7 +253,7 @@ func TestStreamHeadsRaw(t *testing.T) {
 // publish, a pause, from this store and from another one (another process's
 // writes arrive through the wake feed), and closes with its context.
 func TestChangesSignalsAnyWrite(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: each change must be signalled within 5 s
 		s := e.open(t)
 		other := e.open(t)
 		c := ctx(t)

@@ -28,6 +28,7 @@ import (
 // Before the fix the shutdown closed the member first: its partition went to
 // the other member under the running handler, whose commit then failed.
 func TestGroupStoreCloseLetsTheEventInFlightCommit(t *testing.T) {
+	parallelTest(t)
 	for _, tx := range []bool{false, true} {
 		t.Run(fmt.Sprint("tx=", tx), func(t *testing.T) {
 			eachEngine(t, func(t *testing.T, e *engineEnv) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,7 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-var (
-	pgServer *pgtest.Server // nil when ALK_ENGINES leaves out pg
-	engines  []string       // the engines ALK_ENGINES selects; both by default
-)
+var engines []string // the engines ALK_ENGINES selects; both by default
 
 func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
@@ -36,25 +34,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if !slices.Contains(engines, "pg") {
-		prebuild()
-		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
-		removeSkewedLite()
-		migratedTemplate.remove()
-		waitExamplesBuild()
-		os.Exit(code)
+	flag.Parse() // for setParallel and willRun; m.Run does not parse again
+	setParallel()
+	if slices.Contains(engines, "pg") { // ALK_ENGINES=lite needs no PostgreSQL
+		if err := clusters.start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
-	srv, err := pgtest.StartForTests()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pgServer = srv
 	prebuild()
 	code := m.Run()
-	srv.Stop()
+	clusters.stop()
 	removeSkewedLite()
-	migratedTemplate.remove()
+	liteTemplate.remove()
 	waitExamplesBuild()
 	os.Exit(code)
 }
@@ -62,7 +54,6 @@ func TestMain(m *testing.M) {
 // prebuild starts, in the background beside the tests before them, the
 // builds the selected tests will wait for.
 func prebuild() {
-	flag.Parse() // for willRun; m.Run does not parse again
 	if willRun("TestExamplesRunTwiceSideBySide") {
 		startExamplesBuild()
 	}
@@ -73,16 +64,29 @@ func prebuild() {
 type engineEnv struct {
 	name string // "pg" or "lite"
 	dsn  string
+	pg   *cluster // the server of dsn on PostgreSQL (the test's alone while it runs); nil on SQLite
 }
 
 // eachEngine runs body once per engine ALK_ENGINES selects (both by
-// default), each on its own fresh database. The engines' runs are parallel
-// subtests: they share nothing, and pg's half mostly waits on the server
-// while lite's computes, so a test takes about its slower half instead of
-// the sum. They start when the test function returns, so code after
-// eachEngine must not read what the bodies wrote (put it in t.Cleanup, or use
-// eachEngineInTurn). GOTESTFLAGS=-parallel=1 runs them one at a time.
+// default), each on its own fresh database, and makes the test parallel
+// (parallelTest): it runs beside the other tests that call eachEngine. The
+// engines' runs are parallel subtests too: they share nothing, and pg's
+// half mostly waits on the server while lite's computes. They start when
+// the test function returns, so code after eachEngine must not read what
+// the bodies wrote (put it in t.Cleanup, or use eachEngineInTurn).
+// GOTESTFLAGS=-parallel=1 runs every test body one at a time.
 func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
+	t.Helper()
+	parallelTest(t)
+	eachEngineAlone(t, body)
+}
+
+// eachEngineAlone is eachEngine for a test that must run alone, with no
+// other test beside it (its two engines still run side by side): one that
+// sets process-wide hooks on names other tests use too
+// (wake.SetGateWindow), or whose check is a latency or a rate other tests'
+// load would stretch.
+func eachEngineAlone(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
@@ -92,11 +96,15 @@ func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	}
 }
 
-// eachEngineInTurn is eachEngine with the engines run one after the other,
-// for a body that changes or inspects process-wide state (GC settings,
-// every goroutine) the other engine's run would disturb.
+// eachEngineInTurn is eachEngine with the engines run one after the other
+// and the test alone, for a body that changes or inspects process-wide
+// state (GC settings, every goroutine, allocations) the other engine's run
+// or another test would disturb.
 func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
+	if _, ok := parallelTests.Load(t); ok {
+		t.Fatal("eachEngineInTurn in a test eachEngine made parallel: other tests run beside it")
+	}
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			body(t, newEnv(t, name))
@@ -104,12 +112,58 @@ func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	}
 }
 
+// parallelTests are the tests parallelTest marked.
+var parallelTests sync.Map // *testing.T → true
+
+// parallelTest marks a top-level test parallel. Go runs parallel tests
+// after every serial one has ended, at most -parallel test bodies at once
+// (setParallel), so a serial test still runs alone. eachEngine calls it; a
+// test of one engine, or one that calls eachEngine in its subtests, calls
+// it first thing when it works only on its own databases, stores and
+// processes (each PostgreSQL test on a server of its own while it runs:
+// clusters). Tests that change or read what the whole process shares stay
+// serial: environment variables, GC settings, goroutine counts,
+// allocations, signals, the wake package's test hooks (keyed by topics
+// other tests use too), latencies; they use eachEngineAlone or
+// eachEngineInTurn, or do not call parallelTest. A subtest is left as it
+// is: its siblings run in the order written.
+func parallelTest(t *testing.T) {
+	if strings.Contains(t.Name(), "/") {
+		return
+	}
+	if _, marked := parallelTests.LoadOrStore(t, true); !marked { // eachEngine may be called twice
+		t.Parallel()
+		t.Cleanup(func() { parallelTests.Delete(t) })
+	}
+}
+
+// testParallel is -parallel unless the command line sets it. Go's default,
+// GOMAXPROCS (2 on the 2-core machines this suite runs on), is the two
+// engine halves one test already runs: with tests one after another the
+// suite kept 1.07 of 2 cores busy (stop 43), most of a test's time being
+// waits (leases, timers, subprocesses, the server).
+const testParallel = 6
+
+func setParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(testParallel))
+	}
+}
+
+// parallel is -parallel: at most that many test bodies run at once.
+func parallel() int {
+	n, _ := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
+	return max(n, 1)
+}
+
 // newEnv is a fresh database of one engine, the test's own: a copy of a
-// database Open migrated once for the whole run (migratedTemplate), so that
-// Open finds the schema current, as every later Open of an application's
-// database does; or, in a test that called emptyDatabases, an empty one.
-// A test of one engine only skips when ALK_ENGINES leaves that engine out
-// (the fast SQLite-only inner loop).
+// database Open migrated once for the whole run (migrated templates), so
+// that Open finds the schema current, as every later Open of an
+// application's database does; or, in a test that called emptyDatabases,
+// an empty one. A test of one engine only skips when ALK_ENGINES leaves
+// that engine out (the fast SQLite-only inner loop).
 func newEnv(t *testing.T, name string) *engineEnv {
 	t.Helper()
 	if !slices.Contains(engines, name) {
@@ -118,19 +172,20 @@ func newEnv(t *testing.T, name string) *engineEnv {
 	empty := wantsEmptyDatabases(t)
 	switch name {
 	case "pg":
+		c := clusters.lease(t)
 		var dsn string
 		var err error
-		if empty || !pgServer.CopiesDatabases() {
-			dsn, err = pgServer.NewDatabase(context.Background())
+		if empty || !c.CopiesDatabases() {
+			dsn, err = c.NewDatabase(context.Background())
 		} else {
-			dsn, err = pgServer.NewDatabaseFrom(context.Background(), migratedTemplate.pg())
+			dsn, err = c.NewDatabaseFrom(context.Background(), c.migrated())
 		}
 		require.NoError(t, err)
-		return &engineEnv{name: name, dsn: dsn}
+		return &engineEnv{name: name, dsn: dsn, pg: c}
 	default:
 		e := &engineEnv{name: name, dsn: filepath.Join(t.TempDir(), "alk.db")}
 		if !empty {
-			copySQLite(t, migratedTemplate.lite(), e.dsn)
+			copySQLite(t, liteTemplate.file(), e.dsn)
 		}
 		return e
 	}
@@ -166,56 +221,184 @@ func wantsEmptyDatabases(t *testing.T) bool {
 	}
 }
 
-// migratedTemplate holds one database of each engine that Open migrated,
-// made on first use and copied by newEnv: CREATE DATABASE ... TEMPLATE on
-// PostgreSQL, a file copy on SQLite. A migrated copy costs a tenth of an
-// empty database plus every migration (0.05 s against 0.14 s on PostgreSQL,
-// 0.015 s against 0.05 s on SQLite, quiet; several times both under load),
-// and almost every test opens its database first thing.
-var migratedTemplate templates
+// clusters are the run's PostgreSQL servers. A test's pg half has a server
+// to itself while it runs, as when tests ran one after another: the settled
+// stream horizon is cluster-wide (a transaction open in one database holds
+// back reads in every other), and so are roles, connections and the
+// server's statistics. Parallel tests' pg halves therefore run on
+// throwaway clusters started as they are needed, one for each test body
+// that may run at once (-parallel, at most maxClusters): with fewer, pg
+// halves held most of the run's slots waiting for a server while SQLite
+// halves waited for a slot (stop 44, three clusters for six slots). Each
+// has its own max_connections (300), which one test at a time never nears.
+// On an ALK_PG_DSN server, the only one, pg halves take turns.
+var clusters pool
 
-type templates struct {
-	pgOnce, liteOnce sync.Once
-	pgDSN, liteDir   string // liteDir is removed by TestMain
-	pgErr, liteErr   error
+const maxClusters = 8
+
+// cluster is one server and its databases made once for many tests.
+type cluster struct {
+	*pgtest.Server
+	template struct { // the migrated database newEnv copies
+		once sync.Once
+		dsn  string
+		err  error
+	}
+	skewed struct { // the plan tests' skewed queue (skewed_test.go)
+		once sync.Once
+		dsn  string // no connection to it stays open
+		ok   bool
+	}
 }
 
-// pg returns the PostgreSQL template's DSN, migrating it on first use. No
-// connection to it stays open: a copy needs it idle.
-func (m *templates) pg() string {
-	m.pgOnce.Do(func() {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if m.pgDSN, m.pgErr = pgServer.NewDatabase(c); m.pgErr == nil {
-			m.pgErr = openAndClose(c, m.pgDSN)
-		}
-	})
-	if m.pgErr != nil {
-		panic(fmt.Sprintf("the migrated PostgreSQL template: %v", m.pgErr))
-	}
-	return m.pgDSN
+type pool struct {
+	mu       sync.Mutex
+	freed    *sync.Cond
+	all      []*cluster
+	free     []*cluster
+	max      int               // clusters the run may start
+	starting int               // clusters being started
+	leases   map[string]*lease // by test name
 }
 
-// lite returns the SQLite template's file, migrating it on first use.
-func (m *templates) lite() string {
-	m.liteOnce.Do(func() {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+type lease struct {
+	c *cluster
+	t *testing.T
+}
+
+// start starts the first server (it serves the serial tests) or connects
+// to ALK_PG_DSN's.
+func (p *pool) start() error {
+	p.freed = sync.NewCond(&p.mu)
+	p.leases = map[string]*lease{}
+	p.max = min(parallel(), maxClusters)
+	if os.Getenv("ALK_PG_DSN") != "" {
+		p.max = 1
+	}
+	srv, err := pgtest.StartForTests()
+	if err != nil {
+		return err
+	}
+	c := &cluster{Server: srv}
+	p.all, p.free = []*cluster{c}, []*cluster{c}
+	return nil
+}
+
+// lease gives t a server until t ends: the one t's parent test holds, if
+// any (a pg half's subtests use its server), else a free one, a new one
+// while fewer than max run, or the next one freed. Another run of the same
+// test (go test -count) waits for this one's server to be freed, so that a
+// subtest's parent is found by name.
+func (p *pool) lease(t *testing.T) *cluster {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if l := p.leases[t.Name()]; l != nil {
+			if l.t == t {
+				return l.c
+			}
+			p.freed.Wait()
+			continue
+		}
+		for name := t.Name(); strings.Contains(name, "/"); {
+			name = name[:strings.LastIndexByte(name, '/')]
+			if l := p.leases[name]; l != nil {
+				return l.c
+			}
+		}
+		if n := len(p.free); n > 0 {
+			c := p.free[n-1]
+			p.free = p.free[:n-1]
+			p.leases[t.Name()] = &lease{c: c, t: t}
+			name := t.Name()
+			t.Cleanup(func() { p.release(name, c) }) // after the stores' Close, registered later
+			return c
+		}
+		if len(p.all)+p.starting < p.max {
+			p.starting++
+			p.mu.Unlock()
+			srv, err := pgtest.StartForTests()
+			p.mu.Lock()
+			p.starting--
+			if err != nil {
+				p.freed.Broadcast()
+				t.Fatalf("another PostgreSQL server for parallel tests: %v", err)
+			}
+			c := &cluster{Server: srv}
+			p.all = append(p.all, c)
+			p.free = append(p.free, c)
+			continue
+		}
+		p.freed.Wait()
+	}
+}
+
+func (p *pool) release(name string, c *cluster) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.leases, name)
+	p.free = append(p.free, c)
+	p.freed.Broadcast()
+}
+
+// stop stops every server the run started.
+func (p *pool) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.all {
+		c.Stop()
+	}
+}
+
+// migrated returns the DSN of the server's migrated database, migrating it
+// on first use. No connection to it stays open: a copy needs it idle. A
+// migrated copy costs a tenth of an empty database plus every migration
+// (0.05 s against 0.14 s, quiet; several times both under load), and
+// almost every test opens its database first thing.
+func (c *cluster) migrated() string {
+	c.template.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if m.liteDir, m.liteErr = os.MkdirTemp("", "alkstore-template-"); m.liteErr == nil {
-			m.liteErr = openAndClose(c, filepath.Join(m.liteDir, "alk.db"))
+		if c.template.dsn, c.template.err = c.NewDatabase(ctx); c.template.err == nil {
+			c.template.err = openAndClose(ctx, c.template.dsn)
 		}
 	})
-	if m.liteErr != nil {
-		panic(fmt.Sprintf("the migrated SQLite template: %v", m.liteErr))
+	if c.template.err != nil {
+		panic(fmt.Sprintf("the migrated PostgreSQL template: %v", c.template.err))
 	}
-	return filepath.Join(m.liteDir, "alk.db")
+	return c.template.dsn
+}
+
+// liteTemplate is the migrated SQLite database newEnv copies (a file copy:
+// 0.015 s against 0.05 s for an empty database and every migration).
+var liteTemplate liteMigrated
+
+type liteMigrated struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	err  error
+}
+
+// file returns the SQLite template's file, migrating it on first use.
+func (m *liteMigrated) file() string {
+	m.once.Do(func() {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if m.dir, m.err = os.MkdirTemp("", "alkstore-template-"); m.err == nil {
+			m.err = openAndClose(c, filepath.Join(m.dir, "alk.db"))
+		}
+	})
+	if m.err != nil {
+		panic(fmt.Sprintf("the migrated SQLite template: %v", m.err))
+	}
+	return filepath.Join(m.dir, "alk.db")
 }
 
 // remove removes the SQLite template's file (PostgreSQL's goes with the
 // server's databases).
-func (m *templates) remove() {
-	if m.liteDir != "" {
-		_ = os.RemoveAll(m.liteDir)
+func (m *liteMigrated) remove() {
+	if m.dir != "" {
+		_ = os.RemoveAll(m.dir)
 	}
 }
 

@@ -137,7 +137,7 @@ func otherDatabaseWriter(t *testing.T, e *engineEnv) (pid int, database string, 
 		require.NoError(t, err)
 		return 0, "", func() { require.NoError(t, tx.Commit()) }
 	}
-	dsn, err := pgServer.NewDatabase(c)
+	dsn, err := e.pg.NewDatabase(c) // the same server: its horizon is cluster-wide
 	require.NoError(t, err)
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)

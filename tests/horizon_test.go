@@ -23,7 +23,11 @@ func TestReaderNeverSkipsOutOfOrderCommits(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		st := s.Stream("ooo")
-		c := ctx(t)
+		// Beside the other parallel tests, on a loaded machine, pg's 20,000
+		// commits took over ctx's two minutes (20 s alone): the run gets
+		// ten. A skip still fails 30 s after the publishers end (below).
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 
 		const publishers = 8
 		total, maxHold := int64(20000), 5*time.Millisecond

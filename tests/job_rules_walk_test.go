@@ -193,6 +193,7 @@ func TestJobRulesAllowExactlyTheirRows(t *testing.T) {
 // the walk's model, jobRuleRow.broken, follows). PostgreSQL only: DDL is
 // transactional there, and SQLite changes a CHECK by rebuilding the table.
 func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	db, id := pendingJobForWalk(t, e)
 	rules := map[string]string{

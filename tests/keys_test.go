@@ -309,6 +309,7 @@ func init() {
 // shared by the server, so processes add nothing the test above does not
 // show there.)
 func TestProcessesOpenAFreshSQLiteFileTogether(t *testing.T) {
+	parallelTest(t)
 	const rounds, children = 3, 4
 	for round := range rounds {
 		path := filepath.Join(t.TempDir(), "fresh.db")

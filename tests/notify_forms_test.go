@@ -28,7 +28,7 @@ import (
 // twin written by the other form. SQLite (one statement for both) runs the
 // same writes and checks.
 func TestWritesKeepEveryColumnWithOrWithoutTheirWake(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: wake.SetGateWindow is per topic in the whole process, and other tests use these queue and stream names
 		c := ctx(t)
 		now := time.Date(2026, 12, 3, 19, 0, 0, 123456000, time.UTC)
 		var mu sync.Mutex

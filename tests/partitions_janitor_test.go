@@ -193,6 +193,7 @@ func TestRetentionWaitsForTheDrop(t *testing.T) {
 // SQLite has no partitions.
 func TestCreatingPartitionsSkipsTheDefault(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	applyVersions(t, e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)

@@ -1220,6 +1220,7 @@ func eventsPartitionParent(rel string) string {
 // bounds are parameters of the lateral page: pruned at run time). SQLite
 // has no partitions.
 func TestReadsPrunePartitions(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	s := e.open(t)
 	c := ctx(t)
@@ -1404,6 +1405,7 @@ func TestSweepAllExpiredRunningJobsStaysOnIndexes(t *testing.T) {
 // 1-job claim's 0.55; issue 18). And the generic plan reads no more than
 // the custom one, claim by claim.
 func TestClaimKeepsOneGenericPlanPostgres(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	cfg, err := pgx.ParseConfig(e.dsn)

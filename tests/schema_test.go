@@ -234,6 +234,7 @@ func TestCommentsOnEveryTableAndColumn(t *testing.T) {
 // databases cannot be copied (ALK_PG_CREATEDB), each subtest builds its own.
 func TestMigrateHoldingData(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the engines share nothing, as in eachEngine
@@ -244,8 +245,8 @@ func TestMigrateHoldingData(t *testing.T) {
 			fsys, err := files()
 			require.NoError(t, err)
 			versions := sourceVersions(t, fsys)
-			copies := name == "lite" || pgServer.CopiesDatabases()
 			chain := newEnv(t, name)
+			copies := name == "lite" || chain.pg.CopiesDatabases()
 			var want seeded
 			for i, from := range versions[:len(versions)-1] {
 				var at seeded // what the database holds at from
@@ -305,9 +306,9 @@ func climbSeeded(t *testing.T, e *engineEnv, fsys fs.FS, versions []int64, first
 func copyEnv(t *testing.T, e *engineEnv) *engineEnv {
 	t.Helper()
 	if e.name == "pg" {
-		dsn, err := pgServer.NewDatabaseFrom(ctx(t), e.dsn)
+		dsn, err := e.pg.NewDatabaseFrom(ctx(t), e.dsn)
 		require.NoError(t, err)
-		return &engineEnv{name: e.name, dsn: dsn}
+		return &engineEnv{name: e.name, dsn: dsn, pg: e.pg}
 	}
 	cp := &engineEnv{name: e.name, dsn: filepath.Join(t.TempDir(), "alk.db")}
 	copySQLite(t, e.dsn, cp.dsn)

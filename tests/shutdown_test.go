@@ -459,7 +459,7 @@ func TestShutdownIsBoundedByItsContext(t *testing.T) {
 // connection once Shutdown returned, even if its owner never touches it
 // again.
 func TestHardStopRollsBackOpenTransactions(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: the lock must be free within 5 s
 		c := ctx(t)
 		s, err := store.Open(c, e.dsn)
 		require.NoError(t, err)
@@ -536,7 +536,7 @@ func TestUnstorableTextIsRefusedOrCleaned(t *testing.T) {
 // returns nor panics; its transaction must still end, or it would hold the
 // writer slot or a connection until the store closes.
 func TestInTxRollsBackWhenItsFunctionExitsTheGoroutine(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: the writer slot must be free within 5 s
 		s := e.open(t, store.WithMaxConns(1))
 		c := ctx(t)
 		st := s.Stream("goexit")
@@ -689,6 +689,7 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 // and closed the store under the running operation, and an operation
 // adopted transactions started while the store drained ran.)
 func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
+	parallelTest(t)
 	for _, form := range []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"} {
 		t.Run(form, func(t *testing.T) {
 			eachEngine(t, func(t *testing.T, e *engineEnv) {

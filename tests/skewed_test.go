@@ -22,37 +22,32 @@ var skewedLite struct {
 	ok   bool
 }
 
-// skewedPG is skewedLite's PostgreSQL database, copied by CREATE DATABASE
-// ... TEMPLATE: loading its 65,000 jobs took each plan test seconds.
-var skewedPG struct {
-	once sync.Once
-	dsn  string // no connection to it stays open
-	ok   bool
-}
-
 // migrateAndLoadSkewedQueue migrates e's database and fills it with
 // loadSkewedQueue's rows (at skewedNow). The rows come from a copy of
-// skewedLite's file or skewedPG's database: the same rows, loaded the same
-// way, once (on PostgreSQL, when databases can be copied), and never
+// skewedLite's file or of the PostgreSQL server's skewed database (copied
+// by CREATE DATABASE ... TEMPLATE: loading its 65,000 jobs took each plan
+// test seconds): the same rows, loaded the same way, once (on PostgreSQL,
+// once a server, when databases can be copied), and never
 // analysed, vacuumed or read before the copy, like freshly loaded ones.
 func migrateAndLoadSkewedQueue(t *testing.T, e *engineEnv) {
 	t.Helper()
 	if e.name != "lite" {
-		if !pgServer.CopiesDatabases() {
+		if !e.pg.CopiesDatabases() {
 			e.open(t).Close() // migrate
 			loadSkewedQueue(t, e, skewedNow)
 			return
 		}
-		skewedPG.once.Do(func() {
-			skewedPG.ok = t.Run("load the skewed queue once", func(t *testing.T) {
-				tmpl := newEnv(t, "pg")
-				tmpl.open(t).Close() // migrate
+		skewed := &e.pg.skewed
+		skewed.once.Do(func() {
+			skewed.ok = t.Run("load the skewed queue once", func(t *testing.T) {
+				tmpl := newEnv(t, "pg") // on e's server: a subtest's
+				tmpl.open(t).Close()    // migrate
 				loadSkewedQueue(t, tmpl, skewedNow)
-				skewedPG.dsn = tmpl.dsn
+				skewed.dsn = tmpl.dsn
 			}) // its connections are closed now: the database can be copied
 		})
-		require.True(t, skewedPG.ok, "loading the skewed queue failed")
-		dsn, err := pgServer.NewDatabaseFrom(ctx(t), skewedPG.dsn)
+		require.True(t, skewed.ok, "loading the skewed queue failed")
+		dsn, err := e.pg.NewDatabaseFrom(ctx(t), skewed.dsn)
 		require.NoError(t, err)
 		e.dsn = dsn
 		return

@@ -246,7 +246,7 @@ func abandon(t *testing.T, s *store.Store, c context.Context) {
 }
 
 func TestAbandonedTransactionsReleaseEverything(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: it forces GCs (process-wide) and the slot must be free within 2 s
 		var logs syncBuffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		var s *store.Store

@@ -290,7 +290,7 @@ func TestRepeatableReadTransactionsProgress(t *testing.T) {
 // and commits. On SQLite there is no throttle and the watcher sees every
 // commit to the file, so its half shows the same promise holds there.
 func TestAdoptedWritesWakeAtOnce(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: each wake must arrive within 5 s
 		s := e.open(t)
 		other := e.open(t)
 		c := ctx(t)
