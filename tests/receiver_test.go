@@ -190,6 +190,12 @@ func TestPostgresForwarderHealsTheGap(t *testing.T) {
 	r, err := st.Subscribe(c, "c", store.SubscribeOpts{})
 	require.NoError(t, err)
 	defer r.Close()
+	// Subscribe does not wait for the forwarder's LISTEN (the receiver's
+	// first read covers what committed before it); Listen does, so the
+	// listener's backend is in pg_stat_activity before it is looked up.
+	l, err := s.Listen(c, "heal-ready")
+	require.NoError(t, err)
+	l.Close()
 	first := publishN(t, other.Stream("heal"), 1)
 	assert.Equal(t, first, recvN(t, r, 1), "live delivery through the forwarder")
 
