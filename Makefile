@@ -44,9 +44,12 @@ demo:
 RACE := -race -gcflags=github.com/ncruces/go-sqlite3-wasm/v6=-race=false
 
 # -p 4: go test runs at most -p test binaries at once (GOMAXPROCS, 2, by
-# default) in package order, so ./tests, the longest by minutes, waited for
-# the CLI's, the console's and alktest's to end before it started (2.5 of 10
-# minutes in stop 44); they mostly wait on subprocesses and browsers.
+# default), and starts them in the order of its package list. ./tests, the
+# longest by minutes, is named first: as the last of ./... it started only
+# once every other package had (63 s into a 385 s run), and its first,
+# serial, minute then ran with the two cores mostly idle. Now that minute
+# runs beside the CLI's, the console's and alktest's tests (subprocesses
+# and browsers), and ./tests prints first.
 # otel/alkotel is a module of its own (OpenTelemetry stays out of the core's
 # dependencies): its tests run beside the core's and print after them.
 TESTP := 4
@@ -57,8 +60,8 @@ test:
 	@otel=$$(mktemp); \
 	echo "cd otel/alkotel && go test $(RACE) -timeout 10m $(GOTESTFLAGS) ./... (beside, printed after)"; \
 	(cd otel/alkotel && go test $(RACE) -timeout 10m $(GOTESTFLAGS) ./...) > $$otel 2>&1 & \
-	echo "go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./..."; \
-	go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./...; core=$$?; \
+	echo "go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./tests ./..."; \
+	go test $(RACE) -p $(TESTP) -timeout 25m $(GOTESTFLAGS) ./tests ./...; core=$$?; \
 	wait $$!; alkotel=$$?; cat $$otel; rm -f $$otel; \
 	[ $$core = 0 ] && [ $$alkotel = 0 ]
 
