@@ -128,11 +128,14 @@ func e2eRaw(ctx context.Context, engine string, r raw, payload []byte, per int) 
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
 	last, end := from, int64(-1) // end: the last row's id, once every insert returned
+	var page []rawEvent
 	for end < 0 || last < end {
-		l, n, err := r.readPage(ctx, last, 1000)
+		var err error
+		page, err = r.readPage(ctx, last, 1000, page)
 		must0(err)
+		n := len(page)
 		if n > 0 {
-			last = l
+			last = lastOf(page)
 		}
 		if n == 1000 || end >= 0 && last < end {
 			continue
