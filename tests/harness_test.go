@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child)) // this binary was started as a test's child process
 	}
+	if child := os.Getenv(serverChildEnv); child != "" {
+		os.Exit(serverChild(child)) // a harness test's child: a run holding a server
+	}
 	var err error
 	if engines, err = pgtest.Engines(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -384,7 +387,7 @@ func (m *liteMigrated) file() string {
 	m.once.Do(func() {
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if m.dir, m.err = os.MkdirTemp("", "alkstore-template-"); m.err == nil {
+		if m.dir, m.err = pgtest.TempDir("alkstore-template-"); m.err == nil { // swept if the run ends abnormally
 			m.err = openAndClose(c, filepath.Join(m.dir, "alk.db"))
 		}
 	})
@@ -398,7 +401,7 @@ func (m *liteMigrated) file() string {
 // server's databases).
 func (m *liteMigrated) remove() {
 	if m.dir != "" {
-		_ = os.RemoveAll(m.dir)
+		pgtest.RemoveTempDir(m.dir)
 	}
 }
 
