@@ -4,9 +4,11 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -260,7 +263,9 @@ type pool struct {
 	all      []*cluster
 	free     []*cluster
 	max      int               // clusters the run may start
+	slots    int               // tests that may run at once: -parallel
 	starting int               // clusters being started
+	waiting  int               // tests waiting for a server
 	leases   map[string]*lease // by test name
 }
 
@@ -274,7 +279,8 @@ type lease struct {
 func (p *pool) start() error {
 	p.freed = sync.NewCond(&p.mu)
 	p.leases = map[string]*lease{}
-	p.max = min(parallel(), maxClusters)
+	p.slots = parallel()
+	p.max = min(p.slots, maxClusters)
 	if os.Getenv("ALK_PG_DSN") != "" {
 		p.max = 1
 	}
@@ -300,7 +306,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			if l.t == t {
 				return l.c
 			}
-			p.freed.Wait()
+			p.wait(t)
 			continue
 		}
 		for name := t.Name(); strings.Contains(name, "/"); {
@@ -314,7 +320,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = p.free[:n-1]
 			p.leases[t.Name()] = &lease{c: c, t: t}
 			name := t.Name()
-			t.Cleanup(func() { p.release(name, c) }) // after the stores' Close, registered later
+			t.Cleanup(func() { p.release(t, name, c) }) // after the stores' Close, registered later
 			return c
 		}
 		if len(p.all)+p.starting < p.max {
@@ -332,16 +338,91 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = append(p.free, c)
 			continue
 		}
-		p.freed.Wait()
+		p.wait(t)
 	}
 }
 
-func (p *pool) release(name string, c *cluster) {
+// wait waits, p.mu held, for a server to be freed, unless the wait could
+// hang the run. Every test that runs holds one of the run's -parallel
+// slots, and so does one that waits here, but a test that is done with
+// its body and waits for its parallel subtests gives its slot back (Go's
+// testing) while it keeps its server. More tests holding a server or
+// waiting for one than slots means such a test; once tests waiting here
+// take every slot, its subtests never run and it never frees its server
+// (-parallel=1: at the first wait). So that fails the waiting test at
+// once, naming the rule the holder broke.
+func (p *pool) wait(t *testing.T) {
+	if n := len(p.leases) + p.starting + p.waiting + 1; n > p.slots {
+		held := slices.Sorted(maps.Keys(p.leases))
+		t.Fatalf("%s would wait for a PostgreSQL server that a test keeps while it waits for parallel subtests "+
+			"(%d tests hold a server or wait for one, more than -parallel=%d), which can hang the run: "+
+			"a subtest of a test that holds a server (a pg half, or any test that called newEnv for pg) "+
+			"must not call t.Parallel. Servers are held by %s", t.Name(), n, p.slots, strings.Join(held, ", "))
+	}
+	p.waiting++
+	p.freed.Wait()
+	p.waiting--
+}
+
+// release gives c back when the test called name ends, unless the test
+// left something running on it (leftovers), which fails the test and
+// retires the server: the next test on it would inherit it.
+func (p *pool) release(t *testing.T, name string, c *cluster) {
+	left := c.leftovers()
+	if left != nil {
+		t.Errorf("%s left on its PostgreSQL server what the next test there would inherit "+
+			"(a store, pool or connection not closed, a prepared transaction not finished): %v", name, left)
+	}
+	retire := left != nil && c.Dir() != "" // a throwaway cluster: another starts if needed
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.leases, name)
-	p.free = append(p.free, c)
+	if retire {
+		p.all = slices.DeleteFunc(p.all, func(x *cluster) bool { return x == c })
+	} else {
+		p.free = append(p.free, c)
+	}
 	p.freed.Broadcast()
+	p.mu.Unlock()
+	if retire {
+		c.Stop()
+	}
+}
+
+// leftovers returns an error naming the sessions connected to this run's
+// databases on the server and the prepared transactions in them, or nil.
+// A session that a test closed may still be ending (its backend exits
+// after the client hung up), so it waits for them to end, 5 s at most.
+// One query when there are none, the usual case.
+func (c *cluster) leftovers() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.AdminDSN())
+	if err != nil {
+		return fmt.Errorf("checking for them: %w", err)
+	}
+	defer conn.Close(ctx)
+	ours := fmt.Sprintf(`alk\_test\_%d\_%%`, os.Getpid()) // pgtest's names for this process's databases
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rows, _ := conn.Query(ctx, `
+			SELECT format('session %s in %s (%s, application_name %L): %s', pid, datname, state, application_name, left(query, 200))
+			FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND datname LIKE $1 AND application_name NOT LIKE 'citus%'
+			UNION ALL
+			SELECT format('prepared transaction %L in %s', gid, database) FROM pg_prepared_xacts WHERE database LIKE $1`,
+			pgx.QueryExecModeSimpleProtocol, ours)
+		left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("checking for them: %w", err)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New(strings.Join(left, "; "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // stop stops every server the run started.
