@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// leaseProbeEnv makes a test of the leases below, in a child run, the run
+// leaseProbeEnv makes a test of the harness below, in a child run, the run
 // it checks.
 const leaseProbeEnv = "ALK_TEST_LEASE_PROBE"
 
@@ -104,3 +104,21 @@ func TestLeaseFailsATestThatLeavesASession(t *testing.T) {
 }
 
 var forgotten *pgx.Conn
+
+// TestEachEngineInTurnRefusesParallelAncestors: eachEngineInTurn in a
+// subtest of a parallel test fails (other tests run beside it), though the
+// subtest itself is not parallel.
+func TestEachEngineInTurnRefusesParallelAncestors(t *testing.T) {
+	if os.Getenv(leaseProbeEnv) != "" {
+		parallelTest(t)
+		t.Run("sub", func(t *testing.T) {
+			eachEngineInTurn(t, func(*testing.T, *engineEnv) {})
+		})
+		return
+	}
+	parallelTest(t)
+	out := runProbe(t)
+	for _, want := range []string{"--- FAIL: " + t.Name() + "/sub", "eachEngineInTurn in a parallel test, or a subtest of one"} {
+		require.Contains(t, out, want)
+	}
+}

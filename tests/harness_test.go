@@ -108,14 +108,27 @@ func eachEngineAlone(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 // or another test would disturb.
 func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
-	if _, ok := parallelTests.Load(t); ok {
-		t.Fatal("eachEngineInTurn in a test eachEngine made parallel: other tests run beside it")
-	}
+	requireSerial(t, "eachEngineInTurn")
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			body(t, newEnv(t, name))
 		})
 	}
+}
+
+// requireSerial fails t unless nothing runs beside it: neither t nor any
+// test it is a subtest of is parallel. t.Setenv, which may not run beside
+// other tests, is what tells (it panics in a parallel test or a subtest of
+// one); it sets a variable only this check reads, and keeps t from calling
+// t.Parallel after.
+func requireSerial(t *testing.T, what string) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("%s in a parallel test, or a subtest of one (parallelTest, eachEngine): other tests run beside it (%v)", what, r)
+		}
+	}()
+	t.Setenv("ALK_TEST_SERIAL", t.Name())
 }
 
 // parallelTests are the tests parallelTest marked.
