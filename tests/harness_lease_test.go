@@ -9,19 +9,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/pgtest"
 )
 
 // leaseProbeEnv makes a test of the harness below, in a child run, the run
 // it checks.
 const leaseProbeEnv = "ALK_TEST_LEASE_PROBE"
 
-// runProbe runs t alone in a child run of this binary with flags, where
-// it is the run it checks, and returns the run's output once it failed.
-func runProbe(t *testing.T, flags ...string) string {
+// runProbe runs t alone in a child run of this binary with flags and the
+// environment variables env, where it is the run it checks, and returns
+// the run's output once it failed.
+func runProbe(t *testing.T, env []string, flags ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx(t), os.Args[0], append([]string{"-test.run=^" + t.Name() + "$",
 		"-test.timeout=90s", "-test.v"}, flags...)...)
-	cmd.Env = append(os.Environ(), leaseProbeEnv+"=1")
+	cmd.Env = append(append(os.Environ(), leaseProbeEnv+"=1"), env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the run fails\n%s", out)
@@ -51,7 +54,7 @@ func TestLeaseRefusesParallelSubtestsOfHolders(t *testing.T) {
 	}
 	probes(t)
 	parallelTest(t)
-	out := runProbe(t, "-test.parallel=2")
+	out := runProbe(t, nil, "-test.parallel=2")
 	for _, want := range []string{"--- FAIL: " + t.Name() + "/b", "must not call t.Parallel", "--- PASS: " + t.Name() + "/a1/sub"} {
 		require.Contains(t, out, want)
 	}
@@ -96,7 +99,7 @@ func TestLeaseFailsATestThatLeavesASession(t *testing.T) {
 	}
 	probes(t)
 	parallelTest(t)
-	out := runProbe(t)
+	out := runProbe(t, nil)
 	for _, want := range []string{"--- FAIL: " + t.Name(), "left on its PostgreSQL server",
 		"application_name 'forgotten-conn'", "idle in transaction"} {
 		require.Contains(t, out, want)
@@ -117,7 +120,7 @@ func TestEachEngineInTurnRefusesParallelAncestors(t *testing.T) {
 		return
 	}
 	parallelTest(t)
-	out := runProbe(t)
+	out := runProbe(t, []string{pgtest.EnginesEnv + "=lite"}) // the check comes first: no server needed
 	for _, want := range []string{"--- FAIL: " + t.Name() + "/sub", "eachEngineInTurn in a parallel test, or a subtest of one"} {
 		require.Contains(t, out, want)
 	}
