@@ -250,7 +250,10 @@ func wantsEmptyDatabases(t *testing.T) bool {
 // halves held most of the run's slots waiting for a server while SQLite
 // halves waited for a slot (stop 44, three clusters for six slots). Each
 // has its own max_connections (300), which one test at a time never nears.
-// On an ALK_PG_DSN server, the only one, pg halves take turns.
+// On an ALK_PG_DSN server, the only one, pg halves take turns. A subtest
+// of a test that holds a server must not call t.Parallel (pool.wait). A
+// lease ends with a check that the test left no session on its databases
+// (cluster.leftovers).
 var clusters pool
 
 const maxClusters = 8
