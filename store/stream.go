@@ -86,7 +86,10 @@ func (st *Stream) PublishWithKey(ctx context.Context, key string, payload []byte
 	return st.publishKeyed(ctx, autoWrite(ctx), key, payload, nil, 0, 1)
 }
 
-// PublishWithKeyTx is PublishWithKey inside tx.
+// PublishWithKeyTx is PublishWithKey inside tx. On PostgreSQL the key's
+// head row stays locked until tx ends: a transaction that publishes several
+// keys should publish them in key order (as one PublishManyTx does), or two
+// such transactions can deadlock (SQLSTATE 40P01).
 func (st *Stream) PublishWithKeyTx(ctx context.Context, tx Tx, key string, payload []byte) (int64, error) {
 	return st.publishKeyed(ctx, tx.via(ctx), key, payload, nil, 0, 1)
 }

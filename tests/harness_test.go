@@ -4,9 +4,11 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -28,6 +31,9 @@ var engines []string // the engines ALK_ENGINES selects; both by default
 func TestMain(m *testing.M) {
 	if child := os.Getenv(childEnv); child != "" {
 		os.Exit(runChild(child)) // this binary was started as a test's child process
+	}
+	if child := os.Getenv(serverChildEnv); child != "" {
+		os.Exit(serverChild(child)) // a harness test's child: a run holding a server
 	}
 	var err error
 	if engines, err = pgtest.Engines(); err != nil {
@@ -102,14 +108,27 @@ func eachEngineAlone(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 // or another test would disturb.
 func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
-	if _, ok := parallelTests.Load(t); ok {
-		t.Fatal("eachEngineInTurn in a test eachEngine made parallel: other tests run beside it")
-	}
+	requireSerial(t, "eachEngineInTurn")
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			body(t, newEnv(t, name))
 		})
 	}
+}
+
+// requireSerial fails t unless nothing runs beside it: neither t nor any
+// test it is a subtest of is parallel. t.Setenv, which may not run beside
+// other tests, is what tells (it panics in a parallel test or a subtest of
+// one); it sets a variable only this check reads, and keeps t from calling
+// t.Parallel after.
+func requireSerial(t *testing.T, what string) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("%s in a parallel test, or a subtest of one (parallelTest, eachEngine): other tests run beside it (%v)", what, r)
+		}
+	}()
+	t.Setenv("ALK_TEST_SERIAL", t.Name())
 }
 
 // parallelTests are the tests parallelTest marked.
@@ -231,7 +250,10 @@ func wantsEmptyDatabases(t *testing.T) bool {
 // halves held most of the run's slots waiting for a server while SQLite
 // halves waited for a slot (stop 44, three clusters for six slots). Each
 // has its own max_connections (300), which one test at a time never nears.
-// On an ALK_PG_DSN server, the only one, pg halves take turns.
+// On an ALK_PG_DSN server, the only one, pg halves take turns. A subtest
+// of a test that holds a server must not call t.Parallel (pool.wait). A
+// lease ends with a check that the test left no session on its databases
+// (cluster.leftovers).
 var clusters pool
 
 const maxClusters = 8
@@ -249,6 +271,7 @@ type cluster struct {
 		dsn  string // no connection to it stays open
 		ok   bool
 	}
+	checker *pgx.Conn // leftovers' connection (to the maintenance database), used by one release at a time
 }
 
 type pool struct {
@@ -257,7 +280,9 @@ type pool struct {
 	all      []*cluster
 	free     []*cluster
 	max      int               // clusters the run may start
+	slots    int               // tests that may run at once: -parallel
 	starting int               // clusters being started
+	waiting  int               // tests waiting for a server
 	leases   map[string]*lease // by test name
 }
 
@@ -271,7 +296,8 @@ type lease struct {
 func (p *pool) start() error {
 	p.freed = sync.NewCond(&p.mu)
 	p.leases = map[string]*lease{}
-	p.max = min(parallel(), maxClusters)
+	p.slots = parallel()
+	p.max = min(p.slots, maxClusters)
 	if os.Getenv("ALK_PG_DSN") != "" {
 		p.max = 1
 	}
@@ -297,7 +323,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			if l.t == t {
 				return l.c
 			}
-			p.freed.Wait()
+			p.wait(t)
 			continue
 		}
 		for name := t.Name(); strings.Contains(name, "/"); {
@@ -311,7 +337,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = p.free[:n-1]
 			p.leases[t.Name()] = &lease{c: c, t: t}
 			name := t.Name()
-			t.Cleanup(func() { p.release(name, c) }) // after the stores' Close, registered later
+			t.Cleanup(func() { p.release(t, name, c) }) // after the stores' Close, registered later
 			return c
 		}
 		if len(p.all)+p.starting < p.max {
@@ -329,16 +355,121 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = append(p.free, c)
 			continue
 		}
-		p.freed.Wait()
+		p.wait(t)
 	}
 }
 
-func (p *pool) release(name string, c *cluster) {
+// wait waits, p.mu held, for a server to be freed, unless the wait could
+// hang the run. Every test that runs holds one of the run's -parallel
+// slots, and so does one that waits here, but a test that is done with
+// its body and waits for its parallel subtests gives its slot back (Go's
+// testing) while it keeps its server. More tests holding a server or
+// waiting for one than slots means such a test; once tests waiting here
+// take every slot, its subtests never run and it never frees its server
+// (-parallel=1: at the first wait). So that fails the waiting test at
+// once, naming the rule the holder broke.
+func (p *pool) wait(t *testing.T) {
+	if n := len(p.leases) + p.starting + p.waiting + 1; n > p.slots {
+		held := slices.Sorted(maps.Keys(p.leases))
+		t.Fatalf("%s would wait for a PostgreSQL server that a test keeps while it waits for parallel subtests "+
+			"(%d tests hold a server or wait for one, more than -parallel=%d), which can hang the run: "+
+			"a subtest of a test that holds a server (a pg half, or any test that called newEnv for pg) "+
+			"must not call t.Parallel. Servers are held by %s", t.Name(), n, p.slots, strings.Join(held, ", "))
+	}
+	p.waiting++
+	p.freed.Wait()
+	p.waiting--
+}
+
+// release gives c back when the test called name ends, unless the test
+// left something running on it (leftovers), which fails the test and
+// retires the server: the next test on it would inherit it.
+func (p *pool) release(t *testing.T, name string, c *cluster) {
+	left := c.leftovers()
+	if left != nil {
+		t.Errorf("%s left on its PostgreSQL server what the next test there would inherit "+
+			"(a store, pool or connection not closed, a prepared transaction not finished): %v", name, left)
+	}
+	retire := left != nil && c.Dir() != "" // a throwaway cluster: another starts if needed
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.leases, name)
-	p.free = append(p.free, c)
+	if retire {
+		p.all = slices.DeleteFunc(p.all, func(x *cluster) bool { return x == c })
+	} else {
+		p.free = append(p.free, c)
+	}
 	p.freed.Broadcast()
+	p.mu.Unlock()
+	if retire {
+		c.stop()
+	}
+}
+
+// leftovers returns an error naming the sessions connected to this run's
+// databases on the server and the prepared transactions in them, or nil.
+// A session that a test closed may still be ending (its backend exits
+// after the client hung up), so it waits for them to end, 5 s at most.
+// One query when there are none, the usual case.
+func (c *cluster) leftovers() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left, err := c.sessions(ctx)
+		if err != nil {
+			return fmt.Errorf("checking for them: %w", err)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New(strings.Join(left, "; "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sessions lists the sessions and prepared transactions on this process's
+// databases. Its connection stays open from one release to the next: a
+// connection a release cost twice the query (160 ms against 75 ms, load 11
+// on 2 cores); median check 133 ms then, 48 ms so. It connects again when
+// a test ended it.
+func (c *cluster) sessions(ctx context.Context) ([]string, error) {
+	ours := fmt.Sprintf(`alk\_test\_%d\_%%`, os.Getpid()) // pgtest's names for this process's databases
+	for try := 0; ; try++ {
+		if c.checker == nil {
+			cfg, err := pgx.ParseConfig(c.AdminDSN())
+			if err != nil {
+				return nil, err
+			}
+			cfg.RuntimeParams["application_name"] = "alkstore tests: lease check"
+			if c.checker, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+				return nil, err
+			}
+		}
+		rows, _ := c.checker.Query(ctx, `
+			SELECT format('session %s in %s (%s, application_name %L): %s', pid, datname, state, application_name, left(query, 200))
+			FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND datname LIKE $1 AND application_name NOT LIKE 'citus%'
+			UNION ALL
+			SELECT format('prepared transaction %L in %s', gid, database) FROM pg_prepared_xacts WHERE database LIKE $1`,
+			pgx.QueryExecModeSimpleProtocol, ours)
+		left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err == nil || try > 0 {
+			return left, err
+		}
+		c.checker.Close(ctx)
+		c.checker = nil
+	}
+}
+
+// stop closes the lease check's connection and stops the server.
+func (c *cluster) stop() {
+	if c.checker != nil {
+		c.checker.Close(context.Background())
+		c.checker = nil
+	}
+	c.Stop()
 }
 
 // stop stops every server the run started.
@@ -346,7 +477,7 @@ func (p *pool) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.all {
-		c.Stop()
+		c.stop()
 	}
 }
 
@@ -384,7 +515,7 @@ func (m *liteMigrated) file() string {
 	m.once.Do(func() {
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if m.dir, m.err = os.MkdirTemp("", "alkstore-template-"); m.err == nil {
+		if m.dir, m.err = pgtest.TempDir("alkstore-template-"); m.err == nil { // swept if the run ends abnormally
 			m.err = openAndClose(c, filepath.Join(m.dir, "alk.db"))
 		}
 	})
@@ -398,7 +529,7 @@ func (m *liteMigrated) file() string {
 // server's databases).
 func (m *liteMigrated) remove() {
 	if m.dir != "" {
-		_ = os.RemoveAll(m.dir)
+		pgtest.RemoveTempDir(m.dir)
 	}
 }
 

@@ -35,7 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "alkstore-cli-")
+	dir, err := pgtest.TempDir("alkstore-cli-") // swept if the run ends abnormally
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -61,7 +61,7 @@ func TestMain(m *testing.M) {
 	if pgServer != nil {
 		pgServer.Stop()
 	}
-	_ = os.RemoveAll(dir)
+	pgtest.RemoveTempDir(dir)
 	os.Exit(code)
 }
 

@@ -1,7 +1,7 @@
 // Package pgtest gives tests and benchmarks a PostgreSQL server: the one
 // ALK_PG_DSN names, or a throwaway cluster started from the installed server
 // binaries, listening only on a Unix socket in a temporary directory and
-// removed on Stop.
+// removed on Stop, or by a later run's Sweep if this one ends without Stop.
 package pgtest
 
 import (
@@ -98,7 +98,7 @@ func isExec(p string) bool {
 }
 
 func startCluster(bin string, settings ...string) (*Server, error) {
-	dir, err := os.MkdirTemp("", "alkstore-pg-")
+	dir, err := TempDir("alkstore-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +131,8 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 		"-c", "listen_addresses=", "-c", "max_connections=300",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}, settings...)
 	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
+	// It dies with this process however that ends (SIGKILL, a test's panic,
+	// go test -timeout): SIGQUIT, an immediate shutdown.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
 	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
 	if err == nil {
@@ -305,20 +307,9 @@ func (s *Server) Stop() {
 			<-done
 		}
 	}
-	removeLater(s.dir)
+	RemoveTempDir(s.dir)
 }
 
-// removeLater removes dir in a process of its own that outlives this one:
-// a test run leaves some 300 databases (3 GB in 90,000 files), and on a
-// file system mounted with discard (this machine's) unlinking them took a
-// minute, which the test binary spent after its last test. Without rm, or
-// when it cannot start, dir is removed here.
-func removeLater(dir string) {
-	rm := exec.Command("rm", "-rf", dir) // no Stdout or Stderr: go test does not wait for it
-	rm.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := rm.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return
-	}
-	_ = rm.Process.Release()
-}
+// Dir is the throwaway cluster's directory (its socket's too), or empty
+// for an ALK_PG_DSN server.
+func (s *Server) Dir() string { return s.dir }
