@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
-		os.Exit(m.Run()) // ALK_ENGINES=lite: no PostgreSQL needed
+		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
+		browser.close()
+		os.Exit(code)
 	}
 	srv, err := pgtest.StartForTests()
 	if err != nil {
@@ -48,6 +51,7 @@ func TestMain(m *testing.M) {
 	}
 	pgServer = srv
 	code := m.Run()
+	browser.close()
 	srv.Stop()
 	os.Exit(code)
 }
@@ -63,6 +67,44 @@ func chromium(t *testing.T) string {
 	}
 	t.Skip("no Chromium found (looked for chromium, chromium-browser, google-chrome): install Debian's chromium (apt-get install -y chromium), as .ci/run does, to run the browser tests")
 	return ""
+}
+
+// browser is the one Chromium the tests' tabs run in, started by the first
+// test that needs it and stopped by TestMain: a browser started for each
+// of the ten test bodies was a fifth of the package's CPU. Each test's tab
+// gets a BrowserContext of its own (chromedp.WithNewBrowserContext), as
+// fresh as a new browser's profile: its own cookies, storage and cache.
+var browser sharedBrowser
+
+type sharedBrowser struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, which stays blank
+	stop func()
+	err  error
+}
+
+// tab opens a tab in a new BrowserContext of the shared browser, closed
+// (with its BrowserContext) when the test ends.
+func (b *sharedBrowser) tab(t *testing.T, exe string) context.Context {
+	t.Helper()
+	b.once.Do(func() {
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 900))...)
+		bctx, cancelB := chromedp.NewContext(actx)
+		b.ctx, b.stop = bctx, func() { cancelB(); cancelA() }
+		b.err = chromedp.Do(bctx)
+	})
+	require.NoError(t, b.err, "start chromium")
+	tctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	require.NoError(t, chromedp.Do(tctx), "open a tab")
+	return tctx
+}
+
+func (b *sharedBrowser) close() {
+	if b.stop != nil {
+		b.stop()
+	}
 }
 
 type env struct {
@@ -98,11 +140,7 @@ func eachEngine(t *testing.T, opts console.Options, body func(t *testing.T, e *e
 			t.Cleanup(srv.Close)
 			t.Cleanup(func() { _ = c.Close() })
 
-			actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-				chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 900))...)
-			bctx, cancelB := chromedp.NewContext(actx)
-			t.Cleanup(func() { cancelB(); cancelA() })
-			require.NoError(t, chromedp.Do(bctx), "start chromium")
+			bctx := browser.tab(t, exe)
 			// Every confirm() is answered yes, as the operator would.
 			dialogs := chromedp.Events(bctx, page.JavascriptDialogOpening)
 			go func() {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,16 +28,16 @@ func claimsInFlight(e *engineEnv) int {
 	return 2
 }
 
-// unfinishedClaims counts the queue's jobs the database holds claimed
-// whose handler has not returned (finished holds the ids of those that
-// did, stored before they return).
-func unfinishedClaims(t *testing.T, e *engineEnv, queue string, finished *sync.Map) int {
+// unfinishedClaims counts the queue's jobs the database (db, of e) holds
+// claimed whose handler has not returned (finished holds the ids of those
+// that did, stored before they return).
+func unfinishedClaims(t *testing.T, e *engineEnv, db *sql.DB, queue string, finished *sync.Map) int {
 	t.Helper()
 	table := "alkstore.jobs"
 	if e.name == "lite" {
 		table = "alk_jobs"
 	}
-	rows, err := e.sqlDB(t).QueryContext(ctx(t), "SELECT id FROM "+table+" WHERE queue = $1 AND state = 'running'", queue)
+	rows, err := db.QueryContext(ctx(t), "SELECT id FROM "+table+" WHERE queue = $1 AND state = 'running'", queue)
 	require.NoError(t, err)
 	defer rows.Close()
 	var ids []int64
@@ -92,6 +93,10 @@ func TestClaimNeverTakesMoreJobsThanFreeSlots(t *testing.T) {
 		_, err := q.EnqueueMany(ctx(t), make([]store.NewJob, jobs))
 		require.NoError(t, err)
 
+		// One pool for every handler's check: a pool per check (each
+		// left open until the test ended) started a server process per
+		// handled job, most of this test's cost.
+		db := e.sqlDB(t)
 		var finished sync.Map
 		var handled atomic.Int64
 		var worst atomic.Int64
@@ -99,7 +104,7 @@ func TestClaimNeverTakesMoreJobsThanFreeSlots(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- q.Work(wctx, store.WorkOpts{Concurrency: concurrency, Batch: concurrency}, func(_ context.Context, j *store.Job) error {
-				if n := int64(unfinishedClaims(t, e, "slots", &finished)); n > worst.Load() {
+				if n := int64(unfinishedClaims(t, e, db, "slots", &finished)); n > worst.Load() {
 					worst.Store(n)
 				}
 				finished.Store(j.ID, true)

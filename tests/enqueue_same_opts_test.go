@@ -175,6 +175,7 @@ func TestEnqueueManySameOptionsRefusedInOrder(t *testing.T) {
 // described), or not (QueryExecModeExec, the simple protocol, where the
 // ids come back as text).
 func TestEnqueueManyUnderEveryQueryExecMode(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	eachExecMode(t, e, func(t *testing.T, s *store.Store, _ *pgxpool.Pool, mode pgx.QueryExecMode) {
 		c := ctx(t)

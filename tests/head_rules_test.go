@@ -410,6 +410,7 @@ func requireHeadsAt35(t *testing.T, db *sql.DB) {
 // PostgreSQL only: SQLite's 00036 and 00033 are no-ops.
 func TestHeadRulesMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t)
@@ -495,6 +496,7 @@ func TestHeadRulesMigrateBothWays(t *testing.T) {
 // lock timeout after 10 s when the walk waits for held rows.
 func TestHeadColumnsMigrationSkipsHeldRows(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t)

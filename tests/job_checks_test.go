@@ -164,6 +164,7 @@ func jobChecks(t *testing.T, db *sql.DB) map[string]string {
 // from version 29 (00030 moved the rules again).
 func TestJobStateCheckMigratesBothWays(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)
@@ -211,6 +212,7 @@ func TestJobStateCheckMigratesBothWays(t *testing.T) {
 // PostgreSQL only: SQLite's 00030 is a no-op.
 func TestJobRulesMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)

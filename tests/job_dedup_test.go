@@ -75,6 +75,7 @@ func migrationPart(t *testing.T, fsys fs.FS, file, direction string) string {
 // afterwards. PostgreSQL only: SQLite's 00034 is a no-op.
 func TestIDKeyedJobIndexesMigrateBothWays(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	p, db, fsys, id := jobsInEveryState(t, e)
@@ -123,6 +124,7 @@ func TestIDKeyedJobIndexesMigrateBothWays(t *testing.T) {
 // timeout if the holder outlasted it, which a loaded machine may make
 // happen). PostgreSQL only.
 func TestIDKeyedIndexMigrationHoldsUpNoJobWrite(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t) // the application's store, opened before the migration

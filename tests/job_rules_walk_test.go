@@ -263,6 +263,7 @@ const (
 // walk of TestJobRulesAllowExactlyTheirRows passes, and the store opens and
 // works the jobs left. SQLite only: PostgreSQL's 00035 is a no-op.
 func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "lite")
 	c := ctx(t)
 	p, db, _, id := jobsInEveryState(t, e)

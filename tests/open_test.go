@@ -18,6 +18,7 @@ import (
 )
 
 func TestOpenForms(t *testing.T) {
+	parallelTest(t)
 	c := ctx(t)
 	dir := t.TempDir()
 	for _, dsn := range []string{
@@ -51,6 +52,7 @@ func TestOpenForms(t *testing.T) {
 }
 
 func TestOpenPoolLeavesThePoolOpen(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	pool := e.pool(t)

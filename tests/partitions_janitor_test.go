@@ -29,6 +29,7 @@ import (
 // next pass drops the partitions. PostgreSQL only: SQLite has no
 // partitions, and its readers never hold the writer slot.
 func TestOpenReaderDoesNotStopTheJanitor(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s, clk := partitionedStore(t, e, 10)

@@ -111,6 +111,7 @@ func eventRows(t *testing.T, db *sql.DB) []string {
 // PostgreSQL only: SQLite's 00008 is a no-op.
 func TestPartitionMigrationKeepsEventsLayout(t *testing.T) {
 	emptyDatabases(t)
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	db := e.sqlDB(t)
@@ -187,6 +188,7 @@ func TestPartitionMigrationKeepsEventsLayout(t *testing.T) {
 // once and creates nothing; once it is released it creates. PostgreSQL
 // only: SQLite has no partitions.
 func TestJanitorCreatesPartitionsAhead(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	s := e.open(t)

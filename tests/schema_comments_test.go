@@ -13,6 +13,7 @@ import (
 // last_error also says "expired" or "cancelled". PostgreSQL only: SQLite
 // has no COMMENT ON (its 00014 is a no-op).
 func TestJobCommentsDescribeFinalStates(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	e.open(t).Close()

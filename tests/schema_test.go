@@ -106,6 +106,7 @@ func TestPlainGooseHistoryIsNamed(t *testing.T) {
 // migrated, auto-migration on or off, and uses it. SQLite has no roles: a
 // file's permissions are all or nothing, so only PostgreSQL can show it.
 func TestLeastPrivilegeRoleOpensCurrentDatabase(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	e.open(t).Close() // the owner migrates
@@ -190,6 +191,7 @@ func exerciseStore(t *testing.T, s *store.Store, tag string) {
 // alkstore's tables and columns is for. PostgreSQL only: SQLite has no
 // COMMENT ON (its 00004 is a no-op; the migration files are its notes).
 func TestCommentsOnEveryTableAndColumn(t *testing.T) {
+	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
 	e.open(t).Close()

@@ -76,6 +76,7 @@ func TestGateAnnouncesATxWriteAfterItsCommit(t *testing.T) {
 	a := e.open(t)
 	for _, kind := range []string{"stream", "queue"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel() // beside the other kind only: the test stays serial
 			retryWhileSlow(t, func(attempt int) bool {
 				c := ctx(t)
 				name := fmt.Sprint("gate-tx-", kind, "-", attempt)
