@@ -306,12 +306,12 @@ func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
 }
 
 // SQLite's alk_jobs after schema 00038, as its stored definition spells
-// it: the four job rules as one CHECK, max_attempts with a default; and
-// the two column CHECKs before it (with 00035's two, liteRunningCheckNew1
-// and 2).
+// it: the rules on the state as one CHECK, max_attempts with a default
+// beside its own CHECK; and the two column definitions before it (with
+// 00035's two CHECKs, liteRunningCheckNew1 and 2).
 const (
-	liteJobRulesCheck      = `CONSTRAINT alk_jobs_rules CHECK (max_attempts > 0 AND ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = 'pending' OR state = 'completed' OR state = 'cancelled' OR state = 'expired' OR state = 'dead') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = 'running')))`
-	liteMaxAttemptsDefault = `max_attempts     INTEGER NOT NULL DEFAULT 25,`
+	liteJobRulesCheck      = `CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = 'pending' OR state = 'completed' OR state = 'cancelled' OR state = 'expired' OR state = 'dead') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = 'running'))`
+	liteMaxAttemptsDefault = `max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),`
 	liteStateCheck         = `CHECK (state = 'pending' OR state = 'running' OR state = 'completed' OR state = 'cancelled' OR state = 'expired' OR state = 'dead')`
 	liteMaxAttemptsCheck   = `max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),`
 )
@@ -331,8 +331,8 @@ func liteExecInTx(t *testing.T, db *sql.DB, stmts ...string) error {
 	return tx.Commit()
 }
 
-// TestLiteJobRulesCheckMigratesBothWays: schema 00038 (SQLite's four job
-// rules as one CHECK, max_attempts DEFAULT 25) down and up again on a
+// TestLiteJobRulesCheckMigratesBothWays: schema 00038 (SQLite's rules on
+// the state as one CHECK, max_attempts DEFAULT 25) down and up again on a
 // database holding jobs in every state, and each direction's statements run
 // a second time: each way the table's definition holds exactly one form of
 // the rules, PRAGMA integrity_check finds nothing and the walk of
