@@ -191,10 +191,16 @@ func payloadRun(jobs []NewJob, limit int) int {
 // statement of its own (a batch's last jobs always may).
 const alikeMin = 16
 
+// liteMaxAttemptsDefault is alk_jobs.max_attempts's DEFAULT (schema
+// 00038), which EnqueueJobsPlainCounted leaves to SQLite; DefaultMaxAttempts
+// as that migration wrote it.
+const liteMaxAttemptsDefault = 25
+
 // insertAlike inserts n jobs that differ only in their payloads (b, their
 // payloadsJSONB), with j's options, with one EnqueueJobsAlike
 // (EnqueueJobsAlikeCounted when counted; EnqueueJobsPlainCounted when
-// counted and j's priority, expiry and headers are the columns' defaults)
+// counted and j's priority, max attempts, expiry and headers are the
+// columns' defaults)
 // and appends their ids to ids, in the jobs' order.
 func insertAlike(ctx context.Context, q *litedb.Queries, queue string, now time.Time, j newJob, b []byte, n int, counted bool, ids []int64) ([]int64, error) {
 	if counted {
@@ -203,10 +209,10 @@ func insertAlike(ctx context.Context, q *litedb.Queries, queue string, now time.
 			return nil, err
 		}
 		var res sql.Result
-		if j.priority == 0 && j.expiresAt == nil && j.headers == nil {
+		if j.priority == 0 && j.maxAttempts == liteMaxAttemptsDefault && j.expiresAt == nil && j.headers == nil {
 			// The columns' defaults: the INSERT need not name them.
 			res, err = q.EnqueueJobsPlainCounted(ctx, litedb.EnqueueJobsPlainCountedParams{Queue: queue,
-				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), Payloads: b})
+				Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), Payloads: b})
 		} else {
 			res, err = q.EnqueueJobsAlikeCounted(ctx, litedb.EnqueueJobsAlikeCountedParams{Queue: queue, Priority: int64(j.priority),
 				MaxAttempts: int64(j.maxAttempts), Now: now.UnixMicro(), RunAt: j.runAt.UnixMicro(), ExpiresAt: micros(j.expiresAt),

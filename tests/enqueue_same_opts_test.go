@@ -206,8 +206,9 @@ func TestEnqueueManyUnderEveryQueryExecMode(t *testing.T) {
 // (every job with the same options) is stored as the same row, column by
 // column (all but its id), as the same job enqueued on its own, whose
 // statement names every column. On SQLite a batch without options is
-// inserted by a statement that leaves the priority, expiry and headers to
-// the columns' defaults (EnqueueJobsPlainCounted); each option set alone
+// inserted by a statement that leaves the priority, max attempts (schema
+// 00038's DEFAULT 25), expiry and headers to the columns' defaults
+// (EnqueueJobsPlainCounted); each option set alone
 // must still take the statement that names them. Alone and in the caller's
 // transaction; the store's clock is fixed, so the times are equal too.
 func TestABatchsJobIsStoredAsAJobEnqueuedAlone(t *testing.T) {

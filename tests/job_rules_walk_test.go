@@ -257,7 +257,8 @@ const (
 
 // TestLiteRunningCheckMigratesBothWays: schema 00035 (SQLite's running
 // rule as two CHECKs that stop at their first true term) down and up again
-// on a database holding jobs in every state: each way the table's
+// on a database holding jobs in every state (at 00035: 00038 folds the
+// rules into one CHECK): each way the table's
 // definition holds exactly one form of the rule, PRAGMA integrity_check
 // (which checks every stored row against the CHECKs) finds nothing, the
 // walk of TestJobRulesAllowExactlyTheirRows passes, and the store opens and
@@ -267,6 +268,8 @@ func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
 	e := newEnv(t, "lite")
 	c := ctx(t)
 	p, db, _, id := jobsInEveryState(t, e)
+	_, err := p.DownTo(c, 35)
+	require.NoError(t, err)
 	requireForm := func(old bool) {
 		t.Helper()
 		var def, integrity string
@@ -280,8 +283,8 @@ func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
 		defer tx.Rollback()
 		requireWalkRight(t, walkJobRules(t, "lite", tx, id, true))
 	}
-	requireForm(false) // as Open migrated it
-	_, err := p.DownTo(c, 34)
+	requireForm(false) // as 00035 left it
+	_, err = p.DownTo(c, 34)
 	require.NoError(t, err)
 	requireForm(true)
 	_, err = p.UpTo(c, 35)
@@ -301,4 +304,124 @@ func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
 		require.NoError(t, j.Ack(c))
 	}
 	assert.True(t, claimed, "job %d claimed", id)
+}
+
+// SQLite's alk_jobs after schema 00038, as its stored definition spells
+// it: the rules on the state as one CHECK, max_attempts with a default
+// beside its own CHECK; and the two column definitions before it (with
+// 00035's two CHECKs, liteRunningCheckNew1 and 2).
+const (
+	liteJobRulesCheck      = `CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = 'pending' OR state = 'completed' OR state = 'cancelled' OR state = 'expired' OR state = 'dead') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = 'running'))`
+	liteMaxAttemptsDefault = `max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),`
+	liteStateCheck         = `CHECK (state = 'pending' OR state = 'running' OR state = 'completed' OR state = 'cancelled' OR state = 'expired' OR state = 'dead')`
+	liteMaxAttemptsCheck   = `max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),`
+)
+
+// liteExecInTx runs stmts in one transaction on db (PRAGMA writable_schema
+// holds for its connection only).
+func liteExecInTx(t *testing.T, db *sql.DB, stmts ...string) error {
+	t.Helper()
+	tx, err := db.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx(t), s); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// TestLiteJobRulesCheckMigratesBothWays: schema 00038 (SQLite's rules on
+// the state as one CHECK, max_attempts DEFAULT 25) down and up again on a
+// database holding jobs in every state, and each direction's statements run
+// a second time: each way the table's definition holds exactly one form of
+// the rules, PRAGMA integrity_check finds nothing and the walk of
+// TestJobRulesAllowExactlyTheirRows passes. On a definition that is not
+// 00037's (edited by hand) the migration fails naming its file and leaves
+// the table as it was, since a batch without options relies on the
+// default. Then the store works the jobs left, and a batch without options
+// gets DefaultMaxAttempts. SQLite only: PostgreSQL's 00038 is a no-op.
+func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
+	const file = "00038_one_job_rules_check.sql"
+	e := newEnv(t, "lite")
+	c := ctx(t)
+	p, db, fsys, id := jobsInEveryState(t, e)
+	definition := func() string {
+		t.Helper()
+		var def string
+		require.NoError(t, db.QueryRowContext(c, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'alk_jobs'`).Scan(&def))
+		return def
+	}
+	requireForm := func(at38 bool) {
+		t.Helper()
+		def := definition()
+		assert.Equal(t, at38, strings.Contains(def, liteJobRulesCheck), "00038's CHECK in\n%s", def)
+		assert.Equal(t, at38, strings.Contains(def, liteMaxAttemptsDefault), "00038's default in\n%s", def)
+		for _, old := range []string{liteStateCheck, liteMaxAttemptsCheck, liteRunningCheckNew1, liteRunningCheckNew2} {
+			assert.Equal(t, !at38, strings.Contains(def, old), "%s in\n%s", old, def)
+		}
+		var integrity string
+		require.NoError(t, db.QueryRowContext(c, `PRAGMA integrity_check`).Scan(&integrity))
+		assert.Equal(t, "ok", integrity)
+		tx, err := db.BeginTx(c, nil)
+		require.NoError(t, err)
+		defer tx.Rollback()
+		requireWalkRight(t, walkJobRules(t, "lite", tx, id, true))
+	}
+	requireForm(true) // as Open migrated it
+	_, err := p.DownTo(c, 37)
+	require.NoError(t, err)
+	requireForm(false)
+	require.NoError(t, liteExecInTx(t, db, gooseStatements(t, fsys, file, "Down")...)) // again
+	requireForm(false)
+	_, err = p.UpTo(c, 38)
+	require.NoError(t, err)
+	requireForm(true)
+	require.NoError(t, liteExecInTx(t, db, gooseStatements(t, fsys, file, "Up")...)) // again
+	requireForm(true)
+
+	// A definition edited by hand: the migration refuses it, whole.
+	_, err = p.DownTo(c, 37)
+	require.NoError(t, err)
+	edit := func(from, to string) {
+		t.Helper()
+		require.NoError(t, liteExecInTx(t, db, `PRAGMA writable_schema = ON`,
+			fmt.Sprintf(`UPDATE sqlite_schema SET sql = replace(sql, '%s', '%s') WHERE type = 'table' AND name = 'alk_jobs'`, from, to),
+			`PRAGMA writable_schema = RESET`, `CREATE TABLE alk_schema_cookie (x)`, `DROP TABLE alk_schema_cookie`))
+	}
+	edit("CHECK (max_attempts > 0)", "CHECK (max_attempts >= 1)")
+	before := definition()
+	_, err = p.UpTo(c, 38)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), file)
+	assert.Equal(t, before, definition())
+	v, err := p.GetDBVersion(c)
+	require.NoError(t, err)
+	assert.EqualValues(t, 37, v)
+	edit("CHECK (max_attempts >= 1)", "CHECK (max_attempts > 0)")
+	_, err = p.UpTo(c, 38)
+	require.NoError(t, err)
+	requireForm(true)
+
+	s := e.open(t)
+	q := s.Queue("q")
+	jobs, err := q.Claim(c, "w", 100, 60e9)
+	require.NoError(t, err)
+	// The 30 jobs left pending and the one enqueued after them (and the 5
+	// running ones, if their minute's claim ran out meanwhile).
+	require.GreaterOrEqual(t, len(jobs), 31)
+	claimed := false
+	for _, j := range jobs {
+		claimed = claimed || j.ID == id
+		require.NoError(t, j.Ack(c))
+	}
+	assert.True(t, claimed, "job %d claimed", id)
+	ids, err := q.EnqueueMany(c, make([]store.NewJob, 20))
+	require.NoError(t, err)
+	for _, id := range ids {
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		assert.Equal(t, store.DefaultMaxAttempts, j.MaxAttempts, "job %d", id)
+	}
 }
