@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -291,19 +292,8 @@ func TestLiteRunningCheckMigratesBothWays(t *testing.T) {
 	require.NoError(t, err)
 	requireForm(false)
 
-	s := e.open(t)
-	q := s.Queue("q")
-	jobs, err := q.Claim(c, "w", 100, 60e9)
-	require.NoError(t, err)
-	// The 30 jobs left pending and the one enqueued after them (and the 5
-	// running ones, if their minute's claim ran out meanwhile).
-	require.GreaterOrEqual(t, len(jobs), 31)
-	claimed := false
-	for _, j := range jobs {
-		claimed = claimed || j.ID == id
-		require.NoError(t, j.Ack(c))
-	}
-	assert.True(t, claimed, "job %d claimed", id)
+	q := e.open(t).Queue("q")
+	claimMigratedJobs(t, c, q, id)
 }
 
 // SQLite's alk_jobs after schema 00038, as its stored definition spells
@@ -404,19 +394,8 @@ func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
 	require.NoError(t, err)
 	requireForm(true)
 
-	s := e.open(t)
-	q := s.Queue("q")
-	jobs, err := q.Claim(c, "w", 100, 60e9)
-	require.NoError(t, err)
-	// The 30 jobs left pending and the one enqueued after them (and the 5
-	// running ones, if their minute's claim ran out meanwhile).
-	require.GreaterOrEqual(t, len(jobs), 31)
-	claimed := false
-	for _, j := range jobs {
-		claimed = claimed || j.ID == id
-		require.NoError(t, j.Ack(c))
-	}
-	assert.True(t, claimed, "job %d claimed", id)
+	q := e.open(t).Queue("q")
+	claimMigratedJobs(t, c, q, id)
 	ids, err := q.EnqueueMany(c, make([]store.NewJob, 20))
 	require.NoError(t, err)
 	for _, id := range ids {
@@ -424,4 +403,21 @@ func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, store.DefaultMaxAttempts, j.MaxAttempts, "job %d", id)
 	}
+}
+
+// claimMigratedJobs claims and acks the jobs a rules migration test left
+// in q: the 30 left pending and id, enqueued after them (and the 5 running
+// ones, if their minute's claim ran out meanwhile), so the migrated table
+// still takes claims and acks.
+func claimMigratedJobs(t *testing.T, c context.Context, q *store.Queue, id int64) {
+	t.Helper()
+	jobs, err := q.Claim(c, "w", 100, 60e9)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(jobs), 31)
+	claimed := false
+	for _, j := range jobs {
+		claimed = claimed || j.ID == id
+		require.NoError(t, j.Ack(c))
+	}
+	assert.True(t, claimed, "job %d claimed", id)
 }
