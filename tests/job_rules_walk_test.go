@@ -327,9 +327,11 @@ func liteExecInTx(t *testing.T, db *sql.DB, stmts ...string) error {
 // database holding jobs in every state, and each direction's statements run
 // a second time: each way the table's definition holds exactly one form of
 // the rules, PRAGMA integrity_check finds nothing and the walk of
-// TestJobRulesAllowExactlyTheirRows passes. On a definition that is not
-// 00037's (edited by hand) the migration fails naming its file and leaves
-// the table as it was, since a batch without options relies on the
+// TestJobRulesAllowExactlyTheirRows passes. On a definition edited by hand
+// the two edits part: where the rules are not 00035's text the CHECK stays
+// as it is and the default still comes (and goes again down); where
+// max_attempts is not 00001's the migration fails naming its file and
+// leaves the table as it was, since a batch without options relies on the
 // default. Then the store works the jobs left, and a batch without options
 // gets DefaultMaxAttempts. SQLite only: PostgreSQL's 00038 is a no-op.
 func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
@@ -371,15 +373,33 @@ func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
 	require.NoError(t, liteExecInTx(t, db, gooseStatements(t, fsys, file, "Up")...)) // again
 	requireForm(true)
 
-	// A definition edited by hand: the migration refuses it, whole.
+	// Definitions edited by hand.
 	_, err = p.DownTo(c, 37)
 	require.NoError(t, err)
 	edit := func(from, to string) {
 		t.Helper()
 		require.NoError(t, liteExecInTx(t, db, `PRAGMA writable_schema = ON`,
-			fmt.Sprintf(`UPDATE sqlite_schema SET sql = replace(sql, '%s', '%s') WHERE type = 'table' AND name = 'alk_jobs'`, from, to),
+			fmt.Sprintf(`UPDATE sqlite_schema SET sql = replace(sql, '%s', '%s') WHERE type = 'table' AND name = 'alk_jobs'`,
+				strings.ReplaceAll(from, "'", "''"), strings.ReplaceAll(to, "'", "''")),
 			`PRAGMA writable_schema = RESET`, `CREATE TABLE alk_schema_cookie (x)`, `DROP TABLE alk_schema_cookie`))
 	}
+	// The state's rule spelled otherwise: the CHECK is left, the default comes.
+	editedState := strings.Replace(liteStateCheck, "'dead')", "'dead' )", 1)
+	edit(liteStateCheck, editedState)
+	_, err = p.UpTo(c, 38)
+	require.NoError(t, err)
+	for _, s := range []string{editedState, liteRunningCheckNew1, liteRunningCheckNew2, liteMaxAttemptsDefault} {
+		assert.Contains(t, definition(), s)
+	}
+	assert.NotContains(t, definition(), liteJobRulesCheck)
+	_, err = p.DownTo(c, 37)
+	require.NoError(t, err)
+	assert.Contains(t, definition(), liteMaxAttemptsCheck)
+	assert.Contains(t, definition(), editedState)
+	edit(editedState, liteStateCheck)
+	requireForm(false)
+
+	// max_attempts spelled otherwise: the migration refuses it, whole.
 	edit("CHECK (max_attempts > 0)", "CHECK (max_attempts >= 1)")
 	before := definition()
 	_, err = p.UpTo(c, 38)

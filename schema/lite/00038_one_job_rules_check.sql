@@ -27,54 +27,58 @@
 -- record). Both are changes SQLite documents as safe to make by editing
 -- the definition ("Making Other Kinds Of Table Schema Changes",
 -- lang_altertable.html, section 7), in O(1) as 00021 and 00035 did (see
--- 00021). The edit applies only to the definition 00035 left, all of it
--- or none; then the migration fails (naming this file) unless the
--- definition has the default, which the library's batch relies on: a
--- definition edited by hand is for its owner to bring back to 00037's
--- text first.
+-- 00021). The two edits are independent. The CHECK is merged only where
+-- the definition holds 00035's text of all three rules (otherwise it is
+-- left alone, as 00035 left a definition without 00006's text): it only
+-- saves time. The default goes on the column definition every schema
+-- since 00001 has spelled out, and the migration fails (naming this file)
+-- unless the definition then has it, since the library's batch relies on
+-- it: a max_attempts edited by hand is for its owner to bring back to
+-- 00001's text first. Either way the whole migration or none of it.
 
 -- +goose Up
 PRAGMA writable_schema = ON;
-UPDATE sqlite_schema SET sql = replace(replace(replace(sql,
+UPDATE sqlite_schema SET sql = replace(sql,
+    'max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),',
+    'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),')
+WHERE type = 'table' AND name = 'alk_jobs';
+UPDATE sqlite_schema SET sql = replace(replace(sql,
     ' DEFAULT ''pending''
                      CHECK (state = ''pending'' OR state = ''running'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead''),',
     ' DEFAULT ''pending'','),
-    'max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),',
-    'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),'),
     'CHECK ((claim_token IS NOT NULL AND claim_expires_at IS NOT NULL) OR state <> ''running''),
     CHECK (claim_token IS NULL OR claim_expires_at IS NULL OR state = ''running'')',
     'CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = ''pending'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead'') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = ''running''))')
 WHERE type = 'table' AND name = 'alk_jobs'
   AND instr(sql, ' DEFAULT ''pending''
                      CHECK (state = ''pending'' OR state = ''running'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead''),') > 0
-  AND instr(sql, 'max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),') > 0
   AND instr(sql, 'CHECK ((claim_token IS NOT NULL AND claim_expires_at IS NOT NULL) OR state <> ''running''),
     CHECK (claim_token IS NULL OR claim_expires_at IS NULL OR state = ''running'')') > 0;
 PRAGMA writable_schema = RESET;
 CREATE TEMP TABLE alk_schema_00038 (edited INTEGER
-    CONSTRAINT "alk_jobs is not as schema 00037 left it: see schema/lite/00038_one_job_rules_check.sql" CHECK (edited));
+    CONSTRAINT "alk_jobs.max_attempts is not as schema 00001 defined it: see schema/lite/00038_one_job_rules_check.sql" CHECK (edited));
 INSERT INTO alk_schema_00038 SELECT count(*) FROM sqlite_schema
 WHERE type = 'table' AND name = 'alk_jobs'
-  AND instr(sql, 'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),') > 0
-  AND instr(sql, 'CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = ''pending'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead'') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = ''running''))') > 0;
+  AND instr(sql, 'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),') > 0;
 DROP TABLE alk_schema_00038;
 CREATE TABLE alk_schema_cookie (x);
 DROP TABLE alk_schema_cookie;
 
 -- +goose Down
 PRAGMA writable_schema = ON;
-UPDATE sqlite_schema SET sql = replace(replace(replace(sql,
-    ' DEFAULT ''pending'',',
-    ' DEFAULT ''pending''
-                     CHECK (state = ''pending'' OR state = ''running'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead''),'),
+UPDATE sqlite_schema SET sql = replace(sql,
     'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),',
-    'max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),'),
+    'max_attempts     INTEGER NOT NULL CHECK (max_attempts > 0),')
+WHERE type = 'table' AND name = 'alk_jobs';
+UPDATE sqlite_schema SET sql = replace(replace(sql,
+    'state            TEXT    NOT NULL DEFAULT ''pending'',',
+    'state            TEXT    NOT NULL DEFAULT ''pending''
+                     CHECK (state = ''pending'' OR state = ''running'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead''),'),
     'CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = ''pending'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead'') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = ''running''))',
     'CHECK ((claim_token IS NOT NULL AND claim_expires_at IS NOT NULL) OR state <> ''running''),
     CHECK (claim_token IS NULL OR claim_expires_at IS NULL OR state = ''running'')')
 WHERE type = 'table' AND name = 'alk_jobs'
-  AND instr(sql, ' DEFAULT ''pending'',') > 0
-  AND instr(sql, 'max_attempts     INTEGER NOT NULL DEFAULT 25 CHECK (max_attempts > 0),') > 0
+  AND instr(sql, 'state            TEXT    NOT NULL DEFAULT ''pending'',') > 0
   AND instr(sql, 'CHECK ((claim_token IS NULL OR claim_expires_at IS NULL) AND (state = ''pending'' OR state = ''completed'' OR state = ''cancelled'' OR state = ''expired'' OR state = ''dead'') OR (claim_token IS NOT NULL AND claim_expires_at IS NOT NULL AND state = ''running''))') > 0;
 PRAGMA writable_schema = RESET;
 CREATE TABLE alk_schema_cookie (x);
