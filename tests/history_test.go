@@ -238,7 +238,7 @@ func TestJanitorDeletesFinishedJobsPastRetention(t *testing.T) {
 		clk := newFakeClock()
 		s := e.open(t, store.WithClock(clk.Now))
 		c := ctx(t)
-		jan := janitor.New(s, janitor.Opts{BatchSize: 2})
+		jan := countingJanitor(s, janitor.Opts{BatchSize: 2})
 		pass := func() int64 {
 			t.Helper()
 			r, err := jan.RunOnce(c)

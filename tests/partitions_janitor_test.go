@@ -86,7 +86,7 @@ func TestPartitionsDeniedIsLoggedAndReported(t *testing.T) {
 		s := e.openAsApp(t, store.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		_, err = s.Stream("s").Publish(c, []byte("x"))
 		require.NoError(t, err)
-		j := janitor.New(s, janitor.Opts{})
+		j := countingJanitor(s, janitor.Opts{})
 		for range 3 {
 			r, err := j.RunOnce(c)
 			require.NoError(t, err)
@@ -145,7 +145,7 @@ func TestRetentionWaitsForTheDrop(t *testing.T) {
 		st := s.Stream("s")
 		require.NoError(t, st.Configure(c, store.StreamConfig{Retention: time.Hour}))
 		publishEmpty(t, st, 25) // 1..25: [1,11) [11,21) full, [21,31) filling
-		j := janitor.New(s, janitor.Opts{})
+		j := countingJanitor(s, janitor.Opts{})
 		_, err := j.RunOnce(c) // seals the full ones
 		require.NoError(t, err)
 		clk.Advance(2 * time.Hour)

@@ -194,7 +194,7 @@ func TestJanitorCreatesPartitionsAhead(t *testing.T) {
 	s := e.open(t)
 	pool := e.pool(t)
 	opts := store.PartitionOpts{Size: 10, Ahead: 3}
-	j := janitor.New(s, janitor.Opts{Partitions: opts})
+	j := countingJanitor(s, janitor.Opts{Partitions: opts})
 
 	_, err := s.Stream("a").PublishMany(c, make([]store.Message, 5)) // into the tail
 	require.NoError(t, err)
@@ -345,7 +345,7 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 
 		var dropped, deleted int64
 		require.Eventually(t, func() bool { // the settled horizon may lag behind other tests' transactions
-			r, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
+			r, err := countingJanitor(s, janitor.Opts{}).RunOnce(c)
 			require.NoError(t, err)
 			dropped, deleted = dropped+r.PartitionsDropped, deleted+r.RetentionDeleted
 			return len(readAll(t, old)) == 0

@@ -59,7 +59,7 @@ func TestExpiredJobIsNeverReclaimed(t *testing.T) {
 
 		// So does the janitor.
 		id = enqueueAndLapse()
-		rep, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
+		rep, err := countingJanitor(s, janitor.Opts{}).RunOnce(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, rep.JobsExpired)
 		dead(id)
