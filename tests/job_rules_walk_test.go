@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -365,6 +367,18 @@ func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
 	_, err := p.DownTo(c, 37)
 	require.NoError(t, err)
 	requireForm(false)
+	t.Run("Down restores 00037's text", func(t *testing.T) { // byte for byte
+		emptyDatabases(t)
+		db37 := newEnv(t, "lite").sqlDB(t)
+		p37, err := goose.NewProvider(goose.DialectSQLite3, db37, fsys,
+			goose.WithTableName(schema.SQLiteVersionTable), goose.WithDisableGlobalRegistry(true))
+		require.NoError(t, err)
+		_, err = p37.UpTo(c, 37)
+		require.NoError(t, err)
+		var def37 string
+		require.NoError(t, db37.QueryRowContext(c, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'alk_jobs'`).Scan(&def37))
+		require.Equal(t, def37, definition())
+	})
 	require.NoError(t, liteExecInTx(t, db, gooseStatements(t, fsys, file, "Down")...)) // again
 	requireForm(false)
 	_, err = p.UpTo(c, 38)
