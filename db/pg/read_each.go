@@ -35,11 +35,11 @@ func (q *Queries) ReadEventsOutsideTxEach(ctx context.Context, arg ReadEventsPar
 func (q *Queries) readEventsEach(ctx context.Context, stmt string, arg ReadEventsParams, each func(*ReadEventsRow)) error {
 	rows, err := q.db.Query(ctx, stmt,
 		arg.Stream,
-		arg.After,
 		arg.Floor,
 		arg.Heads,
 		arg.Nexts,
 		arg.Learn,
+		arg.After,
 		arg.Lim,
 	)
 	if err != nil {

@@ -174,9 +174,9 @@ FROM pg_current_snapshot() AS snap;
 -- a read. Inside cut, subqueries are kept apart by OFFSET 0 instead of
 -- materialized CTEs and a function scan (about 50k fewer instructions a
 -- read, callgrind; the plan is the same).
--- The page reads cut's figures as initplans (one CTE scan each, once a
--- statement), so a page row passes an Index Scan, a Limit and the Append
--- and nothing else: the head row joined to the page as the page's outer
+-- The page reads its bounds as initplans (once a statement: the cut, a
+-- CTE scan; the stream, @after and @lim, a Result each), so a page row
+-- passes an Index Scan, a Limit and the Append and nothing else: the head row joined to the page as the page's outer
 -- row (a LEFT JOIN LATERAL to VALUES (true), (false), the head's page
 -- LIMIT 0) put a Nested Loop, a CASE and two COALESCEs on every row, and
 -- a page ordered by (stream, id) made the branch a Subquery Scan that
@@ -205,13 +205,19 @@ FROM pg_current_snapshot() AS snap;
 -- estimates the primary key's range as narrow (0.5% of the rows): the
 -- stream's bounds must be as unknown, or a custom plan, which knows how
 -- big the stream is, reads it all by the primary key or a bitmap and sorts
--- it. So @stream and @after reach the page through cut, like the horizon,
--- and @lim through an initplan of its own: a custom plan that knew the
+-- it. So @stream and @after reach the page through initplans of their
+-- own, like the horizon, and @lim too: a custom plan that knew the
 -- limit (100) and estimated fewer rows in the range sorted the page's
 -- partitions instead of reading them in order (TestReadsPrunePartitions:
 -- every row of the stream up to the cut read, then sorted); an unknown
 -- limit is taken as a tenth of the rows, and the partitions are read in
--- order, the first limit's worth only.
+-- order, the first limit's worth only. cut holds only what the first row
+-- and the page read from it (the snapshot column and the cut;
+-- ReadEventsFromConsumer's also the offset): a CTE scan is set up with
+-- cut's whole row type and projects its column out of it, and when the
+-- stream and @after came through cut too, in CTE scans of their own, the
+-- read of one event outside a transaction cost 241.5k instructions
+-- against 228.1k (callgrind on the backend).
 -- The visible head is looked for at or above @floor only, and is @floor
 -- when no visible event is there (max(newest, @floor)): every offset up to
 -- @floor is settled, its owners' ids below the next of the floor's proof,
@@ -222,10 +228,13 @@ FROM pg_current_snapshot() AS snap;
 -- checked every entry of the newest leaf page first (PostgreSQL 15 reads a
 -- page's matching entries at once): callgrind on the backend, a read of one
 -- event beside 445 events 336.4k -> 292.0k instructions. The bound also
--- prunes the partitions below @floor in generic plans.
+-- prunes the partitions below @floor in generic plans. The newest is the
+-- first row of that walk (ORDER BY id DESC LIMIT 1), not max(id): the
+-- planner turns max() into the same walk but under a Result and a second
+-- initplan of its own, which the executor set up at every read (callgrind
+-- on the backend, a read of one event 247.9k -> 241.5k instructions).
 WITH cut AS MATERIALIZED (
-    SELECT h.*,
-           int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
+    SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
                || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
@@ -235,7 +244,7 @@ WITH cut AS MATERIALIZED (
                     ORDER BY o.stream, o.id
                     OFFSET 0) AS w) END)::bigint AS upto
     FROM (
-    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream, @after::bigint AS after,
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream,
            GREATEST(@floor::bigint, (@heads::bigint[])[width_bucket(snap.xmin, @nexts::bigint[])],
                     CASE WHEN @learn::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
                               AND snap.xmax + snap.xmax_age <= snap.xmin
@@ -244,8 +253,9 @@ WITH cut AS MATERIALIZED (
         SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
                age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
-               COALESCE((SELECT max(v.id) FROM alkstore.events v
-                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()),
+               COALESCE((SELECT v.id FROM alkstore.events v
+                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()
+                         ORDER BY v.id DESC LIMIT 1),
                         @floor::bigint)::bigint AS visible_head,
                pg_current_xact_id_if_assigned() AS own
         OFFSET 0
@@ -259,9 +269,9 @@ FROM cut c
 UNION ALL
 (SELECT NULL::bytea, e.id, e.key, e.payload, e.created_at, e.headers
  FROM alkstore.events e
- WHERE e.stream = (SELECT cut.stream FROM cut)
-   AND e.stream >= (SELECT cut.stream FROM cut) AND e.stream <= (SELECT cut.stream FROM cut)
-   AND e.id > (SELECT cut.after FROM cut)
+ WHERE e.stream = (SELECT @stream::text)
+   AND e.stream >= (SELECT @stream::text) AND e.stream <= (SELECT @stream::text)
+   AND e.id > (SELECT @after::bigint)
    AND e.id <= (SELECT cut.upto FROM cut)
  ORDER BY e.id
  LIMIT (SELECT @lim::integer));
@@ -277,12 +287,11 @@ UNION ALL
 -- page's index scan 78.7k). Otherwise ReadEvents's statement
 -- (db/pg/read_twins_test.go).
 WITH cut AS MATERIALIZED (
-    SELECT h.*,
-           int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
+    SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
                || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
            h.horizon AS upto
     FROM (
-    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream, @after::bigint AS after,
+    SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream,
            GREATEST(@floor::bigint, (@heads::bigint[])[width_bucket(snap.xmin, @nexts::bigint[])],
                     CASE WHEN @learn::boolean AND snap.own IS NULL AND snap.xmax_age >= 0 AND snap.xmax_age < 2147483647
                               AND snap.xmax + snap.xmax_age <= snap.xmin
@@ -291,8 +300,9 @@ WITH cut AS MATERIALIZED (
         SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
                age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
-               COALESCE((SELECT max(v.id) FROM alkstore.events v
-                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()),
+               COALESCE((SELECT v.id FROM alkstore.events v
+                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()
+                         ORDER BY v.id DESC LIMIT 1),
                         @floor::bigint)::bigint AS visible_head,
                pg_current_xact_id_if_assigned() AS own
         OFFSET 0
@@ -306,9 +316,9 @@ FROM cut c
 UNION ALL
 (SELECT NULL::bytea, e.id, e.key, e.payload, e.created_at, e.headers
  FROM alkstore.events e
- WHERE e.stream = (SELECT cut.stream FROM cut)
-   AND e.stream >= (SELECT cut.stream FROM cut) AND e.stream <= (SELECT cut.stream FROM cut)
-   AND e.id > (SELECT cut.after FROM cut)
+ WHERE e.stream = (SELECT @stream::text)
+   AND e.stream >= (SELECT @stream::text) AND e.stream <= (SELECT @stream::text)
+   AND e.id > (SELECT @after::bigint)
    AND e.id <= (SELECT cut.upto FROM cut)
  ORDER BY e.id
  LIMIT (SELECT @lim::integer));
@@ -324,8 +334,7 @@ UNION ALL
 -- a constant; as a parameter the initplan sets it prunes partitions below
 -- the offset like ReadEvents.
 WITH cut AS MATERIALIZED (
-    SELECT h.*,
-           int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
+    SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
                || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
@@ -333,7 +342,8 @@ WITH cut AS MATERIALIZED (
                     WHERE (o.stream, o.id) > (h.stream, h.horizon) AND o.stream >= h.stream AND o.stream <= h.stream
                       AND o.id > h.horizon AND o.txid = h.own
                     ORDER BY o.stream, o.id
-                    OFFSET 0) AS w) END)::bigint AS upto
+                    OFFSET 0) AS w) END)::bigint AS upto,
+           h.after
     FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, snap.own, @stream::text AS stream,
            COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
@@ -346,8 +356,9 @@ WITH cut AS MATERIALIZED (
         SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
                age(pg_snapshot_xmax(pg_current_snapshot())::xid)::bigint AS xmax_age,
-               COALESCE((SELECT max(v.id) FROM alkstore.events v
-                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()),
+               COALESCE((SELECT v.id FROM alkstore.events v
+                         WHERE v.id >= @floor::bigint AND v.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()
+                         ORDER BY v.id DESC LIMIT 1),
                         @floor::bigint)::bigint AS visible_head,
                pg_current_xact_id_if_assigned() AS own
         OFFSET 0
@@ -361,8 +372,8 @@ FROM cut c
 UNION ALL
 (SELECT NULL::bytea, e.id, e.key, e.payload, e.created_at, e.headers
  FROM alkstore.events e
- WHERE e.stream = (SELECT cut.stream FROM cut)
-   AND e.stream >= (SELECT cut.stream FROM cut) AND e.stream <= (SELECT cut.stream FROM cut)
+ WHERE e.stream = (SELECT @stream::text)
+   AND e.stream >= (SELECT @stream::text) AND e.stream <= (SELECT @stream::text)
    AND e.id > (SELECT cut.after FROM cut)
    AND e.id <= (SELECT cut.upto FROM cut)
  ORDER BY e.id
