@@ -413,6 +413,21 @@ func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
 	edit(editedState, liteStateCheck)
 	requireForm(false)
 
+	// Half done by hand, each way: the default without the merged CHECK
+	// (the Down takes it off; the Up completes it), and the merged CHECK
+	// without the default (the Down restores 00037's rules).
+	edit(liteMaxAttemptsCheck, liteMaxAttemptsDefault)
+	require.NoError(t, liteExecInTx(t, db, gooseStatements(t, fsys, file, "Down")...))
+	requireForm(false)
+	edit(liteMaxAttemptsCheck, liteMaxAttemptsDefault)
+	_, err = p.UpTo(c, 38)
+	require.NoError(t, err)
+	requireForm(true)
+	edit(liteMaxAttemptsDefault, liteMaxAttemptsCheck)
+	_, err = p.DownTo(c, 37)
+	require.NoError(t, err)
+	requireForm(false)
+
 	// max_attempts spelled otherwise: the migration refuses it, whole.
 	edit("CHECK (max_attempts > 0)", "CHECK (max_attempts >= 1)")
 	before := definition()
