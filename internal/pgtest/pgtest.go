@@ -6,6 +6,7 @@ package pgtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/url"
@@ -129,12 +130,9 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := initData(bin, data, cred); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+		return nil, err
 	}
 	args := append([]string{"-D", data, "-k", dir,
 		"-c", "listen_addresses=", "-c", "max_connections=300",
@@ -166,6 +164,69 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// initdbArgs are initdb's arguments after -D.
+var initdbArgs = []string{"-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"}
+
+// initData makes data a new cluster's data directory, owned by cred's
+// user (nil: this process's): a copy of the one initdb made for an
+// earlier cluster of the same binaries and user, kept in TMPDIR
+// (alkstore-initdb-*), or, the first time, initdb's output, which is kept
+// for the next. initdb costs about 1.1 s of CPU on the 2-core VM and a
+// copy about a tenth of that; make test starts some twenty clusters.
+func initData(bin, data string, cred *syscall.Credential) error {
+	kept, err := initdbKept(bin, cred)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(kept); err != nil {
+		if err := initdb(bin, data, cred); err != nil {
+			return err
+		}
+		// Kept by a rename of a copy made in a directory of this
+		// process's (swept if it ends meanwhile): another process starting
+		// a cluster finds it whole or not at all. If the copy fails, the
+		// next cluster runs initdb again.
+		if tmp, err := TempDir("alkstore-initdb-new-"); err == nil {
+			if exec.Command("cp", "-a", data, filepath.Join(tmp, "data")).Run() == nil {
+				_ = os.Rename(filepath.Join(tmp, "data"), kept) // unless another process kept its own first
+			}
+			RemoveTempDir(tmp)
+		}
+		return nil
+	}
+	if out, err := exec.Command("cp", "-a", kept, data).CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: copy %s: %w\n%s", kept, err, out)
+	}
+	return nil
+}
+
+// initdbKept names the directory initData keeps initdb's output in, for
+// these binaries (their path, size and time) and user.
+func initdbKept(bin string, cred *syscall.Credential) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, bin, initdbArgs, os.Geteuid())
+	if cred != nil {
+		fmt.Fprintln(h, cred.Uid, cred.Gid)
+	}
+	for _, name := range []string{"initdb", "postgres"} {
+		fi, err := os.Stat(filepath.Join(bin, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, name, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("alkstore-initdb-%x", h.Sum(nil)[:8])), nil
+}
+
+func initdb(bin, data string, cred *syscall.Credential) error {
+	cmd := exec.Command(filepath.Join(bin, "initdb"), append([]string{"-D", data}, initdbArgs...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // NewDatabase creates an empty database and returns a DSN for it.
