@@ -395,7 +395,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (s driver.Stmt,
 		return st, nil
 	}
 	if err := st.prepare(ctx); err != nil {
-		return nil, err
+		return nil, c.interrupted(ctx, err)
 	}
 	return st, nil
 }
@@ -412,13 +412,14 @@ func PrepareOnFirstRun(ctx context.Context) context.Context {
 	return context.WithValue(ctx, prepareOnFirstRunKey{}, true)
 }
 
-// prepare has SQLite parse s, with ctx. Callers check s.raw first: a run
-// after the first costs one nil check more than before PrepareOnFirstRun.
+// prepare has SQLite parse s, with ctx. Callers check s.raw first (a run
+// after the first costs one nil check more than before PrepareOnFirstRun),
+// and mark the error: a run's as its run's failure (conn.failed).
 func (s *stmt) prepare(ctx context.Context) (err error) {
 	defer guard(s.broken, &err)
 	raw, err := s.c.raw.PrepareContext(s.c.watch(ctx), s.query)
 	if err != nil {
-		return s.c.interrupted(ctx, err)
+		return err
 	}
 	s.raw = raw
 	s.busy, _ = raw.(busyer)
@@ -639,7 +640,7 @@ func (s *stmt) NumInput() int {
 func (s *stmt) Exec(args []driver.Value) (r driver.Result, err error) {
 	if s.raw == nil {
 		if err := s.prepare(context.Background()); err != nil {
-			return nil, err
+			return nil, s.c.failed(context.Background(), err)
 		}
 	}
 	defer guard(s.broken, &err)
@@ -649,7 +650,7 @@ func (s *stmt) Exec(args []driver.Value) (r driver.Result, err error) {
 func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
 	if s.raw == nil {
 		if err := s.prepare(context.Background()); err != nil {
-			return nil, err
+			return nil, s.c.failed(context.Background(), err)
 		}
 	}
 	defer guard(s.broken, &err)
@@ -667,7 +668,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	}
 	if s.raw == nil {
 		if err := s.prepare(ctx); err != nil {
-			return nil, err
+			return nil, s.c.failed(ctx, err)
 		}
 	}
 	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
@@ -684,7 +685,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	}
 	if s.raw == nil {
 		if err := s.prepare(ctx); err != nil {
-			return nil, err
+			return nil, s.c.failed(ctx, err)
 		}
 	}
 	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
