@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,7 +32,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
-		os.Exit(m.Run())
+		code := m.Run()
+		templates.remove()
+		os.Exit(code)
 	}
 	srv, err := pgtest.StartForTests()
 	if err != nil {
@@ -41,6 +44,7 @@ func TestMain(m *testing.M) {
 	pgServer = srv
 	code := m.Run()
 	srv.Stop()
+	templates.remove()
 	os.Exit(code)
 }
 
@@ -52,22 +56,90 @@ func needPG(t *testing.T) {
 	}
 }
 
-// eachEngine runs body on a fresh store of each engine.
+// eachEngine runs body on a fresh store of each engine: on a copy of a
+// database migrated once for the package (templates), as every Open of an
+// application's database after its first finds it. No test here is of
+// migrations (TestNewStore's stores are NewStore's own, empty at first);
+// migrating each test's database cost the package a third of its CPU.
 func eachEngine(t *testing.T, body func(t *testing.T, s *store.Store)) {
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			pgTemplate, liteTemplate := templates.get(t)
 			dsn := filepath.Join(t.TempDir(), "alk.db")
-			if name == "pg" {
+			switch {
+			case name == "lite":
+				for _, suffix := range []string{"", "-wal"} { // a WAL, if Close left one, goes with it
+					b, err := os.ReadFile(liteTemplate + suffix)
+					if suffix != "" && errors.Is(err, fs.ErrNotExist) {
+						continue
+					}
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(dsn+suffix, b, 0o600))
+				}
+			case pgServer.CopiesDatabases():
 				var err error
-				dsn, err = pgServer.NewDatabase(context.Background())
+				dsn, err = pgServer.NewDatabaseFrom(ctx, pgTemplate)
+				require.NoError(t, err)
+			default: // ALK_PG_CREATEDB makes the databases (Citus)
+				var err error
+				dsn, err = pgServer.NewDatabase(ctx)
 				require.NoError(t, err)
 			}
-			s, err := store.Open(context.Background(), dsn)
+			s, err := store.Open(ctx, dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
 			body(t, s)
 		})
 	}
+}
+
+// templates are the migrated databases eachEngine copies, made on first
+// use: a PostgreSQL one (when pg runs) and a SQLite file, removed by
+// TestMain.
+var templates migrated
+
+type migrated struct {
+	once     sync.Once
+	pg, lite string
+	dir      string
+	err      error
+}
+
+func (m *migrated) get(t *testing.T) (pg, lite string) {
+	t.Helper()
+	m.once.Do(func() {
+		ctx := context.Background()
+		if m.dir, m.err = os.MkdirTemp("", "alktest-template-"); m.err != nil {
+			return
+		}
+		m.lite = filepath.Join(m.dir, "alk.db")
+		if m.err = openAndClose(ctx, m.lite); m.err != nil || pgServer == nil {
+			return
+		}
+		if !pgServer.CopiesDatabases() {
+			return
+		}
+		if m.pg, m.err = pgServer.NewDatabase(ctx); m.err == nil {
+			m.err = openAndClose(ctx, m.pg) // no session stays: a copy needs the template idle
+		}
+	})
+	require.NoError(t, m.err, "the migrated templates")
+	return m.pg, m.lite
+}
+
+func (m *migrated) remove() {
+	if m.dir != "" {
+		_ = os.RemoveAll(m.dir)
+	}
+}
+
+func openAndClose(ctx context.Context, dsn string) error {
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return s.Close()
 }
 
 // recorder is a testing.TB whose Fatalf records the failure and ends the

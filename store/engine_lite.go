@@ -96,8 +96,11 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	}
 	watch.SetMaxOpenConns(1)
 	e := &liteEngine{writer: writer, readers: readers, watch: watch, stops: stops}
-	if e.writeQ, err = litedb.Prepare(ctx, writer); err == nil {
-		e.readQ, err = litedb.Prepare(ctx, readers)
+	// SQLite parses each statement on its first run on a connection, not
+	// here: most stores run a few dozen of them.
+	pctx := litedriver.PrepareOnFirstRun(ctx)
+	if e.writeQ, err = litedb.Prepare(pctx, writer); err == nil {
+		e.readQ, err = litedb.Prepare(pctx, readers)
 	}
 	if err != nil {
 		e.close(false)

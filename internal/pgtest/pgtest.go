@@ -6,6 +6,7 @@ package pgtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/url"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Server is a PostgreSQL server tests may create databases on.
@@ -34,6 +36,14 @@ type Server struct {
 
 	mu      sync.Mutex // guards created: parallel tests create databases
 	created []string
+
+	// admin is the connection to the maintenance database that creates
+	// and drops databases, kept from one to the next: a connection costs
+	// the server a backend's start and exit, about 35 ms of CPU on the
+	// 2-core VM (a run of the tests creates some 450 databases), where
+	// CREATE DATABASE from a migrated template costs about 80.
+	adminMu sync.Mutex
+	admin   *pgx.Conn
 }
 
 // ErrNoServer says neither ALK_PG_DSN nor server binaries are available.
@@ -120,12 +130,9 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
+	if err := initData(bin, data, cred); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+		return nil, err
 	}
 	args := append([]string{"-D", data, "-k", dir,
 		"-c", "listen_addresses=", "-c", "max_connections=300",
@@ -157,6 +164,69 @@ func startCluster(bin string, settings ...string) (*Server, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// initdbArgs are initdb's arguments after -D.
+var initdbArgs = []string{"-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"}
+
+// initData makes data a new cluster's data directory, owned by cred's
+// user (nil: this process's): a copy of the one initdb made for an
+// earlier cluster of the same binaries and user, kept in TMPDIR
+// (alkstore-initdb-*), or, the first time, initdb's output, which is kept
+// for the next. initdb costs about 1.1 s of CPU on the 2-core VM and a
+// copy about a tenth of that; make test starts some twenty clusters.
+func initData(bin, data string, cred *syscall.Credential) error {
+	kept, err := initdbKept(bin, cred)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(kept); err != nil {
+		if err := initdb(bin, data, cred); err != nil {
+			return err
+		}
+		// Kept by a rename of a copy made in a directory of this
+		// process's (swept if it ends meanwhile): another process starting
+		// a cluster finds it whole or not at all. If the copy fails, the
+		// next cluster runs initdb again.
+		if tmp, err := TempDir("alkstore-initdb-new-"); err == nil {
+			if exec.Command("cp", "-a", data, filepath.Join(tmp, "data")).Run() == nil {
+				_ = os.Rename(filepath.Join(tmp, "data"), kept) // unless another process kept its own first
+			}
+			RemoveTempDir(tmp)
+		}
+		return nil
+	}
+	if out, err := exec.Command("cp", "-a", kept, data).CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: copy %s: %w\n%s", kept, err, out)
+	}
+	return nil
+}
+
+// initdbKept names the directory initData keeps initdb's output in, for
+// these binaries (their path, size and time) and user.
+func initdbKept(bin string, cred *syscall.Credential) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, bin, initdbArgs, os.Geteuid())
+	if cred != nil {
+		fmt.Fprintln(h, cred.Uid, cred.Gid)
+	}
+	for _, name := range []string{"initdb", "postgres"} {
+		fi, err := os.Stat(filepath.Join(bin, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, name, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("alkstore-initdb-%x", h.Sum(nil)[:8])), nil
+}
+
+func initdb(bin, data string, cred *syscall.Credential) error {
+	cmd := exec.Command(filepath.Join(bin, "initdb"), append([]string{"-D", data}, initdbArgs...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // NewDatabase creates an empty database and returns a DSN for it.
@@ -227,13 +297,10 @@ func (s *Server) DropDatabase(ctx context.Context, dsn string) error {
 	if i < 0 {
 		return fmt.Errorf("pgtest: database %q was not created here", name)
 	}
-	conn, err := pgx.Connect(ctx, s.adminDSN)
-	if err != nil {
+	return s.adminExec(ctx, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	return err
+	})
 }
 
 // CreateDBEnv names a command that creates a test database instead of
@@ -244,21 +311,52 @@ func (s *Server) DropDatabase(ctx context.Context, dsn string) error {
 const CreateDBEnv = "ALK_PG_CREATEDB"
 
 func (s *Server) createDatabase(ctx context.Context, name, template string) error {
-	conn, err := pgx.Connect(ctx, s.adminDSN)
-	if err != nil {
+	return s.adminExec(ctx, func(conn *pgx.Conn) error {
+		stmt := "CREATE DATABASE " + name + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+		if template != "template0" && serverMajor(conn) >= 15 {
+			// A copy of a database in use (WAL_LOG, the default) logs every
+			// page of it; FILE_COPY copies its files between two checkpoints,
+			// which the tests' cluster (fsync off) makes cheap: 0.1-0.4 s
+			// against 0.05-1.7 s under load.
+			stmt += " STRATEGY FILE_COPY"
+		}
+		_, err := conn.Exec(ctx, stmt)
 		return err
+	})
+}
+
+// adminExec runs fn on the admin connection (one fn at a time), connecting
+// first if there is none or a test ended it (a test may terminate every
+// session on its server). A statement that failed before it reached the
+// server is tried once more on a new connection.
+func (s *Server) adminExec(ctx context.Context, fn func(*pgx.Conn) error) error {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	for try := 0; ; try++ {
+		if s.admin == nil || s.admin.IsClosed() {
+			conn, err := pgx.Connect(ctx, s.adminDSN)
+			if err != nil {
+				return err
+			}
+			s.admin = conn
+		}
+		err := fn(s.admin)
+		if err == nil || try > 0 || !s.admin.IsClosed() && !pgconn.SafeToRetry(err) {
+			return err
+		}
+		s.admin.Close(ctx)
+		s.admin = nil
 	}
-	defer conn.Close(ctx)
-	stmt := "CREATE DATABASE " + name + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
-	if template != "template0" && serverMajor(conn) >= 15 {
-		// A copy of a database in use (WAL_LOG, the default) logs every
-		// page of it; FILE_COPY copies its files between two checkpoints,
-		// which the tests' cluster (fsync off) makes cheap: 0.1-0.4 s
-		// against 0.05-1.7 s under load.
-		stmt += " STRATEGY FILE_COPY"
+}
+
+// closeAdmin closes the admin connection, if any.
+func (s *Server) closeAdmin() {
+	s.adminMu.Lock()
+	defer s.adminMu.Unlock()
+	if s.admin != nil {
+		s.admin.Close(context.Background())
+		s.admin = nil
 	}
-	_, err = conn.Exec(ctx, stmt)
-	return err
 }
 
 // serverMajor is the server's major version (0 when unknown).
@@ -285,17 +383,18 @@ func (s *Server) Pid() int {
 // throwaway cluster and removes its directory.
 func (s *Server) Stop() {
 	if s.dir == "" {
-		ctx := context.Background()
-		if conn, err := pgx.Connect(ctx, s.adminDSN); err == nil {
-			s.mu.Lock()
-			defer s.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_ = s.adminExec(context.Background(), func(conn *pgx.Conn) error {
 			for _, name := range s.created {
-				_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+				_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			}
-			conn.Close(ctx)
-		}
+			return nil
+		})
+		s.closeAdmin()
 		return
 	}
+	s.closeAdmin()
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 		done := make(chan struct{})
