@@ -412,9 +412,20 @@ func PrepareOnFirstRun(ctx context.Context) context.Context {
 	return context.WithValue(ctx, prepareOnFirstRunKey{}, true)
 }
 
-// prepare has SQLite parse s, with ctx. Callers check s.raw first (a run
-// after the first costs one nil check more than before PrepareOnFirstRun),
-// and mark the error: a run's as its run's failure (conn.failed).
+// parsed has SQLite parse s on its first run, with the run's ctx, and
+// reports a failure as the run's would be (conn.failed). A run after the
+// first costs one nil check more than before PrepareOnFirstRun.
+func (s *stmt) parsed(ctx context.Context) error {
+	if s.raw != nil {
+		return nil
+	}
+	if err := s.prepare(ctx); err != nil {
+		return s.c.failed(ctx, err)
+	}
+	return nil
+}
+
+// prepare has SQLite parse s, with ctx.
 func (s *stmt) prepare(ctx context.Context) (err error) {
 	defer guard(s.broken, &err)
 	raw, err := s.c.raw.PrepareContext(s.c.watch(ctx), s.query)
@@ -638,20 +649,16 @@ func (s *stmt) NumInput() int {
 
 // Exec and Query are never called: database/sql prefers the context forms.
 func (s *stmt) Exec(args []driver.Value) (r driver.Result, err error) {
-	if s.raw == nil {
-		if err := s.prepare(context.Background()); err != nil {
-			return nil, s.c.failed(context.Background(), err)
-		}
+	if err := s.parsed(context.Background()); err != nil {
+		return nil, err
 	}
 	defer guard(s.broken, &err)
 	return s.raw.Exec(args) //nolint:staticcheck // required by driver.Stmt
 }
 
 func (s *stmt) Query(args []driver.Value) (r driver.Rows, err error) {
-	if s.raw == nil {
-		if err := s.prepare(context.Background()); err != nil {
-			return nil, s.c.failed(context.Background(), err)
-		}
+	if err := s.parsed(context.Background()); err != nil {
+		return nil, err
 	}
 	defer guard(s.broken, &err)
 	raw, err := s.raw.Query(args) //nolint:staticcheck // required by driver.Stmt
@@ -666,10 +673,8 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (r dri
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	if s.raw == nil {
-		if err := s.prepare(ctx); err != nil {
-			return nil, s.c.failed(ctx, err)
-		}
+	if err := s.parsed(ctx); err != nil {
+		return nil, err
 	}
 	r, err = s.raw.(driver.StmtExecContext).ExecContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
 	if err != nil {
@@ -683,10 +688,8 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (r dr
 	if err := s.c.ended(); err != nil {
 		return nil, err
 	}
-	if s.raw == nil {
-		if err := s.prepare(ctx); err != nil {
-			return nil, s.c.failed(ctx, err)
-		}
+	if err := s.parsed(ctx); err != nil {
+		return nil, err
 	}
 	raw, err := s.raw.(driver.StmtQueryContext).QueryContext(s.c.watchStmt(ctx, s.busy), s.numbered(args))
 	if err != nil {
