@@ -1202,6 +1202,9 @@ func (w *worker) lend(batch *[]*Job, held bool) bool {
 // claim's settleLent may take it then), and returns its claims, with the
 // jobs that finished since (ackMore).
 func (w *worker) takeLent(l *lentAck) []claimRef {
+	if testHookTakeLent != nil {
+		testHookTakeLent(w, l)
+	}
 	w.lendMu.Lock()
 	batch := w.lent
 	w.lent, w.claimOpen = nil, false
@@ -1213,6 +1216,12 @@ func (w *worker) takeLent(l *lentAck) []claimRef {
 	w.ackMore()
 	return w.q.claimRefs(make([]claimRef, 0, len(*batch)), *batch)
 }
+
+// testHookTakeLent, set only by the package's tests, runs as a claim
+// looks for a lent batch, before it closes itself to lending: a test holds
+// the claim there until the ack loop lent it one, which otherwise depends
+// on how the two goroutines are scheduled.
+var testHookTakeLent func(w *worker, l *lentAck)
 
 // settleLent ends, on a claim's goroutine once its transaction ended, the
 // ack of the batch the ack loop lent it while it held the writer (see
