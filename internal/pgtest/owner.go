@@ -50,11 +50,21 @@ var (
 // ends without RemoveTempDir, the next Sweep removes the directory. The
 // first call, like the first throwaway cluster's start, sweeps first.
 func TempDir(prefix string) (string, error) {
+	return tempDirIn(os.TempDir(), prefix)
+}
+
+// tempDirIn is TempDir in base (os.TempDir() or clusterBase()).
+func tempDirIn(base, prefix string) (string, error) {
 	if !strings.HasPrefix(prefix, sweptPrefix) {
 		return "", fmt.Errorf("pgtest: TempDir(%q): the prefix must start with %q", prefix, sweptPrefix)
 	}
-	sweepOnce.Do(func() { Sweep(os.TempDir()) })
-	dir, err := os.MkdirTemp("", prefix)
+	sweepOnce.Do(func() {
+		Sweep(os.TempDir())
+		if b := clusterBase(); b != os.TempDir() {
+			Sweep(b)
+		}
+	})
+	dir, err := os.MkdirTemp(base, prefix)
 	if err != nil {
 		return "", err
 	}
@@ -220,4 +230,31 @@ func removeLater(dir string, owner *os.File) {
 		return
 	}
 	_ = rm.Process.Release()
+}
+
+// memDir is where throwaway clusters go when TMPDIR is not set: a tmpfs
+// with room for a run's databases (clusterBase).
+const memDir = "/dev/shm"
+
+// memDirRoom is the free space memDir needs: a run's clusters hold about
+// a gigabyte at once now that each test's databases are dropped when it
+// ends (tests' pool.release), against 3 GB when they were kept.
+const memDirRoom = 4 << 30
+
+// clusterBase is the directory throwaway clusters are made in: TMPDIR if
+// it is set, else memDir if it is a tmpfs with memDirRoom free, else
+// os.TempDir(). On this machine's ext4 /tmp, CREATE DATABASE's copy of a
+// migrated database (about a thousand files) cost the server 23-123 ms of
+// CPU, and 300-370 ms of wall time, as ext4 looked for free inodes among
+// the many files test runs had just deleted; on tmpfs 18 ms and 75 ms.
+func clusterBase() string {
+	if os.Getenv("TMPDIR") != "" {
+		return os.TempDir()
+	}
+	var fs syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	if syscall.Statfs(memDir, &fs) == nil && fs.Type == tmpfsMagic && fs.Bavail*uint64(fs.Bsize) >= memDirRoom {
+		return memDir
+	}
+	return os.TempDir()
 }

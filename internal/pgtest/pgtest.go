@@ -52,7 +52,7 @@ var ErrNoServer = errors.New("pgtest: no PostgreSQL: set ALK_PG_DSN to a server 
 
 // Start returns the ALK_PG_DSN server, or starts a throwaway cluster.
 func Start() (*Server, error) {
-	return start()
+	return start(os.TempDir())
 }
 
 // StartForTests is Start for behaviour tests: a throwaway cluster runs
@@ -63,11 +63,15 @@ func Start() (*Server, error) {
 // commit then read nothing, at random (TestTrimTo/pg and
 // TestStoreTxHandsItsDriverTxToSqlc/pg failed so). Tests that need
 // statistics run ANALYZE themselves. An ALK_PG_DSN server is left as it is.
+// The cluster is made in clusterBase(): a tmpfs unless TMPDIR is set.
+// (Benchmarks' clusters, which may hold millions of rows, stay in TMPDIR.)
 func StartForTests() (*Server, error) {
-	return start("-c", "autovacuum=off")
+	return start(clusterBase(), "-c", "autovacuum=off")
 }
 
-func start(settings ...string) (*Server, error) {
+// start starts a throwaway cluster in a directory made in base, unless
+// ALK_PG_DSN names a server.
+func start(base string, settings ...string) (*Server, error) {
 	if dsn := os.Getenv("ALK_PG_DSN"); dsn != "" {
 		return &Server{adminDSN: dsn}, nil
 	}
@@ -75,7 +79,7 @@ func start(settings ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startCluster(bin, settings...)
+	return startCluster(bin, base, settings...)
 }
 
 // binDir finds initdb and postgres: the newest /usr/lib/postgresql/*/bin,
@@ -107,8 +111,8 @@ func isExec(p string) bool {
 	return err == nil && fi.Mode()&0o111 != 0
 }
 
-func startCluster(bin string, settings ...string) (*Server, error) {
-	dir, err := TempDir("alkstore-pg-")
+func startCluster(bin, base string, settings ...string) (*Server, error) {
+	dir, err := tempDirIn(base, "alkstore-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +304,41 @@ func (s *Server) DropDatabase(ctx context.Context, dsn string) error {
 	return s.adminExec(ctx, func(conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		return err
+	})
+}
+
+// DropDatabasesBut drops every database NewDatabase or NewDatabaseFrom
+// created on this server but those keep names (DSNs they returned),
+// ending their sessions: a test run drops each test's databases when the
+// test ends, so that a throwaway cluster in memory (clusterBase) holds a
+// few at a time, not the run's hundreds.
+func (s *Server) DropDatabasesBut(ctx context.Context, keep ...string) error {
+	kept := map[string]bool{}
+	for _, dsn := range keep {
+		if u, err := url.Parse(dsn); err == nil && dsn != "" {
+			kept[strings.TrimPrefix(u.Path, "/")] = true
+		}
+	}
+	s.mu.Lock()
+	var drop []string
+	s.created = slices.DeleteFunc(s.created, func(name string) bool {
+		if kept[name] {
+			return false
+		}
+		drop = append(drop, name)
+		return true
+	})
+	s.mu.Unlock()
+	if len(drop) == 0 {
+		return nil
+	}
+	return s.adminExec(ctx, func(conn *pgx.Conn) error {
+		for _, name := range drop {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+				return fmt.Errorf("pgtest: drop database %s: %w", name, err)
+			}
+		}
+		return nil
 	})
 }
 
