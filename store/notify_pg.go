@@ -340,8 +340,8 @@ var ownWritePrefix = wake.EncodeWake(streamTopic(""))
 // unknown (a lost reply, a failed COMMIT), woke them anyway (wakeAfter,
 // Tx.Commit); a trailing wake only stands in for such writes. Heard back,
 // it cost every receiver of the stream a read that found nothing (about
-// one publish in ten notifies: see wakeGate), often just as the next
-// publish's wake came, which then waited for that read. Only the pool
+// one publish in ten notifies: see wakeGate), which the next publish's
+// read could have to wait for. Only the pool
 // Open made is the store's alone: on an application's pool (OpenPool) a
 // transaction adopted with AdoptPgx wakes this process only through the
 // feed. Other processes' NOTIFYs come from backends outside the pool; a
