@@ -143,9 +143,7 @@ func (st *Stream) publishKeyedOne(ctx context.Context, o target, key string, pay
 	}
 	off, err := o.publishKeyed(ctx, keyedEvent{stream: st.name, topic: st.topic, key: key, payload: payload, headers: hs, rank: rank,
 		schemaVersion: int32(schemaVersion), now: st.s.now()})
-	if err == nil {
-		o.wakeAtCommit(st)
-	}
+	o.wakeAfter(st, err)
 	return off, err
 }
 

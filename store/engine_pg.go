@@ -101,6 +101,33 @@ func trackConns(cfg *pgxpool.Config) *pgConns {
 	return c
 }
 
+// forget drops a connection taken out of the pool for good (hijacked).
+func (c *pgConns) forget(conn *pgx.Conn) {
+	c.mu.Lock()
+	delete(c.set, conn)
+	c.mu.Unlock()
+}
+
+// has reports whether pid is the backend of one of the pool's connections
+// to listener's server (pids are only unique on one server).
+func (c *pgConns) has(pid uint32, listener *pgx.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for conn := range c.set {
+		if conn.PgConn().PID() == pid && remoteAddr(conn) == remoteAddr(listener) {
+			return true
+		}
+	}
+	return false
+}
+
+func remoteAddr(conn *pgx.Conn) string {
+	if a := conn.PgConn().Conn().RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
 // cancelAll asks the server to cancel whatever statement runs on each of
 // the pool's connections (a cancel request on a connection of its own per
 // backend; an idle backend ignores it).

@@ -70,6 +70,16 @@ func (t target) wakeAtCommit(st *Stream) {
 	t.afterCommit(st.wakeFn)
 }
 
+// wakeAfter is wakeAtCommit for a write that returned err: an auto-commit
+// write that failed may have committed all the same (its reply lost), and
+// this process does not hear its own stream wakes back (heardOwnWrite). A
+// wake more is harmless.
+func (t target) wakeAfter(st *Stream, err error) {
+	if err == nil || t.auto {
+		t.wakeAtCommit(st)
+	}
+}
+
 // via chooses the target of an operation.
 type via func(s *Store) (target, error)
 

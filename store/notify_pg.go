@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 	"github.com/alkstore/alkstore/internal/wake"
@@ -313,11 +315,39 @@ func (e *pgEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan st
 		if err != nil {
 			return nil, err
 		}
-		return c.Hijack(), nil
+		conn := c.Hijack()
+		if e.conns != nil {
+			e.conns.forget(conn) // the pool's no more, and it never writes
+		}
+		return conn, nil
 	}
 	listen := func(ctx context.Context, conn *pgx.Conn) error { return pgdb.New(conn).ListenWakes(ctx) }
-	f := wake.StartForwarder(hub, connect, listen, log)
+	var ignore func(*pgx.Conn, *pgconn.Notification) bool
+	if e.conns != nil {
+		ignore = e.heardOwnWrite
+	}
+	f := wake.StartForwarder(hub, connect, listen, ignore, log)
 	return f.Close, f.Ready()
+}
+
+// ownWritePrefix begins the NOTIFY payload of a wake of any stream.
+var ownWritePrefix = wake.EncodeWake(streamTopic(""))
+
+// heardOwnWrite tells the feed which NOTIFYs it heard this process needs
+// no wake for: a stream's wake sent on a connection of the store's own
+// pool. Each write there woke the stream's receivers in this process
+// directly once it committed (wakeAtCommit), or, when its outcome is
+// unknown (a lost reply, a failed COMMIT), woke them anyway (wakeAfter,
+// Tx.Commit); a trailing wake only stands in for such writes. Heard back,
+// it cost every receiver of the stream a read that found nothing (about
+// one publish in ten notifies: see wakeGate), which the next publish's
+// read could have to wait for. Only the pool
+// Open made is the store's alone: on an application's pool (OpenPool) a
+// transaction adopted with AdoptPgx wakes this process only through the
+// feed. Other processes' NOTIFYs come from backends outside the pool; a
+// backend's pid is compared on the listener's server only.
+func (e *pgEngine) heardOwnWrite(listener *pgx.Conn, n *pgconn.Notification) bool {
+	return strings.HasPrefix(n.Payload, ownWritePrefix) && e.conns.has(n.PID, listener)
 }
 
 // listen subscribes to the channel's messages, then waits until the

@@ -114,9 +114,7 @@ func (st *Stream) publishOne(ctx context.Context, o target, payload []byte, head
 		return 0, err
 	}
 	off, err := o.publish(ctx, publishReq{stream: st.name, topic: st.topic, payload: payload, headers: hs})
-	if err == nil {
-		o.wakeAtCommit(st)
-	}
+	o.wakeAfter(st, err)
 	return off, err
 }
 
@@ -210,9 +208,7 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 		}
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
-	if err == nil {
-		o.wakeAtCommit(st)
-	}
+	o.wakeAfter(st, err)
 	return offs, err
 }
 

@@ -403,6 +403,9 @@ func (tx Tx) Commit(ctx context.Context) error {
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
 		st.commit = false
+		// A COMMIT whose reply was lost may have committed: wake the
+		// waiters (see heardOwnWrite), as afterCommit would have.
+		tx.h.store.hub.WakeAll()
 		if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, sql.ErrTxDone) {
 			err = fmt.Errorf("the driver transaction had already ended: was it committed or rolled back directly, not through this Tx? (%w)", err)
 		}
@@ -506,6 +509,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 		return 0, opErr("exec", "", err)
 	}
 	n, err := dtx.exec(ctx, sql, args...)
+	if errors.Is(err, errStatementEndedTx) { // it may have committed the Tx's writes: wake their waiters
+		tx.h.store.hub.WakeAll()
+	}
 	if err != nil {
 		return n, opErr("exec", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Forwarder is a store's one LISTEN connection on Postgres. It multiplexes
@@ -16,9 +17,12 @@ import (
 // backoff, LISTENs again and wakes every subscriber, so each re-reads the
 // durable state it may have missed while the connection was down.
 type Forwarder struct {
-	hub        *Hub
-	connect    func(ctx context.Context) (*pgx.Conn, error) // a dedicated connection
-	listen     func(ctx context.Context, conn *pgx.Conn) error
+	hub     *Hub
+	connect func(ctx context.Context) (*pgx.Conn, error) // a dedicated connection
+	listen  func(ctx context.Context, conn *pgx.Conn) error
+	// ignore, when set, tells a NOTIFY heard on conn that the hub has no
+	// need of (the store's own writes: see pgEngine.heardOwnWrite).
+	ignore     func(conn *pgx.Conn, n *pgconn.Notification) bool
 	log        *slog.Logger
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -41,11 +45,12 @@ const (
 // that hangs (a lost network rather than a refusing server) is retried too.
 const connectTimeout = 5 * time.Second
 
-// StartForwarder connects in the background and forwards until Close.
+// StartForwarder connects in the background and forwards until Close,
+// every NOTIFY but those ignore (if not nil) reports.
 func StartForwarder(hub *Hub, connect func(context.Context) (*pgx.Conn, error),
-	listen func(context.Context, *pgx.Conn) error, log *slog.Logger) *Forwarder {
+	listen func(context.Context, *pgx.Conn) error, ignore func(*pgx.Conn, *pgconn.Notification) bool, log *slog.Logger) *Forwarder {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Forwarder{hub: hub, connect: connect, listen: listen, log: log, cancel: cancel,
+	f := &Forwarder{hub: hub, connect: connect, listen: listen, ignore: ignore, log: log, cancel: cancel,
 		done: make(chan struct{}), ready: make(chan struct{})}
 	go f.run(ctx)
 	return f
@@ -107,7 +112,9 @@ func (f *Forwarder) session(ctx context.Context, reconnect bool) (forwarded bool
 		if err != nil {
 			return true, err
 		}
-		dispatch(f.hub, n.Payload)
+		if f.ignore == nil || !f.ignore(conn, n) {
+			dispatch(f.hub, n.Payload)
+		}
 	}
 }
 
