@@ -713,13 +713,15 @@ type ClaimableReadyJobsRow struct {
 // SQLite alone: a one-job claim's statements 171k -> 95k, BEGIN and
 // ROLLBACK included).
 // The row of a lapsed claim comes first so that the statement's own LIMIT
-// bounds the ready rows (max_jobs in all; with that row, one fewer, which
-// the claim does not use): the ready side as a subquery with a LIMIT of
-// its own, first, was run as a co-routine whose every row SQLite copied,
-// column by column, into the statement's result (callgrind, SQLite
-// alone, claims of 100 and their acks: 79.1k -> 75.6k instructions a
-// job). The first row's columns are cast to the ready side's types, for
-// sqlc, which types a compound's columns by its first SELECT.
+// bounds the ready rows (max_jobs in all, and max_jobs is at least 1: a
+// claim takes at least one job, so that row always fits; with it, one
+// ready row fewer, which the claim does not use): the ready side as a
+// subquery with a LIMIT of its own, first, was run as a co-routine whose
+// every row SQLite copied, column by column, into the statement's result
+// (callgrind, SQLite alone, claims of 100 and their acks: 79.1k ->
+// 75.4k-75.6k instructions a job). The first row's columns are cast to
+// the ready side's types, for sqlc, which types a compound's columns by
+// its first SELECT.
 func (q *Queries) ClaimableReadyJobs(ctx context.Context, arg ClaimableReadyJobsParams) ([]ClaimableReadyJobsRow, error) {
 	rows, err := q.query(ctx, q.claimableReadyJobsStmt, claimableReadyJobs, arg.MaxJobs, arg.Queue, arg.Now)
 	if err != nil {
