@@ -71,7 +71,7 @@ func (q *Queries) ClaimableReadyJobsOn(w *litedriver.Writer, arg ClaimableReadyJ
 		readClaimable(r, &i)
 		each(&i)
 		return nil
-	}, arg.Queue, arg.Now, arg.MaxJobs)
+	}, arg.MaxJobs, arg.Queue, arg.Now)
 }
 
 // BuryExhaustedClaimsOn runs BuryExhaustedClaims's statement on w and

@@ -240,20 +240,31 @@ SELECT * FROM (
 
 -- name: ClaimableReadyJobs :many
 -- ClaimableJobs as a claim nearly always finds the queue: no claim of it
--- has lapsed. Its ready side, the same rows read the same way, then, only
--- when some claim of the queue has lapsed (a running job whose
--- claim_expires_at has passed, whatever its attempts and expiry, paused
--- queue or not), one more row whose id is 0 (no job's: AUTOINCREMENT ids
--- start at 1) and whose other columns mean nothing. A claim that reads
--- that row reads its jobs again, after BuryExhaustedClaims, with
--- ClaimableJobs (store/queue_lite.go); one that does not has neither
--- exhausted claims to bury nor lapsed claims to take. The check is one
--- descent of alk_jobs_running (queue, claim_expires_at <= now), nothing
--- sorted, where BuryExhaustedClaims, a statement of its own, and
--- ClaimableJobs's lapsed side, whose ORDER BY opens a temporary B-tree
--- even when it is empty, cost a claim about 76,000 instructions whatever
--- its size (callgrind, SQLite alone: a one-job claim's statements 171k
--- -> 95k, BEGIN and ROLLBACK included).
+-- has lapsed. First, only when some claim of the queue has lapsed (a
+-- running job whose claim_expires_at has passed, whatever its attempts and
+-- expiry, paused queue or not), a row whose id is 0 (no job's:
+-- AUTOINCREMENT ids start at 1) and whose other columns mean nothing;
+-- then its ready side, the same rows read the same way. A claim that
+-- reads that row reads its jobs again, after BuryExhaustedClaims, with
+-- ClaimableJobs (store/queue_lite.go), and uses none of the ready rows
+-- after it; one that does not has neither exhausted claims to bury nor
+-- lapsed claims to take. The check is one descent of alk_jobs_running
+-- (queue, claim_expires_at <= now), nothing sorted, where
+-- BuryExhaustedClaims, a statement of its own, and ClaimableJobs's lapsed
+-- side, whose ORDER BY opens a temporary B-tree even when it is empty,
+-- cost a claim about 76,000 instructions whatever its size (callgrind,
+-- SQLite alone: a one-job claim's statements 171k -> 95k, BEGIN and
+-- ROLLBACK included).
+-- The row of a lapsed claim comes first so that the statement's own LIMIT
+-- bounds the ready rows (max_jobs in all, and max_jobs is at least 1: a
+-- claim takes at least one job, so that row always fits; with it, one
+-- ready row fewer, which the claim does not use): the ready side as a
+-- subquery with a LIMIT of its own, first, was run as a co-routine whose
+-- every row SQLite copied, column by column, into the statement's result
+-- (callgrind, SQLite alone, claims of 100 and their acks: 79.1k ->
+-- 75.4k-75.6k instructions a job). The first row's columns are cast to
+-- the ready side's types, for sqlc, which types a compound's columns by
+-- its first SELECT.
 WITH RECURSIVE prios(p, above) AS (
     SELECT (SELECT h.priority FROM alk_jobs h
             WHERE h.queue = sqlc.arg(queue) AND h.state = 'pending'
@@ -271,17 +282,19 @@ WITH RECURSIVE prios(p, above) AS (
     FROM prios
     WHERE prios.p IS NOT NULL AND prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
 )
-SELECT * FROM (
-    SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
-    FROM prios CROSS JOIN alk_jobs j
-    WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
-      AND j.queue = sqlc.arg(queue) AND j.state = 'pending' AND j.priority = prios.p
-      AND j.run_at <= sqlc.arg(now) AND (j.expires_at IS NULL OR j.expires_at > sqlc.arg(now))
-    LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER))
-UNION ALL
-SELECT 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL
+SELECT CAST(0 AS INTEGER) AS id, CAST(NULL AS BLOB) AS payload, CAST(0 AS INTEGER) AS priority,
+       CAST(0 AS INTEGER) AS attempts, CAST(0 AS INTEGER) AS max_attempts, CAST(0 AS INTEGER) AS created_at,
+       CAST(0 AS INTEGER) AS run_at, CAST(NULL AS INTEGER) AS expires_at, CAST(NULL AS TEXT) AS last_error,
+       CAST(NULL AS TEXT) AS errors, CAST(NULL AS TEXT) AS headers
 WHERE EXISTS (SELECT 1 FROM alk_jobs x
-              WHERE x.queue = sqlc.arg(queue) AND x.state = 'running' AND x.claim_expires_at <= sqlc.arg(now));
+              WHERE x.queue = sqlc.arg(queue) AND x.state = 'running' AND x.claim_expires_at <= sqlc.arg(now))
+UNION ALL
+SELECT j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error, j.errors, j.headers
+FROM prios CROSS JOIN alk_jobs j
+WHERE prios.above < CAST(sqlc.arg(max_jobs) AS INTEGER)
+  AND j.queue = sqlc.arg(queue) AND j.state = 'pending' AND j.priority = prios.p
+  AND j.run_at <= sqlc.arg(now) AND (j.expires_at IS NULL OR j.expires_at > sqlc.arg(now))
+LIMIT CAST(sqlc.arg(max_jobs) AS INTEGER);
 
 -- name: ClaimJobs :execrows
 -- Stamps the jobs ClaimableJobs chose (ids: a list, sqlc.slice) with this
