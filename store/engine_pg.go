@@ -75,6 +75,33 @@ type pgConns struct {
 	set map[*pgx.Conn]struct{}
 }
 
+// ownConns holds the connections of every pool Open made in this process
+// (each pgConns set's too), each with whether a transaction on it was
+// adopted (AdoptPgx, by any store): a publish in an adopted transaction
+// wakes at no commit of a store's, only by its NOTIFY, so the store whose
+// pool the connection is in hears that connection's stream wakes
+// (pgConns.has) for the rest of its life, as another process's; its echo
+// reads are a small price.
+var ownConns = struct {
+	mu      sync.Mutex
+	adopted map[*pgx.Conn]bool
+}{adopted: map[*pgx.Conn]bool{}}
+
+// adoptConn marks conn adopted if a pool Open made holds it.
+func adoptConn(conn *pgx.Conn) {
+	ownConns.mu.Lock()
+	if _, ok := ownConns.adopted[conn]; ok {
+		ownConns.adopted[conn] = true
+	}
+	ownConns.mu.Unlock()
+}
+
+func dropOwnConn(conn *pgx.Conn) {
+	ownConns.mu.Lock()
+	delete(ownConns.adopted, conn)
+	ownConns.mu.Unlock()
+}
+
 // trackConns hooks cfg so the returned set follows its pool's connections.
 func trackConns(cfg *pgxpool.Config) *pgConns {
 	c := &pgConns{set: map[*pgx.Conn]struct{}{}}
@@ -85,6 +112,9 @@ func trackConns(cfg *pgxpool.Config) *pgConns {
 				return err
 			}
 		}
+		ownConns.mu.Lock()
+		ownConns.adopted[conn] = false
+		ownConns.mu.Unlock()
 		c.mu.Lock()
 		c.set[conn] = struct{}{}
 		c.mu.Unlock()
@@ -94,6 +124,7 @@ func trackConns(cfg *pgxpool.Config) *pgConns {
 		c.mu.Lock()
 		delete(c.set, conn)
 		c.mu.Unlock()
+		dropOwnConn(conn)
 		if closing != nil {
 			closing(conn)
 		}
@@ -106,16 +137,21 @@ func (c *pgConns) forget(conn *pgx.Conn) {
 	c.mu.Lock()
 	delete(c.set, conn)
 	c.mu.Unlock()
+	dropOwnConn(conn)
 }
 
 // has reports whether pid is the backend of one of the pool's connections
-// to listener's server (pids are only unique on one server).
+// to listener's server (pids are only unique on one server) that never
+// carried an adopted transaction (ownConns).
 func (c *pgConns) has(pid uint32, listener *pgx.Conn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for conn := range c.set {
 		if conn.PgConn().PID() == pid && remoteAddr(conn) == remoteAddr(listener) {
-			return true
+			ownConns.mu.Lock()
+			adopted := ownConns.adopted[conn]
+			ownConns.mu.Unlock()
+			return !adopted
 		}
 	}
 	return false

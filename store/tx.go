@@ -271,6 +271,7 @@ func (s *Store) AdoptPgx(ptx pgx.Tx) (Tx, error) {
 	case ptx == nil:
 		return Tx{}, opErr("adopt", "", fmt.Errorf("%w: AdoptPgx needs a transaction, not nil", ErrInvalidArgument))
 	}
+	adoptConn(ptx.Conn()) // when a store's own pool holds it (Tx.Pgx): see ownConns
 	return s.newTx(pe.wrapTx(ptx), false), nil
 }
 

@@ -58,6 +58,25 @@ func TestEveryPublishWakesBothStoresReceivers(t *testing.T) {
 				}
 				return []int64{off}, tx.Commit(c)
 			}},
+			// A store Tx's own driver transaction adopted (Tx.Pgx, Tx.SQL),
+			// or a savepoint of it on PostgreSQL, as layered code that takes
+			// a pgx.Tx does: the adopted Tx's commit is the caller's, so only
+			// the NOTIFY wakes, from a connection of the store's own pool
+			// (review, session 48: this store's receivers waited for the
+			// SafetyPoll).
+			{"PublishTx adopting Tx.Pgx", func(s *store.Store, st *store.Stream) ([]int64, error) {
+				return publishAdopted(c, s, s, st, false)
+			}},
+			{"PublishTx adopting a savepoint of Tx.Pgx", func(s *store.Store, st *store.Stream) ([]int64, error) {
+				return publishAdopted(c, s, s, st, true)
+			}},
+			{"PublishTx adopting the other store's Tx.Pgx", func(s *store.Store, st *store.Stream) ([]int64, error) {
+				other := stores[0]
+				if s == other {
+					other = stores[1]
+				}
+				return publishAdopted(c, other, s, st, false)
+			}},
 		}
 		for round := range 40 {
 			for i, s := range stores {
@@ -76,4 +95,44 @@ func TestEveryPublishWakesBothStoresReceivers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// publishAdopted publishes to st, a stream of s, in a transaction owner
+// began, through the Tx s.AdoptPgx (AdoptSQL on SQLite) makes of its
+// driver transaction, or on PostgreSQL of a savepoint in it, then commits
+// owner's Tx.
+func publishAdopted(c context.Context, owner, s *store.Store, st *store.Stream, savepoint bool) ([]int64, error) {
+	tx, err := owner.Begin(c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(c) }()
+	var adopted store.Tx
+	var release func() error
+	if ptx, ok := tx.Pgx(); ok {
+		if savepoint {
+			sp, err := ptx.Begin(c)
+			if err != nil {
+				return nil, err
+			}
+			ptx, release = sp, func() error { return sp.Commit(c) }
+		}
+		adopted, err = s.AdoptPgx(ptx)
+	} else {
+		stx, _ := tx.SQL()
+		adopted, err = s.AdoptSQL(stx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	off, err := st.PublishTx(c, adopted, []byte("a"))
+	if err != nil {
+		return nil, err
+	}
+	if release != nil {
+		if err := release(); err != nil {
+			return nil, err
+		}
+	}
+	return []int64{off}, tx.Commit(c)
 }
