@@ -59,9 +59,12 @@ func tempDirIn(base, prefix string) (string, error) {
 		return "", fmt.Errorf("pgtest: TempDir(%q): the prefix must start with %q", prefix, sweptPrefix)
 	}
 	sweepOnce.Do(func() {
+		// memDir whatever base this run chose: a run that sets TMPDIR, or
+		// finds memDir short of room (perhaps for the abandoned clusters
+		// in it), still frees the RAM an aborted run left there.
 		Sweep(os.TempDir())
-		if b := clusterBase(); b != os.TempDir() {
-			Sweep(b)
+		if fi, err := os.Stat(memDir); err == nil && fi.IsDir() && memDir != os.TempDir() {
+			Sweep(memDir)
 		}
 	})
 	dir, err := os.MkdirTemp(base, prefix)
