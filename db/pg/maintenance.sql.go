@@ -224,7 +224,7 @@ WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state = 'completed'
-           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at IS NOT NULL
            AND x.finished_at < $1::timestamptz - q.completed_retention_us * '1 microsecond'::interval
          LIMIT $2::integer
          FOR UPDATE SKIP LOCKED) AS y
@@ -233,7 +233,7 @@ WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state IN ('cancelled', 'expired', 'dead')
-           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at IS NOT NULL
            AND x.finished_at < $1::timestamptz - q.dead_retention_us * '1 microsecond'::interval
          LIMIT $2::integer
          FOR UPDATE SKIP LOCKED) AS y
@@ -251,8 +251,9 @@ type DeleteFinishedJobsParams struct {
 // and expired ones older than dead_retention_us (none while it is NULL).
 // Driven from the queues table (a queue without a row keeps no completed
 // jobs and keeps its dead ones): per queue one range of jobs_finished for
-// completed jobs and one per final state for the others (the literal
-// state list lets a generic plan use the partial index). (sqlc.arg: sqlc
+// completed jobs and one per final state for the others (finished_at IS
+// NOT NULL, the partial index's predicate since schema 00039, said for a
+// generic plan, though the comparison on finished_at implies it). (sqlc.arg: sqlc
 // misreads "@now::timestamptz -".) The batch's ids are an array probed on
 // the primary key: as an IN (subquery), a never-analysed jobs table had
 // the planner hash them against a sequential scan of every job (issue 18).
@@ -372,9 +373,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.finished_at IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.finished_at IS NOT NULL AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q
@@ -665,12 +666,12 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 WITH RECURSIVE qs AS (
     (SELECT x.queue, x.expires_at AS first_expiry FROM alkstore.jobs x
-     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
      ORDER BY x.queue, x.expires_at LIMIT 1)
     UNION ALL
     SELECT n.queue, n.expires_at FROM qs CROSS JOIN LATERAL (
         SELECT x.queue, x.expires_at FROM alkstore.jobs x
-        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.queue > qs.queue
+        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL AND x.queue > qs.queue
         ORDER BY x.queue, x.expires_at LIMIT 1) AS n
 )
 UPDATE alkstore.jobs
@@ -679,7 +680,7 @@ WHERE id = ANY (ARRAY(
     SELECT j.id FROM alkstore.jobs j
     WHERE j.id = ANY (ARRAY(SELECT e.id FROM qs CROSS JOIN LATERAL (
                                 SELECT x.id FROM alkstore.jobs x
-                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
+                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
                                   AND x.expires_at <= $1::timestamptz
                                   AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
                                 ORDER BY x.expires_at
@@ -711,8 +712,9 @@ type SweepAllExpiredJobsParams struct {
 // (without the first expiry, a second descent found its range empty:
 // about 7 buffers a queue instead of 4 on a pass with nothing expired,
 // which the planner chooses once the table is analysed). The walk stops
-// once it has a batch. The states are named together (state IN), which
-// implies jobs_expirable's predicate and no other index's (see
+// once it has a batch. The states are named together (state IN), with
+// finished_at IS NULL, which imply jobs_expirable's predicate (schema
+// 00039) and no other index's (see
 // SweepExpiredJobs). Rows another statement holds are skipped; the
 // conditions are checked again on the locked rows. The ids found, then the
 // batch's, are arrays probed on the primary key: as an IN (subquery), an
