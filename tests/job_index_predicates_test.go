@@ -2,6 +2,7 @@ package tests
 
 import (
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,14 +12,14 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// Schema 00039 (PostgreSQL) builds four job indexes under predicates that
+// Schema 00039 (PostgreSQL) builds three job indexes under predicates that
 // test columns for NULL, which PostgreSQL plans and compiles once a
 // statement for every INSERT and UPDATE of jobs, whether or not the row
 // enters the index: the finished indexes on finished_at IS NOT NULL, the
-// expirable one on finished_at IS NULL, the unique one on unique_key alone
-// (the held flag a key column). SQLite's finished and expiring indexes have
-// said finished_at since its 00025. Both rest on one rule of the rows the
-// library writes: finished_at is set exactly when the state is final.
+// unique one on unique_key alone (the held flag a key column). SQLite's
+// finished and expiring indexes have said finished_at since its 00025.
+// Both rest on one rule of the rows the library writes: finished_at is set
+// exactly when the state is final.
 
 // jobsInManyStates writes jobs through the store that pass through every
 // transition: pending, running, completed (kept), dead, retried, snoozed,
@@ -90,13 +91,13 @@ func jobsInManyStates(t *testing.T, s *store.Store, clk *fakeClock) {
 
 // TestFinishedAtMarksFinalJobs: after jobs went through every transition
 // the store makes, each job's finished_at is set exactly when its state is
-// final, the rule the finished and expirable indexes' predicates rest on
-// (PostgreSQL since 00039, SQLite since 00025): a statement that finished a
-// job without setting it, or moved one back without clearing it, would hide
-// the job from retention, listing and Stats, or leave a pending job out of
-// the expiry sweeps. Fails, for one, with BuryJob's "finished_at = @now"
-// dropped from PostgreSQL's statement ("3 dead jobs with finished_at set:
-// false").
+// final, the rule the finished indexes' predicates rest on (PostgreSQL
+// since 00039; SQLite's, and its expiring ones', since 00025): a statement
+// that finished a job without setting it, or moved one back without
+// clearing it, would hide the job from retention, listing and Stats (and
+// on SQLite leave a pending job out of the expiry sweeps). Fails, for one,
+// with BuryJob's "finished_at = @now" dropped from PostgreSQL's statement
+// ("3 dead jobs with finished_at set: false").
 func TestFinishedAtMarksFinalJobs(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
@@ -148,8 +149,8 @@ func jobIndexPredicates(t *testing.T, db *sql.DB) (preds, keys map[string]string
 
 // TestJobIndexPredicatesMigrateBothWays: schema 00039 up, down and up
 // again on a database holding jobs that went through every transition.
-// Up, a pending job's indexes aside (jobs_pkey, jobs_ready), only
-// jobs_running's predicate calls an operator; no index is left under a
+// Up, the finished indexes test finished_at and the unique one unique_key
+// alone, its held flag a key column; no index is left under a
 // temporary name; each rebuilt index holds the rows its old predicate
 // held; the unique index still refuses a second holder of a key and lets a
 // dead job's key be taken. Down, the old definitions. An Up that stopped
@@ -172,7 +173,7 @@ func TestJobIndexPredicatesMigrateBothWays(t *testing.T) {
 		"jobs_running":   "state = 'running'::text",
 		"jobs_finished":  "finished_at IS NOT NULL",
 		"jobs_listing":   "finished_at IS NOT NULL",
-		"jobs_expirable": "expires_at IS NOT NULL AND finished_at IS NULL",
+		"jobs_expirable": "expires_at IS NOT NULL AND (state = ANY (ARRAY['pending'::text, 'running'::text]))",
 		"jobs_unique":    "unique_key IS NOT NULL",
 	}
 	oldPreds := map[string]string{
@@ -239,4 +240,58 @@ func cmpOr(s, orElse string) string {
 		return orElse
 	}
 	return s
+}
+
+// TestUniqueKeyProbesSkipTheKeysFinishedJobs: since schema 00039
+// jobs_unique holds every job with a key, its second column true while the
+// job holds the key and NULL once it does not. A key reused by many jobs
+// (one enqueued again each time the last finished, kept by retention) then
+// has many entries of finished jobs, and the statements that look for the
+// key's holder (UniqueJobIDs, JobKeyHolder, RequeueDeadJobs's probe) must
+// read the held range only: on 5,000 completed jobs of one key beside its
+// pending holder and a dead one (and 50,000 jobs of other keys), each stays within the plan test's bound
+// of the rows it returns, custom and generic plans, never analysed and
+// analysed. PostgreSQL only. Fails with the probes filtering on strpos (as
+// before 00039) instead of naming the held expression: the bitmap scan of
+// jobs_unique reads the key's 5,000 finished entries and their heap pages.
+func TestUniqueKeyProbesSkipTheKeysFinishedJobs(t *testing.T) {
+	parallelTest(t)
+	e := newEnv(t, "pg")
+	s := e.open(t)
+	require.NoError(t, s.Close())
+	now := skewedNow
+	key := []byte("some digest")
+	e.execSQL(t, noAutovacuum)
+	for _, stmt := range []string{
+		// The table's other jobs: 50,000 finished unique jobs of other
+		// keys, one each (on a table of one key's jobs alone, a sequential
+		// scan is as cheap as an index and the planner takes it, before
+		// 00039 too).
+		`INSERT INTO alkstore.jobs (queue, state, max_attempts, created_at, run_at, finished_at, unique_key, unique_states)
+			SELECT 'other', 'completed', 3, $1, $1, $1, $2 || int8send(g), ',pending,running,' FROM generate_series(1, 50000) g`,
+		`INSERT INTO alkstore.jobs (queue, state, max_attempts, created_at, run_at, finished_at, unique_key, unique_states)
+			SELECT 'reused', 'completed', 3, $1, $1, $1, $2, ',pending,running,' FROM generate_series(1, 5000)`,
+		`INSERT INTO alkstore.jobs (queue, state, max_attempts, created_at, run_at, finished_at, last_error, unique_key, unique_states)
+			VALUES ('reused', 'dead', 3, $1, $1, $1, 'x', $2, ',pending,running,')`,
+		`INSERT INTO alkstore.jobs (queue, max_attempts, created_at, run_at, unique_key, unique_states)
+			VALUES ('reused', 3, $1, $1, $2, ',pending,running,')`,
+	} {
+		_, err := e.sqlDB(t).ExecContext(ctx(t), stmt, now.Add(-time.Hour), key)
+		require.NoError(t, err)
+	}
+	var dead int64
+	require.NoError(t, e.sqlDB(t).QueryRowContext(ctx(t), `SELECT id FROM alkstore.jobs WHERE state = 'dead'`).Scan(&dead))
+	args := map[string]any{
+		"uniquekeys": [][]byte{key}, "id": dead, "queue": "reused",
+		"now": now, "before": now, "batch": 100,
+	}
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			e.execSQL(t, "VACUUM ANALYZE alkstore.jobs")
+		}
+		for _, name := range []string{"UniqueJobIDs", "JobKeyHolder", "RequeueDeadJobs"} {
+			sqlText, params := generatedQuery(t, "pg", name)
+			checkPGPlan(t, e, fmt.Sprintf("%s (analyzed: %v)", name, analyzed), sqlText, params, args)
+		}
+	}
 }

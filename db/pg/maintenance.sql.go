@@ -666,12 +666,12 @@ func (q *Queries) StreamsWithHeadless(ctx context.Context) ([]StreamsWithHeadles
 const sweepAllExpiredJobs = `-- name: SweepAllExpiredJobs :execrows
 WITH RECURSIVE qs AS (
     (SELECT x.queue, x.expires_at AS first_expiry FROM alkstore.jobs x
-     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
+     WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
      ORDER BY x.queue, x.expires_at LIMIT 1)
     UNION ALL
     SELECT n.queue, n.expires_at FROM qs CROSS JOIN LATERAL (
         SELECT x.queue, x.expires_at FROM alkstore.jobs x
-        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL AND x.queue > qs.queue
+        WHERE x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.queue > qs.queue
         ORDER BY x.queue, x.expires_at LIMIT 1) AS n
 )
 UPDATE alkstore.jobs
@@ -680,7 +680,7 @@ WHERE id = ANY (ARRAY(
     SELECT j.id FROM alkstore.jobs j
     WHERE j.id = ANY (ARRAY(SELECT e.id FROM qs CROSS JOIN LATERAL (
                                 SELECT x.id FROM alkstore.jobs x
-                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
+                                WHERE x.queue = qs.queue AND x.expires_at IS NOT NULL AND x.state IN ('pending', 'running')
                                   AND x.expires_at <= $1::timestamptz
                                   AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
                                 ORDER BY x.expires_at
@@ -712,9 +712,8 @@ type SweepAllExpiredJobsParams struct {
 // (without the first expiry, a second descent found its range empty:
 // about 7 buffers a queue instead of 4 on a pass with nothing expired,
 // which the planner chooses once the table is analysed). The walk stops
-// once it has a batch. The states are named together (state IN), with
-// finished_at IS NULL, which imply jobs_expirable's predicate (schema
-// 00039) and no other index's (see
+// once it has a batch. The states are named together (state IN), which
+// implies jobs_expirable's predicate and no other index's (see
 // SweepExpiredJobs). Rows another statement holds are skipped; the
 // conditions are checked again on the locked rows. The ids found, then the
 // batch's, are arrays probed on the primary key: as an IN (subquery), an

@@ -1781,7 +1781,7 @@ SET state = 'expired', finished_at = $1::timestamptz, last_error = 'expired', cl
 WHERE id = ANY (ARRAY(
     SELECT x.id FROM alkstore.jobs x
     WHERE x.queue = $2 AND x.expires_at IS NOT NULL AND x.expires_at <= $1::timestamptz
-      AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
+      AND x.state IN ('pending', 'running')
       AND (x.state = 'pending' OR x.claim_expires_at <= $1::timestamptz)
     FOR UPDATE SKIP LOCKED))
 `
@@ -1798,9 +1798,8 @@ type SweepExpiredJobsParams struct {
 // an array probed on the primary key: as an IN (subquery), an analysed
 // table had the planner hash them against a sequential scan of every job
 // (issue 18). The states are named together (state IN) before the claim's
-// condition, with finished_at IS NULL (which every pending and running job
-// has): that implies the predicate of jobs_expirable (schema 00039) and of
-// no other index, so a never-analysed table reads it too. Written as "pending, or
+// condition: that implies the predicate of jobs_expirable and of no other
+// index, so a never-analysed table reads it too. Written as "pending, or
 // running with a lapsed claim", the pending arm could read every pending
 // job of the queue through jobs_ready (schema 00024).
 func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsParams) (int64, error) {

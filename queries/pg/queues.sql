@@ -443,9 +443,8 @@ ON CONFLICT (name) DO NOTHING;
 -- an array probed on the primary key: as an IN (subquery), an analysed
 -- table had the planner hash them against a sequential scan of every job
 -- (issue 18). The states are named together (state IN) before the claim's
--- condition, with finished_at IS NULL (which every pending and running job
--- has): that implies the predicate of jobs_expirable (schema 00039) and of
--- no other index, so a never-analysed table reads it too. Written as "pending, or
+-- condition: that implies the predicate of jobs_expirable and of no other
+-- index, so a never-analysed table reads it too. Written as "pending, or
 -- running with a lapsed claim", the pending arm could read every pending
 -- job of the queue through jobs_ready (schema 00024).
 UPDATE alkstore.jobs
@@ -453,7 +452,7 @@ SET state = 'expired', finished_at = @now::timestamptz, last_error = 'expired', 
 WHERE id = ANY (ARRAY(
     SELECT x.id FROM alkstore.jobs x
     WHERE x.queue = @queue AND x.expires_at IS NOT NULL AND x.expires_at <= @now::timestamptz
-      AND x.state IN ('pending', 'running') AND x.finished_at IS NULL
+      AND x.state IN ('pending', 'running')
       AND (x.state = 'pending' OR x.claim_expires_at <= @now::timestamptz)
     FOR UPDATE SKIP LOCKED));
 
