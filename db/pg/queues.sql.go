@@ -1078,7 +1078,7 @@ func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, e
 const jobKeyHolder = `-- name: JobKeyHolder :one
 SELECT x.unique_key, h.id AS holder_id
 FROM alkstore.jobs x
-LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)
 WHERE x.id = $1 AND x.queue = $2::text AND x.state IN ('dead', 'cancelled', 'expired')
 LIMIT 1
 `
@@ -1106,6 +1106,7 @@ func (q *Queries) JobKeyHolder(ctx context.Context, arg JobKeyHolderParams) (Job
 const listJobs = `-- name: ListJobs :many
 SELECT j.id, j.queue, j.payload, j.priority, j.state, j.attempts, j.max_attempts, j.created_at, j.run_at, j.claimed_at, j.claim_expires_at, j.claim_token, j.expires_at, j.worker, j.last_error, j.finished_at, j.errors, j.unique_key, j.unique_states, j.headers FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = $1::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                   AND x.finished_at IS NOT NULL
                    AND (x.state, x.id) > ($2::text, $3::bigint) AND x.state <= $2::text
                  ORDER BY x.state, x.id
                  LIMIT $4::integer) AS page
@@ -1128,8 +1129,9 @@ type ListJobsParams struct {
 // ids ordered by (state, id): with state = @state the planner may walk
 // jobs_pkey in id order instead, filtering every other row of the table,
 // when it misjudges where the state's rows lie (822 buffers for 100 rows
-// on the plan test's skewed queue; 307 this way). The literal state list
-// lets a generic plan use the partial index.
+// on the plan test's skewed queue; 307 this way). finished_at IS NOT NULL
+// (every finished job has it) is the partial index's predicate (schema
+// 00039), which a generic plan needs said.
 func (q *Queries) ListJobs(ctx context.Context, arg ListJobsParams) ([]AlkstoreJob, error) {
 	rows, err := q.db.Query(ctx, listJobs,
 		arg.Queue,
@@ -1483,13 +1485,13 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
         LIMIT $3::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'running'
                               ORDER BY queue, claim_expires_at LIMIT $3::integer) c)::bigint AS running,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'dead' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS dead,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'completed'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'completed' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS completed,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'cancelled'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'cancelled' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS cancelled,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'expired'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = $1::text AND state = 'expired' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT $3::integer) c)::bigint AS expired,
        LEAST(COALESCE((SELECT min(p.run_at) FROM prios p), $2::timestamptz), $2::timestamptz)::timestamptz AS oldest_ready
 `
@@ -1594,7 +1596,7 @@ WHERE id IN (
               WHERE x.queue = $2::text AND x.state = 'dead' AND x.finished_at <= $3::timestamptz
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alkstore.jobs h
-                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)
                     OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
               ORDER BY x.finished_at
               LIMIT $4::integer
@@ -1637,7 +1639,7 @@ SET state = 'pending', attempts = 0, run_at = $1::timestamptz, finished_at = NUL
 WHERE j.id = $2 AND j.queue = $3 AND j.state IN ('dead', 'cancelled', 'expired')
   AND (j.unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM alkstore.jobs h
-      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0))
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)))
 `
 
 type RequeueJobParams struct {
@@ -1810,7 +1812,7 @@ func (q *Queries) SweepExpiredJobs(ctx context.Context, arg SweepExpiredJobsPara
 
 const uniqueJobIDs = `-- name: UniqueJobIDs :many
 SELECT id, unique_key FROM alkstore.jobs
-WHERE unique_key = ANY($1::bytea[]) AND strpos(unique_states, ',' || state || ',') > 0
+WHERE unique_key = ANY($1::bytea[]) AND NULLIF(strpos(unique_states, ',' || state || ',') > 0, false)
 `
 
 type UniqueJobIDsRow struct {
@@ -1819,8 +1821,9 @@ type UniqueJobIDsRow struct {
 }
 
 // The jobs holding these idempotency keys: a job holds its key while its
-// state is in its unique_states (the predicate of the partial index
-// jobs_unique, which this reads).
+// state is in its unique_states, which jobs_unique's second column says
+// (true, else NULL; schema 00039): this reads the range of each key's
+// held entries and never the key's finished jobs.
 func (q *Queries) UniqueJobIDs(ctx context.Context, uniqueKeys [][]byte) ([]UniqueJobIDsRow, error) {
 	rows, err := q.db.Query(ctx, uniqueJobIDs, uniqueKeys)
 	if err != nil {

@@ -206,8 +206,9 @@ WHERE id = ANY (ARRAY(
 -- and expired ones older than dead_retention_us (none while it is NULL).
 -- Driven from the queues table (a queue without a row keeps no completed
 -- jobs and keeps its dead ones): per queue one range of jobs_finished for
--- completed jobs and one per final state for the others (the literal
--- state list lets a generic plan use the partial index). (sqlc.arg: sqlc
+-- completed jobs and one per final state for the others (finished_at IS
+-- NOT NULL, the partial index's predicate since schema 00039, said for a
+-- generic plan, though the comparison on finished_at implies it). (sqlc.arg: sqlc
 -- misreads "@now::timestamptz -".) The batch's ids are an array probed on
 -- the primary key: as an IN (subquery), a never-analysed jobs table had
 -- the planner hash them against a sequential scan of every job (issue 18).
@@ -216,7 +217,7 @@ WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state = 'completed'
-           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at IS NOT NULL
            AND x.finished_at < sqlc.arg(now)::timestamptz - q.completed_retention_us * '1 microsecond'::interval
          LIMIT @batch::integer
          FOR UPDATE SKIP LOCKED) AS y
@@ -225,7 +226,7 @@ WHERE j.id = ANY (ARRAY(
     (SELECT y.id FROM alkstore.queues q CROSS JOIN LATERAL (
          SELECT x.id FROM alkstore.jobs x
          WHERE x.queue = q.name AND x.state IN ('cancelled', 'expired', 'dead')
-           AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+           AND x.finished_at IS NOT NULL
            AND x.finished_at < sqlc.arg(now)::timestamptz - q.dead_retention_us * '1 microsecond'::interval
          LIMIT @batch::integer
          FOR UPDATE SKIP LOCKED) AS y
@@ -314,9 +315,9 @@ WITH RECURSIVE p AS (
     SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state = 'running' AND x.queue > r.queue)
     FROM r WHERE r.queue IS NOT NULL
 ), d AS (
-    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead')
+    SELECT min(x.queue) AS queue FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.finished_at IS NOT NULL
     UNION ALL
-    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.queue > d.queue)
+    SELECT (SELECT min(x.queue) FROM alkstore.jobs x WHERE x.state IN ('completed', 'cancelled', 'expired', 'dead') AND x.finished_at IS NOT NULL AND x.queue > d.queue)
     FROM d WHERE d.queue IS NOT NULL
 )
 SELECT queue::text FROM (SELECT queue FROM p UNION SELECT queue FROM r UNION SELECT queue FROM d) q

@@ -135,10 +135,11 @@ RETURNING id, unique_key;
 
 -- name: UniqueJobIDs :many
 -- The jobs holding these idempotency keys: a job holds its key while its
--- state is in its unique_states (the predicate of the partial index
--- jobs_unique, which this reads).
+-- state is in its unique_states, which jobs_unique's second column says
+-- (true, else NULL; schema 00039): this reads the range of each key's
+-- held entries and never the key's finished jobs.
 SELECT id, unique_key FROM alkstore.jobs
-WHERE unique_key = ANY(@unique_keys::bytea[]) AND strpos(unique_states, ',' || state || ',') > 0;
+WHERE unique_key = ANY(@unique_keys::bytea[]) AND NULLIF(strpos(unique_states, ',' || state || ',') > 0, false);
 
 -- name: ClaimJobs :many
 -- Up to max_jobs of the ready jobs and the jobs whose claim expired, in
@@ -479,7 +480,7 @@ SET state = 'pending', attempts = 0, run_at = @now::timestamptz, finished_at = N
 WHERE j.id = @id AND j.queue = @queue AND j.state IN ('dead', 'cancelled', 'expired')
   AND (j.unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM alkstore.jobs h
-      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND strpos(h.unique_states, ',' || h.state || ',') > 0));
+      WHERE h.unique_key = j.unique_key AND h.id <> j.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)));
 
 -- name: JobKeyHolder :one
 -- Why RequeueJob did not move a job: the job (dead, cancelled or expired)
@@ -487,7 +488,7 @@ WHERE j.id = @id AND j.queue = @queue AND j.state IN ('dead', 'cancelled', 'expi
 -- (NULL: none). No row: no such job in those states.
 SELECT x.unique_key, h.id AS holder_id
 FROM alkstore.jobs x
-LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+LEFT JOIN alkstore.jobs h ON h.unique_key = x.unique_key AND h.id <> x.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)
 WHERE x.id = @id AND x.queue = @queue::text AND x.state IN ('dead', 'cancelled', 'expired')
 LIMIT 1;
 
@@ -510,7 +511,7 @@ WHERE id IN (
               WHERE x.queue = @queue::text AND x.state = 'dead' AND x.finished_at <= @before::timestamptz
                 AND (x.unique_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM alkstore.jobs h
-                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND strpos(h.unique_states, ',' || h.state || ',') > 0
+                    WHERE h.unique_key = x.unique_key AND h.id <> x.id AND NULLIF(strpos(h.unique_states, ',' || h.state || ',') > 0, false)
                     OFFSET 0)) -- a probe per dead job: never an anti-join over the whole table
               ORDER BY x.finished_at
               LIMIT @batch::integer
@@ -530,10 +531,12 @@ DELETE FROM alkstore.jobs WHERE id = @id AND queue = @queue AND state <> 'runnin
 -- ids ordered by (state, id): with state = @state the planner may walk
 -- jobs_pkey in id order instead, filtering every other row of the table,
 -- when it misjudges where the state's rows lie (822 buffers for 100 rows
--- on the plan test's skewed queue; 307 this way). The literal state list
--- lets a generic plan use the partial index.
+-- on the plan test's skewed queue; 307 this way). finished_at IS NOT NULL
+-- (every finished job has it) is the partial index's predicate (schema
+-- 00039), which a generic plan needs said.
 SELECT j.* FROM (SELECT x.state, x.id FROM alkstore.jobs x
                  WHERE x.queue = @queue::text AND x.state IN ('completed', 'cancelled', 'expired', 'dead')
+                   AND x.finished_at IS NOT NULL
                    AND (x.state, x.id) > (@state::text, @after::bigint) AND x.state <= @state::text
                  ORDER BY x.state, x.id
                  LIMIT @max_jobs::integer) AS page
@@ -609,13 +612,13 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM prios p CROSS JOIN LATERAL (
         LIMIT @cap::integer) c)::bigint AS scheduled,
        (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'running'
                               ORDER BY queue, claim_expires_at LIMIT @cap::integer) c)::bigint AS running,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'dead'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'dead' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS dead,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'completed'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'completed' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS completed,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'cancelled'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'cancelled' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS cancelled,
-       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'expired'
+       (SELECT count(*) FROM (SELECT 1 FROM alkstore.jobs WHERE queue = @queue::text AND state = 'expired' AND finished_at IS NOT NULL
                               ORDER BY queue, finished_at LIMIT @cap::integer) c)::bigint AS expired,
        LEAST(COALESCE((SELECT min(p.run_at) FROM prios p), @now::timestamptz), @now::timestamptz)::timestamptz AS oldest_ready;
 
