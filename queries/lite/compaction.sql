@@ -24,9 +24,30 @@ VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
+-- name: UpdateCompactionHead :execrows
+-- SQLite only, a keyed publish's head when its key has a row: the winner
+-- rule as UpsertCompactionHead's DO UPDATE, without its INSERT. No row
+-- changed (a new key, or an event that lost by the winner rule): the
+-- publish runs UpsertCompactionHead next, which inserts the row or again
+-- changes nothing. For the usual publish, onto a key that has a row, the
+-- same one seek of the key as the upsert's conflict check, in a program of
+-- 78 instructions against the upsert's 127: the upsert makes the row it
+-- would insert, with its CHECK, before it finds the key's row. Callgrind
+-- of a process publishing at 1,024 keys, every head present, 4,000
+-- publishes: SQLite's share of an auto-commit keyed publish 164.4k ->
+-- 160.4k instructions (unkeyed 82.3k); a new key or a lost publish costs
+-- both statements.
+UPDATE alk_compaction_heads
+SET head_offset = CAST(@head_offset AS INTEGER), schema_version = CAST(@schema_version AS INTEGER),
+    compaction_rank = CAST(@compaction_rank AS INTEGER), updated_at = @now
+WHERE stream = @stream AND key = @key
+  AND (head_offset IS NULL
+       OR (CAST(@compaction_rank AS INTEGER), CAST(@head_offset AS INTEGER)) > (compaction_rank, head_offset));
+
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
--- PublishEvents, as one statement with the event.
+-- PublishEvents, as one statement with the event. A keyed publish runs
+-- UpdateCompactionHead first and this only when that changed no row.
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
 VALUES (@stream, @key, CAST(@head_offset AS INTEGER), CAST(@schema_version AS INTEGER), CAST(@compaction_rank AS INTEGER), @now, @now)
 ON CONFLICT (stream, key) DO UPDATE
