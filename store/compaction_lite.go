@@ -8,10 +8,9 @@ import (
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
-// Compaction statements on SQLite: the event and its head (an UPDATE of
-// the key's row, the upsert only when that changed nothing: putHead) run
-// in one transaction on the writer slot (litedriver.WriteTx, whose failure
-// rolls it back), or, inside the caller's transaction, behind a savepoint: SQLite
+// Compaction statements on SQLite: the event and its head upsert run in one
+// transaction on the writer slot (litedriver.WriteTx, whose failure rolls
+// it back), or, inside the caller's transaction, behind a savepoint: SQLite
 // keeps a transaction open after a failed statement, so a head write that
 // failed (an application's trigger, a full disk) would otherwise leave the
 // event, headless, for the caller's commit. Not one statement: an INSTEAD
@@ -41,9 +40,6 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 				return errSkipped("event")
 			}
 			off, head.HeadOffset = id, id
-			if n, err := o.q.UpdateCompactionHeadOn(w, headUpdate(head)); err != nil || n == 1 {
-				return err
-			}
 			return o.q.UpsertCompactionHeadOn(w, head)
 		})
 		return off, err
@@ -67,31 +63,15 @@ func (o liteOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) 
 			return err
 		}
 		head.HeadOffset = off
-		return liteOps{q: q}.putHead(ctx, head)
+		return q.UpsertCompactionHead(ctx, head)
 	})
 	return off, err
-}
-
-// putHead makes head's event its key's head by the winner rule: an
-// UPDATE of the key's row (UpdateCompactionHead), and only when that
-// changed nothing (no row yet, or the event lost) the upsert, which
-// inserts the row or changes nothing again.
-func (o liteOps) putHead(ctx context.Context, head litedb.UpsertCompactionHeadParams) error {
-	if n, err := o.q.UpdateCompactionHead(ctx, headUpdate(head)); err != nil || n == 1 {
-		return err
-	}
-	return o.q.UpsertCompactionHead(ctx, head)
-}
-
-func headUpdate(h litedb.UpsertCompactionHeadParams) litedb.UpdateCompactionHeadParams {
-	return litedb.UpdateCompactionHeadParams{HeadOffset: h.HeadOffset, SchemaVersion: h.SchemaVersion,
-		CompactionRank: h.CompactionRank, Now: h.Now, Stream: h.Stream, Key: h.Key}
 }
 
 // upsertHead makes off, a batch's rank-0 event of key, the key's head by
 // the winner rule.
 func (o liteOps) upsertHead(ctx context.Context, stream, key string, off int64, now time.Time) error {
-	return o.putHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: off,
+	return o.q.UpsertCompactionHead(ctx, litedb.UpsertCompactionHeadParams{Stream: stream, Key: key, HeadOffset: off,
 		SchemaVersion: 1, CompactionRank: 0, Now: now.UnixMicro()})
 }
 

@@ -611,7 +611,6 @@ var hotStatements = []hotStmt{
 	{name: "PublishKeyedEvent"},
 	{name: "PublishKeyedEventNotify", args: map[string]any{"wake": "s:kv"}}, // a keyed publish carrying its wake
 	{name: "PublishKeyedEventWithTxid"},
-	{name: "UpdateCompactionHead", only: "lite"}, // before UpsertCompactionHead, which runs when it changed no row
 	{name: "UpsertCompactionHead", only: "lite"},
 	{name: "GetCompactionHead"},
 	{name: "LockCompactionHead"},

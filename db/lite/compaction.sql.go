@@ -319,51 +319,6 @@ func (q *Queries) TouchHeadlessHead(ctx context.Context, arg TouchHeadlessHeadPa
 	return err
 }
 
-const updateCompactionHead = `-- name: UpdateCompactionHead :execrows
-UPDATE alk_compaction_heads
-SET head_offset = CAST(?1 AS INTEGER), schema_version = CAST(?2 AS INTEGER),
-    compaction_rank = CAST(?3 AS INTEGER), updated_at = ?4
-WHERE stream = ?5 AND key = ?6
-  AND (head_offset IS NULL
-       OR (CAST(?3 AS INTEGER), CAST(?1 AS INTEGER)) > (compaction_rank, head_offset))
-`
-
-type UpdateCompactionHeadParams struct {
-	HeadOffset     int64
-	SchemaVersion  int64
-	CompactionRank int64
-	Now            int64
-	Stream         string
-	Key            string
-}
-
-// SQLite only, a keyed publish's head when its key has a row: the winner
-// rule as UpsertCompactionHead's DO UPDATE, without its INSERT. No row
-// changed (a new key, or an event that lost by the winner rule): the
-// publish runs UpsertCompactionHead next, which inserts the row or again
-// changes nothing. For the usual publish, onto a key that has a row, the
-// same one seek of the key as the upsert's conflict check, in a program of
-// 78 instructions against the upsert's 127: the upsert makes the row it
-// would insert, with its CHECK, before it finds the key's row. Callgrind
-// of a process publishing at 1,024 keys, every head present, 4,000
-// publishes: SQLite's share of an auto-commit keyed publish 164.4k ->
-// 160.4k instructions (unkeyed 82.3k); a new key or a lost publish costs
-// both statements.
-func (q *Queries) UpdateCompactionHead(ctx context.Context, arg UpdateCompactionHeadParams) (int64, error) {
-	result, err := q.exec(ctx, q.updateCompactionHeadStmt, updateCompactionHead,
-		arg.HeadOffset,
-		arg.SchemaVersion,
-		arg.CompactionRank,
-		arg.Now,
-		arg.Stream,
-		arg.Key,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const upsertCompactionHead = `-- name: UpsertCompactionHead :exec
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
 VALUES (?1, ?2, CAST(?3 AS INTEGER), CAST(?4 AS INTEGER), CAST(?5 AS INTEGER), ?6, ?6)
@@ -384,8 +339,16 @@ type UpsertCompactionHeadParams struct {
 }
 
 // SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
-// PublishEvents, as one statement with the event. A keyed publish runs
-// UpdateCompactionHead first and this only when that changed no row.
+// PublishEvents, as one statement with the event. Not an UPDATE of the
+// key's row first with this upsert only when it changed nothing (a new
+// key, a lost publish): both seek the key once, and the UPDATE's program
+// (78 instructions against 127: the upsert makes and checks the row it
+// would insert before its conflict check) saved SQLite 4.0k of an
+// auto-commit keyed publish onto a present key (164.4k -> 160.4k;
+// unkeyed 82.3k), but a new key's publish then costs both statements,
+// +18.6k (161.3k -> 179.9k), and one in a Tx gained nothing (176.0k ->
+// 180.2k, one run a side). Callgrind of a process, 4,000 publishes at
+// 1,024 keys or all new (issue 18, stop 49).
 func (q *Queries) UpsertCompactionHead(ctx context.Context, arg UpsertCompactionHeadParams) error {
 	_, err := q.exec(ctx, q.upsertCompactionHeadStmt, upsertCompactionHead,
 		arg.Stream,

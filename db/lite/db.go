@@ -429,9 +429,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.uniqueJobIDsStmt, err = db.PrepareContext(ctx, uniqueJobIDs); err != nil {
 		return nil, fmt.Errorf("error preparing query UniqueJobIDs: %w", err)
 	}
-	if q.updateCompactionHeadStmt, err = db.PrepareContext(ctx, updateCompactionHead); err != nil {
-		return nil, fmt.Errorf("error preparing query UpdateCompactionHead: %w", err)
-	}
 	if q.upsertCompactionHeadStmt, err = db.PrepareContext(ctx, upsertCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query UpsertCompactionHead: %w", err)
 	}
@@ -1121,11 +1118,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing uniqueJobIDsStmt: %w", cerr)
 		}
 	}
-	if q.updateCompactionHeadStmt != nil {
-		if cerr := q.updateCompactionHeadStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing updateCompactionHeadStmt: %w", cerr)
-		}
-	}
 	if q.upsertCompactionHeadStmt != nil {
 		if cerr := q.upsertCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing upsertCompactionHeadStmt: %w", cerr)
@@ -1315,7 +1307,6 @@ type Queries struct {
 	unheadRetainedStmt              *sql.Stmt
 	unheadTrimmedStmt               *sql.Stmt
 	uniqueJobIDsStmt                *sql.Stmt
-	updateCompactionHeadStmt        *sql.Stmt
 	upsertCompactionHeadStmt        *sql.Stmt
 	upsertGroupMemberStmt           *sql.Stmt
 	upsertScheduleStmt              *sql.Stmt
@@ -1460,7 +1451,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		unheadRetainedStmt:              q.unheadRetainedStmt,
 		unheadTrimmedStmt:               q.unheadTrimmedStmt,
 		uniqueJobIDsStmt:                q.uniqueJobIDsStmt,
-		updateCompactionHeadStmt:        q.updateCompactionHeadStmt,
 		upsertCompactionHeadStmt:        q.upsertCompactionHeadStmt,
 		upsertGroupMemberStmt:           q.upsertGroupMemberStmt,
 		upsertScheduleStmt:              q.upsertScheduleStmt,

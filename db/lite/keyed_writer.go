@@ -1,11 +1,10 @@
 package litedb
 
-// Written by hand, not by sqlc: PublishKeyedEvent's, UpdateCompactionHead's
-// and UpsertCompactionHead's statements run on a litedriver.Writer (inside
+// Written by hand, not by sqlc: PublishKeyedEvent's and
+// UpsertCompactionHead's statements run on a litedriver.Writer (inside
 // litedriver.WriteTx's transaction, without database/sql's).
 // TestKeyedWriterIsGenerated holds their statements and arguments to the
-// generated PublishKeyedEvent's, UpdateCompactionHead's and
-// UpsertCompactionHead's.
+// generated PublishKeyedEvent's and UpsertCompactionHead's.
 
 import "github.com/alkstore/alkstore/internal/litedriver"
 
@@ -19,20 +18,6 @@ func (q *Queries) PublishKeyedEventOn(w *litedriver.Writer, arg PublishKeyedEven
 		arg.Payload,
 		arg.Headers,
 	)
-}
-
-// UpdateCompactionHeadOn runs UpdateCompactionHead's statement on w and
-// returns the rows it changed.
-func (q *Queries) UpdateCompactionHeadOn(w *litedriver.Writer, arg UpdateCompactionHeadParams) (int64, error) {
-	_, n, err := w.Exec(updateCompactionHead,
-		arg.HeadOffset,
-		arg.SchemaVersion,
-		arg.CompactionRank,
-		arg.Now,
-		arg.Stream,
-		arg.Key,
-	)
-	return n, err
 }
 
 // UpsertCompactionHeadOn runs UpsertCompactionHead's statement on w.

@@ -24,30 +24,18 @@ VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 INSERT INTO alk_events (stream, key, payload, headers)
 VALUES (@stream, CAST(@key AS TEXT), sqlc.narg(payload), sqlc.narg(headers));
 
--- name: UpdateCompactionHead :execrows
--- SQLite only, a keyed publish's head when its key has a row: the winner
--- rule as UpsertCompactionHead's DO UPDATE, without its INSERT. No row
--- changed (a new key, or an event that lost by the winner rule): the
--- publish runs UpsertCompactionHead next, which inserts the row or again
--- changes nothing. For the usual publish, onto a key that has a row, the
--- same one seek of the key as the upsert's conflict check, in a program of
--- 78 instructions against the upsert's 127: the upsert makes the row it
--- would insert, with its CHECK, before it finds the key's row. Callgrind
--- of a process publishing at 1,024 keys, every head present, 4,000
--- publishes: SQLite's share of an auto-commit keyed publish 164.4k ->
--- 160.4k instructions (unkeyed 82.3k); a new key or a lost publish costs
--- both statements.
-UPDATE alk_compaction_heads
-SET head_offset = CAST(@head_offset AS INTEGER), schema_version = CAST(@schema_version AS INTEGER),
-    compaction_rank = CAST(@compaction_rank AS INTEGER), updated_at = @now
-WHERE stream = @stream AND key = @key
-  AND (head_offset IS NULL
-       OR (CAST(@compaction_rank AS INTEGER), CAST(@head_offset AS INTEGER)) > (compaction_rank, head_offset));
-
 -- name: UpsertCompactionHead :exec
 -- SQLite only: PostgreSQL upserts the head inside PublishKeyedEvent and
--- PublishEvents, as one statement with the event. A keyed publish runs
--- UpdateCompactionHead first and this only when that changed no row.
+-- PublishEvents, as one statement with the event. Not an UPDATE of the
+-- key's row first with this upsert only when it changed nothing (a new
+-- key, a lost publish): both seek the key once, and the UPDATE's program
+-- (78 instructions against 127: the upsert makes and checks the row it
+-- would insert before its conflict check) saved SQLite 4.0k of an
+-- auto-commit keyed publish onto a present key (164.4k -> 160.4k;
+-- unkeyed 82.3k), but a new key's publish then costs both statements,
+-- +18.6k (161.3k -> 179.9k), and one in a Tx gained nothing (176.0k ->
+-- 180.2k, one run a side). Callgrind of a process, 4,000 publishes at
+-- 1,024 keys or all new (issue 18, stop 49).
 INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
 VALUES (@stream, @key, CAST(@head_offset AS INTEGER), CAST(@schema_version AS INTEGER), CAST(@compaction_rank AS INTEGER), @now, @now)
 ON CONFLICT (stream, key) DO UPDATE
