@@ -840,6 +840,12 @@ func (w *worker) claimLoop(ctx context.Context) {
 		}
 	}()
 	done := make(chan claimDone, most)
+	reqs := make(chan claimSend)
+	var claiming sync.WaitGroup
+	for range most + 1 {
+		claiming.Go(func() { w.claimers(ctx, reqs, done, most) })
+	}
+	defer func() { close(reqs); claiming.Wait() }()
 	// inFlight: claims sent and not yet back; inFlightSlots: the slots
 	// they were sent with.
 	inFlight, inFlightSlots := 0, 0
@@ -911,48 +917,11 @@ func (w *worker) claimLoop(ctx context.Context) {
 				}
 				inFlight++
 				inFlightSlots += n
-				go func(woke bool) {
-					began := w.q.s.now()
-					// One claim at a time (SQLite): once it holds the
-					// writer, it also reserves the slots freed while it
-					// waited there, up to a batch (a burn-down's claims
-					// were 27-41 jobs of 100, and half of the claims went).
-					extra := 0
-					var grow func() int
-					if most == 1 {
-						grow = func() int {
-							// The writer is ours: the ack loop may lend
-							// us its batch (takeLent, settleLent).
-							w.lendMu.Lock()
-							w.claimOpen = true
-							w.lendMu.Unlock()
-							select {
-							case w.claimHeld <- struct{}{}:
-							default:
-							}
-							for n+extra < w.opts.Batch {
-								select {
-								case w.slots <- struct{}{}:
-									extra++
-								default:
-									return extra
-								}
-							}
-							return extra
-						}
-					}
-					var lent *lentAck
-					if most == 1 {
-						lent = new(lentAck)
-						lent.take = func() []claimRef { return w.takeLent(lent) }
-					}
-					sent := time.Now()
-					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
-					done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
-					if most == 1 {
-						w.settleLent(lent)
-					}
-				}(woke)
+				select {
+				case reqs <- claimSend{n: n, woke: woke}:
+				default: // every claimer is busy (reporting an ack): never wait for one
+					go w.sendClaim(ctx, n, woke, done, most)
+				}
 				woke = false
 				continue
 			}
@@ -1002,6 +971,72 @@ func (w *worker) claimLoop(ctx context.Context) {
 			w.resting.Store(false)
 		case <-stop:
 		}
+	}
+}
+
+// claimSend is a claim the claim loop sends: n reserved slots, and
+// whether a wake started it.
+type claimSend struct {
+	n    int
+	woke bool
+}
+
+// claimers are the goroutines that run a worker loop's claims, one
+// request after another (claimLoop): one more than the claims in flight,
+// so that a claim goes while the goroutine of the last one still reports
+// the ack it carried (settleLent). They live as long as the loop: a claim
+// on a goroutine of its own grew that goroutine's stack from its start
+// for every claim (SQLite's statements run deep on the claim's goroutine:
+// 3-4 stack copies a claim, about 500 instructions a job of a
+// burn-down), where a claimer's stack, once grown, stays. A claim that
+// finds none of them waiting goes on a goroutine of its own, as before.
+func (w *worker) claimers(ctx context.Context, reqs <-chan claimSend, done chan<- claimDone, most int) {
+	for req := range reqs {
+		w.sendClaim(ctx, req.n, req.woke, done, most)
+	}
+}
+
+// sendClaim runs one claim of n slots and sends its outcome on done.
+func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- claimDone, most int) {
+	began := w.q.s.now()
+	// One claim at a time (SQLite): once it holds the
+	// writer, it also reserves the slots freed while it
+	// waited there, up to a batch (a burn-down's claims
+	// were 27-41 jobs of 100, and half of the claims went).
+	extra := 0
+	var grow func() int
+	if most == 1 {
+		grow = func() int {
+			// The writer is ours: the ack loop may lend
+			// us its batch (takeLent, settleLent).
+			w.lendMu.Lock()
+			w.claimOpen = true
+			w.lendMu.Unlock()
+			select {
+			case w.claimHeld <- struct{}{}:
+			default:
+			}
+			for n+extra < w.opts.Batch {
+				select {
+				case w.slots <- struct{}{}:
+					extra++
+				default:
+					return extra
+				}
+			}
+			return extra
+		}
+	}
+	var lent *lentAck
+	if most == 1 {
+		lent = new(lentAck)
+		lent.take = func() []claimRef { return w.takeLent(lent) }
+	}
+	sent := time.Now()
+	jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
+	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
+	if most == 1 {
+		w.settleLent(lent)
 	}
 }
 
