@@ -119,7 +119,7 @@ func (q *Queries) AckJobsCounted(ctx context.Context, arg AckJobsCountedParams) 
 
 const ackJobsOfClaim = `-- name: AckJobsOfClaim :execrows
 DELETE FROM alk_jobs
-WHERE claim_token = CAST(?1 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?2 AS INTEGER)
+WHERE claim_token = CAST(?1 AS INTEGER) AND claim_expires_at > CAST(?2 AS INTEGER)
   AND +queue = CAST(?3 AS TEXT)
   AND id IN (/*SLICE:ids*/?)
 `
@@ -151,7 +151,13 @@ type AckJobsOfClaimParams struct {
 // claims with many, and sends the runs of 8 or more ids without a gap as
 // ranges (AckJobsOfClaimInRange). +queue: with a usable equality on queue, SQLite
 // walked alk_jobs_running over every running job of the queue instead
-// of seeking the ids.
+// of seeking the ids. The fence is the claim's token and its expiry,
+// without state = 'running': alk_jobs's CHECK (every schema's, since
+// 00001) holds a row running exactly when it has a token and an expiry,
+// so a row that matches both is running, and the test of the state's
+// text cost SQLite about 0.7k instructions a job (callgrind of the whole
+// process, a loop of Claim of 100 and AckMany, 21,000 jobs less 6,000:
+// SQLite's share 67.49k -> 66.76k a job).
 func (q *Queries) AckJobsOfClaim(ctx context.Context, arg AckJobsOfClaimParams) (int64, error) {
 	query := ackJobsOfClaim
 	var queryParams []interface{}
@@ -175,7 +181,7 @@ func (q *Queries) AckJobsOfClaim(ctx context.Context, arg AckJobsOfClaimParams) 
 
 const ackJobsOfClaimInRange = `-- name: AckJobsOfClaimInRange :execrows
 DELETE FROM alk_jobs
-WHERE claim_token = CAST(?1 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?2 AS INTEGER)
+WHERE claim_token = CAST(?1 AS INTEGER) AND claim_expires_at > CAST(?2 AS INTEGER)
   AND +queue = CAST(?3 AS TEXT)
   AND id BETWEEN CAST(?4 AS INTEGER) AND CAST(?5 AS INTEGER)
 `
@@ -853,7 +859,7 @@ func (q *Queries) CompleteJobsCounted(ctx context.Context, arg CompleteJobsCount
 const completeJobsOfClaim = `-- name: CompleteJobsOfClaim :execrows
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE claim_token = CAST(?2 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
+WHERE claim_token = CAST(?2 AS INTEGER) AND claim_expires_at > CAST(?1 AS INTEGER)
   AND +queue = CAST(?3 AS TEXT)
   AND id IN (/*SLICE:ids*/?)
 `
@@ -891,7 +897,7 @@ func (q *Queries) CompleteJobsOfClaim(ctx context.Context, arg CompleteJobsOfCla
 const completeJobsOfClaimInRange = `-- name: CompleteJobsOfClaimInRange :execrows
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE claim_token = CAST(?2 AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(?1 AS INTEGER)
+WHERE claim_token = CAST(?2 AS INTEGER) AND claim_expires_at > CAST(?1 AS INTEGER)
   AND +queue = CAST(?3 AS TEXT)
   AND id BETWEEN CAST(?4 AS INTEGER) AND CAST(?5 AS INTEGER)
 `

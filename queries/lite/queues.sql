@@ -468,9 +468,15 @@ SELECT EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = CAST(@queue AS TEXT) AN
 -- claims with many, and sends the runs of 8 or more ids without a gap as
 -- ranges (AckJobsOfClaimInRange). +queue: with a usable equality on queue, SQLite
 -- walked alk_jobs_running over every running job of the queue instead
--- of seeking the ids.
+-- of seeking the ids. The fence is the claim's token and its expiry,
+-- without state = 'running': alk_jobs's CHECK (every schema's, since
+-- 00001) holds a row running exactly when it has a token and an expiry,
+-- so a row that matches both is running, and the test of the state's
+-- text cost SQLite about 0.7k instructions a job (callgrind of the whole
+-- process, a loop of Claim of 100 and AckMany, 21,000 jobs less 6,000:
+-- SQLite's share 67.49k -> 66.76k a job).
 DELETE FROM alk_jobs
-WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id IN (sqlc.slice(ids));
 
@@ -483,7 +489,7 @@ WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND clai
 -- running jobs, SQLite alone: 25.6k instructions a job with the exact
 -- list, 20.5k with the range.
 DELETE FROM alk_jobs
-WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id BETWEEN CAST(@first_id AS INTEGER) AND CAST(@last_id AS INTEGER);
 
@@ -492,7 +498,7 @@ WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND clai
 -- read with QueueKeepsCompleted): the jobs end completed.
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id IN (sqlc.slice(ids));
 
@@ -501,7 +507,7 @@ WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND clai
 -- AckJobsOfClaimInRange).
 UPDATE alk_jobs
 SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
-WHERE claim_token = CAST(@claim_token AS INTEGER) AND state = 'running' AND claim_expires_at > CAST(@now AS INTEGER)
+WHERE claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
   AND +queue = CAST(@queue AS TEXT)
   AND id BETWEEN CAST(@first_id AS INTEGER) AND CAST(@last_id AS INTEGER);
 
