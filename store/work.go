@@ -369,6 +369,7 @@ type worker struct {
 	ackCtx    context.Context
 	ackMore   func() []*Job
 	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
+	claiming  sync.WaitGroup // the claimers (see claimers)
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
 	// without waiting, and one that finds queue empty waits on todo
@@ -486,6 +487,7 @@ func (w *worker) run(ctx context.Context) {
 	w.step.Store(stepAcks)
 	close(w.acks)
 	<-ackerDone
+	w.claiming.Wait()
 }
 
 // hand queues a claim's jobs for the handler goroutines and calls one,
@@ -841,11 +843,10 @@ func (w *worker) claimLoop(ctx context.Context) {
 	}()
 	done := make(chan claimDone, most)
 	reqs := make(chan claimSend)
-	var claiming sync.WaitGroup
 	for range most + 1 {
-		claiming.Go(func() { w.claimers(ctx, reqs, done, most) })
+		w.claiming.Go(func() { w.claimers(ctx, reqs, done, most) })
 	}
-	defer func() { close(reqs); claiming.Wait() }()
+	defer close(reqs) // run waits for the claimers once the acks ended (see claimers)
 	// inFlight: claims sent and not yet back; inFlightSlots: the slots
 	// they were sent with.
 	inFlight, inFlightSlots := 0, 0
@@ -990,6 +991,10 @@ type claimSend struct {
 // 3-4 stack copies a claim, about 500 instructions a job of a
 // burn-down), where a claimer's stack, once grown, stays. A claim that
 // finds none of them waiting goes on a goroutine of its own, as before.
+// The claim loop returns without waiting for them (a claimer may still
+// be reporting, or acking, what the ack loop lent its claim, which a
+// stop's grace and hard stop must not wait for): run waits for them
+// once the ack loop ended, which a lent batch's report comes before.
 func (w *worker) claimers(ctx context.Context, reqs <-chan claimSend, done chan<- claimDone, most int) {
 	for req := range reqs {
 		w.sendClaim(ctx, req.n, req.woke, done, most)
