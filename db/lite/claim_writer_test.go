@@ -114,3 +114,21 @@ func TestClaimStampCastsNothingPerRow(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimAckFencesWithoutTheState: a worker's ack of a claim's jobs
+// (AckJobsOfClaim, CompleteJobsOfClaim, their range forms) is fenced by
+// the claim's token and expiry alone: alk_jobs's CHECK makes a row that
+// holds both a running one, and a test of the state's text costs every
+// row (about 0.7k instructions a job; callgrind).
+func TestClaimAckFencesWithoutTheState(t *testing.T) {
+	for name, query := range map[string]string{"AckJobsOfClaim": ackJobsOfClaim, "AckJobsOfClaimInRange": ackJobsOfClaimInRange,
+		"CompleteJobsOfClaim": completeJobsOfClaim, "CompleteJobsOfClaimInRange": completeJobsOfClaimInRange} {
+		where := query[strings.Index(query, "\nWHERE "):]
+		if !strings.Contains(where, "claim_token = CAST(?") || !strings.Contains(where, "claim_expires_at > CAST(?") {
+			t.Errorf("%s: not fenced by the claim's token and expiry:\n%s", name, where)
+		}
+		if strings.Contains(where, "state =") {
+			t.Errorf("%s tests the state, once a row:\n%s", name, where)
+		}
+	}
+}
