@@ -447,17 +447,23 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			rows = rows[:n]
 		}
 		if len(rows) > 0 {
+			// The stamp's values are bound as the columns' own types, not
+			// cast in the statement: SQLite evaluates an UPDATE's SET
+			// expressions for every row, a CAST of each parameter included
+			// (see ClaimJobs). sqlc types a parameter a nullable column
+			// takes uncast as a pointer.
+			stampedAt, expiresAt, token, worker := now, r.expiresAt.UnixMicro(), r.token, r.worker
 			var stamped int64
 			if len(rows) == 1 { // a list of one costs SQLite more than the id (ClaimJob)
-				stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-					ClaimToken: r.token, Worker: r.worker, ID: rows[0].id})
+				stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: &stampedAt, ClaimExpiresAt: &expiresAt,
+					ClaimToken: &token, Worker: &worker, ID: rows[0].id})
 			} else {
 				ids := make([]int64, len(rows))
 				for i, row := range rows {
 					ids[i] = row.id
 				}
-				stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: now, ClaimExpiresAt: r.expiresAt.UnixMicro(),
-					ClaimToken: r.token, Worker: r.worker, Ids: ids})
+				stamped, err = o.q.ClaimJobsOn(w, litedb.ClaimJobsParams{Now: &stampedAt, ClaimExpiresAt: &expiresAt,
+					ClaimToken: &token, Worker: &worker, Ids: ids})
 			}
 			if err != nil {
 				return err

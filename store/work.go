@@ -369,6 +369,7 @@ type worker struct {
 	ackCtx    context.Context
 	ackMore   func() []*Job
 	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
+	claiming  sync.WaitGroup // the claimers (see claimers)
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
 	// without waiting, and one that finds queue empty waits on todo
@@ -486,6 +487,7 @@ func (w *worker) run(ctx context.Context) {
 	w.step.Store(stepAcks)
 	close(w.acks)
 	<-ackerDone
+	w.claiming.Wait()
 }
 
 // hand queues a claim's jobs for the handler goroutines and calls one,
@@ -840,6 +842,11 @@ func (w *worker) claimLoop(ctx context.Context) {
 		}
 	}()
 	done := make(chan claimDone, most)
+	reqs := make(chan claimSend)
+	for range most + 1 {
+		w.claiming.Go(func() { w.claimers(ctx, reqs, done, most) })
+	}
+	defer close(reqs) // run waits for the claimers once the acks ended (see claimers)
 	// inFlight: claims sent and not yet back; inFlightSlots: the slots
 	// they were sent with.
 	inFlight, inFlightSlots := 0, 0
@@ -911,48 +918,11 @@ func (w *worker) claimLoop(ctx context.Context) {
 				}
 				inFlight++
 				inFlightSlots += n
-				go func(woke bool) {
-					began := w.q.s.now()
-					// One claim at a time (SQLite): once it holds the
-					// writer, it also reserves the slots freed while it
-					// waited there, up to a batch (a burn-down's claims
-					// were 27-41 jobs of 100, and half of the claims went).
-					extra := 0
-					var grow func() int
-					if most == 1 {
-						grow = func() int {
-							// The writer is ours: the ack loop may lend
-							// us its batch (takeLent, settleLent).
-							w.lendMu.Lock()
-							w.claimOpen = true
-							w.lendMu.Unlock()
-							select {
-							case w.claimHeld <- struct{}{}:
-							default:
-							}
-							for n+extra < w.opts.Batch {
-								select {
-								case w.slots <- struct{}{}:
-									extra++
-								default:
-									return extra
-								}
-							}
-							return extra
-						}
-					}
-					var lent *lentAck
-					if most == 1 {
-						lent = new(lentAck)
-						lent.take = func() []claimRef { return w.takeLent(lent) }
-					}
-					sent := time.Now()
-					jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
-					done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
-					if most == 1 {
-						w.settleLent(lent)
-					}
-				}(woke)
+				select {
+				case reqs <- claimSend{n: n, woke: woke}:
+				default: // every claimer is busy (reporting an ack): never wait for one
+					go w.sendClaim(ctx, n, woke, done, most)
+				}
 				woke = false
 				continue
 			}
@@ -1002,6 +972,76 @@ func (w *worker) claimLoop(ctx context.Context) {
 			w.resting.Store(false)
 		case <-stop:
 		}
+	}
+}
+
+// claimSend is a claim the claim loop sends: n reserved slots, and
+// whether a wake started it.
+type claimSend struct {
+	n    int
+	woke bool
+}
+
+// claimers are the goroutines that run a worker loop's claims, one
+// request after another (claimLoop): one more than the claims in flight,
+// so that a claim goes while the goroutine of the last one still reports
+// the ack it carried (settleLent). They live as long as the loop: a claim
+// on a goroutine of its own grew that goroutine's stack from its start
+// for every claim (SQLite's statements run deep on the claim's goroutine:
+// 3-4 stack copies a claim, about 500 instructions a job of a
+// burn-down), where a claimer's stack, once grown, stays. A claim that
+// finds none of them waiting goes on a goroutine of its own, as before.
+// The claim loop returns without waiting for them (a claimer may still
+// be reporting, or acking, what the ack loop lent its claim, which a
+// stop's grace and hard stop must not wait for): run waits for them
+// once the ack loop ended, which a lent batch's report comes before.
+func (w *worker) claimers(ctx context.Context, reqs <-chan claimSend, done chan<- claimDone, most int) {
+	for req := range reqs {
+		w.sendClaim(ctx, req.n, req.woke, done, most)
+	}
+}
+
+// sendClaim runs one claim of n slots and sends its outcome on done.
+func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- claimDone, most int) {
+	began := w.q.s.now()
+	// One claim at a time (SQLite): once it holds the
+	// writer, it also reserves the slots freed while it
+	// waited there, up to a batch (a burn-down's claims
+	// were 27-41 jobs of 100, and half of the claims went).
+	extra := 0
+	var grow func() int
+	if most == 1 {
+		grow = func() int {
+			// The writer is ours: the ack loop may lend
+			// us its batch (takeLent, settleLent).
+			w.lendMu.Lock()
+			w.claimOpen = true
+			w.lendMu.Unlock()
+			select {
+			case w.claimHeld <- struct{}{}:
+			default:
+			}
+			for n+extra < w.opts.Batch {
+				select {
+				case w.slots <- struct{}{}:
+					extra++
+				default:
+					return extra
+				}
+			}
+			return extra
+		}
+	}
+	var lent *lentAck
+	if most == 1 {
+		lent = new(lentAck)
+		lent.take = func() []claimRef { return w.takeLent(lent) }
+	}
+	sent := time.Now()
+	jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
+	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
+	if most == 1 {
+		w.settleLent(lent)
 	}
 }
 

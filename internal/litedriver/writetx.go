@@ -59,7 +59,7 @@ type Writer struct {
 // Exec runs query (one statement, prepared on the connection the first
 // time it runs there and kept until the connection closes: pass only the
 // store's own constant statements) with args bound to its parameters in
-// order: nil, string, *string, []byte, Blob, int64. It returns the
+// order: nil, string, *string, []byte, Blob, int64, *int64. It returns the
 // connection's last inserted rowid and the statement's changes, as
 // database/sql's Result would (an application's trigger's own inserts leave
 // the rowid as it was once the trigger ends).
@@ -250,6 +250,11 @@ func bind(s *sqlite3.Stmt, i int, a any) error {
 		return s.BindBlob(i, v)
 	case int64:
 		return s.BindInt64(i, v)
+	case *int64:
+		if v == nil {
+			return s.BindNull(i)
+		}
+		return s.BindInt64(i, *v)
 	}
 	return fmt.Errorf("litedriver: Writer.Exec cannot bind %T", a)
 }

@@ -205,3 +205,35 @@ func TestWriterQueryReadsRowsInTheTransaction(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestWriterBindsPointers: Writer.Exec binds a *int64 and a *string as
+// their values, and nil ones as NULL (sqlc types the parameters that
+// nullable columns take uncast as pointers: the claim's stamp).
+func TestWriterBindsPointers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := litedriver.OpenInterruptible("file:"+filepath.Join(t.TempDir(), "p.db")+"?_txlock=immediate", &litedriver.Interrupter{})
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, `CREATE TABLE p (id INTEGER PRIMARY KEY, n INTEGER, s TEXT)`)
+	require.NoError(t, err)
+	n, s := int64(42), "text"
+	require.NoError(t, litedriver.WriteTx(ctx, db, func(w *litedriver.Writer) error {
+		if _, _, err := w.Exec("INSERT INTO p (id, n, s) VALUES (?1, ?2, ?3)", int64(1), &n, &s); err != nil {
+			return err
+		}
+		_, _, err := w.Exec("INSERT INTO p (id, n, s) VALUES (?1, ?2, ?3)", int64(2), (*int64)(nil), (*string)(nil))
+		return err
+	}))
+	var got1, got2 struct {
+		n sql.NullInt64
+		s sql.NullString
+	}
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT n, s FROM p WHERE id = 1").Scan(&got1.n, &got1.s))
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT n, s FROM p WHERE id = 2").Scan(&got2.n, &got2.s))
+	assert.Equal(t, sql.NullInt64{Int64: 42, Valid: true}, got1.n)
+	assert.Equal(t, sql.NullString{String: "text", Valid: true}, got1.s)
+	assert.False(t, got2.n.Valid, "a nil *int64 binds NULL")
+	assert.False(t, got2.s.Valid, "a nil *string binds NULL")
+}
