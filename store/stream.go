@@ -335,22 +335,31 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 // whatever its rank. Surviving events keep their offsets; saved consumer
 // offsets stay valid. A negative horizon deletes nothing. On PostgreSQL it
 // drops whole event partitions where it can (see
-// Maintenance.DropExpiredPartitions).
+// Maintenance.DropExpiredPartitions); on an error it still counts the
+// events of the partitions it dropped before it (each drop commits on its
+// own).
 func (st *Stream) TrimTo(ctx context.Context, horizon int64) (int64, error) {
-	return run(st.handle, "trim", autoWrite(ctx), func(o target) (int64, error) {
+	var gone int64 // counted outside run, which returns 0 with an error
+	_, err := run(st.handle, "trim", autoWrite(ctx), func(o target) (int64, error) {
 		if horizon < 0 {
 			return 0, nil
 		}
 		// On PostgreSQL, partitions holding nothing but trimmed or expired
-		// events go whole; the rows of the others are deleted one by one.
+		// events go whole; the rows of the others are deleted one by one
+		// (in one transaction: none counted if it fails).
 		now := st.s.now()
 		_, dropped, err := o.dropExpiredPartitions(ctx, now, st.name, horizon)
+		gone = dropped
 		if err != nil {
 			return dropped, err
 		}
 		n, err := o.trim(ctx, st.name, horizon, now)
-		return dropped + n, err
+		if err == nil {
+			gone += n
+		}
+		return gone, err
 	})
+	return gone, err
 }
 
 // Subscribe returns a receiver that replays consumer's events from its

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"slices"
@@ -370,6 +371,67 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 			assert.Contains(t, names, "events_p51", "ahead of the offsets")
 		}
 	})
+}
+
+// TestPartitionDropsCountedWhenCut: partition drops commit one by one, so
+// a DropExpiredPartitions (a janitor pass's, say) or a TrimTo whose context
+// ends after it dropped a partition still reports it with the error: the
+// janitor's PartitionsDropped and TrimTo's count are not lost. Before,
+// both returned 0 with the error (the store's run drops the value), and
+// TestRetentionDropsWholePartitions, its passes running out of their 2 s
+// budget under load, saw its three drops happen (the partitions gone, the
+// row deletes 18) but reported as 0. A statement hook cancels the context
+// right after the second partition's streams are read, that is after the
+// first partition's drop committed and before the second's. PostgreSQL
+// only (SQLite has no partitions).
+func TestPartitionDropsCountedWhenCut(t *testing.T) {
+	parallelTest(t)
+	for _, trim := range []bool{false, true} {
+		t.Run(map[bool]string{false: "retention", true: "trim"}[trim], func(t *testing.T) {
+			e := newEnv(t, "pg")
+			c, cancel := context.WithCancel(ctx(t))
+			defer cancel()
+			var mu sync.Mutex
+			reads := 0
+			clk := &offsetClock{}
+			s := e.openHooked(t, func(name string) {
+				mu.Lock()
+				defer mu.Unlock()
+				if name == "PartitionStreams" {
+					if reads++; reads == 2 {
+						cancel()
+					}
+				}
+			}, store.WithClock(clk.Now))
+			_, err := s.Maintenance().CreatePartitions(ctx(t), store.PartitionOpts{Size: 10, Ahead: 8})
+			require.NoError(t, err)
+			st := s.Stream("cut")
+			if !trim {
+				require.NoError(t, st.Configure(ctx(t), store.StreamConfig{Retention: time.Hour}))
+			}
+			ids := publishEmpty(t, st, 30) // three whole partitions
+			require.EqualValues(t, 1, ids[0])
+			// Wait for the settled horizon to pass them (a read is cut
+			// there), so the one call below looks at every partition.
+			require.Eventually(t, func() bool { return len(readAll(t, st)) == 30 }, 30*time.Second, 10*time.Millisecond)
+			clk.Advance(2 * time.Hour)
+			var n int64
+			if trim {
+				n, err = st.TrimTo(c, 30)
+			} else {
+				n, err = s.Maintenance().DropExpiredPartitions(c)
+			}
+			require.ErrorIs(t, err, context.Canceled)
+			names := partitionNames(t, e)
+			assert.NotContains(t, names, "events_p1", "the first partition was dropped")
+			assert.Contains(t, names, "events_p11", "the cut came before the second")
+			if trim {
+				assert.EqualValues(t, 10, n, "TrimTo counts the dropped partition's events")
+			} else {
+				assert.EqualValues(t, 1, n, "the dropped partition is counted")
+			}
+		})
+	}
 }
 
 // TestTrimToDropsWholePartitions: TrimTo drops the partitions holding only
