@@ -12,7 +12,8 @@
 -- A predicate that tests one column for NULL costs about 6k.
 --
 -- Three indexes are built again under predicates that test columns for
--- NULL, holding the same rows:
+-- NULL (the finished ones hold the same rows; jobs_unique now holds every
+-- job with a key, a finished one with NULL in its second column):
 --   jobs_finished, jobs_listing: finished_at IS NOT NULL (was: state is
 --     completed, cancelled, expired or dead). Every statement that moves a
 --     job to a final state sets finished_at, and every one that moves it
