@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -150,5 +151,41 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 				assert.EqualValues(t, 1, n, "the pass counts a's committed deletes with its error")
 			})
 		}
+	})
+}
+
+// TestAckManyCountsWhatCommittedWhenCut: on PostgreSQL an AckMany some of
+// whose claims were lost takes two auto-commit statements (AckJobs, then
+// CompleteJobs for what it did not delete); a context that ends between
+// them leaves the first one's acks committed, and AckMany counts them with
+// its error (before: 0, the store's run dropping the count, while the job
+// was gone). On SQLite the batch is one transaction: the cut rolls it
+// back, and AckMany counts nothing. Either way the count is what
+// committed.
+func TestAckManyCountsWhatCommittedWhenCut(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		cut, cancel := context.WithCancel(ctx(t))
+		defer cancel()
+		h := &cancelAfter{name: "AckJobs", nth: 1, cancel: cancel}
+		s := e.openHooked(t, h.hook)
+		q := s.Queue("acks")
+		c := ctx(t)
+		_, err := q.EnqueueMany(c, make([]store.NewJob, 2))
+		require.NoError(t, err)
+		jobs, err := q.Claim(c, "w", 2, time.Hour)
+		require.NoError(t, err)
+		require.Len(t, jobs, 2)
+		require.NoError(t, q.Cancel(c, jobs[1].ID)) // its claim lost: the ack needs its second statement
+
+		n, err := q.AckMany(cut, jobs)
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = q.Job(c, jobs[0].ID)
+		acked := errors.Is(err, store.ErrNotFound)
+		assert.Equal(t, e.name == "pg", acked, "PostgreSQL: the first statement committed on its own; SQLite: all or none")
+		want := int64(0)
+		if acked {
+			want = 1
+		}
+		assert.Equal(t, want, n, "AckMany counts the acks that committed")
 	})
 }
