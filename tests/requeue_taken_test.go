@@ -39,17 +39,18 @@ func requireKeyTaken(t *testing.T, e *engineEnv, err error, op, queue string) {
 // TestRequeueIntoAKeyTakenMeanwhile: a job takes the unique key of a dead
 // job while Requeue or RequeueDead moves it (on PostgreSQL, an enqueue
 // that commits while the update runs; here an application's trigger takes
-// the key in the update itself, on both engines, every time). Requeue
-// fails with ErrInvalidArgument, as into a key held before it started;
-// RequeueDead tries its batch again, and once the key has been taken on
-// each of its tries fails with ErrInvalidArgument too, still counting the
-// jobs of the batch it moved before. Before, both returned the driver's
+// the key in the update itself, on both engines, every time). Requeue and
+// RequeueTx fail with ErrInvalidArgument, as into a key held before they
+// started; RequeueDead tries its batch again, and once the key has been
+// taken on each of its tries fails with ErrInvalidArgument too, still
+// counting the jobs of the batch it moved before. Before, both returned the driver's
 // bare unique violation (no sentinel to match), and RequeueDead 0.
 func TestRequeueIntoAKeyTakenMeanwhile(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
 		c := ctx(t)
-		q := e.open(t, store.WithClock(clk.Now)).Queue("taken")
+		s := e.open(t, store.WithClock(clk.Now))
+		q := s.Queue("taken")
 		// A full batch of plain dead jobs that died first, moved by
 		// RequeueDead's first batch, then the unique one.
 		_, err := q.EnqueueMany(c, make([]store.NewJob, 1000))
@@ -95,6 +96,10 @@ func TestRequeueIntoAKeyTakenMeanwhile(t *testing.T) {
 			requireKeyTaken(t, e, err, "requeue dead", q.Name())
 			assert.Zero(t, moved, "round %d", round)
 			requireKeyTaken(t, e, q.Requeue(c, id), "requeue", q.Name())
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			requireKeyTaken(t, e, q.RequeueTx(c, tx, id), "requeue", q.Name()) // on PostgreSQL the violation aborts tx: no holder to read
+			require.NoError(t, tx.Rollback(c))
 			assert.Equal(t, store.JobDead, jobState(t, q, id), "round %d", round)
 		}
 	})
