@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/janitor"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -40,7 +41,7 @@ func (h *cancelAfter) hook(name string) {
 // a's deletes committed and before stream b's still reports a's rows with
 // the error: the janitor's counts (Report.HeadlessDeleted,
 // TombstonesDeleted, Compacted, RetentionDeleted) are not lost when its
-// budget ends mid-pass. Before, each returned 0 with the error (the
+// budget ends mid-pass (checked through a janitor pass for the first). Before, each returned 0 with the error (the
 // store's run drops the value), as DropExpiredPartitions did
 // (TestPartitionDropsCountedWhenCut). A statement hook cancels the context
 // right after b's first statement ended (for the headless rows, after a's
@@ -54,7 +55,7 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 		// setup gives streams a and b one row each for the pass, and
 		// moves the clock past their expiry.
 		setup func(t *testing.T, s *store.Store, clk *offsetClock)
-		run   func(c context.Context, m store.Maintenance) (int64, error)
+		run   func(c context.Context, s *store.Store) (int64, error)
 		// left is what stays of stream name's rows for the pass.
 		left func(t *testing.T, s *store.Store, name string) int
 	}
@@ -69,24 +70,34 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 		// wait for it to pass every event (a read is cut there).
 		require.Eventually(t, func() bool { return events(t, s, "a")+events(t, s, "b") == want }, 30*time.Second, 10*time.Millisecond)
 	}
+	headless := func(t *testing.T, s *store.Store, clk *offsetClock) {
+		for _, name := range []string{"a", "b"} {
+			require.NoError(t, lockKey(c(t), s, s.Stream(name), "k")) // a headless row
+		}
+		clk.Advance(2 * time.Hour) // past the default TTL
+	}
+	headlessLeft := func(t *testing.T, s *store.Store, name string) int {
+		stats, err := s.Streams(ctx(t))
+		require.NoError(t, err)
+		for _, st := range stats {
+			if st.Name == name {
+				return int(st.Headless)
+			}
+		}
+		return 0
+	}
 	passes := []pass{{
-		name: "headless", stmt: "DeleteExpiredHeadless", nth: 1,
-		setup: func(t *testing.T, s *store.Store, clk *offsetClock) {
-			for _, name := range []string{"a", "b"} {
-				require.NoError(t, lockKey(c(t), s, s.Stream(name), "k")) // a headless row
-			}
-			clk.Advance(2 * time.Hour) // past the default TTL
+		name: "headless", stmt: "DeleteExpiredHeadless", nth: 1, setup: headless, left: headlessLeft,
+		run: func(c context.Context, s *store.Store) (int64, error) {
+			return s.Maintenance().DeleteExpiredHeadless(c, 100)
 		},
-		run: func(c context.Context, m store.Maintenance) (int64, error) { return m.DeleteExpiredHeadless(c, 100) },
-		left: func(t *testing.T, s *store.Store, name string) int {
-			stats, err := s.Streams(ctx(t))
-			require.NoError(t, err)
-			for _, st := range stats {
-				if st.Name == name {
-					return int(st.Headless)
-				}
-			}
-			return 0
+	}, {
+		// The same through a janitor pass (its first row task): its
+		// Report counts them beside the error.
+		name: "janitor", stmt: "DeleteExpiredHeadless", nth: 1, setup: headless, left: headlessLeft,
+		run: func(c context.Context, s *store.Store) (int64, error) {
+			r, err := countingJanitor(s, janitor.Opts{}).RunOnce(c)
+			return r.HeadlessDeleted, err
 		},
 	}, {
 		name: "tombstones", stmt: "ExpiredTombstones", nth: 2,
@@ -99,7 +110,9 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 			}
 			clk.Advance(2 * time.Minute)
 		},
-		run:  func(c context.Context, m store.Maintenance) (int64, error) { return m.DeleteExpiredTombstones(c, 100) },
+		run: func(c context.Context, s *store.Store) (int64, error) {
+			return s.Maintenance().DeleteExpiredTombstones(c, 100)
+		},
 		left: events,
 	}, {
 		name: "compaction", stmt: "CompactionWindow", nth: 3, // a's window, a's empty next one, b's
@@ -115,7 +128,9 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 			settled(t, s, 4)
 			clk.Advance(2 * time.Minute)
 		},
-		run:  func(c context.Context, m store.Maintenance) (int64, error) { return m.CompactSuperseded(c, 100) },
+		run: func(c context.Context, s *store.Store) (int64, error) {
+			return s.Maintenance().CompactSuperseded(c, 100)
+		},
 		left: func(t *testing.T, s *store.Store, name string) int { return events(t, s, name) - 1 }, // v2 stays
 	}, {
 		name: "retention", stmt: "RetentionWindow", nth: 2,
@@ -128,7 +143,7 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 			}
 			clk.Advance(2 * time.Hour)
 		},
-		run:  func(c context.Context, m store.Maintenance) (int64, error) { return m.ApplyRetention(c, 100) },
+		run:  func(c context.Context, s *store.Store) (int64, error) { return s.Maintenance().ApplyRetention(c, 100) },
 		left: events,
 	}}
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
@@ -144,7 +159,7 @@ func TestMaintenanceCountsWhatCommittedWhenCut(t *testing.T) {
 				require.Equal(t, 1, p.left(t, s, "a"))
 				require.Equal(t, 1, p.left(t, s, "b"))
 
-				n, err := p.run(cut, s.Maintenance())
+				n, err := p.run(cut, s)
 				require.ErrorIs(t, err, context.Canceled)
 				assert.Zero(t, p.left(t, s, "a"), "a's deletes committed before the cut")
 				assert.Equal(t, 1, p.left(t, s, "b"), "b's came after it")
