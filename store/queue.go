@@ -839,8 +839,9 @@ func (q *Queue) requeue(ctx context.Context, v via, id int64) error {
 			// committed meanwhile), and its holder is gone by now, or could
 			// not be read (a transaction the violation aborted): the same
 			// sentinel as a held key, not the driver's bare unique
-			// violation (still reachable).
-			return fmt.Errorf("job %d: another job took its unique key while it moved (try again): %w: %w", id, ErrInvalidArgument, err)
+			// violation (still reachable). No "try again": in a Postgres
+			// transaction the violation aborted it (RequeueTx).
+			return fmt.Errorf("job %d: another job took its unique key while it moved: %w: %w", id, ErrInvalidArgument, err)
 		case herr != nil && !errors.Is(noRows(herr), ErrNotFound):
 			return herr
 		}
