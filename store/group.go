@@ -784,23 +784,48 @@ func (m *GroupMember) step(ctx context.Context) error {
 		}
 		wakeOthers = true
 	}
-	// Claim free or expired partitions within the share.
+	// Claim within the share: first the partitions whose rows are still
+	// the member's own though it no longer holds them, then free or
+	// expired ones. A row stays the member's own after it dropped the
+	// partition: its lease lapsed in the member's view (a late renewal, a
+	// slow step: statements slow next to LeaseTTL) while its heartbeat,
+	// which renews every row it owns, renewed the row. Such a row is no
+	// one else's to claim while the heartbeats go on: the member claims
+	// it again (a new token, from the committed offset) or releases it.
+	// Before, it waited for the row's lease like anyone's, which its own
+	// heartbeats renewed for ever: a lone member under load never handed
+	// out an event again (TestGroupMemberReclaimsWhatItsHeartbeatRenewed).
+	mine := func(r groupPartRow) bool { return r.owner != nil && *r.owner == m.id }
+	order := make([]groupPartRow, 0, len(v.parts))
 	for _, r := range v.parts {
+		if mine(r) {
+			order = append(order, r)
+		}
+	}
+	for _, r := range v.parts {
+		if !mine(r) {
+			order = append(order, r)
+		}
+	}
+	for _, r := range order {
 		if len(held) >= quota || m.isClosed() {
 			break // a leave waits for the step: it releases what the step claimed
 		}
 		if slices.Contains(held, r.part) || r.part >= m.n {
 			continue
 		}
-		if r.owner != nil && r.expiresAt != nil && r.expiresAt.After(now) {
+		if !mine(r) && r.owner != nil && r.expiresAt != nil && r.expiresAt.After(now) {
 			if next.IsZero() || r.expiresAt.Before(next) {
 				next = *r.expiresAt
 			}
 			continue
 		}
-		exp := now.Add(m.opts.LeaseTTL)
+		// Each claim's lease from its own time, not the step's: a step of
+		// many claims under load took longer than a short lease.
+		cnow := s.now()
+		exp := cnow.Add(m.opts.LeaseTTL)
 		res, err := run(m.g.handle, "group claim", autoWrite(ctx), func(o target) (ownedPart, error) {
-			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: now, exp: exp})
+			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: cnow, exp: exp})
 			if err != nil || !ok {
 				return ownedPart{}, err
 			}
@@ -819,6 +844,25 @@ func (m *GroupMember) step(ctx context.Context) error {
 		m.mu.Unlock()
 		held = append(held, r.part)
 		changed = true
+	}
+	// The member's own rows beyond its share (or once it left) go back, at
+	// their committed offsets: kept, its heartbeats would renew them for
+	// ever and no other member could claim them.
+	for _, r := range v.parts {
+		if !mine(r) {
+			continue
+		}
+		m.mu.Lock()
+		_, holds := m.owned[r.part]
+		m.mu.Unlock()
+		if holds {
+			continue
+		}
+		orphan := &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
+		if err := m.release(ctx, r.part, orphan); err != nil {
+			return err
+		}
+		wakeOthers = true
 	}
 	// Commit how far idle partitions were read, so that their next owner
 	// does not read the stream from far back: once per heartbeat period
