@@ -381,6 +381,11 @@ type GroupMember struct {
 	closed    chan struct{}
 	onClose   func()
 
+	// The heartbeats' goroutine's: until when the last renewal (or the
+	// join) leased the member's row, and when a lapse was last reported.
+	leasedUntil time.Time
+	lapseWarned time.Time
+
 	stepMu sync.Mutex // held by a step; a leave takes it, so no claim follows the leave
 	mu     sync.Mutex
 	owned  map[int]*ownedPart
@@ -479,6 +484,7 @@ func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMemb
 			return nil, err
 		}
 		o.afterCommit(g.s.wake(groupTopic(m.ref.stream, m.ref.group)))
+		m.leasedUntil = now.Add(opts.LeaseTTL)
 		m.onClose = func() {}
 		if !loop {
 			key := new(int)
@@ -1100,6 +1106,7 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.reportLapse(exp)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, o := range m.owned {
@@ -1112,6 +1119,33 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lapseWarnEvery bounds how often a member reports its leases lapsing.
+const lapseWarnEvery = time.Minute
+
+// reportLapse warns when a renewal (leasing until exp) landed after the
+// previous one's lease ran out, or itself ran out on the way: the member's
+// row and partitions were free for others to take meanwhile, and the
+// member stops handing out their events until it claims them again (a
+// new token, reading from the committed offset). That happens when
+// statements are slow next to LeaseTTL (a loaded machine or database, a
+// pool too small for the heartbeats beside the handlers): the member
+// still makes progress, but its partitions may move and events be
+// handled again; a longer LeaseTTL fixes it.
+func (m *GroupMember) reportLapse(exp time.Time) {
+	landed := m.g.s.now()
+	lapsed := landed.Sub(m.leasedUntil)
+	if landed.After(exp) {
+		lapsed = max(lapsed, landed.Sub(exp))
+	}
+	m.leasedUntil = exp
+	if lapsed <= 0 || (!m.lapseWarned.IsZero() && landed.Sub(m.lapseWarned) < lapseWarnEvery) {
+		return
+	}
+	m.lapseWarned = landed
+	m.opts.Logger.Warn("alkstore: group member's lease lapsed between heartbeats; statements are slow next to LeaseTTL (raise it)",
+		"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL)
 }
 
 func (m *GroupMember) isClosed() bool {
