@@ -777,6 +777,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 	wakeOthers := false
 	var next time.Time
 	// Release the partitions beyond the share, highest first.
+	var released []int // (the view still shows them the member's)
 	for len(held) > quota {
 		p := held[len(held)-1]
 		held = held[:len(held)-1]
@@ -788,6 +789,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 		if err := m.release(ctx, p, o); err != nil {
 			return err
 		}
+		released = append(released, p)
 		wakeOthers = true
 	}
 	// Claim within the share: first the partitions whose rows are still
@@ -855,7 +857,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 	// their committed offsets: kept, its heartbeats would renew them for
 	// ever and no other member could claim them.
 	for _, r := range v.parts {
-		if !mine(r) {
+		if !mine(r) || slices.Contains(released, r.part) {
 			continue
 		}
 		m.mu.Lock()

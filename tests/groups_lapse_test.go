@@ -273,3 +273,64 @@ func TestGroupLapsedMemberReleasesWhatIsBeyondItsShare(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupRebalanceReleasesEachPartitionOnce: a member giving a newcomer
+// its share releases each partition once. (The step's view still shows
+// the partitions it just released as its own: releasing its own rows that
+// it does not hold must leave those out, or each release ran twice.)
+func TestGroupRebalanceReleasesEachPartitionOnce(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		sb := e.open(t) // before the hooks: on SQLite its writer runs none
+		var mu sync.Mutex
+		releases, readAfter := 0, false // readAfter: a read of the stream after the step that released
+		sa := e.openHooked(t, func(name string) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case name == "ReleaseGroupPartition":
+				releases++
+				readAfter = false
+			case strings.HasPrefix(name, "ReadEvents"):
+				readAfter = true
+			}
+		})
+		opts := store.GroupOpts{Partitions: 4, LeaseTTL: time.Hour}
+		a, err := sa.Stream("s").Group("g").Join(c, opts)
+		require.NoError(t, err)
+		_, err = sa.Stream("s").Publish(c, nil)
+		require.NoError(t, err)
+		ev, err := a.Recv(c)
+		require.NoError(t, err)
+		require.NoError(t, a.Commit(c, ev))
+		require.Len(t, a.Partitions(), 4)
+		mu.Lock()
+		releases = 0
+		mu.Unlock()
+		b, err := sb.Stream("s").Group("g").Join(c, opts)
+		require.NoError(t, err)
+		defer b.Close()
+		rc, cancel := context.WithCancel(c)
+		done := make(chan struct{})
+		go func() { // steps on the newcomer's wake, then reads and waits for events
+			defer close(done)
+			_, _ = a.Recv(rc)
+		}()
+		for c.Err() == nil {
+			mu.Lock()
+			stepped := releases > 0 && readAfter // the step ended: the member read on
+			mu.Unlock()
+			if stepped {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		<-done
+		assert.Equal(t, []int{0, 1}, a.Partitions(), "a gave the newcomer its share")
+		mu.Lock()
+		assert.Equal(t, 2, releases, "releases for two partitions")
+		mu.Unlock()
+		require.NoError(t, a.Leave(c))
+	})
+}
