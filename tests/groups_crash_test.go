@@ -96,6 +96,7 @@ func TestGroupMembersKilledAndRestarted(t *testing.T) {
 	parallelTest(t)
 	for _, mode := range []string{"tx", "plain"} {
 		t.Run(mode, func(t *testing.T) {
+			parallelForm(t)
 			eachEngine(t, func(t *testing.T, e *engineEnv) { groupCrashRun(t, e, mode) })
 		})
 	}

@@ -31,6 +31,7 @@ func TestGroupStoreCloseLetsTheEventInFlightCommit(t *testing.T) {
 	parallelTest(t)
 	for _, tx := range []bool{false, true} {
 		t.Run(fmt.Sprint("tx=", tx), func(t *testing.T) {
+			parallelForm(t)
 			eachEngine(t, func(t *testing.T, e *engineEnv) {
 				c := ctx(t)
 				sa, err := store.Open(c, e.dsn)

@@ -43,6 +43,7 @@ func TestLentAckSettlesExactlyItsJobs(t *testing.T) {
 	parallelTest(t)
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			parallelForm(t)
 			eachEngine(t, func(t *testing.T, e *engineEnv) {
 				for round := range 3 {
 					lentAckRound(t, e, keep, round)

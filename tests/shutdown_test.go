@@ -692,6 +692,7 @@ func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
 	parallelTest(t)
 	for _, form := range []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"} {
 		t.Run(form, func(t *testing.T) {
+			parallelForm(t)
 			eachEngine(t, func(t *testing.T, e *engineEnv) {
 				c := ctx(t)
 				entered, release := make(chan struct{}), make(chan struct{})
