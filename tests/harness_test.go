@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,7 +143,7 @@ func eachEngineAlone(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			body(t, newEnv(t, name))
+			labelled(t, func() { body(t, newEnv(t, name)) })
 		})
 	}
 }
@@ -156,9 +157,16 @@ func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	requireSerial(t, "eachEngineInTurn")
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
-			body(t, newEnv(t, name))
+			labelled(t, func() { body(t, newEnv(t, name)) })
 		})
 	}
+}
+
+// labelled runs f with the profiler label test=t.Name(), which the
+// goroutines f starts inherit: go tool pprof -tags splits a -cpuprofile of
+// the run by test half (beside serverCPUEnv's log of the server's share).
+func labelled(t *testing.T, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("test", t.Name()), func(context.Context) { f() })
 }
 
 // requireSerial fails t unless nothing runs beside it: neither t nor any
@@ -385,6 +393,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = p.free[:n-1]
 			p.leases[t.Name()] = &lease{c: c, t: t}
 			name := t.Name()
+			logServerCPU(t, name, c)                    // its cleanup runs after release's
 			t.Cleanup(func() { p.release(t, name, c) }) // after the stores' Close, registered later
 			return c
 		}
@@ -405,6 +414,32 @@ func (p *pool) lease(t *testing.T) *cluster {
 		}
 		p.wait(t)
 	}
+}
+
+// serverCPUEnv names a file each test's lease of a throwaway PostgreSQL
+// server appends a line to when it ends: the test's name, a tab, and the
+// CPU-seconds the server spent while the test held it (its backends', and
+// its databases' creation and drop). With the test binary's profile
+// labelled by test half (eachEngineAlone, eachEngineInTurn: go test
+// -cpuprofile, then go tool pprof -tags), it tells where a run's
+// CPU-seconds go; children the tests start are in neither.
+const serverCPUEnv = "ALK_TEST_PGCPU"
+
+func logServerCPU(t *testing.T, name string, c *cluster) {
+	file := os.Getenv(serverCPUEnv)
+	if file == "" || c.Pid() == 0 {
+		return
+	}
+	before := pgtest.ClusterCPU(c.Pid())
+	t.Cleanup(func() {
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Errorf("%s: %v", serverCPUEnv, err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "%s\t%.2f\n", name, (pgtest.ClusterCPU(c.Pid()) - before).Seconds())
+	})
 }
 
 // wait waits, p.mu held, for a server to be freed, unless the wait could
