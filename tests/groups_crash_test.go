@@ -95,13 +95,8 @@ func groupChild(ctx context.Context, s *store.Store, stream string, n int) int {
 // that left gracefully and of one that was killed (lease bound).
 // ALK_GROUP_LONG=1 runs the size: 100,000 events over 1,000 keys.
 func TestGroupMembersKilledAndRestarted(t *testing.T) {
-	parallelTest(t)
-	for _, mode := range []string{"tx", "plain"} {
-		t.Run(mode, func(t *testing.T) {
-			parallelForm(t)
-			eachEngine(t, func(t *testing.T, e *engineEnv) { groupCrashRun(t, e, mode) })
-		})
-	}
+	modes := []string{"tx", "plain"}
+	eachEngineEachForm(t, modes, func(t *testing.T, e *engineEnv, form int) { groupCrashRun(t, e, modes[form]) })
 }
 
 func groupCrashRun(t *testing.T, e *engineEnv, mode string) {

@@ -104,33 +104,36 @@ func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	parallelTest(t)
 	if top, _, sub := strings.Cut(t.Name(), "/"); sub {
 		if _, parallelTop := parallelNames.Load(top); parallelTop {
-			if _, ok := parallelForms.Load(t.Name()); !ok {
-				t.Fatalf("eachEngine in subtest %s of a parallel test: call parallelForm(t) first in the subtest", t.Name())
-			}
+			t.Fatalf("eachEngine in subtest %s of a parallel test: use eachEngineEachForm", t.Name())
 		}
 	}
 	eachEngineAlone(t, body)
 }
 
-// parallelForms are the subtests parallelForm marked, by name.
-var parallelForms sync.Map
-
-// parallelForm makes a subtest of a parallel test (one form of it: keep
-// or not, in a Tx or not) parallel, beside the test's other forms; a form
-// that calls eachEngine must call it first. A subtest that is not parallel
-// but whose engines are waits, once its engines end, for a -parallel slot
-// of its own again (Go's testing takes one back for a serial subtest), at
-// the back of the queue: in make test (session 49) the four tests with
-// such forms waited 14-94 s each for that slot, their next forms started
-// only when every other test had ended, and their last forms (a group
-// member killed and restarted 11 s, a hard stop's 5 s) ran after the rest
-// of the run, on idle cores.
-func parallelForm(t *testing.T) {
+// eachEngineEachForm is eachEngine for a test of several forms (keep or
+// not, in a Tx or not): each engine's half runs the forms one after the
+// other, as its subtests (TestX/pg/<form>), each on a fresh database of its
+// own. Forms as the test's subtests, each calling eachEngine, waited twice
+// in the queue for a -parallel slot (Go's testing queues a test's parallel
+// subtests behind every test already waiting, and a serial subtest whose
+// halves were parallel takes a slot back after them): in make test (session
+// 49) the four tests built so waited 14-94 s a form for that slot, their
+// later forms started only when every other test had ended and ran alone on
+// idle cores for the run's last 12 s; as parallel subtests, their halves
+// still came last, a 25 s tail.
+func eachEngineEachForm(t *testing.T, forms []string, body func(t *testing.T, e *engineEnv, form int)) {
 	t.Helper()
-	t.Parallel()
-	name := t.Name()
-	parallelForms.Store(name, true)
-	t.Cleanup(func() { parallelForms.Delete(name) })
+	parallelTest(t)
+	for _, name := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for i, form := range forms {
+				t.Run(form, func(t *testing.T) {
+					labelled(t, func() { body(t, newEnv(t, name), i) })
+				})
+			}
+		})
+	}
 }
 
 // eachEngineAlone is eachEngine for a test that must run alone, with no
