@@ -1201,6 +1201,28 @@ func (m *GroupMember) leave(ctx context.Context) error {
 			errs = append(errs, m.release(ctx, p, o))
 		}
 	}
+	// Rows still the member's that it does not hold (a step that failed
+	// between dropping a partition and claiming or releasing it, as when
+	// Recv's ctx ends mid-rebalance; one marked lost after a renewal the
+	// member never heard of) go back too, each fenced by its token: else
+	// the others wait a lease for them after a Leave that returned nil.
+	parts, err := run(m.g.handle, "group leave", autoRead, func(t target) ([]groupPartRow, error) {
+		return t.groupPartitions(ctx, m.ref)
+	})
+	errs = append(errs, err)
+	for _, r := range parts {
+		if r.owner == nil || *r.owner != m.id {
+			continue
+		}
+		o := owned[r.part]
+		switch {
+		case o != nil && !o.lost && o.token == r.token:
+			continue // released above
+		case o == nil || o.token != r.token:
+			o = &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
+		}
+		errs = append(errs, m.release(ctx, r.part, o))
+	}
 	errs = append(errs, run0(m.g.handle, "group leave", autoWrite(ctx), func(o target) error {
 		topic := groupTopic(m.ref.stream, m.ref.group)
 		err := o.deleteGroupMember(ctx, m.ref, m.id)
