@@ -168,11 +168,16 @@ func TestGroupMemberReclaimsWhatItsHeartbeatRenewed(t *testing.T) {
 				err error
 			}
 			got := make(chan recv, 1)
+			var returned atomic.Bool
 			go func() {
 				ev, err := m.Recv(rc)
+				returned.Store(true)
 				got <- recv{ev, err}
 			}()
-			lapse.lapse(t, nil, func() bool { return len(m.Partitions()) < parts }, 20*time.Second)
+			// Dropped, or (a drop and reclaim too quick to be seen between
+			// two looks, as on PostgreSQL) already handed its event out:
+			// either way the held renewal's work is done.
+			lapse.lapse(t, nil, func() bool { return len(m.Partitions()) < parts || returned.Load() }, 20*time.Second)
 			r := <-got
 			cancel()
 			require.NoError(t, r.err, "round %d: the member never handed its event out: it waited for leases its own heartbeats renewed", round)
