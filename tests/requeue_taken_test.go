@@ -55,16 +55,7 @@ func TestRequeueIntoAKeyTakenMeanwhile(t *testing.T) {
 		// RequeueDead's first batch, then the unique one.
 		_, err := q.EnqueueMany(c, make([]store.NewJob, 1000))
 		require.NoError(t, err)
-		for {
-			jobs, err := q.Claim(c, "w", 500, time.Hour)
-			require.NoError(t, err)
-			if len(jobs) == 0 {
-				break
-			}
-			for _, j := range jobs {
-				require.NoError(t, j.Fail(c, "boom"))
-			}
-		}
+		killAll(t, q)
 		clk.Advance(time.Second)
 		id, err := q.Enqueue(c, nil, store.EnqueueOpts{Unique: store.UniqueOpts{Key: "k"}})
 		require.NoError(t, err)
