@@ -138,6 +138,20 @@ func (l *leaseLapse) lapse(t *testing.T, beforeStep func(), dropped func() bool,
 	}
 }
 
+// joinRound publishes one keyed event on the round's own stream (s<round>,
+// key k<round>) and joins a member of its group "g".
+func joinRound(t *testing.T, s *store.Store, round, parts int, ttl time.Duration) (*store.Group, *store.GroupMember, int64) {
+	t.Helper()
+	c := ctx(t)
+	stream := s.Stream(fmt.Sprintf("s%d", round))
+	g := stream.Group("g")
+	off, err := stream.PublishWithKey(c, fmt.Sprintf("k%d", round), []byte("v"))
+	require.NoError(t, err)
+	m, err := g.Join(c, store.GroupOpts{Partitions: parts, LeaseTTL: ttl})
+	require.NoError(t, err)
+	return g, m, off
+}
+
 // TestGroupMemberReclaimsWhatItsHeartbeatRenewed: a lone member whose
 // leases lapsed in its own view while its heartbeat renewed their rows
 // hands its event out at once, and commits it once in the event's
@@ -154,12 +168,7 @@ func TestGroupMemberReclaimsWhatItsHeartbeatRenewed(t *testing.T) {
 		s := e.openHooked(t, lapse.hook, store.WithClock(clock.now))
 		createEffects(t, s)
 		for round := range rounds {
-			stream := s.Stream(fmt.Sprintf("s%d", round))
-			g := stream.Group("g")
-			off, err := stream.PublishWithKey(c, fmt.Sprintf("k%d", round), []byte("v"))
-			require.NoError(t, err)
-			m, err := g.Join(c, store.GroupOpts{Partitions: parts, LeaseTTL: ttl})
-			require.NoError(t, err)
+			g, m, off := joinRound(t, s, round, parts, ttl)
 
 			lapse.arm()
 			rc, cancel := context.WithTimeout(c, 20*time.Second)

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -100,12 +99,7 @@ func TestGroupLeaveReleasesWhatAFailedReclaimLeft(t *testing.T) {
 		cv := &cancelOnView{}
 		s := e.openHooked(t, func(name string) { lapse.hook(name); cv.hook(name) }, store.WithClock(clock.now))
 		for round := range rounds {
-			stream := s.Stream(fmt.Sprintf("s%d", round))
-			g := stream.Group("g")
-			_, err := stream.PublishWithKey(c, fmt.Sprintf("k%d", round), []byte("v"))
-			require.NoError(t, err)
-			m, err := g.Join(c, store.GroupOpts{Partitions: parts, LeaseTTL: ttl})
-			require.NoError(t, err)
+			g, m, _ := joinRound(t, s, round, parts, ttl)
 			lapse.arm()
 			rc, cancel := context.WithTimeout(c, 20*time.Second)
 			got := make(chan error, 1)
@@ -114,7 +108,7 @@ func TestGroupLeaveReleasesWhatAFailedReclaimLeft(t *testing.T) {
 				got <- err
 			}()
 			lapse.lapse(t, func() { cv.arm(cancel) }, func() bool { return len(m.Partitions()) < parts }, 20*time.Second)
-			err = <-got
+			err := <-got
 			cancel()
 			require.Error(t, err, "round %d", round)
 			require.NoError(t, m.Leave(c))
@@ -130,9 +124,6 @@ func TestGroupLeaveReleasesWhatAFailedReclaimLeft(t *testing.T) {
 		}
 	})
 }
-
-var _ = errors.Is
-var _ atomic.Int64
 
 // TestGroupConsumeShutdownDuringRebalanceHandsOver: the first test through
 // Consume: its ctx is cancelled (a graceful shutdown) while its Recv steps
