@@ -803,7 +803,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 	// Before, it waited for the row's lease like anyone's, which its own
 	// heartbeats renewed for ever: a lone member under load never handed
 	// out an event again (TestGroupMemberReclaimsWhatItsHeartbeatRenewed).
-	mine := func(r groupPartRow) bool { return r.owner != nil && *r.owner == m.id }
+	mine := m.owns
 	order := make([]groupPartRow, 0, len(v.parts))
 	for _, r := range v.parts {
 		if mine(r) {
@@ -866,8 +866,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 		if holds {
 			continue
 		}
-		orphan := &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
-		if err := m.release(ctx, r.part, orphan); err != nil {
+		if err := m.release(ctx, r.part, atCommitted(r)); err != nil {
 			return err
 		}
 		wakeOthers = true
@@ -1123,6 +1122,15 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// owns reports whether r is the member's row, held or not.
+func (m *GroupMember) owns(r groupPartRow) bool { return r.owner != nil && *r.owner == m.id }
+
+// atCommitted is a row of the member's own that it does not hold, as a
+// partition to release at the row's committed offset under its token.
+func atCommitted(r groupPartRow) *ownedPart {
+	return &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
+}
+
 // lapseWarnEvery bounds how often a member reports its leases lapsing.
 const lapseWarnEvery = time.Minute
 
@@ -1211,7 +1219,7 @@ func (m *GroupMember) leave(ctx context.Context) error {
 	})
 	errs = append(errs, err)
 	for _, r := range parts {
-		if r.owner == nil || *r.owner != m.id {
+		if !m.owns(r) {
 			continue
 		}
 		o := owned[r.part]
@@ -1219,7 +1227,7 @@ func (m *GroupMember) leave(ctx context.Context) error {
 		case o != nil && !o.lost && o.token == r.token:
 			continue // released above
 		case o == nil || o.token != r.token:
-			o = &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
+			o = atCommitted(r)
 		}
 		errs = append(errs, m.release(ctx, r.part, o))
 	}
