@@ -388,9 +388,10 @@ type GroupMember struct {
 	// The heartbeats' goroutine's: until when the last renewal (or the
 	// join) leased the member's row.
 	leasedUntil time.Time
-	// How often each warning was last logged (a lease that lapsed between
-	// renewals, a claim that landed after its lease, a failed heartbeat):
-	// once a minute at most each, by the store's clock.
+	// When each warning was last logged, and how many since held back (a
+	// lease that lapsed between renewals, a claim that landed after its
+	// lease, a failed heartbeat): once a minute at most each, by the
+	// store's clock.
 	lapseLog, lateClaimLog, beatFailLog logEvery
 
 	stepMu sync.Mutex // held by a step; a leave takes it, so no claim follows the leave
