@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -52,22 +51,29 @@ type streamOps interface {
 // returning NULL, SQLite's RAISE(IGNORE)): the batch is refused whole, as
 // PublishMany and EnqueueMany promise all or none. which says which rows:
 // how many, or the first one.
+// It matches ErrNotStored.
 func errSkippedRows(which string, of int) error {
-	return fmt.Errorf("a trigger skipped %s of the batch's %d rows: the batch is refused, all or none", which, of)
+	return notStored("a trigger skipped %s of the batch's %d rows: the batch is refused, all or none", which, of)
 }
 
 // errSkipped is a one-row insert's error when an application's trigger
 // skipped the row: said as such, where the drivers' "no rows" from its
-// RETURNING would read as ErrNotFound, a missing job or event.
+// RETURNING would read as ErrNotFound, a missing job or event. It matches
+// ErrNotStored.
 func errSkipped(what string) error {
-	return fmt.Errorf("a trigger skipped the %s: nothing was stored", what)
+	return notStored("a trigger skipped the %s: nothing was stored", what)
 }
 
 // errFireSkipped is a schedule's fire when an application's trigger skipped
 // its job: the fire is refused whole (all or none, as the batches), so the
 // schedule does not move past a boundary that enqueued nothing; the
-// scheduler logs it and tries the fire again, as after any failed fire.
-var errFireSkipped = errors.New("a trigger skipped the schedule's job: nothing was stored, and the schedule stays at the boundary it was to fire")
+// scheduler logs it and tries the fire again, as after any failed fire. It
+// matches ErrNotStored; cause is PostgreSQL's AKSKP error (nil on SQLite),
+// kept reachable with errors.As.
+func errFireSkipped(cause error) error {
+	return &notStoredError{cause: cause,
+		text: "a trigger skipped the schedule's job: nothing was stored, and the schedule stays at the boundary it was to fire"}
+}
 
 // skipped maps a one-row INSERT ... RETURNING's "no rows" to errSkipped.
 func skipped(what string, err error) error {

@@ -507,7 +507,7 @@ func allInserted(want int, ids []int64, err error) ([]int64, error) {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows:
-		return nil, fmt.Errorf("%s: the batch is refused, all or none", pgErr.Message)
+		return nil, &notStoredError{text: pgErr.Message + ": the batch is refused, all or none", cause: err}
 	case err != nil:
 		return nil, err
 	case len(ids) != want: // a statement without the check

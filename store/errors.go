@@ -20,7 +20,38 @@ var (
 	ErrSchemaVersion   = errors.New("schema version mismatch")
 	ErrTxDone          = errors.New("transaction already finished")
 	ErrInvalidArgument = errors.New("invalid argument")
+
+	// ErrNotStored is a write that the database carried out without an
+	// error of its own but that stored none of the call's rows: an
+	// application's trigger skipped a row (a PostgreSQL BEFORE INSERT
+	// trigger returning NULL, SQLite's RAISE(IGNORE)), which refuses a
+	// batch whole (all or none) and a schedule's fire (the schedule stays
+	// at its boundary), or a unique job was not placed after 8 tries (its
+	// insert found the key held each time and the holder was gone before
+	// its id could be read: the keys kept changing hands, or a trigger
+	// skips the job). Nothing of the call was stored. The error's text
+	// says which; it reads as before (no "not stored" in it), and on
+	// PostgreSQL a batch's refusal keeps the driver's *pgconn.PgError
+	// (SQLSTATE AKSKP) reachable with errors.As.
+	ErrNotStored = errors.New("not stored")
 )
+
+// notStoredError matches ErrNotStored and reads as its text alone; its
+// cause, when it has one (PostgreSQL's AKSKP error), stays reachable.
+type notStoredError struct {
+	text  string
+	cause error
+}
+
+func (e *notStoredError) Error() string        { return e.text }
+func (e *notStoredError) Is(target error) bool { return target == ErrNotStored }
+func (e *notStoredError) Unwrap() error        { return e.cause }
+
+// notStored is an ErrNotStored error with the text fmt.Sprintf(format,
+// args...) and no cause.
+func notStored(format string, args ...any) error {
+	return &notStoredError{text: fmt.Sprintf(format, args...)}
+}
 
 // closedBy is what a receiver or listener reports once its wake feed ended:
 // ErrClosed, joined with the failure that ended the feed, if one did.

@@ -134,7 +134,11 @@ type GroupOpts struct {
 	// may finish (and commit) for this long before its context is
 	// cancelled; default 30s. A store's hard stop cancels it at once.
 	Grace time.Duration
-	// Logger: failed reads, heartbeats and handlers; default the store's.
+	// Logger: failed reads, heartbeats and handlers, leases that lapsed
+	// and claims that landed after their lease; default the store's. The
+	// heartbeat's failures and the two lapses are logged once a minute at
+	// most each, per member, each line saying how many it held back
+	// ("suppressed").
 	Logger *slog.Logger
 }
 
@@ -382,9 +386,13 @@ type GroupMember struct {
 	onClose   func()
 
 	// The heartbeats' goroutine's: until when the last renewal (or the
-	// join) leased the member's row, and when a lapse was last reported.
+	// join) leased the member's row.
 	leasedUntil time.Time
-	lapseWarned time.Time
+	// When each warning was last logged, and how many since held back (a
+	// lease that lapsed between renewals, a claim that landed after its
+	// lease, a failed heartbeat): once a minute at most each, by the
+	// store's clock.
+	lapseLog, lateClaimLog, beatFailLog logEvery
 
 	stepMu sync.Mutex // held by a step; a leave takes it, so no claim follows the leave
 	mu     sync.Mutex
@@ -845,6 +853,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 		if res.token == 0 {
 			continue // someone else was first
 		}
+		m.reportLateClaim(r.part, exp)
 		m.mu.Lock()
 		m.claims++
 		res.claim = m.claims
@@ -1087,7 +1096,7 @@ func (m *GroupMember) heartbeats() {
 			return // the store closed (a loop that ignored the hard stop)
 		}
 		if err != nil && ctx.Err() == nil {
-			m.opts.Logger.Warn("alkstore: group member heartbeat failed", "group", m.g.name, "member", m.id, "error", err)
+			m.reportBeatFailed(err)
 		}
 	}
 }
@@ -1131,8 +1140,67 @@ func atCommitted(r groupPartRow) *ownedPart {
 	return &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
 }
 
-// lapseWarnEvery bounds how often a member reports its leases lapsing.
+// lapseWarnEvery bounds how often a member reports its leases lapsing, a
+// claim landing late, or its heartbeat failing: each kind of line once
+// this long at most, per member.
 const lapseWarnEvery = time.Minute
+
+// logEvery rate-limits one kind of a member's log line: one every
+// lapseWarnEvery at most, by the store's clock, counting the ones held
+// back. A clock that went back lets the next line through.
+type logEvery struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be logged at now, and how many were
+// held back since the last one logged (to say in it).
+func (l *logEvery) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := now.Sub(l.last); !l.last.IsZero() && d >= 0 && d < lapseWarnEvery {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
+
+// reportBeatFailed logs a failed heartbeat, once a minute at most: a
+// database that is down fails every beat of every member, and each line
+// after the first says how many failures it held back ("suppressed").
+// The member goes on beating; its leases lapse if the failures outlast
+// them (then its partitions move, and it claims its share again).
+func (m *GroupMember) reportBeatFailed(err error) {
+	ok, suppressed := m.beatFailLog.allow(m.g.s.now())
+	if !ok {
+		return
+	}
+	m.opts.Logger.Warn("alkstore: group member heartbeat failed", "group", m.g.name, "member", m.id, "error", err,
+		"suppressed", suppressed)
+}
+
+// reportLateClaim warns when a claim of partition p (leasing it until
+// exp) landed after that lease ran out: the claim holds nothing, the
+// member hands out none of the partition's events, and its next step
+// drops the partition and claims it again. That is statements slow next
+// to LeaseTTL, as reportLapse says for renewals; a member whose every
+// claim lands late never hands out an event. Rate-limited as reportLapse.
+func (m *GroupMember) reportLateClaim(p int, exp time.Time) {
+	landed := m.g.s.now()
+	if landed.Before(exp) {
+		return
+	}
+	ok, suppressed := m.lateClaimLog.allow(landed)
+	if !ok {
+		return
+	}
+	m.opts.Logger.Warn("alkstore: group member's claim landed after its lease ran out; statements are slow next to LeaseTTL (raise it)",
+		"group", m.g.name, "member", m.id, "partition", p, "late", landed.Sub(exp), "lease", m.opts.LeaseTTL,
+		"suppressed", suppressed)
+}
 
 // reportLapse warns when a renewal (leasing until exp) landed after the
 // previous one's lease ran out, or itself ran out on the way: the member's
@@ -1150,12 +1218,15 @@ func (m *GroupMember) reportLapse(exp time.Time) {
 		lapsed = max(lapsed, landed.Sub(exp))
 	}
 	m.leasedUntil = exp
-	if lapsed <= 0 || (!m.lapseWarned.IsZero() && landed.Sub(m.lapseWarned) < lapseWarnEvery) {
+	if lapsed <= 0 {
 		return
 	}
-	m.lapseWarned = landed
+	ok, suppressed := m.lapseLog.allow(landed)
+	if !ok {
+		return
+	}
 	m.opts.Logger.Warn("alkstore: group member's lease lapsed between heartbeats; statements are slow next to LeaseTTL (raise it)",
-		"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL)
+		"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL, "suppressed", suppressed)
 }
 
 func (m *GroupMember) isClosed() bool {

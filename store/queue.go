@@ -291,7 +291,9 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 }
 
 // Enqueue adds a job and returns its id. A unique job (opts.Unique) whose
-// key is held adds nothing and returns the holder's id.
+// key is held adds nothing and returns the holder's id. A job an
+// application's trigger skipped fails with ErrNotStored (a unique one after
+// its 8 tries, see ErrNotStored).
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts EnqueueOpts) (int64, error) {
 	return q.enqueue(ctx, autoWrite(ctx), payload, opts)
 }
@@ -352,7 +354,8 @@ func (q *Queue) enqueueOne(ctx context.Context, o target, payload []byte, opts E
 // EnqueueMany adds jobs in one statement on PostgreSQL (one transaction on
 // SQLite) and returns their ids in order. All or none are stored: when an
 // application's trigger skips a job (a BEFORE INSERT trigger returning NULL,
-// SQLite's RAISE(IGNORE)), the call fails and stores none. A unique job
+// SQLite's RAISE(IGNORE)), the call fails with ErrNotStored and stores
+// none. A unique job
 // whose key is held adds nothing and gets the holder's id (a batch with
 // unique jobs may take a second statement to read the holders, in one
 // transaction). An empty batch (nil or no jobs) stores nothing, does no

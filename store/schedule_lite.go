@@ -60,7 +60,7 @@ func (o liteOps) fireSchedule(ctx context.Context, f scheduleFire) (fired bool, 
 		_, err = q.EnqueueJob(ctx, litedb.EnqueueJobParams{Queue: r.Queue, Payload: r.Payload, Priority: r.Priority,
 			MaxAttempts: r.MaxAttempts, Now: f.now.UnixMicro(), RunAt: f.dueAt.UnixMicro(), Headers: r.Headers})
 		if errors.Is(err, sql.ErrNoRows) { // an application's trigger skipped the job: roll the fire back
-			err = errFireSkipped
+			err = errFireSkipped(nil)
 		}
 		fired = err == nil
 		return err

@@ -61,7 +61,7 @@ func (o pgOps) fireSchedule(ctx context.Context, f scheduleFire) (bool, error) {
 		DueAt: f.dueAt, NextFireAt: f.next, Now: f.now, Wake: w})
 	o.sent(topic, w)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgSkippedRows {
-		err = errFireSkipped // the statement failed whole: the schedule did not move
+		err = errFireSkipped(pgErr) // the statement failed whole: the schedule did not move
 	}
 	return len(ids) == 1 && err == nil, err
 }

@@ -135,7 +135,7 @@ func (st *Stream) interceptOne(ctx context.Context, o target, key *string, paylo
 // PublishMany appends msgs in order, in one statement on PostgreSQL (keyed
 // heads included; one transaction on SQLite), and returns their offsets in
 // the same order. All or none are stored (a batch an application's trigger
-// shortened fails and stores none, as EnqueueMany). Keyed messages update
+// shortened fails with ErrNotStored and stores none, as EnqueueMany). Keyed messages update
 // their keys' compaction heads (rank 0) like PublishWithKey. An empty
 // batch (nil or no messages) stores nothing, does no I/O and returns an
 // empty slice; insert middleware does not see it.

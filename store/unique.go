@@ -195,7 +195,7 @@ func placeUnique(jobs []newJob, insert func([]newJob) ([]int64, error),
 	// Either each holder left before its id could be read, or an
 	// application's trigger skips these jobs (a held key and a skipped
 	// insert both come back without an id).
-	return nil, fmt.Errorf("%d jobs not placed after %d tries: their unique keys kept changing hands, or a trigger skips them", len(todo), uniqueRetries)
+	return nil, notStored("%d jobs not placed after %d tries: their unique keys kept changing hands, or a trigger skips them", len(todo), uniqueRetries)
 }
 
 // EnqueueUnique adds a unique job (opts.Unique.Key must be set) and says

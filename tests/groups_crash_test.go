@@ -207,6 +207,24 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 			}
 		}
 	}
+	// joined polls the group until a member whose id starts with prefix
+	// is in it (the child installed its SIGTERM handler before joining).
+	joined := func(prefix string) {
+		for {
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			for _, m := range gs.Members {
+				if strings.HasPrefix(m.Member, prefix) {
+					return
+				}
+			}
+			select {
+			case <-c.Done():
+				require.NoError(t, c.Err(), "%s never joined", prefix)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 	waitSeen := func(m *child, n int) {
 		for range n {
 			select {
@@ -231,6 +249,11 @@ func groupCrashRun(t *testing.T, e *engineEnv, mode string) {
 			members = append(members, start())
 			continue
 		case 5: // a graceful leave
+			// Of a member: SIGTERM before the child's Consume joined (a
+			// child slow to start, at load 13-34, that handled nothing in
+			// waitSeen's 3 s) found no signal handler yet and killed it
+			// ("signal: terminated"), which is no leave.
+			joined(gone)
 			at := time.Now()
 			require.NoError(t, members[i].cmd.Process.Signal(syscall.SIGTERM))
 			<-members[i].read
