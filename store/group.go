@@ -428,10 +428,13 @@ type ownedPart struct {
 
 // position is how far the partition may be committed: through its cursor
 // when every event handed out of it is finished (or committed), through
-// the last finished one otherwise.
+// the last finished one otherwise. A lost partition's is only what was
+// committed or finished (what a handler saw), never its read cursor:
+// Recv may have found its lease lapsed in the middle of a page, and a
+// leave releases it at its position while its row is still the member's.
 func (o *ownedPart) position() int64 {
 	done := max(o.committed, o.finished)
-	if o.delivered <= done {
+	if o.delivered <= done && !o.lost {
 		return max(done, o.cursor)
 	}
 	return done
@@ -599,8 +602,9 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 			// Its lease ran out without a renewal: another member may own
 			// it already. Never hand out an event of it: the next step
 			// claims it again (reading it from its committed offset) or
-			// leaves it to its new owner.
-			o.lost = true
+			// leaves it to its new owner. Its cursor stays: the page's
+			// end must not move it past the events not handed out.
+			o.lost, o.inPage = true, false
 			m.stepNow.Store(true)
 			continue
 		}
@@ -610,7 +614,10 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 	}
 	if m.bufThrough > 0 {
 		for _, o := range m.owned {
-			if o.inPage { // not one waiting for a retry, nor one claimed since
+			// Not one waiting for a retry, nor one claimed since, nor one
+			// lost meanwhile (a renewal or a commit found it another's):
+			// the page's events of those were not all handed out.
+			if o.inPage && !o.lost {
 				o.cursor = max(o.cursor, m.bufThrough)
 			}
 		}

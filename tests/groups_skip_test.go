@@ -1,0 +1,240 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// A member releasing or committing a partition on its own (a Leave, a
+// stopped Consume, a rebalance) must commit only what a handler saw and
+// committed (or finished), never a read cursor past events it did not hand
+// out, or past events it handed out that were not committed: the next
+// owner would start after them, and nobody would ever handle them.
+
+// onceHook runs a function once, armed, right after the next statement of
+// a name of the hooked store ended ("ReadEvents": any read of a stream).
+type onceHook struct {
+	mu sync.Mutex
+	fn map[string]func()
+}
+
+func (h *onceHook) arm(name string, fn func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fn == nil {
+		h.fn = map[string]func(){}
+	}
+	h.fn[name] = fn
+}
+
+func (h *onceHook) hook(name string) {
+	if strings.HasPrefix(name, "ReadEvents") {
+		name = "ReadEvents"
+	}
+	h.mu.Lock()
+	fn := h.fn[name]
+	delete(h.fn, name)
+	h.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// partKey is a key whose events belong to partition p of parts.
+func partKey(p, parts int) string {
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("k%d", i); store.KeyPartition(k, parts) == p {
+			return k
+		}
+	}
+}
+
+// publishBatch publishes one event per key, in one batch (one read sees
+// all or none of them), and returns their offsets.
+func publishBatch(t *testing.T, st *store.Stream, keys ...string) []int64 {
+	t.Helper()
+	msgs := make([]store.Message, len(keys))
+	for i := range keys {
+		msgs[i] = store.Message{Key: &keys[i], Payload: []byte("v")}
+	}
+	offs, err := st.PublishMany(ctx(t), msgs)
+	require.NoError(t, err)
+	return offs
+}
+
+// recvUntil collects what a member hands out, up to and with the event at
+// last.
+func recvUntil(t *testing.T, m *store.GroupMember, last int64) []int64 {
+	t.Helper()
+	rc, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	var got []int64
+	for {
+		ev, err := m.Recv(rc)
+		require.NoError(t, err, "after %v", got)
+		got = append(got, ev.Offset)
+		if ev.Offset >= last {
+			return got
+		}
+	}
+}
+
+// The lapse mid-page (both tests below): a member holding partitions A
+// and B (a long lease, a standing clock: only the test moves leases)
+// reads a page [b2 a2 a3] 5 ms before A's lease runs out and hands b2
+// out. 10 ms later its next Recv finds A's lease run out at a2: it hands
+// neither a2 nor a3 out and marks A lost (its next step claims A again, or
+// leaves it to its new owner). No step runs first (the last was 10 ms
+// ago, the next is due in 20 min). The Recv then ends (its ctx is
+// cancelled as it reads on: a Consume's shutdown), before any step.
+// Before the fix, the end of the page had moved A's cursor past a3, and
+// the leave released A there: the next owner started after a3, and a2
+// and a3 were never handed out.
+const lapseTTL = time.Hour
+
+// TestGroupLeaveAfterALapsedPageCommitsOnlyWhatWasDelivered: Leave, after
+// the lapse mid-page, releases A at a1 (what was committed) and B at b1 (b2
+// was handed out, not committed): the next member gets b2, a2, a3. Before
+// the fix: A was committed through a3 (the page's end), every round on
+// both engines, and the next member got b2 then a4.
+func TestGroupLeaveAfterALapsedPageCommitsOnlyWhatWasDelivered(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		const parts, rounds = 2, 6
+		kA, kB := partKey(0, parts), partKey(1, parts)
+		clock := newStandingClock()
+		h := &onceHook{}
+		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
+		opts := store.GroupOpts{Partitions: parts, LeaseTTL: lapseTTL, SafetyPoll: time.Hour}
+		for round := range rounds {
+			st := s.Stream(fmt.Sprintf("s%d", round))
+			g := st.Group("g")
+			first := publishBatch(t, st, kB, kA) // b1 a1
+			m, err := g.Join(c, opts)
+			require.NoError(t, err)
+			for _, off := range first { // claims both at c0: leases to c0+ttl
+				ev, err := m.Recv(c)
+				require.NoError(t, err)
+				require.Equal(t, off, ev.Offset)
+				require.NoError(t, m.Commit(c, ev))
+			}
+			clock.advance(lapseTTL - 5*time.Millisecond)
+			page := publishBatch(t, st, kB, kA, kA) // b2 a2 a3
+			ev, err := m.Recv(c)                    // steps (due), reads the page
+			require.NoError(t, err)
+			require.Equal(t, page[0], ev.Offset, "round %d: b2", round)
+
+			clock.advance(10 * time.Millisecond) // A's lease ran out 5 ms ago
+			rc, cancel := context.WithCancel(c)
+			h.arm("ReadEvents", cancel) // the read after the page: its Recv ends
+			_, err = m.Recv(rc)
+			cancel()
+			require.ErrorIs(t, err, context.Canceled, "round %d: Recv handed an event out after the lapse", round)
+			require.Equal(t, []int{1}, m.Partitions(), "round %d: A found lapsed", round)
+			require.NoError(t, m.Leave(c))
+
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, first[1], gs.Assignment[0].Committed, "round %d/%s: A released past a1 (a2 %d, a3 %d never handed out)", round, e.name, page[1], page[2])
+			assert.Equal(t, first[0], gs.Assignment[1].Committed, "round %d/%s: B released past b1 (b2 %d handed out, not committed)", round, e.name, page[0])
+
+			last := publishBatch(t, st, kA)[0] // a4
+			n, err := g.Join(c, opts)
+			require.NoError(t, err)
+			assert.Equal(t, []int64{page[0], page[1], page[2], last}, recvUntil(t, n, last), "round %d/%s: the next member's events", round, e.name)
+			require.NoError(t, n.Leave(c))
+		}
+	})
+}
+
+// TestGroupConsumeStoppedAfterALapsedPageCommitsOnlyWhatItsHandlerSaw:
+// the lapse mid-page through Consume, stopped (its ctx cancelled) as it
+// reads on after it: Consume returns nil and leaves with A committed at
+// a1, the last event its handler saw of A; the next member gets a2 and a3.
+// Before the fix: A was committed through a3, every round on both
+// engines; the next member got a4 first.
+func TestGroupConsumeStoppedAfterALapsedPageCommitsOnlyWhatItsHandlerSaw(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		const parts, rounds = 2, 4
+		kA, kB := partKey(0, parts), partKey(1, parts)
+		clock := newStandingClock()
+		h := &onceHook{}
+		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
+		opts := store.GroupOpts{Partitions: parts, LeaseTTL: lapseTTL, SafetyPoll: time.Hour}
+		for round := range rounds {
+			st := s.Stream(fmt.Sprintf("s%d", round))
+			g := st.Group("g")
+			first := publishBatch(t, st, kB, kA) // b1 a1
+			rc, cancel := context.WithCancel(c)
+			defer cancel()
+			var mu sync.Mutex
+			var seen []int64
+			var a1Handled atomic.Bool
+			a1Committed := make(chan struct{})
+			var armCommit func()
+			armCommit = func() {
+				h.arm("CommitGroupOffset", func() {
+					if a1Handled.Load() {
+						close(a1Committed)
+					} else {
+						armCommit()
+					}
+				})
+			}
+			armCommit()
+			done := make(chan error, 1)
+			go func() {
+				done <- g.Consume(rc, opts, func(_ context.Context, ev store.Event) error {
+					mu.Lock()
+					seen = append(seen, ev.Offset)
+					mu.Unlock()
+					switch {
+					case ev.Offset == first[1]:
+						a1Handled.Store(true)
+					case ev.Key != nil && *ev.Key == kB && ev.Offset != first[0]:
+						// b2: A's lease runs out; the read after the page
+						// stops the loop.
+						clock.advance(10 * time.Millisecond)
+						h.arm("ReadEvents", cancel)
+					}
+					return nil
+				})
+			}()
+			select {
+			case <-a1Committed: // A's lease: to a1's commit + ttl
+			case err := <-done:
+				t.Fatalf("round %d: Consume returned %v", round, err)
+			}
+			clock.advance(lapseTTL - 5*time.Millisecond)
+			page := publishBatch(t, st, kB, kA, kA) // b2 a2 a3
+			require.NoError(t, <-done)
+			mu.Lock()
+			require.Equal(t, []int64{first[0], first[1], page[0]}, seen, "round %d: the handler saw b1 a1 b2", round)
+			mu.Unlock()
+
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, first[1], gs.Assignment[0].Committed, "round %d/%s: A committed past a1, the last its handler saw (a2 %d, a3 %d)", round, e.name, page[1], page[2])
+			assert.GreaterOrEqual(t, gs.Assignment[1].Committed, page[0], "round %d/%s: B, through b2 (and on: idle since)", round, e.name)
+
+			last := publishBatch(t, st, kA)[0] // a4
+			n, err := g.Join(c, opts)
+			require.NoError(t, err)
+			assert.Equal(t, []int64{page[1], page[2], last}, recvUntil(t, n, last), "round %d/%s: the next member's events", round, e.name)
+			require.NoError(t, n.Leave(c))
+			clock.advance(lapseTTL) // the next round's leases from scratch
+		}
+	})
+}
+
