@@ -417,6 +417,7 @@ type ownedPart struct {
 	committed int64     // committed offset, as this member last wrote or read it
 	cursor    int64     // every event of the partition up to it was delivered (or it has none)
 	delivered int64     // the last event of the partition delivered
+	before    int64     // delivered before the last was handed out: a Redeliver of the last goes back to it
 	highest   int64     // the highest offset delivered under this claim: Commit refuses later ones
 	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
@@ -608,7 +609,7 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 			m.stepNow.Store(true)
 			continue
 		}
-		o.cursor, o.delivered = ev.Offset, ev.Offset
+		o.before, o.cursor, o.delivered = o.delivered, ev.Offset, ev.Offset
 		o.highest = max(o.highest, ev.Offset)
 		return ev, true
 	}
@@ -1426,6 +1427,9 @@ func (m *GroupMember) buffered() int {
 // CommitTx rewinds the partition itself.) It fails with ErrClaimLost when
 // the member no longer holds ev's partition (its next owner delivers ev),
 // and with ErrInvalidArgument for an event the member did not deliver.
+// Events of the partition handed out before ev and not committed stay
+// uncommitted: a release of the partition (a rebalance, a leave) commits
+// none of them, and they go to its next owner.
 func (m *GroupMember) Redeliver(ev Event) error {
 	if ev.Stream != m.ref.stream {
 		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: event %d is of stream %q, not of the group's", ErrInvalidArgument, ev.Offset, ev.Stream))
@@ -1468,8 +1472,16 @@ func (m *GroupMember) redeliver(ev Event, at time.Time) {
 		return
 	}
 	if o.cursor >= ev.Offset { // (a rolled-back CommitTx rewound it already)
+		// Events before ev handed out and not finished stay outstanding:
+		// delivered goes back to the last of them (or below ev, when ev
+		// was not the last handed out), so that a release or commit of
+		// the partition does not commit them (position).
 		o.cursor = ev.Offset - 1
-		o.delivered = min(o.delivered, max(o.committed, o.finished))
+		if ev.Offset == o.delivered {
+			o.delivered = o.before
+		} else {
+			o.delivered = min(o.delivered, ev.Offset-1)
+		}
 	}
 	o.retryAt, o.inPage = at, false
 }

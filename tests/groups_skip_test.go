@@ -238,3 +238,93 @@ func TestGroupConsumeStoppedAfterALapsedPageCommitsOnlyWhatItsHandlerSaw(t *test
 	})
 }
 
+// TestGroupRedeliverLeavesEarlierEventsUncommitted: a member hands out
+// events of one partition without committing them ("left to be delivered
+// again", as Recv's doc allows), then hands one back with Redeliver (its
+// handling failed); Leave commits none of them: the next owner gets them
+// all. Before the fix Redeliver moved the partition's cursor to just before
+// the event handed back and forgot the ones before it were outstanding:
+// Leave committed them (through e1 after Redeliver(e2) in both forms),
+// every time, both engines.
+func TestGroupRedeliverLeavesEarlierEventsUncommitted(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		for _, form := range []struct {
+			name         string
+			handed, redo int // Recv hands out handed events, Redeliver the redo-th (from 0)
+		}{
+			{"the last handed out", 2, 1},
+			{"before the last handed out", 3, 1},
+			{"the first handed out", 2, 0}, // (nothing before it: a check of the test)
+		} {
+			for round := range 3 {
+				st := s.Stream(fmt.Sprintf("redo-%d-%d-%d", form.handed, form.redo, round))
+				offs := publishBatch(t, st, "k", "k", "k")
+				m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour})
+				require.NoError(t, err)
+				var evs []store.Event
+				for i := range form.handed {
+					ev, err := m.Recv(c)
+					require.NoError(t, err)
+					require.Equal(t, offs[i], ev.Offset)
+					evs = append(evs, ev)
+				}
+				require.NoError(t, m.Redeliver(evs[form.redo]))
+				require.NoError(t, m.Leave(c))
+				gs, err := st.Group("g").Stats(c)
+				require.NoError(t, err)
+				assert.Less(t, gs.Assignment[0].Committed, offs[0], "%s/%s round %d: Leave committed events never committed (events %v)", e.name, form.name, round, offs)
+				n, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour})
+				require.NoError(t, err)
+				assert.Equal(t, offs, recvUntil(t, n, offs[2]), "%s/%s round %d: the next member's events", e.name, form.name, round)
+				require.NoError(t, n.Leave(c))
+			}
+		}
+	})
+}
+
+// TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted: the same
+// through a rebalance, no Leave: a newcomer joins, and the member's next
+// Recv releases the partition beyond its share: not through e1, handed
+// out and never committed; the newcomer gets e1 first. Before the fix the
+// release committed e1 and the newcomer started at e2, every round, both
+// engines.
+func TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		const parts = 2
+		k0, k1 := partKey(0, parts), partKey(1, parts)
+		clock := newStandingClock()
+		s := e.open(t, store.WithClock(clock.now))
+		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
+		for round := range 4 {
+			st := s.Stream(fmt.Sprintf("s%d", round))
+			g := st.Group("g")
+			offs := publishBatch(t, st, k1, k1, k0) // e1 e2 (partition 1, the one released), f (partition 0)
+			a, err := g.Join(c, opts)
+			require.NoError(t, err)
+			ev1, err := a.Recv(c)
+			require.NoError(t, err)
+			require.Equal(t, offs[0], ev1.Offset)
+			ev2, err := a.Recv(c) // e1 not committed: left to be delivered again
+			require.NoError(t, err)
+			require.Equal(t, offs[1], ev2.Offset)
+			require.NoError(t, a.Redeliver(ev2)) // e2's handling failed too
+
+			b, err := g.Join(c, opts)
+			require.NoError(t, err)
+			clock.advance(opts.LeaseTTL / 2) // a's next step is due
+			f, err := a.Recv(c)              // steps: gives partition 1 to b
+			require.NoError(t, err)
+			require.Equal(t, offs[2], f.Offset)
+			require.Equal(t, []int{0}, a.Partitions())
+			gs, err := g.Stats(c)
+			require.NoError(t, err)
+			assert.Less(t, gs.Assignment[1].Committed, offs[0], "round %d/%s: the release committed e1", round, e.name)
+			assert.Equal(t, offs[:2], recvUntil(t, b, offs[1]), "round %d/%s: the newcomer's events", round, e.name)
+			require.NoError(t, b.Leave(c))
+			require.NoError(t, a.Leave(c))
+		}
+	})
+}
