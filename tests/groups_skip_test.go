@@ -328,3 +328,74 @@ func TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument: Commit,
+// CommitTx and Redeliver of an event this member never delivered fail with
+// ErrInvalidArgument, as their docs say, before any Recv too (before: with
+// ErrClaimLost, "not this member's", until a Recv claimed the partition).
+// An event it delivered under a claim it no longer holds fails with
+// ErrClaimLost (its partition moved, or was claimed again: it comes again),
+// before and after the member claims its partition again (before, the
+// second was ErrInvalidArgument).
+func TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		const parts = 2
+		k0, k1 := partKey(0, parts), partKey(1, parts)
+		clock := newStandingClock()
+		h := &onceHook{}
+		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
+		st := s.Stream("s")
+		g := st.Group("g")
+		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
+		offs := publishBatch(t, st, k1, k0) // e (partition 1), f (partition 0)
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 2)
+		a, err := g.Join(c, opts)
+		require.NoError(t, err)
+		defer a.Close()
+
+		refused := func(what string, sentinel error, ev store.Event) {
+			t.Helper()
+			err := a.Commit(c, ev)
+			require.ErrorIs(t, err, sentinel, "%s: Commit", what)
+			assert.Contains(t, err.Error(), `group commit "s/g"`)
+			err = s.InTx(c, func(c context.Context, tx store.Tx) error { return a.CommitTx(c, tx, ev) })
+			require.ErrorIs(t, err, sentinel, "%s: CommitTx", what)
+			err = a.Redeliver(ev)
+			require.ErrorIs(t, err, sentinel, "%s: Redeliver", what)
+			assert.Contains(t, err.Error(), `group redeliver "s/g"`)
+		}
+		refused("before any Recv", store.ErrInvalidArgument, evs[0])
+
+		e1, err := a.Recv(c) // claims both
+		require.NoError(t, err)
+		require.Equal(t, offs[0], e1.Offset)
+		refused("f, after a Recv that returned e", store.ErrInvalidArgument, evs[1])
+
+		b, err := g.Join(c, opts)
+		require.NoError(t, err)
+		clock.advance(opts.LeaseTTL / 2)
+		f, err := a.Recv(c) // gives partition 1 (e's, e not committed) to b
+		require.NoError(t, err)
+		require.Equal(t, offs[1], f.Offset)
+		require.Equal(t, []int{0}, a.Partitions())
+		refused("e, its partition b's", store.ErrClaimLost, e1)
+
+		require.NoError(t, b.Leave(c))
+		clock.advance(opts.LeaseTTL * 5 / 12) // a's next step is due; its leases (to its claims + ttl) are not out
+		rc, cancel := context.WithCancel(c)
+		h.arm("ReadEvents", cancel) // claims partition 1 again, reads, stops before handing e out
+		_, err = a.Recv(rc)
+		cancel()
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, []int{0, 1}, a.Partitions())
+		refused("e, under a claim of its partition since", store.ErrClaimLost, e1)
+
+		again, err := a.Recv(c) // e comes again
+		require.NoError(t, err)
+		require.Equal(t, offs[0], again.Offset)
+		require.NoError(t, a.Commit(c, again))
+	})
+}
