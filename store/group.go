@@ -398,6 +398,8 @@ type GroupMember struct {
 	mu     sync.Mutex
 	owned  map[int]*ownedPart
 	claims int64 // claims made so far: a heartbeat judges only the partitions claimed before it
+	// By partition, the highest offset Recv returned, under any claim (mu).
+	handed []int64
 
 	// Recv's state (Recv's goroutine only).
 	buf        []Event
@@ -425,6 +427,7 @@ type ownedPart struct {
 	committed int64     // committed offset, as this member last wrote or read it
 	cursor    int64     // every event of the partition up to it was delivered (or it has none)
 	delivered int64     // the last event of the partition delivered
+	before    int64     // delivered before the last was handed out: a Redeliver of the last goes back to it
 	highest   int64     // the highest offset delivered under this claim: Commit refuses later ones
 	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
@@ -436,10 +439,13 @@ type ownedPart struct {
 
 // position is how far the partition may be committed: through its cursor
 // when every event handed out of it is finished (or committed), through
-// the last finished one otherwise.
+// the last finished one otherwise. A lost partition's is only what was
+// committed or finished (what a handler saw), never its read cursor:
+// Recv may have found its lease lapsed in the middle of a page, and a
+// leave releases it at its position while its row is still the member's.
 func (o *ownedPart) position() int64 {
 	done := max(o.committed, o.finished)
-	if o.delivered <= done {
+	if o.delivered <= done && !o.lost {
 		return max(done, o.cursor)
 	}
 	return done
@@ -481,7 +487,7 @@ func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMemb
 		if opts.Partitions != 0 && n != opts.Partitions {
 			return nil, fmt.Errorf("%w: the group has %d partitions, not %d (the count is fixed when the group is created)", ErrInvalidArgument, n, opts.Partitions)
 		}
-		m.n = n
+		m.n, m.handed = n, make([]int64, n)
 		// Subscribed before the join commits: a release or a publish
 		// between the join and the first Recv still wakes it.
 		m.sub = g.s.subscribe(streamTopic(g.st.name))
@@ -607,18 +613,23 @@ func (m *GroupMember) next(now time.Time) (Event, bool) {
 			// Its lease ran out without a renewal: another member may own
 			// it already. Never hand out an event of it: the next step
 			// claims it again (reading it from its committed offset) or
-			// leaves it to its new owner.
-			o.lost = true
+			// leaves it to its new owner. Its cursor stays: the page's
+			// end must not move it past the events not handed out.
+			o.lost, o.inPage = true, false
 			m.stepNow.Store(true)
 			continue
 		}
-		o.cursor, o.delivered = ev.Offset, ev.Offset
+		o.before, o.cursor, o.delivered = o.delivered, ev.Offset, ev.Offset
 		o.highest = max(o.highest, ev.Offset)
+		m.handed[p] = max(m.handed[p], ev.Offset)
 		return ev, true
 	}
 	if m.bufThrough > 0 {
 		for _, o := range m.owned {
-			if o.inPage { // not one waiting for a retry, nor one claimed since
+			// Not one waiting for a retry, nor one claimed since, nor one
+			// lost meanwhile (a renewal or a commit found it another's):
+			// the page's events of those were not all handed out.
+			if o.inPage && !o.lost {
 				o.cursor = max(o.cursor, m.bufThrough)
 			}
 		}
@@ -979,14 +990,16 @@ func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset in
 
 // Commit records that ev, and every earlier event of its partition, was
 // handled. It fails with ErrClaimLost when the member no longer holds ev's
-// partition (another member claimed it since, after the member released it
-// or its lease ran out): ev will be delivered again to the partition's
-// owner; and with ErrInvalidArgument for an event this member did not
-// deliver (of another stream, or later than any its Recv returned of the
-// partition). A lease that ran out with no one claiming the partition does
-// not fence: no one else handled its events meanwhile (on SQLite a long
-// ConsumeTx handler holds the writer slot its heartbeats wait for), and
-// the commit renews it.
+// partition under the claim it delivered ev in (another member claimed it
+// since, after the member released it or its lease ran out; or the member
+// claimed it again, reading it from its committed offset): ev will be
+// delivered again to the partition's owner; and with ErrInvalidArgument for
+// an event this member did not deliver (of another stream, or later than
+// any its Recv returned of the partition, before any Recv too). A lease
+// that ran out with no one claiming the partition does not fence: no one
+// else handled its events meanwhile (on SQLite a long ConsumeTx handler
+// holds the writer slot its heartbeats wait for), and the commit renews
+// it.
 func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 	return m.commitEvent(ctx, autoWrite(ctx), ev, nil)
 }
@@ -1011,21 +1024,10 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 	}
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
-	o := m.owned[p]
-	var token int64
-	undelivered := false
-	if o != nil && !o.lost {
-		token = o.token
-		undelivered = ev.Offset > o.highest
-	}
+	token, err := m.deliveredIn(p, ev)
 	m.mu.Unlock()
-	if undelivered {
-		// Committing it would skip the partition's events before it that
-		// nobody handled.
-		return opErr("group commit", m.g.name, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p))
-	}
-	if token == 0 {
-		return opErr("group commit", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
+	if err != nil {
+		return opErr("group commit", m.g.name, err)
 	}
 	now := m.g.s.now()
 	ok, err := m.commit(ctx, v, p, token, ev.Offset, now)
@@ -1489,25 +1491,44 @@ func (m *GroupMember) buffered() int {
 // of the partition would skip ev. (A transaction that rolls back after
 // CommitTx rewinds the partition itself.) It fails with ErrClaimLost when
 // the member no longer holds ev's partition (its next owner delivers ev),
-// and with ErrInvalidArgument for an event the member did not deliver.
+// and with ErrInvalidArgument for an event the member did not deliver, as
+// Commit does. Events of the partition handed out before ev and not
+// committed stay uncommitted: a release of the partition (a rebalance, a
+// leave) commits none of them, and they go to its next owner.
 func (m *GroupMember) Redeliver(ev Event) error {
 	if ev.Stream != m.ref.stream {
 		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: event %d is of stream %q, not of the group's", ErrInvalidArgument, ev.Offset, ev.Stream))
 	}
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
-	o := m.owned[p]
-	switch {
-	case o == nil || o.lost:
-		m.mu.Unlock()
-		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset))
-	case ev.Offset > o.highest:
-		m.mu.Unlock()
-		return opErr("group redeliver", m.g.name, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p))
-	}
+	_, err := m.deliveredIn(p, ev)
 	m.mu.Unlock()
+	if err != nil {
+		return opErr("group redeliver", m.g.name, err)
+	}
 	m.redeliver(ev, time.Time{})
 	return nil
+}
+
+// deliveredIn is the token of the claim ev (of partition p) was delivered
+// in, while the member holds it; with m.mu held. ErrInvalidArgument when
+// no Recv of the member returned ev (nor a later event of p): committing
+// it would skip the partition's events before it that nobody handled.
+// ErrClaimLost when the member delivered it but no longer holds its
+// partition under that claim (lost, released, or claimed again since,
+// reading from the committed offset): the partition's owner delivers it
+// again.
+func (m *GroupMember) deliveredIn(p int, ev Event) (int64, error) {
+	o := m.owned[p]
+	switch {
+	case ev.Offset > m.handed[p]:
+		return 0, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p)
+	case o == nil || o.lost:
+		return 0, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset)
+	case ev.Offset > o.highest:
+		return 0, fmt.Errorf("%w: event %d of partition %d was delivered under an earlier claim of the partition", ErrClaimLost, ev.Offset, p)
+	}
+	return o.token, nil
 }
 
 // holds reports whether the member still holds ev's partition under the
@@ -1532,8 +1553,16 @@ func (m *GroupMember) redeliver(ev Event, at time.Time) {
 		return
 	}
 	if o.cursor >= ev.Offset { // (a rolled-back CommitTx rewound it already)
+		// Events before ev handed out and not finished stay outstanding:
+		// delivered goes back to the last of them (or below ev, when ev
+		// was not the last handed out), so that a release or commit of
+		// the partition does not commit them (position).
 		o.cursor = ev.Offset - 1
-		o.delivered = min(o.delivered, max(o.committed, o.finished))
+		if ev.Offset == o.delivered {
+			o.delivered = o.before
+		} else {
+			o.delivered = min(o.delivered, ev.Offset-1)
+		}
 	}
 	o.retryAt, o.inPage = at, false
 }
