@@ -381,6 +381,11 @@ type GroupMember struct {
 	closed    chan struct{}
 	onClose   func()
 
+	// The heartbeats' goroutine's: until when the last renewal (or the
+	// join) leased the member's row, and when a lapse was last reported.
+	leasedUntil time.Time
+	lapseWarned time.Time
+
 	stepMu sync.Mutex // held by a step; a leave takes it, so no claim follows the leave
 	mu     sync.Mutex
 	owned  map[int]*ownedPart
@@ -479,6 +484,7 @@ func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMemb
 			return nil, err
 		}
 		o.afterCommit(g.s.wake(groupTopic(m.ref.stream, m.ref.group)))
+		m.leasedUntil = now.Add(opts.LeaseTTL)
 		m.onClose = func() {}
 		if !loop {
 			key := new(int)
@@ -771,6 +777,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 	wakeOthers := false
 	var next time.Time
 	// Release the partitions beyond the share, highest first.
+	var released []int // (the view still shows them the member's)
 	for len(held) > quota {
 		p := held[len(held)-1]
 		held = held[:len(held)-1]
@@ -782,25 +789,51 @@ func (m *GroupMember) step(ctx context.Context) error {
 		if err := m.release(ctx, p, o); err != nil {
 			return err
 		}
+		released = append(released, p)
 		wakeOthers = true
 	}
-	// Claim free or expired partitions within the share.
+	// Claim within the share: first the partitions whose rows are still
+	// the member's own though it no longer holds them, then free or
+	// expired ones. A row stays the member's own after it dropped the
+	// partition: its lease lapsed in the member's view (a late renewal, a
+	// slow step: statements slow next to LeaseTTL) while its heartbeat,
+	// which renews every row it owns, renewed the row. Such a row is no
+	// one else's to claim while the heartbeats go on: the member claims
+	// it again (a new token, from the committed offset) or releases it.
+	// Before, it waited for the row's lease like anyone's, which its own
+	// heartbeats renewed for ever: a lone member under load never handed
+	// out an event again (TestGroupMemberReclaimsWhatItsHeartbeatRenewed).
+	mine := m.owns
+	order := make([]groupPartRow, 0, len(v.parts))
 	for _, r := range v.parts {
+		if mine(r) {
+			order = append(order, r)
+		}
+	}
+	for _, r := range v.parts {
+		if !mine(r) {
+			order = append(order, r)
+		}
+	}
+	for _, r := range order {
 		if len(held) >= quota || m.isClosed() {
 			break // a leave waits for the step: it releases what the step claimed
 		}
 		if slices.Contains(held, r.part) || r.part >= m.n {
 			continue
 		}
-		if r.owner != nil && r.expiresAt != nil && r.expiresAt.After(now) {
+		if !mine(r) && r.owner != nil && r.expiresAt != nil && r.expiresAt.After(now) {
 			if next.IsZero() || r.expiresAt.Before(next) {
 				next = *r.expiresAt
 			}
 			continue
 		}
-		exp := now.Add(m.opts.LeaseTTL)
+		// Each claim's lease from its own time, not the step's: a step of
+		// many claims under load took longer than a short lease.
+		cnow := s.now()
+		exp := cnow.Add(m.opts.LeaseTTL)
 		res, err := run(m.g.handle, "group claim", autoWrite(ctx), func(o target) (ownedPart, error) {
-			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: now, exp: exp})
+			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: cnow, exp: exp})
 			if err != nil || !ok {
 				return ownedPart{}, err
 			}
@@ -819,6 +852,24 @@ func (m *GroupMember) step(ctx context.Context) error {
 		m.mu.Unlock()
 		held = append(held, r.part)
 		changed = true
+	}
+	// The member's own rows beyond its share (or once it left) go back, at
+	// their committed offsets: kept, its heartbeats would renew them for
+	// ever and no other member could claim them.
+	for _, r := range v.parts {
+		if !mine(r) || slices.Contains(released, r.part) {
+			continue
+		}
+		m.mu.Lock()
+		_, holds := m.owned[r.part]
+		m.mu.Unlock()
+		if holds {
+			continue
+		}
+		if err := m.release(ctx, r.part, atCommitted(r)); err != nil {
+			return err
+		}
+		wakeOthers = true
 	}
 	// Commit how far idle partitions were read, so that their next owner
 	// does not read the stream from far back: once per heartbeat period
@@ -1056,6 +1107,7 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	m.reportLapse(exp)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, o := range m.owned {
@@ -1068,6 +1120,42 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// owns reports whether r is the member's row, held or not.
+func (m *GroupMember) owns(r groupPartRow) bool { return r.owner != nil && *r.owner == m.id }
+
+// atCommitted is a row of the member's own that it does not hold, as a
+// partition to release at the row's committed offset under its token.
+func atCommitted(r groupPartRow) *ownedPart {
+	return &ownedPart{token: r.token, committed: r.committed, cursor: r.committed, delivered: r.committed}
+}
+
+// lapseWarnEvery bounds how often a member reports its leases lapsing.
+const lapseWarnEvery = time.Minute
+
+// reportLapse warns when a renewal (leasing until exp) landed after the
+// previous one's lease ran out, or itself ran out on the way: the member's
+// row and partitions were free for others to take meanwhile, and the
+// member stops handing out their events until it claims them again (a
+// new token, reading from the committed offset). That happens when
+// statements are slow next to LeaseTTL (a loaded machine or database, a
+// pool too small for the heartbeats beside the handlers): the member
+// still makes progress, but its partitions may move and events be
+// handled again; a longer LeaseTTL fixes it.
+func (m *GroupMember) reportLapse(exp time.Time) {
+	landed := m.g.s.now()
+	lapsed := landed.Sub(m.leasedUntil)
+	if landed.After(exp) {
+		lapsed = max(lapsed, landed.Sub(exp))
+	}
+	m.leasedUntil = exp
+	if lapsed <= 0 || (!m.lapseWarned.IsZero() && landed.Sub(m.lapseWarned) < lapseWarnEvery) {
+		return
+	}
+	m.lapseWarned = landed
+	m.opts.Logger.Warn("alkstore: group member's lease lapsed between heartbeats; statements are slow next to LeaseTTL (raise it)",
+		"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL)
 }
 
 func (m *GroupMember) isClosed() bool {
@@ -1120,6 +1208,28 @@ func (m *GroupMember) leave(ctx context.Context) error {
 		if !o.lost {
 			errs = append(errs, m.release(ctx, p, o))
 		}
+	}
+	// Rows still the member's that it does not hold (a step that failed
+	// between dropping a partition and claiming or releasing it, as when
+	// Recv's ctx ends mid-rebalance; one marked lost after a renewal the
+	// member never heard of) go back too, each fenced by its token: else
+	// the others wait a lease for them after a Leave that returned nil.
+	parts, err := run(m.g.handle, "group leave", autoRead, func(t target) ([]groupPartRow, error) {
+		return t.groupPartitions(ctx, m.ref)
+	})
+	errs = append(errs, err)
+	for _, r := range parts {
+		if !m.owns(r) {
+			continue
+		}
+		o := owned[r.part]
+		switch {
+		case o != nil && !o.lost && o.token == r.token:
+			continue // released above
+		case o == nil || o.token != r.token:
+			o = atCommitted(r)
+		}
+		errs = append(errs, m.release(ctx, r.part, o))
 	}
 	errs = append(errs, run0(m.g.handle, "group leave", autoWrite(ctx), func(o target) error {
 		topic := groupTopic(m.ref.stream, m.ref.group)

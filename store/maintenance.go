@@ -11,20 +11,32 @@ import (
 // Maintenance is the janitor's access to the store's bounded maintenance
 // passes. Each call changes at most batch rows, skipping rows other
 // transactions hold, and returns how many it changed: call it again while
-// it returns batch.
+// it returns batch. A pass that walks several streams commits each
+// stream's (or window's) deletes on their own, so on an error (its context
+// ending mid-pass, say) it still returns the rows of those that committed
+// before it.
 type Maintenance struct{ s *Store }
 
 // Maintenance returns the store's maintenance passes (see package janitor,
 // which runs them on a schedule).
 func (s *Store) Maintenance() Maintenance { return Maintenance{s: s} }
 
+// pass runs fn, a pass that counts only the rows of the transactions that
+// committed, and returns its count with its error: run returns the zero
+// value with an error, so the count is kept outside it. Without this, a
+// janitor pass whose budget ended after one stream's deletes had committed
+// reported none of them (as DropExpiredPartitions did before).
 func (m Maintenance) pass(ctx context.Context, op string, batch int, fn func(o target, now time.Time, batch int) (int64, error)) (int64, error) {
-	return run(handle{s: m.s}, op, autoWrite(ctx), func(o target) (int64, error) {
+	var done int64
+	_, err := run(handle{s: m.s}, op, autoWrite(ctx), func(o target) (int64, error) {
 		if batch <= 0 {
 			return 0, fmt.Errorf("%w: batch must be positive", ErrInvalidArgument)
 		}
-		return fn(o, m.s.now(), batch)
+		n, err := fn(o, m.s.now(), batch)
+		done = n
+		return n, err
 	})
+	return done, err
 }
 
 // streamSettings is what the passes read of a stream's settings.
@@ -56,8 +68,9 @@ func (m Maintenance) DeleteExpiredHeadless(ctx context.Context, batch int) (int6
 				break
 			}
 			var k int64
-			k, err = o.deleteExpiredHeadless(ctx, st.name, now.Add(-st.headlessTTL), batch-int(n))
-			n += k
+			if k, err = o.deleteExpiredHeadless(ctx, st.name, now.Add(-st.headlessTTL), batch-int(n)); err == nil {
+				n += k // one auto-commit statement: committed
+			}
 		}
 		return n, err
 	})
@@ -81,8 +94,9 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 				continue
 			}
 			var k int64
-			k, err = o.retainWindow(ctx, retainReq{st: st, cutoff: now.Add(-*st.retention), now: now, window: batch - int(n)})
-			n += k
+			if k, err = o.retainWindow(ctx, retainReq{st: st, cutoff: now.Add(-*st.retention), now: now, window: batch - int(n)}); err == nil {
+				n += k // the stream's window committed
+			}
 		}
 		return n, err
 	})
@@ -107,7 +121,9 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 			for err == nil && n < int64(batch) && ctx.Err() == nil {
 				var k, through int64
 				k, through, err = o.compactWindow(ctx, compactReq{st: st, cutoff: now.Add(-st.minCompactionLag), window: batch, limit: batch - int(n)})
-				n += k
+				if err == nil {
+					n += k // the window committed
+				}
 				if through == st.compactedThrough && k == 0 {
 					break // walked up to the lag or the horizon
 				}
@@ -135,8 +151,9 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 				continue
 			}
 			var k int64
-			k, err = o.deleteExpiredTombstones(ctx, st.name, now.Add(-st.tombstoneRetention), batch-int(n))
-			n += k
+			if k, err = o.deleteExpiredTombstones(ctx, st.name, now.Add(-st.tombstoneRetention), batch-int(n)); err == nil {
+				n += k // the stream's deletes committed
+			}
 		}
 		return n, err
 	})

@@ -805,8 +805,10 @@ func (q *Queue) setPaused(ctx context.Context, v via, op string, paused bool) er
 // dropped (the job would expire again at once). ErrNotFound when no such
 // job in one of those states. A unique job whose key another job holds now
 // stays where it is: ErrInvalidArgument, naming the key's digest (the
-// stored form of the key) and the holder's id; a job holding its own key
-// (a ByState that lists its state) moves.
+// stored form of the key) and the holder's id (ErrInvalidArgument too,
+// with the driver's unique violation, when a job took the key while the
+// move ran and its holder cannot be named); a job holding its own key (a
+// ByState that lists its state) moves.
 func (q *Queue) Requeue(ctx context.Context, id int64) error {
 	return q.requeue(ctx, autoWrite(ctx), id)
 }
@@ -833,7 +835,13 @@ func (q *Queue) requeue(ctx context.Context, v via, id int64) error {
 		case herr == nil && h.holder != 0:
 			return fmt.Errorf("job %d: its unique key (digest %x) is held by job %d: %w", id, h.key, h.holder, ErrInvalidArgument)
 		case err != nil:
-			return err
+			// A job took the key while the update ran (Postgres: its enqueue
+			// committed meanwhile), and its holder is gone by now, or could
+			// not be read (a transaction the violation aborted): the same
+			// sentinel as a held key, not the driver's bare unique
+			// violation (still reachable). No "try again": in a Postgres
+			// transaction the violation aborted it (RequeueTx).
+			return fmt.Errorf("job %d: another job took its unique key while it moved: %w: %w", id, ErrInvalidArgument, err)
 		case herr != nil && !errors.Is(noRows(herr), ErrNotFound):
 			return herr
 		}

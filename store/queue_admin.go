@@ -129,30 +129,48 @@ const requeueBatch = 1000
 // once pending: those whose key another job holds now, and of dead jobs
 // sharing a key all but the one that died first. They stay dead (Requeue
 // says who holds a job's key); a dead job holding its own key (a ByState
-// that lists dead) moves.
+// that lists dead) moves. On PostgreSQL a job enqueued while a batch runs
+// may take the key of one of its jobs, failing the batch, which is then
+// tried again; a batch failed that way 9 times in a row fails the call
+// with ErrInvalidArgument, as Requeue into a held key does (the driver's
+// unique violation stays reachable with errors.As). On an error it still
+// returns the jobs of the batches that committed before it.
 func (q *Queue) RequeueDead(ctx context.Context) (int64, error) {
-	return run(q.handle, "requeue dead", autoWrite(ctx), func(o target) (int64, error) {
+	// Counted outside run, which returns the zero value with an error: the
+	// batches before the one that failed have committed.
+	var moved int64
+	_, err := run(q.handle, "requeue dead", autoWrite(ctx), func(o target) (int64, error) {
 		before := q.s.now()
-		var total int64
 		for raced := 0; ; {
 			n, err := o.requeueDead(ctx, requeueDeadReq{queue: q.name, now: q.s.now(), before: before, batch: requeueBatch})
-			if keyHeld(err) && raced < uniqueRetries {
-				// A job took a key of the batch meanwhile (Postgres: an
-				// enqueue committed after the statement's snapshot). The
-				// batch moved nothing; again, it skips that job.
-				raced++
-				continue
+			if keyHeld(err) {
+				if raced < uniqueRetries {
+					// A job took a key of the batch meanwhile (Postgres: an
+					// enqueue committed after the statement's snapshot). The
+					// batch moved nothing; again, it skips that job.
+					raced++
+					continue
+				}
+				// Not the driver's bare unique violation: the same sentinel
+				// as Requeue into a held key.
+				return moved, fmt.Errorf("a job took the unique key of a dead job of the batch %d times in a row (jobs enqueued meanwhile): %w: %w",
+					raced+1, ErrInvalidArgument, err)
 			}
-			total += n
+			if err != nil {
+				return moved, err
+			}
+			raced = 0 // the bound is a batch's: each batch commits on its own
+			moved += n
 			if n > 0 {
 				o.afterCommit(q.wakeFn)
 			}
 			// Skipped jobs make a batch short: only an empty one ends.
-			if err != nil || n == 0 {
-				return total, err
+			if n == 0 {
+				return moved, nil
 			}
 		}
 	})
+	return moved, err
 }
 
 // Job finds a job by id alone, whatever its queue (Job.Queue says which;

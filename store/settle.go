@@ -291,6 +291,10 @@ func (j *Job) restoreClaim(token int64) {
 // hold no claim of this queue (nil, already settled, or another queue's)
 // are skipped and not counted: one bad entry never sinks the batch. A
 // batch with no such entry (nil or empty too) acks nothing and does no I/O.
+// On PostgreSQL a batch some of whose claims were not held, or of a queue
+// keeping completed jobs, takes a second statement, which commits on its
+// own: on an error it still counts the jobs the first one acked. On SQLite
+// a batch is acked all or none.
 func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 	ids, err := q.ackMany(ctx, jobs)
 	return int64(len(ids)), err
@@ -306,19 +310,28 @@ func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
 // jobs more returns (those that finished while it waited there, behind a
 // claim), instead of leaving them to an ack of their own. more is nil, or
 // is not called, elsewhere.
+//
+// On an error it returns the ids acked before it: on PostgreSQL a batch's
+// second statement (CompleteJobs) commits on its own, after the first's
+// acks did. run returns nil with an error, so they are kept outside it.
 func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job) ([]int64, error) {
-	return run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
+	var acked []int64
+	_, err := run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
 		refs := q.claimRefs(make([]claimRef, 0, len(jobs)), jobs)
+		var err error
 		if g, ok := o.ops.(growingAcker); ok && more != nil {
-			return g.ackGrowing(ctx, q.name, refs, q.s.now, func(refs []claimRef) []claimRef {
+			acked, err = g.ackGrowing(ctx, q.name, refs, q.s.now, func(refs []claimRef) []claimRef {
 				return q.claimRefs(refs, more())
 			})
+			return acked, err
 		}
 		if len(refs) == 0 {
 			return nil, nil
 		}
-		return o.ackMany(ctx, q.name, refs, q.s.now())
+		acked, err = o.ackMany(ctx, q.name, refs, q.s.now())
+		return acked, err
 	})
+	return acked, err
 }
 
 // growingAcker is the ops of an engine whose writes take turns on one

@@ -10,14 +10,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/ncruces/go-sqlite3"
 )
 
-// keyHeld reports whether err is a unique-index violation (PostgreSQL's
-// 23505, SQLite's SQLITE_CONSTRAINT_UNIQUE): on the jobs table, a unique
-// key another job holds.
+// keyHeld reports whether err is a violation of the jobs' unique-key
+// index (PostgreSQL's jobs_unique, 23505; SQLite's alk_jobs_unique,
+// SQLITE_CONSTRAINT_UNIQUE on alk_jobs.unique_key): a unique key another
+// job holds. Another unique violation (an application's trigger writing a
+// row of its own, say) is not one: it stays the driver's error.
 func keyHeld(err error) bool {
-	return err != nil && (isUniqueViolation(err) || errors.Is(err, sqlite3.CONSTRAINT_UNIQUE))
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// jobs_unique_00039: the name 00039 builds it under before its rename.
+		return pgErr.Code == "23505" && pgErr.TableName == "jobs" && strings.HasPrefix(pgErr.ConstraintName, "jobs_unique")
+	}
+	return errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) && strings.Contains(err.Error(), "alk_jobs.unique_key")
 }
 
 // UniqueOpts make a job unique, as EnqueueOpts.Unique. While a job of the

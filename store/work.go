@@ -1330,8 +1330,26 @@ func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job
 		return ids, nil, nil
 	}
 	failed := map[*Job]error{}
-	ids, _ = w.ackSplit(ctx, *batch, err, nil, failed)
+	ids, _ = w.ackSplit(ctx, unacked(*batch, ids), err, ids, failed)
 	return ids, failed, err
+}
+
+// unacked is the runs of batch that ids (what a failed ack committed
+// before its error: PostgreSQL's first statement, see Queue.AckMany) did
+// not ack: those alone are acked again, and the acked ones are reported
+// completed, not failed.
+func unacked(batch []*Job, ids []int64) []*Job {
+	if len(ids) == 0 {
+		return batch
+	}
+	acked := ackedRuns(batch, ids)
+	rest := make([]*Job, 0, len(batch)-len(ids))
+	for _, j := range batch {
+		if acked[j.ID] != j {
+			rest = append(rest, j)
+		}
+	}
+	return rest
 }
 
 // ackSplit acks the jobs of batch, whose ack failed with err, by halves:

@@ -34,6 +34,10 @@ func TestExamplesRunTwiceSideBySide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs every example twice on each engine")
 	}
+	// Parallel before it waits for the build: as a serial test it held the
+	// serial tests after it (the wake gate's, 40 s) until the build ended
+	// (62 s in make test, session 49), and so every parallel test too.
+	parallelTest(t)
 	startExamplesBuild() // a no-op when TestMain started it
 	select {
 	case <-examplesBuild.done:

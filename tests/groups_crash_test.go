@@ -34,9 +34,14 @@ const (
 
 // groupChild is one member of group "g" of stream, with a lease of n ms,
 // until SIGKILL or SIGTERM (a graceful leave). Each handler appends
-// "key offset" to the shared log (one write, then fsync) and says "h" on
-// stdout; in tx mode it then writes the event's business row in the
-// event's transaction.
+// "key offset" to the shared log (one write) and says "h" on stdout; in
+// tx mode it then writes the event's business row in the event's
+// transaction. No fsync: a SIGKILL ends the process, not the kernel, so a
+// write that returned is in the file for the checker (an fsync per
+// event, on the disk under TMPDIR, was half the children's CPU: the test
+// took 40 CPU-seconds, its children 27, against 27 and 15 without, load
+// 11-13). Without it the log could only lose lines, which the checker
+// reports as lost events; it cannot gain any.
 func groupChild(ctx context.Context, s *store.Store, stream string, n int) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
@@ -51,9 +56,6 @@ func groupChild(ctx context.Context, s *store.Store, stream string, n int) int {
 			key = *ev.Key
 		}
 		if _, err := f.WriteString(key + " " + strconv.FormatInt(ev.Offset, 10) + "\n"); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
 			return err
 		}
 		fmt.Println("h")
@@ -93,12 +95,8 @@ func groupChild(ctx context.Context, s *store.Store, stream string, n int) int {
 // that left gracefully and of one that was killed (lease bound).
 // ALK_GROUP_LONG=1 runs the size: 100,000 events over 1,000 keys.
 func TestGroupMembersKilledAndRestarted(t *testing.T) {
-	parallelTest(t)
-	for _, mode := range []string{"tx", "plain"} {
-		t.Run(mode, func(t *testing.T) {
-			eachEngine(t, func(t *testing.T, e *engineEnv) { groupCrashRun(t, e, mode) })
-		})
-	}
+	modes := []string{"tx", "plain"}
+	eachEngineEachForm(t, modes, func(t *testing.T, e *engineEnv, form int) { groupCrashRun(t, e, modes[form]) })
 }
 
 func groupCrashRun(t *testing.T, e *engineEnv, mode string) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +102,38 @@ type engineEnv struct {
 func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	t.Helper()
 	parallelTest(t)
+	if top, _, sub := strings.Cut(t.Name(), "/"); sub {
+		if _, parallelTop := parallelNames.Load(top); parallelTop {
+			t.Fatalf("eachEngine in subtest %s of a parallel test: use eachEngineEachForm", t.Name())
+		}
+	}
 	eachEngineAlone(t, body)
+}
+
+// eachEngineEachForm is eachEngine for a test of several forms (keep or
+// not, in a Tx or not): each engine's half runs the forms one after the
+// other, as its subtests (TestX/pg/<form>), each on a fresh database of its
+// own. Forms as the test's subtests, each calling eachEngine, waited twice
+// in the queue for a -parallel slot (Go's testing queues a test's parallel
+// subtests behind every test already waiting, and a serial subtest whose
+// halves were parallel takes a slot back after them): in make test (session
+// 49) the four tests built so waited 14-94 s a form for that slot, their
+// later forms started only when every other test had ended and ran alone on
+// idle cores for the run's last 12 s; as parallel subtests, their halves
+// still came last, a 25 s tail.
+func eachEngineEachForm(t *testing.T, forms []string, body func(t *testing.T, e *engineEnv, form int)) {
+	t.Helper()
+	parallelTest(t)
+	for _, name := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for i, form := range forms {
+				t.Run(form, func(t *testing.T) {
+					labelled(t, func() { body(t, newEnv(t, name), i) })
+				})
+			}
+		})
+	}
 }
 
 // eachEngineAlone is eachEngine for a test that must run alone, with no
@@ -114,7 +146,7 @@ func eachEngineAlone(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			body(t, newEnv(t, name))
+			labelled(t, func() { body(t, newEnv(t, name)) })
 		})
 	}
 }
@@ -128,9 +160,16 @@ func eachEngineInTurn(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 	requireSerial(t, "eachEngineInTurn")
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
-			body(t, newEnv(t, name))
+			labelled(t, func() { body(t, newEnv(t, name)) })
 		})
 	}
+}
+
+// labelled runs f with the profiler label test=t.Name(), which the
+// goroutines f starts inherit: go tool pprof -tags splits a -cpuprofile of
+// the run by test half (beside serverCPUEnv's log of the server's share).
+func labelled(t *testing.T, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("test", t.Name()), func(context.Context) { f() })
 }
 
 // requireSerial fails t unless nothing runs beside it: neither t nor any
@@ -148,8 +187,9 @@ func requireSerial(t *testing.T, what string) {
 	t.Setenv("ALK_TEST_SERIAL", t.Name())
 }
 
-// parallelTests are the tests parallelTest marked.
-var parallelTests sync.Map // *testing.T → true
+// parallelTests are the tests parallelTest marked; parallelNames the same
+// by name (eachEngine looks a subtest's top-level test up by name).
+var parallelTests, parallelNames sync.Map // *testing.T, string → true
 
 // parallelTest marks a top-level test parallel. Go runs parallel tests
 // after every serial one has ended, at most -parallel test bodies at once
@@ -169,7 +209,9 @@ func parallelTest(t *testing.T) {
 	}
 	if _, marked := parallelTests.LoadOrStore(t, true); !marked { // eachEngine may be called twice
 		t.Parallel()
-		t.Cleanup(func() { parallelTests.Delete(t) })
+		name := t.Name()
+		parallelNames.Store(name, true)
+		t.Cleanup(func() { parallelTests.Delete(t); parallelNames.Delete(name) })
 	}
 }
 
@@ -354,6 +396,7 @@ func (p *pool) lease(t *testing.T) *cluster {
 			p.free = p.free[:n-1]
 			p.leases[t.Name()] = &lease{c: c, t: t}
 			name := t.Name()
+			logServerCPU(t, name, c)                    // its cleanup runs after release's
 			t.Cleanup(func() { p.release(t, name, c) }) // after the stores' Close, registered later
 			return c
 		}
@@ -374,6 +417,32 @@ func (p *pool) lease(t *testing.T) *cluster {
 		}
 		p.wait(t)
 	}
+}
+
+// serverCPUEnv names a file each test's lease of a throwaway PostgreSQL
+// server appends a line to when it ends: the test's name, a tab, and the
+// CPU-seconds the server spent while the test held it (its backends', and
+// its databases' creation and drop). With the test binary's profile
+// labelled by test half (eachEngineAlone, eachEngineInTurn: go test
+// -cpuprofile, then go tool pprof -tags), it tells where a run's
+// CPU-seconds go; children the tests start are in neither.
+const serverCPUEnv = "ALK_TEST_PGCPU"
+
+func logServerCPU(t *testing.T, name string, c *cluster) {
+	file := os.Getenv(serverCPUEnv)
+	if file == "" || c.Pid() == 0 {
+		return
+	}
+	before := pgtest.ClusterCPU(c.Pid())
+	t.Cleanup(func() {
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Errorf("%s: %v", serverCPUEnv, err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "%s\t%.2f\n", name, (pgtest.ClusterCPU(c.Pid()) - before).Seconds())
+	})
 }
 
 // wait waits, p.mu held, for a server to be freed, unless the wait could

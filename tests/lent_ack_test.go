@@ -40,16 +40,11 @@ import (
 // package's TestLentAckRunsInTheClaimsTransaction holds a claim until the
 // ack is lent to it, both with the lent claim held and lapsed.
 func TestLentAckSettlesExactlyItsJobs(t *testing.T) {
-	parallelTest(t)
-	for _, keep := range []bool{false, true} {
-		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
-			eachEngine(t, func(t *testing.T, e *engineEnv) {
-				for round := range 3 {
-					lentAckRound(t, e, keep, round)
-				}
-			})
-		})
-	}
+	eachEngineEachForm(t, []string{"keep=false", "keep=true"}, func(t *testing.T, e *engineEnv, form int) {
+		for round := range 3 {
+			lentAckRound(t, e, form == 1, round)
+		}
+	})
 }
 
 // lentAckRound runs one round of TestLentAckSettlesExactlyItsJobs and, on

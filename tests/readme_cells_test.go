@@ -121,6 +121,13 @@ func exportData(t *testing.T) map[string]string {
 }
 
 func TestReadmeTableCellsCompile(t *testing.T) {
+	// Parallel: go list compiles store, client and alktest without -race,
+	// as the examples' build beside the serial tests does; as a serial
+	// test it ran beside that build and waited for its own compile of the
+	// same packages (53 s in a make test at load 14-27, 1.3 s when the
+	// examples' build had ended first). In the parallel phase it finds
+	// them built.
+	parallelTest(t)
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	var cells []readmeCell
@@ -141,6 +148,7 @@ func TestReadmeTableCellsCompile(t *testing.T) {
 // TestReadmeCellCheckerRefuses: the checker above fails cells that do not
 // compile, the River table's old UniqueOpts cell among them.
 func TestReadmeCellCheckerRefuses(t *testing.T) {
+	parallelTest(t) // as TestReadmeTableCellsCompile
 	check := cellChecker(t)
 	for _, bad := range []string{
 		"store.EnqueueOpts{Unique: &store.UniqueOpts{Key, ByPeriod, ByState}}", // Unique is a value

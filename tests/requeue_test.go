@@ -22,6 +22,23 @@ func killJob(t *testing.T, q *store.Queue, id int64) {
 	require.NoError(t, jobs[0].Fail(c, "boom"))
 }
 
+// killAll claims every job of the queue that is due and fails each, so
+// they end dead (jobs with attempts left come back later, not now).
+func killAll(t *testing.T, q *store.Queue) {
+	t.Helper()
+	c := ctx(t)
+	for {
+		jobs, err := q.Claim(c, "w", 500, time.Minute)
+		require.NoError(t, err)
+		if len(jobs) == 0 {
+			return
+		}
+		for _, j := range jobs {
+			require.NoError(t, j.Fail(c, "boom"))
+		}
+	}
+}
+
 // TestRequeueDeadMovesAJobHoldingItsOwnKey: a dead unique job whose ByState
 // lists dead holds its own key; RequeueDead moves it back (before: the
 // holder check found the job itself, RequeueDead returned 0 while Requeue
@@ -113,16 +130,7 @@ func TestRequeueDeadSkipsSharedKeysAcrossBatches(t *testing.T) {
 			}
 			_, err := q.EnqueueMany(c, batch)
 			require.NoError(t, err)
-			for {
-				jobs, err := q.Claim(c, "w", 500, time.Minute)
-				require.NoError(t, err)
-				if len(jobs) == 0 {
-					break
-				}
-				for _, j := range jobs {
-					require.NoError(t, j.Fail(c, "boom"))
-				}
-			}
+			killAll(t, q)
 			clk.Advance(time.Second)
 		}
 		moved, err := q.RequeueDead(c)

@@ -689,112 +689,109 @@ func TestHardShutdownFailsATxOperationWithErrClosed(t *testing.T) {
 // and closed the store under the running operation, and an operation
 // adopted transactions started while the store drained ran.)
 func TestGracefulShutdownLetsARunningWriteFinish(t *testing.T) {
-	parallelTest(t)
-	for _, form := range []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"} {
-		t.Run(form, func(t *testing.T) {
-			eachEngine(t, func(t *testing.T, e *engineEnv) {
-				c := ctx(t)
-				entered, release := make(chan struct{}), make(chan struct{})
-				s, err := store.Open(c, e.dsn, store.WithInsertMiddleware(func(next store.InsertFunc) store.InsertFunc {
-					return func(ctx context.Context, in *store.Insert) error {
-						if in.Batch {
-							close(entered)
-							<-release
-						}
-						return next(ctx, in)
-					}
-				}))
-				require.NoError(t, err)
-				q := s.Queue("running")
-				jobs := make([]store.NewJob, 500)
-				type result struct {
-					ids []int64
-					err error
+	forms := []string{"graceful", "graceful in a Tx", "graceful in an adopted Tx", "hard"}
+	eachEngineEachForm(t, forms, func(t *testing.T, e *engineEnv, i int) {
+		form := forms[i]
+		c := ctx(t)
+		entered, release := make(chan struct{}), make(chan struct{})
+		s, err := store.Open(c, e.dsn, store.WithInsertMiddleware(func(next store.InsertFunc) store.InsertFunc {
+			return func(ctx context.Context, in *store.Insert) error {
+				if in.Batch {
+					close(entered)
+					<-release
 				}
-				// In the adopted form: the application's transaction the
-				// batch runs in (adopted, ended by commit), and another
-				// one adopted before Shutdown (other).
-				var adopted, other store.Tx
-				var commit func() error
-				if form == "graceful in an adopted Tx" {
-					adopted, commit, _ = adoptedTx(t, e, s)
-					other = adoptedReader(t, e, s)
-				}
-				done := make(chan result, 1)
-				go func() {
-					var r result
-					if form == "graceful in an adopted Tx" {
-						r.ids, r.err = q.EnqueueManyTx(c, adopted, jobs)
-					} else if form == "graceful in a Tx" {
-						r.err = s.InTx(c, func(c context.Context, tx store.Tx) error {
-							var err error
-							r.ids, err = q.EnqueueManyTx(c, tx, jobs)
-							return err
-						})
-					} else {
-						r.ids, r.err = q.EnqueueMany(c, jobs)
-					}
-					done <- r
-				}()
-				<-entered
+				return next(ctx, in)
+			}
+		}))
+		require.NoError(t, err)
+		q := s.Queue("running")
+		jobs := make([]store.NewJob, 500)
+		type result struct {
+			ids []int64
+			err error
+		}
+		// In the adopted form: the application's transaction the
+		// batch runs in (adopted, ended by commit), and another
+		// one adopted before Shutdown (other).
+		var adopted, other store.Tx
+		var commit func() error
+		if form == "graceful in an adopted Tx" {
+			adopted, commit, _ = adoptedTx(t, e, s)
+			other = adoptedReader(t, e, s)
+		}
+		done := make(chan result, 1)
+		go func() {
+			var r result
+			if form == "graceful in an adopted Tx" {
+				r.ids, r.err = q.EnqueueManyTx(c, adopted, jobs)
+			} else if form == "graceful in a Tx" {
+				r.err = s.InTx(c, func(c context.Context, tx store.Tx) error {
+					var err error
+					r.ids, err = q.EnqueueManyTx(c, tx, jobs)
+					return err
+				})
+			} else {
+				r.ids, r.err = q.EnqueueMany(c, jobs)
+			}
+			done <- r
+		}()
+		<-entered
 
-				sctx, cancel := context.WithCancel(c)
-				defer cancel()
-				if form == "hard" {
-					cancel()
+		sctx, cancel := context.WithCancel(c)
+		defer cancel()
+		if form == "hard" {
+			cancel()
+		}
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(sctx) }()
+		if form == "hard" {
+			require.ErrorIs(t, <-shut, context.Canceled)
+			close(release)
+			r := <-done
+			require.ErrorIs(t, r.err, store.ErrClosed)
+			assert.Nil(t, r.ids)
+		} else {
+			// The store drains: new operations are refused.
+			require.Eventually(t, func() bool {
+				_, err := s.Stream("probe").ReadSince(c, 0, 1)
+				return errors.Is(err, store.ErrClosed)
+			}, 30*time.Second, time.Millisecond)
+			if form == "graceful in an adopted Tx" {
+				_, err := s.Stream("probe").ReadSinceTx(c, other, 0, 1)
+				require.ErrorIs(t, err, store.ErrClosed, "an operation that starts in an adopted transaction once the store drains")
+				_, err = other.Exec(c, "SELECT 1")
+				require.ErrorIs(t, err, store.ErrClosed, "business SQL through an adopted Tx once the store drains")
+			}
+			waitFor(t, "Shutdown waits for the running write", func() bool {
+				select {
+				case err := <-shut:
+					t.Fatalf("Shutdown returned (%v) while a write was running", err)
+				default:
 				}
-				shut := make(chan error, 1)
-				go func() { shut <- s.Shutdown(sctx) }()
-				if form == "hard" {
-					require.ErrorIs(t, <-shut, context.Canceled)
-					close(release)
-					r := <-done
-					require.ErrorIs(t, r.err, store.ErrClosed)
-					assert.Nil(t, r.ids)
-				} else {
-					// The store drains: new operations are refused.
-					require.Eventually(t, func() bool {
-						_, err := s.Stream("probe").ReadSince(c, 0, 1)
-						return errors.Is(err, store.ErrClosed)
-					}, 30*time.Second, time.Millisecond)
-					if form == "graceful in an adopted Tx" {
-						_, err := s.Stream("probe").ReadSinceTx(c, other, 0, 1)
-						require.ErrorIs(t, err, store.ErrClosed, "an operation that starts in an adopted transaction once the store drains")
-						_, err = other.Exec(c, "SELECT 1")
-						require.ErrorIs(t, err, store.ErrClosed, "business SQL through an adopted Tx once the store drains")
-					}
-					waitFor(t, "Shutdown waits for the running write", func() bool {
-						select {
-						case err := <-shut:
-							t.Fatalf("Shutdown returned (%v) while a write was running", err)
-						default:
-						}
-						if form == "graceful in a Tx" {
-							return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitTxs")
-						}
-						return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitOps")
-					})
-					close(release)
-					r := <-done
-					require.NoError(t, r.err)
-					require.Len(t, r.ids, len(jobs))
-					require.NoError(t, <-shut)
-					if commit != nil {
-						_, err := q.EnqueueTx(c, adopted, []byte("late"), store.EnqueueOpts{})
-						require.ErrorIs(t, err, store.ErrClosed, "the store is closed")
-						require.NoError(t, commit(), "the adopted transaction is the application's to end")
-					}
+				if form == "graceful in a Tx" {
+					return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitTxs")
 				}
-				st, err := e.open(t).Queue("running").Stats(c)
-				require.NoError(t, err)
-				if form == "hard" {
-					assert.Zero(t, st.Ready, "the failed write stored nothing")
-				} else {
-					assert.EqualValues(t, len(jobs), st.Ready, "the write Shutdown waited for stored its batch")
-				}
+				return goroutineWaits("TestGracefulShutdownLetsARunningWriteFinish", "store.waitOps")
 			})
-		})
-	}
+			close(release)
+			r := <-done
+			require.NoError(t, r.err)
+			require.Len(t, r.ids, len(jobs))
+			require.NoError(t, <-shut)
+			if commit != nil {
+				_, err := q.EnqueueTx(c, adopted, []byte("late"), store.EnqueueOpts{})
+				require.ErrorIs(t, err, store.ErrClosed, "the store is closed")
+				require.NoError(t, commit(), "the adopted transaction is the application's to end")
+			}
+		}
+		st, err := e.open(t).Queue("running").Stats(c)
+		require.NoError(t, err)
+		if form == "hard" {
+			assert.Zero(t, st.Ready, "the failed write stored nothing")
+		} else {
+			assert.EqualValues(t, len(jobs), st.Ready, "the write Shutdown waited for stored its batch")
+		}
+	})
 }
 
 // adoptedReader is a transaction begun with the application's own driver

@@ -13,7 +13,7 @@ const claimGroupPartition = `-- name: ClaimGroupPartition :one
 UPDATE alk_group_partitions
 SET owner = ?1, token = token + 1, lease_expires_at = ?2, updated_at = ?3
 WHERE stream = ?4 AND grp = ?5 AND part = ?6
-  AND (owner IS NULL OR lease_expires_at <= ?3)
+  AND (owner IS NULL OR lease_expires_at <= ?3 OR owner = ?1)
 RETURNING token, committed_offset
 `
 
@@ -31,6 +31,7 @@ type ClaimGroupPartitionRow struct {
 	CommittedOffset int64
 }
 
+// Free, expired, or the claiming member's own (see the pg file).
 func (q *Queries) ClaimGroupPartition(ctx context.Context, arg ClaimGroupPartitionParams) (ClaimGroupPartitionRow, error) {
 	row := q.queryRow(ctx, q.claimGroupPartitionStmt, claimGroupPartition,
 		arg.Member,

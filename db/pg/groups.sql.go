@@ -14,7 +14,7 @@ const claimGroupPartition = `-- name: ClaimGroupPartition :one
 UPDATE alkstore.group_partitions
 SET owner = $1, token = token + 1, lease_expires_at = $2, updated_at = $3
 WHERE stream = $4 AND grp = $5 AND part = $6
-  AND (owner IS NULL OR lease_expires_at <= $3)
+  AND (owner IS NULL OR lease_expires_at <= $3 OR owner = $1)
 RETURNING token, committed_offset
 `
 
@@ -32,7 +32,9 @@ type ClaimGroupPartitionRow struct {
 	CommittedOffset int64
 }
 
-// Takes a free partition, or one whose lease expired, with a new token.
+// Takes a free partition, one whose lease expired, or one the claiming
+// member owns already (it dropped the partition when its lease lapsed in
+// its own view while its heartbeat renewed the row), with a new token.
 // No row: someone else holds it. A commit in flight under the old owner
 // holds the row's lock; the claim waits for it and then sees its outcome.
 func (q *Queries) ClaimGroupPartition(ctx context.Context, arg ClaimGroupPartitionParams) (ClaimGroupPartitionRow, error) {

@@ -39,10 +39,11 @@ SELECT part, owner, token, lease_expires_at, committed_offset FROM alk_group_par
 WHERE stream = @stream AND grp = @grp ORDER BY part;
 
 -- name: ClaimGroupPartition :one
+-- Free, expired, or the claiming member's own (see the pg file).
 UPDATE alk_group_partitions
 SET owner = @member, token = token + 1, lease_expires_at = @expires_at, updated_at = @now
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND (owner IS NULL OR lease_expires_at <= @now)
+  AND (owner IS NULL OR lease_expires_at <= @now OR owner = @member)
 RETURNING token, committed_offset;
 
 -- name: RenewGroupPartitions :many

@@ -53,13 +53,15 @@ SELECT part, owner, token, lease_expires_at, committed_offset FROM alkstore.grou
 WHERE stream = @stream AND grp = @grp ORDER BY part;
 
 -- name: ClaimGroupPartition :one
--- Takes a free partition, or one whose lease expired, with a new token.
+-- Takes a free partition, one whose lease expired, or one the claiming
+-- member owns already (it dropped the partition when its lease lapsed in
+-- its own view while its heartbeat renewed the row), with a new token.
 -- No row: someone else holds it. A commit in flight under the old owner
 -- holds the row's lock; the claim waits for it and then sees its outcome.
 UPDATE alkstore.group_partitions
 SET owner = @member, token = token + 1, lease_expires_at = @expires_at, updated_at = @now
 WHERE stream = @stream AND grp = @grp AND part = @part
-  AND (owner IS NULL OR lease_expires_at <= @now)
+  AND (owner IS NULL OR lease_expires_at <= @now OR owner = @member)
 RETURNING token, committed_offset;
 
 -- name: RenewGroupPartitions :many
