@@ -137,7 +137,8 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 // DeleteExpiredTombstones deletes, on compacted streams, keys whose head
 // has been a tombstone for longer than TombstoneRetention: the head row and
 // the tombstone event go together. It reads each compacted stream's oldest
-// tombstones on a partial index of tombstones.
+// expired tombstones on a partial index: of tombstone heads on PostgreSQL
+// (schema 00041), of tombstone events on SQLite.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
 		streams, err := o.maintainedStreams(ctx)

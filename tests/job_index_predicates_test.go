@@ -217,7 +217,10 @@ func TestJobIndexPredicatesMigrateBothWays(t *testing.T) {
 	up()
 
 	// An Up that stopped between dropping the old unique index and the
-	// rename: the next run ends as a whole one does.
+	// rename: the next run ends as a whole one does (from 39, the latest
+	// version then).
+	_, err = p.DownTo(c, 39)
+	require.NoError(t, err)
 	_, err = db.ExecContext(c, `ALTER INDEX alkstore.jobs_unique RENAME TO jobs_unique_00039`)
 	require.NoError(t, err)
 	_, err = db.ExecContext(c, `DELETE FROM alkstore.goose_db_version WHERE version_id = 39`)

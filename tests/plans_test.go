@@ -993,8 +993,11 @@ func loadSkewedStreams(t *testing.T, e *engineEnv, now time.Time) {
 			ev + fmt.Sprintf("SELECT nextval('alkstore.event_offset_seq'), 'kv', 'k' || g, 'old', '1'::xid8, %s FROM generate_series(1, 1000) g", ts(-72*time.Hour)),
 			ev + fmt.Sprintf("SELECT nextval('alkstore.event_offset_seq'), 'kv', 'k' || g, CASE WHEN g <= 1000 THEN NULL ELSE 'v'::bytea END, '1'::xid8, %s FROM generate_series(1, %d) g",
 				ts(-48*time.Hour), planKeys-hl),
-			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at) "+
-				"SELECT 'kv', key, max(id), 1, 0, %s, %s FROM alkstore.events WHERE stream = 'kv' GROUP BY key", ts(-48*time.Hour), ts(-48*time.Hour)),
+			// Tombstone heads carry their event's created_at (schema 00041).
+			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, tombstone_at) "+
+				"SELECT 'kv', m.key, m.id, 1, 0, %s, %s, CASE WHEN e.payload IS NULL THEN e.created_at END "+
+				"FROM (SELECT key, max(id) AS id FROM alkstore.events WHERE stream = 'kv' GROUP BY key) m JOIN alkstore.events e ON e.id = m.id",
+				ts(-48*time.Hour), ts(-48*time.Hour)),
 			// Headless rows carry headless_at, their updated_at (schema 00031).
 			fmt.Sprintf("INSERT INTO alkstore.compaction_heads (stream, key, created_at, updated_at, headless_at) SELECT 'kv', 'h' || g, %s, %s, %s FROM generate_series(1, %d) g",
 				ts(-2*time.Hour), ts(-2*time.Hour), ts(-2*time.Hour), hl),

@@ -32,6 +32,8 @@ type AlkstoreCompactionHead struct {
 	UpdatedAt time.Time
 	// updated_at of a headless row (NULL while the row has a head): what the janitor's TTL and the headless statistics read, in an index no publish onto a head touches, so moving a head is a HOT update
 	HeadlessAt *time.Time
+	// created_at of the head's event while it is a tombstone (NULL otherwise, and on a headless row): what the janitor's tombstone retention reads, in an index no publish of a value over a value touches
+	TombstoneAt *time.Time
 }
 
 // Consumer groups: members sharing a stream's events, one row per group

@@ -274,7 +274,8 @@ func (q *Queries) TryPartitionLock(ctx context.Context, lockID int64) (bool, err
 
 const unheadPartition = `-- name: UnheadPartition :exec
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = $1::timestamptz, headless_at = $1::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = $1::timestamptz, headless_at = $1::timestamptz,
+    tombstone_at = NULL
 WHERE h.head_offset >= $2::bigint AND h.head_offset < $3::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x

@@ -160,18 +160,20 @@ ins AS (
                      unnest($5::text[]) AS key,
                      unnest($1::bytea[]) AS payload,
                      unnest($6::text[]) AS headers) AS u
-    RETURNING id, key
+    RETURNING id, key, payload IS NULL AS tomb
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL,
+           CASE WHEN max(ins.id) FILTER (WHERE ins.tomb) = max(ins.id) THEN now() END
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -236,18 +238,20 @@ ins AS (
                      unnest($5::text[]) AS key,
                      unnest($1::bytea[]) AS payload,
                      unnest($6::text[]) AS headers) AS u
-    RETURNING id, key, txid
+    RETURNING id, key, payload IS NULL AS tomb, txid
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT $3::text, ins.key, max(ins.id), 1, 0, $7::timestamptz, $7::timestamptz, NULL,
+           CASE WHEN max(ins.id) FILTER (WHERE ins.tomb) = max(ins.id) THEN now() END
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -824,7 +828,8 @@ func (q *Queries) TrimStream(ctx context.Context, arg TrimStreamParams) (int64, 
 
 const unheadTrimmed = `-- name: UnheadTrimmed :exec
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = $1::timestamptz, headless_at = $1::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = $1::timestamptz, headless_at = $1::timestamptz,
+    tombstone_at = NULL
 WHERE h.head_offset <= $2::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x

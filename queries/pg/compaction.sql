@@ -9,8 +9,12 @@
 -- NOTIFY: a keyed publish carrying a wake runs PublishKeyedEventNotify, a
 -- Tx's first PublishKeyedEventWithTxid. The head's data-modifying CTE
 -- runs to completion although nothing reads it. A publish onto a headed row changes no
--- indexed column (headless_at stays NULL), so it is a HOT update (schema
--- 00031). ON CONFLICT rather than an UPDATE first (callgrind on the
+-- indexed column (headless_at stays NULL, and so does tombstone_at for a
+-- value over a value), so it is a HOT update (schema 00031). tombstone_at
+-- is the event's created_at (now(), its default) for a tombstone, NULL for
+-- a value: the janitor's tombstone pass reads it (schema 00041; the column
+-- and its CASE about 3k of a keyed publish's server instructions, the
+-- dropped events_tombstones as much). ON CONFLICT rather than an UPDATE first (callgrind on the
 -- backend, 1,024 keys, every head present, commit included, with the
 -- head table's CHECK of schema 00033): this statement 258k instructions;
 -- the event with an UPDATE of its head and no INSERT at all already 265k;
@@ -32,12 +36,14 @@ WITH ins AS (
     RETURNING id
 ),
 head AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL,
+           CASE WHEN sqlc.narg(payload)::bytea IS NULL THEN now() END
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -55,12 +61,14 @@ WITH ins AS (
     RETURNING id
 ),
 head AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL,
+           CASE WHEN sqlc.narg(payload)::bytea IS NULL THEN now() END
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -78,12 +86,14 @@ WITH ins AS (
     RETURNING id, txid
 ),
 head AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT @stream::text, @key::text, ins.id, @schema_version::integer, @compaction_rank::bigint, @now::timestamptz, @now::timestamptz, NULL,
+           CASE WHEN sqlc.narg(payload)::bytea IS NULL THEN now() END
     FROM ins
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )

@@ -88,7 +88,8 @@ SELECT s.name FROM alkstore.streams s WHERE s.name = ANY(@names::text[]) ORDER B
 -- compacted and point into the partition become headless (as UnheadExpired
 -- and UnheadTrimmed do), in key order, skipping rows others hold.
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz,
+    tombstone_at = NULL
 WHERE h.head_offset >= @lo::bigint AND h.head_offset < @hi::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x

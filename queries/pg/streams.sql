@@ -66,18 +66,20 @@ ins AS (
                      unnest(@keys::text[]) AS key,
                      unnest(@payloads::bytea[]) AS payload,
                      unnest(@headers::text[]) AS headers) AS u
-    RETURNING id, key
+    RETURNING id, key, payload IS NULL AS tomb
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL,
+           CASE WHEN max(ins.id) FILTER (WHERE ins.tomb) = max(ins.id) THEN now() END
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -99,18 +101,20 @@ ins AS (
                      unnest(@keys::text[]) AS key,
                      unnest(@payloads::bytea[]) AS payload,
                      unnest(@headers::text[]) AS headers) AS u
-    RETURNING id, key, txid
+    RETURNING id, key, payload IS NULL AS tomb, txid
 ),
 heads AS (
-    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
-    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at, tombstone_at)
+    SELECT @stream::text, ins.key, max(ins.id), 1, 0, @now::timestamptz, @now::timestamptz, NULL,
+           CASE WHEN max(ins.id) FILTER (WHERE ins.tomb) = max(ins.id) THEN now() END
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
     ORDER BY ins.key
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
-        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
+        tombstone_at = EXCLUDED.tombstone_at
     WHERE h.head_offset IS NULL
        OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset)
 )
@@ -415,7 +419,8 @@ SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
 -- the key takes its next value by the winner rule instead of keeping a head
 -- that no longer exists. Rows are locked in key order (see PublishEvents).
 UPDATE alkstore.compaction_heads h
-SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz
+SET head_offset = NULL, schema_version = 0, compaction_rank = 0, updated_at = @now::timestamptz, headless_at = @now::timestamptz,
+    tombstone_at = NULL
 WHERE h.head_offset <= @horizon::bigint
   AND (h.stream, h.key) IN (
     SELECT x.stream, x.key FROM alkstore.compaction_heads x
