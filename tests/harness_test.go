@@ -331,6 +331,9 @@ type cluster struct {
 		ok   bool
 	}
 	checker *pgx.Conn // leftovers' connection (to the maintenance database), used by one release at a time
+	// sessionsBefore and sessionsOpened are the lease's session counts for
+	// serverCPUEnv's log, set by the test holding the server.
+	sessionsBefore, sessionsOpened int64
 }
 
 type pool struct {
@@ -420,12 +423,14 @@ func (p *pool) lease(t *testing.T) *cluster {
 }
 
 // serverCPUEnv names a file each test's lease of a throwaway PostgreSQL
-// server appends a line to when it ends: the test's name, a tab, and the
+// server appends a line to when it ends: the test's name, a tab, the
 // CPU-seconds the server spent while the test held it (its backends', and
-// its databases' creation and drop). With the test binary's profile
-// labelled by test half (eachEngineAlone, eachEngineInTurn: go test
-// -cpuprofile, then go tool pprof -tags), it tells where a run's
-// CPU-seconds go; children the tests start are in neither.
+// its databases' creation and drop), a tab, and the sessions the test
+// opened on its databases (pg_stat_database.sessions, read before the
+// drop). With the test binary's profile labelled by test half
+// (eachEngineAlone, eachEngineInTurn: go test -cpuprofile, then go tool
+// pprof -tags), it tells where a run's CPU-seconds go; children the tests
+// start are in neither.
 const serverCPUEnv = "ALK_TEST_PGCPU"
 
 func logServerCPU(t *testing.T, name string, c *cluster) {
@@ -434,6 +439,7 @@ func logServerCPU(t *testing.T, name string, c *cluster) {
 		return
 	}
 	before := pgtest.ClusterCPU(c.Pid())
+	c.sessionsBefore = c.sessionCount()
 	t.Cleanup(func() {
 		f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
@@ -441,8 +447,29 @@ func logServerCPU(t *testing.T, name string, c *cluster) {
 			return
 		}
 		defer f.Close()
-		fmt.Fprintf(f, "%s\t%.2f\n", name, (pgtest.ClusterCPU(c.Pid()) - before).Seconds())
+		fmt.Fprintf(f, "%s\t%.2f\t%d\n", name, (pgtest.ClusterCPU(c.Pid()) - before).Seconds(), c.sessionsOpened)
 	})
+}
+
+// sessionCount is how many sessions were ever opened on this process's
+// databases on the server that still exist (-1 if it cannot tell): for
+// serverCPUEnv's log, which takes the count at a lease's start from the
+// one before its databases' drop. Backends count their session when they
+// end (PostgreSQL 14 and later), and every session of a test has ended
+// by then (leftovers).
+func (c *cluster) sessionCount() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.sessions(ctx); err != nil { // connects c.checker
+		return -1
+	}
+	var n int64
+	ours := fmt.Sprintf(`alk\_test\_%d\_%%`, os.Getpid())
+	if err := c.checker.QueryRow(ctx, `SELECT coalesce(sum(sessions), 0)::int8 FROM pg_stat_database WHERE datname LIKE $1`,
+		pgx.QueryExecModeSimpleProtocol, ours).Scan(&n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // wait waits, p.mu held, for a server to be freed, unless the wait could
@@ -477,6 +504,9 @@ func (p *pool) release(t *testing.T, name string, c *cluster) {
 			"(a store, pool or connection not closed, a prepared transaction not finished): %v", name, left)
 	}
 	retire := left != nil && c.Dir() != "" // a throwaway cluster: another starts if needed
+	if os.Getenv(serverCPUEnv) != "" {
+		c.sessionsOpened = c.sessionCount() - c.sessionsBefore
+	}
 	if left == nil && c.Dir() != "" {
 		// The test's databases go (the migrated and the skewed templates
 		// stay): a throwaway cluster lives in memory (pgtest's

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/assert"
@@ -96,58 +97,140 @@ func (r jobRuleRow) String() string {
 	return fmt.Sprintf("state %q, max_attempts %d, token %t, expiry %t, unique key %t, states %t", r.state, r.maxAttempts, r.token, r.expiry, r.key, r.states)
 }
 
-// walkJobRules writes every row of jobRuleRows by hand in tx, as an INSERT
-// and, with updates, also as an UPDATE of job id (a pending job), each behind a
-// savepoint it rolls back to, and returns how the table's answers differ
-// from the rules (broken): an allowed row refused, a row breaking a rule
-// stored, or a refusal that is not a CHECK's (on PostgreSQL: not SQLSTATE
-// 23514 naming one of the rules the row breaks). Nothing is left in tx.
-func walkJobRules(t *testing.T, engine string, tx *sql.Tx, id int64, updates bool) (wrong []string) {
-	t.Helper()
-	c := ctx(t)
+// jobRuleWrite is one statement of the walk over the jobs table's rules:
+// row r written by hand, as an INSERT or as an UPDATE of a pending job.
+type jobRuleWrite struct {
+	r    jobRuleRow
+	stmt string
+}
+
+// jobRuleWrites is the walk's statements on engine: every row of
+// jobRuleRows as an INSERT and, with updates, also as an UPDATE of job id
+// (a pending job).
+func jobRuleWrites(engine string, id int64, updates bool) []jobRuleWrite {
 	table, now := "alkstore.jobs", "CURRENT_TIMESTAMP"
 	if engine == "lite" {
 		table, now = "alk_jobs", "1"
 	}
 	cols := []string{"state", "max_attempts", "claim_token", "claim_expires_at", "unique_key", "unique_states"}
+	var writes []jobRuleWrite
 	for _, r := range jobRuleRows() {
 		v := r.values(engine)
 		sets := make([]string, len(cols))
 		for i, col := range cols {
 			sets[i] = col + " = " + v[i]
 		}
-		stmts := []string{fmt.Sprintf("INSERT INTO %s (queue, created_at, run_at, %s) VALUES ('walk', %s, %s, %s)", table, strings.Join(cols, ", "), now, now, strings.Join(v, ", "))}
+		writes = append(writes, jobRuleWrite{r, fmt.Sprintf("INSERT INTO %s (queue, created_at, run_at, %s) VALUES ('walk', %s, %s, %s)", table, strings.Join(cols, ", "), now, now, strings.Join(v, ", "))})
 		if updates {
-			stmts = append(stmts, fmt.Sprintf("UPDATE %s SET %s WHERE id = %d", table, strings.Join(sets, ", "), id))
-		}
-		for _, stmt := range stmts {
-			_, err := tx.ExecContext(c, "SAVEPOINT walk")
-			require.NoError(t, err)
-			res, err := tx.ExecContext(c, stmt)
-			broken := r.broken(engine)
-			switch {
-			case err == nil && len(broken) > 0:
-				wrong = append(wrong, fmt.Sprintf("%s: stored, but breaks %v (%s)", r, broken, stmt[:6]))
-			case err == nil:
-				n, err := res.RowsAffected()
-				require.NoError(t, err)
-				if n != 1 {
-					wrong = append(wrong, fmt.Sprintf("%s: %d rows written (%s)", r, n, stmt[:6]))
-				}
-			case len(broken) == 0:
-				wrong = append(wrong, fmt.Sprintf("%s: refused, but breaks no rule (%s): %v", r, stmt[:6], err))
-			case engine == "pg":
-				var pgErr *pgconn.PgError
-				if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !slices.Contains(broken, pgErr.ConstraintName) {
-					wrong = append(wrong, fmt.Sprintf("%s: refused with %v, want SQLSTATE 23514 naming one of %v (%s)", r, err, broken, stmt[:6]))
-				}
-			case !strings.Contains(err.Error(), "CHECK constraint failed"):
-				wrong = append(wrong, fmt.Sprintf("%s: refused with %v, want a CHECK's refusal (%s)", r, err, stmt[:6]))
-			}
-			_, err = tx.ExecContext(c, "ROLLBACK TO SAVEPOINT walk")
-			require.NoError(t, err)
+			writes = append(writes, jobRuleWrite{r, fmt.Sprintf("UPDATE %s SET %s WHERE id = %d", table, strings.Join(sets, ", "), id)})
 		}
 	}
+	return writes
+}
+
+// judge returns how the table's answer to w (n rows written, or err)
+// differs from the rules (broken), or "" when it agrees: an allowed row
+// refused, a row breaking a rule stored, or a refusal that is not a
+// CHECK's (on PostgreSQL: not SQLSTATE 23514 naming one of the rules the
+// row breaks).
+func (w jobRuleWrite) judge(engine string, n int64, err error) string {
+	r, verb := w.r, w.stmt[:6]
+	broken := r.broken(engine)
+	switch {
+	case err == nil && len(broken) > 0:
+		return fmt.Sprintf("%s: stored, but breaks %v (%s)", r, broken, verb)
+	case err == nil && n != 1:
+		return fmt.Sprintf("%s: %d rows written (%s)", r, n, verb)
+	case err == nil:
+		return ""
+	case len(broken) == 0:
+		return fmt.Sprintf("%s: refused, but breaks no rule (%s): %v", r, verb, err)
+	case engine == "pg":
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" || !slices.Contains(broken, pgErr.ConstraintName) {
+			return fmt.Sprintf("%s: refused with %v, want SQLSTATE 23514 naming one of %v (%s)", r, err, broken, verb)
+		}
+	case !strings.Contains(err.Error(), "CHECK constraint failed"):
+		return fmt.Sprintf("%s: refused with %v, want a CHECK's refusal (%s)", r, err, verb)
+	}
+	return ""
+}
+
+// walkJobRules writes every row of jobRuleRows by hand in tx (jobRule-
+// Writes), each behind a savepoint it rolls back to, and returns how the
+// table's answers differ from the rules (jobRuleWrite.judge). Nothing is
+// left in tx. On PostgreSQL, walkJobRulesPipelined does the same in one
+// round trip.
+func walkJobRules(t *testing.T, engine string, tx *sql.Tx, id int64, updates bool) (wrong []string) {
+	t.Helper()
+	c := ctx(t)
+	for _, w := range jobRuleWrites(engine, id, updates) {
+		_, err := tx.ExecContext(c, "SAVEPOINT walk")
+		require.NoError(t, err)
+		var n int64
+		res, err := tx.ExecContext(c, w.stmt)
+		if err == nil {
+			n, err = res.RowsAffected()
+			require.NoError(t, err)
+		}
+		if msg := w.judge(engine, n, err); msg != "" {
+			wrong = append(wrong, msg)
+		}
+		_, err = tx.ExecContext(c, "ROLLBACK TO SAVEPOINT walk")
+		require.NoError(t, err)
+	}
+	return wrong
+}
+
+// walkJobRulesPipelined is walkJobRules on PostgreSQL in the transaction
+// open on conn, its statements sent at once (pgconn's pipeline mode):
+// SAVEPOINT walk, then for each write the write and ROLLBACK TO SAVEPOINT
+// walk, each followed by a Sync, so that a refused write (which aborts the
+// transaction, and makes the server skip what follows it up to the next
+// Sync) is answered on its own and the rollback after it still runs. Each
+// write is one extended-protocol statement as database/sql's was; only the
+// round trips go (3 a write one after the other: TestJobRulesWalkCatches-
+// WeakerRules made some 15,000).
+func walkJobRulesPipelined(t *testing.T, conn *pgx.Conn, id int64, updates bool) (wrong []string) {
+	t.Helper()
+	writes := jobRuleWrites("pg", id, updates)
+	p := conn.PgConn().StartPipeline(ctx(t))
+	send := func(stmt string) {
+		p.SendQueryParams(stmt, nil, nil, nil, nil)
+		p.SendPipelineSync()
+	}
+	send("SAVEPOINT walk")
+	for _, w := range writes {
+		send(w.stmt)
+		send("ROLLBACK TO SAVEPOINT walk")
+	}
+	require.NoError(t, p.Flush())
+	// next returns the next statement's outcome, and reads its Sync.
+	next := func() (pgconn.CommandTag, error) {
+		t.Helper()
+		res, err := p.GetResults()
+		var tag pgconn.CommandTag
+		if err == nil {
+			rr, ok := res.(*pgconn.ResultReader)
+			require.True(t, ok, "a statement's result, got %T", res)
+			tag, err = rr.Close()
+		}
+		sync, serr := p.GetResults()
+		require.NoError(t, serr)
+		require.IsType(t, &pgconn.PipelineSync{}, sync)
+		return tag, err
+	}
+	_, err := next()
+	require.NoError(t, err)
+	for _, w := range writes {
+		tag, err := next()
+		if msg := w.judge("pg", tag.RowsAffected(), err); msg != "" {
+			wrong = append(wrong, msg)
+		}
+		_, err = next()
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Close())
 	return wrong
 }
 
@@ -182,11 +265,29 @@ func pendingJobForWalk(t *testing.T, e *engineEnv) (*sql.DB, int64) {
 func TestJobRulesAllowExactlyTheirRows(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		db, id := pendingJobForWalk(t, e)
+		if e.name == "pg" {
+			conn := pgxConn(t, e)
+			tx, err := conn.Begin(ctx(t))
+			require.NoError(t, err)
+			defer tx.Rollback(ctx(t))
+			requireWalkRight(t, walkJobRulesPipelined(t, conn, id, true))
+			return
+		}
 		tx, err := db.BeginTx(ctx(t), nil)
 		require.NoError(t, err)
 		defer tx.Rollback()
 		requireWalkRight(t, walkJobRules(t, e.name, tx, id, true))
 	})
+}
+
+// pgxConn is a connection to e's PostgreSQL database, closed when the
+// test ends.
+func pgxConn(t *testing.T, e *engineEnv) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx(t), e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
 
 // TestJobRulesWalkCatchesWeakerRules: the walk of TestJobRulesAllowExactly-
@@ -198,7 +299,8 @@ func TestJobRulesAllowExactlyTheirRows(t *testing.T) {
 func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
-	db, id := pendingJobForWalk(t, e)
+	_, id := pendingJobForWalk(t, e)
+	conn := pgxConn(t, e)
 	rules := map[string]string{
 		"jobs_state_check":        `state IN ('pending', 'running', 'completed', 'cancelled', 'expired', 'dead')`,
 		"jobs_max_attempts_check": `max_attempts > 0`,
@@ -218,18 +320,12 @@ func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
 	c := ctx(t)
 	for _, w := range weaker {
 		t.Run(w.what, func(t *testing.T) {
-			tx, err := db.BeginTx(c, nil)
+			tx, err := conn.Begin(c)
 			require.NoError(t, err)
-			defer tx.Rollback()
-			var drops []string
-			rows, err := tx.QueryContext(c, `SELECT conname FROM pg_constraint WHERE conrelid = 'alkstore.jobs'::regclass AND contype = 'c'`)
+			defer tx.Rollback(c)
+			rows, _ := tx.Query(c, `SELECT 'DROP CONSTRAINT ' || conname FROM pg_constraint WHERE conrelid = 'alkstore.jobs'::regclass AND contype = 'c'`)
+			drops, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			require.NoError(t, err)
-			for rows.Next() {
-				var name string
-				require.NoError(t, rows.Scan(&name))
-				drops = append(drops, "DROP CONSTRAINT "+name)
-			}
-			require.NoError(t, rows.Err())
 			require.NotEmpty(t, drops)
 			adds := drops
 			for name, check := range rules {
@@ -238,9 +334,9 @@ func TestJobRulesWalkCatchesWeakerRules(t *testing.T) {
 				}
 				adds = append(adds, fmt.Sprintf("ADD CONSTRAINT %s CHECK (%s)", name, check))
 			}
-			_, err = tx.ExecContext(c, "ALTER TABLE alkstore.jobs "+strings.Join(adds, ", "))
+			_, err = tx.Exec(c, "ALTER TABLE alkstore.jobs "+strings.Join(adds, ", "))
 			require.NoError(t, err)
-			wrong := walkJobRules(t, "pg", tx, id, false) // the INSERTs suffice here
+			wrong := walkJobRulesPipelined(t, conn, id, false) // the INSERTs suffice here
 			if w.name == "" {
 				requireWalkRight(t, wrong)
 			} else {
