@@ -17,6 +17,7 @@ func TestPublishWithTxidTwinsArePublishes(t *testing.T) {
 	without := strings.NewReplacer(
 		"RETURNING id, txid", "RETURNING id",
 		"RETURNING id, key, txid", "RETURNING id, key",
+		"RETURNING id, key, payload IS NULL AS tomb, txid", "RETURNING id, key, payload IS NULL AS tomb",
 		"SELECT ins.id, ins.txid FROM ins", "SELECT ins.id FROM ins",
 		"SELECT id, txid FROM ins", "SELECT id FROM ins")
 	for _, c := range []struct{ name, stmt, twin string }{
