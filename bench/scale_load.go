@@ -47,9 +47,10 @@ var scaleKinds = []struct {
 		INSERT INTO alk_events (stream, key, payload, created_at)
 		SELECT 'kv', 'k' || (i / 2), CASE WHEN i % 2 = 1 AND (i / 2) % 10 = 0 THEN NULL ELSE ?3 END, ?4 - 60000000 FROM g`},
 	{"heads of kv", func(c scaleCounts) int64 { return c.keys },
-		`INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)
-		SELECT 'kv', e.key, max(e.id), 0, 0, $4, $4
-		FROM (SELECT key, id FROM alkstore.events WHERE stream = 'kv' ORDER BY id DESC LIMIT 2 * ($2::bigint - $1::bigint + 1)) e
+		`INSERT INTO alkstore.compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, tombstone_at)
+		SELECT 'kv', e.key, max(e.id), 0, 0, $4, $4,
+			CASE WHEN (array_agg(e.tomb ORDER BY e.id DESC))[1] THEN max(e.created_at) END -- a tombstone head's mark (00041)
+		FROM (SELECT key, id, payload IS NULL AS tomb, created_at FROM alkstore.events WHERE stream = 'kv' ORDER BY id DESC LIMIT 2 * ($2::bigint - $1::bigint + 1)) e
 		WHERE length($3::bytea) >= 0
 		GROUP BY e.key`,
 		`INSERT INTO alk_compaction_heads (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at)

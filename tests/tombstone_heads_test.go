@@ -201,3 +201,66 @@ func TestTombstonePassVsPublishOverTheTombstone(t *testing.T) {
 		assert.Equal(t, off, headOffset("stale"))
 	})
 }
+
+// TestTombstonePassPutsStaleMarksRight: PostgreSQL's pass reads tombstone
+// heads by their mark (tombstone_at, schema 00041), and a library older
+// than 00040 publishing a value over a marked tombstone head leaves the
+// mark as it was. The pass checks each head's event, so such a head is
+// never deleted; it must also put its mark right, or enough stale marks
+// fill every batch ahead of the expired tombstones and none is ever
+// deleted again. Five stale marks older than the one expired tombstone,
+// passes of a batch of five: the first pass corrects them, a later one
+// deletes the tombstone, and every value stays. PostgreSQL only: SQLite
+// keeps no marks (it reads its tombstone events' own index).
+func TestTombstonePassPutsStaleMarksRight(t *testing.T) {
+	parallelTest(t)
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	clk := &offsetClock{}
+	s := e.open(t, store.WithClock(clk.Now))
+	kv := s.Stream("kv")
+	require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute, MinCompactionLag: time.Hour}))
+	db := e.sqlDB(t)
+	// A 00039 library's keyed publish: no tombstone_at.
+	const olderPublish = `WITH ins AS (
+    INSERT INTO alkstore.events (id, stream, key, payload, txid)
+    VALUES (nextval('alkstore.event_offset_seq'), $1::text, $2::text, $3::bytea, pg_current_xact_id())
+    RETURNING id),
+head AS (
+    INSERT INTO alkstore.compaction_heads AS h (stream, key, head_offset, schema_version, compaction_rank, created_at, updated_at, headless_at)
+    SELECT $1::text, $2::text, ins.id, 1, 0, now(), now(), NULL FROM ins
+    ON CONFLICT (stream, key) DO UPDATE
+    SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
+        compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL
+    WHERE h.head_offset IS NULL
+       OR (EXCLUDED.compaction_rank, EXCLUDED.head_offset) > (h.compaction_rank, h.head_offset))
+SELECT id FROM ins`
+	const stale = 5
+	for i := range stale {
+		k := fmt.Sprintf("s%d", i)
+		_, err := kv.PublishWithKey(c, k, nil) // marked
+		require.NoError(t, err)
+		_, err = db.ExecContext(c, olderPublish, "kv", k, []byte("value")) // a value over it, the mark kept
+		require.NoError(t, err)
+	}
+	_, err := kv.PublishWithKey(c, "expired", nil)
+	require.NoError(t, err)
+	clk.Advance(time.Hour)
+	var deleted int64
+	for range 3 {
+		n, err := s.Maintenance().DeleteExpiredTombstones(c, stale)
+		require.NoError(t, err)
+		deleted += n
+	}
+	assert.EqualValues(t, 1, deleted, "the expired tombstone behind %d stale marks", stale)
+	_, err = kv.Key("expired").CompactionHead(c)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	var marked int
+	require.NoError(t, db.QueryRowContext(c, `SELECT count(*) FROM alkstore.compaction_heads WHERE tombstone_at IS NOT NULL`).Scan(&marked))
+	assert.Zero(t, marked, "the values' marks put right")
+	for i := range stale {
+		h, err := kv.Key(fmt.Sprintf("s%d", i)).CompactionHead(c)
+		require.NoError(t, err)
+		assert.Equal(t, "value", string(h.Payload))
+	}
+}

@@ -316,19 +316,27 @@ func (q *Queries) DeleteRetained(ctx context.Context, arg DeleteRetainedParams) 
 }
 
 const expiredTombstones = `-- name: ExpiredTombstones :many
-SELECT t.stream, t.key, t.head_offset::bigint AS head_offset
-FROM (SELECT h.stream, h.key, h.head_offset FROM alkstore.compaction_heads h
-      WHERE h.stream = $1::text AND h.tombstone_at IS NOT NULL AND h.tombstone_at < $2::timestamptz
-      ORDER BY h.stream, h.tombstone_at
-      LIMIT $3::integer
-      FOR UPDATE OF h SKIP LOCKED) t
-WHERE EXISTS (SELECT 1 FROM alkstore.events e
-              WHERE e.id = t.head_offset AND e.payload IS NULL AND e.created_at < $2::timestamptz)
+WITH t AS MATERIALIZED (
+    SELECT h.ctid::tid AS row_id, h.stream, h.key, h.head_offset FROM alkstore.compaction_heads h
+    WHERE h.stream = $2::text AND h.tombstone_at IS NOT NULL AND h.tombstone_at < $1::timestamptz
+    ORDER BY h.stream, h.tombstone_at
+    LIMIT $3::integer
+    FOR UPDATE OF h SKIP LOCKED
+), c AS MATERIALIZED (
+    SELECT t.row_id, t.stream, t.key, t.head_offset, e.payload IS NULL AND e.id IS NOT NULL AS tomb, e.created_at
+    FROM t LEFT JOIN alkstore.events e ON e.id = t.head_offset
+), fixed AS (
+    UPDATE alkstore.compaction_heads h
+    SET tombstone_at = (SELECT CASE WHEN c.tomb THEN c.created_at END FROM c WHERE c.row_id = h.ctid::tid)
+    WHERE h.ctid::tid = ANY (ARRAY(SELECT c.row_id FROM c WHERE NOT (c.tomb AND c.created_at < $1::timestamptz)))
+)
+SELECT c.stream, c.key, c.head_offset::bigint AS head_offset FROM c
+WHERE c.tomb AND c.created_at < $1::timestamptz
 `
 
 type ExpiredTombstonesParams struct {
-	Stream string
 	Cutoff time.Time
+	Stream string
 	Batch  int32
 }
 
@@ -343,17 +351,22 @@ type ExpiredTombstonesRow struct {
 // compaction_heads_tombstone_at (schema 00041: a head's tombstone_at is
 // its tombstone's created_at, NULL while the head is a value), so only
 // expired ones are read, and no index of events is there for the pass
-// alone. The rows are locked in the subquery, under its LIMIT, skipping
-// those another statement holds (a publish of the key in flight); a row
-// that changed since the snapshot is checked again, and one that is no
-// longer a tombstone head drops out. Then each locked head's event is
-// checked to be a tombstone still, older than the cutoff: the mark only
-// nominates (a library older than 00041 publishing over a tombstone head
-// leaves tombstone_at as it was). With the check beside the ORDER BY, a
-// never-analysed table had the planner sort every expired head after
-// probing each one's event (5,228 buffers for a batch of 500 of 1,000).
+// alone. The rows are locked in t, under its LIMIT, skipping those another
+// statement holds (a publish of the key in flight); a row that changed
+// since the snapshot is checked again, and one that is no longer a
+// tombstone head drops out. Then each locked head's event is checked to
+// be a tombstone still, older than the cutoff: the mark only nominates (a
+// library older than 00041 publishing over a tombstone head leaves
+// tombstone_at as it was). A head that fails the check gets its mark put
+// right (its event's created_at if a tombstone, else NULL): left as it
+// was, enough such heads filled every batch ahead of the expired ones and
+// the pass found none for good (the rows are locked, so their ctids stay
+// theirs and the fix is a TID scan). Locking in its own CTE keeps the check
+// away from the ORDER BY: beside it, a never-analysed table had the
+// planner sort every expired head after probing each one's event (5,228
+// buffers for a batch of 500 of 1,000).
 func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesParams) ([]ExpiredTombstonesRow, error) {
-	rows, err := q.db.Query(ctx, expiredTombstones, arg.Stream, arg.Cutoff, arg.Batch)
+	rows, err := q.db.Query(ctx, expiredTombstones, arg.Cutoff, arg.Stream, arg.Batch)
 	if err != nil {
 		return nil, err
 	}
