@@ -429,6 +429,8 @@ type ownedPart struct {
 	delivered int64     // the last event of the partition delivered
 	before    int64     // delivered before the last was handed out: a Redeliver of the last goes back to it
 	highest   int64     // the highest offset delivered under this claim: Commit refuses later ones
+	from      int64     // the committed offset the claim started from: it delivers only events past it
+	handedBy  int64     // the highest offset Recv returned of the partition before this claim
 	finished  int64     // the last event Consume finished, committed at the next flush
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
@@ -867,7 +869,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 		m.reportLateClaim(r.part, exp)
 		m.mu.Lock()
 		m.claims++
-		res.claim = m.claims
+		res.claim, res.from, res.handedBy = m.claims, res.committed, m.handed[r.part]
 		m.owned[r.part] = &res
 		m.mu.Unlock()
 		held = append(held, r.part)
@@ -993,9 +995,14 @@ func (m *GroupMember) commit(ctx context.Context, v via, p int, token, offset in
 // partition under the claim it delivered ev in (another member claimed it
 // since, after the member released it or its lease ran out; or the member
 // claimed it again, reading it from its committed offset): ev will be
-// delivered again to the partition's owner; and with ErrInvalidArgument for
-// an event this member did not deliver (of another stream, or later than
-// any its Recv returned of the partition, before any Recv too). A lease
+// delivered again to the partition's owner, unless it was committed since
+// (one delivered under an earlier claim and at or below the offset the
+// member's current claim started from fails the same way: accepting it
+// would let a CommitTx commit its effects twice); and with
+// ErrInvalidArgument for an event this member did not deliver (of another
+// stream, at offset 0 or below, later than any its Recv returned of the
+// partition, before any Recv too, or one its current claim started past
+// that no earlier claim of the member delivered). A lease
 // that ran out with no one claiming the partition does not fence: no one
 // else handled its events meanwhile (on SQLite a long ConsumeTx handler
 // holds the writer slot its heartbeats wait for), and the commit renews
@@ -1517,15 +1524,18 @@ func (m *GroupMember) Redeliver(ev Event) error {
 // ErrClaimLost when the member delivered it but no longer holds its
 // partition under that claim (lost, released, or claimed again since,
 // reading from the committed offset): the partition's owner delivers it
-// again.
+// again. An event at or below the offset the claim started from was not
+// delivered under it: ErrClaimLost when an earlier claim delivered it (it
+// was committed since, by this member or another, so accepting it would
+// let a CommitTx commit its effects twice), else ErrInvalidArgument.
 func (m *GroupMember) deliveredIn(p int, ev Event) (int64, error) {
 	o := m.owned[p]
 	switch {
-	case ev.Offset > m.handed[p]:
+	case ev.Offset <= 0 || ev.Offset > m.handed[p] || o != nil && !o.lost && ev.Offset <= o.from && ev.Offset > o.handedBy:
 		return 0, fmt.Errorf("%w: event %d of partition %d was not delivered to this member", ErrInvalidArgument, ev.Offset, p)
 	case o == nil || o.lost:
 		return 0, fmt.Errorf("%w: partition %d of event %d is not this member's", ErrClaimLost, p, ev.Offset)
-	case ev.Offset > o.highest:
+	case ev.Offset > o.highest || ev.Offset <= o.from:
 		return 0, fmt.Errorf("%w: event %d of partition %d was delivered under an earlier claim of the partition", ErrClaimLost, ev.Offset, p)
 	}
 	return o.token, nil

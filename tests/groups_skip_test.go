@@ -399,3 +399,81 @@ func TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument(t *testing.T) {
 		require.NoError(t, a.Commit(c, again))
 	})
 }
+
+// TestGroupCommitOfAnEventFromBeforeAReclaim: A delivers e1 (partition 1)
+// under its first claim, a rebalance gives partition 1 to B, B handles e1
+// and e2, commits e2 and leaves; A claims partition 1 again (from e2) and
+// gets e3. Then e1, delivered under A's earlier claim and committed since
+// by B, is ErrClaimLost for Commit, CommitTx and Redeliver (accepted, a
+// CommitTx would commit its effects a second time, and a Redeliver would
+// hand out again what B committed); e2, which A never received, and an
+// offset of 0 are ErrInvalidArgument. A's next event is the next one
+// published.
+func TestGroupCommitOfAnEventFromBeforeAReclaim(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		const parts = 2
+		k0, k1 := partKey(0, parts), partKey(1, parts)
+		clock := newStandingClock()
+		s := e.open(t, store.WithClock(clock.now))
+		st := s.Stream("s")
+		g := st.Group("g")
+		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
+		offs := publishBatch(t, st, k1, k1, k0) // e1 e2 (partition 1), f (partition 0)
+		all, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		e2 := all[1]
+		a, err := g.Join(c, opts)
+		require.NoError(t, err)
+		defer a.Close()
+		e1, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[0], e1.Offset) // e1 under A's claim 1, not committed
+
+		b, err := g.Join(c, opts)
+		require.NoError(t, err)
+		clock.advance(opts.LeaseTTL / 2)
+		f, err := a.Recv(c) // releases partition 1 (at c0) to b
+		require.NoError(t, err)
+		require.Equal(t, offs[2], f.Offset)
+		require.NoError(t, a.Commit(c, f))
+		require.Equal(t, []int{0}, a.Partitions())
+		bEv, err := b.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[0], bEv.Offset)
+		bEv, err = b.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[1], bEv.Offset)
+		require.NoError(t, b.Commit(c, bEv)) // e1, e2 handled by b
+		require.NoError(t, b.Leave(c))
+
+		e3off := publishBatch(t, st, k1)[0]
+		clock.advance(opts.LeaseTTL / 3) // a's step is due: claims partition 1 again, from e2
+		e3, err := a.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, e3off, e3.Offset)
+		require.Equal(t, []int{0, 1}, a.Partitions())
+
+		err = a.Commit(c, e1)
+		t.Logf("%s: Commit(e1 from before the reclaim) = %v", e.name, err)
+		assert.ErrorIs(t, err, store.ErrClaimLost, "Commit of e1, delivered under a claim a no longer holds")
+		err = s.InTx(c, func(c context.Context, tx store.Tx) error { return a.CommitTx(c, tx, e1) })
+		t.Logf("%s: CommitTx(e1 from before the reclaim) = %v", e.name, err)
+		assert.ErrorIs(t, err, store.ErrClaimLost, "CommitTx of e1, delivered under a claim a no longer holds")
+		err = a.Commit(c, e2)
+		t.Logf("%s: Commit(e2, never delivered to a) = %v", e.name, err)
+		assert.ErrorIs(t, err, store.ErrInvalidArgument, "Commit of e2, never delivered to a")
+		zero := store.Event{Stream: "s", Key: &k1}
+		err = a.Commit(c, zero)
+		t.Logf("%s: Commit(offset 0) = %v", e.name, err)
+		assert.ErrorIs(t, err, store.ErrInvalidArgument, "Commit of an offset-0 event, never delivered")
+
+		err = a.Redeliver(e1)
+		t.Logf("%s: Redeliver(e1 from before the reclaim) = %v", e.name, err)
+		assert.ErrorIs(t, err, store.ErrClaimLost, "Redeliver of e1, delivered under a claim a no longer holds")
+		e4off := publishBatch(t, st, k1)[0]
+		next, err := a.Recv(c)
+		require.NoError(t, err)
+		assert.Equal(t, e4off, next.Offset, "a hands out again none of what b committed (e1 %d, e2 %d; e3 %d)", offs[0], offs[1], e3off)
+	})
+}
