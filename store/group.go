@@ -1499,7 +1499,10 @@ func (m *GroupMember) buffered() int {
 // CommitTx rewinds the partition itself.) It fails with ErrClaimLost when
 // the member no longer holds ev's partition (its next owner delivers ev),
 // and with ErrInvalidArgument for an event the member did not deliver, as
-// Commit does. Events of the partition handed out before ev and not
+// Commit does, and for one at or below the partition's committed offset
+// (ev committed, or an event before the committed one): it was handled,
+// and handing it out again would deliver committed events twice.
+// Events of the partition handed out before ev and not
 // committed stay uncommitted: a release of the partition (a rebalance, a
 // leave) commits none of them, and they go to its next owner.
 func (m *GroupMember) Redeliver(ev Event) error {
@@ -1509,6 +1512,10 @@ func (m *GroupMember) Redeliver(ev Event) error {
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
 	_, err := m.deliveredIn(p, ev)
+	if o := m.owned[p]; err == nil && ev.Offset <= o.committed {
+		err = fmt.Errorf("%w: event %d of partition %d is committed (the partition is committed through %d): it is not delivered again",
+			ErrInvalidArgument, ev.Offset, p, o.committed)
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return opErr("group redeliver", m.g.name, err)

@@ -477,3 +477,42 @@ func TestGroupCommitOfAnEventFromBeforeAReclaim(t *testing.T) {
 		assert.Equal(t, e4off, next.Offset, "a hands out again none of what b committed (e1 %d, e2 %d; e3 %d)", offs[0], offs[1], e3off)
 	})
 }
+
+// TestGroupRedeliverOfACommittedEventIsInvalidArgument: within one claim,
+// Redeliver of an event at or below the partition's committed offset
+// (the event committed itself, or one before the committed one) fails
+// with ErrInvalidArgument and hands nothing out again: the next Recv
+// returns the event after the committed one. Before, Redeliver took it
+// back and Recv handed the committed events out again (e1 after Commit(e2)
+// and Redeliver(e1), e2 after Redeliver(e2)), both engines.
+func TestGroupRedeliverOfACommittedEventIsInvalidArgument(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		for _, redo := range []int{0, 1} { // e1 (before the committed e2), e2 (committed)
+			st := s.Stream(fmt.Sprintf("redo-committed-%d", redo))
+			offs := publishBatch(t, st, "k", "k", "k")
+			m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
+			require.NoError(t, err)
+			evs := make([]store.Event, 2)
+			for i := range evs {
+				evs[i], err = m.Recv(c)
+				require.NoError(t, err)
+				require.Equal(t, offs[i], evs[i].Offset)
+			}
+			require.NoError(t, m.Commit(c, evs[1]))
+			err = m.Redeliver(evs[redo])
+			t.Logf("%s: Redeliver(e%d) after Commit(e2) = %v", e.name, redo+1, err)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Redeliver of e%d, committed", redo+1)
+			assert.Contains(t, err.Error(), `group redeliver "redo-committed-`)
+			next, err := m.Recv(c)
+			require.NoError(t, err)
+			assert.Equal(t, offs[2], next.Offset, "%s: the event after the committed e2 (e1 %d, e2 %d), none handed out again", e.name, offs[0], offs[1])
+			require.NoError(t, m.Redeliver(next), "e3, not committed, comes again")
+			again, err := m.Recv(c)
+			require.NoError(t, err)
+			assert.Equal(t, offs[2], again.Offset)
+			require.NoError(t, m.Leave(c))
+		}
+	})
+}
