@@ -1337,7 +1337,12 @@ func (g *Group) CheckOpts(opts GroupOpts) error {
 // nil commits the event (Commit); an error leaves it uncommitted and hands
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
 // never skipped: a partition waits for its failing event). A panic counts
-// as an error.
+// as an error. A commit that fails after the handler returned nil (the
+// database refused it, or the claim was lost) is not the handler's
+// failure: Consume logs it ("could not commit") and goes on without
+// running the handler for the event again; the next commit of the
+// partition (the next event's, the next flush, a release) commits it, or,
+// should the partition move first, its next owner handles it again.
 type GroupHandler func(ctx context.Context, ev Event) error
 
 // GroupTxHandler handles one event inside a transaction that Consume
@@ -1365,13 +1370,22 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
 			return err
 		}
-		if m.opts.CommitInterval == 0 {
-			return m.Commit(ctx, ev)
-		}
+		// ev was handled: whatever its commit does, the handler is done
+		// with it. A failed commit is logged as one and not retried as a
+		// handler's failure (which ran the handler again for ev); the next
+		// flush, step or release commits ev (finished), or the partition's
+		// next owner handles it again (at least once).
 		m.finish(ev)
-		if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
+		var err error
+		if m.opts.CommitInterval == 0 {
+			err = m.Commit(ctx, ev)
+		} else if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
 			flushed = now
-			return m.commitIdle(ctx, now)
+			err = m.commitIdle(ctx, now)
+		}
+		if err != nil {
+			m.opts.Logger.Warn("alkstore: group member could not commit; the handled events are committed at the next flush, or handled again by the partition's next owner",
+				"group", g.name, "member", m.id, "offset", ev.Offset, "error", err)
 		}
 		return nil
 	})
