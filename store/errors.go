@@ -29,7 +29,9 @@ var (
 	// at its boundary), or a unique job was not placed after 8 tries (its
 	// insert found the key held each time and the holder was gone before
 	// its id could be read: the keys kept changing hands, or a trigger
-	// skips the job). Nothing of the call was stored. The error's text
+	// skips the job), or a schedule's Resume lost its 5 races with Sets
+	// that replaced the schedule's spec (it stays paused). Nothing of the
+	// call was stored. The error's text
 	// says which; it reads as before (no "not stored" in it), and on
 	// PostgreSQL a batch's refusal keeps the driver's *pgconn.PgError
 	// (SQLSTATE AKSKP) reachable with errors.As.

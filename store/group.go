@@ -37,6 +37,11 @@ const (
 	// DefaultGroupLeaseTTL is how long a member's share outlives its last
 	// heartbeat: after a crash, its partitions go to the others this late.
 	DefaultGroupLeaseTTL = 10 * time.Second
+	// DefaultGroupPageBytes bounds what one read of a member holds unless
+	// GroupOpts.PageBytes says otherwise: 16 MiB of payloads, keys and
+	// headers (4 events at MaxPayloadSize), where 256 events at the limit
+	// were 1 GiB.
+	DefaultGroupPageBytes = 16 << 20
 )
 
 // Group is a handle on a consumer group of a stream. Creating one does no
@@ -117,6 +122,12 @@ type GroupOpts struct {
 	LeaseTTL time.Duration
 	// PageSize is how many events one read of the stream takes; default 256.
 	PageSize int
+	// PageBytes bounds the bytes one read of the stream holds, its events'
+	// payloads, keys and headers added up: a page ends before the event
+	// that would take it past PageBytes (its first event is taken whatever
+	// its size), and the events after the cut come in the next read, none
+	// skipped. Default DefaultGroupPageBytes (16 MiB).
+	PageBytes int
 	// SafetyPoll: read and rebalance this often even without a wake
 	// (wakes are best-effort); default 5s.
 	SafetyPoll time.Duration
@@ -148,8 +159,8 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 		return o, fmt.Errorf("%w: Partitions %d outside 1..%d (0 takes the default, %d)", ErrInvalidArgument, o.Partitions, MaxGroupPartitions, DefaultGroupPartitions)
 	case o.LeaseTTL != 0 && o.LeaseTTL < 100*time.Millisecond:
 		return o, fmt.Errorf("%w: LeaseTTL %s is under 100ms", ErrInvalidArgument, o.LeaseTTL)
-	case o.PageSize < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0, o.Grace < 0:
-		return o, fmt.Errorf("%w: negative PageSize, SafetyPoll, RetryDelay, CommitInterval or Grace", ErrInvalidArgument)
+	case o.PageSize < 0, o.PageBytes < 0, o.SafetyPoll < 0, o.RetryDelay < 0, o.CommitInterval < 0, o.Grace < 0:
+		return o, fmt.Errorf("%w: negative PageSize, PageBytes, SafetyPoll, RetryDelay, CommitInterval or Grace", ErrInvalidArgument)
 	}
 	o.Member = cmp.Or(o.Member, DefaultWorkerName())
 	if err := validateLocalName("member", o.Member); err != nil {
@@ -157,6 +168,7 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 	}
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, DefaultGroupLeaseTTL)
 	o.PageSize = cmp.Or(o.PageSize, 256)
+	o.PageBytes = cmp.Or(o.PageBytes, DefaultGroupPageBytes)
 	o.SafetyPoll = cmp.Or(o.SafetyPoll, 5*time.Second)
 	o.RetryDelay = cmp.Or(o.RetryDelay, time.Second)
 	o.Grace = cmp.Or(o.Grace, 30*time.Second)
@@ -362,7 +374,10 @@ func groupStats(ctx context.Context, o target, in groupInfo, now time.Time) (Gro
 // offset. Delivery is at least once: an event handled but not committed
 // when its partition moves (a crash, a rebalance) is delivered again to the
 // next owner. A member never skips an event: it reads the stream through
-// the settled horizon, as every receiver does.
+// the settled horizon, as every receiver does. A read holds at most
+// GroupOpts.PageSize events and GroupOpts.PageBytes bytes of them
+// (payloads, keys and headers; default 16 MiB): the events past either
+// bound come in the next read.
 //
 // A member is used by one goroutine: Recv, handle the event, Commit or
 // CommitTx it, Recv again. Calling Recv means the previous event is
@@ -419,6 +434,9 @@ type GroupMember struct {
 	recheck   time.Duration
 	lastStep  time.Time
 	lastIdle  time.Time // when commitIdle last ran
+	// limit is how many events the next read asks for: PageSize, or fewer
+	// after a page cut at PageBytes (see read).
+	limit int
 }
 
 // ownedPart is a partition the member holds.
@@ -659,7 +677,20 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 	if from < 0 {
 		return false, nil
 	}
-	evs, err := m.g.st.ReadSince(context.WithValue(ctx, heldKey{}, &m.held), from, m.opts.PageSize)
+	// The page is cut at PageBytes (the engines drop the statement's rows
+	// past the cut). After a cut, the next read asks for one event more
+	// than the page kept, so that the rows read past a cut stay few while
+	// events are large; full pages not cut double it back to PageSize.
+	limit := cmp.Or(m.limit, m.opts.PageSize)
+	cut := pageCut{max: m.opts.PageBytes}
+	evs, err := m.g.st.ReadSince(withPageCut(context.WithValue(ctx, heldKey{}, &m.held), &cut), from, limit)
+	switch {
+	case err != nil:
+	case cut.cut:
+		m.limit = len(evs) + 1
+	case len(evs) == limit:
+		m.limit = min(2*limit, m.opts.PageSize)
+	}
 	if err != nil {
 		m.run.track(m.heldMark, false, false)
 		return false, err
@@ -1337,7 +1368,12 @@ func (g *Group) CheckOpts(opts GroupOpts) error {
 // nil commits the event (Commit); an error leaves it uncommitted and hands
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
 // never skipped: a partition waits for its failing event). A panic counts
-// as an error.
+// as an error. A commit that fails after the handler returned nil (the
+// database refused it, or the claim was lost) is not the handler's
+// failure: Consume logs it ("could not commit") and goes on without
+// running the handler for the event again; the next commit of the
+// partition (the next event's, the next flush, a release) commits it, or,
+// should the partition move first, its next owner handles it again.
 type GroupHandler func(ctx context.Context, ev Event) error
 
 // GroupTxHandler handles one event inside a transaction that Consume
@@ -1365,13 +1401,22 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
 			return err
 		}
-		if m.opts.CommitInterval == 0 {
-			return m.Commit(ctx, ev)
-		}
+		// ev was handled: whatever its commit does, the handler is done
+		// with it. A failed commit is logged as one and not retried as a
+		// handler's failure (which ran the handler again for ev); the next
+		// flush, step or release commits ev (finished), or the partition's
+		// next owner handles it again (at least once).
 		m.finish(ev)
-		if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
+		var err error
+		if m.opts.CommitInterval == 0 {
+			err = m.Commit(ctx, ev)
+		} else if now := g.s.now(); now.Sub(flushed) >= m.opts.CommitInterval || m.buffered() == 0 {
 			flushed = now
-			return m.commitIdle(ctx, now)
+			err = m.commitIdle(ctx, now)
+		}
+		if err != nil {
+			m.opts.Logger.Warn("alkstore: group member could not commit; the handled events are committed at the next flush, or handled again by the partition's next owner",
+				"group", g.name, "member", m.id, "offset", ev.Offset, "error", err)
 		}
 		return nil
 	})
@@ -1499,7 +1544,10 @@ func (m *GroupMember) buffered() int {
 // CommitTx rewinds the partition itself.) It fails with ErrClaimLost when
 // the member no longer holds ev's partition (its next owner delivers ev),
 // and with ErrInvalidArgument for an event the member did not deliver, as
-// Commit does. Events of the partition handed out before ev and not
+// Commit does, and for one at or below the partition's committed offset
+// (ev committed, or an event before the committed one): it was handled,
+// and handing it out again would deliver committed events twice.
+// Events of the partition handed out before ev and not
 // committed stay uncommitted: a release of the partition (a rebalance, a
 // leave) commits none of them, and they go to its next owner.
 func (m *GroupMember) Redeliver(ev Event) error {
@@ -1509,6 +1557,10 @@ func (m *GroupMember) Redeliver(ev Event) error {
 	p := GroupPartition(ev, m.n)
 	m.mu.Lock()
 	_, err := m.deliveredIn(p, ev)
+	if o := m.owned[p]; err == nil && ev.Offset <= o.committed {
+		err = fmt.Errorf("%w: event %d of partition %d is committed (the partition is committed through %d): it is not delivered again",
+			ErrInvalidArgument, ev.Offset, p, o.committed)
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return opErr("group redeliver", m.g.name, err)

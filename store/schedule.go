@@ -133,15 +133,23 @@ func (sc *Schedule) Pause(ctx context.Context) error {
 	})
 }
 
+// resumeTries is how many times Resume reads the schedule again after a
+// replace changed its spec or time zone between its read and its update.
+const resumeTries = 5
+
 // Resume restarts a paused schedule from its next boundary after now:
 // boundaries that passed while it was paused never fire. Resuming a running
-// schedule does nothing; ErrNotFound when there is none.
+// schedule does nothing; ErrNotFound when there is none. Should the
+// schedule be replaced with another spec or time zone between each of
+// Resume's 5 reads and its update (Sets racing it), it fails with
+// ErrNotStored: nothing was stored, the schedule stays paused, and
+// calling Resume again retries.
 func (sc *Schedule) Resume(ctx context.Context) error {
 	s := sc.s
 	return run0(sc.handle, "resume schedule", autoWrite(ctx), func(o target) error {
 		// The next boundary depends on the spec; a replace in between is
 		// caught by the update's check and read again.
-		for range 5 {
+		for range resumeTries {
 			cur, err := o.getSchedule(ctx, sc.name)
 			if err != nil || !cur.Paused {
 				return noRows(err)
@@ -159,7 +167,10 @@ func (sc *Schedule) Resume(ctx context.Context) error {
 				return err
 			}
 		}
-		return errors.New("the schedule kept changing; try again")
+		// The same sentinel as a unique job whose key kept changing hands:
+		// an optimistic write that lost every race, stored nothing, and
+		// that the caller may retry.
+		return notStored("the schedule was replaced %d times while it was being resumed (its spec or time zone changed each time between the read and the update): nothing was stored; try again", resumeTries)
 	})
 }
 

@@ -68,7 +68,7 @@ func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, er
 func (o liteOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
 	p := litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)}
 	if o.readers != nil {
-		return readPage(stream, func(each func(*litedb.EventRow)) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
+		return readPage(stream, pageCutOf(ctx), func(each func(*litedb.EventRow)) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
 	}
 	rows, err := o.q.ReadEvents(ctx, p)
 	return liteEvents(stream, rows), err
@@ -77,7 +77,7 @@ func (o liteOps) readSince(ctx context.Context, stream string, after int64, limi
 func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
 	p := litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)}
 	if o.readers != nil {
-		return readPage(stream, func(each func(*litedb.EventRow)) error {
+		return readPage(stream, nil, func(each func(*litedb.EventRow)) error {
 			return o.q.ReadEventsFromConsumerEach(ctx, o.readers, p, each)
 		})
 	}
@@ -102,8 +102,10 @@ func liteEvents[R litedb.ReadEventsRow | litedb.ReadEventsFromConsumerRow](strea
 // exact copy: one allocation for the page's events, however many rows,
 // where a slice of rows grown row by row and a second slice of events
 // cost several. Each event's payload is the row's own copy; its key and
-// headers are made from SQLite's bytes before the next row.
-func readPage(stream string, read func(each func(*litedb.EventRow)) error) ([]Event, error) {
+// headers are made from SQLite's bytes before the next row. A page cut
+// (a group member's, see pageCut) drops the rows from the first that
+// does not fit on.
+func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow)) error) ([]Event, error) {
 	scratch := eventScratch.Get().(*[]Event)
 	evs := (*scratch)[:0]
 	defer func() {
@@ -112,6 +114,9 @@ func readPage(stream string, read func(each func(*litedb.EventRow)) error) ([]Ev
 		putEventScratch(scratch)
 	}()
 	err := read(func(r *litedb.EventRow) {
+		if !cut.fits(len(r.Payload) + len(r.Key) + len(r.Headers)) {
+			return
+		}
 		ev := Event{Offset: r.ID, Stream: stream, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt)}
 		if r.Key != nil {
 			k := string(r.Key)

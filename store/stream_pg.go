@@ -116,6 +116,7 @@ func (o pgOps) readFromConsumer(ctx context.Context, stream, consumer string, li
 // does): the rows already returned are not sent again.
 func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after int64, limit int) ([]Event, error) {
 	lim := clampLimit(limit)
+	cut := pageCutOf(ctx) // a group member's: see pageCut
 	scratch := eventScratch.Get().(*[]Event)
 	evs := (*scratch)[:0]
 	defer func() {
@@ -151,7 +152,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
-				if r.ID != 0 {
+				if r.ID != 0 && cut.fits(len(r.Payload)+keyLen(r.Key)+len(r.Headers)) {
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
@@ -171,7 +172,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		learn = learn && !pg.snap.HasXid
 		known := o.eng.horizon.observe(pg.snap, learn)
 		if o.inTx {
-			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 {
+			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 && !cut.ended() {
 				// The store learned a candidate this snapshot proves after
 				// the proof was sent (another read's, while this statement
 				// waited: for a lock, or for the CPU): read on above the
@@ -196,7 +197,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 			}
 			return pageOut(evs), nil
 		}
-		if pg.horizon >= pg.snap.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) {
+		if pg.horizon >= pg.snap.VisibleHead || attempt == settleAttempts || len(evs) == int(lim) || cut.ended() {
 			o.eng.stall.observe(ctx, pg.horizon, pg.snap.VisibleHead)
 			return pageOut(evs), nil
 		}

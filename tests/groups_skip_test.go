@@ -59,6 +59,53 @@ func partKey(p, parts int) string {
 	}
 }
 
+// twoParts is the set-up of the tests of a group of two partitions below:
+// a store on a standing clock (only the test moves leases), hooked when
+// hook is not nil; the members' options (a lease of lapseTTL, an hour, and
+// no safety poll within a test); a key of each partition.
+type twoParts struct {
+	clock  *standingClock
+	s      *store.Store
+	opts   store.GroupOpts
+	k0, k1 string // of partitions 0 and 1
+}
+
+func newTwoParts(t *testing.T, e *engineEnv, hook stmtHook) twoParts {
+	t.Helper()
+	const parts = 2
+	tp := twoParts{clock: newStandingClock(), opts: store.GroupOpts{Partitions: parts, LeaseTTL: lapseTTL, SafetyPoll: time.Hour},
+		k0: partKey(0, parts), k1: partKey(1, parts)}
+	if hook == nil {
+		tp.s = e.open(t, store.WithClock(tp.clock.now))
+	} else {
+		tp.s = e.openHooked(t, hook, store.WithClock(tp.clock.now))
+	}
+	return tp
+}
+
+// join is a new member of g with the set-up's options.
+func (tp twoParts) join(t *testing.T, g *store.Group) *store.GroupMember {
+	t.Helper()
+	m, err := g.Join(ctx(t), tp.opts)
+	require.NoError(t, err)
+	return m
+}
+
+// handOver has b join g, holding both partitions, and a give partition 1
+// up to it: the clock moves half a lease on, so a's next Recv steps
+// (releasing partition 1 to b, at what its release may commit) and returns
+// the next event of partition 0, whose offset must be want.
+func (tp twoParts) handOver(t *testing.T, g *store.Group, a *store.GroupMember, want int64) (b *store.GroupMember, f store.Event) {
+	t.Helper()
+	b = tp.join(t, g)
+	tp.clock.advance(tp.opts.LeaseTTL / 2) // a's next step is due
+	f, err := a.Recv(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, want, f.Offset)
+	require.Equal(t, []int{0}, a.Partitions(), "a gave partition 1 up")
+	return b, f
+}
+
 // publishBatch publishes one event per key, in one batch (one read sees
 // all or none of them), and returns their offsets.
 func publishBatch(t *testing.T, st *store.Stream, keys ...string) []int64 {
@@ -110,12 +157,10 @@ const lapseTTL = time.Hour
 func TestGroupLeaveAfterALapsedPageCommitsOnlyWhatWasDelivered(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		const parts, rounds = 2, 6
-		kA, kB := partKey(0, parts), partKey(1, parts)
-		clock := newStandingClock()
+		const rounds = 6
 		h := &onceHook{}
-		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
-		opts := store.GroupOpts{Partitions: parts, LeaseTTL: lapseTTL, SafetyPoll: time.Hour}
+		tp := newTwoParts(t, e, h.hook)
+		kA, kB, clock, s, opts := tp.k0, tp.k1, tp.clock, tp.s, tp.opts
 		for round := range rounds {
 			st := s.Stream(fmt.Sprintf("s%d", round))
 			g := st.Group("g")
@@ -166,12 +211,10 @@ func TestGroupLeaveAfterALapsedPageCommitsOnlyWhatWasDelivered(t *testing.T) {
 func TestGroupConsumeStoppedAfterALapsedPageCommitsOnlyWhatItsHandlerSaw(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		const parts, rounds = 2, 4
-		kA, kB := partKey(0, parts), partKey(1, parts)
-		clock := newStandingClock()
+		const rounds = 4
 		h := &onceHook{}
-		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
-		opts := store.GroupOpts{Partitions: parts, LeaseTTL: lapseTTL, SafetyPoll: time.Hour}
+		tp := newTwoParts(t, e, h.hook)
+		kA, kB, clock, s, opts := tp.k0, tp.k1, tp.clock, tp.s, tp.opts
 		for round := range rounds {
 			st := s.Stream(fmt.Sprintf("s%d", round))
 			g := st.Group("g")
@@ -293,17 +336,13 @@ func TestGroupRedeliverLeavesEarlierEventsUncommitted(t *testing.T) {
 func TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		const parts = 2
-		k0, k1 := partKey(0, parts), partKey(1, parts)
-		clock := newStandingClock()
-		s := e.open(t, store.WithClock(clock.now))
-		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
+		tp := newTwoParts(t, e, nil)
+		k0, k1 := tp.k0, tp.k1
 		for round := range 4 {
-			st := s.Stream(fmt.Sprintf("s%d", round))
+			st := tp.s.Stream(fmt.Sprintf("s%d", round))
 			g := st.Group("g")
 			offs := publishBatch(t, st, k1, k1, k0) // e1 e2 (partition 1, the one released), f (partition 0)
-			a, err := g.Join(c, opts)
-			require.NoError(t, err)
+			a := tp.join(t, g)
 			ev1, err := a.Recv(c)
 			require.NoError(t, err)
 			require.Equal(t, offs[0], ev1.Offset)
@@ -312,13 +351,7 @@ func TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted(t *testing.T) {
 			require.Equal(t, offs[1], ev2.Offset)
 			require.NoError(t, a.Redeliver(ev2)) // e2's handling failed too
 
-			b, err := g.Join(c, opts)
-			require.NoError(t, err)
-			clock.advance(opts.LeaseTTL / 2) // a's next step is due
-			f, err := a.Recv(c)              // steps: gives partition 1 to b
-			require.NoError(t, err)
-			require.Equal(t, offs[2], f.Offset)
-			require.Equal(t, []int{0}, a.Partitions())
+			b, _ := tp.handOver(t, g, a, offs[2]) // f
 			gs, err := g.Stats(c)
 			require.NoError(t, err)
 			assert.Less(t, gs.Assignment[1].Committed, offs[0], "round %d/%s: the release committed e1", round, e.name)
@@ -340,20 +373,16 @@ func TestGroupRebalanceAfterRedeliverCommitsNothingUncommitted(t *testing.T) {
 func TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		const parts = 2
-		k0, k1 := partKey(0, parts), partKey(1, parts)
-		clock := newStandingClock()
 		h := &onceHook{}
-		s := e.openHooked(t, h.hook, store.WithClock(clock.now))
+		tp := newTwoParts(t, e, h.hook)
+		s := tp.s
 		st := s.Stream("s")
 		g := st.Group("g")
-		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
-		offs := publishBatch(t, st, k1, k0) // e (partition 1), f (partition 0)
+		offs := publishBatch(t, st, tp.k1, tp.k0) // e (partition 1), f (partition 0)
 		evs, err := st.ReadSince(c, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, evs, 2)
-		a, err := g.Join(c, opts)
-		require.NoError(t, err)
+		a := tp.join(t, g)
 		defer a.Close()
 
 		refused := func(what string, sentinel error, ev store.Event) {
@@ -374,17 +403,11 @@ func TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument(t *testing.T) {
 		require.Equal(t, offs[0], e1.Offset)
 		refused("f, after a Recv that returned e", store.ErrInvalidArgument, evs[1])
 
-		b, err := g.Join(c, opts)
-		require.NoError(t, err)
-		clock.advance(opts.LeaseTTL / 2)
-		f, err := a.Recv(c) // gives partition 1 (e's, e not committed) to b
-		require.NoError(t, err)
-		require.Equal(t, offs[1], f.Offset)
-		require.Equal(t, []int{0}, a.Partitions())
+		b, _ := tp.handOver(t, g, a, offs[1]) // partition 1 (e's, e not committed) to b; f
 		refused("e, its partition b's", store.ErrClaimLost, e1)
 
 		require.NoError(t, b.Leave(c))
-		clock.advance(opts.LeaseTTL * 5 / 12) // a's next step is due; its leases (to its claims + ttl) are not out
+		tp.clock.advance(tp.opts.LeaseTTL * 5 / 12) // a's next step is due; its leases (to its claims + ttl) are not out
 		rc, cancel := context.WithCancel(c)
 		h.arm("ReadEvents", cancel) // claims partition 1 again, reads, stops before handing e out
 		_, err = a.Recv(rc)
@@ -412,32 +435,22 @@ func TestGroupCommitOfAnEventNeverDeliveredIsInvalidArgument(t *testing.T) {
 func TestGroupCommitOfAnEventFromBeforeAReclaim(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		const parts = 2
-		k0, k1 := partKey(0, parts), partKey(1, parts)
-		clock := newStandingClock()
-		s := e.open(t, store.WithClock(clock.now))
+		tp := newTwoParts(t, e, nil)
+		s, k1 := tp.s, tp.k1
 		st := s.Stream("s")
 		g := st.Group("g")
-		opts := store.GroupOpts{Partitions: parts, LeaseTTL: time.Hour, SafetyPoll: time.Hour}
-		offs := publishBatch(t, st, k1, k1, k0) // e1 e2 (partition 1), f (partition 0)
+		offs := publishBatch(t, st, k1, k1, tp.k0) // e1 e2 (partition 1), f (partition 0)
 		all, err := st.ReadSince(c, 0, 10)
 		require.NoError(t, err)
 		e2 := all[1]
-		a, err := g.Join(c, opts)
-		require.NoError(t, err)
+		a := tp.join(t, g)
 		defer a.Close()
 		e1, err := a.Recv(c)
 		require.NoError(t, err)
 		require.Equal(t, offs[0], e1.Offset) // e1 under A's claim 1, not committed
 
-		b, err := g.Join(c, opts)
-		require.NoError(t, err)
-		clock.advance(opts.LeaseTTL / 2)
-		f, err := a.Recv(c) // releases partition 1 (at c0) to b
-		require.NoError(t, err)
-		require.Equal(t, offs[2], f.Offset)
+		b, f := tp.handOver(t, g, a, offs[2]) // partition 1 (at c0) to b
 		require.NoError(t, a.Commit(c, f))
-		require.Equal(t, []int{0}, a.Partitions())
 		bEv, err := b.Recv(c)
 		require.NoError(t, err)
 		require.Equal(t, offs[0], bEv.Offset)
@@ -448,7 +461,7 @@ func TestGroupCommitOfAnEventFromBeforeAReclaim(t *testing.T) {
 		require.NoError(t, b.Leave(c))
 
 		e3off := publishBatch(t, st, k1)[0]
-		clock.advance(opts.LeaseTTL / 3) // a's step is due: claims partition 1 again, from e2
+		tp.clock.advance(tp.opts.LeaseTTL / 3) // a's step is due: claims partition 1 again, from e2
 		e3, err := a.Recv(c)
 		require.NoError(t, err)
 		require.Equal(t, e3off, e3.Offset)
@@ -475,5 +488,44 @@ func TestGroupCommitOfAnEventFromBeforeAReclaim(t *testing.T) {
 		next, err := a.Recv(c)
 		require.NoError(t, err)
 		assert.Equal(t, e4off, next.Offset, "a hands out again none of what b committed (e1 %d, e2 %d; e3 %d)", offs[0], offs[1], e3off)
+	})
+}
+
+// TestGroupRedeliverOfACommittedEventIsInvalidArgument: within one claim,
+// Redeliver of an event at or below the partition's committed offset
+// (the event committed itself, or one before the committed one) fails
+// with ErrInvalidArgument and hands nothing out again: the next Recv
+// returns the event after the committed one. Before, Redeliver took it
+// back and Recv handed the committed events out again (e1 after Commit(e2)
+// and Redeliver(e1), e2 after Redeliver(e2)), both engines.
+func TestGroupRedeliverOfACommittedEventIsInvalidArgument(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		for _, redo := range []int{0, 1} { // e1 (before the committed e2), e2 (committed)
+			st := s.Stream(fmt.Sprintf("redo-committed-%d", redo))
+			offs := publishBatch(t, st, "k", "k", "k")
+			m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
+			require.NoError(t, err)
+			evs := make([]store.Event, 2)
+			for i := range evs {
+				evs[i], err = m.Recv(c)
+				require.NoError(t, err)
+				require.Equal(t, offs[i], evs[i].Offset)
+			}
+			require.NoError(t, m.Commit(c, evs[1]))
+			err = m.Redeliver(evs[redo])
+			t.Logf("%s: Redeliver(e%d) after Commit(e2) = %v", e.name, redo+1, err)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Redeliver of e%d, committed", redo+1)
+			assert.Contains(t, err.Error(), `group redeliver "redo-committed-`)
+			next, err := m.Recv(c)
+			require.NoError(t, err)
+			assert.Equal(t, offs[2], next.Offset, "%s: the event after the committed e2 (e1 %d, e2 %d), none handed out again", e.name, offs[0], offs[1])
+			require.NoError(t, m.Redeliver(next), "e3, not committed, comes again")
+			again, err := m.Recv(c)
+			require.NoError(t, err)
+			assert.Equal(t, offs[2], again.Offset)
+			require.NoError(t, m.Leave(c))
+		}
 	})
 }

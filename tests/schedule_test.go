@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -652,4 +654,54 @@ func skippingScheduleStore(t *testing.T, e *engineEnv) (time.Time, *fakeClock, *
 	s := e.open(t, store.WithClock(clk.Now))
 	skipRowsTrigger(t, e, "jobs")
 	return start, clk, s, s.Queue("fired")
+}
+
+// TestScheduleResumeRacedByReplacesIsNotStored: Resume reads the schedule,
+// computes its next boundary from the spec it read, and updates the row
+// only if the spec is still that one; a replace in between makes it read
+// again. Here every read of Resume's is followed, before its update, by a
+// replace from another store that changes the spec (a statement hook on
+// GetSchedule), so each of its tries finds the schedule changed: Resume
+// gives up with an error matching ErrNotStored (nothing was stored; the
+// schedule stays paused), wrapped as the schedule's. Before, the error
+// matched no sentinel ("the schedule kept changing; try again").
+func TestScheduleResumeRacedByReplacesIsNotStored(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		spec := store.ScheduleSpec{Spec: "@every 60s", Queue: "beats"}
+		var other *store.Store
+		var armed atomic.Bool
+		var replaces atomic.Int32
+		s := e.openHooked(t, func(name string) {
+			if name != "GetSchedule" || !armed.Load() {
+				return
+			}
+			sp := spec
+			sp.Spec = fmt.Sprintf("@every %ds", 61+replaces.Add(1))
+			assert.NoError(t, other.Schedule("beat").Set(c, sp), "the replace between Resume's read and its update")
+		})
+		other = e.open(t)
+		beat := s.Schedule("beat")
+		require.NoError(t, beat.Set(c, spec))
+		require.NoError(t, beat.Pause(c))
+
+		armed.Store(true)
+		err := beat.Resume(c)
+		armed.Store(false)
+		t.Logf("%s: Resume raced by %d replaces = %v", e.name, replaces.Load(), err)
+		require.ErrorIs(t, err, store.ErrNotStored)
+		var opErr *store.OpError
+		require.ErrorAs(t, err, &opErr)
+		assert.True(t, strings.HasPrefix(err.Error(), `alkstore: resume schedule "beat": `), err.Error())
+		assert.Positive(t, replaces.Load())
+		info, err := beat.Info(c)
+		require.NoError(t, err)
+		assert.True(t, info.Paused, "nothing was stored: still paused")
+		assert.Equal(t, fmt.Sprintf("@every %ds", 61+replaces.Load()), info.Spec, "the last replace's spec")
+
+		require.NoError(t, beat.Resume(c), "unraced, Resume resumes")
+		info, err = beat.Info(c)
+		require.NoError(t, err)
+		assert.False(t, info.Paused)
+	})
 }
