@@ -94,8 +94,8 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 		run   func(context.Context, int) (int64, error)
 	}{
 		{&r.HeadlessDeleted, m.DeleteExpiredHeadless},
+		{&r.Compacted, m.CompactSuperseded}, // first: a tombstone goes once compaction walked past it
 		{&r.TombstonesDeleted, m.DeleteExpiredTombstones},
-		{&r.Compacted, m.CompactSuperseded},
 		{&r.RetentionDeleted, m.ApplyRetention},
 		{&r.JobsExpired, m.SweepExpiredJobs},
 		{&r.FinishedJobsDeleted, m.DeleteFinishedJobs},

@@ -96,7 +96,7 @@ type StreamConfig struct {
 	HeadlessTTL        time.Duration // how long an unused headless row lives; default 1h
 	Retention          time.Duration // events older than this are deleted (compacted: heads spared); 0: forever
 	MinCompactionLag   time.Duration // superseded events younger than this are kept
-	TombstoneRetention time.Duration // how long a tombstone head stays; default 24h
+	TombstoneRetention time.Duration // how long a tombstone head stays at least (and until compaction walked past it); default 24h
 }
 
 // Defaults for StreamConfig.

@@ -253,7 +253,9 @@ type maintenanceOps interface {
 	// the new cursor (st.compactedThrough when there was nothing to walk or
 	// the limit was reached).
 	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
-	deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error)
+	// deleteExpiredTombstones deletes at most limit tombstone heads older
+	// than cutoff and at or below through, the stream's compaction cursor.
+	deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 }

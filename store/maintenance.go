@@ -136,7 +136,10 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 
 // DeleteExpiredTombstones deletes, on compacted streams, keys whose head
 // has been a tombstone for longer than TombstoneRetention: the head row and
-// the tombstone event go together. It reads each compacted stream's oldest
+// the tombstone event go together. A tombstone goes only once
+// CompactSuperseded has walked past it (after MinCompactionLag), so the
+// key's older versions are gone first: deleted before them, it would leave
+// them without the head row through which compaction finds them. It reads each compacted stream's oldest
 // expired tombstones on a partial index: of tombstone heads on PostgreSQL
 // (schema 00041), of tombstone events on SQLite.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
@@ -151,7 +154,7 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 				continue
 			}
 			var k int64
-			if k, err = o.deleteExpiredTombstones(ctx, st.name, now.Add(-st.tombstoneRetention), batch-int(n)); err == nil {
+			if k, err = o.deleteExpiredTombstones(ctx, st.name, st.compactedThrough, now.Add(-st.tombstoneRetention), batch-int(n)); err == nil {
 				n += k // the stream's deletes committed
 			}
 		}

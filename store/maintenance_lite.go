@@ -78,10 +78,10 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 	return n, through, nil
 }
 
-func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
+func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
+		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, Through: through, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
 		for _, r := range rows {
 			if err == nil {
 				err = q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})

@@ -86,10 +86,10 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 	return n, through, nil
 }
 
-func (o pgOps) deleteExpiredTombstones(ctx context.Context, stream string, cutoff time.Time, limit int) (int64, error) {
+func (o pgOps) deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, true, func(o pgOps) error {
-		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: stream, Cutoff: cutoff, Batch: clampLimit(limit)})
+		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: stream, Through: through, Cutoff: cutoff, Batch: clampLimit(limit)})
 		for _, r := range rows {
 			if err == nil {
 				err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})

@@ -11,24 +11,41 @@ import (
 // partitions reach (PostgreSQL; see docs/design/partitions.md).
 type PartitionOpts struct {
 	// Size is the number of offsets one partition covers; default
-	// 1,000,000. Retention drops a partition once every event in it is
-	// past retention, so smaller partitions free space sooner.
+	// 1,000,000, at most 2^40. Retention drops a partition once every
+	// event in it is past retention, so smaller partitions free space
+	// sooner.
 	Size int64
 	// Ahead is how many partitions of Size to keep ready beyond the newest
-	// offset drawn; default 2. Offsets beyond them go to the default
-	// partition, which is never dropped.
+	// offset drawn; default 2, at most 1,000. Offsets beyond them go to
+	// the default partition, which is never dropped.
 	Ahead int
 }
 
-func (o PartitionOpts) withDefaults() PartitionOpts {
-	if o.Size <= 0 {
+func (o PartitionOpts) withDefaults() (PartitionOpts, error) {
+	switch {
+	case o.Size < 0 || o.Ahead < 0:
+		return o, fmt.Errorf("%w: negative Size or Ahead", ErrInvalidArgument)
+	case o.Size > maxPartitionSize:
+		return o, fmt.Errorf("%w: Size %d is above %d offsets", ErrInvalidArgument, o.Size, int64(maxPartitionSize))
+	case o.Ahead > maxPartitionsAhead:
+		return o, fmt.Errorf("%w: Ahead %d is above %d partitions", ErrInvalidArgument, o.Ahead, maxPartitionsAhead)
+	}
+	if o.Size == 0 {
 		o.Size = 1_000_000
 	}
-	if o.Ahead <= 0 {
+	if o.Ahead == 0 {
 		o.Ahead = 2
 	}
-	return o
+	return o, nil
 }
+
+// The bounds of PartitionOpts: partition bounds are offsets (bigint), and
+// each partition ahead is a table the server plans every events statement
+// with. Size × (Ahead + 1) stays far inside a bigint.
+const (
+	maxPartitionSize   = 1 << 40
+	maxPartitionsAhead = 1_000
+)
 
 // CreatePartitions creates the event partitions missing from the newest
 // offset drawn up to opts.Ahead partitions beyond it, and returns how many
@@ -43,7 +60,11 @@ func (o PartitionOpts) withDefaults() PartitionOpts {
 // no partitions, it does nothing.
 func (m Maintenance) CreatePartitions(ctx context.Context, opts PartitionOpts) (int64, error) {
 	return run(handle{s: m.s}, "create partitions", autoWrite(ctx), func(o target) (int64, error) {
-		n, err := o.createPartitions(ctx, opts.withDefaults())
+		opts, err := opts.withDefaults()
+		if err != nil {
+			return 0, err
+		}
+		n, err := o.createPartitions(ctx, opts)
 		if errors.Is(err, errPartitionsDenied) {
 			m.s.deniedLog.Do(func() {
 				m.s.log.Warn("alkstore: this role does not own alkstore.events, so it cannot create or drop event partitions: " +

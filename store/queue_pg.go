@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"math"
 	"strconv"
 	"sync"
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -398,14 +400,36 @@ func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
 // (placeUnique) run in one transaction, so that a round that fails (a job an
 // application's trigger skipped) rolls back the jobs the rounds before it
 // stored, as SQLite's one transaction does. A single job needs none.
+//
+// A batch's insert waits for each key another open transaction inserted,
+// holding the keys it stored before it, so two batches whose keys overlap
+// in opposite orders can wait for each other. PostgreSQL breaks such a
+// cycle by failing one of them (40P01, after deadlock_timeout); in
+// auto-commit that batch rolled back whole and goes again, up to
+// uniqueDeadlockTries times in all. Inside the caller's transaction the
+// error is the caller's (the cycle may hold its own earlier writes).
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
-	var placed []Enqueued
-	err := o.allOrNone(ctx, len(jobs) > 1, func(o pgOps) error {
-		var err error
-		placed, err = o.placeUnique(ctx, queue, now, jobs)
-		return err
-	})
-	return placed, err
+	for try := 1; ; try++ {
+		var placed []Enqueued
+		err := o.allOrNone(ctx, len(jobs) > 1, func(o pgOps) error {
+			var err error
+			placed, err = o.placeUnique(ctx, queue, now, jobs)
+			return err
+		})
+		if o.inTx || len(jobs) == 1 || try == uniqueDeadlockTries || !isDeadlock(err) || ctx.Err() != nil {
+			return placed, err
+		}
+	}
+}
+
+// uniqueDeadlockTries bounds how often an auto-commit batch of unique jobs
+// runs when PostgreSQL fails it to break a lock cycle (see enqueueUnique).
+const uniqueDeadlockTries = 3
+
+// isDeadlock reports whether err is PostgreSQL's deadlock_detected.
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
 func (o pgOps) placeUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {

@@ -37,7 +37,7 @@ import (
 // SQL), an adopted one and another process's hold such events until they
 // end (see docs/design/stream-horizon.md).
 type SubscribeOpts struct {
-	Buffer           int           // events read ahead of Recv; default 16
+	Buffer           int           // events read ahead of Recv; default 16, at most MaxSubscribeBuffer
 	PageSize         int           // events per read; default 256
 	AutoSaveEvery    int           // save the finished position every N finished events; 0: off
 	AutoSaveInterval time.Duration // save the finished position at most this often (checked on each Recv/TryRecv); 0: off
@@ -46,13 +46,22 @@ type SubscribeOpts struct {
 	Logger           *slog.Logger  // for auto-save failures; default the store's logger
 }
 
-// check refuses negative options (before: they took the defaults).
+// check refuses negative options (before: they took the defaults), and a
+// Buffer above MaxSubscribeBuffer: the receiver allocates its buffer up
+// front, so a huge one panicked in make or ran the process out of memory.
 func (o SubscribeOpts) check() error {
 	if o.Buffer < 0 || o.PageSize < 0 || o.AutoSaveEvery < 0 || o.AutoSaveInterval < 0 || o.RetryInterval < 0 || o.SafetyPoll < 0 {
 		return fmt.Errorf("%w: negative Buffer, PageSize, AutoSaveEvery, AutoSaveInterval, RetryInterval or SafetyPoll", ErrInvalidArgument)
 	}
+	if o.Buffer > MaxSubscribeBuffer {
+		return fmt.Errorf("%w: Buffer %d is above %d", ErrInvalidArgument, o.Buffer, MaxSubscribeBuffer)
+	}
 	return nil
 }
+
+// MaxSubscribeBuffer is the largest SubscribeOpts.Buffer: events read ahead
+// of Recv, whose slots a receiver allocates when it starts.
+const MaxSubscribeBuffer = 1 << 16
 
 type item struct {
 	ev  Event

@@ -288,8 +288,9 @@ func (j *Job) restoreClaim(token int64) {
 
 // AckMany acks many claimed jobs in one statement and returns how many
 // were still held by their claims; the others changed nothing. Entries that
-// hold no claim of this queue (nil, already settled, or another queue's)
-// are skipped and not counted: one bad entry never sinks the batch. A
+// hold no claim of this queue (nil, already settled, another queue's, or a
+// job read by Job or Jobs) are skipped and not counted: one bad entry never
+// sinks the batch. A
 // batch with no such entry (nil or empty too) acks nothing and does no I/O.
 // On PostgreSQL a batch some of whose claims were not held, or of a queue
 // keeping completed jobs, takes a second statement, which commits on its
@@ -343,10 +344,12 @@ type growingAcker interface {
 }
 
 // claimRefs appends the claims of jobs to refs: those that hold a claim of
-// this queue (nil entries, settled jobs and other queues' are skipped).
+// this queue (nil entries, settled jobs, other queues' and jobs read rather
+// than claimed are skipped: a running job read by Job or Jobs carries its
+// row's claim token, but holds no claim, as its own Ack says).
 func (q *Queue) claimRefs(refs []claimRef, jobs []*Job) []claimRef {
 	for _, j := range jobs {
-		if j == nil || j.Queue != q.name {
+		if j == nil || j.q == nil || j.Queue != q.name {
 			continue
 		}
 		if token := j.claimToken(); token != 0 {

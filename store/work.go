@@ -14,7 +14,8 @@ import (
 )
 
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
-// option makes sense set alone; negative ones are refused.
+// option makes sense set alone; negative ones are refused, and so are
+// durations longer than 100 years.
 type WorkOpts struct {
 	Worker      string // claim owner; default DefaultWorkerName()
 	Concurrency int    // handlers at once; default 10
@@ -34,6 +35,9 @@ type WorkOpts struct {
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
 	PollInterval time.Duration                   // safety poll when no wake comes; default DefaultPollInterval
 }
+
+// maxWorkDuration bounds WorkOpts' durations (see withDefaults).
+const maxWorkDuration = 100 * 365 * 24 * time.Hour
 
 // DefaultPollInterval is how often an idle worker claims when no wake
 // comes. Wakes (an enqueue, a retry coming due, a resume) start claims at
@@ -62,6 +66,17 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 		{"Visibility", int64(o.Visibility)}, {"Grace", int64(o.Grace)}, {"PollInterval", int64(o.PollInterval)}} {
 		if f.v < 0 {
 			return o, fmt.Errorf("%w: negative %s", ErrInvalidArgument, f.name)
+		}
+	}
+	// The defaults add to and scale these (Timeout + 30s, 2/3 of a
+	// Visibility) and a claim adds them to the clock: near time.Duration's
+	// 292 years they overflowed into a lease already run out.
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Timeout", o.Timeout}, {"Visibility", o.Visibility}, {"Grace", o.Grace}, {"PollInterval", o.PollInterval}} {
+		if f.v > maxWorkDuration {
+			return o, fmt.Errorf("%w: %s %v is longer than 100 years", ErrInvalidArgument, f.name, f.v)
 		}
 	}
 	if o.Concurrency <= 0 {

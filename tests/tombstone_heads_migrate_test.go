@@ -33,7 +33,7 @@ func TestTombstoneHeadsMigrateBothWays(t *testing.T) {
 	clk := &offsetClock{}
 	s := e.open(t, store.WithClock(clk.Now))
 	kv := s.Stream("kv")
-	require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: time.Hour, MinCompactionLag: 24 * time.Hour}))
+	require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: time.Hour, MinCompactionLag: time.Hour}))
 	plain := s.Stream("plain")
 	pub := func(st *store.Stream, key string, payload []byte) {
 		t.Helper()
@@ -117,7 +117,7 @@ func TestTombstoneHeadsMigrateBothWays(t *testing.T) {
 	up()
 
 	clk.Advance(2 * time.Hour)
-	n, err := s.Maintenance().DeleteExpiredTombstones(c, 100)
+	n, err := compactThenExpireTombstones(c, s.Maintenance(), 100)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n, "kv's three tombstone heads (not plain's: not compacted)")
 	for _, k := range []string{"value", "value-over-tomb", "value-later"} {

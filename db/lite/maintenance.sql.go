@@ -301,15 +301,17 @@ FROM alk_events e
 JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
 WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = ?1 AND t.payload IS NULL AND t.key IS NOT NULL
+                 AND t.id <= CAST(?2 AS INTEGER)
                ORDER BY t.stream, t.id
-               LIMIT CAST(?2 AS INTEGER))
-  AND e.created_at < ?3
+               LIMIT CAST(?3 AS INTEGER))
+  AND e.created_at < ?4
 `
 
 type ExpiredTombstonesParams struct {
-	Stream string
-	Batch  int64
-	Cutoff int64
+	Stream  string
+	Through int64
+	Batch   int64
+	Cutoff  int64
 }
 
 type ExpiredTombstonesRow struct {
@@ -319,10 +321,19 @@ type ExpiredTombstonesRow struct {
 }
 
 // A compacted stream's oldest @batch tombstones (alk_events_tombstones)
-// that are still their key's head and older than the cutoff: the key is
-// deleted for good (row and event).
+// at or below its compaction cursor (@through) that are still their key's
+// head and older than the cutoff: the key is deleted for good (row and
+// event). Compaction finds a key's older versions through its head row, so
+// a tombstone goes only once the cursor has walked past it, which deleted
+// them: deleted before, it left them without a head row, and a replay saw
+// the deleted key alive for good.
 func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesParams) ([]ExpiredTombstonesRow, error) {
-	rows, err := q.query(ctx, q.expiredTombstonesStmt, expiredTombstones, arg.Stream, arg.Batch, arg.Cutoff)
+	rows, err := q.query(ctx, q.expiredTombstonesStmt, expiredTombstones,
+		arg.Stream,
+		arg.Through,
+		arg.Batch,
+		arg.Cutoff,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -319,8 +319,9 @@ const expiredTombstones = `-- name: ExpiredTombstones :many
 WITH t AS MATERIALIZED (
     SELECT h.ctid::tid AS row_id, h.stream, h.key, h.head_offset FROM alkstore.compaction_heads h
     WHERE h.stream = $2::text AND h.tombstone_at IS NOT NULL AND h.tombstone_at < $1::timestamptz
+      AND h.head_offset <= $3::bigint
     ORDER BY h.stream, h.tombstone_at
-    LIMIT $3::integer
+    LIMIT $4::integer
     FOR UPDATE OF h SKIP LOCKED
 ), c AS MATERIALIZED (
     SELECT t.row_id, t.stream, t.key, t.head_offset, e.payload IS NULL AND e.id IS NOT NULL AS tomb, e.created_at
@@ -335,9 +336,10 @@ WHERE c.tomb AND c.created_at < $1::timestamptz
 `
 
 type ExpiredTombstonesParams struct {
-	Cutoff time.Time
-	Stream string
-	Batch  int32
+	Cutoff  time.Time
+	Stream  string
+	Through int64
+	Batch   int32
 }
 
 type ExpiredTombstonesRow struct {
@@ -347,7 +349,11 @@ type ExpiredTombstonesRow struct {
 }
 
 // A compacted stream's oldest @batch tombstone heads older than the
-// cutoff: the key is deleted for good (row and event). Read on
+// cutoff and at or below its compaction cursor (@through): the key is
+// deleted for good (row and event). Compaction finds a key's older
+// versions through its head row, so a tombstone goes only once the cursor
+// has walked past it, which deleted them: deleted before, it left them
+// without a head row, and a replay saw the deleted key alive for good. Read on
 // compaction_heads_tombstone_at (schema 00041: a head's tombstone_at is
 // its tombstone's created_at, NULL while the head is a value), so only
 // expired ones are read, and no index of events is there for the pass
@@ -366,7 +372,12 @@ type ExpiredTombstonesRow struct {
 // planner sort every expired head after probing each one's event (5,228
 // buffers for a batch of 500 of 1,000).
 func (q *Queries) ExpiredTombstones(ctx context.Context, arg ExpiredTombstonesParams) ([]ExpiredTombstonesRow, error) {
-	rows, err := q.db.Query(ctx, expiredTombstones, arg.Cutoff, arg.Stream, arg.Batch)
+	rows, err := q.db.Query(ctx, expiredTombstones,
+		arg.Cutoff,
+		arg.Stream,
+		arg.Through,
+		arg.Batch,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -98,13 +98,18 @@ WHERE name = sqlc.arg(stream) AND compacted_through < sqlc.arg(upto);
 
 -- name: ExpiredTombstones :many
 -- A compacted stream's oldest @batch tombstones (alk_events_tombstones)
--- that are still their key's head and older than the cutoff: the key is
--- deleted for good (row and event).
+-- at or below its compaction cursor (@through) that are still their key's
+-- head and older than the cutoff: the key is deleted for good (row and
+-- event). Compaction finds a key's older versions through its head row, so
+-- a tombstone goes only once the cursor has walked past it, which deleted
+-- them: deleted before, it left them without a head row, and a replay saw
+-- the deleted key alive for good.
 SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
 FROM alk_events e
 JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
 WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
                WHERE t.stream = sqlc.arg(stream) AND t.payload IS NULL AND t.key IS NOT NULL
+                 AND t.id <= CAST(sqlc.arg(through) AS INTEGER)
                ORDER BY t.stream, t.id
                LIMIT CAST(sqlc.arg(batch) AS INTEGER))
   AND e.created_at < sqlc.arg(cutoff);

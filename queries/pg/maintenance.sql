@@ -133,7 +133,11 @@ WHERE name = @stream::text AND compacted_through < @upto::bigint;
 
 -- name: ExpiredTombstones :many
 -- A compacted stream's oldest @batch tombstone heads older than the
--- cutoff: the key is deleted for good (row and event). Read on
+-- cutoff and at or below its compaction cursor (@through): the key is
+-- deleted for good (row and event). Compaction finds a key's older
+-- versions through its head row, so a tombstone goes only once the cursor
+-- has walked past it, which deleted them: deleted before, it left them
+-- without a head row, and a replay saw the deleted key alive for good. Read on
 -- compaction_heads_tombstone_at (schema 00041: a head's tombstone_at is
 -- its tombstone's created_at, NULL while the head is a value), so only
 -- expired ones are read, and no index of events is there for the pass
@@ -154,6 +158,7 @@ WHERE name = @stream::text AND compacted_through < @upto::bigint;
 WITH t AS MATERIALIZED (
     SELECT h.ctid::tid AS row_id, h.stream, h.key, h.head_offset FROM alkstore.compaction_heads h
     WHERE h.stream = @stream::text AND h.tombstone_at IS NOT NULL AND h.tombstone_at < @cutoff::timestamptz
+      AND h.head_offset <= @through::bigint
     ORDER BY h.stream, h.tombstone_at
     LIMIT @batch::integer
     FOR UPDATE OF h SKIP LOCKED

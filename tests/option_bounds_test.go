@@ -1,0 +1,88 @@
+package tests
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// WorkOpts' durations beyond 100 years are refused: the defaults add to
+// and scale them (Visibility = Timeout + 30s, Timeout = 2/3 of a
+// Visibility set alone) and a claim adds them to the clock, so near
+// time.Duration's 292 years they overflowed. Before, a Visibility of 200
+// years set alone gave every handler a context whose deadline was in
+// 1965 (each attempt failed at once), and a Timeout of MaxInt64 made Work
+// claim nothing, log nothing and return nil. 100 years set alone works.
+func TestWorkRefusesDurationsThatWouldOverflow(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("long")
+		const year = 365 * 24 * time.Hour
+		for _, opts := range []store.WorkOpts{
+			{Timeout: math.MaxInt64}, {Visibility: 200 * year}, {Visibility: math.MaxInt64},
+			{Grace: 101 * year}, {PollInterval: math.MaxInt64},
+		} {
+			err := q.Work(c, opts, func(context.Context, *store.Job) error { return nil })
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", opts)
+			assert.Contains(t, err.Error(), "longer than 100 years")
+		}
+
+		_, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		ran := make(chan error, 1)
+		stop := runWork(t, q, store.WorkOpts{Visibility: 100 * year}, func(ctx context.Context, _ *store.Job) error {
+			ran <- ctx.Err()
+			return nil
+		})
+		require.NoError(t, <-ran, "a handler under a 100-year Visibility starts with a live context")
+		stop()
+	})
+}
+
+// A SubscribeOpts.Buffer above MaxSubscribeBuffer is refused: a receiver
+// allocates its buffer up front, so math.MaxInt panicked in make ("makechan:
+// size out of range") and 1<<40 ran the process out of memory, which no
+// recover catches.
+func TestSubscribeRefusesABufferTooLargeToAllocate(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("buf")
+		for _, n := range []int{math.MaxInt, 1 << 40, store.MaxSubscribeBuffer + 1} {
+			_, err := st.Subscribe(c, "c", store.SubscribeOpts{Buffer: n})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Subscribe, Buffer %d", n)
+			_, err = st.Follow(c, 0, store.SubscribeOpts{Buffer: n})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "Follow, Buffer %d", n)
+		}
+		r, err := st.Subscribe(c, "c", store.SubscribeOpts{Buffer: store.MaxSubscribeBuffer})
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+	})
+}
+
+// PartitionOpts out of range are refused on both engines (SQLite, which has
+// no partitions, checks them too, so a configuration fails the same way on
+// either). Before, on PostgreSQL a Size of MaxInt64 failed with a raw
+// "bigint out of range", an Ahead of 1<<30 created partitions until the
+// context ended, and negative values silently took the defaults.
+func TestCreatePartitionsRefusesOptionsOutOfRange(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		for _, opts := range []store.PartitionOpts{
+			{Size: -5}, {Ahead: -1}, {Size: math.MaxInt64, Ahead: 3}, {Size: 1, Ahead: 1 << 30},
+		} {
+			_, err := s.Maintenance().CreatePartitions(c, opts)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", opts)
+		}
+		_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{})
+		require.NoError(t, err)
+	})
+}
