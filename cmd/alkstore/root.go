@@ -44,7 +44,29 @@ or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(), a.groupsCmd(),
 		a.notifyCmd(), a.listenCmd(), a.uiCmd())
+	refuseUnknownSubcommands(root)
 	return root, a
+}
+
+// refuseUnknownSubcommands makes every command group below root refuse a
+// word that names none of its commands, as cobra's root does: an error
+// naming it, exit 2 (bad input). Cobra treats a group (a command with
+// subcommands and nothing to run) given an unknown word as a request for
+// its help, which exited 0: `alkstore migrate down` looked like success.
+// A group given no word still prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return cmd.Help()
+				}
+				return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			}
+		}
+		refuseUnknownSubcommands(c)
+	}
 }
 
 // isCobraUsage tells cobra's own argument errors (unknown command, wrong
