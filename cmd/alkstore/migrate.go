@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -65,16 +67,10 @@ func (a *app) printStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	applied := map[int64]bool{}
-	st, err := database.NewStore(dialect, table)
+	applied, err := appliedVersions(ctx, db, dialect, table)
 	if err != nil {
-		return err
+		return fmt.Errorf("migrate status: %w", err)
 	}
-	if rows, lerr := st.ListMigrations(ctx, db); lerr == nil {
-		for _, r := range rows {
-			applied[r.Version] = applied[r.Version] || r.IsApplied
-		}
-	} // no version table yet: nothing applied
 	var out []migrationJSON
 	for _, src := range p.ListSources() {
 		out = append(out, migrationJSON{Version: src.Version, File: src.Path, Applied: applied[src.Version]})
@@ -96,6 +92,44 @@ func (a *app) printStatus(ctx context.Context) error {
 		t.row(m.Version, m.File, state)
 	}
 	return t.flush()
+}
+
+// appliedVersions is every version the version table records as applied;
+// none when the table does not exist (goose creates it when it migrates).
+// A database it cannot read is an error, never "nothing applied": a status
+// listing every migration pending for a database that does not exist, or
+// that is no database, told the operator to migrate it.
+func appliedVersions(ctx context.Context, db *sql.DB, dialect goose.Dialect, table string) (map[int64]bool, error) {
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	st, err := database.NewStore(dialect, table)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	rows, err := st.ListMigrations(ctx, db)
+	if err != nil {
+		if noVersionTable(err) {
+			return applied, nil
+		}
+		return nil, fmt.Errorf("read the schema versions from %s: %w", table, err)
+	}
+	for _, r := range rows {
+		applied[r.Version] = applied[r.Version] || r.IsApplied
+	}
+	return applied, nil
+}
+
+// noVersionTable reports whether err says the version table (PostgreSQL:
+// or its schema) does not exist. goose's SQLite store cannot ask the
+// catalog (TableExists is PostgreSQL's only), so its text is all there is.
+func noVersionTable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01" || pe.Code == "3F000" // undefined_table, invalid_schema_name
+	}
+	return strings.Contains(err.Error(), "no such table")
 }
 
 func cmpOr(s, def string) string {
