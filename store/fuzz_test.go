@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 )
 
 // The seeds run under plain `go test` (so `make test` covers them); `go test
@@ -99,7 +101,7 @@ func FuzzOpenRefusesOtherDSNs(f *testing.F) {
 		case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"),
 			strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
 			return // opened for real: FuzzPostgresDSNPasswordNeverShows covers postgres URLs
-		case keyValueDSN.MatchString(dsn):
+		case func() bool { k, _ := dsnform.Classify(dsn); return k == dsnform.PostgresKeyValue }():
 			if _, err := pgxpool.ParseConfig(dsn); err == nil {
 				return // a key=value DSN that parses: Open would connect
 			}

@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/wake"
 )
@@ -155,14 +156,6 @@ func (s *Store) checkPayloadAt(kind string, i int, payload []byte) error {
 	return s.checkPayload(fmt.Sprintf("%s %d's payload", kind, i), payload)
 }
 
-// keyValueDSN matches libpq's "host=... dbname=..." form, which Open reads
-// as pgx does (without it, it would be read as a SQLite file name).
-var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
-
-// uriScheme matches a URI scheme (RFC 3986), the only part of an unsupported
-// DSN that an error may quote.
-var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
-
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
 // pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
@@ -175,18 +168,16 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+	switch kind, target := dsnform.Classify(dsn); kind {
+	case dsnform.PostgresURL:
 		secret := dsnPassword(dsn)
 		s, err := openPostgres(ctx, dsn, c)
 		return s, redact(err, secret)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), c)
-	case strings.HasPrefix(dsn, "file:"):
-		return openSQLite(ctx, dsn, c)
-	case dsn == "":
+	case dsnform.SQLite:
+		return openSQLite(ctx, target, c)
+	case dsnform.Empty:
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
-	case keyValueDSN.MatchString(dsn):
+	case dsnform.PostgresKeyValue:
 		if _, err := pgxpool.ParseConfig(dsn); err != nil {
 			// pgx's message quotes the DSN, its password masked only where
 			// pgx recognizes it; this one names no part of the DSN.
@@ -195,14 +186,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		secret := dsnPassword(dsn)
 		s, err := openPostgres(ctx, dsn, c)
 		return s, redact(err, secret)
-	case strings.Contains(dsn, "://"):
-		scheme, _, _ := strings.Cut(dsn, "://")
-		if !uriScheme.MatchString(scheme) {
-			scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
-		}
-		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
-	default:
-		return openSQLite(ctx, dsn, c)
+	default: // dsnform.Unsupported: target is the scheme, or "" when it may hold a password
+		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, target))
 	}
 }
 

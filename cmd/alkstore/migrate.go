@@ -15,6 +15,7 @@ import (
 	"github.com/pressly/goose/v3/database"
 	"github.com/spf13/cobra"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
@@ -58,7 +59,7 @@ func (a *app) printStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, dialect, fsys, table, err := openSQL(dsn)
+	db, dialect, fsys, table, err := openSQL(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -139,33 +140,44 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// openSQL opens a database/sql handle for goose on the DSN's engine.
-func openSQL(dsn string) (*sql.DB, goose.Dialect, fs.FS, string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+// openSQL opens a database/sql handle for goose on the DSN's engine, the
+// one store.Open picks (internal/dsn classifies for both: a key=value DSN
+// was an SQLite file name here, created in the working directory with the
+// password in its name). A DSN Open refuses is refused as Open refuses it.
+func openSQL(ctx context.Context, d string) (*sql.DB, goose.Dialect, fs.FS, string, error) {
+	kind, target := dsnform.Classify(d)
+	switch {
+	case kind.Postgres():
 		fsys, err := schema.Postgres()
 		if err != nil {
 			return nil, "", nil, "", err
 		}
-		db, err := sql.Open("pgx", dsn)
+		db, err := sql.Open("pgx", d)
 		if err != nil {
 			return nil, "", nil, "", fmt.Errorf("open: %w", store.ErrInvalidArgument)
 		}
 		return db, goose.DialectPostgres, fsys, schema.PostgresVersionTable, nil
-	}
-	fsys, err := schema.SQLite()
-	if err != nil {
+	case kind == dsnform.SQLite:
+		fsys, err := schema.SQLite()
+		if err != nil {
+			return nil, "", nil, "", err
+		}
+		db, err := openLiteReadOnly(target)
+		return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
+	default: // refused before any I/O, with the library's own error
+		_, err := store.Open(ctx, d, store.WithoutMigrate())
+		if err == nil {
+			err = fmt.Errorf("open: %w", store.ErrInvalidArgument)
+		}
 		return nil, "", nil, "", err
 	}
-	db, err := openLiteReadOnly(dsn)
-	return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
 
-// openLiteReadOnly opens an SQLite DSN (a path, sqlite:path or a file:
-// URI) for reading the version table.
-func openLiteReadOnly(dsn string) (*sql.DB, error) {
-	path := strings.TrimPrefix(dsn, "sqlite:")
+// openLiteReadOnly opens an SQLite path or file: URI (dsnform.Classify's
+// target: sqlite: stripped) for reading the version table.
+func openLiteReadOnly(path string) (*sql.DB, error) {
 	uri := path
 	if !strings.HasPrefix(path, "file:") {
 		uri = "file:" + (&url.URL{Path: path}).EscapedPath()

@@ -30,16 +30,17 @@ func newRoot() (*cobra.Command, *app) {
 		Short: "Operate an alkstore database: queues, streams, schedules, notifications, the web console",
 		Long: `alkstore operates an alkstore database without writing Go.
 
-The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL:
-an SQLite file path or a postgres:// URL. Read commands print aligned tables,
-or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
+The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL, in
+any form the library opens: an SQLite file path, sqlite:path or file: URI,
+or a postgres:// URL or key=value DSN (host=... dbname=...). Read commands
+print aligned tables, or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
 2 bad input, 3 not found.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(a.out)
 	root.SetErr(a.errOut)
-	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL (default $ALKSTORE_DSN, else $DATABASE_URL)")
+	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL or key=value DSN (default $ALKSTORE_DSN, else $DATABASE_URL)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON, one object per line")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(), a.groupsCmd(),
