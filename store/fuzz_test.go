@@ -15,6 +15,13 @@ import (
 	dsnform "github.com/alkstore/alkstore/internal/dsn"
 )
 
+// The DSN's password as the driver takes it, and a key=value DSN's
+// password settings (internal/dsn, which Open scrubs its errors with).
+var (
+	dsnPassword       = dsnform.Password
+	keyValuePasswords = dsnform.KeyValuePasswords
+)
+
 // The seeds run under plain `go test` (so `make test` covers them); `go test
 // -fuzz FuzzX ./store` explores further.
 

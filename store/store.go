@@ -34,9 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,7 +52,7 @@ type Store struct {
 	eng        engine
 	log        *slog.Logger
 	codec      Codec
-	secret     string // the DSN's password, scrubbed from every error
+	secrets    []string // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error
 	clock      func() time.Time
 	maxPayload int
 	insert     []InsertMiddleware // nil: inserts build no Insert
@@ -83,6 +81,7 @@ type config struct {
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
 	insert       []InsertMiddleware
+	secrets      []string // Open's DSN's (dsnform.Secrets), for the store's errors
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -170,22 +169,22 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	}
 	switch kind, target := dsnform.Classify(dsn); kind {
 	case dsnform.PostgresURL:
-		secret := dsnPassword(dsn)
+		c.secrets = dsnform.Secrets(dsn)
 		s, err := openPostgres(ctx, dsn, c)
-		return s, redact(err, secret)
+		return s, redact(err, c.secrets)
 	case dsnform.SQLite:
 		return openSQLite(ctx, target, c)
 	case dsnform.Empty:
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
 	case dsnform.PostgresKeyValue:
+		c.secrets = dsnform.Secrets(dsn)
 		if _, err := pgxpool.ParseConfig(dsn); err != nil {
 			// pgx's message quotes the DSN, its password masked only where
 			// pgx recognizes it; this one names no part of the DSN.
-			return nil, opErr("open", "", redactAll(keyValueParseError(err), keyValuePasswords(dsn)))
+			return nil, opErr("open", "", redact(keyValueParseError(err), c.secrets))
 		}
-		secret := dsnPassword(dsn)
 		s, err := openPostgres(ctx, dsn, c)
-		return s, redact(err, secret)
+		return s, redact(err, c.secrets)
 	default: // dsnform.Unsupported: target is the scheme, or "" when it may hold a password
 		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, target))
 	}
@@ -201,13 +200,19 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if err != nil {
 		return nil, err
 	}
-	secret := pool.Config().ConnConfig.Password
+	c.secrets = dsnform.Secrets(pool.Config().ConnString()) // the pool's DSN, when it was parsed from one
 	s, err := newPostgres(ctx, pool, false, c)
-	return s, redact(err, secret)
+	return s, redact(err, dsnform.Sorted(append(c.secrets, pool.Config().ConnConfig.Password)))
 }
 
-func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
+// newStore makes the store; password is the one its connections use,
+// scrubbed from its errors with the DSN's secrets.
+func newStore(eng engine, c config, password string) *Store {
+	var secrets []string
+	if password != "" || len(c.secrets) > 0 {
+		secrets = dsnform.Sorted(append(slices.Clone(c.secrets), password))
+	}
+	return &Store{eng: eng, log: c.log, codec: c.codec, secrets: secrets, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 }
 
@@ -258,28 +263,7 @@ func (s *Store) driverErr(err error) error {
 		// their next operation says ErrClosed, as Shutdown promises.
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	return redact(err, s.secret)
-}
-
-func dsnPassword(dsn string) string {
-	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
-		// Exactly the password the driver will send; net/url refuses some
-		// userinfo the driver takes ("postgres:// ::@h" has password ":").
-		return cfg.Password
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		// An unparsable URL may still carry a password between ':' and '@'.
-		if at := strings.LastIndex(dsn, "@"); at > 0 {
-			head := dsn[:at]
-			if i := strings.LastIndex(head, ":"); i > strings.Index(head, "://")+2 {
-				return head[i+1:]
-			}
-		}
-		return ""
-	}
-	pw, _ := u.User.Password()
-	return pw
+	return redact(err, s.secrets)
 }
 
 // keyValueParseError is a key=value DSN's parse error without the DSN pgx
@@ -292,23 +276,4 @@ func keyValueParseError(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: the key=value DSN does not parse (see pgx's keyword/value connection string syntax)", ErrInvalidArgument)
-}
-
-// kvPassword finds libpq key=value password settings, quoted or not,
-// spaces around '=' allowed.
-var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)`)
-
-// keyValuePasswords is every password a key=value DSN may carry, raw and
-// unquoted, for scrubbing errors about a DSN that does not parse.
-func keyValuePasswords(dsn string) []string {
-	var out []string
-	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
-		v := m[1]
-		out = append(out, v)
-		if inner, ok := strings.CutPrefix(v, "'"); ok {
-			inner = strings.TrimSuffix(inner, "'")
-			out = append(out, inner, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(inner))
-		}
-	}
-	return out
 }

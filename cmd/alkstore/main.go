@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -44,6 +45,11 @@ func run(ctx context.Context, args []string) int {
 		return 0
 	}
 	msg := err.Error()
+	if d, derr := a.resolveDSN(); derr == nil {
+		// The store scrubs its own errors; this covers every other path
+		// (migrate's database/sql handle) with the same secrets.
+		msg = dsnform.Scrub(msg, dsnform.Secrets(d))
+	}
 	if !strings.HasPrefix(msg, "alkstore: ") {
 		msg = "alkstore: " + msg
 	}
