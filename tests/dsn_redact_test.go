@@ -93,3 +93,23 @@ func TestDSNPasswordNoFragmentShows(t *testing.T) {
 		}
 	}
 }
+
+// TestDSNRedactionKeepsTheRest: scrubbing hides the password's pieces,
+// not the rest of the DSN an operator needs to read the error: the port
+// stays when the only '@' after the userinfo is a query password's.
+func TestDSNRedactionKeepsTheRest(t *testing.T) {
+	parallelTest(t)
+	for _, dsn := range []string{
+		"postgres://bob@127.0.0.1:5439/db?connect_timeout=1&password=Qx7v@Wm3k",
+		"postgres://bob:Qx7v@127.0.0.1:5439/db?connect_timeout=1",
+		"host=127.0.0.1 port=5439 user=bob password=Qx7v@Wm3k dbname=db connect_timeout=1",
+	} {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := store.Open(c, dsn, store.WithoutMigrate())
+		cancel()
+		require.Error(t, err, dsn)
+		assert.Contains(t, err.Error(), "127.0.0.1:5439", dsn)
+		assert.Contains(t, err.Error(), "user=bob", dsn)
+		assert.NotContains(t, err.Error(), "Qx7v", dsn)
+	}
+}

@@ -128,9 +128,10 @@ func Secrets(d string) []string {
 			exact[pw] = true
 			add(pw)
 		}
-		for _, at := range []int{strings.Index(rest, "@"), strings.LastIndex(rest, "@")} {
-			if at < 0 {
-				continue
+		first, last := strings.Index(rest, "@"), strings.LastIndex(rest, "@")
+		for _, at := range []int{first, last} {
+			if at < 0 || at == last && at != first && strings.Contains(rest[first:last], "password") {
+				continue // the last '@' is a query password's (read below), not the userinfo's end
 			}
 			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
 				add(pw)
