@@ -33,3 +33,22 @@ func TestCLIMigrateStatusFailsOnADatabaseItCannotOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIMigrateRefusesWhatOpenRefuses: a DSN Open refuses before any I/O
+// (no engine's, or one that does not parse) gets the same error and exit
+// code from migrate status as from every other command.
+func TestCLIMigrateRefusesWhatOpenRefuses(t *testing.T) {
+	parallelTest(t)
+	cliBin(t)
+	for _, dsn := range []string{
+		"mysql://u:pw@h/db",
+		"host=127.0.0.1 port=1 user=bob password='Qx7v'Wm3k' dbname=db",
+		"postgres://bob:pw@127.0.0.1:99999/db",
+	} {
+		stats := runCLI(t, "", "--dsn", dsn, "stats")
+		status := runCLI(t, "", "--dsn", dsn, "migrate", "status")
+		assert.NotEqual(t, 0, stats.code, dsn)
+		assert.Equal(t, stats.code, status.code, "%s: stats %q, migrate status %q", dsn, stats.err, status.err)
+		assert.Equal(t, stats.err, status.err, dsn)
+	}
+}

@@ -148,6 +148,9 @@ func openSQL(ctx context.Context, d string) (*sql.DB, goose.Dialect, fs.FS, stri
 	kind, target := dsnform.Classify(d)
 	switch {
 	case kind.Postgres():
+		if _, err := pgconn.ParseConfig(d); err != nil {
+			return nil, "", nil, "", openRefusal(ctx, d)
+		}
 		fsys, err := schema.Postgres()
 		if err != nil {
 			return nil, "", nil, "", err
@@ -164,13 +167,21 @@ func openSQL(ctx context.Context, d string) (*sql.DB, goose.Dialect, fs.FS, stri
 		}
 		db, err := openLiteReadOnly(target)
 		return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
-	default: // refused before any I/O, with the library's own error
-		_, err := store.Open(ctx, d, store.WithoutMigrate())
-		if err == nil {
-			err = fmt.Errorf("open: %w", store.ErrInvalidArgument)
-		}
-		return nil, "", nil, "", err
+	default:
+		return nil, "", nil, "", openRefusal(ctx, d)
 	}
+}
+
+// openRefusal is the error store.Open refuses d with, before any I/O (a
+// DSN of no engine, or one that does not parse): migrate says what every
+// other command says, with the same exit code.
+func openRefusal(ctx context.Context, d string) error {
+	st, err := store.Open(ctx, d, store.WithoutMigrate())
+	if err == nil {
+		_ = st.Close()
+		err = fmt.Errorf("open: %w", store.ErrInvalidArgument)
+	}
+	return err
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
