@@ -3,8 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 )
 
 // Sentinel errors. Every error the library returns wraps one of these or a
@@ -89,33 +89,7 @@ func opErr(op, name string, err error) error {
 	return &OpError{Op: op, Name: name, Err: err}
 }
 
-// redactedError hides a secret (a DSN password) from an error's text while
-// keeping the original reachable for errors.Is and errors.As.
-type redactedError struct {
-	err    error
-	secret string
-}
-
-func (e *redactedError) Error() string {
-	return strings.ReplaceAll(e.err.Error(), e.secret, "xxxxx")
-}
-
-func (e *redactedError) Unwrap() error { return e.err }
-
-func redact(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	return &redactedError{err: err, secret: secret}
-}
-
-// redactAll is redact for several candidate secrets, longest first (so a
-// secret containing another is hidden whole).
-func redactAll(err error, secrets []string) error {
-	secrets = slices.Clone(secrets)
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for _, s := range secrets {
-		err = redact(err, s)
-	}
-	return err
-}
+// redact hides secrets (a DSN's password and its pieces, dsnform.Secrets,
+// longest first) from err's text while keeping the original reachable for
+// errors.Is and errors.As.
+func redact(err error, secrets []string) error { return dsnform.Redact(err, secrets) }

@@ -34,9 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/wake"
 )
@@ -53,7 +52,7 @@ type Store struct {
 	eng        engine
 	log        *slog.Logger
 	codec      Codec
-	secret     string // the DSN's password, scrubbed from every error
+	secrets    []string // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error
 	clock      func() time.Time
 	maxPayload int
 	insert     []InsertMiddleware // nil: inserts build no Insert
@@ -82,6 +81,7 @@ type config struct {
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
 	insert       []InsertMiddleware
+	secrets      []string // Open's DSN's (dsnform.Secrets), for the store's errors
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -155,14 +155,6 @@ func (s *Store) checkPayloadAt(kind string, i int, payload []byte) error {
 	return s.checkPayload(fmt.Sprintf("%s %d's payload", kind, i), payload)
 }
 
-// keyValueDSN matches libpq's "host=... dbname=..." form, which Open reads
-// as pgx does (without it, it would be read as a SQLite file name).
-var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
-
-// uriScheme matches a URI scheme (RFC 3986), the only part of an unsupported
-// DSN that an error may quote.
-var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
-
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
 // pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
@@ -175,34 +167,26 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		secret := dsnPassword(dsn)
+	switch kind, target := dsnform.Classify(dsn); kind {
+	case dsnform.PostgresURL:
+		c.secrets = dsnform.Secrets(dsn)
 		s, err := openPostgres(ctx, dsn, c)
-		return s, redact(err, secret)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), c)
-	case strings.HasPrefix(dsn, "file:"):
-		return openSQLite(ctx, dsn, c)
-	case dsn == "":
+		return s, redact(err, c.secrets)
+	case dsnform.SQLite:
+		return openSQLite(ctx, target, c)
+	case dsnform.Empty:
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
-	case keyValueDSN.MatchString(dsn):
+	case dsnform.PostgresKeyValue:
+		c.secrets = dsnform.Secrets(dsn)
 		if _, err := pgxpool.ParseConfig(dsn); err != nil {
 			// pgx's message quotes the DSN, its password masked only where
 			// pgx recognizes it; this one names no part of the DSN.
-			return nil, opErr("open", "", redactAll(keyValueParseError(err), keyValuePasswords(dsn)))
+			return nil, opErr("open", "", redact(keyValueParseError(err), c.secrets))
 		}
-		secret := dsnPassword(dsn)
 		s, err := openPostgres(ctx, dsn, c)
-		return s, redact(err, secret)
-	case strings.Contains(dsn, "://"):
-		scheme, _, _ := strings.Cut(dsn, "://")
-		if !uriScheme.MatchString(scheme) {
-			scheme = "" // not a scheme: it may hold a password ("u:pw@h://")
-		}
-		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, scheme))
-	default:
-		return openSQLite(ctx, dsn, c)
+		return s, redact(err, c.secrets)
+	default: // dsnform.Unsupported: target is the scheme, or "" when it may hold a password
+		return nil, opErr("open", "", fmt.Errorf("%w: unsupported DSN scheme %q (use postgres://, postgresql://, key=value, sqlite:, file: or a file path)", ErrInvalidArgument, target))
 	}
 }
 
@@ -216,13 +200,19 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if err != nil {
 		return nil, err
 	}
-	secret := pool.Config().ConnConfig.Password
+	c.secrets = dsnform.Secrets(pool.Config().ConnString()) // the pool's DSN, when it was parsed from one
 	s, err := newPostgres(ctx, pool, false, c)
-	return s, redact(err, secret)
+	return s, redact(err, dsnform.Sorted(append(c.secrets, pool.Config().ConnConfig.Password)))
 }
 
-func newStore(eng engine, c config, secret string) *Store {
-	return &Store{eng: eng, log: c.log, codec: c.codec, secret: secret, clock: c.clock,
+// newStore makes the store; password is the one its connections use,
+// scrubbed from its errors with the DSN's secrets.
+func newStore(eng engine, c config, password string) *Store {
+	var secrets []string
+	if password != "" || len(c.secrets) > 0 {
+		secrets = dsnform.Sorted(append(slices.Clone(c.secrets), password))
+	}
+	return &Store{eng: eng, log: c.log, codec: c.codec, secrets: secrets, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 }
 
@@ -273,28 +263,7 @@ func (s *Store) driverErr(err error) error {
 		// their next operation says ErrClosed, as Shutdown promises.
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	return redact(err, s.secret)
-}
-
-func dsnPassword(dsn string) string {
-	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
-		// Exactly the password the driver will send; net/url refuses some
-		// userinfo the driver takes ("postgres:// ::@h" has password ":").
-		return cfg.Password
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		// An unparsable URL may still carry a password between ':' and '@'.
-		if at := strings.LastIndex(dsn, "@"); at > 0 {
-			head := dsn[:at]
-			if i := strings.LastIndex(head, ":"); i > strings.Index(head, "://")+2 {
-				return head[i+1:]
-			}
-		}
-		return ""
-	}
-	pw, _ := u.User.Password()
-	return pw
+	return redact(err, s.secrets)
 }
 
 // keyValueParseError is a key=value DSN's parse error without the DSN pgx
@@ -307,23 +276,4 @@ func keyValueParseError(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: the key=value DSN does not parse (see pgx's keyword/value connection string syntax)", ErrInvalidArgument)
-}
-
-// kvPassword finds libpq key=value password settings, quoted or not,
-// spaces around '=' allowed.
-var kvPassword = regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)`)
-
-// keyValuePasswords is every password a key=value DSN may carry, raw and
-// unquoted, for scrubbing errors about a DSN that does not parse.
-func keyValuePasswords(dsn string) []string {
-	var out []string
-	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
-		v := m[1]
-		out = append(out, v)
-		if inner, ok := strings.CutPrefix(v, "'"); ok {
-			inner = strings.TrimSuffix(inner, "'")
-			out = append(out, inner, strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(inner))
-		}
-	}
-	return out
 }

@@ -1,7 +1,8 @@
 // Command alkstore operates an alkstore database without writing Go:
 // migrations, stats, streams, queues, schedules, notifications and the web
 // console (alkstore ui). The DSN comes from --dsn, else ALKSTORE_DSN, else
-// DATABASE_URL: an SQLite path or a postgres:// URL.
+// DATABASE_URL, in any form store.Open takes: an SQLite path, sqlite:path or
+// file: URI, or a postgres:// URL or key=value DSN.
 //
 // Exit codes: 0 success, 1 failure, 2 bad input, 3 not found.
 package main
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -43,6 +45,11 @@ func run(ctx context.Context, args []string) int {
 		return 0
 	}
 	msg := err.Error()
+	if d, derr := a.resolveDSN(); derr == nil {
+		// The store scrubs its own errors; this covers every other path
+		// (migrate's database/sql handle) with the same secrets.
+		msg = dsnform.Scrub(msg, dsnform.Secrets(d))
+	}
 	if !strings.HasPrefix(msg, "alkstore: ") {
 		msg = "alkstore: " + msg
 	}

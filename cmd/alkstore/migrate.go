@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
 	"github.com/spf13/cobra"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
@@ -56,7 +59,7 @@ func (a *app) printStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, dialect, fsys, table, err := openSQL(dsn)
+	db, dialect, fsys, table, err := openSQL(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -65,16 +68,10 @@ func (a *app) printStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	applied := map[int64]bool{}
-	st, err := database.NewStore(dialect, table)
+	applied, err := appliedVersions(ctx, db, dialect, table)
 	if err != nil {
-		return err
+		return fmt.Errorf("migrate status: %w", err)
 	}
-	if rows, lerr := st.ListMigrations(ctx, db); lerr == nil {
-		for _, r := range rows {
-			applied[r.Version] = applied[r.Version] || r.IsApplied
-		}
-	} // no version table yet: nothing applied
 	var out []migrationJSON
 	for _, src := range p.ListSources() {
 		out = append(out, migrationJSON{Version: src.Version, File: src.Path, Applied: applied[src.Version]})
@@ -98,6 +95,44 @@ func (a *app) printStatus(ctx context.Context) error {
 	return t.flush()
 }
 
+// appliedVersions is every version the version table records as applied;
+// none when the table does not exist (goose creates it when it migrates).
+// A database it cannot read is an error, never "nothing applied": a status
+// listing every migration pending for a database that does not exist, or
+// that is no database, told the operator to migrate it.
+func appliedVersions(ctx context.Context, db *sql.DB, dialect goose.Dialect, table string) (map[int64]bool, error) {
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	st, err := database.NewStore(dialect, table)
+	if err != nil {
+		return nil, err
+	}
+	applied := map[int64]bool{}
+	rows, err := st.ListMigrations(ctx, db)
+	if err != nil {
+		if noVersionTable(err) {
+			return applied, nil
+		}
+		return nil, fmt.Errorf("read the schema versions from %s: %w", table, err)
+	}
+	for _, r := range rows {
+		applied[r.Version] = applied[r.Version] || r.IsApplied
+	}
+	return applied, nil
+}
+
+// noVersionTable reports whether err says the version table (PostgreSQL:
+// or its schema) does not exist. goose's SQLite store cannot ask the
+// catalog (TableExists is PostgreSQL's only), so its text is all there is.
+func noVersionTable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01" || pe.Code == "3F000" // undefined_table, invalid_schema_name
+	}
+	return strings.Contains(err.Error(), "no such table")
+}
+
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def
@@ -105,33 +140,55 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// openSQL opens a database/sql handle for goose on the DSN's engine.
-func openSQL(dsn string) (*sql.DB, goose.Dialect, fs.FS, string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+// openSQL opens a database/sql handle for goose on the DSN's engine, the
+// one store.Open picks (internal/dsn classifies for both: a key=value DSN
+// was an SQLite file name here, created in the working directory with the
+// password in its name). A DSN Open refuses is refused as Open refuses it.
+func openSQL(ctx context.Context, d string) (*sql.DB, goose.Dialect, fs.FS, string, error) {
+	kind, target := dsnform.Classify(d)
+	switch {
+	case kind.Postgres():
+		if _, err := pgconn.ParseConfig(d); err != nil {
+			return nil, "", nil, "", openRefusal(ctx, d)
+		}
 		fsys, err := schema.Postgres()
 		if err != nil {
 			return nil, "", nil, "", err
 		}
-		db, err := sql.Open("pgx", dsn)
+		db, err := sql.Open("pgx", d)
 		if err != nil {
 			return nil, "", nil, "", fmt.Errorf("open: %w", store.ErrInvalidArgument)
 		}
 		return db, goose.DialectPostgres, fsys, schema.PostgresVersionTable, nil
+	case kind == dsnform.SQLite:
+		fsys, err := schema.SQLite()
+		if err != nil {
+			return nil, "", nil, "", err
+		}
+		db, err := openLiteReadOnly(target)
+		return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
+	default:
+		return nil, "", nil, "", openRefusal(ctx, d)
 	}
-	fsys, err := schema.SQLite()
-	if err != nil {
-		return nil, "", nil, "", err
+}
+
+// openRefusal is the error store.Open refuses d with, before any I/O (a
+// DSN of no engine, or one that does not parse): migrate says what every
+// other command says, with the same exit code.
+func openRefusal(ctx context.Context, d string) error {
+	st, err := store.Open(ctx, d, store.WithoutMigrate())
+	if err == nil {
+		_ = st.Close()
+		err = fmt.Errorf("open: %w", store.ErrInvalidArgument)
 	}
-	db, err := openLiteReadOnly(dsn)
-	return db, goose.DialectSQLite3, fsys, schema.SQLiteVersionTable, err
+	return err
 }
 
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
 
-// openLiteReadOnly opens an SQLite DSN (a path, sqlite:path or a file:
-// URI) for reading the version table.
-func openLiteReadOnly(dsn string) (*sql.DB, error) {
-	path := strings.TrimPrefix(dsn, "sqlite:")
+// openLiteReadOnly opens an SQLite path or file: URI (dsnform.Classify's
+// target: sqlite: stripped) for reading the version table.
+func openLiteReadOnly(path string) (*sql.DB, error) {
 	uri := path
 	if !strings.HasPrefix(path, "file:") {
 		uri = "file:" + (&url.URL{Path: path}).EscapedPath()

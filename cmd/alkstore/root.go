@@ -30,21 +30,44 @@ func newRoot() (*cobra.Command, *app) {
 		Short: "Operate an alkstore database: queues, streams, schedules, notifications, the web console",
 		Long: `alkstore operates an alkstore database without writing Go.
 
-The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL:
-an SQLite file path or a postgres:// URL. Read commands print aligned tables,
-or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
+The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL, in
+any form the library opens: an SQLite file path, sqlite:path or file: URI,
+or a postgres:// URL or key=value DSN (host=... dbname=...). Read commands
+print aligned tables, or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
 2 bad input, 3 not found.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(a.out)
 	root.SetErr(a.errOut)
-	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL (default $ALKSTORE_DSN, else $DATABASE_URL)")
+	root.PersistentFlags().StringVar(&a.dsn, "dsn", "", "database: an SQLite path or a postgres:// URL or key=value DSN (default $ALKSTORE_DSN, else $DATABASE_URL)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print JSON, one object per line")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(), a.groupsCmd(),
 		a.notifyCmd(), a.listenCmd(), a.uiCmd())
+	refuseUnknownSubcommands(root)
 	return root, a
+}
+
+// refuseUnknownSubcommands makes every command group below root refuse a
+// word that names none of its commands, as cobra's root does: an error
+// naming it, exit 2 (bad input). Cobra treats a group (a command with
+// subcommands and nothing to run) given an unknown word as a request for
+// its help, which exited 0: `alkstore migrate down` looked like success.
+// A group given no word still prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return cmd.Help()
+				}
+				return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+			}
+		}
+		refuseUnknownSubcommands(c)
+	}
 }
 
 // isCobraUsage tells cobra's own argument errors (unknown command, wrong

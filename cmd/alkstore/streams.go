@@ -109,15 +109,18 @@ func (a *app) tailCmd() *cobra.Command {
 			after := from
 			switch {
 			case end:
-				streams, err := st.Streams(ctx)
+				// The end is the settled horizon, not the stream's head: on
+				// PostgreSQL an event a transaction still open drew a lower
+				// offset for commits later, below the head, and starting at
+				// the head skipped it. Every event at or below the horizon
+				// has committed (receivers read up to it), so starting after
+				// it skips none that commits later. Offsets are the store's,
+				// not the stream's, so the store's horizon is this stream's.
+				hz, err := st.Horizon(ctx)
 				if err != nil {
 					return err
 				}
-				for _, s := range streams {
-					if s.Name == args[0] {
-						after = s.HeadOffset
-					}
-				}
+				after = hz.Settled
 			case consumer != "":
 				if after, err = stream.Offset(ctx, consumer); err != nil {
 					return err
@@ -133,7 +136,7 @@ func (a *app) tailCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "print events after this offset (0: from the first)")
-	cmd.Flags().BoolVar(&end, "end", false, "start at the current end (with --follow: only new events)")
+	cmd.Flags().BoolVar(&end, "end", false, "start at the current end, the settled horizon (with --follow: only new events, none that commits late skipped)")
 	cmd.Flags().StringVar(&consumer, "consumer", "", "start at this consumer's saved offset (it is not changed)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they commit, until interrupted")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 100, "without --follow: print at most this many events")

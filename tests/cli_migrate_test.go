@@ -1,0 +1,54 @@
+package tests
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCLIMigrateStatusFailsOnADatabaseItCannotOpen: migrate status on a
+// database it cannot read (PostgreSQL: one that does not exist; SQLite: a
+// directory) exits 1 with the error, the DSN's password not in it, and
+// reports no migration pending: it never read the database.
+func TestCLIMigrateStatusFailsOnADatabaseItCannotOpen(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		cliBin(t)
+		const pw = "Mq4zStatusPw"
+		dsn := t.TempDir() // a directory is no SQLite database
+		if e.name == "pg" {
+			u, err := url.Parse(e.dsn)
+			require.NoError(t, err)
+			u.Path = "/no_such_database_clifix"
+			u.User = url.UserPassword(u.User.Username(), pw)
+			dsn = u.String()
+		}
+		for _, args := range [][]string{{"migrate", "status"}, {"migrate", "status", "--json"}} {
+			r := runCLI(t, "", append([]string{"--dsn", dsn}, args...)...)
+			assert.Equal(t, 1, r.code, "alkstore %v: %s%s", args, r.out, r.err)
+			assert.Empty(t, r.out, "alkstore %v reported on a database it never read", args)
+			assert.Contains(t, r.err, "alkstore: ")
+			assert.NotContains(t, r.out+r.err, pw)
+		}
+	})
+}
+
+// TestCLIMigrateRefusesWhatOpenRefuses: a DSN Open refuses before any I/O
+// (no engine's, or one that does not parse) gets the same error and exit
+// code from migrate status as from every other command.
+func TestCLIMigrateRefusesWhatOpenRefuses(t *testing.T) {
+	parallelTest(t)
+	cliBin(t)
+	for _, dsn := range []string{
+		"mysql://u:pw@h/db",
+		"host=127.0.0.1 port=1 user=bob password='Qx7v'Wm3k' dbname=db",
+		"postgres://bob:pw@127.0.0.1:99999/db",
+	} {
+		stats := runCLI(t, "", "--dsn", dsn, "stats")
+		status := runCLI(t, "", "--dsn", dsn, "migrate", "status")
+		assert.NotEqual(t, 0, stats.code, dsn)
+		assert.Equal(t, stats.code, status.code, "%s: stats %q, migrate status %q", dsn, stats.err, status.err)
+		assert.Equal(t, stats.err, status.err, dsn)
+	}
+}

@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// dsnPasswords are passwords whose every 4-character fragment is
+// distinctive, each holding a character some DSN syntax gives a meaning
+// (the userinfo's '@' and ':', a URL's '/', '?', '#', '&' and '=', a
+// percent-escape, key=value's spaces and quotes).
+var dsnPasswords = []string{
+	"Qx7v@Wm3k",
+	"Qx7v:Wm3k",
+	"Qx7v/Wm3k",
+	"Qx7v?Wm3k",
+	"Qx7v#Wm3k",
+	"Qx7v%40Wm3k",
+	"Qx7v Wm3k",
+	"Qx7v'Wm3k",
+	"Qx7v@Wm3k:Zp9t/Kd4r?Hf6s#Jt2u%40Lr5w=Np8q&Yb2c",
+}
+
+// dsnShapes are the DSN forms, each with one %s for the password: URLs
+// that do not parse and URLs and key=value DSNs that parse but cannot
+// connect (nothing listens on port 1).
+var dsnShapes = []string{
+	"postgres://bob:%s@127.0.0.1:99999/db",
+	"postgres://bob:%s@127.0.0.1:1/db?connect_timeout=1",
+	"postgresql://bob:%s@localhost:1/db?connect_timeout=1&sslmode=disable",
+	"postgres://bob@127.0.0.1:1/db?connect_timeout=1&password=%s",
+	"host=127.0.0.1 port=1 user=bob password=%s dbname=db connect_timeout=1",
+	"host=127.0.0.1 port=99999 user=bob password='%s' dbname=db",
+	"host=127.0.0.1 port=1 user=bob password='%s' dbname=db connect_timeout=1",
+}
+
+// passwordFragments is every 4-character piece of pw as written and as
+// percent-decoded.
+func passwordFragments(pw string) []string {
+	forms := []string{pw}
+	if d, err := url.PathUnescape(pw); err == nil && d != pw {
+		forms = append(forms, d)
+	}
+	var out []string
+	for _, f := range forms {
+		for i := 0; i+4 <= len(f); i++ {
+			out = append(out, f[i:i+4])
+		}
+	}
+	return out
+}
+
+func assertNoFragment(t *testing.T, where, text, pw string) {
+	t.Helper()
+	for _, frag := range passwordFragments(pw) {
+		if strings.Contains(text, frag) {
+			t.Errorf("%s shows %q of the password %q: %s", where, frag, pw, text)
+			return
+		}
+	}
+}
+
+// TestDSNPasswordNoFragmentShows: whatever the DSN's shape and whatever
+// characters its password holds, no part of the password (no fragment of
+// 4 characters) shows in Open's error, or in the command's output and
+// errors (stats, migrate status).
+func TestDSNPasswordNoFragmentShows(t *testing.T) {
+	parallelTest(t)
+	cliBin(t)
+	for _, shape := range dsnShapes {
+		for _, pw := range dsnPasswords {
+			dsn := fmt.Sprintf(shape, pw)
+			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := store.Open(c, dsn, store.WithoutMigrate())
+			cancel()
+			require.Error(t, err, dsn)
+			assert.Contains(t, err.Error(), "alkstore: open: ", dsn)
+			assertNoFragment(t, "store.Open's error", err.Error(), pw)
+			for _, args := range [][]string{{"stats"}, {"migrate", "status"}} {
+				r := runCLI(t, "", append([]string{"--dsn", dsn}, args...)...)
+				assert.NotEqual(t, 0, r.code, "alkstore %v on %q: %s", args, dsn, r.out)
+				assertNoFragment(t, fmt.Sprintf("alkstore %s", strings.Join(args, " ")), r.out+r.err, pw)
+			}
+		}
+	}
+}
+
+// TestDSNRedactionKeepsTheRest: scrubbing hides the password's pieces,
+// not the rest of the DSN an operator needs to read the error: the port
+// stays when the only '@' after the userinfo is a query password's.
+func TestDSNRedactionKeepsTheRest(t *testing.T) {
+	parallelTest(t)
+	for _, dsn := range []string{
+		"postgres://bob@127.0.0.1:5439/db?connect_timeout=1&password=Qx7v@Wm3k",
+		"postgres://bob:Qx7v@127.0.0.1:5439/db?connect_timeout=1",
+		"host=127.0.0.1 port=5439 user=bob password=Qx7v@Wm3k dbname=db connect_timeout=1",
+	} {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := store.Open(c, dsn, store.WithoutMigrate())
+		cancel()
+		require.Error(t, err, dsn)
+		assert.Contains(t, err.Error(), "127.0.0.1:5439", dsn)
+		assert.Contains(t, err.Error(), "user=bob", dsn)
+		assert.NotContains(t, err.Error(), "Qx7v", dsn)
+	}
+}
