@@ -78,20 +78,48 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 	return n, through, nil
 }
 
+// deleteExpiredTombstones walks the stream's tombstone events at or below
+// through a page at a time (ExpiredTombstones), deleting those still their key's head and older
+// than the cutoff, until it has deleted limit, the tombstones end, or a
+// whole page holds none older than the cutoff (offsets and created_at rise
+// together, so the rest are younger). Superseded tombstones not yet
+// compacted are stepped over instead of filling the batch.
 func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error) {
 	var n int64
+	cut := cutoff.UnixMicro()
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, Through: through, Cutoff: cutoff.UnixMicro(), Batch: int64(limit)})
-		for _, r := range rows {
-			if err == nil {
-				err = q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
+		n = 0
+		var after int64
+		for n < int64(limit) {
+			rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, After: after, Through: through, Batch: int64(limit)})
+			if err != nil {
+				return err
 			}
-			if err == nil {
-				err = q.DeleteEvent(ctx, r.HeadOffset)
+			expired := false
+			for _, r := range rows {
+				after = max(after, r.ID)
+				if r.CreatedAt >= cut {
+					continue
+				}
+				expired = true
+				if r.Head == 0 || r.Key == nil {
+					continue // superseded: CompactSuperseded's
+				}
+				if err := q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: stream, Key: *r.Key, HeadOffset: r.ID}); err != nil {
+					return err
+				}
+				if err := q.DeleteEvent(ctx, r.ID); err != nil {
+					return err
+				}
+				if n++; n == int64(limit) {
+					return nil
+				}
+			}
+			if len(rows) < limit || !expired {
+				return nil
 			}
 		}
-		n = int64(len(rows))
-		return err
+		return nil
 	})
 	return n, err
 }

@@ -632,7 +632,7 @@ var hotStatements = []hotStmt{
 	{name: "CompactionWindow", args: map[string]any{"after": 0, "cutoff": "@t:0s", "lim": planBatch}, maxBuf: 300, maxStep: 30_000},
 	{name: "CompactWindow", args: map[string]any{"after": 0, "upto": "@kvwindow", "cutoff": "@t:0s"}, maxBuf: 12_000, maxStep: 100_000},
 	{name: "AdvanceCompaction", args: map[string]any{"upto": 1}},
-	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h", "through": int64(1) << 62}, maxBuf: 3_500, maxStep: 30_000},
+	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h", "after": 0, "through": int64(1) << 62}, maxBuf: 3_500, maxStep: 30_000},
 	{name: "DeleteHead"},
 	{name: "DeleteEvent"},
 	{name: "SweepAllExpiredJobs", maxBuf: 12_000, maxStep: 100_000}, // a batch of planBatch expired jobs (of "expiring"): about 20 buffers a row updated (heap, primary key, jobs_finished, jobs_listing)

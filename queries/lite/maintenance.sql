@@ -97,22 +97,31 @@ UPDATE alk_streams SET compacted_through = sqlc.arg(upto)
 WHERE name = sqlc.arg(stream) AND compacted_through < sqlc.arg(upto);
 
 -- name: ExpiredTombstones :many
--- A compacted stream's oldest @batch tombstones (alk_events_tombstones)
--- at or below its compaction cursor (@through) that are still their key's
--- head and older than the cutoff: the key is deleted for good (row and
--- event). Compaction finds a key's older versions through its head row, so
--- a tombstone goes only once the cursor has walked past it, which deleted
--- them: deleted before, it left them without a head row, and a replay saw
--- the deleted key alive for good.
-SELECT h.stream, h.key, CAST(h.head_offset AS INTEGER) AS head_offset
-FROM alk_events e
-JOIN alk_compaction_heads h ON h.stream = e.stream AND h.key = e.key AND h.head_offset = e.id
-WHERE e.id IN (SELECT t.id FROM alk_events t INDEXED BY alk_events_tombstones
-               WHERE t.stream = sqlc.arg(stream) AND t.payload IS NULL AND t.key IS NOT NULL
-                 AND t.id <= CAST(sqlc.arg(through) AS INTEGER)
-               ORDER BY t.stream, t.id
-               LIMIT CAST(sqlc.arg(batch) AS INTEGER))
-  AND e.created_at < sqlc.arg(cutoff);
+-- A page of a compacted stream's tombstone events after @after and at or
+-- below its compaction cursor (@through), oldest first
+-- (alk_events_tombstones), each with whether it is still its key's head.
+-- The caller deletes the heads older than the cutoff (row and event) and
+-- reads the next page until it has its batch, the stream's tombstones end,
+-- or a whole page holds none older than the cutoff. Compaction finds a
+-- key's older versions through its head row, so a tombstone goes only once
+-- the cursor has walked past it, which deleted them: deleted before, it
+-- left them without a head row, and a replay saw the deleted key alive for
+-- good. Tombstones superseded by a later event and not yet compacted (the
+-- cursor walked them while they were heads) are stepped over: taken as the
+-- page's only candidates, as before, they could fill every batch ahead of
+-- the expired heads, which then waited for CompactSuperseded. No ORDER BY
+-- outside: the rows come in the page's order (the join's outer loop), and
+-- the caller takes the page's largest offset as the next @after; sorting
+-- them again cost a temporary B-tree (a page of 500 in the plan test:
+-- 19,024 VM steps with it, 15,021 without; the former statement,
+-- returning the expired heads alone, 12,522).
+SELECT t.id, t.key, t.created_at, CAST(h.head_offset IS NOT NULL AS INTEGER) AS head
+FROM (SELECT x.id, x.key, x.created_at FROM alk_events x INDEXED BY alk_events_tombstones
+      WHERE x.stream = sqlc.arg(stream) AND x.payload IS NULL AND x.key IS NOT NULL AND x.id > sqlc.arg(after)
+        AND x.id <= CAST(sqlc.arg(through) AS INTEGER)
+      ORDER BY x.stream, x.id
+      LIMIT CAST(sqlc.arg(batch) AS INTEGER)) t
+LEFT JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = t.key AND h.head_offset = t.id;
 
 -- name: DeleteHead :exec
 DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = CAST(@head_offset AS INTEGER);
