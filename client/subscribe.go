@@ -86,7 +86,9 @@ func (sub *Subscription) Close() {
 // outbox this client runs (like River's Client.Subscribe), for tests and
 // metrics: one event per handler run, of the given kinds (none: all;
 // JobFailed: retried and dead). buffer sizes its channel (0:
-// SubscribeBuffer).
+// SubscribeBuffer; at most store.MaxSubscribeBuffer, which a larger one
+// takes: the channel is allocated up front, so a huge buffer panicked in
+// make or ran the process out of memory).
 //
 // Sending never blocks a worker: when the buffer is full the new event is
 // dropped and counted (Dropped), so a slow reader loses the newest events,
@@ -105,6 +107,7 @@ func (c *Client) Subscribe(buffer int, kinds ...JobEventKind) *Subscription {
 	if buffer <= 0 {
 		buffer = SubscribeBuffer
 	}
+	buffer = min(buffer, store.MaxSubscribeBuffer)
 	sub := &Subscription{c: c, ch: make(chan JobEvent, buffer)}
 	for _, k := range kinds {
 		if k == JobFailed {

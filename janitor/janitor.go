@@ -25,7 +25,9 @@ type Opts struct {
 	NotificationMaxAge time.Duration // SQLite notifications kept this long; default 1h
 	NotificationKeep   int           // and at most this many; default 10,000
 	// Event partitions kept ready ahead of the offsets (PostgreSQL; see
-	// store.PartitionOpts for the defaults).
+	// store.PartitionOpts for the defaults and bounds). Values out of
+	// range fail every pass with ErrInvalidArgument, on SQLite too, while
+	// its other tasks still run.
 	Partitions store.PartitionOpts
 	Logger     *slog.Logger // default slog.Default()
 }
@@ -102,8 +104,15 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	}
 	// Partitions: created ahead first (a pass short of time still makes
 	// room), dropped before the row deletes, which then skip their rows.
+	// Opts.Partitions out of range (ErrInvalidArgument) fail the pass
+	// without stopping its other tasks: a configuration mistake in one
+	// option must not stop every cleanup (it is returned at the end).
+	var badOpts error
+	r.PartitionsCreated, badOpts = m.CreatePartitions(pass, j.opts.Partitions)
 	var err error
-	r.PartitionsCreated, err = m.CreatePartitions(pass, j.opts.Partitions)
+	if !errors.Is(badOpts, store.ErrInvalidArgument) {
+		err, badOpts = badOpts, nil
+	}
 	if err == nil {
 		r.PartitionsDropped, err = m.DropExpiredPartitions(pass)
 	}
@@ -125,7 +134,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
 	if err == nil && pass.Err() != nil && ctx.Err() == nil {
 		r.OutOfBudget = true
 	}
-	return r, err
+	return r, errors.Join(badOpts, err)
 }
 
 // drain runs one task's batches until a batch comes back short.

@@ -253,9 +253,11 @@ type maintenanceOps interface {
 	// the new cursor (st.compactedThrough when there was nothing to walk or
 	// the limit was reached).
 	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
-	// deleteExpiredTombstones deletes at most limit tombstone heads older
-	// than cutoff and at or below through, the stream's compaction cursor.
-	deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error)
+	// deleteExpiredTombstones deletes at most r.limit tombstone heads older
+	// than r.cutoff and at or below r.through, each with its key's older
+	// versions (those older than r.lagCutoff; a key left with one keeps its
+	// tombstone).
+	deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error)
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 }
@@ -266,6 +268,17 @@ type retainReq struct {
 	st          streamSettings
 	cutoff, now time.Time
 	window      int
+}
+
+// tombReq is one tombstone pass over a stream: tombstones at or below
+// through (the compaction cursor) older than cutoff (TombstoneRetention)
+// go, with their keys' older versions older than lagCutoff
+// (MinCompactionLag).
+type tombReq struct {
+	stream            string
+	through           int64
+	cutoff, lagCutoff time.Time
+	limit             int
 }
 
 // compactReq is one compaction pass over the window events after

@@ -443,6 +443,7 @@ type GroupMember struct {
 type ownedPart struct {
 	token     int64
 	committed int64     // committed offset, as this member last wrote or read it
+	inTx      int64     // the highest offset a CommitTx wrote whose transaction has not ended (or adopted: never seen to)
 	cursor    int64     // every event of the partition up to it was delivered (or it has none)
 	delivered int64     // the last event of the partition delivered
 	before    int64     // delivered before the last was handed out: a Redeliver of the last goes back to it
@@ -1093,6 +1094,11 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 		done()
 		return nil
 	}
+	m.mu.Lock()
+	if o := m.owned[p]; o != nil && o.token == token {
+		o.inTx = max(o.inTx, ev.Offset) // Redeliver refuses it from now on
+	}
+	m.mu.Unlock()
 	tx.onCommit(done)
 	tx.onRollback(func() { m.rewind(p, token) })
 	return nil
@@ -1108,7 +1114,7 @@ func (m *GroupMember) rewind(p int, token int64) {
 		return
 	}
 	o.cursor, o.delivered, o.finished = o.committed, o.committed, o.committed
-	o.inPage = false
+	o.inPage, o.inTx = false, 0
 }
 
 // heartbeats renew the member's row and its partitions' leases every third
@@ -1545,9 +1551,11 @@ func (m *GroupMember) buffered() int {
 // the member no longer holds ev's partition (its next owner delivers ev),
 // and with ErrInvalidArgument for an event the member did not deliver, as
 // Commit does, and for one at or below the partition's committed offset
-// (ev committed, or an event before the committed one): it was handled,
-// and handing it out again would deliver committed events twice.
-// Events of the partition handed out before ev and not
+// (ev committed, or an event before the committed one), a CommitTx's whose
+// transaction has not ended included, and an adopted transaction's (whose
+// end the store does not see): it was handled, and handing it out again
+// would deliver committed events twice. Events of the partition handed
+// out before ev and not
 // committed stay uncommitted: a release of the partition (a rebalance, a
 // leave) commits none of them, and they go to its next owner.
 func (m *GroupMember) Redeliver(ev Event) error {
@@ -1560,6 +1568,12 @@ func (m *GroupMember) Redeliver(ev Event) error {
 	if o := m.owned[p]; err == nil && ev.Offset <= o.committed {
 		err = fmt.Errorf("%w: event %d of partition %d is committed (the partition is committed through %d): it is not delivered again",
 			ErrInvalidArgument, ev.Offset, p, o.committed)
+	} else if err == nil && ev.Offset <= o.inTx {
+		// A CommitTx through it whose transaction has not ended (or an
+		// adopted one, whose end the store does not see): accepted, the
+		// event was handed out again and the commit landed anyway.
+		err = fmt.Errorf("%w: event %d of partition %d is committed in a transaction (CommitTx through %d): it is not delivered again",
+			ErrInvalidArgument, ev.Offset, p, o.inTx)
 	}
 	m.mu.Unlock()
 	if err != nil {

@@ -139,7 +139,12 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 // the tombstone event go together. A tombstone goes only once
 // CompactSuperseded has walked past it (after MinCompactionLag), so the
 // key's older versions are gone first: deleted before them, it would leave
-// them without the head row through which compaction finds them. It reads each compacted stream's oldest
+// them without the head row through which compaction finds them. The
+// key's versions older than the tombstone go with it, those older than
+// MinCompactionLag (compaction leaves one that was younger than the lag
+// when it walked past: on PostgreSQL an event's created_at is its
+// transaction's start, so a tombstone can be older than the value before
+// it); while one is left, the tombstone stays. It reads each compacted stream's oldest
 // expired tombstones on a partial index: of tombstone heads on PostgreSQL
 // (schema 00041), of tombstone events on SQLite.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
@@ -154,7 +159,8 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 				continue
 			}
 			var k int64
-			if k, err = o.deleteExpiredTombstones(ctx, st.name, st.compactedThrough, now.Add(-st.tombstoneRetention), batch-int(n)); err == nil {
+			if k, err = o.deleteExpiredTombstones(ctx, tombReq{stream: st.name, through: st.compactedThrough,
+				cutoff: now.Add(-st.tombstoneRetention), lagCutoff: now.Add(-st.minCompactionLag), limit: batch - int(n)}); err == nil {
 				n += k // the stream's deletes committed
 			}
 		}

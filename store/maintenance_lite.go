@@ -79,12 +79,15 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 }
 
 // deleteExpiredTombstones walks the stream's tombstone events at or below
-// through a page at a time (ExpiredTombstones), deleting those still their key's head and older
-// than the cutoff, until it has deleted limit, the tombstones end, or a
-// whole page holds none older than the cutoff (offsets and created_at rise
-// together, so the rest are younger). Superseded tombstones not yet
-// compacted are stepped over instead of filling the batch.
-func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error) {
+// r.through a page at a time (ExpiredTombstones), deleting those still
+// their key's head and older than the cutoff, with the key's older versions
+// (see deleteKeyOlderVersions), until it has deleted limit, the tombstones
+// end, or a whole page holds none older than the cutoff (offsets and
+// created_at rise together, so the rest are younger). Superseded
+// tombstones not yet compacted are stepped over instead of filling the
+// batch.
+func (o liteOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error) {
+	stream, through, cutoff, limit := r.stream, r.through, r.cutoff, r.limit
 	var n int64
 	cut := cutoff.UnixMicro()
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
@@ -96,19 +99,30 @@ func (o liteOps) deleteExpiredTombstones(ctx context.Context, stream string, thr
 				return err
 			}
 			expired := false
-			for _, r := range rows {
-				after = max(after, r.ID)
-				if r.CreatedAt >= cut {
+			for _, t := range rows {
+				after = max(after, t.ID)
+				if t.CreatedAt >= cut {
 					continue
 				}
 				expired = true
-				if r.Head == 0 || r.Key == nil {
+				if t.Head == 0 || t.Key == nil {
 					continue // superseded: CompactSuperseded's
 				}
-				if err := q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: stream, Key: *r.Key, HeadOffset: r.ID}); err != nil {
+				if _, err := q.DeleteOlderVersions(ctx, litedb.DeleteOlderVersionsParams{Stream: stream, Key: t.Key,
+					HeadOffset: t.ID, Cutoff: r.lagCutoff.UnixMicro()}); err != nil {
 					return err
 				}
-				if err := q.DeleteEvent(ctx, r.ID); err != nil {
+				remain, err := q.KeyHasOlderVersions(ctx, litedb.KeyHasOlderVersionsParams{Stream: stream, Key: t.Key, HeadOffset: t.ID})
+				if err != nil || remain {
+					if err != nil {
+						return err
+					}
+					continue // younger than the lag: a later pass
+				}
+				if err := q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: stream, Key: *t.Key, HeadOffset: t.ID}); err != nil {
+					return err
+				}
+				if err := q.DeleteEvent(ctx, t.ID); err != nil {
 					return err
 				}
 				if n++; n == int64(limit) {

@@ -86,19 +86,30 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 	return n, through, nil
 }
 
-func (o pgOps) deleteExpiredTombstones(ctx context.Context, stream string, through int64, cutoff time.Time, limit int) (int64, error) {
+func (o pgOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error) {
 	var n int64
 	err := o.atomically(ctx, true, func(o pgOps) error {
-		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: stream, Through: through, Cutoff: cutoff, Batch: clampLimit(limit)})
-		for _, r := range rows {
-			if err == nil {
-				err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: r.Stream, Key: r.Key, HeadOffset: r.HeadOffset})
+		n = 0
+		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: r.stream, Through: r.through, Cutoff: r.cutoff, Batch: clampLimit(r.limit)})
+		for _, t := range rows {
+			if err != nil {
+				break
 			}
-			if err == nil {
-				err = o.q.DeleteEvent(ctx, r.HeadOffset)
+			// The key's older versions go first; one left (younger than
+			// the lag, or held) keeps the tombstone for a later pass.
+			var remain bool
+			if _, err = o.q.DeleteOlderVersions(ctx, pgdb.DeleteOlderVersionsParams{Stream: t.Stream, Key: t.Key,
+				HeadOffset: t.HeadOffset, Cutoff: r.lagCutoff}); err == nil {
+				remain, err = o.q.KeyHasOlderVersions(ctx, pgdb.KeyHasOlderVersionsParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset})
 			}
+			if err != nil || remain {
+				continue
+			}
+			if err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset}); err == nil {
+				err = o.q.DeleteEvent(ctx, t.HeadOffset)
+			}
+			n++
 		}
-		n = int64(len(rows))
 		return err
 	})
 	return n, err

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -405,9 +406,10 @@ func (o pgOps) queueSettings(ctx context.Context) ([]QueueInfo, error) {
 // holding the keys it stored before it, so two batches whose keys overlap
 // in opposite orders can wait for each other. PostgreSQL breaks such a
 // cycle by failing one of them (40P01, after deadlock_timeout); in
-// auto-commit that batch rolled back whole and goes again, up to
-// uniqueDeadlockTries times in all. Inside the caller's transaction the
-// error is the caller's (the cycle may hold its own earlier writes).
+// auto-commit that batch rolled back whole and goes again after a random
+// wait, up to uniqueDeadlockTries times in all. Inside the caller's
+// transaction the error is the caller's (the cycle may hold its own
+// earlier writes).
 func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]Enqueued, error) {
 	for try := 1; ; try++ {
 		var placed []Enqueued
@@ -416,15 +418,25 @@ func (o pgOps) enqueueUnique(ctx context.Context, queue string, now time.Time, j
 			placed, err = o.placeUnique(ctx, queue, now, jobs)
 			return err
 		})
-		if o.inTx || len(jobs) == 1 || try == uniqueDeadlockTries || !isDeadlock(err) || ctx.Err() != nil {
+		if o.inTx || len(jobs) == 1 || try == uniqueDeadlockTries || !isDeadlock(err) {
 			return placed, err
+		}
+		// Gone again at once, the batch could take a key back before the
+		// batch that was let go took it and rebuild the same cycle (a
+		// review saw four in a row): wait a random while, growing.
+		t := time.NewTimer(rand.N(time.Duration(5<<try) * time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return placed, err
+		case <-t.C:
 		}
 	}
 }
 
 // uniqueDeadlockTries bounds how often an auto-commit batch of unique jobs
 // runs when PostgreSQL fails it to break a lock cycle (see enqueueUnique).
-const uniqueDeadlockTries = 3
+const uniqueDeadlockTries = 5
 
 // isDeadlock reports whether err is PostgreSQL's deadlock_detected.
 func isDeadlock(err error) bool {

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/client"
+	"github.com/alkstore/alkstore/janitor"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -84,5 +86,56 @@ func TestCreatePartitionsRefusesOptionsOutOfRange(t *testing.T) {
 		}
 		_, err := s.Maintenance().CreatePartitions(c, store.PartitionOpts{})
 		require.NoError(t, err)
+	})
+}
+
+// janitor.Opts.Partitions out of range fail the pass with ErrInvalidArgument
+// but do not stop its other tasks: before, CreatePartitions ran first and
+// its error ended the pass, so headless rows, compaction, tombstones,
+// retention and job sweeps all stopped, on every pass, on SQLite too.
+func TestJanitorWithBadPartitionOptsStillCleansUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := &offsetClock{}
+		c := ctx(t)
+		s := e.open(t, store.WithClock(clk.Now))
+		st := s.Stream("kv")
+		require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Minute, TombstoneRetention: time.Minute}))
+		for _, k := range []string{"a", "b", "c"} {
+			_, err := st.PublishWithKey(c, k, []byte("v1"))
+			require.NoError(t, err)
+			_, err = st.PublishWithKey(c, k, nil)
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool {
+			evs, err := st.ReadSince(c, 0, 10)
+			require.NoError(t, err)
+			return len(evs) == 6
+		}, 30*time.Second, 10*time.Millisecond) // past the settled horizon
+		clk.Advance(time.Hour)
+		var tombs int64
+		for _, p := range []store.PartitionOpts{{Ahead: -1}, {Size: -1}, {Ahead: 1001}} {
+			r, err := countingJanitor(s, janitor.Opts{Partitions: p, BatchSize: 1}).RunOnce(c)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", p)
+			tombs += r.TombstonesDeleted
+		}
+		assert.EqualValues(t, 3, tombs, "the pass's other tasks ran")
+		evs, err := st.ReadSince(c, 0, 10)
+		require.NoError(t, err)
+		assert.Empty(t, evs)
+	})
+}
+
+// client.Subscribe's buffer, like SubscribeOpts.Buffer, is a channel made up
+// front: a huge one panicked in make ("makechan: size out of range") or
+// ran the process out of memory. It has no error to return, so a buffer
+// above store.MaxSubscribeBuffer takes that bound.
+func TestClientSubscribeTakesAtMostTheBufferBound(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		cl := client.New(e.open(t), client.Opts{})
+		for _, n := range []int{math.MaxInt, 1 << 40, store.MaxSubscribeBuffer + 1} {
+			sub := cl.Subscribe(n)
+			assert.Equal(t, store.MaxSubscribeBuffer, cap(sub.C()), "buffer %d", n)
+			sub.Close()
+		}
 	})
 }

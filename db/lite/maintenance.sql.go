@@ -261,6 +261,39 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
+const deleteOlderVersions = `-- name: DeleteOlderVersions :execrows
+DELETE FROM alk_events
+WHERE id IN (SELECT x.id FROM alk_events x INDEXED BY alk_events_key
+             WHERE x.stream = ?1 AND x.key = ?2 AND x.id < CAST(?3 AS INTEGER)
+               AND x.created_at < ?4)
+`
+
+type DeleteOlderVersionsParams struct {
+	Stream     string
+	Key        *string
+	HeadOffset int64
+	Cutoff     int64
+}
+
+// An expiring tombstone's key: its versions older than the tombstone and
+// than the compaction lag's cutoff, found on alk_events_key. Compaction
+// deletes them when its cursor walks the tombstone, but not one that was
+// younger than the lag then (the lag was raised since). Deleting the
+// tombstone's head row without them left them with no head row through
+// which anything finds them, and a replay saw the deleted key alive.
+func (q *Queries) DeleteOlderVersions(ctx context.Context, arg DeleteOlderVersionsParams) (int64, error) {
+	result, err := q.exec(ctx, q.deleteOlderVersionsStmt, deleteOlderVersions,
+		arg.Stream,
+		arg.Key,
+		arg.HeadOffset,
+		arg.Cutoff,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deleteRetained = `-- name: DeleteRetained :execrows
 DELETE FROM alk_events
 WHERE id IN (
@@ -415,6 +448,28 @@ func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const keyHasOlderVersions = `-- name: KeyHasOlderVersions :one
+SELECT EXISTS (SELECT 1 FROM alk_events y INDEXED BY alk_events_key
+               WHERE y.stream = ?1 AND y.key = ?2
+                 AND y.id < CAST(?3 AS INTEGER)) AS remain
+`
+
+type KeyHasOlderVersionsParams struct {
+	Stream     string
+	Key        *string
+	HeadOffset int64
+}
+
+// Whether an expiring tombstone's key still has a version older than the
+// tombstone (DeleteOlderVersions left it: younger than the lag): then the
+// tombstone stays, so the key's head row does too.
+func (q *Queries) KeyHasOlderVersions(ctx context.Context, arg KeyHasOlderVersionsParams) (bool, error) {
+	row := q.queryRow(ctx, q.keyHasOlderVersionsStmt, keyHasOlderVersions, arg.Stream, arg.Key, arg.HeadOffset)
+	var remain bool
+	err := row.Scan(&remain)
+	return remain, err
 }
 
 const maintainedStreams = `-- name: MaintainedStreams :many

@@ -280,6 +280,45 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
+const deleteOlderVersions = `-- name: DeleteOlderVersions :execrows
+DELETE FROM alkstore.events d
+WHERE d.id = ANY (ARRAY(
+    SELECT x.id FROM alkstore.events x
+    WHERE x.stream = $1::text AND x.key = $2::text AND x.key IS NOT NULL AND x.id < $3::bigint
+      AND x.created_at < $4::timestamptz
+    FOR UPDATE OF x SKIP LOCKED))
+`
+
+type DeleteOlderVersionsParams struct {
+	Stream     string
+	Key        string
+	HeadOffset int64
+	Cutoff     time.Time
+}
+
+// An expiring tombstone's key: its versions older than the tombstone and
+// than the compaction lag's cutoff, found on events_key. Compaction deletes
+// them when its cursor walks the tombstone, but not one that was younger
+// than the lag then (a PostgreSQL event's created_at is its transaction's
+// start, so a tombstone can be older than the value before it; or the lag
+// was raised since), nor one a janitor that rolled back held. Deleting the
+// tombstone's head row without them left them with no head row through
+// which anything finds them, and a replay saw the deleted key alive. Rows
+// another statement holds are skipped (KeyHasOlderVersions then keeps the
+// tombstone for a later pass).
+func (q *Queries) DeleteOlderVersions(ctx context.Context, arg DeleteOlderVersionsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOlderVersions,
+		arg.Stream,
+		arg.Key,
+		arg.HeadOffset,
+		arg.Cutoff,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteRetained = `-- name: DeleteRetained :execrows
 DELETE FROM alkstore.events e
 WHERE e.id = ANY (ARRAY(
@@ -437,6 +476,28 @@ func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const keyHasOlderVersions = `-- name: KeyHasOlderVersions :one
+SELECT EXISTS (SELECT 1 FROM alkstore.events y
+               WHERE y.stream = $1::text AND y.key = $2::text AND y.key IS NOT NULL
+                 AND y.id < $3::bigint) AS remain
+`
+
+type KeyHasOlderVersionsParams struct {
+	Stream     string
+	Key        string
+	HeadOffset int64
+}
+
+// Whether an expiring tombstone's key still has a version older than the
+// tombstone (DeleteOlderVersions left it: younger than the lag, or held):
+// then the tombstone stays, so the key's head row does too.
+func (q *Queries) KeyHasOlderVersions(ctx context.Context, arg KeyHasOlderVersionsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, keyHasOlderVersions, arg.Stream, arg.Key, arg.HeadOffset)
+	var remain bool
+	err := row.Scan(&remain)
+	return remain, err
 }
 
 const maintainedStreams = `-- name: MaintainedStreams :many

@@ -123,6 +123,26 @@ FROM (SELECT x.id, x.key, x.created_at FROM alk_events x INDEXED BY alk_events_t
       LIMIT CAST(sqlc.arg(batch) AS INTEGER)) t
 LEFT JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = t.key AND h.head_offset = t.id;
 
+-- name: DeleteOlderVersions :execrows
+-- An expiring tombstone's key: its versions older than the tombstone and
+-- than the compaction lag's cutoff, found on alk_events_key. Compaction
+-- deletes them when its cursor walks the tombstone, but not one that was
+-- younger than the lag then (the lag was raised since). Deleting the
+-- tombstone's head row without them left them with no head row through
+-- which anything finds them, and a replay saw the deleted key alive.
+DELETE FROM alk_events
+WHERE id IN (SELECT x.id FROM alk_events x INDEXED BY alk_events_key
+             WHERE x.stream = sqlc.arg(stream) AND x.key = sqlc.arg(key) AND x.id < CAST(sqlc.arg(head_offset) AS INTEGER)
+               AND x.created_at < sqlc.arg(cutoff));
+
+-- name: KeyHasOlderVersions :one
+-- Whether an expiring tombstone's key still has a version older than the
+-- tombstone (DeleteOlderVersions left it: younger than the lag): then the
+-- tombstone stays, so the key's head row does too.
+SELECT EXISTS (SELECT 1 FROM alk_events y INDEXED BY alk_events_key
+               WHERE y.stream = sqlc.arg(stream) AND y.key = sqlc.arg(key)
+                 AND y.id < CAST(sqlc.arg(head_offset) AS INTEGER)) AS remain;
+
 -- name: DeleteHead :exec
 DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = CAST(@head_offset AS INTEGER);
 
