@@ -272,7 +272,7 @@ type retainReq struct {
 
 // tombReq is one tombstone pass over a stream: tombstones at or below
 // through (the compaction cursor) older than cutoff (TombstoneRetention)
-// go, with their keys' older versions older than lagCutoff
+// go, with their keys' other versions older than lagCutoff
 // (MinCompactionLag).
 type tombReq struct {
 	stream            string

@@ -1090,7 +1090,11 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 		}
 		m.mu.Unlock()
 	}
-	if tx == nil {
+	if tx == nil || tx.adopted() {
+		// An adopted transaction's end is never seen: the member takes the
+		// commit as made (as its doc says, the partition goes on after ev),
+		// so a later CommitTx that rolls back rewinds no further than ev
+		// and Redeliver refuses it.
 		done()
 		return nil
 	}

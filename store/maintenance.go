@@ -102,11 +102,12 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 	})
 }
 
-// CompactSuperseded deletes keyed events of compacted streams that a newer
-// head superseded, once older than the stream's MinCompactionLag. It walks
-// each compacted stream forward from where its last walk ended (a cursor
-// kept in the stream's settings row), deleting the older versions of each
-// key it meets, so each event is walked once: the cost is the events
+// CompactSuperseded deletes keyed events of compacted streams that their
+// key's head superseded (the versions before the head, and later ones that
+// lost to it by rank), once older than the stream's MinCompactionLag. It
+// walks each compacted stream forward from where its last walk ended (a
+// cursor kept in the stream's settings row), deleting the other versions
+// of each key it meets, so each event is walked once: the cost is the events
 // published since the last pass plus the rows it deletes, never the
 // stream's history. The walk stops at the first event younger than the lag
 // (and, on PostgreSQL, at the settled horizon).
@@ -138,14 +139,14 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 // has been a tombstone for longer than TombstoneRetention: the head row and
 // the tombstone event go together. A tombstone goes only once
 // CompactSuperseded has walked past it (after MinCompactionLag), so the
-// key's older versions are gone first: deleted before them, it would leave
+// key's other versions are gone first: deleted before them, it would leave
 // them without the head row through which compaction finds them. The
-// key's versions older than the tombstone go with it, those older than
-// MinCompactionLag (compaction leaves one that was younger than the lag
-// when it walked past: on PostgreSQL an event's created_at is its
-// transaction's start, so a tombstone can be older than the value before
-// it); while one is left, the tombstone stays. It reads each compacted stream's oldest
-// expired tombstones on a partial index: of tombstone heads on PostgreSQL
+// key's other versions (before the tombstone, or lost to it by rank) go
+// with it, those older than MinCompactionLag (compaction leaves one that
+// was younger than the lag when it walked past: on PostgreSQL an event's
+// created_at is its transaction's start, so a tombstone can be older than
+// the value before it); while one is left, the tombstone stays. It reads
+// each compacted stream's oldest expired tombstones on a partial index: of tombstone heads on PostgreSQL
 // (schema 00041), of tombstone events on SQLite.
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {

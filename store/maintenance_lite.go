@@ -80,8 +80,8 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 
 // deleteExpiredTombstones walks the stream's tombstone events at or below
 // r.through a page at a time (ExpiredTombstones), deleting those still
-// their key's head and older than the cutoff, with the key's older versions
-// (see deleteKeyOlderVersions), until it has deleted limit, the tombstones
+// their key's head and older than the cutoff, with the key's other versions
+// (see DeleteKeyOtherVersions), until it has deleted limit, the tombstones
 // end, or a whole page holds none older than the cutoff (offsets and
 // created_at rise together, so the rest are younger). Superseded
 // tombstones not yet compacted are stepped over instead of filling the
@@ -108,11 +108,11 @@ func (o liteOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64,
 				if t.Head == 0 || t.Key == nil {
 					continue // superseded: CompactSuperseded's
 				}
-				if _, err := q.DeleteOlderVersions(ctx, litedb.DeleteOlderVersionsParams{Stream: stream, Key: t.Key,
+				if _, err := q.DeleteKeyOtherVersions(ctx, litedb.DeleteKeyOtherVersionsParams{Stream: stream, Key: t.Key,
 					HeadOffset: t.ID, Cutoff: r.lagCutoff.UnixMicro()}); err != nil {
 					return err
 				}
-				remain, err := q.KeyHasOlderVersions(ctx, litedb.KeyHasOlderVersionsParams{Stream: stream, Key: t.Key, HeadOffset: t.ID})
+				remain, err := q.KeyHasOtherVersions(ctx, litedb.KeyHasOtherVersionsParams{Stream: stream, Key: t.Key, HeadOffset: t.ID})
 				if err != nil || remain {
 					if err != nil {
 						return err

@@ -95,12 +95,13 @@ func (o pgOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, e
 			if err != nil {
 				break
 			}
-			// The key's older versions go first; one left (younger than
-			// the lag, or held) keeps the tombstone for a later pass.
+			// The key's other versions (before it, or lost to it by rank)
+			// go first; one left (younger than the lag, or held) keeps the
+			// tombstone for a later pass.
 			var remain bool
-			if _, err = o.q.DeleteOlderVersions(ctx, pgdb.DeleteOlderVersionsParams{Stream: t.Stream, Key: t.Key,
+			if _, err = o.q.DeleteKeyOtherVersions(ctx, pgdb.DeleteKeyOtherVersionsParams{Stream: t.Stream, Key: t.Key,
 				HeadOffset: t.HeadOffset, Cutoff: r.lagCutoff}); err == nil {
-				remain, err = o.q.KeyHasOlderVersions(ctx, pgdb.KeyHasOlderVersionsParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset})
+				remain, err = o.q.KeyHasOtherVersions(ctx, pgdb.KeyHasOtherVersionsParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset})
 			}
 			if err != nil || remain {
 				continue

@@ -173,7 +173,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		s, err := openPostgres(ctx, dsn, c)
 		return s, redact(err, c.secrets)
 	case dsnform.SQLite:
-		return openSQLite(ctx, target, c)
+		// A PostgreSQL DSN mistyped into a file name: SQLite's errors quote
+		// the name, so what would be its password is scrubbed too.
+		c.secrets = dsnform.Secrets(dsn)
+		s, err := openSQLite(ctx, target, c)
+		return s, redact(err, c.secrets)
 	case dsnform.Empty:
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
 	case dsnform.PostgresKeyValue:

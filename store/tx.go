@@ -579,6 +579,10 @@ func (tx Tx) state() (*txState, error) {
 	return tx.h.state, nil
 }
 
+// adopted reports whether tx was adopted (AdoptPgx, AdoptSQL): its owner
+// ends it, and the store never learns how.
+func (tx Tx) adopted() bool { return tx.h != nil && !tx.h.state.owned }
+
 // enter counts a use of an adopted transaction (Exec, Query, QueryRow) as
 // a running operation, as run does for the Tx forms (see Shutdown), or
 // refuses it with ErrClosed once the store drains; leave ends it. A

@@ -113,3 +113,29 @@ func TestDSNRedactionKeepsTheRest(t *testing.T) {
 		assert.NotContains(t, err.Error(), "Qx7v", dsn)
 	}
 }
+
+// A PostgreSQL DSN with its scheme mistyped or left out, or a key of the
+// wrong case, is read as an SQLite file name, and SQLite's errors quote the
+// name whole: its password showed in store.Open's error and the CLI's
+// output (review52d). What would be its password is scrubbed now.
+func TestDSNPasswordOfAMistypedPostgresDSNDoesNotShow(t *testing.T) {
+	const pw = "Qx7vWm3k"
+	for _, d := range []string{
+		"postgres:app:" + pw + "@localhost/app",
+		"app:" + pw + "@localhost:5432/app",
+		"Host=localhost password=" + pw + " dbname=x/y",
+		"Host=localhost Password='" + pw + "' dbname=x/y",
+	} {
+		t.Run(d, func(t *testing.T) {
+			r := runCLI(t, t.TempDir(), "--dsn", d, "migrate", "status")
+			assert.NotEqual(t, 0, r.code)
+			assert.NotContains(t, r.err+r.out, pw)
+			s, err := store.Open(ctx(t), d)
+			if s != nil {
+				s.Close()
+			}
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), pw)
+		})
+	}
+}

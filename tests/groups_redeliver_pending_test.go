@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -72,6 +73,45 @@ func TestGroupRedeliverWhileACommitTxIsPendingIsInvalidArgument(t *testing.T) {
 		next, err := m.Recv(c)
 		require.NoError(t, err)
 		t.Logf("%s: next Recv after the tx committed = %d (e1 %d, e2 %d)", e.name, next.Offset, offs[0], offs[1])
+		assert.Equal(t, offs[1], next.Offset, "committed e1 handed out again")
+	})
+}
+
+// CommitTx(e1) in an adopted transaction the caller commits (e1 committed in
+// the database; the member "goes on after ev"), then CommitTx(e2) in a Tx
+// that rolls back: the rollback's rewind clears inTx and goes back to the
+// member's own committed offset, before e1, so committed e1 is handed out
+// again (and Redeliver(e1) is no longer refused).
+func TestGroupAdoptedCommitTxThenARolledBackCommitTxKeepsE1Committed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("rv-adopt-rb")
+		offs := publishBatch(t, st, "k", "k", "k", "k")
+		m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
+		require.NoError(t, err)
+		defer m.Leave(c)
+		e1, err := m.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[0], e1.Offset)
+		tx, commit, _ := adoptedTx(t, e, s)
+		require.NoError(t, m.CommitTx(c, tx, e1))
+		require.NoError(t, commit())
+		e2, err := m.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, offs[1], e2.Offset)
+		boom := errors.New("handler failed")
+		err = s.InTx(c, func(c context.Context, tx store.Tx) error {
+			if err := m.CommitTx(c, tx, e2); err != nil {
+				return err
+			}
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		next, err := m.Recv(c)
+		require.NoError(t, err)
+		rerr := m.Redeliver(e1)
+		assert.ErrorIs(t, rerr, store.ErrInvalidArgument, "Redeliver(e1), committed by the adopted transaction")
 		assert.Equal(t, offs[1], next.Offset, "committed e1 handed out again")
 	})
 }

@@ -633,8 +633,8 @@ var hotStatements = []hotStmt{
 	{name: "CompactWindow", args: map[string]any{"after": 0, "upto": "@kvwindow", "cutoff": "@t:0s"}, maxBuf: 12_000, maxStep: 100_000},
 	{name: "AdvanceCompaction", args: map[string]any{"upto": 1}},
 	{name: "ExpiredTombstones", args: map[string]any{"cutoff": "@t:-24h", "after": 0, "through": int64(1) << 62}, maxBuf: 3_500, maxStep: 30_000},
-	{name: "DeleteOlderVersions", args: map[string]any{"headoffset": int64(1) << 62}, maxBuf: 300, maxStep: 30_000}, // a key's versions, on the key index
-	{name: "KeyHasOlderVersions", args: map[string]any{"headoffset": int64(1) << 62}, maxBuf: 100, maxStep: 10_000},
+	{name: "DeleteKeyOtherVersions", args: map[string]any{"headoffset": int64(1) << 62}, maxBuf: 300, maxStep: 30_000}, // a key's versions, on the key index
+	{name: "KeyHasOtherVersions", args: map[string]any{"headoffset": int64(1) << 62}, maxBuf: 100, maxStep: 10_000},
 	{name: "DeleteHead"},
 	{name: "DeleteEvent"},
 	{name: "SweepAllExpiredJobs", maxBuf: 12_000, maxStep: 100_000}, // a batch of planBatch expired jobs (of "expiring"): about 20 buffers a row updated (heap, primary key, jobs_finished, jobs_listing)

@@ -162,8 +162,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.deleteJobStmt, err = db.PrepareContext(ctx, deleteJob); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteJob: %w", err)
 	}
-	if q.deleteOlderVersionsStmt, err = db.PrepareContext(ctx, deleteOlderVersions); err != nil {
-		return nil, fmt.Errorf("error preparing query DeleteOlderVersions: %w", err)
+	if q.deleteKeyOtherVersionsStmt, err = db.PrepareContext(ctx, deleteKeyOtherVersions); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteKeyOtherVersions: %w", err)
 	}
 	if q.deleteRetainedStmt, err = db.PrepareContext(ctx, deleteRetained); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteRetained: %w", err)
@@ -261,8 +261,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.jobQueuesStmt, err = db.PrepareContext(ctx, jobQueues); err != nil {
 		return nil, fmt.Errorf("error preparing query JobQueues: %w", err)
 	}
-	if q.keyHasOlderVersionsStmt, err = db.PrepareContext(ctx, keyHasOlderVersions); err != nil {
-		return nil, fmt.Errorf("error preparing query KeyHasOlderVersions: %w", err)
+	if q.keyHasOtherVersionsStmt, err = db.PrepareContext(ctx, keyHasOtherVersions); err != nil {
+		return nil, fmt.Errorf("error preparing query KeyHasOtherVersions: %w", err)
 	}
 	if q.latestNotificationStmt, err = db.PrepareContext(ctx, latestNotification); err != nil {
 		return nil, fmt.Errorf("error preparing query LatestNotification: %w", err)
@@ -679,9 +679,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing deleteJobStmt: %w", cerr)
 		}
 	}
-	if q.deleteOlderVersionsStmt != nil {
-		if cerr := q.deleteOlderVersionsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing deleteOlderVersionsStmt: %w", cerr)
+	if q.deleteKeyOtherVersionsStmt != nil {
+		if cerr := q.deleteKeyOtherVersionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteKeyOtherVersionsStmt: %w", cerr)
 		}
 	}
 	if q.deleteRetainedStmt != nil {
@@ -844,9 +844,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing jobQueuesStmt: %w", cerr)
 		}
 	}
-	if q.keyHasOlderVersionsStmt != nil {
-		if cerr := q.keyHasOlderVersionsStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing keyHasOlderVersionsStmt: %w", cerr)
+	if q.keyHasOtherVersionsStmt != nil {
+		if cerr := q.keyHasOtherVersionsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing keyHasOtherVersionsStmt: %w", cerr)
 		}
 	}
 	if q.latestNotificationStmt != nil {
@@ -1234,7 +1234,7 @@ type Queries struct {
 	deleteGroupMemberStmt           *sql.Stmt
 	deleteHeadStmt                  *sql.Stmt
 	deleteJobStmt                   *sql.Stmt
-	deleteOlderVersionsStmt         *sql.Stmt
+	deleteKeyOtherVersionsStmt      *sql.Stmt
 	deleteRetainedStmt              *sql.Stmt
 	deleteScheduleStmt              *sql.Stmt
 	dueSchedulesStmt                *sql.Stmt
@@ -1267,7 +1267,7 @@ type Queries struct {
 	jobIDCeilingStmt                *sql.Stmt
 	jobKeyHolderStmt                *sql.Stmt
 	jobQueuesStmt                   *sql.Stmt
-	keyHasOlderVersionsStmt         *sql.Stmt
+	keyHasOtherVersionsStmt         *sql.Stmt
 	latestNotificationStmt          *sql.Stmt
 	listGroupsStmt                  *sql.Stmt
 	listHeadsStmt                   *sql.Stmt
@@ -1380,7 +1380,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		deleteGroupMemberStmt:           q.deleteGroupMemberStmt,
 		deleteHeadStmt:                  q.deleteHeadStmt,
 		deleteJobStmt:                   q.deleteJobStmt,
-		deleteOlderVersionsStmt:         q.deleteOlderVersionsStmt,
+		deleteKeyOtherVersionsStmt:      q.deleteKeyOtherVersionsStmt,
 		deleteRetainedStmt:              q.deleteRetainedStmt,
 		deleteScheduleStmt:              q.deleteScheduleStmt,
 		dueSchedulesStmt:                q.dueSchedulesStmt,
@@ -1413,7 +1413,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		jobIDCeilingStmt:                q.jobIDCeilingStmt,
 		jobKeyHolderStmt:                q.jobKeyHolderStmt,
 		jobQueuesStmt:                   q.jobQueuesStmt,
-		keyHasOlderVersionsStmt:         q.keyHasOlderVersionsStmt,
+		keyHasOtherVersionsStmt:         q.keyHasOtherVersionsStmt,
 		latestNotificationStmt:          q.latestNotificationStmt,
 		listGroupsStmt:                  q.listGroupsStmt,
 		listHeadsStmt:                   q.listHeadsStmt,

@@ -32,7 +32,7 @@ WHERE id IN (
           WHERE e.stream = ?1 AND e.id > ?2 AND e.id <= ?3
             AND e.key IS NOT NULL) k
     JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
-    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id < h.head_offset
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id <> h.head_offset
     WHERE x.created_at < ?4
     LIMIT CAST(?5 AS INTEGER))
 `
@@ -45,9 +45,12 @@ type CompactWindowParams struct {
 	Batch  int64
 }
 
-// For each key published in (after, upto], its versions older than its head
-// (found on alk_events_key) and than the lag: every superseded event is
-// older than its head, so it goes when the cursor walks past the head.
+// For each key published in (after, upto], its versions other than its
+// head (found on alk_events_key) older than the lag: those before the head,
+// and those after it that lost to it (a lower rank, see the winner rule),
+// which a `<` kept for good. Every superseded event is older than its head
+// or is itself in a window, so it goes when the cursor walks past the later
+// of the two.
 func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
 	result, err := q.exec(ctx, q.compactWindowStmt, compactWindow,
 		arg.Stream,
@@ -261,28 +264,29 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
-const deleteOlderVersions = `-- name: DeleteOlderVersions :execrows
+const deleteKeyOtherVersions = `-- name: DeleteKeyOtherVersions :execrows
 DELETE FROM alk_events
 WHERE id IN (SELECT x.id FROM alk_events x INDEXED BY alk_events_key
-             WHERE x.stream = ?1 AND x.key = ?2 AND x.id < CAST(?3 AS INTEGER)
+             WHERE x.stream = ?1 AND x.key = ?2 AND x.id <> CAST(?3 AS INTEGER)
                AND x.created_at < ?4)
 `
 
-type DeleteOlderVersionsParams struct {
+type DeleteKeyOtherVersionsParams struct {
 	Stream     string
 	Key        *string
 	HeadOffset int64
 	Cutoff     int64
 }
 
-// An expiring tombstone's key: its versions older than the tombstone and
-// than the compaction lag's cutoff, found on alk_events_key. Compaction
-// deletes them when its cursor walks the tombstone, but not one that was
+// An expiring tombstone's key: its versions other than the tombstone (the
+// ones before it, and later ones that lost to it by rank) older than the
+// compaction lag's cutoff, found on alk_events_key. Compaction deletes them
+// when its cursor walks them and the tombstone, but not one that was
 // younger than the lag then (the lag was raised since). Deleting the
 // tombstone's head row without them left them with no head row through
 // which anything finds them, and a replay saw the deleted key alive.
-func (q *Queries) DeleteOlderVersions(ctx context.Context, arg DeleteOlderVersionsParams) (int64, error) {
-	result, err := q.exec(ctx, q.deleteOlderVersionsStmt, deleteOlderVersions,
+func (q *Queries) DeleteKeyOtherVersions(ctx context.Context, arg DeleteKeyOtherVersionsParams) (int64, error) {
+	result, err := q.exec(ctx, q.deleteKeyOtherVersionsStmt, deleteKeyOtherVersions,
 		arg.Stream,
 		arg.Key,
 		arg.HeadOffset,
@@ -450,23 +454,23 @@ func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
-const keyHasOlderVersions = `-- name: KeyHasOlderVersions :one
+const keyHasOtherVersions = `-- name: KeyHasOtherVersions :one
 SELECT EXISTS (SELECT 1 FROM alk_events y INDEXED BY alk_events_key
                WHERE y.stream = ?1 AND y.key = ?2
-                 AND y.id < CAST(?3 AS INTEGER)) AS remain
+                 AND y.id <> CAST(?3 AS INTEGER)) AS remain
 `
 
-type KeyHasOlderVersionsParams struct {
+type KeyHasOtherVersionsParams struct {
 	Stream     string
 	Key        *string
 	HeadOffset int64
 }
 
-// Whether an expiring tombstone's key still has a version older than the
-// tombstone (DeleteOlderVersions left it: younger than the lag): then the
+// Whether an expiring tombstone's key still has a version other than the
+// tombstone (DeleteKeyOtherVersions left it: younger than the lag): then the
 // tombstone stays, so the key's head row does too.
-func (q *Queries) KeyHasOlderVersions(ctx context.Context, arg KeyHasOlderVersionsParams) (bool, error) {
-	row := q.queryRow(ctx, q.keyHasOlderVersionsStmt, keyHasOlderVersions, arg.Stream, arg.Key, arg.HeadOffset)
+func (q *Queries) KeyHasOtherVersions(ctx context.Context, arg KeyHasOtherVersionsParams) (bool, error) {
+	row := q.queryRow(ctx, q.keyHasOtherVersionsStmt, keyHasOtherVersions, arg.Stream, arg.Key, arg.HeadOffset)
 	var remain bool
 	err := row.Scan(&remain)
 	return remain, err

@@ -34,7 +34,7 @@ WHERE d.id = ANY (ARRAY(
         FROM alkstore.compaction_heads h
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
-            WHERE y.stream = $1::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+            WHERE y.stream = $1::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
               AND y.created_at < $2::timestamptz
             LIMIT $3::integer) v
         WHERE h.stream = $1::text
@@ -54,9 +54,12 @@ type CompactWindowParams struct {
 	Upto   int64
 }
 
-// For each key published in (after, upto], its versions older than its head
-// (found on events_key) and than the lag: every superseded event is older
-// than its head, so it goes when the cursor walks past the head.
+// For each key published in (after, upto], its versions other than its
+// head (found on events_key) older than the lag: those before the head,
+// and those after it that lost to it (a lower rank, see the winner rule),
+// which a `<` kept for good. Every superseded event is older than its head
+// or is itself in a window, so it goes when the cursor walks past the later
+// of the two.
 func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
 	result, err := q.db.Exec(ctx, compactWindow,
 		arg.Stream,
@@ -280,34 +283,35 @@ func (q *Queries) DeleteHead(ctx context.Context, arg DeleteHeadParams) error {
 	return err
 }
 
-const deleteOlderVersions = `-- name: DeleteOlderVersions :execrows
+const deleteKeyOtherVersions = `-- name: DeleteKeyOtherVersions :execrows
 DELETE FROM alkstore.events d
 WHERE d.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    WHERE x.stream = $1::text AND x.key = $2::text AND x.key IS NOT NULL AND x.id < $3::bigint
+    WHERE x.stream = $1::text AND x.key = $2::text AND x.key IS NOT NULL AND x.id <> $3::bigint
       AND x.created_at < $4::timestamptz
     FOR UPDATE OF x SKIP LOCKED))
 `
 
-type DeleteOlderVersionsParams struct {
+type DeleteKeyOtherVersionsParams struct {
 	Stream     string
 	Key        string
 	HeadOffset int64
 	Cutoff     time.Time
 }
 
-// An expiring tombstone's key: its versions older than the tombstone and
-// than the compaction lag's cutoff, found on events_key. Compaction deletes
-// them when its cursor walks the tombstone, but not one that was younger
+// An expiring tombstone's key: its versions other than the tombstone (the
+// ones before it, and later ones that lost to it by rank) older than the
+// compaction lag's cutoff, found on events_key. Compaction deletes them
+// when its cursor walks them and the tombstone, but not one that was younger
 // than the lag then (a PostgreSQL event's created_at is its transaction's
 // start, so a tombstone can be older than the value before it; or the lag
 // was raised since), nor one a janitor that rolled back held. Deleting the
 // tombstone's head row without them left them with no head row through
 // which anything finds them, and a replay saw the deleted key alive. Rows
-// another statement holds are skipped (KeyHasOlderVersions then keeps the
+// another statement holds are skipped (KeyHasOtherVersions then keeps the
 // tombstone for a later pass).
-func (q *Queries) DeleteOlderVersions(ctx context.Context, arg DeleteOlderVersionsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOlderVersions,
+func (q *Queries) DeleteKeyOtherVersions(ctx context.Context, arg DeleteKeyOtherVersionsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteKeyOtherVersions,
 		arg.Stream,
 		arg.Key,
 		arg.HeadOffset,
@@ -478,23 +482,23 @@ func (q *Queries) JobQueues(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
-const keyHasOlderVersions = `-- name: KeyHasOlderVersions :one
+const keyHasOtherVersions = `-- name: KeyHasOtherVersions :one
 SELECT EXISTS (SELECT 1 FROM alkstore.events y
                WHERE y.stream = $1::text AND y.key = $2::text AND y.key IS NOT NULL
-                 AND y.id < $3::bigint) AS remain
+                 AND y.id <> $3::bigint) AS remain
 `
 
-type KeyHasOlderVersionsParams struct {
+type KeyHasOtherVersionsParams struct {
 	Stream     string
 	Key        string
 	HeadOffset int64
 }
 
-// Whether an expiring tombstone's key still has a version older than the
-// tombstone (DeleteOlderVersions left it: younger than the lag, or held):
+// Whether an expiring tombstone's key still has a version other than the
+// tombstone (DeleteKeyOtherVersions left it: younger than the lag, or held):
 // then the tombstone stays, so the key's head row does too.
-func (q *Queries) KeyHasOlderVersions(ctx context.Context, arg KeyHasOlderVersionsParams) (bool, error) {
-	row := q.db.QueryRow(ctx, keyHasOlderVersions, arg.Stream, arg.Key, arg.HeadOffset)
+func (q *Queries) KeyHasOtherVersions(ctx context.Context, arg KeyHasOtherVersionsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, keyHasOtherVersions, arg.Stream, arg.Key, arg.HeadOffset)
 	var remain bool
 	err := row.Scan(&remain)
 	return remain, err

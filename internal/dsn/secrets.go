@@ -93,12 +93,14 @@ var paramKey = regexp.MustCompile(`^[a-z_]+$`)
 // '?', '#', a space) is read differently by different parsers, and each
 // error quotes the pieces its parser made (pgx took "pa@s3cret" as the
 // password "pa" and the host "s3cret@127.0.0.1"); scrubbing only the one
-// password the driver took left the others in the text. Secrets is empty
-// for a DSN that is not PostgreSQL's.
+// password the driver took left the others in the text. For a DSN read as
+// an SQLite file name, Secrets is what would be a password were it a
+// PostgreSQL DSN with its scheme mistyped or left out ("postgres:u:pw@h/db",
+// "u:pw@h/db", "Host=h Password=pw"): SQLite's errors quote the name whole.
 func Secrets(d string) []string {
 	kind, _ := Classify(d)
 	if !kind.Postgres() {
-		return nil
+		return fileNameSecrets(d)
 	}
 	var whole []string
 	// add takes a password some reading finds. The driver's and net/url's
@@ -176,6 +178,30 @@ func Secrets(d string) []string {
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) }) // a secret holding another goes whole
 	return slices.Compact(out)
+}
+
+// kvPasswordAnyCase is kvPassword whatever the key's case: libpq's keys
+// are lower case, so "Password=" makes a DSN SQLite's file name, whose
+// errors then quote it.
+var kvPasswordAnyCase = regexp.MustCompile(`(?i)(?:^|\s)(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)`)
+
+// fileNameSecrets is Secrets for a DSN read as an SQLite file name: the
+// text between the last '@' and the last ':' before it (a userinfo's
+// password), and password settings of any case, from minPiece bytes on.
+func fileNameSecrets(d string) []string {
+	var out []string
+	if at := strings.LastIndex(d, "@"); at > 0 {
+		head := d[:at]
+		if i := strings.LastIndex(head, ":"); i >= 0 && len(head)-i-1 >= minPiece {
+			out = append(out, head[i+1:])
+		}
+	}
+	for _, m := range kvPasswordAnyCase.FindAllStringSubmatch(d, -1) {
+		if v := strings.Trim(m[1], "'"); len(v) >= minPiece {
+			out = append(out, m[1], v)
+		}
+	}
+	return Sorted(slices.Compact(out))
 }
 
 // Scrub replaces every secret in text with Mask, longest first.

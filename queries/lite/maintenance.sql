@@ -78,9 +78,12 @@ FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x I
       LIMIT CAST(sqlc.arg(lim) AS INTEGER)) w;
 
 -- name: CompactWindow :execrows
--- For each key published in (after, upto], its versions older than its head
--- (found on alk_events_key) and than the lag: every superseded event is
--- older than its head, so it goes when the cursor walks past the head.
+-- For each key published in (after, upto], its versions other than its
+-- head (found on alk_events_key) older than the lag: those before the head,
+-- and those after it that lost to it (a lower rank, see the winner rule),
+-- which a `<` kept for good. Every superseded event is older than its head
+-- or is itself in a window, so it goes when the cursor walks past the later
+-- of the two.
 DELETE FROM alk_events
 WHERE id IN (
     SELECT x.id
@@ -88,7 +91,7 @@ WHERE id IN (
           WHERE e.stream = sqlc.arg(stream) AND e.id > sqlc.arg(after) AND e.id <= sqlc.arg(upto)
             AND e.key IS NOT NULL) k
     JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
-    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id < h.head_offset
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id <> h.head_offset
     WHERE x.created_at < sqlc.arg(cutoff)
     LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 
@@ -123,25 +126,26 @@ FROM (SELECT x.id, x.key, x.created_at FROM alk_events x INDEXED BY alk_events_t
       LIMIT CAST(sqlc.arg(batch) AS INTEGER)) t
 LEFT JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = t.key AND h.head_offset = t.id;
 
--- name: DeleteOlderVersions :execrows
--- An expiring tombstone's key: its versions older than the tombstone and
--- than the compaction lag's cutoff, found on alk_events_key. Compaction
--- deletes them when its cursor walks the tombstone, but not one that was
+-- name: DeleteKeyOtherVersions :execrows
+-- An expiring tombstone's key: its versions other than the tombstone (the
+-- ones before it, and later ones that lost to it by rank) older than the
+-- compaction lag's cutoff, found on alk_events_key. Compaction deletes them
+-- when its cursor walks them and the tombstone, but not one that was
 -- younger than the lag then (the lag was raised since). Deleting the
 -- tombstone's head row without them left them with no head row through
 -- which anything finds them, and a replay saw the deleted key alive.
 DELETE FROM alk_events
 WHERE id IN (SELECT x.id FROM alk_events x INDEXED BY alk_events_key
-             WHERE x.stream = sqlc.arg(stream) AND x.key = sqlc.arg(key) AND x.id < CAST(sqlc.arg(head_offset) AS INTEGER)
+             WHERE x.stream = sqlc.arg(stream) AND x.key = sqlc.arg(key) AND x.id <> CAST(sqlc.arg(head_offset) AS INTEGER)
                AND x.created_at < sqlc.arg(cutoff));
 
--- name: KeyHasOlderVersions :one
--- Whether an expiring tombstone's key still has a version older than the
--- tombstone (DeleteOlderVersions left it: younger than the lag): then the
+-- name: KeyHasOtherVersions :one
+-- Whether an expiring tombstone's key still has a version other than the
+-- tombstone (DeleteKeyOtherVersions left it: younger than the lag): then the
 -- tombstone stays, so the key's head row does too.
 SELECT EXISTS (SELECT 1 FROM alk_events y INDEXED BY alk_events_key
                WHERE y.stream = sqlc.arg(stream) AND y.key = sqlc.arg(key)
-                 AND y.id < CAST(sqlc.arg(head_offset) AS INTEGER)) AS remain;
+                 AND y.id <> CAST(sqlc.arg(head_offset) AS INTEGER)) AS remain;
 
 -- name: DeleteHead :exec
 DELETE FROM alk_compaction_heads WHERE stream = @stream AND key = @key AND head_offset = CAST(@head_offset AS INTEGER);

@@ -105,9 +105,12 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
       LIMIT (SELECT @lim::integer)) w;
 
 -- name: CompactWindow :execrows
--- For each key published in (after, upto], its versions older than its head
--- (found on events_key) and than the lag: every superseded event is older
--- than its head, so it goes when the cursor walks past the head.
+-- For each key published in (after, upto], its versions other than its
+-- head (found on events_key) older than the lag: those before the head,
+-- and those after it that lost to it (a lower rank, see the winner rule),
+-- which a `<` kept for good. Every superseded event is older than its head
+-- or is itself in a window, so it goes when the cursor walks past the later
+-- of the two.
 DELETE FROM alkstore.events d
 WHERE d.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
@@ -116,7 +119,7 @@ WHERE d.id = ANY (ARRAY(
         FROM alkstore.compaction_heads h
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
-            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id < h.head_offset
+            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
               AND y.created_at < @cutoff::timestamptz
             LIMIT @batch::integer) v
         WHERE h.stream = @stream::text
@@ -173,31 +176,32 @@ WITH t AS MATERIALIZED (
 SELECT c.stream, c.key, c.head_offset::bigint AS head_offset FROM c
 WHERE c.tomb AND c.created_at < @cutoff::timestamptz;
 
--- name: DeleteOlderVersions :execrows
--- An expiring tombstone's key: its versions older than the tombstone and
--- than the compaction lag's cutoff, found on events_key. Compaction deletes
--- them when its cursor walks the tombstone, but not one that was younger
+-- name: DeleteKeyOtherVersions :execrows
+-- An expiring tombstone's key: its versions other than the tombstone (the
+-- ones before it, and later ones that lost to it by rank) older than the
+-- compaction lag's cutoff, found on events_key. Compaction deletes them
+-- when its cursor walks them and the tombstone, but not one that was younger
 -- than the lag then (a PostgreSQL event's created_at is its transaction's
 -- start, so a tombstone can be older than the value before it; or the lag
 -- was raised since), nor one a janitor that rolled back held. Deleting the
 -- tombstone's head row without them left them with no head row through
 -- which anything finds them, and a replay saw the deleted key alive. Rows
--- another statement holds are skipped (KeyHasOlderVersions then keeps the
+-- another statement holds are skipped (KeyHasOtherVersions then keeps the
 -- tombstone for a later pass).
 DELETE FROM alkstore.events d
 WHERE d.id = ANY (ARRAY(
     SELECT x.id FROM alkstore.events x
-    WHERE x.stream = @stream::text AND x.key = @key::text AND x.key IS NOT NULL AND x.id < @head_offset::bigint
+    WHERE x.stream = @stream::text AND x.key = @key::text AND x.key IS NOT NULL AND x.id <> @head_offset::bigint
       AND x.created_at < @cutoff::timestamptz
     FOR UPDATE OF x SKIP LOCKED));
 
--- name: KeyHasOlderVersions :one
--- Whether an expiring tombstone's key still has a version older than the
--- tombstone (DeleteOlderVersions left it: younger than the lag, or held):
+-- name: KeyHasOtherVersions :one
+-- Whether an expiring tombstone's key still has a version other than the
+-- tombstone (DeleteKeyOtherVersions left it: younger than the lag, or held):
 -- then the tombstone stays, so the key's head row does too.
 SELECT EXISTS (SELECT 1 FROM alkstore.events y
                WHERE y.stream = @stream::text AND y.key = @key::text AND y.key IS NOT NULL
-                 AND y.id < @head_offset::bigint) AS remain;
+                 AND y.id <> @head_offset::bigint) AS remain;
 
 -- name: DeleteHead :exec
 DELETE FROM alkstore.compaction_heads WHERE stream = @stream AND key = @key AND head_offset = @head_offset::bigint;
