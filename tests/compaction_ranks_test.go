@@ -20,9 +20,11 @@ import (
 // A tombstone at rank 5 is the key's head; a value published after it at
 // rank 1 loses the winner rule (the key stays deleted) but sits above the
 // tombstone's offset. The value is younger than MinCompactionLag when the
-// cursor reaches the tombstone, so compaction stops before it; the tombstone
-// pass then deletes the tombstone and its head row, and the rank-1 value is
-// left: a replay sees the deleted key's value without its tombstone.
+// cursor reaches the tombstone, so compaction stops before it. Before, the
+// tombstone pass then deleted the tombstone and its head row and left the
+// rank-1 value: a replay saw the deleted key's value without its
+// tombstone. Now the tombstone stays while the value is inside the lag,
+// and they go together after it.
 func TestLowerRankValueAfterATombstoneGoesWithIt(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := &offsetClock{}
@@ -88,13 +90,14 @@ func TestLowerRankValueAfterATombstoneGoesWithItThroughTheJanitor(t *testing.T) 
 	})
 }
 
-// A value at rank 5 is the key's head; a value at rank 1 published after it
-// is superseded (the winner rule keeps rank 5) but sits above the head's
-// offset. The janitor deletes "superseded events older than
-// MinCompactionLag": this one never goes (compaction deletes a key's
-// versions below its head only), and a replay ends with the losing value.
-func TestLowerRankValueAfterTheHeadIsCompacted(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+// A value at rank 5 is the key's head; a value, or a tombstone, at rank 1
+// published after it loses (the winner rule keeps rank 5) but sits above
+// the head's offset. The janitor deletes "superseded events older than
+// MinCompactionLag": before, compaction deleted a key's versions below its
+// head only, so the loser stayed for good, and a replay ended with it (with
+// the losing tombstone, the live key read as deleted).
+func TestLowerRankVersionAfterTheHeadIsCompacted(t *testing.T) {
+	eachEngineEachForm(t, []string{"value", "tombstone"}, func(t *testing.T, e *engineEnv, form int) {
 		clk := &offsetClock{}
 		c := ctx(t)
 		s := e.open(t, store.WithClock(clk.Now))
@@ -103,50 +106,21 @@ func TestLowerRankValueAfterTheHeadIsCompacted(t *testing.T) {
 		tp := s.Topic[counter]("kvrc")
 		_, err := tp.Publish(c, &counter{N: 5}, store.PublishOpts{Key: "alice", Rank: 5})
 		require.NoError(t, err)
-		_, err = tp.Publish(c, &counter{N: 1}, store.PublishOpts{Key: "alice", Rank: 1})
-		require.NoError(t, err)
-		clk.Advance(2 * time.Hour)
-		j := janitor.New(s, janitor.Opts{Budget: time.Minute})
-		var compacted int64
-		for i := 0; i < 3; i++ {
-			r, err := j.RunOnce(c)
-			require.NoError(t, err)
-			compacted += r.Compacted
-			clk.Advance(time.Hour)
+		loser := &counter{N: 1}
+		if form == 1 {
+			loser = nil
 		}
-		h, err := tp.Key("alice").CompactionHead(c)
-		require.NoError(t, err)
-		rep := replayKeyed(t, c, st)
-		t.Logf("%s: head N=%d; compacted %d; replay %v", e.name, h.N, compacted, rep)
-		assert.Equal(t, []string{`alice={"n":5}`}, rep, "the superseded rank-1 value, past the lag, is never compacted")
-	})
-}
-
-// A value at rank 5 is the key's head; a tombstone at rank 1 published after
-// it loses (the key stays alive) but is never compacted: a replay ends with
-// the tombstone (the live key reads as deleted), for good.
-func TestLowerRankTombstoneAfterTheHeadIsCompacted(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		clk := &offsetClock{}
-		c := ctx(t)
-		s := e.open(t, store.WithClock(clk.Now))
-		st := s.Stream("kvrt")
-		require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Minute, TombstoneRetention: time.Minute}))
-		tp := s.Topic[counter]("kvrt")
-		_, err := tp.Publish(c, &counter{N: 5}, store.PublishOpts{Key: "alice", Rank: 5})
-		require.NoError(t, err)
-		_, err = tp.Publish(c, nil, store.PublishOpts{Key: "alice", Rank: 1})
+		_, err = tp.Publish(c, loser, store.PublishOpts{Key: "alice", Rank: 1})
 		require.NoError(t, err)
 		j := janitor.New(s, janitor.Opts{Budget: time.Minute})
-		for i := 0; i < 3; i++ {
+		for range 3 {
 			clk.Advance(2 * time.Hour)
 			_, err := j.RunOnce(c)
 			require.NoError(t, err)
 		}
 		h, err := tp.Key("alice").CompactionHead(c)
 		require.NoError(t, err)
-		rep := replayKeyed(t, c, st)
-		t.Logf("%s: head N=%d; replay %v", e.name, h.N, rep)
-		assert.Equal(t, []string{`alice={"n":5}`}, rep, "the losing tombstone, past lag and retention, is never removed")
+		assert.Equal(t, 5, h.N)
+		assert.Equal(t, []string{`alice={"n":5}`}, replayKeyed(t, c, st), "the losing rank-1 version, past the lag, is compacted")
 	})
 }

@@ -127,31 +127,12 @@ func TestTombstoneOlderThanItsValueKeepsTheKeyUntilTheValueGoes(t *testing.T) {
 	_, err := st.PublishWithKey(c, "bob", []byte("b1"))
 	require.NoError(t, err)
 
-	began := make(chan struct{})
-	goOn := make(chan struct{})
-	txDone := make(chan error, 1)
-	go func() {
-		txDone <- s.InTx(c, func(c context.Context, tx store.Tx) error {
-			if _, err := st.ReadSinceTx(c, tx, 0, 1); err != nil {
-				return err
-			}
-			close(began)
-			<-goOn
-			_, err := st.PublishWithKeyTx(c, tx, "alice", nil)
-			return err
-		})
-	}()
-	<-began
-	time.Sleep(50 * time.Millisecond) // only widens the gap of created_at; measured below
-	_, err = st.PublishWithKey(c, "alice", []byte("v1"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(replayKeyed(t, c, st)) == 2 }, 30*time.Second, 10*time.Millisecond)
+	_, tombstone := tombstoneBegunBeforeItsValue(t, c, s, st)
 	clk.Advance(2 * time.Hour)
 	n, err := s.Maintenance().CompactSuperseded(c, 100) // walks v1, the head: nothing deleted
 	require.NoError(t, err)
 	require.Zero(t, n)
-	close(goOn)
-	require.NoError(t, <-txDone)
+	tombstone()
 	require.Eventually(t, func() bool { return len(replayKeyed(t, c, st)) == 3 }, 30*time.Second, 10*time.Millisecond)
 	evs, err := st.ReadSince(c, 0, 10)
 	require.NoError(t, err)
@@ -214,25 +195,7 @@ func TestTombstoneOlderThanItsValueUnderJanitorClockSkew(t *testing.T) {
 	require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Hour, TombstoneRetention: 30 * time.Minute}))
 	_, err := st.PublishWithKey(c, "bob", []byte("b1"))
 	require.NoError(t, err)
-	began := make(chan struct{})
-	goOn := make(chan struct{})
-	txDone := make(chan error, 1)
-	go func() {
-		txDone <- s.InTx(c, func(c context.Context, tx store.Tx) error {
-			if _, err := st.ReadSinceTx(c, tx, 0, 1); err != nil {
-				return err
-			}
-			close(began)
-			<-goOn
-			_, err := st.PublishWithKeyTx(c, tx, "alice", nil)
-			return err
-		})
-	}()
-	<-began
-	time.Sleep(100 * time.Millisecond) // only widens the gap of created_at; measured below
-	v1, err := st.PublishWithKey(c, "alice", []byte("v1"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(replayKeyed(t, c, st)) == 2 }, 30*time.Second, 10*time.Millisecond)
+	v1, tombstone := tombstoneBegunBeforeItsValue(t, c, s, st)
 	evs, err := st.ReadSince(c, v1-1, 1)
 	require.NoError(t, err)
 	tv := evs[0].CreatedAt
@@ -240,8 +203,7 @@ func TestTombstoneOlderThanItsValueUnderJanitorClockSkew(t *testing.T) {
 	r, err := countingJanitor(s, janitor.Opts{}).RunOnce(c)      // walks v1, the head
 	require.NoError(t, err)
 	t.Logf("fast janitor: compacted %d tombstones %d", r.Compacted, r.TombstonesDeleted)
-	close(goOn)
-	require.NoError(t, <-txDone)
+	tombstone()
 	require.Eventually(t, func() bool { return len(replayKeyed(t, c, st)) == 3 }, 30*time.Second, 10*time.Millisecond)
 	evs, err = st.ReadSince(c, v1, 1)
 	require.NoError(t, err)
@@ -259,4 +221,34 @@ func TestTombstoneOlderThanItsValueUnderJanitorClockSkew(t *testing.T) {
 	// By the slow janitor's clock the value is inside the lag: the key stays
 	// whole (before: the tombstone and its head row went, the value stayed).
 	assert.Equal(t, []string{"bob=b1", "alice=v1", "alice="}, replayKeyed(t, c, st), "a replay must never see the value without its tombstone")
+}
+
+// tombstoneBegunBeforeItsValue publishes alice's tombstone in a transaction
+// that began (and read, so its snapshot and now() are taken) before
+// alice=v1 is published; the tombstone commits when the returned function
+// is called. On PostgreSQL its created_at (its transaction's start) is then
+// older than v1's at a higher offset.
+func tombstoneBegunBeforeItsValue(t *testing.T, c context.Context, s *store.Store, st *store.Stream) (v1 int64, commit func()) {
+	t.Helper()
+	began, goOn, txDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		txDone <- s.InTx(c, func(c context.Context, tx store.Tx) error {
+			if _, err := st.ReadSinceTx(c, tx, 0, 1); err != nil {
+				return err
+			}
+			close(began)
+			<-goOn
+			_, err := st.PublishWithKeyTx(c, tx, "alice", nil)
+			return err
+		})
+	}()
+	<-began
+	time.Sleep(50 * time.Millisecond) // only widens the gap of created_at; the tests measure it
+	v1, err := st.PublishWithKey(c, "alice", []byte("v1"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(replayKeyed(t, c, st)) >= 2 }, 30*time.Second, 10*time.Millisecond)
+	return v1, func() {
+		close(goOn)
+		require.NoError(t, <-txDone)
+	}
 }
