@@ -20,23 +20,11 @@ import (
 func TestGroupRedeliverAfterAnAdoptedCommitTxIsInvalidArgument(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		s := e.open(t)
-		st := s.Stream("rv-adopt")
-		offs := publishBatch(t, st, "k", "k", "k")
-		m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
-		require.NoError(t, err)
-		defer m.Leave(c)
-		e1, err := m.Recv(c)
-		require.NoError(t, err)
-		require.Equal(t, offs[0], e1.Offset)
+		s, m, offs, e1 := oneMemberAtItsFirstEvent(t, e, "rv-adopt", "k", "k", "k")
 		tx, commit, _ := adoptedTx(t, e, s)
 		require.NoError(t, m.CommitTx(c, tx, e1))
 		require.NoError(t, commit())
-		st2, err := st.Group("g").Stats(c)
-		if err == nil {
-			t.Logf("%s: stats after adopted commit: %+v", e.name, st2)
-		}
-		err = m.Redeliver(e1)
+		err := m.Redeliver(e1)
 		t.Logf("%s: Redeliver(e1) after adopted CommitTx(e1) committed = %v", e.name, err)
 		next, rerr := m.Recv(c)
 		require.NoError(t, rerr)
@@ -53,14 +41,7 @@ func TestGroupRedeliverAfterAnAdoptedCommitTxIsInvalidArgument(t *testing.T) {
 func TestGroupRedeliverWhileACommitTxIsPendingIsInvalidArgument(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		s := e.open(t)
-		st := s.Stream("rv-intx")
-		offs := publishBatch(t, st, "k", "k", "k")
-		m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
-		require.NoError(t, err)
-		defer m.Leave(c)
-		e1, err := m.Recv(c)
-		require.NoError(t, err)
+		s, m, offs, e1 := oneMemberAtItsFirstEvent(t, e, "rv-intx", "k", "k", "k")
 		var rerr error
 		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
 			if err := m.CommitTx(c, tx, e1); err != nil {
@@ -85,15 +66,7 @@ func TestGroupRedeliverWhileACommitTxIsPendingIsInvalidArgument(t *testing.T) {
 func TestGroupAdoptedCommitTxThenARolledBackCommitTxKeepsE1Committed(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
-		s := e.open(t)
-		st := s.Stream("rv-adopt-rb")
-		offs := publishBatch(t, st, "k", "k", "k", "k")
-		m, err := st.Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
-		require.NoError(t, err)
-		defer m.Leave(c)
-		e1, err := m.Recv(c)
-		require.NoError(t, err)
-		require.Equal(t, offs[0], e1.Offset)
+		s, m, offs, e1 := oneMemberAtItsFirstEvent(t, e, "rv-adopt-rb", "k", "k", "k", "k")
 		tx, commit, _ := adoptedTx(t, e, s)
 		require.NoError(t, m.CommitTx(c, tx, e1))
 		require.NoError(t, commit())
@@ -114,4 +87,21 @@ func TestGroupAdoptedCommitTxThenARolledBackCommitTxKeepsE1Committed(t *testing.
 		assert.ErrorIs(t, rerr, store.ErrInvalidArgument, "Redeliver(e1), committed by the adopted transaction")
 		assert.Equal(t, offs[1], next.Offset, "committed e1 handed out again")
 	})
+}
+
+// oneMemberAtItsFirstEvent publishes events of keys on a new stream, joins
+// one member of a one-partition group (no lapse, no safety poll) and
+// receives the first event; the member leaves when the test ends.
+func oneMemberAtItsFirstEvent(t *testing.T, e *engineEnv, stream string, keys ...string) (*store.Store, *store.GroupMember, []int64, store.Event) {
+	t.Helper()
+	c := ctx(t)
+	s := e.open(t)
+	offs := publishBatch(t, s.Stream(stream), keys...)
+	m, err := s.Stream(stream).Group("g").Join(c, store.GroupOpts{Partitions: 1, LeaseTTL: time.Hour, SafetyPoll: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	e1, err := m.Recv(c)
+	require.NoError(t, err)
+	require.Equal(t, offs[0], e1.Offset)
+	return s, m, offs, e1
 }
