@@ -3,39 +3,55 @@ package tests
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/testbin"
 )
 
 // The CLI tests here run the alkstore command as an operator would, on the
 // engines' real databases (cmd/alkstore's own tests cover each command's
 // output; these cover promises the library and the command share).
 
+// cliBuild is the alkstore command, built once per go test run into
+// ../bin/alkstore-tests (internal/testbin: cmd/alkstore's tests run the same
+// binary, and whichever package builds it second links nothing). TestMain
+// starts the build in the background when a test that runs the command is
+// to run, so it overlaps the serial tests instead of holding one of them.
 var cliBuild struct {
 	once sync.Once
+	done chan struct{} // closed when the build ended
 	path string
 	err  error
 }
 
-// cliBin is the alkstore command, built once per go test run into ../bin,
-// with no deadline (call it before ctx(t)).
+// cliTests are the tests that run the command (cliBin), for TestMain's
+// willRun.
+var cliTests = []string{"TestCLIMigrateKeyValueDSN", "TestCLIMigrateStatusFailsOnADatabaseItCannotOpen",
+	"TestCLIMigrateRefusesWhatOpenRefuses", "TestCLIUnknownSubcommandIsBadInput", "TestCLITailEndFollowPrintsALateCommit",
+	"TestDSNPasswordNoFragmentShows", "TestDSNPasswordOfAMistypedPostgresDSNDoesNotShow"}
+
+// startCLIBuild starts building the command, once.
+func startCLIBuild() {
+	cliBuild.once.Do(func() {
+		cliBuild.done = make(chan struct{})
+		go func() {
+			defer close(cliBuild.done)
+			cliBuild.path, cliBuild.err = testbin.Alkstore()
+		}()
+	})
+}
+
+// cliBin is the alkstore command, waiting for its build, with no deadline
+// (call it before ctx(t)).
 func cliBin(t testing.TB) string {
 	t.Helper()
-	cliBuild.once.Do(func() {
-		cliBuild.path, cliBuild.err = filepath.Abs("../bin/alkstore-tests")
-		if cliBuild.err != nil {
-			return
-		}
-		if out, err := exec.Command("go", "build", "-o", cliBuild.path, "../cmd/alkstore").CombinedOutput(); err != nil {
-			cliBuild.err = fmt.Errorf("building the alkstore command: %w\n%s", err, out)
-		}
-	})
+	startCLIBuild() // a no-op when TestMain started it
+	<-cliBuild.done
 	require.NoError(t, cliBuild.err)
 	return cliBuild.path
 }

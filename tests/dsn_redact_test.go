@@ -124,6 +124,7 @@ func TestDSNRedactionKeepsTheRest(t *testing.T) {
 // name whole: its password showed in store.Open's error and the CLI's
 // output (review52d). What would be its password is scrubbed now.
 func TestDSNPasswordOfAMistypedPostgresDSNDoesNotShow(t *testing.T) {
+	parallelTest(t) // as a serial test it held every test after it until the command's build ended (74 s in make test at load 12-19)
 	const pw = "Qx7vWm3k"
 	for _, d := range []string{
 		"postgres:app:" + pw + "@localhost/app",

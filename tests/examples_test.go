@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/testbin"
 )
 
 // exampleNames are the runnable examples that take a DSN as their first
@@ -80,26 +82,35 @@ var examplesBuild struct {
 	err  error
 }
 
-// startExamplesBuild starts building the examples, once.
-func startExamplesBuild() {
+// startExamplesBuild starts building the examples, once, after the builds
+// whose done channels are given have ended: TestMain's CLI build goes
+// first (the command's tests wait for it; the examples' test is one), and
+// the examples then find the packages they share with it compiled
+// (internal/testbin's lock makes other test binaries' builds take turns
+// with both).
+func startExamplesBuild(after ...<-chan struct{}) {
 	examplesBuild.once.Do(func() {
 		examplesBuild.done = make(chan struct{})
 		go func() {
 			defer close(examplesBuild.done)
+			for _, c := range after {
+				<-c
+			}
 			if examplesBuild.dir, examplesBuild.err = filepath.Abs("../bin/examples"); examplesBuild.err != nil {
 				return
 			}
-			build := exec.Command("go", "build", "-o", examplesBuild.dir+string(filepath.Separator), "../examples/...")
-			examplesBuild.out, examplesBuild.err = build.CombinedOutput()
+			examplesBuild.out, examplesBuild.err = testbin.Build("-o", examplesBuild.dir+string(filepath.Separator), "./examples/...")
 		}()
 	})
 }
 
-// waitExamplesBuild waits for a started build, so the run does not end
-// in the middle of writing bin/examples.
-func waitExamplesBuild() {
-	if examplesBuild.done != nil {
-		<-examplesBuild.done
+// waitBuilds waits for the started builds, so the run does not end in
+// the middle of writing bin/examples or bin/alkstore-tests.
+func waitBuilds() {
+	for _, done := range []chan struct{}{examplesBuild.done, cliBuild.done} {
+		if done != nil {
+			<-done
+		}
 	}
 }
 

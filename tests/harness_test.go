@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 	clusters.stop()
 	removeSkewedLite()
 	liteTemplate.remove()
-	waitExamplesBuild()
+	waitBuilds()
 	os.Exit(code)
 }
 
@@ -78,8 +78,13 @@ func setGCPercent() {
 // prebuild starts, in the background beside the tests before them, the
 // builds the selected tests will wait for.
 func prebuild() {
+	var after []<-chan struct{}
+	if slices.ContainsFunc(cliTests, willRun) {
+		startCLIBuild()
+		after = append(after, cliBuild.done)
+	}
 	if willRun("TestExamplesRunTwiceSideBySide") {
-		startExamplesBuild()
+		startExamplesBuild(after...)
 	}
 }
 

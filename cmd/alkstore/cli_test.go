@@ -21,12 +21,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/internal/testbin"
 	"github.com/alkstore/alkstore/store"
 )
 
 // The CLI tests run the built binary, as an operator would, on both
 // engines. TestMain builds it once, before any test and outside every
-// test's deadline.
+// test's deadline, into bin/alkstore-tests, the binary the tests package
+// runs too (internal/testbin: the two packages' builds take turns, and
+// the later links nothing).
 
 var (
 	binary   string
@@ -35,16 +38,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := pgtest.TempDir("alkstore-cli-") // swept if the run ends abnormally
-	if err != nil {
+	var err error
+	if binary, err = testbin.Alkstore(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "alkstore")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build alkstore:", err)
 		os.Exit(1)
 	}
 	if engines, err = pgtest.Engines(); err != nil {
@@ -61,7 +57,6 @@ func TestMain(m *testing.M) {
 	if pgServer != nil {
 		pgServer.Stop()
 	}
-	pgtest.RemoveTempDir(dir)
 	os.Exit(code)
 }
 
