@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ type Store struct {
 	eng        engine
 	log        *slog.Logger
 	codec      Codec
-	secrets    []string // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error
+	secrets    dsnform.Set // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error and log line
 	clock      func() time.Time
 	maxPayload int
 	insert     []InsertMiddleware // nil: inserts build no Insert
@@ -81,7 +80,7 @@ type config struct {
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
 	insert       []InsertMiddleware
-	secrets      []string // Open's DSN's (dsnform.Secrets), for the store's errors
+	secrets      dsnform.Set // Open's DSN's (dsnform.Secrets), for the store's errors
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -206,16 +205,13 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	}
 	c.secrets = dsnform.Secrets(pool.Config().ConnString()) // the pool's DSN, when it was parsed from one
 	s, err := newPostgres(ctx, pool, false, c)
-	return s, redact(err, dsnform.Sorted(append(c.secrets, pool.Config().ConnConfig.Password)))
+	return s, redact(err, c.secrets.With(pool.Config().ConnConfig.Password))
 }
 
 // newStore makes the store; password is the one its connections use,
 // scrubbed from its errors with the DSN's secrets.
 func newStore(eng engine, c config, password string) *Store {
-	var secrets []string
-	if password != "" || len(c.secrets) > 0 {
-		secrets = dsnform.Sorted(append(slices.Clone(c.secrets), password))
-	}
+	secrets := c.secrets.With(password)
 	return &Store{eng: eng, log: c.log, codec: c.codec, secrets: secrets, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
 }
