@@ -215,13 +215,13 @@ func fileNameSecrets(d string) Set {
 
 // minWhole is the length from which a password is scrubbed wherever it
 // occurs. A shorter one is scrubbed only where it reads as a DSN's value
-// (Set): its own (mask the password "a" wherever it occurs and "failed"
-// reads "fxxxxxiled"; "dial" masks "dial tcp") and no error quotes a
-// password without the DSN around it (the server never echoes it; parse
-// errors quote the DSN, dial errors its host). A piece of a password, or a
-// reading of one that the driver does not take, is scrubbed wherever it
-// occurs from minPiece bytes on, as before: it is a fragment of a longer
-// password, which errors quote cut at any of its characters.
+// (Set): masked wherever it occurred, the password "a" made "failed" read
+// "fxxxxxiled" and "dial" masked "dial tcp"; and no error quotes a password
+// out of the DSN around it (the server never echoes it, parse errors quote
+// the DSN, dial errors its host). A piece of a password, or a reading of
+// one that the driver does not take, is scrubbed wherever it occurs from
+// minPiece bytes on, as before: it is a fragment of a longer password,
+// which errors quote cut at any of its characters.
 const minWhole = 8
 
 // ctxPrev and ctxNext are the characters that make a short password's
