@@ -48,7 +48,9 @@ const migrationLockID = 0x616c6b73746f7265 // "alkstore"
 func openPostgres(ctx context.Context, dsn string, c config) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, opErr("open", "", err)
+		// A URL that does not parse is bad input, as a key=value DSN that
+		// does not parse is (Open): no server was asked.
+		return nil, opErr("open", "", fmt.Errorf("%w: %w", ErrInvalidArgument, err))
 	}
 	if c.maxConns > 0 {
 		cfg.MaxConns = int32(min(c.maxConns, math.MaxInt32))

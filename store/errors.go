@@ -92,4 +92,4 @@ func opErr(op, name string, err error) error {
 // redact hides secrets (a DSN's password and its pieces, dsnform.Secrets,
 // longest first) from err's text while keeping the original reachable for
 // errors.Is and errors.As.
-func redact(err error, secrets []string) error { return dsnform.Redact(err, secrets) }
+func redact(err error, secrets dsnform.Set) error { return dsnform.Redact(err, secrets) }

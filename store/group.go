@@ -172,7 +172,7 @@ func (o GroupOpts) withDefaults(s *Store) (GroupOpts, error) {
 	o.SafetyPoll = cmp.Or(o.SafetyPoll, 5*time.Second)
 	o.RetryDelay = cmp.Or(o.RetryDelay, time.Second)
 	o.Grace = cmp.Or(o.Grace, 30*time.Second)
-	o.Logger = cmp.Or(o.Logger, s.log)
+	o.Logger = s.logger(o.Logger)
 	return o, nil
 }
 

@@ -587,10 +587,9 @@ func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
 // Claim takes up to n claimable jobs for worker (none while the queue is
 // paused): ready jobs in priority
 // (highest first), run_at, id order, and jobs whose previous claim expired.
-// n must be at least 1 and visibility positive, else the call fails with
-// ErrInvalidArgument before any I/O (an empty answer always means nothing
-// was claimable); one call takes at most 2^20 (1,048,576) jobs, however
-// large n.
+// n must be 1 to MaxClaim (2^20) and visibility positive, else the call
+// fails with ErrInvalidArgument before any I/O (an empty answer always means
+// nothing was claimable).
 // Each claim increments Attempts and holds the job for visibility; after
 // that the job is claimable again. A job whose claim expired on its last
 // allowed attempt ends dead instead, and one past its ExpiresAt expired.
@@ -617,6 +616,9 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		if n <= 0 {
 			return nil, fmt.Errorf("%w: n is %d: a claim takes at least 1 job (up to n)", ErrInvalidArgument, n)
 		}
+		if n > MaxClaim {
+			return nil, fmt.Errorf("%w: n is %d: a claim takes at most MaxClaim (%d) jobs", ErrInvalidArgument, n, MaxClaim)
+		}
 		now := q.s.now()
 		if err := q.register(ctx, o, now); err != nil {
 			return nil, err
@@ -625,7 +627,7 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 		if err != nil {
 			return nil, err
 		}
-		r := claimReq{queue: q.name, worker: worker, n: min(n, maxClaim), token: token, grow: grow, lent: lent,
+		r := claimReq{queue: q.name, worker: worker, n: n, token: token, grow: grow, lent: lent,
 			clock: q.s.now, visibility: visibility}
 		r.stamp(now)
 		jobs, err := o.claim(ctx, r)
@@ -652,8 +654,9 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 	})
 }
 
-// maxClaim is the most jobs one Claim takes: a larger n takes this many.
-const maxClaim = 1 << 20
+// MaxClaim is the most jobs one Claim takes: a larger n is refused with
+// ErrInvalidArgument (it was cut to this many, silently).
+const MaxClaim = 1 << 20
 
 type claimReq struct {
 	queue, worker  string

@@ -45,14 +45,21 @@ func (j *Job) ack(ctx context.Context, tx *Tx) error {
 // LastError and in its Errors (invalid UTF-8 and NUL bytes replaced by
 // U+FFFD, cut to 8 KiB). It
 // returns false when the job had no attempts left: then it is dead, with
-// cause as its last error.
+// cause as its last error. A negative delay is refused with
+// ErrInvalidArgument before any I/O, the claim left as it was.
 func (j *Job) Retry(ctx context.Context, delay time.Duration, cause string) (bool, error) {
+	if err := j.checkDelay("retry", delay); err != nil {
+		return false, err
+	}
 	return j.retry(ctx, nil, delay, cause)
 }
 
 // RetryTx is Retry inside tx. It fails with ErrClaimLost when the claim is
 // gone: the caller must then roll tx back.
 func (j *Job) RetryTx(ctx context.Context, tx Tx, delay time.Duration, cause string) (bool, error) {
+	if err := j.checkDelay("retry", delay); err != nil {
+		return false, err
+	}
 	return j.retry(ctx, &tx, delay, cause)
 }
 
@@ -98,16 +105,38 @@ func (j *Job) fail(ctx context.Context, tx *Tx, cause string) error {
 
 // Snooze puts the job back to run again after delay without spending its
 // attempt (the claim's Attempts increment is undone) and without recording
-// an error: the job is not failing, it asked to wait. Inside Queue.Work a
-// handler may return Snooze(delay) instead.
+// an error: the job is not failing, it asked to wait. A negative delay is
+// refused with ErrInvalidArgument before any I/O, the claim left as it was.
+// Inside Queue.Work a handler may return Snooze(delay) instead.
 func (j *Job) Snooze(ctx context.Context, delay time.Duration) error {
+	if err := j.checkDelay("snooze", delay); err != nil {
+		return err
+	}
 	return j.snooze(ctx, nil, delay)
 }
 
 // SnoozeTx is Snooze inside tx. It fails with ErrClaimLost when the claim
 // is gone: the caller must then roll tx back.
 func (j *Job) SnoozeTx(ctx context.Context, tx Tx, delay time.Duration) error {
+	if err := j.checkDelay("snooze", delay); err != nil {
+		return err
+	}
 	return j.snooze(ctx, &tx, delay)
+}
+
+// checkDelay refuses a negative delay to Retry and Snooze (and their Tx
+// forms) before any I/O, as every negative option is refused; it counted as
+// 0. The claim is left as it was. Work's own settles (a Backoff's delay, a
+// Snooze handler result) still take a negative delay as 0.
+func (j *Job) checkDelay(op string, delay time.Duration) error {
+	if delay >= 0 {
+		return nil
+	}
+	name := ""
+	if j != nil && j.q != nil {
+		name = j.q.name
+	}
+	return opErr(op, name, fmt.Errorf("%w: negative delay %s", ErrInvalidArgument, delay))
 }
 
 func (j *Job) snooze(ctx context.Context, tx *Tx, delay time.Duration) error {

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ type Store struct {
 	eng        engine
 	log        *slog.Logger
 	codec      Codec
-	secrets    []string // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error
+	secrets    dsnform.Set // the DSN's password and its pieces (dsnform.Secrets), scrubbed from every error and log line
 	clock      func() time.Time
 	maxPayload int
 	insert     []InsertMiddleware // nil: inserts build no Insert
@@ -81,7 +80,7 @@ type config struct {
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
 	insert       []InsertMiddleware
-	secrets      []string // Open's DSN's (dsnform.Secrets), for the store's errors
+	secrets      dsnform.Set // Open's DSN's (dsnform.Secrets), for the store's errors
 }
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
@@ -167,21 +166,23 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch kind, target := dsnform.Classify(dsn); kind {
-	case dsnform.PostgresURL:
+	kind, target := dsnform.Classify(dsn)
+	if kind == dsnform.PostgresURL || kind == dsnform.PostgresKeyValue || kind == dsnform.SQLite {
+		// A PostgreSQL DSN mistyped into a file name too: SQLite's errors
+		// quote the name, so what would be its password is scrubbed.
 		c.secrets = dsnform.Secrets(dsn)
+		c.log = dsnform.Logger(c.log, c.secrets)
+	}
+	switch kind {
+	case dsnform.PostgresURL:
 		s, err := openPostgres(ctx, dsn, c)
 		return s, redact(err, c.secrets)
 	case dsnform.SQLite:
-		// A PostgreSQL DSN mistyped into a file name: SQLite's errors quote
-		// the name, so what would be its password is scrubbed too.
-		c.secrets = dsnform.Secrets(dsn)
 		s, err := openSQLite(ctx, target, c)
 		return s, redact(err, c.secrets)
 	case dsnform.Empty:
 		return nil, opErr("open", "", fmt.Errorf("%w: empty DSN", ErrInvalidArgument))
 	case dsnform.PostgresKeyValue:
-		c.secrets = dsnform.Secrets(dsn)
 		if _, err := pgxpool.ParseConfig(dsn); err != nil {
 			// pgx's message quotes the DSN, its password masked only where
 			// pgx recognizes it; this one names no part of the DSN.
@@ -204,20 +205,28 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 	if err != nil {
 		return nil, err
 	}
-	c.secrets = dsnform.Secrets(pool.Config().ConnString()) // the pool's DSN, when it was parsed from one
+	// The pool's DSN, when it was parsed from one, and its password.
+	c.secrets = dsnform.Secrets(pool.Config().ConnString()).With(pool.Config().ConnConfig.Password)
+	c.log = dsnform.Logger(c.log, c.secrets)
 	s, err := newPostgres(ctx, pool, false, c)
-	return s, redact(err, dsnform.Sorted(append(c.secrets, pool.Config().ConnConfig.Password)))
+	return s, redact(err, c.secrets)
 }
 
 // newStore makes the store; password is the one its connections use,
 // scrubbed from its errors with the DSN's secrets.
 func newStore(eng engine, c config, password string) *Store {
-	var secrets []string
-	if password != "" || len(c.secrets) > 0 {
-		secrets = dsnform.Sorted(append(slices.Clone(c.secrets), password))
-	}
-	return &Store{eng: eng, log: c.log, codec: c.codec, secrets: secrets, clock: c.clock,
+	secrets := c.secrets.With(password)
+	return &Store{eng: eng, log: dsnform.Logger(c.log, secrets), codec: c.codec, secrets: secrets, clock: c.clock,
 		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
+}
+
+// logger is l (a GroupOpts' or SubscribeOpts' own), else the store's, with
+// the DSN's secrets scrubbed from its lines as from the store's.
+func (s *Store) logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return s.log
+	}
+	return dsnform.Logger(l, s.secrets)
 }
 
 // Engine reports "pg" or "lite".

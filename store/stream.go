@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -377,7 +376,7 @@ func (st *Stream) Subscribe(ctx context.Context, consumer string, opts Subscribe
 			return nil, err
 		}
 		key := new(int)
-		opts.Logger = cmp.Or(opts.Logger, st.s.log)
+		opts.Logger = st.s.logger(opts.Logger)
 		r, err := newEventReceiver(ctx, streamSource{st: st, consumer: consumer}, st.s.subscribe(streamTopic(st.name)), opts,
 			func() { st.s.bg.remove(key) })
 		if err != nil {
@@ -409,7 +408,7 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 			return nil, err
 		}
 		key := new(int)
-		opts.Logger = cmp.Or(opts.Logger, st.s.log)
+		opts.Logger = st.s.logger(opts.Logger)
 		r, err := newEventReceiver(ctx, streamSource{st: st, from: &after}, st.s.subscribe(streamTopic(st.name)), opts,
 			func() { st.s.bg.remove(key) })
 		if err != nil {

@@ -1053,7 +1053,7 @@ func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- cl
 		lent.take = func() []claimRef { return w.takeLent(lent) }
 	}
 	sent := time.Now()
-	jobs, err := w.q.claim(ctx, w.opts.Worker, n, w.opts.Visibility, grow, lent)
+	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent)
 	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 	if most == 1 {
 		w.settleLent(lent)

@@ -1,7 +1,11 @@
 package tests
 
 import (
+	"errors"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +55,33 @@ func TestCLIMigrateRefusesWhatOpenRefuses(t *testing.T) {
 		assert.Equal(t, stats.code, status.code, "%s: stats %q, migrate status %q", dsn, stats.err, status.err)
 		assert.Equal(t, stats.err, status.err, dsn)
 	}
+}
+
+// TestCLIMigrateStatusOnAMissingDatabase: migrate status on a database
+// that does not exist (PostgreSQL: no such database; SQLite: no such file,
+// as a path, sqlite:path or file: URI) exits 1 on both engines, saying so,
+// and creates nothing. On SQLite it created an empty file, listed every
+// migration pending and exited 0.
+func TestCLIMigrateStatusOnAMissingDatabase(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		cliBin(t)
+		dir := t.TempDir()
+		missing := filepath.Join(dir, "missing.db")
+		dsns := []string{missing, "sqlite:" + missing, "file:" + missing + "?cache=private"}
+		want := "no SQLite database at"
+		if e.name == "pg" {
+			u, err := url.Parse(e.dsn)
+			require.NoError(t, err)
+			u.Path = "/no_such_database_missing"
+			dsns, want = []string{u.String()}, "no_such_database_missing"
+		}
+		for _, dsn := range dsns {
+			r := runCLI(t, "", "--dsn", dsn, "migrate", "status")
+			assert.Equal(t, 1, r.code, "%s: %s%s", dsn, r.out, r.err)
+			assert.Empty(t, r.out, dsn)
+			assert.Contains(t, r.err, want, dsn)
+			_, err := os.Stat(missing)
+			assert.True(t, errors.Is(err, fs.ErrNotExist), "migrate status on %s created the file: %v", dsn, err)
+		}
+	})
 }

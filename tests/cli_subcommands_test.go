@@ -8,8 +8,9 @@ import (
 )
 
 // TestCLIUnknownSubcommandIsBadInput: an unknown command, at the top or
-// in any command group, exits 2 (bad input) with an error naming it,
-// never the group's help with exit 0.
+// in any command group (completion too), or as help's topic, exits 2 (bad
+// input) with an error naming it, never the group's help with exit 0.
+// Known ones still work: help's topic, a completion script.
 func TestCLIUnknownSubcommandIsBadInput(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		cliBin(t)
@@ -24,6 +25,11 @@ func TestCLIUnknownSubcommandIsBadInput(t *testing.T) {
 			{[]string{"schedules", "bogus"}, "bogus"},
 			{[]string{"groups", "bogus"}, "bogus"},
 			{[]string{"stream", "bogus"}, "bogus"}, // a group's alias
+			// The commands cobra adds itself, after the groups were made
+			// to refuse unknown words: they exited 0 (review52).
+			{[]string{"completion", "bogus"}, "bogus"},
+			{[]string{"help", "bogus"}, "bogus"},
+			{[]string{"help", "migrate", "down"}, "down"},
 		} {
 			args := tc.args
 			r := runCLI(t, "", append([]string{"--dsn", e.dsn}, args...)...)
@@ -31,6 +37,11 @@ func TestCLIUnknownSubcommandIsBadInput(t *testing.T) {
 			assert.Equal(t, 2, r.code, "alkstore %s: %s%s", name, r.out, r.err)
 			assert.Contains(t, r.err, `unknown command "`+tc.unknown+`"`, "alkstore %s", name)
 			assert.Empty(t, r.out, "alkstore %s printed help", name)
+		}
+		for _, args := range [][]string{{"help", "migrate", "status"}, {"completion", "bash"}, {"help"}} {
+			r := runCLI(t, "", args...)
+			assert.Equal(t, 0, r.code, "alkstore %v: %s", args, r.err)
+			assert.NotEmpty(t, r.out, "alkstore %v", args)
 		}
 	})
 }

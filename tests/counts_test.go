@@ -16,7 +16,8 @@ import (
 // Claim refuses an n below 1 with ErrInvalidArgument naming the queue,
 // before any I/O: a cancelled context does not matter, the queue is not
 // registered (Store.Queues), no job is claimed. An empty answer so always
-// means nothing was claimable. Any n of 1 or more works, however large.
+// means nothing was claimable. Any n from 1 to MaxClaim works; above it
+// n is refused too (it was cut to MaxClaim, silently).
 // (Before: Claim(0) and Claim(-1) returned no jobs and no error, as a
 // paused or drained queue does, and registered the queue.)
 func TestClaimRefusesACountBelowOne(t *testing.T) {
@@ -48,15 +49,15 @@ func TestClaimRefusesACountBelowOne(t *testing.T) {
 		st, err := q.Stats(c)
 		require.NoError(t, err)
 		assert.EqualValues(t, 3, st.Ready, "a refused claim took nothing")
-		for _, n := range []int{1 << 40, math.MaxInt} {
-			jobs, err := q.Claim(c, "w", n, time.Minute)
-			require.NoError(t, err, "n=%d", n)
-			if n == 1<<40 {
-				assert.Equal(t, want, ids(jobs), "n above the jobs takes them all")
-			} else {
-				assert.Empty(t, jobs, "all claimed already")
-			}
+		// Above MaxClaim n is refused (it was cut to MaxClaim, silently).
+		for _, n := range []int{store.MaxClaim + 1, 1 << 40, math.MaxInt} {
+			_, err := q.Claim(c, "w", n, time.Minute)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "n=%d", n)
+			assert.Contains(t, err.Error(), "at most MaxClaim (1048576)")
 		}
+		jobs, err := q.Claim(c, "w", store.MaxClaim, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, want, ids(jobs), "n above the jobs takes them all")
 	})
 }
 

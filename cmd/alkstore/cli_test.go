@@ -129,9 +129,14 @@ func open(t *testing.T, dsn string) *store.Store {
 }
 
 // TestCLIMigrate: status lists every migration pending on a new database
-// and applied after migrate up.
+// and applied after migrate up. A new SQLite database is an empty file, as
+// a new PostgreSQL one exists empty: on no file at all status fails and
+// creates none (tests/TestCLIMigrateStatusOnAMissingDatabase).
 func TestCLIMigrate(t *testing.T) {
 	eachEngine(t, func(t *testing.T, dsn string) {
+		if !strings.HasPrefix(dsn, "postgres") {
+			require.NoError(t, os.WriteFile(dsn, nil, 0o644))
+		}
 		before := jsonLines(t, ok(t, dsn, "migrate", "status", "--json"))
 		require.NotEmpty(t, before)
 		for _, m := range before {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -187,8 +188,16 @@ func openRefusal(ctx context.Context, d string) error {
 var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
 
 // openLiteReadOnly opens an SQLite path or file: URI (dsnform.Classify's
-// target: sqlite: stripped) for reading the version table.
+// target: sqlite: stripped) for reading the version table. A file that
+// does not exist is an error, as a PostgreSQL database that does not exist
+// is: SQLite would create it, and the status of the empty file listed
+// every migration pending and exited 0.
 func openLiteReadOnly(path string) (*sql.DB, error) {
+	if file, ok := liteFile(path); ok {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open: no SQLite database at %q (alkstore migrate up creates it)", file)
+		}
+	}
 	uri := path
 	if !strings.HasPrefix(path, "file:") {
 		uri = "file:" + (&url.URL{Path: path}).EscapedPath()
@@ -198,4 +207,21 @@ func openLiteReadOnly(path string) (*sql.DB, error) {
 		sep = "&"
 	}
 	return litedriver.Open(uri + sep + "_pragma=query_only(1)&_pragma=busy_timeout(5000)")
+}
+
+// liteFile is the file an SQLite path or file: URI names; false for an
+// in-memory database or a URI it cannot read.
+func liteFile(path string) (string, bool) {
+	if !strings.HasPrefix(path, "file:") {
+		return path, path != "" && path != ":memory:"
+	}
+	u, err := url.Parse(path)
+	if err != nil || u.Query().Get("mode") == "memory" {
+		return "", false
+	}
+	file := u.Path
+	if u.Opaque != "" {
+		file = u.Opaque // file:relative.db
+	}
+	return file, file != "" && file != ":memory:"
 }

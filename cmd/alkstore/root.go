@@ -45,8 +45,36 @@ print aligned tables, or with --json one JSON object per line. Exit codes: 0 suc
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.migrateCmd(), a.statsCmd(), a.streamsCmd(), a.queuesCmd(), a.schedulesCmd(), a.groupsCmd(),
 		a.notifyCmd(), a.listenCmd(), a.uiCmd())
+	// Cobra adds help and completion when it executes, after the groups
+	// below were made to refuse unknown words: `completion bogus` printed
+	// completion's help and `help bogus` "Unknown help topic", both exit 0.
+	// Both are added here, so completion refuses as every group does, and
+	// help refuses a topic that names no command.
+	root.SetHelpCommand(helpCmd(root))
+	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
 	return root, a
+}
+
+// helpCmd is cobra's help command, but a topic that names no command (or
+// words past a command that takes none: `help migrate down`) is bad input.
+func helpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application.\nSimply type alkstore help [path to command] for full details.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			switch {
+			case err != nil:
+				return usageError{err}
+			case len(rest) > 0 && c.HasSubCommands():
+				return usageError{fmt.Errorf("unknown command %q for %q", rest[0], c.CommandPath())}
+			}
+			c.InitDefaultHelpFlag()
+			return c.Help()
+		},
+	}
 }
 
 // refuseUnknownSubcommands makes every command group below root refuse a

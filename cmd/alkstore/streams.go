@@ -219,6 +219,14 @@ func (a *app) consumersCmd() *cobra.Command {
 				}
 			}
 			if found == nil {
+				// A name no stream can have is bad input (exit 2), as tail
+				// and heads say, not "not found" (3): the library checks a
+				// name before any I/O.
+				var oe *store.OpError
+				if _, err := st.Stream(args[0]).Offset(cmd.Context(), "alkstore"); errors.As(err, &oe) &&
+					(errors.Is(err, store.ErrInvalidName) || errors.Is(err, store.ErrReservedName)) {
+					return fmt.Errorf("stream %q: %w", args[0], oe.Err)
+				}
 				return fmt.Errorf("stream %q: %w", args[0], store.ErrNotFound)
 			}
 			if a.json {

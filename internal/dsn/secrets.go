@@ -14,7 +14,8 @@ const Mask = "xxxxx"
 
 // minPiece is the shortest piece of a password scrubbed on its own
 // (Secrets): shorter ones would match ordinary text in most errors. A
-// password whole is scrubbed whatever its length.
+// password whole is scrubbed whatever its length, in context when it is
+// short (minWhole).
 const minPiece = 4
 
 // Password is the password of a PostgreSQL DSN: exactly the one the driver
@@ -97,7 +98,12 @@ var paramKey = regexp.MustCompile(`^[a-z_]+$`)
 // an SQLite file name, Secrets is what would be a password were it a
 // PostgreSQL DSN with its scheme mistyped or left out ("postgres:u:pw@h/db",
 // "u:pw@h/db", "Host=h Password=pw"): SQLite's errors quote the name whole.
-func Secrets(d string) []string {
+//
+// A password the driver or net/url takes whole that is shorter than
+// minWhole bytes is scrubbed only where it reads as the DSN's value (Set):
+// scrubbed wherever it occurs, the password "a" garbled every "a" of an
+// error ("fxxxxxiled to connect") and "dial" every "dial tcp".
+func Secrets(d string) Set {
 	kind, _ := Classify(d)
 	if !kind.Postgres() {
 		return fileNameSecrets(d)
@@ -113,11 +119,11 @@ func Secrets(d string) []string {
 			return
 		}
 		whole = append(whole, s)
-		if u, err := url.PathUnescape(s); err == nil && u != s {
-			whole = append(whole, u)
-		}
-		if u, err := url.QueryUnescape(s); err == nil && u != s {
-			whole = append(whole, u)
+		for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
+			if u, err := unescape(s); err == nil && u != s {
+				whole = append(whole, u)
+				exact[u] = exact[u] || exact[s] // the same password, decoded
+			}
 		}
 	}
 	exact[Password(d)] = true
@@ -163,21 +169,23 @@ func Secrets(d string) []string {
 			add(m[1])
 		}
 	}
-	out := slices.Clone(whole)
+	var set Set
+	for _, w := range whole {
+		set.add(w, exact[w])
+	}
 	for _, w := range whole {
 		fromUserinfo := slices.Contains(userinfos, w)
 		for _, p := range pieceSep.Split(w, -1) {
-			if len(p) < minPiece {
-				continue
+			if len(p) < minPiece || p == w && set.isShort(p) {
+				continue // a short password whole goes in context only
 			}
 			if fromUserinfo && paramKey.MatchString(p) && strings.Contains(d, p+"=") {
 				continue // a query key the last '@' swept into the userinfo
 			}
-			out = append(out, p)
+			set.anywhere = append(set.anywhere, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) }) // a secret holding another goes whole
-	return slices.Compact(out)
+	return set.sorted()
 }
 
 // kvPasswordAnyCase is kvPassword whatever the key's case: libpq's keys
@@ -187,61 +195,162 @@ var kvPasswordAnyCase = regexp.MustCompile(`(?i)(?:^|\s)(?:ssl)?password\s*=\s*(
 
 // fileNameSecrets is Secrets for a DSN read as an SQLite file name: the
 // text between the last '@' and the last ':' before it (a userinfo's
-// password), and password settings of any case, from minPiece bytes on.
-func fileNameSecrets(d string) []string {
-	var out []string
+// password), and password settings of any case; under minWhole bytes in
+// context only, as Secrets (a short one was not scrubbed at all while it
+// would have been scrubbed wherever it occurs).
+func fileNameSecrets(d string) Set {
+	var set Set
 	if at := strings.LastIndex(d, "@"); at > 0 {
 		head := d[:at]
-		if i := strings.LastIndex(head, ":"); i >= 0 && len(head)-i-1 >= minPiece {
-			out = append(out, head[i+1:])
+		if i := strings.LastIndex(head, ":"); i >= 0 {
+			set.add(head[i+1:], true)
 		}
 	}
 	for _, m := range kvPasswordAnyCase.FindAllStringSubmatch(d, -1) {
-		if v := strings.Trim(m[1], "'"); len(v) >= minPiece {
-			out = append(out, m[1], v)
-		}
+		set.add(m[1], true)
+		set.add(strings.Trim(m[1], "'"), true)
 	}
-	return Sorted(slices.Compact(out))
+	return set.sorted()
 }
 
-// Scrub replaces every secret in text with Mask, longest first.
-func Scrub(text string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			text = strings.ReplaceAll(text, s, Mask)
+// minWhole is the length from which a password is scrubbed wherever it
+// occurs. A shorter one is scrubbed only where it reads as a DSN's value
+// (Set): masked wherever it occurred, the password "a" made "failed" read
+// "fxxxxxiled" and "dial" masked "dial tcp"; and no error quotes a password
+// out of the DSN around it (the server never echoes it, parse errors quote
+// the DSN, dial errors its host). A piece of a password, or a reading of
+// one that the driver does not take, is scrubbed wherever it occurs from
+// minPiece bytes on, as before: it is a fragment of a longer password,
+// which errors quote cut at any of its characters.
+const minWhole = 8
+
+// ctxPrev and ctxNext are the characters that make a short password's
+// occurrence a DSN's value: "user:pw@", "password=pw&", "password='pw'".
+// Not a space: "password=dial host=h" would mask "dial tcp".
+const (
+	ctxPrev = ":='"
+	ctxNext = "@&'"
+)
+
+// Set is what to scrub from errors and output: secrets scrubbed wherever
+// they occur, and short passwords (under minWhole bytes) scrubbed only where
+// they read as the DSN's value: neither neighbour a letter or a digit (a
+// whole word) and one of them a character that stands beside a password in
+// a DSN (':' or '=' before it, '@' or '&' after it, a quote). The zero Set
+// scrubs nothing.
+type Set struct {
+	anywhere []string // longest first: a secret holding another goes whole
+	short    []string // longest first
+}
+
+// isShort reports whether p is one of the set's short passwords.
+func (s *Set) isShort(p string) bool { return slices.Contains(s.short, p) }
+
+// add takes a secret: exact says it is a password whole (the driver's,
+// net/url's), which when short is scrubbed only in context.
+func (s *Set) add(p string, exact bool) {
+	switch {
+	case p == "":
+	case !exact || len(p) >= minWhole:
+		s.anywhere = append(s.anywhere, p)
+	default:
+		s.short = append(s.short, p)
+	}
+}
+
+// With is s with the passwords connections use (the driver's, when they
+// come from a configuration rather than this DSN), each taken whole.
+func (s Set) With(passwords ...string) Set {
+	out := Set{anywhere: slices.Clone(s.anywhere), short: slices.Clone(s.short)}
+	for _, p := range passwords {
+		if !slices.Contains(out.anywhere, p) && !out.isShort(p) {
+			out.add(p, true)
 		}
 	}
+	return out.sorted()
+}
+
+// Empty reports whether s scrubs nothing.
+func (s Set) Empty() bool { return len(s.anywhere) == 0 && len(s.short) == 0 }
+
+func (s Set) sorted() Set {
+	for _, l := range []*[]string{&s.anywhere, &s.short} {
+		slices.SortStableFunc(*l, func(a, b string) int { return len(b) - len(a) })
+		*l = slices.Compact(*l)
+	}
+	return s
+}
+
+func isWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// Scrub replaces every secret of s in text with Mask, longest first, the
+// short passwords only in context.
+func Scrub(text string, s Set) string {
+	for _, a := range s.anywhere {
+		text = strings.ReplaceAll(text, a, Mask)
+	}
+	for _, p := range s.short {
+		text = scrubInContext(text, p)
+	}
 	return text
+}
+
+// scrubInContext masks the occurrences of p in text that read as a DSN's
+// value (Set).
+func scrubInContext(text, p string) string {
+	var b strings.Builder
+	i := 0
+	for {
+		j := strings.Index(text[i:], p)
+		if j < 0 {
+			break
+		}
+		at, end := i+j, i+j+len(p)
+		var before, after byte // 0: the text's edge
+		if at > 0 {
+			before = text[at-1]
+		}
+		if end < len(text) {
+			after = text[end]
+		}
+		whole := (before == 0 || !isWord(before)) && (after == 0 || !isWord(after))
+		inContext := before != 0 && strings.IndexByte(ctxPrev, before) >= 0 || after != 0 && strings.IndexByte(ctxNext, after) >= 0
+		if whole && inContext {
+			b.WriteString(text[i:at])
+			b.WriteString(Mask)
+			i = end
+		} else {
+			b.WriteString(text[i : at+1])
+			i = at + 1
+		}
+	}
+	if i == 0 {
+		return text
+	}
+	b.WriteString(text[i:])
+	return b.String()
 }
 
 // redactedError is an error whose text has its secrets scrubbed, the
 // original reachable for errors.Is and errors.As.
 type redactedError struct {
 	err     error
-	secrets []string
+	secrets Set
 }
 
 func (e *redactedError) Error() string { return Scrub(e.err.Error(), e.secrets) }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// Redact is err with secrets (longest first, as Secrets returns them)
-// scrubbed from its text; err itself when its text holds none.
-func Redact(err error, secrets []string) error {
-	if err == nil {
-		return nil
+// Redact is err with the secrets of s scrubbed from its text; err itself
+// when its text holds none.
+func Redact(err error, s Set) error {
+	if err == nil || s.Empty() {
+		return err
 	}
-	text := err.Error()
-	for _, s := range secrets {
-		if s != "" && strings.Contains(text, s) {
-			return &redactedError{err: err, secrets: secrets}
-		}
+	if text := err.Error(); Scrub(text, s) == text {
+		return err
 	}
-	return err
-}
-
-// Sorted is secrets longest first, for Redact and Scrub.
-func Sorted(secrets []string) []string {
-	secrets = slices.Clone(secrets)
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	return secrets
+	return &redactedError{err: err, secrets: s}
 }
