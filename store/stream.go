@@ -449,10 +449,6 @@ type streamSource struct {
 	from     *int64
 }
 
-func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
-	return src.st.ReadSince(ctx, after, limit)
-}
-
 func (src streamSource) Offset(ctx context.Context) (int64, error) {
 	if src.from != nil {
 		return *src.from, nil
