@@ -9,11 +9,12 @@ import (
 // read (a group member's, GroupOpts.PageBytes, or a receiver's,
 // SubscribeOpts.PageBytes) passes one through its ctx (withPageCut). The
 // engines keep the page's events while their payloads, keys and headers
-// add up to at most max (its first event whatever its size) and drop the
-// statement's rows after the first that does not fit: they come again in
-// the next read, after the page's last event. cut says whether the read
-// dropped any. A read without one (every other read) keeps its whole page,
-// as before.
+// add up to at most max (its first event whatever its size) and stop at
+// the first row that does not fit (SQLite steps no further and never
+// copies it; PostgreSQL discards the rows after it unscanned): those rows
+// come again in the next read, after the page's last event. cut says
+// whether the read dropped any. A read without one (every other read)
+// keeps its whole page, as before.
 type pageCut struct {
 	max, used, kept int
 	cut             bool
