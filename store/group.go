@@ -434,9 +434,8 @@ type GroupMember struct {
 	recheck   time.Duration
 	lastStep  time.Time
 	lastIdle  time.Time // when commitIdle last ran
-	// limit is how many events the next read asks for: PageSize, or fewer
-	// after a page cut at PageBytes (see read).
-	limit int
+	// pages reads the pages: PageSize events and PageBytes bytes at most.
+	pages pager
 }
 
 // ownedPart is a partition the member holds.
@@ -496,7 +495,7 @@ func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMemb
 			return nil, err
 		}
 		m := &GroupMember{g: g, id: opts.Member + "-" + strconv.FormatInt(suffix%(1<<40), 36), opts: opts,
-			ref: groupRef{g.st.name, g.group}, owned: map[int]*ownedPart{},
+			ref: groupRef{g.st.name, g.group}, owned: map[int]*ownedPart{}, pages: pager{size: opts.PageSize, bytes: opts.PageBytes},
 			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{})}
 		m.stepNow.Store(true)
 		now := g.s.now()
@@ -678,20 +677,8 @@ func (m *GroupMember) read(ctx context.Context) (bool, error) {
 	if from < 0 {
 		return false, nil
 	}
-	// The page is cut at PageBytes (the engines drop the statement's rows
-	// past the cut). After a cut, the next read asks for one event more
-	// than the page kept, so that the rows read past a cut stay few while
-	// events are large; full pages not cut double it back to PageSize.
-	limit := cmp.Or(m.limit, m.opts.PageSize)
-	cut := pageCut{max: m.opts.PageBytes}
-	evs, err := m.g.st.ReadSince(withPageCut(context.WithValue(ctx, heldKey{}, &m.held), &cut), from, limit)
-	switch {
-	case err != nil:
-	case cut.cut:
-		m.limit = len(evs) + 1
-	case len(evs) == limit:
-		m.limit = min(2*limit, m.opts.PageSize)
-	}
+	// The page is cut at PageSize events and PageBytes bytes (see pager).
+	evs, _, err := m.pages.read(context.WithValue(ctx, heldKey{}, &m.held), m.g.st, from)
 	if err != nil {
 		m.run.track(m.heldMark, false, false)
 		return false, err

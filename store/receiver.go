@@ -37,8 +37,16 @@ import (
 // SQL), an adopted one and another process's hold such events until they
 // end (see docs/design/stream-horizon.md).
 type SubscribeOpts struct {
-	Buffer           int           // events read ahead of Recv; default 16, at most MaxSubscribeBuffer
-	PageSize         int           // events per read; default 256
+	Buffer   int // events read ahead of Recv; default 16, at most MaxSubscribeBuffer
+	PageSize int // events per read; default 256
+	// PageBytes bounds the bytes one read of the stream holds, its events'
+	// payloads, keys and headers added up: a page ends before the event
+	// that would take it past PageBytes (its first event is taken whatever
+	// its size), and the events after the cut come in the next read, none
+	// skipped, as GroupOpts.PageBytes does for a group member. Default
+	// DefaultSubscribePageBytes (16 MiB). Besides the page being read, the
+	// receiver holds up to Buffer events read ahead.
+	PageBytes        int
 	AutoSaveEvery    int           // save the finished position every N finished events; 0: off
 	AutoSaveInterval time.Duration // save the finished position at most this often (checked on each Recv/TryRecv); 0: off
 	RetryInterval    time.Duration // after a failed read, retry this soon unless a wake comes; default 1s
@@ -50,8 +58,8 @@ type SubscribeOpts struct {
 // Buffer above MaxSubscribeBuffer: the receiver allocates its buffer up
 // front, so a huge one panicked in make or ran the process out of memory.
 func (o SubscribeOpts) check() error {
-	if o.Buffer < 0 || o.PageSize < 0 || o.AutoSaveEvery < 0 || o.AutoSaveInterval < 0 || o.RetryInterval < 0 || o.SafetyPoll < 0 {
-		return fmt.Errorf("%w: negative Buffer, PageSize, AutoSaveEvery, AutoSaveInterval, RetryInterval or SafetyPoll", ErrInvalidArgument)
+	if o.Buffer < 0 || o.PageSize < 0 || o.PageBytes < 0 || o.AutoSaveEvery < 0 || o.AutoSaveInterval < 0 || o.RetryInterval < 0 || o.SafetyPoll < 0 {
+		return fmt.Errorf("%w: negative Buffer, PageSize, PageBytes, AutoSaveEvery, AutoSaveInterval, RetryInterval or SafetyPoll", ErrInvalidArgument)
 	}
 	if o.Buffer > MaxSubscribeBuffer {
 		return fmt.Errorf("%w: Buffer %d is above %d", ErrInvalidArgument, o.Buffer, MaxSubscribeBuffer)
@@ -62,6 +70,12 @@ func (o SubscribeOpts) check() error {
 // MaxSubscribeBuffer is the largest SubscribeOpts.Buffer: events read ahead
 // of Recv, whose slots a receiver allocates when it starts.
 const MaxSubscribeBuffer = 1 << 16
+
+// DefaultSubscribePageBytes bounds what one read of a receiver holds
+// unless SubscribeOpts.PageBytes says otherwise: 16 MiB of payloads, keys
+// and headers, as a group member's (DefaultGroupPageBytes), where 256
+// events at MaxPayloadSize were 1 GiB.
+const DefaultSubscribePageBytes = DefaultGroupPageBytes
 
 type item struct {
 	ev  Event
@@ -77,6 +91,7 @@ type EventReceiver struct {
 	wakes   *wake.Sub
 	release *horizonRelease // the store's: a Tx ended (see heldReport)
 	opts    SubscribeOpts
+	pages   pager  // the reader goroutine's: PageSize events and PageBytes bytes a read
 	onClose func() // run once, by Close: the store forgets the receiver
 
 	items     chan item
@@ -107,6 +122,9 @@ func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, op
 	if opts.PageSize <= 0 {
 		opts.PageSize = 256
 	}
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = DefaultSubscribePageBytes
+	}
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = time.Second
 	}
@@ -118,7 +136,8 @@ func newEventReceiver(ctx context.Context, src streamSource, wakes *wake.Sub, op
 		wakes.Close()
 		return nil, err
 	}
-	r := &EventReceiver{src: src, wakes: wakes, release: &src.st.s.held, opts: opts, onClose: onClose, items: make(chan item, opts.Buffer),
+	r := &EventReceiver{src: src, wakes: wakes, release: &src.st.s.held, opts: opts, onClose: onClose,
+		pages: pager{size: opts.PageSize, bytes: opts.PageBytes}, items: make(chan item, opts.Buffer),
 		stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), lastSave: time.Now()}
 	go r.run(start)
 	return r, nil
@@ -191,10 +210,11 @@ func (r *EventReceiver) run(cursor int64) {
 	}
 }
 
-// drain reads pages from cursor until a short page, sending each event.
+// drain reads pages from cursor until one short of both its bounds
+// (PageSize and PageBytes: see pager), sending each event.
 func (r *EventReceiver) drain(ctx context.Context, cursor int64) (int64, error) {
 	for {
-		evs, err := r.src.ReadSince(ctx, cursor, r.opts.PageSize)
+		evs, more, err := r.pages.read(ctx, r.src.st, cursor)
 		if err != nil {
 			return cursor, err
 		}
@@ -204,7 +224,7 @@ func (r *EventReceiver) drain(ctx context.Context, cursor int64) (int64, error) 
 			}
 			cursor = ev.Offset
 		}
-		if len(evs) < r.opts.PageSize {
+		if !more {
 			return cursor, nil
 		}
 	}

@@ -215,7 +215,10 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 // order. It never returns an event past one that may still commit (see
 // docs/design/stream-horizon.md), so a reader that resumes from the last
 // offset it saw never skips an event. limit <= 0 returns no events and does
-// no I/O.
+// no I/O. The page is bounded by limit alone, not in bytes: up to limit
+// events of up to MaxPayloadSize each. A reader of large events picks
+// limit by their size, or reads through a receiver (Subscribe, Follow),
+// whose pages are bounded in bytes too (SubscribeOpts.PageBytes).
 func (st *Stream) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
 	return st.readSince(ctx, autoRead, after, limit)
 }
@@ -240,7 +243,8 @@ func (st *Stream) readSince(ctx context.Context, v via, after int64, limit int) 
 	})
 }
 
-// ReadFromConsumer reads like ReadSince from consumer's stored offset.
+// ReadFromConsumer reads like ReadSince from consumer's stored offset,
+// its page bounded by limit alone as ReadSince's.
 // limit <= 0 returns no events and does no I/O (the consumer's name is
 // still checked).
 func (st *Stream) ReadFromConsumer(ctx context.Context, consumer string, limit int) ([]Event, error) {
@@ -446,10 +450,6 @@ type streamSource struct {
 	st       *Stream
 	consumer string
 	from     *int64
-}
-
-func (src streamSource) ReadSince(ctx context.Context, after int64, limit int) ([]Event, error) {
-	return src.st.ReadSince(ctx, after, limit)
 }
 
 func (src streamSource) Offset(ctx context.Context) (int64, error) {

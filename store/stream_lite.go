@@ -68,7 +68,7 @@ func (o liteOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, er
 func (o liteOps) readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error) {
 	p := litedb.ReadEventsParams{Stream: stream, After: after, Lim: int64(limit)}
 	if o.readers != nil {
-		return readPage(stream, pageCutOf(ctx), func(each func(*litedb.EventRow)) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
+		return readPage(stream, pageCutOf(ctx), func(each func(*litedb.EventRow) bool) error { return o.q.ReadEventsEach(ctx, o.readers, p, each) })
 	}
 	rows, err := o.q.ReadEvents(ctx, p)
 	return liteEvents(stream, rows), err
@@ -77,7 +77,7 @@ func (o liteOps) readSince(ctx context.Context, stream string, after int64, limi
 func (o liteOps) readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error) {
 	p := litedb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer, Lim: int64(limit)}
 	if o.readers != nil {
-		return readPage(stream, nil, func(each func(*litedb.EventRow)) error {
+		return readPage(stream, nil, func(each func(*litedb.EventRow) bool) error {
 			return o.q.ReadEventsFromConsumerEach(ctx, o.readers, p, each)
 		})
 	}
@@ -101,11 +101,11 @@ func liteEvents[R litedb.ReadEventsRow | litedb.ReadEventsFromConsumerRow](strea
 // from each row into a pooled scratch slice (eventScratch), and returns an
 // exact copy: one allocation for the page's events, however many rows,
 // where a slice of rows grown row by row and a second slice of events
-// cost several. Each event's payload is the row's own copy; its key and
-// headers are made from SQLite's bytes before the next row. A page cut
-// (a group member's, see pageCut) drops the rows from the first that
-// does not fit on.
-func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow)) error) ([]Event, error) {
+// cost several. Each event's payload, key and headers are made from
+// SQLite's bytes before the next row. A page cut (a pager's, see pageCut)
+// ends the statement at the first row that does not fit: that row is
+// neither copied nor kept, and the rows after it are not read.
+func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow) bool) error) ([]Event, error) {
 	scratch := eventScratch.Get().(*[]Event)
 	evs := (*scratch)[:0]
 	defer func() {
@@ -113,11 +113,11 @@ func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow)
 		*scratch = evs[:0]
 		putEventScratch(scratch)
 	}()
-	err := read(func(r *litedb.EventRow) {
+	err := read(func(r *litedb.EventRow) bool {
 		if !cut.fits(len(r.Payload) + len(r.Key) + len(r.Headers)) {
-			return
+			return false
 		}
-		ev := Event{Offset: r.ID, Stream: stream, Payload: r.Payload, CreatedAt: time.UnixMicro(r.CreatedAt)}
+		ev := Event{Offset: r.ID, Stream: stream, Payload: ownBytes(r.Payload), CreatedAt: time.UnixMicro(r.CreatedAt)}
 		if r.Key != nil {
 			k := string(r.Key)
 			ev.Key = &k
@@ -126,6 +126,7 @@ func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow)
 			ev.Headers = decodeHeaders(r.Headers)
 		}
 		evs = append(evs, ev)
+		return true
 	})
 	if err != nil {
 		return nil, err
@@ -134,6 +135,15 @@ func readPage(stream string, cut *pageCut, read func(each func(*litedb.EventRow)
 		return []Event{}, nil // as before: an empty page, not nil
 	}
 	return slices.Clone(evs), nil
+}
+
+// ownBytes is a copy of b of exactly its length: nil for nil, non-nil
+// empty for empty (a payload's NULL and empty BLOB stay apart).
+func ownBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
 }
 
 func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {

@@ -136,7 +136,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		from := len(evs)
 		if consumer != "" && attempt == 1 {
 			err = o.q.ReadEventsFromConsumerEach(ctx, pgdb.ReadEventsFromConsumerParams{Stream: stream, Consumer: consumer,
-				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsFromConsumerRow) {
+				Lim: lim, Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}, func(r *pgdb.ReadEventsFromConsumerRow) bool {
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
@@ -144,18 +144,26 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
 						Headers: decodeHeaders(r.Headers)})
 				}
+				return true
 			})
 		} else {
 			p := pgdb.ReadEventsParams{Stream: stream, After: after, Lim: lim - int32(from),
 				Floor: floor, Nexts: nexts, Heads: heads, Learn: learn}
-			each := func(r *pgdb.ReadEventsRow) {
+			// A row past a page cut ends the rows: those after it are
+			// discarded unscanned (see pageCut).
+			each := func(r *pgdb.ReadEventsRow) bool {
 				if !pg.read {
 					pg.read, pg.raw = true, r.Snapshot
 				}
-				if r.ID != 0 && cut.fits(len(r.Payload)+keyLen(r.Key)+len(r.Headers)) {
-					evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
-						Headers: decodeHeaders(r.Headers)})
+				if r.ID == 0 { // the snapshot's row
+					return true
 				}
+				if !cut.fits(len(r.Payload) + keyLen(r.Key) + len(r.Headers)) {
+					return false
+				}
+				evs = append(evs, Event{Offset: r.ID, Stream: stream, Key: r.Key, Payload: r.Payload, CreatedAt: r.CreatedAt,
+					Headers: decodeHeaders(r.Headers)})
+				return true
 			}
 			if o.inTx {
 				err = o.q.ReadEventsEach(ctx, p, each)

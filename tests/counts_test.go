@@ -162,7 +162,7 @@ func TestNegativeSubscribeOptionsAreRefused(t *testing.T) {
 		cancelled, cancel := context.WithCancel(c)
 		cancel()
 		st := s.Stream("opts")
-		for _, o := range []store.SubscribeOpts{{Buffer: -1}, {PageSize: -1}, {AutoSaveEvery: -1},
+		for _, o := range []store.SubscribeOpts{{Buffer: -1}, {PageSize: -1}, {PageBytes: -1}, {AutoSaveEvery: -1},
 			{AutoSaveInterval: -time.Second}, {RetryInterval: -time.Second}, {SafetyPoll: -time.Second}} {
 			_, err := st.Subscribe(cancelled, "c", o)
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", o)

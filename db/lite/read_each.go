@@ -12,19 +12,20 @@ package litedb
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 // EventRow is a row of ReadEvents or ReadEventsFromConsumer as
-// ReadEventsEach and ReadEventsFromConsumerEach read it: Key and Headers
-// are SQLite's bytes, nil for NULL (an empty value is empty, not nil),
-// valid only until the next row; Payload is the row's own copy (nil for
-// NULL, empty for an empty BLOB).
+// ReadEventsEach and ReadEventsFromConsumerEach read it: Key, Payload and
+// Headers are SQLite's bytes, nil for NULL (an empty value is empty, not
+// nil), valid only until the next row. The payload is not copied here:
+// a reader that drops the row (a page cut) never copies it.
 type EventRow struct {
 	ID        int64
 	Key       []byte
-	Payload   litedriver.Blob
+	Payload   []byte
 	CreatedAt int64
 	Headers   []byte
 }
@@ -34,31 +35,46 @@ type EventRow struct {
 func readEvent(r *litedriver.Row, i *EventRow) {
 	i.ID = r.Int64(0)
 	i.Key = r.Text(1)
-	i.Payload = r.Blob(2)
+	i.Payload = r.Text(2)
 	i.CreatedAt = r.Int64(3)
 	i.Headers = r.Text(4)
 }
 
 // ReadEventsEach runs ReadEvents's statement on a connection of db (the
 // readers) and hands each row to each as it is read, in one EventRow
-// reused for every row. each may keep a row's Payload, and must copy what
-// it keeps of the rest.
-func (q *Queries) ReadEventsEach(ctx context.Context, db *sql.DB, arg ReadEventsParams, each func(*EventRow)) error {
+// reused for every row: each must copy what it keeps. each returning
+// false ends the statement there: the rows after it are not read.
+func (q *Queries) ReadEventsEach(ctx context.Context, db *sql.DB, arg ReadEventsParams, each func(*EventRow) bool) error {
 	var i EventRow
-	return litedriver.Query(ctx, db, readEvents, func(r *litedriver.Row) error {
+	return stopped(litedriver.Query(ctx, db, readEvents, func(r *litedriver.Row) error {
 		readEvent(r, &i)
-		each(&i)
+		if !each(&i) {
+			return errStop
+		}
 		return nil
-	}, arg.Stream, arg.After, arg.Lim)
+	}, arg.Stream, arg.After, arg.Lim))
 }
 
 // ReadEventsFromConsumerEach runs ReadEventsFromConsumer's statement on a
 // connection of db as ReadEventsEach runs ReadEvents's.
-func (q *Queries) ReadEventsFromConsumerEach(ctx context.Context, db *sql.DB, arg ReadEventsFromConsumerParams, each func(*EventRow)) error {
+func (q *Queries) ReadEventsFromConsumerEach(ctx context.Context, db *sql.DB, arg ReadEventsFromConsumerParams, each func(*EventRow) bool) error {
 	var i EventRow
-	return litedriver.Query(ctx, db, readEventsFromConsumer, func(r *litedriver.Row) error {
+	return stopped(litedriver.Query(ctx, db, readEventsFromConsumer, func(r *litedriver.Row) error {
 		readEvent(r, &i)
-		each(&i)
+		if !each(&i) {
+			return errStop
+		}
 		return nil
-	}, arg.Stream, arg.Consumer, arg.Lim)
+	}, arg.Stream, arg.Consumer, arg.Lim))
+}
+
+// errStop ends a statement whose each returned false; stopped reads it as
+// no error.
+var errStop = errors.New("litedb: each stopped the rows")
+
+func stopped(err error) error {
+	if errors.Is(err, errStop) { // as litedriver returns it: joined with the connection's release
+		return nil
+	}
+	return err
 }

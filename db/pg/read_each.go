@@ -19,20 +19,22 @@ import (
 // its ID is 0): it is decoded from the first row only and keeps its value
 // in the rows after it. Each row's Key, Payload and Headers are its own (the scan
 // allocates them anew, or sets them nil for NULL): each may keep them, but
-// not the row itself.
-func (q *Queries) ReadEventsEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow)) error {
+// not the row itself. each returning false ends the rows there: those
+// after it are not scanned (the server still sends them; they are
+// discarded unread).
+func (q *Queries) ReadEventsEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow) bool) error {
 	return q.readEventsEach(ctx, readEvents, arg, each)
 }
 
 // ReadEventsOutsideTxEach is ReadEventsEach for ReadEventsOutsideTx, the
 // read outside a transaction, whose arguments and columns are ReadEvents's
 // (TestReadEventsOutsideTxIsReadEvents).
-func (q *Queries) ReadEventsOutsideTxEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow)) error {
+func (q *Queries) ReadEventsOutsideTxEach(ctx context.Context, arg ReadEventsParams, each func(*ReadEventsRow) bool) error {
 	return q.readEventsEach(ctx, readEventsOutsideTx, arg, each)
 }
 
 // readEventsEach runs stmt, ReadEvents's statement or its twin.
-func (q *Queries) readEventsEach(ctx context.Context, stmt string, arg ReadEventsParams, each func(*ReadEventsRow)) error {
+func (q *Queries) readEventsEach(ctx context.Context, stmt string, arg ReadEventsParams, each func(*ReadEventsRow) bool) error {
 	rows, err := q.db.Query(ctx, stmt,
 		arg.Stream,
 		arg.Floor,
@@ -59,14 +61,17 @@ func (q *Queries) readEventsEach(ctx context.Context, stmt string, arg ReadEvent
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		each(&i)
+		if !each(&i) {
+			rows.Close() // the rest unscanned; an error of the statement's still counts
+			break
+		}
 		clear(dest[:1]) // pgx skips a nil destination
 	}
 	return rows.Err()
 }
 
 // ReadEventsFromConsumerEach is ReadEventsEach for ReadEventsFromConsumer.
-func (q *Queries) ReadEventsFromConsumerEach(ctx context.Context, arg ReadEventsFromConsumerParams, each func(*ReadEventsFromConsumerRow)) error {
+func (q *Queries) ReadEventsFromConsumerEach(ctx context.Context, arg ReadEventsFromConsumerParams, each func(*ReadEventsFromConsumerRow) bool) error {
 	rows, err := q.db.Query(ctx, readEventsFromConsumer,
 		arg.Stream,
 		arg.Consumer,
@@ -93,7 +98,10 @@ func (q *Queries) ReadEventsFromConsumerEach(ctx context.Context, arg ReadEvents
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		each(&i)
+		if !each(&i) {
+			rows.Close()
+			break
+		}
 		clear(dest[:1])
 	}
 	return rows.Err()
