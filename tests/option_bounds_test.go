@@ -179,3 +179,20 @@ func TestEnqueueRefusesTimesOutOfRange(t *testing.T) {
 		assert.True(t, jobs[0].ExpiresAt.Equal(last), "ExpiresAt kept: %v", jobs[0].ExpiresAt)
 	})
 }
+
+// A nil clock, codec or logger given to Open is the default: Open took them,
+// and the first typed enqueue or claim panicked on the nil.
+func TestOpenTakesNilOptionsAsTheDefaults(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t, store.WithClock(nil), store.WithCodec(nil), store.WithLogger(nil))
+		c := ctx(t)
+		jq := s.JobQueue[int]("nil-opts")
+		_, err := jq.Enqueue(c, 7, store.EnqueueOpts{})
+		require.NoError(t, err)
+		jobs, err := s.Queue("nil-opts").Claim(c, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		assert.Equal(t, "7", string(jobs[0].Payload), "encoded with the JSON codec")
+		assert.WithinDuration(t, time.Now(), jobs[0].CreatedAt, time.Hour, "stamped by time.Now")
+	})
+}
