@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -127,14 +128,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
 	if c.base != "" {
-		rest, ok := strings.CutPrefix(r.URL.Path, c.base)
-		if !ok {
+		// The prefix comes off the escaped path, so that a name holding a
+		// slash ("orders/eu", linked as orders%2Feu) stays one segment.
+		rest, ok := strings.CutPrefix(r.URL.EscapedPath(), c.base)
+		path, err := url.PathUnescape(rest)
+		if !ok || err != nil {
 			http.NotFound(w, r)
 			return
 		}
 		r2 := r.Clone(r.Context())
-		r2.URL.Path = cmpOr(rest, "/")
-		r2.URL.RawPath = ""
+		r2.URL.Path = cmpOr(path, "/")
+		r2.URL.RawPath = cmpOr(rest, "/")
 		r = r2
 	}
 	if r.Method == http.MethodPost {

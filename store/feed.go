@@ -13,14 +13,20 @@ func streamTopic(name string) string  { return "s:" + name }
 func queueTopic(name string) string   { return "q:" + name }
 func channelTopic(name string) string { return "n:" + name }
 
+// offsetTopic is what a consumer's offset reset wakes: no loop waits on it,
+// but Store.Changes (AnyTopic) hears of it from other processes too.
+func offsetTopic(stream string) string { return "o:" + stream }
+
 // claimTopic is woken when a running job of the queue loses its claim on
 // purpose (Queue.Cancel): workers check their handlers' claims.
 func claimTopic(queue string) string { return "c:" + queue }
 
 // Changes returns a channel that receives a signal soon after any write of
 // this store, or (through the wake feed) of another process, commits: a
-// job enqueued or settled, an event published, a schedule or queue changed.
-// Signals coalesce (the channel holds one) and carry no data: read what
+// job enqueued or settled, an event published, a schedule or queue changed,
+// a consumer's offset reset. A consumer's SaveOffset (its progress) and a
+// Notify are not changes of the store's state and signal only on SQLite,
+// where any write to the database file does. Signals coalesce (the channel holds one) and carry no data: read what
 // you show again. Wakes are best-effort across processes, so a reader
 // should also refresh now and then. The channel is closed when ctx is done
 // or the store closes. A console pushes its live updates from it.

@@ -17,7 +17,9 @@ func (s *Store) Notify(ctx context.Context, channel string, payload []byte) erro
 }
 
 // NotifyTx sends the notification only if tx commits; a rollback sends
-// nothing.
+// nothing. On PostgreSQL, notifications of one transaction with the same
+// channel and payload are delivered once (NOTIFY folds them); SQLite
+// delivers each: give each a distinct payload when their count matters.
 func (s *Store) NotifyTx(ctx context.Context, tx Tx, channel string, payload []byte) error {
 	return s.notify(ctx, tx.via(ctx), channel, payload)
 }

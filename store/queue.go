@@ -187,8 +187,11 @@ type EnqueueOpts struct {
 	// From -2^30 to 2^30 (-1073741824 to 1073741824), on both engines; a
 	// value outside is refused at enqueue with ErrInvalidArgument.
 	Priority int
-	RunAt    time.Time     // when it becomes claimable; zero: now (+ Delay)
-	Delay    time.Duration // used when RunAt is zero
+	// RunAt is when it becomes claimable; zero: now (+ Delay). RunAt and
+	// ExpiresAt lie in years 1 to 9999 (UTC), or are refused with
+	// ErrInvalidArgument.
+	RunAt time.Time
+	Delay time.Duration // used when RunAt is zero
 	// MaxAttempts: 0 is DefaultMaxAttempts; at most 2^30, as Priority.
 	MaxAttempts int
 	// ExpiresAt: zero never expires. From ExpiresAt on the job is never
@@ -253,6 +256,19 @@ func alikeRun(jobs []newJob, limit int) int {
 	return n
 }
 
+// inTimeRange says whether t (zero: unset) is a time both engines store as
+// given: SQLite keeps microseconds since 1970 in 64 bits, which wrap a few
+// hundred thousand years out (a RunAt meant for the far future became the
+// far past, and the job ran at once), and PostgreSQL refuses years past
+// 294276. Years 1 to 9999 are what RFC 3339 and encoding/json can write.
+func inTimeRange(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	y := t.UTC().Year()
+	return y >= 1 && y <= 9999
+}
+
 func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (newJob, error) {
 	j := newJob{payload: payload, maxAttempts: DefaultMaxAttempts, runAt: now.Add(o.Delay)}
 	switch {
@@ -266,6 +282,10 @@ func resolveJob(queue string, now time.Time, payload []byte, o EnqueueOpts) (new
 		return j, fmt.Errorf("%w: Priority %d out of range (%d to %d)", ErrInvalidArgument, o.Priority, minPriority, maxPriority)
 	case o.MaxAttempts > maxMaxAttempts:
 		return j, fmt.Errorf("%w: MaxAttempts %d out of range (at most %d)", ErrInvalidArgument, o.MaxAttempts, maxMaxAttempts)
+	case !inTimeRange(o.RunAt):
+		return j, fmt.Errorf("%w: RunAt %s out of range (years 1 to 9999)", ErrInvalidArgument, o.RunAt)
+	case !inTimeRange(o.ExpiresAt):
+		return j, fmt.Errorf("%w: ExpiresAt %s out of range (years 1 to 9999)", ErrInvalidArgument, o.ExpiresAt)
 	}
 	var err error
 	if j.headers, err = checkHeaders(o.Headers); err != nil {

@@ -22,12 +22,16 @@ func (o pgOps) upsertSchedule(ctx context.Context, sc ScheduleInfo) error {
 }
 
 func (o pgOps) deleteSchedule(ctx context.Context, name string) (bool, error) {
-	n, err := o.q.DeleteSchedule(ctx, name)
+	w := o.wake(schedulerTopic)
+	n, err := o.q.DeleteSchedule(ctx, pgdb.DeleteScheduleParams{Name: name, Wake: w})
+	o.sent(schedulerTopic, w)
 	return n == 1, err
 }
 
 func (o pgOps) pauseSchedule(ctx context.Context, name string, now time.Time) (bool, error) {
-	n, err := o.q.PauseSchedule(ctx, pgdb.PauseScheduleParams{Name: name, Now: now})
+	w := o.wake(schedulerTopic)
+	n, err := o.q.PauseSchedule(ctx, pgdb.PauseScheduleParams{Name: name, Now: now, Wake: w})
+	o.sent(schedulerTopic, w)
 	return n == 1, err
 }
 

@@ -91,7 +91,8 @@ func WithoutMigrate() Option { return func(c *config) { c.migrate = false } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithCodec sets the codec typed views use to encode payloads (default JSON).
+// WithCodec sets the codec typed views use to encode payloads (default, or
+// nil: JSON).
 func WithCodec(codec Codec) Option { return func(c *config) { c.codec = codec } }
 
 // WithReadConns sets the size of SQLite's read-only connection pool
@@ -104,7 +105,7 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // WithClock sets the clock queue deadlines and run times are computed from
-// (default time.Now). Tests use it to move time without sleeping.
+// (default, or nil: time.Now). Tests use it to move time without sleeping.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // MaxPayloadSize is the largest payload, in bytes, of a job, an event or an
@@ -127,6 +128,17 @@ func newConfig(opts []Option) (config, error) {
 		maxPayload: MaxPayloadSize, stallWarning: DefaultHorizonStallWarning}
 	for _, o := range opts {
 		o(&c)
+	}
+	// A nil clock, codec or logger is the default, as if the option were
+	// not given (they panicked at first use).
+	if c.clock == nil {
+		c.clock = time.Now
+	}
+	if c.codec == nil {
+		c.codec = JSONCodec{}
+	}
+	if c.log == nil {
+		c.log = slog.Default()
 	}
 	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
 		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))

@@ -285,7 +285,11 @@ func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset i
 }
 
 func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+	topic := offsetTopic(stream)
+	w := o.wake(topic)
+	err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, Wake: w})
+	o.sent(topic, w)
+	return err
 }
 
 func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {

@@ -250,8 +250,9 @@ func TestStreamHeadsRaw(t *testing.T) {
 }
 
 // TestChangesSignalsAnyWrite: Store.Changes signals after an enqueue, a
-// publish, a pause, from this store and from another one (another process's
-// writes arrive through the wake feed), and closes with its context.
+// publish, a pause, a schedule's set, pause and delete and a consumer's
+// reset, from this store and from another one (another process's writes
+// arrive through the wake feed), and closes with its context.
 func TestChangesSignalsAnyWrite(t *testing.T) {
 	eachEngineAlone(t, func(t *testing.T, e *engineEnv) { // alone: each change must be signalled within 5 s
 		s := e.open(t)
@@ -286,6 +287,18 @@ func TestChangesSignalsAnyWrite(t *testing.T) {
 			_, err := other.Queue("q2").Enqueue(c, nil, store.EnqueueOpts{})
 			return err
 		})
+		// A schedule's pause and delete and a consumer's reset, the console's
+		// own actions, from another process too (on PostgreSQL they carried
+		// no wake, and a console showed them only at its next sample).
+		for _, w := range []*store.Store{s, other} {
+			name := map[bool]string{true: "this store's ", false: "another store's "}[w == s]
+			expect(name+"schedule set", func() error {
+				return w.Schedule("sch").Set(c, store.ScheduleSpec{Spec: "@daily", Queue: "q"})
+			})
+			expect(name+"schedule pause", func() error { return w.Schedule("sch").Pause(c) })
+			expect(name+"schedule delete", func() error { return w.Schedule("sch").Delete(c) })
+			expect(name+"consumer reset", func() error { return w.Stream("st").ResetOffset(c, "reader", 1) })
+		}
 		stop()
 		for range ch {
 		}

@@ -139,3 +139,60 @@ func TestClientSubscribeTakesAtMostTheBufferBound(t *testing.T) {
 		}
 	})
 }
+
+// EnqueueOpts' times outside years 1 to 9999 are refused. SQLite stores a
+// time as microseconds since 1970 in 64 bits: a RunAt in year 300000 wrapped
+// into the far past and the job ran at once, and an ExpiresAt there made it
+// expired before its first claim; PostgreSQL failed with a raw "timestamp
+// out of range". The range's ends are kept as given.
+func TestEnqueueRefusesTimesOutOfRange(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("far")
+		for _, opts := range []store.EnqueueOpts{
+			{RunAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			{ExpiresAt: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			{RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			{ExpiresAt: time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)},
+		} {
+			_, err := q.Enqueue(c, []byte("x"), opts)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", opts)
+			assert.Contains(t, err.Error(), "out of range (years 1 to 9999)")
+			_, err = q.EnqueueMany(c, []store.NewJob{{Payload: []byte("ok")}, {Payload: []byte("x"), Opts: opts}})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "EnqueueMany %+v", opts)
+		}
+		last := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+		later, err := q.Enqueue(c, []byte("later"), store.EnqueueOpts{RunAt: last})
+		require.NoError(t, err)
+		first := time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)
+		now, err := q.Enqueue(c, []byte("now"), store.EnqueueOpts{RunAt: first, ExpiresAt: last})
+		require.NoError(t, err)
+		j, err := q.Job(c, later)
+		require.NoError(t, err)
+		assert.True(t, j.RunAt.Equal(last), "RunAt kept: %v", j.RunAt)
+		jobs, err := q.Claim(c, "w", 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1, "only the job due in year 1 is claimable now")
+		assert.Equal(t, now, jobs[0].ID)
+		require.NotNil(t, jobs[0].ExpiresAt)
+		assert.True(t, jobs[0].ExpiresAt.Equal(last), "ExpiresAt kept: %v", jobs[0].ExpiresAt)
+	})
+}
+
+// A nil clock, codec or logger given to Open is the default: Open took them,
+// and the first typed enqueue or claim panicked on the nil.
+func TestOpenTakesNilOptionsAsTheDefaults(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t, store.WithClock(nil), store.WithCodec(nil), store.WithLogger(nil))
+		c := ctx(t)
+		jq := s.JobQueue[int]("nil-opts")
+		_, err := jq.Enqueue(c, 7, store.EnqueueOpts{})
+		require.NoError(t, err)
+		jobs, err := s.Queue("nil-opts").Claim(c, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		assert.Equal(t, "7", string(jobs[0].Payload), "encoded with the JSON codec")
+		assert.WithinDuration(t, time.Now(), jobs[0].CreatedAt, time.Hour, "stamped by time.Now")
+	})
+}

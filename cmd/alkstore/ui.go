@@ -28,7 +28,10 @@ A non-loopback address needs credentials: a token in $ALKSTORE_UI_TOKEN
 (sent as "Authorization: Bearer TOKEN", or once as /?token=TOKEN, which sets
 a cookie), or --user with the password in $ALKSTORE_UI_PASSWORD (HTTP basic
 auth). Credentials come from the environment so that they never appear in
-the process list or shell history. --read-only hides every action.`,
+the process list or shell history. Without credentials the console answers
+only requests addressed to a loopback name (127.0.0.1, [::1], localhost), so
+that a web page re-pointed at this machine (DNS rebinding) cannot use it.
+--read-only hides every action.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -53,6 +56,8 @@ the process list or shell history. --read-only hides every action.`,
 			var h http.Handler = c
 			if token != "" || user != "" {
 				h = guard(h, token, user, password)
+			} else {
+				h = loopbackHostOnly(h)
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
@@ -91,6 +96,27 @@ func isLoopback(host string) bool {
 }
 
 const tokenCookie = "alkstore_token"
+
+// loopbackHostOnly serves only requests addressed to a loopback name. Without
+// credentials the console trusts whoever can reach it, which on loopback
+// should be this machine's user; but a web page whose DNS name its owner
+// re-points at 127.0.0.1 (DNS rebinding) is same-origin with the console in
+// that user's browser and could read every page, CSRF token included, and
+// post actions. Such a request still names the page's own host, so it is
+// refused here.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !isLoopback(host) {
+			http.Error(w, fmt.Sprintf("alkstore console: refusing a request for host %q: without credentials the console answers only to a loopback name (127.0.0.1, [::1], localhost)", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // guard lets a request through with the token (header, cookie, or once in
 // the query, which sets the cookie) or the basic-auth credentials.

@@ -43,11 +43,21 @@ func (q *Queries) AcquireLease(ctx context.Context, arg AcquireLeaseParams) (int
 }
 
 const deleteSchedule = `-- name: DeleteSchedule :execrows
-DELETE FROM alkstore.schedules WHERE name = $1
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $2::text <> '' THEN pg_notify('alkstore', $2::text)::text END AS woke
+)
+DELETE FROM alkstore.schedules AS s USING w WHERE s.name = $1::text
 `
 
-func (q *Queries) DeleteSchedule(ctx context.Context, name string) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteSchedule, name)
+type DeleteScheduleParams struct {
+	Name string
+	Wake string
+}
+
+// The wake is as for UpsertSchedule: schedulers and Store.Changes elsewhere
+// hear of it.
+func (q *Queries) DeleteSchedule(ctx context.Context, arg DeleteScheduleParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteSchedule, arg.Name, arg.Wake)
 	if err != nil {
 		return 0, err
 	}
@@ -348,16 +358,23 @@ func (q *Queries) NextScheduleFire(ctx context.Context) (int64, error) {
 }
 
 const pauseSchedule = `-- name: PauseSchedule :execrows
-UPDATE alkstore.schedules SET paused = true, updated_at = $1 WHERE name = $2
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $3::text <> '' THEN pg_notify('alkstore', $3::text)::text END AS woke
+)
+UPDATE alkstore.schedules AS s SET paused = true, updated_at = $1::timestamptz
+FROM w
+WHERE s.name = $2::text
 `
 
 type PauseScheduleParams struct {
 	Now  time.Time
 	Name string
+	Wake string
 }
 
+// The wake is as for UpsertSchedule.
 func (q *Queries) PauseSchedule(ctx context.Context, arg PauseScheduleParams) (int64, error) {
-	result, err := q.db.Exec(ctx, pauseSchedule, arg.Now, arg.Name)
+	result, err := q.db.Exec(ctx, pauseSchedule, arg.Now, arg.Name, arg.Wake)
 	if err != nil {
 		return 0, err
 	}

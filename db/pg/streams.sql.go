@@ -725,8 +725,12 @@ func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutside
 }
 
 const resetOffset = `-- name: ResetOffset :exec
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+)
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
-VALUES ($1, $2, $3)
+SELECT $1::text, $2::text, $3::bigint
+FROM w
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now()
 `
@@ -735,12 +739,20 @@ type ResetOffsetParams struct {
 	Stream          string
 	Consumer        string
 	CommittedOffset int64
+	Wake            string
 }
 
 // Sets the consumer's offset to exactly @committed_offset, lower or higher
-// (a deliberate rewind or skip, unlike the monotone SaveOffset).
+// (a deliberate rewind or skip, unlike the monotone SaveOffset). A
+// non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
+// consumer's progress, carries none: it is too frequent to be worth one).
 func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) error {
-	_, err := q.db.Exec(ctx, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	_, err := q.db.Exec(ctx, resetOffset,
+		arg.Stream,
+		arg.Consumer,
+		arg.CommittedOffset,
+		arg.Wake,
+	)
 	return err
 }
 

@@ -22,10 +22,21 @@ SET spec = excluded.spec, tz = excluded.tz, queue = excluded.queue, payload = ex
                         THEN s.next_fire_at ELSE excluded.next_fire_at END;
 
 -- name: DeleteSchedule :execrows
-DELETE FROM alkstore.schedules WHERE name = @name;
+-- The wake is as for UpsertSchedule: schedulers and Store.Changes elsewhere
+-- hear of it.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+DELETE FROM alkstore.schedules AS s USING w WHERE s.name = @name::text;
 
 -- name: PauseSchedule :execrows
-UPDATE alkstore.schedules SET paused = true, updated_at = @now WHERE name = @name;
+-- The wake is as for UpsertSchedule.
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
+UPDATE alkstore.schedules AS s SET paused = true, updated_at = @now::timestamptz
+FROM w
+WHERE s.name = @name::text;
 
 -- name: ResumeSchedule :execrows
 -- Only if the spec is still the one the next fire time was computed from.

@@ -403,9 +403,15 @@ WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 
 -- name: ResetOffset :exec
 -- Sets the consumer's offset to exactly @committed_offset, lower or higher
--- (a deliberate rewind or skip, unlike the monotone SaveOffset).
+-- (a deliberate rewind or skip, unlike the monotone SaveOffset). A
+-- non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
+-- consumer's progress, carries none: it is too frequent to be worth one).
+WITH w AS MATERIALIZED (
+    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+)
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
-VALUES (@stream, @consumer, @committed_offset)
+SELECT @stream::text, @consumer::text, @committed_offset::bigint
+FROM w
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
 
