@@ -72,10 +72,18 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 		if err != nil || upto <= r.st.compactedThrough {
 			return err
 		}
-		n, err = o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
+		w, err := o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
 			Cutoff: r.cutoff, Batch: clampLimit(r.limit)})
+		n = w.Deleted
 		if err != nil || n >= int64(r.limit) {
 			return err // the r.window again next time: it may hold more
+		}
+		if w.Found > w.Deleted {
+			// Versions another transaction holds (a janitor's window that
+			// may yet roll back) or deleted since: the window again next
+			// time, as walked past now a version back after a rollback
+			// stayed for good. Nothing waits for the holder.
+			return nil
 		}
 		through = upto
 		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})

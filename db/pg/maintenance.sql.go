@@ -25,11 +25,9 @@ func (q *Queries) AdvanceCompaction(ctx context.Context, arg AdvanceCompactionPa
 	return err
 }
 
-const compactWindow = `-- name: CompactWindow :execrows
-DELETE FROM alkstore.events d
-WHERE d.id = ANY (ARRAY(
-    SELECT x.id FROM alkstore.events x
-    WHERE x.id = ANY (ARRAY(
+const compactWindow = `-- name: CompactWindow :one
+WITH c AS MATERIALIZED (
+    SELECT ARRAY(
         SELECT v.id
         FROM alkstore.compaction_heads h
         CROSS JOIN LATERAL (
@@ -42,8 +40,16 @@ WHERE d.id = ANY (ARRAY(
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > ($1::text, $4::bigint) AND e.stream <= $1::text
               AND e.id <= $5::bigint AND e.key IS NOT NULL))
-        LIMIT $3::integer))
-    FOR UPDATE OF x SKIP LOCKED))
+        LIMIT $3::integer) AS ids
+), d AS (
+    DELETE FROM alkstore.events d
+    WHERE d.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.events x
+        WHERE x.id = ANY ((SELECT c.ids FROM c)::bigint[])
+        FOR UPDATE OF x SKIP LOCKED))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM d)::bigint AS deleted, (SELECT cardinality(c.ids) FROM c)::bigint AS found
 `
 
 type CompactWindowParams struct {
@@ -54,24 +60,35 @@ type CompactWindowParams struct {
 	Upto   int64
 }
 
+type CompactWindowRow struct {
+	Deleted int64
+	Found   int64
+}
+
 // For each key published in (after, upto], its versions other than its
 // head (found on events_key) older than the lag: those before the head,
 // and those after it that lost to it (a lower rank, see the winner rule),
 // which a `<` kept for good. Every superseded event is older than its head
 // or is itself in a window, so it goes when the cursor walks past the later
-// of the two.
-func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
-	result, err := q.db.Exec(ctx, compactWindow,
+// of the two. found is how many versions it found (up to @batch), deleted
+// how many of them it deleted: the others another transaction holds (or
+// deleted and committed since this statement's snapshot), and the caller
+// then keeps its cursor below the window. A janitor's window that deleted
+// a version and was rolled back (its budget, its context, its process
+// ending) holds it meanwhile: walked past by a second janitor's window
+// that skipped it, the version was back after the rollback, below the
+// cursor, for good (compact53).
+func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (CompactWindowRow, error) {
+	row := q.db.QueryRow(ctx, compactWindow,
 		arg.Stream,
 		arg.Cutoff,
 		arg.Batch,
 		arg.After,
 		arg.Upto,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var i CompactWindowRow
+	err := row.Scan(&i.Deleted, &i.Found)
+	return i, err
 }
 
 const compactedStreams = `-- name: CompactedStreams :many

@@ -104,17 +104,22 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
       ORDER BY x.stream, x.id
       LIMIT (SELECT @lim::integer)) w;
 
--- name: CompactWindow :execrows
+-- name: CompactWindow :one
 -- For each key published in (after, upto], its versions other than its
 -- head (found on events_key) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
 -- which a `<` kept for good. Every superseded event is older than its head
 -- or is itself in a window, so it goes when the cursor walks past the later
--- of the two.
-DELETE FROM alkstore.events d
-WHERE d.id = ANY (ARRAY(
-    SELECT x.id FROM alkstore.events x
-    WHERE x.id = ANY (ARRAY(
+-- of the two. found is how many versions it found (up to @batch), deleted
+-- how many of them it deleted: the others another transaction holds (or
+-- deleted and committed since this statement's snapshot), and the caller
+-- then keeps its cursor below the window. A janitor's window that deleted
+-- a version and was rolled back (its budget, its context, its process
+-- ending) holds it meanwhile: walked past by a second janitor's window
+-- that skipped it, the version was back after the rollback, below the
+-- cursor, for good (compact53).
+WITH c AS MATERIALIZED (
+    SELECT ARRAY(
         SELECT v.id
         FROM alkstore.compaction_heads h
         CROSS JOIN LATERAL (
@@ -127,8 +132,16 @@ WHERE d.id = ANY (ARRAY(
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
               AND e.id <= @upto::bigint AND e.key IS NOT NULL))
-        LIMIT @batch::integer))
-    FOR UPDATE OF x SKIP LOCKED));
+        LIMIT @batch::integer) AS ids
+), d AS (
+    DELETE FROM alkstore.events d
+    WHERE d.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.events x
+        WHERE x.id = ANY ((SELECT c.ids FROM c)::bigint[])
+        FOR UPDATE OF x SKIP LOCKED))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM d)::bigint AS deleted, (SELECT cardinality(c.ids) FROM c)::bigint AS found;
 
 -- name: AdvanceCompaction :exec
 UPDATE alkstore.streams SET compacted_through = @upto::bigint
