@@ -104,7 +104,11 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 
 // CompactSuperseded deletes keyed events of compacted streams that their
 // key's head superseded (the versions before the head, and later ones that
-// lost to it by rank), once older than the stream's MinCompactionLag. It
+// lost to it by rank), and every version of a key without a head (left by
+// a trim or retention while the stream was not compacted), once older than
+// the stream's MinCompactionLag. On PostgreSQL a window that finds a
+// version another transaction holds (a janitor's window that may roll
+// back) keeps the cursor below it, without waiting. It
 // walks each compacted stream forward from where its last walk ended (a
 // cursor kept in the stream's settings row), deleting the other versions
 // of each key it meets, so each event is walked once: the cost is the events

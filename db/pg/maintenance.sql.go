@@ -29,18 +29,17 @@ const compactWindow = `-- name: CompactWindow :one
 WITH c AS MATERIALIZED (
     SELECT ARRAY(
         SELECT v.id
-        FROM alkstore.compaction_heads h
+        FROM unnest(ARRAY(
+            SELECT DISTINCT e.key FROM alkstore.events e
+            WHERE (e.stream, e.id) > ($1::text, $2::bigint) AND e.stream <= $1::text
+              AND e.id <= $3::bigint AND e.key IS NOT NULL)) AS k(key)
+        LEFT JOIN alkstore.compaction_heads h ON h.stream = $1::text AND h.key = k.key
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
-            WHERE y.stream = $1::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
-              AND y.created_at < $2::timestamptz
-            LIMIT $3::integer) v
-        WHERE h.stream = $1::text
-          AND h.key = ANY (ARRAY(
-            SELECT DISTINCT e.key FROM alkstore.events e
-            WHERE (e.stream, e.id) > ($1::text, $4::bigint) AND e.stream <= $1::text
-              AND e.id <= $5::bigint AND e.key IS NOT NULL))
-        LIMIT $3::integer) AS ids
+            WHERE y.stream = $1::text AND y.key = k.key AND y.key IS NOT NULL AND y.id IS DISTINCT FROM h.head_offset
+              AND y.created_at < $4::timestamptz
+            LIMIT $5::integer) v
+        LIMIT $5::integer) AS ids
 ), d AS (
     DELETE FROM alkstore.events d
     WHERE d.id = ANY (ARRAY(
@@ -54,10 +53,10 @@ SELECT (SELECT count(*) FROM d)::bigint AS deleted, (SELECT cardinality(c.ids) F
 
 type CompactWindowParams struct {
 	Stream string
-	Cutoff time.Time
-	Batch  int32
 	After  int64
 	Upto   int64
+	Cutoff time.Time
+	Batch  int32
 }
 
 type CompactWindowRow struct {
@@ -68,9 +67,12 @@ type CompactWindowRow struct {
 // For each key published in (after, upto], its versions other than its
 // head (found on events_key) older than the lag: those before the head,
 // and those after it that lost to it (a lower rank, see the winner rule),
-// which a `<` kept for good. Every superseded event is older than its head
-// or is itself in a window, so it goes when the cursor walks past the later
-// of the two. found is how many versions it found (up to @batch), deleted
+// which a `<` kept for good; and every version of a key without a head
+// (a headless row, or none: the stream was not compacted when a trim or
+// retention deleted the key's head, so it reads as having no value, and
+// a version that lost to that head stayed; compact53). Every superseded
+// event is older than its head or is itself in a window, so it goes when
+// the cursor walks past the later of the two. found is how many versions it found (up to @batch), deleted
 // how many of them it deleted: the others another transaction holds (or
 // deleted and committed since this statement's snapshot), and the caller
 // then keeps its cursor below the window. A janitor's window that deleted
@@ -81,10 +83,10 @@ type CompactWindowRow struct {
 func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (CompactWindowRow, error) {
 	row := q.db.QueryRow(ctx, compactWindow,
 		arg.Stream,
-		arg.Cutoff,
-		arg.Batch,
 		arg.After,
 		arg.Upto,
+		arg.Cutoff,
+		arg.Batch,
 	)
 	var i CompactWindowRow
 	err := row.Scan(&i.Deleted, &i.Found)

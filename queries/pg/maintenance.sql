@@ -108,9 +108,12 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 -- For each key published in (after, upto], its versions other than its
 -- head (found on events_key) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
--- which a `<` kept for good. Every superseded event is older than its head
--- or is itself in a window, so it goes when the cursor walks past the later
--- of the two. found is how many versions it found (up to @batch), deleted
+-- which a `<` kept for good; and every version of a key without a head
+-- (a headless row, or none: the stream was not compacted when a trim or
+-- retention deleted the key's head, so it reads as having no value, and
+-- a version that lost to that head stayed; compact53). Every superseded
+-- event is older than its head or is itself in a window, so it goes when
+-- the cursor walks past the later of the two. found is how many versions it found (up to @batch), deleted
 -- how many of them it deleted: the others another transaction holds (or
 -- deleted and committed since this statement's snapshot), and the caller
 -- then keeps its cursor below the window. A janitor's window that deleted
@@ -121,17 +124,16 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 WITH c AS MATERIALIZED (
     SELECT ARRAY(
         SELECT v.id
-        FROM alkstore.compaction_heads h
-        CROSS JOIN LATERAL (
-            SELECT y.id FROM alkstore.events y
-            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
-              AND y.created_at < @cutoff::timestamptz
-            LIMIT @batch::integer) v
-        WHERE h.stream = @stream::text
-          AND h.key = ANY (ARRAY(
+        FROM unnest(ARRAY(
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
-              AND e.id <= @upto::bigint AND e.key IS NOT NULL))
+              AND e.id <= @upto::bigint AND e.key IS NOT NULL)) AS k(key)
+        LEFT JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = k.key
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = @stream::text AND y.key = k.key AND y.key IS NOT NULL AND y.id IS DISTINCT FROM h.head_offset
+              AND y.created_at < @cutoff::timestamptz
+            LIMIT @batch::integer) v
         LIMIT @batch::integer) AS ids
 ), d AS (
     DELETE FROM alkstore.events d
