@@ -433,8 +433,11 @@ type ExpiredTombstonesRow struct {
 // last ended), so only expired ones are read, and no index of events is
 // there for the pass alone. The rows are locked in t, under its LIMIT,
 // skipping those another statement holds (a publish of the key in
-// flight); a row that changed since the snapshot is checked again, and one
-// that is no longer a tombstone head drops out. Then each locked head's
+// flight: the next pass reads it again); a row that changed since the
+// snapshot is checked again, and one that is no longer a tombstone head
+// drops out (one that is a newer tombstone head comes back with its new
+// tombstone_at, and the next page starts after it: heads between wait for
+// the next pass, which starts from the stream's oldest again). Then each locked head's
 // event is checked to be a tombstone still, older than the cutoff: the
 // mark only nominates (a library older than 00041 publishing over a
 // tombstone head leaves tombstone_at as it was). A head that fails the
