@@ -253,11 +253,10 @@ type maintenanceOps interface {
 	// the new cursor (st.compactedThrough when there was nothing to walk or
 	// the limit was reached).
 	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
-	// deleteExpiredTombstones deletes at most r.limit tombstone heads older
-	// than r.cutoff and at or below r.through, each with its key's older
-	// versions (those older than r.lagCutoff; a key left with one keeps its
-	// tombstone).
-	deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error)
+	// tombstoneTx runs fn in one transaction with the tombstone pass's
+	// statements: one page of expireTombstones (maintenance.go), which
+	// both engines share.
+	tombstoneTx(ctx context.Context, fn func(tombQueries) error) error
 	sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 	deleteFinishedJobs(ctx context.Context, now time.Time, batch int) (int64, error)
 }
@@ -279,6 +278,39 @@ type tombReq struct {
 	through           int64
 	cutoff, lagCutoff time.Time
 	limit             int
+}
+
+// tombQueries are the tombstone pass's statements inside one transaction.
+type tombQueries interface {
+	// tombstonePage reads the page of r.stream's tombstones at or below
+	// r.through after after, at most page of them, oldest first, and
+	// where the next page starts: on PostgreSQL the tombstone heads
+	// older than r.cutoff (locked, skipping held rows), by (tombstone_at,
+	// key); on SQLite the tombstone events, heads or not, by offset.
+	tombstonePage(ctx context.Context, r tombReq, after tombPos, page int) (rows []tombRow, next tombPos, err error)
+	// deleteKeyOtherVersions deletes the key's versions other than head
+	// older than lagCutoff (on PostgreSQL skipping held rows).
+	deleteKeyOtherVersions(ctx context.Context, stream, key string, head int64, lagCutoff time.Time) error
+	keyHasOtherVersions(ctx context.Context, stream, key string, head int64) (bool, error)
+	// deleteTombstone deletes the key's head row and its tombstone event.
+	deleteTombstone(ctx context.Context, stream, key string, head int64) error
+}
+
+// tombRow is one tombstone of a page: expired when older than the cutoff
+// (on PostgreSQL every row read is), take when also still its key's head
+// (on PostgreSQL: its event checked to be that tombstone still).
+type tombRow struct {
+	key           string
+	head          int64
+	expired, take bool
+}
+
+// tombPos is where a tombstone page starts: after offset id on SQLite,
+// after (at, key) on PostgreSQL; the zero value is the stream's start.
+type tombPos struct {
+	id  int64
+	at  time.Time
+	key string
 }
 
 // compactReq is one compaction pass over the window events after

@@ -104,7 +104,11 @@ func (m Maintenance) ApplyRetention(ctx context.Context, batch int) (int64, erro
 
 // CompactSuperseded deletes keyed events of compacted streams that their
 // key's head superseded (the versions before the head, and later ones that
-// lost to it by rank), once older than the stream's MinCompactionLag. It
+// lost to it by rank), and every version of a key without a head (left by
+// a trim or retention while the stream was not compacted), once older than
+// the stream's MinCompactionLag. On PostgreSQL a window that finds a
+// version another transaction holds (a janitor's window that may roll
+// back) keeps the cursor below it, without waiting. It
 // walks each compacted stream forward from where its last walk ended (a
 // cursor kept in the stream's settings row), deleting the other versions
 // of each key it meets, so each event is walked once: the cost is the events
@@ -146,8 +150,10 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 // was younger than the lag when it walked past: on PostgreSQL an event's
 // created_at is its transaction's start, so a tombstone can be older than
 // the value before it); while one is left, the tombstone stays. It reads
-// each compacted stream's oldest expired tombstones on a partial index: of tombstone heads on PostgreSQL
-// (schema 00041), of tombstone events on SQLite.
+// each compacted stream's oldest expired tombstones a page at a time on a
+// partial index: of tombstone heads on PostgreSQL (schema 00042), of
+// tombstone events on SQLite, paging past those it keeps
+// (expireTombstones).
 func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (int64, error) {
 	return m.pass(ctx, "delete expired tombstones", batch, func(o target, now time.Time, batch int) (int64, error) {
 		streams, err := o.maintainedStreams(ctx)
@@ -160,13 +166,80 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 				continue
 			}
 			var k int64
-			if k, err = o.deleteExpiredTombstones(ctx, tombReq{stream: st.name, through: st.compactedThrough,
-				cutoff: now.Add(-st.tombstoneRetention), lagCutoff: now.Add(-st.minCompactionLag), limit: batch - int(n)}); err == nil {
-				n += k // the stream's deletes committed
-			}
+			k, err = expireTombstones(ctx, o, tombReq{stream: st.name, through: st.compactedThrough,
+				cutoff: now.Add(-st.tombstoneRetention), lagCutoff: now.Add(-st.minCompactionLag), limit: batch - int(n)})
+			n += k // the pages that committed
 		}
 		return n, err
 	})
+}
+
+// expireTombstones is one stream's tombstone pass, on both engines: a page
+// of its tombstones at a time (tombstonePage), each page in a transaction
+// of its own, deleting the expired ones still their key's head with the
+// key's other versions older than the lag, and keeping one whose key has
+// a version left (younger than the lag, or held), until it has deleted
+// r.limit, the tombstones end (a short page), or a whole page holds none
+// older than the cutoff (SQLite reads tombstones younger than the cutoff
+// too; offsets and created_at rise together, so the rest are younger). It
+// pages past the tombstones it keeps, and on SQLite past those superseded
+// and not yet compacted: read as the only candidates, either kind filled
+// every batch ahead of the expired tombstones (until the lag passed, or
+// CompactSuperseded removed them). Such tombstones are read again by every
+// pass, each once. It returns the deletes of the pages that committed.
+func expireTombstones(ctx context.Context, o maintenanceOps, r tombReq) (int64, error) {
+	var n int64
+	var after tombPos
+	for n < int64(r.limit) {
+		var k int64
+		more := false
+		err := o.tombstoneTx(ctx, func(q tombQueries) error {
+			k = 0
+			rows, next, err := q.tombstonePage(ctx, r, after, r.limit)
+			if err != nil {
+				return err
+			}
+			expired := false
+			for _, t := range rows {
+				if !t.expired {
+					continue
+				}
+				expired = true
+				if !t.take {
+					continue // superseded (CompactSuperseded's), or a stale mark put right
+				}
+				// The key's other versions (before it, or lost to it by
+				// rank) go first; one left (younger than the lag, or held)
+				// keeps the tombstone for a later pass.
+				if err := q.deleteKeyOtherVersions(ctx, r.stream, t.key, t.head, r.lagCutoff); err != nil {
+					return err
+				}
+				remain, err := q.keyHasOtherVersions(ctx, r.stream, t.key, t.head)
+				if err != nil {
+					return err
+				}
+				if remain {
+					continue
+				}
+				if err := q.deleteTombstone(ctx, r.stream, t.key, t.head); err != nil {
+					return err
+				}
+				if k++; n+k == int64(r.limit) {
+					return nil
+				}
+			}
+			after, more = next, len(rows) == r.limit && expired
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+		n += k
+		if !more {
+			break
+		}
+	}
+	return n, nil
 }
 
 // SweepExpiredJobs ends the expired jobs of every queue as expired

@@ -78,64 +78,43 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 	return n, through, nil
 }
 
-// deleteExpiredTombstones walks the stream's tombstone events at or below
-// r.through a page at a time (ExpiredTombstones), deleting those still
-// their key's head and older than the cutoff, with the key's other versions
-// (see DeleteKeyOtherVersions), until it has deleted limit, the tombstones
-// end, or a whole page holds none older than the cutoff (offsets and
-// created_at rise together, so the rest are younger). Superseded
-// tombstones not yet compacted are stepped over instead of filling the
-// batch.
-func (o liteOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error) {
-	stream, through, cutoff, limit := r.stream, r.through, r.cutoff, r.limit
-	var n int64
-	cut := cutoff.UnixMicro()
-	err := o.atomically(ctx, func(q *litedb.Queries) error {
-		n = 0
-		var after int64
-		for n < int64(limit) {
-			rows, err := q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: stream, After: after, Through: through, Batch: int64(limit)})
-			if err != nil {
-				return err
-			}
-			expired := false
-			for _, t := range rows {
-				after = max(after, t.ID)
-				if t.CreatedAt >= cut {
-					continue
-				}
-				expired = true
-				if t.Head == 0 || t.Key == nil {
-					continue // superseded: CompactSuperseded's
-				}
-				if _, err := q.DeleteKeyOtherVersions(ctx, litedb.DeleteKeyOtherVersionsParams{Stream: stream, Key: t.Key,
-					HeadOffset: t.ID, Cutoff: r.lagCutoff.UnixMicro()}); err != nil {
-					return err
-				}
-				remain, err := q.KeyHasOtherVersions(ctx, litedb.KeyHasOtherVersionsParams{Stream: stream, Key: t.Key, HeadOffset: t.ID})
-				if err != nil || remain {
-					if err != nil {
-						return err
-					}
-					continue // younger than the lag: a later pass
-				}
-				if err := q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: stream, Key: *t.Key, HeadOffset: t.ID}); err != nil {
-					return err
-				}
-				if err := q.DeleteEvent(ctx, t.ID); err != nil {
-					return err
-				}
-				if n++; n == int64(limit) {
-					return nil
-				}
-			}
-			if len(rows) < limit || !expired {
-				return nil
-			}
+func (o liteOps) tombstoneTx(ctx context.Context, fn func(tombQueries) error) error {
+	return o.atomically(ctx, func(q *litedb.Queries) error { return fn(liteTomb{q}) })
+}
+
+// liteTomb: the tombstone pass's statements (see expireTombstones). A page
+// is the stream's tombstone events after an offset, heads or not, each with
+// whether it is still its key's head.
+type liteTomb struct{ q *litedb.Queries }
+
+func (t liteTomb) tombstonePage(ctx context.Context, r tombReq, after tombPos, page int) ([]tombRow, tombPos, error) {
+	rows, err := t.q.ExpiredTombstones(ctx, litedb.ExpiredTombstonesParams{Stream: r.stream, After: after.id, Through: r.through, Batch: int64(page)})
+	out := make([]tombRow, len(rows))
+	cut := r.cutoff.UnixMicro()
+	for i, x := range rows {
+		after.id = max(after.id, x.ID)
+		out[i] = tombRow{head: x.ID, expired: x.CreatedAt < cut, take: x.CreatedAt < cut && x.Head != 0 && x.Key != nil}
+		if x.Key != nil {
+			out[i].key = *x.Key
 		}
-		return nil
-	})
-	return n, err
+	}
+	return out, after, err
+}
+
+func (t liteTomb) deleteKeyOtherVersions(ctx context.Context, stream, key string, head int64, lagCutoff time.Time) error {
+	_, err := t.q.DeleteKeyOtherVersions(ctx, litedb.DeleteKeyOtherVersionsParams{Stream: stream, Key: &key, HeadOffset: head, Cutoff: lagCutoff.UnixMicro()})
+	return err
+}
+
+func (t liteTomb) keyHasOtherVersions(ctx context.Context, stream, key string, head int64) (bool, error) {
+	return t.q.KeyHasOtherVersions(ctx, litedb.KeyHasOtherVersionsParams{Stream: stream, Key: &key, HeadOffset: head})
+}
+
+func (t liteTomb) deleteTombstone(ctx context.Context, stream, key string, head int64) error {
+	if err := t.q.DeleteHead(ctx, litedb.DeleteHeadParams{Stream: stream, Key: key, HeadOffset: head}); err != nil {
+		return err
+	}
+	return t.q.DeleteEvent(ctx, head)
 }
 
 func (o liteOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error) {

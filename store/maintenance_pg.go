@@ -72,10 +72,18 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 		if err != nil || upto <= r.st.compactedThrough {
 			return err
 		}
-		n, err = o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
+		w, err := o.q.CompactWindow(ctx, pgdb.CompactWindowParams{Stream: r.st.name, After: r.st.compactedThrough, Upto: upto,
 			Cutoff: r.cutoff, Batch: clampLimit(r.limit)})
+		n = w.Deleted
 		if err != nil || n >= int64(r.limit) {
 			return err // the r.window again next time: it may hold more
+		}
+		if w.Found > w.Deleted {
+			// Versions another transaction holds (a janitor's window that
+			// may yet roll back) or deleted since: the window again next
+			// time, as walked past now a version back after a rollback
+			// stayed for good. Nothing waits for the holder.
+			return nil
 		}
 		through = upto
 		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})
@@ -86,34 +94,40 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 	return n, through, nil
 }
 
-func (o pgOps) deleteExpiredTombstones(ctx context.Context, r tombReq) (int64, error) {
-	var n int64
-	err := o.atomically(ctx, true, func(o pgOps) error {
-		n = 0
-		rows, err := o.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: r.stream, Through: r.through, Cutoff: r.cutoff, Batch: clampLimit(r.limit)})
-		for _, t := range rows {
-			if err != nil {
-				break
-			}
-			// The key's other versions (before it, or lost to it by rank)
-			// go first; one left (younger than the lag, or held) keeps the
-			// tombstone for a later pass.
-			var remain bool
-			if _, err = o.q.DeleteKeyOtherVersions(ctx, pgdb.DeleteKeyOtherVersionsParams{Stream: t.Stream, Key: t.Key,
-				HeadOffset: t.HeadOffset, Cutoff: r.lagCutoff}); err == nil {
-				remain, err = o.q.KeyHasOtherVersions(ctx, pgdb.KeyHasOtherVersionsParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset})
-			}
-			if err != nil || remain {
-				continue
-			}
-			if err = o.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: t.Stream, Key: t.Key, HeadOffset: t.HeadOffset}); err == nil {
-				err = o.q.DeleteEvent(ctx, t.HeadOffset)
-			}
-			n++
-		}
+func (o pgOps) tombstoneTx(ctx context.Context, fn func(tombQueries) error) error {
+	return o.atomically(ctx, true, func(o pgOps) error { return fn(pgTomb{o.q}) })
+}
+
+// pgTomb: the tombstone pass's statements (see expireTombstones). A page
+// is the stream's tombstone heads older than the cutoff after a
+// (tombstone_at, key), locked, skipping held rows (schema 00042).
+type pgTomb struct{ q *pgdb.Queries }
+
+func (t pgTomb) tombstonePage(ctx context.Context, r tombReq, after tombPos, page int) ([]tombRow, tombPos, error) {
+	rows, err := t.q.ExpiredTombstones(ctx, pgdb.ExpiredTombstonesParams{Stream: r.stream, Through: r.through, Cutoff: r.cutoff,
+		AfterAt: after.at, AfterKey: after.key, Batch: clampLimit(page)})
+	out := make([]tombRow, len(rows))
+	for i, x := range rows {
+		after = tombPos{at: x.TombstoneAt, key: x.Key} // in (tombstone_at, key) order
+		out[i] = tombRow{key: x.Key, head: x.HeadOffset, expired: true, take: x.Take}
+	}
+	return out, after, err
+}
+
+func (t pgTomb) deleteKeyOtherVersions(ctx context.Context, stream, key string, head int64, lagCutoff time.Time) error {
+	_, err := t.q.DeleteKeyOtherVersions(ctx, pgdb.DeleteKeyOtherVersionsParams{Stream: stream, Key: key, HeadOffset: head, Cutoff: lagCutoff})
+	return err
+}
+
+func (t pgTomb) keyHasOtherVersions(ctx context.Context, stream, key string, head int64) (bool, error) {
+	return t.q.KeyHasOtherVersions(ctx, pgdb.KeyHasOtherVersionsParams{Stream: stream, Key: key, HeadOffset: head})
+}
+
+func (t pgTomb) deleteTombstone(ctx context.Context, stream, key string, head int64) error {
+	if err := t.q.DeleteHead(ctx, pgdb.DeleteHeadParams{Stream: stream, Key: key, HeadOffset: head}); err != nil {
 		return err
-	})
-	return n, err
+	}
+	return t.q.DeleteEvent(ctx, head)
 }
 
 func (o pgOps) sweepAllExpiredJobs(ctx context.Context, now time.Time, batch int) (int64, error) {

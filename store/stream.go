@@ -335,7 +335,10 @@ func (st *Stream) getOffset(ctx context.Context, v via, consumer string) (int64,
 // it deleted; on a compacted stream the current heads are spared. On any
 // other stream a key whose head it deletes becomes headless: the key reads
 // as having no value until its next publish, which becomes the head
-// whatever its rank. Surviving events keep their offsets; saved consumer
+// whatever its rank; a version of the key that lost to the deleted head
+// (a lower rank, after it) stays in the log, and compaction deletes it
+// once the stream is Compacted (a key without a head has no value).
+// Surviving events keep their offsets; saved consumer
 // offsets stay valid. A negative horizon deletes nothing. On PostgreSQL it
 // drops whole event partitions where it can (see
 // Maintenance.DropExpiredPartitions); on an error it still counts the

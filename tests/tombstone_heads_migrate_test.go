@@ -12,7 +12,7 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// TestTombstoneHeadsMigrateBothWays: schemas 00040 and 00041 down and up
+// TestTombstoneHeadsMigrateBothWays: schemas 00040, 00041 and 00042 down and up
 // again on a database holding heads of every kind, over more than one
 // partition of events. Up, a head's tombstone_at is its event's created_at
 // exactly when that event is a tombstone (a value over a tombstone, a
@@ -77,7 +77,9 @@ func TestTombstoneHeadsMigrateBothWays(t *testing.T) {
 	up := func() {
 		t.Helper()
 		assert.Zero(t, count(tombIndexes), "indexes of events filtering tombstones")
-		assert.Equal(t, 1, count(`SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('alkstore.compaction_heads_tombstone_at') AND indisvalid`))
+		// 00042 replaced 00041's index with one that pages by key.
+		assert.Equal(t, 1, count(`SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('alkstore.compaction_heads_tombstones') AND indisvalid`))
+		assert.Zero(t, count(`SELECT count(*) FROM pg_class WHERE oid = to_regclass('alkstore.compaction_heads_tombstone_at')`))
 		assert.Zero(t, count(`SELECT count(*) FROM alkstore.compaction_heads h LEFT JOIN alkstore.events e ON e.id = h.head_offset
 			WHERE (h.tombstone_at IS NOT NULL) <> (h.head_offset IS NOT NULL AND e.payload IS NULL) OR h.tombstone_at <> e.created_at`),
 			"heads whose tombstone mark is wrong")
@@ -109,9 +111,33 @@ func TestTombstoneHeadsMigrateBothWays(t *testing.T) {
 	_, err = p.Up(c)
 	require.NoError(t, err)
 	up()
+	// 00042 down: 00041's index is back, the paging one gone.
+	_, err = p.DownTo(c, 41)
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(`SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('alkstore.compaction_heads_tombstone_at') AND indisvalid`))
+	assert.Zero(t, count(`SELECT count(*) FROM pg_class WHERE oid = to_regclass('alkstore.compaction_heads_tombstones')`))
 	// Stopped before goose recorded it: everything ran; again.
 	_, err = db.ExecContext(c, `DELETE FROM alkstore.goose_db_version WHERE version_id = 41`)
 	require.NoError(t, err)
+	_, err = p.Up(c)
+	require.NoError(t, err)
+	up()
+	// 00042 stopped before goose recorded it, and again with an invalid
+	// build of its index left (a CREATE INDEX CONCURRENTLY that failed):
+	// each runs again harmlessly.
+	_, err = db.ExecContext(c, `DELETE FROM alkstore.goose_db_version WHERE version_id = 42`)
+	require.NoError(t, err)
+	_, err = p.Up(c)
+	require.NoError(t, err)
+	up()
+	for _, q := range []string{
+		`DELETE FROM alkstore.goose_db_version WHERE version_id = 42`,
+		`CREATE INDEX compaction_heads_tombstone_at ON alkstore.compaction_heads (stream, tombstone_at) WHERE tombstone_at IS NOT NULL`,
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'alkstore.compaction_heads_tombstones'::regclass`,
+	} {
+		_, err = db.ExecContext(c, q)
+		require.NoError(t, err, q)
+	}
 	_, err = p.Up(c)
 	require.NoError(t, err)
 	up()

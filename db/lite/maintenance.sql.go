@@ -31,8 +31,8 @@ WHERE id IN (
     FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
           WHERE e.stream = ?1 AND e.id > ?2 AND e.id <= ?3
             AND e.key IS NOT NULL) k
-    JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
-    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id <> h.head_offset
+    LEFT JOIN alk_compaction_heads h ON h.stream = ?1 AND h.key = k.key
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = ?1 AND x.key = k.key AND x.id IS NOT h.head_offset
     WHERE x.created_at < ?4
     LIMIT CAST(?5 AS INTEGER))
 `
@@ -48,9 +48,12 @@ type CompactWindowParams struct {
 // For each key published in (after, upto], its versions other than its
 // head (found on alk_events_key) older than the lag: those before the head,
 // and those after it that lost to it (a lower rank, see the winner rule),
-// which a `<` kept for good. Every superseded event is older than its head
-// or is itself in a window, so it goes when the cursor walks past the later
-// of the two.
+// which a `<` kept for good; and every version of a key without a head
+// (a headless row, or none: the stream was not compacted when a trim or
+// retention deleted the key's head, so it reads as having no value, and
+// a version that lost to that head stayed; compact53). Every superseded
+// event is older than its head or is itself in a window, so it goes when
+// the cursor walks past the later of the two.
 func (q *Queries) CompactWindow(ctx context.Context, arg CompactWindowParams) (int64, error) {
 	result, err := q.exec(ctx, q.compactWindowStmt, compactWindow,
 		arg.Stream,

@@ -81,17 +81,20 @@ FROM (SELECT x.id, x.created_at >= sqlc.arg(cutoff) AS fresh FROM alk_events x I
 -- For each key published in (after, upto], its versions other than its
 -- head (found on alk_events_key) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
--- which a `<` kept for good. Every superseded event is older than its head
--- or is itself in a window, so it goes when the cursor walks past the later
--- of the two.
+-- which a `<` kept for good; and every version of a key without a head
+-- (a headless row, or none: the stream was not compacted when a trim or
+-- retention deleted the key's head, so it reads as having no value, and
+-- a version that lost to that head stayed; compact53). Every superseded
+-- event is older than its head or is itself in a window, so it goes when
+-- the cursor walks past the later of the two.
 DELETE FROM alk_events
 WHERE id IN (
     SELECT x.id
     FROM (SELECT DISTINCT e.key FROM alk_events e INDEXED BY alk_events_stream_id
           WHERE e.stream = sqlc.arg(stream) AND e.id > sqlc.arg(after) AND e.id <= sqlc.arg(upto)
             AND e.key IS NOT NULL) k
-    JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
-    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id <> h.head_offset
+    LEFT JOIN alk_compaction_heads h ON h.stream = sqlc.arg(stream) AND h.key = k.key
+    JOIN alk_events x INDEXED BY alk_events_key ON x.stream = sqlc.arg(stream) AND x.key = k.key AND x.id IS NOT h.head_offset
     WHERE x.created_at < sqlc.arg(cutoff)
     LIMIT CAST(sqlc.arg(batch) AS INTEGER));
 

@@ -104,77 +104,105 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
       ORDER BY x.stream, x.id
       LIMIT (SELECT @lim::integer)) w;
 
--- name: CompactWindow :execrows
+-- name: CompactWindow :one
 -- For each key published in (after, upto], its versions other than its
 -- head (found on events_key) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
--- which a `<` kept for good. Every superseded event is older than its head
--- or is itself in a window, so it goes when the cursor walks past the later
--- of the two.
-DELETE FROM alkstore.events d
-WHERE d.id = ANY (ARRAY(
-    SELECT x.id FROM alkstore.events x
-    WHERE x.id = ANY (ARRAY(
+-- which a `<` kept for good; and every version of a key without a head
+-- (a headless row, or none: the stream was not compacted when a trim or
+-- retention deleted the key's head, so it reads as having no value, and
+-- a version that lost to that head stayed; compact53). Every superseded
+-- event is older than its head or is itself in a window, so it goes when
+-- the cursor walks past the later of the two. found is how many versions it found (up to @batch), deleted
+-- how many of them it deleted: the others another transaction holds (or
+-- deleted and committed since this statement's snapshot), and the caller
+-- then keeps its cursor below the window. A janitor's window that deleted
+-- a version and was rolled back (its budget, its context, its process
+-- ending) holds it meanwhile: walked past by a second janitor's window
+-- that skipped it, the version was back after the rollback, below the
+-- cursor, for good (compact53).
+WITH c AS MATERIALIZED (
+    SELECT ARRAY(
         SELECT v.id
-        FROM alkstore.compaction_heads h
-        CROSS JOIN LATERAL (
-            SELECT y.id FROM alkstore.events y
-            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
-              AND y.created_at < @cutoff::timestamptz
-            LIMIT @batch::integer) v
-        WHERE h.stream = @stream::text
-          AND h.key = ANY (ARRAY(
+        FROM unnest(ARRAY(
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
-              AND e.id <= @upto::bigint AND e.key IS NOT NULL))
-        LIMIT @batch::integer))
-    FOR UPDATE OF x SKIP LOCKED));
+              AND e.id <= @upto::bigint AND e.key IS NOT NULL)) AS k(key)
+        LEFT JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = k.key
+        CROSS JOIN LATERAL (
+            SELECT y.id FROM alkstore.events y
+            WHERE y.stream = @stream::text AND y.key = k.key AND y.key IS NOT NULL AND y.id IS DISTINCT FROM h.head_offset
+              AND y.created_at < @cutoff::timestamptz
+            LIMIT @batch::integer) v
+        LIMIT @batch::integer) AS ids
+), d AS (
+    DELETE FROM alkstore.events d
+    WHERE d.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.events x
+        WHERE x.id = ANY ((SELECT c.ids FROM c)::bigint[])
+        FOR UPDATE OF x SKIP LOCKED))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM d)::bigint AS deleted, (SELECT cardinality(c.ids) FROM c)::bigint AS found;
 
 -- name: AdvanceCompaction :exec
 UPDATE alkstore.streams SET compacted_through = @upto::bigint
 WHERE name = @stream::text AND compacted_through < @upto::bigint;
 
 -- name: ExpiredTombstones :many
--- A compacted stream's oldest @batch tombstone heads older than the
--- cutoff and at or below its compaction cursor (@through): the key is
--- deleted for good (row and event). Compaction finds a key's older
+-- A page of a compacted stream's tombstone heads older than the cutoff and
+-- at or below its compaction cursor (@through), after (@after_at,
+-- @after_key), oldest first: the caller (store/maintenance.go,
+-- expireTombstones) deletes the keys (row and event) and reads the next
+-- page until it has its batch or the page is short. A tombstone it keeps
+-- (its key still has a version inside the lag, DeleteKeyOtherVersions)
+-- is paged past: read as the batch's only candidates, as before schema
+-- 00042, enough of them filled every batch ahead of the other expired
+-- tombstones until the lag passed. Compaction finds a key's older
 -- versions through its head row, so a tombstone goes only once the cursor
 -- has walked past it, which deleted them: deleted before, it left them
--- without a head row, and a replay saw the deleted key alive for good. Read on
--- compaction_heads_tombstone_at (schema 00041: a head's tombstone_at is
--- its tombstone's created_at, NULL while the head is a value), so only
--- expired ones are read, and no index of events is there for the pass
--- alone. The rows are locked in t, under its LIMIT, skipping those another
--- statement holds (a publish of the key in flight); a row that changed
--- since the snapshot is checked again, and one that is no longer a
--- tombstone head drops out. Then each locked head's event is checked to
--- be a tombstone still, older than the cutoff: the mark only nominates (a
--- library older than 00041 publishing over a tombstone head leaves
--- tombstone_at as it was). A head that fails the check gets its mark put
--- right (its event's created_at if a tombstone, else NULL): left as it
--- was, enough such heads filled every batch ahead of the expired ones and
--- the pass found none for good (the rows are locked, so their ctids stay
--- theirs and the fix is a TID scan). Locking in its own CTE keeps the check
--- away from the ORDER BY: beside it, a never-analysed table had the
--- planner sort every expired head after probing each one's event (5,228
--- buffers for a batch of 500 of 1,000).
+-- without a head row, and a replay saw the deleted key alive for good.
+-- Read on compaction_heads_tombstones (schema 00042: a head's
+-- tombstone_at is its tombstone's created_at, NULL while the head is a
+-- value; key orders the heads of one moment, so a page starts where the
+-- last ended), so only expired ones are read, and no index of events is
+-- there for the pass alone. The rows are locked in t, under its LIMIT,
+-- skipping those another statement holds (a publish of the key in
+-- flight: the next pass reads it again); a row that changed since the
+-- snapshot is checked again, and one that is no longer a tombstone head
+-- drops out (one that is a newer tombstone head comes back with its new
+-- tombstone_at, and the next page starts after it: heads between wait for
+-- the next pass, which starts from the stream's oldest again). Then each locked head's
+-- event is checked to be a tombstone still, older than the cutoff: the
+-- mark only nominates (a library older than 00041 publishing over a
+-- tombstone head leaves tombstone_at as it was). A head that fails the
+-- check gets its mark put right (its event's created_at if a tombstone,
+-- else NULL) and comes back with take false, so the page still says where
+-- it ended: left as it was, enough such heads filled every batch ahead of
+-- the expired ones and the pass found none for good (the rows are locked,
+-- so their ctids stay theirs and the fix is a TID scan). Locking in its own
+-- CTE keeps the check away from the ORDER BY: beside it, a never-analysed
+-- table had the planner sort every expired head after probing each one's
+-- event (5,228 buffers for a batch of 500 of 1,000).
 WITH t AS MATERIALIZED (
-    SELECT h.ctid::tid AS row_id, h.stream, h.key, h.head_offset FROM alkstore.compaction_heads h
+    SELECT h.ctid::tid AS row_id, h.stream, h.key, h.head_offset, h.tombstone_at FROM alkstore.compaction_heads h
     WHERE h.stream = @stream::text AND h.tombstone_at IS NOT NULL AND h.tombstone_at < @cutoff::timestamptz
+      AND (h.tombstone_at, h.key) > (@after_at::timestamptz, @after_key::text)
       AND h.head_offset <= @through::bigint
-    ORDER BY h.stream, h.tombstone_at
+    ORDER BY h.stream, h.tombstone_at, h.key
     LIMIT @batch::integer
     FOR UPDATE OF h SKIP LOCKED
 ), c AS MATERIALIZED (
-    SELECT t.row_id, t.stream, t.key, t.head_offset, e.payload IS NULL AND e.id IS NOT NULL AS tomb, e.created_at
+    SELECT t.row_id, t.key, t.head_offset, t.tombstone_at, e.payload IS NULL AND e.id IS NOT NULL AS tomb, e.created_at
     FROM t LEFT JOIN alkstore.events e ON e.id = t.head_offset
 ), fixed AS (
     UPDATE alkstore.compaction_heads h
     SET tombstone_at = (SELECT CASE WHEN c.tomb THEN c.created_at END FROM c WHERE c.row_id = h.ctid::tid)
     WHERE h.ctid::tid = ANY (ARRAY(SELECT c.row_id FROM c WHERE NOT (c.tomb AND c.created_at < @cutoff::timestamptz)))
 )
-SELECT c.stream, c.key, c.head_offset::bigint AS head_offset FROM c
-WHERE c.tomb AND c.created_at < @cutoff::timestamptz;
+SELECT c.key, c.head_offset::bigint AS head_offset, c.tombstone_at::timestamptz AS tombstone_at,
+       COALESCE(c.tomb AND c.created_at < @cutoff::timestamptz, false)::boolean AS take
+FROM c ORDER BY c.tombstone_at, c.key;
 
 -- name: DeleteKeyOtherVersions :execrows
 -- An expiring tombstone's key: its versions other than the tombstone (the
