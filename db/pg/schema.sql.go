@@ -147,3 +147,17 @@ func (q *Queries) SchemaObjects(ctx context.Context, versionTable string) (Schem
 	err := row.Scan(&i.HasVersionTable, &i.HasTables, &i.DefaultVersionTable)
 	return i, err
 }
+
+const sessionDefaults = `-- name: SessionDefaults :exec
+SELECT set_config('default_transaction_isolation', 'read committed', false)
+`
+
+// Run on each connection of the pool Open makes when it connects: the
+// store's auto-commit statements run READ COMMITTED whatever the
+// database's or role's default_transaction_isolation (a claim under
+// REPEATABLE READ or SERIALIZABLE failed with SQLSTATE 40001 when it met a
+// concurrent one).
+func (q *Queries) SessionDefaults(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, sessionDefaults)
+	return err
+}

@@ -39,3 +39,8 @@ SELECT CAST(0 AS BOOLEAN) AS read_only;
 
 -- name: CitusMarkCommit :exec
 SELECT 1 AS done;
+
+-- name: SessionDefaults :exec
+-- PostgreSQL's twin sets the isolation default of the store's
+-- connections; SQLite has none.
+SELECT 1;

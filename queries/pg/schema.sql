@@ -66,3 +66,11 @@ SELECT current_setting('transaction_read_only') = 'on' AS read_only;
 -- Run before a transaction's first alkstore statement: matches no row, and
 -- makes Citus commit the transaction in two phases.
 UPDATE alkstore.citus_commit_marker SET id = id WHERE id = -1;
+
+-- name: SessionDefaults :exec
+-- Run on each connection of the pool Open makes when it connects: the
+-- store's auto-commit statements run READ COMMITTED whatever the
+-- database's or role's default_transaction_isolation (a claim under
+-- REPEATABLE READ or SERIALIZABLE failed with SQLSTATE 40001 when it met a
+-- concurrent one).
+SELECT set_config('default_transaction_isolation', 'read committed', false);
