@@ -81,9 +81,11 @@ var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 // setSessionDefaults makes each connection of the pool Open makes run the
 // SessionDefaults query (queries/pg/schema.sql) when it connects: READ
 // COMMITTED for the store's auto-commit statements (claims and settles
-// failed with 40001 under a SERIALIZABLE default). Set by a statement, not
-// as a startup parameter: a pooler such as PgBouncer refuses unknown ones
-// by default. One round trip per new connection. A pool the application
+// failed with 40001 under a SERIALIZABLE default) and no
+// idle_session_timeout. Set by a statement, not as startup parameters:
+// a server before PostgreSQL 14 refuses an unknown one
+// (idle_session_timeout), and so does a pooler such as PgBouncer by
+// default. One round trip per new connection. A pool the application
 // passes to OpenPool keeps its own settings (README: Engine differences).
 func setSessionDefaults(cfg *pgxpool.Config) {
 	connected := cfg.AfterConnect

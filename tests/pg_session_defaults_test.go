@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -135,5 +136,68 @@ func TestStoreTransactionsAreReadCommittedWhateverTheDatabaseDefault(t *testing.
 		require.NoError(t, <-werrs)
 		require.NoError(t, <-werrs)
 		require.Equal(t, int64(jobs), handled.Load(), "handler calls: a failed claim, handler transaction or settle makes a job run again")
+	})
+}
+
+// TestIdleSessionTimeoutEndsNoConnectionOfTheStore: with
+// idle_session_timeout set on the database (or role), the server ended
+// the store's idle LISTEN connection over and over (SQLSTATE 57P05,
+// "listen connection lost"), and a notification sent while it reconnected
+// was lost: a listener missed 0-2 of 8 (attack53b F9). The store's
+// connections now set it to 0. The idle spells are the condition under
+// test, not a wait for something to happen: each is over twice the
+// timeout, after which the server has ended an idle session that kept the
+// setting. On PostgreSQL the LISTEN connection's backend must be the same
+// one after them; on both engines a listener gets every notification sent
+// after an idle spell, and the pool's connections serve calls.
+func TestIdleSessionTimeoutEndsNoConnectionOfTheStore(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		alterDatabase(t, e, "idle_session_timeout = '300ms'")
+		c := ctx(t)
+		s := e.open(t)
+		l, err := s.Listen(c, "ch")
+		require.NoError(t, err)
+		var listenPID func() int32
+		if e.name == "pg" {
+			admin, err := pgx.Connect(c, e.pg.AdminDSN()) // another database: no idle_session_timeout
+			require.NoError(t, err)
+			t.Cleanup(func() { admin.Close(context.Background()) })
+			u, err := url.Parse(e.dsn)
+			require.NoError(t, err)
+			db := strings.TrimPrefix(u.Path, "/")
+			listenPID = func() int32 {
+				rows, _ := admin.Query(c, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE '%LISTEN alkstore%'`, db)
+				pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+				require.NoError(t, err)
+				if len(pids) != 1 {
+					rows, _ := admin.Query(c, `SELECT format('%s %s %s', pid, state, query) FROM pg_stat_activity WHERE datname = $1`, db)
+					all, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+					t.Logf("sessions: %q", all)
+				}
+				require.Len(t, pids, 1, "backends that last ran LISTEN alkstore (the store's LISTEN connection)")
+				return pids[0]
+			}
+		}
+		var pid int32
+		if listenPID != nil {
+			pid = listenPID()
+		}
+		const spells = 4
+		for i := range spells {
+			time.Sleep(700 * time.Millisecond) // idle: over twice the timeout
+			if listenPID != nil {
+				require.Equal(t, pid, listenPID(), "the LISTEN connection's backend after idle spell %d", i+1)
+			}
+			_, err := s.Stream("s").Publish(c, []byte("x"))
+			require.NoError(t, err, "publish after idle spell %d", i+1)
+			require.NoError(t, s.Notify(c, "ch", []byte(fmt.Sprint(i))), "notify after idle spell %d", i+1)
+		}
+		for i := range spells {
+			rc, cancel := context.WithTimeout(c, 10*time.Second)
+			n, err := l.Recv(rc)
+			cancel()
+			require.NoError(t, err, "notification %d", i)
+			require.Equal(t, fmt.Sprint(i), string(n.Payload), "notification %d", i)
+		}
 	})
 }

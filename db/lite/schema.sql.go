@@ -99,8 +99,8 @@ const sessionDefaults = `-- name: SessionDefaults :exec
 SELECT 1
 `
 
-// PostgreSQL's twin sets the isolation default of the store's
-// connections; SQLite has none.
+// PostgreSQL's twin sets the isolation default and idle_session_timeout of
+// the store's connections; SQLite has neither.
 func (q *Queries) SessionDefaults(ctx context.Context) error {
 	_, err := q.exec(ctx, q.sessionDefaultsStmt, sessionDefaults)
 	return err

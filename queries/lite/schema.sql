@@ -41,6 +41,6 @@ SELECT CAST(0 AS BOOLEAN) AS read_only;
 SELECT 1 AS done;
 
 -- name: SessionDefaults :exec
--- PostgreSQL's twin sets the isolation default of the store's
--- connections; SQLite has none.
+-- PostgreSQL's twin sets the isolation default and idle_session_timeout of
+-- the store's connections; SQLite has neither.
 SELECT 1;
