@@ -106,7 +106,8 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 
 -- name: CompactWindow :execrows
 -- For each key published in (after, upto], its versions other than its
--- head (found on events_key) older than the lag: those before the head,
+-- head (found on events_key, whose collation the heads' key, "C" since
+-- 00046, is compared in: equal either way) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
 -- which a `<` kept for good. Every superseded event is older than its head
 -- or is itself in a window, so it goes when the cursor walks past the later
@@ -119,7 +120,7 @@ WHERE d.id = ANY (ARRAY(
         FROM alkstore.compaction_heads h
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
-            WHERE y.stream = @stream::text AND y.key = h.key AND y.key IS NOT NULL AND y.id <> h.head_offset
+            WHERE y.stream = @stream::text AND y.key = h.key COLLATE "default" AND y.key IS NOT NULL AND y.id <> h.head_offset
               AND y.created_at < @cutoff::timestamptz
             LIMIT @batch::integer) v
         WHERE h.stream = @stream::text
