@@ -81,7 +81,7 @@ func citusCommitMarker(ctx context.Context, pool *pgxpool.Pool, m citusMode, mig
 		return false, nil
 	}
 	if migrate {
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		err := pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
 			q := pgdb.New(tx)
 			if err := q.CitusCommitMarkerLock(ctx, citusMarkerLockID); err != nil {
 				return err

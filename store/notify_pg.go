@@ -321,7 +321,17 @@ func (e *pgEngine) startFeed(hub *wake.Hub, log *slog.Logger) (func(), <-chan st
 		}
 		return conn, nil
 	}
-	listen := func(ctx context.Context, conn *pgx.Conn) error { return pgdb.New(conn).ListenWakes(ctx) }
+	// The connection is the store's for good, from OpenPool's pool too:
+	// with idle_session_timeout set on the database or role the server
+	// ended it over and over while it waited (SQLSTATE 57P05), and a
+	// notification sent while it reconnected was lost (attack53b F9).
+	listen := func(ctx context.Context, conn *pgx.Conn) error {
+		q := pgdb.New(conn)
+		if err := q.SessionDefaults(ctx); err != nil {
+			return err
+		}
+		return q.ListenWakes(ctx)
+	}
 	var ignore func(*pgx.Conn, *pgconn.Notification) bool
 	if e.conns != nil {
 		ignore = e.heardOwnWrite

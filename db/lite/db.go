@@ -399,6 +399,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
 	}
+	if q.sessionDefaultsStmt, err = db.PrepareContext(ctx, sessionDefaults); err != nil {
+		return nil, fmt.Errorf("error preparing query SessionDefaults: %w", err)
+	}
 	if q.setQueuePausedStmt, err = db.PrepareContext(ctx, setQueuePaused); err != nil {
 		return nil, fmt.Errorf("error preparing query SetQueuePaused: %w", err)
 	}
@@ -1074,6 +1077,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
 		}
 	}
+	if q.sessionDefaultsStmt != nil {
+		if cerr := q.sessionDefaultsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing sessionDefaultsStmt: %w", cerr)
+		}
+	}
 	if q.setQueuePausedStmt != nil {
 		if cerr := q.setQueuePausedStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing setQueuePausedStmt: %w", cerr)
@@ -1313,6 +1321,7 @@ type Queries struct {
 	retentionWindowStmt             *sql.Stmt
 	retryJobStmt                    *sql.Stmt
 	saveOffsetStmt                  *sql.Stmt
+	sessionDefaultsStmt             *sql.Stmt
 	setQueuePausedStmt              *sql.Stmt
 	snoozeJobStmt                   *sql.Stmt
 	streamEventStatsStmt            *sql.Stmt
@@ -1459,6 +1468,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		retentionWindowStmt:             q.retentionWindowStmt,
 		retryJobStmt:                    q.retryJobStmt,
 		saveOffsetStmt:                  q.saveOffsetStmt,
+		sessionDefaultsStmt:             q.sessionDefaultsStmt,
 		setQueuePausedStmt:              q.setQueuePausedStmt,
 		snoozeJobStmt:                   q.snoozeJobStmt,
 		streamEventStatsStmt:            q.streamEventStatsStmt,

@@ -94,3 +94,14 @@ func (q *Queries) CitusVersion(ctx context.Context) (string, error) {
 	err := row.Scan(&citus_version)
 	return citus_version, err
 }
+
+const sessionDefaults = `-- name: SessionDefaults :exec
+SELECT 1
+`
+
+// PostgreSQL's twin sets the isolation default and idle_session_timeout of
+// the store's connections; SQLite has neither.
+func (q *Queries) SessionDefaults(ctx context.Context) error {
+	_, err := q.exec(ctx, q.sessionDefaultsStmt, sessionDefaults)
+	return err
+}

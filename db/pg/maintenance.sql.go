@@ -33,7 +33,7 @@ WITH c AS MATERIALIZED (
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > ($1::text, $2::bigint) AND e.stream <= $1::text
               AND e.id <= $3::bigint AND e.key IS NOT NULL)) AS k(key)
-        LEFT JOIN alkstore.compaction_heads h ON h.stream = $1::text AND h.key = k.key
+        LEFT JOIN alkstore.compaction_heads h ON h.stream = $1::text AND h.key = k.key COLLATE "C"
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
             WHERE y.stream = $1::text AND y.key = k.key AND y.key IS NOT NULL AND y.id IS DISTINCT FROM h.head_offset
@@ -65,7 +65,8 @@ type CompactWindowRow struct {
 }
 
 // For each key published in (after, upto], its versions other than its
-// head (found on events_key) older than the lag: those before the head,
+// head (the heads' key, "C" since 00046, compared in its own collation,
+// as its primary key is; equal either way) older than the lag: those before the head,
 // and those after it that lost to it (a lower rank, see the winner rule),
 // which a `<` kept for good; and every version of a key without a head
 // (a headless row, or none: the stream was not compacted when a trim or

@@ -147,3 +147,24 @@ func (q *Queries) SchemaObjects(ctx context.Context, versionTable string) (Schem
 	err := row.Scan(&i.HasVersionTable, &i.HasTables, &i.DefaultVersionTable)
 	return i, err
 }
+
+const sessionDefaults = `-- name: SessionDefaults :exec
+SELECT set_config(s.name, CASE s.name WHEN 'default_transaction_isolation' THEN 'read committed' ELSE '0' END, false)
+FROM pg_catalog.pg_settings s
+WHERE s.name IN ('default_transaction_isolation', 'idle_session_timeout')
+`
+
+// Run on each connection of the pool Open makes, and on the LISTEN
+// connection (the store's for good), when it connects: the store's
+// auto-commit statements run READ COMMITTED whatever the database's or
+// role's default_transaction_isolation (a claim under REPEATABLE READ or
+// SERIALIZABLE failed with SQLSTATE 40001 when it met a concurrent one),
+// and idle_session_timeout (PostgreSQL 14 and later) never ends an idle
+// connection of the store's, the LISTEN one above all (a notification sent
+// while it reconnects is lost). Read from pg_settings so that a server
+// without the setting skips it; idle_in_transaction_session_timeout is
+// left as it is.
+func (q *Queries) SessionDefaults(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, sessionDefaults)
+	return err
+}

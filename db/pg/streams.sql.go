@@ -169,7 +169,7 @@ heads AS (
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
-    ORDER BY ins.key
+    ORDER BY ins.key COLLATE "C"
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
         compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
@@ -196,7 +196,9 @@ type PublishEventsParams struct {
 // Keyed events upsert their keys' heads in the same statement: per key the
 // batch's newest offset (rank 0, schema version 1), by the winner rule (see
 // compaction.sql). The head rows are written in key order, so concurrent
-// batches that share keys lock them in one order and never deadlock.
+// batches that share keys lock them in one order and never deadlock: byte
+// order (COLLATE "C", the heads' key column's since 00046; events.key has
+// the database's), the order SQLite's and Go's sort take.
 func (q *Queries) PublishEvents(ctx context.Context, arg PublishEventsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, publishEvents,
 		arg.Payloads,
@@ -247,7 +249,7 @@ heads AS (
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
-    ORDER BY ins.key
+    ORDER BY ins.key COLLATE "C"
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
         compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,

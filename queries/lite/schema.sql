@@ -39,3 +39,8 @@ SELECT CAST(0 AS BOOLEAN) AS read_only;
 
 -- name: CitusMarkCommit :exec
 SELECT 1 AS done;
+
+-- name: SessionDefaults :exec
+-- PostgreSQL's twin sets the isolation default and idle_session_timeout of
+-- the store's connections; SQLite has neither.
+SELECT 1;

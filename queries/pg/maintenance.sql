@@ -106,7 +106,8 @@ FROM (SELECT x.id, x.created_at FROM alkstore.events x
 
 -- name: CompactWindow :one
 -- For each key published in (after, upto], its versions other than its
--- head (found on events_key) older than the lag: those before the head,
+-- head (the heads' key, "C" since 00046, compared in its own collation,
+-- as its primary key is; equal either way) older than the lag: those before the head,
 -- and those after it that lost to it (a lower rank, see the winner rule),
 -- which a `<` kept for good; and every version of a key without a head
 -- (a headless row, or none: the stream was not compacted when a trim or
@@ -128,7 +129,7 @@ WITH c AS MATERIALIZED (
             SELECT DISTINCT e.key FROM alkstore.events e
             WHERE (e.stream, e.id) > (@stream::text, @after::bigint) AND e.stream <= @stream::text
               AND e.id <= @upto::bigint AND e.key IS NOT NULL)) AS k(key)
-        LEFT JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = k.key
+        LEFT JOIN alkstore.compaction_heads h ON h.stream = @stream::text AND h.key = k.key COLLATE "C"
         CROSS JOIN LATERAL (
             SELECT y.id FROM alkstore.events y
             WHERE y.stream = @stream::text AND y.key = k.key AND y.key IS NOT NULL AND y.id IS DISTINCT FROM h.head_offset

@@ -53,7 +53,9 @@ RETURNING id, txid;
 -- Keyed events upsert their keys' heads in the same statement: per key the
 -- batch's newest offset (rank 0, schema version 1), by the winner rule (see
 -- compaction.sql). The head rows are written in key order, so concurrent
--- batches that share keys lock them in one order and never deadlock.
+-- batches that share keys lock them in one order and never deadlock: byte
+-- order (COLLATE "C", the heads' key column's since 00046; events.key has
+-- the database's), the order SQLite's and Go's sort take.
 WITH tx AS MATERIALIZED (
     SELECT pg_current_xact_id() AS txid,
            CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
@@ -75,7 +77,7 @@ heads AS (
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
-    ORDER BY ins.key
+    ORDER BY ins.key COLLATE "C"
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
         compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
@@ -110,7 +112,7 @@ heads AS (
     FROM ins
     WHERE ins.key IS NOT NULL
     GROUP BY ins.key
-    ORDER BY ins.key
+    ORDER BY ins.key COLLATE "C"
     ON CONFLICT (stream, key) DO UPDATE
     SET head_offset = EXCLUDED.head_offset, schema_version = EXCLUDED.schema_version,
         compaction_rank = EXCLUDED.compaction_rank, updated_at = EXCLUDED.updated_at, headless_at = NULL,
