@@ -27,7 +27,10 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, ask string, fields
 		back = c.base + "/"
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		d := confirmData{Action: c.base + r.URL.Path, Ask: ask, Back: back, Fields: map[string]string{}}
+		// The escaped path: the decoded one of queue "orders/eu" posted to
+		// /queues/orders/eu/pause (404), and of queue "orders%2Feu" paused
+		// "orders/eu".
+		d := confirmData{Action: c.baseURL + r.URL.EscapedPath(), Ask: ask, Back: back, Fields: map[string]string{}}
 		for _, f := range fields {
 			d.Fields[f] = r.PostFormValue(f)
 		}

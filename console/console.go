@@ -62,6 +62,7 @@ type Console struct {
 	st      *store.Store
 	opts    Options
 	base    string
+	baseURL string // base as a request's escaped path holds it ("/ädmin": "/%C3%A4dmin")
 	secret  []byte
 	tmpl    map[string]*template.Template
 	mux     *http.ServeMux
@@ -86,6 +87,7 @@ func New(st *store.Store, opts Options) *Console {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.baseURL = (&url.URL{Path: c.base}).EscapedPath()
 	c.tmpl = parseTemplates(c.base)
 	c.sampler = newSampler(st, opts.SampleInterval, opts.Clock)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -130,7 +132,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.base != "" {
 		// The prefix comes off the escaped path, so that a name holding a
 		// slash ("orders/eu", linked as orders%2Feu) stays one segment.
-		rest, ok := strings.CutPrefix(r.URL.EscapedPath(), c.base)
+		// (The prefix escaped as the path is: "/ädmin" arrives as
+		// "/%C3%A4dmin".)
+		rest, ok := cutEscapedPrefix(r.URL.EscapedPath(), c.base)
 		path, err := url.PathUnescape(rest)
 		if !ok || err != nil {
 			http.NotFound(w, r)
@@ -153,6 +157,21 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// cutEscapedPrefix cuts from the escaped path esc the segments that decode
+// to base, however they are escaped ("/%c3%a4dmin" or "/%C3%A4dmin" for
+// "/ädmin"), and returns the rest still escaped.
+func cutEscapedPrefix(esc, base string) (string, bool) {
+	for i := 1; i <= len(esc); i++ {
+		if i < len(esc) && esc[i] != '/' {
+			continue
+		}
+		if p, err := url.PathUnescape(esc[:i]); err == nil && p == base {
+			return esc[i:], true
+		}
+	}
+	return "", false
 }
 
 func cmpOr(s, def string) string {

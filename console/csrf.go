@@ -28,7 +28,7 @@ func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		val = ck.Value
 	} else {
 		val = base64.RawURLEncoding.EncodeToString(newSecret())
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: val, Path: c.base + "/", HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: val, Path: c.baseURL + "/", HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	}
 	return c.sign(val)

@@ -3,7 +3,9 @@ package console_test
 import (
 	"context"
 	"html"
+	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,9 +26,11 @@ import (
 // routed to the POST action pattern).
 func TestNamesWithURLSyntaxReachTheirPages(t *testing.T) {
 	names := []string{"orders/eu", "q?x=1", "h#frag", "pct%2Fx", "sp ace", "é+ü"}
-	for _, prefix := range []string{"", "/adm"} {
+	for _, prefix := range []string{"", "/adm", "/ädmin"} {
 		eachStore(t, console.Options{Prefix: prefix}, func(t *testing.T, s *server) {
 			ctx := context.Background()
+			// As links hold it (html/template writes escapes in lower case).
+			prefix := strings.ToLower((&url.URL{Path: prefix}).EscapedPath())
 			for _, n := range names {
 				_, err := s.st.Stream(n).PublishWithKey(ctx, "k", []byte("event-of-"+n))
 				require.NoError(t, err)
@@ -63,6 +67,74 @@ func TestNamesWithURLSyntaxReachTheirPages(t *testing.T) {
 					assert.True(t, found, "prefix %q: no linked page shows %q", prefix, marker)
 				}
 			}
+		})
+	}
+}
+
+// TestConfirmedActionsActOnTheNamedQueue: the confirmation page (the
+// actions' form without JavaScript) posts to the escaped path. It posted to
+// the decoded one: pausing queue "orders/eu" went to
+// /queues/orders/eu/pause (404), and pausing queue "orders%2Feu" paused
+// "orders/eu". Under a prefix that needs escaping too ("/ädmin": every page
+// was 404 once the prefix was cut from the escaped path).
+func TestConfirmedActionsActOnTheNamedQueue(t *testing.T) {
+	for _, prefix := range []string{"", "/ädmin"} {
+		eachStore(t, console.Options{Prefix: prefix}, func(t *testing.T, s *server) {
+			ctx := context.Background()
+			base := s.base + (&url.URL{Path: prefix}).EscapedPath()
+			for _, n := range []string{"orders/eu", "orders%2Feu"} {
+				_, err := s.st.Queue(n).Enqueue(ctx, []byte("job"), store.EnqueueOpts{})
+				require.NoError(t, err)
+			}
+			// Cookies by hand, as a browser keeps them: Go's cookiejar
+			// matches a cookie's path against the decoded path, browsers
+			// against the escaped one the console sets.
+			var cookies []*http.Cookie
+			client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			do := func(method, path string, form url.Values) (int, string) {
+				req, err := http.NewRequest(method, path, strings.NewReader(form.Encode()))
+				require.NoError(t, err)
+				if method == http.MethodPost {
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				}
+				for _, ck := range cookies {
+					req.AddCookie(ck)
+				}
+				resp, err := client.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				for _, ck := range resp.Cookies() {
+					assert.Equal(t, (&url.URL{Path: prefix}).EscapedPath()+"/", ck.Path, "the cookie's path is the prefix as requests hold it")
+					cookies = append(cookies, ck)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			paused := func(name string) bool {
+				qs, err := s.st.Queues(ctx)
+				require.NoError(t, err)
+				for _, q := range qs {
+					if q.Name == name {
+						return q.Paused
+					}
+				}
+				return false
+			}
+			for _, n := range []string{"orders/eu", "orders%2Feu"} {
+				page := base + "/queues/" + url.PathEscape(n)
+				code, body := do(http.MethodGet, page, nil)
+				require.Equal(t, http.StatusOK, code, page)
+				tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+				require.NotNil(t, tok, page)
+				code, confirm := do(http.MethodPost, page+"/pause", url.Values{"csrf": {tok[1]}})
+				require.Equal(t, http.StatusOK, code, "the confirmation page of %s", n)
+				action := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindStringSubmatch(confirm)
+				require.NotNil(t, action, confirm)
+				code, _ = do(http.MethodPost, s.base+html.UnescapeString(action[1]), url.Values{"csrf": {tok[1]}, "confirm": {"yes"}})
+				assert.Equal(t, http.StatusSeeOther, code, "confirmed pause of %s at %s", n, action[1])
+				assert.True(t, paused(n), "queue %q paused", n)
+			}
+			assert.True(t, paused("orders/eu") && paused("orders%2Feu"))
 		})
 	}
 }

@@ -166,8 +166,13 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 				continue
 			}
 			var k int64
-			k, err = expireTombstones(ctx, o, tombReq{stream: st.name, through: st.compactedThrough,
-				cutoff: now.Add(-st.tombstoneRetention), lagCutoff: now.Add(-st.minCompactionLag), limit: batch - int(n)})
+			var from tombPos
+			if v, ok := m.s.tombFrom.Load(st.name); ok {
+				from = v.(tombPos)
+			}
+			k, from, err = expireTombstones(ctx, o, tombReq{stream: st.name, through: st.compactedThrough,
+				cutoff: now.Add(-st.tombstoneRetention), lagCutoff: now.Add(-st.minCompactionLag), limit: batch - int(n)}, from)
+			m.s.tombFrom.Store(st.name, from)
 			n += k // the pages that committed
 		}
 		return n, err
@@ -185,14 +190,18 @@ func (m Maintenance) DeleteExpiredTombstones(ctx context.Context, batch int) (in
 // pages past the tombstones it keeps, and on SQLite past those superseded
 // and not yet compacted: read as the only candidates, either kind filled
 // every batch ahead of the expired tombstones (until the lag passed, or
-// CompactSuperseded removed them). Such tombstones are read again by every
-// pass, each once. It returns the deletes of the pages that committed.
-func expireTombstones(ctx context.Context, o maintenanceOps, r tombReq) (int64, error) {
+// CompactSuperseded removed them). A pass checks about r.limit kept
+// tombstones at most, from where this store's last pass stopped (from),
+// and returns where the next starts: the start again once it read to the
+// end. It returns the deletes of the pages that committed.
+func expireTombstones(ctx context.Context, o maintenanceOps, r tombReq, from tombPos) (int64, tombPos, error) {
 	var n int64
-	var after tombPos
+	after := from
+	kept := 0 // tombstones checked and kept: a pass checks about r.limit
 	for n < int64(r.limit) {
 		var k int64
 		more := false
+		start := after
 		err := o.tombstoneTx(ctx, func(q tombQueries) error {
 			k = 0
 			rows, next, err := q.tombstonePage(ctx, r, after, r.limit)
@@ -219,6 +228,7 @@ func expireTombstones(ctx context.Context, o maintenanceOps, r tombReq) (int64, 
 					return err
 				}
 				if remain {
+					kept++
 					continue
 				}
 				if err := q.deleteTombstone(ctx, r.stream, t.key, t.head); err != nil {
@@ -232,14 +242,24 @@ func expireTombstones(ctx context.Context, o maintenanceOps, r tombReq) (int64, 
 			return nil
 		})
 		if err != nil {
-			return n, err
+			return n, start, err
 		}
 		n += k
-		if !more {
-			break
+		switch {
+		case !more:
+			return n, tombPos{}, nil // the end: the next pass starts over
+		case n >= int64(r.limit):
+			return n, start, nil // this page may hold more to delete
+		case kept >= r.limit:
+			// Kept tombstones fill the pass: it stops after this page, as
+			// a pass that deletes does after its batch, and the next pass
+			// goes on from here. Read all in one pass, thousands of them
+			// (each two statements) used every pass's time budget on
+			// PostgreSQL, and no task after this one ever ran.
+			return n, after, nil
 		}
 	}
-	return n, nil
+	return n, after, nil
 }
 
 // SweepExpiredJobs ends the expired jobs of every queue as expired

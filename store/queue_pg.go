@@ -315,7 +315,26 @@ func (o pgOps) queuePaused(ctx context.Context, queue string) (bool, error) {
 
 func (o pgOps) requeue(ctx context.Context, queue string, id int64, now time.Time) (bool, error) {
 	n, err := o.q.RequeueJob(ctx, pgdb.RequeueJobParams{Queue: queue, ID: id, Now: now})
+	if err == nil && n == 1 {
+		err = o.wakeOthers(ctx, queueTopic(queue))
+	}
 	return n == 1, err
+}
+
+// wakeOthers sends topic's wake to other processes (on commit, in a
+// transaction) for an operator's write whose statement carries none: a
+// job requeued or deleted. Workers elsewhere then claim a requeued job at
+// once, and their Store.Changes hears of both; without it they waited for
+// their poll and a console for its next sample. Not for hot paths: it is
+// a statement of its own.
+func (o pgOps) wakeOthers(ctx context.Context, topic string) error {
+	w := o.wake(topic)
+	var err error
+	if w != "" {
+		err = o.q.Notify(ctx, w)
+	}
+	o.sent(topic, w)
+	return err
 }
 
 func (o pgOps) jobKeyHolder(ctx context.Context, queue string, id int64) (keyHolder, error) {
@@ -362,11 +381,18 @@ func pgHeaderArray(jobs []newJob) []string {
 }
 
 func (o pgOps) requeueDead(ctx context.Context, r requeueDeadReq) (int64, error) {
-	return o.q.RequeueDeadJobs(ctx, pgdb.RequeueDeadJobsParams{Queue: r.queue, Now: r.now, Before: r.before, Batch: clampLimit(r.batch)})
+	n, err := o.q.RequeueDeadJobs(ctx, pgdb.RequeueDeadJobsParams{Queue: r.queue, Now: r.now, Before: r.before, Batch: clampLimit(r.batch)})
+	if err == nil && n > 0 {
+		err = o.wakeOthers(ctx, queueTopic(r.queue))
+	}
+	return n, err
 }
 
 func (o pgOps) deleteJob(ctx context.Context, queue string, id int64) (bool, error) {
 	n, err := o.q.DeleteJob(ctx, pgdb.DeleteJobParams{Queue: queue, ID: id})
+	if err == nil && n == 1 {
+		err = o.wakeOthers(ctx, queueTopic(queue))
+	}
 	return n == 1, err
 }
 

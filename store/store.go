@@ -64,6 +64,7 @@ type Store struct {
 	deniedLog  sync.Once // partitions denied to this role: logged once
 	closeErr   error     // what the first Shutdown returned
 	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
+	tombFrom   sync.Map  // stream name → tombPos: where this store's next tombstone pass starts (expireTombstones)
 }
 
 // Option configures Open and OpenPool.

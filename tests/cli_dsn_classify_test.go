@@ -13,8 +13,9 @@ import (
 // ("data=1.db", "v=2 backup.db") is a file name, as "sqlite:data=1.db"
 // is; it was read as a PostgreSQL key=value DSN (any "word=" at the start
 // made one) and refused. A DSN is key=value when its first setting names
-// a libpq or pgx keyword ("host=", "dbname=", "application_name="): those
-// still go to PostgreSQL, malformed ones refused as bad input.
+// a libpq or pgx keyword ("host=", "dbname=", "application_name="), or
+// more settings follow it: those still go to PostgreSQL, malformed ones
+// refused as bad input.
 func TestCLIDSNFileNameWithAnEqualsSign(t *testing.T) {
 	parallelTest(t)
 	cliBin(t)
@@ -31,6 +32,11 @@ func TestCLIDSNFileNameWithAnEqualsSign(t *testing.T) {
 		"host=127.0.0.1 port=1 dbname=x.db connect_timeout=1",
 		"application_name=x host=127.0.0.1 port=1 connect_timeout=1",
 		"dbname = x.db host=127.0.0.1 port=1 connect_timeout=1",
+		// A first key not on the keyword list, with settings after it: a
+		// run-time parameter and pgxpool's pool_ping_timeout were read as
+		// file names (migrate up made a file named after the DSN).
+		"work_mem=64MB host=127.0.0.1 port=1 connect_timeout=1",
+		"pool_ping_timeout=5s host=127.0.0.1 port=1 connect_timeout=1",
 	} {
 		dir := t.TempDir()
 		r := runCLI(t, dir, "--dsn", dsn, "stats")

@@ -298,6 +298,22 @@ func TestChangesSignalsAnyWrite(t *testing.T) {
 			expect(name+"schedule pause", func() error { return w.Schedule("sch").Pause(c) })
 			expect(name+"schedule delete", func() error { return w.Schedule("sch").Delete(c) })
 			expect(name+"consumer reset", func() error { return w.Stream("st").ResetOffset(c, "reader", 1) })
+			// A dead job requeued, then deleted (on PostgreSQL neither
+			// carried a wake, review53a).
+			dq := s.Queue("dead")
+			id, err := dq.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 1})
+			require.NoError(t, err)
+			jobs, err := dq.Claim(c, "w", 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			require.NoError(t, jobs[0].Fail(c, "dead"))
+			expect(name+"requeue", func() error { return w.Queue("dead").Requeue(c, id) })
+			jobs, err = dq.Claim(c, "w", 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			require.NoError(t, jobs[0].Fail(c, "dead"))
+			expect(name+"requeue of every dead job", func() error { _, err := w.Queue("dead").RequeueDead(c); return err })
+			expect(name+"delete", func() error { return w.Queue("dead").Delete(c, id) })
 		}
 		stop()
 		for range ch {

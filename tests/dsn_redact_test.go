@@ -126,22 +126,28 @@ func TestDSNRedactionKeepsTheRest(t *testing.T) {
 func TestDSNPasswordOfAMistypedPostgresDSNDoesNotShow(t *testing.T) {
 	parallelTest(t) // as a serial test it held every test after it until the command's build ended (74 s in make test at load 12-19)
 	const pw = "Qx7vWm3k"
-	for _, d := range []string{
-		"postgres:app:" + pw + "@localhost/app",
-		"app:" + pw + "@localhost:5432/app",
-		"Host=localhost password=" + pw + " dbname=x/y",
-		"Host=localhost Password='" + pw + "' dbname=x/y",
+	for _, c := range []struct{ dsn, pw string }{
+		{"postgres:app:" + pw + "@localhost/app", pw},
+		{"app:" + pw + "@localhost:5432/app", pw},
+		{"Host=localhost password=" + pw + " dbname=x/y", pw},
+		{"Host=localhost Password='" + pw + "' dbname=x/y", pw},
+		// A password holding ':' (only the text after its last ':' was
+		// scrubbed, review53a), and one holding '"' and a tab (migrate
+		// status quoted the name with %q, whose escapes hid it).
+		{"postgres:bob:LongSecret:pw@127.0.0.1/app", "LongSecret"},
+		{"bob:Long\"Secret\tPw99@127.0.0.1/app", "Long\"Secret\tPw99"},
 	} {
-		t.Run(d, func(t *testing.T) {
-			r := runCLI(t, t.TempDir(), "--dsn", d, "migrate", "status")
+		t.Run(c.dsn, func(t *testing.T) {
+			r := runCLI(t, t.TempDir(), "--dsn", c.dsn, "migrate", "status")
 			assert.NotEqual(t, 0, r.code)
-			assert.NotContains(t, r.err+r.out, pw)
-			s, err := store.Open(ctx(t), d)
+			assert.NotContains(t, r.err+r.out, c.pw)
+			assert.NotContains(t, r.err+r.out, "Secret")
+			s, err := store.Open(ctx(t), c.dsn)
 			if s != nil {
 				s.Close()
 			}
 			require.Error(t, err)
-			assert.NotContains(t, err.Error(), pw)
+			assert.NotContains(t, err.Error(), c.pw)
 		})
 	}
 }

@@ -72,3 +72,49 @@ func TestTombstonePassPagesPastKeptTombstones(t *testing.T) {
 		assert.Empty(t, replayKeyed(t, c, kv))
 	})
 }
+
+// TestTombstonePassChecksABatchOfKeptTombstonesAPass: a pass checks about a
+// batch of kept tombstones and the next goes on where it stopped, as a
+// pass that deletes stops after its batch. Paging past every kept
+// tombstone in one pass (two statements each) spent every janitor pass's
+// whole time budget on PostgreSQL once they were thousands, and no task
+// after the tombstone pass (retention, the job sweeps) ever ran
+// (review53b). Here 3 pages of kept tombstones stand before an expired
+// one: the first three passes check a page each, the fourth deletes it.
+func TestTombstonePassChecksABatchOfKeptTombstonesAPass(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		clk := &offsetClock{}
+		s := e.open(t, store.WithClock(clk.Now))
+		kv := s.Stream("kv")
+		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
+			MinCompactionLag: time.Hour}))
+		tp := s.Topic[counter]("kv")
+		const batch, kept = 4, 12
+		for i := range kept {
+			_, err := tp.Publish(c, nil, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 5})
+			require.NoError(t, err)
+		}
+		_, err := tp.Publish(c, nil, store.PublishOpts{Key: "expired"})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(replayKeyed(t, c, kv)) == kept+1 }, 30*time.Second, 10*time.Millisecond)
+		clk.Advance(2 * time.Hour)
+		_, err = s.Maintenance().CompactSuperseded(c, 1000)
+		require.NoError(t, err)
+		for i := range kept {
+			_, err := tp.Publish(c, &counter{N: i}, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 1}) // loses, inside the lag
+			require.NoError(t, err)
+		}
+		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
+			MinCompactionLag: 3 * time.Hour}))
+		for pass := range kept / batch {
+			n, err := s.Maintenance().DeleteExpiredTombstones(c, batch)
+			require.NoError(t, err)
+			assert.Zero(t, n, "pass %d checked more than a page of kept tombstones", pass)
+		}
+		n, err := s.Maintenance().DeleteExpiredTombstones(c, batch)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n, "the pass after %d pages of kept tombstones takes the expired one", kept/batch)
+		assert.Len(t, replayKeyed(t, c, kv), 2*kept, "the kept tombstones and their losers")
+	})
+}

@@ -195,7 +195,7 @@ var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
 func openLiteReadOnly(path string) (*sql.DB, error) {
 	if file, ok := liteFile(path); ok {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open: no SQLite database at %q (alkstore migrate up creates it)", file)
+			return nil, fmt.Errorf("open: no SQLite database at \"%s\" (alkstore migrate up creates it)", file) // not %q: its escapes would hide a password from the scrub
 		}
 	}
 	uri := path
@@ -221,7 +221,11 @@ func liteFile(path string) (string, bool) {
 	}
 	file := u.Path
 	if u.Opaque != "" {
-		file = u.Opaque // file:relative.db
+		// file:relative.db; the opaque part keeps its escapes
+		// ("file:exists%207.db" names "exists 7.db", as SQLite reads it).
+		if file, err = url.PathUnescape(u.Opaque); err != nil {
+			return "", false
+		}
 	}
 	return file, file != "" && file != ":memory:"
 }

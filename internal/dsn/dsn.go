@@ -46,25 +46,35 @@ func init() {
 		max_protocol_version krbsrvname krbspn gsslib gssdelegation service servicefile
 		target_session_attrs load_balance_hosts
 		pool_max_conns pool_min_conns pool_min_idle_conns pool_max_conn_lifetime
-		pool_max_conn_lifetime_jitter pool_max_conn_idle_time pool_health_check_period
+		pool_max_conn_lifetime_jitter pool_max_conn_idle_time pool_health_check_period pool_ping_timeout
 		statement_cache_capacity description_cache_capacity default_query_exec_mode
 		search_path timezone datestyle statement_timeout lock_timeout idle_in_transaction_session_timeout`) {
 		keywords[k] = true
 	}
 }
 
-// isKeyValue reports whether d starts with a setting of a known keyword.
+// laterSetting matches a second "word=" setting after white space: a DSN
+// of several settings is key=value whatever its first key (any run-time
+// parameter, "work_mem=64MB host=db ..."), where a file name like
+// "data=1.db" has one.
+var laterSetting = regexp.MustCompile(`\s[a-z_]+\s*=`)
+
+// isKeyValue reports whether d starts with a setting of a known keyword, or
+// with a setting followed by more.
 func isKeyValue(d string) bool {
-	m := keyValue.FindStringSubmatch(d)
-	return m != nil && keywords[m[1]]
+	m := keyValue.FindStringSubmatchIndex(d)
+	if m == nil {
+		return false
+	}
+	return keywords[d[m[2]:m[3]]] || laterSetting.MatchString(d[m[1]:])
 }
 
 // uriScheme matches a URI scheme (RFC 3986), the only part of an
 // unsupported DSN that an error may quote.
 var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-// Classify is the form of d (key=value only when its first setting's key
-// is a known keyword: "data=1.db" is a file name) and, for SQLite, the path or file: URI to
+// Classify is the form of d (key=value when its first setting's key is a
+// known keyword or more settings follow: "data=1.db" is a file name) and, for SQLite, the path or file: URI to
 // open (sqlite: stripped); for Unsupported, the scheme when it is one
 // ("" when the text before "://" may hold a password: "u:pw@h://").
 func Classify(d string) (Kind, string) {

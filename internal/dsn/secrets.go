@@ -202,8 +202,15 @@ func fileNameSecrets(d string) Set {
 	var set Set
 	if at := strings.LastIndex(d, "@"); at > 0 {
 		head := d[:at]
-		if i := strings.LastIndex(head, ":"); i >= 0 {
+		// The password may hold ':' itself: every reading from each ':'
+		// on ("postgres:bob:Long:pw@h": "bob:Long:pw", "Long:pw", "pw").
+		for i := strings.Index(head, ":"); i >= 0; {
 			set.add(head[i+1:], true)
+			j := strings.Index(head[i+1:], ":")
+			if j < 0 {
+				break
+			}
+			i += 1 + j
 		}
 	}
 	for _, m := range kvPasswordAnyCase.FindAllStringSubmatch(d, -1) {
@@ -316,6 +323,15 @@ func scrubInContext(text, p string) string {
 			after = text[end]
 		}
 		whole := (before == 0 || !isWord(before)) && (after == 0 || !isWord(after))
+		// "password = pw": libpq allows spaces around '=', so the '='
+		// may stand a few spaces before.
+		k := at
+		for k > 0 && text[k-1] == ' ' {
+			k--
+		}
+		if k > 0 && k < at && text[k-1] == '=' {
+			before = '='
+		}
 		inContext := before != 0 && strings.IndexByte(ctxPrev, before) >= 0 || after != 0 && strings.IndexByte(ctxNext, after) >= 0
 		if whole && inContext {
 			b.WriteString(text[i:at])
