@@ -31,7 +31,7 @@ func TestWorkTxHoldsNoMoreTransactionsThanThePoolCanGive(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		c := ctx(t)
 		s := e.open(t, store.WithMaxConns(2))
-		const visibility = 500 * time.Millisecond
+		const visibility = time.Second
 		const perQueue = 2
 		queues := []*store.Queue{s.Queue("tx-a"), s.Queue("tx-b")}
 		for _, q := range queues {
