@@ -33,6 +33,11 @@ type pgEngine struct {
 	gate    *wakeGate
 	learner learner
 	stall   *stallWatch
+	// maxConns is the pool's size; txSlots bounds the transactions that
+	// WorkTx (and RunJobTx) handlers hold open at once on it to one fewer
+	// (see Store.handlerTx).
+	maxConns int
+	txSlots  chan struct{}
 	// citusMark: on Citus, a transaction's first alkstore statement is
 	// preceded by the commit marker (citusMarkingTx).
 	citusMark bool
@@ -251,6 +256,8 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 		return nil, opErr("open", "", err)
 	}
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}, citusMark: citusMark}
+	eng.maxConns = int(pool.Config().MaxConns)
+	eng.txSlots = make(chan struct{}, max(1, eng.maxConns-1))
 	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())

@@ -335,6 +335,13 @@ type runningJob struct {
 	held atomic.Bool
 	// taken: a claim's slot (Job.runSlot) was given to a run.
 	taken atomic.Bool
+	// abandoned: the worker's stop gave up waiting for the handler, which
+	// ignored its cancelled context, and Work returned without it: what
+	// it returns settles nothing (see worker.abandon). skip: the handler
+	// would have started after that, so it does not run. (abandoned is set
+	// under the worker's mu, which stopJob takes before it is read.)
+	abandoned atomic.Bool
+	skip      bool
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -353,17 +360,26 @@ func (rj *runningJob) loseClaim(cause error) {
 // runJob is the handler lifecycle: it runs the handler of j and settles j
 // by its result. Every handler run of every worker goes through it.
 func (r *runner) runJob(j *Job) JobResult {
-	j.beginRun()
-	res, later := r.runAndSettle(j)
-	if !later {
-		j.endRun(res)
-	}
+	res, _ := r.run(j)
 	return res
 }
 
+// run is runJob, and reports whether the worker abandoned the handler
+// (runningJob.abandoned).
+func (r *runner) run(j *Job) (JobResult, bool) {
+	j.beginRun()
+	res, later, abandoned := r.runAndSettle(j)
+	if !later {
+		j.endRun(res)
+	}
+	return res, abandoned
+}
+
 // runAndSettle runs the handler of j and settles j by its result; later
-// says the result is reported by the batched ack (see runner.ackLater).
-func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
+// says the result is reported by the batched ack (see runner.ackLater),
+// abandoned that the worker gave up on the handler (and nothing was
+// settled).
+func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
 	r.start(rj)
@@ -371,20 +387,34 @@ func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 
 	var tx *Tx
 	var err error
-	if r.h.tx != nil {
+	switch {
+	case rj.skip:
+		err = context.Cause(ctx)
+	case r.h.tx != nil:
 		tx, err = r.callTx(ctx, j, rj)
-	} else {
+	default:
 		err = recovered(func() error { return r.h.plain(ctx, j) })
 	}
 
 	r.stop(rj)
+	if rj.abandoned.Load() || rj.skip {
+		// Work returned without this handler: settle nothing (its claim,
+		// no longer extended, lapses and the job runs again), only end
+		// its transaction.
+		rj.cancel(nil)
+		if tx != nil && r.callerTx == nil {
+			_ = tx.Rollback(r.settleCtx)
+			r.q.s.releaseHandlerTx()
+		}
+		return JobResult{Outcome: OutcomeClaimLost, Err: err}, false, !rj.skip
+	}
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
 	lost := rj.lost.Load()
 	if tx != nil {
 		outcome, lostNow, err2 := r.finishTx(tx, j, err, lost)
 		if outcome != 0 {
-			return r.settledResult(j, JobResult{Outcome: outcome}), false
+			return r.settledResult(j, JobResult{Outcome: outcome}), false, false
 		}
 		lost = lostNow
 		if err == nil {
@@ -392,9 +422,10 @@ func (r *runner) runAndSettle(j *Job) (JobResult, bool) {
 		}
 	}
 	if lost {
-		return r.lostResult(j, err), false
+		return r.lostResult(j, err), false, false
 	}
-	return r.settle(j, err, stoppedIt)
+	res, later = r.settle(j, err, stoppedIt)
+	return res, later, false
 }
 
 // settledResult is res with the state (and next run) the settle of j
@@ -432,8 +463,12 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		tx := *r.callerTx
 		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
 	}
+	if err := s.takeHandlerTx(ctx); err != nil {
+		return nil, err
+	}
 	tx, err := s.Begin(ctx)
 	if err != nil {
+		s.releaseHandlerTx()
 		return nil, err
 	}
 	if s.singleWriter() {
@@ -462,6 +497,9 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 // failed. In the caller's transaction it ends nothing.
 func (r *runner) finishTx(tx *Tx, j *Job, err error, lost bool) (Outcome, bool, error) {
 	ctx, own := r.settleCtx, r.callerTx == nil
+	if own {
+		defer r.q.s.releaseHandlerTx() // the transaction ended, committed or not
+	}
 	rollback := func() {
 		if !own {
 			return
@@ -567,3 +605,53 @@ func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, 
 		q.s.log.Warn("alkstore: heartbeat failed", "queue", q.name, "job", j.ID, "error", err)
 	}
 }
+
+// handlerTxSlots is how many transactions of transactional handlers
+// (WorkTx, RunJobTx) this store holds open at once, 0 for no bound: on
+// PostgreSQL one fewer than its pool's connections (at least one). Each
+// such transaction holds a pooled connection for its handler's whole run;
+// with as many of them as connections, nothing was left for the worker's
+// own statements (heartbeats, claims, the settles of failed handlers),
+// claims lapsed while their handlers ran, and jobs ran again (a pool of 4,
+// Concurrency 10, handlers of 1 s and a Visibility of 2 s: 12-17 of 30
+// jobs ran twice). On SQLite such a transaction holds the writer slot
+// instead, and extends its claim itself (see callTx).
+func (s *Store) handlerTxSlots() int {
+	if pg, ok := s.eng.(*pgEngine); ok {
+		return cap(pg.txSlots)
+	}
+	return 0
+}
+
+// takeHandlerTx waits, as long as ctx allows, for a slot among
+// handlerTxSlots; releaseHandlerTx gives one back once the transaction
+// ended. The job's claim is heartbeat meanwhile (its handler runs, for
+// the heartbeats), on a connection the slots leave free.
+func (s *Store) takeHandlerTx(ctx context.Context) error {
+	pg, ok := s.eng.(*pgEngine)
+	if !ok {
+		return nil
+	}
+	select {
+	case pg.txSlots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case pg.txSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *Store) releaseHandlerTx() {
+	if pg, ok := s.eng.(*pgEngine); ok {
+		<-pg.txSlots
+	}
+}
+
+// errOnePooledConn refuses a transactional worker on a PostgreSQL pool of
+// one connection: its handler's transaction would hold the only
+// connection, and nothing could extend its claim while it runs.
+var errOnePooledConn = fmt.Errorf("%w: a transactional worker needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)

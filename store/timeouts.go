@@ -115,6 +115,9 @@ func (w *worker) startJob(rj *runningJob) {
 	w.last = rj
 	w.n++
 	cancelled := w.cancelled
+	if w.abandoned { // started after the stop gave up on the handlers: it does not run
+		rj.skip = true
+	}
 	w.mu.Unlock()
 	if cancelled { // started after the stop cancelled the handlers
 		rj.cancel(context.Canceled)

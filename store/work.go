@@ -15,7 +15,10 @@ import (
 
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
 // option makes sense set alone; negative ones are refused, and so are
-// durations longer than 100 years.
+// durations longer than 100 years, and positive ones shorter than a
+// millisecond (a Visibility shorter than 100 ms): a
+// duration is nanoseconds, and Visibility: 5 meant as 5 s was a 5 ns
+// lease.
 type WorkOpts struct {
 	Worker      string // claim owner; default DefaultWorkerName()
 	Concurrency int    // handlers at once; default 10
@@ -38,6 +41,16 @@ type WorkOpts struct {
 
 // maxWorkDuration bounds WorkOpts' durations (see withDefaults).
 const maxWorkDuration = 100 * 365 * 24 * time.Hour
+
+// minWorkDuration is the shortest Timeout, Grace and PollInterval
+// WorkOpts accept, and minVisibility the shortest Visibility (a claim's
+// lease must outlast a claim's round trip and the heartbeat it takes,
+// every Visibility/3); shorter positive values are refused (see
+// withDefaults).
+const minWorkDuration = time.Millisecond
+
+// minVisibility is the shortest WorkOpts.Visibility Work accepts.
+const minVisibility = 100 * time.Millisecond
 
 // DefaultPollInterval is how often an idle worker claims when no wake
 // comes. Wakes (an enqueue, a retry coming due, a resume) start claims at
@@ -77,6 +90,19 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 	}{{"Timeout", o.Timeout}, {"Visibility", o.Visibility}, {"Grace", o.Grace}, {"PollInterval", o.PollInterval}} {
 		if f.v > maxWorkDuration {
 			return o, fmt.Errorf("%w: %s %v is longer than 100 years", ErrInvalidArgument, f.name, f.v)
+		}
+	}
+	// A duration is nanoseconds: Visibility 5 meant as 5 s is a 5 ns lease
+	// (every handler started with its context done and its job died in
+	// milliseconds), and PollInterval 1 made an idle worker busy-poll.
+	for _, f := range []struct {
+		name     string
+		v, least time.Duration
+	}{{"Timeout", o.Timeout, minWorkDuration}, {"Visibility", o.Visibility, minVisibility}, {"Grace", o.Grace, minWorkDuration},
+		{"PollInterval", o.PollInterval, minWorkDuration}} {
+		if f.v > 0 && f.v < f.least {
+			return o, fmt.Errorf("%w: %s %v is shorter than %v (durations are time.Duration: write 5*time.Second, not 5)",
+				ErrInvalidArgument, f.name, f.v, f.least)
 		}
 	}
 	if o.Concurrency <= 0 {
@@ -120,7 +146,12 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // When ctx is cancelled or the store begins to shut down, Work stops
 // claiming (a claim in flight either hands its jobs to handlers or claims
 // nothing), lets in-flight handlers finish within Grace, then cancels their
-// context, settles every job and returns. A job whose handler failed only
+// context, settles every job and returns. A handler that ignores its
+// cancelled context is waited for 5 seconds more (as a hard stop waits),
+// then left behind: Work returns without settling its job (it logs a
+// warning naming it), the job's claim is no longer extended and the job
+// runs again once its claim lapsed, and what the handler returns later
+// settles nothing (a WorkTx handler's transaction rolls back). A job whose handler failed only
 // because the stop cancelled it goes back to the queue with its attempt
 // restored. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
@@ -154,6 +185,14 @@ func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error 
 // On SQLite every transaction holds the writer slot: transactional
 // handlers run one at a time, whatever Concurrency says, and every other
 // write of the database waits while one runs. Keep them short.
+//
+// On PostgreSQL each handler's transaction holds a pooled connection. The
+// store holds at most one fewer such transactions than its pool has
+// connections, for all its workers together, so that the workers'
+// heartbeats, claims and settles always find one; a worker runs at most
+// that many handlers at once (Concurrency is lowered to it), and a handler
+// waiting for one keeps its claim (it is heartbeat meanwhile). A pool of
+// one connection is refused with ErrInvalidArgument.
 func (q *Queue) WorkTx(ctx context.Context, opts WorkOpts, handler TxHandler) error {
 	w, err := q.NewWorkerTx(opts, handler)
 	if err != nil {
@@ -186,7 +225,8 @@ type Worker struct {
 // fails, with an error matching ErrInvalidArgument (or the name's error),
 // for a queue with a bad name or no store, a nil handler and bad options
 // (a negative Concurrency, Batch, Timeout, Visibility, Grace or
-// PollInterval, or a bad Worker name).
+// PollInterval, one too long or too short (see WorkOpts), or a bad Worker
+// name; for NewWorkerTx, a PostgreSQL pool of one connection).
 func (q *Queue) NewWorker(opts WorkOpts, handler Handler) (*Worker, error) {
 	return q.newWorker(opts, handlerFor(handler, nil))
 }
@@ -212,6 +252,16 @@ func (q *Queue) newWorker(opts WorkOpts, h jobHandler) (*Worker, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, opErr("work", q.name, err)
+	}
+	if h.tx != nil {
+		if pg, ok := q.s.eng.(*pgEngine); ok && pg.maxConns < 2 {
+			return nil, opErr("work", q.name, errOnePooledConn)
+		}
+		if n := q.s.handlerTxSlots(); n > 0 && opts.Concurrency > n {
+			// Handlers beyond the transactions the pool can hold would
+			// hold claims they cannot start on (see handlerTxSlots).
+			opts.Concurrency, opts.Batch = n, min(opts.Batch, n)
+		}
 	}
 	return &Worker{q: q, opts: opts, h: h, stopping: make(chan struct{}), hard: make(chan struct{}),
 		done: make(chan struct{})}, nil
@@ -277,8 +327,9 @@ func (w *Worker) stopRequested() bool {
 // completes) and Stop waits up to 5 seconds more for Run to return. It
 // then returns an error matching ctx's if it cut a handler short, or if Run
 // had still not returned: the error says what it waits for, handlers that
-// ignored their context (those are left running: their claim is no longer
-// extended, so their job comes back a Visibility later) or, with none
+// ignored their context (those are left running, and Run returns without
+// them about then: their claim is no longer extended, so their job comes
+// back a Visibility later, and they settle nothing) or, with none
 // running, a claim, a settle or the ack of finished jobs waiting for the
 // database (on SQLite for the writer, which a transaction of the
 // application may hold: Run returns once it ends). Stop before
@@ -423,6 +474,7 @@ type worker struct {
 	n           int
 	bucket      *timeoutBucket
 	cancelled   bool
+	abandoned   bool // the stop gave up waiting for the handlers (abandon)
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -494,7 +546,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	w.stopped.Store(true)
 	w.cancelHandlers()
-	<-done
+	w.awaitCancelled(done)
 	close(w.todo) // idle handler goroutines end
 	w.runners.Wait()
 	stopWatching()
@@ -503,6 +555,45 @@ func (w *worker) run(ctx context.Context) {
 	close(w.acks)
 	<-ackerDone
 	w.claiming.Wait()
+}
+
+// awaitCancelled waits, once the stop cancelled the handlers, for them to
+// return and their jobs to be settled (done), up to hardStopWait. Handlers
+// that ignore their context still running then are left behind (abandon),
+// so that Work returns: their jobs are not settled, their claims are no
+// longer extended, and they run again once their claims lapse.
+func (w *worker) awaitCancelled(done <-chan struct{}) {
+	t := time.NewTimer(hardStopWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	w.abandon()
+	<-done // the settles of handlers that returned before it
+}
+
+// abandon leaves behind the handlers still running: whatever they return
+// later settles nothing (runAndSettle), and a handler that starts from
+// now on does not run. They are counted off the jobs (wg) and the handler
+// goroutines (runners) the loop waits for, on their behalf.
+func (w *worker) abandon() {
+	w.mu.Lock()
+	w.abandoned = true
+	var ids []int64
+	for rj := w.first; rj != nil; rj = rj.next {
+		rj.abandoned.Store(true)
+		ids = append(ids, rj.job.ID)
+	}
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	w.wg.Add(-len(ids))
+	w.runners.Add(-len(ids))
+	w.q.s.log.Warn("alkstore: handlers ignored their cancelled context; Work returns without them, and their jobs run again once their claims lapse",
+		"queue", w.q.name, "jobs", ids, "waited", hardStopWait)
 }
 
 // hand queues a claim's jobs for the handler goroutines and calls one,
@@ -556,11 +647,11 @@ func (w *worker) take(called bool) (*Job, bool) {
 // runJobs runs the queue's jobs, and waits on todo while it is empty,
 // until todo closes.
 func (w *worker) runJobs() {
-	defer w.runners.Done()
 	for called := true; ; {
 		j, next := w.take(called)
 		if j == nil {
 			if _, ok := <-w.todo; !ok {
+				w.runners.Done()
 				return
 			}
 			called = true
@@ -570,15 +661,21 @@ func (w *worker) runJobs() {
 		if next {
 			w.call()
 		}
-		w.runJob(j)
+		if w.runJob(j) {
+			return // the loop counted this goroutine off (abandon)
+		}
 	}
 }
 
 // runJob runs one claimed job through the handler lifecycle in a slot of
-// the loop.
-func (w *worker) runJob(j *Job) {
-	defer w.wg.Done()
+// the loop. It reports whether the loop abandoned the handler (see
+// abandon), which then counted the job and the goroutine off for it.
+func (w *worker) runJob(j *Job) (abandoned bool) {
 	defer func() {
+		if abandoned {
+			return
+		}
+		w.wg.Done()
 		<-w.slots
 		if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
 			select {
@@ -587,7 +684,8 @@ func (w *worker) runJob(j *Job) {
 			}
 		}
 	}()
-	w.runner.runJob(j)
+	_, abandoned = w.runner.run(j)
+	return abandoned
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by

@@ -196,3 +196,39 @@ func TestOpenTakesNilOptionsAsTheDefaults(t *testing.T) {
 		assert.WithinDuration(t, time.Now(), jobs[0].CreatedAt, time.Hour, "stamped by time.Now")
 	})
 }
+
+// WorkOpts' positive durations shorter than a millisecond (a Visibility
+// shorter than 100 ms) are refused, naming the field and the bound: a
+// time.Duration is nanoseconds, and Visibility: 5 meant as 5 s was a 5 ns
+// lease (every handler started with its context done and its job died in
+// milliseconds), PollInterval: 1 made an idle Work busy-poll (0.6-1.4 s
+// of CPU in 2 s). The bounds themselves are accepted.
+func TestWorkRefusesDurationsTooShortToMean(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		q := s.Queue("short")
+		h := func(context.Context, *store.Job) error { return nil }
+		for _, tc := range []struct {
+			opts         store.WorkOpts
+			field, least string
+		}{
+			{store.WorkOpts{Visibility: 5}, "Visibility", "100ms"},
+			{store.WorkOpts{Visibility: 99 * time.Millisecond}, "Visibility", "100ms"},
+			{store.WorkOpts{Timeout: 5}, "Timeout", "1ms"},
+			{store.WorkOpts{Grace: 5}, "Grace", "1ms"},
+			{store.WorkOpts{PollInterval: 1}, "PollInterval", "1ms"},
+			{store.WorkOpts{PollInterval: time.Microsecond}, "PollInterval", "1ms"},
+		} {
+			_, err := q.NewWorker(tc.opts, h)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", tc.opts)
+			assert.Contains(t, err.Error(), tc.field+" ")
+			assert.Contains(t, err.Error(), "shorter than "+tc.least)
+			_, err = q.NewWorkerTx(tc.opts, func(context.Context, store.Tx, *store.Job) error { return nil })
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "WorkTx %+v", tc.opts)
+		}
+		w, err := q.NewWorker(store.WorkOpts{Visibility: 100 * time.Millisecond, Timeout: time.Millisecond,
+			Grace: time.Millisecond, PollInterval: time.Millisecond}, h)
+		require.NoError(t, err, "the bounds themselves are accepted")
+		require.NotNil(t, w)
+	})
+}

@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/store"
+)
+
+// TestWorkReturnsWithoutAHandlerThatIgnoresItsContext: once its stop
+// cancelled the handlers, Work waits a bounded time (the hard stop's 5 s)
+// for them and returns, leaving a handler that ignores its context behind:
+// its job is not settled, its claim lapses and another worker takes it,
+// and the handler's late return settles nothing. Before, Work waited for
+// the handler for ever (it had not returned 20 s after its cancel, with a
+// Grace of 1 s), and Worker.Stop and Shutdown gave up on it after 5 s.
+func TestWorkReturnsWithoutAHandlerThatIgnoresItsContext(t *testing.T) {
+	eachEngineEachForm(t, []string{"Work", "WorkTx"}, func(t *testing.T, e *engineEnv, form int) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("hung")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		started := make(chan *store.Job, 1)
+		release := make(chan struct{})
+		released := false
+		defer func() {
+			if !released {
+				close(release)
+			}
+		}()
+		var result atomic.Pointer[store.JobResult]
+		ended := make(chan struct{})
+		handler := func(j *store.Job) error {
+			j.OnResult(func(r store.JobResult) { result.Store(&r); close(ended) })
+			started <- j
+			<-release // ignores its context
+			return nil
+		}
+		wc, cancel := context.WithCancel(c)
+		defer cancel()
+		opts := store.WorkOpts{Grace: time.Millisecond, Visibility: time.Second, Timeout: time.Hour, PollInterval: noPoll}
+		done := make(chan error, 1)
+		go func() {
+			if form == 0 {
+				done <- q.Work(wc, opts, func(_ context.Context, j *store.Job) error { return handler(j) })
+			} else {
+				done <- q.WorkTx(wc, opts, func(_ context.Context, _ store.Tx, j *store.Job) error { return handler(j) })
+			}
+		}()
+		first := <-started
+		require.Equal(t, id, first.ID)
+		cancel()
+		t0 := time.Now()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			t.Logf("Work returned %v after its cancel", time.Since(t0).Round(time.Millisecond))
+		case <-time.After(20 * time.Second):
+			t.Fatal("Work has not returned 20 s after its cancel (Grace 1 ms, a handler ignoring its context)")
+		}
+		claimAgain := func() *store.Job {
+			var again []*store.Job
+			require.Eventually(t, func() bool {
+				again, err = q.Claim(c, "other", 1, time.Minute)
+				require.NoError(t, err)
+				return len(again) == 1
+			}, 20*time.Second, 20*time.Millisecond, "the abandoned job comes back once its claim lapsed")
+			require.Equal(t, id, again[0].ID)
+			require.Equal(t, 2, again[0].Attempts)
+			return again[0]
+		}
+		var again *store.Job
+		if !(e.name == "lite" && form == 1) {
+			again = claimAgain() // while the handler still hangs
+		}
+		// Its late return settles nothing: the job stays as the other
+		// worker holds it (on SQLite a WorkTx handler's transaction holds
+		// the writer: the job comes back once it rolled back).
+		released = true
+		close(release)
+		select {
+		case <-ended:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the abandoned handler's run did not end once it returned")
+		}
+		require.Equal(t, store.OutcomeClaimLost, result.Load().Outcome, "%+v", *result.Load())
+		if again == nil {
+			again = claimAgain()
+		}
+		j, err := q.Job(c, id)
+		require.NoError(t, err)
+		require.Equal(t, store.JobRunning, j.State, "the late return settled nothing")
+		require.Equal(t, "other", j.Worker)
+		require.NoError(t, again.Ack(c), "the other worker's claim is whole")
+	})
+}
