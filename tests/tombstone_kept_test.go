@@ -23,35 +23,9 @@ import (
 // (deleted 0: the kept ones filled every batch until the lag passed).
 func TestTombstonePassPagesPastKeptTombstones(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		c := ctx(t)
-		clk := &offsetClock{}
-		s := e.open(t, store.WithClock(clk.Now))
-		kv := s.Stream("kv")
-		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
-			MinCompactionLag: time.Hour}))
-		tp := s.Topic[counter]("kv")
 		const kept = 5
-		for i := range kept {
-			_, err := tp.Publish(c, nil, store.PublishOpts{Key: fmt.Sprintf("k%d", i), Rank: 5})
-			require.NoError(t, err)
-		}
-		_, err := tp.Publish(c, nil, store.PublishOpts{Key: "expired"})
-		require.NoError(t, err)
-		// On PostgreSQL compaction walks only below the settled horizon
-		// (a read is cut there): wait for it to pass every tombstone.
-		require.Eventually(t, func() bool { return len(replayKeyed(t, c, kv)) == kept+1 }, 30*time.Second, 10*time.Millisecond)
-		clk.Advance(2 * time.Hour)
-		_, err = s.Maintenance().CompactSuperseded(c, 1000) // the cursor walks every tombstone
-		require.NoError(t, err)
-		for i := range kept {
-			_, err := tp.Publish(c, &counter{N: i}, store.PublishOpts{Key: fmt.Sprintf("k%d", i), Rank: 1}) // loses
-			require.NoError(t, err)
-		}
-		// The lag raised: the losers are inside it (created_at is the
-		// database's time, which the store's clock does not move), the
-		// tombstones past their retention and below the cursor.
-		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
-			MinCompactionLag: 3 * time.Hour}))
+		c := ctx(t)
+		s, kv, clk := keptTombstonesAhead(t, e, kept)
 		var deleted int64
 		for range 3 {
 			n, err := s.Maintenance().DeleteExpiredTombstones(c, kept)
@@ -83,30 +57,9 @@ func TestTombstonePassPagesPastKeptTombstones(t *testing.T) {
 // one: the first three passes check a page each, the fourth deletes it.
 func TestTombstonePassChecksABatchOfKeptTombstonesAPass(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		c := ctx(t)
-		clk := &offsetClock{}
-		s := e.open(t, store.WithClock(clk.Now))
-		kv := s.Stream("kv")
-		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
-			MinCompactionLag: time.Hour}))
-		tp := s.Topic[counter]("kv")
 		const batch, kept = 4, 12
-		for i := range kept {
-			_, err := tp.Publish(c, nil, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 5})
-			require.NoError(t, err)
-		}
-		_, err := tp.Publish(c, nil, store.PublishOpts{Key: "expired"})
-		require.NoError(t, err)
-		require.Eventually(t, func() bool { return len(replayKeyed(t, c, kv)) == kept+1 }, 30*time.Second, 10*time.Millisecond)
-		clk.Advance(2 * time.Hour)
-		_, err = s.Maintenance().CompactSuperseded(c, 1000)
-		require.NoError(t, err)
-		for i := range kept {
-			_, err := tp.Publish(c, &counter{N: i}, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 1}) // loses, inside the lag
-			require.NoError(t, err)
-		}
-		require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
-			MinCompactionLag: 3 * time.Hour}))
+		c := ctx(t)
+		s, kv, _ := keptTombstonesAhead(t, e, kept)
 		for pass := range kept / batch {
 			n, err := s.Maintenance().DeleteExpiredTombstones(c, batch)
 			require.NoError(t, err)
@@ -117,4 +70,41 @@ func TestTombstonePassChecksABatchOfKeptTombstonesAPass(t *testing.T) {
 		assert.EqualValues(t, 1, n, "the pass after %d pages of kept tombstones takes the expired one", kept/batch)
 		assert.Len(t, replayKeyed(t, c, kv), 2*kept, "the kept tombstones and their losers")
 	})
+}
+
+// keptTombstonesAhead makes stream "kv" hold kept tombstones (keys k00,
+// k01, ...) that the pass must keep, each with a value published after it
+// at a lower rank (it lost) inside MinCompactionLag, and behind them one
+// tombstone ("expired") with nothing left: every tombstone past its
+// retention and below the compaction cursor. The lag is raised after the
+// losers are published (created_at is the database's time, which the
+// store's clock does not move), so they are younger than it.
+func keptTombstonesAhead(t *testing.T, e *engineEnv, kept int) (*store.Store, *store.Stream, *offsetClock) {
+	t.Helper()
+	c := ctx(t)
+	clk := &offsetClock{}
+	s := e.open(t, store.WithClock(clk.Now))
+	kv := s.Stream("kv")
+	require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
+		MinCompactionLag: time.Hour}))
+	tp := s.Topic[counter]("kv")
+	for i := range kept {
+		_, err := tp.Publish(c, nil, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 5})
+		require.NoError(t, err)
+	}
+	_, err := tp.Publish(c, nil, store.PublishOpts{Key: "expired"})
+	require.NoError(t, err)
+	// On PostgreSQL compaction walks only below the settled horizon (a
+	// read is cut there): wait for it to pass every tombstone.
+	require.Eventually(t, func() bool { return len(replayKeyed(t, c, kv)) == kept+1 }, 30*time.Second, 10*time.Millisecond)
+	clk.Advance(2 * time.Hour)
+	_, err = s.Maintenance().CompactSuperseded(c, 1000) // the cursor walks every tombstone
+	require.NoError(t, err)
+	for i := range kept {
+		_, err := tp.Publish(c, &counter{N: i}, store.PublishOpts{Key: fmt.Sprintf("k%02d", i), Rank: 1}) // loses
+		require.NoError(t, err)
+	}
+	require.NoError(t, kv.Configure(c, store.StreamConfig{Compacted: true, TombstoneRetention: 10 * time.Minute,
+		MinCompactionLag: 3 * time.Hour}))
+	return s, kv, clk
 }
