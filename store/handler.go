@@ -342,6 +342,10 @@ type runningJob struct {
 	// under the worker's mu, which stopJob takes before it is read.)
 	abandoned atomic.Bool
 	skip      bool
+	// txSlot: the handler's transaction holds one of the store's
+	// handlerTxSlots (releaseTxSlot gives it back once: when the
+	// transaction ends, or when the worker abandons the handler).
+	txSlot atomic.Bool
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -404,15 +408,15 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		rj.cancel(nil)
 		if tx != nil && r.callerTx == nil {
 			_ = tx.Rollback(r.settleCtx)
-			r.q.s.releaseHandlerTx()
 		}
+		rj.releaseTxSlot(r.q.s)
 		return JobResult{Outcome: OutcomeClaimLost, Err: err}, false, !rj.skip
 	}
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
 	lost := rj.lost.Load()
 	if tx != nil {
-		outcome, lostNow, err2 := r.finishTx(tx, j, err, lost)
+		outcome, lostNow, err2 := r.finishTx(tx, j, rj, err, lost)
 		if outcome != 0 {
 			return r.settledResult(j, JobResult{Outcome: outcome}), false, false
 		}
@@ -466,9 +470,10 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	if err := s.takeHandlerTx(ctx); err != nil {
 		return nil, err
 	}
+	rj.txSlot.Store(true)
 	tx, err := s.Begin(ctx)
 	if err != nil {
-		s.releaseHandlerTx()
+		rj.releaseTxSlot(s)
 		return nil, err
 	}
 	if s.singleWriter() {
@@ -495,11 +500,9 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 // handler's writes are in (committed, or in the caller's transaction),
 // else 0, whether the claim is lost, and why the completion or commit
 // failed. In the caller's transaction it ends nothing.
-func (r *runner) finishTx(tx *Tx, j *Job, err error, lost bool) (Outcome, bool, error) {
+func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) (Outcome, bool, error) {
 	ctx, own := r.settleCtx, r.callerTx == nil
-	if own {
-		defer r.q.s.releaseHandlerTx() // the transaction ended, committed or not
-	}
+	defer rj.releaseTxSlot(r.q.s) // the transaction ended, committed or not
 	rollback := func() {
 		if !own {
 			return
@@ -642,6 +645,13 @@ func (s *Store) takeHandlerTx(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// releaseTxSlot gives rj's slot back, once, if it holds one.
+func (rj *runningJob) releaseTxSlot(s *Store) {
+	if rj.txSlot.CompareAndSwap(true, false) {
+		s.releaseHandlerTx()
 	}
 }
 

@@ -151,7 +151,10 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // then left behind: Work returns without settling its job (it logs a
 // warning naming it), the job's claim is no longer extended and the job
 // runs again once its claim lapsed, and what the handler returns later
-// settles nothing (a WorkTx handler's transaction rolls back). A job whose handler failed only
+// settles nothing (a WorkTx handler's transaction rolls back; a settle the
+// handler makes itself, Job.Ack while its claim still holds, still counts,
+// as any holder's would). Its transaction's slot (see WorkTx) goes back at
+// once. A job whose handler failed only
 // because the stop cancelled it goes back to the queue with its attempt
 // restored. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
@@ -218,6 +221,7 @@ type Worker struct {
 	hardOnce sync.Once
 	done     chan struct{}          // closed when Run returned
 	cut      atomic.Bool            // a hard stop cancelled a handler still running
+	left     atomic.Int64           // handlers Run left behind, ignoring their cancelled context (worker.abandon)
 	loop     atomic.Pointer[worker] // the loop while Run runs: what a hard stop still waits for
 }
 
@@ -332,7 +336,9 @@ func (w *Worker) stopRequested() bool {
 // back a Visibility later, and they settle nothing) or, with none
 // running, a claim, a settle or the ack of finished jobs waiting for the
 // database (on SQLite for the writer, which a transaction of the
-// application may hold: Run returns once it ends). Stop before
+// application may hold: Run returns once it ends). Whenever Run left
+// handlers behind (its Grace cancelled them first), Stop says so too,
+// rather than nil. Stop before
 // Run makes Run return at once; Stop may be called more than once and
 // concurrently. Do not call it from a handler: it waits for handlers.
 func (w *Worker) Stop(ctx context.Context) error {
@@ -349,6 +355,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-w.done:
+		if n := w.left.Load(); n > 0 {
+			return opErr("stop worker", w.q.name, fmt.Errorf("%d handlers ignored their cancelled context and were left behind", n))
+		}
 		return nil
 	case <-ctx.Done():
 	}
@@ -358,6 +367,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-w.done:
+		if n := w.left.Load(); n > 0 {
+			// Run gave up on them first (5 s after cancelling them, which
+			// its Grace may do before this ctx ends): reported, not nil.
+			return opErr("stop worker", w.q.name, fmt.Errorf("%d handlers ignored their cancelled context and were left behind: %w", n, cause))
+		}
 		if w.cut.Load() {
 			return opErr("stop worker", w.q.name, fmt.Errorf("handlers cancelled: %w", cause))
 		}
@@ -584,11 +598,20 @@ func (w *worker) abandon() {
 	var ids []int64
 	for rj := w.first; rj != nil; rj = rj.next {
 		rj.abandoned.Store(true)
+		// Its transaction's slot goes back now: kept until the hung
+		// handler returned, it stalled every transactional handler of the
+		// store on a pool of 2 (one slot), its own job's next run too
+		// (review53c). The hung transaction still holds its connection
+		// meanwhile, one the slots no longer count.
+		rj.releaseTxSlot(w.q.s)
 		ids = append(ids, rj.job.ID)
 	}
 	w.mu.Unlock()
 	if len(ids) == 0 {
 		return
+	}
+	if w.handle != nil {
+		w.handle.left.Add(int64(len(ids))) // for Worker.Stop to report
 	}
 	w.wg.Add(-len(ids))
 	w.runners.Add(-len(ids))

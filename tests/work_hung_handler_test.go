@@ -99,3 +99,93 @@ func TestWorkReturnsWithoutAHandlerThatIgnoresItsContext(t *testing.T) {
 		require.NoError(t, again.Ack(c), "the other worker's claim is whole")
 	})
 }
+
+// TestAnAbandonedTransactionalHandlerGivesItsSlotBack: on a pool of 2 a
+// store holds one transactional handler's transaction at a time. When Work
+// left a hung WorkTx handler behind, that handler kept its slot until it
+// returned, and every other WorkTx worker of the store waited for it, its
+// jobs' claims heartbeat for ever (review53c: 0 of 2 jobs in 10 s). The
+// slot now goes back when the handler is abandoned. (On SQLite a
+// transaction holds the writer slot instead, which the hung handler's
+// open transaction keeps: there is nothing to give back, and the test is
+// PostgreSQL's.)
+func TestAnAbandonedTransactionalHandlerGivesItsSlotBack(t *testing.T) {
+	parallelTest(t)
+	e := newEnv(t, "pg")
+	{
+		s := e.open(t, store.WithMaxConns(2))
+		c := ctx(t)
+		q := s.Queue("abandon-slot")
+		for range 3 {
+			_, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+			require.NoError(t, err)
+		}
+		release, started := make(chan struct{}), make(chan struct{}, 1)
+		defer close(release)
+		wc, cancel := context.WithCancel(c)
+		done := make(chan error, 1)
+		var first atomic.Bool
+		go func() {
+			done <- q.WorkTx(wc, store.WorkOpts{Grace: time.Millisecond, Visibility: time.Second, Concurrency: 1},
+				func(context.Context, store.Tx, *store.Job) error {
+					if first.CompareAndSwap(false, true) {
+						started <- struct{}{}
+						<-release // ignores its context
+					}
+					return nil
+				})
+		}()
+		<-started
+		cancel()
+		<-done // 5 s after the cancel: the handler is left behind
+		ran := make(chan struct{}, 3)
+		wc2, cancel2 := context.WithCancel(c)
+		done2 := make(chan error, 1)
+		go func() {
+			done2 <- q.WorkTx(wc2, store.WorkOpts{Visibility: time.Second}, func(context.Context, store.Tx, *store.Job) error {
+				ran <- struct{}{}
+				return nil
+			})
+		}()
+		for i := range 2 {
+			select {
+			case <-ran:
+			case <-c.Done():
+				t.Fatalf("%d of the 2 other jobs ran: the abandoned handler's slot starved the store's WorkTx", i)
+			}
+		}
+		cancel2()
+		<-done2
+	}
+}
+
+// TestWorkerStopSaysItLeftAHandlerBehind: when Run's Grace cancels a
+// handler that ignores its context, Run leaves it behind 5 s later, just
+// before Stop's own 5 s wait ends; Stop then returned nil although a
+// handler was still running (review53c). It says so now.
+func TestWorkerStopSaysItLeftAHandlerBehind(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("left-behind")
+		_, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		release, started := make(chan struct{}), make(chan struct{}, 1)
+		defer close(release)
+		w, err := q.NewWorker(store.WorkOpts{Grace: time.Millisecond}, func(context.Context, *store.Job) error {
+			started <- struct{}{}
+			<-release // ignores its context
+			return nil
+		})
+		require.NoError(t, err)
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(c) }()
+		<-started
+		sc, cancel := context.WithTimeout(c, 100*time.Millisecond)
+		defer cancel()
+		err = w.Stop(sc)
+		require.Error(t, err, "Stop left a handler running")
+		require.Contains(t, err.Error(), "left behind")
+		require.NoError(t, <-ran)
+	})
+}
