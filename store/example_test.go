@@ -243,7 +243,7 @@ func ExampleTopic() {
 	check(s.InTx(ctx, increment))
 
 	v := must(visits.CompactionHead(ctx))                                       // plain read; ErrNotFound without a value
-	kvs := must(counters.Heads(ctx, "", 100))                                   // the key/value view, in key order
+	kvs := must(counters.Heads(ctx, "", 100))                                   // the key/value view, in key order (byte order)
 	_ = must(counters.Publish(ctx, nil, store.PublishOpts{Key: "page-visits"})) // a tombstone deletes the key
 
 	fmt.Println(v.N, len(kvs), kvs[0].Key, kvs[0].Value.N)

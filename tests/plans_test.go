@@ -752,6 +752,7 @@ var hotStatements = []hotStmt{
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
 	"ConfigureStream":        "an application's setup call, one primary-key upsert",
+	"SessionDefaults":        "once a new connection (set_config from pg_settings); reads no table of the store's",
 	"UnheadTrimmed":          "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
 	"TrimStream":             "TrimTo, as UnheadTrimmed",
 	"CancelJob":              "by primary key; the job lifecycle belongs to issue 14, whose helper checks it",
