@@ -28,6 +28,11 @@ import (
 // and the console must refuse them, or the page reads payloads and the
 // CSRF token and posts actions. (The console is an HTTP matter: one engine.)
 func TestCLIUIAnswersOnlyLoopbackHostsWithoutCredentials(t *testing.T) {
+	// Parallel: its own SQLite file and process. As the run's first serial
+	// test to need the command, it held the serial phase while the command
+	// built (15.6 s of a ./tests run at load 14-17, every test after it
+	// waiting).
+	parallelTest(t)
 	bin := cliBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -4,6 +4,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,6 +95,14 @@ type engineEnv struct {
 	name string // "pg" or "lite"
 	dsn  string
 	pg   *cluster // the server of dsn on PostgreSQL (the test's alone while it runs); nil on SQLite
+	t    *testing.T
+	// plan is the session explainPG runs the test's plan checks on
+	// (planConn), on database planDSN; nil until the first.
+	plan    *pgx.Conn
+	planDSN string
+	// execDBs are execSQL's pools (execDB), by test and database.
+	execMu  sync.Mutex
+	execDBs map[execKey]*sql.DB
 }
 
 // eachEngine runs body once per engine ALK_ENGINES selects (both by
@@ -264,9 +273,9 @@ func newEnv(t *testing.T, name string) *engineEnv {
 			dsn, err = c.NewDatabaseFrom(context.Background(), c.migrated())
 		}
 		require.NoError(t, err)
-		return &engineEnv{name: name, dsn: dsn, pg: c}
+		return &engineEnv{name: name, dsn: dsn, pg: c, t: t}
 	default:
-		e := &engineEnv{name: name, dsn: filepath.Join(t.TempDir(), "alk.db")}
+		e := &engineEnv{name: name, dsn: filepath.Join(t.TempDir(), "alk.db"), t: t}
 		if !empty {
 			copySQLite(t, liteTemplate.file(), e.dsn)
 		}

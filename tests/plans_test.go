@@ -304,6 +304,15 @@ func explainPGPlans(t *testing.T, e *engineEnv, name, sqlText string, params []s
 	}
 }
 
+// explainPGPlansFresh is explainPGPlans with explainPGFresh.
+func explainPGPlansFresh(t *testing.T, e *engineEnv, name, sqlText string, params []string, args map[string]any,
+	check func(mode, out string, top pgPlanNode)) {
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		top, out := explainPGFresh(t, e, name, sqlText, params, args, mode)
+		check(mode, out, top)
+	}
+}
+
 // pgPlanNode is the part of EXPLAIN (FORMAT JSON) the check reads.
 type pgPlanNode struct {
 	Type       string       `json:"Node Type"`
@@ -1064,7 +1073,7 @@ func checkHotPG(t *testing.T, e *engineEnv, session *pgx.Conn, name, sqlText str
 		if session != nil {
 			top, out = explainPGOn(t, session, name, sqlText, params, args, mode)
 		} else {
-			top, out = explainPG(t, e, name, sqlText, params, args, mode)
+			top, out = explainPGFresh(t, e, name, sqlText, params, args, mode)
 		}
 		var problems []string
 		top.walk(func(n *pgPlanNode) {
@@ -1096,12 +1105,56 @@ func (n *pgPlanNode) summary(indent string) string {
 	return line
 }
 
-// explainPG prepares sqlText on a fresh session and runs it once under
-// EXPLAIN (ANALYZE, BUFFERS) in plan_cache_mode mode, rolled back.
+// explainPG prepares sqlText on the test's plan session (planConn) and
+// runs it once under EXPLAIN (ANALYZE, BUFFERS) in plan_cache_mode mode,
+// rolled back.
 func explainPG(t *testing.T, e *engineEnv, name, sqlText string, params []string, args map[string]any, mode string) (pgPlanNode, string) {
+	conn, done := e.planConn(t)
+	defer done()
+	return explainPGOn(t, conn, name, sqlText, params, args, mode)
+}
+
+// explainPGFresh is explainPG on a fresh session, for a check whose bound
+// was measured on one: a session's first write reads 100-230 buffers of
+// the catalog into its statement's figures (see hotStatements).
+func explainPGFresh(t *testing.T, e *engineEnv, name, sqlText string, params []string, args map[string]any, mode string) (pgPlanNode, string) {
 	conn := planSession(t, e)
 	defer conn.Close(context.Background())
 	return explainPGOn(t, conn, name, sqlText, params, args, mode)
+}
+
+// planConn is the session explainPG runs on, and what to call when done
+// with it. In the test the env was made for, one session serves every
+// check of the test's database, as a pooled connection serves statements
+// (it is closed when the test ends, or when copyEnv copies the database);
+// a session per statement and plan mode cost the server a backend's start
+// and its catalog loads each, 36 sessions in TestAckReadsOnlyTheJobsItSettles
+// alone. Elsewhere (a subtest) a fresh session each. explainPGOn leaves
+// the session as it found it. Only node figures of the statement's own
+// tables are bounded on it (checkPGPlan's per-scan bounds, which a warm
+// session's cached index metapages change by a buffer or two against
+// planBufSlack's 32); explainPGFresh is for whole-statement bounds.
+func (e *engineEnv) planConn(t *testing.T) (*pgx.Conn, func()) {
+	if t != e.t {
+		conn := planSession(t, e)
+		return conn, func() { _ = conn.Close(context.Background()) }
+	}
+	if e.plan != nil && (e.planDSN != e.dsn || e.plan.Ping(ctx(t)) != nil) { // the test moved to another database, or ended the session
+		e.closePlan()
+	}
+	if e.plan == nil {
+		e.plan, e.planDSN = planSession(t, e), e.dsn
+		t.Cleanup(e.closePlan)
+	}
+	return e.plan, func() {}
+}
+
+// closePlan closes planConn's session, if any.
+func (e *engineEnv) closePlan() {
+	if e.plan != nil {
+		_ = e.plan.Close(context.Background())
+		e.plan = nil
+	}
 }
 
 // planSession is a new session for explainPGOn; the caller closes it.

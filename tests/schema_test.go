@@ -33,13 +33,52 @@ func gooseCLI(t *testing.T, args ...string) {
 	require.NoError(t, err, "goose %v: %s", args, out)
 }
 
-// execSQL runs statements on the env's database through database/sql.
+// execSQL runs statements on the env's database through database/sql,
+// on one pool for t (execDB).
 func (e *engineEnv) execSQL(t *testing.T, stmts ...string) {
 	t.Helper()
-	db := e.sqlDB(t)
+	db := e.execDB(t)
 	for _, s := range stmts {
 		_, err := db.ExecContext(ctx(t), s)
 		require.NoError(t, err, s)
+	}
+}
+
+// execDB is the pool execSQL runs t's statements on, made at its first
+// call in t on the env's current database, and closed when t ends (or
+// when copyEnv copies the database). A pool for each call, open until the
+// test ended, cost the server a session each: 3 a round in
+// TestWorkerReportsTheAcksThatCommitted/pg (18 of its 40).
+func (e *engineEnv) execDB(t *testing.T) *sql.DB {
+	e.execMu.Lock()
+	defer e.execMu.Unlock()
+	key := execKey{t, e.dsn}
+	if db := e.execDBs[key]; db != nil {
+		return db
+	}
+	db := e.sqlDB(t)
+	if e.execDBs == nil {
+		e.execDBs = map[execKey]*sql.DB{}
+	}
+	e.execDBs[key] = db
+	t.Cleanup(func() { e.closeExecDB(key) }) // before sqlDB's, which is then a no-op
+	return db
+}
+
+type execKey struct {
+	t   *testing.T
+	dsn string
+}
+
+// closeExecDB closes the execDB of key, if open; the zero key, every one.
+func (e *engineEnv) closeExecDB(key execKey) {
+	e.execMu.Lock()
+	defer e.execMu.Unlock()
+	for k, db := range e.execDBs {
+		if key == (execKey{}) || k == key {
+			_ = db.Close()
+			delete(e.execDBs, k)
+		}
 	}
 }
 
@@ -51,6 +90,10 @@ func (e *engineEnv) sqlDB(t *testing.T) *sql.DB {
 	}
 	db, err := sql.Open(driver, dsn)
 	require.NoError(t, err)
+	// database/sql keeps 2 idle connections and closes the others as they
+	// come back: tests that query from 4 handlers at once opened a session
+	// for most queries (36 in TestClaimNeverTakesMoreJobsThanFreeSlots/pg).
+	db.SetMaxIdleConns(16)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
@@ -307,7 +350,9 @@ func climbSeeded(t *testing.T, e *engineEnv, fsys fs.FS, versions []int64, first
 // copyEnv is a copy of e's database, whose connections are all closed.
 func copyEnv(t *testing.T, e *engineEnv) *engineEnv {
 	t.Helper()
+	e.closeExecDB(execKey{}) // a copy's template has no session
 	if e.name == "pg" {
+		e.closePlan()
 		dsn, err := e.pg.NewDatabaseFrom(ctx(t), e.dsn)
 		require.NoError(t, err)
 		return &engineEnv{name: e.name, dsn: dsn, pg: e.pg}
