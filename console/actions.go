@@ -23,8 +23,8 @@ type confirmData struct {
 // act runs an action once confirmed, then sends the browser back.
 func (c *Console) act(w http.ResponseWriter, r *http.Request, ask string, fields []string, do func(ctx context.Context) error) {
 	back := r.PostFormValue("back")
-	if !strings.HasPrefix(back, c.base+"/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
-		back = c.base + "/"
+	if !strings.HasPrefix(back, c.baseURL+"/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
+		back = c.baseURL + "/"
 	}
 	if r.PostFormValue("confirm") != "yes" {
 		// The escaped path: the decoded one of queue "orders/eu" posted to

@@ -131,11 +131,13 @@ func eachEngine(t *testing.T, opts console.Options, body func(t *testing.T, e *e
 			st, err := store.Open(context.Background(), dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
-			opts.Prefix = prefix
+			if opts.Prefix == "" {
+				opts.Prefix = prefix
+			}
 			opts.SampleInterval = time.Second
 			c := console.New(st, opts)
 			mux := http.NewServeMux()
-			mux.Handle(prefix+"/", c)
+			mux.Handle(opts.Prefix+"/", c)
 			srv := httptest.NewServer(mux)
 			t.Cleanup(srv.Close)
 			t.Cleanup(func() { _ = c.Close() })
@@ -153,7 +155,7 @@ func eachEngine(t *testing.T, opts console.Options, body func(t *testing.T, e *e
 					}()
 				}
 			}()
-			body(t, &env{st: st, srv: srv, browser: bctx, base: srv.URL + prefix})
+			body(t, &env{st: st, srv: srv, browser: bctx, base: srv.URL + (&url.URL{Path: opts.Prefix}).EscapedPath()})
 		})
 	}
 }
@@ -384,5 +386,30 @@ func TestBrowserCSRF(t *testing.T) {
 		st, err = q.Stats(ctx)
 		require.NoError(t, err)
 		assert.True(t, st.Paused)
+	})
+}
+
+// TestBrowserActionsUnderAnEscapedPrefix: mounted under "/ä", the queue's
+// Pause, reached by the overview's link, and Resume, on the page typed
+// with its escapes in lower case, both act. Before, the links held
+// "/%c3%a4" and the CSRF cookie's Path "/%C3%A4/": Chromium posted without
+// the cookie (403) and #paused never showed.
+func TestBrowserActionsUnderAnEscapedPrefix(t *testing.T) {
+	eachEngine(t, console.Options{Prefix: "/ä"}, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		q := e.st.Queue("emails")
+		_, err := q.Enqueue(ctx, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		e.run(t, chromedp.Navigate(e.srv.URL+"/ä/"), live(),
+			click(`tr[data-queue="emails"] a`), visible(`#jobs`),
+			click(`form[action$="/queues/emails/pause"] button`), visible(`#paused`))
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.True(t, st.Paused)
+		e.run(t, chromedp.Navigate(e.srv.URL+"/%c3%a4/queues/emails"), visible(`#paused`),
+			click(`form[action$="/queues/emails/resume"] button`), gone(`#paused`))
+		st, err = q.Stats(ctx)
+		require.NoError(t, err)
+		assert.False(t, st.Paused)
 	})
 }

@@ -42,8 +42,9 @@ var staticFS embed.FS
 // Options configure a Console. Zero values take the defaults.
 type Options struct {
 	// Prefix is the path the console is mounted under ("/alkstore"),
-	// without a trailing slash; "" for the root. Links start with it, and
-	// the console strips it from request paths itself.
+	// without a trailing slash; "" for the root. Links start with it
+	// (escaped: "/ä" as "/%C3%A4"), and the console strips it from request
+	// paths itself, however they escape it.
 	Prefix string
 	// ReadOnly hides every action and refuses their POSTs (403).
 	ReadOnly bool
@@ -62,7 +63,7 @@ type Console struct {
 	st      *store.Store
 	opts    Options
 	base    string
-	baseURL string // base as a request's escaped path holds it ("/ädmin": "/%C3%A4dmin")
+	baseURL string // base escaped ("/ädmin": "/%C3%A4dmin"): every link, action and redirect starts with it
 	secret  []byte
 	tmpl    map[string]*template.Template
 	mux     *http.ServeMux
@@ -88,7 +89,11 @@ func New(st *store.Store, opts Options) *Console {
 		c.log = slog.Default()
 	}
 	c.baseURL = (&url.URL{Path: c.base}).EscapedPath()
-	c.tmpl = parseTemplates(c.base)
+	// Links start with the escaped base, not the decoded one: html/template
+	// escapes "ä" in lower case ("/%c3%a4"), where a browser typing /ä/
+	// sends "/%C3%A4", and leaves "#" and "?" as they are, so that "/a#b"
+	// linked to the page "/a".
+	c.tmpl = parseTemplates(c.baseURL)
 	c.sampler = newSampler(st, opts.SampleInterval, opts.Clock)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // CSRF protection: a random cookie per browser (SameSite=Strict, HttpOnly)
@@ -28,10 +29,30 @@ func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		val = ck.Value
 	} else {
 		val = base64.RawURLEncoding.EncodeToString(newSecret())
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: val, Path: c.baseURL + "/", HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: val, Path: cookiePath(c.baseURL), HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	}
 	return c.sign(val)
+}
+
+// cookiePath is the CSRF cookie's Path: the escaped base cut at the last
+// slash before its first escape ("/alkstore": "/alkstore/"; "/ops/ädmin":
+// "/ops/"; "/ä": "/"). A browser sends a cookie only to request paths its
+// Path is a byte prefix of, written as the URL the browser was given or
+// typed: "/%C3%A4" typed as /ä/, "/%c3%a4" from a link another tool wrote,
+// "/a'b" where Go writes "/a%27b". The console serves every spelling that
+// decodes to its base (cutEscapedPrefix), so the cookie must reach every
+// one: a form posted without it is refused, and a page fetched without it
+// sets a new one, breaking the forms of the other open pages. The wider
+// Path costs nothing: the cookie alone authorizes no action (the form's
+// token is an HMAC of it under this console's secret), and it stays
+// HttpOnly and SameSite=Strict.
+func cookiePath(baseURL string) string {
+	i := strings.IndexByte(baseURL, '%')
+	if i < 0 {
+		return baseURL + "/"
+	}
+	return baseURL[:strings.LastIndexByte(baseURL[:i], '/')+1]
 }
 
 func (c *Console) sign(val string) string {

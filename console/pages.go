@@ -172,7 +172,7 @@ func (c *Console) findJob(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, badInput{"search a job by its id (a positive number)"})
 		return
 	}
-	http.Redirect(w, r, c.base+"/jobs/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+	http.Redirect(w, r, c.baseURL+"/jobs/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
 }
 
 type streamData struct {

@@ -79,7 +79,7 @@ type button struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, status int, p page) {
 	p.CSRF = c.csrfToken(w, r)
 	if r.Method == http.MethodGet {
-		p.Back = c.base + r.URL.RequestURI()
+		p.Back = c.baseURL + r.URL.RequestURI()
 	}
 	p.ReadOnly = c.opts.ReadOnly
 	p.Now = time.Now()
