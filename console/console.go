@@ -116,6 +116,10 @@ func (c *Console) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /{$}", c.overview)
+	// A name is one escaped path segment (templates' path). Names ".",
+	// ".." and "/" have no page: browsers and ServeMux resolve the dot
+	// segments (escaped or not) and ServeMux answers "/queues/%2F" with
+	// 404 (README, Web console).
 	c.mux.HandleFunc("GET /queues/{name}", c.queuePage)
 	c.mux.HandleFunc("GET /jobs/{id}", c.jobPage)
 	c.mux.HandleFunc("GET /jobs", c.findJob)

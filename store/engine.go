@@ -251,8 +251,10 @@ type maintenanceOps interface {
 	// compactWindow walks the window events after st.compactedThrough and
 	// deletes at most limit superseded versions of their keys; it returns
 	// the new cursor (st.compactedThrough when there was nothing to walk or
-	// the limit was reached).
-	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, err error)
+	// the limit was reached), and held when the cursor stayed because
+	// another transaction held versions of the window (PostgreSQL; never
+	// on SQLite, where a transaction holds the one writer).
+	compactWindow(ctx context.Context, r compactReq) (deleted, through int64, held bool, err error)
 	// tombstoneTx runs fn in one transaction with the tombstone pass's
 	// statements: one page of expireTombstones (maintenance.go), which
 	// both engines share.

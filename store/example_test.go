@@ -306,7 +306,7 @@ func ExampleQueue() {
 	ids := must(q.EnqueueMany(ctx, batch)) // all or nothing: one statement on PostgreSQL, one transaction on SQLite
 
 	jobs := must(q.Claim(ctx, "worker-1", 50, 30*time.Second))     // priority DESC, run_at, id
-	check(jobs[0].Heartbeat(ctx, time.Minute))                     // extend the claim
+	check(jobs[0].Heartbeat(ctx, time.Minute))                     // the claim now runs out a minute from now
 	check(jobs[0].Ack(ctx))                                        // done: deleted (or kept: QueueConfig)
 	ok := must(jobs[1].Retry(ctx, 10*time.Second, "smtp timeout")) // false: attempts spent, now dead
 	check(jobs[2].Fail(ctx, "bad address"))                        // dead at once

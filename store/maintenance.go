@@ -123,16 +123,22 @@ func (m Maintenance) CompactSuperseded(ctx context.Context, batch int) (int64, e
 			if !st.compacted {
 				continue
 			}
+			from := st.compactedThrough
+			walked, held := false, false
 			for err == nil && n < int64(batch) && ctx.Err() == nil {
+				walked = true
 				var k, through int64
-				k, through, err = o.compactWindow(ctx, compactReq{st: st, cutoff: now.Add(-st.minCompactionLag), window: batch, limit: batch - int(n)})
+				k, through, held, err = o.compactWindow(ctx, compactReq{st: st, cutoff: now.Add(-st.minCompactionLag), window: batch, limit: batch - int(n)})
 				if err == nil {
 					n += k // the window committed
 				}
 				if through == st.compactedThrough && k == 0 {
-					break // walked up to the lag or the horizon
+					break // walked up to the lag or the horizon, or held
 				}
 				st.compactedThrough = through
+			}
+			if walked && err == nil {
+				m.s.compactHeld.observe(m.s.log, st.name, now, held && st.compactedThrough == from, st.compactedThrough)
 			}
 		}
 		return n, err

@@ -55,7 +55,7 @@ func (o liteOps) retainWindow(ctx context.Context, r retainReq) (int64, error) {
 	return n, err
 }
 
-func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, error) {
+func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, bool, error) {
 	var n int64
 	through := r.st.compactedThrough
 	err := o.atomically(ctx, func(q *litedb.Queries) error {
@@ -73,9 +73,9 @@ func (o liteOps) compactWindow(ctx context.Context, r compactReq) (int64, int64,
 		return q.AdvanceCompaction(ctx, litedb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})
 	})
 	if err != nil {
-		return 0, r.st.compactedThrough, err
+		return 0, r.st.compactedThrough, false, err
 	}
-	return n, through, nil
+	return n, through, false, nil
 }
 
 func (o liteOps) tombstoneTx(ctx context.Context, fn func(tombQueries) error) error {

@@ -57,14 +57,15 @@ func (o pgOps) retainWindow(ctx context.Context, r retainReq) (int64, error) {
 	return n, err
 }
 
-func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, error) {
+func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, bool, error) {
 	// The walk never passes an event still in flight: one committed later
 	// below the cursor would never be walked.
 	hz, err := o.settled(ctx)
 	if err != nil {
-		return 0, r.st.compactedThrough, err
+		return 0, r.st.compactedThrough, false, err
 	}
 	var n int64
+	held := false
 	through := r.st.compactedThrough
 	err = o.atomically(ctx, true, func(o pgOps) error {
 		upto, err := o.q.CompactionWindow(ctx, pgdb.CompactionWindowParams{Stream: r.st.name, After: r.st.compactedThrough,
@@ -82,16 +83,18 @@ func (o pgOps) compactWindow(ctx context.Context, r compactReq) (int64, int64, e
 			// Versions another transaction holds (a janitor's window that
 			// may yet roll back) or deleted since: the window again next
 			// time, as walked past now a version back after a rollback
-			// stayed for good. Nothing waits for the holder.
+			// stayed for good. Nothing waits for the holder
+			// (CompactSuperseded warns when it keeps the cursor long).
+			held = true
 			return nil
 		}
 		through = upto
 		return o.q.AdvanceCompaction(ctx, pgdb.AdvanceCompactionParams{Stream: r.st.name, Upto: upto})
 	})
 	if err != nil {
-		return 0, r.st.compactedThrough, err
+		return 0, r.st.compactedThrough, false, err
 	}
-	return n, through, nil
+	return n, through, held, nil
 }
 
 func (o pgOps) tombstoneTx(ctx context.Context, fn func(tombQueries) error) error {

@@ -194,7 +194,9 @@ func (j *Job) Release(ctx context.Context) error {
 	return err
 }
 
-// Heartbeat extends the claim to now + extend and sets ClaimExpiresAt.
+// Heartbeat sets the claim to run out at now + extend and sets
+// ClaimExpiresAt. It does not add extend to what is left: an extend
+// shorter than that shortens the claim.
 // Queue.Work heartbeats for its handlers (see WorkOpts.Visibility); a
 // handler need not, and the worker's heartbeats leave ClaimExpiresAt as
 // it was, so a handler may read it without a race.

@@ -65,6 +65,9 @@ type Store struct {
 	closeErr   error     // what the first Shutdown returned
 	registered sync.Map  // queue names whose settings row this store has committed (Queue.register)
 	tombFrom   sync.Map  // stream name → tombPos: where this store's next tombstone pass starts (expireTombstones)
+	// compactHeld: the compacted streams whose cursor this store's passes
+	// kept for held versions (CompactSuperseded, compaction_held.go).
+	compactHeld heldCompactions
 }
 
 // Option configures Open and OpenPool.

@@ -30,6 +30,10 @@ func TestCLIUnknownSubcommandIsBadInput(t *testing.T) {
 			{[]string{"completion", "bogus"}, "bogus"},
 			{[]string{"help", "bogus"}, "bogus"},
 			{[]string{"help", "migrate", "down"}, "down"},
+			// Words past a command without subcommands are no topic
+			// either: enqueue's help, exit 0 (noticed53).
+			{[]string{"help", "queues", "enqueue", "extra"}, "extra"},
+			{[]string{"help", "migrate", "status", "now", "later"}, "now"},
 		} {
 			args := tc.args
 			r := runCLI(t, "", append([]string{"--dsn", e.dsn}, args...)...)

@@ -68,7 +68,7 @@ type cutWrite struct {
 func TestAutoCommitWriteCutShortStoredItOrNothing(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
-		c := ctx(t)
+		c := heavyCtx(t) // bounded work, much of it: see heavyCtx
 		db := e.sqlDB(t)
 		jobs, events := "alkstore.jobs", "alkstore.events"
 		if e.name == "lite" {

@@ -724,6 +724,17 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
+// heavyCtx is ctx for a test that waits for nothing but its own bounded
+// work, and much of it (thousands of calls, or hundreds of MiB copied under
+// -race): its deadline only catches a hang. Two such tests took 46-80 s of
+// ctx's two minutes at load 13-20, and ran out of them in make test at load
+// 20-34, having hung nowhere.
+func heavyCtx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
 func offsets(evs []store.Event) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {

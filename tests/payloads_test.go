@@ -275,7 +275,7 @@ func TestOversizedPayloadIsRefusedEverywhere(t *testing.T) {
 func TestPayloadsAtTheLimitRoundTrip(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
-		c := ctx(t)
+		c := heavyCtx(t) // bounded work, much of it: see heavyCtx
 		// SQLite: a claim of 16 jobs at the limit (64 MiB) within one
 		// connection's capped memory, which claims of fewer, larger rows
 		// exhausted. PostgreSQL has no such budget (its bound, 1 GB a value

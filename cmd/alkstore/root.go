@@ -56,8 +56,11 @@ print aligned tables, or with --json one JSON object per line. Exit codes: 0 suc
 	return root, a
 }
 
-// helpCmd is cobra's help command, but a topic that names no command (or
-// words past a command that takes none: `help migrate down`) is bad input.
+// helpCmd is cobra's help command, but a topic that names no command is
+// bad input: an unknown word, in a group (`help migrate down`) or past a
+// command that has no subcommands (`help queues enqueue extra`, which
+// printed enqueue's help with exit 0: a topic is a command path, never a
+// command's arguments).
 func helpCmd(root *cobra.Command) *cobra.Command {
 	return &cobra.Command{
 		Use:   "help [command]",
@@ -68,7 +71,7 @@ func helpCmd(root *cobra.Command) *cobra.Command {
 			switch {
 			case err != nil:
 				return usageError{err}
-			case len(rest) > 0 && c.HasSubCommands():
+			case len(rest) > 0:
 				return usageError{fmt.Errorf("unknown command %q for %q", rest[0], c.CommandPath())}
 			}
 			c.InitDefaultHelpFlag()
