@@ -344,8 +344,11 @@ type runningJob struct {
 	skip      bool
 	// txSlot: the handler's transaction holds one of the store's
 	// handlerTxSlots (releaseTxSlot gives it back once: when the
-	// transaction ends, or when the worker abandons the handler).
+	// transaction ends, or once the worker that abandoned the handler
+	// rolled it back). tx: that transaction, once begun (the store's own,
+	// not a caller's), for the worker to roll back (endAbandonedTx).
 	txSlot atomic.Bool
+	tx     atomic.Pointer[Tx]
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -475,6 +478,10 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	if err != nil {
 		rj.releaseTxSlot(s)
 		return nil, err
+	}
+	rj.tx.Store(&tx)
+	if rj.abandoned.Load() { // Work gave up on the handler while it began: runAndSettle rolls back
+		return &tx, context.Cause(ctx)
 	}
 	if s.singleWriter() {
 		// The transaction holds the writer slot until it ends, so no other
@@ -645,6 +652,40 @@ func (s *Store) takeHandlerTx(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// endAbandonedTx rolls back the transaction of a handler the worker
+// abandoned (it ignored its cancelled context), so that the hung handler
+// holds neither a pooled connection nor, on SQLite, the writer slot, and
+// then gives its slot back. Kept open, the transaction held a connection
+// the slots no longer counted, so the other transactional handlers' took
+// the last one and their claims lapsed unextended (a job ran twice), a
+// graceful Shutdown waited for it for ever, and on SQLite the settles of
+// the worker's other jobs waited for the writer slot, so Work never
+// returned (attack54). The rollback is the one Close makes of a
+// transaction left open: a statement the handler still runs in it fails
+// (on PostgreSQL its connection is closed), as does every later one
+// (ErrTxDone). A transaction not begun yet is rolled back by its handler's
+// goroutine, which finds rj abandoned after its Begin (callTx). The wait
+// for the rollback is bounded: one that does not end leaves the slot held
+// until the handler returns.
+func (rj *runningJob) endAbandonedTx(s *Store) {
+	tx := rj.tx.Load()
+	if tx == nil || tx.h == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tx.h.state.abandon()
+	}()
+	t := time.NewTimer(rollbackTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		rj.releaseTxSlot(s)
+	case <-t.C:
 	}
 }
 

@@ -189,3 +189,107 @@ func TestWorkerStopSaysItLeftAHandlerBehind(t *testing.T) {
 		require.NoError(t, <-ran)
 	})
 }
+
+// TestAnAbandonedHandlersTransactionIsRolledBack: when Work leaves behind
+// a WorkTx handler that ignores its cancelled context, the store rolls its
+// transaction back. Kept open (attack54), the transaction held a pooled
+// connection that the store's transaction slots no longer counted, so on a
+// pool of 2 the next transactional handler took the last connection and
+// its claim lapsed unextended while it ran (another process ran the job
+// too); a graceful Shutdown waited for it for ever; and on SQLite, where
+// it held the writer slot, the settles of the worker's other claimed jobs
+// waited for the slot, so Work itself never returned. What the handler
+// wrote is gone, and what it tries to write after its return is refused.
+func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s, err := store.Open(ctx(t), e.dsn, store.WithMaxConns(2))
+		require.NoError(t, err)
+		closed := false
+		defer func() {
+			if !closed {
+				_ = s.Close()
+			}
+		}()
+		c := ctx(t)
+		q, side := s.Queue("abandon-tx"), s.Queue("abandon-tx-side")
+		for range 2 {
+			_, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+			require.NoError(t, err)
+		}
+		release, started := make(chan struct{}), make(chan struct{}, 1)
+		released := false
+		defer func() {
+			if !released {
+				close(release)
+			}
+		}()
+		late := make(chan error, 1)
+		var hung atomic.Bool
+		wc, cancel := context.WithCancel(c)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			// Batch 2: on SQLite the second job is claimed beside the hung
+			// one and waits for the writer slot to settle.
+			done <- q.WorkTx(wc, store.WorkOpts{Grace: time.Millisecond, Visibility: time.Minute, Concurrency: 2, Batch: 2, PollInterval: noPoll},
+				func(ctx context.Context, tx store.Tx, j *store.Job) error {
+					if !hung.CompareAndSwap(false, true) {
+						return ctx.Err()
+					}
+					_, err := side.EnqueueTx(ctx, tx, []byte("written before the hang"), store.EnqueueOpts{})
+					if err != nil {
+						return err
+					}
+					started <- struct{}{}
+					<-release // ignores its context
+					_, err = side.EnqueueTx(context.Background(), tx, []byte("written after"), store.EnqueueOpts{})
+					late <- err
+					return nil
+				})
+		}()
+		<-started
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Work has not returned 30 s after its cancel (Grace 1 ms, then 5 s for the hung handler)")
+		}
+		// Both connections of the pool are free: two transactions at once.
+		bc, bcancel := context.WithTimeout(c, 10*time.Second)
+		defer bcancel()
+		tx1, err := s.Begin(bc)
+		require.NoError(t, err, "the abandoned handler's transaction still holds a connection (or the writer slot)")
+		if e.name == "pg" {
+			tx2, err := s.Begin(bc)
+			require.NoError(t, err, "the abandoned handler's transaction still holds a connection")
+			require.NoError(t, tx2.Rollback(c))
+		}
+		require.NoError(t, tx1.Rollback(c))
+		jobs, err := side.Jobs(c, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		require.Empty(t, jobs, "the abandoned handler's write was rolled back")
+
+		released = true
+		close(release)
+		select {
+		case err := <-late:
+			require.ErrorIs(t, err, store.ErrTxDone, "a write after the rollback is refused")
+		case <-time.After(20 * time.Second):
+			t.Fatal("the abandoned handler's late write did not return")
+		}
+		jobs, err = side.Jobs(c, store.JobsOpts{State: store.JobPending})
+		require.NoError(t, err)
+		require.Empty(t, jobs, "nothing the abandoned handler wrote is stored")
+
+		sd := make(chan error, 1)
+		go func() { sd <- s.Shutdown(context.Background()) }()
+		select {
+		case err := <-sd:
+			closed = true
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a graceful Shutdown has not returned 30 s after: it waits for the abandoned handler's transaction")
+		}
+	})
+}
