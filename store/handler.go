@@ -292,7 +292,11 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 	var done chan struct{}
 	r.start = func(rj *runningJob) {
 		claimCtx, claimGone := context.WithCancelCause(ctx)
-		rj.ctx, endTimeout = context.WithTimeout(claimCtx, r.opts.Timeout)
+		if rj.untimed { // its Timeout starts once its transaction began (callTx)
+			rj.ctx, endTimeout = claimCtx, func() {}
+		} else {
+			rj.ctx, endTimeout = context.WithTimeout(claimCtx, r.opts.Timeout)
+		}
 		rj.cancel = claimGone
 		var beatCtx context.Context
 		beatCtx, endBeats = context.WithCancel(r.settleCtx)
@@ -349,6 +353,10 @@ type runningJob struct {
 	// not a caller's), for the worker to roll back (endAbandonedTx).
 	txSlot atomic.Bool
 	tx     atomic.Pointer[Tx]
+	// untimed: ctx has no deadline: the handler's Timeout starts once its
+	// own transaction began (callTx), not while it waits for a
+	// transaction slot, a pooled connection or SQLite's writer slot.
+	untimed bool
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -389,6 +397,7 @@ func (r *runner) run(j *Job) (JobResult, bool) {
 func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
+	rj.untimed = r.h.tx != nil && r.callerTx == nil
 	r.start(rj)
 	ctx := rj.ctx
 
@@ -498,7 +507,20 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 		rj.held.Store(true)
 	}
-	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
+	// The Timeout runs from here: waiting for a transaction slot or the
+	// writer spent it before, and a handler that needed less than its
+	// Timeout failed, its attempt spent (attack54: 5 of 6 jobs dead on a
+	// pool of 2). At the deadline the run's own context ends too, so that
+	// its claim is no longer extended (see heartbeats).
+	hctx, endTimeout := context.WithTimeout(ctx, r.opts.Timeout)
+	defer endTimeout()
+	stopAt := context.AfterFunc(hctx, func() {
+		if ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded) {
+			rj.cancel(context.DeadlineExceeded)
+		}
+	})
+	defer stopAt()
+	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(), j) })
 }
 
 // finishTx ends the handler's transaction: on success it completes the job

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,7 +186,10 @@ func TestWorkerStopSaysItLeftAHandlerBehind(t *testing.T) {
 		defer cancel()
 		err = w.Stop(sc)
 		require.Error(t, err, "Stop left a handler running")
-		require.Contains(t, err.Error(), "left behind")
+		// Run leaves it behind 5 s after its Grace cancelled it, about
+		// 100 ms before Stop's own wait ends; under load Run may return
+		// after that, and Stop reports the hung handler itself.
+		require.Regexp(t, "left behind|ignored the hard stop", err.Error())
 		require.NoError(t, <-ran)
 	})
 }
@@ -290,6 +294,82 @@ func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
 			require.NoError(t, err)
 		case <-time.After(30 * time.Second):
 			t.Fatal("a graceful Shutdown has not returned 30 s after: it waits for the abandoned handler's transaction")
+		}
+	})
+}
+
+// TestATransactionalHandlersTimeoutStartsWithItsTransaction: a WorkTx
+// handler's Timeout runs from its transaction's begin, not from its job's
+// hand-out. A handler that waited for the store's one transaction slot (a
+// PostgreSQL pool of 2) or SQLite's writer slot while another handler's
+// transaction held it had its Timeout spent by the wait: it ran with what
+// was left, or its Begin failed, and the job's attempt was spent
+// (attack54: 5 of 6 jobs dead with "context deadline exceeded" on a pool of
+// 2, handlers of 700 ms and a Timeout of 1 s). Here the first handler holds
+// the slot for its whole Timeout while the second job waits for it, claimed
+// (on SQLite in the same claim: a claim needs the writer too; on
+// PostgreSQL by a second worker, as a worker there runs no more handlers
+// than the store has slots); the second handler must still get its own
+// Timeout.
+func TestATransactionalHandlersTimeoutStartsWithItsTransaction(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t, store.WithMaxConns(2))
+		c := ctx(t)
+		const timeout = 2 * time.Second
+		qa, qb := s.Queue("slot-holder"), s.Queue("slot-waiter")
+		if e.name == "lite" {
+			qb = qa
+		}
+		_, err := qa.Enqueue(c, []byte("a"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		idB, err := qb.Enqueue(c, []byte("b"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		opts := store.WorkOpts{Timeout: timeout, Visibility: 10 * time.Second, PollInterval: noPoll, Concurrency: 2, Batch: 2}
+		holding := make(chan struct{})
+		left := make(chan time.Duration, 1)
+		var held atomic.Bool
+		handler := func(ctx context.Context, _ store.Tx, j *store.Job) error {
+			if held.CompareAndSwap(false, true) {
+				close(holding)
+				<-ctx.Done() // holds the slot for its whole Timeout
+				return nil
+			}
+			deadline, ok := ctx.Deadline()
+			if !ok {
+				left <- 0
+				return errors.New("no deadline")
+			}
+			left <- time.Until(deadline)
+			return nil
+		}
+		wc, cancel := context.WithCancel(c)
+		defer cancel()
+		var done []chan error
+		work := func(q *store.Queue) {
+			d := make(chan error, 1)
+			done = append(done, d)
+			go func() { d <- q.WorkTx(wc, opts, handler) }()
+		}
+		work(qa)
+		<-holding
+		if qb != qa {
+			work(qb)
+		}
+		select {
+		case d := <-left:
+			require.GreaterOrEqual(t, d, timeout/2, "the second handler's Timeout was spent waiting for the first one's transaction slot")
+		case <-time.After(30 * time.Second):
+			j, err := qb.Job(c, idB)
+			require.NoError(t, err)
+			t.Fatalf("the second handler never ran: its job is %s after %d attempts (%s)", j.State, j.Attempts, j.LastError)
+		}
+		require.Eventually(t, func() bool {
+			_, err := qb.Job(c, idB)
+			return errors.Is(err, store.ErrNotFound)
+		}, 20*time.Second, 10*time.Millisecond, "the second job completed")
+		cancel()
+		for _, d := range done {
+			require.NoError(t, <-d)
 		}
 	})
 }
