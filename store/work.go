@@ -32,7 +32,10 @@ type WorkOpts struct {
 	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
 	// alone. Handlers starting together share one timer, so a handler's
 	// deadline (its context's Deadline) may come up to a thousandth of the
-	// Timeout (at most a millisecond) before its start plus Timeout.
+	// Timeout (at most a millisecond) before its start plus Timeout. A
+	// transactional handler's (WorkTx, RunJobTx) starts once its
+	// transaction began: waiting for a transaction slot, a connection or
+	// SQLite's writer slot does not spend it.
 	Timeout      time.Duration
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
