@@ -292,7 +292,11 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 	var done chan struct{}
 	r.start = func(rj *runningJob) {
 		claimCtx, claimGone := context.WithCancelCause(ctx)
-		rj.ctx, endTimeout = context.WithTimeout(claimCtx, r.opts.Timeout)
+		if rj.untimed { // its Timeout starts once its transaction began (callTx)
+			rj.ctx, endTimeout = claimCtx, func() {}
+		} else {
+			rj.ctx, endTimeout = context.WithTimeout(claimCtx, r.opts.Timeout)
+		}
 		rj.cancel = claimGone
 		var beatCtx context.Context
 		beatCtx, endBeats = context.WithCancel(r.settleCtx)
@@ -344,8 +348,15 @@ type runningJob struct {
 	skip      bool
 	// txSlot: the handler's transaction holds one of the store's
 	// handlerTxSlots (releaseTxSlot gives it back once: when the
-	// transaction ends, or when the worker abandons the handler).
+	// transaction ends, or once the worker that abandoned the handler
+	// rolled it back). tx: that transaction, once begun (the store's own,
+	// not a caller's), for the worker to roll back (endAbandonedTx).
 	txSlot atomic.Bool
+	tx     atomic.Pointer[Tx]
+	// untimed: ctx has no deadline: the handler's Timeout starts once its
+	// own transaction began (callTx), not while it waits for a
+	// transaction slot, a pooled connection or SQLite's writer slot.
+	untimed bool
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -386,6 +397,7 @@ func (r *runner) run(j *Job) (JobResult, bool) {
 func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
+	rj.untimed = r.h.tx != nil && r.callerTx == nil
 	r.start(rj)
 	ctx := rj.ctx
 
@@ -476,6 +488,10 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		rj.releaseTxSlot(s)
 		return nil, err
 	}
+	rj.tx.Store(&tx)
+	if rj.abandoned.Load() { // Work gave up on the handler while it began: runAndSettle rolls back
+		return &tx, context.Cause(ctx)
+	}
 	if s.singleWriter() {
 		// The transaction holds the writer slot until it ends, so no other
 		// worker can take the job meanwhile, and a heartbeat beside it
@@ -491,7 +507,20 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 		rj.held.Store(true)
 	}
-	return &tx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
+	// The Timeout runs from here: waiting for a transaction slot or the
+	// writer spent it before, and a handler that needed less than its
+	// Timeout failed, its attempt spent (attack54: 5 of 6 jobs dead on a
+	// pool of 2). At the deadline the run's own context ends too, so that
+	// its claim is no longer extended (see heartbeats).
+	hctx, endTimeout := context.WithTimeout(ctx, r.opts.Timeout)
+	defer endTimeout()
+	stopAt := context.AfterFunc(hctx, func() {
+		if ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded) {
+			rj.cancel(context.DeadlineExceeded)
+		}
+	})
+	defer stopAt()
+	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(), j) })
 }
 
 // finishTx ends the handler's transaction: on success it completes the job
@@ -645,6 +674,40 @@ func (s *Store) takeHandlerTx(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// endAbandonedTx rolls back the transaction of a handler the worker
+// abandoned (it ignored its cancelled context), so that the hung handler
+// holds neither a pooled connection nor, on SQLite, the writer slot, and
+// then gives its slot back. Kept open, the transaction held a connection
+// the slots no longer counted, so the other transactional handlers' took
+// the last one and their claims lapsed unextended (a job ran twice), a
+// graceful Shutdown waited for it for ever, and on SQLite the settles of
+// the worker's other jobs waited for the writer slot, so Work never
+// returned (attack54). The rollback is the one Close makes of a
+// transaction left open: a statement the handler still runs in it fails
+// (on PostgreSQL its connection is closed), as does every later one
+// (ErrTxDone). A transaction not begun yet is rolled back by its handler's
+// goroutine, which finds rj abandoned after its Begin (callTx). The wait
+// for the rollback is bounded: one that does not end leaves the slot held
+// until the handler returns.
+func (rj *runningJob) endAbandonedTx(s *Store) {
+	tx := rj.tx.Load()
+	if tx == nil || tx.h == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tx.h.state.abandon()
+	}()
+	t := time.NewTimer(rollbackTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		rj.releaseTxSlot(s)
+	case <-t.C:
 	}
 }
 

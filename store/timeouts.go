@@ -87,6 +87,10 @@ var cancelCtxType = func() reflect.Type {
 // startJob gives a handler its context, in the bucket of its deadline,
 // and adds it to the running ones, oldest first.
 func (w *worker) startJob(rj *runningJob) {
+	if rj.untimed {
+		w.startUntimed(rj)
+		return
+	}
 	// The tick is counted on the wall clock: two deadlines of one tick
 	// compare equal there, not on the monotonic clock that time.Now also
 	// reads (a few nanoseconds apart: each handler had a bucket of its own).
@@ -106,6 +110,21 @@ func (w *worker) startJob(rj *runningJob) {
 	b.n++
 	rj.bucket = b
 	rj.ctx, rj.cancel = context.WithCancelCause(b.ctx)
+	w.enlist(rj)
+}
+
+// startUntimed gives a handler whose Timeout starts later (a transactional
+// one: see runningJob.untimed) a context of its own, in no bucket.
+func (w *worker) startUntimed(rj *runningJob) {
+	w.mu.Lock()
+	rj.bucket = nil
+	rj.ctx, rj.cancel = context.WithCancelCause(w.handlerValues)
+	w.enlist(rj)
+}
+
+// enlist adds rj to the running handlers, oldest first, and unlocks the
+// worker's mu, which the caller holds.
+func (w *worker) enlist(rj *runningJob) {
 	rj.prev = w.last
 	if w.last == nil {
 		w.first = rj
@@ -139,10 +158,11 @@ func (w *worker) stopJob(rj *runningJob) {
 		rj.next.prev = rj.prev
 	}
 	w.n--
-	b := rj.bucket
-	b.n--
-	if b.n == 0 && b != w.bucket {
-		b.cancel() // the run is over: its context ends anyway (Canceled)
+	if b := rj.bucket; b != nil {
+		b.n--
+		if b.n == 0 && b != w.bucket {
+			b.cancel() // the run is over: its context ends anyway (Canceled)
+		}
 	}
 	w.mu.Unlock()
 }

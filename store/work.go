@@ -32,7 +32,10 @@ type WorkOpts struct {
 	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
 	// alone. Handlers starting together share one timer, so a handler's
 	// deadline (its context's Deadline) may come up to a thousandth of the
-	// Timeout (at most a millisecond) before its start plus Timeout.
+	// Timeout (at most a millisecond) before its start plus Timeout. A
+	// transactional handler's (WorkTx, RunJobTx) starts once its
+	// transaction began: waiting for a transaction slot, a connection or
+	// SQLite's writer slot does not spend it.
 	Timeout      time.Duration
 	Backoff      func(attempt int) time.Duration // delay before retry n; default DefaultBackoff
 	Grace        time.Duration                   // on cancel, how long in-flight handlers may finish; default 30s
@@ -151,10 +154,12 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // then left behind: Work returns without settling its job (it logs a
 // warning naming it), the job's claim is no longer extended and the job
 // runs again once its claim lapsed, and what the handler returns later
-// settles nothing (a WorkTx handler's transaction rolls back; a settle the
-// handler makes itself, Job.Ack while its claim still holds, still counts,
-// as any holder's would). Its transaction's slot (see WorkTx) goes back at
-// once. A job whose handler failed only
+// settles nothing (a settle the handler makes itself, Job.Ack while its
+// claim still holds, still counts, as any holder's would). A WorkTx
+// handler's transaction is rolled back as the handler is left behind,
+// which gives back its pooled connection (on SQLite the writer slot) and
+// its slot (see WorkTx): a statement the handler still runs in it fails,
+// later ones fail with ErrTxDone. A job whose handler failed only
 // because the stop cancelled it goes back to the queue with its attempt
 // restored. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
@@ -596,20 +601,26 @@ func (w *worker) abandon() {
 	w.mu.Lock()
 	w.abandoned = true
 	var ids []int64
+	var left []*runningJob
 	for rj := w.first; rj != nil; rj = rj.next {
 		rj.abandoned.Store(true)
-		// Its transaction's slot goes back now: kept until the hung
-		// handler returned, it stalled every transactional handler of the
-		// store on a pool of 2 (one slot), its own job's next run too
-		// (review53c). The hung transaction still holds its connection
-		// meanwhile, one the slots no longer count.
-		rj.releaseTxSlot(w.q.s)
+		left = append(left, rj)
 		ids = append(ids, rj.job.ID)
 	}
 	w.mu.Unlock()
 	if len(ids) == 0 {
 		return
 	}
+	// Their transactions roll back now, and their slots go back: kept
+	// until the hung handler returned, a slot stalled every transactional
+	// handler of the store on a pool of 2 (one slot), its own job's next
+	// run too (review53c); given back with the transaction still open, the
+	// connection it held was one the slots no longer counted (attack54).
+	var rollbacks sync.WaitGroup
+	for _, rj := range left {
+		rollbacks.Go(func() { rj.endAbandonedTx(w.q.s) })
+	}
+	rollbacks.Wait()
 	if w.handle != nil {
 		w.handle.left.Add(int64(len(ids))) // for Worker.Stop to report
 	}
