@@ -324,6 +324,11 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 type runningJob struct {
 	job    *Job
 	since  time.Time               // when its handler started
+	// lease: when its claim runs out, on the store's clock, as the claim
+	// or the worker's last heartbeat set it (a handler's own Heartbeat
+	// may have set it later); read and written by the worker's
+	// heartbeats once the run started.
+	lease time.Time
 	ctx    context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
 	cancel context.CancelCauseFunc // ends ctx with a cause (ErrClaimLost, a stop, the run's end)
 	// lost: the claim was found gone while the handler ran (loseClaim),
@@ -386,6 +391,9 @@ func (r *runner) run(j *Job) (JobResult, bool) {
 func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
+	if j.ClaimExpiresAt != nil {
+		rj.lease = *j.ClaimExpiresAt
+	}
 	r.start(rj)
 	ctx := rj.ctx
 

@@ -257,6 +257,37 @@ func (o pgOps) heartbeat(ctx context.Context, r heartbeatReq) (bool, error) {
 	return n == 1, err
 }
 
+// heartbeatMany waits for a connection as long as ctx allows, as a claim
+// does, then reads the time and runs HeartbeatJobs to its end.
+func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
+	if o.inTx { // never: a worker's heartbeat is an auto-commit write
+		return beatRes{}, errors.New("a worker's heartbeat runs on a connection of its own")
+	}
+	ids := make([]int64, len(r.claims))
+	for i, c := range r.claims {
+		ids[i] = c.id
+	}
+	claims := appendClaims(make([]byte, 0, 2+len(r.claims)*40), r.claims)
+	conn, err := o.eng.pool.Acquire(ctx)
+	if err != nil {
+		return beatRes{}, err
+	}
+	defer conn.Release()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
+	defer cancel()
+	res := beatRes{now: r.clock()}
+	res.deadline = res.now.Add(r.extend).Truncate(time.Microsecond)
+	rows, err := pgdb.New(conn).HeartbeatJobs(ctx, pgdb.HeartbeatJobsParams{Ids: ids, Now: res.now, Claims: claims,
+		ClaimExpiresAt: res.deadline})
+	for _, row := range rows {
+		res.live = append(res.live, row.ID)
+		if row.Beat {
+			res.beat = append(res.beat, row.ID)
+		}
+	}
+	return res, err
+}
+
 func (o pgOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
 	row, err := o.q.GetJob(ctx, pgdb.GetJobParams{ID: id, Queue: queue})
 	if err != nil {

@@ -780,39 +780,118 @@ func (w *worker) checkClaims(ctx context.Context) {
 	}
 }
 
-// heartbeats extends, every Visibility/3, the claims of the handlers that
-// have run for Visibility/3 or more and whose context is still live (not
-// past Timeout, not stopped hard), by Visibility: a claim is extended
-// before two thirds of its lease are gone, and handlers shorter than a
-// third of it cost nothing. A beat that finds the claim gone cancels the
-// handler.
+// heartbeats extends the claims of the running handlers once a third of
+// their lease has passed (a lease begins at the claim, or at the last
+// beat that extended it), by Visibility, and only for a handler whose
+// context is live (not past Timeout, not stopped hard): one that ignores
+// its ended context keeps no claim, so its job comes back after
+// Visibility instead of never. It looks every Visibility/6, so a claim is
+// extended with at least half its lease left, and a beat that could not
+// run has a second chance before the lease runs out; handlers shorter
+// than a third of it cost nothing. Every claim due at a tick is extended
+// by one statement (see beat).
 func (w *worker) heartbeats(ctx context.Context) {
-	every := max(w.opts.Visibility/3, time.Millisecond)
+	every := max(w.opts.Visibility/6, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var due []*runningJob
+	var claims []claimRef
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		w.mu.Lock()
-		var due []*runningJob
-		for r := w.first; r != nil; r = r.next {
-			// Only for a handler whose context is live: one past its Timeout
-			// or stopped hard that ignores its context keeps no claim, so
-			// its job comes back after Visibility instead of never.
-			if time.Since(r.since) >= every && r.ctx.Err() == nil && !r.held.Load() {
-				due = append(due, r)
-			}
+		due, claims = w.dueBeats(due[:0], claims[:0])
+		if len(due) > 0 {
+			w.beat(ctx, due, claims, every)
+			clear(due) // the runs are not kept until the next tick
 		}
-		w.mu.Unlock()
-		var beats sync.WaitGroup
-		for _, r := range due {
-			beats.Add(1)
-			go func() { defer beats.Done(); heartbeat(ctx, w.q, r.job, w.opts.Visibility, r) }()
+	}
+}
+
+// dueBeats appends to due the running handlers whose claim is due for a
+// heartbeat (a third of its lease gone), and their claims to claims.
+func (w *worker) dueBeats(due []*runningJob, claims []claimRef) ([]*runningJob, []claimRef) {
+	// A beat is due when the lease has less than two thirds of Visibility
+	// left, on the store's clock, which the leases are stamped with.
+	by := w.q.s.now().Add(w.opts.Visibility - w.opts.Visibility/3)
+	w.mu.Lock()
+	for r := w.first; r != nil; r = r.next {
+		if r.ctx.Err() == nil && !r.held.Load() && !r.lease.After(by) {
+			due = append(due, r)
 		}
-		beats.Wait()
+	}
+	w.mu.Unlock()
+	// The tokens are read outside w.mu: claimToken waits for a settle in
+	// flight. A settled claim (token 0) is not extended.
+	kept := due[:0]
+	for _, r := range due {
+		if token := r.job.claimToken(); token != 0 {
+			kept = append(kept, r)
+			claims = append(claims, claimRef{r.job.ID, token})
+		}
+	}
+	clear(due[len(kept):])
+	return kept, claims
+}
+
+// beat extends the claims of due in one statement (HeartbeatJobs) and
+// cancels the handlers whose claim it found gone.
+//
+// It waits for one connection (on SQLite, the writer slot) where each
+// claim once waited for its own: on a pool that the application's
+// transactions, handlers' own statements or WorkTx's transactions held,
+// a tick's beats queued one behind the other, and claims lapsed while
+// their handlers ran (review53c: a pool of 2 and two WorkTx workers lost
+// a claim in about 1 of 6-8 runs). The wait ends when the last of their
+// leases runs out (at least a tick): past it no claim of the tick can be
+// extended, and the next tick asks again. A beat that could not run, or
+// failed, tells no handler anything: a claim is lost only when a
+// statement found it gone (its token spent by another claim or settle,
+// its lease run out at the time the statement ran, read once it had its
+// connection), never because a connection did not come.
+func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef, every time.Duration) {
+	last := due[0].lease
+	for _, r := range due[1:] {
+		if r.lease.After(last) {
+			last = r.lease
+		}
+	}
+	wait := max(last.Sub(w.q.s.now()), every)
+	bctx, cancel := context.WithTimeout(ctx, wait)
+	res, err := run(w.q.handle, "heartbeat", autoWrite(bctx), func(o target) (beatRes, error) {
+		return o.heartbeatMany(bctx, beatReq{claims: claims, clock: w.q.s.now, extend: w.opts.Visibility})
+	})
+	waited := bctx.Err() != nil
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil: // the loop ends
+		case waited:
+			w.q.s.log.Warn("alkstore: heartbeat found no connection before its claims' leases ran out (are the pool's connections all held, or SQLite's writer?); it asks again at the next tick",
+				"queue", w.q.name, "jobs", len(claims), "waited", wait, "error", err)
+		default:
+			w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "jobs", len(claims), "error", err)
+		}
+		return
+	}
+	beat := make(map[int64]bool, len(res.live))
+	for _, id := range res.live {
+		beat[id] = false
+	}
+	for _, id := range res.beat {
+		beat[id] = true
+	}
+	for i, r := range due {
+		extended, live := beat[claims[i].id]
+		switch {
+		case extended:
+			r.lease = res.deadline
+		case live: // locked by another transaction: its end decides, or the next tick
+		case r.job.claimToken() == claims[i].token: // not spent by a settle of ours meanwhile
+			r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", claims[i].id, ErrClaimLost))
+		}
 	}
 }
 
