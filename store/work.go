@@ -25,9 +25,12 @@ type WorkOpts struct {
 	Batch       int    // most jobs per claim; default Concurrency
 	// Visibility is the claim's lease: a job whose worker died is claimed
 	// again once it runs out. Work extends the claim of a handler still
-	// running every Visibility/3, so a handler may run longer than its
-	// Visibility (up to Timeout) without running twice. Default Timeout +
-	// 30s.
+	// running by Visibility once a third of its lease is gone (it looks
+	// every Visibility/6, and extends every claim then due with one
+	// statement on one connection), so a handler may run longer than its
+	// Visibility (up to Timeout) without running twice, as long as that
+	// statement gets a connection (on SQLite, the writer) before the
+	// lease's other two thirds are gone. Default Timeout + 30s.
 	Visibility time.Duration
 	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
 	// alone. Handlers starting together share one timer, so a handler's
@@ -167,9 +170,12 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 //
 // While the queue is paused (Queue.Pause) Work claims nothing; it starts
 // again at the resume's wake. Handlers that run longer than Visibility/3
-// get their claim extended by Visibility every Visibility/3 (a heartbeat,
-// fenced like every settle); when a heartbeat or a cancel wake finds the
-// claim gone, the handler's context is cancelled.
+// get their claim extended by Visibility whenever a third of its lease is
+// gone (a heartbeat, fenced like every settle; one statement a tick for
+// every claim then due); when a heartbeat or a cancel wake finds the
+// claim gone, the handler's context is cancelled. A heartbeat that could
+// not get a connection in time, or failed, cancels nothing: only a
+// statement that found the claim gone does.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
 	w, err := q.NewWorker(opts, handler)
 	if err != nil {
