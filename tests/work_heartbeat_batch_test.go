@@ -134,7 +134,8 @@ func TestWorkerHeartbeatsEveryDueClaimInOneStatement(t *testing.T) {
 // Every heartbeat statement holds its connection (writer) an eighth of
 // the Visibility (a statement hook: a loaded server). Six handlers run
 // three leases each, and a second store (another machine) works the same
-// queue, taking any claim that lapses. Over three rounds no handler is
+// queue, taking any claim that lapses. Over three rounds (after a claim
+// that warms the connection up) no handler is
 // told its claim is lost and no job runs twice. On main (6291004) it
 // fails in the first round: a tick's six one-job heartbeats queued one
 // behind the other for the one connection (six eighths of a lease), the
@@ -166,6 +167,17 @@ func TestHeartbeatsKeepClaimsWhileConnectionsAreScarce(t *testing.T) {
 			defer close(release)
 			<-held
 		}
+		// A first claim on a fresh connection is planned on a fresh server
+		// backend: at load 20 it took most of a 600 ms lease before its
+		// handlers started (the lease starts at the claim's time), a
+		// claim's cost, not a heartbeat's. Warm the connection up.
+		warm := s.Queue("scarce-warm")
+		_, err := warm.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		jobs, err := warm.Claim(c, "warm", 1, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.NoError(t, jobs[0].Ack(c))
 		thief := e.open(t)
 		for round := range rounds {
 			q := s.Queue(fmt.Sprintf("scarce-%d", round))
