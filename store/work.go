@@ -58,7 +58,8 @@ const minWorkDuration = time.Millisecond
 // handlers of 2 s and a second store taking what lapsed, on the shared
 // 2-core machine at load 17-28 (session 54), PostgreSQL lost every claim
 // of the worker in 4 of 16 rounds at 100 ms, 1 of 8 at 200 ms, 1 of 16 at
-// 300 ms (a fresh pool's first round, twice), none of 16 at 500 ms;
+// 300 ms (a fresh pool's first round, twice: its first claim, planned
+// by a fresh server backend, took most of the lease), none of 16 at 500 ms;
 // SQLite none at 100 ms (8 rounds) or 300 ms (16). A lease must outlast a
 // claim's round trip and a heartbeat's wait for its connection under
 // load, not only the statements themselves.
