@@ -135,6 +135,9 @@ type queueOps interface {
 	retry(ctx context.Context, r retryReq) (bool, error)
 	bury(ctx context.Context, r buryReq) (bool, error)
 	heartbeat(ctx context.Context, r heartbeatReq) (bool, error)
+	// heartbeatMany extends many claims in one statement (a worker's tick;
+	// see beatReq), reporting which ones it extended and which still held.
+	heartbeatMany(ctx context.Context, r beatReq) (beatRes, error)
 	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
 	snooze(ctx context.Context, r snoozeReq) (bool, error)                     // to pending at runAt, attempt restored
 	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
@@ -168,6 +171,28 @@ type buryReq struct {
 type heartbeatReq struct {
 	claimRef
 	now, deadline time.Time
+}
+
+// beatReq: the claims of a worker's tick, each extended to the time the
+// statement runs at plus extend. ctx bounds only the wait for a connection
+// (on SQLite, the writer slot): the time is read with clock once one is
+// held, so that a claim that lapsed during the wait is not revived, and
+// the statement then runs to its end (one cancelled half way might have
+// committed unseen).
+type beatReq struct {
+	claims []claimRef
+	clock  func() time.Time
+	extend time.Duration
+}
+
+// beatRes: what heartbeatMany did at now: beat, the ids it extended to
+// deadline, and live, the ids whose claim still held (beat among them);
+// an id of the request missing from live is lost. On PostgreSQL an id in
+// live but not in beat was locked by another transaction (see
+// HeartbeatJobs); on SQLite live is beat.
+type beatRes struct {
+	now, deadline time.Time
+	beat, live    []int64
 }
 
 // snoozeReq: back to pending at runAt, attempt restored.

@@ -326,8 +326,13 @@ func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
 // runningJob is a running handler as the heartbeat, claim checks and
 // timeouts see it.
 type runningJob struct {
-	job    *Job
-	since  time.Time               // when its handler started
+	job   *Job
+	since time.Time // when its handler started
+	// lease: when its claim runs out, on the store's clock, as the claim
+	// or the worker's last heartbeat set it (a handler's own Heartbeat
+	// may have set it later); read and written by the worker's
+	// heartbeats once the run started.
+	lease  time.Time
 	ctx    context.Context         // the handler's: done at its Timeout, a hard stop or a lost claim
 	cancel context.CancelCauseFunc // ends ctx with a cause (ErrClaimLost, a stop, the run's end)
 	// lost: the claim was found gone while the handler ran (loseClaim),
@@ -398,6 +403,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
+	if j.ClaimExpiresAt != nil {
+		rj.lease = *j.ClaimExpiresAt
+	}
 	r.start(rj)
 	ctx := rj.ctx
 

@@ -789,6 +789,25 @@ func (o liteOps) heartbeat(ctx context.Context, r heartbeatReq) (bool, error) {
 	return n == 1, err
 }
 
+// heartbeatMany takes the writer slot (waiting as long as ctx allows),
+// then reads the time and runs HeartbeatJobs in a transaction of its own.
+func (o liteOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
+	if o.db == nil { // never: a worker's heartbeat is an auto-commit write
+		return beatRes{}, errors.New("a worker's heartbeat runs on the writer slot, in a transaction of its own")
+	}
+	js := claimPairs(r.claims)
+	var res beatRes
+	err := litedriver.WriteTx(ctx, o.db, func(w *litedriver.Writer) error {
+		res = beatRes{now: r.clock()}
+		res.deadline = res.now.Add(r.extend).Truncate(time.Microsecond)
+		ids, err := o.q.HeartbeatJobsOn(w, litedb.HeartbeatJobsParams{ClaimExpiresAt: res.deadline.UnixMicro(), Claims: js,
+			Now: res.now.UnixMicro()})
+		res.beat, res.live = ids, ids
+		return err
+	})
+	return res, err
+}
+
 func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
 	row, err := o.q.GetJob(ctx, litedb.GetJobParams{ID: id, Queue: queue})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
 // option makes sense set alone; negative ones are refused, and so are
 // durations longer than 100 years, and positive ones shorter than a
-// millisecond (a Visibility shorter than 100 ms): a
+// millisecond (a Visibility shorter than 500 ms): a
 // duration is nanoseconds, and Visibility: 5 meant as 5 s was a 5 ns
 // lease.
 type WorkOpts struct {
@@ -25,9 +25,12 @@ type WorkOpts struct {
 	Batch       int    // most jobs per claim; default Concurrency
 	// Visibility is the claim's lease: a job whose worker died is claimed
 	// again once it runs out. Work extends the claim of a handler still
-	// running every Visibility/3, so a handler may run longer than its
-	// Visibility (up to Timeout) without running twice. Default Timeout +
-	// 30s.
+	// running by Visibility once a third of its lease is gone (it looks
+	// every Visibility/6, and extends every claim then due with one
+	// statement on one connection), so a handler may run longer than its
+	// Visibility (up to Timeout) without running twice, as long as that
+	// statement gets a connection (on SQLite, the writer) before the
+	// lease's other two thirds are gone. Default Timeout + 30s.
 	Visibility time.Duration
 	// Timeout is per handler run; default 30s, or 2/3 of a Visibility set
 	// alone. Handlers starting together share one timer, so a handler's
@@ -48,12 +51,22 @@ const maxWorkDuration = 100 * 365 * 24 * time.Hour
 // minWorkDuration is the shortest Timeout, Grace and PollInterval
 // WorkOpts accept, and minVisibility the shortest Visibility (a claim's
 // lease must outlast a claim's round trip and the heartbeat it takes,
-// every Visibility/3); shorter positive values are refused (see
+// once a third of it is gone); shorter positive values are refused (see
 // withDefaults).
 const minWorkDuration = time.Millisecond
 
-// minVisibility is the shortest WorkOpts.Visibility Work accepts.
-const minVisibility = 100 * time.Millisecond
+// minVisibility is the shortest WorkOpts.Visibility Work accepts. It was
+// 100 ms; with one heartbeat statement a tick (see worker.beat), a pool of
+// 2 connections one of which the application's transaction held, 4
+// handlers of 2 s and a second store taking what lapsed, on the shared
+// 2-core machine at load 17-28 (session 54), PostgreSQL lost every claim
+// of the worker in 4 of 16 rounds at 100 ms, 1 of 8 at 200 ms, 1 of 16 at
+// 300 ms (a fresh pool's first round, twice: its first claim, planned
+// by a fresh server backend, took most of the lease), none of 16 at 500 ms;
+// SQLite none at 100 ms (8 rounds) or 300 ms (16). A lease must outlast a
+// claim's round trip and a heartbeat's wait for its connection under
+// load, not only the statements themselves.
+const minVisibility = 500 * time.Millisecond
 
 // DefaultPollInterval is how often an idle worker claims when no wake
 // comes. Wakes (an enqueue, a retry coming due, a resume) start claims at
@@ -172,9 +185,12 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 //
 // While the queue is paused (Queue.Pause) Work claims nothing; it starts
 // again at the resume's wake. Handlers that run longer than Visibility/3
-// get their claim extended by Visibility every Visibility/3 (a heartbeat,
-// fenced like every settle); when a heartbeat or a cancel wake finds the
-// claim gone, the handler's context is cancelled.
+// get their claim extended by Visibility whenever a third of its lease is
+// gone (a heartbeat, fenced like every settle; one statement a tick for
+// every claim then due); when a heartbeat or a cancel wake finds the
+// claim gone, the handler's context is cancelled. A heartbeat that could
+// not get a connection in time, or failed, cancels nothing: only a
+// statement that found the claim gone does.
 func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error {
 	w, err := q.NewWorker(opts, handler)
 	if err != nil {
@@ -791,39 +807,118 @@ func (w *worker) checkClaims(ctx context.Context) {
 	}
 }
 
-// heartbeats extends, every Visibility/3, the claims of the handlers that
-// have run for Visibility/3 or more and whose context is still live (not
-// past Timeout, not stopped hard), by Visibility: a claim is extended
-// before two thirds of its lease are gone, and handlers shorter than a
-// third of it cost nothing. A beat that finds the claim gone cancels the
-// handler.
+// heartbeats extends the claims of the running handlers once a third of
+// their lease has passed (a lease begins at the claim, or at the last
+// beat that extended it), by Visibility, and only for a handler whose
+// context is live (not past Timeout, not stopped hard): one that ignores
+// its ended context keeps no claim, so its job comes back after
+// Visibility instead of never. It looks every Visibility/6, so a claim is
+// extended with at least half its lease left, and a beat that could not
+// run has a second chance before the lease runs out; handlers shorter
+// than a third of it cost nothing. Every claim due at a tick is extended
+// by one statement (see beat).
 func (w *worker) heartbeats(ctx context.Context) {
-	every := max(w.opts.Visibility/3, time.Millisecond)
+	every := max(w.opts.Visibility/6, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var due []*runningJob
+	var claims []claimRef
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		w.mu.Lock()
-		var due []*runningJob
-		for r := w.first; r != nil; r = r.next {
-			// Only for a handler whose context is live: one past its Timeout
-			// or stopped hard that ignores its context keeps no claim, so
-			// its job comes back after Visibility instead of never.
-			if time.Since(r.since) >= every && r.ctx.Err() == nil && !r.held.Load() {
-				due = append(due, r)
-			}
+		due, claims = w.dueBeats(due[:0], claims[:0])
+		if len(due) > 0 {
+			w.beat(ctx, due, claims, every)
+			clear(due) // the runs are not kept until the next tick
 		}
-		w.mu.Unlock()
-		var beats sync.WaitGroup
-		for _, r := range due {
-			beats.Add(1)
-			go func() { defer beats.Done(); heartbeat(ctx, w.q, r.job, w.opts.Visibility, r) }()
+	}
+}
+
+// dueBeats appends to due the running handlers whose claim is due for a
+// heartbeat (a third of its lease gone), and their claims to claims.
+func (w *worker) dueBeats(due []*runningJob, claims []claimRef) ([]*runningJob, []claimRef) {
+	// A beat is due when the lease has less than two thirds of Visibility
+	// left, on the store's clock, which the leases are stamped with.
+	by := w.q.s.now().Add(w.opts.Visibility - w.opts.Visibility/3)
+	w.mu.Lock()
+	for r := w.first; r != nil; r = r.next {
+		if r.ctx.Err() == nil && !r.held.Load() && !r.lease.After(by) {
+			due = append(due, r)
 		}
-		beats.Wait()
+	}
+	w.mu.Unlock()
+	// The tokens are read outside w.mu: claimToken waits for a settle in
+	// flight. A settled claim (token 0) is not extended.
+	kept := due[:0]
+	for _, r := range due {
+		if token := r.job.claimToken(); token != 0 {
+			kept = append(kept, r)
+			claims = append(claims, claimRef{r.job.ID, token})
+		}
+	}
+	clear(due[len(kept):])
+	return kept, claims
+}
+
+// beat extends the claims of due in one statement (HeartbeatJobs) and
+// cancels the handlers whose claim it found gone.
+//
+// It waits for one connection (on SQLite, the writer slot) where each
+// claim once waited for its own: on a pool that the application's
+// transactions, handlers' own statements or WorkTx's transactions held,
+// a tick's beats queued one behind the other, and claims lapsed while
+// their handlers ran (review53c: a pool of 2 and two WorkTx workers lost
+// a claim in about 1 of 6-8 runs). The wait ends when the last of their
+// leases runs out (at least a tick): past it no claim of the tick can be
+// extended, and the next tick asks again. A beat that could not run, or
+// failed, tells no handler anything: a claim is lost only when a
+// statement found it gone (its token spent by another claim or settle,
+// its lease run out at the time the statement ran, read once it had its
+// connection), never because a connection did not come.
+func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef, every time.Duration) {
+	last := due[0].lease
+	for _, r := range due[1:] {
+		if r.lease.After(last) {
+			last = r.lease
+		}
+	}
+	wait := max(last.Sub(w.q.s.now()), every)
+	bctx, cancel := context.WithTimeout(ctx, wait)
+	res, err := run(w.q.handle, "heartbeat", autoWrite(bctx), func(o target) (beatRes, error) {
+		return o.heartbeatMany(bctx, beatReq{claims: claims, clock: w.q.s.now, extend: w.opts.Visibility})
+	})
+	waited := bctx.Err() != nil
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil: // the loop ends
+		case waited:
+			w.q.s.log.Warn("alkstore: heartbeat found no connection before its claims' leases ran out (are the pool's connections all held, or SQLite's writer?); it asks again at the next tick",
+				"queue", w.q.name, "jobs", len(claims), "waited", wait, "error", err)
+		default:
+			w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "jobs", len(claims), "error", err)
+		}
+		return
+	}
+	beat := make(map[int64]bool, len(res.live))
+	for _, id := range res.live {
+		beat[id] = false
+	}
+	for _, id := range res.beat {
+		beat[id] = true
+	}
+	for i, r := range due {
+		extended, live := beat[claims[i].id]
+		switch {
+		case extended:
+			r.lease = res.deadline
+		case live: // locked by another transaction: its end decides, or the next tick
+		case r.job.claimToken() == claims[i].token: // not spent by a settle of ours meanwhile
+			r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", claims[i].id, ErrClaimLost))
+		}
 	}
 }
 

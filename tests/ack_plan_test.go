@@ -19,7 +19,8 @@ import (
 // the queue and tested each against the ids: an ack of 25 took 15 ms
 // beside 10,000; CompleteJobs read all 20,000 in 17-35 ms. SQLite's
 // statements have been driven by their pairs since.)
-// The one-job settles and the heartbeat of such a job, by id, and on
+// The one-job settles and the heartbeat of such a job, by id, a worker's
+// heartbeat of many (HeartbeatJobs, by its pairs), and on
 // SQLite the worker's counted acks (AckJobsCounted and CompleteJobsCounted
 // by their pairs; AckJobsOfClaim and CompleteJobsOfClaim by a list of ids
 // under one claim's token, their InRange forms and ClaimJobsInRange by a
@@ -71,7 +72,7 @@ func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 			if analyzed {
 				e.execSQL(t, "ANALYZE")
 			}
-			stmts := []string{"AckJobs", "CompleteJobs", "AckJob", "CompleteJob", "RetryJob", "HeartbeatJob", "ReleaseJob", "SnoozeJob"}
+			stmts := []string{"AckJobs", "CompleteJobs", "AckJob", "CompleteJob", "RetryJob", "HeartbeatJob", "HeartbeatJobs", "ReleaseJob", "SnoozeJob"}
 			if e.name == "lite" {
 				stmts = append(stmts, "AckJobsCounted", "CompleteJobsCounted", "AckJobsOfClaim", "CompleteJobsOfClaim",
 					"AckJobsOfClaimInRange", "CompleteJobsOfClaimInRange", "ClaimJobsInRange")
@@ -88,6 +89,12 @@ func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 					a = maps.Clone(args)
 					a["claimtoken"], a["firstid"], a["lastid"] = tokens[0], ids[len(ids)-1], ids[0]
 					a["claimexpiresat"], a["worker"] = now.Add(time.Hour).UnixMicro(), "w"
+				case stmt == "HeartbeatJobs": // a worker's tick: the pairs, as the Jobs forms
+					a = maps.Clone(args)
+					a["claimexpiresat"] = now.Add(time.Hour)
+					if e.name == "lite" {
+						a["claimexpiresat"] = now.Add(time.Hour).UnixMicro()
+					}
 				case strings.HasSuffix(stmt, "Counted"): // the pairs, as the Jobs forms
 				case !strings.HasSuffix(stmt, "Jobs"):
 					a = one

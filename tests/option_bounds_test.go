@@ -198,7 +198,8 @@ func TestOpenTakesNilOptionsAsTheDefaults(t *testing.T) {
 }
 
 // WorkOpts' positive durations shorter than a millisecond (a Visibility
-// shorter than 100 ms) are refused, naming the field and the bound: a
+// shorter than 500 ms, too short for its heartbeats to keep it under load:
+// see store's minVisibility) are refused, naming the field and the bound: a
 // time.Duration is nanoseconds, and Visibility: 5 meant as 5 s was a 5 ns
 // lease (every handler started with its context done and its job died in
 // milliseconds), PollInterval: 1 made an idle Work busy-poll (0.6-1.4 s
@@ -212,8 +213,8 @@ func TestWorkRefusesDurationsTooShortToMean(t *testing.T) {
 			opts         store.WorkOpts
 			field, least string
 		}{
-			{store.WorkOpts{Visibility: 5}, "Visibility", "100ms"},
-			{store.WorkOpts{Visibility: 99 * time.Millisecond}, "Visibility", "100ms"},
+			{store.WorkOpts{Visibility: 5}, "Visibility", "500ms"},
+			{store.WorkOpts{Visibility: 499 * time.Millisecond}, "Visibility", "500ms"},
 			{store.WorkOpts{Timeout: 5}, "Timeout", "1ms"},
 			{store.WorkOpts{Grace: 5}, "Grace", "1ms"},
 			{store.WorkOpts{PollInterval: 1}, "PollInterval", "1ms"},
@@ -226,7 +227,7 @@ func TestWorkRefusesDurationsTooShortToMean(t *testing.T) {
 			_, err = q.NewWorkerTx(tc.opts, func(context.Context, store.Tx, *store.Job) error { return nil })
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "WorkTx %+v", tc.opts)
 		}
-		w, err := q.NewWorker(store.WorkOpts{Visibility: 100 * time.Millisecond, Timeout: time.Millisecond,
+		w, err := q.NewWorker(store.WorkOpts{Visibility: 500 * time.Millisecond, Timeout: time.Millisecond,
 			Grace: time.Millisecond, PollInterval: time.Millisecond}, h)
 		require.NoError(t, err, "the bounds themselves are accepted")
 		require.NotNil(t, w)

@@ -694,6 +694,7 @@ var hotStatements = []hotStmt{
 	{name: "AckJobs"},
 	{name: "RetryJob"},
 	{name: "HeartbeatJob"},
+	{name: "HeartbeatJobs", args: map[string]any{"claims": `{"1": 7}`}}, // a worker's tick: its due claims
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},
 	{name: "GetJob"},

@@ -330,7 +330,7 @@ func TestHeartbeatCancelsHandlerOnLostClaim(t *testing.T) {
 		causes := make(chan error, 1)
 		var runs atomic.Int32
 		// Concurrency 1: the worker cannot reclaim the job while its handler runs.
-		runWork(t, q, store.WorkOpts{Concurrency: 1, Visibility: 300 * time.Millisecond, Timeout: time.Minute, PollInterval: noPoll},
+		runWork(t, q, store.WorkOpts{Concurrency: 1, Visibility: 500 * time.Millisecond, Timeout: time.Minute, PollInterval: noPoll},
 			func(ctx context.Context, j *store.Job) error {
 				if runs.Add(1) > 1 {
 					// The job's claim was lost, so the worker may claim it again

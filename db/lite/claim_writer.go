@@ -238,3 +238,14 @@ func (q *Queries) AckJobsOfClaimOn(w *litedriver.Writer, arg AckJobsOfClaimParam
 func (q *Queries) CompleteJobsOfClaimOn(w *litedriver.Writer, arg CompleteJobsOfClaimParams) (int64, error) {
 	return execListed(w, completeJobsOfClaimListed, completeJobsOfClaimInRange, arg.Ids, arg.Now, arg.ClaimToken, arg.Queue)
 }
+
+// HeartbeatJobsOn runs HeartbeatJobs's statement on w and returns the ids
+// it extended.
+func (q *Queries) HeartbeatJobsOn(w *litedriver.Writer, arg HeartbeatJobsParams) ([]int64, error) {
+	var ids []int64
+	err := w.Query(heartbeatJobs, func(r *litedriver.Row) error {
+		ids = append(ids, r.Int64(0))
+		return nil
+	}, arg.ClaimExpiresAt, arg.Claims, arg.Now)
+	return ids, err
+}

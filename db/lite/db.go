@@ -246,6 +246,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.heartbeatJobStmt, err = db.PrepareContext(ctx, heartbeatJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJob: %w", err)
 	}
+	if q.heartbeatJobsStmt, err = db.PrepareContext(ctx, heartbeatJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query HeartbeatJobs: %w", err)
+	}
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
@@ -822,6 +825,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing heartbeatJobStmt: %w", cerr)
 		}
 	}
+	if q.heartbeatJobsStmt != nil {
+		if cerr := q.heartbeatJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing heartbeatJobsStmt: %w", cerr)
+		}
+	}
 	if q.insertHeadlessHeadStmt != nil {
 		if cerr := q.insertHeadlessHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
@@ -1270,6 +1278,7 @@ type Queries struct {
 	groupPartitionCountStmt         *sql.Stmt
 	groupPartitionsStmt             *sql.Stmt
 	heartbeatJobStmt                *sql.Stmt
+	heartbeatJobsStmt               *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
 	jobIDCeilingStmt                *sql.Stmt
@@ -1417,6 +1426,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		groupPartitionCountStmt:         q.groupPartitionCountStmt,
 		groupPartitionsStmt:             q.groupPartitionsStmt,
 		heartbeatJobStmt:                q.heartbeatJobStmt,
+		heartbeatJobsStmt:               q.heartbeatJobsStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
 		jobIDCeilingStmt:                q.jobIDCeilingStmt,

@@ -1505,6 +1505,52 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 	return result.RowsAffected()
 }
 
+const heartbeatJobs = `-- name: HeartbeatJobs :many
+UPDATE alk_jobs
+SET claim_expires_at = CAST(?1 AS INTEGER)
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?3 AS INTEGER))
+RETURNING id
+`
+
+type HeartbeatJobsParams struct {
+	ClaimExpiresAt int64
+	Claims         interface{}
+	Now            int64
+}
+
+// HeartbeatJob for every due claim of a worker's tick, one statement (and
+// one writer transaction: a worker heartbeat its handlers one statement
+// each). claims is a JSON object of "id": claim_token members, read with
+// jsonb_each as in AckJobs; the pairs drive, one seek each on the primary
+// key. Fenced as HeartbeatJob is: the claim's token, state running, and a
+// lease not yet run out at now (a lapsed claim is not revived). Returns
+// the ids extended; a due id missing is lost (the writer slot serialises
+// every write, so nothing holds a row apart from it).
+func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.heartbeatJobsStmt, heartbeatJobs, arg.ClaimExpiresAt, arg.Claims, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaims = `-- name: JobClaims :many
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
 `

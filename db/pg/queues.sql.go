@@ -1043,6 +1043,80 @@ func (q *Queries) HeartbeatJob(ctx context.Context, arg HeartbeatJobParams) (int
 	return result.RowsAffected(), nil
 }
 
+const heartbeatJobs = `-- name: HeartbeatJobs :many
+WITH live AS (
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.id = ANY ($1::bigint[]) AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > $2::timestamptz AND x.claim_token = ($3::jsonb ->> x.id::text)::bigint
+), held AS (
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.id = ANY (ARRAY(SELECT l.id FROM live l)) AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > $2::timestamptz AND x.claim_token = ($3::jsonb ->> x.id::text)::bigint
+    FOR NO KEY UPDATE OF x SKIP LOCKED
+), beat AS (
+    UPDATE alkstore.jobs j
+    SET claim_expires_at = $4::timestamptz
+    WHERE j.id = ANY (ARRAY(SELECT h.id FROM held h))
+    RETURNING j.id
+)
+SELECT l.id, (b.id IS NOT NULL)::boolean AS beat FROM live l LEFT JOIN beat b ON b.id = l.id
+`
+
+type HeartbeatJobsParams struct {
+	Ids            []int64
+	Now            time.Time
+	Claims         []byte
+	ClaimExpiresAt time.Time
+}
+
+type HeartbeatJobsRow struct {
+	ID   int64
+	Beat bool
+}
+
+// HeartbeatJob for every due claim of a worker's tick, one statement
+// (a worker heartbeat its handlers one statement each, every one waiting
+// for a pooled connection of its own: on a small pool, claims lapsed
+// while the beats queued). Fenced as HeartbeatJob is, per id: the claim
+// token claims maps it to (a lookup per row, as in AckJobs), state
+// running, and a lease not yet run out at now (a lapsed claim is not
+// revived). Returns a row per claim that still held at the statement's
+// snapshot (live), and whether it was extended (beat): a due id with no
+// row is lost. The rows are locked with SKIP LOCKED, so a beat never
+// waits for another transaction's row lock (a settle in flight, a Cancel
+// in an open transaction) holding up the other claims of the tick: a
+// live row another transaction holds is not extended (its outcome is
+// that transaction's, or the next tick's). live is read first, before
+// the update, and the locked rows are updated by id, not by the ctid
+// their lock returned: a row another transaction updated between this
+// statement's snapshot and its lock has a ctid the snapshot does not
+// see, and a tid scan would leave it (see AckJobs). The state is an
+// initplan, as in AckJobs, so that the ids drive through jobs_pkey.
+func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([]HeartbeatJobsRow, error) {
+	rows, err := q.db.Query(ctx, heartbeatJobs,
+		arg.Ids,
+		arg.Now,
+		arg.Claims,
+		arg.ClaimExpiresAt,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HeartbeatJobsRow
+	for rows.Next() {
+		var i HeartbeatJobsRow
+		if err := rows.Scan(&i.ID, &i.Beat); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaims = `-- name: JobClaims :many
 SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY($1::bigint[])
 `

@@ -536,6 +536,22 @@ UPDATE alk_jobs
 SET claim_expires_at = CAST(@claim_expires_at AS INTEGER)
 WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER);
 
+-- name: HeartbeatJobs :many
+-- HeartbeatJob for every due claim of a worker's tick, one statement (and
+-- one writer transaction: a worker heartbeat its handlers one statement
+-- each). claims is a JSON object of "id": claim_token members, read with
+-- jsonb_each as in AckJobs; the pairs drive, one seek each on the primary
+-- key. Fenced as HeartbeatJob is: the claim's token, state running, and a
+-- lease not yet run out at now (a lapsed claim is not revived). Returns
+-- the ids extended; a due id missing is lost (the writer slot serialises
+-- every write, so nothing holds a row apart from it).
+UPDATE alk_jobs
+SET claim_expires_at = CAST(@claim_expires_at AS INTEGER)
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
+RETURNING id;
+
 -- name: ReleaseJob :execrows
 -- Gives a claimed job back without spending its attempt: a shutdown stopped
 -- its handler, the job did not fail. It keeps its place in line (run_at).

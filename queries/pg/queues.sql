@@ -415,6 +415,42 @@ UPDATE alkstore.jobs
 SET claim_expires_at = @claim_expires_at::timestamptz
 WHERE id = @id AND state = 'running' AND claim_token = @claim_token::bigint AND claim_expires_at > @now::timestamptz;
 
+-- name: HeartbeatJobs :many
+-- HeartbeatJob for every due claim of a worker's tick, one statement
+-- (a worker heartbeat its handlers one statement each, every one waiting
+-- for a pooled connection of its own: on a small pool, claims lapsed
+-- while the beats queued). Fenced as HeartbeatJob is, per id: the claim
+-- token claims maps it to (a lookup per row, as in AckJobs), state
+-- running, and a lease not yet run out at now (a lapsed claim is not
+-- revived). Returns a row per claim that still held at the statement's
+-- snapshot (live), and whether it was extended (beat): a due id with no
+-- row is lost. The rows are locked with SKIP LOCKED, so a beat never
+-- waits for another transaction's row lock (a settle in flight, a Cancel
+-- in an open transaction) holding up the other claims of the tick: a
+-- live row another transaction holds is not extended (its outcome is
+-- that transaction's, or the next tick's). live is read first, before
+-- the update, and the locked rows are updated by id, not by the ctid
+-- their lock returned: a row another transaction updated between this
+-- statement's snapshot and its lock has a ctid the snapshot does not
+-- see, and a tid scan would leave it (see AckJobs). The state is an
+-- initplan, as in AckJobs, so that the ids drive through jobs_pkey.
+WITH live AS (
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.id = ANY (@ids::bigint[]) AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > @now::timestamptz AND x.claim_token = (@claims::jsonb ->> x.id::text)::bigint
+), held AS (
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.id = ANY (ARRAY(SELECT l.id FROM live l)) AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > @now::timestamptz AND x.claim_token = (@claims::jsonb ->> x.id::text)::bigint
+    FOR NO KEY UPDATE OF x SKIP LOCKED
+), beat AS (
+    UPDATE alkstore.jobs j
+    SET claim_expires_at = @claim_expires_at::timestamptz
+    WHERE j.id = ANY (ARRAY(SELECT h.id FROM held h))
+    RETURNING j.id
+)
+SELECT l.id, (b.id IS NOT NULL)::boolean AS beat FROM live l LEFT JOIN beat b ON b.id = l.id;
+
 -- name: ReleaseJob :execrows
 -- Gives a claimed job back without spending its attempt: a shutdown stopped
 -- its handler, the job did not fail. It keeps its place in line (run_at).
