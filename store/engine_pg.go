@@ -588,10 +588,10 @@ type pgTx struct {
 	o *pgOps
 }
 
-func (t pgTx) ops() ops                           { return t.o }
+func (t pgTx) ops() ops { return t.o }
 func (t pgTx) rollback(ctx context.Context) error {
-	if unlock := t.g.lockOwn(); unlock != nil {
-		defer unlock()
+	if t.g.lockOwn() {
+		defer t.g.mu.Unlock()
 	}
 	return t.tx.Rollback(ctx)
 }
@@ -628,10 +628,10 @@ func (t pgTx) endedAfter(err error) error {
 var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
-	unlock := t.g.lockOwn()
+	locked := t.g.lockOwn()
 	err := t.tx.Commit(ctx)
-	if unlock != nil {
-		unlock()
+	if locked {
+		t.g.mu.Unlock()
 	}
 	if err != nil && t.o.eng.citusMark {
 		err = citusCommitErr(err)

@@ -41,7 +41,7 @@ import (
 // runs directly on the pgx.Tx Tx.Pgx returns are its own to serialise (see
 // Pgx).
 type txGuard struct {
-	db pgdb.DBTX     // the transaction, or its Citus marking wrapper
+	db pgdb.DBTX      // the transaction, or its Citus marking wrapper
 	pg *pgconn.PgConn // for CancelRequest only
 	mu sync.Mutex
 	// rows: mu is held by open rows (or an unscanned row). A statement of
@@ -153,13 +153,14 @@ func (g *txGuard) release() {
 
 // lockOwn takes mu for the Tx's own commit or rollback, run by its user
 // (under txState.mu, so never beside end): when its own rows hold mu, it
-// runs without (pgx then fails it as "conn busy"). unlock is nil then.
-func (g *txGuard) lockOwn() (unlock func()) {
+// runs without (pgx then fails it as "conn busy"): false then, and
+// nothing to unlock.
+func (g *txGuard) lockOwn() bool {
 	if g.rows.Load() {
-		return nil
+		return false
 	}
 	g.mu.Lock()
-	return g.mu.Unlock
+	return true
 }
 
 // end rolls the transaction back from another goroutine than its user's:
