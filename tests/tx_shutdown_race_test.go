@@ -159,3 +159,53 @@ func TestHardShutdownRollsBackATxInUseWithoutRacingIt(t *testing.T) {
 		t.Logf("round %d: %d iterations before the stop; Shutdown took %v", round, iterations.Load(), took)
 	}
 }
+
+// When what runs on the Tx does not end after the cancel (here rows the
+// application keeps open: the cancel finds no statement running on the
+// server), the hard Shutdown's rollback does not touch the connection: it
+// gives up after its bound (rollbackTimeout, 5 s), and rolls back as soon
+// as the rows are closed, so nothing is stored and the connection's
+// session ends with the pool's.
+func TestHardShutdownRollsBackATxWhoseRowsAreOpenOnceTheyClose(t *testing.T) {
+	parallelTest(t)
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	admin, err := pgx.Connect(c, e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	_, err = admin.Exec(c, "CREATE TABLE open_rows (n integer NOT NULL)")
+	require.NoError(t, err)
+
+	s, err := store.Open(c, e.dsn)
+	require.NoError(t, err)
+	tx, err := s.Begin(c)
+	require.NoError(t, err)
+	_, err = tx.Exec(c, "INSERT INTO open_rows SELECT generate_series(1, 3)")
+	require.NoError(t, err)
+	rows, err := tx.Query(c, "SELECT n FROM open_rows")
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+
+	ended, cancel := context.WithCancel(c)
+	cancel()
+	start := time.Now()
+	_ = s.Shutdown(ended)
+	took := time.Since(start)
+	require.Less(t, took, 20*time.Second, "Shutdown waits for rows left open beyond its bound")
+	_, err = tx.Exec(c, "INSERT INTO open_rows VALUES (4)")
+	require.ErrorIs(t, err, store.ErrClosed)
+
+	inTx := func() int {
+		var n int
+		require.NoError(t, admin.QueryRow(c, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'").Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, inTx(), "the transaction is left open while its rows are")
+	rows.Close()
+	waitFor(t, "the transaction rolled back once its rows closed", func() bool { return inTx() == 0 })
+	var n int
+	require.NoError(t, admin.QueryRow(c, "SELECT count(*) FROM open_rows").Scan(&n))
+	require.Zero(t, n, "the rolled-back transaction's rows are stored")
+	require.ErrorIs(t, tx.Commit(c), store.ErrClosed)
+	t.Logf("Shutdown took %v", took)
+}
