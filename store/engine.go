@@ -402,6 +402,13 @@ type driverTx interface {
 	queryRow(ctx context.Context, sql string, args ...any) Row
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
+	// abandon is the rollback the store makes from another goroutine than
+	// the one using the transaction (a hard Shutdown, Work leaving a
+	// handler behind, the leak cleanup), which may be running a statement
+	// in it: on PostgreSQL it cancels that statement and waits for it,
+	// bounded by ctx, never touching the connection while it runs
+	// (txGuard); database/sql serialises a *sql.Tx itself.
+	abandon(ctx context.Context) error
 	// endedAfter is asked after a statement of the transaction failed with
 	// err: non-nil (why) when the transaction no longer exists on its
 	// connection while the driver would still run statements for it, each

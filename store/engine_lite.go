@@ -407,6 +407,8 @@ func (t liteTx) rollback(context.Context) error {
 	return t.tx.Rollback()
 }
 
+func (t liteTx) abandon(ctx context.Context) error { return t.rollback(ctx) }
+
 func (t liteTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := t.tx.ExecContext(ctx, query, args...)
 	if err != nil {

@@ -339,16 +339,17 @@ func (e *pgEngine) begin(ctx context.Context) (driverTx, error) {
 	// Nothing has run in the transaction yet, so it holds no id: every
 	// offset drawn is older than its id will be (see pgTxState.offer).
 	txs := &pgTxState{drawnBefore: e.horizon.drawn.Load()}
-	return pgTx{tx: tx, o: &pgOps{q: e.txQueries(tx, false), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
+	g := e.txGuard(tx, false)
+	return pgTx{tx: tx, g: g, o: &pgOps{q: pgdb.New(g), eng: e, inTx: true, txs: txs, owed: &txs.owed}}, nil
 }
 
-// txQueries are the queries of a read-write transaction: on Citus, marked
-// for two-phase commit (citusMarkingTx).
-func (e *pgEngine) txQueries(tx pgx.Tx, adopted bool) *pgdb.Queries {
+// txGuard guards a read-write transaction's statements (see txGuard): on
+// Citus, marked for two-phase commit (citusMarkingTx).
+func (e *pgEngine) txGuard(tx pgx.Tx, adopted bool) *txGuard {
 	if !e.citusMark {
-		return pgdb.New(tx)
+		return newTxGuard(tx, tx)
 	}
-	return pgdb.New(&citusMarkingTx{Tx: tx, checkReadOnly: adopted})
+	return newTxGuard(&citusMarkingTx{Tx: tx, checkReadOnly: adopted}, tx)
 }
 
 // wrapTx adopts a caller's transaction (AdoptPgx): the store never sees it
@@ -356,7 +357,8 @@ func (e *pgEngine) txQueries(tx pgx.Tx, adopted bool) *pgdb.Queries {
 func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 	txs := &pgTxState{adopted: true}
 	txs.foreign.Store(true)
-	return pgTx{tx: tx, o: &pgOps{q: e.txQueries(tx, true), eng: e, inTx: true, txs: txs}}
+	g := e.txGuard(tx, true)
+	return pgTx{tx: tx, g: g, o: &pgOps{q: pgdb.New(g), eng: e, inTx: true, txs: txs}}
 }
 
 func (e *pgEngine) close(abandoned bool) {
@@ -578,13 +580,25 @@ func clampLimit(limit int) int32 { return int32(min(limit, math.MaxInt32)) }
 // pgTx is a pgx transaction, begun by the store or adopted.
 type pgTx struct {
 	tx pgx.Tx
+	// g: every statement the store runs on tx goes through it (see
+	// txGuard), o.q's too.
+	g *txGuard
 	// o is a pointer so that each operation's ops (the interface) is o
 	// itself: a pgOps value would be copied to the heap at every call.
 	o *pgOps
 }
 
-func (t pgTx) ops() ops                           { return t.o }
-func (t pgTx) rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+func (t pgTx) ops() ops { return t.o }
+func (t pgTx) rollback(ctx context.Context) error {
+	if t.g.lockOwn() {
+		defer t.g.mu.Unlock()
+	}
+	return t.tx.Rollback(ctx)
+}
+
+// abandon is the store's rollback from another goroutine than the Tx's
+// user: serialised with the statement that user may be running (txGuard).
+func (t pgTx) abandon(ctx context.Context) error { return t.g.end(ctx, t.tx.Rollback) }
 
 // endedAfter: PostgreSQL refuses every statement of a transaction a failed
 // statement aborted (25P02), so nothing runs outside the transaction. A
@@ -614,7 +628,11 @@ func (t pgTx) endedAfter(err error) error {
 var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
+	locked := t.g.lockOwn()
 	err := t.tx.Commit(ctx)
+	if locked {
+		t.g.mu.Unlock()
+	}
 	if err != nil && t.o.eng.citusMark {
 		err = citusCommitErr(err)
 	}
@@ -628,8 +646,13 @@ func (t pgTx) commit(ctx context.Context) error {
 // tracker (see pgOps.mayLearn).
 func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	t.o.txs.foreign.Store(true)
+	if err := t.g.enter(); err != nil {
+		return 0, err
+	}
 	tag, err := t.tx.Exec(ctx, sql, args...)
-	if err == nil && t.tx.Conn().PgConn().TxStatus() == 'I' {
+	ended := err == nil && t.tx.Conn().PgConn().TxStatus() == 'I'
+	t.g.mu.Unlock()
+	if ended {
 		// Several statements, one of them a COMMIT or ROLLBACK that
 		// refuseTxControl missed: the rest committed on their own.
 		return tag.RowsAffected(), errStatementEndedTx
@@ -639,12 +662,13 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) 
 
 func (t pgTx) query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	t.o.txs.foreign.Store(true)
-	return t.tx.Query(ctx, sql, args...)
+	// The application's rows, which it may keep after Close: their own.
+	return t.g.query(ctx, &guardedRows{g: t.g}, sql, args...)
 }
 
 func (t pgTx) queryRow(ctx context.Context, sql string, args ...any) Row {
 	t.o.txs.foreign.Store(true)
-	return scanRow{t.tx.QueryRow(ctx, sql, args...)}
+	return scanRow{t.g.queryRow(ctx, &guardedRow{g: t.g}, sql, args...)}
 }
 
 // scanRow makes a driver row's "no rows" match ErrNotFound.

@@ -106,7 +106,8 @@ func (e *pgEngine) beginSnapshot(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgTx{tx: tx, o: &pgOps{q: pgdb.New(tx), eng: e, inTx: true, txs: &pgTxState{}}}, nil
+	g := newTxGuard(tx, tx)
+	return pgTx{tx: tx, g: g, o: &pgOps{q: pgdb.New(g), eng: e, inTx: true, txs: &pgTxState{}}}, nil
 }
 
 // beginSnapshot: a deferred transaction on a read connection, whose first

@@ -247,7 +247,11 @@ func (l *lifecycle) nudge() {
 // their context cancelled (a job whose handler then returns an error goes
 // back to its queue without losing an attempt) and get up to 5 seconds to
 // return; transactions still open are rolled back at once (their later
-// operations and Commit fail with ErrClosed), and operations still running
+// operations and Commit fail with ErrClosed; on PostgreSQL a statement one
+// is running is cancelled first, and the rollback waits up to 5 seconds for
+// it to end: it fails with ErrClosed too, and one that outlasts the wait
+// keeps its connection until it ends, when the store rolls back), and
+// operations still running
 // outside a transaction are cancelled: on PostgreSQL, with a pool Open
 // made, the server cancels their statements, and on SQLite the store
 // interrupts them, even one waiting on a lock (SQLite: another process's

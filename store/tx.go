@@ -317,6 +317,15 @@ func (s *Store) newTx(dtx driverTx, owned bool) Tx {
 // pgx.Tx is committed or rolled back directly, the store cannot tell which
 // happened, and tx.Commit returns an error matching ErrTxDone. An adopted
 // transaction is the other way round: you end the pgx.Tx, and tx refuses to.
+//
+// A pgx connection is not safe for concurrent use, and the store may roll
+// a store-begun transaction back from another goroutine: a hard Shutdown,
+// or Work leaving behind a WorkTx handler that ignored its cancelled
+// context. Before it does, it cancels a statement that runs through tx
+// (its Tx forms, Exec, Query, QueryRow) and waits for it to end. It cannot
+// see statements you run on the pgx.Tx directly: those are yours to
+// serialise with it: have them end (or return) when the store shuts down
+// or the handler's context ends, before you stop the store hard.
 func (tx Tx) Pgx() (pgx.Tx, bool) {
 	if tx.h == nil {
 		return nil, false
@@ -649,6 +658,12 @@ func (tx Tx) failed(ctx context.Context, err error) error {
 	st := tx.h.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.abandoned && !errors.Is(err, ErrTxDone) {
+		// The statement the store's rollback cut short (SQLSTATE 57014 on
+		// PostgreSQL), or one it kept from starting: the transaction is
+		// gone (driverErr adds ErrClosed while the store closes).
+		return fmt.Errorf("%w: %w", ErrTxDone, err)
+	}
 	if st.done || st.lost != nil {
 		return err
 	}
@@ -690,14 +705,17 @@ func (st *txState) rollbackLeaked() {
 	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	err := st.dtx.rollback(ctx)
+	err := st.dtx.abandon(ctx) // its rows may still be open
 	st.log.Warn("alkstore: transaction became unreachable while open; rolled it back (end every Tx with Commit or Rollback)",
 		slog.Any("rollback_error", err))
 }
 
-// abandon rolls back a transaction the store's shutdown found still open;
-// false when the rollback failed (the connection was busy with a statement
-// of its owner, who then finds the store closed).
+// abandon rolls back a transaction the store's shutdown found still open
+// (or Work, of a handler it left behind), while its user may still be
+// running a statement in it: on PostgreSQL that statement is cancelled
+// and the rollback waits for it to end (txGuard); false when it did not
+// end within rollbackTimeout, or the rollback failed (the user then finds
+// the store closed; the rollback happens as that statement ends).
 func (st *txState) abandon() bool {
 	st.mu.Lock()
 	defer st.runRollbackHooks()
@@ -709,7 +727,7 @@ func (st *txState) abandon() bool {
 	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	return st.dtx.rollback(ctx) == nil
+	return st.dtx.abandon(ctx) == nil
 }
 
 // ended stops tracking a store-begun transaction.
