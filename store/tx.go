@@ -80,7 +80,8 @@ type txState struct {
 	done   bool
 	commit bool // how it ended
 	owned  bool // begun by the store, so the store must end it
-	// abandoned: the store's shutdown rolled it back (see Shutdown).
+	// abandoned: the store rolled it back: its shutdown (see Shutdown), or
+	// Work leaving a WorkTx handler behind (whose lent Tx cannot Commit).
 	abandoned bool
 	// lost: SQLite rolled the transaction back under the driver, which
 	// would run later statements outside it (driverTx.endedAfter); nothing
