@@ -47,8 +47,13 @@ func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 // Path costs nothing: the cookie alone authorizes no action (the form's
 // token is an HMAC of it under this console's secret), and it stays
 // HttpOnly and SameSite=Strict.
+//
+// A ';' counts as such a byte too: a path keeps it unescaped, but a cookie
+// attribute cannot hold it (net/http drops it from the Path, so under
+// "/a;b" the cookie went to "/ab/", which no page of the console is under,
+// and every action was refused; review54a).
 func cookiePath(baseURL string) string {
-	i := strings.IndexByte(baseURL, '%')
+	i := strings.IndexAny(baseURL, "%;")
 	if i < 0 {
 		return baseURL + "/"
 	}

@@ -60,7 +60,7 @@ func (j *browserJar) Cookies(u *url.URL) []*http.Cookie {
 // "/a#b" and "/q?x" were linked unescaped, to the page "/a" or "/q" (404).
 func TestActionsUnderAnEscapedPrefixKeepTheCSRFCookie(t *testing.T) {
 	lowerEscapes := regexp.MustCompile(`%[0-9A-F]{2}`)
-	for _, prefix := range []string{"/ä", "/ops/ädmin", "/a#b", "/q?x"} {
+	for _, prefix := range []string{"/ä", "/ops/ädmin", "/a#b", "/q?x", "/a;b", "/ops;v2/ä"} {
 		t.Run(prefix, func(t *testing.T) {
 			eachStore(t, console.Options{Prefix: prefix}, func(t *testing.T, s *server) {
 				ctx := context.Background()
