@@ -183,7 +183,8 @@ func (e *liteEngine) writeOps() ops { return liteOps{q: e.writeQ, db: e.writer} 
 // with ends, so it begins with a ctx that ctx cancels only until begin
 // returns.
 func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
-	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	in := new(litedriver.Interrupter) // for abandon
+	bctx, cancel := context.WithCancel(litedriver.WithTxInterrupter(context.WithoutCancel(ctx), in))
 	stop := context.AfterFunc(ctx, cancel)
 	tx, err := e.writer.BeginTx(bctx, nil)
 	if !stop() { // ctx ended during begin, which bctx followed
@@ -195,7 +196,7 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: &liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold()}, nil
+	return liteTx{tx: tx, o: &liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold(), stop: in}, nil
 }
 
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:
@@ -376,6 +377,9 @@ type liteTx struct {
 	o       *liteOps // a pointer, as pgTx's: ops() allocates nothing
 	release func()   // the writer slot's hold record (see writerHold)
 	adopted bool     // on the caller's connection, not litedriver's
+	// stop ends the statement running in the transaction, for abandon (nil
+	// on an adopted transaction: its connection is the caller's).
+	stop *litedriver.Interrupter
 }
 
 // endedAfter tells whether SQLite rolled the transaction back whole (a
@@ -407,7 +411,19 @@ func (t liteTx) rollback(context.Context) error {
 	return t.tx.Rollback()
 }
 
-func (t liteTx) abandon(ctx context.Context) error { return t.rollback(ctx) }
+// abandon rolls back a transaction whose owner may still run a statement
+// in it, one whose context may never end (a WorkTx handler left behind
+// that ignores its context, hung in a query): database/sql's Rollback
+// waits for that statement, which held the writer slot until it ended, so
+// Work never returned (review54a). The statement is interrupted first (at
+// SQLite's next progress check), and fails; SQLite rolls back the
+// transaction of an interrupted write, and the ROLLBACK runs.
+func (t liteTx) abandon(ctx context.Context) error {
+	if t.stop != nil {
+		t.stop.Interrupt()
+	}
+	return t.rollback(ctx)
+}
 
 func (t liteTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := t.tx.ExecContext(ctx, query, args...)

@@ -203,9 +203,14 @@ func TestWorkerStopSaysItLeftAHandlerBehind(t *testing.T) {
 // too); a graceful Shutdown waited for it for ever; and on SQLite, where
 // it held the writer slot, the settles of the worker's other claimed jobs
 // waited for the slot, so Work itself never returned. What the handler
-// wrote is gone, and what it tries to write after its return is refused.
+// wrote is gone, and what it tries to write after is refused. A handler
+// hung inside a statement whose context never ends is the same case: the
+// store interrupts the statement (on PostgreSQL a cancel request, on SQLite
+// its connection's interrupt) before it rolls back, where the rollback
+// raced the statement on pgx's connection and, on SQLite, waited for it,
+// writer slot and all (review54a).
 func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
-	eachEngine(t, func(t *testing.T, e *engineEnv) {
+	eachEngineEachForm(t, []string{"hung in Go", "hung in a statement"}, func(t *testing.T, e *engineEnv, form int) {
 		s, err := store.Open(ctx(t), e.dsn, store.WithMaxConns(2))
 		require.NoError(t, err)
 		closed := false
@@ -227,8 +232,20 @@ func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
 				close(release)
 			}
 		}()
-		late := make(chan error, 1)
-		var hung atomic.Bool
+		hang := func(tx store.Tx) error {
+			if form == 0 {
+				<-release // ignores its context
+				return nil
+			}
+			long := "SELECT pg_sleep(600)"
+			if e.name == "lite" {
+				long = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 100000000000) SELECT count(*) FROM c"
+			}
+			_, err := tx.Exec(context.Background(), long) // a context that never ends
+			return err
+		}
+		late, hung := make(chan error, 1), make(chan error, 1)
+		var first atomic.Bool
 		wc, cancel := context.WithCancel(c)
 		defer cancel()
 		done := make(chan error, 1)
@@ -237,7 +254,7 @@ func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
 			// one and waits for the writer slot to settle.
 			done <- q.WorkTx(wc, store.WorkOpts{Grace: time.Millisecond, Visibility: time.Minute, Concurrency: 2, Batch: 2, PollInterval: noPoll},
 				func(ctx context.Context, tx store.Tx, j *store.Job) error {
-					if !hung.CompareAndSwap(false, true) {
+					if !first.CompareAndSwap(false, true) {
 						return ctx.Err()
 					}
 					_, err := side.EnqueueTx(ctx, tx, []byte("written before the hang"), store.EnqueueOpts{})
@@ -245,7 +262,7 @@ func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
 						return err
 					}
 					started <- struct{}{}
-					<-release // ignores its context
+					hung <- hang(tx)
 					_, err = side.EnqueueTx(context.Background(), tx, []byte("written after"), store.EnqueueOpts{})
 					late <- err
 					return nil
@@ -276,6 +293,14 @@ func TestAnAbandonedHandlersTransactionIsRolledBack(t *testing.T) {
 
 		released = true
 		close(release)
+		select {
+		case err := <-hung:
+			if form == 1 {
+				require.Error(t, err, "the hung statement was ended")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the abandoned handler's hang did not end")
+		}
 		select {
 		case err := <-late:
 			require.ErrorIs(t, err, store.ErrTxDone, "a write after the rollback is refused")

@@ -107,6 +107,20 @@ type Interrupter struct{ on atomic.Bool }
 // Interrupt ends the statements running and refuses later ones.
 func (in *Interrupter) Interrupt() { in.on.Store(true) }
 
+// WithTxInterrupter returns ctx carrying in, for a BeginTx: the statements
+// of the transaction it begins read in as they read the handle's
+// Interrupter, so in.Interrupt ends the one running in it (and every later
+// one) from any goroutine, and its ROLLBACK then runs; the other
+// connections, and the connection's later transactions, are not touched.
+// It is for a transaction its owner can no longer be waited for (a
+// handler that ignores its context), whose statements may run with a
+// context that never ends.
+func WithTxInterrupter(ctx context.Context, in *Interrupter) context.Context {
+	return context.WithValue(ctx, txInterrupterKey{}, in)
+}
+
+type txInterrupterKey struct{}
+
 // ErrInterrupted is what the statements an Interrupter ended match.
 var ErrInterrupted = errors.New("interrupted: its database handle is closing")
 
@@ -135,6 +149,7 @@ var ErrInterrupted = errors.New("interrupted: its database handle is closing")
 type stopCtx struct {
 	context.Context
 	stops *Interrupter // nil: only the context
+	txStop *Interrupter // the transaction's (WithTxInterrupter), if any
 	// stmt is the statement the call steps, when known (nil: a call that
 	// runs SQL text, or prepares); started says a look found the context
 	// alive since the statement was handed in.
@@ -148,7 +163,7 @@ type busyer interface{ Busy() bool }
 
 func (c *stopCtx) Err() error {
 	err := c.Context.Err()
-	if err == nil && c.stops != nil && c.stops.on.Load() {
+	if err == nil && (c.stops != nil && c.stops.on.Load() || c.txStop != nil && c.txStop.on.Load()) {
 		err = context.Canceled
 	}
 	switch {
@@ -235,6 +250,7 @@ type conn struct {
 	broken *atomic.Bool
 	inTx   atomic.Bool  // between BeginTx and the end of its transaction
 	stops  *Interrupter // see OpenInterruptible
+	txStop *Interrupter // the open transaction's (WithTxInterrupter), if any
 	sc     stopCtx      // watch's (with stops)
 	// stmts are the connection's own statements (WriteTx's, a
 	// transaction's BEGIN, COMMIT and ROLLBACK, the kept ones), prepared
@@ -255,14 +271,14 @@ func (c *conn) watch(ctx context.Context) context.Context {
 // watchStmt is watch for a call that steps st: once st halted, the
 // progress handler's last look cannot interrupt it (see stopCtx).
 func (c *conn) watchStmt(ctx context.Context, st busyer) context.Context {
-	c.sc.Context, c.sc.stops, c.sc.stmt, c.sc.started = ctx, c.stops, st, false
+	c.sc.Context, c.sc.stops, c.sc.txStop, c.sc.stmt, c.sc.started = ctx, c.stops, c.txStop, st, false
 	return &c.sc
 }
 
 // unwatched points the connection's stopCtx at nothing that can end: the
 // steps of st from now on run to their end.
 func (c *conn) unwatched(st busyer) {
-	c.sc.Context, c.sc.stops, c.sc.stmt, c.sc.started = context.Background(), nil, st, false
+	c.sc.Context, c.sc.stops, c.sc.txStop, c.sc.stmt, c.sc.started = context.Background(), nil, nil, st, false
 }
 
 // ErrRolledBack is what a statement, or the commit, of a transaction whose
@@ -465,6 +481,12 @@ func (c *conn) Begin() (driver.Tx, error) {
 // transaction, and every later write on it ran in it, never committed).
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx, err error) {
 	defer guard(c.broken, &err)
+	c.txStop = nil
+	defer func() {
+		if err == nil {
+			c.txStop, _ = ctx.Value(txInterrupterKey{}).(*Interrupter)
+		}
+	}()
 	if c.begin != "" && opts == (driver.TxOptions{}) {
 		raw := c.raw.Raw()
 		old := raw.SetInterrupt(c.watch(ctx))
@@ -573,11 +595,10 @@ func (t tx) Commit() (err error) {
 		_ = t.Rollback()
 		return fmt.Errorf("%w: the transaction was rolled back", ErrPanicked)
 	}
+	defer t.c.endTx()
 	if err := t.c.ended(); err != nil {
-		t.c.inTx.Store(false)
 		return err
 	}
-	defer t.c.inTx.Store(false)
 	if t.raw != nil {
 		return t.raw.Commit()
 	}
@@ -596,15 +617,21 @@ func (t tx) Commit() (err error) {
 // Rollback of a transaction SQLite already ended has nothing to do.
 func (t tx) Rollback() (err error) {
 	defer guard(t.broken, &err)
+	defer t.c.endTx()
 	if t.c.ended() != nil {
-		t.c.inTx.Store(false)
 		return nil
 	}
-	defer t.c.inTx.Store(false)
 	if t.raw != nil {
 		return t.raw.Rollback()
 	}
 	return t.c.rollback()
+}
+
+// endTx forgets the transaction that ended: its interrupter no longer
+// reaches the connection's statements.
+func (c *conn) endTx() {
+	c.inTx.Store(false)
+	c.txStop = nil
 }
 
 type stmt struct {
