@@ -148,7 +148,7 @@ var ErrInterrupted = errors.New("interrupted: its database handle is closing")
 // refuses the step.
 type stopCtx struct {
 	context.Context
-	stops *Interrupter // nil: only the context
+	stops  *Interrupter // nil: only the context
 	txStop *Interrupter // the transaction's (WithTxInterrupter), if any
 	// stmt is the statement the call steps, when known (nil: a call that
 	// runs SQL text, or prepares); started says a look found the context
