@@ -612,6 +612,12 @@ func (t pgTx) endedAfter(err error) error {
 		// caller by now, so it is not looked at (driverErr says ErrTxDone).
 		return nil
 	}
+	if errors.Is(err, errConnBusy) || errors.Is(err, errRowsOpen) {
+		// Refused before it ran, because another statement of the
+		// transaction holds the connection: not looked at either (that
+		// statement's goroutine uses it), and the transaction goes on.
+		return nil
+	}
 	c := t.tx.Conn()
 	switch {
 	case c == nil:

@@ -90,13 +90,25 @@ func (g *txGuard) enter() error {
 	if g.rows.Load() {
 		return errRowsOpen
 	}
-	g.mu.Lock()
+	// Never wait for mu: a statement of another goroutine holds it (a Tx
+	// is not safe for concurrent use), and waiting behind its rows could
+	// deadlock where pgx fails at once with "conn busy" (review54b F4).
+	if !g.mu.TryLock() {
+		if g.closed.Load() {
+			return errGuardClosed
+		}
+		return errConnBusy
+	}
 	if g.closed.Load() {
 		g.mu.Unlock()
 		return errGuardClosed
 	}
 	return nil
 }
+
+// errConnBusy is the error of a statement run while another statement of
+// the transaction runs (from another goroutine): pgx's own.
+var errConnBusy = errors.New("conn busy: another statement of the transaction is running (a Tx is not safe for concurrent use)")
 
 func (g *txGuard) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if err := g.enter(); err != nil {
@@ -171,6 +183,16 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 		defer g.mu.Unlock()
 		return rollback(ctx)
 	}
+	if g.rows.Load() {
+		// Open rows hold mu, not a statement at the server: nothing would
+		// end them but their owner, who may never (a leaked Tx, a handler
+		// left behind), and the rollback waited for ever, so did Close,
+		// and a hard Shutdown waited 5 s a transaction (review54b F1, F2).
+		// No goroutine runs in pgx meanwhile: roll back at once; pgx
+		// refuses ("conn busy") and closes the connection, which ends the
+		// transaction on the server, and the rows' next use fails.
+		return rollback(ctx)
+	}
 	if g.pg != nil {
 		// The statement fails with SQLSTATE 57014; the transaction stays
 		// open on its connection until the rollback below.
@@ -188,6 +210,9 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		if g.rows.Load() { // the statement became open rows meanwhile: as above
+			return rollback(context.WithoutCancel(ctx))
+		}
 		return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
 	}
 }
