@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -183,20 +184,23 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 		defer g.mu.Unlock()
 		return rollback(ctx)
 	}
-	if g.rows.Load() {
-		// Open rows hold mu, not a statement at the server: nothing would
-		// end them but their owner, who may never (a leaked Tx, a handler
-		// left behind), and the rollback waited for ever, so did Close,
-		// and a hard Shutdown waited 5 s a transaction (review54b F1, F2).
-		// No goroutine runs in pgx meanwhile: roll back at once; pgx
-		// refuses ("conn busy") and closes the connection, which ends the
-		// transaction on the server, and the rows' next use fails.
-		return rollback(ctx)
-	}
 	if g.pg != nil {
 		// The statement fails with SQLSTATE 57014; the transaction stays
 		// open on its connection until the rollback below.
 		_ = g.pg.CancelRequest(ctx)
+	}
+	// Open rows hold mu rather than a statement: their owner may be
+	// reading them (the cancel ends the query, and its next Next closes
+	// them) or may never close them (a leaked Tx, a handler left behind):
+	// the rollback waited for ever then, and so did Close (review54b F1).
+	// It waits a moment for them, then rolls back without mu: pgx refuses
+	// ("conn busy") and closes the connection, which ends the transaction
+	// on the server, as before the guard.
+	wait := ctx
+	if g.rows.Load() {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, openRowsWait)
+		defer cancel()
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -209,13 +213,17 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-		if g.rows.Load() { // the statement became open rows meanwhile: as above
+	case <-wait.Done():
+		if g.rows.Load() { // rows left open: see above
 			return rollback(context.WithoutCancel(ctx))
 		}
 		return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
 	}
 }
+
+// openRowsWait is how long the store's rollback waits for rows left open
+// to be closed by their owner before it closes the connection under them.
+const openRowsWait = 500 * time.Millisecond
 
 // guardedRows are rows that hold their guard's mu until closed.
 type guardedRows struct {
