@@ -705,17 +705,10 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	if tx == nil || tx.h == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tx.h.state.abandon()
-	}()
-	t := time.NewTimer(rollbackTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	if _, ended := runWithin(ctx, tx.h.state.abandon); ended {
 		rj.releaseTxSlot(s)
-	case <-t.C:
 	}
 }
 

@@ -109,6 +109,23 @@ var errAdopted = fmt.Errorf("%w: the transaction is adopted: whoever began it en
 // cancelled (a rollback must still happen to release the connection).
 const rollbackTimeout = 5 * time.Second
 
+// runWithin runs f on a goroutine of its own and waits for it until ctx is
+// done: ok is false then, and f runs on to its end unwaited for, its
+// result dropped. The rollbacks the store makes from another goroutine
+// than the Tx's user wait this way (txGuard.end, endAbandonedTx): what they
+// wait for may never end (a statement that ignores its cancel, a hung
+// handler holding its Tx), and they must not hang with it.
+func runWithin[T any](ctx context.Context, f func() T) (v T, ok bool) {
+	done := make(chan T, 1) // f never blocks on a wait that gave up
+	go func() { done <- f() }()
+	select {
+	case v = <-done:
+		return v, true
+	case <-ctx.Done():
+		return v, false
+	}
+}
+
 // Begin starts a transaction. On SQLite it is a write transaction
 // (BEGIN IMMEDIATE) on the writer slot, held until the transaction ends: an
 // auto-commit write or another Begin made while your own Tx is open waits

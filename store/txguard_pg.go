@@ -202,23 +202,20 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 		wait, cancel = context.WithTimeout(ctx, openRowsWait)
 		defer cancel()
 	}
-	done := make(chan error, 1)
-	go func() {
+	err, ended := runWithin(wait, func() error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		rctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		done <- rollback(rctx)
-	}()
-	select {
-	case err := <-done:
+		return rollback(rctx)
+	})
+	if ended {
 		return err
-	case <-wait.Done():
-		if g.rows.Load() { // rows left open: see above
-			return rollback(context.WithoutCancel(ctx))
-		}
-		return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
 	}
+	if g.rows.Load() { // rows left open: see above
+		return rollback(context.WithoutCancel(ctx))
+	}
+	return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
 }
 
 // openRowsWait is how long the store's rollback waits for rows left open

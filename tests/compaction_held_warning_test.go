@@ -2,10 +2,8 @@ package tests
 
 import (
 	"log/slog"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,26 +29,10 @@ func TestHeldCompactionIsLogged(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
-	clk := &offsetClock{}
 	var logs syncBuffer
-	s := e.open(t, store.WithClock(clk.Now), store.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	st := s.Stream("kv-held")
-	require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Hour, TombstoneRetention: time.Hour}))
+	s, st, clk := compactedOnClock(t, e, "kv-held", store.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	db := e.sqlDB(t)
-	v1, err := st.PublishWithKey(c, "k", []byte("v1"))
-	require.NoError(t, err)
-	_, err = st.PublishWithKey(c, "k", []byte("v2"))
-	require.NoError(t, err)
-	_, err = st.PublishWithKey(c, "other", []byte("x"))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { // settled: a read is cut at the horizon
-		return slices.Contains(replayKeyed(t, c, st), "other=x")
-	}, 30*time.Second, 10*time.Millisecond)
-	// A pass inside the lag walks nothing but learns they are settled
-	// (the held transaction below then holds the horizon above them).
-	_, err = s.Maintenance().CompactSuperseded(c, 100)
-	require.NoError(t, err)
-	clk.Advance(2 * time.Hour)
+	v1 := supersedeAndSettle(t, c, s, st, clk, "k", "x")
 
 	held, err := db.BeginTx(c, nil)
 	require.NoError(t, err)

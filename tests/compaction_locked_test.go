@@ -32,30 +32,12 @@ func TestCompactionCursorStaysBelowALockedVersion(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
-	clk := &offsetClock{}
-	s := e.open(t, store.WithClock(clk.Now))
-	st := s.Stream("kv")
-	require.NoError(t, st.Configure(c, store.StreamConfig{Compacted: true, MinCompactionLag: time.Hour, TombstoneRetention: time.Hour}))
+	s, st, clk := compactedOnClock(t, e, "kv")
 	db := e.sqlDB(t)
 	const rounds = 20
 	for i := range rounds {
 		key := fmt.Sprintf("k%d", i)
-		v1, err := st.PublishWithKey(c, key, []byte("v1"))
-		require.NoError(t, err)
-		_, err = st.PublishWithKey(c, key, []byte("v2"))
-		require.NoError(t, err)
-		_, err = st.PublishWithKey(c, "other", []byte(fmt.Sprint(i))) // a later event of another key in the window
-		require.NoError(t, err)
-		require.Eventually(t, func() bool { // settled: a read is cut at the horizon
-			return slices.Contains(replayKeyed(t, c, st), fmt.Sprintf("other=%d", i))
-		}, 30*time.Second, 10*time.Millisecond)
-		// A pass while they are inside the lag walks nothing, but learns
-		// that they are settled: the held transaction below then holds
-		// the settled horizon above them, as a janitor's window does
-		// (its transaction began after the events it walks).
-		_, err = s.Maintenance().CompactSuperseded(c, 100)
-		require.NoError(t, err)
-		clk.Advance(2 * time.Hour)
+		v1 := supersedeAndSettle(t, c, s, st, clk, key, fmt.Sprint(i))
 
 		held, err := db.BeginTx(c, nil)
 		require.NoError(t, err)
@@ -84,4 +66,41 @@ func TestCompactionCursorStaysBelowALockedVersion(t *testing.T) {
 		}, 30*time.Second, 10*time.Millisecond)
 		require.True(t, ok, "round %d: the superseded v1 outlived the skipped window: %v", i, got)
 	}
+}
+
+// compactedOnClock opens a store on e whose clock the test moves, with
+// the stream name compacted (MinCompactionLag and TombstoneRetention an
+// hour): the set-up of the tests of a compaction window that meets a
+// version another transaction holds.
+func compactedOnClock(t *testing.T, e *engineEnv, name string, opts ...store.Option) (*store.Store, *store.Stream, *offsetClock) {
+	t.Helper()
+	clk := &offsetClock{}
+	s := e.open(t, append([]store.Option{store.WithClock(clk.Now)}, opts...)...)
+	st := s.Stream(name)
+	require.NoError(t, st.Configure(ctx(t), store.StreamConfig{Compacted: true, MinCompactionLag: time.Hour, TombstoneRetention: time.Hour}))
+	return s, st, clk
+}
+
+// supersedeAndSettle publishes v1 then v2 of key on st (compactedOnClock's)
+// and a later event of the key "other" (with the value other), waits until
+// they are settled (a read is cut at the horizon), and runs a pass while
+// they are inside the lag: it walks nothing, but learns that they are
+// settled, so that a transaction begun after holds the settled horizon
+// above them, as a janitor's window does (its transaction began after the
+// events it walks). It then moves clk past the lag, and returns v1's id.
+func supersedeAndSettle(t *testing.T, c context.Context, s *store.Store, st *store.Stream, clk *offsetClock, key, other string) int64 {
+	t.Helper()
+	v1, err := st.PublishWithKey(c, key, []byte("v1"))
+	require.NoError(t, err)
+	_, err = st.PublishWithKey(c, key, []byte("v2"))
+	require.NoError(t, err)
+	_, err = st.PublishWithKey(c, "other", []byte(other))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return slices.Contains(replayKeyed(t, c, st), "other="+other)
+	}, 30*time.Second, 10*time.Millisecond)
+	_, err = s.Maintenance().CompactSuperseded(c, 100)
+	require.NoError(t, err)
+	clk.Advance(2 * time.Hour)
+	return v1
 }

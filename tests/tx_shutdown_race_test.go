@@ -31,11 +31,7 @@ func TestHardShutdownRollsBackATxInUseWithoutRacingIt(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
-	admin, err := pgx.Connect(c, e.dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	_, err = admin.Exec(c, "CREATE TABLE race_rows (n integer NOT NULL)")
-	require.NoError(t, err)
+	admin := e.pgConn(t, c, "CREATE TABLE race_rows (n integer NOT NULL)")
 
 	const sleepSQL = "SELECT pg_sleep(60)"
 	for round := range 4 {
@@ -173,11 +169,7 @@ func TestHardShutdownRollsBackATxWhoseRowsAreOpen(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
 	c := ctx(t)
-	admin, err := pgx.Connect(c, e.dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	_, err = admin.Exec(c, "CREATE TABLE open_rows (n integer NOT NULL)")
-	require.NoError(t, err)
+	admin := e.pgConn(t, c, "CREATE TABLE open_rows (n integer NOT NULL)")
 
 	s, err := store.Open(c, e.dsn)
 	require.NoError(t, err)
@@ -210,4 +202,18 @@ func TestHardShutdownRollsBackATxWhoseRowsAreOpen(t *testing.T) {
 	require.Zero(t, n, "the rolled-back transaction's rows are stored")
 	require.ErrorIs(t, tx.Commit(c), store.ErrClosed)
 	t.Logf("Shutdown took %v", took)
+}
+
+// pgConn is a session of its own on e's PostgreSQL database, closed when
+// t ends, on which setup has run.
+func (e *engineEnv) pgConn(t *testing.T, c context.Context, setup ...string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(c, e.dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, sql := range setup {
+		_, err := conn.Exec(c, sql)
+		require.NoError(t, err, sql)
+	}
+	return conn
 }
