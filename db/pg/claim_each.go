@@ -47,3 +47,61 @@ func (q *Queries) ClaimJobsEach(ctx context.Context, arg ClaimJobsParams, each f
 	}
 	return rows.Err()
 }
+
+// ClaimJobsAndAckEach runs ClaimJobsAndAck's statement as ClaimJobsEach
+// runs ClaimJobs's: each claimed job's row is handed to each in one reused
+// ClaimJobsRow, and the ids the carried ack settled (the statement's last
+// row, id 0) are returned. Its ack's ids and claims go as text, as
+// AckJobsText sends AckJobs's (ackIDs the text of a bigint[], ackClaims
+// the JSON object of each id's token), in place of arg.AckIds and
+// arg.AckClaims, which it does not send. TestClaimJobsAndAckEachIsClaimJobsAndAck
+// holds its arguments and columns to the generated ClaimJobsAndAck's.
+func (q *Queries) ClaimJobsAndAckEach(ctx context.Context, ackIDs, ackClaims string, arg ClaimJobsAndAckParams,
+	each func(*ClaimJobsRow)) ([]int64, error) {
+	rows, err := q.db.Query(ctx, claimJobsAndAck,
+		ackIDs,
+		arg.Queue,
+		arg.Now,
+		ackClaims,
+		arg.MaxJobs,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var i ClaimJobsRow
+	var acked []int64
+	dest := []any{
+		&i.ID,
+		&i.Payload,
+		&i.Priority,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.CreatedAt,
+		&i.RunAt,
+		&i.ExpiresAt,
+		&i.LastError,
+		&i.Errors,
+		&i.Headers,
+		&acked,
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		if acked != nil { // the last row: the ack's
+			continue
+		}
+		each(&i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if acked == nil {
+		acked = []int64{}
+	}
+	return acked, nil
+}

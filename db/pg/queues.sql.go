@@ -449,6 +449,190 @@ func (q *Queries) ClaimJobs(ctx context.Context, arg ClaimJobsParams) ([]ClaimJo
 	return items, nil
 }
 
+const claimJobsAndAck = `-- name: ClaimJobsAndAck :many
+WITH RECURSIVE held AS (
+    SELECT x.id, x.ctid::tid AS tid FROM alkstore.jobs x
+    WHERE x.id = ANY ($1::bigint[]) AND x.queue = $2::text AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > $3::timestamptz AND x.claim_token = ($4::jsonb ->> x.id::text)::bigint
+    ORDER BY x.id
+    FOR UPDATE OF x
+), acked AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = $2::text AND q.completed_retention_us > 0)
+    RETURNING d.id
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = $2::text AND q.completed_retention_us > 0)
+    RETURNING u.id
+),
+buried AS (
+    UPDATE alkstore.jobs b
+    SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $3::timestamptz THEN 'expired' ELSE 'dead' END,
+        finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+        last_error = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $3::timestamptz THEN 'expired'
+                          ELSE 'attempts exhausted: the last claim expired' END,
+        errors = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= $3::timestamptz THEN b.errors
+                      ELSE (CASE WHEN jsonb_array_length(b.errors) >= 20 THEN b.errors - 0 ELSE b.errors END)
+                           || jsonb_build_array(jsonb_build_object('attempt', b.attempts, 'error', 'attempts exhausted: the last claim expired',
+                                                                   'at_us', (EXTRACT(EPOCH FROM $3::timestamptz) * 1000000)::bigint)) END
+    WHERE b.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.jobs x
+        WHERE x.queue = (SELECT $2::text) AND x.state = 'running' AND x.claim_expires_at <= (SELECT $3::timestamptz)
+          AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= (SELECT $3::timestamptz)))
+        FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+),
+prios AS (
+    (SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
+     WHERE j.queue = (SELECT $2::text) AND j.state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $2::text AND pq.paused)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at, h.id
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
+        WHERE j.queue = (SELECT $2::text) AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+),
+ready AS (
+    SELECT r.id, r.priority, r.run_at, r.tid
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
+        WHERE j.queue = (SELECT $2::text) AND j.state = 'pending' AND j.priority = p.priority
+          AND (j.run_at, j.id) >= (p.run_at, p.id) AND j.run_at <= $3::timestamptz
+          AND (j.expires_at IS NULL OR j.expires_at > (SELECT $3::timestamptz))
+        ORDER BY j.run_at, j.id
+        LIMIT (SELECT $5::integer)
+        FOR UPDATE SKIP LOCKED
+    ) AS r
+    LIMIT (SELECT $5::integer)
+),
+expired AS (
+    SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
+    WHERE j.queue = (SELECT $2::text) AND j.state = 'running'
+      AND j.claim_expires_at <= (SELECT $3::timestamptz) AND j.attempts < j.max_attempts
+      AND (j.expires_at IS NULL OR j.expires_at > (SELECT $3::timestamptz))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = $2::text AND pq.paused)
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT (SELECT $5::integer)
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT c.tid FROM (SELECT id, priority, run_at, tid FROM ready UNION ALL SELECT id, priority, run_at, tid FROM expired) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT (SELECT $5::integer)
+),
+claimed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'running', attempts = j.attempts + 1, claimed_at = $3::timestamptz,
+        claim_expires_at = $6::timestamptz, claim_token = $7::bigint, worker = $8::text
+    WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
+    RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
+        NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers
+)
+SELECT c.id, c.payload, c.priority, c.attempts, c.max_attempts, c.created_at, c.run_at, c.expires_at, c.last_error,
+    c.errors, c.headers, NULL::bigint[] AS acked
+FROM claimed c
+UNION ALL
+SELECT 0::bigint, NULL::bytea, 0::integer, 0::integer, 0::integer, $3::timestamptz, $3::timestamptz, NULL::timestamptz,
+    NULL::text, NULL::jsonb, NULL::jsonb, ARRAY(SELECT a.id FROM acked a UNION ALL SELECT k.id FROM completed k)::bigint[]
+`
+
+type ClaimJobsAndAckParams struct {
+	AckIds         []int64
+	Queue          string
+	Now            time.Time
+	AckClaims      []byte
+	MaxJobs        int32
+	ClaimExpiresAt time.Time
+	ClaimToken     int64
+	Worker         string
+}
+
+type ClaimJobsAndAckRow struct {
+	ID          int64
+	Payload     []byte
+	Priority    int32
+	Attempts    int32
+	MaxAttempts int32
+	CreatedAt   time.Time
+	RunAt       time.Time
+	ExpiresAt   *time.Time
+	LastError   *string
+	Errors      []byte
+	Headers     []byte
+	Acked       []int64
+}
+
+// ClaimJobs carrying a worker's ack of its finished jobs (the worker lends
+// it the batch its ack loop gathered; see worker.lend): one statement,
+// one transaction and one commit for both, where the ack was a round trip,
+// a transaction and a commit of its own. The ack is AckJobs's (held: the
+// rows still held by their claim, each id's token read from ack_claims,
+// locked in id order and reached by their ctid) deciding as CompleteJobs
+// does: deleted, or completed when the queue keeps completed jobs (its
+// setting read once, one-time filters). A lent job is running under a
+// lease that has not run out (held takes only claim_expires_at > now), and
+// the claim takes only pending jobs and running ones whose lease ran out
+// (claim_expires_at <= now, buried too), at the same now and in the same
+// snapshot: no row is both acked and claimed, and a lent job whose claim
+// lapsed is neither acked nor, when this claim takes it again, settled by
+// the lapsed claim's token. A lent job that another claim took, or that a
+// heartbeat updated between the snapshot and held's lock (locked in a
+// version the snapshot does not see), is not acked here: the worker acks
+// what the statement did not with AckJobs and CompleteJobs, which say
+// whether each claim still held (see pgOps.claim). The claim's part is
+// ClaimJobs's, the same plan (its comments say why each part is as it
+// is). The jobs come first, each row's acked NULL; one last row (id 0, the
+// other columns placeholders) carries the ids of the jobs the ack settled.
+func (q *Queries) ClaimJobsAndAck(ctx context.Context, arg ClaimJobsAndAckParams) ([]ClaimJobsAndAckRow, error) {
+	rows, err := q.db.Query(ctx, claimJobsAndAck,
+		arg.AckIds,
+		arg.Queue,
+		arg.Now,
+		arg.AckClaims,
+		arg.MaxJobs,
+		arg.ClaimExpiresAt,
+		arg.ClaimToken,
+		arg.Worker,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ClaimJobsAndAckRow
+	for rows.Next() {
+		var i ClaimJobsAndAckRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Payload,
+			&i.Priority,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.CreatedAt,
+			&i.RunAt,
+			&i.ExpiresAt,
+			&i.LastError,
+			&i.Errors,
+			&i.Headers,
+			&i.Acked,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const completeJob = `-- name: CompleteJob :one
 WITH deleted AS (
     DELETE FROM alkstore.jobs d

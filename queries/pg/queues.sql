@@ -287,6 +287,121 @@ WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
 RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
     NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers;
 
+-- name: ClaimJobsAndAck :many
+-- ClaimJobs carrying a worker's ack of its finished jobs (the worker lends
+-- it the batch its ack loop gathered; see worker.lend): one statement,
+-- one transaction and one commit for both, where the ack was a round trip,
+-- a transaction and a commit of its own. The ack is AckJobs's (held: the
+-- rows still held by their claim, each id's token read from ack_claims,
+-- locked in id order and reached by their ctid) deciding as CompleteJobs
+-- does: deleted, or completed when the queue keeps completed jobs (its
+-- setting read once, one-time filters). A lent job is running under a
+-- lease that has not run out (held takes only claim_expires_at > now), and
+-- the claim takes only pending jobs and running ones whose lease ran out
+-- (claim_expires_at <= now, buried too), at the same now and in the same
+-- snapshot: no row is both acked and claimed, and a lent job whose claim
+-- lapsed is neither acked nor, when this claim takes it again, settled by
+-- the lapsed claim's token. A lent job that another claim took, or that a
+-- heartbeat updated between the snapshot and held's lock (locked in a
+-- version the snapshot does not see), is not acked here: the worker acks
+-- what the statement did not with AckJobs and CompleteJobs, which say
+-- whether each claim still held (see pgOps.claim). The claim's part is
+-- ClaimJobs's, the same plan (its comments say why each part is as it
+-- is). The jobs come first, each row's acked NULL; one last row (id 0, the
+-- other columns placeholders) carries the ids of the jobs the ack settled.
+WITH RECURSIVE held AS (
+    SELECT x.id, x.ctid::tid AS tid FROM alkstore.jobs x
+    WHERE x.id = ANY (@ack_ids::bigint[]) AND x.queue = @queue::text AND x.state = (SELECT 'running'::text)
+      AND x.claim_expires_at > @now::timestamptz AND x.claim_token = (@ack_claims::jsonb ->> x.id::text)::bigint
+    ORDER BY x.id
+    FOR UPDATE OF x
+), acked AS (
+    DELETE FROM alkstore.jobs d
+    WHERE d.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = @queue::text AND q.completed_retention_us > 0)
+    RETURNING d.id
+), completed AS (
+    UPDATE alkstore.jobs u
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    WHERE u.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
+      AND EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = @queue::text AND q.completed_retention_us > 0)
+    RETURNING u.id
+),
+buried AS (
+    UPDATE alkstore.jobs b
+    SET state = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired' ELSE 'dead' END,
+        finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL,
+        last_error = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN 'expired'
+                          ELSE 'attempts exhausted: the last claim expired' END,
+        errors = CASE WHEN b.expires_at IS NOT NULL AND b.expires_at <= @now::timestamptz THEN b.errors
+                      ELSE (CASE WHEN jsonb_array_length(b.errors) >= 20 THEN b.errors - 0 ELSE b.errors END)
+                           || jsonb_build_array(jsonb_build_object('attempt', b.attempts, 'error', 'attempts exhausted: the last claim expired',
+                                                                   'at_us', (EXTRACT(EPOCH FROM @now::timestamptz) * 1000000)::bigint)) END
+    WHERE b.id = ANY (ARRAY(
+        SELECT x.id FROM alkstore.jobs x
+        WHERE x.queue = (SELECT @queue::text) AND x.state = 'running' AND x.claim_expires_at <= (SELECT @now::timestamptz)
+          AND (x.attempts >= x.max_attempts OR (x.expires_at IS NOT NULL AND x.expires_at <= (SELECT @now::timestamptz)))
+        FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+),
+prios AS (
+    (SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
+     WHERE j.queue = (SELECT @queue::text) AND j.state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.run_at, h.id
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at, j.id FROM alkstore.jobs j
+        WHERE j.queue = (SELECT @queue::text) AND j.state = 'pending' AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) AS h
+),
+ready AS (
+    SELECT r.id, r.priority, r.run_at, r.tid
+    FROM prios p CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
+        WHERE j.queue = (SELECT @queue::text) AND j.state = 'pending' AND j.priority = p.priority
+          AND (j.run_at, j.id) >= (p.run_at, p.id) AND j.run_at <= @now::timestamptz
+          AND (j.expires_at IS NULL OR j.expires_at > (SELECT @now::timestamptz))
+        ORDER BY j.run_at, j.id
+        LIMIT (SELECT @max_jobs::integer)
+        FOR UPDATE SKIP LOCKED
+    ) AS r
+    LIMIT (SELECT @max_jobs::integer)
+),
+expired AS (
+    SELECT j.id, j.priority, j.run_at, j.ctid::tid AS tid FROM alkstore.jobs j
+    WHERE j.queue = (SELECT @queue::text) AND j.state = 'running'
+      AND j.claim_expires_at <= (SELECT @now::timestamptz) AND j.attempts < j.max_attempts
+      AND (j.expires_at IS NULL OR j.expires_at > (SELECT @now::timestamptz))
+      AND NOT EXISTS (SELECT 1 FROM alkstore.queues pq WHERE pq.name = @queue::text AND pq.paused)
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT (SELECT @max_jobs::integer)
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT c.tid FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT (SELECT @max_jobs::integer)
+),
+claimed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'running', attempts = j.attempts + 1, claimed_at = @now::timestamptz,
+        claim_expires_at = @claim_expires_at::timestamptz, claim_token = @claim_token::bigint, worker = @worker::text
+    WHERE j.ctid = ANY (ARRAY(SELECT p.tid FROM picked p))
+    RETURNING j.id, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at, j.run_at, j.expires_at, j.last_error,
+        NULLIF(j.errors, '[]'::jsonb)::jsonb AS errors, j.headers
+)
+SELECT c.id, c.payload, c.priority, c.attempts, c.max_attempts, c.created_at, c.run_at, c.expires_at, c.last_error,
+    c.errors, c.headers, NULL::bigint[] AS acked
+FROM claimed c
+UNION ALL
+SELECT 0::bigint, NULL::bytea, 0::integer, 0::integer, 0::integer, @now::timestamptz, @now::timestamptz, NULL::timestamptz,
+    NULL::text, NULL::jsonb, NULL::jsonb, ARRAY(SELECT a.id FROM acked a UNION ALL SELECT k.id FROM completed k)::bigint[];
+
 -- name: AckJob :execrows
 -- Fenced: only the current, unexpired claim may settle a job. Deletes the
 -- job unless its queue keeps completed jobs; when it matched nothing,
