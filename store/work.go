@@ -326,8 +326,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return nil
 	}
 	l := &worker{q: w.q, opts: w.opts, handle: w, slots: make(chan struct{}, w.opts.Concurrency), freed: make(chan struct{}, 1),
-		todo: make(chan struct{}), claimHeld: make(chan struct{}, 1), lentDone: make(chan struct{}, 1),
-		lendGiven: make(chan struct{}, 1)}
+		todo: make(chan struct{}), claimHeld: make(chan struct{}, 1), lentDone: make(chan struct{}, 1)}
 	w.loop.Store(l)
 	l.run(lctx)
 	if w.q.s.life.stoppedByClose() && ctx.Err() == nil && !w.stopRequested() {
@@ -463,16 +462,14 @@ type worker struct {
 	// is about to go, and has not yet looked for a lent batch), lent (the
 	// batch the ack loop lent it, acked in the claim's transaction, or
 	// after it, and reported by the claim's goroutine, which then sends on
-	// lentDone) and gathering (PostgreSQL: the ack loop holds a batch and
-	// waits for a claim to lend it to, see openLending); see lend.
-	// lendGiven: on PostgreSQL, the ack loop lent its batch to the claim
-	// that opened. ackCtx and ackMore: the ack loop's.
+	// lentDone) and gathering (PostgreSQL: the ack loop offers lent to
+	// the next claim, see offer); see lend. ackCtx and ackMore: the ack
+	// loop's.
 	lendMu    sync.Mutex
 	claimOpen bool
 	lent      *[]*Job
 	lentDone  chan struct{}
 	gathering bool
-	lendGiven chan struct{}
 	ackCtx    context.Context
 	ackMore   func() []*Job
 	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
@@ -1294,24 +1291,21 @@ func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- cl
 }
 
 // openLending opens a PostgreSQL claim, about to go, to the batch the ack
-// loop holds while it waits for one (gathering), and returns once the ack
-// loop lent it (see lend): the claim's statement carries the ack
-// (ClaimJobsAndAck). It returns false at once when the ack loop holds no
-// batch, or another claim is open: the claim then goes alone.
+// loop offers while it waits for one (see offer): the claim takes it
+// (takeLent) and its statement carries the ack (ClaimJobsAndAck). It
+// returns false when no batch is offered, or another claim opened to it:
+// the claim then goes alone.
 func (w *worker) openLending() bool {
 	w.lendMu.Lock()
 	open := w.gathering && !w.claimOpen
 	if open {
 		w.claimOpen = true
-		select { // ends the ack loop's wait (it lends: claimOpen is set)
+		select { // ends the ack loop's wait (it then waits for lentDone)
 		case w.claimHeld <- struct{}{}:
 		default:
 		}
 	}
 	w.lendMu.Unlock()
-	if open {
-		<-w.lendGiven
-	}
 	return open
 }
 
@@ -1460,16 +1454,19 @@ func (w *worker) ackLoop(ctx context.Context) {
 		// no slot held and the claim loop resting, no job is on its way,
 		// and no claim. On PostgreSQL a claim goes only while the claim
 		// loop runs.
-		held := false // a claim took the writer since the last ack
-		if (len(w.slots) > 0 || !w.resting.Load()) && (lite || w.step.Load() == stepClaiming) {
-			if !lite {
-				w.lendMu.Lock()
-				w.gathering = true // a claim about to go may take the batch (openLending)
-				w.lendMu.Unlock()
+		if !lite {
+			// PostgreSQL: the claim loop runs, and a claim may go.
+			if (len(w.slots) > 0 || !w.resting.Load()) && w.step.Load() == stepClaiming && w.offer(&batch, gatherT, take) {
+				continue
 			}
+			w.ackAndReport(ctx, &batch, more)
+			continue
+		}
+		held := false // a claim took the writer since the last ack
+		if len(w.slots) > 0 || !w.resting.Load() {
 			gatherT.Reset(gatherFor)
 		gather:
-			for lite && len(batch) < maxAckBatch {
+			for len(batch) < maxAckBatch {
 				select {
 				case j, ok := <-w.acks:
 					if !ok {
@@ -1482,17 +1479,6 @@ func (w *worker) ackLoop(ctx context.Context) {
 				case <-gatherT.C:
 					break gather
 				}
-			}
-			if !lite {
-				// The finished jobs stay in acks meanwhile, taken at
-				// once by the claim (takeLent) or the ack: a wake of
-				// this loop for each job cost a goroutine run a job
-				// (bench -cpu: 2.9 -> 4.5 a job in a burn-down).
-				select {
-				case <-w.claimHeld:
-				case <-gatherT.C:
-				}
-				take()
 			}
 			gatherT.Stop()
 		}
@@ -1514,31 +1500,7 @@ func (w *worker) ackLoop(ctx context.Context) {
 // Should that ack fail (a lent claim was lost, a statement failed), the
 // claim commits without it and acks the batch after, on its own
 // goroutine, as an ack of its own.
-//
-// On PostgreSQL the batch goes to the claim about to go that opened itself
-// to it while the ack loop waited (openLending), and the claim's statement
-// carries the ack (ClaimJobsAndAck): one round trip, one transaction and
-// one commit for both.
 func (w *worker) lend(batch *[]*Job, held bool) bool {
-	if !w.q.s.singleWriter() {
-		w.lendMu.Lock()
-		w.gathering = false
-		open := w.claimOpen
-		if open {
-			w.lent = batch
-			select { // the opening claim's signal, if the wait did not take it
-			case <-w.claimHeld:
-			default:
-			}
-		}
-		w.lendMu.Unlock()
-		if !open {
-			return false
-		}
-		w.lendGiven <- struct{}{}
-		<-w.lentDone
-		return true
-	}
 	if !held {
 		select {
 		case <-w.claimHeld:
@@ -1553,6 +1515,50 @@ func (w *worker) lend(batch *[]*Job, held bool) bool {
 	}
 	w.lent = batch
 	w.lendMu.Unlock()
+	<-w.lentDone
+	return true
+}
+
+// offer is lend on PostgreSQL: it offers *batch to the next claim, which
+// takes it as it is about to go (openLending, takeLent) and carries its
+// ack in its statement (ClaimJobsAndAck): one round trip, one transaction
+// and one commit for both. It waits for that claim up to t (pgAckGather),
+// and returns true once the claim that took the batch acked it and
+// reported each job's result (settleLent); false when none took it, the
+// jobs that finished meanwhile added (take), for the ack loop to ack.
+// The claim neither waits for this loop nor wakes it to take the batch
+// (each hand-off between the two on the claim's path is a wake the
+// claim would wait out): while the batch is offered, only a claim that
+// took it touches it, and this loop, once a claim opened to it, only
+// waits for lentDone. The finished jobs meanwhile stay in acks, taken at
+// once by the claim (ackMore) or by take: a wake of this loop for each
+// job cost a goroutine run a job (bench -cpu: 2.9 -> 4.5 a job in a
+// burn-down).
+func (w *worker) offer(batch *[]*Job, t *time.Timer, take func()) bool {
+	w.lendMu.Lock()
+	w.gathering, w.lent = true, batch
+	w.lendMu.Unlock()
+	t.Reset(pgAckGather)
+	select {
+	case <-w.claimHeld:
+	case <-t.C:
+	}
+	t.Stop()
+	w.lendMu.Lock()
+	w.gathering = false
+	lent := w.lent == nil || w.claimOpen // a claim took it, or opened to it and will
+	if !lent {
+		w.lent = nil
+	}
+	select { // the signal of a claim that opened as the wait ended
+	case <-w.claimHeld:
+	default:
+	}
+	w.lendMu.Unlock()
+	if !lent {
+		take()
+		return false
+	}
 	<-w.lentDone
 	return true
 }
