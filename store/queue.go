@@ -689,9 +689,9 @@ type claimReq struct {
 	// the handler slots freed while it waited behind the writer (its
 	// acks), instead of leaving them to a claim of its own.
 	grow func() int
-	// lent, when not nil, is a worker's ack of finished jobs lent to its
-	// claim (see worker.lend), which the claim runs in its own transaction
-	// (SQLite: after its stamp; PostgreSQL: in its statement; see lentAck).
+	// lent, when not nil, is a SQLite worker's ack of finished jobs lent
+	// to its claim (see worker.lend), which the claim runs in its own
+	// transaction after its stamp (see lentAck).
 	lent *lentAck
 	// clock and visibility stamp the claim again (stamp) where it may
 	// have waited: SQLite's claim, once it holds the writer, which an
@@ -702,32 +702,24 @@ type claimReq struct {
 	visibility time.Duration
 }
 
-// lentAck is the ack of finished jobs that a worker's claim runs in its
-// own write transaction: one commit for both. On SQLite it runs after the
-// claim's stamp, and the pages both write (the rows' leaves,
-// alk_jobs_running's) go to the WAL once; on PostgreSQL it is part of the
-// claim's statement (ClaimJobsAndAck), one round trip for both. take is
-// called once, inside the transaction (SQLite) or as the statement is
-// about to go (PostgreSQL), and returns the claims to settle (none:
-// nothing was lent, and none will be). When the transaction commits,
-// acked is set and ids holds the ids it settled. On SQLite that is every
-// one of them: otherwise (a claim of them was lost, a statement of the
-// ack failed) the claim's transaction is rolled back and the claim runs
-// again without them. On PostgreSQL it may be fewer (a lent claim was
-// lost, or a heartbeat updated a row as the ack locked it). What the
-// claim's transaction did not settle, or all of them when the claim
-// failed, the worker acks after, as an ack of its own (which says which
-// claims were lost): neither the claim's jobs nor the lent ones are lost
-// with the ack.
+// lentAck is the ack of finished jobs that a SQLite worker's claim runs in
+// its own write transaction, after stamping its jobs: one commit for both,
+// and the pages both write (the rows' leaves, alk_jobs_running's) go to
+// the WAL once. take is called once inside the transaction and returns
+// the claims to settle (none: nothing was lent, and none will be). When
+// the transaction commits with every one of them settled, acked is set
+// and ids holds their ids. Otherwise (a claim of them was lost, a
+// statement of the ack failed) the claim's transaction is rolled back and
+// the claim runs again without them, and the worker acks them after, as
+// an ack of its own (which says which claims were lost): neither the
+// claim's jobs nor the lent ones are lost with the ack.
 type lentAck struct {
 	take  func() []claimRef
 	acked bool
 	ids   []int64
-	// taken, batch and claims: the worker's, set by take (see
-	// worker.takeLent): claims is how many claims take returned.
-	taken  bool
-	batch  *[]*Job
-	claims int
+	// taken and batch: the worker's, set by take (see worker.takeLent).
+	taken bool
+	batch *[]*Job
 }
 
 // stamp sets the claim's time and the end of its lease.

@@ -165,56 +165,20 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	// each, and their payloads: the run is one object to the GC).
 	jobs := make([]*Job, 0, r.n)
 	var slab []claimedJob
-	each := func(row *pgdb.ClaimJobsRow) {
-		if len(slab) == 0 { // ClaimJobs returns r.n rows at most
-			slab = make([]claimedJob, max(min(len(jobs)+1, r.n-len(jobs)), 1))
-		}
-		c := &slab[0]
-		slab = slab[1:]
-		jobs = append(jobs, pgClaimedJob(c, row, r))
-	}
-	// A worker's claim carries the ack its worker lent it (r.lent, see
-	// lentAck), taken now that the claim is about to go: ClaimJobsAndAck,
-	// one statement and one commit for both. What that ack did not settle
-	// the worker acks after, as an ack of its own (see worker.settleLent).
-	var lent []claimRef
-	if r.lent != nil {
-		lent = r.lent.take()
-	}
-	if len(lent) == 0 {
-		err = q.ClaimJobsEach(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
-			ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)}, each)
-		if err != nil {
-			return nil, err
-		}
-		return jobs, nil
-	}
-	ids, claims := pgAckArgs(lent)
-	acked, err := q.ClaimJobsAndAckEach(ctx, ids, claims, pgdb.ClaimJobsAndAckParams{Now: r.now,
-		ClaimExpiresAt: r.expiresAt, ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)}, each)
+	err = q.ClaimJobsEach(ctx, pgdb.ClaimJobsParams{Now: r.now, ClaimExpiresAt: r.expiresAt,
+		ClaimToken: r.token, Worker: r.worker, Queue: r.queue, MaxJobs: int32(r.n)},
+		func(row *pgdb.ClaimJobsRow) {
+			if len(slab) == 0 { // ClaimJobs returns r.n rows at most
+				slab = make([]claimedJob, max(min(len(jobs)+1, r.n-len(jobs)), 1))
+			}
+			c := &slab[0]
+			slab = slab[1:]
+			jobs = append(jobs, pgClaimedJob(c, row, r))
+		})
 	if err != nil {
 		return nil, err
 	}
-	r.lent.acked, r.lent.ids = true, acked
 	return jobs, nil
-}
-
-// pgAckArgs is the ids of claims as the text of a bigint[] and their
-// tokens as a JSON object of id to token, as AckJobs and ClaimJobsAndAck
-// read them.
-func pgAckArgs(claims []claimRef) (ids, tokens string) {
-	buf := make([]byte, 0, 16+len(claims)*52)
-	buf = append(buf, '{')
-	for i, c := range claims {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, c.id, 10)
-	}
-	buf = append(buf, '}')
-	n := len(buf)
-	buf = appendClaims(buf, claims)
-	return pgJSON(buf[:n]), pgJSON(buf[n:]) // buf is not written again: no copies
 }
 
 // pgClaimedJob makes c the job ClaimJobs returned: the columns the claim
@@ -258,8 +222,18 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 // The ids go as the text of a bigint[] (see AckJobsText), written
 // here beside the claims' JSON.
 func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
-	ids, tokens := pgAckArgs(claims)
-	acked, err := o.q.AckJobsText(ctx, ids, tokens, pgdb.AckJobsParams{Queue: queue, Now: now})
+	buf := make([]byte, 0, 16+len(claims)*52)
+	buf = append(buf, '{')
+	for i, c := range claims {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, c.id, 10)
+	}
+	buf = append(buf, '}')
+	ids := len(buf)
+	buf = appendClaims(buf, claims)
+	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgJSON(buf[ids:]), pgdb.AckJobsParams{Queue: queue, Now: now})
 	if err != nil || len(acked) == len(claims) {
 		return acked, err
 	}

@@ -458,18 +458,15 @@ type worker struct {
 	// that no claim is on its way.
 	claimHeld chan struct{}
 	resting   atomic.Bool
-	// lendMu guards claimOpen (a claim holds the writer, or on PostgreSQL
-	// is about to go, and has not yet looked for a lent batch), lent (the
-	// batch the ack loop lent it, acked in the claim's transaction, or
-	// after it, and reported by the claim's goroutine, which then sends on
-	// lentDone) and gathering (PostgreSQL: the ack loop offers lent to
-	// the next claim, see offer); see lend. ackCtx and ackMore: the ack
-	// loop's.
+	// lendMu guards claimOpen (a claim holds the writer and has not yet
+	// looked for a lent batch) and lent (the batch the ack loop lent it,
+	// acked in the claim's transaction, or after it, and reported by the
+	// claim's goroutine, which then sends on lentDone); see lend. ackCtx
+	// and ackMore: the ack loop's.
 	lendMu    sync.Mutex
 	claimOpen bool
 	lent      *[]*Job
 	lentDone  chan struct{}
-	gathering bool
 	ackCtx    context.Context
 	ackMore   func() []*Job
 	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
@@ -1278,35 +1275,16 @@ func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- cl
 		}
 	}
 	var lent *lentAck
-	if most == 1 || w.openLending() {
+	if most == 1 {
 		lent = new(lentAck)
 		lent.take = func() []claimRef { return w.takeLent(lent) }
 	}
 	sent := time.Now()
 	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent)
 	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
-	if lent != nil {
+	if most == 1 {
 		w.settleLent(lent)
 	}
-}
-
-// openLending opens a PostgreSQL claim, about to go, to the batch the ack
-// loop offers while it waits for one (see offer): the claim takes it
-// (takeLent) and its statement carries the ack (ClaimJobsAndAck). It
-// returns false when no batch is offered, or another claim opened to it:
-// the claim then goes alone.
-func (w *worker) openLending() bool {
-	w.lendMu.Lock()
-	open := w.gathering && !w.claimOpen
-	if open {
-		w.claimOpen = true
-		select { // ends the ack loop's wait (it then waits for lentDone)
-		case w.claimHeld <- struct{}{}:
-		default:
-		}
-	}
-	w.lendMu.Unlock()
-	return open
 }
 
 // claimed hands a claim's jobs to handlers, gives back the slots they did
@@ -1365,12 +1343,6 @@ const ackRounds = 10
 // ackGather bounds how long, on SQLite, the ack loop waits for the next
 // claim to take the writer (see ackLoop).
 const ackGather = time.Millisecond
-
-// pgAckGather bounds how long, on PostgreSQL, the ack loop waits for the
-// next claim to go (see ackLoop): a claim after a full one waits up to
-// maxClaimGather for its batch of free slots, counted from the first
-// freed slot, that is about when the ack loop's wait starts.
-const pgAckGather = maxClaimGather + time.Millisecond
 
 // ackLoop acks finished jobs in batches: whatever has accumulated while the
 // previous batch was in flight goes in the next one. On SQLite, where the
@@ -1431,40 +1403,27 @@ func (w *worker) ackLoop(ctx context.Context) {
 			}
 		}
 	}
-	// more: SQLite's ack adds the jobs that finished while it waited for
-	// the writer (ackGrowing; PostgreSQL's ack ignores it), and a claim
-	// that takes a lent batch those that finished since (takeLent).
-	more := func() []*Job {
-		n := len(batch)
-		take()
-		return batch[n:]
+	var more func() []*Job
+	var gatherT *time.Timer
+	if w.q.s.singleWriter() {
+		more = func() []*Job {
+			n := len(batch)
+			take()
+			return batch[n:]
+		}
+		w.ackCtx, w.ackMore = ctx, more
+		gatherT = time.NewTimer(ackGather)
+		defer gatherT.Stop()
 	}
-	w.ackCtx, w.ackMore = ctx, more
-	lite := w.q.s.singleWriter()
-	gatherFor := ackGather
-	if !lite {
-		gatherFor = pgAckGather
-	}
-	gatherT := time.NewTimer(gatherFor)
-	defer gatherT.Stop()
 	for j := range w.acks {
 		batch = append(batch[:0], j)
 		take()
 		// A handler hands its job to acks before it frees its slot: with
 		// no slot held and the claim loop resting, no job is on its way,
-		// and no claim. On PostgreSQL a claim goes only while the claim
-		// loop runs.
-		if !lite {
-			// PostgreSQL: the claim loop runs, and a claim may go.
-			if (len(w.slots) > 0 || !w.resting.Load()) && w.step.Load() == stepClaiming && w.offer(&batch, gatherT, take) {
-				continue
-			}
-			w.ackAndReport(ctx, &batch, more)
-			continue
-		}
+		// and no claim.
 		held := false // a claim took the writer since the last ack
-		if len(w.slots) > 0 || !w.resting.Load() {
-			gatherT.Reset(gatherFor)
+		if gatherT != nil && (len(w.slots) > 0 || !w.resting.Load()) {
+			gatherT.Reset(ackGather)
 		gather:
 			for len(batch) < maxAckBatch {
 				select {
@@ -1482,7 +1441,7 @@ func (w *worker) ackLoop(ctx context.Context) {
 			}
 			gatherT.Stop()
 		}
-		if w.lend(&batch, held) {
+		if gatherT != nil && w.lend(&batch, held) {
 			continue
 		}
 		w.ackAndReport(ctx, &batch, more)
@@ -1519,50 +1478,6 @@ func (w *worker) lend(batch *[]*Job, held bool) bool {
 	return true
 }
 
-// offer is lend on PostgreSQL: it offers *batch to the next claim, which
-// takes it as it is about to go (openLending, takeLent) and carries its
-// ack in its statement (ClaimJobsAndAck): one round trip, one transaction
-// and one commit for both. It waits for that claim up to t (pgAckGather),
-// and returns true once the claim that took the batch acked it and
-// reported each job's result (settleLent); false when none took it, the
-// jobs that finished meanwhile added (take), for the ack loop to ack.
-// The claim neither waits for this loop nor wakes it to take the batch
-// (each hand-off between the two on the claim's path is a wake the
-// claim would wait out): while the batch is offered, only a claim that
-// took it touches it, and this loop, once a claim opened to it, only
-// waits for lentDone. The finished jobs meanwhile stay in acks, taken at
-// once by the claim (ackMore) or by take: a wake of this loop for each
-// job cost a goroutine run a job (bench -cpu: 2.9 -> 4.5 a job in a
-// burn-down).
-func (w *worker) offer(batch *[]*Job, t *time.Timer, take func()) bool {
-	w.lendMu.Lock()
-	w.gathering, w.lent = true, batch
-	w.lendMu.Unlock()
-	t.Reset(pgAckGather)
-	select {
-	case <-w.claimHeld:
-	case <-t.C:
-	}
-	t.Stop()
-	w.lendMu.Lock()
-	w.gathering = false
-	lent := w.lent == nil || w.claimOpen // a claim took it, or opened to it and will
-	if !lent {
-		w.lent = nil
-	}
-	select { // the signal of a claim that opened as the wait ended
-	case <-w.claimHeld:
-	default:
-	}
-	w.lendMu.Unlock()
-	if !lent {
-		take()
-		return false
-	}
-	<-w.lentDone
-	return true
-}
-
 // takeLent is l.take for a claim, called inside its transaction after its
 // stamp: it closes the claim to lending (lend then leaves the ack to the
 // ack loop), takes the batch lent to it, if one was, into l (no other
@@ -1581,9 +1496,7 @@ func (w *worker) takeLent(l *lentAck) []claimRef {
 		return nil
 	}
 	w.ackMore()
-	refs := w.q.claimRefs(make([]claimRef, 0, len(*batch)), *batch)
-	l.claims = len(refs)
-	return refs
+	return w.q.claimRefs(make([]claimRef, 0, len(*batch)), *batch)
 }
 
 // testHookTakeLent, set only by the package's tests, runs as a claim
@@ -1611,21 +1524,7 @@ func (w *worker) settleLent(l *lentAck) {
 		return
 	}
 	if l.acked {
-		ids := l.ids
-		var failed map[*Job]error
-		var err error
-		if len(ids) < l.claims {
-			// PostgreSQL: the claim's statement settled fewer than it
-			// carried. The rest are acked on their own (AckJobs, then
-			// CompleteJobs), which settles a job whose row a heartbeat
-			// updated as the carried ack locked it, and says which claims
-			// were lost.
-			rest := unacked(*batch, ids)
-			var got []int64
-			got, failed, err = w.ackBatch(w.ackCtx, &rest, nil)
-			ids = append(ids, got...)
-		}
-		w.report(*batch, ids, failed, err)
+		w.report(*batch, l.ids, nil, nil)
 	} else {
 		w.ackAndReport(w.ackCtx, batch, w.ackMore)
 	}

@@ -76,7 +76,7 @@ func TestClaimNeverTakesMoreJobsThanFreeSlots(t *testing.T) {
 		second := make(chan struct{})
 		var secondOnce sync.Once
 		s := e.openHooked(t, func(name string) {
-			if name != "ClaimJobs" && name != "ClaimJobsAndAck" { // on PostgreSQL a claim may carry an ack
+			if name != "ClaimJobs" {
 				return
 			}
 			switch claims.Add(1) {
@@ -140,7 +140,7 @@ func TestShutdownMidClaimStrandsNoJob(t *testing.T) {
 		var holding atomic.Bool
 		holding.Store(true)
 		s := e.openHooked(t, func(name string) {
-			if (name == "ClaimJobs" || name == "ClaimJobsAndAck") && holding.Load() {
+			if name == "ClaimJobs" && holding.Load() {
 				reached <- struct{}{}
 				<-release
 			}

@@ -688,8 +688,6 @@ var hotStatements = []hotStmt{
 	{name: "ClaimableReadyJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimableJobs", only: "lite", args: map[string]any{"queue": "skewed"}, maxStep: 15_000},
 	{name: "ClaimJobs", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000, maxStep: 20_000}, // see also TestJobPlansStayOnIndexes
-	{name: "ClaimJobsAndAck", only: "pg", args: map[string]any{"queue": "skewed"}, maxBuf: 1_000,
-		pgArgs: map[string]any{"ackids": []int64{1, 2}, "ackclaims": `{"1": 7, "2": 7}`}}, // ClaimJobs carrying a worker's ack
 	{name: "ClaimJob", only: "lite"}, // ClaimJobs for one job: one row by its id
 	{name: "NextJobDue", args: map[string]any{"queue": "skewed"}, maxBuf: 120},
 	{name: "AckJob"},
