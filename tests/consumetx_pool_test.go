@@ -121,6 +121,7 @@ func TestConsumeTxSharesTheTransactionSlotsWithWorkTx(t *testing.T) {
 		jobIn, memberIn := make(chan struct{}), make(chan struct{})
 		job1Done, allDone := make(chan struct{}), make(chan struct{})
 		var allOnce sync.Once
+		claimed2, phase2 := false, false // job 2 claimed; while e1's transaction was open
 		var id2 int64
 
 		// The transactional worker: job 1 holds its transaction for
@@ -194,6 +195,9 @@ func TestConsumeTxSharesTheTransactionSlotsWithWorkTx(t *testing.T) {
 					case <-ctx.Done():
 						return context.Cause(ctx)
 					}
+					mu.Lock()
+					phase2 = claimed2 // the job waited behind this transaction
+					mu.Unlock()
 				}
 				if ev.Offset == e2 {
 					mu.Lock()
@@ -235,6 +239,9 @@ func TestConsumeTxSharesTheTransactionSlotsWithWorkTx(t *testing.T) {
 			j, err := other.Queue("jobs").Job(c, id2)
 			return errors.Is(err, store.ErrNotFound) || err == nil && j.State != store.JobPending // claimed, or done and gone
 		})
+		mu.Lock()
+		claimed2 = true
+		mu.Unlock()
 		wg.Go(func() { otherWork(wc) })
 		await(allDone, "every job acked and every event delivered")
 		cancel()
@@ -256,5 +263,8 @@ func TestConsumeTxSharesTheTransactionSlotsWithWorkTx(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, gs.Assignment, 1)
 		require.Equal(t, e2, gs.Assignment[0].Committed, "the member committed both events")
+		// On PostgreSQL job 2 is claimed at once and waits for the slot;
+		// on SQLite its enqueue waited for e1's transaction.
+		t.Logf("job 2 claimed while member a's transaction was open: %v", phase2)
 	})
 }
