@@ -34,8 +34,9 @@ type pgEngine struct {
 	learner learner
 	stall   *stallWatch
 	// maxConns is the pool's size; txSlots bounds the transactions that
-	// WorkTx (and RunJobTx) handlers hold open at once on it to one fewer
-	// (see Store.handlerTx).
+	// the transactional handlers the store runs (WorkTx, RunJobTx, a group
+	// member's ConsumeTx) hold open at once on it to one fewer (see
+	// Store.handlerTxSlots).
 	maxConns int
 	txSlots  chan struct{}
 	// citusMark: on Citus, a transaction's first alkstore statement is

@@ -1423,12 +1423,16 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 // runs in a transaction, and the group's offset commits in it (CommitTx),
 // so an event's effects and the group's progress commit together.
 // On SQLite the transaction holds the writer slot while the handler runs.
+// On PostgreSQL it holds a pooled connection, and it counts against the
+// same bound as WorkTx's (see Store.handlerTxSlots): the member waits for
+// one of those transactions before it begins its own, its partitions'
+// leases renewed meanwhile as while its handler runs.
 func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHandler) error {
 	if handler == nil {
 		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
 	}
 	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
-		return g.s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+		return g.s.inHandlerTx(ctx, func(ctx context.Context, tx Tx) error {
 			if err := recovered(func() error { return handler(ctx, tx, ev) }); err != nil {
 				return err
 			}

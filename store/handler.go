@@ -646,16 +646,22 @@ func heartbeat(ctx context.Context, q *Queue, j *Job, visibility time.Duration, 
 	}
 }
 
-// handlerTxSlots is how many transactions of transactional handlers
-// (WorkTx, RunJobTx) this store holds open at once, 0 for no bound: on
-// PostgreSQL one fewer than its pool's connections (at least one). Each
-// such transaction holds a pooled connection for its handler's whole run;
-// with as many of them as connections, nothing was left for the worker's
-// own statements (heartbeats, claims, the settles of failed handlers),
+// handlerTxSlots is how many transactions of transactional handlers the
+// store runs (WorkTx and RunJobTx through callTx, a group member's
+// ConsumeTx through inHandlerTx) this store holds open at once, all of
+// them together, 0 for no bound: on PostgreSQL one fewer than its pool's
+// connections (at least one). Each such transaction holds a pooled
+// connection for its handler's whole run; with as many of them as
+// connections, nothing was left for the store's own statements
+// (heartbeats, claims, the settles of failed handlers, group leases),
 // claims lapsed while their handlers ran, and jobs ran again (a pool of 4,
 // Concurrency 10, handlers of 1 s and a Visibility of 2 s: 12-17 of 30
-// jobs ran twice). On SQLite such a transaction holds the writer slot
-// instead, and extends its claim itself (see callTx).
+// jobs ran twice). ConsumeTx took none until session 55: a member's
+// transaction beside WorkTx handlers took the last connection, and every
+// job whose handler outlived its Visibility ran again in another process
+// (attack55 F4). On SQLite such a transaction holds the writer slot
+// instead (and a WorkTx one extends its claim itself: see callTx), so
+// nothing is counted there.
 func (s *Store) handlerTxSlots() int {
 	if pg, ok := s.eng.(*pgEngine); ok {
 		return cap(pg.txSlots)
@@ -665,8 +671,9 @@ func (s *Store) handlerTxSlots() int {
 
 // takeHandlerTx waits, as long as ctx allows, for a slot among
 // handlerTxSlots; releaseHandlerTx gives one back once the transaction
-// ended. The job's claim is heartbeat meanwhile (its handler runs, for
-// the heartbeats), on a connection the slots leave free.
+// ended. What the waiter holds is kept meanwhile, on a connection the
+// slots leave free: a job's claim by its worker's heartbeats (its handler
+// runs, for them), a group member's partitions by the member's.
 func (s *Store) takeHandlerTx(ctx context.Context) error {
 	pg, ok := s.eng.(*pgEngine)
 	if !ok {
@@ -683,6 +690,31 @@ func (s *Store) takeHandlerTx(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// inHandlerTx is InTx for a transactional handler the store runs outside
+// a worker (a group member's ConsumeTx): the transaction takes one of
+// handlerTxSlots before it begins, waiting as long as ctx allows, and
+// gives it back once it ended: committed, rolled back, or rolled back by
+// the store's shutdown (abandoned) while fn still runs. What the caller
+// holds meanwhile (a member's partitions) its own heartbeats keep, on the
+// connection the slots leave free.
+func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+	if err := s.takeHandlerTx(ctx); err != nil {
+		return err
+	}
+	var held atomic.Bool
+	held.Store(true)
+	release := func() {
+		if held.CompareAndSwap(true, false) {
+			s.releaseHandlerTx()
+		}
+	}
+	defer release() // the transaction never began, or ended
+	return s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
+		return fn(ctx, tx)
+	})
 }
 
 // endAbandonedTx rolls back the transaction of a handler the worker

@@ -212,11 +212,12 @@ func (q *Queue) Work(ctx context.Context, opts WorkOpts, handler Handler) error 
 //
 // On PostgreSQL each handler's transaction holds a pooled connection. The
 // store holds at most one fewer such transactions than its pool has
-// connections, for all its workers together, so that the workers'
-// heartbeats, claims and settles always find one; a worker runs at most
-// that many handlers at once (Concurrency is lowered to it), and a handler
-// waiting for one keeps its claim (it is heartbeat meanwhile). A pool of
-// one connection is refused with ErrInvalidArgument.
+// connections, for all its workers and its group members' ConsumeTx
+// together, so that the workers' heartbeats, claims and settles always
+// find one; a worker runs at most that many handlers at once (Concurrency
+// is lowered to it), and a handler waiting for one keeps its claim (it is
+// heartbeat meanwhile). A pool of one connection is refused with
+// ErrInvalidArgument.
 func (q *Queue) WorkTx(ctx context.Context, opts WorkOpts, handler TxHandler) error {
 	w, err := q.NewWorkerTx(opts, handler)
 	if err != nil {
