@@ -29,7 +29,7 @@ import (
 // in the transaction must not exist.
 func TestATransactionalHandlerPastItsVisibilityIsSettledByItsResult(t *testing.T) {
 	const vis = 2 * time.Second
-	forms := []string{"permanent", "snooze", "error", "panic", "stop"}
+	forms := []string{"permanent", "snooze", "error", "panic", "stop", "savepoint", "sql error"}
 	eachEngineEachForm(t, forms, func(t *testing.T, e *engineEnv, form int) {
 		s := e.open(t)
 		c := ctx(t)
@@ -45,8 +45,21 @@ func TestATransactionalHandlerPastItsVisibilityIsSettledByItsResult(t *testing.T
 			if runs.Add(1) > 1 {
 				return nil // run again: the test fails on the count
 			}
+			if forms[form] == "savepoint" { // the handler's own savepoints nest inside the store's
+				if _, err := tx.Exec(ctx, "SAVEPOINT app"); err != nil {
+					return err
+				}
+			}
 			if _, err := side.EnqueueTx(ctx, tx, []byte("written by the failed handler"), store.EnqueueOpts{}); err != nil {
 				return err
+			}
+			if forms[form] == "savepoint" {
+				if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT app"); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "SAVEPOINT app2"); err != nil {
+					return err
+				}
 			}
 			claimed <- *j.ClaimExpiresAt
 			select {
@@ -61,6 +74,14 @@ func TestATransactionalHandlerPastItsVisibilityIsSettledByItsResult(t *testing.T
 				return store.Snooze(time.Hour)
 			case "panic":
 				panic("handler blew up")
+			case "sql error":
+				// A failed statement: PostgreSQL aborts the transaction,
+				// SQLite lets it go on (the store's savepoint still holds).
+				_, err := tx.Exec(ctx, "INSERT INTO no_such_table VALUES (1)")
+				if err == nil {
+					err = errors.New("the insert did not fail")
+				}
+				return err
 			default:
 				return errors.New("transient")
 			}
@@ -101,13 +122,13 @@ func TestATransactionalHandlerPastItsVisibilityIsSettledByItsResult(t *testing.T
 			assert.Greater(t, time.Until(j.RunAt), 30*time.Minute, "snoozed for an hour")
 			assert.Zero(t, j.Attempts, "a snooze gives the attempt back")
 			assert.Empty(t, j.LastError)
-		case "error", "panic":
+		case "error", "panic", "savepoint", "sql error":
 			assert.Equal(t, store.JobPending, j.State)
 			assert.Greater(t, time.Until(j.RunAt), 30*time.Minute, "retried after its backoff (an hour)")
 			assert.Equal(t, 1, j.Attempts)
-			want := "transient"
-			if forms[form] == "panic" {
-				want = "handler panicked: handler blew up"
+			want := map[string]string{"panic": "handler panicked: handler blew up", "sql error": "no_such_table"}[forms[form]]
+			if want == "" {
+				want = "transient"
 			}
 			assert.Contains(t, j.LastError, want)
 		case "stop":
