@@ -33,6 +33,13 @@ var (
 	RollbackToBatch = statement(liteQueues, "RollbackToBatch")
 )
 
+// SavepointHandler and RollbackToHandler are lite/queues.sql's savepoint
+// before a transactional handler, which a failed handler rolls back to.
+var (
+	SavepointHandler  = statement(liteQueues, "SavepointHandler")
+	RollbackToHandler = statement(liteQueues, "RollbackToHandler")
+)
+
 // ProbeTransaction and EndProbe are lite/queues.sql's test of whether an
 // adopted transaction is still open on its connection.
 var (

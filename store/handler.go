@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/alkstore/alkstore/queries"
 )
 
 // The handler lifecycle: how one claimed job is run (panic recovery,
@@ -262,6 +264,11 @@ type runner struct {
 	start func(rj *runningJob)
 	stop  func(rj *runningJob)
 	ack   func(j *Job) error // completes a job whose handler returned nil
+	// others lists the claims of the worker's other jobs (running, or
+	// claimed and about to run) whose claims, as claimed, run out before
+	// need, for a transaction on SQLite's writer to extend (holdOthers).
+	// nil outside a worker.
+	others func(self *runningJob, need time.Time) []claimRef
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -362,6 +369,14 @@ type runningJob struct {
 	// own transaction began (callTx), not while it waits for a
 	// transaction slot, a pooled connection or SQLite's writer slot.
 	untimed bool
+	// claimedTo: when the claim ran out as claimed (set before the run
+	// starts, never changed: a lower bound of the lease, which heartbeats
+	// and extensions only move later; see worker.claimsToHold).
+	claimedTo time.Time
+	// savepoint: on SQLite, the claim's token when the handler runs after
+	// the savepoint SavepointHandler, in the transaction that extended
+	// its claim (callTx); 0 otherwise. The handler's goroutine's alone.
+	savepoint int64
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -403,8 +418,10 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
+	rj.savepoint = 0
 	if j.ClaimExpiresAt != nil {
 		rj.lease = *j.ClaimExpiresAt
+		rj.claimedTo = rj.lease
 	}
 	r.start(rj)
 	ctx := rj.ctx
@@ -435,6 +452,13 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
 	lost := rj.lost.Load()
+	if tx != nil && err != nil && !lost && rj.savepoint != 0 {
+		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
+			return res, false, false
+		}
+		// The transaction is gone (rolled back): settle on its own below.
+		tx = nil
+	}
 	if tx != nil {
 		outcome, lostNow, err2 := r.finishTx(tx, j, rj, err, lost)
 		if outcome != 0 {
@@ -448,7 +472,7 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	if lost {
 		return r.lostResult(j, err), false, false
 	}
-	res, later = r.settle(j, err, stoppedIt)
+	res, later = r.settle(j, err, stoppedIt, r.callerTx)
 	return res, later, false
 }
 
@@ -505,15 +529,32 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		// worker can take the job meanwhile, and a heartbeat beside it
 		// would only wait for the slot. Extend the claim here instead (the
 		// claim may have aged while the transaction waited for the slot),
-		// past the handler's Timeout and by a Visibility for the settle:
-		// the extension commits, or rolls back, with the handler's writes.
-		if _, _, err := j.extend(ctx, &tx, r.opts.Timeout+r.opts.Visibility); err != nil {
+		// past the handler's Timeout and by a Visibility for the settle,
+		// and so the claims of the worker's other jobs, which wait for the
+		// writer meanwhile (holdOthers). The handler then runs after a
+		// savepoint: when it fails, its writes are rolled back to there and
+		// its job settled in this transaction (settleInTx), so that the
+		// extensions commit whatever the handler's outcome. Rolled back
+		// whole, they went with its writes, the claim had lapsed while the
+		// transaction held the writer, and the settle found it gone: a
+		// Permanent error, a Snooze, a retry's backoff or a stop's release
+		// did nothing and the job ran again at once (attack55 F1). These
+		// statements run to their end even when the stop comes now (the
+		// handler then fails, and its job is released here).
+		sctx := r.settleCtx
+		deadline, token, err := j.extend(sctx, &tx, r.opts.Timeout+r.opts.Visibility)
+		if err != nil {
 			if errors.Is(err, ErrClaimLost) {
 				rj.loseClaim(err)
 			}
 			return &tx, err
 		}
 		rj.held.Store(true)
+		r.holdOthers(sctx, &tx, rj, deadline)
+		if err := tx.execOwn(sctx, queries.SavepointHandler); err != nil {
+			return &tx, err
+		}
+		rj.savepoint = token
 	}
 	// The Timeout runs from here: waiting for a transaction slot or the
 	// writer spent it before, and a handler that needed less than its
@@ -529,6 +570,89 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	})
 	defer stopAt()
 	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(), j) })
+}
+
+// holdOthers extends, in tx (on SQLite's writer), the claims of the
+// worker's other jobs that would run out before tx ends (within the
+// Timeout of rj's handler) to deadline, rj's own: they wait for the
+// writer meanwhile, where neither their heartbeats nor their own
+// transactions' extensions can run. Without it they lapsed while a
+// handler held the writer longer than what was left of their leases, and
+// each such job, its transaction begun at last, found its claim gone and
+// ended dead without its handler running (attack55 F2: 2 of 3 jobs,
+// Concurrency 3, handlers of 1.5 s and a Visibility of 1 s). Only the
+// claims that, as claimed, run out before rj's Timeout and a third of a
+// Visibility are extended (none in a burn-down of short handlers, where
+// no statement is added); a heartbeat may have extended some already,
+// which costs an update. The extensions commit whatever the handler's
+// outcome (see settleInTx). A failure costs only the extensions: their
+// heartbeats ask again once the writer is free.
+func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadline time.Time) {
+	if r.others == nil {
+		return
+	}
+	v := r.opts.Visibility
+	claims := r.others(rj, deadline.Add(-v+v/3))
+	if len(claims) == 0 {
+		return
+	}
+	err := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
+		h, ok := o.ops.(claimHolder)
+		if !ok {
+			return nil
+		}
+		_, err := h.holdClaims(ctx, claims, r.q.s.now(), deadline)
+		return err
+	})
+	if err != nil {
+		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+	}
+}
+
+// claimHolder is the ops of an engine whose transactions hold its only
+// writer (SQLite): holdClaims extends claims to deadline (those live at
+// now) in the transaction, and returns the ids it extended.
+type claimHolder interface {
+	holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error)
+}
+
+// settleInTx settles, on SQLite, the job of a transactional handler that
+// failed, in its own transaction, which extended its claim (callTx): it
+// rolls back to the savepoint before the handler (its writes, and any
+// settle of its job it made in tx, are gone), records the retry, failure,
+// snooze or release as Work does, and commits that with the claims'
+// extensions. ok is false when the transaction is gone (SQLite rolled it
+// back whole, or the savepoint was), rolled back now: the caller settles
+// on its own, as before.
+func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
+	ctx := r.settleCtx
+	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
+	if rerr := tx.execOwn(ctx, queries.RollbackToHandler); rerr != nil {
+		r.rollbackTx(tx, j)
+		return JobResult{}, false
+	}
+	// A settle of the handler's in tx (AckTx, SnoozeTx, ...) was rolled
+	// back with its writes: the claim is the job's again.
+	j.restoreClaim(rj.savepoint)
+	res, _ := r.settle(j, err, stoppedIt, tx)
+	if res.Outcome == OutcomeClaimLost || res.SettleErr != nil {
+		r.rollbackTx(tx, j)
+		return res, true
+	}
+	if cerr := tx.Commit(ctx); cerr != nil {
+		// Rolled back (the claim is the job's again: see Job.settle).
+		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
+		return JobResult{}, false
+	}
+	return res, true
+}
+
+// rollbackTx rolls back the handler's own transaction tx, logging a
+// failure.
+func (r *runner) rollbackTx(tx *Tx, j *Job) {
+	if rerr := tx.Rollback(r.settleCtx); rerr != nil && !errors.Is(rerr, ErrTxDone) {
+		r.q.s.log.Warn("alkstore: rollback of a transactional handler failed", "queue", r.q.name, "job", j.ID, "error", rerr)
+	}
 }
 
 // finishTx ends the handler's transaction: on success it completes the job
@@ -579,15 +703,17 @@ func recovered(fn func() error) (err error) {
 }
 
 // settle settles the job by its handler's result, unless the handler
-// settled it itself. stoppedIt says the handler failed after the stop
-// cancelled it: the job did not fail, so it goes back with its attempt.
-func (r *runner) settle(j *Job, err error, stoppedIt bool) (JobResult, bool) {
+// settled it itself, in tx when one is given (the caller's, RunJobInTx;
+// or on SQLite the failed handler's own, see settleInTx). stoppedIt says
+// the handler failed after the stop cancelled it: the job did not fail,
+// so it goes back with its attempt.
+func (r *runner) settle(j *Job, err error, stoppedIt bool, tx *Tx) (JobResult, bool) {
 	res := JobResult{Err: err}
 	if j.settled() {
 		res.Outcome = OutcomeSettledByHandler
 		return r.settledResult(j, res), false
 	}
-	ctx, tx := r.settleCtx, r.callerTx
+	ctx := r.settleCtx
 	delay, snoozed := SnoozeDelay(err)
 	var serr error
 	switch {
@@ -598,9 +724,9 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool) (JobResult, bool) {
 		res.Outcome, serr = OutcomeAcked, r.ack(j)
 	case snoozed:
 		res.Outcome, serr = OutcomeSnoozed, j.snooze(ctx, tx, delay)
-	case stoppedIt && tx == nil:
-		res.Outcome, serr = OutcomeReleased, j.Release(ctx)
-	case stoppedIt:
+	case stoppedIt && tx != r.callerTx, stoppedIt && tx == nil:
+		res.Outcome, serr = OutcomeReleased, j.release(ctx, tx)
+	case stoppedIt: // in the caller's transaction (RunJobInTx)
 		res.Outcome, serr = OutcomeReleased, j.snooze(ctx, tx, 0)
 	case IsPermanent(err):
 		res.Outcome, serr = OutcomeFailed, j.fail(ctx, tx, err.Error())

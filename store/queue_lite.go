@@ -808,6 +808,13 @@ func (o liteOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) 
 	return res, err
 }
 
+// holdClaims runs HeartbeatJobs in the transaction of a transactional
+// handler, which holds the writer (see runner.holdOthers).
+func (o liteOps) holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error) {
+	return o.q.HeartbeatJobs(ctx, litedb.HeartbeatJobsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims),
+		Now: now.UnixMicro()})
+}
+
 func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
 	row, err := o.q.GetJob(ctx, litedb.GetJobParams{ID: id, Queue: queue})
 	if err != nil {

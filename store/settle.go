@@ -182,8 +182,12 @@ func (j *Job) cancel(ctx context.Context, tx *Tx) error {
 // should then return (its result no longer settles the job). Like Ack, it
 // fails with ErrClaimLost once the claim expired or another worker holds
 // the job.
-func (j *Job) Release(ctx context.Context) error {
-	_, err := j.settle(ctx, "release", nil, true, func(o target, now time.Time) (bool, error) {
+func (j *Job) Release(ctx context.Context) error { return j.release(ctx, nil) }
+
+// release is Release, in tx when one is given (a failed transactional
+// handler's, on SQLite: see runner.settleInTx).
+func (j *Job) release(ctx context.Context, tx *Tx) error {
+	_, err := j.settle(ctx, "release", tx, true, func(o target, now time.Time) (bool, error) {
 		ok, err := o.release(ctx, j.ID, j.token, now)
 		j.after, j.next, j.as = JobPending, j.RunAt, OutcomeReleased
 		if ok {
@@ -254,6 +258,21 @@ func (j *Job) claimToken() int64 {
 		defer j.mu.Unlock()
 	}
 	return j.token
+}
+
+// peekToken is claimToken without waiting: ok is false while a settle of
+// the job is in flight. Read by a transaction that holds SQLite's writer
+// (see runner.holdOthers), which must not wait for a settle that waits
+// for that writer.
+func (j *Job) peekToken() (token int64, ok bool) {
+	if j.mu == nil {
+		return j.token, true
+	}
+	if !j.mu.TryLock() {
+		return 0, false
+	}
+	defer j.mu.Unlock()
+	return j.token, true
 }
 
 var errNotClaimed = fmt.Errorf("%w: not a claimed job (use a job returned by Claim)", ErrInvalidArgument)

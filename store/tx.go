@@ -648,6 +648,18 @@ func (tx Tx) live() (driverTx, error) {
 	return st.dtx, nil
 }
 
+// execOwn runs one of the store's own statements in tx (a savepoint of
+// the handler's transaction, see callTx), not counted as the
+// application's.
+func (tx Tx) execOwn(ctx context.Context, query string) error {
+	dtx, err := tx.live()
+	if err != nil {
+		return err
+	}
+	_, err = dtx.exec(ctx, query)
+	return err
+}
+
 // errStatementEndedTx is why a Tx is gone after one of its statements
 // ended the transaction (a COMMIT or ROLLBACK among several statements of
 // one Exec).

@@ -552,7 +552,7 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
-		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob, others: w.claimsToHold,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
@@ -921,6 +921,37 @@ func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef,
 			r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", claims[i].id, ErrClaimLost))
 		}
 	}
+}
+
+// claimsToHold lists, for the transaction of self's handler on SQLite's
+// writer (see runner.holdOthers), the claims of the worker's other jobs,
+// running or claimed and about to run, whose claims as claimed
+// (runningJob.claimedTo, the job's ClaimExpiresAt) run out before need.
+// Nothing is claimed while that transaction holds the writer. A claim
+// whose settle is in flight (its job's lock held) is left out: the
+// settle may wait for the writer this transaction holds.
+func (w *worker) claimsToHold(self *runningJob, need time.Time) []claimRef {
+	var claims []claimRef
+	add := func(j *Job) {
+		if token, ok := j.peekToken(); ok && token != 0 {
+			claims = append(claims, claimRef{j.ID, token})
+		}
+	}
+	w.mu.Lock()
+	for r := w.first; r != nil; r = r.next {
+		if r != self && r.claimedTo.Before(need) {
+			add(r.job)
+		}
+	}
+	w.mu.Unlock()
+	w.runMu.Lock()
+	for _, j := range w.queue {
+		if j.ClaimExpiresAt != nil && j.ClaimExpiresAt.Before(need) {
+			add(j)
+		}
+	}
+	w.runMu.Unlock()
+	return claims
 }
 
 // untilNextDue is how long to sleep when the queue has nothing claimable:

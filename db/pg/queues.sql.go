@@ -1777,6 +1777,15 @@ func (q *Queries) RollbackToBatch(ctx context.Context) error {
 	return err
 }
 
+const rollbackToHandler = `-- name: RollbackToHandler :exec
+ROLLBACK TO SAVEPOINT alkstore_handler
+`
+
+func (q *Queries) RollbackToHandler(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, rollbackToHandler)
+	return err
+}
+
 const savepointBatch = `-- name: SavepointBatch :exec
 SAVEPOINT alkstore_batch
 `
@@ -1788,6 +1797,26 @@ SAVEPOINT alkstore_batch
 // Savepoints of one name nest: each refers to the newest of its name.
 func (q *Queries) SavepointBatch(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, savepointBatch)
+	return err
+}
+
+const savepointHandler = `-- name: SavepointHandler :exec
+SAVEPOINT alkstore_handler
+`
+
+// On SQLite a transactional handler (WorkTx, RunJobTx) runs after this
+// savepoint, in the transaction that first extended its claim (and the
+// claims of its worker's other jobs waiting for the writer) past its
+// Timeout: when the handler fails, RollbackToHandler discards its writes
+// and the job's retry, failure, snooze or release is recorded in the same
+// transaction, which commits with the extensions. Rolled back whole, the
+// transaction took the extension along, the claim had lapsed while it
+// held the writer (no heartbeat can run meanwhile), and the settle found
+// it gone (attack55 F1). A handler's own savepoints nest inside it.
+// (PostgreSQL does not use it: a heartbeat beside the handler keeps the
+// claim there, and a failed handler's transaction is rolled back whole.)
+func (q *Queries) SavepointHandler(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, savepointHandler)
 	return err
 }
 

@@ -835,3 +835,20 @@ BEGIN;
 
 -- name: EndProbe :exec
 ROLLBACK;
+
+-- name: SavepointHandler :exec
+-- On SQLite a transactional handler (WorkTx, RunJobTx) runs after this
+-- savepoint, in the transaction that first extended its claim (and the
+-- claims of its worker's other jobs waiting for the writer) past its
+-- Timeout: when the handler fails, RollbackToHandler discards its writes
+-- and the job's retry, failure, snooze or release is recorded in the same
+-- transaction, which commits with the extensions. Rolled back whole, the
+-- transaction took the extension along, the claim had lapsed while it
+-- held the writer (no heartbeat can run meanwhile), and the settle found
+-- it gone (attack55 F1). A handler's own savepoints nest inside it.
+-- (PostgreSQL does not use it: a heartbeat beside the handler keeps the
+-- claim there, and a failed handler's transaction is rolled back whole.)
+SAVEPOINT alkstore_handler;
+
+-- name: RollbackToHandler :exec
+ROLLBACK TO SAVEPOINT alkstore_handler;
