@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 	if !slices.Contains(engines, "pg") {
 		code := m.Run() // ALK_ENGINES=lite: no PostgreSQL needed
 		browser.close()
+		templates.Remove()
 		os.Exit(code)
 	}
 	srv, err := pgtest.StartForTests()
@@ -53,7 +54,27 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	browser.close()
 	srv.Stop()
+	templates.Remove()
 	os.Exit(code)
+}
+
+// templates are the migrated databases each test's are copies of: no test
+// here is of migrations (a migration of each test's database was a fifth
+// of the package's CPU).
+var templates = pgtest.Templates{Migrate: func(ctx context.Context, dsn string) error {
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}}
+
+// freshDatabase is a fresh, migrated database of engine for t.
+func freshDatabase(t *testing.T, engine string) string {
+	t.Helper()
+	dsn, err := templates.Fresh(context.Background(), pgServer, engine, filepath.Join(t.TempDir(), "alk.db"))
+	require.NoError(t, err, "a copy of the migrated %s template", engine)
+	return dsn
 }
 
 // chromium finds the browser; the tests skip, saying why, only when there
@@ -122,12 +143,7 @@ func eachEngine(t *testing.T, opts console.Options, body func(t *testing.T, e *e
 	exe := chromium(t)
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			dsn := filepath.Join(t.TempDir(), "alk.db")
-			if engine == "pg" {
-				var err error
-				dsn, err = pgServer.NewDatabase(context.Background())
-				require.NoError(t, err)
-			}
+			dsn := freshDatabase(t, engine)
 			st, err := store.Open(context.Background(), dsn)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })

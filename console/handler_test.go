@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,11 +31,8 @@ type server struct {
 func eachStore(t *testing.T, opts console.Options, body func(t *testing.T, s *server)) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			dsn := filepath.Join(t.TempDir(), "alk.db")
+			dsn := freshDatabase(t, engine)
 			if engine == "pg" {
-				var err error
-				dsn, err = pgServer.NewDatabase(context.Background())
-				require.NoError(t, err)
 				dsn = strings.Replace(dsn, "postgres://postgres@", "postgres://postgres:hunter2-secret@", 1) // a password the pages must never show
 			}
 			st, err := store.Open(context.Background(), dsn)

@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	if !slices.Contains(engines, "pg") {
-		os.Exit(m.Run())
+		code := m.Run()
+		templates.Remove()
+		os.Exit(code)
 	}
 	srv, err := pgtest.StartForTests()
 	if err != nil {
@@ -49,19 +51,27 @@ func TestMain(m *testing.M) {
 	pgServer = srv
 	code := m.Run()
 	srv.Stop()
+	templates.Remove()
 	os.Exit(code)
 }
 
-// eachEngine runs body on a fresh database of each engine.
+// templates are the migrated databases each test's are copies of: no test
+// here is of migrations, and none counts what an Open's migration does.
+var templates = pgtest.Templates{Migrate: func(ctx context.Context, dsn string) error {
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}}
+
+// eachEngine runs body on a fresh database of each engine: a copy of a
+// migrated one (templates).
 func eachEngine(t *testing.T, body func(t *testing.T, dsn string)) {
 	for _, name := range engines {
 		t.Run(name, func(t *testing.T) {
-			dsn := filepath.Join(t.TempDir(), "alk.db")
-			if name == "pg" {
-				var err error
-				dsn, err = pgServer.NewDatabase(context.Background())
-				require.NoError(t, err)
-			}
+			dsn, err := templates.Fresh(context.Background(), pgServer, name, filepath.Join(t.TempDir(), "alk.db"))
+			require.NoError(t, err, "a copy of the migrated %s template", name)
 			body(t, dsn)
 		})
 	}
