@@ -564,7 +564,28 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}
-	return rows, nil
+	return &opRows{Rows: rows, tx: tx, ctx: ctx}, nil
+}
+
+// opRows wraps a business query's errors (Err's, Scan's) like every other
+// operation's: rows the store's rollback ended (a hard Shutdown, Work
+// leaving its handler behind) say ErrTxDone, and ErrClosed while the store
+// closes, as the transaction's next statement would.
+type opRows struct {
+	Rows
+	tx  Tx
+	ctx context.Context // the query's
+}
+
+func (r *opRows) Err() error { return r.mapErr(r.Rows.Err()) }
+
+func (r *opRows) Scan(dest ...any) error { return r.mapErr(r.Rows.Scan(dest...)) }
+
+func (r *opRows) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return opErr("query", "", r.tx.h.store.driverErr(r.tx.failed(r.ctx, err)))
 }
 
 // QueryRow runs a business query expected to return one row.
