@@ -47,9 +47,10 @@ import (
 // rollback holds it too (bounded by its ctx: a Next in flight ends soon
 // once the cancel ended the query; one that does not leaves the rollback
 // to the goroutine waiting for mu). It marks the guard dead first: dead
-// rows never call pgx again (pgxpool destroys the closed connection on a
-// goroutine of its own, so even a later call would race it); Next ends
-// them and Err says errGuardClosed. The rollback runs once: the goroutine
+// rows never call pgx again (pgxpool hands the closed connection to a
+// goroutine of its own to destroy; pgx v5.12's destructor only reads it,
+// closed already, but nothing promises that), Next ends them and Err says
+// errGuardClosed. The rollback runs once: the goroutine
 // still waiting for mu, woken when the rows close, finds it done (ended)
 // and does not roll back a second time, racing the first on pgxpool.Tx.
 // Uncontended, a row pays call's lock and unlock and an atomic load.

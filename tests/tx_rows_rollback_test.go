@@ -33,8 +33,9 @@ const rowsSQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WH
 // reader only sleeps (attack55 F3), and without it the race detector sees
 // them touch the connection unordered.
 type slowReader struct {
-	pipe [2]int // the reader waits on 0; the test writes 1
-	read chan struct{}
+	pipe    [2]int // the reader waits on 0; the test writes 1
+	read    chan struct{}
+	rowsErr error // the rows' Err after the rollback, for the log
 }
 
 func newSlowReader(t *testing.T) *slowReader {
@@ -86,7 +87,8 @@ func (r *slowReader) run(tx store.Tx, rows store.Rows) error {
 			return errors.New("the rows read on to their end after the rollback")
 		}
 	}
-	if err := rows.Err(); !txGone(err) {
+	r.rowsErr = rows.Err()
+	if err := r.rowsErr; !txGone(err) {
 		return fmt.Errorf("the rows' Err after the rollback (%d rows more): %v, want ErrTxDone or ErrClosed", n, err)
 	}
 	rows.Close()
@@ -151,7 +153,7 @@ func TestAHardShutdownEndsATxUnderItsSlowReadersRows(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, jobs, "round %d: the rolled-back transaction's job is stored", round)
 			require.NoError(t, s2.Close())
-			t.Logf("round %d: hard Shutdown took %v", round, took)
+			t.Logf("round %d: hard Shutdown took %v; the rows' Err: %v", round, took, r.rowsErr)
 		}
 	})
 }
@@ -216,6 +218,7 @@ func TestWorkEndsAnAbandonedHandlersTxUnderItsSlowRows(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("round %d: the handler has not returned a minute after Work", round)
 			}
+			t.Logf("round %d: the rows' Err: %v", round, r.rowsErr)
 			jobs, err := side.Jobs(c, store.JobsOpts{State: store.JobPending})
 			require.NoError(t, err)
 			require.Empty(t, jobs, "round %d: the abandoned handler's write is stored", round)
