@@ -112,8 +112,9 @@ const rollbackTimeout = 5 * time.Second
 // runWithin runs f on a goroutine of its own and waits for it until ctx is
 // done: ok is false then, and f runs on to its end unwaited for, its
 // result dropped. The rollbacks the store makes from another goroutine
-// than the Tx's user wait this way (txGuard.end, endAbandonedTx): what they
-// wait for may never end (a statement that ignores its cancel, a hung
+// than the Tx's user wait this way (endAbandonedTx; txGuard.end waits
+// alike, by hand, as it needs the result later): what they wait for may
+// never end (a statement that ignores its cancel, a hung
 // handler holding its Tx), and they must not hang with it.
 func runWithin[T any](ctx context.Context, f func() T) (v T, ok bool) {
 	done := make(chan T, 1) // f never blocks on a wait that gave up
