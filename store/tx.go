@@ -112,8 +112,9 @@ const rollbackTimeout = 5 * time.Second
 // runWithin runs f on a goroutine of its own and waits for it until ctx is
 // done: ok is false then, and f runs on to its end unwaited for, its
 // result dropped. The rollbacks the store makes from another goroutine
-// than the Tx's user wait this way (txGuard.end, endAbandonedTx): what they
-// wait for may never end (a statement that ignores its cancel, a hung
+// than the Tx's user wait this way (endAbandonedTx; txGuard.end waits
+// alike, by hand, as it needs the result later): what they wait for may
+// never end (a statement that ignores its cancel, a hung
 // handler holding its Tx), and they must not hang with it.
 func runWithin[T any](ctx context.Context, f func() T) (v T, ok bool) {
 	done := make(chan T, 1) // f never blocks on a wait that gave up
@@ -564,7 +565,28 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}
-	return rows, nil
+	return &opRows{Rows: rows, tx: tx, ctx: ctx}, nil
+}
+
+// opRows wraps a business query's errors (Err's, Scan's) like every other
+// operation's: rows the store's rollback ended (a hard Shutdown, Work
+// leaving its handler behind) say ErrTxDone, and ErrClosed while the store
+// closes, as the transaction's next statement would.
+type opRows struct {
+	Rows
+	tx  Tx
+	ctx context.Context // the query's
+}
+
+func (r *opRows) Err() error { return r.mapErr(r.Rows.Err()) }
+
+func (r *opRows) Scan(dest ...any) error { return r.mapErr(r.Rows.Scan(dest...)) }
+
+func (r *opRows) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return opErr("query", "", r.tx.h.store.driverErr(r.tx.failed(r.ctx, err)))
 }
 
 // QueryRow runs a business query expected to return one row.

@@ -37,6 +37,24 @@ import (
 // still happens, on a goroutine of its own, as soon as the statement ends,
 // so the connection goes back to the pool then.
 //
+// Rows left open (or a row not scanned) hold mu with no statement at the
+// server for the cancel to end, and their owner may never close them (a
+// leaked Tx, a handler left behind): the rollback waits openRowsWait for
+// them, then rolls back under them. Their owner may be inside pgx then,
+// reading the next row from the connection pgx's refused rollback closes
+// (attack55 F3: a data race), so each call the rows make into pgx (Next,
+// Scan, Close, a row's Scan) holds a second, short lock, call, and that
+// rollback holds it too (bounded by its ctx: a Next in flight ends soon
+// once the cancel ended the query; one that does not leaves the rollback
+// to the goroutine waiting for mu). It marks the guard dead first: dead
+// rows never call pgx again (pgxpool hands the closed connection to a
+// goroutine of its own to destroy; pgx v5.12's destructor only reads it,
+// closed already, but nothing promises that), Next ends them and Err says
+// errGuardClosed. The rollback runs once: the goroutine
+// still waiting for mu, woken when the rows close, finds it done (ended)
+// and does not roll back a second time, racing the first on pgxpool.Tx.
+// Uncontended, a row pays call's lock and unlock and an atomic load.
+//
 // It guards what the store runs on the transaction: its own queries and the
 // business SQL of Tx.Exec, Query and QueryRow. Statements the application
 // runs directly on the pgx.Tx Tx.Pgx returns are its own to serialise (see
@@ -52,6 +70,15 @@ type txGuard struct {
 	// closed: the store rolled the transaction back, or is rolling it
 	// back: no statement starts any more.
 	closed atomic.Bool
+	// call is held around each call open rows or an unscanned row make
+	// into pgx, and by the rollback that end makes under them (see
+	// txGuard); never while waiting for mu.
+	call sync.Mutex
+	// dead: end rolled back under open rows (holding call): they never
+	// call pgx again.
+	dead atomic.Bool
+	// ended: the rollback was run; the first to swap it runs it, once.
+	ended atomic.Bool
 	// The store's own rows and row (see Query and QueryRow): one at a time,
 	// under mu.
 	r   guardedRows
@@ -138,7 +165,7 @@ func (g *txGuard) query(ctx context.Context, r *guardedRows, sql string, args ..
 		g.mu.Unlock()
 		return nil, err
 	}
-	r.Rows, r.held = rows, true
+	r.Rows, r.held, r.err = rows, true, nil
 	g.rows.Store(true)
 	return r, nil
 }
@@ -182,6 +209,7 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	g.closed.Store(true)
 	if g.mu.TryLock() {
 		defer g.mu.Unlock()
+		g.ended.Store(true)
 		return rollback(ctx)
 	}
 	if g.pg != nil {
@@ -193,63 +221,153 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	// reading them (the cancel ends the query, and its next Next closes
 	// them) or may never close them (a leaked Tx, a handler left behind):
 	// the rollback waited for ever then, and so did Close (review54b F1).
-	// It waits a moment for them, then rolls back without mu: pgx refuses
-	// ("conn busy") and closes the connection, which ends the transaction
-	// on the server, as before the guard.
+	// It waits a moment for them, then rolls back under them (see txGuard):
+	// pgx refuses ("conn busy") and closes the connection, which ends the
+	// transaction on the server, as before the guard.
 	wait := ctx
 	if g.rows.Load() {
 		var cancel context.CancelFunc
 		wait, cancel = context.WithTimeout(ctx, openRowsWait)
 		defer cancel()
 	}
-	err, ended := runWithin(wait, func() error {
+	// Not runWithin: when the rows close while the rollback below waits
+	// for call, this goroutine's rollback is the one that runs, and its
+	// result is the one reported.
+	done := make(chan error, 1) // never blocks on a wait that gave up
+	go func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		if !g.ended.CompareAndSwap(false, true) {
+			return // rolled back under the rows, which have closed since
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
-		return rollback(rctx)
-	})
-	if ended {
+		done <- rollback(rctx)
+	}()
+	select {
+	case err := <-done:
 		return err
+	case <-wait.Done():
 	}
-	if g.rows.Load() { // rows left open: see above
-		return rollback(context.WithoutCancel(ctx))
+	waitDone := func() error { // for that goroutine's rollback, within ctx
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
+		}
 	}
-	return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
+	if !g.rows.Load() { // a statement in flight, or rows closed just now
+		return waitDone()
+	}
+	// Rows left open: see above.
+	if !g.lockCall(ctx) {
+		return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
+	}
+	if !g.ended.CompareAndSwap(false, true) {
+		// The rows closed meanwhile, and the goroutine waiting for mu
+		// rolls back.
+		g.call.Unlock()
+		return waitDone()
+	}
+	defer g.call.Unlock()
+	g.dead.Store(true)
+	return rollback(context.WithoutCancel(ctx))
+}
+
+// lockCall takes call for end, waiting for the rows' call into pgx in
+// flight no longer than ctx: false when it did not get it.
+func (g *txGuard) lockCall(ctx context.Context) bool {
+	if g.call.TryLock() {
+		return true
+	}
+	locked := make(chan struct{})
+	go func() {
+		g.call.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+		return true
+	case <-ctx.Done():
+		go func() { // not taken after all: given back when it is
+			<-locked
+			g.call.Unlock()
+		}()
+		return false
+	}
 }
 
 // openRowsWait is how long the store's rollback waits for rows left open
 // to be closed by their owner before it closes the connection under them.
 const openRowsWait = 500 * time.Millisecond
 
-// guardedRows are rows that hold their guard's mu until closed.
+// guardedRows are rows that hold their guard's mu until closed, and its
+// call during each call into pgx (see txGuard).
 type guardedRows struct {
 	pgx.Rows
 	g    *txGuard
 	held bool
+	err  error // errGuardClosed once dead rows were ended
 }
 
 func (r *guardedRows) Next() bool {
 	if !r.held {
 		return false
 	}
-	if r.Rows.Next() {
+	g := r.g
+	g.call.Lock()
+	if g.dead.Load() {
+		r.err = errGuardClosed
+	} else if r.Rows.Next() {
+		g.call.Unlock()
 		return true
+	} else {
+		r.Rows.Close() // pgx closed them: the connection is free
 	}
-	r.Close() // pgx closed them: the connection is free
+	r.held = false
+	g.release()
+	g.call.Unlock()
 	return false
+}
+
+// Scan may call into pgx's network reads too: a failed Scan closes pgx's
+// rows.
+func (r *guardedRows) Scan(dest ...any) error {
+	g := r.g
+	g.call.Lock()
+	defer g.call.Unlock()
+	if g.dead.Load() {
+		return errGuardClosed
+	}
+	return r.Rows.Scan(dest...)
+}
+
+func (r *guardedRows) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.Rows.Err()
 }
 
 func (r *guardedRows) Close() {
 	if !r.held {
 		return
 	}
-	r.Rows.Close()
+	g := r.g
+	g.call.Lock()
+	if g.dead.Load() {
+		r.err = errGuardClosed
+	} else {
+		r.Rows.Close()
+	}
 	r.held = false
-	r.g.release()
+	g.release()
+	g.call.Unlock()
 }
 
-// guardedRow is a QueryRow's row, holding its guard's mu until scanned.
+// guardedRow is a QueryRow's row, holding its guard's mu until scanned
+// (and its call while pgx reads it).
 type guardedRow struct {
 	r    pgx.Row
 	g    *txGuard
@@ -260,8 +378,14 @@ func (r *guardedRow) Scan(dest ...any) error {
 	if !r.held {
 		return errScannedTwice
 	}
-	err := r.r.Scan(dest...)
+	g := r.g
+	g.call.Lock()
+	err := errGuardClosed
+	if !g.dead.Load() {
+		err = r.r.Scan(dest...)
+	}
 	r.r, r.held = nil, false
-	r.g.release()
+	g.release()
+	g.call.Unlock()
 	return err
 }
