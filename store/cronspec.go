@@ -111,6 +111,21 @@ func (c cronSpec) after(boundary, now time.Time) time.Time {
 	return c.first(now)
 }
 
+// resumeAt is the boundary a schedule paused at its pending boundary
+// resumes to at now: the first boundary strictly after now, so boundaries
+// that passed while it was paused never fire. @every keeps the phase of
+// pending (boundaries are pending plus a whole number of periods), as a
+// fire does; a pending boundary still ahead of now stays.
+func (c cronSpec) resumeAt(pending, now time.Time) time.Time {
+	if c.every > 0 {
+		if pending.After(now) {
+			return pending
+		}
+		return c.after(pending, now)
+	}
+	return c.first(now)
+}
+
 // badField names the cron field that made err, when one can be singled out:
 // each field is parsed on its own, the others left at "*".
 func badField(spec string, err error) error {

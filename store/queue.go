@@ -471,6 +471,7 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 	}
 	resolved := make([]newJob, len(jobs))
 	unique := false
+	var size int64
 	for i, nj := range jobs {
 		var err error
 		if batch {
@@ -490,6 +491,10 @@ func (q *Queue) enqueueBatch(ctx context.Context, o target, batch bool, jobs []N
 		}
 		resolved[i] = j
 		unique = unique || j.uniqueKey != nil
+		size = batchSize(size, len(j.payload), len(j.uniqueKey)+len(j.uniqueStates), len(j.headers))
+	}
+	if err := checkBatchSize("jobs", len(jobs), size); err != nil {
+		return enqueued{}, err
 	}
 	if err := q.register(ctx, o, now); err != nil {
 		return enqueued{}, err
@@ -561,13 +566,19 @@ func (q *Queue) enqueueSameOpts(ctx context.Context, o target, now time.Time, jo
 	if err != nil {
 		return enqueued{}, fmt.Errorf("job 0: %w", err)
 	}
+	// The options, headers among them, are sent once.
+	size := int64(len(j.headers)) + int64(len(jobs))*BatchElementOverhead + int64(len(jobs[0].Payload))
 	for i := 1; i < len(jobs); i++ {
+		size += int64(len(jobs[i].Payload))
 		if len(jobs[i].Payload) <= q.s.maxPayload {
 			continue // checkPayloadAt's own test, without a call a job
 		}
 		if err := q.s.checkPayloadAt("job", i, jobs[i].Payload); err != nil {
 			return enqueued{}, err
 		}
+	}
+	if err := checkBatchSize("jobs", len(jobs), size); err != nil {
+		return enqueued{}, err
 	}
 	if err := q.register(ctx, o, now); err != nil {
 		return enqueued{}, err

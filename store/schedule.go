@@ -138,7 +138,8 @@ func (sc *Schedule) Pause(ctx context.Context) error {
 const resumeTries = 5
 
 // Resume restarts a paused schedule from its next boundary after now:
-// boundaries that passed while it was paused never fire. Resuming a running
+// boundaries that passed while it was paused never fire, and @every keeps
+// the phase it had from registration. Resuming a running
 // schedule does nothing; ErrNotFound when there is none. Should the
 // schedule be replaced with another spec or time zone between each of
 // Resume's 5 reads and its update (Sets racing it), it fails with
@@ -159,7 +160,7 @@ func (sc *Schedule) Resume(ctx context.Context) error {
 				return err
 			}
 			now := s.now()
-			resumed, err := o.resumeSchedule(ctx, scheduleResume{name: cur.Name, spec: cur.Spec, tz: cur.TZ, next: c.first(now), now: now})
+			resumed, err := o.resumeSchedule(ctx, scheduleResume{name: cur.Name, spec: cur.Spec, tz: cur.TZ, next: c.resumeAt(cur.NextFireAt, now), now: now})
 			if err != nil || resumed {
 				if resumed {
 					s.wakeSchedulers(o)

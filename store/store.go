@@ -170,6 +170,45 @@ func (s *Store) checkPayloadAt(kind string, i int, payload []byte) error {
 	return s.checkPayload(fmt.Sprintf("%s %d's payload", kind, i), payload)
 }
 
+// MaxBatchSize is the largest batch, in bytes, one PublishMany or
+// EnqueueMany takes (every batch form: keyed, unique, typed, outbox, Tx),
+// on both engines: its payloads, keys and headers (as stored: a JSON
+// object) together, plus BatchElementOverhead bytes an element. A larger
+// batch fails with ErrPayloadTooLarge before any I/O. On PostgreSQL a batch
+// is one statement, sent in one protocol message, and pgx refuses a message
+// over 1 GiB (pgproto3's maxMessageBodyLen, 0x3fffffff-2 bytes: the
+// server's PG_LARGE_MESSAGE_LIMIT), after building it: a batch of 260
+// payloads of 4 MiB failed after two minutes with 3.7 GB of memory and an
+// error no sentinel matched, while SQLite stored it. Half of that limit
+// leaves room for what the bound does not count exactly (the statement's
+// other parameters, each array's header) and keeps the message pgx builds
+// (its buffer grows by doubling) within 1 GiB. Split larger batches: a
+// batch of full MaxPayloadSize payloads holds at most 127.
+const MaxBatchSize = 512 << 20
+
+// BatchElementOverhead is what each element of a batch counts toward
+// MaxBatchSize beside its payload, key and headers: more than PostgreSQL's
+// encoding of the element's other columns takes (a job's priority, max
+// attempts, run and expiry times and their array slots: 54 bytes; an
+// event's key flag and slots: 17), so a batch of many small elements is
+// bounded too.
+const BatchElementOverhead = 64
+
+// batchSize adds one element of a batch to a batch's running size.
+func batchSize(size int64, payload, key, headers int) int64 {
+	return size + int64(payload) + int64(key) + int64(headers) + BatchElementOverhead
+}
+
+// checkBatchSize refuses a batch whose size (batchSize) exceeds
+// MaxBatchSize; kind names its elements ("jobs", "messages").
+func checkBatchSize(kind string, n int, size int64) error {
+	if size <= MaxBatchSize {
+		return nil
+	}
+	return fmt.Errorf("%w: the batch of %d %s is %d bytes (payloads, keys and headers, and %d bytes an element), the limit is %d (MaxBatchSize): split it",
+		ErrPayloadTooLarge, n, kind, size, BatchElementOverhead, int64(MaxBatchSize))
+}
+
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
 // pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
 // PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With

@@ -188,6 +188,7 @@ func (st *Stream) publishMany(ctx context.Context, v via, msgs []Message) ([]int
 
 func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([]int64, error) {
 	var hs [][]byte // nil when no message has headers
+	var size int64
 	for i := range msgs {
 		if err := validateKey(msgs[i].Key); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
@@ -205,6 +206,17 @@ func (st *Stream) publishBatch(ctx context.Context, o target, msgs []Message) ([
 			}
 			hs[i] = h
 		}
+		key, headers := 0, 0
+		if msgs[i].Key != nil {
+			key = len(*msgs[i].Key)
+		}
+		if hs != nil {
+			headers = len(hs[i])
+		}
+		size = batchSize(size, len(msgs[i].Payload), key, headers)
+	}
+	if err := checkBatchSize("messages", len(msgs), size); err != nil {
+		return nil, err
 	}
 	offs, err := o.publishMany(ctx, publishManyReq{stream: st.name, msgs: msgs, headers: hs, now: st.s.now()})
 	o.wakeAfter(st, err)

@@ -713,3 +713,54 @@ func TestScheduleResumeRacedByReplacesIsNotStored(t *testing.T) {
 		assert.False(t, info.Paused)
 	})
 }
+
+// TestResumeKeepsTheEveryPhase pauses an @every schedule past some of its
+// boundaries and resumes it: the next fire is the next boundary of the phase
+// it had from registration (registered at :07, it stays on :07 for 1h, and
+// on registration + k·90s for 90s), the boundaries passed while paused never
+// fire, and the fires after keep the phase. Resumed before its pending
+// boundary, the schedule keeps that boundary.
+func TestResumeKeepsTheEveryPhase(t *testing.T) {
+	start := time.Date(2026, 5, 1, 20, 0, 7, 0, time.UTC)
+	cases := []struct {
+		spec                string
+		every, resume, next time.Duration // resumed at start+resume; next fire start+next
+	}{
+		{"@every 1h", time.Hour, 5 * time.Minute, time.Hour},
+		{"@every 1h", time.Hour, 3*time.Hour + 5*time.Minute, 4 * time.Hour},
+		{"@every 90s", 90 * time.Second, 5 * time.Minute, 6 * time.Minute},
+		{"@every 90s", 90 * time.Second, 60 * time.Second, 90 * time.Second},
+	}
+	var forms []string
+	for _, tc := range cases {
+		forms = append(forms, fmt.Sprintf("%s resumed at +%s", tc.spec, tc.resume))
+	}
+	eachEngineEachForm(t, forms, func(t *testing.T, e *engineEnv, form int) {
+		tc := cases[form]
+		clk := clockAt(start)
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		q := s.Queue("ticks")
+		sch := s.Scheduler("solo", store.SchedulerOpts{})
+		tick := s.Schedule("tick")
+		require.NoError(t, tick.Set(c, store.ScheduleSpec{Spec: tc.spec, Queue: q.Name(), Payload: []byte("t")}))
+		clk.Set(start.Add(30 * time.Second))
+		require.NoError(t, tick.Pause(c))
+
+		clk.Set(start.Add(tc.resume))
+		require.NoError(t, tick.Resume(c))
+		assert.Equal(t, start.Add(tc.next).Format(time.RFC3339), onlySchedule(t, s).NextFireAt.UTC().Format(time.RFC3339),
+			"the next boundary of the phase from registration")
+		fired, err := sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Zero(t, fired, "the boundaries passed while paused never fire")
+
+		clk.Set(start.Add(tc.next))
+		fired, err = sch.RunOnce(c)
+		require.NoError(t, err)
+		assert.Equal(t, 1, fired)
+		require.Len(t, drain(t, q), 1)
+		assert.Equal(t, start.Add(tc.next+tc.every).Format(time.RFC3339), onlySchedule(t, s).NextFireAt.UTC().Format(time.RFC3339),
+			"the fires after keep the phase")
+	})
+}

@@ -511,3 +511,50 @@ func TestUIGuard(t *testing.T) {
 	require.Len(t, cookies, 1)
 	assert.Equal(t, http.StatusTeapot, do(func(r *http.Request) { r.AddCookie(cookies[0]) }).Code)
 }
+
+// TestCLIRefusesAMissingSQLiteFile: every command but migrate up, given a
+// path where no SQLite database is (a typo), exits 1 naming the path and
+// alkstore migrate up, and creates no file: SQLite creates a missing one
+// on open, and migrate status then listed the empty file as a database
+// with every migration pending instead of saying there is none.
+func TestCLIRefusesAMissingSQLiteFile(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	for _, args := range [][]string{
+		{"stats"}, {"queues", "list"}, {"queues", "jobs", "q"}, {"queues", "job", "1"}, {"queues", "enqueue", "q", "x"},
+		{"queues", "cancel", "q", "1"}, {"queues", "delete", "q", "1"}, {"queues", "pause", "q"}, {"queues", "resume", "q"},
+		{"queues", "requeue", "q", "--all-dead"}, {"streams", "list"}, {"streams", "tail", "s"}, {"streams", "consumers", "s"},
+		{"streams", "heads", "s"}, {"streams", "publish", "s", "x"}, {"streams", "reset", "s", "c", "0"},
+		{"schedules", "list"}, {"schedules", "pause", "x"}, {"schedules", "resume", "x"}, {"schedules", "delete", "x"},
+		{"schedules", "trigger", "x"}, {"groups", "list"}, {"notify", "ch", "x"}, {"listen", "ch"}, {"ui", "--addr", "127.0.0.1:0"},
+		{"migrate", "status"},
+	} {
+		r := cli(t, typo, args...)
+		assert.Equal(t, 1, r.code, "alkstore %v: %s", args, r.err)
+		assert.Contains(t, r.err, `no SQLite database at "`+typo+`" (alkstore migrate up creates it)`, "alkstore %v", args)
+		_, err := os.Stat(typo)
+		require.ErrorIs(t, err, os.ErrNotExist, "alkstore %v created the file", args)
+	}
+	ok(t, typo, "migrate", "up")
+	_, err := os.Stat(typo)
+	assert.NoError(t, err, "migrate up creates it")
+}
+
+// TestCLISchemaBehindPointsToMigrateUp: a read command on a database
+// without alkstore's schema tells the operator to run alkstore migrate up,
+// not the goose command line or auto-migration meant for applications.
+func TestCLISchemaBehindPointsToMigrateUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		if !strings.HasPrefix(dsn, "postgres") {
+			require.NoError(t, os.WriteFile(dsn, nil, 0o644))
+		}
+		for _, args := range [][]string{{"queues", "list"}, {"stats"}, {"streams", "tail", "s"}} {
+			r := cli(t, dsn, args...)
+			assert.Equal(t, 1, r.code, "alkstore %v: %s", args, r.err)
+			assert.Contains(t, r.err, "schema version mismatch", "alkstore %v", args)
+			assert.Contains(t, r.err, "run alkstore migrate up", "alkstore %v", args)
+			assert.NotContains(t, r.err, "goose -table", "alkstore %v", args)
+			assert.NotContains(t, r.err, "auto-migration", "alkstore %v", args)
+		}
+	})
+}

@@ -193,10 +193,8 @@ var _ = stdlib.GetDefaultDriver // registers the "pgx" database/sql driver
 // is: SQLite would create it, and the status of the empty file listed
 // every migration pending and exited 0.
 func openLiteReadOnly(path string) (*sql.DB, error) {
-	if file, ok := liteFile(path); ok {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open: no SQLite database at \"%s\" (alkstore migrate up creates it)", file) // not %q: its escapes would hide a password from the scrub
-		}
+	if err := noLiteFile(path); err != nil {
+		return nil, err
 	}
 	uri := path
 	if !strings.HasPrefix(path, "file:") {
@@ -207,6 +205,21 @@ func openLiteReadOnly(path string) (*sql.DB, error) {
 		sep = "&"
 	}
 	return litedriver.Open(uri + sep + "_pragma=query_only(1)&_pragma=busy_timeout(5000)")
+}
+
+// noLiteFile is the error for an SQLite path or file: URI (dsnform.Classify's
+// target) naming a file that does not exist; nil for one that exists, an
+// in-memory database or a URI it cannot read. Only migrate up creates the
+// file: SQLite creates a missing one on open, and a mistyped path left an
+// empty file behind every read command, which migrate status then listed
+// as a database with every migration pending.
+func noLiteFile(path string) error {
+	if file, ok := liteFile(path); ok {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("open: no SQLite database at \"%s\" (alkstore migrate up creates it)", file) // not %q: its escapes would hide a password from the scrub
+		}
+	}
+	return nil
 }
 
 // liteFile is the file an SQLite path or file: URI names; false for an

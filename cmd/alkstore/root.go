@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -134,10 +136,15 @@ func (a *app) store(ctx context.Context) (*store.Store, error) {
 	opts := []store.Option{store.WithLogger(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	if !a.migrate {
 		opts = append(opts, store.WithoutMigrate())
+		if kind, target := dsnform.Classify(dsn); kind == dsnform.SQLite {
+			if err := noLiteFile(target); err != nil {
+				return nil, err
+			}
+		}
 	}
 	st, err := store.Open(ctx, dsn, opts...)
 	if err != nil {
-		return nil, err // the store scrubs the DSN's password from its errors
+		return nil, forOperators(err) // the store scrubs the DSN's password from its errors
 	}
 	a.st = st
 	return st, nil
@@ -153,4 +160,36 @@ func (a *app) close() error {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil
+}
+
+// schemaError is a store's ErrSchemaVersion reworded for the CLI's user.
+type schemaError struct {
+	msg string
+	err error
+}
+
+func (e schemaError) Error() string { return e.msg }
+func (e schemaError) Unwrap() error { return e.err }
+
+// forOperators points a CLI user whose database's schema is behind to
+// alkstore migrate up: the store's own error speaks to an application
+// (open with auto-migration) or a DBA (the goose command line). Other
+// errors, a schema newer than this binary's among them, pass unchanged.
+func forOperators(err error) error {
+	if !errors.Is(err, store.ErrSchemaVersion) {
+		return err
+	}
+	msg := err.Error()
+	for _, tail := range []string{": apply it with ", ": open with auto-migration"} {
+		if i := strings.Index(msg, tail); i >= 0 {
+			return schemaError{msg[:i] + ": run alkstore migrate up", err}
+		}
+	}
+	var have, want int64
+	if i := strings.Index(msg, "database is at version "); i >= 0 {
+		if n, _ := fmt.Sscanf(msg[i:], "database is at version %d, this library needs %d", &have, &want); n == 2 && have < want {
+			return schemaError{msg + ": run alkstore migrate up", err}
+		}
+	}
+	return err
 }
