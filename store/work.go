@@ -526,6 +526,9 @@ func (w *worker) run(ctx context.Context) {
 	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
 	w.handlerValues, w.tick = &handlerValues{values: ctx}, timeoutTick(w.opts.Timeout)
+	if w.handle.h.tx != nil {
+		w.handlerValues.site = &txSite{queue: w.q.name}
+	}
 	defer w.endBuckets()
 
 	// A handler that returned hands its job to the ack loop and frees its
