@@ -138,6 +138,10 @@ type queueOps interface {
 	// heartbeatMany extends many claims in one statement (a worker's tick;
 	// see beatReq), reporting which ones it extended and which still held.
 	heartbeatMany(ctx context.Context, r beatReq) (beatRes, error)
+	// heartbeatLocked extends one claim whose row heartbeatMany found
+	// held by another transaction, waiting for its lock (see
+	// lockedBeatReq): the new lease, or ok false when the claim was gone.
+	heartbeatLocked(ctx context.Context, r lockedBeatReq) (lease time.Time, ok bool, err error)
 	release(ctx context.Context, id, token int64, now time.Time) (bool, error) // back to pending, attempt restored
 	snooze(ctx context.Context, r snoozeReq) (bool, error)                     // to pending at runAt, attempt restored
 	jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)            // state and claim token of each live row
@@ -194,6 +198,24 @@ type beatRes struct {
 	now, deadline time.Time
 	beat, live    []int64
 }
+
+// lockedBeatReq: one claim of a worker's tick whose row another
+// transaction held (on PostgreSQL, live but not beat), extended once its
+// lock comes by extend from then. ctx bounds only the wait for a
+// connection (until the claim's lease runs out): the time is read with
+// clock once one is held, and the claim is fenced at it as beatReq's
+// are. The wait for the lock lasts until until ends (the handler's run,
+// the worker); then the statement is cancelled at the server.
+type lockedBeatReq struct {
+	claimRef
+	clock  func() time.Time
+	extend time.Duration
+	until  context.Context
+}
+
+// errNoLockWait: heartbeatLocked found every connection it may park on a
+// lock in use (see pgEngine.lockWaits); the claim waits for a later tick.
+var errNoLockWait = errors.New("every connection a heartbeat may hold waiting for a row lock is in use")
 
 // snoozeReq: back to pending at runAt, attempt restored.
 type snoozeReq struct {

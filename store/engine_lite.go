@@ -196,7 +196,7 @@ func (e *liteEngine) begin(ctx context.Context) (driverTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return liteTx{tx: tx, o: &liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold(), stop: in}, nil
+	return liteTx{tx: tx, o: &liteOps{q: e.writeQ.WithTx(tx), tx: tx}, release: e.hold(ctx), stop: in}, nil
 }
 
 // wrapTx adopts a caller's transaction, which may be on another *sql.DB:

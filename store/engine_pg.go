@@ -39,6 +39,12 @@ type pgEngine struct {
 	// Store.handlerTxSlots).
 	maxConns int
 	txSlots  chan struct{}
+	// lockWaits bounds the pooled connections that worker heartbeats hold
+	// waiting for row locks other transactions hold (heartbeatLocked) to a
+	// quarter of the pool (at least one), so that an application
+	// transaction holding many running jobs' rows does not park the whole
+	// pool behind it.
+	lockWaits chan struct{}
 	// citusMark: on Citus, a transaction's first alkstore statement is
 	// preceded by the commit marker (citusMarkingTx).
 	citusMark bool
@@ -259,6 +265,7 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	eng := &pgEngine{pool: pool, owned: owned, horizon: &horizon{}, citusMark: citusMark}
 	eng.maxConns = int(pool.Config().MaxConns)
 	eng.txSlots = make(chan struct{}, max(1, eng.maxConns-1))
+	eng.lockWaits = make(chan struct{}, max(1, eng.maxConns/4))
 	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())

@@ -349,6 +349,10 @@ type runningJob struct {
 	// writer slot (SQLite), so nothing can take the job meanwhile and a
 	// heartbeat would only wait for the slot.
 	held atomic.Bool
+	// awaiting: a worker's heartbeat waits for the lock of the job's row,
+	// which another transaction holds (awaitLock); the worker's other
+	// beats leave the claim to it. The heartbeats goroutine's alone.
+	awaiting bool
 	// taken: a claim's slot (Job.runSlot) was given to a run.
 	taken atomic.Bool
 	// abandoned: the worker's stop gave up waiting for the handler, which

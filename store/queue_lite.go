@@ -815,6 +815,24 @@ func (o liteOps) holdClaims(ctx context.Context, claims []claimRef, now, deadlin
 		Now: now.UnixMicro()})
 }
 
+// heartbeatLocked: HeartbeatJobs on SQLite skips no claim (the writer
+// slot serialises every write, so no row is held apart from it), and a
+// worker never calls this; it runs HeartbeatLockedJob as heartbeat runs
+// HeartbeatJob.
+func (o liteOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time, bool, error) {
+	lease, err := o.q.HeartbeatLockedJob(ctx, litedb.HeartbeatLockedJobParams{ID: r.id, ClaimToken: r.token,
+		Now: r.clock().UnixMicro(), ExtendUs: r.extend.Microseconds()})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, err
+	case lease == nil: // never: the row's lease was set
+		return time.Time{}, false, errors.New("HeartbeatLockedJob returned no lease")
+	}
+	return time.UnixMicro(*lease), true, nil
+}
+
 func (o liteOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
 	row, err := o.q.GetJob(ctx, litedb.GetJobParams{ID: id, Queue: queue})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -294,6 +295,67 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 		}
 	}
 	return res, err
+}
+
+// heartbeatLocked takes one of the store's lock-wait slots (none free:
+// errNoLockWait at once), waits for a connection as long as ctx allows,
+// then reads the time and runs HeartbeatLockedJob, which waits for the
+// row's lock until r.until ends. Then a cancel request ends the wait at
+// the server, and the statement's reply is read before the connection
+// goes (closed, not back to the pool: a cancel that reached the server
+// late must not end another statement there). A statement that the
+// server cannot be made to end within rollbackTimeout is cut off on the
+// client side (the connection closed under it).
+func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time, bool, error) {
+	if o.inTx { // never: a worker's heartbeat is an auto-commit write
+		return time.Time{}, false, errors.New("a worker's heartbeat runs on a connection of its own")
+	}
+	select {
+	case o.eng.lockWaits <- struct{}{}:
+		defer func() { <-o.eng.lockWaits }()
+	default:
+		return time.Time{}, false, errNoLockWait
+	}
+	conn, err := o.eng.pool.Acquire(ctx)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	qctx, kill := context.WithCancel(context.WithoutCancel(ctx))
+	defer kill()
+	returned, sent := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(r.until, func() {
+		defer close(sent)
+		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		_ = conn.Conn().PgConn().CancelRequest(cctx)
+		select {
+		case <-returned:
+		case <-time.After(rollbackTimeout):
+			kill()
+		}
+	})
+	now := r.clock()
+	lease, err := pgdb.New(conn).HeartbeatLockedJob(qctx, pgdb.HeartbeatLockedJobParams{ID: r.id, ClaimToken: r.token,
+		Now: now, ExtendUs: r.extend.Microseconds()})
+	close(returned)
+	if !stop() { // a cancel request went: this connection goes with it
+		<-sent
+		pc := conn.Hijack()
+		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		_ = pc.Close(cctx)
+		cancel()
+	} else {
+		conn.Release()
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, err
+	case lease == nil: // never: the row's lease was set
+		return time.Time{}, false, errors.New("HeartbeatLockedJob returned no lease")
+	}
+	return *lease, true, nil
 }
 
 func (o pgOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {

@@ -58,6 +58,9 @@ func timeoutTick(timeout time.Duration) time.Duration {
 // handlers (cancelHandlers ends them when the stop says so).
 type handlerValues struct {
 	values context.Context
+	// site: for a WorkTx worker, what the transactions the store begins
+	// for its handlers are named by (see txSite).
+	site *txSite
 }
 
 func (*handlerValues) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -69,6 +72,9 @@ func (*handlerValues) Err() error                  { return nil }
 // them (it is not used because its Value allocates): Cause must find a
 // handler's own context or its bucket's, never the worker's.
 func (v *handlerValues) Value(key any) any {
+	if _, ok := key.(txSiteKey); ok && v.site != nil {
+		return v.site
+	}
 	x := v.values.Value(key)
 	if x != nil && reflect.TypeOf(x) == cancelCtxType {
 		return nil

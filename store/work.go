@@ -527,6 +527,9 @@ func (w *worker) run(ctx context.Context) {
 	// the stop.
 	settleCtx := context.WithoutCancel(ctx)
 	w.handlerValues, w.tick = &handlerValues{values: ctx}, timeoutTick(w.opts.Timeout)
+	if w.handle.h.tx != nil {
+		w.handlerValues.site = &txSite{queue: w.q.name}
+	}
 	defer w.endBuckets()
 
 	// A handler that returned hands its job to the ack loop and frees its
@@ -817,26 +820,54 @@ func (w *worker) checkClaims(ctx context.Context) {
 // extended with at least half its lease left, and a beat that could not
 // run has a second chance before the lease runs out; handlers shorter
 // than a third of it cost nothing. Every claim due at a tick is extended
-// by one statement (see beat).
+// by one statement (see beat); a claim whose row another transaction
+// holds is extended by a statement of its own that waits for the lock
+// (see awaitLock).
 func (w *worker) heartbeats(ctx context.Context) {
 	every := max(w.opts.Visibility/6, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	b := beats{every: every, locked: make(chan lockedBeat)}
+	defer b.waits.Wait() // each ends with ctx
 	var due []*runningJob
 	var claims []claimRef
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case lb := <-b.locked:
+			w.lockedBeat(ctx, lb)
+			continue
 		case <-t.C:
 		}
 		due, claims = w.dueBeats(due[:0], claims[:0])
 		if len(due) > 0 {
-			w.beat(ctx, due, claims, every)
+			w.beat(ctx, due, claims, &b)
 			clear(due) // the runs are not kept until the next tick
 		}
 	}
 }
+
+// beats is the state of a worker's heartbeats loop: its tick, the lock
+// waits it started (awaitLock) and the channel they report on, and the
+// rate limit of its warning that no connection came (see noConnWarn).
+type beats struct {
+	every  time.Duration
+	locked chan lockedBeat
+	waits  sync.WaitGroup
+	// noConn: the first tick of the run of ticks whose beat found no
+	// connection (zero: the last beat had one), the last warning of that
+	// run, and the ticks since it that found none either.
+	noConnSince, noConnWarned time.Time
+	noConnQuiet               int
+}
+
+// heartbeatNoConnRepeat: while a worker's beats keep finding no
+// connection (the application holds SQLite's writer, or every pooled
+// connection), the warning that says so comes at the first such tick,
+// then at most once a heartbeatNoConnRepeat, with how many ticks it kept
+// quiet (it came every tick, Visibility/6, while the writer was held).
+const heartbeatNoConnRepeat = time.Minute
 
 // dueBeats appends to due the running handlers whose claim is due for a
 // heartbeat (a third of its lease gone), and their claims to claims.
@@ -846,7 +877,7 @@ func (w *worker) dueBeats(due []*runningJob, claims []claimRef) ([]*runningJob, 
 	by := w.q.s.now().Add(w.opts.Visibility - w.opts.Visibility/3)
 	w.mu.Lock()
 	for r := w.first; r != nil; r = r.next {
-		if r.ctx.Err() == nil && !r.held.Load() && !r.lease.After(by) {
+		if r.ctx.Err() == nil && !r.held.Load() && !r.awaiting && !r.lease.After(by) {
 			due = append(due, r)
 		}
 	}
@@ -879,7 +910,8 @@ func (w *worker) dueBeats(due []*runningJob, claims []claimRef) ([]*runningJob, 
 // statement found it gone (its token spent by another claim or settle,
 // its lease run out at the time the statement ran, read once it had its
 // connection), never because a connection did not come.
-func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef, every time.Duration) {
+func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef, b *beats) {
+	every := b.every
 	last := due[0].lease
 	for _, r := range due[1:] {
 		if r.lease.After(last) {
@@ -897,12 +929,18 @@ func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef,
 		switch {
 		case ctx.Err() != nil: // the loop ends
 		case waited:
-			w.q.s.log.Warn("alkstore: heartbeat found no connection before its claims' leases ran out (are the pool's connections all held, or SQLite's writer?); it asks again at the next tick",
-				"queue", w.q.name, "jobs", len(claims), "waited", wait, "error", err)
+			w.noConnWarn(b, len(claims), wait, err)
 		default:
 			w.q.s.log.Warn("alkstore: heartbeat failed", "queue", w.q.name, "jobs", len(claims), "error", err)
 		}
 		return
+	}
+	if !b.noConnSince.IsZero() {
+		if !b.noConnWarned.IsZero() && b.noConnQuiet > 0 {
+			w.q.s.log.Info("alkstore: heartbeat has a connection again", "queue", w.q.name,
+				"without_for", time.Since(b.noConnSince).Round(time.Millisecond), "ticks_not_warned", b.noConnQuiet)
+		}
+		b.noConnSince, b.noConnWarned, b.noConnQuiet = time.Time{}, time.Time{}, 0
 	}
 	beat := make(map[int64]bool, len(res.live))
 	for _, id := range res.live {
@@ -916,7 +954,8 @@ func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef,
 		switch {
 		case extended:
 			r.lease = res.deadline
-		case live: // locked by another transaction: its end decides, or the next tick
+		case live: // locked by another transaction: wait for its end
+			w.awaitLock(ctx, r, claims[i], b)
 		case r.job.claimToken() == claims[i].token: // not spent by a settle of ours meanwhile
 			r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", claims[i].id, ErrClaimLost))
 		}
@@ -952,6 +991,109 @@ func (w *worker) claimsToHold(self *runningJob, need time.Time) []claimRef {
 	}
 	w.runMu.Unlock()
 	return claims
+}
+
+// noConnWarn logs that a beat found no connection before its claims'
+// leases ran out: at the first tick of a run of such ticks, then at most
+// once a heartbeatNoConnRepeat while it lasts (review54b F5: it came
+// every tick while the application held SQLite's writer).
+func (w *worker) noConnWarn(b *beats, jobs int, wait time.Duration, err error) {
+	now := time.Now()
+	if b.noConnSince.IsZero() {
+		b.noConnSince = now
+	}
+	if !b.noConnWarned.IsZero() && now.Sub(b.noConnWarned) < heartbeatNoConnRepeat {
+		b.noConnQuiet++
+		return
+	}
+	w.q.s.log.Warn("alkstore: heartbeat found no connection before its claims' leases ran out (are the pool's connections all held, or SQLite's writer?); it asks again at the next tick",
+		"queue", w.q.name, "jobs", jobs, "waited", wait, "without_for", now.Sub(b.noConnSince).Round(time.Millisecond),
+		"ticks_not_warned", b.noConnQuiet, "error", err)
+	b.noConnWarned, b.noConnQuiet = now, 0
+}
+
+// lockedBeat is what a lock wait (awaitLock) reports: the claim of r's
+// run, and the new lease (ok), or ok false and err nil when the claim
+// was gone once the lock came.
+type lockedBeat struct {
+	r     *runningJob
+	claim claimRef
+	lease time.Time
+	ok    bool
+	err   error
+	ended bool // the wait ended with r's run, or the worker
+}
+
+// awaitLock extends the claim of r, which the tick's beat found live but
+// could not extend because another transaction held its row (on
+// PostgreSQL: a settle in flight, the application's Cancel, or any
+// statement on the job in a transaction still open), by a statement of
+// its own that waits for the row's lock (HeartbeatLockedJob), on its own
+// goroutine and connection, so that the tick's other claims are not held
+// up. The claim is fenced at the time the statement began, while its
+// lease held (a connection is waited for only until the lease runs
+// out); the lock is waited for until r's run ends (its handler returned,
+// its Timeout passed, it was stopped, or its claim was found lost) or the
+// worker stops, however long the other transaction lasts, so that a
+// transaction that locked the row across several leases and rolled back
+// leaves the claim with its handler: while the statement waits,
+// PostgreSQL has it hold the row's tuple lock, so no claim (SKIP LOCKED)
+// takes the row meanwhile, and when the holder rolls back the claim is
+// extended from then (review54b F3: SKIP LOCKED alone left the lease to
+// run out, the next beat told the handler its claim was lost, and
+// another worker ran the job again). A holder that committed a Cancel or
+// a settle took the claim: the claim is lost. Meanwhile the worker's other
+// beats leave the claim alone (r.awaiting); the result comes back to the
+// heartbeats loop (lockedBeat), which alone writes r's lease. A wait
+// holds a pooled connection; a store lets a quarter of its pool wait so
+// (errNoLockWait past it: the claim is tried again at the next tick).
+func (w *worker) awaitLock(ctx context.Context, r *runningJob, c claimRef, b *beats) {
+	left := r.lease.Sub(w.q.s.now())
+	if r.awaiting || left <= 0 {
+		return
+	}
+	r.awaiting = true
+	until, stop := context.WithCancel(ctx)
+	unhook := context.AfterFunc(r.ctx, stop)
+	b.waits.Add(1)
+	go func() {
+		defer b.waits.Done()
+		defer stop()
+		defer unhook()
+		actx, cancel := context.WithTimeout(until, left)
+		res, err := run(w.q.handle, "heartbeat", autoWrite(actx), func(o target) (lockedBeat, error) {
+			lease, ok, err := o.heartbeatLocked(actx, lockedBeatReq{claimRef: c, clock: w.q.s.now,
+				extend: w.opts.Visibility, until: until})
+			return lockedBeat{lease: lease, ok: ok}, err
+		})
+		cancel()
+		res.r, res.claim, res.err = r, c, err
+		res.ended = err != nil && until.Err() != nil // the run or the worker ended: nothing to report
+		select {
+		case b.locked <- res:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// lockedBeat applies what a lock wait (awaitLock) found.
+func (w *worker) lockedBeat(ctx context.Context, lb lockedBeat) {
+	r := lb.r
+	r.awaiting = false
+	switch {
+	case lb.ended:
+	case errors.Is(lb.err, errNoLockWait):
+		// The next tick tries again while the lease holds.
+	case lb.err != nil:
+		if ctx.Err() == nil {
+			w.q.s.log.Warn("alkstore: heartbeat waiting for a job row another transaction holds failed; it asks again at the next tick",
+				"queue", w.q.name, "job", lb.claim.id, "error", lb.err)
+		}
+	case lb.ok:
+		r.lease = lb.lease
+	case r.job.claimToken() == lb.claim.token: // not spent by a settle of ours meanwhile
+		r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", lb.claim.id, ErrClaimLost))
+	}
 }
 
 // untilNextDue is how long to sleep when the queue has nothing claimable:

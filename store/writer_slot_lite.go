@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"runtime"
 	"strconv"
 	"strings"
@@ -33,20 +34,44 @@ type writerHold struct {
 	n      int
 	since  time.Time
 	warned atomic.Bool
+	// by: the store's name for a transaction it began itself on a
+	// goroutine of its own (a WorkTx handler's), whose stack holds no
+	// caller outside the store; nil for the others.
+	by *txSite
 }
 
-// hold records that a Begin'd transaction took the writer slot; the
-// returned func releases the record when it ends.
-func (e *liteEngine) hold() func() {
+// txSite names a transaction the store began for a WorkTx handler of
+// queue: a worker's handler contexts carry it (handlerValues, under
+// txSiteKey), so that Begin, called with one, records it for free.
+type txSite struct{ queue string }
+
+type txSiteKey struct{}
+
+// hold records that a Begin'd transaction took the writer slot (begun
+// with ctx); the returned func releases the record when it ends.
+func (e *liteEngine) hold(ctx context.Context) func() {
 	h := &writerHold{since: time.Now()}
 	h.n = runtime.Callers(2, h.pcs[:])
+	h.by, _ = ctx.Value(txSiteKey{}).(*txSite)
 	e.held.Store(h)
 	return func() { e.held.CompareAndSwap(h, nil) }
 }
 
 // site is file:line of the code that began h's transaction, outside
-// package store.
-func (h *writerHold) site() string { return callerOutsideStore(h.pcs[:h.n]) }
+// package store and the runtime; for one the store began on a goroutine
+// of its own, which has no such caller (its stack ends in the runtime:
+// the warning named runtime/asm_amd64.s, review54a F4), what it began
+// it for.
+func (h *writerHold) site() string {
+	if s := callerOutsideStore(h.pcs[:h.n]); s != "" {
+		return s
+	}
+	if h.by != nil {
+		return "the store, for a WorkTx handler of queue " + strconv.Quote(h.by.queue) +
+			" (its writes go in its Tx: one outside it waits for it)"
+	}
+	return "the store, on a goroutine of its own"
+}
 
 var noWatch = func() {}
 
@@ -76,16 +101,18 @@ func (s *Store) watchWriterSlot(op, name string) func() {
 }
 
 // callerOutsideStore is file:line of the first caller outside this package
-// on the stack pcs (runtime.Callers's).
+// on the stack pcs (runtime.Callers's), or "" when there is none but the
+// runtime's (a goroutine the store started: runtime.goexit).
 func callerOutsideStore(pcs []uintptr) string {
 	frames := runtime.CallersFrames(pcs)
 	for {
 		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, "github.com/alkstore/alkstore/store.") {
+		if f.Function != "" && !strings.HasPrefix(f.Function, "github.com/alkstore/alkstore/store.") &&
+			!strings.HasPrefix(f.Function, "runtime.") {
 			return f.File + ":" + strconv.Itoa(f.Line)
 		}
 		if !more {
-			return "unknown"
+			return ""
 		}
 	}
 }

@@ -694,7 +694,8 @@ var hotStatements = []hotStmt{
 	{name: "AckJobs"},
 	{name: "RetryJob"},
 	{name: "HeartbeatJob"},
-	{name: "HeartbeatJobs", args: map[string]any{"claims": `{"1": 7}`}}, // a worker's tick: its due claims
+	{name: "HeartbeatJobs", args: map[string]any{"claims": `{"1": 7}`}},               // a worker's tick: its due claims
+	{name: "HeartbeatLockedJob", args: map[string]any{"extendus": int64(60_000_000)}}, // a claim whose row the tick found held
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},
 	{name: "GetJob"},

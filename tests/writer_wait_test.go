@@ -92,3 +92,59 @@ func TestWriteBehindOwnBegunTxIsNamed(t *testing.T) {
 		assert.Contains(t, msgs[0], `name=orders`)
 	})
 }
+
+// TestWriteBehindWorkTxHandlerTxIsNamed: a WorkTx handler's transaction
+// (on SQLite it holds the writer slot while the handler runs) keeps an
+// auto-commit write of another goroutine waiting. The warning names the
+// transaction by what the store began it for, the WorkTx handler of the
+// queue, never a frame of the runtime: the store begins it on a
+// goroutine of its own, whose stack holds no caller outside the store,
+// and before (703994a) the warning named runtime/asm_amd64.s
+// ("tx_begun_at=.../src/runtime/asm_amd64.s:1264") (review54a F4). On
+// Postgres the write runs on another connection and nothing is logged.
+func TestWriteBehindWorkTxHandlerTxIsNamed(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		w := newWarnings()
+		s := e.open(t, store.WithLogger(slog.New(w)))
+		q := s.Queue("worktx-held")
+		_, err := q.Enqueue(ctx(t), []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		inTx, release := make(chan struct{}), make(chan struct{})
+		wc, stop := context.WithCancel(ctx(t))
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer stop()
+		wg.Go(func() {
+			_ = q.WorkTx(wc, store.WorkOpts{Concurrency: 1, Visibility: time.Minute, Timeout: time.Minute},
+				func(ctx context.Context, tx store.Tx, j *store.Job) error {
+					close(inTx)
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return nil
+				})
+		})
+		<-inTx
+		defer close(release)
+		other := s.Queue("other")
+		if e.name == "pg" {
+			_, err = other.Enqueue(ctx(t), []byte("y"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			assert.Empty(t, w.all())
+			return
+		}
+		c, cancel := context.WithCancel(ctx(t))
+		defer cancel()
+		go func() { <-w.first; cancel() }() // the warning came: stop waiting
+		_, err = other.Enqueue(c, []byte("y"), store.EnqueueOpts{})
+		require.ErrorIs(t, err, context.Canceled, "the write waited for the handler's transaction")
+		msgs := w.all()
+		require.Len(t, msgs, 1)
+		assert.Contains(t, msgs[0], `tx_begun_at=the store, for a WorkTx handler of queue "worktx-held"`)
+		assert.NotContains(t, msgs[0], "runtime/")
+		assert.NotContains(t, msgs[0], ".s:")
+		assert.Contains(t, msgs[0], `op=enqueue`)
+		assert.Contains(t, msgs[0], `name=other`)
+	})
+}

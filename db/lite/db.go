@@ -249,6 +249,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.heartbeatJobsStmt, err = db.PrepareContext(ctx, heartbeatJobs); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatJobs: %w", err)
 	}
+	if q.heartbeatLockedJobStmt, err = db.PrepareContext(ctx, heartbeatLockedJob); err != nil {
+		return nil, fmt.Errorf("error preparing query HeartbeatLockedJob: %w", err)
+	}
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
@@ -830,6 +833,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing heartbeatJobsStmt: %w", cerr)
 		}
 	}
+	if q.heartbeatLockedJobStmt != nil {
+		if cerr := q.heartbeatLockedJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing heartbeatLockedJobStmt: %w", cerr)
+		}
+	}
 	if q.insertHeadlessHeadStmt != nil {
 		if cerr := q.insertHeadlessHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
@@ -1279,6 +1287,7 @@ type Queries struct {
 	groupPartitionsStmt             *sql.Stmt
 	heartbeatJobStmt                *sql.Stmt
 	heartbeatJobsStmt               *sql.Stmt
+	heartbeatLockedJobStmt          *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
 	jobIDCeilingStmt                *sql.Stmt
@@ -1427,6 +1436,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		groupPartitionsStmt:             q.groupPartitionsStmt,
 		heartbeatJobStmt:                q.heartbeatJobStmt,
 		heartbeatJobsStmt:               q.heartbeatJobsStmt,
+		heartbeatLockedJobStmt:          q.heartbeatLockedJobStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
 		jobIDCeilingStmt:                q.jobIDCeilingStmt,

@@ -1551,6 +1551,36 @@ func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([
 	return items, nil
 }
 
+const heartbeatLockedJob = `-- name: HeartbeatLockedJob :one
+UPDATE alk_jobs
+SET claim_expires_at = CAST(?1 AS INTEGER) + CAST(?2 AS INTEGER)
+WHERE id = ?3 AND state = 'running' AND claim_token = CAST(?4 AS INTEGER) AND claim_expires_at > CAST(?1 AS INTEGER)
+RETURNING claim_expires_at
+`
+
+type HeartbeatLockedJobParams struct {
+	Now        int64
+	ExtendUs   int64
+	ID         int64
+	ClaimToken int64
+}
+
+// PostgreSQL's HeartbeatLockedJob waits for a row another transaction
+// holds; on SQLite the writer slot serialises every write, so no row is
+// held apart from it and HeartbeatJobs skips none (a worker never runs
+// this). Kept parallel: HeartbeatJob at now, returning the new lease.
+func (q *Queries) HeartbeatLockedJob(ctx context.Context, arg HeartbeatLockedJobParams) (*int64, error) {
+	row := q.queryRow(ctx, q.heartbeatLockedJobStmt, heartbeatLockedJob,
+		arg.Now,
+		arg.ExtendUs,
+		arg.ID,
+		arg.ClaimToken,
+	)
+	var claim_expires_at *int64
+	err := row.Scan(&claim_expires_at)
+	return claim_expires_at, err
+}
+
 const jobClaims = `-- name: JobClaims :many
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
 `

@@ -1085,8 +1085,9 @@ type HeartbeatJobsRow struct {
 // row is lost. The rows are locked with SKIP LOCKED, so a beat never
 // waits for another transaction's row lock (a settle in flight, a Cancel
 // in an open transaction) holding up the other claims of the tick: a
-// live row another transaction holds is not extended (its outcome is
-// that transaction's, or the next tick's). live is read first, before
+// live row another transaction holds is not extended here, and the
+// worker waits for its lock with HeartbeatLockedJob, a statement (and a
+// connection) of its own. live is read first, before
 // the update, and the locked rows are updated by id, not by the ctid
 // their lock returned: a row another transaction updated between this
 // statement's snapshot and its lock has a ctid the snapshot does not
@@ -1115,6 +1116,59 @@ func (q *Queries) HeartbeatJobs(ctx context.Context, arg HeartbeatJobsParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const heartbeatLockedJob = `-- name: HeartbeatLockedJob :one
+WITH held AS (
+    SELECT x.id FROM alkstore.jobs x
+    WHERE x.id = $3::bigint AND x.state = 'running' AND x.claim_token = $4::bigint
+      AND x.claim_expires_at > $1::timestamptz
+    FOR NO KEY UPDATE OF x
+)
+UPDATE alkstore.jobs j
+SET claim_expires_at = CAST($1 AS timestamptz) + (clock_timestamp() - statement_timestamp())
+                       + CAST($2 AS bigint) * interval '1 microsecond'
+WHERE j.id = ANY (ARRAY(SELECT h.id FROM held h))
+RETURNING j.claim_expires_at
+`
+
+type HeartbeatLockedJobParams struct {
+	Now        time.Time
+	ExtendUs   int64
+	ID         int64
+	ClaimToken int64
+}
+
+// HeartbeatJob for a live claim that HeartbeatJobs skipped because
+// another transaction held its row: this one waits for the lock of the
+// row. Fenced as HeartbeatJobs is, at now, the time the worker read just
+// before it sent the statement (a lapsed claim is not revived): only a
+// statement that began while the claim held waits. While it waits,
+// PostgreSQL has it hold the tuple lock of the row, so a claim (SKIP
+// LOCKED) cannot take the row meanwhile, and a statement that waits for
+// the row (a settle, a Cancel, a sweep) comes after it and reads what it
+// wrote. When the holder rolls back, the claim is as it was at now and is
+// extended; when the holder committed a change (a Cancel, a settle), the
+// fence is checked again on the row it wrote (READ COMMITTED), and a
+// claim gone is not extended (no row: lost). The new lease runs from
+// when the lock came, not from now (after a long wait, one from now
+// would have run out already): now + (clock_timestamp() -
+// statement_timestamp()) + extend, the wait of the statement added to
+// the clock of the worker. The row is locked first (held, an initplan)
+// so that clock_timestamp() is read once the lock came: an UPDATE alone
+// computes its new row before it waits, and keeps it when the holder
+// rolled back. (CAST, not ::, in SET: sqlc 1.x misplaces its parameter
+// edits around a :: cast there.) Returns the new lease.
+func (q *Queries) HeartbeatLockedJob(ctx context.Context, arg HeartbeatLockedJobParams) (*time.Time, error) {
+	row := q.db.QueryRow(ctx, heartbeatLockedJob,
+		arg.Now,
+		arg.ExtendUs,
+		arg.ID,
+		arg.ClaimToken,
+	)
+	var claim_expires_at *time.Time
+	err := row.Scan(&claim_expires_at)
+	return claim_expires_at, err
 }
 
 const jobClaims = `-- name: JobClaims :many

@@ -552,6 +552,16 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
 RETURNING id;
 
+-- name: HeartbeatLockedJob :one
+-- PostgreSQL's HeartbeatLockedJob waits for a row another transaction
+-- holds; on SQLite the writer slot serialises every write, so no row is
+-- held apart from it and HeartbeatJobs skips none (a worker never runs
+-- this). Kept parallel: HeartbeatJob at now, returning the new lease.
+UPDATE alk_jobs
+SET claim_expires_at = CAST(@now AS INTEGER) + CAST(@extend_us AS INTEGER)
+WHERE id = @id AND state = 'running' AND claim_token = CAST(@claim_token AS INTEGER) AND claim_expires_at > CAST(@now AS INTEGER)
+RETURNING claim_expires_at;
+
 -- name: ReleaseJob :execrows
 -- Gives a claimed job back without spending its attempt: a shutdown stopped
 -- its handler, the job did not fail. It keeps its place in line (run_at).
