@@ -381,6 +381,11 @@ type runningJob struct {
 	// the savepoint SavepointHandler, in the transaction that extended
 	// its claim (callTx); 0 otherwise. The handler's goroutine's alone.
 	savepoint int64
+	// heldOthers: the claims of the worker's other jobs that rj's
+	// transaction extended while it holds SQLite's writer (holdOthers),
+	// set back to a Visibility from its commit (releaseOthers). The
+	// handler's goroutine's alone.
+	heldOthers []claimRef
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -422,7 +427,7 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
 	rj.job, rj.since = j, time.Now()
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
-	rj.savepoint = 0
+	rj.savepoint, rj.heldOthers = 0, nil
 	if j.ClaimExpiresAt != nil {
 		rj.lease = *j.ClaimExpiresAt
 		rj.claimedTo = rj.lease
@@ -600,7 +605,36 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 	if len(claims) == 0 {
 		return
 	}
-	err := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
+	if err := r.extendInTx(ctx, tx, claims, deadline); err != nil {
+		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+		return
+	}
+	rj.heldOthers = claims
+}
+
+// releaseOthers sets the claims holdOthers extended back to a Visibility
+// from now, in tx, just before it commits: the extension covered the
+// longest the transaction could hold the writer, and kept once the writer
+// was free it delayed the jobs of a worker that then died, or a job whose
+// handler Work then left behind, by up to the Timeout past the promised
+// Visibility (review55a F1: 10 min instead of 3 s). A claim a heartbeat
+// extends meanwhile is extended from there, as for Work. A failure leaves
+// the extensions (the jobs come back later, none runs twice).
+func (r *runner) releaseOthers(tx *Tx, rj *runningJob) {
+	claims := rj.heldOthers
+	rj.heldOthers = nil
+	if len(claims) == 0 {
+		return
+	}
+	if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(r.opts.Visibility)); err != nil {
+		r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+	}
+}
+
+// extendInTx sets the live claims among claims to run out at deadline, in
+// tx (holdClaims).
+func (r *runner) extendInTx(ctx context.Context, tx *Tx, claims []claimRef, deadline time.Time) error {
+	return run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
 		h, ok := o.ops.(claimHolder)
 		if !ok {
 			return nil
@@ -608,9 +642,6 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 		_, err := h.holdClaims(ctx, claims, r.q.s.now(), deadline)
 		return err
 	})
-	if err != nil {
-		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
-	}
 }
 
 // claimHolder is the ops of an engine whose transactions hold its only
@@ -643,6 +674,7 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		r.rollbackTx(tx, j)
 		return res, true
 	}
+	r.releaseOthers(tx, rj)
 	if cerr := tx.Commit(ctx); cerr != nil {
 		// Rolled back (the claim is the job's again: see Job.settle).
 		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
@@ -689,6 +721,7 @@ func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) 
 		}
 	}
 	if own {
+		r.releaseOthers(tx, rj)
 		if cerr := tx.Commit(ctx); cerr != nil {
 			return 0, false, cerr // rolled back: the claim is the job's again (see Job.settle)
 		}
