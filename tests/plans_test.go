@@ -763,6 +763,8 @@ var hotStatements = []hotStmt{
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
 	"ConfigureStream":        "an application's setup call, one primary-key upsert",
+	"SavepointHandler":       "SQLite WorkTx: a savepoint before the handler, in its own transaction; reads no table",
+	"RollbackToHandler":      "SQLite WorkTx: back to that savepoint when the handler failed; reads no table",
 	"SessionDefaults":        "once a new connection (set_config from pg_settings); reads no table of the store's",
 	"UnheadTrimmed":          "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",
 	"TrimStream":             "TrimTo, as UnheadTrimmed",

@@ -180,7 +180,10 @@ func TestWorkerHeartbeatsEveryDueClaimInOneStatement(t *testing.T) {
 func TestHeartbeatsKeepClaimsWhileConnectionsAreScarce(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		const handlers, rounds = 6, 3
-		const visibility = 600 * time.Millisecond
+		// A lease long enough that only the heartbeats' queueing, not a
+		// loaded machine's stall, can make it lapse: at 600 ms the worker
+		// itself took a lapsed claim again at load 30-40 (session 55).
+		const visibility = time.Second
 		s := e.openHookedPool(t, func(name string) {
 			if name == "HeartbeatJob" || name == "HeartbeatJobs" {
 				time.Sleep(visibility / 8) // the statement's connection stays held meanwhile
