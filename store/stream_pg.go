@@ -179,6 +179,7 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		}
 		learn = learn && !pg.snap.HasXid
 		known := o.eng.horizon.observe(pg.snap, learn)
+		o.eng.persist.maybe(o.eng)
 		if o.inTx {
 			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 && !cut.ended() {
 				// The store learned a candidate this snapshot proves after
@@ -214,6 +215,12 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		after = pg.after
 		if n := len(evs); n > 0 {
 			after = evs[n-1].Offset
+		}
+		if known > pg.horizon {
+			// The tracker proves more than the statement did (the stored
+			// candidate it returned, step 6, or another read's): read on
+			// with it at once.
+			continue
 		}
 		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
 		select {

@@ -100,3 +100,23 @@ func (q *Queries) OldestWriteTransaction(ctx context.Context) ([]OldestWriteTran
 	}
 	return items, nil
 }
+
+const saveSettledCandidate = `-- name: SaveSettledCandidate :exec
+UPDATE alkstore.settled_candidate
+SET head = $1::bigint, next = $2::bigint
+WHERE one AND head < $1::bigint
+`
+
+type SaveSettledCandidateParams struct {
+	Head int64
+	Next int64
+}
+
+// Records a candidate this store proved settled (a snapshot's xmin reached
+// @next), for stores that have never read (docs/design/stream-horizon.md,
+// step 6). Only forward: a head no greater than the stored one changes
+// nothing (another store got there first), and head and next move together.
+func (q *Queries) SaveSettledCandidate(ctx context.Context, arg SaveSettledCandidateParams) error {
+	_, err := q.db.Exec(ctx, saveSettledCandidate, arg.Head, arg.Next)
+	return err
+}

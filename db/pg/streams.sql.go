@@ -309,7 +309,8 @@ func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWi
 const readEvents = `-- name: ReadEvents :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -511,7 +512,8 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -622,7 +624,8 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 const readEventsOutsideTx = `-- name: ReadEventsOutsideTx :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(false) || int8send(h.horizon) AS snapshot,
+               || boolsend(false) || int8send(h.horizon)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            h.horizon AS upto
     FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, $1::text AS stream,
@@ -785,7 +788,9 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        age(pg_snapshot_xmax(snap)::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
-       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid
+       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid,
+       COALESCE((SELECT p.head FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_head,
+       COALESCE((SELECT p.next FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_next
 FROM pg_current_snapshot() AS snap
 `
 
@@ -795,6 +800,8 @@ type SettledSnapshotRow struct {
 	XmaxAge     int64
 	VisibleHead int64
 	HasXid      bool
+	ProvenHead  int64
+	ProvenNext  int64
 }
 
 // What the settled horizon needs from this statement's snapshot: its xmin;
@@ -813,6 +820,8 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 		&i.XmaxAge,
 		&i.VisibleHead,
 		&i.HasXid,
+		&i.ProvenHead,
+		&i.ProvenNext,
 	)
 	return i, err
 }

@@ -25,3 +25,12 @@ FROM pg_catalog.pg_stat_activity a
 WHERE a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
 ORDER BY age(a.backend_xid) DESC
 LIMIT 1;
+
+-- name: SaveSettledCandidate :exec
+-- Records a candidate this store proved settled (a snapshot's xmin reached
+-- @next), for stores that have never read (docs/design/stream-horizon.md,
+-- step 6). Only forward: a head no greater than the stored one changes
+-- nothing (another store got there first), and head and next move together.
+UPDATE alkstore.settled_candidate
+SET head = @head::bigint, next = @next::bigint
+WHERE one AND head < @head::bigint;

@@ -136,7 +136,9 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        age(pg_snapshot_xmax(snap)::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
-       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid
+       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid,
+       COALESCE((SELECT p.head FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_head,
+       COALESCE((SELECT p.next FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_next
 FROM pg_current_snapshot() AS snap;
 
 -- name: ReadEvents :many
@@ -245,7 +247,8 @@ FROM pg_current_snapshot() AS snap;
 -- on the backend, a read of one event 247.9k -> 241.5k instructions).
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -304,7 +307,8 @@ UNION ALL
 -- (db/pg/read_twins_test.go).
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(false) || int8send(h.horizon) AS snapshot,
+               || boolsend(false) || int8send(h.horizon)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            h.horizon AS upto
     FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, @stream::text AS stream,
@@ -350,7 +354,8 @@ UNION ALL
 -- the offset like ReadEvents.
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after)
+               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
