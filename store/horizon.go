@@ -124,12 +124,7 @@ func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 	// this snapshot, so it was proven before it: the test below always
 	// holds, except for a row from another cluster (a restored dump),
 	// which is ignored.
-	if p := snap.ProvenNext; p > 0 && snap.ProvenHead > 0 && p <= snap.Xmin {
-		h.xmin = max(h.xmin, p)
-		h.saw(snap.ProvenHead)
-		h.add(candidate{head: snap.ProvenHead, next: p})
-		atomicMax(&h.stored, snap.ProvenHead)
-	}
+	h.adoptLocked(snap.ProvenHead, snap.ProvenNext, snap.Xmin)
 	if j := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin }); j > 0 {
 		atomicMax(&h.proven, h.cands[j-1].head)
 	}
@@ -139,6 +134,30 @@ func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 		return 0
 	}
 	return h.cands[i-1].head
+}
+
+// adopt adds the candidate some store proved and stored
+// (settled_candidate), read in a snapshot whose xmin is xmin, and returns
+// the newest head proven settled for every later snapshot.
+func (h *horizon) adopt(head, next, xmin int64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.adoptLocked(head, next, xmin)
+	j := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
+	if j == 0 {
+		return 0
+	}
+	atomicMax(&h.proven, h.cands[j-1].head)
+	return h.cands[j-1].head
+}
+
+func (h *horizon) adoptLocked(head, next, xmin int64) {
+	if next > 0 && head > 0 && next <= xmin {
+		h.xmin = max(h.xmin, next)
+		h.saw(head)
+		h.add(candidate{head: head, next: next})
+		atomicMax(&h.stored, head)
+	}
 }
 
 // newestProven returns the newest candidate proven settled, if any.

@@ -166,6 +166,7 @@ type persister struct {
 	log       *slog.Logger
 	busy      atomic.Bool
 	notBefore atomic.Int64 // unix nanoseconds: no write starts earlier
+	nextFetch atomic.Int64 // unix nanoseconds: no held read fetches the row earlier
 	warned    atomic.Bool
 	mu        sync.Mutex
 	closed    bool
@@ -250,3 +251,29 @@ func (p *persister) stop(abandoned bool) {
 
 // persistGrace bounds how long Close waits for a write under way.
 const persistGrace = time.Second
+
+// fetchEvery bounds how often held reads of a store read the stored
+// candidate.
+const fetchEvery = time.Second
+
+// provenFor is called by a read held back below the newest visible event:
+// at most once a second per store, it reads the stored candidate (on the
+// read's own connection: inside a transaction, the transaction's) and adds
+// it to the tracker; outside transactions only (a failure would end one).
+// It returns the newest head then proven settled for every later
+// snapshot, or 0 when it did not look or found nothing; a failure (a
+// schema before 00050, a role without SELECT on the table) is the same as
+// nothing.
+func (o pgOps) provenFor(ctx context.Context) int64 {
+	p := &o.eng.persist
+	now := time.Now().UnixNano()
+	due := p.nextFetch.Load()
+	if now < due || !p.nextFetch.CompareAndSwap(due, now+int64(fetchEvery)) {
+		return 0
+	}
+	r, err := o.q.ProvenCandidate(ctx)
+	if err != nil {
+		return 0
+	}
+	return o.eng.horizon.adopt(r.Head, r.Next, r.Xmin)
+}

@@ -180,6 +180,18 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		learn = learn && !pg.snap.HasXid
 		known := o.eng.horizon.observe(pg.snap, learn)
 		o.eng.persist.maybe(o.eng)
+		if known <= pg.horizon && pg.horizon < pg.snap.VisibleHead && attempt < settleAttempts && !cut.ended() {
+			// Held back with nothing better known: another store may have
+			// proved more (step 6; a store that has never read has
+			// nothing). Inside a transaction a failed statement would end
+			// it: a pool snapshot in the background reads the row instead,
+			// for later reads.
+			if o.inTx {
+				o.eng.learner.learn(o.eng)
+			} else {
+				known = max(known, o.provenFor(ctx))
+			}
+		}
 		if o.inTx {
 			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 && !cut.ended() {
 				// The store learned a candidate this snapshot proves after

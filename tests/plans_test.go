@@ -761,6 +761,8 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
+	"SaveSettledCandidate":   "at most once a second a store, in the background: one row of a one-row table (schema 00050)",
+	"ProvenCandidate":        "at most once a second a store, by a read held back: one row of a one-row table (schema 00050)",
 	"ConfigureStream":        "an application's setup call, one primary-key upsert",
 	"SessionDefaults":        "once a new connection (set_config from pg_settings); reads no table of the store's",
 	"UnheadTrimmed":          "TrimTo, an explicit admin call whose cost is the events it trims (issue 12 item 3 reworks it on partitions)",

@@ -118,20 +118,19 @@ type PageSnapshot struct {
 
 // ParsePageSnapshot reads a snapshot column: xmin, xmax, age(xmax) and the
 // visible head (8 bytes each, big-endian, as int8send sends them), whether
-// the transaction holds an id (1 byte, as boolsend), the horizon (8), the
-// offset read after (8) when withAfter, then the stored proven candidate,
-// head and next (8 each; zeros: none, schema 00050).
+// the transaction holds an id (1 byte, as boolsend), the horizon (8), then
+// the offset read after (8) when withAfter.
 func ParsePageSnapshot(b []byte, withAfter bool) (PageSnapshot, error) {
-	want := 57
+	want := 41
 	if withAfter {
-		want = 65
+		want = 49
 	}
 	if len(b) != want || b[32] > 1 {
 		return PageSnapshot{}, fmt.Errorf("page snapshot %x: want %d bytes", b, want)
 	}
 	at := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[i:])) }
 	p := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: at(0), Xmax: at(8), XmaxAge: at(16), VisibleHead: at(24),
-		HasXid: b[32] == 1, ProvenHead: at(want - 16), ProvenNext: at(want - 8)}, Horizon: at(33)}
+		HasXid: b[32] == 1}, Horizon: at(33)}
 	if withAfter {
 		p.After = at(41)
 	}

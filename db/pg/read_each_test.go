@@ -46,7 +46,7 @@ func TestReadEventsEachIsReadEvents(t *testing.T) {
 // TestParsePageSnapshot: the snapshot column's figures, in order, and
 // nothing that is not exactly them.
 func TestParsePageSnapshot(t *testing.T) {
-	col := func(xmin, xmax, age, head int64, xid bool, horizon int64, tail ...int64) []byte {
+	col := func(xmin, xmax, age, head int64, xid bool, horizon int64, after ...int64) []byte {
 		var b []byte
 		for _, v := range []int64{xmin, xmax, age, head} {
 			b = binary.BigEndian.AppendUint64(b, uint64(v))
@@ -57,21 +57,20 @@ func TestParsePageSnapshot(t *testing.T) {
 			b = append(b, 0)
 		}
 		b = binary.BigEndian.AppendUint64(b, uint64(horizon))
-		for _, v := range tail {
+		for _, v := range after {
 			b = binary.BigEndian.AppendUint64(b, uint64(v))
 		}
 		return b
 	}
-	p, err := ParsePageSnapshot(col(10, 20, -3, 400, true, 350, 90, 70), false)
+	p, err := ParsePageSnapshot(col(10, 20, -3, 400, true, 350), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: 10, Xmax: 20, XmaxAge: -3, VisibleHead: 400, HasXid: true,
-		ProvenHead: 90, ProvenNext: 70}, Horizon: 350}
+	want := PageSnapshot{SettledSnapshotRow: SettledSnapshotRow{Xmin: 10, Xmax: 20, XmaxAge: -3, VisibleHead: 400, HasXid: true}, Horizon: 350}
 	if p != want {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}
-	p, err = ParsePageSnapshot(col(10, 20, 0, 400, false, 350, 7, 90, 70), true)
+	p, err = ParsePageSnapshot(col(10, 20, 0, 400, false, 350, 7), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +78,14 @@ func TestParsePageSnapshot(t *testing.T) {
 	if p != want {
 		t.Fatalf("got %+v, want %+v", p, want)
 	}
-	badXid := col(10, 20, 0, 400, false, 350, 0, 0)
+	badXid := col(10, 20, 0, 400, false, 350)
 	badXid[32] = 2
 	for _, bad := range []struct {
 		b         []byte
 		withAfter bool
 	}{
-		{nil, false}, {col(10, 20, 0, 400, false, 350, 0, 0)[:56], false}, {col(10, 20, 0, 400, false, 350, 7, 0, 0), false},
-		{col(10, 20, 0, 400, false, 350, 0, 0), true}, {col(10, 20, 0, 400, false, 350), false}, {badXid, false},
+		{nil, false}, {col(10, 20, 0, 400, false, 350)[:40], false}, {col(10, 20, 0, 400, false, 350, 7), false},
+		{col(10, 20, 0, 400, false, 350), true}, {badXid, false},
 	} {
 		if _, err := ParsePageSnapshot(bad.b, bad.withAfter); err == nil {
 			t.Errorf("%x (after %v): no error", bad.b, bad.withAfter)

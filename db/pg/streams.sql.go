@@ -309,8 +309,7 @@ func (q *Queries) PublishEventsWithTxid(ctx context.Context, arg PublishEventsWi
 const readEvents = `-- name: ReadEvents :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -512,8 +511,7 @@ func (q *Queries) ReadEvents(ctx context.Context, arg ReadEventsParams) ([]ReadE
 const readEventsFromConsumer = `-- name: ReadEventsFromConsumer :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -624,8 +622,7 @@ func (q *Queries) ReadEventsFromConsumer(ctx context.Context, arg ReadEventsFrom
 const readEventsOutsideTx = `-- name: ReadEventsOutsideTx :many
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(false) || int8send(h.horizon)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(false) || int8send(h.horizon) AS snapshot,
            h.horizon AS upto
     FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, $1::text AS stream,

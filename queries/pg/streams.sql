@@ -247,8 +247,7 @@ FROM pg_current_snapshot() AS snap;
 -- on the backend, a read of one event 247.9k -> 241.5k instructions).
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o
@@ -307,8 +306,7 @@ UNION ALL
 -- (db/pg/read_twins_test.go).
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(false) || int8send(h.horizon)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(false) || int8send(h.horizon) AS snapshot,
            h.horizon AS upto
     FROM (
     SELECT snap.xmin, snap.xmax, snap.xmax_age, snap.visible_head, @stream::text AS stream,
@@ -354,8 +352,7 @@ UNION ALL
 -- the offset like ReadEvents.
 WITH cut AS MATERIALIZED (
     SELECT int8send(h.xmin) || int8send(h.xmax) || int8send(h.xmax_age) || int8send(h.visible_head)
-               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after)
-               || COALESCE((SELECT int8send(p.head) || int8send(p.next) FROM alkstore.settled_candidate p WHERE p.one), '\x00000000000000000000000000000000'::bytea) AS snapshot,
+               || boolsend(h.own IS NOT NULL) || int8send(h.horizon) || int8send(h.after) AS snapshot,
            GREATEST(h.horizon, CASE WHEN h.own IS NOT NULL THEN
                (SELECT max(w.id) FROM (
                     SELECT o.id FROM alkstore.events o

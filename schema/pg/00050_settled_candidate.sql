@@ -21,12 +21,12 @@
 -- privileges apply as to any new table.
 
 -- +goose Up
-CREATE TABLE alkstore.settled_candidate (
+CREATE TABLE IF NOT EXISTS alkstore.settled_candidate (
     one  boolean PRIMARY KEY DEFAULT true CHECK (one),
     head bigint NOT NULL,
     next bigint NOT NULL
 );
-INSERT INTO alkstore.settled_candidate (one, head, next) VALUES (true, 0, 0);
+INSERT INTO alkstore.settled_candidate (one, head, next) VALUES (true, 0, 0) ON CONFLICT (one) DO NOTHING;
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -53,4 +53,4 @@ COMMENT ON COLUMN alkstore.settled_candidate.head IS 'An offset at or below whic
 COMMENT ON COLUMN alkstore.settled_candidate.next IS 'A full transaction id (xid8) below which every transaction had ended when the candidate was proven';
 
 -- +goose Down
-DROP TABLE alkstore.settled_candidate;
+DROP TABLE IF EXISTS alkstore.settled_candidate;
