@@ -32,6 +32,7 @@ type pgEngine struct {
 	horizon *horizon
 	gate    *wakeGate
 	learner learner
+	persist persister
 	stall   *stallWatch
 	// maxConns is the pool's size; txSlots bounds the transactions that
 	// the transactional handlers the store runs (WorkTx, RunJobTx, a group
@@ -269,6 +270,8 @@ func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) 
 	eng.auto = pgOps{q: pgdb.New(pool), eng: eng}
 	eng.stall = &stallWatch{after: c.stallWarning, log: c.log, holder: pgOps{q: pgdb.New(pool), eng: eng}.oldestWriteTransaction}
 	eng.learner.ctx, eng.learner.cancel = context.WithCancel(context.Background())
+	eng.persist.ctx, eng.persist.cancel = context.WithCancel(context.Background())
+	eng.persist.log = c.log
 	eng.gate = &wakeGate{send: func(topic string) { sendTrailingWake(pool, topic) }}
 	return newStore(eng, c, pool.Config().ConnConfig.Password), nil
 }
@@ -372,6 +375,7 @@ func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 func (e *pgEngine) close(abandoned bool) {
 	e.gate.flush()
 	e.learner.stop()
+	e.persist.stop(abandoned)
 	switch {
 	case !e.owned:
 	case abandoned:

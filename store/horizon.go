@@ -49,6 +49,12 @@ type horizon struct {
 	// publishes returned and heads its snapshots saw. A Tx reads it when it
 	// begins (pgEngine.begin), as the head of the candidate it offers.
 	drawn atomic.Int64
+	// proven is the head of the newest candidate proven settled (next <=
+	// xmin), and stored the greatest head the store knows the database's
+	// settled_candidate row holds (it wrote it, or a read returned it):
+	// when proven passes stored, the store writes its candidate there for
+	// stores that have never read (persister, step 6 of the design).
+	proven, stored atomic.Int64
 }
 
 type candidate struct {
@@ -58,10 +64,13 @@ type candidate struct {
 
 // saw records that offset off was drawn (a publish returned it, or a
 // snapshot saw it committed).
-func (h *horizon) saw(off int64) {
+func (h *horizon) saw(off int64) { atomicMax(&h.drawn, off) }
+
+// atomicMax raises a to v unless it is at least v already.
+func atomicMax(a *atomic.Int64, v int64) {
 	for {
-		cur := h.drawn.Load()
-		if off <= cur || h.drawn.CompareAndSwap(cur, off) {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
 			return
 		}
 	}
@@ -109,12 +118,57 @@ func (h *horizon) observe(snap pgdb.SettledSnapshotRow, learn bool) int64 {
 		h.xmin = max(h.xmin, snap.Xmin)
 		h.add(fresh)
 	}
+	// The candidate some store proved and stored (settled_candidate): every
+	// transaction with an id below its next had ended when it was proven,
+	// so every later snapshot's xmin reaches next. The row is visible in
+	// this snapshot, so it was proven before it: the test below always
+	// holds, except for a row from another cluster (a restored dump),
+	// which is ignored.
+	h.adoptLocked(snap.ProvenHead, snap.ProvenNext, snap.Xmin)
+	if j := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin }); j > 0 {
+		atomicMax(&h.proven, h.cands[j-1].head)
+	}
 	// The last candidate with next <= xmin has the greatest head of those.
 	i := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > snap.Xmin })
 	if i == 0 {
 		return 0
 	}
 	return h.cands[i-1].head
+}
+
+// adopt adds the candidate some store proved and stored
+// (settled_candidate), read in a snapshot whose xmin is xmin, and returns
+// the newest head proven settled for every later snapshot.
+func (h *horizon) adopt(head, next, xmin int64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.adoptLocked(head, next, xmin)
+	j := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
+	if j == 0 {
+		return 0
+	}
+	atomicMax(&h.proven, h.cands[j-1].head)
+	return h.cands[j-1].head
+}
+
+func (h *horizon) adoptLocked(head, next, xmin int64) {
+	if next > 0 && head > 0 && next <= xmin {
+		h.xmin = max(h.xmin, next)
+		h.saw(head)
+		h.add(candidate{head: head, next: next})
+		atomicMax(&h.stored, head)
+	}
+}
+
+// newestProven returns the newest candidate proven settled, if any.
+func (h *horizon) newestProven() (candidate, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	j := sort.Search(len(h.cands), func(i int) bool { return h.cands[i].next > h.xmin })
+	if j == 0 {
+		return candidate{}, false
+	}
+	return h.cands[j-1], true
 }
 
 // proof returns what a statement that computes its horizon in the server

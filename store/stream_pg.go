@@ -179,6 +179,19 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		}
 		learn = learn && !pg.snap.HasXid
 		known := o.eng.horizon.observe(pg.snap, learn)
+		o.eng.persist.maybe(o.eng)
+		if known <= pg.horizon && pg.horizon < pg.snap.VisibleHead && attempt < settleAttempts && !cut.ended() {
+			// Held back with nothing better known: another store may have
+			// proved more (step 6; a store that has never read has
+			// nothing). Inside a transaction a failed statement would end
+			// it: a pool snapshot in the background reads the row instead,
+			// for later reads.
+			if o.inTx {
+				o.eng.learner.learn(o.eng)
+			} else {
+				known = max(known, o.provenFor(ctx))
+			}
+		}
 		if o.inTx {
 			if known > pg.horizon && len(evs) < int(lim) && attempt == 1 && !cut.ended() {
 				// The store learned a candidate this snapshot proves after
@@ -214,6 +227,12 @@ func (o pgOps) readSettled(ctx context.Context, stream, consumer string, after i
 		after = pg.after
 		if n := len(evs); n > 0 {
 			after = evs[n-1].Offset
+		}
+		if known > pg.horizon {
+			// The tracker proves more than the statement did (the stored
+			// candidate it returned, step 6, or another read's): read on
+			// with it at once.
+			continue
 		}
 		t := time.NewTimer(time.Duration(attempt) * 300 * time.Microsecond)
 		select {

@@ -762,6 +762,8 @@ var hotStatements = []hotStmt{
 
 // coldStatements: statements not checked, and why.
 var coldStatements = map[string]string{
+	"SaveSettledCandidate":   "at most once a second a store, in the background: one row of a one-row table (schema 00050)",
+	"ProvenCandidate":        "at most once a second a store, by a read held back: one row of a one-row table (schema 00050)",
 	"ConfigureStream":        "an application's setup call, one primary-key upsert",
 	"SavepointHandler":       "SQLite WorkTx: a savepoint before the handler, in its own transaction; reads no table",
 	"RollbackToHandler":      "SQLite WorkTx: back to that savepoint when the handler failed; reads no table",

@@ -168,6 +168,9 @@ func (a *app) tail(ctx context.Context, stream *store.Stream, after int64, limit
 				return err
 			}
 		}
+		if len(evs) < limit {
+			return a.heldBack(ctx, stream, evs, after)
+		}
 		return nil
 	}
 	r, err := stream.Follow(ctx, after, store.SubscribeOpts{})
@@ -196,6 +199,37 @@ func (a *app) tail(ctx context.Context, stream *store.Stream, after int64, limit
 			}
 		}
 	}
+}
+
+// heldBack says on stderr when a short page of tail may have stopped at the
+// settled horizon with committed events above it (PostgreSQL: a write
+// transaction still running anywhere on the server may own a lower offset,
+// docs/design/stream-horizon.md), so an empty or short output is not taken
+// for the stream's end. Offsets are the store's: the held ones may belong
+// to other streams. Only a short page pays for the look.
+func (a *app) heldBack(ctx context.Context, stream *store.Stream, evs []store.Event, after int64) error {
+	hz, err := stream.Store().Horizon(ctx)
+	if err != nil || hz.Lag <= 0 {
+		return err
+	}
+	last := after
+	if n := len(evs); n > 0 {
+		last = evs[n-1].Offset
+	}
+	if hz.Head <= last {
+		return nil
+	}
+	holder := "a write transaction still running on the server"
+	if h := hz.Holder; h != nil {
+		holder = fmt.Sprintf("the write transaction of pid %d (database %q", h.PID, h.Database)
+		if h.Age > 0 {
+			holder += fmt.Sprintf(", %s old", h.Age.Round(time.Second))
+		}
+		holder += ")"
+	}
+	_, err = fmt.Fprintf(a.errOut, "held back: %d committed offset(s) above the settled horizon %d (of any stream, up to %d) wait until %s ends: it may own a lower offset; --follow prints them then\n",
+		hz.Lag, hz.Settled, hz.Head, holder)
+	return err
 }
 
 func (a *app) consumersCmd() *cobra.Command {

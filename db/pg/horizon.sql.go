@@ -100,3 +100,48 @@ func (q *Queries) OldestWriteTransaction(ctx context.Context) ([]OldestWriteTran
 	}
 	return items, nil
 }
+
+const provenCandidate = `-- name: ProvenCandidate :one
+SELECT p.head, p.next, pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin
+FROM alkstore.settled_candidate p
+WHERE p.one
+`
+
+type ProvenCandidateRow struct {
+	Head int64
+	Next int64
+	Xmin int64
+}
+
+// The candidate some store proved settled and stored (SaveSettledCandidate),
+// with this statement's xmin: a read that finds itself held back takes it
+// (at most once a second), so a store that has never read settles at once
+// up to it (docs/design/stream-horizon.md, step 6). Read only then, not by
+// every read: the one-row table's InitPlan cost each read statement about
+// 18k server instructions (callgrind).
+func (q *Queries) ProvenCandidate(ctx context.Context) (ProvenCandidateRow, error) {
+	row := q.db.QueryRow(ctx, provenCandidate)
+	var i ProvenCandidateRow
+	err := row.Scan(&i.Head, &i.Next, &i.Xmin)
+	return i, err
+}
+
+const saveSettledCandidate = `-- name: SaveSettledCandidate :exec
+UPDATE alkstore.settled_candidate
+SET head = $1::bigint, next = $2::bigint
+WHERE one AND head < $1::bigint
+`
+
+type SaveSettledCandidateParams struct {
+	Head int64
+	Next int64
+}
+
+// Records a candidate this store proved settled (a snapshot's xmin reached
+// @next), for stores that have never read (docs/design/stream-horizon.md,
+// step 6). Only forward: a head no greater than the stored one changes
+// nothing (another store got there first), and head and next move together.
+func (q *Queries) SaveSettledCandidate(ctx context.Context, arg SaveSettledCandidateParams) error {
+	_, err := q.db.Exec(ctx, saveSettledCandidate, arg.Head, arg.Next)
+	return err
+}

@@ -257,6 +257,16 @@ type AlkstoreSchedule struct {
 	Headers []byte
 }
 
+// One settled-horizon candidate some store proved settled: every event at or below head is committed or gone, every transaction id below next has ended (docs/design/stream-horizon.md, step 6)
+type AlkstoreSettledCandidate struct {
+	// Always true: the table holds one row
+	One bool
+	// An offset at or below which every event is committed or permanently gone
+	Head int64
+	// A full transaction id (xid8) below which every transaction had ended when the candidate was proven
+	Next int64
+}
+
 // Per-stream settings; a stream without a row uses the defaults
 type AlkstoreStream struct {
 	// Stream name

@@ -785,7 +785,9 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        age(pg_snapshot_xmax(snap)::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
-       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid
+       (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid,
+       COALESCE((SELECT p.head FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_head,
+       COALESCE((SELECT p.next FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_next
 FROM pg_current_snapshot() AS snap
 `
 
@@ -795,6 +797,8 @@ type SettledSnapshotRow struct {
 	XmaxAge     int64
 	VisibleHead int64
 	HasXid      bool
+	ProvenHead  int64
+	ProvenNext  int64
 }
 
 // What the settled horizon needs from this statement's snapshot: its xmin;
@@ -813,6 +817,8 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 		&i.XmaxAge,
 		&i.VisibleHead,
 		&i.HasXid,
+		&i.ProvenHead,
+		&i.ProvenNext,
 	)
 	return i, err
 }

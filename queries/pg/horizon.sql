@@ -25,3 +25,23 @@ FROM pg_catalog.pg_stat_activity a
 WHERE a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
 ORDER BY age(a.backend_xid) DESC
 LIMIT 1;
+
+-- name: SaveSettledCandidate :exec
+-- Records a candidate this store proved settled (a snapshot's xmin reached
+-- @next), for stores that have never read (docs/design/stream-horizon.md,
+-- step 6). Only forward: a head no greater than the stored one changes
+-- nothing (another store got there first), and head and next move together.
+UPDATE alkstore.settled_candidate
+SET head = @head::bigint, next = @next::bigint
+WHERE one AND head < @head::bigint;
+
+-- name: ProvenCandidate :one
+-- The candidate some store proved settled and stored (SaveSettledCandidate),
+-- with this statement's xmin: a read that finds itself held back takes it
+-- (at most once a second), so a store that has never read settles at once
+-- up to it (docs/design/stream-horizon.md, step 6). Read only then, not by
+-- every read: the one-row table's InitPlan cost each read statement about
+-- 18k server instructions (callgrind).
+SELECT p.head, p.next, pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin
+FROM alkstore.settled_candidate p
+WHERE p.one;
