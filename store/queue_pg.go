@@ -316,6 +316,26 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	default:
 		return time.Time{}, false, errNoLockWait
 	}
+	// The wait parks a connection for as long as the other transaction
+	// holds the row: it must not take the one the store keeps for
+	// heartbeats, claims and settles. So it counts as a transactional
+	// handler (one of txSlots, never waited for), and starts only while
+	// the pool has a connection free beside the one it takes. Parked on
+	// the last connection, it left the beats of the worker's other claims
+	// none: unrelated jobs lost their claims and ran twice (review55b F1,
+	// F2: a pool of 2 beside the application's transaction; WorkTx at
+	// Concurrency 3 on a pool of 4). Without room the claim is beaten at
+	// the next tick, and lost if the row is still held when its lease
+	// runs out, as before the wait.
+	select {
+	case o.eng.txSlots <- struct{}{}:
+		defer func() { <-o.eng.txSlots }()
+	default:
+		return time.Time{}, false, errNoLockWait
+	}
+	if st := o.eng.pool.Stat(); st.MaxConns()-st.AcquiredConns() < 2 {
+		return time.Time{}, false, errNoLockWait
+	}
 	conn, err := o.eng.pool.Acquire(ctx)
 	if err != nil {
 		return time.Time{}, false, err

@@ -206,3 +206,92 @@ func TestHeartbeatLosesClaimToCommittedCancel(t *testing.T) {
 		require.Equal(t, store.JobCancelled, res.state, fmt.Sprint(res.lost))
 	})
 }
+
+// TestALockWaitLeavesTheHeartbeatsAConnection: a heartbeat's wait for a
+// row another transaction holds parks a pooled connection, and must not
+// take the one the store keeps for heartbeats, claims and settles. A
+// WorkTx worker at Concurrency 3 on a pool of 4 runs three transactions;
+// handler B cancels its sibling A in its own transaction, works on past
+// several leases and fails (the cancel rolls back). C, which nothing
+// touches, must run once and never be told its claim is lost. Merged
+// first (82e7f8a) the wait for A's row took the fourth connection, the
+// beats of C found none for seconds, and C ran twice in 4 of 4 runs
+// (review55b F2). A itself may lose its claim meanwhile: without a
+// connection to spare its row is not waited for (the behaviour before
+// the wait). PostgreSQL only: on SQLite the transactional handlers run
+// one at a time on the writer, so no handler's transaction holds a row
+// while another's job runs.
+func TestALockWaitLeavesTheHeartbeatsAConnection(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		if e.name != "pg" {
+			return // see above
+		}
+		s := e.open(t, store.WithMaxConns(4))
+		c := ctx(t)
+		q := s.Queue("lock-wait-room")
+		var ids [3]int64
+		for i := range ids {
+			id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			ids[i] = id
+		}
+		a, b, other := ids[0], ids[1], ids[2]
+		const vis = time.Second
+		var mu sync.Mutex
+		runs := map[int64]int{}
+		lost := map[int64]string{}
+		var started, firstRuns sync.WaitGroup
+		started.Add(3)
+		firstRuns.Add(3)
+		all := make(chan struct{})
+		go func() { started.Wait(); close(all) }()
+		h := func(hctx context.Context, tx store.Tx, j *store.Job) error {
+			mu.Lock()
+			runs[j.ID]++
+			n := runs[j.ID]
+			mu.Unlock()
+			if n == 1 {
+				started.Done()
+				defer firstRuns.Done()
+			}
+			<-all // the three transactions run together
+			if j.ID == b && n == 1 {
+				if err := q.CancelTx(hctx, tx, a); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-time.After(5 * vis):
+			case <-hctx.Done():
+				cause := context.Cause(hctx)
+				if errors.Is(cause, store.ErrClaimLost) {
+					mu.Lock()
+					lost[j.ID] = cause.Error()
+					mu.Unlock()
+				}
+				return cause
+			}
+			if j.ID == b {
+				return errors.New("B fails: its cancel of A rolls back")
+			}
+			return nil
+		}
+		wc, stop := context.WithCancel(c)
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			done <- q.WorkTx(wc, store.WorkOpts{Concurrency: 3, Visibility: vis, Timeout: time.Minute}, h)
+		}()
+		firstRuns.Wait()
+		require.Eventually(t, func() bool {
+			_, err := q.Job(c, other)
+			return errors.Is(err, store.ErrNotFound)
+		}, 30*time.Second, 10*time.Millisecond, "C was acked")
+		stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 1, runs[other], "C ran once (runs %v, lost %v)", runs, lost)
+		require.Empty(t, lost[other], "C kept its claim")
+	})
+}
