@@ -303,7 +303,7 @@ func ExampleQueue() {
 	id := must(q.Enqueue(ctx, []byte("to ada"), store.EnqueueOpts{Priority: 5, MaxAttempts: 10}))
 	_ = must(q.Enqueue(ctx, []byte("to grace"), store.EnqueueOpts{Delay: time.Minute})) // claimable in a minute
 	batch := []store.NewJob{{Payload: []byte("to linus")}, {Payload: []byte("to ken")}}
-	ids := must(q.EnqueueMany(ctx, batch)) // all or nothing: one statement on PostgreSQL, one transaction on SQLite; at most MaxBatchSize (512 MiB)
+	ids := must(q.EnqueueMany(ctx, batch)) // all or nothing: one statement on PostgreSQL, one transaction on SQLite; at most MaxBatchSize (240 MiB)
 
 	jobs := must(q.Claim(ctx, "worker-1", 50, 30*time.Second))     // priority DESC, run_at, id
 	check(jobs[0].Heartbeat(ctx, time.Minute))                     // the claim now runs out a minute from now

@@ -179,12 +179,17 @@ func (s *Store) checkPayloadAt(kind string, i int, payload []byte) error {
 // over 1 GiB (pgproto3's maxMessageBodyLen, 0x3fffffff-2 bytes: the
 // server's PG_LARGE_MESSAGE_LIMIT), after building it: a batch of 260
 // payloads of 4 MiB failed after two minutes with 3.7 GB of memory and an
-// error no sentinel matched, while SQLite stored it. Half of that limit
-// leaves room for what the bound does not count exactly (the statement's
-// other parameters, each array's header) and keeps the message pgx builds
-// (its buffer grows by doubling) within 1 GiB. Split larger batches: a
-// batch of full MaxPayloadSize payloads holds at most 127.
-const MaxBatchSize = 512 << 20
+// error no sentinel matched, while SQLite stored it. The bound is under a
+// quarter of that limit, because how many bytes a payload takes in the
+// message depends on the pool's query exec mode: as many as it has under
+// the extended protocol's binary format (pgx's default), twice as many
+// under QueryExecModeExec (text: bytea as hex), four times as many under
+// the simple protocol (PgBouncer's usual settings: hex in an escaped
+// literal; review55b measured 1.000, 2.000 and 4.000 bytes sent a payload
+// byte). The rest leaves room for what the bound does not count exactly
+// (the statement's other parameters, each array's header). Split larger
+// batches: a batch of full MaxPayloadSize payloads holds at most 59.
+const MaxBatchSize = 240 << 20
 
 // BatchElementOverhead is what each element of a batch counts toward
 // MaxBatchSize beside its payload, key and headers: more than PostgreSQL's

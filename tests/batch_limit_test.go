@@ -14,7 +14,7 @@ import (
 )
 
 // TestBatchOverTheLimitIsRefusedBeforeAnyIO: a batch whose payloads total
-// more than store.MaxBatchSize (129 payloads of MaxPayloadSize, sharing
+// more than store.MaxBatchSize (61 payloads of MaxPayloadSize, sharing
 // one backing array so the test holds 4 MiB) fails with ErrPayloadTooLarge
 // naming its total and the limit, in every batch form, before any I/O:
 // nothing is stored. On PostgreSQL a batch of about 1 GiB failed minutes
