@@ -786,9 +786,10 @@ SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
        (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid,
-       COALESCE((SELECT p.head FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_head,
-       COALESCE((SELECT p.next FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_next
+       COALESCE(p.head, 0)::bigint AS proven_head,
+       COALESCE(p.next, 0)::bigint AS proven_next
 FROM pg_current_snapshot() AS snap
+LEFT JOIN alkstore.settled_candidate p ON p.one
 `
 
 type SettledSnapshotRow struct {
@@ -807,7 +808,9 @@ type SettledSnapshotRow struct {
 // ReadNextTransactionId() in a transaction without an id; xmax alone is
 // latestCompletedXid + 1, which running transactions can exceed); the
 // newest offset the snapshot sees that this transaction did not write; and
-// whether this transaction holds an id (then age() measures from that id).
+// whether this transaction holds an id (then age() measures from that id);
+// and the stored proven candidate (settled_candidate's one row, read by one
+// join; 0, 0 while none is stored).
 func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, error) {
 	row := q.db.QueryRow(ctx, settledSnapshot)
 	var i SettledSnapshotRow

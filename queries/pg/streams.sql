@@ -130,16 +130,19 @@ WHERE alkstore.all_inserted((SELECT count(*) FROM ins), cardinality(@payloads::b
 -- ReadNextTransactionId() in a transaction without an id; xmax alone is
 -- latestCompletedXid + 1, which running transactions can exceed); the
 -- newest offset the snapshot sees that this transaction did not write; and
--- whether this transaction holds an id (then age() measures from that id).
+-- whether this transaction holds an id (then age() measures from that id);
+-- and the stored proven candidate (settled_candidate's one row, read by one
+-- join; 0, 0 while none is stored).
 SELECT pg_snapshot_xmin(snap)::text::bigint AS xmin,
        pg_snapshot_xmax(snap)::text::bigint AS xmax,
        age(pg_snapshot_xmax(snap)::xid)::bigint AS xmax_age,
        COALESCE((SELECT max(e.id) FROM alkstore.events e
                  WHERE e.txid IS DISTINCT FROM pg_current_xact_id_if_assigned()), 0)::bigint AS visible_head,
        (pg_current_xact_id_if_assigned() IS NOT NULL)::boolean AS has_xid,
-       COALESCE((SELECT p.head FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_head,
-       COALESCE((SELECT p.next FROM alkstore.settled_candidate p WHERE p.one), 0)::bigint AS proven_next
-FROM pg_current_snapshot() AS snap;
+       COALESCE(p.head, 0)::bigint AS proven_head,
+       COALESCE(p.next, 0)::bigint AS proven_next
+FROM pg_current_snapshot() AS snap
+LEFT JOIN alkstore.settled_candidate p ON p.one;
 
 -- name: ReadEvents :many
 -- Events after an offset, cut at the settled horizon inside the statement,
