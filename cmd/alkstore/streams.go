@@ -311,6 +311,9 @@ func (a *app) headsCmd() *cobra.Command {
 		Short: "A compacted stream's current value of each key, in key order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit <= 0 {
+				return badInput("--limit must be positive")
+			}
 			st, err := a.store(cmd.Context())
 			if err != nil {
 				return err
