@@ -239,6 +239,9 @@ func (c *Client) HandleGroupTx(g *store.Group, opts store.GroupOpts, handler sto
 		defer done()
 		return handler(ctx, tx, ev)
 	}
+	if err := g.CheckTxOpts(opts); err != nil {
+		return err
+	}
 	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.ConsumeTx(ctx, opts, h) })
 }
 

@@ -920,7 +920,17 @@ func (s *Store) releaseHandlerTx() {
 	}
 }
 
-// errOnePooledConn refuses a transactional worker on a PostgreSQL pool of
-// one connection: its handler's transaction would hold the only
-// connection, and nothing could extend its claim while it runs.
-var errOnePooledConn = fmt.Errorf("%w: a transactional worker needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
+// errOnePooledConn refuses a transactional worker or group member on a
+// PostgreSQL pool of one connection: its handler's transaction would hold
+// the only connection, and nothing could extend its claim or renew its
+// partitions' leases while it runs.
+var errOnePooledConn = fmt.Errorf("%w: a transactional worker or group member needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
+
+// checkTxPool refuses transactional handlers (WorkTx, ConsumeTx) on a
+// PostgreSQL pool of one connection (errOnePooledConn).
+func (s *Store) checkTxPool() error {
+	if pg, ok := s.eng.(*pgEngine); ok && pg.maxConns < 2 {
+		return errOnePooledConn
+	}
+	return nil
+}

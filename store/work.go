@@ -280,8 +280,8 @@ func (q *Queue) newWorker(opts WorkOpts, h jobHandler) (*Worker, error) {
 		return nil, opErr("work", q.name, err)
 	}
 	if h.tx != nil {
-		if pg, ok := q.s.eng.(*pgEngine); ok && pg.maxConns < 2 {
-			return nil, opErr("work", q.name, errOnePooledConn)
+		if err := q.s.checkTxPool(); err != nil {
+			return nil, opErr("work", q.name, err)
 		}
 		if n := q.s.handlerTxSlots(); n > 0 && opts.Concurrency > n {
 			// Handlers beyond the transactions the pool can hold would
