@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -465,7 +466,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
 			return res, false, false
 		}
-		// The transaction is gone (rolled back): settle on its own below.
+		// Neither the transaction nor one begun again on its connection
+		// settled the job (settleAfresh), rolled back: settle on its own
+		// below.
 		tx = nil
 	}
 	if tx != nil {
@@ -649,6 +652,10 @@ func (r *runner) extendInTx(ctx context.Context, tx *Tx, claims []claimRef, dead
 // now) in the transaction, and returns the ids it extended.
 type claimHolder interface {
 	holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error)
+	// reviveClaims extends claims to deadline (those still held by their
+	// tokens, lapsed or not: see runner.settleAfresh) and returns the ids
+	// it extended.
+	reviveClaims(ctx context.Context, claims []claimRef, deadline time.Time) ([]int64, error)
 }
 
 // settleInTx settles, on SQLite, the job of a transactional handler that
@@ -656,13 +663,17 @@ type claimHolder interface {
 // rolls back to the savepoint before the handler (its writes, and any
 // settle of its job it made in tx, are gone), records the retry, failure,
 // snooze or release as Work does, and commits that with the claims'
-// extensions. ok is false when the transaction is gone (SQLite rolled it
-// back whole, or the savepoint was), rolled back now: the caller settles
+// extensions. When SQLite rolled the transaction back whole, a new one
+// on its connection settles the job instead (settleAfresh). ok is false
+// when neither could, the transaction rolled back now: the caller settles
 // on its own, as before.
 func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
 	ctx := r.settleCtx
 	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
 	if rerr := tx.execOwn(ctx, queries.RollbackToHandler); rerr != nil {
+		if res, ok := r.settleAfresh(tx, j, rj, err, stoppedIt); ok {
+			return res, true
+		}
 		r.rollbackTx(tx, j)
 		return JobResult{}, false
 	}
@@ -679,6 +690,75 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// Rolled back (the claim is the job's again: see Job.settle).
 		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
 		return JobResult{}, false
+	}
+	return res, true
+}
+
+// settleAfresh settles the job of a failed transactional handler on
+// SQLite when SQLite rolled its transaction back whole (a write in it
+// interrupted by the handler's Timeout or a stop, or failed for memory,
+// disk or locks), and with it the extensions of the job's claim and of
+// the claims waiting for the writer (holdOthers). Settled on its own
+// after that, the job found its claim lapsed while the transaction held
+// the writer (its retry and backoff, or its release, were not recorded,
+// and it ran again at once), and the waiting jobs' claims had lapsed too,
+// so each ended dead without its handler running (attack56a F4: 3 of 3
+// runs). The transaction's connection is still this process's, and with
+// it the writer slot: a new transaction begins on it (Tx.beginAgain)
+// before any other write of the process, revives those claims to a
+// Visibility from now (ReviveClaims, as releaseOthers would have set
+// them), settles the job by its handler's result as settleInTx does, and
+// commits.
+//
+// Reviving a lapsed claim is safe: it is fenced by its token and state
+// running only, and every claim of a job sets a new token, so a job
+// another process claimed meanwhile (between the rollback and the new
+// BEGIN, the only moment the writer was free), cancelled, settled or
+// swept is not touched; a lapsed claim nobody took again is held by this
+// process alone (its handler runs, or waits to, in memory), as if its
+// extension had committed. No other worker of this process could take
+// it: its claims wait for the writer slot this transaction kept.
+//
+// ok is false, the new transaction (if any) still open, when it could not
+// begin or revive the claims; and false after a failed commit.
+func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
+	ctx := r.settleCtx
+	if berr := tx.beginAgain(ctx); berr != nil {
+		return JobResult{}, false
+	}
+	// A settle of the handler's in tx went with the transaction: the
+	// claim is the job's again (beginAgain ran its rollback hooks).
+	j.restoreClaim(rj.savepoint)
+	claims := append(make([]claimRef, 0, 1+len(rj.heldOthers)), claimRef{j.ID, rj.savepoint})
+	claims = append(claims, rj.heldOthers...)
+	rj.heldOthers = nil // revived to a Visibility from now: nothing for releaseOthers
+	var revived []int64
+	rerr := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
+		h, ok := o.ops.(claimHolder)
+		if !ok {
+			return errors.New("no claims to revive on this engine")
+		}
+		var err error
+		revived, err = h.reviveClaims(ctx, claims, r.q.s.now().Add(r.opts.Visibility))
+		return err
+	})
+	if rerr != nil {
+		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
+		return JobResult{}, false
+	}
+	res := JobResult{}
+	if slices.Contains(revived, j.ID) {
+		res, _ = r.settle(j, err, stoppedIt, tx)
+	}
+	// The claims revived commit whatever became of the job's settle: one
+	// that failed changed nothing (SQLite undid its statement) and leaves
+	// the job to its claim's lapse, as Work's settles do.
+	if cerr := tx.Commit(ctx); cerr != nil {
+		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
+		return JobResult{}, false
+	}
+	if res.Outcome == 0 { // not revived: cancelled, or taken by another process
+		return r.lostResult(j, err), true
 	}
 	return res, true
 }

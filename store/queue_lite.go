@@ -815,6 +815,13 @@ func (o liteOps) holdClaims(ctx context.Context, claims []claimRef, now, deadlin
 		Now: now.UnixMicro()})
 }
 
+// reviveClaims runs ReviveClaims in the transaction a transactional
+// handler's began again on the writer once SQLite rolled its first back
+// whole (see runner.settleAfresh).
+func (o liteOps) reviveClaims(ctx context.Context, claims []claimRef, deadline time.Time) ([]int64, error) {
+	return o.q.ReviveClaims(ctx, litedb.ReviveClaimsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims)})
+}
+
 // heartbeatLocked: HeartbeatJobs on SQLite skips no claim (the writer
 // slot serialises every write, so no row is held apart from it), and a
 // worker never calls this; it runs HeartbeatLockedJob as heartbeat runs

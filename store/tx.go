@@ -682,6 +682,44 @@ func (tx Tx) execOwn(ctx context.Context, query string) error {
 	return err
 }
 
+// beginAgain begins, on SQLite, a new transaction in place of tx's, which
+// SQLite rolled back whole (a write in it interrupted, or failed for
+// memory, disk or locks), on the connection tx still holds, and with it
+// the writer slot: no other write of the process comes between the two
+// (see runner.settleAfresh). tx then goes on in the new transaction. What
+// was to follow tx's commit is dropped (wakes for its writes, a group
+// CommitTx's offset) and what was to follow its rollback runs now (a
+// settle's claim given back, a group partition rewound): those writes are
+// gone. It fails, changing nothing, on PostgreSQL, on an adopted or ended
+// Tx, and when the transaction is still open.
+func (tx Tx) beginAgain(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	again, ok := st.dtx.(interface{ beginAgain(context.Context) error })
+	switch {
+	case st.done || st.abandoned:
+		st.mu.Unlock()
+		return ErrTxDone
+	case !st.owned || !ok:
+		st.mu.Unlock()
+		return errors.New("only a transaction the store began on SQLite's writer can begin again")
+	}
+	if err := again.beginAgain(ctx); err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	hooks := st.afterRollback
+	st.lost, st.afterCommit, st.afterRollback = nil, nil, nil
+	st.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+	return nil
+}
+
 // errStatementEndedTx is why a Tx is gone after one of its statements
 // ended the transaction (a COMMIT or ROLLBACK among several statements of
 // one Exec).
