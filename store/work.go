@@ -468,10 +468,13 @@ type worker struct {
 	claimOpen bool
 	lent      *[]*Job
 	lentDone  chan struct{}
-	ackCtx    context.Context
-	ackMore   func() []*Job
-	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
-	claiming  sync.WaitGroup // the claimers (see claimers)
+	// recent: on SQLite, the worker's latest claims, for a transactional
+	// handler holding the writer to extend (see recentClaims).
+	recent   recentClaims
+	ackCtx   context.Context
+	ackMore  func() []*Job
+	wg       sync.WaitGroup // jobs handed to handlers and not yet settled
+	claiming sync.WaitGroup // the claimers (see claimers)
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
 	// without waiting, and one that finds queue empty waits on todo
@@ -1425,12 +1428,14 @@ func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- cl
 		}
 	}
 	var lent *lentAck
+	var recent *recentClaims
 	if most == 1 {
 		lent = new(lentAck)
 		lent.take = func() []claimRef { return w.takeLent(lent) }
+		recent = &w.recent
 	}
 	sent := time.Now()
-	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent)
+	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent, recent)
 	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 	if most == 1 {
 		w.settleLent(lent)

@@ -69,8 +69,9 @@ type heldClaims struct {
 // claimsToHold appends to claims, for the transaction of self's handler on
 // SQLite's writer (see runner.holdOthers), which may hold it until end,
 // the claims of w's jobs other than self's, running or claimed and about
-// to run, whose claims as claimed (runningJob.claimedTo, the job's
-// ClaimExpiresAt) run out before end and a third of w's Visibility (the
+// to run (and those of its latest claims, which may still be on their
+// way to either list: recentClaims), whose claims as claimed
+// (runningJob.claimedTo, the job's ClaimExpiresAt) run out before end and a third of w's Visibility (the
 // time left, once the writer is free, for a heartbeat or the job's own
 // transaction to take it). Nothing of w is claimed while that transaction
 // holds the writer. A claim whose settle is in flight (its job's lock
@@ -97,5 +98,67 @@ func (w *worker) claimsToHold(self *runningJob, end time.Time, claims []claimRef
 		}
 	}
 	w.runMu.Unlock()
+	return w.recent.hold(need, self.job, claims)
+}
+
+// recentClaims is a SQLite worker's record of its latest claims (their
+// token, jobs and lease), written by each claim inside its transaction
+// once it stamped its jobs (claimReq.recent). From its commit to the
+// moment its jobs are listed in the worker (handed to the run queue, then
+// enlisted as running), they were in neither list that claimsToHold
+// walks, and a transactional handler taking the writer as the claim
+// committed left them to lapse (the two-worker test lost one in its first
+// round that way). A few claims are kept, so that a job on its way from
+// the run queue to its run is still found; extending a job that was
+// settled since changes nothing (HeartbeatJobs is fenced by the claim's
+// token and state). One lock a claim, not a job.
+type recentClaims struct {
+	mu     sync.Mutex
+	next   int
+	claims [recentClaimsKept]recentClaim
+}
+
+// recentClaimsKept is how many of a worker's latest claims recentClaims
+// keeps.
+const recentClaimsKept = 4
+
+type recentClaim struct {
+	token   int64
+	first   int64   // the job of a claim of one (ids nil)
+	ids     []int64 // the claim's jobs, when more than one
+	expires time.Time
+}
+
+// record notes a claim: token, its jobs (first alone, or ids), and when
+// its lease runs out.
+func (c *recentClaims) record(token, first int64, ids []int64, expires time.Time) {
+	c.mu.Lock()
+	c.claims[c.next] = recentClaim{token: token, first: first, ids: ids, expires: expires}
+	c.next = (c.next + 1) % recentClaimsKept
+	c.mu.Unlock()
+}
+
+// hold appends the claims of the recorded claims whose lease runs out
+// before need, but self's (the holder's own job, extended and settled in
+// its transaction).
+func (c *recentClaims) hold(need time.Time, self *Job, claims []claimRef) []claimRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.claims {
+		if r.token == 0 || !r.expires.Before(need) {
+			continue
+		}
+		if r.ids == nil {
+			if r.first != self.ID {
+				claims = append(claims, claimRef{r.first, r.token})
+			}
+			continue
+		}
+		for _, id := range r.ids {
+			if id != self.ID {
+				claims = append(claims, claimRef{id, r.token})
+			}
+		}
+	}
 	return claims
 }
