@@ -265,11 +265,6 @@ type runner struct {
 	start func(rj *runningJob)
 	stop  func(rj *runningJob)
 	ack   func(j *Job) error // completes a job whose handler returned nil
-	// others lists the claims of the worker's other jobs (running, or
-	// claimed and about to run) whose claims, as claimed, run out before
-	// need, for a transaction on SQLite's writer to extend (holdOthers).
-	// nil outside a worker.
-	others func(self *runningJob, need time.Time) []claimRef
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -382,11 +377,11 @@ type runningJob struct {
 	// the savepoint SavepointHandler, in the transaction that extended
 	// its claim (callTx); 0 otherwise. The handler's goroutine's alone.
 	savepoint int64
-	// heldOthers: the claims of the worker's other jobs that rj's
-	// transaction extended while it holds SQLite's writer (holdOthers),
-	// set back to a Visibility from its commit (releaseOthers). The
-	// handler's goroutine's alone.
-	heldOthers []claimRef
+	// heldOthers: the claims of the store's other jobs (every worker's)
+	// that rj's transaction extended while it holds SQLite's writer
+	// (holdOthers), by worker, set back to its Visibility from the commit
+	// (releaseOthers). The handler's goroutine's alone.
+	heldOthers []heldClaims
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -542,8 +537,9 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		// would only wait for the slot. Extend the claim here instead (the
 		// claim may have aged while the transaction waited for the slot),
 		// past the handler's Timeout and by a Visibility for the settle,
-		// and so the claims of the worker's other jobs, which wait for the
-		// writer meanwhile (holdOthers). The handler then runs after a
+		// and so the claims of the store's other jobs, this worker's and
+		// every other worker's, which wait for the writer meanwhile
+		// (holdOthers). The handler then runs after a
 		// savepoint: when it fails, its writes are rolled back to there and
 		// its job settled in this transaction (settleInTx), so that the
 		// extensions commit whatever the handler's outcome. Rolled back
@@ -585,26 +581,39 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 }
 
 // holdOthers extends, in tx (on SQLite's writer), the claims of the
-// worker's other jobs that would run out before tx ends (within the
-// Timeout of rj's handler) to deadline, rj's own: they wait for the
-// writer meanwhile, where neither their heartbeats nor their own
+// store's other jobs that would run out before tx ends (within the
+// Timeout of rj's handler) to deadline, rj's own: the jobs of every
+// worker of the store (writerHolds), rj's own worker's and the others',
+// Work's and WorkTx's, running or claimed and about to run. They wait for
+// the writer meanwhile, where neither their heartbeats nor their own
 // transactions' extensions can run. Without it they lapsed while a
 // handler held the writer longer than what was left of their leases, and
 // each such job, its transaction begun at last, found its claim gone and
 // ended dead without its handler running (attack55 F2: 2 of 3 jobs,
-// Concurrency 3, handlers of 1.5 s and a Visibility of 1 s). Only the
-// claims that, as claimed, run out before rj's Timeout and a third of a
-// Visibility are extended (none in a burn-down of short handlers, where
-// no statement is added); a heartbeat may have extended some already,
-// which costs an update. The extensions commit whatever the handler's
-// outcome (see settleInTx). A failure costs only the extensions: their
-// heartbeats ask again once the writer is free.
+// Concurrency 3, handlers of 1.5 s and a Visibility of 1 s), or, a plain
+// Work handler's, was told its claim was lost and ran again; until
+// session 56 only rj's own worker's were extended, and a second queue's
+// worker lost them so (attack56a F1). Only the claims that, as claimed,
+// run out before rj's Timeout and a third of their worker's Visibility
+// are extended (none in a burn-down of short handlers, where no statement
+// is added); a heartbeat may have extended some already, which costs an
+// update. The extensions commit whatever the handler's outcome (see
+// settleInTx). A failure costs only the extensions: their heartbeats ask
+// again once the writer is free.
 func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadline time.Time) {
-	if r.others == nil {
+	workers := r.q.s.holds.list()
+	if len(workers) == 0 {
 		return
 	}
-	v := r.opts.Visibility
-	claims := r.others(rj, deadline.Add(-v+v/3))
+	end := deadline.Add(-r.opts.Visibility) // the handler's Timeout from now
+	var claims []claimRef
+	var held []heldClaims
+	for _, w := range workers {
+		n := len(claims)
+		if claims = w.claimsToHold(rj, end, claims); len(claims) > n {
+			held = append(held, heldClaims{visibility: w.opts.Visibility, claims: claims[n:len(claims):len(claims)]})
+		}
+	}
 	if len(claims) == 0 {
 		return
 	}
@@ -612,25 +621,35 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
 		return
 	}
-	rj.heldOthers = claims
+	rj.heldOthers = held
 }
 
-// releaseOthers sets the claims holdOthers extended back to a Visibility
-// from now, in tx, just before it commits: the extension covered the
-// longest the transaction could hold the writer, and kept once the writer
-// was free it delayed the jobs of a worker that then died, or a job whose
-// handler Work then left behind, by up to the Timeout past the promised
-// Visibility (review55a F1: 10 min instead of 3 s). A claim a heartbeat
-// extends meanwhile is extended from there, as for Work. A failure leaves
-// the extensions (the jobs come back later, none runs twice).
+// releaseOthers sets the claims holdOthers extended back to their worker's
+// Visibility from now, in tx, just before it commits (one statement per
+// Visibility among those workers): the extension covered the longest the
+// transaction could hold the writer, and kept once the writer was free it
+// delayed the jobs of a worker that then died, or a job whose handler Work
+// then left behind, by up to the Timeout past the promised Visibility
+// (review55a F1: 10 min instead of 3 s). A claim a heartbeat extends
+// meanwhile is extended from there, as for Work. A failure leaves the
+// extensions (the jobs come back later, none runs twice).
 func (r *runner) releaseOthers(tx *Tx, rj *runningJob) {
-	claims := rj.heldOthers
+	held := rj.heldOthers
 	rj.heldOthers = nil
-	if len(claims) == 0 {
-		return
-	}
-	if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(r.opts.Visibility)); err != nil {
-		r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+	for i, h := range held {
+		if h.claims == nil {
+			continue // set back with an earlier worker's of the same Visibility
+		}
+		claims := h.claims
+		for k := i + 1; k < len(held); k++ {
+			if held[k].visibility == h.visibility {
+				claims = append(claims[:len(claims):len(claims)], held[k].claims...)
+				held[k].claims = nil
+			}
+		}
+		if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(h.visibility)); err != nil {
+			r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+		}
 	}
 }
 
@@ -729,18 +748,24 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
-	claims := append(make([]claimRef, 0, 1+len(rj.heldOthers)), claimRef{j.ID, rj.savepoint})
-	claims = append(claims, rj.heldOthers...)
-	rj.heldOthers = nil // revived to a Visibility from now: nothing for releaseOthers
+	// The own claim, and each worker's held claims, to a Visibility (the
+	// worker's own) from now, as releaseOthers would have set them back.
+	held := append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, rj.heldOthers...)
+	rj.heldOthers = nil // revived here: nothing for releaseOthers
 	var revived []int64
 	rerr := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
 		h, ok := o.ops.(claimHolder)
 		if !ok {
 			return errors.New("no claims to revive on this engine")
 		}
-		var err error
-		revived, err = h.reviveClaims(ctx, claims, r.q.s.now().Add(r.opts.Visibility))
-		return err
+		for _, hc := range held {
+			ids, err := h.reviveClaims(ctx, hc.claims, r.q.s.now().Add(hc.visibility))
+			if err != nil {
+				return err
+			}
+			revived = append(revived, ids...)
+		}
+		return nil
 	})
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
