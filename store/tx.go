@@ -586,7 +586,28 @@ func (r *opRows) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = r.tx.rowsEnded(r.ctx, err)
 	return opErr("query", "", r.tx.h.store.driverErr(r.tx.failed(r.ctx, err)))
+}
+
+// rowsEnded is the error of business rows, or a row, that the end of
+// their transaction closed (Commit or Rollback with them still open): on
+// SQLite database/sql closes them with the transaction's context, so their
+// Err said context.Canceled although no context of the caller's ended;
+// it says errRowsTxEnded, matching ErrTxDone, as on PostgreSQL (appRows).
+// ctx is the query's.
+func (tx Tx) rowsEnded(ctx context.Context, err error) error {
+	if tx.h == nil || !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return err
+	}
+	st := tx.h.state
+	st.mu.Lock()
+	ended := st.done && !st.abandoned
+	st.mu.Unlock()
+	if ended {
+		return errRowsTxEnded
+	}
+	return err
 }
 
 // QueryRow runs a business query expected to return one row.
@@ -616,7 +637,7 @@ type opRow struct {
 func (r opRow) Scan(dest ...any) error {
 	err := r.r.Scan(dest...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
-		err = r.tx.failed(r.ctx, err)
+		err = r.tx.failed(r.ctx, r.tx.rowsEnded(r.ctx, err))
 	}
 	return opErr("query row", "", r.tx.h.store.driverErr(err))
 }
