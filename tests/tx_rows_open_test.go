@@ -316,3 +316,54 @@ func TestAWorkTxHandlerLeavingItsRowsOpenCompletes(t *testing.T) {
 		require.Equal(t, []string{"1 handler"}, openDst(t, s))
 	})
 }
+
+// TestAHardShutdownEndsATxUnderRowsReadAhead: the slow reader of
+// TestAHardShutdownEndsATxUnderItsSlowReadersRows runs a statement
+// through the Tx after its first row, which on PostgreSQL reads the rest
+// of its 100,000 rows into memory, and reads on after the hard Shutdown's
+// rollback: with -race no report (those rows decode with the type map of
+// the connection the rollback gives back to the pool, so they must not
+// after it), Next ends them, Err says ErrTxDone or ErrClosed, and nothing
+// of the transaction is stored.
+func TestAHardShutdownEndsATxUnderRowsReadAhead(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		for round := range 2 {
+			s, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			q := s.Queue("ahead-rows")
+			tx, err := s.Begin(c)
+			require.NoError(t, err)
+			_, err = q.EnqueueTx(c, tx, []byte("rolled back"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			r := newSlowReader(t)
+			r.ahead = true
+			rows, err := tx.Query(c, rowsSQL)
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- r.run(tx, rows) }()
+			select {
+			case <-r.read:
+			case err := <-done:
+				t.Fatalf("round %d: the reader failed before the stop: %v", round, err)
+			}
+			ended, cancel := context.WithCancel(c)
+			cancel()
+			_ = s.Shutdown(ended)
+			r.ranRollback(t)
+			select {
+			case err := <-done:
+				require.NoError(t, err, "round %d", round)
+			case <-time.After(time.Minute):
+				t.Fatalf("round %d: the reader has not returned a minute after the hard stop", round)
+			}
+			s2, err := store.Open(c, e.dsn)
+			require.NoError(t, err)
+			jobs, err := s2.Queue("ahead-rows").Jobs(c, store.JobsOpts{State: store.JobPending})
+			require.NoError(t, err)
+			require.Empty(t, jobs, "round %d: the rolled-back transaction's job is stored", round)
+			require.NoError(t, s2.Close())
+			t.Logf("round %d: the rows' Err: %v", round, r.rowsErr)
+		}
+	})
+}
