@@ -57,6 +57,15 @@ import (
 // and does not roll back a second time, racing the first on pgxpool.Tx.
 // Uncontended, a row pays call's lock and unlock and an atomic load.
 //
+// The application's rows (Tx.Query, QueryRow) are appRows: a statement
+// of the transaction while they hold mu (its user's, inside the rows
+// loop, or the store's settle after a WorkTx handler left them open)
+// reads what is left of them into memory under call, then takes mu from
+// them (takeFromRows), so the same code works as on SQLite, where
+// database/sql runs statements beside open rows; Commit and Rollback close
+// them first (endApp). Before (attack56a F3) that statement failed "conn
+// busy", and so did a commit, losing the transaction.
+//
 // It guards what the store runs on the transaction: its own queries and the
 // business SQL of Tx.Exec, Query and QueryRow. Statements the application
 // runs directly on the pgx.Tx Tx.Pgx returns are its own to serialise (see
@@ -160,9 +169,17 @@ func (g *txGuard) enter() error {
 // passes from them to the statement. The store's own rows, which sqlc's
 // loop closes before its next statement, are open only for another
 // goroutine's statement: that one fails "conn busy", as beside any
-// statement running.
+// statement running. So does one that finds call held (rows of another
+// goroutine reading from the connection, or an application's sql.Scanner
+// that runs a statement through the Tx from inside a Scan): it never
+// waits for call, which could wait for itself.
 func (g *txGuard) takeFromRows() error {
-	g.call.Lock()
+	if !g.call.TryLock() {
+		if g.closed.Load() {
+			return errGuardClosed
+		}
+		return errConnBusy
+	}
 	r := g.open
 	if r == nil || g.dead.Load() {
 		g.call.Unlock()
@@ -480,10 +497,10 @@ type appRows struct {
 	one  bool     // a QueryRow's: only its first row is read ahead
 	on   bool     // a streamed Next returned true: rows.RawValues is the row
 	done bool     // ended: Next is false
-	err  error
 	// Read ahead (ahead): the row Next moved to (cur), the rows after it
 	// (next), decoded with the connection's type map and fields.
 	ahead  bool
+	err    error
 	cur    [][]byte
 	next   [][][]byte
 	fields []pgconn.FieldDescription
