@@ -26,7 +26,20 @@ import (
 // for concurrent use, like the driver transaction under it.
 //
 // Exec, Query and QueryRow run business SQL on either engine ($1
-// placeholders work on both). For code written against a driver, such as
+// placeholders work on both). A Query's rows (and a QueryRow's row not
+// scanned yet) may stay open while other statements run through tx, on
+// both engines: a write inside the rows loop, a Tx form (EnqueueTx per
+// row), another query. On PostgreSQL, whose connection carries one result
+// at a time, the statement that needs it first reads what is left of the
+// open rows into memory, and they go on from there: the rest of the
+// result then costs its size in memory until read or closed (close big
+// rows before the next statement, or page them, to keep them streaming).
+// Commit and Rollback, InTx's end and a WorkTx handler's completion close
+// rows still open, as database/sql does on SQLite: their Next is false,
+// and Err (or the row's Scan) fails with an error matching ErrTxDone.
+// Statements run on the pgx.Tx itself (Pgx, AdoptPgx) are pgx's: close
+// the rows before them, and before you end an adopted transaction.
+// For code written against a driver, such as
 // sqlc-generated queries, Pgx and SQL hand out the driver transaction
 // itself: statements run on it are part of tx.
 //
@@ -547,7 +560,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	return n, nil
 }
 
-// Query runs a business query in the transaction.
+// Query runs a business query in the transaction. Its rows may stay open
+// beside the transaction's next statements, and close when it ends (see
+// Tx).
 func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	leave, err := tx.enter()
 	if err != nil {
@@ -586,10 +601,32 @@ func (r *opRows) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = r.tx.rowsEnded(r.ctx, err)
 	return opErr("query", "", r.tx.h.store.driverErr(r.tx.failed(r.ctx, err)))
 }
 
-// QueryRow runs a business query expected to return one row.
+// rowsEnded is the error of business rows, or a row, that the end of
+// their transaction closed (Commit or Rollback with them still open): on
+// SQLite database/sql closes them with the transaction's context, so their
+// Err said context.Canceled although no context of the caller's ended;
+// it says errRowsTxEnded, matching ErrTxDone, as on PostgreSQL (appRows).
+// ctx is the query's.
+func (tx Tx) rowsEnded(ctx context.Context, err error) error {
+	if tx.h == nil || !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return err
+	}
+	st := tx.h.state
+	st.mu.Lock()
+	ended := st.done && !st.abandoned
+	st.mu.Unlock()
+	if ended {
+		return errRowsTxEnded
+	}
+	return err
+}
+
+// QueryRow runs a business query expected to return one row. Until
+// scanned, the row is open rows (see Query).
 func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	leave, err := tx.enter()
 	if err != nil {
@@ -616,7 +653,7 @@ type opRow struct {
 func (r opRow) Scan(dest ...any) error {
 	err := r.r.Scan(dest...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
-		err = r.tx.failed(r.ctx, err)
+		err = r.tx.failed(r.ctx, r.tx.rowsEnded(r.ctx, err))
 	}
 	return opErr("query row", "", r.tx.h.store.driverErr(err))
 }
