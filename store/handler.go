@@ -516,7 +516,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	s := r.q.s
 	if r.callerTx != nil {
 		tx := *r.callerTx
-		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
+		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(j), j) })
 	}
 	if err := s.takeHandlerTx(ctx); err != nil {
 		return nil, err
@@ -577,7 +577,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 	})
 	defer stopAt()
-	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(), j) })
+	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(j), j) })
 }
 
 // holdOthers extends, in tx (on SQLite's writer), the claims of the

@@ -791,9 +791,41 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 }
 
 // CancelTx is Cancel inside tx: the job ends cancelled only if tx commits,
-// and its worker hears of it then.
+// and its worker hears of it then. A transactional handler (WorkTx,
+// RunJobTx) cancelling its own job through the Tx it was handed settles
+// the job as Job.CancelTx does: its transaction then commits with the
+// cancel and the handler's writes when the handler returns nil.
 func (q *Queue) CancelTx(ctx context.Context, tx Tx, id int64) error {
+	if j := tx.handlerJob(q, id); j != nil {
+		// Without spending the claim, the worker then completed the job in
+		// tx, whose fence found the claim this cancel had ended: the
+		// transaction rolled back whole, the cancel and the handler's
+		// writes with it, and the job ran again until it died (attack56a
+		// F5).
+		return q.cancelOwn(ctx, tx, j)
+	}
 	return q.cancel(ctx, tx.via(ctx), id)
+}
+
+// cancelOwn is CancelTx of j by the handler running it, in tx: Job.CancelTx
+// with Queue.CancelTx's errors. A claim spent meanwhile (the handler
+// settled j in a goroutine of its own) leaves it to a plain cancel.
+func (q *Queue) cancelOwn(ctx context.Context, tx Tx, j *Job) error {
+	_, err := j.settle(ctx, "cancel", &tx, true, func(o target, now time.Time) (bool, error) {
+		ok, err := o.cancel(ctx, q.name, j.ID, now)
+		if err == nil && !ok {
+			return false, fmt.Errorf("live job %d: %w", j.ID, ErrNotFound)
+		}
+		if ok {
+			j.after, j.next, j.as = JobCancelled, time.Time{}, OutcomeCancelled
+			o.afterCommit(q.s.wake(claimTopic(q.name)))
+		}
+		return ok, err
+	})
+	if err != nil && errors.Is(err, ErrInvalidArgument) && j.settled() {
+		return q.cancel(ctx, tx.via(ctx), j.ID)
+	}
+	return err
 }
 
 func (q *Queue) cancel(ctx context.Context, v via, id int64) error {

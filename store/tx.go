@@ -70,19 +70,36 @@ type txHandle struct {
 	// lent: the Tx handed to a TxHandler, which must not end it (Commit
 	// and Rollback refuse); it shares the worker's transaction.
 	lent bool
+	// job is the claimed job that TxHandler runs for (lent only): a
+	// Queue.CancelTx of it through this Tx settles it as Job.CancelTx does
+	// (see Queue.CancelTx).
+	job *Job
 }
 
 // errLent is what Commit and Rollback of a TxHandler's Tx return.
 var errLent = fmt.Errorf("%w: a transactional handler must not end its transaction: "+
 	"its worker commits it with the job's completion, or rolls it back when the handler fails", ErrInvalidArgument)
 
-// lend is tx as a TxHandler gets it: the same transaction, which it may
-// use but not end.
-func (tx Tx) lend() Tx {
+// lend is tx as a TxHandler running j gets it: the same transaction, which
+// it may use but not end.
+func (tx Tx) lend(j *Job) Tx {
 	if tx.h == nil {
 		return tx
 	}
-	return Tx{h: &txHandle{store: tx.h.store, state: tx.h.state, lent: true}}
+	return Tx{h: &txHandle{store: tx.h.store, state: tx.h.state, lent: true, job: j}}
+}
+
+// handlerJob is the job whose TxHandler was lent tx, when it is job id of
+// q and its claim is not spent yet; else nil.
+func (tx Tx) handlerJob(q *Queue, id int64) *Job {
+	if tx.h == nil || tx.h.job == nil {
+		return nil
+	}
+	j := tx.h.job
+	if j.ID != id || j.q == nil || j.q.s != q.s || j.q.name != q.name || j.settled() {
+		return nil
+	}
+	return j
 }
 
 // txState is reachable from the cleanup, so it must not point back at the
