@@ -47,10 +47,10 @@ type lifecycle struct {
 	// (stopHard, endAppTxs): it may begin no more (handlers' may, see
 	// addTx).
 	appTxsEnded bool
-	openTxs atomic.Int64          // len(txs), read without the lock
-	txsGone chan struct{}         // closed when txs became empty, while draining waits
-	lastGC  atomic.Int64          // unix nanos of the last leak nudge
-	cut     atomic.Bool           // the hard stop cancelled a handler still running
+	openTxs     atomic.Int64  // len(txs), read without the lock
+	txsGone     chan struct{} // closed when txs became empty, while draining waits
+	lastGC      atomic.Int64  // unix nanos of the last leak nudge
+	cut         atomic.Bool   // the hard stop cancelled a handler still running
 	// ops counts the auto-commit operations running, and those in adopted
 	// transactions (run, Tx.enter: enterOp, leaveOp); the last to leave
 	// while the store drains signals opsLeft.
