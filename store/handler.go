@@ -522,7 +522,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		return nil, err
 	}
 	rj.txSlot.Store(true)
-	tx, err := s.Begin(ctx)
+	tx, err := s.begin(ctx, true) // the runner ends it, settling j in it
 	if err != nil {
 		rj.releaseTxSlot(s)
 		return nil, err
@@ -979,7 +979,7 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 		}
 	}
 	defer release() // the transaction never began, or ended
-	return s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+	return s.inTx(ctx, true, func(ctx context.Context, tx Tx) error {
 		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
 		return fn(ctx, tx)
 	})
@@ -1007,7 +1007,7 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	if _, ended := runWithin(ctx, tx.h.state.abandon); ended {
+	if _, ended := runWithin(ctx, func() bool { return tx.h.state.abandon(false) }); ended {
 		rj.releaseTxSlot(s)
 	}
 }

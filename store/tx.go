@@ -113,6 +113,17 @@ type txState struct {
 	// abandoned: the store rolled it back: its shutdown (see Shutdown), or
 	// Work leaving a WorkTx handler behind (whose lent Tx cannot Commit).
 	abandoned bool
+	// shut: the store's hard stop ends it (an application's transaction,
+	// marked as the stop begins, see lifecycle.stopHard) or its shutdown
+	// rolled it back: no statement or Commit starts in it any more, and
+	// its later uses fail with ErrClosed. Read without mu.
+	shut atomic.Bool
+	// handler: a handler's transaction the store began for it (WorkTx,
+	// RunJobTx, ConsumeTx), which its runner ends, settling the job or
+	// committing the offset in it. A hard stop leaves it to them (the
+	// handler's cancelled context ends it) until the loops returned; the
+	// application's transactions it rolls back at once (see shutdown).
+	handler bool
 	// lost: SQLite rolled the transaction back under the driver, which
 	// would run later statements outside it (driverTx.endedAfter); nothing
 	// more runs in it.
@@ -178,6 +189,12 @@ func runWithin[T any](ctx context.Context, f func() T) (v T, ok bool) {
 // the writer slot while a transaction is open, so a leak holds them only
 // that long once something needs them.
 func (s *Store) Begin(ctx context.Context) (Tx, error) {
+	return s.begin(ctx, false)
+}
+
+// begin is Begin; handler marks a handler's own transaction (see
+// txState.handler).
+func (s *Store) begin(ctx context.Context, handler bool) (Tx, error) {
 	if s == nil {
 		return Tx{}, opErr("begin", "", errNoStore)
 	}
@@ -210,6 +227,7 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	}
 	tx := s.newTx(dtx, true)
 	tx.h.state.begin = begin
+	tx.h.state.handler = handler
 	if err := s.life.addTx(tx.h.state); err != nil { // the store began to drain meanwhile
 		tx.h.state.done = true
 		_ = dtx.rollback(context.WithoutCancel(ctx))
@@ -231,8 +249,14 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 // transaction is open, fails at once with an error matching
 // ErrInvalidArgument instead of waiting for itself; use the Tx forms. On
 // Postgres those run on another connection and work.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) (err error) {
-	tx, err := s.Begin(ctx)
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+	return s.inTx(ctx, false, fn)
+}
+
+// inTx is InTx; handler marks a handler's own transaction (see
+// txState.handler).
+func (s *Store) inTx(ctx context.Context, handler bool, fn func(ctx context.Context, tx Tx) error) (err error) {
+	tx, err := s.begin(ctx, handler)
 	if err != nil {
 		return err
 	}
@@ -442,6 +466,13 @@ func (tx Tx) Commit(ctx context.Context) error {
 		return opErr("commit", "", ErrTxDone)
 	}
 	defer st.ended()
+	if st.shut.Load() { // the hard stop began: it is rolling the transaction back
+		st.done, st.abandoned = true, true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = st.dtx.rollback(rctx)
+		return opErr("commit", "", errTxShut)
+	}
 	if tx.h.store.life.at() == phaseClosed {
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
@@ -713,6 +744,9 @@ func (tx Tx) live() (driverTx, error) {
 	if tx.h.store.life.at() == phaseClosed {
 		return nil, ErrClosed
 	}
+	if st.shut.Load() {
+		return nil, errTxShut
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
@@ -723,6 +757,10 @@ func (tx Tx) live() (driverTx, error) {
 	}
 	return st.dtx, nil
 }
+
+// errTxShut is the error of every later use of a transaction the store's
+// shutdown rolled back (see Shutdown).
+var errTxShut = fmt.Errorf("%w: the store's shutdown rolled the transaction back (%w)", ErrClosed, ErrTxDone)
 
 // execOwn runs one of the store's own statements in tx (a savepoint of
 // the handler's transaction, see callTx), not counted as the
@@ -802,11 +840,18 @@ func (tx Tx) failed(ctx context.Context, err error) error {
 	st := tx.h.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.abandoned && !errors.Is(err, ErrTxDone) {
+	if st.abandoned {
 		// The statement the store's rollback cut short (SQLSTATE 57014 on
 		// PostgreSQL), or one it kept from starting: the transaction is
-		// gone (driverErr adds ErrClosed while the store closes).
-		return fmt.Errorf("%w: %w", ErrTxDone, err)
+		// gone, and ErrClosed says the shutdown's rollback ended it
+		// (driverErr adds it too once the store drains).
+		if !errors.Is(err, ErrTxDone) {
+			err = fmt.Errorf("%w: %w", ErrTxDone, err)
+		}
+		if st.shut.Load() && !errors.Is(err, ErrClosed) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return err
 	}
 	if st.done || st.lost != nil {
 		return err
@@ -855,12 +900,12 @@ func (st *txState) rollbackLeaked() {
 }
 
 // abandon rolls back a transaction the store's shutdown found still open
-// (or Work, of a handler it left behind), while its user may still be
+// (shut; or Work, of a handler it left behind), while its user may still be
 // running a statement in it: on PostgreSQL that statement is cancelled
 // and the rollback waits for it to end (txGuard); false when it did not
 // end within rollbackTimeout, or the rollback failed (the user then finds
 // the store closed; the rollback happens as that statement ends).
-func (st *txState) abandon() bool {
+func (st *txState) abandon(shut bool) bool {
 	st.mu.Lock()
 	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
@@ -868,6 +913,9 @@ func (st *txState) abandon() bool {
 		return true
 	}
 	st.done, st.abandoned = true, true
+	if shut {
+		st.shut.Store(true)
+	}
 	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
