@@ -141,36 +141,55 @@ func firstInSpan(spec *cron.SpecSchedule, from, end time.Time, off int) (time.Ti
 	shift := time.Duration(off) * time.Second
 	// Wall clocks as UTC times: their fields are the wall clock's.
 	wall, wallEnd := from.UTC().Add(shift), end.UTC().Add(shift)
-	day := wall.Truncate(24 * time.Hour)
-	sec := int(wall.Sub(day) / time.Second)
-	for ; day.Before(wallEnd); day, sec = day.AddDate(0, 0, 1), 0 {
-		if !dayIn(spec, day) {
-			continue
+	midnight := wall.Truncate(24 * time.Hour)
+	y, m, d := midnight.Date()
+	day := civilDay{y, m, d, midnight.Weekday()}
+	sec := int(wall.Sub(midnight) / time.Second)
+	for ; midnight.Before(wallEnd); midnight, sec = midnight.Add(24*time.Hour), 0 {
+		if day.in(spec) {
+			if s, ok := nextTimeOfDay(spec, sec); ok {
+				if w := midnight.Add(time.Duration(s) * time.Second); w.Before(wallEnd) {
+					return w.Add(-shift), true
+				}
+				return time.Time{}, false // the span ends before that time of day
+			}
 		}
-		s, ok := nextTimeOfDay(spec, sec)
-		if !ok {
-			continue
-		}
-		if w := day.Add(time.Duration(s) * time.Second); w.Before(wallEnd) {
-			return w.Add(-shift), true
-		}
-		return time.Time{}, false // the span ends before that time of day
+		day.next()
 	}
 	return time.Time{}, false
+}
+
+// civilDay is a date, stepped without a zone.
+type civilDay struct {
+	y  int
+	m  time.Month
+	d  int
+	wd time.Weekday
+}
+
+func (c *civilDay) next() {
+	c.wd = (c.wd + 1) % 7
+	c.d++
+	if c.d > 28 && c.d > time.Date(c.y, c.m+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		c.d = 1
+		if c.m++; c.m > time.December {
+			c.m, c.y = time.January, c.y+1
+		}
+	}
 }
 
 // cronStar is robfig's bit for a field given as "*" (its starBit): a day
 // matches both day fields when either is "*", either of them otherwise.
 const cronStar = 1 << 63
 
-// dayIn reports whether spec's month and day fields name day, a date at
-// midnight UTC (robfig's dayMatches and its month test).
-func dayIn(spec *cron.SpecSchedule, day time.Time) bool {
-	if 1<<uint(day.Month())&spec.Month == 0 {
+// in reports whether spec's month and day fields name the date (robfig's
+// dayMatches and its month test).
+func (c civilDay) in(spec *cron.SpecSchedule) bool {
+	if 1<<uint(c.m)&spec.Month == 0 {
 		return false
 	}
-	dom := 1<<uint(day.Day())&spec.Dom != 0
-	dow := 1<<uint(day.Weekday())&spec.Dow != 0
+	dom := 1<<uint(c.d)&spec.Dom != 0
+	dow := 1<<uint(c.wd)&spec.Dow != 0
 	if spec.Dom&cronStar != 0 || spec.Dow&cronStar != 0 {
 		return dom && dow
 	}

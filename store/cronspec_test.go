@@ -15,8 +15,8 @@ func bruteFirst(c cronSpec, t time.Time, window time.Duration) time.Time {
 	spec := c.sched.(*cron.SpecSchedule)
 	for u, end := t.Truncate(time.Minute).Add(time.Minute), t.Add(window); u.Before(end); u = u.Add(time.Minute) {
 		w := u.In(c.loc)
-		day := time.Date(w.Year(), w.Month(), w.Day(), 0, 0, 0, 0, time.UTC)
-		if 1<<uint(w.Minute())&spec.Minute != 0 && 1<<uint(w.Hour())&spec.Hour != 0 && dayIn(spec, day) {
+		day := civilDay{w.Year(), w.Month(), w.Day(), w.Weekday()}
+		if 1<<uint(w.Minute())&spec.Minute != 0 && 1<<uint(w.Hour())&spec.Hour != 0 && day.in(spec) {
 			return u.UTC()
 		}
 	}
@@ -68,5 +68,23 @@ func TestCronFirstIsTheFirstWallClockMatch(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkCronFirst is a fire's search for its next boundary.
+func BenchmarkCronFirst(b *testing.B) {
+	from := time.Date(2026, 12, 4, 17, 58, 3, 0, time.UTC) // a Friday evening
+	for _, s := range []struct{ spec, tz string }{
+		{"@hourly", ""}, {"*/5 9-17 * * 1-5", "Europe/Paris"}, {"0 9 30 4 *", "Africa/Cairo"}, {"0 0 29 2 *", "UTC"},
+	} {
+		c, err := parseSpec(s.spec, s.tz)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(s.spec, func(b *testing.B) {
+			for b.Loop() {
+				c.first(from)
+			}
+		})
 	}
 }
