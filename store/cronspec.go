@@ -97,54 +97,66 @@ func parseSpec(spec, tz string) (cronSpec, error) {
 // first is the first boundary strictly after t: a schedule's first fire.
 // Zero when the spec has no boundary in the next five years.
 //
-// The days are ours, the time within a day robfig's: robfig's Next steps
-// days from local midnight, and on a day whose midnight does not exist
-// (clocks jumping 00:00 → 01:00, Africa/Cairo 2027-04-30, Asia/Beirut
-// 2027-03-28) it stepped back to 23:00 the day before and then past the
-// day, so a weekly, monthly or yearly spec skipped it to its next week,
-// month or year (attack56b F1); and its hour loop, running past the end of
-// a day into one with no midnight, never checked that day (a spec for the
-// 29th fired at 09:00 on the 30th); its month loop, from a first of the
-// month with no midnight, drifted off the firsts and lost @yearly's whole
-// year (America/Havana 2012, America/Asuncion 2017 and 2023). So the
-// days the spec names are stepped here, and robfig, on a copy of the spec
-// that takes every day, finds the time from t on t's day and from the
-// first instant of each later day; its answer counts only when it falls on
-// that day. Within a day robfig's DST rules stand: a wall time skipped
-// does not fire, one repeated fires twice.
+// A boundary is an instant whose wall clock in the spec's zone the spec
+// names. So a wall time the clocks skip does not fire, one they repeat
+// fires each time it comes, and a day the zone skips whole has no
+// boundaries. robfig parses the spec; the search is ours, because robfig's
+// Next steps days from local midnight and adds hours on the wall clock:
+// on a day whose midnight does not exist (Africa/Cairo 2027-04-30) a
+// weekly, monthly or yearly spec skipped to its next week, month or year
+// (attack56b F1); in zones whose clocks move by half an hour
+// (Australia/Lord_Howe, Pacific/Chatham) a spec on the fall-back day
+// skipped a week; and where the clocks went back over midnight
+// (America/St_Johns 2010) the repeated evening was lost (review56 R1, R2).
+//
+// The search walks t's future in spans of one UTC offset (ZoneBounds): in
+// a span the wall clock is the instant plus the offset, so the first wall
+// time the spec names in the span, the span's days taken in order, is the
+// answer, or the span has none.
 func (c cronSpec) first(t time.Time) time.Time {
-	t = t.In(c.loc)
 	spec, ok := c.sched.(*cron.SpecSchedule)
 	if !ok { // @every
-		return c.sched.Next(t).UTC()
+		return c.sched.Next(t.In(c.loc)).UTC()
 	}
-	// robfig searches only the time of day: every day matches this copy,
-	// so its Next looks at most into the next day.
-	tod := *spec
-	tod.Dom, tod.Month, tod.Dow = ^uint64(0), ^uint64(0), ^uint64(0)
-	y, m, d := t.Date()
-	day := civilDay{y, m, d, t.Weekday()}
-	for limit := y + 5; day.y <= limit; day.next() {
-		if !day.in(spec) {
-			continue
+	// Strictly after t, to the second.
+	u := t.Truncate(time.Second).Add(time.Second).In(c.loc)
+	limit := u.AddDate(5, 0, 0)
+	for u.Before(limit) {
+		_, off := u.Zone()
+		_, end := u.ZoneBounds()
+		if end.IsZero() || end.After(limit) {
+			end = limit // no further change of offset: the rest is one span
 		}
-		from := t
-		if day.y != y || day.m != m || day.d != d {
-			start, ok := dayStart(day, c.loc)
-			if !ok {
-				continue // a day the zone skipped whole
-			}
-			// Next is strictly after, to the second.
-			if s := start.Add(-time.Second); s.After(t) {
-				from = s
-			}
+		if b, ok := firstInSpan(spec, u, end, off); ok {
+			return b.UTC()
 		}
-		next := tod.Next(from)
-		if ny, nm, nd := next.Date(); !next.IsZero() && ny == day.y && nm == day.m && nd == day.d {
-			return next.UTC()
-		}
+		u = end.In(c.loc)
 	}
 	return time.Time{}
+}
+
+// firstInSpan is the first instant in [from, end) whose wall clock, at
+// offset off seconds east of UTC, spec names.
+func firstInSpan(spec *cron.SpecSchedule, from, end time.Time, off int) (time.Time, bool) {
+	shift := time.Duration(off) * time.Second
+	// Wall clocks as UTC times: their fields are the wall clock's.
+	wall, wallEnd := from.UTC().Add(shift), end.UTC().Add(shift)
+	midnight := wall.Truncate(24 * time.Hour)
+	y, m, d := midnight.Date()
+	day := civilDay{y, m, d, midnight.Weekday()}
+	sec := int(wall.Sub(midnight) / time.Second)
+	for ; midnight.Before(wallEnd); midnight, sec = midnight.Add(24*time.Hour), 0 {
+		if day.in(spec) {
+			if s, ok := nextTimeOfDay(spec, sec); ok {
+				if w := midnight.Add(time.Duration(s) * time.Second); w.Before(wallEnd) {
+					return w.Add(-shift), true
+				}
+				return time.Time{}, false // the span ends before that time of day
+			}
+		}
+		day.next()
+	}
+	return time.Time{}, false
 }
 
 // civilDay is a date, stepped without a zone.
@@ -184,41 +196,27 @@ func (c civilDay) in(spec *cron.SpecSchedule) bool {
 	return dom || dow
 }
 
-// dayStart is the first instant of day's civil date in loc: its midnight,
-// or the end of the gap that swallowed midnight, or the first of two
-// midnights when the clocks went back over it. False for a date the zone
-// skipped whole (Pacific/Apia 2011-12-30).
-func dayStart(day civilDay, loc *time.Location) (time.Time, bool) {
-	y, m, d := day.y, day.m, day.d
-	want := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-	civil := func(u time.Time) time.Time {
-		uy, um, ud := u.Date()
-		return time.Date(uy, um, ud, 0, 0, 0, 0, time.UTC)
-	}
-	// time.Date resolves a midnight in a gap to either side of it.
-	u := time.Date(y, m, d, 0, 0, 0, 0, loc)
-	for range 3 {
-		if !civil(u).Before(want) {
-			break
+// nextTimeOfDay is the first second of the day at or after sec (seconds
+// since midnight) whose hour, minute and second spec names.
+func nextTimeOfDay(spec *cron.SpecSchedule, sec int) (int, bool) {
+	h0, m0, s0 := sec/3600, sec/60%60, sec%60
+	for h := h0; h < 24; h++ {
+		if 1<<uint(h)&spec.Hour == 0 {
+			continue
 		}
-		_, end := u.ZoneBounds() // the gap's end: the day's first instant
-		if end.IsZero() {
-			return time.Time{}, false
-		}
-		u = end.In(loc)
-	}
-	if !civil(u).Equal(want) {
-		return time.Time{}, false
-	}
-	// The day may have begun earlier, at a midnight the clocks went back
-	// over: that midnight in the offset in force just before u.
-	if before := u.Add(-time.Nanosecond); civil(before).Equal(want) {
-		_, off := before.Zone()
-		if x := want.Add(-time.Duration(off) * time.Second).In(loc); x.Before(u) && civil(x).Equal(want) {
-			u = x
+		for m := 0; m < 60; m++ {
+			if h == h0 && m < m0 || 1<<uint(m)&spec.Minute == 0 {
+				continue
+			}
+			for s := 0; s < 60; s++ {
+				if h == h0 && m == m0 && s < s0 || 1<<uint(s)&spec.Second == 0 {
+					continue
+				}
+				return h*3600 + m*60 + s, true
+			}
 		}
 	}
-	return u, true
+	return 0, false
 }
 
 // after is the boundary that follows a fire of boundary at now (now is at or

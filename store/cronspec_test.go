@@ -1,40 +1,90 @@
 package store
 
 import (
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
-// The fire path's cache gives what parsing gives, and never keeps a
-// failure.
-func TestParseSpecCachedMatchesParseSpec(t *testing.T) {
-	at := time.Date(2026, 3, 29, 0, 30, 0, 0, time.UTC) // a DST change in Europe/Paris
-	for _, c := range []struct{ spec, tz string }{
-		{"@hourly", ""}, {"@every 90s", "UTC"}, {"*/5 9-17 * * 1-5", "Europe/Paris"}, {"0 2 * * *", "America/New_York"},
-	} {
-		for range 2 { // the second from the cache
-			want, err := parseSpec(c.spec, c.tz)
+// bruteFirst is first's definition walked minute by minute: the first
+// whole minute after t whose wall clock in c's zone the spec names (specs
+// here have no seconds field and zones whole-minute offsets). Zero when
+// none comes within the window.
+func bruteFirst(c cronSpec, t time.Time, window time.Duration) time.Time {
+	spec := c.sched.(*cron.SpecSchedule)
+	for u, end := t.Truncate(time.Minute).Add(time.Minute), t.Add(window); u.Before(end); u = u.Add(time.Minute) {
+		w := u.In(c.loc)
+		day := civilDay{w.Year(), w.Month(), w.Day(), w.Weekday()}
+		if 1<<uint(w.Minute())&spec.Minute != 0 && 1<<uint(w.Hour())&spec.Hour != 0 && day.in(spec) {
+			return u.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// TestCronFirstIsTheFirstWallClockMatch checks first against bruteFirst
+// from every 37 minutes around the clock changes that broke robfig's
+// search: half-hour shifts (Lord_Howe, Chatham), clocks going back over
+// midnight (St_Johns 2010), midnights skipped (Cairo, Beirut, Havana), a
+// day skipped whole (Apia 2011), and New York's ordinary changes.
+func TestCronFirstIsTheFirstWallClockMatch(t *testing.T) {
+	around := []struct {
+		zone string
+		day  string // a date of a clock change, in that zone
+	}{
+		{"Australia/Lord_Howe", "2027-04-04"}, {"Australia/Lord_Howe", "2026-10-04"},
+		{"Pacific/Chatham", "2027-04-04"}, {"Pacific/Chatham", "2026-09-27"},
+		{"America/St_Johns", "2010-11-07"}, {"America/St_Johns", "2010-03-14"},
+		{"Africa/Cairo", "2027-04-30"}, {"Asia/Beirut", "2027-03-28"}, {"America/Havana", "2012-04-01"},
+		{"Pacific/Apia", "2011-12-30"}, {"America/New_York", "2026-03-08"}, {"America/New_York", "2026-11-01"},
+	}
+	specs := []string{
+		"*/15 * * * *", "5 4 * * 0", "30 1 * * *", "30 2 * * *", "45 2 * * *", "0 0 * * *", "59 23 * * *",
+		"0 9 * * 5", "0 9 30 * *", "0 0 * * 0", "15 3 * * 6,0",
+	}
+	const window = 8 * 24 * time.Hour
+	for _, a := range around {
+		loc, err := time.LoadLocation(a.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		day, err := time.ParseInLocation("2006-01-02", a.day, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range specs {
+			c, err := parseSpec(s, a.zone)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := parseSpecCached(c.spec, c.tz)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, now := range []time.Time{at, at.Add(37 * time.Minute), at.Add(26 * time.Hour)} {
-				if g, w := got.after(now, now), want.after(now, now); !g.Equal(w) {
-					t.Errorf("%q in %q after %v: cached %v, parsed %v", c.spec, c.tz, now, g, w)
+			for from := day.Add(-30 * time.Hour); from.Before(day.Add(30 * time.Hour)); from = from.Add(37*time.Minute + 7*time.Second) {
+				want := bruteFirst(c, from, window)
+				if want.IsZero() {
+					continue // beyond the window: the walk would take too long
+				}
+				if got := c.first(from); !got.Equal(want) {
+					t.Errorf("%q in %s from %s: first is %s, want %s", s, a.zone, from.In(loc), got.In(loc), want.In(loc))
 				}
 			}
 		}
 	}
-	for range 2 {
-		if _, err := parseSpecCached("61 * * * *", "UTC"); !errors.Is(err, ErrInvalidArgument) {
-			t.Fatalf("bad spec: %v, want ErrInvalidArgument", err)
+}
+
+// BenchmarkCronFirst is a fire's search for its next boundary.
+func BenchmarkCronFirst(b *testing.B) {
+	from := time.Date(2026, 12, 4, 17, 58, 3, 0, time.UTC) // a Friday evening
+	for _, s := range []struct{ spec, tz string }{
+		{"@hourly", ""}, {"*/5 9-17 * * 1-5", "Europe/Paris"}, {"0 9 30 4 *", "Africa/Cairo"}, {"0 0 29 2 *", "UTC"},
+	} {
+		c, err := parseSpec(s.spec, s.tz)
+		if err != nil {
+			b.Fatal(err)
 		}
-	}
-	if _, ok := specCache.Load(specKey{"61 * * * *", "UTC"}); ok {
-		t.Fatal("a spec that failed to parse was cached")
+		b.Run(s.spec, func(b *testing.B) {
+			for b.Loop() {
+				c.first(from)
+			}
+		})
 	}
 }

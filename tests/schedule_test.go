@@ -125,7 +125,9 @@ func TestCronNextFireTimes(t *testing.T) {
 // midnight and stepped past such a day: a weekly spec fired a week late, a
 // monthly one a month late, a yearly one a year late (attack56b F1); a
 // spec for the day before fired on such a day instead of a year later.
-// Through Set, Info and a fire, as the scheduler reads the spec.
+// Also the clock changes robfig's hour loop got wrong: half-hour shifts
+// and clocks going back over midnight. Through Set, Info and a fire, as
+// the scheduler reads the spec.
 func TestCronDaysWithoutMidnight(t *testing.T) {
 	zone := func(name string) *time.Location {
 		loc, err := time.LoadLocation(name)
@@ -133,6 +135,7 @@ func TestCronDaysWithoutMidnight(t *testing.T) {
 		return loc
 	}
 	cairo, beirut, ny := zone("Africa/Cairo"), zone("Asia/Beirut"), zone("America/New_York")
+	lordHowe, chatham, stJohns := zone("Australia/Lord_Howe"), zone("Pacific/Chatham"), zone("America/St_Johns")
 	at := func(loc *time.Location, y int, m time.Month, d, h, min int) time.Time {
 		return time.Date(y, m, d, h, min, 0, 0, loc)
 	}
@@ -154,6 +157,15 @@ func TestCronDaysWithoutMidnight(t *testing.T) {
 		{"Cairo 01:00, the day's first minute, fridays", "0 1 * * 5", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 1, 0), at(cairo, 2027, 5, 7, 1, 0)},
 		{"New York sundays on spring forward", "0 9 * * 0", ny, at(ny, 2026, 3, 7, 12, 0), at(ny, 2026, 3, 8, 9, 0), at(ny, 2026, 3, 15, 9, 0)},
 		{"New York skipped 02:30, yearly", "30 2 8 3 *", ny, at(ny, 2026, 3, 7, 12, 0), at(ny, 2027, 3, 8, 2, 30), at(ny, 2028, 3, 8, 2, 30)},
+		// Half-hour shifts: 02:00 → 01:30 on 4 April 2027; robfig's hour
+		// loop lost the day and fired a week late (review56 R2).
+		{"Lord Howe sundays on fall back", "5 4 * * 0", lordHowe, at(lordHowe, 2027, 4, 3, 12, 0), at(lordHowe, 2027, 4, 4, 4, 5), at(lordHowe, 2027, 4, 11, 4, 5)},
+		{"Chatham 02:45 twice on fall back", "45 2 * * *", chatham, at(chatham, 2027, 4, 3, 12, 0),
+			time.Date(2027, 4, 3, 13, 0, 0, 0, time.UTC), time.Date(2027, 4, 3, 14, 0, 0, 0, time.UTC)},
+		// The clocks went back over midnight, 00:01 → 23:01 the day
+		// before: that evening's quarter hours come again (review56 R1).
+		{"St Johns back over midnight", "*/15 * * * *", stJohns, time.Date(2010, 11, 7, 2, 30, 0, 0, time.UTC),
+			time.Date(2010, 11, 7, 2, 45, 0, 0, time.UTC), time.Date(2010, 11, 7, 3, 0, 0, 0, time.UTC)},
 	}
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
