@@ -26,7 +26,10 @@ import (
 //     claim's token must settle nothing, not even the row its own
 //     transaction just stamped; the ack fails, the transaction rolls back,
 //     the claim runs again without it, A's first run is reported
-//     OutcomeClaimLost and its second run is acked.
+//     OutcomeClaimLost and its second run is acked. The claim held is
+//     one that stamped after the clock moved (claimedAgainAfter): under
+//     load a claim that read the clock before may reach takeLent after
+//     the test armed it, and its lease on A was still valid.
 func TestLentAckRunsInTheClaimsTransaction(t *testing.T) {
 	for _, lapsed := range []bool{false, true} {
 		name := "held"
@@ -86,10 +89,18 @@ func lentAckRound(t *testing.T, lapsed bool, round int) {
 	var held *lentAck
 	lentInTime := false
 	var once sync.Once
+	var movedTo time.Time // the clock's time once A's claim lapsed
 	testHookTakeLent = func(w *worker, l *lentAck) {
 		select {
 		case <-armed:
 		default:
+			return
+		}
+		if lapsed && !claimedAgainAfter(w, a, movedTo) {
+			// A claim that read the clock before it moved (a loaded
+			// machine delays one to here): it took nothing, or A
+			// under a lease still valid then. Not the claim this
+			// round is about; the next one is.
 			return
 		}
 		once.Do(func() {
@@ -113,6 +124,13 @@ func lentAckRound(t *testing.T, lapsed bool, round int) {
 	go func() {
 		worked <- q.Work(wctx, WorkOpts{Concurrency: 2, Worker: "w", Visibility: time.Minute}, handler)
 	}()
+	stopped := false
+	defer func() { // before the hook is reset: the worker's claims call it
+		if !stopped {
+			stop()
+			<-worked
+		}
+	}()
 	select {
 	case <-started:
 	case <-ctx.Done():
@@ -121,6 +139,7 @@ func lentAckRound(t *testing.T, lapsed bool, round int) {
 	if lapsed {
 		clockMu.Lock()
 		now = now.Add(2 * time.Minute)
+		movedTo = now
 		clockMu.Unlock()
 	}
 	close(armed)
@@ -138,6 +157,7 @@ func lentAckRound(t *testing.T, lapsed bool, round int) {
 		}
 	}
 	stop()
+	stopped = true
 	require.NoError(t, <-worked)
 
 	require.True(t, lentInTime, "round %d: the ack loop lent no batch to the held claim", round)
@@ -162,4 +182,18 @@ func lentAckRound(t *testing.T, lapsed bool, round int) {
 		_, err := q.Job(ctx, id)
 		assert.ErrorIs(t, err, ErrNotFound, "round %d: job %d is settled", round, id)
 	}
+}
+
+// claimedAgainAfter reports whether w's latest claim, the one calling
+// takeLent, took job a first under a lease that runs out after movedTo:
+// a claim stamped after the clock moved there, taking a's lapsed claim.
+func claimedAgainAfter(w *worker, a int64, movedTo time.Time) bool {
+	w.recent.mu.Lock()
+	defer w.recent.mu.Unlock()
+	last := w.recent.claims[(w.recent.next+recentClaimsKept-1)%recentClaimsKept]
+	first := last.first
+	if last.ids != nil {
+		first = last.ids[0]
+	}
+	return last.token != 0 && first == a && last.expires.After(movedTo)
 }
