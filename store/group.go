@@ -194,7 +194,8 @@ type GroupPartitionStats struct {
 	Committed      int64      // every event of the partition up to it was handled
 	// Lag is how many of the stream's events after Committed belong to the
 	// partition: exact while the group's events after its lowest committed
-	// offset number fewer than StatsCountLimit, a lower bound after.
+	// offset number fewer than StatsCountLimit, a lower bound after (then
+	// GroupStats.LagLowerBound is set).
 	Lag int64
 }
 
@@ -206,6 +207,11 @@ type GroupStats struct {
 	Members       []GroupMemberStats
 	Assignment    []GroupPartitionStats
 	Lag           int64 // every partition's lag added up
+	// LagLowerBound: the count stopped after the StatsCountLimit events
+	// that follow the lowest committed offset, so Lag, and each member's
+	// and partition's, is a lower bound, perhaps well below the limit
+	// (what other partitions committed in that window is not lag).
+	LagLowerBound bool
 }
 
 // groupInfo is a row of the groups table.
@@ -323,6 +329,7 @@ func groupStats(ctx context.Context, o target, in groupInfo, now time.Time) (Gro
 		if err != nil {
 			return gs, err
 		}
+		gs.LagLowerBound = len(evs) >= StatsCountLimit
 		committed := make([]int64, in.partitions)
 		for _, p := range parts {
 			if p.part < in.partitions {

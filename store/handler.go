@@ -211,13 +211,28 @@ func RunJob(ctx context.Context, job *Job, opts WorkOpts, handler Handler) (JobR
 
 // RunJobTx is RunJob for a TxHandler: it begins a transaction, runs the
 // handler in it and completes the job in it before committing, as
-// Queue.WorkTx does.
+// Queue.WorkTx does. As WorkTx, it is refused (ErrInvalidArgument) on a
+// PostgreSQL pool of one connection.
 func RunJobTx(ctx context.Context, job *Job, opts WorkOpts, handler TxHandler) (JobResult, error) {
-	r, err := newRunner(job, opts, handlerFor(nil, handler))
+	r, err := newTxRunner(job, opts, handler)
 	if err != nil {
 		return JobResult{}, err
 	}
 	return r.runAlone(ctx, job), nil
+}
+
+// newTxRunner is newRunner for a TxHandler run alone, refused on a
+// PostgreSQL pool of one connection, where its transaction would hold the
+// only one and its claim's heartbeat could not run (errOnePooledConn).
+func newTxRunner(job *Job, opts WorkOpts, handler TxHandler) (*runner, error) {
+	r, err := newRunner(job, opts, handlerFor(nil, handler))
+	if err != nil {
+		return nil, err
+	}
+	if err := job.q.s.checkTxPool(); err != nil {
+		return nil, opErr("run job", job.q.name, err)
+	}
+	return r, nil
 }
 
 // RunJobInTx is RunJobTx in the caller's transaction tx, which it neither
@@ -227,7 +242,7 @@ func RunJobTx(ctx context.Context, job *Job, opts WorkOpts, handler TxHandler) (
 // when it fails. A claim lost meanwhile gives OutcomeClaimLost, and the
 // caller must roll tx back.
 func RunJobInTx(ctx context.Context, tx Tx, job *Job, opts WorkOpts, handler TxHandler) (JobResult, error) {
-	r, err := newRunner(job, opts, handlerFor(nil, handler))
+	r, err := newTxRunner(job, opts, handler)
 	if err != nil {
 		return JobResult{}, err
 	}
@@ -1029,10 +1044,11 @@ func (s *Store) releaseHandlerTx() {
 // PostgreSQL pool of one connection: its handler's transaction would hold
 // the only connection, and nothing could extend its claim or renew its
 // partitions' leases while it runs.
-var errOnePooledConn = fmt.Errorf("%w: a transactional worker or group member needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
+var errOnePooledConn = fmt.Errorf("%w: a transactional worker, handler or group member needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
 
-// checkTxPool refuses transactional handlers (WorkTx, ConsumeTx) on a
-// PostgreSQL pool of one connection (errOnePooledConn).
+// checkTxPool refuses transactional handlers (WorkTx, RunJobTx,
+// RunJobInTx, ConsumeTx) on a PostgreSQL pool of one connection
+// (errOnePooledConn).
 func (s *Store) checkTxPool() error {
 	if pg, ok := s.eng.(*pgEngine); ok && pg.maxConns < 2 {
 		return errOnePooledConn

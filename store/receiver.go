@@ -415,7 +415,8 @@ func (r *EventReceiver) Position() int64 {
 
 // SaveOffset saves Position as the consumer's offset (monotone). Before the
 // first event it does nothing: there is nothing to checkpoint. It never
-// saves an event the caller was not given.
+// saves an event the caller was not given. On a receiver of Follow it
+// fails with ErrInvalidArgument, before the first event too.
 func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 	r.mu.Lock()
 	pos := r.position
@@ -424,8 +425,8 @@ func (r *EventReceiver) SaveOffset(ctx context.Context) error {
 }
 
 func (r *EventReceiver) save(ctx context.Context, pos int64) error {
-	if pos == 0 {
-		return nil
+	if pos == 0 { // a followed stream's refusal all the same (attack57 F4)
+		return r.src.canSave()
 	}
 	if err := r.src.SaveOffset(ctx, pos); err != nil {
 		return err

@@ -77,13 +77,14 @@ type Store struct {
 type Option func(*config)
 
 type config struct {
-	migrate    bool
-	log        *slog.Logger
-	codec      Codec
-	readConns  int
-	maxConns   int
-	clock      func() time.Time
-	maxPayload int
+	migrate     bool
+	log         *slog.Logger
+	codec       Codec
+	readConns   int
+	maxConns    int
+	maxConnsSet bool // WithMaxConns given: 0 is refused, not the default
+	clock       func() time.Time
+	maxPayload  int
 	// stallWarning: see WithHorizonStallWarning.
 	stallWarning time.Duration
 	insert       []InsertMiddleware
@@ -103,13 +104,16 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 func WithCodec(codec Codec) Option { return func(c *config) { c.codec = codec } }
 
 // WithReadConns sets the size of SQLite's read-only connection pool
-// (default 4). Writes always go through one writer connection.
+// (default 4; below 1, Open fails with ErrInvalidArgument). Writes always
+// go through one writer connection.
 func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 
 // WithMaxConns sets the size of the Postgres pool Open creates (default:
-// pgxpool's, or the DSN's pool_max_conns). OpenPool leaves the caller's pool
-// as it is.
-func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
+// pgxpool's, or the DSN's pool_max_conns; below 1, Open fails with
+// ErrInvalidArgument). OpenPool leaves the caller's pool as it is.
+func WithMaxConns(n int) Option {
+	return func(c *config) { c.maxConns, c.maxConnsSet = n, true }
+}
 
 // WithClock sets the clock queue deadlines and run times are computed from
 // (default, or nil: time.Now). Tests use it to move time without sleeping.
@@ -146,6 +150,14 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.log == nil {
 		c.log = slog.Default()
+	}
+	// Refused, not clamped silently to the default (README, Names and
+	// arguments).
+	if c.readConns < 1 {
+		return c, opErr("open", "", fmt.Errorf("%w: WithReadConns(%d): at least 1", ErrInvalidArgument, c.readConns))
+	}
+	if c.maxConnsSet && c.maxConns < 1 {
+		return c, opErr("open", "", fmt.Errorf("%w: WithMaxConns(%d): at least 1", ErrInvalidArgument, c.maxConns))
 	}
 	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
 		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))

@@ -241,7 +241,9 @@ func (s *Store) begin(ctx context.Context, handler bool) (Tx, error) {
 // rollback), exits its goroutine (runtime.Goexit) or ctx is cancelled. If
 // fn commits tx itself and returns nil, InTx returns nil; if fn ends it any
 // other way (Rollback, or a Commit that failed) and returns nil, InTx
-// returns an error matching ErrTxDone that says nothing was committed.
+// returns an error matching ErrTxDone that says nothing was committed; when
+// the store's hard stop rolled it back meanwhile, that error also matches
+// ErrClosed.
 //
 // The ctx fn receives carries the transaction. On SQLite the transaction
 // holds the writer slot, so an auto-commit write (Publish, Enqueue, Claim,
@@ -279,9 +281,12 @@ func (s *Store) inTx(ctx context.Context, handler bool, fn func(ctx context.Cont
 		_ = tx.Rollback(ctx)
 		return err
 	}
-	if !tx.h.state.open() { // fn ended the transaction itself
+	if !tx.h.state.open() { // fn ended the transaction itself, or a hard stop did
 		if committed.Load() {
 			return nil
+		}
+		if tx.h.state.shutDown() {
+			return opErr("commit", "", errTxShut)
 		}
 		return opErr("commit", "", fmt.Errorf("%w: the function ended the transaction without committing it (Rollback, or a Commit that failed) and returned nil; nothing was committed", ErrTxDone))
 	}
@@ -324,6 +329,17 @@ func (st *txState) open() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return !st.done
+}
+
+// shutDown reports whether the store's shutdown ended the transaction or
+// is ending it (its later uses fail with ErrClosed), rather than its owner.
+func (st *txState) shutDown() bool {
+	if st.shut.Load() {
+		return true
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.abandoned
 }
 
 // AdoptPgx adopts a transaction the caller began with pgx on a Postgres

@@ -12,7 +12,8 @@ import (
 // TestFollowSaveOffsetNamesItsOperation: a followed stream has no consumer,
 // so its receiver's SaveOffset is refused, with an error like every other
 // of the store's: an *OpError naming the operation and the stream, matching
-// ErrInvalidArgument (attack56b F8: a bare "invalid argument: …").
+// ErrInvalidArgument (attack56b F8: a bare "invalid argument: …"),
+// before its first event too.
 func TestFollowSaveOffsetNamesItsOperation(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -23,6 +24,9 @@ func TestFollowSaveOffsetNamesItsOperation(t *testing.T) {
 		f, err := st.Follow(c, 0, store.SubscribeOpts{})
 		require.NoError(t, err)
 		defer f.Close()
+		// Before its first event too, as Follow's doc says (attack57 F4:
+		// it returned nil).
+		require.ErrorIs(t, f.SaveOffset(c), store.ErrInvalidArgument, "before the first event")
 		_, err = f.Recv(c)
 		require.NoError(t, err)
 		err = f.SaveOffset(c)

@@ -123,3 +123,55 @@ func TestHardStopEndsTheApplicationsTxBeforeWaitingForHandlers(t *testing.T) {
 		assert.Zero(t, j.Attempts, "the stop, not the job, ended the attempt")
 	})
 }
+
+// TestInTxWhoseTxAHardStopEndedSaysErrClosed: an InTx function busy with
+// something else (a call to another service, say) while a hard stop rolls
+// its transaction back, and that returns nil, or swallows its statement's
+// error and returns nil: InTx reports the stop (ErrClosed), as the
+// transaction's other uses do, not the caller's own Rollback, and nothing
+// is stored. Before (attack57 F2) it returned ErrTxDone alone, saying the
+// function had ended the transaction itself.
+func TestInTxWhoseTxAHardStopEndedSaysErrClosed(t *testing.T) {
+	for _, swallow := range []bool{false, true} {
+		name := "busy elsewhere"
+		if swallow {
+			name = "swallowing its statement's error"
+		}
+		t.Run(name, func(t *testing.T) {
+			eachEngine(t, func(t *testing.T, e *engineEnv) {
+				c := ctx(t)
+				s, err := store.Open(c, e.dsn)
+				require.NoError(t, err)
+				q := s.Queue("stopped-intx")
+				inside, stopped := make(chan struct{}), make(chan struct{})
+				res := make(chan error, 1)
+				go func() {
+					res <- s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+						if _, err := q.EnqueueTx(ctx, tx, []byte("in tx"), store.EnqueueOpts{}); err != nil {
+							return err
+						}
+						close(inside)
+						<-stopped
+						if swallow {
+							_, _ = q.EnqueueTx(ctx, tx, []byte("after the stop"), store.EnqueueOpts{})
+						}
+						return nil
+					})
+				}()
+				<-inside
+				now, cancel := context.WithCancel(c)
+				cancel()
+				require.ErrorIs(t, s.Shutdown(now), context.Canceled)
+				close(stopped)
+				err = <-res
+				require.ErrorIs(t, err, store.ErrClosed)
+				assert.ErrorIs(t, err, store.ErrTxDone, "the transaction is over, too")
+				assert.NotContains(t, err.Error(), "the function ended the transaction")
+
+				st, err := e.open(t).Queue(q.Name()).Stats(c)
+				require.NoError(t, err)
+				assert.Zero(t, st.Ready+st.Scheduled, "nothing of the transaction is stored")
+			})
+		})
+	}
+}

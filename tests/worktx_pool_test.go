@@ -117,6 +117,27 @@ func TestWorkTxHoldsNoMoreTransactionsThanThePoolCanGive(t *testing.T) {
 			err = cl.HandleGroupTx(g, store.GroupOpts{}, func(context.Context, store.Tx, store.Event) error { return nil })
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "HandleGroupTx on a pool of one connection")
 			require.NoError(t, g.CheckOpts(store.GroupOpts{}), "a plain member needs no transaction")
+			// RunJobTx's transaction would hold it too, and its claim's
+			// heartbeat wait behind it (attack57 F4: a handler past its
+			// Visibility ended OutcomeClaimLost and its job ran again).
+			q := one.Queue("one")
+			_, err = q.Enqueue(c, []byte("j"), store.EnqueueOpts{})
+			require.NoError(t, err)
+			jobs, err := q.Claim(c, "by-hand", 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			noop := func(context.Context, store.Tx, *store.Job) error { return nil }
+			_, err = store.RunJobTx(c, jobs[0], store.WorkOpts{}, noop)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "RunJobTx on a pool of one connection")
+			require.Contains(t, err.Error(), "pool of 2 connections or more")
+			require.NoError(t, one.InTx(c, func(ctx context.Context, tx store.Tx) error {
+				_, err := store.RunJobInTx(ctx, tx, jobs[0], store.WorkOpts{}, noop)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "RunJobInTx on a pool of one connection")
+				return nil
+			}))
+			res, err := store.RunJob(c, jobs[0], store.WorkOpts{}, func(context.Context, *store.Job) error { return nil })
+			require.NoError(t, err, "a plain RunJob needs no transaction")
+			require.Equal(t, store.OutcomeAcked, res.Outcome)
 		} else {
 			require.NoError(t, s.Stream("one").Group("g").CheckTxOpts(store.GroupOpts{}), "SQLite has no pool")
 		}

@@ -18,12 +18,13 @@ func (a *app) groupsCmd() *cobra.Command {
 }
 
 type groupJSON struct {
-	Stream     string               `json:"stream"`
-	Group      string               `json:"group"`
-	Partitions int                  `json:"partitions"`
-	Lag        int64                `json:"lag"`
-	Members    []groupMemberJSON    `json:"members"`
-	Assignment []groupPartitionJSON `json:"assignment"`
+	Stream        string               `json:"stream"`
+	Group         string               `json:"group"`
+	Partitions    int                  `json:"partitions"`
+	Lag           int64                `json:"lag"`
+	LagLowerBound bool                 `json:"lag_lower_bound,omitempty"` // every lag is a lower bound
+	Members       []groupMemberJSON    `json:"members"`
+	Assignment    []groupPartitionJSON `json:"assignment"`
 }
 
 type groupMemberJSON struct {
@@ -44,7 +45,7 @@ type groupPartitionJSON struct {
 }
 
 func toGroupJSON(g store.GroupStats) groupJSON {
-	out := groupJSON{Stream: g.Stream, Group: g.Group, Partitions: g.Partitions, Lag: g.Lag,
+	out := groupJSON{Stream: g.Stream, Group: g.Group, Partitions: g.Partitions, Lag: g.Lag, LagLowerBound: g.LagLowerBound,
 		Members: []groupMemberJSON{}, Assignment: []groupPartitionJSON{}}
 	for _, m := range g.Members {
 		out.Members = append(out.Members, groupMemberJSON{Member: m.Member, JoinedAt: m.JoinedAt, ExpiresAt: m.ExpiresAt,
@@ -70,7 +71,11 @@ func (a *app) printGroups(list []store.GroupStats) error {
 		for _, m := range g.Members {
 			members = append(members, fmt.Sprintf("%s(%d)", m.Member, len(m.Partitions)))
 		}
-		t.row(g.Stream, g.Group, g.Partitions, cmpOr(strings.Join(members, " "), "-"), free, count(g.Lag, store.StatsCountLimit))
+		lag := count(g.Lag, store.StatsCountLimit)
+		if g.LagLowerBound { // cut short: the count may be well below the limit
+			lag = fmt.Sprintf("%d+", g.Lag)
+		}
+		t.row(g.Stream, g.Group, g.Partitions, cmpOr(strings.Join(members, " "), "-"), free, lag)
 	}
 	return t.flush()
 }
