@@ -435,6 +435,31 @@ func (t liteTx) abandon(ctx context.Context) error {
 	return t.rollback(ctx)
 }
 
+// abandonKeeping is abandon for a transaction that made writes which must
+// outlive it (see Tx.keepOnAbandon): after the interrupt, and once the
+// statement its owner ran in it returned, it rolls the transaction back
+// on its connection and begins a new one there (litedriver.RestartTx),
+// where keep redoes those writes with ctx before the commit; the writer
+// slot is not given up in between, so no other write of the process comes
+// first. The interrupt stays on for every other statement (the owner's,
+// which may still try). When the restart or keep fails, the new
+// transaction is rolled back: abandon's outcome, as before.
+func (t liteTx) abandonKeeping(ctx context.Context, keep func(ctx context.Context, o ops) error) error {
+	if t.stop == nil {
+		return t.abandon(ctx)
+	}
+	t.stop.Interrupt()
+	own := litedriver.Unstopped(ctx)
+	if err := litedriver.RestartTx(own, t.tx); err != nil {
+		return t.rollback(ctx) // outside any transaction now, or dropped: nothing to do
+	}
+	if err := keep(own, t.o); err != nil {
+		return t.rollback(ctx)
+	}
+	_ = t.commit(ctx) // ended either way: a COMMIT that failed rolls back
+	return nil
+}
+
 func (t liteTx) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := t.tx.ExecContext(ctx, query, args...)
 	if err != nil {

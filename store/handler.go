@@ -469,9 +469,24 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		rj.releaseTxSlot(r.q.s)
 		return JobResult{Outcome: OutcomeClaimLost, Err: err}, false, !rj.skip
 	}
+	lost := rj.lost.Load()
+	if tx != nil && err == nil && !lost && rj.savepoint != 0 {
+		if gone := tx.rolledBackWhole(); gone != nil {
+			// The handler returned nil, but a write of its failed and
+			// SQLite rolled its transaction back whole (its Timeout or a
+			// stop interrupted it, or memory, disk or locks failed it):
+			// nothing it wrote is left, and the run failed as if it had
+			// returned that error. Settled so, in a transaction begun
+			// again on the writer (settleInTx, settleAfresh), with the
+			// claims it had extended revived. Before, the ack failed on
+			// the rolled back transaction, and the job was settled on its
+			// own after its claim and the waiting jobs' claims had lapsed
+			// (interrupt56).
+			err = fmt.Errorf("the handler returned nil, but its transaction was rolled back: %w", gone)
+		}
+	}
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
-	lost := rj.lost.Load()
 	if tx != nil && err != nil && !lost && rj.savepoint != 0 {
 		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
 			return res, false, false
@@ -612,9 +627,9 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 // run out before rj's Timeout and a third of their worker's Visibility
 // are extended (none in a burn-down of short handlers, where no statement
 // is added); a heartbeat may have extended some already, which costs an
-// update. The extensions commit whatever the handler's outcome (see
-// settleInTx). A failure costs only the extensions: their heartbeats ask
-// again once the writer is free.
+// update (HoldClaims never moves a lease earlier). The extensions commit
+// whatever the handler's outcome (see settleInTx). A failure costs only
+// the extensions: their heartbeats ask again once the writer is free.
 func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadline time.Time) {
 	workers := r.q.s.holds.list()
 	if len(workers) == 0 {
@@ -632,7 +647,29 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 	if len(claims) == 0 {
 		return
 	}
-	if err := r.extendInTx(ctx, tx, claims, deadline); err != nil {
+	// Should the worker abandon the handler (it ignores its cancelled
+	// context past a stop), the rollback of tx takes these extensions
+	// along while their jobs still wait for the writer: their claims then
+	// lapsed, and each job, released by the stop or run at last, found its
+	// claim gone and ended dead without running, or ran again (attack56a
+	// F7: 4 of 4 runs). The rollback sets them to a Visibility from then
+	// instead, as releaseOthers would have, before the writer is free
+	// (keepOnAbandon, reviveHeld). Registered first: an abandon between
+	// the extension and the registration would undo the extension
+	// unseen. kept is the list's own copy (releaseOthers edits held).
+	kept, s := slices.Clone(held), r.q.s
+	tx.keepOnAbandon(func(ctx context.Context, o ops) error {
+		h, ok := o.(claimHolder)
+		if !ok {
+			return nil
+		}
+		if _, err := s.reviveHeld(ctx, h, kept); err != nil {
+			s.log.Warn("alkstore: could not keep the claims waiting for an abandoned transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+			return err
+		}
+		return nil
+	})
+	if err := r.extendInTx(ctx, tx, claims, deadline, true); err != nil {
 		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
 		return
 	}
@@ -662,30 +699,38 @@ func (r *runner) releaseOthers(tx *Tx, rj *runningJob) {
 				held[k].claims = nil
 			}
 		}
-		if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(h.visibility)); err != nil {
+		if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(h.visibility), false); err != nil {
 			r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
 		}
 	}
 }
 
 // extendInTx sets the live claims among claims to run out at deadline, in
-// tx (holdClaims).
-func (r *runner) extendInTx(ctx context.Context, tx *Tx, claims []claimRef, deadline time.Time) error {
+// tx (setClaims); hold: only those that ran out earlier (holdClaims).
+func (r *runner) extendInTx(ctx context.Context, tx *Tx, claims []claimRef, deadline time.Time, hold bool) error {
 	return run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
 		h, ok := o.ops.(claimHolder)
 		if !ok {
 			return nil
 		}
-		_, err := h.holdClaims(ctx, claims, r.q.s.now(), deadline)
+		var err error
+		if hold {
+			_, err = h.holdClaims(ctx, claims, r.q.s.now(), deadline)
+		} else {
+			_, err = h.setClaims(ctx, claims, r.q.s.now(), deadline)
+		}
 		return err
 	})
 }
 
 // claimHolder is the ops of an engine whose transactions hold its only
-// writer (SQLite): holdClaims extends claims to deadline (those live at
-// now) in the transaction, and returns the ids it extended.
+// writer (SQLite): setClaims sets claims to run out at deadline (those
+// live at now) in the transaction, holdClaims only those that ran out
+// earlier (a heartbeat may have pushed one further: review56 R3), and
+// both return the ids they kept.
 type claimHolder interface {
 	holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error)
+	setClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error)
 	// reviveClaims extends claims to deadline (those still held by their
 	// tokens, lapsed or not: see runner.settleAfresh) and returns the ids
 	// it extended.
@@ -773,14 +818,9 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 		if !ok {
 			return errors.New("no claims to revive on this engine")
 		}
-		for _, hc := range held {
-			ids, err := h.reviveClaims(ctx, hc.claims, r.q.s.now().Add(hc.visibility))
-			if err != nil {
-				return err
-			}
-			revived = append(revived, ids...)
-		}
-		return nil
+		var err error
+		revived, err = r.q.s.reviveHeld(ctx, h, held)
+		return err
 	})
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
@@ -801,6 +841,23 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 		return r.lostResult(j, err), true
 	}
 	return res, true
+}
+
+// reviveHeld extends with h, in the transaction begun on SQLite's writer
+// in place of one that was rolled back (settleAfresh; liteTx's
+// abandonKeeping), each worker's claims among held to its Visibility from
+// now, fenced by their tokens and the running state (ReviveClaims), as
+// releaseOthers would have set them back; it returns the ids extended.
+func (s *Store) reviveHeld(ctx context.Context, h claimHolder, held []heldClaims) ([]int64, error) {
+	var revived []int64
+	for _, hc := range held {
+		ids, err := h.reviveClaims(ctx, hc.claims, s.now().Add(hc.visibility))
+		if err != nil {
+			return revived, err
+		}
+		revived = append(revived, ids...)
+	}
+	return revived, nil
 }
 
 // rollbackTx rolls back the handler's own transaction tx, logging a
@@ -1012,9 +1069,12 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 // transaction left open: a statement the handler still runs in it fails
 // (on PostgreSQL its connection is closed), as does every later one
 // (ErrTxDone). A transaction not begun yet is rolled back by its handler's
-// goroutine, which finds rj abandoned after its Begin (callTx). The wait
-// for the rollback is bounded: one that does not end leaves the slot held
-// until the handler returns.
+// goroutine, which finds rj abandoned after its Begin (callTx). On SQLite
+// the claims the transaction extended for the jobs waiting for the writer
+// (holdOthers) are set to a Visibility from the rollback before the
+// writer is free (Tx.keepOnAbandon). The wait for the rollback is
+// bounded: one that does not end leaves the slot held until the handler
+// returns.
 func (rj *runningJob) endAbandonedTx(s *Store) {
 	tx := rj.tx.Load()
 	if tx == nil || tx.h == nil {

@@ -156,6 +156,19 @@ func (l *lifecycle) stopHard(why error) {
 // their context.
 const hardStopWait = 5 * time.Second
 
+// abandonSettleWait is how much longer than hardStopWait a hard stop
+// waits for the loops to return. A Work loop waits hardStopWait for the
+// handlers it cancelled, then leaves behind those that ignore their
+// context and waits for the settles of the others, which on SQLite may
+// have waited for the writer a hung WorkTx handler's transaction held
+// until that moment (its rollback keeps their claims: see
+// Tx.keepOnAbandon). Waited for no longer than the loops' own wait, the
+// store closed under those settles, and the jobs the stop had cancelled
+// behind a hung handler were left running, their attempts spent, never
+// released (attack56a F7, the hard form). Loops that return in time end
+// the wait at once.
+const abandonSettleWait = 2 * time.Second
+
 // enterLoop registers a loop, unless shutdown has begun; the loop calls
 // leave when it returned.
 func (l *lifecycle) enterLoop() (leave func(), err error) {
@@ -336,7 +349,7 @@ func (s *Store) shutdown() error {
 	select {
 	case <-loopsDone:
 	case <-l.hard:
-		t := time.NewTimer(hardStopWait)
+		t := time.NewTimer(hardStopWait + abandonSettleWait)
 		appTxs := s.endAppTxs()
 		select {
 		case <-loopsDone:

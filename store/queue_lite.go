@@ -812,9 +812,16 @@ func (o liteOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) 
 	return res, err
 }
 
-// holdClaims runs HeartbeatJobs in the transaction of a transactional
+// holdClaims runs HoldClaims in the transaction of a transactional
 // handler, which holds the writer (see runner.holdOthers).
 func (o liteOps) holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error) {
+	return o.q.HoldClaims(ctx, litedb.HoldClaimsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims),
+		Now: now.UnixMicro()})
+}
+
+// setClaims runs HeartbeatJobs in the transaction of a transactional
+// handler, as it commits (see runner.releaseOthers).
+func (o liteOps) setClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error) {
 	return o.q.HeartbeatJobs(ctx, litedb.HeartbeatJobsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims),
 		Now: now.UnixMicro()})
 }

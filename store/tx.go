@@ -141,6 +141,10 @@ type txState struct {
 	// (Rollback, a failed Commit, the shutdown or the leak cleanup rolled
 	// it back), outside mu: a settle in it gives its job's claim back.
 	afterRollback []func()
+	// keep redoes, on SQLite, writes of the transaction that must outlive
+	// its rollback by the store from another goroutine (abandon): see
+	// Tx.keepOnAbandon.
+	keep func(ctx context.Context, o ops) error
 }
 
 // errAdopted is why an adopted Tx does not end its transaction.
@@ -534,6 +538,40 @@ func (tx Tx) onRollback(fn func()) {
 	}
 }
 
+// rolledBackWhole reports why SQLite rolled tx back under the driver (a
+// statement in it failed so: see failed), nil while it is not known to
+// have.
+func (tx Tx) rolledBackWhole() error {
+	st, err := tx.state()
+	if err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.done || st.lost == nil {
+		return nil
+	}
+	return txLost(st.lost)
+}
+
+// keepOnAbandon arranges, on SQLite, for fn to run when the store rolls
+// tx back from another goroutine than its user's (Work abandoning a hung
+// WorkTx handler, or the shutdown rolling back a transaction still
+// open): the transaction is rolled back and a new one begins on its
+// connection, which keeps the writer slot, for fn to write in with ctx and
+// o before it commits (liteTx.abandonKeeping). It is for writes made in
+// tx on behalf of others, which its rollback must not undo: the claims a
+// transactional handler's transaction extended for the jobs waiting for
+// the writer it holds (runner.holdOthers). Nothing runs when tx commits,
+// or its user rolls it back. A later fn replaces an earlier one.
+func (tx Tx) keepOnAbandon(fn func(ctx context.Context, o ops) error) {
+	if st, err := tx.state(); err == nil && st.owned {
+		st.mu.Lock()
+		st.keep = fn
+		st.mu.Unlock()
+	}
+}
+
 // runRollbackHooks runs the rollback hooks once the transaction ended
 // without committing. It takes mu itself: call it with mu released.
 func (st *txState) runRollbackHooks() {
@@ -920,7 +958,9 @@ func (st *txState) rollbackLeaked() {
 // running a statement in it: on PostgreSQL that statement is cancelled
 // and the rollback waits for it to end (txGuard); false when it did not
 // end within rollbackTimeout, or the rollback failed (the user then finds
-// the store closed; the rollback happens as that statement ends).
+// the store closed; the rollback happens as that statement ends). On
+// SQLite the writes registered with Tx.keepOnAbandon are made again, in a
+// new transaction on the same connection, before the writer is free.
 func (st *txState) abandon(shut bool) bool {
 	st.mu.Lock()
 	defer st.runRollbackHooks()
@@ -935,6 +975,11 @@ func (st *txState) abandon(shut bool) bool {
 	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
+	if k, ok := st.dtx.(interface {
+		abandonKeeping(context.Context, func(context.Context, ops) error) error
+	}); ok && st.keep != nil {
+		return k.abandonKeeping(ctx, st.keep) == nil
+	}
 	return st.dtx.abandon(ctx) == nil
 }
 

@@ -696,6 +696,7 @@ var hotStatements = []hotStmt{
 	{name: "HeartbeatJob"},
 	{name: "HeartbeatJobs", args: map[string]any{"claims": `{"1": 7}`}},               // a worker's tick: its due claims
 	{name: "ReviveClaims", args: map[string]any{"claims": `{"1": 7}`}},                // SQLite: a transactional handler's claims after SQLite rolled its transaction back whole
+	{name: "HoldClaims", args: map[string]any{"claims": `{"1": 7}`}},                  // SQLite: the claims waiting for a transactional handler's writer
 	{name: "HeartbeatLockedJob", args: map[string]any{"extendus": int64(60_000_000)}}, // a claim whose row the tick found held
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},

@@ -252,6 +252,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.heartbeatLockedJobStmt, err = db.PrepareContext(ctx, heartbeatLockedJob); err != nil {
 		return nil, fmt.Errorf("error preparing query HeartbeatLockedJob: %w", err)
 	}
+	if q.holdClaimsStmt, err = db.PrepareContext(ctx, holdClaims); err != nil {
+		return nil, fmt.Errorf("error preparing query HoldClaims: %w", err)
+	}
 	if q.insertHeadlessHeadStmt, err = db.PrepareContext(ctx, insertHeadlessHead); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertHeadlessHead: %w", err)
 	}
@@ -841,6 +844,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing heartbeatLockedJobStmt: %w", cerr)
 		}
 	}
+	if q.holdClaimsStmt != nil {
+		if cerr := q.holdClaimsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing holdClaimsStmt: %w", cerr)
+		}
+	}
 	if q.insertHeadlessHeadStmt != nil {
 		if cerr := q.insertHeadlessHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertHeadlessHeadStmt: %w", cerr)
@@ -1296,6 +1304,7 @@ type Queries struct {
 	heartbeatJobStmt                *sql.Stmt
 	heartbeatJobsStmt               *sql.Stmt
 	heartbeatLockedJobStmt          *sql.Stmt
+	holdClaimsStmt                  *sql.Stmt
 	insertHeadlessHeadStmt          *sql.Stmt
 	jobClaimsStmt                   *sql.Stmt
 	jobIDCeilingStmt                *sql.Stmt
@@ -1446,6 +1455,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		heartbeatJobStmt:                q.heartbeatJobStmt,
 		heartbeatJobsStmt:               q.heartbeatJobsStmt,
 		heartbeatLockedJobStmt:          q.heartbeatLockedJobStmt,
+		holdClaimsStmt:                  q.holdClaimsStmt,
 		insertHeadlessHeadStmt:          q.insertHeadlessHeadStmt,
 		jobClaimsStmt:                   q.jobClaimsStmt,
 		jobIDCeilingStmt:                q.jobIDCeilingStmt,

@@ -1581,6 +1581,52 @@ func (q *Queries) HeartbeatLockedJob(ctx context.Context, arg HeartbeatLockedJob
 	return claim_expires_at, err
 }
 
+const holdClaims = `-- name: HoldClaims :many
+UPDATE alk_jobs
+SET claim_expires_at = MAX(claim_expires_at, CAST(?1 AS INTEGER))
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?3 AS INTEGER))
+RETURNING id
+`
+
+type HoldClaimsParams struct {
+	ClaimExpiresAt int64
+	Claims         interface{}
+	Now            int64
+}
+
+// HeartbeatJobs for the claims of the jobs waiting for SQLite's writer
+// that a transactional handler's transaction extends while it holds that
+// writer (see runner.holdOthers), to the end of its hold: fenced as
+// HeartbeatJobs is, but it only ever moves a lease later. A claim a
+// heartbeat had pushed past that end (a worker with a longer Visibility
+// than the hold's Timeout) was cut back to it until the transaction
+// committed (review56 R3). claims as in HeartbeatJobs. Returns the ids
+// it kept.
+func (q *Queries) HoldClaims(ctx context.Context, arg HoldClaimsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.holdClaimsStmt, holdClaims, arg.ClaimExpiresAt, arg.Claims, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaims = `-- name: JobClaims :many
 SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
 `

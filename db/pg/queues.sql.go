@@ -1171,6 +1171,53 @@ func (q *Queries) HeartbeatLockedJob(ctx context.Context, arg HeartbeatLockedJob
 	return claim_expires_at, err
 }
 
+const holdClaims = `-- name: HoldClaims :many
+UPDATE alkstore.jobs j
+SET claim_expires_at = GREATEST(j.claim_expires_at, $1::timestamptz)
+WHERE j.id = ANY ($2::bigint[]) AND j.state = 'running' AND j.claim_token = ($3::jsonb ->> j.id::text)::bigint
+  AND j.claim_expires_at > $4::timestamptz
+RETURNING j.id
+`
+
+type HoldClaimsParams struct {
+	ClaimExpiresAt time.Time
+	Ids            []int64
+	Claims         []byte
+	Now            time.Time
+}
+
+// SQLite's HoldClaims extends, in a transactional handler's transaction
+// holding SQLite's only writer, the claims of the jobs waiting for it,
+// only ever later. PostgreSQL does not use it: a heartbeat beside each
+// handler keeps its claim there. Kept parallel: the claims (ids, and
+// claims mapping each to its token), fenced by token, state running and
+// a lease not yet run out at now, moved to claim_expires_at when that is
+// later; returns the ids kept.
+func (q *Queries) HoldClaims(ctx context.Context, arg HoldClaimsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, holdClaims,
+		arg.ClaimExpiresAt,
+		arg.Ids,
+		arg.Claims,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobClaims = `-- name: JobClaims :many
 SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY($1::bigint[])
 `

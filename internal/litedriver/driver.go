@@ -272,9 +272,24 @@ func (c *conn) watch(ctx context.Context) context.Context {
 // watchStmt is watch for a call that steps st: once st halted, the
 // progress handler's last look cannot interrupt it (see stopCtx).
 func (c *conn) watchStmt(ctx context.Context, st busyer) context.Context {
-	c.sc.Context, c.sc.stops, c.sc.txStop, c.sc.stmt, c.sc.started = ctx, c.stops, c.txStop, st, false
+	txStop := c.txStop
+	if txStop != nil && txStop.on.Load() && ctx.Value(unstoppedKey{}) != nil {
+		txStop = nil // the store's own statements after RestartTx
+	}
+	c.sc.Context, c.sc.stops, c.sc.txStop, c.sc.stmt, c.sc.started = ctx, c.stops, txStop, st, false
 	return &c.sc
 }
+
+// Unstopped marks ctx for the statements that the store runs in the
+// transaction RestartTx began: the transaction's Interrupter
+// (WithTxInterrupter), which stays on, does not end them. Every other
+// statement on the connection (a handler's, still running as it was
+// abandoned, or started since) is ended or refused by it, as before.
+func Unstopped(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unstoppedKey{}, true)
+}
+
+type unstoppedKey struct{}
 
 // unwatched points the connection's stopCtx at nothing that can end: the
 // steps of st from now on run to their end.
@@ -523,8 +538,10 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(c.broken, &err)
-	if query == beginImmediate && len(args) == 0 && ctx.Value(beginAgainKey{}) != nil {
-		return c.beginAgain(ctx)
+	if query == beginImmediate && len(args) == 0 {
+		if how := ctx.Value(beginAgainKey{}); how != nil {
+			return c.beginAgain(ctx, how == againRestart)
+		}
 	}
 	if err := c.ended(); err != nil {
 		return nil, err
@@ -554,21 +571,50 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 // still open; a BEGIN that failed leaves the connection outside any
 // transaction, as before (tx's statements are refused: ErrRolledBack).
 func BeginAgain(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, true), beginImmediate)
+	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, againAfterRollback), beginImmediate)
 	return err
 }
 
-// beginAgainKey marks BeginAgain's Exec: only it begins again (an
-// application's BEGIN on the *sql.Tx is refused as any statement of an
-// ended transaction is).
+// RestartTx is BeginAgain for a transaction whose owner can no longer be
+// waited for (a handler left behind that ignores its context), which the
+// caller ended with its Interrupter (WithTxInterrupter) first: the
+// statement the owner runs in it, if any, has returned (database/sql runs
+// one call at a time on a connection), what SQLite left of the
+// transaction is rolled back (an interrupted write took it all; a
+// transaction still open is rolled back now), and a new one begins in its
+// place on the same connection, which no other caller of the process
+// gets meanwhile. The Interrupter stays on: only statements run with a
+// context from Unstopped (as ctx is made here) run in the new
+// transaction, whose Commit or Rollback, through tx, ends it. A BEGIN
+// that failed leaves the connection outside any transaction (tx's
+// statements are refused; its Rollback has nothing to do).
+func RestartTx(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(context.WithValue(Unstopped(ctx), beginAgainKey{}, againRestart), beginImmediate)
+	return err
+}
+
+// beginAgainKey marks BeginAgain's and RestartTx's Exec: only they begin
+// again (an application's BEGIN on the *sql.Tx is refused as any
+// statement of an ended transaction is).
 type beginAgainKey struct{}
 
-// beginAgain is BeginAgain on c.
-func (c *conn) beginAgain(ctx context.Context) (driver.Result, error) {
+const (
+	againAfterRollback = iota + 1 // BeginAgain
+	againRestart                  // RestartTx
+)
+
+// beginAgain is BeginAgain on c; restart: RestartTx, which first rolls
+// back a transaction still open.
+func (c *conn) beginAgain(ctx context.Context, restart bool) (driver.Result, error) {
 	raw := c.raw.Raw()
 	switch {
 	case !c.inTx.Load() || !c.ownTx:
 		return nil, errors.New("litedriver: BeginAgain outside a transaction the connection began itself")
+	case restart && !raw.GetAutocommit():
+		if err := c.rollback(); err != nil {
+			c.broken.Store(true) // left inside the transaction: dropped once released
+			return nil, fmt.Errorf("litedriver: RestartTx: the rollback failed: %w", err)
+		}
 	case !raw.GetAutocommit():
 		return nil, errors.New("litedriver: BeginAgain: the transaction is still open")
 	}

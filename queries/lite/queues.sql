@@ -552,6 +552,22 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
 RETURNING id;
 
+-- name: HoldClaims :many
+-- HeartbeatJobs for the claims of the jobs waiting for SQLite's writer
+-- that a transactional handler's transaction extends while it holds that
+-- writer (see runner.holdOthers), to the end of its hold: fenced as
+-- HeartbeatJobs is, but it only ever moves a lease later. A claim a
+-- heartbeat had pushed past that end (a worker with a longer Visibility
+-- than the hold's Timeout) was cut back to it until the transaction
+-- committed (review56 R3). claims as in HeartbeatJobs. Returns the ids
+-- it kept.
+UPDATE alk_jobs
+SET claim_expires_at = MAX(claim_expires_at, CAST(@claim_expires_at AS INTEGER))
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
+RETURNING id;
+
 -- name: ReviveClaims :many
 -- HeartbeatJobs without its lease fence, for claims this process still
 -- holds in memory after SQLite rolled a transactional handler's

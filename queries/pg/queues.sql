@@ -452,6 +452,20 @@ WITH live AS (
 )
 SELECT l.id, (b.id IS NOT NULL)::boolean AS beat FROM live l LEFT JOIN beat b ON b.id = l.id;
 
+-- name: HoldClaims :many
+-- SQLite's HoldClaims extends, in a transactional handler's transaction
+-- holding SQLite's only writer, the claims of the jobs waiting for it,
+-- only ever later. PostgreSQL does not use it: a heartbeat beside each
+-- handler keeps its claim there. Kept parallel: the claims (ids, and
+-- claims mapping each to its token), fenced by token, state running and
+-- a lease not yet run out at now, moved to claim_expires_at when that is
+-- later; returns the ids kept.
+UPDATE alkstore.jobs j
+SET claim_expires_at = GREATEST(j.claim_expires_at, @claim_expires_at::timestamptz)
+WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running' AND j.claim_token = (@claims::jsonb ->> j.id::text)::bigint
+  AND j.claim_expires_at > @now::timestamptz
+RETURNING j.id;
+
 -- name: ReviveClaims :many
 -- SQLite's ReviveClaims extends, after SQLite rolled a transactional
 -- handler's transaction back whole, the claims that transaction had
