@@ -453,6 +453,9 @@ type worker struct {
 	// wakes a claim in a burn-down).
 	wantFree atomic.Int32
 	acks     chan *Job
+	// ackWaits counts the acks waiting apart for a row another
+	// transaction holds (awaitAcks); the ack loop ends after them.
+	ackWaits sync.WaitGroup
 	// claimHeld: a claim took the writer (SQLite: once one is sent, the
 	// ack loop sends the finished jobs' ack behind it; see ackLoop);
 	// resting: the claim loop rests after a short or failed claim, so
@@ -1561,6 +1564,7 @@ const ackGather = time.Millisecond
 // burn-down took 566-598 µs of backend CPU for 25 jobs and 1,115-1,124 µs
 // for 100 with it, 297-313 and 708-732 µs without.
 func (w *worker) ackLoop(ctx context.Context) {
+	defer w.ackWaits.Wait()
 	batch := make([]*Job, 0, maxAckBatch)
 	// take adds the finished jobs waiting in acks to batch, up to
 	// maxAckBatch, without blocking.
@@ -1706,10 +1710,108 @@ func (w *worker) settleLent(l *lentAck) {
 }
 
 // ackAndReport acks *batch (which more may grow) and reports each job's
-// result.
+// result; on PostgreSQL the jobs whose rows another transaction holds are
+// acked and reported apart (awaitAcks).
 func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job) {
-	ids, failed, err := w.ackBatch(ctx, b, more)
-	w.report(*b, ids, failed, err)
+	var locked []claimRef
+	ids, failed, err := w.ackBatch(ctx, b, more, &locked)
+	batch := *b
+	if len(locked) > 0 {
+		batch = w.awaitAcks(ctx, batch, locked)
+	}
+	w.report(batch, ids, failed, err)
+}
+
+// awaitAcks acks the runs of batch whose claims are locked (their rows
+// held by another transaction when the batch's ack ran: the application's
+// CancelTx, or any statement on the finished job, in a transaction still
+// open) one by one, each by a statement that waits for its row's lock
+// (AckJob), on a goroutine and connection of its own, and reports each
+// when its ack ended; it returns batch without them, for the ack loop to
+// report. So a held row holds up neither the batch's other jobs nor the
+// worker's later batches (attack56a F2: the ack loop waited on the lock,
+// the finished jobs behind it were no longer heartbeat, their leases ran
+// out, and they were claimed and run again, 1-3 extra runs each). The
+// claim is fenced at the time the statement began, while its lease held;
+// while the statement waits, PostgreSQL has it hold the row's tuple lock,
+// so no claim (SKIP LOCKED) takes the job meanwhile, however long the
+// other transaction lasts: when the holder rolls back the job is acked;
+// when it committed a Cancel (or a settle), the claim is found gone. A
+// wait parks a pooled connection, so it waits for room (awaitAck).
+func (w *worker) awaitAcks(ctx context.Context, batch []*Job, locked []claimRef) []*Job {
+	apart := make(map[claimRef]bool, len(locked))
+	for _, c := range locked {
+		apart[c] = true
+	}
+	rest := make([]*Job, 0, len(batch)-len(locked))
+	var waits []*Job
+	for _, j := range batch {
+		if c := (claimRef{id: j.ID, token: j.claimToken()}); apart[c] {
+			delete(apart, c)
+			waits = append(waits, j)
+		} else {
+			rest = append(rest, j)
+		}
+	}
+	skipper, _ := w.q.s.eng.writeOps().(lockSkipper) // PostgreSQL's, as locked came from it
+	for _, j := range waits {
+		c := claimRef{id: j.ID, token: j.claimToken()}
+		w.ackWaits.Add(1)
+		go func() {
+			defer w.ackWaits.Done()
+			w.awaitAck(ctx, skipper, j, c)
+		}()
+	}
+	return rest
+}
+
+// awaitAck acks run j of claim c, whose row another transaction held
+// (see awaitAcks): by a statement that waits for the row's lock once
+// there is room for it (reserveLockWait); until then, by the batch's
+// statements (which skip the row) again, every tenth of Visibility (10 ms
+// to 1 s), so that it is
+// acked as soon as the row is free. Without room, its lease may run out
+// while the row stays held, and the job run again, as a heartbeat's claim
+// without room for its lock wait (heartbeatLocked): that job alone, the
+// worker's other acks go on.
+func (w *worker) awaitAck(ctx context.Context, skipper lockSkipper, j *Job, c claimRef) {
+	retry := min(max(w.opts.Visibility/10, 10*time.Millisecond), time.Second)
+	for skipper != nil {
+		free, err := skipper.reserveLockWait()
+		if err == nil {
+			defer free()
+			break
+		}
+		var locked []claimRef
+		ids, err := w.q.ackGrowing(ctx, []*Job{j}, nil, &locked)
+		if err != nil || len(locked) == 0 {
+			var failed map[*Job]error
+			if err != nil {
+				failed = map[*Job]error{j: err}
+			}
+			w.report([]*Job{j}, ids, failed, err)
+			return
+		}
+		time.Sleep(retry)
+	}
+	w.ackLocked(ctx, j, c)
+}
+
+// ackLocked acks run j of claim c by a statement that waits for the row's
+// lock (see awaitAcks), and reports it.
+func (w *worker) ackLocked(ctx context.Context, j *Job, c claimRef) {
+	ok, err := run(w.q.handle, "ack", autoWrite(ctx), func(o target) (bool, error) {
+		return o.ack(ctx, c.id, c.token, w.q.s.now())
+	})
+	var ids []int64
+	var failed map[*Job]error
+	switch {
+	case err != nil:
+		failed = map[*Job]error{j: err}
+	case ok:
+		ids = []int64{c.id}
+	}
+	w.report([]*Job{j}, ids, failed, err)
 }
 
 // report reports each job's result once batch's ack ended: ids are those
@@ -1740,8 +1842,8 @@ func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err er
 // out, a busy SQLite file, a read-only standby) would fail every half
 // alike, so it is not split, and one met in a split fails the jobs still
 // to ack without another statement.
-func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job) ([]int64, map[*Job]error, error) {
-	ids, err := w.q.ackGrowing(ctx, *batch, more)
+func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job, locked *[]claimRef) ([]int64, map[*Job]error, error) {
+	ids, err := w.q.ackGrowing(ctx, *batch, more, locked)
 	if err == nil {
 		return ids, nil, nil
 	}

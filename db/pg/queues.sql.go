@@ -40,7 +40,7 @@ WITH held AS (
       AND x.claim_expires_at > $3::timestamptz AND x.claim_token = ($4::jsonb ->> x.id::text)::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = $2::text AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x
+    FOR UPDATE OF x SKIP LOCKED
 ), deleted AS (
     DELETE FROM alkstore.jobs j
     WHERE j.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
@@ -86,6 +86,16 @@ type AckJobsParams struct {
 // the ids returned lack it, and ackMany settles it with CompleteJobs, as
 // it does any job AckJobs did not. The ctids go as one array the delete's
 // tid scan reads, not a join (see ClaimJobs).
+// The rows are locked with SKIP LOCKED: a row another transaction holds
+// (the application's CancelTx, or any statement on the finished job, in a
+// transaction still open) is left, not waited for, so that it does not
+// hold up the batch's other acks and, behind them, every later batch of
+// the worker, whose finished jobs are no longer heartbeat: their leases
+// ran out while the ack waited, and they were claimed and run again
+// (attack56a F2: 1-3 extra runs a job, 5 of 5 runs). CompleteJobs skips
+// it too; ackMany reads which of the jobs neither settled still hold
+// their claims (JobClaims), and those wait for their rows' locks apart,
+// one statement each (AckJob), as the worker's heartbeats do.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
 	row := q.db.QueryRow(ctx, ackJobs,
 		arg.Ids,
@@ -491,7 +501,7 @@ WITH held AS (
       ON x.id = c.id AND x.claim_token = c.claim_token
     WHERE x.state = (SELECT 'running'::text) AND x.claim_expires_at > $3::timestamptz
     ORDER BY x.id
-    FOR UPDATE OF x
+    FOR UPDATE OF x SKIP LOCKED
 ), deleted AS (
     DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
     RETURNING j.id
@@ -517,7 +527,8 @@ type CompleteJobsParams struct {
 // state is an initplan, as in AckJobs, so that the ids drive through
 // jobs_pkey (issue 18: with state = 'running' in sight, a plan made while
 // the statistics counted few running jobs read every running row of the
-// table, 20,000 in 17-35 ms, for 10 jobs).
+// table, 20,000 in 17-35 ms, for 10 jobs). Rows another transaction
+// holds are skipped, as in AckJobs.
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
