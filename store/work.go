@@ -539,9 +539,12 @@ func (w *worker) run(ctx context.Context) {
 	// slot at once; the channel holds ten rounds of handlers' jobs so that
 	// handlers do not wait, holding their slots, while one AckMany is in
 	// flight, and the next batch takes all of them. No more: a finished
-	// job's claim is no longer extended, so an AckMany stuck on a row lock
-	// leaves at most this many plus one batch to run again after a crash
-	// or a lapse, a multiple of Concurrency rather than a fixed thousand.
+	// job's claim is no longer extended, so an AckMany that cannot commit
+	// (a crash, a slow server) leaves at most this many plus one batch to
+	// run again after their leases lapse, a multiple of Concurrency rather
+	// than a fixed thousand. A row another transaction holds does not
+	// stall it: on PostgreSQL the batch skips it, and its job is acked
+	// apart (awaitAcks).
 	w.acks = make(chan *Job, max(w.opts.Concurrency, min(maxAckBatch, ackRounds*w.opts.Concurrency)))
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
