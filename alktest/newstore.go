@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	dsnform "github.com/alkstore/alkstore/internal/dsn"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -70,7 +71,7 @@ func newDatabase(ctx context.Context, dsn string) (string, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "alktest_" + time.Now().UTC().Format("20060102") + "_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return "", err
 	}
@@ -80,13 +81,24 @@ func newDatabase(ctx context.Context, dsn string) (string, error) {
 }
 
 func dropDatabase(ctx context.Context, dsn, name string) error {
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
+}
+
+// connect opens one connection on dsn as Open reads it: its pool_*
+// settings (pool_max_conns, …) are the pool's, not the server's
+// (pgx.Connect sent them, and the server refused).
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := dsnform.ConnConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 // withDatabase is dsn naming database name instead of its own.

@@ -76,3 +76,38 @@ func TestNewStore(t *testing.T) {
 	msg := failed(func(tb testing.TB) { alktest.NewStore(tb, "some/file.db") })
 	assert.Contains(t, msg, "PostgreSQL DSN")
 }
+
+// TestNewStorePoolSettingsDSN: a server DSN setting the store's pool
+// (pool_max_conns, README's own keyword), in either form, as an
+// application's own DSN may: NewStore creates the test's database, opens
+// the store with the pool settings, and drops the database at the end.
+// NewStore connected with pgx.Connect, which sent pool_max_conns to the
+// server as a run-time parameter, and failed ("unrecognized configuration
+// parameter", attack56b F3).
+func TestNewStorePoolSettingsDSN(t *testing.T) {
+	needPG(t)
+	u, err := url.Parse(pgServer.AdminDSN())
+	require.NoError(t, err)
+	host := u.Query().Get("host")
+	if host == "" {
+		host = u.Hostname()
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	u.RawQuery = q.Encode()
+	for form, dsn := range map[string]string{
+		"url":       u.String(),
+		"key=value": "host=" + host + " user=" + u.User.Username() + " dbname=postgres pool_max_conns=3",
+	} {
+		t.Run(form, func(t *testing.T) {
+			before := testDatabases(t)
+			t.Run("store", func(t *testing.T) {
+				s := alktest.NewStore(t, dsn)
+				assert.Equal(t, before+1, testDatabases(t), "a fresh database")
+				_, err := s.Queue("q").Enqueue(context.Background(), nil, store.EnqueueOpts{})
+				require.NoError(t, err)
+			})
+			assert.Equal(t, before, testDatabases(t), "the test's database is dropped when it ends")
+		})
+	}
+}

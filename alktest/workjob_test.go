@@ -144,7 +144,10 @@ func TestWorkBadArguments(t *testing.T) {
 }
 
 // A handler whose job is cancelled while it runs: nothing is settled, and
-// the result says the claim was lost.
+// the result says the claim was lost. A transactional handler that cancels
+// its own job in the transaction it was handed settles it, as
+// Job.CancelTx would (attack56a F5: the cancel was rolled back with the
+// handler's writes).
 func TestWorkJobCancelledMeanwhile(t *testing.T) {
 	eachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
@@ -165,7 +168,7 @@ func TestWorkJobCancelledMeanwhile(t *testing.T) {
 		res = alktest.WorkTx(ctx, t, tx, q, welcome{User: 2}, store.EnqueueOpts{}, func(ctx context.Context, tx store.Tx, j *store.Job, _ welcome) error {
 			return q.Queue().CancelTx(ctx, tx, j.ID)
 		})
-		assert.Equal(t, alktest.ClaimLost, res.Outcome)
+		assert.Equal(t, alktest.SettledByHandler, res.Outcome)
 		require.NotNil(t, res.Job)
 		assert.Equal(t, store.JobCancelled, res.Job.State)
 	})

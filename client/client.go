@@ -239,6 +239,9 @@ func (c *Client) HandleGroupTx(g *store.Group, opts store.GroupOpts, handler sto
 		defer done()
 		return handler(ctx, tx, ev)
 	}
+	if err := g.CheckTxOpts(opts); err != nil {
+		return err
+	}
 	return c.addGroup(g, opts, func(ctx context.Context, opts store.GroupOpts) error { return g.ConsumeTx(ctx, opts, h) })
 }
 
@@ -333,7 +336,9 @@ func (c *Client) wrap(h store.Handler, mw []Middleware) store.Handler {
 // them fails: a loop that fails stops the others gracefully, and Stop
 // returns its error (Stopped tells when). Handlers' contexts carry ctx's
 // values. Start fails with an error matching store.ErrClosed when the store
-// has begun to shut down.
+// has begun to shut down, and with one matching store.ErrInvalidArgument,
+// starting nothing, when janitor.Opts.Check refuses Opts.Janitor (unless
+// NoJanitor).
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -347,6 +352,11 @@ func (c *Client) Start(ctx context.Context) error {
 	// than start loops that end at once.
 	if err := c.s.RunLoop(ctx, "client", func(context.Context) error { return nil }); errors.Is(err, store.ErrClosed) {
 		return &store.OpError{Op: "client start", Err: store.ErrClosed}
+	}
+	if !c.opts.NoJanitor {
+		if err := c.opts.Janitor.Check(); err != nil {
+			return &store.OpError{Op: "client start", Err: err}
+		}
 	}
 	loops := c.loops
 	if !c.opts.NoScheduler {

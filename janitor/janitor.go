@@ -11,13 +11,16 @@ package janitor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/alkstore/alkstore/store"
 )
 
-// Opts configure a janitor. Zero values take the defaults.
+// Opts configure a janitor. Zero values take the defaults; a negative
+// one is refused with store.ErrInvalidArgument (Check) by RunOnce, Run and
+// client.Client.Start.
 type Opts struct {
 	BatchSize          int           // rows per statement; default 500
 	Budget             time.Duration // wall time per pass; default 2s
@@ -56,10 +59,38 @@ type Report struct {
 type Janitor struct {
 	s    *store.Store
 	opts Opts
+	bad  error // opts' Check: every RunOnce and Run fail with it
 }
 
-// New returns a janitor for s.
+// Check refuses a negative BatchSize, Budget, Interval, NotificationMaxAge
+// or NotificationKeep with an error matching store.ErrInvalidArgument that
+// names the field: they were taken as the defaults, silently (attack56b
+// F4). Partitions are checked by each pass (see Opts).
+func (o Opts) Check() error {
+	for _, f := range []struct {
+		name string
+		neg  bool
+		v    any
+	}{
+		{"BatchSize", o.BatchSize < 0, o.BatchSize},
+		{"Budget", o.Budget < 0, o.Budget},
+		{"Interval", o.Interval < 0, o.Interval},
+		{"NotificationMaxAge", o.NotificationMaxAge < 0, o.NotificationMaxAge},
+		{"NotificationKeep", o.NotificationKeep < 0, o.NotificationKeep},
+	} {
+		if f.neg {
+			return fmt.Errorf("%w: janitor.Opts.%s %v is negative", store.ErrInvalidArgument, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// New returns a janitor for s. Options Check refuses make its RunOnce and
+// Run fail at once.
 func New(s *store.Store, opts Opts) *Janitor {
+	if err := opts.Check(); err != nil {
+		return &Janitor{s: s, opts: opts, bad: &store.OpError{Op: "janitor", Err: err}}
+	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 500
 	}
@@ -86,6 +117,9 @@ func New(s *store.Store, opts Opts) *Janitor {
 // (on SQLite it is also how a pass gives way to a transaction holding the
 // writer slot); a database error is.
 func (j *Janitor) RunOnce(ctx context.Context) (Report, error) {
+	if j.bad != nil {
+		return Report{}, j.bad
+	}
 	start := time.Now()
 	pass, cancel := context.WithTimeout(ctx, j.opts.Budget)
 	defer cancel()
@@ -155,9 +189,14 @@ func drain(ctx context.Context, run func(context.Context, int) (int64, error), b
 // Run runs a pass every Interval until ctx is done or the store shuts
 // down (it runs as one of the store's loops, so Close waits for a pass in
 // flight). Failed passes are logged and retried at the next interval. It
-// returns nil after ctx was cancelled and an error matching
-// store.ErrClosed when the store's shutdown stopped it.
+// returns nil after ctx was cancelled, an error matching
+// store.ErrClosed when the store's shutdown stopped it, and one matching
+// store.ErrInvalidArgument at once, running no pass, when Opts.Check
+// refuses its options.
 func (j *Janitor) Run(ctx context.Context) error {
+	if j.bad != nil {
+		return j.bad
+	}
 	return j.s.RunLoop(ctx, "janitor", func(ctx context.Context) error {
 		t := time.NewTicker(j.opts.Interval)
 		defer t.Stop()

@@ -401,6 +401,16 @@ func (t liteTx) endedAfter(err error) error {
 
 func (t liteTx) ops() ops { return t.o }
 
+// beginAgain begins a new transaction on t's connection, which still
+// holds the writer slot, once SQLite rolled t's back whole (see
+// Tx.beginAgain).
+func (t liteTx) beginAgain(ctx context.Context) error {
+	if t.adopted {
+		return errors.New("an adopted transaction's connection is the caller's")
+	}
+	return litedriver.BeginAgain(ctx, t.tx)
+}
+
 func (t liteTx) commit(context.Context) error {
 	defer t.release()
 	return t.tx.Commit()

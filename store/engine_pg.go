@@ -602,6 +602,7 @@ type pgTx struct {
 
 func (t pgTx) ops() ops { return t.o }
 func (t pgTx) rollback(ctx context.Context) error {
+	t.g.endApp() // the application's rows still open: closed, as on SQLite
 	if t.g.lockOwn() {
 		defer t.g.mu.Unlock()
 	}
@@ -624,10 +625,11 @@ func (t pgTx) endedAfter(err error) error {
 		// caller by now, so it is not looked at (driverErr says ErrTxDone).
 		return nil
 	}
-	if errors.Is(err, errConnBusy) || errors.Is(err, errRowsOpen) {
+	if errors.Is(err, errConnBusy) {
 		// Refused before it ran, because another statement of the
-		// transaction holds the connection: not looked at either (that
-		// statement's goroutine uses it), and the transaction goes on.
+		// transaction (or the store's own rows) holds the connection: not
+		// looked at either (that statement's goroutine uses it), and the
+		// transaction goes on.
 		return nil
 	}
 	c := t.tx.Conn()
@@ -646,6 +648,7 @@ func (t pgTx) endedAfter(err error) error {
 var errPgConnClosed = errors.New("the transaction's connection closed (as it does when a statement is cut short by its context), so PostgreSQL rolled the transaction back: nothing more runs in it")
 
 func (t pgTx) commit(ctx context.Context) error {
+	t.g.endApp() // the application's rows still open: closed, as on SQLite
 	locked := t.g.lockOwn()
 	err := t.tx.Commit(ctx)
 	if locked {
@@ -680,13 +683,18 @@ func (t pgTx) exec(ctx context.Context, sql string, args ...any) (int64, error) 
 
 func (t pgTx) query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	t.o.txs.foreign.Store(true)
-	// The application's rows, which it may keep after Close: their own.
-	return t.g.query(ctx, &guardedRows{g: t.g}, sql, args...)
+	// The application's rows, which it may keep open beside its next
+	// statement, or past the end of the transaction (see appRows).
+	r, err := t.g.appQuery(ctx, false, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (t pgTx) queryRow(ctx context.Context, sql string, args ...any) Row {
 	t.o.txs.foreign.Store(true)
-	return scanRow{t.g.queryRow(ctx, &guardedRow{g: t.g}, sql, args...)}
+	return scanRow{t.g.appQueryRow(ctx, sql, args...)}
 }
 
 // scanRow makes a driver row's "no rows" match ErrNotFound.

@@ -1361,6 +1361,20 @@ func (g *Group) CheckOpts(opts GroupOpts) error {
 	})
 }
 
+// CheckTxOpts is CheckOpts for ConsumeTx (client.HandleGroupTx checks it at
+// registration): it also refuses, with ErrInvalidArgument, a PostgreSQL
+// pool of one connection, which the member's transaction would hold whole
+// while its handler runs, leaving none for the heartbeats that renew its
+// partitions' leases (WorkTx refuses it likewise).
+func (g *Group) CheckTxOpts(opts GroupOpts) error {
+	return run0(g.handle, "group check", func(s *Store) (target, error) { return target{}, s.check() }, func(target) error {
+		if _, err := opts.withDefaults(g.s); err != nil {
+			return err
+		}
+		return g.s.checkTxPool()
+	})
+}
+
 // GroupHandler handles one event of a group member's partitions. Returning
 // nil commits the event (Commit); an error leaves it uncommitted and hands
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
@@ -1430,6 +1444,9 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHandler) error {
 	if handler == nil {
 		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
+	}
+	if err := g.CheckTxOpts(opts); err != nil {
+		return err
 	}
 	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
 		return g.s.inHandlerTx(ctx, func(ctx context.Context, tx Tx) error {

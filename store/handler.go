@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -264,11 +265,6 @@ type runner struct {
 	start func(rj *runningJob)
 	stop  func(rj *runningJob)
 	ack   func(j *Job) error // completes a job whose handler returned nil
-	// others lists the claims of the worker's other jobs (running, or
-	// claimed and about to run) whose claims, as claimed, run out before
-	// need, for a transaction on SQLite's writer to extend (holdOthers).
-	// nil outside a worker.
-	others func(self *runningJob, need time.Time) []claimRef
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -381,11 +377,11 @@ type runningJob struct {
 	// the savepoint SavepointHandler, in the transaction that extended
 	// its claim (callTx); 0 otherwise. The handler's goroutine's alone.
 	savepoint int64
-	// heldOthers: the claims of the worker's other jobs that rj's
-	// transaction extended while it holds SQLite's writer (holdOthers),
-	// set back to a Visibility from its commit (releaseOthers). The
-	// handler's goroutine's alone.
-	heldOthers []claimRef
+	// heldOthers: the claims of the store's other jobs (every worker's)
+	// that rj's transaction extended while it holds SQLite's writer
+	// (holdOthers), by worker, set back to its Visibility from the commit
+	// (releaseOthers). The handler's goroutine's alone.
+	heldOthers []heldClaims
 
 	// A worker's: the handler's place among the running ones (oldest
 	// first), and the bucket whose context, its context's parent, ends it
@@ -465,7 +461,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
 			return res, false, false
 		}
-		// The transaction is gone (rolled back): settle on its own below.
+		// Neither the transaction nor one begun again on its connection
+		// settled the job (settleAfresh), rolled back: settle on its own
+		// below.
 		tx = nil
 	}
 	if tx != nil {
@@ -518,13 +516,13 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 	s := r.q.s
 	if r.callerTx != nil {
 		tx := *r.callerTx
-		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(), j) })
+		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(j), j) })
 	}
 	if err := s.takeHandlerTx(ctx); err != nil {
 		return nil, err
 	}
 	rj.txSlot.Store(true)
-	tx, err := s.Begin(ctx)
+	tx, err := s.begin(ctx, true) // the runner ends it, settling j in it
 	if err != nil {
 		rj.releaseTxSlot(s)
 		return nil, err
@@ -539,8 +537,9 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		// would only wait for the slot. Extend the claim here instead (the
 		// claim may have aged while the transaction waited for the slot),
 		// past the handler's Timeout and by a Visibility for the settle,
-		// and so the claims of the worker's other jobs, which wait for the
-		// writer meanwhile (holdOthers). The handler then runs after a
+		// and so the claims of the store's other jobs, this worker's and
+		// every other worker's, which wait for the writer meanwhile
+		// (holdOthers). The handler then runs after a
 		// savepoint: when it fails, its writes are rolled back to there and
 		// its job settled in this transaction (settleInTx), so that the
 		// extensions commit whatever the handler's outcome. Rolled back
@@ -578,30 +577,43 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 	})
 	defer stopAt()
-	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(), j) })
+	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(j), j) })
 }
 
 // holdOthers extends, in tx (on SQLite's writer), the claims of the
-// worker's other jobs that would run out before tx ends (within the
-// Timeout of rj's handler) to deadline, rj's own: they wait for the
-// writer meanwhile, where neither their heartbeats nor their own
+// store's other jobs that would run out before tx ends (within the
+// Timeout of rj's handler) to deadline, rj's own: the jobs of every
+// worker of the store (writerHolds), rj's own worker's and the others',
+// Work's and WorkTx's, running or claimed and about to run. They wait for
+// the writer meanwhile, where neither their heartbeats nor their own
 // transactions' extensions can run. Without it they lapsed while a
 // handler held the writer longer than what was left of their leases, and
 // each such job, its transaction begun at last, found its claim gone and
 // ended dead without its handler running (attack55 F2: 2 of 3 jobs,
-// Concurrency 3, handlers of 1.5 s and a Visibility of 1 s). Only the
-// claims that, as claimed, run out before rj's Timeout and a third of a
-// Visibility are extended (none in a burn-down of short handlers, where
-// no statement is added); a heartbeat may have extended some already,
-// which costs an update. The extensions commit whatever the handler's
-// outcome (see settleInTx). A failure costs only the extensions: their
-// heartbeats ask again once the writer is free.
+// Concurrency 3, handlers of 1.5 s and a Visibility of 1 s), or, a plain
+// Work handler's, was told its claim was lost and ran again; until
+// session 56 only rj's own worker's were extended, and a second queue's
+// worker lost them so (attack56a F1). Only the claims that, as claimed,
+// run out before rj's Timeout and a third of their worker's Visibility
+// are extended (none in a burn-down of short handlers, where no statement
+// is added); a heartbeat may have extended some already, which costs an
+// update. The extensions commit whatever the handler's outcome (see
+// settleInTx). A failure costs only the extensions: their heartbeats ask
+// again once the writer is free.
 func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadline time.Time) {
-	if r.others == nil {
+	workers := r.q.s.holds.list()
+	if len(workers) == 0 {
 		return
 	}
-	v := r.opts.Visibility
-	claims := r.others(rj, deadline.Add(-v+v/3))
+	end := deadline.Add(-r.opts.Visibility) // the handler's Timeout from now
+	var claims []claimRef
+	var held []heldClaims
+	for _, w := range workers {
+		n := len(claims)
+		if claims = w.claimsToHold(rj, end, claims); len(claims) > n {
+			held = append(held, heldClaims{visibility: w.opts.Visibility, claims: claims[n:len(claims):len(claims)]})
+		}
+	}
 	if len(claims) == 0 {
 		return
 	}
@@ -609,25 +621,35 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
 		return
 	}
-	rj.heldOthers = claims
+	rj.heldOthers = held
 }
 
-// releaseOthers sets the claims holdOthers extended back to a Visibility
-// from now, in tx, just before it commits: the extension covered the
-// longest the transaction could hold the writer, and kept once the writer
-// was free it delayed the jobs of a worker that then died, or a job whose
-// handler Work then left behind, by up to the Timeout past the promised
-// Visibility (review55a F1: 10 min instead of 3 s). A claim a heartbeat
-// extends meanwhile is extended from there, as for Work. A failure leaves
-// the extensions (the jobs come back later, none runs twice).
+// releaseOthers sets the claims holdOthers extended back to their worker's
+// Visibility from now, in tx, just before it commits (one statement per
+// Visibility among those workers): the extension covered the longest the
+// transaction could hold the writer, and kept once the writer was free it
+// delayed the jobs of a worker that then died, or a job whose handler Work
+// then left behind, by up to the Timeout past the promised Visibility
+// (review55a F1: 10 min instead of 3 s). A claim a heartbeat extends
+// meanwhile is extended from there, as for Work. A failure leaves the
+// extensions (the jobs come back later, none runs twice).
 func (r *runner) releaseOthers(tx *Tx, rj *runningJob) {
-	claims := rj.heldOthers
+	held := rj.heldOthers
 	rj.heldOthers = nil
-	if len(claims) == 0 {
-		return
-	}
-	if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(r.opts.Visibility)); err != nil {
-		r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+	for i, h := range held {
+		if h.claims == nil {
+			continue // set back with an earlier worker's of the same Visibility
+		}
+		claims := h.claims
+		for k := i + 1; k < len(held); k++ {
+			if held[k].visibility == h.visibility {
+				claims = append(claims[:len(claims):len(claims)], held[k].claims...)
+				held[k].claims = nil
+			}
+		}
+		if err := r.extendInTx(r.settleCtx, tx, claims, r.q.s.now().Add(h.visibility)); err != nil {
+			r.q.s.log.Warn("alkstore: could not set back the claims a transactional handler extended while it held the writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+		}
 	}
 }
 
@@ -649,6 +671,10 @@ func (r *runner) extendInTx(ctx context.Context, tx *Tx, claims []claimRef, dead
 // now) in the transaction, and returns the ids it extended.
 type claimHolder interface {
 	holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error)
+	// reviveClaims extends claims to deadline (those still held by their
+	// tokens, lapsed or not: see runner.settleAfresh) and returns the ids
+	// it extended.
+	reviveClaims(ctx context.Context, claims []claimRef, deadline time.Time) ([]int64, error)
 }
 
 // settleInTx settles, on SQLite, the job of a transactional handler that
@@ -656,13 +682,17 @@ type claimHolder interface {
 // rolls back to the savepoint before the handler (its writes, and any
 // settle of its job it made in tx, are gone), records the retry, failure,
 // snooze or release as Work does, and commits that with the claims'
-// extensions. ok is false when the transaction is gone (SQLite rolled it
-// back whole, or the savepoint was), rolled back now: the caller settles
+// extensions. When SQLite rolled the transaction back whole, a new one
+// on its connection settles the job instead (settleAfresh). ok is false
+// when neither could, the transaction rolled back now: the caller settles
 // on its own, as before.
 func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
 	ctx := r.settleCtx
 	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
 	if rerr := tx.execOwn(ctx, queries.RollbackToHandler); rerr != nil {
+		if res, ok := r.settleAfresh(tx, j, rj, err, stoppedIt); ok {
+			return res, true
+		}
 		r.rollbackTx(tx, j)
 		return JobResult{}, false
 	}
@@ -679,6 +709,81 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// Rolled back (the claim is the job's again: see Job.settle).
 		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
 		return JobResult{}, false
+	}
+	return res, true
+}
+
+// settleAfresh settles the job of a failed transactional handler on
+// SQLite when SQLite rolled its transaction back whole (a write in it
+// interrupted by the handler's Timeout or a stop, or failed for memory,
+// disk or locks), and with it the extensions of the job's claim and of
+// the claims waiting for the writer (holdOthers). Settled on its own
+// after that, the job found its claim lapsed while the transaction held
+// the writer (its retry and backoff, or its release, were not recorded,
+// and it ran again at once), and the waiting jobs' claims had lapsed too,
+// so each ended dead without its handler running (attack56a F4: 3 of 3
+// runs). The transaction's connection is still this process's, and with
+// it the writer slot: a new transaction begins on it (Tx.beginAgain)
+// before any other write of the process, revives those claims to a
+// Visibility from now (ReviveClaims, as releaseOthers would have set
+// them), settles the job by its handler's result as settleInTx does, and
+// commits.
+//
+// Reviving a lapsed claim is safe: it is fenced by its token and state
+// running only, and every claim of a job sets a new token, so a job
+// another process claimed meanwhile (between the rollback and the new
+// BEGIN, the only moment the writer was free), cancelled, settled or
+// swept is not touched; a lapsed claim nobody took again is held by this
+// process alone (its handler runs, or waits to, in memory), as if its
+// extension had committed. No other worker of this process could take
+// it: its claims wait for the writer slot this transaction kept.
+//
+// ok is false, the new transaction (if any) still open, when it could not
+// begin or revive the claims; and false after a failed commit.
+func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
+	ctx := r.settleCtx
+	if berr := tx.beginAgain(ctx); berr != nil {
+		return JobResult{}, false
+	}
+	// A settle of the handler's in tx went with the transaction: the
+	// claim is the job's again (beginAgain ran its rollback hooks).
+	j.restoreClaim(rj.savepoint)
+	// The own claim, and each worker's held claims, to a Visibility (the
+	// worker's own) from now, as releaseOthers would have set them back.
+	held := append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, rj.heldOthers...)
+	rj.heldOthers = nil // revived here: nothing for releaseOthers
+	var revived []int64
+	rerr := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
+		h, ok := o.ops.(claimHolder)
+		if !ok {
+			return errors.New("no claims to revive on this engine")
+		}
+		for _, hc := range held {
+			ids, err := h.reviveClaims(ctx, hc.claims, r.q.s.now().Add(hc.visibility))
+			if err != nil {
+				return err
+			}
+			revived = append(revived, ids...)
+		}
+		return nil
+	})
+	if rerr != nil {
+		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
+		return JobResult{}, false
+	}
+	res := JobResult{}
+	if slices.Contains(revived, j.ID) {
+		res, _ = r.settle(j, err, stoppedIt, tx)
+	}
+	// The claims revived commit whatever became of the job's settle: one
+	// that failed changed nothing (SQLite undid its statement) and leaves
+	// the job to its claim's lapse, as Work's settles do.
+	if cerr := tx.Commit(ctx); cerr != nil {
+		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
+		return JobResult{}, false
+	}
+	if res.Outcome == 0 { // not revived: cancelled, or taken by another process
+		return r.lostResult(j, err), true
 	}
 	return res, true
 }
@@ -874,7 +979,7 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 		}
 	}
 	defer release() // the transaction never began, or ended
-	return s.InTx(ctx, func(ctx context.Context, tx Tx) error {
+	return s.inTx(ctx, true, func(ctx context.Context, tx Tx) error {
 		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
 		return fn(ctx, tx)
 	})
@@ -902,7 +1007,7 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
-	if _, ended := runWithin(ctx, tx.h.state.abandon); ended {
+	if _, ended := runWithin(ctx, func() bool { return tx.h.state.abandon(false) }); ended {
 		rj.releaseTxSlot(s)
 	}
 }
@@ -920,7 +1025,17 @@ func (s *Store) releaseHandlerTx() {
 	}
 }
 
-// errOnePooledConn refuses a transactional worker on a PostgreSQL pool of
-// one connection: its handler's transaction would hold the only
-// connection, and nothing could extend its claim while it runs.
-var errOnePooledConn = fmt.Errorf("%w: a transactional worker needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
+// errOnePooledConn refuses a transactional worker or group member on a
+// PostgreSQL pool of one connection: its handler's transaction would hold
+// the only connection, and nothing could extend its claim or renew its
+// partitions' leases while it runs.
+var errOnePooledConn = fmt.Errorf("%w: a transactional worker or group member needs a PostgreSQL pool of 2 connections or more (its handlers' transactions hold one each, and its heartbeats need another)", ErrInvalidArgument)
+
+// checkTxPool refuses transactional handlers (WorkTx, ConsumeTx) on a
+// PostgreSQL pool of one connection (errOnePooledConn).
+func (s *Store) checkTxPool() error {
+	if pg, ok := s.eng.(*pgEngine); ok && pg.maxConns < 2 {
+		return errOnePooledConn
+	}
+	return nil
+}

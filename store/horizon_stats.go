@@ -17,7 +17,10 @@ import (
 type HorizonStats struct {
 	Settled int64 // the settled horizon: readers get every event at or below it
 	Head    int64 // the newest committed event's offset, of any stream
-	Lag     int64 // Head - Settled: committed offsets delivery holds back
+	// Lag is Head - Settled: the offsets delivery holds back, a bound on
+	// the committed events waiting (offsets drawn by transactions still
+	// open, or rolled back, are among them).
+	Lag int64
 	// Waiting is how long the oldest committed event above the horizon
 	// has waited since it was published; 0 when none waits.
 	Waiting time.Duration

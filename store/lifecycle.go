@@ -43,10 +43,14 @@ type lifecycle struct {
 	hardWhy error // that context's error; read only after hard is closed
 	loops   sync.WaitGroup
 	txs     map[*txState]struct{} // open transactions the store began
-	openTxs atomic.Int64          // len(txs), read without the lock
-	txsGone chan struct{}         // closed when txs became empty, while draining waits
-	lastGC  atomic.Int64          // unix nanos of the last leak nudge
-	cut     atomic.Bool           // the hard stop cancelled a handler still running
+	// appTxsEnded: the hard stop ends the application's transactions
+	// (stopHard, endAppTxs): it may begin no more (handlers' may, see
+	// addTx).
+	appTxsEnded bool
+	openTxs     atomic.Int64  // len(txs), read without the lock
+	txsGone     chan struct{} // closed when txs became empty, while draining waits
+	lastGC      atomic.Int64  // unix nanos of the last leak nudge
+	cut         atomic.Bool   // the hard stop cancelled a handler still running
 	// ops counts the auto-commit operations running, and those in adopted
 	// transactions (run, Tx.enter: enterOp, leaveOp); the last to leave
 	// while the store drains signals opsLeft.
@@ -126,10 +130,22 @@ func (s *Store) cutOps() bool {
 
 func (l *lifecycle) at() phase { return phase(l.phase.Load()) }
 
-// stopHard turns the shutdown into a hard stop, for the reason why.
+// stopHard turns the shutdown into a hard stop, for the reason why. The
+// application's transactions still open are marked first (txState.shut),
+// so that none of their statements or Commit starts once anything can
+// tell the stop began (a handler's context ended): the shutdown rolls
+// them back (endAppTxs), and the application begins no more (addTx).
 func (l *lifecycle) stopHard(why error) {
 	l.hardOne.Do(func() {
 		l.hardWhy = why
+		l.mu.Lock()
+		l.appTxsEnded = true
+		for st := range l.txs {
+			if !st.handler {
+				st.shut.Store(true)
+			}
+		}
+		l.mu.Unlock()
 		close(l.hard)
 	})
 }
@@ -152,11 +168,13 @@ func (l *lifecycle) enterLoop() (leave func(), err error) {
 	return l.loops.Done, nil
 }
 
-// addTx tracks a transaction the store began, unless new work is refused.
+// addTx tracks a transaction the store began, unless new work is refused,
+// or, for the application's (not a handler's), the hard stop rolled its
+// transactions back already.
 func (l *lifecycle) addTx(st *txState) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.at() >= phaseDraining {
+	if l.at() >= phaseDraining || l.appTxsEnded && !st.handler {
 		return ErrClosed
 	}
 	l.txs[st] = struct{}{}
@@ -246,7 +264,9 @@ func (l *lifecycle) nudge() {
 // When ctx ends first, Shutdown stops hard: handlers still running have
 // their context cancelled (a job whose handler then returns an error goes
 // back to its queue without losing an attempt) and get up to 5 seconds to
-// return; transactions still open are rolled back at once (their later
+// return; transactions the application began still open are rolled back
+// at once, before the wait for the handlers (a handler's own transaction
+// is left to its worker; see endAppTxs) (their later
 // operations and Commit fail with ErrClosed; on PostgreSQL a statement one
 // is running is cancelled first, and the rollback waits up to 5 seconds for
 // it to end: it fails with ErrClosed too, and one that outlasts the wait
@@ -312,10 +332,12 @@ func (s *Store) shutdown() error {
 	go func() { l.loops.Wait(); close(loopsDone) }()
 	var err error
 	loopsLeft := false
+	stuck := 0 // transactions whose rollback did not end in time
 	select {
 	case <-loopsDone:
 	case <-l.hard:
 		t := time.NewTimer(hardStopWait)
+		appTxs := s.endAppTxs()
 		select {
 		case <-loopsDone:
 		case <-t.C:
@@ -323,6 +345,11 @@ func (s *Store) shutdown() error {
 			err = fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
 		}
 		t.Stop()
+		ended := <-appTxs
+		stuck += ended.stuck
+		if ended.open > 0 && err == nil {
+			err = fmt.Errorf("transactions still open: %w", l.hardWhy)
+		}
 	}
 	if err == nil && l.cut.Load() {
 		err = fmt.Errorf("handlers cancelled: %w", l.hardWhy)
@@ -348,9 +375,8 @@ func (s *Store) shutdown() error {
 		open = append(open, st)
 	}
 	l.mu.Unlock()
-	stuck := 0
 	for _, st := range open {
-		if !st.abandon() {
+		if !st.abandon(true) {
 			stuck++
 		}
 	}
@@ -372,6 +398,58 @@ func (s *Store) shutdown() error {
 	s.eng.close(stuck > 0 || loopsLeft)
 	return err
 }
+
+// endAppTxs is the hard stop's rollback of the transactions the
+// application began (Begin, InTx) still open, which stopHard marked, at
+// once (see Shutdown),
+// each on a goroutine of its own (st.abandon: on PostgreSQL it waits for
+// a statement running in it to end after its cancel, up to
+// rollbackTimeout); the channel gets how many there were, and how many
+// of them did not end in time. From now on the application begins no more. Before, they were
+// rolled back only once the loops returned, up to hardStopWait later:
+// meanwhile the application's later statements and Commit still ran and
+// committed, and on SQLite the Work loop's release of the handler the stop
+// cancelled waited for the writer the application's transaction held, so
+// a hard Shutdown took the whole wait and a Commit made meanwhile stored
+// its writes (attack56a F6). Handlers' own transactions (txState.handler)
+// are left to their runners, which settle their jobs in them as the
+// cancelled handlers return (a job keeps its attempt); the store rolls
+// back those still open once the loops returned or were given up on.
+func (s *Store) endAppTxs() <-chan endedTxs {
+	l := s.life
+	l.mu.Lock()
+	var open []*txState
+	for st := range l.txs {
+		if !st.handler {
+			open = append(open, st)
+		}
+	}
+	l.mu.Unlock()
+	res := make(chan endedTxs, 1)
+	if len(open) == 0 {
+		res <- endedTxs{}
+		return res
+	}
+	go func() {
+		var wg sync.WaitGroup
+		var n atomic.Int64
+		for _, st := range open {
+			wg.Go(func() {
+				if !st.abandon(true) {
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		s.log.Warn("alkstore: hard stop rolled back the application's transactions still open", "open", len(open), "failed", n.Load())
+		res <- endedTxs{open: len(open), stuck: int(n.Load())}
+	}()
+	return res
+}
+
+// endedTxs is what endAppTxs did: how many transactions it rolled back,
+// and how many of those rollbacks did not end in time.
+type endedTxs struct{ open, stuck int }
 
 // waitTxs waits until every open transaction ended or the shutdown turned
 // hard. Dropped transactions are rolled back by their cleanups, so it

@@ -627,16 +627,17 @@ func (q *Queue) register(ctx context.Context, o target, now time.Time) error {
 // Claim has no transactional form on purpose: a claim's lease must not
 // depend on a business transaction.
 func (q *Queue) Claim(ctx context.Context, worker string, n int, visibility time.Duration) ([]*Job, error) {
-	return q.claim(ctx, worker, n, visibility, nil, nil)
+	return q.claim(ctx, worker, n, visibility, nil, nil, nil)
 }
 
 // claim is Claim; grow, when not nil, is called where the engine claims
 // one statement at a time (SQLite) once the claim holds the writer, and
 // returns how many more jobs it may take (see claimReq.grow); lent, when
 // not nil, is the ack a worker lends the claim to run in its transaction
-// (see claimReq.lent).
+// (see claimReq.lent); recent, when not nil, is the SQLite worker's record
+// of its claims (see claimReq.recent).
 func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time.Duration, grow func() int,
-	lent *lentAck) ([]*Job, error) {
+	lent *lentAck, recent *recentClaims) ([]*Job, error) {
 	return run(q.handle, "claim", autoWrite(ctx), func(o target) ([]*Job, error) {
 		if err := validateLocalName("worker", worker); err != nil {
 			return nil, err
@@ -659,7 +660,7 @@ func (q *Queue) claim(ctx context.Context, worker string, n int, visibility time
 			return nil, err
 		}
 		r := claimReq{queue: q.name, worker: worker, n: n, token: token, grow: grow, lent: lent,
-			clock: q.s.now, visibility: visibility}
+			recent: recent, clock: q.s.now, visibility: visibility}
 		r.stamp(now)
 		jobs, err := o.claim(ctx, r)
 		if err != nil {
@@ -704,6 +705,12 @@ type claimReq struct {
 	// to its claim (see worker.lend), which the claim runs in its own
 	// transaction after its stamp (see lentAck).
 	lent *lentAck
+	// recent, when not nil, is a SQLite worker's record of its latest
+	// claims, which the claim writes inside its transaction, once it
+	// stamped its jobs: a transactional handler that takes the writer
+	// as the claim commits extends them before the worker has handed
+	// them to its handlers (see recentClaims).
+	recent *recentClaims
 	// clock and visibility stamp the claim again (stamp) where it may
 	// have waited: SQLite's claim, once it holds the writer, which an
 	// InTx, a WorkTx handler or another process may have held for longer
@@ -784,9 +791,41 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 }
 
 // CancelTx is Cancel inside tx: the job ends cancelled only if tx commits,
-// and its worker hears of it then.
+// and its worker hears of it then. A transactional handler (WorkTx,
+// RunJobTx) cancelling its own job through the Tx it was handed settles
+// the job as Job.CancelTx does: its transaction then commits with the
+// cancel and the handler's writes when the handler returns nil.
 func (q *Queue) CancelTx(ctx context.Context, tx Tx, id int64) error {
+	if j := tx.handlerJob(q, id); j != nil {
+		// Without spending the claim, the worker then completed the job in
+		// tx, whose fence found the claim this cancel had ended: the
+		// transaction rolled back whole, the cancel and the handler's
+		// writes with it, and the job ran again until it died (attack56a
+		// F5).
+		return q.cancelOwn(ctx, tx, j)
+	}
 	return q.cancel(ctx, tx.via(ctx), id)
+}
+
+// cancelOwn is CancelTx of j by the handler running it, in tx: Job.CancelTx
+// with Queue.CancelTx's errors. A claim spent meanwhile (the handler
+// settled j in a goroutine of its own) leaves it to a plain cancel.
+func (q *Queue) cancelOwn(ctx context.Context, tx Tx, j *Job) error {
+	_, err := j.settle(ctx, "cancel", &tx, true, func(o target, now time.Time) (bool, error) {
+		ok, err := o.cancel(ctx, q.name, j.ID, now)
+		if err == nil && !ok {
+			return false, fmt.Errorf("live job %d: %w", j.ID, ErrNotFound)
+		}
+		if ok {
+			j.after, j.next, j.as = JobCancelled, time.Time{}, OutcomeCancelled
+			o.afterCommit(q.s.wake(claimTopic(q.name)))
+		}
+		return ok, err
+	})
+	if err != nil && errors.Is(err, ErrInvalidArgument) && j.settled() {
+		return q.cancel(ctx, tx.via(ctx), j.ID)
+	}
+	return err
 }
 
 func (q *Queue) cancel(ctx context.Context, v via, id int64) error {

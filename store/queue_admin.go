@@ -45,7 +45,7 @@ type JobsOpts struct {
 	// After is the last ID of the previous page: the page holds the jobs
 	// with a higher ID. 0 starts at the first.
 	After int64
-	Limit int // jobs per page; 0: DefaultJobsLimit, at most MaxJobsLimit
+	Limit int // jobs per page; 0: DefaultJobsLimit; over MaxJobsLimit is refused (ErrInvalidArgument)
 }
 
 // Page sizes for Queue.Jobs.
@@ -79,7 +79,13 @@ func (q *Queue) jobs(ctx context.Context, v via, opts JobsOpts) ([]*Job, error) 
 		if opts.After < 0 || opts.Limit < 0 {
 			return nil, fmt.Errorf("%w: After and Limit must not be negative", ErrInvalidArgument)
 		}
-		limit := min(cmp.Or(opts.Limit, DefaultJobsLimit), MaxJobsLimit)
+		if opts.Limit > MaxJobsLimit {
+			// Refused, not clamped: a page cut to the bound looked like the
+			// last one to a caller comparing it with its Limit (the CLI
+			// printed no next page for --limit 20000, attack56b F5).
+			return nil, fmt.Errorf("%w: Limit %d over MaxJobsLimit (%d)", ErrInvalidArgument, opts.Limit, MaxJobsLimit)
+		}
+		limit := cmp.Or(opts.Limit, DefaultJobsLimit)
 		return o.listJobs(ctx, listJobsReq{queue: q.name, state: opts.State, after: opts.After, limit: limit})
 	})
 }

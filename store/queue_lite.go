@@ -454,11 +454,12 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			// takes uncast as a pointer.
 			stampedAt, expiresAt, token, worker := now, r.expiresAt.UnixMicro(), r.token, r.worker
 			var stamped int64
+			var ids []int64
 			if len(rows) == 1 { // a list of one costs SQLite more than the id (ClaimJob)
 				stamped, err = o.q.ClaimJobOn(w, litedb.ClaimJobParams{Now: &stampedAt, ClaimExpiresAt: &expiresAt,
 					ClaimToken: &token, Worker: &worker, ID: rows[0].id})
 			} else {
-				ids := make([]int64, len(rows))
+				ids = make([]int64, len(rows))
 				for i, row := range rows {
 					ids[i] = row.id
 				}
@@ -470,6 +471,9 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 			}
 			if stamped != int64(len(rows)) { // the writer slot is held: cannot happen
 				return fmt.Errorf("the claim stamped %d of the %d jobs it chose", stamped, len(rows))
+			}
+			if r.recent != nil {
+				r.recent.record(token, rows[0].id, ids, r.expiresAt)
 			}
 		}
 		if !ack {
@@ -813,6 +817,13 @@ func (o liteOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) 
 func (o liteOps) holdClaims(ctx context.Context, claims []claimRef, now, deadline time.Time) ([]int64, error) {
 	return o.q.HeartbeatJobs(ctx, litedb.HeartbeatJobsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims),
 		Now: now.UnixMicro()})
+}
+
+// reviveClaims runs ReviveClaims in the transaction a transactional
+// handler's began again on the writer once SQLite rolled its first back
+// whole (see runner.settleAfresh).
+func (o liteOps) reviveClaims(ctx context.Context, claims []claimRef, deadline time.Time) ([]int64, error) {
+	return o.q.ReviveClaims(ctx, litedb.ReviveClaimsParams{ClaimExpiresAt: deadline.UnixMicro(), Claims: claimPairs(claims)})
 }
 
 // heartbeatLocked: HeartbeatJobs on SQLite skips no claim (the writer

@@ -68,6 +68,9 @@ type Store struct {
 	// compactHeld: the compacted streams whose cursor this store's passes
 	// kept for held versions (CompactSuperseded, compaction_held.go).
 	compactHeld heldCompactions
+	// holds: on SQLite, the running workers whose claims a transactional
+	// handler holding the writer extends (runner.holdOthers).
+	holds writerHolds
 }
 
 // Option configures Open and OpenPool.

@@ -475,8 +475,8 @@ func (src streamSource) Offset(ctx context.Context) (int64, error) {
 }
 
 func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
-	if src.from != nil {
-		return fmt.Errorf("%w: a followed stream has no consumer to save an offset for", ErrInvalidArgument)
+	if src.from != nil { // an OpError naming the stream, as every store error (attack56b F8)
+		return opErr("save offset", src.st.name, fmt.Errorf("%w: a followed stream has no consumer to save an offset for", ErrInvalidArgument))
 	}
 	return src.st.SaveOffset(ctx, src.consumer, offset)
 }

@@ -26,7 +26,20 @@ import (
 // for concurrent use, like the driver transaction under it.
 //
 // Exec, Query and QueryRow run business SQL on either engine ($1
-// placeholders work on both). For code written against a driver, such as
+// placeholders work on both). A Query's rows (and a QueryRow's row not
+// scanned yet) may stay open while other statements run through tx, on
+// both engines: a write inside the rows loop, a Tx form (EnqueueTx per
+// row), another query. On PostgreSQL, whose connection carries one result
+// at a time, the statement that needs it first reads what is left of the
+// open rows into memory, and they go on from there: the rest of the
+// result then costs its size in memory until read or closed (close big
+// rows before the next statement, or page them, to keep them streaming).
+// Commit and Rollback, InTx's end and a WorkTx handler's completion close
+// rows still open, as database/sql does on SQLite: their Next is false,
+// and Err (or the row's Scan) fails with an error matching ErrTxDone.
+// Statements run on the pgx.Tx itself (Pgx, AdoptPgx) are pgx's: close
+// the rows before them, and before you end an adopted transaction.
+// For code written against a driver, such as
 // sqlc-generated queries, Pgx and SQL hand out the driver transaction
 // itself: statements run on it are part of tx.
 //
@@ -57,19 +70,36 @@ type txHandle struct {
 	// lent: the Tx handed to a TxHandler, which must not end it (Commit
 	// and Rollback refuse); it shares the worker's transaction.
 	lent bool
+	// job is the claimed job that TxHandler runs for (lent only): a
+	// Queue.CancelTx of it through this Tx settles it as Job.CancelTx does
+	// (see Queue.CancelTx).
+	job *Job
 }
 
 // errLent is what Commit and Rollback of a TxHandler's Tx return.
 var errLent = fmt.Errorf("%w: a transactional handler must not end its transaction: "+
 	"its worker commits it with the job's completion, or rolls it back when the handler fails", ErrInvalidArgument)
 
-// lend is tx as a TxHandler gets it: the same transaction, which it may
-// use but not end.
-func (tx Tx) lend() Tx {
+// lend is tx as a TxHandler running j gets it: the same transaction, which
+// it may use but not end.
+func (tx Tx) lend(j *Job) Tx {
 	if tx.h == nil {
 		return tx
 	}
-	return Tx{h: &txHandle{store: tx.h.store, state: tx.h.state, lent: true}}
+	return Tx{h: &txHandle{store: tx.h.store, state: tx.h.state, lent: true, job: j}}
+}
+
+// handlerJob is the job whose TxHandler was lent tx, when it is job id of
+// q and its claim is not spent yet; else nil.
+func (tx Tx) handlerJob(q *Queue, id int64) *Job {
+	if tx.h == nil || tx.h.job == nil {
+		return nil
+	}
+	j := tx.h.job
+	if j.ID != id || j.q == nil || j.q.s != q.s || j.q.name != q.name || j.settled() {
+		return nil
+	}
+	return j
 }
 
 // txState is reachable from the cleanup, so it must not point back at the
@@ -83,6 +113,17 @@ type txState struct {
 	// abandoned: the store rolled it back: its shutdown (see Shutdown), or
 	// Work leaving a WorkTx handler behind (whose lent Tx cannot Commit).
 	abandoned bool
+	// shut: the store's hard stop ends it (an application's transaction,
+	// marked as the stop begins, see lifecycle.stopHard) or its shutdown
+	// rolled it back: no statement or Commit starts in it any more, and
+	// its later uses fail with ErrClosed. Read without mu.
+	shut atomic.Bool
+	// handler: a handler's transaction the store began for it (WorkTx,
+	// RunJobTx, ConsumeTx), which its runner ends, settling the job or
+	// committing the offset in it. A hard stop leaves it to them (the
+	// handler's cancelled context ends it) until the loops returned; the
+	// application's transactions it rolls back at once (see shutdown).
+	handler bool
 	// lost: SQLite rolled the transaction back under the driver, which
 	// would run later statements outside it (driverTx.endedAfter); nothing
 	// more runs in it.
@@ -148,6 +189,12 @@ func runWithin[T any](ctx context.Context, f func() T) (v T, ok bool) {
 // the writer slot while a transaction is open, so a leak holds them only
 // that long once something needs them.
 func (s *Store) Begin(ctx context.Context) (Tx, error) {
+	return s.begin(ctx, false)
+}
+
+// begin is Begin; handler marks a handler's own transaction (see
+// txState.handler).
+func (s *Store) begin(ctx context.Context, handler bool) (Tx, error) {
 	if s == nil {
 		return Tx{}, opErr("begin", "", errNoStore)
 	}
@@ -180,6 +227,7 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 	}
 	tx := s.newTx(dtx, true)
 	tx.h.state.begin = begin
+	tx.h.state.handler = handler
 	if err := s.life.addTx(tx.h.state); err != nil { // the store began to drain meanwhile
 		tx.h.state.done = true
 		_ = dtx.rollback(context.WithoutCancel(ctx))
@@ -201,8 +249,14 @@ func (s *Store) Begin(ctx context.Context) (Tx, error) {
 // transaction is open, fails at once with an error matching
 // ErrInvalidArgument instead of waiting for itself; use the Tx forms. On
 // Postgres those run on another connection and work.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) (err error) {
-	tx, err := s.Begin(ctx)
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+	return s.inTx(ctx, false, fn)
+}
+
+// inTx is InTx; handler marks a handler's own transaction (see
+// txState.handler).
+func (s *Store) inTx(ctx context.Context, handler bool, fn func(ctx context.Context, tx Tx) error) (err error) {
+	tx, err := s.begin(ctx, handler)
 	if err != nil {
 		return err
 	}
@@ -412,6 +466,13 @@ func (tx Tx) Commit(ctx context.Context) error {
 		return opErr("commit", "", ErrTxDone)
 	}
 	defer st.ended()
+	if st.shut.Load() { // the hard stop began: it is rolling the transaction back
+		st.done, st.abandoned = true, true
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = st.dtx.rollback(rctx)
+		return opErr("commit", "", errTxShut)
+	}
 	if tx.h.store.life.at() == phaseClosed {
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
@@ -547,7 +608,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	return n, nil
 }
 
-// Query runs a business query in the transaction.
+// Query runs a business query in the transaction. Its rows may stay open
+// beside the transaction's next statements, and close when it ends (see
+// Tx).
 func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	leave, err := tx.enter()
 	if err != nil {
@@ -586,10 +649,32 @@ func (r *opRows) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	err = r.tx.rowsEnded(r.ctx, err)
 	return opErr("query", "", r.tx.h.store.driverErr(r.tx.failed(r.ctx, err)))
 }
 
-// QueryRow runs a business query expected to return one row.
+// rowsEnded is the error of business rows, or a row, that the end of
+// their transaction closed (Commit or Rollback with them still open): on
+// SQLite database/sql closes them with the transaction's context, so their
+// Err said context.Canceled although no context of the caller's ended;
+// it says errRowsTxEnded, matching ErrTxDone, as on PostgreSQL (appRows).
+// ctx is the query's.
+func (tx Tx) rowsEnded(ctx context.Context, err error) error {
+	if tx.h == nil || !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return err
+	}
+	st := tx.h.state
+	st.mu.Lock()
+	ended := st.done && !st.abandoned
+	st.mu.Unlock()
+	if ended {
+		return errRowsTxEnded
+	}
+	return err
+}
+
+// QueryRow runs a business query expected to return one row. Until
+// scanned, the row is open rows (see Query).
 func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	leave, err := tx.enter()
 	if err != nil {
@@ -616,7 +701,7 @@ type opRow struct {
 func (r opRow) Scan(dest ...any) error {
 	err := r.r.Scan(dest...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
-		err = r.tx.failed(r.ctx, err)
+		err = r.tx.failed(r.ctx, r.tx.rowsEnded(r.ctx, err))
 	}
 	return opErr("query row", "", r.tx.h.store.driverErr(err))
 }
@@ -659,6 +744,9 @@ func (tx Tx) live() (driverTx, error) {
 	if tx.h.store.life.at() == phaseClosed {
 		return nil, ErrClosed
 	}
+	if st.shut.Load() {
+		return nil, errTxShut
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.done {
@@ -670,6 +758,10 @@ func (tx Tx) live() (driverTx, error) {
 	return st.dtx, nil
 }
 
+// errTxShut is the error of every later use of a transaction the store's
+// shutdown rolled back (see Shutdown).
+var errTxShut = fmt.Errorf("%w: the store's shutdown rolled the transaction back (%w)", ErrClosed, ErrTxDone)
+
 // execOwn runs one of the store's own statements in tx (a savepoint of
 // the handler's transaction, see callTx), not counted as the
 // application's.
@@ -680,6 +772,44 @@ func (tx Tx) execOwn(ctx context.Context, query string) error {
 	}
 	_, err = dtx.exec(ctx, query)
 	return err
+}
+
+// beginAgain begins, on SQLite, a new transaction in place of tx's, which
+// SQLite rolled back whole (a write in it interrupted, or failed for
+// memory, disk or locks), on the connection tx still holds, and with it
+// the writer slot: no other write of the process comes between the two
+// (see runner.settleAfresh). tx then goes on in the new transaction. What
+// was to follow tx's commit is dropped (wakes for its writes, a group
+// CommitTx's offset) and what was to follow its rollback runs now (a
+// settle's claim given back, a group partition rewound): those writes are
+// gone. It fails, changing nothing, on PostgreSQL, on an adopted or ended
+// Tx, and when the transaction is still open.
+func (tx Tx) beginAgain(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	again, ok := st.dtx.(interface{ beginAgain(context.Context) error })
+	switch {
+	case st.done || st.abandoned:
+		st.mu.Unlock()
+		return ErrTxDone
+	case !st.owned || !ok:
+		st.mu.Unlock()
+		return errors.New("only a transaction the store began on SQLite's writer can begin again")
+	}
+	if err := again.beginAgain(ctx); err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	hooks := st.afterRollback
+	st.lost, st.afterCommit, st.afterRollback = nil, nil, nil
+	st.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+	return nil
 }
 
 // errStatementEndedTx is why a Tx is gone after one of its statements
@@ -710,11 +840,18 @@ func (tx Tx) failed(ctx context.Context, err error) error {
 	st := tx.h.state
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.abandoned && !errors.Is(err, ErrTxDone) {
+	if st.abandoned {
 		// The statement the store's rollback cut short (SQLSTATE 57014 on
 		// PostgreSQL), or one it kept from starting: the transaction is
-		// gone (driverErr adds ErrClosed while the store closes).
-		return fmt.Errorf("%w: %w", ErrTxDone, err)
+		// gone, and ErrClosed says the shutdown's rollback ended it
+		// (driverErr adds it too once the store drains).
+		if !errors.Is(err, ErrTxDone) {
+			err = fmt.Errorf("%w: %w", ErrTxDone, err)
+		}
+		if st.shut.Load() && !errors.Is(err, ErrClosed) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return err
 	}
 	if st.done || st.lost != nil {
 		return err
@@ -763,12 +900,12 @@ func (st *txState) rollbackLeaked() {
 }
 
 // abandon rolls back a transaction the store's shutdown found still open
-// (or Work, of a handler it left behind), while its user may still be
+// (shut; or Work, of a handler it left behind), while its user may still be
 // running a statement in it: on PostgreSQL that statement is cancelled
 // and the rollback waits for it to end (txGuard); false when it did not
 // end within rollbackTimeout, or the rollback failed (the user then finds
 // the store closed; the rollback happens as that statement ends).
-func (st *txState) abandon() bool {
+func (st *txState) abandon(shut bool) bool {
 	st.mu.Lock()
 	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
@@ -776,6 +913,9 @@ func (st *txState) abandon() bool {
 		return true
 	}
 	st.done, st.abandoned = true, true
+	if shut {
+		st.shut.Store(true)
+	}
 	defer st.ended()
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()

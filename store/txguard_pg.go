@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	pgdb "github.com/alkstore/alkstore/db/pg"
 )
@@ -55,6 +57,15 @@ import (
 // and does not roll back a second time, racing the first on pgxpool.Tx.
 // Uncontended, a row pays call's lock and unlock and an atomic load.
 //
+// The application's rows (Tx.Query, QueryRow) are appRows: a statement
+// of the transaction while they hold mu (its user's, inside the rows
+// loop, or the store's settle after a WorkTx handler left them open)
+// reads what is left of them into memory under call, then takes mu from
+// them (takeFromRows), so the same code works as on SQLite, where
+// database/sql runs statements beside open rows; Commit and Rollback close
+// them first (endApp). Before (attack56a F3) that statement failed "conn
+// busy", and so did a commit, losing the transaction.
+//
 // It guards what the store runs on the transaction: its own queries and the
 // business SQL of Tx.Exec, Query and QueryRow. Statements the application
 // runs directly on the pgx.Tx Tx.Pgx returns are its own to serialise (see
@@ -65,8 +76,21 @@ type txGuard struct {
 	mu sync.Mutex
 	// rows: mu is held by open rows (or an unscanned row). A statement of
 	// the goroutine that holds them (the Tx's only user) would wait for
-	// itself; it fails at once instead, as pgx would ("conn busy").
+	// itself: when they are the application's (open), it reads them into
+	// memory first (takeFromRows); the store's own are another
+	// goroutine's, and it fails at once, as pgx would ("conn busy").
 	rows atomic.Bool
+	// open: the application's rows (Tx.Query, QueryRow) holding mu, nil
+	// when none (or the store's own) do; under call.
+	open *appRows
+	// spilled: some of the application's rows were read into memory, and
+	// may decode there with the connection's type map: a rollback from
+	// another goroutine than theirs takes call before it gives the
+	// connection back to the pool (see end).
+	spilled atomic.Bool
+	// over: the Tx's user committed or rolled back (endApp): rows read
+	// into memory end (errRowsTxEnded). Set under call.
+	over atomic.Bool
 	// closed: the store rolled the transaction back, or is rolling it
 	// back: no statement starts any more.
 	closed atomic.Bool
@@ -101,22 +125,23 @@ func newTxGuard(db pgdb.DBTX, tx pgx.Tx) *txGuard {
 // when the store is closing).
 var errGuardClosed = fmt.Errorf("the store rolled the transaction back (a hard Shutdown, or Work leaving its handler behind): %w", pgx.ErrTxClosed)
 
-// errRowsOpen is the error of a statement run while rows of the same
-// transaction are open: pgx refuses it too ("conn busy").
-var errRowsOpen = errors.New("conn busy: rows of an earlier query of the transaction are still open (close them, or scan the QueryRow's row, first)")
+// errRowsTxEnded is the error of the application's rows, or row, that
+// were still open when their transaction ended: Commit and Rollback close
+// them first, as database/sql does on SQLite (see appRows).
+var errRowsTxEnded = fmt.Errorf("%w: the transaction ended (Commit or Rollback) while these rows were open, which closed them", ErrTxDone)
 
 var errScannedTwice = errors.New("the row was scanned already")
 
 // errRollbackBusy is why the store's rollback did not happen in time.
 var errRollbackBusy = errors.New("a statement of the transaction did not end after its cancel: the rollback happens when it ends")
 
-// enter takes mu for a statement, or says why it must not run.
+// enter takes mu for a statement, or says why it must not run. When the
+// application's rows hold mu (a statement of the Tx's user inside its rows
+// loop, or a store's statement after its handler left them open), it
+// reads the rest of them into memory and takes mu from them (takeFromRows).
 func (g *txGuard) enter() error {
 	if g.closed.Load() {
 		return errGuardClosed
-	}
-	if g.rows.Load() {
-		return errRowsOpen
 	}
 	// Never wait for mu: a statement of another goroutine holds it (a Tx
 	// is not safe for concurrent use), and waiting behind its rows could
@@ -125,9 +150,50 @@ func (g *txGuard) enter() error {
 		if g.closed.Load() {
 			return errGuardClosed
 		}
+		if g.rows.Load() {
+			return g.takeFromRows()
+		}
 		return errConnBusy
 	}
 	if g.closed.Load() {
+		g.mu.Unlock()
+		return errGuardClosed
+	}
+	return nil
+}
+
+// takeFromRows gives a statement mu that the application's open rows
+// hold: under call, so beside no call of theirs into pgx (and no end under
+// them), it reads what is left of them into memory, where they serve it
+// from now on, and closes them at pgx, which frees the connection; mu
+// passes from them to the statement. The store's own rows, which sqlc's
+// loop closes before its next statement, are open only for another
+// goroutine's statement: that one fails "conn busy", as beside any
+// statement running. So does one that finds call held (rows of another
+// goroutine reading from the connection, or an application's sql.Scanner
+// that runs a statement through the Tx from inside a Scan): it never
+// waits for call, which could wait for itself.
+func (g *txGuard) takeFromRows() error {
+	if !g.call.TryLock() {
+		if g.closed.Load() {
+			return errGuardClosed
+		}
+		return errConnBusy
+	}
+	r := g.open
+	if r == nil || g.dead.Load() {
+		g.call.Unlock()
+		if g.closed.Load() {
+			return errGuardClosed
+		}
+		return errConnBusy
+	}
+	r.readAhead()
+	g.open = nil
+	g.spilled.Store(true)
+	g.rows.Store(false)
+	g.call.Unlock()
+	if g.closed.Load() { // the store's rollback began meanwhile: it takes mu
 		g.mu.Unlock()
 		return errGuardClosed
 	}
@@ -210,6 +276,7 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	if g.mu.TryLock() {
 		defer g.mu.Unlock()
 		g.ended.Store(true)
+		defer g.quiesce(ctx)()
 		return rollback(ctx)
 	}
 	if g.pg != nil {
@@ -242,6 +309,7 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		defer cancel()
+		defer g.quiesce(rctx)()
 		done <- rollback(rctx)
 	}()
 	select {
@@ -273,6 +341,19 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 	defer g.call.Unlock()
 	g.dead.Store(true)
 	return rollback(context.WithoutCancel(ctx))
+}
+
+// quiesce, before end's rollback under mu, waits (bounded by ctx) for a
+// call of rows read into memory (see appRows), which may be decoding with
+// the connection's type map: closed is set, so none starts after it, and
+// the connection the rollback gives back to the pool is not touched by
+// them any more. It returns what gives call back. When the wait runs out
+// (an application's sql.Scanner that hangs), the rollback goes on.
+func (g *txGuard) quiesce(ctx context.Context) (unlock func()) {
+	if !g.spilled.Load() || !g.lockCall(ctx) {
+		return func() {}
+	}
+	return g.call.Unlock
 }
 
 // lockCall takes call for end, waiting for the rows' call into pgx in
@@ -388,4 +469,280 @@ func (r *guardedRow) Scan(dest ...any) error {
 	g.release()
 	g.call.Unlock()
 	return err
+}
+
+// appRows are the rows of the application's Tx.Query (and, one row only,
+// of its QueryRow: appRow). They stream from the connection, holding mu
+// as the store's own rows do, until a statement of the transaction needs
+// the connection while they are open (a write inside the rows loop, a Tx
+// form, another query, the worker's settle after a WorkTx handler that
+// left them open): that statement reads what is left of them into memory
+// (readAhead; a QueryRow's first row only), and they serve it from there,
+// as database/sql's SQLite rows go on after a statement beside them. The
+// rows' values then cost their size in memory until read or closed (pgx's
+// own Close reads what is left too, without keeping it). Their reads are
+// of the query's snapshot, as streamed rows' are. Commit and Rollback
+// close them first (endApp), as database/sql does: Next is false then,
+// and Err says errRowsTxEnded.
+//
+// Every method runs under the guard's call: beside a statement reading
+// them ahead, and beside the store's rollback from another goroutine,
+// which ends them as it ends the store's own rows (dead: errGuardClosed),
+// and after which rows read ahead do not decode with the connection's
+// type map any more (closed; see quiesce).
+type appRows struct {
+	g    *txGuard
+	rows pgx.Rows // streaming from the connection, until read ahead or ended
+	held bool     // holds mu (streaming)
+	one  bool     // a QueryRow's: only its first row is read ahead
+	on   bool     // a streamed Next returned true: rows.RawValues is the row
+	done bool     // ended: Next is false
+	// Read ahead (ahead): the row Next moved to (cur), the rows after it
+	// (next), decoded with the connection's type map and fields.
+	ahead  bool
+	err    error
+	cur    [][]byte
+	next   [][][]byte
+	fields []pgconn.FieldDescription
+	types  *pgtype.Map
+}
+
+// appQuery runs the application's query into fresh rows, which hold mu
+// until closed or read ahead.
+func (g *txGuard) appQuery(ctx context.Context, one bool, sql string, args ...any) (*appRows, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	rows, err := g.db.Query(ctx, sql, args...)
+	if err != nil {
+		if rows != nil {
+			rows.Close()
+		}
+		g.mu.Unlock()
+		return nil, err
+	}
+	r := &appRows{g: g, rows: rows, held: true, one: one}
+	g.call.Lock()
+	g.open = r
+	g.rows.Store(true)
+	g.call.Unlock()
+	return r, nil
+}
+
+// readAhead reads what is left of streaming rows into memory and closes
+// them at pgx: under call, with mu held by them, which the caller takes
+// over (takeFromRows).
+func (r *appRows) readAhead() {
+	r.fields = slices.Clone(r.rows.FieldDescriptions()) // pgconn's buffer, reused by the next query
+	if c := r.rows.Conn(); c != nil {
+		r.types = c.TypeMap()
+	} else {
+		r.types = pgtype.NewMap()
+	}
+	if r.on {
+		r.cur = copyRaw(r.rows.RawValues())
+	}
+	if !r.one || !r.on {
+		for r.rows.Next() {
+			r.next = append(r.next, copyRaw(r.rows.RawValues()))
+			if r.one {
+				break
+			}
+		}
+	}
+	r.rows.Close() // reads the rest at the server, if any: the connection is free
+	r.err = r.rows.Err()
+	r.rows, r.held, r.ahead = nil, false, true
+}
+
+// copyRaw copies a row's values out of pgx's read buffer, into one
+// allocation (a NULL stays nil).
+func copyRaw(raw [][]byte) [][]byte {
+	n := 0
+	for _, v := range raw {
+		n += len(v)
+	}
+	buf := make([]byte, 0, n)
+	row := make([][]byte, len(raw))
+	for i, v := range raw {
+		if v != nil {
+			buf = append(buf, v...)
+			row[i] = buf[len(buf)-len(v) : len(buf) : len(buf)]
+		}
+	}
+	return row
+}
+
+// end ends the rows with why (kept unless an error is there already),
+// giving mu back when they hold it: under call.
+func (r *appRows) end(why error) {
+	if r.err == nil {
+		r.err = why
+	}
+	r.done, r.on, r.cur, r.next = true, false, nil, nil
+	if r.held {
+		r.held = false
+		r.g.open = nil
+		r.g.release()
+	}
+}
+
+// gone is why rows read ahead must not serve any more: the store rolled
+// the transaction back, or its user ended it; nil while it is open.
+func (r *appRows) gone() error {
+	switch g := r.g; {
+	case g.dead.Load(), g.closed.Load():
+		return errGuardClosed
+	case g.over.Load():
+		return errRowsTxEnded
+	}
+	return nil
+}
+
+func (r *appRows) Next() bool {
+	g := r.g
+	g.call.Lock()
+	defer g.call.Unlock()
+	switch {
+	case r.done:
+		return false
+	case g.dead.Load():
+		r.end(errGuardClosed)
+		return false
+	case !r.ahead:
+		if r.rows.Next() {
+			r.on = true
+			return true
+		}
+		r.rows.Close() // pgx closed them: the connection is free
+		r.end(r.rows.Err())
+		return false
+	}
+	if err := r.gone(); err != nil {
+		r.end(err)
+		return false
+	}
+	if len(r.next) == 0 {
+		r.end(nil)
+		return false
+	}
+	r.cur, r.next[0], r.next = r.next[0], nil, r.next[1:]
+	return true
+}
+
+// Scan decodes the row Next moved to. A failed Scan ends the rows, as
+// pgx's does.
+func (r *appRows) Scan(dest ...any) error {
+	g := r.g
+	g.call.Lock()
+	defer g.call.Unlock()
+	switch {
+	case g.dead.Load():
+		return errGuardClosed
+	case r.done:
+		if r.err != nil {
+			return r.err
+		}
+		return errNoRow
+	case !r.ahead:
+		return r.rows.Scan(dest...)
+	}
+	if err := r.gone(); err != nil {
+		r.end(err)
+		return err
+	}
+	if r.cur == nil {
+		return errNoRow
+	}
+	if err := pgx.ScanRow(r.types, r.fields, r.cur, dest...); err != nil {
+		r.end(err)
+		return err
+	}
+	return nil
+}
+
+// errNoRow is the error of a Scan without a row to scan (before Next,
+// after the rows ended).
+var errNoRow = errors.New("no row to scan: call Next first (and scan only while it returns true)")
+
+func (r *appRows) Err() error {
+	g := r.g
+	g.call.Lock()
+	defer g.call.Unlock()
+	if r.held && r.err == nil {
+		return r.rows.Err()
+	}
+	return r.err
+}
+
+func (r *appRows) Close() {
+	g := r.g
+	g.call.Lock()
+	defer g.call.Unlock()
+	switch {
+	case r.done:
+	case g.dead.Load():
+		r.end(errGuardClosed)
+	case r.held:
+		r.rows.Close()
+		r.end(r.rows.Err())
+	default:
+		r.end(nil)
+	}
+}
+
+// endApp closes the application's rows still open when its user ends
+// the transaction (Commit, Rollback), as database/sql does on SQLite: the
+// streaming ones at pgx, which frees the connection for the COMMIT or
+// ROLLBACK, and those read ahead end at their next call.
+func (g *txGuard) endApp() {
+	g.call.Lock()
+	defer g.call.Unlock()
+	g.over.Store(true)
+	if r := g.open; r != nil && !g.dead.Load() {
+		r.rows.Close()
+		r.end(errRowsTxEnded)
+	}
+}
+
+// appRow is the application's QueryRow: the first row of appRows, which
+// its Scan reads and closes, as pgx's QueryRow does.
+type appRow struct {
+	r       *appRows
+	err     error
+	scanned bool
+}
+
+func (g *txGuard) appQueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	r, err := g.appQuery(ctx, true, sql, args...)
+	return &appRow{r: r, err: err}
+}
+
+func (row *appRow) Scan(dest ...any) error {
+	if row.err != nil {
+		return row.err
+	}
+	if row.scanned {
+		return errScannedTwice
+	}
+	row.scanned = true
+	r := row.r
+	for _, d := range dest {
+		if _, ok := d.(*pgtype.DriverBytes); ok {
+			r.Close()
+			return errors.New("cannot scan into *pgtype.DriverBytes from QueryRow")
+		}
+	}
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	err := r.Scan(dest...)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	return r.Err()
 }

@@ -280,8 +280,8 @@ func (q *Queue) newWorker(opts WorkOpts, h jobHandler) (*Worker, error) {
 		return nil, opErr("work", q.name, err)
 	}
 	if h.tx != nil {
-		if pg, ok := q.s.eng.(*pgEngine); ok && pg.maxConns < 2 {
-			return nil, opErr("work", q.name, errOnePooledConn)
+		if err := q.s.checkTxPool(); err != nil {
+			return nil, opErr("work", q.name, err)
 		}
 		if n := q.s.handlerTxSlots(); n > 0 && opts.Concurrency > n {
 			// Handlers beyond the transactions the pool can hold would
@@ -471,10 +471,13 @@ type worker struct {
 	claimOpen bool
 	lent      *[]*Job
 	lentDone  chan struct{}
-	ackCtx    context.Context
-	ackMore   func() []*Job
-	wg        sync.WaitGroup // jobs handed to handlers and not yet settled
-	claiming  sync.WaitGroup // the claimers (see claimers)
+	// recent: on SQLite, the worker's latest claims, for a transactional
+	// handler holding the writer to extend (see recentClaims).
+	recent   recentClaims
+	ackCtx   context.Context
+	ackMore  func() []*Job
+	wg       sync.WaitGroup // jobs handed to handlers and not yet settled
+	claiming sync.WaitGroup // the claimers (see claimers)
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
 	// without waiting, and one that finds queue empty waits on todo
@@ -520,6 +523,13 @@ func (w *worker) run(ctx context.Context) {
 	sub := w.q.s.subscribe(queueTopic(w.q.name))
 	defer sub.Close()
 	w.wake = sub.C()
+	if w.q.s.singleWriter() {
+		// A transactional handler of the store, this worker's or any
+		// other's, holds the writer for its whole run: it extends the
+		// claims of this worker's jobs waiting for it (holdOthers).
+		w.q.s.holds.add(w)
+		defer w.q.s.holds.remove(w)
+	}
 	// Claiming stops when ctx is cancelled or the store begins to shut down.
 	ctx, stopClaiming := w.q.s.life.loopContext(ctx)
 	defer stopClaiming()
@@ -561,7 +571,7 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
-		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob, others: w.claimsToHold,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
@@ -966,37 +976,6 @@ func (w *worker) beat(ctx context.Context, due []*runningJob, claims []claimRef,
 			r.loseClaim(fmt.Errorf("job %d: heartbeat: %w", claims[i].id, ErrClaimLost))
 		}
 	}
-}
-
-// claimsToHold lists, for the transaction of self's handler on SQLite's
-// writer (see runner.holdOthers), the claims of the worker's other jobs,
-// running or claimed and about to run, whose claims as claimed
-// (runningJob.claimedTo, the job's ClaimExpiresAt) run out before need.
-// Nothing is claimed while that transaction holds the writer. A claim
-// whose settle is in flight (its job's lock held) is left out: the
-// settle may wait for the writer this transaction holds.
-func (w *worker) claimsToHold(self *runningJob, need time.Time) []claimRef {
-	var claims []claimRef
-	add := func(j *Job) {
-		if token, ok := j.peekToken(); ok && token != 0 {
-			claims = append(claims, claimRef{j.ID, token})
-		}
-	}
-	w.mu.Lock()
-	for r := w.first; r != nil; r = r.next {
-		if r != self && r.claimedTo.Before(need) {
-			add(r.job)
-		}
-	}
-	w.mu.Unlock()
-	w.runMu.Lock()
-	for _, j := range w.queue {
-		if j.ClaimExpiresAt != nil && j.ClaimExpiresAt.Before(need) {
-			add(j)
-		}
-	}
-	w.runMu.Unlock()
-	return claims
 }
 
 // noConnWarn logs that a beat found no connection before its claims'
@@ -1455,12 +1434,14 @@ func (w *worker) sendClaim(ctx context.Context, n int, woke bool, done chan<- cl
 		}
 	}
 	var lent *lentAck
+	var recent *recentClaims
 	if most == 1 {
 		lent = new(lentAck)
 		lent.take = func() []claimRef { return w.takeLent(lent) }
+		recent = &w.recent
 	}
 	sent := time.Now()
-	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent)
+	jobs, err := w.q.claim(ctx, w.opts.Worker, min(n, MaxClaim), w.opts.Visibility, grow, lent, recent)
 	done <- claimDone{jobs: jobs, err: err, sent: n, reserved: n + extra, began: began, took: time.Since(sent), woke: woke}
 	if most == 1 {
 		w.settleLent(lent)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -91,5 +92,36 @@ func TestCLITailEndFollowPrintsALateCommit(t *testing.T) {
 		// transaction holds it back: it may start below "before"); none
 		// may be skipped.
 		assert.IsIncreasing(t, printed)
+	})
+}
+
+// TestCLITailHeldBackCountsOffsetsNotEvents: the held-back line names the
+// offsets between the horizon and the newest committed event as offsets,
+// not as committed events: one event waiting above three offsets drawn
+// by a transaction still open read "4 committed offset(s)" (attack56b F9).
+func TestCLITailHeldBackCountsOffsetsNotEvents(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		if e.name != "pg" {
+			t.Skip("SQLite commits in offset order (one writer): nothing is held back")
+		}
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("orders")
+		_, err := st.Publish(c, []byte("before"))
+		require.NoError(t, err)
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(c) })
+		for range 3 {
+			_, err = st.PublishTx(c, tx, []byte("open"))
+			require.NoError(t, err)
+		}
+		late, err := st.Publish(c, []byte("late"))
+		require.NoError(t, err)
+		r := runCLI(t, "", "--dsn", e.dsn, "streams", "tail", "orders", "--from", "0")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, "held back: committed events above the settled horizon")
+		assert.Regexp(t, `up to offset `+strconv.FormatInt(late, 10)+`, the newest committed; \d+ offset\(s\) between`, r.err)
+		assert.NotContains(t, r.err, "committed offset(s)")
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/client"
 	"github.com/alkstore/alkstore/janitor"
 	"github.com/alkstore/alkstore/store"
 )
@@ -432,6 +433,48 @@ func TestSweepOfEveryQueueEndsEachExpiredJobOnce(t *testing.T) {
 		}
 		for _, id := range inFlight {
 			assert.Equal(t, store.JobRunning, state(id), "job %d's claim is in flight", id)
+		}
+	})
+}
+
+// TestJanitorRefusesNegativeOptions: a negative BatchSize, Budget,
+// Interval, NotificationMaxAge or NotificationKeep is refused with
+// ErrInvalidArgument naming the field, by RunOnce and Run at once (no
+// pass runs) and by client.Start (nothing starts), as README's "Names and
+// errors" promises of a negative option; they were taken as the defaults
+// silently, and RunOnce ran a pass (attack56b F4). Zero still takes the
+// default.
+func TestJanitorRefusesNegativeOptions(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		_, err := janitor.New(s, janitor.Opts{}).RunOnce(c)
+		require.NoError(t, err, "zero values take the defaults")
+		for field, o := range map[string]janitor.Opts{
+			"BatchSize":          {BatchSize: -1},
+			"Budget":             {Budget: -time.Second},
+			"Interval":           {Interval: -time.Minute},
+			"NotificationMaxAge": {NotificationMaxAge: -time.Hour},
+			"NotificationKeep":   {NotificationKeep: -5},
+		} {
+			t.Run(field, func(t *testing.T) {
+				j := janitor.New(s, o)
+				r, err := j.RunOnce(c)
+				require.ErrorIs(t, err, store.ErrInvalidArgument)
+				assert.ErrorContains(t, err, "alkstore: janitor: ")
+				assert.ErrorContains(t, err, "janitor.Opts."+field+" -")
+				assert.Zero(t, r, "no pass ran")
+				require.ErrorIs(t, j.Run(c), store.ErrInvalidArgument, "Run fails at once")
+				require.ErrorIs(t, o.Check(), store.ErrInvalidArgument)
+
+				cl := client.New(s, client.Opts{Janitor: o, NoScheduler: true})
+				err = cl.Start(c)
+				require.ErrorIs(t, err, store.ErrInvalidArgument)
+				assert.ErrorContains(t, err, field)
+				cl = client.New(s, client.Opts{Janitor: o, NoJanitor: true})
+				require.NoError(t, cl.Start(c), "NoJanitor: Opts.Janitor is not used")
+				require.NoError(t, cl.Stop(c))
+			})
 		}
 	})
 }

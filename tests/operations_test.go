@@ -93,6 +93,11 @@ func TestJobsListsAQueueByStateInPages(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrInvalidArgument, "State is required")
 		_, err = q.Jobs(c, store.JobsOpts{State: store.JobPending, Limit: -1})
 		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		_, err = q.Jobs(c, store.JobsOpts{State: store.JobPending, Limit: store.MaxJobsLimit + 1})
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "a Limit over MaxJobsLimit is refused, not clamped")
+		page, err = q.Jobs(c, store.JobsOpts{State: store.JobPending, Limit: store.MaxJobsLimit})
+		require.NoError(t, err)
+		assert.Len(t, page, 6)
 	})
 }
 

@@ -695,6 +695,7 @@ var hotStatements = []hotStmt{
 	{name: "RetryJob"},
 	{name: "HeartbeatJob"},
 	{name: "HeartbeatJobs", args: map[string]any{"claims": `{"1": 7}`}},               // a worker's tick: its due claims
+	{name: "ReviveClaims", args: map[string]any{"claims": `{"1": 7}`}},                // SQLite: a transactional handler's claims after SQLite rolled its transaction back whole
 	{name: "HeartbeatLockedJob", args: map[string]any{"extendus": int64(60_000_000)}}, // a claim whose row the tick found held
 	{name: "ReleaseJob"},
 	{name: "BuryJob"},

@@ -117,6 +117,71 @@ func TestCronNextFireTimes(t *testing.T) {
 	})
 }
 
+// TestCronDaysWithoutMidnight: a spec that names the day (of the week, of
+// the month, a month) fires on a day whose midnight the zone skips (the
+// clocks jump 00:00 → 01:00: Africa/Cairo on 30 April 2027, Asia/Beirut on
+// 28 March 2027), as at every other wall time that day exists; only a wall
+// time skipped does not fire that day. robfig/cron steps days from local
+// midnight and stepped past such a day: a weekly spec fired a week late, a
+// monthly one a month late, a yearly one a year late (attack56b F1); a
+// spec for the day before fired on such a day instead of a year later.
+// Through Set, Info and a fire, as the scheduler reads the spec.
+func TestCronDaysWithoutMidnight(t *testing.T) {
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		require.NoError(t, err)
+		return loc
+	}
+	cairo, beirut, ny := zone("Africa/Cairo"), zone("Asia/Beirut"), zone("America/New_York")
+	at := func(loc *time.Location, y int, m time.Month, d, h, min int) time.Time {
+		return time.Date(y, m, d, h, min, 0, 0, loc)
+	}
+	cases := []struct {
+		name, spec  string
+		loc         *time.Location
+		from        time.Time
+		first, then time.Time
+	}{
+		{"Cairo fridays", "0 9 * * 5", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 9, 0), at(cairo, 2027, 5, 7, 9, 0)},
+		{"Cairo monthly", "0 9 30 * *", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 9, 0), at(cairo, 2027, 5, 30, 9, 0)},
+		{"Cairo yearly", "0 9 30 4 *", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 9, 0), at(cairo, 2028, 4, 30, 9, 0)},
+		{"Beirut sundays", "0 9 * * 0", beirut, at(beirut, 2027, 3, 27, 12, 0), at(beirut, 2027, 3, 28, 9, 0), at(beirut, 2027, 4, 4, 9, 0)},
+		{"Beirut monthly", "0 9 28 * *", beirut, at(beirut, 2027, 3, 27, 12, 0), at(beirut, 2027, 3, 28, 9, 0), at(beirut, 2027, 4, 28, 9, 0)},
+		{"Beirut yearly", "0 9 28 3 *", beirut, at(beirut, 2027, 3, 27, 12, 0), at(beirut, 2027, 3, 28, 9, 0), at(beirut, 2028, 3, 28, 9, 0)},
+		{"Cairo daily", "0 9 * * *", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 9, 0), at(cairo, 2027, 5, 1, 9, 0)},
+		{"Cairo the day before, yearly", "0 9 29 4 *", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2028, 4, 29, 9, 0), at(cairo, 2029, 4, 29, 9, 0)},
+		{"Cairo skipped midnight, fridays", "0 0 * * 5", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 5, 7, 0, 0), at(cairo, 2027, 5, 14, 0, 0)},
+		{"Cairo 01:00, the day's first minute, fridays", "0 1 * * 5", cairo, at(cairo, 2027, 4, 29, 12, 0), at(cairo, 2027, 4, 30, 1, 0), at(cairo, 2027, 5, 7, 1, 0)},
+		{"New York sundays on spring forward", "0 9 * * 0", ny, at(ny, 2026, 3, 7, 12, 0), at(ny, 2026, 3, 8, 9, 0), at(ny, 2026, 3, 15, 9, 0)},
+		{"New York skipped 02:30, yearly", "30 2 8 3 *", ny, at(ny, 2026, 3, 7, 12, 0), at(ny, 2027, 3, 8, 2, 30), at(ny, 2028, 3, 8, 2, 30)},
+	}
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		clk := newFakeClock()
+		s := e.open(t, store.WithClock(clk.Now))
+		c := ctx(t)
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Cleanup(func() { _ = s.Schedule("cron").Delete(c) })
+				q := s.Queue("cron-" + tc.name)
+				clk.Set(tc.from)
+				require.NoError(t, s.Schedule("cron").Set(c, store.ScheduleSpec{Spec: tc.spec, TZ: tc.loc.String(), Queue: q.Name()}))
+				got := onlySchedule(t, s)
+				assert.True(t, tc.first.Equal(got.NextFireAt), "first boundary: want %s, got %s", tc.first, got.NextFireAt.In(tc.loc))
+
+				clk.Set(tc.first)
+				fired, err := s.Scheduler("table", store.SchedulerOpts{}).RunOnce(c)
+				require.NoError(t, err)
+				require.Equal(t, 1, fired)
+				jobs := drain(t, q)
+				require.Len(t, jobs, 1)
+				assert.True(t, tc.first.Equal(jobs[0].RunAt), "the job's RunAt is its boundary")
+				got = onlySchedule(t, s)
+				assert.True(t, tc.then.Equal(got.NextFireAt), "second boundary: want %s, got %s", tc.then, got.NextFireAt.In(tc.loc))
+			})
+		}
+	})
+}
+
 // TestMissedBoundariesCollapse: after downtime a schedule fires once, for
 // the first missed boundary, and moves on to its next boundary after now;
 // @every keeps its phase.

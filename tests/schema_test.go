@@ -196,6 +196,70 @@ func TestLeastPrivilegeRoleOpensCurrentDatabase(t *testing.T) {
 	}
 }
 
+// TestSettledCandidateMigrationGrantsQuotedRoles: migration 00050 grants
+// settled_candidate to the roles holding alkstore.events, whatever their
+// names: one that must be quoted for a hyphen ("<db>-app") or upper case
+// ("App<db>") gets SELECT and UPDATE, like a plain one, and one holding
+// only SELECT gets only SELECT. 00050 quoted regrole's text, an identifier
+// already quoted, a second time, and failed on such a role ("role
+// ""x-app"" does not exist"), rolled back, and so did every auto-migrating
+// Open after it (attack56b F2). The hyphenated role then opens the store
+// and uses it. PostgreSQL only: SQLite's 00050 is a no-op.
+func TestSettledCandidateMigrationGrantsQuotedRoles(t *testing.T) {
+	parallelTest(t)
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	e.open(t).Close()
+	db := e.sqlDB(t)
+	fsys, err := schema.Postgres()
+	require.NoError(t, err)
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithTableName(schema.PostgresVersionTable), goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	_, err = p.DownTo(c, 49)
+	require.NoError(t, err)
+
+	u, err := url.Parse(e.dsn)
+	require.NoError(t, err)
+	dbName := strings.TrimPrefix(u.Path, "/")
+	hyphen, upper, reader := dbName+"-app", "App"+dbName, dbName+"_reader"
+	q := func(role string) string { return pgx.Identifier{role}.Sanitize() }
+	var stmts []string
+	for _, role := range []string{hyphen, upper, reader} {
+		stmts = append(stmts, "CREATE ROLE "+q(role)+" LOGIN", "GRANT USAGE ON SCHEMA alkstore TO "+q(role))
+		t.Cleanup(func() {
+			_, _ = db.ExecContext(context.Background(), "DROP OWNED BY "+q(role))
+			_, _ = db.ExecContext(context.Background(), "DROP ROLE "+q(role))
+		})
+	}
+	for _, role := range []string{hyphen, upper} {
+		stmts = append(stmts,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA alkstore TO "+q(role),
+			"GRANT USAGE ON ALL SEQUENCES IN SCHEMA alkstore TO "+q(role))
+	}
+	stmts = append(stmts, "GRANT SELECT ON alkstore.events TO "+q(reader))
+	for _, stmt := range stmts {
+		_, err := db.ExecContext(c, stmt)
+		require.NoError(t, err, stmt)
+	}
+
+	_, err = p.UpTo(c, 50)
+	require.NoError(t, err)
+	for role, want := range map[string][2]bool{hyphen: {true, true}, upper: {true, true}, reader: {true, false}} {
+		var sel, upd bool
+		require.NoError(t, db.QueryRowContext(c, `SELECT
+			has_table_privilege($1::text::regrole, 'alkstore.settled_candidate', 'SELECT'),
+			has_table_privilege($1::text::regrole, 'alkstore.settled_candidate', 'UPDATE')`, q(role)).Scan(&sel, &upd))
+		assert.Equal(t, want, [2]bool{sel, upd}, "%s: SELECT, UPDATE on settled_candidate", role)
+	}
+
+	e.open(t).Close() // the owner migrates to the latest
+	u.User = url.User(hyphen)
+	s, err := store.Open(c, u.String(), store.WithoutMigrate())
+	require.NoError(t, err)
+	exerciseStore(t, s, "quoted")
+	require.NoError(t, s.Close())
+}
+
 // exerciseStore publishes, reads, saves an offset, writes a key, enqueues,
 // claims and acks, and fires a schedule.
 func exerciseStore(t *testing.T, s *store.Store, tag string) {

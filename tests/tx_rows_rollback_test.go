@@ -36,6 +36,10 @@ type slowReader struct {
 	pipe    [2]int // the reader waits on 0; the test writes 1
 	read    chan struct{}
 	rowsErr error // the rows' Err after the rollback, for the log
+	// ahead: after its first row the reader runs a statement through the
+	// Tx, which on PostgreSQL reads the rest of the rows into memory
+	// (attack56a F3), so they read on from there.
+	ahead bool
 }
 
 func newSlowReader(t *testing.T) *slowReader {
@@ -75,6 +79,17 @@ func (r *slowReader) run(tx store.Tx, rows store.Rows) error {
 	var x int
 	if err := rows.Scan(&x); err != nil {
 		return fmt.Errorf("scan of the first row: %w", err)
+	}
+	if r.ahead {
+		if _, err := tx.Exec(context.Background(), "SELECT 1"); err != nil {
+			return fmt.Errorf("a statement beside the open rows: %w", err)
+		}
+		if !rows.Next() {
+			return fmt.Errorf("no second row after a statement beside them: %w", rows.Err())
+		}
+		if err := rows.Scan(&x); err != nil || x != 2 {
+			return fmt.Errorf("scan of the second row after a statement beside them: %d, %v", x, err)
+		}
 	}
 	close(r.read)
 	if err := r.waitRollback(); err != nil {

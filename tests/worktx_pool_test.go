@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/client"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -102,6 +103,22 @@ func TestWorkTxHoldsNoMoreTransactionsThanThePoolCanGive(t *testing.T) {
 			_, err := one.Queue("one").NewWorkerTx(store.WorkOpts{}, func(context.Context, store.Tx, *store.Job) error { return nil })
 			require.ErrorIs(t, err, store.ErrInvalidArgument, "WorkTx on a pool of one connection")
 			require.Contains(t, err.Error(), "pool of 2 connections or more")
+			// A group member's transaction would hold the only connection
+			// too, its partitions' leases then renewed by nothing
+			// (attack56b F7: ConsumeTx and HandleGroupTx ran on it).
+			g := one.Stream("one").Group("g")
+			require.ErrorIs(t, g.CheckTxOpts(store.GroupOpts{}), store.ErrInvalidArgument)
+			c, cancel := context.WithTimeout(c, 5*time.Second)
+			defer cancel()
+			err = g.ConsumeTx(c, store.GroupOpts{}, func(context.Context, store.Tx, store.Event) error { return nil })
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "ConsumeTx on a pool of one connection")
+			require.Contains(t, err.Error(), "pool of 2 connections or more")
+			cl := client.New(one, client.Opts{})
+			err = cl.HandleGroupTx(g, store.GroupOpts{}, func(context.Context, store.Tx, store.Event) error { return nil })
+			require.ErrorIs(t, err, store.ErrInvalidArgument, "HandleGroupTx on a pool of one connection")
+			require.NoError(t, g.CheckOpts(store.GroupOpts{}), "a plain member needs no transaction")
+		} else {
+			require.NoError(t, s.Stream("one").Group("g").CheckTxOpts(store.GroupOpts{}), "SQLite has no pool")
 		}
 	})
 }

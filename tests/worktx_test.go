@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,5 +358,88 @@ func TestTxHandlerCannotEndItsTransaction(t *testing.T) {
 		assert.EqualValues(t, 2, st.Ready, "both writes committed with the job's completion")
 		_, err = q.Job(c, id)
 		require.ErrorIs(t, err, store.ErrNotFound, "the job completed")
+	})
+}
+
+// TestWorkTxQueueCancelTxOfOwnJob: a transactional handler that cancels
+// its own job with Queue.CancelTx in the Tx it was handed, writes a row
+// and returns nil settled its job (as with Job.CancelTx): the cancel and
+// the row commit together, and the job ran once. Before (attacker
+// attack56a F5) the cancel did not spend the job's claim, so the worker
+// completed the job in the same transaction, whose fence found the claim
+// the cancel had ended: ErrClaimLost rolled the transaction back whole
+// (cancel and row), and the job ran again until it died. WorkTx,
+// RunJobTx and RunJobInTx share the path.
+func TestWorkTxQueueCancelTxOfOwnJob(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		createEffects(t, s)
+		handler := func(q *store.Queue, runs *atomic.Int32, results chan<- store.JobResult) store.TxHandler {
+			return func(ctx context.Context, tx store.Tx, j *store.Job) error {
+				runs.Add(1)
+				j.OnResult(func(r store.JobResult) { results <- r })
+				if err := writeEffect(ctx, tx, j.ID); err != nil {
+					return err
+				}
+				if err := q.CancelTx(ctx, tx, j.ID); err != nil {
+					return err
+				}
+				// Cancelled in tx already: a second cancel finds no live job.
+				if err := q.CancelTx(ctx, tx, j.ID); !errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("second CancelTx: %v, want ErrNotFound", err)
+				}
+				return nil
+			}
+		}
+		check := func(name string, q *store.Queue, id int64, runs *atomic.Int32, res store.JobResult) {
+			t.Helper()
+			assert.Equal(t, store.OutcomeSettledByHandler, res.Outcome, "%s: %v", name, res.Err)
+			assert.Equal(t, store.OutcomeCancelled, res.SettledAs, name)
+			assert.Equal(t, store.JobCancelled, res.State, name)
+			assert.Equal(t, store.JobCancelled, jobState(t, q, id), name)
+			assert.Equal(t, 1, effects(t, s)[id], "%s: the handler's row committed with the cancel", name)
+			assert.Equal(t, int32(1), runs.Load(), name)
+		}
+
+		// WorkTx.
+		q := s.Queue("worktx-cancel-own")
+		id, err := q.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		var runs atomic.Int32
+		results := make(chan store.JobResult, 4)
+		var res store.JobResult
+		workTxUntil(t, q, store.WorkOpts{Backoff: func(int) time.Duration { return time.Hour }}, handler(q, &runs, results),
+			func() bool {
+				select {
+				case res = <-results:
+					return true
+				default:
+					return false
+				}
+			})
+		check("WorkTx", q, id, &runs, res)
+
+		// RunJobTx: the handler's own transaction.
+		q = s.Queue("runjobtx-cancel-own")
+		opts := store.WorkOpts{Backoff: func(int) time.Duration { return time.Hour }}
+		id, err = q.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		runs.Store(0)
+		res, err = store.RunJobTx(c, claimOne(t, q), opts, handler(q, &runs, make(chan store.JobResult, 4)))
+		require.NoError(t, err)
+		check("RunJobTx", q, id, &runs, res)
+
+		// RunJobInTx: the caller's transaction, committed by the caller.
+		id, err = q.Enqueue(c, nil, store.EnqueueOpts{MaxAttempts: 3})
+		require.NoError(t, err)
+		runs.Store(0)
+		j := claimOne(t, q) // before Begin: on SQLite the claim needs the writer
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		res, err = store.RunJobInTx(c, tx, j, opts, handler(q, &runs, make(chan store.JobResult, 4)))
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(c))
+		check("RunJobInTx", q, id, &runs, res)
 	})
 }

@@ -366,6 +366,22 @@ func TestCLIGroups(t *testing.T) {
 		assert.EqualValues(t, 1, rows[0]["lag"])
 		assert.Len(t, rows[0]["assignment"], 2)
 		assert.Len(t, rows[0]["members"], 1)
+
+		// A lag at StatsCountLimit is a lower bound, shown as such, as
+		// streams list shows its counts (attack56b F6: "10000" for 25,000).
+		msgs := make([]store.Message, store.StatsCountLimit+5)
+		for i := range msgs {
+			k := fmt.Sprint("k", i)
+			msgs[i] = store.Message{Key: &k, Payload: []byte("v")}
+		}
+		_, err = s.Stream("big").PublishMany(ctx, msgs)
+		require.NoError(t, err)
+		b, err := s.Stream("big").Group("g").Join(ctx, store.GroupOpts{Member: "m", Partitions: 2})
+		require.NoError(t, err)
+		defer b.Close()
+		_, err = b.Recv(ctx)
+		require.NoError(t, err)
+		assert.Regexp(t, fmt.Sprintf(`(?m)^big\s+g\s+2\s+m-\w+\(2\)\s+0\s+%d\+$`, store.StatsCountLimit), ok(t, dsn, "groups", "list"))
 	})
 }
 

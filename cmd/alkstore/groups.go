@@ -70,7 +70,7 @@ func (a *app) printGroups(list []store.GroupStats) error {
 		for _, m := range g.Members {
 			members = append(members, fmt.Sprintf("%s(%d)", m.Member, len(m.Partitions)))
 		}
-		t.row(g.Stream, g.Group, g.Partitions, cmpOr(strings.Join(members, " "), "-"), free, g.Lag)
+		t.row(g.Stream, g.Group, g.Partitions, cmpOr(strings.Join(members, " "), "-"), free, count(g.Lag, store.StatsCountLimit))
 	}
 	return t.flush()
 }

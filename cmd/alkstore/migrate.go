@@ -149,18 +149,17 @@ func openSQL(ctx context.Context, d string) (*sql.DB, goose.Dialect, fs.FS, stri
 	kind, target := dsnform.Classify(d)
 	switch {
 	case kind.Postgres():
-		if _, err := pgconn.ParseConfig(d); err != nil {
+		// As the store's pool reads it: its pool_* settings are not the
+		// server's (sql.Open("pgx", d) sent them, and the server refused).
+		cfg, err := dsnform.ConnConfig(d)
+		if err != nil {
 			return nil, "", nil, "", openRefusal(ctx, d)
 		}
 		fsys, err := schema.Postgres()
 		if err != nil {
 			return nil, "", nil, "", err
 		}
-		db, err := sql.Open("pgx", d)
-		if err != nil {
-			return nil, "", nil, "", fmt.Errorf("open: %w", store.ErrInvalidArgument)
-		}
-		return db, goose.DialectPostgres, fsys, schema.PostgresVersionTable, nil
+		return stdlib.OpenDB(*cfg), goose.DialectPostgres, fsys, schema.PostgresVersionTable, nil
 	case kind == dsnform.SQLite:
 		fsys, err := schema.SQLite()
 		if err != nil {

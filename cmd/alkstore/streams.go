@@ -227,8 +227,11 @@ func (a *app) heldBack(ctx context.Context, stream *store.Stream, evs []store.Ev
 		}
 		holder += ")"
 	}
-	_, err = fmt.Fprintf(a.errOut, "held back: %d committed offset(s) above the settled horizon %d (of any stream, up to %d) wait until %s ends: it may own a lower offset; --follow prints them then\n",
-		hz.Lag, hz.Settled, hz.Head, holder)
+	// Lag counts offsets, not events: those drawn by transactions still
+	// open or rolled back count too (attack56b F9: one waiting event read
+	// as "4 committed offsets").
+	_, err = fmt.Fprintf(a.errOut, "held back: committed events above the settled horizon %d (of any stream, up to offset %d, the newest committed; %d offset(s) between, some perhaps of transactions still open or rolled back) wait until %s ends: it may own a lower offset; --follow prints them then\n",
+		hz.Settled, hz.Head, hz.Lag, holder)
 	return err
 }
 
@@ -311,6 +314,9 @@ func (a *app) headsCmd() *cobra.Command {
 		Short: "A compacted stream's current value of each key, in key order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit <= 0 {
+				return badInput("--limit must be positive")
+			}
 			st, err := a.store(cmd.Context())
 			if err != nil {
 				return err

@@ -402,6 +402,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.retryJobStmt, err = db.PrepareContext(ctx, retryJob); err != nil {
 		return nil, fmt.Errorf("error preparing query RetryJob: %w", err)
 	}
+	if q.reviveClaimsStmt, err = db.PrepareContext(ctx, reviveClaims); err != nil {
+		return nil, fmt.Errorf("error preparing query ReviveClaims: %w", err)
+	}
 	if q.saveOffsetStmt, err = db.PrepareContext(ctx, saveOffset); err != nil {
 		return nil, fmt.Errorf("error preparing query SaveOffset: %w", err)
 	}
@@ -1088,6 +1091,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing retryJobStmt: %w", cerr)
 		}
 	}
+	if q.reviveClaimsStmt != nil {
+		if cerr := q.reviveClaimsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing reviveClaimsStmt: %w", cerr)
+		}
+	}
 	if q.saveOffsetStmt != nil {
 		if cerr := q.saveOffsetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing saveOffsetStmt: %w", cerr)
@@ -1338,6 +1346,7 @@ type Queries struct {
 	resumeScheduleStmt              *sql.Stmt
 	retentionWindowStmt             *sql.Stmt
 	retryJobStmt                    *sql.Stmt
+	reviveClaimsStmt                *sql.Stmt
 	saveOffsetStmt                  *sql.Stmt
 	sessionDefaultsStmt             *sql.Stmt
 	setQueuePausedStmt              *sql.Stmt
@@ -1487,6 +1496,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		resumeScheduleStmt:              q.resumeScheduleStmt,
 		retentionWindowStmt:             q.retentionWindowStmt,
 		retryJobStmt:                    q.retryJobStmt,
+		reviveClaimsStmt:                q.reviveClaimsStmt,
 		saveOffsetStmt:                  q.saveOffsetStmt,
 		sessionDefaultsStmt:             q.sessionDefaultsStmt,
 		setQueuePausedStmt:              q.setQueuePausedStmt,

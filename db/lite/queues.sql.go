@@ -2238,6 +2238,54 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 	return result.RowsAffected()
 }
 
+const reviveClaims = `-- name: ReviveClaims :many
+UPDATE alk_jobs
+SET claim_expires_at = CAST(?1 AS INTEGER)
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value AND j.state = 'running')
+RETURNING id
+`
+
+type ReviveClaimsParams struct {
+	ClaimExpiresAt int64
+	Claims         interface{}
+}
+
+// HeartbeatJobs without its lease fence, for claims this process still
+// holds in memory after SQLite rolled a transactional handler's
+// transaction back whole (a write in it interrupted by the handler's
+// Timeout or a stop) and with it the extensions that transaction had made
+// of its own claim and of the claims waiting for the writer (see
+// runner.settleAfresh): it runs in a new transaction on the same writer
+// slot, before any other write of the process. Fenced by each claim's
+// token and state running only: a claim that lapsed meanwhile but that
+// nobody claimed again still has its token (every claim sets a new one),
+// and nobody else holds it; a claim another process took (a new token), a
+// committed Cancel or settle (another state, no token) is not touched.
+// claims as in HeartbeatJobs. Returns the ids extended.
+func (q *Queries) ReviveClaims(ctx context.Context, arg ReviveClaimsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.reviveClaimsStmt, reviveClaims, arg.ClaimExpiresAt, arg.Claims)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setQueuePaused = `-- name: SetQueuePaused :exec
 INSERT INTO alk_queues (name, paused, updated_at)
 VALUES (?1, ?2, ?3)

@@ -1833,6 +1833,47 @@ func (q *Queries) RetryJob(ctx context.Context, arg RetryJobParams) (int64, erro
 	return result.RowsAffected(), nil
 }
 
+const reviveClaims = `-- name: ReviveClaims :many
+UPDATE alkstore.jobs j
+SET claim_expires_at = $1::timestamptz
+WHERE j.id = ANY ($2::bigint[]) AND j.state = 'running' AND j.claim_token = ($3::jsonb ->> j.id::text)::bigint
+RETURNING j.id
+`
+
+type ReviveClaimsParams struct {
+	ClaimExpiresAt time.Time
+	Ids            []int64
+	Claims         []byte
+}
+
+// SQLite's ReviveClaims extends, after SQLite rolled a transactional
+// handler's transaction back whole, the claims that transaction had
+// extended, fenced by token and state only (a lapsed claim nobody took
+// again is still this process's). PostgreSQL does not use it: a
+// heartbeat beside each handler keeps its claim there, and nothing rolls
+// extensions back with a handler's transaction. Kept parallel: the claims
+// (ids, and claims mapping each to its token) with that fence, extended
+// to claim_expires_at; returns the ids extended.
+func (q *Queries) ReviveClaims(ctx context.Context, arg ReviveClaimsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, reviveClaims, arg.ClaimExpiresAt, arg.Ids, arg.Claims)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rollbackToBatch = `-- name: RollbackToBatch :exec
 ROLLBACK TO SAVEPOINT alkstore_batch
 `

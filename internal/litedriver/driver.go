@@ -249,6 +249,7 @@ type conn struct {
 	raw    sqlite.Conn
 	broken *atomic.Bool
 	inTx   atomic.Bool  // between BeginTx and the end of its transaction
+	ownTx  bool         // that transaction's BEGIN was c.begin (see BeginTx), which BeginAgain can run again
 	stops  *Interrupter // see OpenInterruptible
 	txStop *Interrupter // the open transaction's (WithTxInterrupter), if any
 	sc     stopCtx      // watch's (with stops)
@@ -499,6 +500,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 			return nil, c.interrupted(ctx, CutShort(ctx, err))
 		}
 		c.inTx.Store(true)
+		c.ownTx = true
 		return tx{broken: c.broken, c: c}, nil
 	}
 	raw, err := c.raw.BeginTx(c.watch(ctx), opts)
@@ -515,11 +517,15 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 		return nil, c.interrupted(ctx, CutShort(ctx, err))
 	}
 	c.inTx.Store(true)
+	c.ownTx = false
 	return tx{raw: raw, broken: c.broken, c: c}, nil
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(c.broken, &err)
+	if query == beginImmediate && len(args) == 0 && ctx.Value(beginAgainKey{}) != nil {
+		return c.beginAgain(ctx)
+	}
 	if err := c.ended(); err != nil {
 		return nil, err
 	}
@@ -534,6 +540,48 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, &StmtError{Err: ErrStatementEndedTx, EndedTx: true}
 	}
 	return r, nil
+}
+
+// BeginAgain begins, on the connection of tx (a transaction begun with
+// the default options on a handle whose name sets _txlock, as the store's
+// writer), a new transaction in place of the one SQLite rolled back whole
+// (a write in it interrupted, or failed for memory, disk or locks), for
+// database/sql's tx to go on with: its later statements run in the new
+// transaction, and its Commit or Rollback ends that. The connection is
+// not given back to its pool meanwhile, so on a pool of one (the writer
+// slot) no other caller of the process writes between the two
+// transactions. It fails, changing nothing, when tx's transaction is
+// still open; a BEGIN that failed leaves the connection outside any
+// transaction, as before (tx's statements are refused: ErrRolledBack).
+func BeginAgain(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, true), beginImmediate)
+	return err
+}
+
+// beginAgainKey marks BeginAgain's Exec: only it begins again (an
+// application's BEGIN on the *sql.Tx is refused as any statement of an
+// ended transaction is).
+type beginAgainKey struct{}
+
+// beginAgain is BeginAgain on c.
+func (c *conn) beginAgain(ctx context.Context) (driver.Result, error) {
+	raw := c.raw.Raw()
+	switch {
+	case !c.inTx.Load() || !c.ownTx:
+		return nil, errors.New("litedriver: BeginAgain outside a transaction the connection began itself")
+	case !raw.GetAutocommit():
+		return nil, errors.New("litedriver: BeginAgain: the transaction is still open")
+	}
+	old := raw.SetInterrupt(c.watch(ctx))
+	err := c.run(c.begin)
+	raw.SetInterrupt(old)
+	if err != nil {
+		if c.rollback() != nil {
+			c.broken.Store(true)
+		}
+		return nil, c.interrupted(ctx, CutShort(ctx, err))
+	}
+	return keptResult{}, nil
 }
 
 // execKept runs query, one of the handle's kept statements, as the

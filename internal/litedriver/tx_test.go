@@ -273,3 +273,75 @@ func TestARollbackRunsWhateverTheContextSays(t *testing.T) {
 	assert.Equal(t, []string{"BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "ROLLBACK"}, kept(),
 		"the connection was kept, out of the transaction")
 }
+
+// TestBeginAgainAfterSQLiteRolledTheTransactionBack: once SQLite rolled a
+// transaction back whole (a write in it interrupted by its context),
+// BeginAgain begins a new one on the same connection, which the *sql.Tx
+// still holds: its statements run in the new transaction and its Commit
+// commits them, and a caller waiting for the pool's only connection
+// writes only after that. Only BeginAgain can: a BEGIN the application
+// runs on the *sql.Tx is refused, as any statement of the ended
+// transaction; and BeginAgain changes nothing while the transaction is
+// open, or on a transaction the driver began (other options).
+func TestBeginAgainAfterSQLiteRolledTheTransactionBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "again.db")
+	db, err := litedriver.OpenInterruptible("file:"+path+"?_pragma=journal_mode(wal)&_txlock=immediate", &litedriver.Interrupter{})
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+	values := func(q interface {
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	}) (vs []int) {
+		rows, err := q.QueryContext(ctx, "SELECT v FROM t ORDER BY v")
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			require.NoError(t, rows.Scan(&v))
+			vs = append(vs, v)
+		}
+		require.NoError(t, rows.Err())
+		return vs
+	}
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.Error(t, litedriver.BeginAgain(ctx, tx), "the transaction is still open")
+	_, err = tx.ExecContext(ctx, "INSERT INTO t VALUES (1)")
+	require.NoError(t, err, "and goes on")
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = tx.ExecContext(short, `INSERT INTO t WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 3000000000) SELECT i FROM g`)
+	stop()
+	require.Error(t, err)
+	require.True(t, litedriver.EndedTx(err), "SQLite rolled the whole transaction back: %v", err)
+	_, err = tx.ExecContext(ctx, "BEGIN IMMEDIATE")
+	require.ErrorIs(t, err, litedriver.ErrRolledBack, "the application's BEGIN is refused")
+
+	waited := make(chan error, 1)
+	go func() { // waits for the pool's only connection, which tx holds
+		_, err := db.ExecContext(ctx, "INSERT INTO t VALUES (99)")
+		waited <- err
+	}()
+	require.NoError(t, litedriver.BeginAgain(ctx, tx))
+	_, err = tx.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	require.NoError(t, err)
+	assert.Equal(t, []int{2}, values(tx), "1 went with the first transaction; the waiter has not written")
+	require.NoError(t, tx.Commit())
+	require.NoError(t, <-waited)
+	assert.Equal(t, []int{2, 99}, values(db))
+
+	// A transaction the driver began (other options) is not BeginAgain's.
+	tx, err = db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+	require.NoError(t, err)
+	short, stop = context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = tx.ExecContext(short, `INSERT INTO t WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 3000000000) SELECT i FROM g`)
+	stop()
+	require.True(t, litedriver.EndedTx(err), "%v", err)
+	require.Error(t, litedriver.BeginAgain(ctx, tx))
+	require.NoError(t, tx.Rollback())
+	assert.Equal(t, []int{2, 99}, values(db))
+}

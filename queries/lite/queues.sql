@@ -552,6 +552,25 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
                AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
 RETURNING id;
 
+-- name: ReviveClaims :many
+-- HeartbeatJobs without its lease fence, for claims this process still
+-- holds in memory after SQLite rolled a transactional handler's
+-- transaction back whole (a write in it interrupted by the handler's
+-- Timeout or a stop) and with it the extensions that transaction had made
+-- of its own claim and of the claims waiting for the writer (see
+-- runner.settleAfresh): it runs in a new transaction on the same writer
+-- slot, before any other write of the process. Fenced by each claim's
+-- token and state running only: a claim that lapsed meanwhile but that
+-- nobody claimed again still has its token (every claim sets a new one),
+-- and nobody else holds it; a claim another process took (a new token), a
+-- committed Cancel or settle (another state, no token) is not touched.
+-- claims as in HeartbeatJobs. Returns the ids extended.
+UPDATE alk_jobs
+SET claim_expires_at = CAST(@claim_expires_at AS INTEGER)
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value AND j.state = 'running')
+RETURNING id;
+
 -- name: HeartbeatLockedJob :one
 -- PostgreSQL's HeartbeatLockedJob waits for a row another transaction
 -- holds; on SQLite the writer slot serialises every write, so no row is

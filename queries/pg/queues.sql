@@ -463,6 +463,20 @@ WITH live AS (
 )
 SELECT l.id, (b.id IS NOT NULL)::boolean AS beat FROM live l LEFT JOIN beat b ON b.id = l.id;
 
+-- name: ReviveClaims :many
+-- SQLite's ReviveClaims extends, after SQLite rolled a transactional
+-- handler's transaction back whole, the claims that transaction had
+-- extended, fenced by token and state only (a lapsed claim nobody took
+-- again is still this process's). PostgreSQL does not use it: a
+-- heartbeat beside each handler keeps its claim there, and nothing rolls
+-- extensions back with a handler's transaction. Kept parallel: the claims
+-- (ids, and claims mapping each to its token) with that fence, extended
+-- to claim_expires_at; returns the ids extended.
+UPDATE alkstore.jobs j
+SET claim_expires_at = @claim_expires_at::timestamptz
+WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running' AND j.claim_token = (@claims::jsonb ->> j.id::text)::bigint
+RETURNING j.id;
+
 -- name: HeartbeatLockedJob :one
 -- HeartbeatJob for a live claim that HeartbeatJobs skipped because
 -- another transaction held its row: this one waits for the lock of the

@@ -41,7 +41,10 @@ BEGIN
         IF r.grantee = 0 THEN
             EXECUTE format('GRANT %s ON alkstore.settled_candidate TO PUBLIC', r.privilege_type);
         ELSE
-            EXECUTE format('GRANT %s ON alkstore.settled_candidate TO %I', r.privilege_type, r.grantee::regrole::text);
+            -- regrole's text is already an identifier, quoted when it
+            -- must be ("app-user", "AppUser"): %s, not %I, which quoted
+            -- it again (attack56b F2).
+            EXECUTE format('GRANT %s ON alkstore.settled_candidate TO %s', r.privilege_type, r.grantee::regrole);
         END IF;
     END LOOP;
 END

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"sync"
+	"time"
+)
+
+// writerHolds is a SQLite store's registry of its running workers (Work
+// and WorkTx, every queue's), for a transactional handler's transaction,
+// which holds the only writer, to extend the claims of their jobs waiting
+// for it meanwhile (runner.holdOthers): their heartbeats, their own
+// transactions' extensions and their acks all need the writer. It held
+// only its own worker's: the jobs of a second queue's WorkTx worker (a
+// Client's HandleTx on two queues runs one worker each) or the running
+// handlers of a plain Work worker lapsed while a handler held the writer
+// past what was left of their leases, and each ended dead without its
+// handler running, or was run again (attack56a F1: 1-2 jobs of 6, 4 of 4
+// runs). A worker is added once as it starts and removed as it returns
+// (not per job); only a transactional handler on SQLite walks it.
+type writerHolds struct {
+	mu      sync.Mutex
+	workers []*worker
+}
+
+// add registers w until remove.
+func (h *writerHolds) add(w *worker) {
+	h.mu.Lock()
+	h.workers = append(h.workers, w)
+	h.mu.Unlock()
+}
+
+// remove forgets w: the claims of the handlers Work left behind are no
+// longer extended (they come back a Visibility after the last commit
+// that held them).
+func (h *writerHolds) remove(w *worker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, x := range h.workers {
+		if x == w {
+			last := len(h.workers) - 1
+			h.workers[i] = h.workers[last]
+			h.workers[last] = nil
+			h.workers = h.workers[:last]
+			return
+		}
+	}
+}
+
+// list returns the registered workers (a copy: their claims are listed
+// outside h.mu, under each worker's own locks).
+func (h *writerHolds) list() []*worker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.workers) == 0 {
+		return nil
+	}
+	return append([]*worker(nil), h.workers...)
+}
+
+// heldClaims are claims of one worker's jobs a transactional handler's
+// transaction extended while it holds SQLite's writer (holdOthers), and
+// that worker's Visibility, which releaseOthers sets them back to from its
+// commit.
+type heldClaims struct {
+	visibility time.Duration
+	claims     []claimRef
+}
+
+// claimsToHold appends to claims, for the transaction of self's handler on
+// SQLite's writer (see runner.holdOthers), which may hold it until end,
+// the claims of w's jobs other than self's, running or claimed and about
+// to run (and those of its latest claims, which may still be on their
+// way to either list: recentClaims), whose claims as claimed
+// (runningJob.claimedTo, the job's ClaimExpiresAt) run out before end and a third of w's Visibility (the
+// time left, once the writer is free, for a heartbeat or the job's own
+// transaction to take it). Nothing of w is claimed while that transaction
+// holds the writer. A claim whose settle is in flight (its job's lock
+// held) is left out: the settle may wait for the writer this transaction
+// holds.
+func (w *worker) claimsToHold(self *runningJob, end time.Time, claims []claimRef) []claimRef {
+	need := end.Add(w.opts.Visibility / 3)
+	add := func(j *Job) {
+		if token, ok := j.peekToken(); ok && token != 0 {
+			claims = append(claims, claimRef{j.ID, token})
+		}
+	}
+	w.mu.Lock()
+	for r := w.first; r != nil; r = r.next {
+		if r != self && r.claimedTo.Before(need) {
+			add(r.job)
+		}
+	}
+	w.mu.Unlock()
+	w.runMu.Lock()
+	for _, j := range w.queue {
+		if j.ClaimExpiresAt != nil && j.ClaimExpiresAt.Before(need) {
+			add(j)
+		}
+	}
+	w.runMu.Unlock()
+	return w.recent.hold(need, self.job, claims)
+}
+
+// recentClaims is a SQLite worker's record of its latest claims (their
+// token, jobs and lease), written by each claim inside its transaction
+// once it stamped its jobs (claimReq.recent). From its commit to the
+// moment its jobs are listed in the worker (handed to the run queue, then
+// enlisted as running), they were in neither list that claimsToHold
+// walks, and a transactional handler taking the writer as the claim
+// committed left them to lapse (the two-worker test lost one in its first
+// round that way). A few claims are kept, so that a job on its way from
+// the run queue to its run is still found; extending a job that was
+// settled since changes nothing (HeartbeatJobs is fenced by the claim's
+// token and state). One lock a claim, not a job.
+type recentClaims struct {
+	mu     sync.Mutex
+	next   int
+	claims [recentClaimsKept]recentClaim
+}
+
+// recentClaimsKept is how many of a worker's latest claims recentClaims
+// keeps.
+const recentClaimsKept = 4
+
+type recentClaim struct {
+	token   int64
+	first   int64   // the job of a claim of one (ids nil)
+	ids     []int64 // the claim's jobs, when more than one
+	expires time.Time
+}
+
+// record notes a claim: token, its jobs (first alone, or ids), and when
+// its lease runs out.
+func (c *recentClaims) record(token, first int64, ids []int64, expires time.Time) {
+	c.mu.Lock()
+	c.claims[c.next] = recentClaim{token: token, first: first, ids: ids, expires: expires}
+	c.next = (c.next + 1) % recentClaimsKept
+	c.mu.Unlock()
+}
+
+// hold appends the claims of the recorded claims whose lease runs out
+// before need, but self's (the holder's own job, extended and settled in
+// its transaction).
+func (c *recentClaims) hold(need time.Time, self *Job, claims []claimRef) []claimRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.claims {
+		if r.token == 0 || !r.expires.Before(need) {
+			continue
+		}
+		if r.ids == nil {
+			if r.first != self.ID {
+				claims = append(claims, claimRef{r.first, r.token})
+			}
+			continue
+		}
+		for _, id := range r.ids {
+			if id != self.ID {
+				claims = append(claims, claimRef{id, r.token})
+			}
+		}
+	}
+	return claims
+}
