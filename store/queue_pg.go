@@ -221,22 +221,30 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 
 // ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
 // Both skip rows another transaction holds (see AckJobs); the claims of
-// those rows are acked one by one after (ack), each waiting for its row's
-// lock, as one statement did before: AckMany answers once every claim was
-// settled or found gone. A worker's ack loop waits for them apart
-// (ackSkipping).
+// those rows that are still live are then acked by one statement that
+// waits for their locks (ackLocked), as AckJobs did for the whole batch
+// before: AckMany answers once every claim was settled or found gone, or
+// the wait failed (lock_timeout). A worker's ack loop leaves them to be
+// acked apart (ackSkipping, worker.heldAcks).
 func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
 	acked, locked, err := o.ackSkipping(ctx, queue, claims, now)
-	for _, c := range locked {
-		if err != nil {
-			break
-		}
-		var ok bool
-		if ok, err = o.ack(ctx, c.id, c.token, now); ok {
-			acked = append(acked, c.id)
-		}
+	if err != nil || len(locked) == 0 {
+		return acked, err
 	}
-	return acked, err
+	more, err := o.ackLocked(ctx, locked, now)
+	return append(acked, more...), err
+}
+
+// ackLocked acks claims whose rows another transaction held when the
+// batch's ack skipped them (see ackSkipping), by one statement that waits
+// for the rows' locks (CompleteLockedJobs), fenced at now; it returns the
+// ids it settled, the others' claims were gone.
+func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
+	p := pgdb.CompleteLockedJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
+	}
+	return o.q.CompleteLockedJobs(ctx, p)
 }
 
 // ackSkipping is ackMany leaving the claims whose rows another
@@ -244,8 +252,9 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 // text of a bigint[] (see AckJobsText), written here beside the claims'
 // JSON. When AckJobs and CompleteJobs settled fewer than every claim,
 // JobClaims reads the others: those whose row still runs under their
-// claim were skipped for a lock (or, rarely, the row changed between a
-// statement's snapshot and its lock), the others are lost. Only then: an
+// claim, its lease not run out at now, were skipped for a lock (or,
+// rarely, the row changed between a statement's snapshot and its lock:
+// ackLocked then settles it at once), the others are lost. Only then: an
 // ack that settles its batch is one statement, as before.
 func (o pgOps) ackSkipping(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, []claimRef, error) {
 	buf := make([]byte, 0, 16+len(claims)*52)
@@ -288,7 +297,7 @@ func (o pgOps) ackSkipping(ctx context.Context, queue string, claims []claimRef,
 	}
 	live := make(map[int64]int64, len(rows))
 	for _, r := range rows {
-		if r.state == JobRunning {
+		if r.state == JobRunning && r.expires.After(now) {
 			live[r.id] = r.token
 		}
 	}
@@ -354,9 +363,10 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 
 // heartbeatLocked takes room for a lock wait (reserveLockWait; none:
 // errNoLockWait at once, and the claim is beaten at the next tick, lost
-// if the row is still held when its lease runs out), waits for a connection as long as ctx allows,
-// then reads the time and runs HeartbeatLockedJob, which waits for the
-// row's lock until r.until ends. Then a cancel request ends the wait at
+// if the row is still held when its lease runs out), waits for a
+// connection as long as ctx allows, then reads the time and runs
+// HeartbeatLockedJob, which waits for the row's lock until r.until ends.
+// Then a cancel request ends the wait at
 // the server, and the statement's reply is read before the connection
 // goes (closed, not back to the pool: a cancel that reached the server
 // late must not end another statement there). A statement that the
@@ -415,8 +425,8 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 
 // reserveLockWait takes room for a statement that waits for a row lock
 // another transaction holds (a worker's heartbeat, HeartbeatLockedJob, or
-// its ack, AckJob; see heartbeatLocked and worker.awaitAcks): one of the
-// store's lock-wait slots and, as the wait parks a pooled connection for
+// its ack, CompleteLockedJobs; see heartbeatLocked and heldAcks): one of
+// the store's lock-wait slots and, as the wait parks a pooled connection for
 // as long as the other transaction holds the row, one of txSlots, while
 // the pool has a connection free beside the one it will take. It returns
 // errNoLockWait at once when there is no room, and otherwise the function
@@ -491,7 +501,7 @@ func (o pgOps) snooze(ctx context.Context, r snoozeReq) (bool, error) {
 func (o pgOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error) {
 	rows, err := o.q.JobClaims(ctx, ids)
 	return mapRows(rows, err, func(r pgdb.JobClaimsRow) jobClaim {
-		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken), expires: deref(r.ClaimExpiresAt)}
 	})
 }
 

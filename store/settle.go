@@ -368,8 +368,8 @@ func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
 //
 // With locked not nil, where rows have locks (PostgreSQL) the claims whose
 // rows another transaction holds are not waited for: they are left
-// unsettled and put in *locked (a worker's ack loop waits for each apart;
-// see worker.awaitAcks).
+// unsettled and put in *locked (a worker's ack loop leaves them to be
+// acked apart; see heldAcks).
 func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job, locked *[]claimRef) ([]int64, error) {
 	var acked []int64
 	_, err := run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
@@ -397,10 +397,12 @@ func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job,
 // lockSkipper is the ops of an engine whose rows have locks that a
 // transaction holds until it ends (PostgreSQL): ackSkipping is ackMany
 // leaving the claims whose rows another transaction holds, which it
-// returns (locked); reserveLockWait takes room for a statement that waits
+// returns (locked); ackLocked acks such claims by a statement that waits
+// for their locks; reserveLockWait takes room for a statement that waits
 // for such a lock, or fails with errNoLockWait.
 type lockSkipper interface {
 	ackSkipping(ctx context.Context, queue string, claims []claimRef, now time.Time) (acked []int64, locked []claimRef, err error)
+	ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error)
 	reserveLockWait() (release func(), err error)
 }
 

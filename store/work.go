@@ -453,9 +453,11 @@ type worker struct {
 	// wakes a claim in a burn-down).
 	wantFree atomic.Int32
 	acks     chan *Job
-	// ackWaits counts the acks waiting apart for a row another
-	// transaction holds (awaitAcks); the ack loop ends after them.
-	ackWaits sync.WaitGroup
+	// held: on PostgreSQL, the finished jobs whose rows another
+	// transaction held when their batch's ack ran, acked apart (nil on
+	// SQLite).
+	held    *heldAcks
+	skipped []claimRef // the ack loop's claims its last batch's ack skipped (held)
 	// claimHeld: a claim took the writer (SQLite: once one is sent, the
 	// ack loop sends the finished jobs' ack behind it; see ackLoop);
 	// resting: the claim loop rests after a short or failed claim, so
@@ -554,8 +556,11 @@ func (w *worker) run(ctx context.Context) {
 	// run again after their leases lapse, a multiple of Concurrency rather
 	// than a fixed thousand. A row another transaction holds does not
 	// stall it: on PostgreSQL the batch skips it, and its job is acked
-	// apart (awaitAcks).
+	// apart (heldAcks), where the ack loop counts it with its batch.
 	w.acks = make(chan *Job, max(w.opts.Concurrency, min(maxAckBatch, ackRounds*w.opts.Concurrency)))
+	if s, ok := w.q.s.eng.writeOps().(lockSkipper); ok {
+		w.held = newHeldAcks(w, s, cap(w.acks))
+	}
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
 
@@ -1548,12 +1553,15 @@ const ackGather = time.Millisecond
 // burn-down took 566-598 µs of backend CPU for 25 jobs and 1,115-1,124 µs
 // for 100 with it, 297-313 and 708-732 µs without.
 func (w *worker) ackLoop(ctx context.Context) {
-	defer w.ackWaits.Wait()
+	if w.held != nil {
+		defer w.held.drain()
+	}
 	batch := make([]*Job, 0, maxAckBatch)
-	// take adds the finished jobs waiting in acks to batch, up to
-	// maxAckBatch, without blocking.
+	limit := maxAckBatch
+	// take adds the finished jobs waiting in acks to batch, up to limit,
+	// without blocking.
 	take := func() {
-		for len(batch) < maxAckBatch {
+		for len(batch) < limit {
 			select {
 			case j, ok := <-w.acks:
 				if !ok {
@@ -1577,7 +1585,16 @@ func (w *worker) ackLoop(ctx context.Context) {
 		gatherT = time.NewTimer(ackGather)
 		defer gatherT.Stop()
 	}
-	for j := range w.acks {
+	for {
+		if w.held != nil {
+			// The jobs held apart and the batch, together, hold no more
+			// than one batch did before (see heldAcks.room).
+			limit = w.held.room()
+		}
+		j, ok := <-w.acks
+		if !ok {
+			return
+		}
 		batch = append(batch[:0], j)
 		take()
 		// A handler hands its job to acks before it frees its slot: with
@@ -1695,107 +1712,19 @@ func (w *worker) settleLent(l *lentAck) {
 
 // ackAndReport acks *batch (which more may grow) and reports each job's
 // result; on PostgreSQL the jobs whose rows another transaction holds are
-// acked and reported apart (awaitAcks).
+// left to w.held, which acks and reports them apart.
 func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job) {
-	var locked []claimRef
-	ids, failed, err := w.ackBatch(ctx, b, more, &locked)
+	var skipped *[]claimRef
+	if w.held != nil { // PostgreSQL: only the ack loop calls this
+		w.skipped = nil
+		skipped = &w.skipped
+	}
+	ids, failed, err := w.ackBatch(ctx, b, more, skipped)
 	batch := *b
-	if len(locked) > 0 {
-		batch = w.awaitAcks(ctx, batch, locked)
+	if skipped != nil && len(*skipped) > 0 {
+		batch = w.held.add(ctx, batch, *skipped)
 	}
 	w.report(batch, ids, failed, err)
-}
-
-// awaitAcks acks the runs of batch whose claims are locked (their rows
-// held by another transaction when the batch's ack ran: the application's
-// CancelTx, or any statement on the finished job, in a transaction still
-// open) one by one, each by a statement that waits for its row's lock
-// (AckJob), on a goroutine and connection of its own, and reports each
-// when its ack ended; it returns batch without them, for the ack loop to
-// report. So a held row holds up neither the batch's other jobs nor the
-// worker's later batches (attack56a F2: the ack loop waited on the lock,
-// the finished jobs behind it were no longer heartbeat, their leases ran
-// out, and they were claimed and run again, 1-3 extra runs each). The
-// claim is fenced at the time the statement began, while its lease held;
-// while the statement waits, PostgreSQL has it hold the row's tuple lock,
-// so no claim (SKIP LOCKED) takes the job meanwhile, however long the
-// other transaction lasts: when the holder rolls back the job is acked;
-// when it committed a Cancel (or a settle), the claim is found gone. A
-// wait parks a pooled connection, so it waits for room (awaitAck).
-func (w *worker) awaitAcks(ctx context.Context, batch []*Job, locked []claimRef) []*Job {
-	apart := make(map[claimRef]bool, len(locked))
-	for _, c := range locked {
-		apart[c] = true
-	}
-	rest := make([]*Job, 0, len(batch)-len(locked))
-	var waits []*Job
-	for _, j := range batch {
-		if c := (claimRef{id: j.ID, token: j.claimToken()}); apart[c] {
-			delete(apart, c)
-			waits = append(waits, j)
-		} else {
-			rest = append(rest, j)
-		}
-	}
-	skipper, _ := w.q.s.eng.writeOps().(lockSkipper) // PostgreSQL's, as locked came from it
-	for _, j := range waits {
-		c := claimRef{id: j.ID, token: j.claimToken()}
-		w.ackWaits.Add(1)
-		go func() {
-			defer w.ackWaits.Done()
-			w.awaitAck(ctx, skipper, j, c)
-		}()
-	}
-	return rest
-}
-
-// awaitAck acks run j of claim c, whose row another transaction held
-// (see awaitAcks): by a statement that waits for the row's lock once
-// there is room for it (reserveLockWait); until then, by the batch's
-// statements (which skip the row) again, every tenth of Visibility (10 ms
-// to 1 s), so that it is
-// acked as soon as the row is free. Without room, its lease may run out
-// while the row stays held, and the job run again, as a heartbeat's claim
-// without room for its lock wait (heartbeatLocked): that job alone, the
-// worker's other acks go on.
-func (w *worker) awaitAck(ctx context.Context, skipper lockSkipper, j *Job, c claimRef) {
-	retry := min(max(w.opts.Visibility/10, 10*time.Millisecond), time.Second)
-	for skipper != nil {
-		free, err := skipper.reserveLockWait()
-		if err == nil {
-			defer free()
-			break
-		}
-		var locked []claimRef
-		ids, err := w.q.ackGrowing(ctx, []*Job{j}, nil, &locked)
-		if err != nil || len(locked) == 0 {
-			var failed map[*Job]error
-			if err != nil {
-				failed = map[*Job]error{j: err}
-			}
-			w.report([]*Job{j}, ids, failed, err)
-			return
-		}
-		time.Sleep(retry)
-	}
-	w.ackLocked(ctx, j, c)
-}
-
-// ackLocked acks run j of claim c by a statement that waits for the row's
-// lock (see awaitAcks), and reports it.
-func (w *worker) ackLocked(ctx context.Context, j *Job, c claimRef) {
-	ok, err := run(w.q.handle, "ack", autoWrite(ctx), func(o target) (bool, error) {
-		return o.ack(ctx, c.id, c.token, w.q.s.now())
-	})
-	var ids []int64
-	var failed map[*Job]error
-	switch {
-	case err != nil:
-		failed = map[*Job]error{j: err}
-	case ok:
-		ids = []int64{c.id}
-	}
-	w.report([]*Job{j}, ids, failed, err)
 }
 
 // report reports each job's result once batch's ack ended: ids are those
@@ -1826,6 +1755,10 @@ func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err er
 // out, a busy SQLite file, a read-only standby) would fail every half
 // alike, so it is not split, and one met in a split fails the jobs still
 // to ack without another statement.
+//
+// With locked not nil, the claims whose rows another transaction holds
+// are left unsettled, neither acked nor failed, and put in *locked (see
+// Queue.ackGrowing).
 func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job, locked *[]claimRef) ([]int64, map[*Job]error, error) {
 	ids, err := w.q.ackGrowing(ctx, *batch, more, locked)
 	if err == nil {
