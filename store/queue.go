@@ -962,9 +962,10 @@ func (q *Queue) Stats(ctx context.Context) (QueueStats, error) {
 
 // jobClaim is a job's state and claim token as the database has them.
 type jobClaim struct {
-	id    int64
-	state JobState
-	token int64
+	id      int64
+	state   JobState
+	token   int64
+	expires time.Time // its claim's lease; zero when it has none
 }
 
 // dueTime reads NextJobDue's answer: unix microseconds, 0 for none.

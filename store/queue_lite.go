@@ -892,7 +892,11 @@ func (o liteOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error)
 	}
 	rows, err := o.q.JobClaims(ctx, string(js))
 	return mapRows(rows, err, func(r litedb.JobClaimsRow) jobClaim {
-		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+		c := jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+		if r.ClaimExpiresAt != nil {
+			c.expires = time.UnixMicro(*r.ClaimExpiresAt)
+		}
+		return c
 	})
 }
 

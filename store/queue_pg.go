@@ -220,9 +220,43 @@ func (o pgOps) ack(ctx context.Context, id, token int64, now time.Time) (bool, e
 }
 
 // ackMany is ack for a batch: CompleteJobs acks what AckJobs did not delete.
-// The ids go as the text of a bigint[] (see AckJobsText), written
-// here beside the claims' JSON.
+// Both skip rows another transaction holds (see AckJobs); the claims of
+// those rows that are still live are then acked by one statement that
+// waits for their locks (ackLocked), as AckJobs did for the whole batch
+// before: AckMany answers once every claim was settled or found gone, or
+// the wait failed (lock_timeout). A worker's ack loop leaves them to be
+// acked apart (ackSkipping, worker.heldAcks).
 func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, error) {
+	acked, locked, err := o.ackSkipping(ctx, queue, claims, now)
+	if err != nil || len(locked) == 0 {
+		return acked, err
+	}
+	more, err := o.ackLocked(ctx, locked, now)
+	return append(acked, more...), err
+}
+
+// ackLocked acks claims whose rows another transaction held when the
+// batch's ack skipped them (see ackSkipping), by one statement that waits
+// for the rows' locks (CompleteLockedJobs), fenced at now; it returns the
+// ids it settled, the others' claims were gone.
+func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
+	p := pgdb.CompleteLockedJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
+	for i, c := range claims {
+		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
+	}
+	return o.q.CompleteLockedJobs(ctx, p)
+}
+
+// ackSkipping is ackMany leaving the claims whose rows another
+// transaction holds: it returns them (locked) unsettled. The ids go as the
+// text of a bigint[] (see AckJobsText), written here beside the claims'
+// JSON. When AckJobs and CompleteJobs settled fewer than every claim,
+// JobClaims reads the others: those whose row still runs under their
+// claim, its lease not run out at now, were skipped for a lock (or,
+// rarely, the row changed between a statement's snapshot and its lock:
+// ackLocked then settles it at once), the others are lost. Only then: an
+// ack that settles its batch is one statement, as before.
+func (o pgOps) ackSkipping(ctx context.Context, queue string, claims []claimRef, now time.Time) ([]int64, []claimRef, error) {
 	buf := make([]byte, 0, 16+len(claims)*52)
 	buf = append(buf, '{')
 	for i, c := range claims {
@@ -236,14 +270,44 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 	buf = appendClaims(buf, claims)
 	acked, err := o.q.AckJobsText(ctx, string(buf[:ids]), pgJSON(buf[ids:]), pgdb.AckJobsParams{Queue: queue, Now: now})
 	if err != nil || len(acked) == len(claims) {
-		return acked, err
+		return acked, nil, err
 	}
 	rest := pgdb.CompleteJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
 		rest.Ids[i], rest.ClaimTokens[i] = c.id, c.token
 	}
 	more, err := o.q.CompleteJobs(ctx, rest)
-	return append(acked, more...), err
+	acked = append(acked, more...)
+	if err != nil || len(acked) == len(claims) {
+		return acked, nil, err
+	}
+	settled := make(map[int64]bool, len(acked))
+	for _, id := range acked {
+		settled[id] = true
+	}
+	var left []int64
+	for _, c := range claims {
+		if !settled[c.id] {
+			left = append(left, c.id)
+		}
+	}
+	rows, err := o.jobClaims(ctx, left)
+	if err != nil {
+		return acked, nil, err
+	}
+	live := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		if r.state == JobRunning && r.expires.After(now) {
+			live[r.id] = r.token
+		}
+	}
+	var locked []claimRef
+	for _, c := range claims {
+		if !settled[c.id] && live[c.id] == c.token {
+			locked = append(locked, c)
+		}
+	}
+	return acked, locked, nil
 }
 
 func (o pgOps) retry(ctx context.Context, r retryReq) (bool, error) {
@@ -297,10 +361,12 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 	return res, err
 }
 
-// heartbeatLocked takes one of the store's lock-wait slots (none free:
-// errNoLockWait at once), waits for a connection as long as ctx allows,
-// then reads the time and runs HeartbeatLockedJob, which waits for the
-// row's lock until r.until ends. Then a cancel request ends the wait at
+// heartbeatLocked takes room for a lock wait (reserveLockWait; none:
+// errNoLockWait at once, and the claim is beaten at the next tick, lost
+// if the row is still held when its lease runs out), waits for a
+// connection as long as ctx allows, then reads the time and runs
+// HeartbeatLockedJob, which waits for the row's lock until r.until ends.
+// Then a cancel request ends the wait at
 // the server, and the statement's reply is read before the connection
 // goes (closed, not back to the pool: a cancel that reached the server
 // late must not end another statement there). A statement that the
@@ -310,32 +376,11 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	if o.inTx { // never: a worker's heartbeat is an auto-commit write
 		return time.Time{}, false, errors.New("a worker's heartbeat runs on a connection of its own")
 	}
-	select {
-	case o.eng.lockWaits <- struct{}{}:
-		defer func() { <-o.eng.lockWaits }()
-	default:
-		return time.Time{}, false, errNoLockWait
+	release, err := o.eng.reserveLockWait()
+	if err != nil {
+		return time.Time{}, false, err
 	}
-	// The wait parks a connection for as long as the other transaction
-	// holds the row: it must not take the one the store keeps for
-	// heartbeats, claims and settles. So it counts as a transactional
-	// handler (one of txSlots, never waited for), and starts only while
-	// the pool has a connection free beside the one it takes. Parked on
-	// the last connection, it left the beats of the worker's other claims
-	// none: unrelated jobs lost their claims and ran twice (review55b F1,
-	// F2: a pool of 2 beside the application's transaction; WorkTx at
-	// Concurrency 3 on a pool of 4). Without room the claim is beaten at
-	// the next tick, and lost if the row is still held when its lease
-	// runs out, as before the wait.
-	select {
-	case o.eng.txSlots <- struct{}{}:
-		defer func() { <-o.eng.txSlots }()
-	default:
-		return time.Time{}, false, errNoLockWait
-	}
-	if st := o.eng.pool.Stat(); st.MaxConns()-st.AcquiredConns() < 2 {
-		return time.Time{}, false, errNoLockWait
-	}
+	defer release()
 	conn, err := o.eng.pool.Acquire(ctx)
 	if err != nil {
 		return time.Time{}, false, err
@@ -378,6 +423,44 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	return *lease, true, nil
 }
 
+// reserveLockWait takes room for a statement that waits for a row lock
+// another transaction holds (a worker's heartbeat, HeartbeatLockedJob, or
+// its ack, CompleteLockedJobs; see heartbeatLocked and heldAcks): one of
+// the store's lock-wait slots and, as the wait parks a pooled connection for
+// as long as the other transaction holds the row, one of txSlots, while
+// the pool has a connection free beside the one it will take. It returns
+// errNoLockWait at once when there is no room, and otherwise the function
+// that gives the room back.
+//
+// The wait must not take the connection the store keeps for heartbeats,
+// claims and settles. So it counts as a transactional handler (one of
+// txSlots, never waited for), and starts only while the pool has a
+// connection free beside the one it takes. Parked on the last connection,
+// it left the beats of the worker's other claims none: unrelated jobs
+// lost their claims and ran twice (review55b F1, F2: a pool of 2 beside
+// the application's transaction; WorkTx at Concurrency 3 on a pool of 4).
+func (o pgOps) reserveLockWait() (func(), error) { return o.eng.reserveLockWait() }
+
+func (e *pgEngine) reserveLockWait() (func(), error) {
+	select {
+	case e.lockWaits <- struct{}{}:
+	default:
+		return nil, errNoLockWait
+	}
+	select {
+	case e.txSlots <- struct{}{}:
+	default:
+		<-e.lockWaits
+		return nil, errNoLockWait
+	}
+	release := func() { <-e.txSlots; <-e.lockWaits }
+	if st := e.pool.Stat(); st.MaxConns()-st.AcquiredConns() < 2 {
+		release()
+		return nil, errNoLockWait
+	}
+	return release, nil
+}
+
 func (o pgOps) getJob(ctx context.Context, queue string, id int64) (*Job, error) {
 	row, err := o.q.GetJob(ctx, pgdb.GetJobParams{ID: id, Queue: queue})
 	if err != nil {
@@ -418,7 +501,7 @@ func (o pgOps) snooze(ctx context.Context, r snoozeReq) (bool, error) {
 func (o pgOps) jobClaims(ctx context.Context, ids []int64) ([]jobClaim, error) {
 	rows, err := o.q.JobClaims(ctx, ids)
 	return mapRows(rows, err, func(r pgdb.JobClaimsRow) jobClaim {
-		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken)}
+		return jobClaim{id: r.ID, state: JobState(r.State), token: deref(r.ClaimToken), expires: deref(r.ClaimExpiresAt)}
 	})
 }
 

@@ -353,7 +353,7 @@ func (q *Queue) AckMany(ctx context.Context, jobs []*Job) (int64, error) {
 
 // ackMany is AckMany returning the ids it acked.
 func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
-	return q.ackGrowing(ctx, jobs, nil)
+	return q.ackGrowing(ctx, jobs, nil, nil)
 }
 
 // ackGrowing is ackMany for a worker's ack loop: where writes take turns
@@ -365,7 +365,12 @@ func (q *Queue) ackMany(ctx context.Context, jobs []*Job) ([]int64, error) {
 // On an error it returns the ids acked before it: on PostgreSQL a batch's
 // second statement (CompleteJobs) commits on its own, after the first's
 // acks did. run returns nil with an error, so they are kept outside it.
-func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job) ([]int64, error) {
+//
+// With locked not nil, where rows have locks (PostgreSQL) the claims whose
+// rows another transaction holds are not waited for: they are left
+// unsettled and put in *locked (a worker's ack loop leaves them to be
+// acked apart; see heldAcks).
+func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job, locked *[]claimRef) ([]int64, error) {
 	var acked []int64
 	_, err := run(q.handle, "ack many", autoWrite(ctx), func(o target) ([]int64, error) {
 		refs := q.claimRefs(make([]claimRef, 0, len(jobs)), jobs)
@@ -379,10 +384,26 @@ func (q *Queue) ackGrowing(ctx context.Context, jobs []*Job, more func() []*Job)
 		if len(refs) == 0 {
 			return nil, nil
 		}
+		if s, ok := o.ops.(lockSkipper); ok && locked != nil {
+			acked, *locked, err = s.ackSkipping(ctx, q.name, refs, q.s.now())
+			return acked, err
+		}
 		acked, err = o.ackMany(ctx, q.name, refs, q.s.now())
 		return acked, err
 	})
 	return acked, err
+}
+
+// lockSkipper is the ops of an engine whose rows have locks that a
+// transaction holds until it ends (PostgreSQL): ackSkipping is ackMany
+// leaving the claims whose rows another transaction holds, which it
+// returns (locked); ackLocked acks such claims by a statement that waits
+// for their locks; reserveLockWait takes room for a statement that waits
+// for such a lock, or fails with errNoLockWait.
+type lockSkipper interface {
+	ackSkipping(ctx context.Context, queue string, claims []claimRef, now time.Time) (acked []int64, locked []claimRef, err error)
+	ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error)
+	reserveLockWait() (release func(), err error)
 }
 
 // growingAcker is the ops of an engine whose writes take turns on one

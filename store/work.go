@@ -453,6 +453,11 @@ type worker struct {
 	// wakes a claim in a burn-down).
 	wantFree atomic.Int32
 	acks     chan *Job
+	// held: on PostgreSQL, the finished jobs whose rows another
+	// transaction held when their batch's ack ran, acked apart (nil on
+	// SQLite).
+	held    *heldAcks
+	skipped []claimRef // the ack loop's claims its last batch's ack skipped (held)
 	// claimHeld: a claim took the writer (SQLite: once one is sent, the
 	// ack loop sends the finished jobs' ack behind it; see ackLoop);
 	// resting: the claim loop rests after a short or failed claim, so
@@ -546,10 +551,16 @@ func (w *worker) run(ctx context.Context) {
 	// slot at once; the channel holds ten rounds of handlers' jobs so that
 	// handlers do not wait, holding their slots, while one AckMany is in
 	// flight, and the next batch takes all of them. No more: a finished
-	// job's claim is no longer extended, so an AckMany stuck on a row lock
-	// leaves at most this many plus one batch to run again after a crash
-	// or a lapse, a multiple of Concurrency rather than a fixed thousand.
+	// job's claim is no longer extended, so an AckMany that cannot commit
+	// (a crash, a slow server) leaves at most this many plus one batch to
+	// run again after their leases lapse, a multiple of Concurrency rather
+	// than a fixed thousand. A row another transaction holds does not
+	// stall it: on PostgreSQL the batch skips it, and its job is acked
+	// apart (heldAcks), where the ack loop counts it with its batch.
 	w.acks = make(chan *Job, max(w.opts.Concurrency, min(maxAckBatch, ackRounds*w.opts.Concurrency)))
+	if s, ok := w.q.s.eng.writeOps().(lockSkipper); ok {
+		w.held = newHeldAcks(w, s, cap(w.acks))
+	}
 	ackerDone := make(chan struct{})
 	go func() { w.ackLoop(settleCtx); close(ackerDone) }()
 
@@ -1542,11 +1553,15 @@ const ackGather = time.Millisecond
 // burn-down took 566-598 µs of backend CPU for 25 jobs and 1,115-1,124 µs
 // for 100 with it, 297-313 and 708-732 µs without.
 func (w *worker) ackLoop(ctx context.Context) {
+	if w.held != nil {
+		defer w.held.drain()
+	}
 	batch := make([]*Job, 0, maxAckBatch)
-	// take adds the finished jobs waiting in acks to batch, up to
-	// maxAckBatch, without blocking.
+	limit := maxAckBatch
+	// take adds the finished jobs waiting in acks to batch, up to limit,
+	// without blocking.
 	take := func() {
-		for len(batch) < maxAckBatch {
+		for len(batch) < limit {
 			select {
 			case j, ok := <-w.acks:
 				if !ok {
@@ -1570,7 +1585,16 @@ func (w *worker) ackLoop(ctx context.Context) {
 		gatherT = time.NewTimer(ackGather)
 		defer gatherT.Stop()
 	}
-	for j := range w.acks {
+	for {
+		if w.held != nil {
+			// The jobs held apart and the batch, together, hold no more
+			// than one batch did before (see heldAcks.room).
+			limit = w.held.room()
+		}
+		j, ok := <-w.acks
+		if !ok {
+			return
+		}
 		batch = append(batch[:0], j)
 		take()
 		// A handler hands its job to acks before it frees its slot: with
@@ -1687,10 +1711,20 @@ func (w *worker) settleLent(l *lentAck) {
 }
 
 // ackAndReport acks *batch (which more may grow) and reports each job's
-// result.
+// result; on PostgreSQL the jobs whose rows another transaction holds are
+// left to w.held, which acks and reports them apart.
 func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job) {
-	ids, failed, err := w.ackBatch(ctx, b, more)
-	w.report(*b, ids, failed, err)
+	var skipped *[]claimRef
+	if w.held != nil { // PostgreSQL: only the ack loop calls this
+		w.skipped = nil
+		skipped = &w.skipped
+	}
+	ids, failed, err := w.ackBatch(ctx, b, more, skipped)
+	batch := *b
+	if skipped != nil && len(*skipped) > 0 {
+		batch = w.held.add(ctx, batch, *skipped)
+	}
+	w.report(batch, ids, failed, err)
 }
 
 // report reports each job's result once batch's ack ended: ids are those
@@ -1721,8 +1755,12 @@ func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err er
 // out, a busy SQLite file, a read-only standby) would fail every half
 // alike, so it is not split, and one met in a split fails the jobs still
 // to ack without another statement.
-func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job) ([]int64, map[*Job]error, error) {
-	ids, err := w.q.ackGrowing(ctx, *batch, more)
+//
+// With locked not nil, the claims whose rows another transaction holds
+// are left unsettled, neither acked nor failed, and put in *locked (see
+// Queue.ackGrowing).
+func (w *worker) ackBatch(ctx context.Context, batch *[]*Job, more func() []*Job, locked *[]claimRef) ([]int64, map[*Job]error, error) {
+	ids, err := w.q.ackGrowing(ctx, *batch, more, locked)
 	if err == nil {
 		return ids, nil, nil
 	}

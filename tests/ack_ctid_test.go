@@ -82,9 +82,13 @@ const ackBufsPerJob = 5
 // TestAckSettlesAJobUpdatedWhileItWaitsPostgres: a job's row updated by
 // another transaction after the ack's statement took its snapshot (a
 // heartbeat of the same claim, committed while the ack waits for its row
-// lock) is still acked: AckJobs locks the new version, which its snapshot
-// does not see, so its delete by ctid leaves it, and AckMany settles it
-// with CompleteJobs. The update is held open until the ack waits on its
+// lock) is still acked. AckJobs and CompleteJobs skip the held row (SKIP
+// LOCKED, attack56a F2), and AckMany then waits for it in
+// CompleteLockedJobs, which locks the new version, which its snapshot
+// does not see, and settles it by id. (Before the skip, AckJobs waited,
+// its delete by ctid left the new version and CompleteJobs settled it;
+// AckJobs meets that case still, for a row updated between its snapshot
+// and its lock.) The update is held open until the ack waits on its
 // lock (pg_stat_activity), then committed; 10 rounds, the updated job
 // first, last and in the middle of the batch. PostgreSQL only: SQLite's
 // writes take turns on one writer, so nothing can write between an ack's

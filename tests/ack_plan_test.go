@@ -12,7 +12,8 @@ import (
 
 // TestAckReadsOnlyTheJobsItSettles: AckMany finds its jobs by id, one
 // primary-key probe each (AckJobs, and CompleteJobs for a queue that keeps
-// completed jobs), whatever else of its queue is running: beside
+// completed jobs, or CompleteLockedJobs for the rows they skipped for a
+// lock), whatever else of its queue is running: beside
 // 20,000 running jobs of the same queue (the claims in flight of other
 // handlers and workers), an ack of 10 may not read the others. (Issue 18:
 // PostgreSQL's generic plan walked jobs_running over every running job of
@@ -72,7 +73,7 @@ func TestAckReadsOnlyTheJobsItSettles(t *testing.T) {
 			if analyzed {
 				e.execSQL(t, "ANALYZE")
 			}
-			stmts := []string{"AckJobs", "CompleteJobs", "AckJob", "CompleteJob", "RetryJob", "HeartbeatJob", "HeartbeatJobs", "ReleaseJob", "SnoozeJob"}
+			stmts := []string{"AckJobs", "CompleteJobs", "CompleteLockedJobs", "AckJob", "CompleteJob", "RetryJob", "HeartbeatJob", "HeartbeatJobs", "ReleaseJob", "SnoozeJob"}
 			if e.name == "lite" {
 				stmts = append(stmts, "AckJobsCounted", "CompleteJobsCounted", "AckJobsOfClaim", "CompleteJobsOfClaim",
 					"AckJobsOfClaimInRange", "CompleteJobsOfClaimInRange", "ClaimJobsInRange")

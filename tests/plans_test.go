@@ -705,6 +705,7 @@ var hotStatements = []hotStmt{
 	{name: "RegisterQueue", args: map[string]any{"name": "skewed"}}, // an enqueue's first into a queue, per store
 	{name: "CompleteJob"},
 	{name: "CompleteJobs"},
+	{name: "CompleteLockedJobs"}, // PostgreSQL: the claims CompleteJobs skipped for a lock
 	{name: "AckJobsCounted", only: "lite"},
 	{name: "CompleteJobsCounted", only: "lite"},
 	{name: "QueueKeepsCompleted", only: "lite"}, // before AckJobsOfClaim or CompleteJobsOfClaim

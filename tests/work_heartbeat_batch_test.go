@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -45,9 +46,16 @@ func (e *engineEnv) openHookedWarm(t *testing.T, hook stmtHook) *store.Store {
 	if e.name != "pg" {
 		return e.openHooked(t, hook)
 	}
+	return e.openWarmTraced(t, pgHookTracer{hook})
+}
+
+// openWarmTraced is openHookedWarm's PostgreSQL store, its statements
+// traced by tracer.
+func (e *engineEnv) openWarmTraced(t *testing.T, tracer pgx.QueryTracer) *store.Store {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(e.dsn)
 	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = pgHookTracer{hook}
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx(t), cfg)
 	require.NoError(t, err)
 	s, err := store.OpenPool(ctx(t), pool)

@@ -126,6 +126,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.completeJobsOfClaimInRangeStmt, err = db.PrepareContext(ctx, completeJobsOfClaimInRange); err != nil {
 		return nil, fmt.Errorf("error preparing query CompleteJobsOfClaimInRange: %w", err)
 	}
+	if q.completeLockedJobsStmt, err = db.PrepareContext(ctx, completeLockedJobs); err != nil {
+		return nil, fmt.Errorf("error preparing query CompleteLockedJobs: %w", err)
+	}
 	if q.configureQueueStmt, err = db.PrepareContext(ctx, configureQueue); err != nil {
 		return nil, fmt.Errorf("error preparing query ConfigureQueue: %w", err)
 	}
@@ -632,6 +635,11 @@ func (q *Queries) Close() error {
 	if q.completeJobsOfClaimInRangeStmt != nil {
 		if cerr := q.completeJobsOfClaimInRangeStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing completeJobsOfClaimInRangeStmt: %w", cerr)
+		}
+	}
+	if q.completeLockedJobsStmt != nil {
+		if cerr := q.completeLockedJobsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeLockedJobsStmt: %w", cerr)
 		}
 	}
 	if q.configureQueueStmt != nil {
@@ -1262,6 +1270,7 @@ type Queries struct {
 	completeJobsCountedStmt         *sql.Stmt
 	completeJobsOfClaimStmt         *sql.Stmt
 	completeJobsOfClaimInRangeStmt  *sql.Stmt
+	completeLockedJobsStmt          *sql.Stmt
 	configureQueueStmt              *sql.Stmt
 	configureStreamStmt             *sql.Stmt
 	consumerLagsStmt                *sql.Stmt
@@ -1413,6 +1422,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		completeJobsCountedStmt:         q.completeJobsCountedStmt,
 		completeJobsOfClaimStmt:         q.completeJobsOfClaimStmt,
 		completeJobsOfClaimInRangeStmt:  q.completeJobsOfClaimInRangeStmt,
+		completeLockedJobsStmt:          q.completeLockedJobsStmt,
 		configureQueueStmt:              q.configureQueueStmt,
 		configureStreamStmt:             q.configureStreamStmt,
 		consumerLagsStmt:                q.consumerLagsStmt,

@@ -926,6 +926,49 @@ func (q *Queries) CompleteJobsOfClaimInRange(ctx context.Context, arg CompleteJo
 	return result.RowsAffected()
 }
 
+const completeLockedJobs = `-- name: CompleteLockedJobs :many
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(?1 AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id IN (SELECT j.id FROM jsonb_each(?2) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(?1 AS INTEGER))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id
+`
+
+type CompleteLockedJobsParams struct {
+	Now    int64
+	Claims interface{}
+}
+
+// PostgreSQL's CompleteLockedJobs waits for rows another transaction
+// holds, whose claims its AckJobs and CompleteJobs skipped; on SQLite the
+// writer slot serialises every write, so no row is held apart from it and
+// nothing is skipped (a worker never runs this). Kept parallel:
+// CompleteJobs.
+func (q *Queries) CompleteLockedJobs(ctx context.Context, arg CompleteLockedJobsParams) ([]int64, error) {
+	rows, err := q.query(ctx, q.completeLockedJobsStmt, completeLockedJobs, arg.Now, arg.Claims)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const configureQueue = `-- name: ConfigureQueue :exec
 INSERT INTO alk_queues (name, completed_retention_us, dead_retention_us, updated_at)
 VALUES (?1, ?2, ?3, ?4)
@@ -1628,18 +1671,20 @@ func (q *Queries) HoldClaims(ctx context.Context, arg HoldClaimsParams) ([]int64
 }
 
 const jobClaims = `-- name: JobClaims :many
-SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
+SELECT id, state, claim_token, claim_expires_at FROM alk_jobs WHERE id IN (SELECT value FROM json_each(?1))
 `
 
 type JobClaimsRow struct {
-	ID         int64
-	State      string
-	ClaimToken *int64
+	ID             int64
+	State          string
+	ClaimToken     *int64
+	ClaimExpiresAt *int64
 }
 
 // The state and claim of each of these jobs (ids: a JSON array; a worker
-// checks its running handlers' claims after a wake); deleted jobs give no
-// row.
+// checks its running handlers' claims after a wake; PostgreSQL's ack reads
+// which claims it skipped for a lock are still live); deleted jobs give
+// no row.
 func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRow, error) {
 	rows, err := q.query(ctx, q.jobClaimsStmt, jobClaims, ids)
 	if err != nil {
@@ -1649,7 +1694,12 @@ func (q *Queries) JobClaims(ctx context.Context, ids interface{}) ([]JobClaimsRo
 	var items []JobClaimsRow
 	for rows.Next() {
 		var i JobClaimsRow
-		if err := rows.Scan(&i.ID, &i.State, &i.ClaimToken); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.ClaimToken,
+			&i.ClaimExpiresAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

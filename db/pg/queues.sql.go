@@ -40,7 +40,7 @@ WITH held AS (
       AND x.claim_expires_at > $3::timestamptz AND x.claim_token = ($4::jsonb ->> x.id::text)::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = $2::text AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x
+    FOR UPDATE OF x SKIP LOCKED
 ), deleted AS (
     DELETE FROM alkstore.jobs j
     WHERE j.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
@@ -86,6 +86,16 @@ type AckJobsParams struct {
 // the ids returned lack it, and ackMany settles it with CompleteJobs, as
 // it does any job AckJobs did not. The ctids go as one array the delete's
 // tid scan reads, not a join (see ClaimJobs).
+// The rows are locked with SKIP LOCKED: a row another transaction holds
+// (the application's CancelTx, or any statement on the finished job, in a
+// transaction still open) is left, not waited for, so that it does not
+// hold up the batch's other acks and, behind them, every later batch of
+// the worker, whose finished jobs are no longer heartbeat: their leases
+// ran out while the ack waited, and they were claimed and run again
+// (attack56a F2: 1-3 extra runs a job, 5 of 5 runs). CompleteJobs skips
+// it too; ackMany reads which of the jobs neither settled still hold
+// their claims (JobClaims), and those wait for their rows' locks in one
+// statement (CompleteLockedJobs), apart from the worker's ack loop.
 func (q *Queries) AckJobs(ctx context.Context, arg AckJobsParams) ([]int64, error) {
 	row := q.db.QueryRow(ctx, ackJobs,
 		arg.Ids,
@@ -491,7 +501,7 @@ WITH held AS (
       ON x.id = c.id AND x.claim_token = c.claim_token
     WHERE x.state = (SELECT 'running'::text) AND x.claim_expires_at > $3::timestamptz
     ORDER BY x.id
-    FOR UPDATE OF x
+    FOR UPDATE OF x SKIP LOCKED
 ), deleted AS (
     DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
     RETURNING j.id
@@ -517,9 +527,71 @@ type CompleteJobsParams struct {
 // state is an initplan, as in AckJobs, so that the ids drive through
 // jobs_pkey (issue 18: with state = 'running' in sight, a plan made while
 // the statistics counted few running jobs read every running row of the
-// table, 20,000 in 17-35 ms, for 10 jobs).
+// table, 20,000 in 17-35 ms, for 10 jobs). Rows another transaction
+// holds are skipped, as in AckJobs.
 func (q *Queries) CompleteJobs(ctx context.Context, arg CompleteJobsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, completeJobs, arg.Ids, arg.ClaimTokens, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const completeLockedJobs = `-- name: CompleteLockedJobs :many
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
+    JOIN (SELECT unnest($1::bigint[]) AS id, unnest($2::bigint[]) AS claim_token) AS c
+      ON x.id = c.id AND x.claim_token = c.claim_token
+    WHERE x.state = (SELECT 'running'::text) AND x.claim_expires_at > $3::timestamptz
+    ORDER BY x.id
+    FOR UPDATE OF x
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING j.id
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = $3::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING j.id
+)
+SELECT id FROM deleted UNION ALL SELECT id FROM completed
+`
+
+type CompleteLockedJobsParams struct {
+	Ids         []int64
+	ClaimTokens []int64
+	Now         time.Time
+}
+
+// CompleteJobs waiting for the rows' locks: the settle of the claims that
+// AckJobs and CompleteJobs skipped because another transaction held their
+// rows and that were still live after (a worker's ack sends it apart from
+// its ack loop, AckMany after its batch; see store's ackLocked). One
+// statement for all of them, locked in id order as AckJobs locks: a lock
+// wait that fails (lock_timeout) fails it once, not once a job. While it
+// waits, PostgreSQL has it hold the tuple lock of the row, so a claim
+// (SKIP LOCKED) cannot take the job meanwhile. When the holder rolled
+// back, the job is settled; when it committed a change (a Cancel, a
+// settle), the fence is checked again on the row it wrote (READ
+// COMMITTED) and a claim gone settles nothing. A row updated by another
+// transaction that committed after this statement's snapshot (a
+// heartbeat) is locked in its new version, and the delete and the update
+// reach that version by id (not by ctid, as AckJobs's delete does).
+func (q *Queries) CompleteLockedJobs(ctx context.Context, arg CompleteLockedJobsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, completeLockedJobs, arg.Ids, arg.ClaimTokens, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -1219,17 +1291,19 @@ func (q *Queries) HoldClaims(ctx context.Context, arg HoldClaimsParams) ([]int64
 }
 
 const jobClaims = `-- name: JobClaims :many
-SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY($1::bigint[])
+SELECT id, state, claim_token, claim_expires_at FROM alkstore.jobs WHERE id = ANY($1::bigint[])
 `
 
 type JobClaimsRow struct {
-	ID         int64
-	State      string
-	ClaimToken *int64
+	ID             int64
+	State          string
+	ClaimToken     *int64
+	ClaimExpiresAt *time.Time
 }
 
 // The state and claim of each of these jobs (a worker checks its running
-// handlers' claims after a cancel wake); deleted jobs give no row.
+// handlers' claims after a cancel wake, and an ack which of the claims it
+// skipped for a lock are still live); deleted jobs give no row.
 func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, error) {
 	rows, err := q.db.Query(ctx, jobClaims, ids)
 	if err != nil {
@@ -1239,7 +1313,12 @@ func (q *Queries) JobClaims(ctx context.Context, ids []int64) ([]JobClaimsRow, e
 	var items []JobClaimsRow
 	for rows.Next() {
 		var i JobClaimsRow
-		if err := rows.Scan(&i.ID, &i.State, &i.ClaimToken); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.ClaimToken,
+			&i.ClaimExpiresAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -419,6 +419,20 @@ WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
   AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
 RETURNING id;
 
+-- name: CompleteLockedJobs :many
+-- PostgreSQL's CompleteLockedJobs waits for rows another transaction
+-- holds, whose claims its AckJobs and CompleteJobs skipped; on SQLite the
+-- writer slot serialises every write, so no row is held apart from it and
+-- nothing is skipped (a worker never runs this). Kept parallel:
+-- CompleteJobs.
+UPDATE alk_jobs
+SET state = 'completed', finished_at = CAST(@now AS INTEGER), claim_token = NULL, claim_expires_at = NULL
+WHERE id IN (SELECT j.id FROM jsonb_each(@claims) AS c CROSS JOIN alk_jobs AS j
+             WHERE j.id = CAST(c.key AS INTEGER) AND j.claim_token = c.value
+               AND j.state = 'running' AND j.claim_expires_at > CAST(@now AS INTEGER))
+  AND EXISTS (SELECT 1 FROM alk_queues q WHERE q.name = alk_jobs.queue AND q.completed_retention_us > 0)
+RETURNING id;
+
 -- name: AckJobsCounted :execrows
 -- AckJobs without RETURNING, for the common case of an ack: the caller
 -- compares the count with its claims, and only when some claim was lost
@@ -823,9 +837,10 @@ SELECT CAST(EXISTS (SELECT 1 FROM alk_queues WHERE name = @queue AND paused) AS 
 
 -- name: JobClaims :many
 -- The state and claim of each of these jobs (ids: a JSON array; a worker
--- checks its running handlers' claims after a wake); deleted jobs give no
--- row.
-SELECT id, state, claim_token FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));
+-- checks its running handlers' claims after a wake; PostgreSQL's ack reads
+-- which claims it skipped for a lock are still live); deleted jobs give
+-- no row.
+SELECT id, state, claim_token, claim_expires_at FROM alk_jobs WHERE id IN (SELECT value FROM json_each(@ids));
 
 -- name: ClaimJobByID :many
 -- Claims one given job (alktest works the job a test enqueued, whatever

@@ -346,13 +346,23 @@ SELECT ((SELECT count(*) FROM deleted) + (SELECT count(*) FROM completed))::bigi
 -- the ids returned lack it, and ackMany settles it with CompleteJobs, as
 -- it does any job AckJobs did not. The ctids go as one array the delete's
 -- tid scan reads, not a join (see ClaimJobs).
+-- The rows are locked with SKIP LOCKED: a row another transaction holds
+-- (the application's CancelTx, or any statement on the finished job, in a
+-- transaction still open) is left, not waited for, so that it does not
+-- hold up the batch's other acks and, behind them, every later batch of
+-- the worker, whose finished jobs are no longer heartbeat: their leases
+-- ran out while the ack waited, and they were claimed and run again
+-- (attack56a F2: 1-3 extra runs a job, 5 of 5 runs). CompleteJobs skips
+-- it too; ackMany reads which of the jobs neither settled still hold
+-- their claims (JobClaims), and those wait for their rows' locks in one
+-- statement (CompleteLockedJobs), apart from the worker's ack loop.
 WITH held AS (
     SELECT x.id, x.ctid::tid AS tid FROM alkstore.jobs x
     WHERE x.id = ANY (@ids::bigint[]) AND x.queue = @queue::text AND x.state = (SELECT 'running'::text)
       AND x.claim_expires_at > @now::timestamptz AND x.claim_token = (@claims::jsonb ->> x.id::text)::bigint
       AND NOT EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = @queue::text AND q.completed_retention_us > 0)
     ORDER BY x.id
-    FOR UPDATE OF x
+    FOR UPDATE OF x SKIP LOCKED
 ), deleted AS (
     DELETE FROM alkstore.jobs j
     WHERE j.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
@@ -368,7 +378,42 @@ SELECT COALESCE(array_agg(d.id), '{}')::bigint[] AS ids FROM deleted d;
 -- state is an initplan, as in AckJobs, so that the ids drive through
 -- jobs_pkey (issue 18: with state = 'running' in sight, a plan made while
 -- the statistics counted few running jobs read every running row of the
--- table, 20,000 in 17-35 ms, for 10 jobs).
+-- table, 20,000 in 17-35 ms, for 10 jobs). Rows another transaction
+-- holds are skipped, as in AckJobs.
+WITH held AS (
+    SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
+    FROM alkstore.jobs x
+    JOIN (SELECT unnest(@ids::bigint[]) AS id, unnest(@claim_tokens::bigint[]) AS claim_token) AS c
+      ON x.id = c.id AND x.claim_token = c.claim_token
+    WHERE x.state = (SELECT 'running'::text) AND x.claim_expires_at > @now::timestamptz
+    ORDER BY x.id
+    FOR UPDATE OF x SKIP LOCKED
+), deleted AS (
+    DELETE FROM alkstore.jobs j USING held h WHERE j.id = h.id AND NOT h.kept
+    RETURNING j.id
+), completed AS (
+    UPDATE alkstore.jobs j
+    SET state = 'completed', finished_at = @now::timestamptz, claim_token = NULL, claim_expires_at = NULL
+    FROM held h WHERE j.id = h.id AND h.kept
+    RETURNING j.id
+)
+SELECT id FROM deleted UNION ALL SELECT id FROM completed;
+
+-- name: CompleteLockedJobs :many
+-- CompleteJobs waiting for the rows' locks: the settle of the claims that
+-- AckJobs and CompleteJobs skipped because another transaction held their
+-- rows and that were still live after (a worker's ack sends it apart from
+-- its ack loop, AckMany after its batch; see store's ackLocked). One
+-- statement for all of them, locked in id order as AckJobs locks: a lock
+-- wait that fails (lock_timeout) fails it once, not once a job. While it
+-- waits, PostgreSQL has it hold the tuple lock of the row, so a claim
+-- (SKIP LOCKED) cannot take the job meanwhile. When the holder rolled
+-- back, the job is settled; when it committed a change (a Cancel, a
+-- settle), the fence is checked again on the row it wrote (READ
+-- COMMITTED) and a claim gone settles nothing. A row updated by another
+-- transaction that committed after this statement's snapshot (a
+-- heartbeat) is locked in its new version, and the delete and the update
+-- reach that version by id (not by ctid, as AckJobs's delete does).
 WITH held AS (
     SELECT x.id, EXISTS (SELECT 1 FROM alkstore.queues q WHERE q.name = x.queue AND q.completed_retention_us > 0) AS kept
     FROM alkstore.jobs x
@@ -776,8 +821,9 @@ SELECT EXISTS (SELECT 1 FROM alkstore.queues WHERE name = @queue::text AND pause
 
 -- name: JobClaims :many
 -- The state and claim of each of these jobs (a worker checks its running
--- handlers' claims after a cancel wake); deleted jobs give no row.
-SELECT id, state, claim_token FROM alkstore.jobs WHERE id = ANY(@ids::bigint[]);
+-- handlers' claims after a cancel wake, and an ack which of the claims it
+-- skipped for a lock are still live); deleted jobs give no row.
+SELECT id, state, claim_token, claim_expires_at FROM alkstore.jobs WHERE id = ANY(@ids::bigint[]);
 
 -- name: ClaimJobByID :many
 -- Claims one given job (alktest works the job a test enqueued, whatever
