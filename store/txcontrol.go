@@ -325,12 +325,18 @@ func eachStatement(sql string, pg, nested bool, fn func(string) bool) {
 	}
 }
 
-// keyword is a word of a statement as eachStatement tells words apart:
-// one of the keywords it looks for, in upper case, or "-" for any other
-// word, without a copy (a copy in upper case cost every lower-case word
-// of an Exec an allocation).
+// keyword is a word of a statement as eachStatement and firstWord tell
+// words apart: one of the keywords they look for, in upper case, or "-"
+// for any other word (and "" for none), without a copy (a copy in upper
+// case cost every lower-case word of an Exec, Query or QueryRow an
+// allocation: 14 for an INSERT of 7 words on SQLite, which reads a text
+// twice).
 func keyword(w string) string {
-	for _, k := range [...]string{"CREATE", "TRIGGER", "TEMP", "TEMPORARY", "BEGIN", "ATOMIC", "CASE", "END", "E"} {
+	if w == "" {
+		return ""
+	}
+	for _, k := range [...]string{"CREATE", "TRIGGER", "TEMP", "TEMPORARY", "BEGIN", "ATOMIC", "CASE", "END", "E",
+		"COMMIT", "ABORT", "START", "PREPARE", "ROLLBACK", "TRANSACTION", "WORK", "TO", "SAVEPOINT", "RELEASE"} {
 		if len(w) == len(k) && strings.EqualFold(w, k) {
 			return k
 		}
@@ -389,8 +395,9 @@ func skipDollarQuote(sql string, i int) int {
 	return j + 1 + k + len(tag)
 }
 
-// firstWord returns the first word of sql in upper case, after white space
-// and comments, and what follows it.
+// firstWord returns the first word of sql as keyword reads it (a keyword
+// refuseStatement looks for in upper case, another word "-"), after white
+// space and comments, and what follows it.
 func firstWord(sql string) (string, string) {
 	for {
 		sql = strings.TrimLeft(sql, " \t\r\n\f\v;")
@@ -412,7 +419,7 @@ func firstWord(sql string) (string, string) {
 	for i < len(sql) && (sql[i] >= 'a' && sql[i] <= 'z' || sql[i] >= 'A' && sql[i] <= 'Z' || sql[i] == '_') {
 		i++
 	}
-	return strings.ToUpper(sql[:i]), sql[i:]
+	return keyword(sql[:i]), sql[i:]
 }
 
 // skipComment returns what follows the /* comment sql begins with, nested
