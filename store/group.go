@@ -1044,7 +1044,11 @@ func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 // member claiming it meanwhile waits for the outcome. When tx rolls back
 // (the handler failed after CommitTx, or the commit failed), the member
 // hands ev's partition out again from its committed offset at the next
-// Recv: ev comes again, before any later event of its partition. (An
+// Recv: ev comes again, before any later event of its partition. So it
+// does when tx rolls back to a savepoint made before CommitTx (through
+// Tx.Exec; on SQLite a failed WorkTx or RunJobTx handler's transaction
+// rolls back to the store's savepoint before the handler), at once: tx
+// goes on, and its commit no longer moves the member past ev. (An
 // adopted transaction, AdoptPgx or AdoptSQL, does not tell the member of
 // its rollback: the partition then goes on after ev.)
 func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {

@@ -757,7 +757,11 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		return JobResult{}, false
 	}
 	// A settle of the handler's in tx (AckTx, SnoozeTx, ...) was rolled
-	// back with its writes: the claim is the job's again.
+	// back with its writes: the claim is the job's again (the rollback to
+	// the savepoint ran what was to follow their rollback, see
+	// txState.trackSavepoints, and dropped what was to follow their
+	// commit: a group member's CommitTx in the handler no longer moves
+	// its offset).
 	j.restoreClaim(rj.savepoint)
 	res, _ := r.settle(j, err, stoppedIt, tx)
 	if res.Outcome == OutcomeClaimLost || res.SettleErr != nil {

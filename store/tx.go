@@ -145,6 +145,22 @@ type txState struct {
 	// its rollback by the store from another goroutine (abandon): see
 	// Tx.keepOnAbandon.
 	keep func(ctx context.Context, o ops) error
+	// savepoints are the transaction's savepoints, oldest first, as the
+	// store saw them made (trackSavepoints): a rollback to one drops what
+	// was to follow the commit of the writes made since, and runs what
+	// was to follow their rollback.
+	savepoints []savepointMark
+	// savepoint0 holds the first savepoint's mark, so that the one a
+	// transactional handler runs after on SQLite costs no allocation.
+	savepoint0 [1]savepointMark
+}
+
+// savepointMark is a savepoint of a transaction: its name, as the engine
+// compares names (see eachSavepoint), and how many afterCommit and
+// afterRollback actions were registered before it was made.
+type savepointMark struct {
+	name               string
+	commits, rollbacks int
 }
 
 // errAdopted is why an adopted Tx does not end its transaction.
@@ -572,6 +588,66 @@ func (tx Tx) keepOnAbandon(fn func(ctx context.Context, o ops) error) {
 	}
 }
 
+// trackSavepoints keeps account of the savepoint statements of sql, a
+// text that ran through tx without an error (Exec; or the store's own
+// savepoint before a transactional handler, execOwn). SAVEPOINT marks how
+// many actions were registered to follow the commit and the rollback;
+// RELEASE forgets its savepoint and those made after it, their actions
+// now the enclosing level's; ROLLBACK TO undoes the writes made since its
+// savepoint (which stays), so the actions registered since are what
+// followed writes that no longer exist: those to follow the commit are
+// dropped (a group member's CommitTx no longer moves its committed offset
+// at the commit, a wake no longer goes out), and those to follow a
+// rollback run now (the member hands the event out again, a job settled
+// since has its claim back), as a rollback of the whole transaction
+// would do. A name matches the newest savepoint of that name, as on both
+// engines; a name the store did not see made (a savepoint made through
+// the driver transaction, Pgx or SQL, or in a text that failed) changes
+// nothing. An adopted transaction runs none of these actions (its owner
+// ends it): nothing is kept.
+func (st *txState) trackSavepoints(sql string, pg bool) {
+	if !st.owned {
+		return
+	}
+	var undone []func()
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		return
+	}
+	eachSavepoint(sql, pg, func(step savepointStep, name string) {
+		if step == savepointMake {
+			if st.savepoints == nil {
+				st.savepoints = st.savepoint0[:0]
+			}
+			st.savepoints = append(st.savepoints, savepointMark{name: name, commits: len(st.afterCommit), rollbacks: len(st.afterRollback)})
+			return
+		}
+		i := len(st.savepoints) - 1
+		for name != "" && i >= 0 && st.savepoints[i].name != name {
+			i--
+		}
+		if name == "" || i < 0 {
+			return
+		}
+		if step == savepointRelease {
+			st.savepoints = st.savepoints[:i]
+			return
+		}
+		m := st.savepoints[i]
+		st.savepoints = st.savepoints[:i+1]
+		clear(st.afterCommit[m.commits:])
+		st.afterCommit = st.afterCommit[:m.commits]
+		undone = append(undone, st.afterRollback[m.rollbacks:]...)
+		clear(st.afterRollback[m.rollbacks:])
+		st.afterRollback = st.afterRollback[:m.rollbacks]
+	})
+	st.mu.Unlock()
+	for _, fn := range undone {
+		fn()
+	}
+}
+
 // runRollbackHooks runs the rollback hooks once the transaction ended
 // without committing. It takes mu itself: call it with mu released.
 func (st *txState) runRollbackHooks() {
@@ -632,7 +708,25 @@ func (tx Tx) Rollback(ctx context.Context) error {
 // which would end or begin a transaction (BEGIN, START TRANSACTION,
 // COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION, AND CHAIN forms
 // included): end tx with Commit or Rollback. Savepoints (SAVEPOINT,
-// RELEASE, ROLLBACK TO) are fine. Statements are told apart at semicolons
+// RELEASE, ROLLBACK TO) are fine through Exec, which keeps account of
+// them (Query and QueryRow refuse them, ErrInvalidArgument): a ROLLBACK TO
+// undoes what the store arranged for the operations made through tx since
+// that savepoint, as a rollback of the whole transaction would. Actions
+// the store keeps in memory to follow the commit of their writes are
+// dropped: a GroupMember.CommitTx rolled back so does not move the
+// member's committed offset when tx commits, so the member hands the event
+// out again from the offset still stored; a wake for a rolled-back write
+// is not sent. What follows a rollback runs at once: a job whose settle
+// (AckTx, RetryTx, ...) was rolled back holds its claim again (a
+// transactional handler's job is then completed by its worker, as if the
+// handler had not settled it). A name refers to the newest savepoint of
+// that name, as the engines compare names (on SQLite without regard to
+// ASCII case, on PostgreSQL after folding an unquoted name to lower case).
+// Not seen, so not accounted for: savepoints made or rolled back through
+// the driver transaction itself (Pgx, SQL; pgx.Tx.Begin's nested
+// transactions), and those of a text of several statements that failed
+// (the store cannot tell which of them ran: give savepoint statements an
+// Exec of their own). Statements are told apart at semicolons
 // outside string literals, quoted identifiers, comments and trigger or
 // BEGIN ATOMIC bodies. Should one be missed (a name spelled like BEGIN,
 // CASE or END inside such a body might mislead the split), an end it makes is found once it ran and Exec fails with an
@@ -649,7 +743,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	if err != nil {
 		return 0, opErr("exec", "", err)
 	}
-	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
+	pg := tx.h.store.eng.kind() == "pg"
+	savepoints, err := refuseTxControl(sql, pg)
+	if err != nil {
 		return 0, opErr("exec", "", err)
 	}
 	n, err := dtx.exec(ctx, sql, args...)
@@ -658,6 +754,9 @@ func (tx Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	}
 	if err != nil {
 		return n, opErr("exec", "", tx.h.store.driverErr(tx.failed(ctx, err)))
+	}
+	if savepoints {
+		tx.h.state.trackSavepoints(sql, pg)
 	}
 	return n, nil
 }
@@ -675,7 +774,7 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err != nil {
 		return nil, opErr("query", "", err)
 	}
-	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
+	if err := refuseSavepoints(refuseTxControl(sql, tx.h.store.eng.kind() == "pg")); err != nil {
 		return nil, opErr("query", "", err)
 	}
 	rows, err := dtx.query(ctx, sql, args...)
@@ -683,6 +782,18 @@ func (tx Tx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 		return nil, opErr("query", "", tx.h.store.driverErr(tx.failed(ctx, err)))
 	}
 	return &opRows{Rows: rows, tx: tx, ctx: ctx}, nil
+}
+
+// refuseSavepoints is refuseTxControl's verdict for Query and QueryRow,
+// which refuse savepoint statements too: the store keeps account of
+// savepoints (see Exec) once their statements ran, which Exec sees
+// happen and a query's rows do not tell (on PostgreSQL its error comes
+// with them).
+func refuseSavepoints(savepoints bool, err error) error {
+	if err == nil && savepoints {
+		err = fmt.Errorf("%w: run SAVEPOINT, RELEASE and ROLLBACK TO through Exec, which keeps account of them, not through a query", ErrInvalidArgument)
+	}
+	return err
 }
 
 // opRows wraps a business query's errors (Err's, Scan's) like every other
@@ -739,7 +850,7 @@ func (tx Tx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
-	if err := refuseTxControl(sql, tx.h.store.eng.kind() == "pg"); err != nil {
+	if err := refuseSavepoints(refuseTxControl(sql, tx.h.store.eng.kind() == "pg")); err != nil {
 		return errRow{opErr("query row", "", err)}
 	}
 	return opRow{r: dtx.queryRow(ctx, sql, args...), tx: tx, ctx: ctx}
@@ -824,7 +935,9 @@ func (tx Tx) execOwn(ctx context.Context, query string) error {
 	if err != nil {
 		return err
 	}
-	_, err = dtx.exec(ctx, query)
+	if _, err = dtx.exec(ctx, query); err == nil {
+		tx.h.state.trackSavepoints(query, tx.h.store.eng.kind() == "pg")
+	}
 	return err
 }
 
@@ -858,7 +971,7 @@ func (tx Tx) beginAgain(ctx context.Context) error {
 		return err
 	}
 	hooks := st.afterRollback
-	st.lost, st.afterCommit, st.afterRollback = nil, nil, nil
+	st.lost, st.afterCommit, st.afterRollback, st.savepoints = nil, nil, nil, nil
 	st.mu.Unlock()
 	for _, fn := range hooks {
 		fn()

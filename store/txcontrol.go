@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // refuseTxControl refuses business SQL that would end or begin a
@@ -30,27 +31,33 @@ import (
 // SQLite does not nest comments, but a text is also read as if it did, so
 // either reading finding a transaction-control statement refuses it (what
 // only one reading finds is a syntax error in SQLite anyway).
-func refuseTxControl(sql string, pg bool) error {
-	var err error
+//
+// savepoints says whether sql has a statement that makes, releases or
+// rolls back to a savepoint (or may have: a first word is enough), which
+// the Tx then keeps account of (see txState.trackSavepoints).
+func refuseTxControl(sql string, pg bool) (savepoints bool, err error) {
 	check := func(stmt string) bool {
-		err = refuseStatement(stmt)
+		var sp bool
+		sp, err = refuseStatement(stmt)
+		savepoints = savepoints || sp
 		return err == nil
 	}
 	eachStatement(sql, pg, true, check)
 	if err == nil && !pg {
 		eachStatement(sql, pg, false, check)
 	}
-	return err
+	return savepoints, err
 }
 
-// refuseStatement looks at one statement's first words.
-func refuseStatement(sql string) error {
+// refuseStatement looks at one statement's first words; savepoint says it
+// is a SAVEPOINT, RELEASE or ROLLBACK TO.
+func refuseStatement(sql string) (savepoint bool, err error) {
 	w, rest := firstWord(sql)
 	switch w {
 	case "BEGIN", "COMMIT", "END", "ABORT":
 	case "START", "PREPARE": // START TRANSACTION, PREPARE TRANSACTION 'id'
 		if n, _ := firstWord(rest); n != "TRANSACTION" {
-			return nil
+			return false, nil
 		}
 	case "ROLLBACK": // ROLLBACK [TRANSACTION | WORK] TO [SAVEPOINT] name keeps the transaction
 		n, more := firstWord(rest)
@@ -58,12 +65,174 @@ func refuseStatement(sql string) error {
 			n, _ = firstWord(more)
 		}
 		if n == "TO" {
-			return nil
+			return true, nil
 		}
+	case "SAVEPOINT", "RELEASE":
+		return true, nil
 	default:
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("%w: %s through a Tx would end or begin a transaction behind its back: end a Tx with its Commit or Rollback (savepoints are fine)", ErrInvalidArgument, w)
+	return false, fmt.Errorf("%w: %s through a Tx would end or begin a transaction behind its back: end a Tx with its Commit or Rollback (savepoints are fine)", ErrInvalidArgument, w)
+}
+
+// savepointStep is what a savepoint statement does.
+type savepointStep uint8
+
+const (
+	savepointMake       savepointStep = iota + 1 // SAVEPOINT name
+	savepointRelease                             // RELEASE [SAVEPOINT] name
+	savepointRollbackTo                          // ROLLBACK [TRANSACTION | WORK] TO [SAVEPOINT] name
+)
+
+// eachSavepoint calls fn, in order, with what each savepoint statement of
+// sql does and the savepoint's name as the engine compares names: on
+// PostgreSQL an unquoted name folded to lower case (ASCII, as PostgreSQL
+// folds it) and cut to 63 bytes, a quoted one as written ("" for a ");
+// on SQLite, which compares savepoint names without regard to ASCII case,
+// every name folded, its quotes ("...", [...], `...`, '...') removed. A
+// statement whose name cannot be read so (a PostgreSQL U&"..." name,
+// anything after the name) gives name "" (matching no savepoint). sql is
+// split into statements as SQLite (or PostgreSQL) does, comments not
+// nested on SQLite.
+func eachSavepoint(sql string, pg bool, fn func(step savepointStep, name string)) {
+	eachStatement(sql, pg, pg, func(stmt string) bool {
+		w, rest, ok := sqlToken(stmt, pg)
+		if !ok || w.quoted {
+			return true
+		}
+		var step savepointStep
+		switch {
+		case strings.EqualFold(w.text, "savepoint"):
+			step = savepointMake
+		case strings.EqualFold(w.text, "release"):
+			step = savepointRelease
+			rest = skipKeyword(rest, pg, "savepoint")
+		case strings.EqualFold(w.text, "rollback"):
+			step = savepointRollbackTo
+			if r := skipKeyword(rest, pg, "transaction"); r != rest {
+				rest = r
+			} else {
+				rest = skipKeyword(rest, pg, "work")
+			}
+			r := skipKeyword(rest, pg, "to")
+			if r == rest {
+				return true // not a ROLLBACK TO (refused before it ran)
+			}
+			rest = skipKeyword(r, pg, "savepoint")
+		default:
+			return true
+		}
+		name, rest, ok := sqlToken(rest, pg)
+		if !ok || skipSpace(rest, pg) != "" {
+			fn(step, "")
+			return true
+		}
+		n := name.text
+		if !pg || !name.quoted {
+			n = asciiLower(n)
+		}
+		if pg && len(n) > 63 { // NAMEDATALEN-1, cut at a character's start
+			i := 63
+			for i > 0 && !utf8.RuneStart(n[i]) {
+				i--
+			}
+			n = n[:i]
+		}
+		fn(step, n)
+		return true
+	})
+}
+
+// skipKeyword returns what follows keyword kw at the start of sql, or sql
+// when it does not start with it.
+func skipKeyword(sql string, pg bool, kw string) string {
+	if w, rest, ok := sqlToken(sql, pg); ok && !w.quoted && strings.EqualFold(w.text, kw) {
+		return rest
+	}
+	return sql
+}
+
+// sqlWord is an identifier or keyword read by sqlToken: a quoted one
+// without its quotes.
+type sqlWord struct {
+	text   string
+	quoted bool
+}
+
+// skipSpace returns sql after its leading white space and comments.
+func skipSpace(sql string, pg bool) string {
+	for {
+		sql = strings.TrimLeft(sql, " \t\r\n\f\v")
+		switch {
+		case strings.HasPrefix(sql, "--"):
+			i := strings.IndexByte(sql, '\n')
+			if i < 0 {
+				return ""
+			}
+			sql = sql[i+1:]
+		case strings.HasPrefix(sql, "/*"):
+			sql = skipComment(sql, pg)
+		default:
+			return sql
+		}
+	}
+}
+
+// sqlToken reads the identifier or keyword sql starts with (after white
+// space and comments): a bare word, or a quoted identifier (on SQLite
+// also [...], `...` and '...'). ok is false when sql starts with anything
+// else or nothing.
+func sqlToken(sql string, pg bool) (w sqlWord, rest string, ok bool) {
+	sql = skipSpace(sql, pg)
+	if sql == "" {
+		return sqlWord{}, "", false
+	}
+	c := sql[0]
+	switch {
+	case c == '"' || !pg && (c == '`' || c == '\''):
+		end := skipQuoted(sql, 1, c, false)
+		if end < 2 || sql[end-1] != c {
+			return sqlWord{}, sql, false // not closed
+		}
+		text := sql[1 : end-1]
+		if strings.IndexByte(text, c) >= 0 {
+			text = strings.ReplaceAll(text, string([]byte{c, c}), string(c))
+		}
+		return sqlWord{text: text, quoted: true}, sql[end:], true
+	case !pg && c == '[':
+		end := strings.IndexByte(sql, ']')
+		if end < 0 {
+			return sqlWord{}, sql, false
+		}
+		return sqlWord{text: sql[1:end], quoted: true}, sql[end+1:], true
+	case wordStart(c):
+		j := 1
+		for j < len(sql) && wordPart(sql[j], pg) {
+			j++
+		}
+		if pg && j < len(sql) && sql[j] == '&' { // U&"...": not read
+			return sqlWord{}, sql, false
+		}
+		return sqlWord{text: sql[:j]}, sql[j:], true
+	}
+	return sqlWord{}, sql, false
+}
+
+// asciiLower folds s's ASCII letters to lower case, as both engines fold
+// names (no copy when there is nothing to fold).
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 // eachStatement calls fn with the text of each statement of sql, from its
@@ -127,7 +296,7 @@ func eachStatement(sql string, pg, nested bool, fn func(string) bool) {
 			for j < len(sql) && wordPart(sql[j], pg) {
 				j++
 			}
-			w := strings.ToUpper(sql[i:j])
+			w := keyword(sql[i:j])
 			i = j
 			if pg && w == "E" && i < len(sql) && sql[i] == '\'' { // E'...': backslash escapes
 				i = skipQuoted(sql, i+1, '\'', true)
@@ -154,6 +323,25 @@ func eachStatement(sql string, pg, nested bool, fn func(string) bool) {
 	if start >= 0 {
 		fn(sql[start:])
 	}
+}
+
+// keyword is a word of a statement as eachStatement and firstWord tell
+// words apart: one of the keywords they look for, in upper case, or "-"
+// for any other word (and "" for none), without a copy (a copy in upper
+// case cost every lower-case word of an Exec, Query or QueryRow an
+// allocation: 14 for an INSERT of 7 words on SQLite, which reads a text
+// twice).
+func keyword(w string) string {
+	if w == "" {
+		return ""
+	}
+	for _, k := range [...]string{"CREATE", "TRIGGER", "TEMP", "TEMPORARY", "BEGIN", "ATOMIC", "CASE", "END", "E",
+		"COMMIT", "ABORT", "START", "PREPARE", "ROLLBACK", "TRANSACTION", "WORK", "TO", "SAVEPOINT", "RELEASE"} {
+		if len(w) == len(k) && strings.EqualFold(w, k) {
+			return k
+		}
+	}
+	return "-"
 }
 
 func wordStart(c byte) bool {
@@ -207,8 +395,9 @@ func skipDollarQuote(sql string, i int) int {
 	return j + 1 + k + len(tag)
 }
 
-// firstWord returns the first word of sql in upper case, after white space
-// and comments, and what follows it.
+// firstWord returns the first word of sql as keyword reads it (a keyword
+// refuseStatement looks for in upper case, another word "-"), after white
+// space and comments, and what follows it.
 func firstWord(sql string) (string, string) {
 	for {
 		sql = strings.TrimLeft(sql, " \t\r\n\f\v;")
@@ -230,7 +419,7 @@ func firstWord(sql string) (string, string) {
 	for i < len(sql) && (sql[i] >= 'a' && sql[i] <= 'z' || sql[i] >= 'A' && sql[i] <= 'Z' || sql[i] == '_') {
 		i++
 	}
-	return strings.ToUpper(sql[:i]), sql[i:]
+	return keyword(sql[:i]), sql[i:]
 }
 
 // skipComment returns what follows the /* comment sql begins with, nested

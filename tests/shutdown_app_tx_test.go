@@ -175,3 +175,88 @@ func TestInTxWhoseTxAHardStopEndedSaysErrClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestHardStopSettlesCancelledHandlersWhileAnotherStillRuns: two Work
+// handlers run and the application holds a Begin'd Tx with a write open
+// (on SQLite: the writer slot) when Shutdown is called with a done
+// context. One handler returns at once when cancelled; the other only once
+// the test lets it, after the first one's job was released. The
+// application's transaction is rolled back as the hard stop begins, so the
+// first job's release commits while the stop still waits for the second
+// handler: the store is not closed yet (Queue.Job reads it), and Shutdown
+// does not give the handlers up.
+//
+// Before (0ceed0c, on SQLite), the transaction was rolled back only once
+// the loops returned, and the release waited for the writer slot it held:
+// the loops could not return (the second handler waits for the release),
+// so the release came only after Shutdown had given the loops up, 5 s
+// after the stop, and Shutdown said "handlers ignored the hard stop".
+// This is what TestHardStopEndsTheApplicationsTxBeforeWaitingForHandlers's
+// second form could not show (its worker's own 5 s wait ran out first).
+// The test asserts the order of events, not durations; it relies only on
+// the release committing within the stop's own 5 s wait for the handlers
+// (a rollback and one write). PostgreSQL, whose release takes another
+// connection, passed before too.
+func TestHardStopSettlesCancelledHandlersWhileAnotherStillRuns(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		q := s.Queue("hard-app-tx-settle")
+		quick, err := q.Enqueue(c, []byte("quick"), store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		_, err = q.Enqueue(c, []byte("slow"), store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		started := make(chan struct{}, 2)
+		results := make(chan store.JobResult, 1)
+		letSlowReturn := make(chan struct{})
+		workDone := make(chan error, 1)
+		go func() {
+			workDone <- q.Work(c, store.WorkOpts{Concurrency: 2, Grace: time.Hour}, func(ctx context.Context, j *store.Job) error {
+				slow := string(j.Payload) == "slow"
+				if !slow {
+					j.OnResult(func(r store.JobResult) { results <- r })
+				}
+				started <- struct{}{}
+				<-ctx.Done() // only the hard stop ends it
+				if slow {
+					<-letSlowReturn
+				}
+				return ctx.Err()
+			})
+		}()
+		<-started
+		<-started
+
+		tx, err := s.Begin(c)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(c) }()
+		_, err = q.EnqueueTx(c, tx, []byte("in the application's transaction"), store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		now, cancel := context.WithCancel(c)
+		cancel()
+		shutDone := make(chan error, 1)
+		go func() { shutDone <- s.Shutdown(now) }()
+		var res store.JobResult
+		select {
+		case res = <-results:
+		case <-c.Done():
+			t.Fatal("the quick handler's job was never settled")
+		}
+		t.Logf("%s: the quick handler's result, the slow one still running: %s, settle error %v", e.name, res.Outcome, res.SettleErr)
+		require.NoError(t, res.SettleErr, "the release of the quick handler's job")
+		assert.Equal(t, store.OutcomeReleased, res.Outcome)
+		j, err := q.Job(c, quick)
+		require.NoError(t, err, "the store closed before the release committed: Shutdown had given the loops up, the release waiting for the application's transaction")
+		assert.Equal(t, store.JobPending, j.State, "the cancelled handler's job was released")
+		assert.Zero(t, j.Attempts, "the stop, not the job, ended the attempt")
+
+		close(letSlowReturn)
+		shutErr := <-shutDone
+		require.ErrorIs(t, shutErr, context.Canceled)
+		assert.NotContains(t, shutErr.Error(), "ignored the hard stop",
+			"Shutdown gave the handlers up: the release waited for the application's transaction")
+		require.ErrorIs(t, <-workDone, store.ErrClosed)
+		require.ErrorIs(t, tx.Commit(c), store.ErrClosed, "the hard stop rolled the application's transaction back")
+	})
+}
