@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,18 +73,41 @@ func (s *stmtScanner) Scan(src any) error {
 	return nil
 }
 
-// returnsInTime runs f on a goroutine of its own and fails t when it does
-// not return within a minute (a Scan waiting for itself never does; the
-// statements f runs take milliseconds), instead of hanging the suite.
-func returnsInTime(t *testing.T, what string, f func() error) {
-	t.Helper()
+// hangGuard fails a test whose call hangs (a Scan waiting for itself
+// never returns; the statements the calls run take milliseconds) instead
+// of hanging the suite: its store is not closed then, since Close would
+// wait for the hung goroutine's transaction.
+type hangGuard struct {
+	t    *testing.T
+	hung atomic.Bool
+}
+
+// openStore opens a store on e, closed at the test's end unless a call
+// hung.
+func (h *hangGuard) openStore(e *engineEnv) *store.Store {
+	h.t.Helper()
+	s, err := store.Open(ctx(h.t), e.dsn)
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() {
+		if !h.hung.Load() {
+			_ = s.Close()
+		}
+	})
+	return s
+}
+
+// returns runs f on a goroutine of its own and fails the test when it
+// does not return within a minute.
+func (h *hangGuard) returns(what string, f func() error) {
+	h.t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	select {
 	case err := <-done:
-		require.NoError(t, err, what)
+		require.NoError(h.t, err, what)
 	case <-time.After(time.Minute):
-		t.Fatalf("%s: has not returned in a minute: deadlocked (a statement run from inside a Scan waiting for that Scan)", what)
+		h.hung.Store(true)
+		h.t.Fatalf("%s: has not returned in a minute: deadlocked (a statement run from inside a Scan waiting for that Scan)", what)
 	}
 }
 
@@ -99,7 +123,8 @@ func returnsInTime(t *testing.T, what string, f func() error) {
 // held), and the second failed "conn busy".
 func TestAScanDestinationRunsStatementsThroughItsTx(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		s := e.open(t)
+		h := &hangGuard{t: t}
+		s := h.openStore(e)
 		openRowsTables(t, s)
 		c := ctx(t)
 		q := s.Queue("scan-stmts")
@@ -134,9 +159,9 @@ func TestAScanDestinationRunsStatementsThroughItsTx(t *testing.T) {
 				})
 			}
 		}
-		returnsInTime(t, "rows read ahead, then scanned into an sql.Scanner running statements", loop("ahead", true))
-		returnsInTime(t, "streaming rows scanned into an sql.Scanner running statements", loop("streamed", false))
-		returnsInTime(t, "a QueryRow's row scanned into an sql.Scanner running statements", func() error {
+		h.returns("rows read ahead, then scanned into an sql.Scanner running statements", loop("ahead", true))
+		h.returns("streaming rows scanned into an sql.Scanner running statements", loop("streamed", false))
+		h.returns("a QueryRow's row scanned into an sql.Scanner running statements", func() error {
 			return s.InTx(c, func(ctx context.Context, tx store.Tx) error {
 				var id int64
 				return tx.QueryRow(ctx, `SELECT id, name FROM open_src WHERE id = 2`).Scan(&id, &stmtScanner{ctx: ctx, tx: tx, q: q, tag: "row"})
@@ -263,7 +288,8 @@ func TestARowScannerScansRowsReadAhead(t *testing.T) {
 // the pgx.Tx's statement runs too. It must never hang.
 func TestADriverStatementBesideOpenRows(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
-		s := e.open(t)
+		h := &hangGuard{t: t}
+		s := h.openStore(e)
 		openRowsTables(t, s)
 		c := ctx(t)
 		direct := func(ctx context.Context, tx store.Tx, id int, name string) error {
@@ -276,7 +302,7 @@ func TestADriverStatementBesideOpenRows(t *testing.T) {
 			_, err := stx.ExecContext(ctx, `INSERT INTO open_dst VALUES ($1, $2)`, id, name)
 			return err
 		}
-		returnsInTime(t, "statements on the driver transaction beside open rows", func() error {
+		h.returns("statements on the driver transaction beside open rows", func() error {
 			return s.InTx(c, func(ctx context.Context, tx store.Tx) error {
 				rows, err := tx.Query(ctx, `SELECT id FROM open_src ORDER BY id`)
 				if err != nil {
