@@ -477,10 +477,30 @@ func (t liteTx) query(ctx context.Context, query string, args ...any) (Rows, err
 }
 
 func (t liteTx) queryRow(ctx context.Context, query string, args ...any) Row {
-	return scanRow{t.tx.QueryRowContext(ctx, query, args...)}
+	return scanRow{sqlRow{t.tx.QueryRowContext(ctx, query, args...)}}
 }
 
 // sqlRows adapts *sql.Rows to Rows (whose Close reports through Err).
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// Scan assigns destinations that run the application's code (an
+// sql.Scanner) once database/sql gave the connection back, so that code
+// may run statements through the Tx (see scanApart).
+func (r sqlRows) Scan(dest ...any) error {
+	if plainDests(dest) {
+		return r.Rows.Scan(dest...)
+	}
+	return scanApart(r.Rows.Scan, r.Rows.Columns, dest)
+}
+
+// sqlRow is a business QueryRow's row, scanned as sqlRows are.
+type sqlRow struct{ *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	if plainDests(dest) {
+		return r.Row.Scan(dest...)
+	}
+	return scanApart(r.Row.Scan, nil, dest)
+}

@@ -37,8 +37,18 @@ import (
 // Commit and Rollback, InTx's end and a WorkTx handler's completion close
 // rows still open, as database/sql does on SQLite: their Next is false,
 // and Err (or the row's Scan) fails with an error matching ErrTxDone.
-// Statements run on the pgx.Tx itself (Pgx, AdoptPgx) are pgx's: close
-// the rows before them, and before you end an adopted transaction.
+// A Scan destination's own code (an sql.Scanner; on PostgreSQL also a pgx
+// RowScanner, or a type decoding JSON itself) may run statements through
+// tx as well, on both engines. On PostgreSQL a pgx RowScanner destination
+// scans these rows as pgx's own, streaming or read into memory: the rows
+// it is handed are its row (Scan, Values, RawValues, FieldDescriptions;
+// Next is false, Conn nil). Statements run on the pgx.Tx itself (Pgx,
+// AdoptPgx) are pgx's, which the store does not see: beside rows still
+// streaming, pgx refuses them at once ("conn busy": nothing is sent, and
+// the transaction goes on), as it does beside its own rows; rows a
+// statement through tx has read into memory do not hold the connection.
+// Close the rows before them (or run the statement through tx), and
+// before you end an adopted transaction.
 // For code written against a driver, such as
 // sqlc-generated queries, Pgx and SQL hand out the driver transaction
 // itself: statements run on it are part of tx.

@@ -66,6 +66,14 @@ import (
 // them first (endApp). Before (attack56a F3) that statement failed "conn
 // busy", and so did a commit, losing the transaction.
 //
+// call is never held while the application's own code runs: a Scan into
+// a destination of its own type (an sql.Scanner, a pgx RowScanner, JSON
+// into a type with its own UnmarshalJSON), whose code may run statements
+// through the Tx, as it may on SQLite, decodes without call (counted in
+// decoding, which end waits for instead; see appRows.Scan). Before
+// (review56 R4) such a statement waited for call, which its own goroutine
+// held, for ever.
+//
 // It guards what the store runs on the transaction: its own queries and the
 // business SQL of Tx.Exec, Query and QueryRow. Statements the application
 // runs directly on the pgx.Tx Tx.Pgx returns are its own to serialise (see
@@ -96,8 +104,14 @@ type txGuard struct {
 	closed atomic.Bool
 	// call is held around each call open rows or an unscanned row make
 	// into pgx, and by the rollback that end makes under them (see
-	// txGuard); never while waiting for mu.
+	// txGuard); never while waiting for mu, nor while the application's
+	// code runs (see decoding).
 	call sync.Mutex
+	// decoding counts the application's Scans that decode without call
+	// (see appRows.Scan), with the connection's type map; idle, when not
+	// nil, is closed when it drops to 0 (see lockCallIdle). Under call.
+	decoding int
+	idle     chan struct{}
 	// dead: end rolled back under open rows (holding call): they never
 	// call pgx again.
 	dead atomic.Bool
@@ -170,9 +184,11 @@ func (g *txGuard) enter() error {
 // loop closes before its next statement, are open only for another
 // goroutine's statement: that one fails "conn busy", as beside any
 // statement running. So does one that finds call held (rows of another
-// goroutine reading from the connection, or an application's sql.Scanner
-// that runs a statement through the Tx from inside a Scan): it never
-// waits for call, which could wait for itself.
+// goroutine reading from the connection): it never waits for call. The
+// Tx's own goroutine never holds call here: a Scan that runs the
+// application's code (an sql.Scanner running a statement through the Tx)
+// gives call back first (see appRows.Scan), so that statement reads the
+// rows it scans ahead, and the Scan goes on from its copy of the row.
 func (g *txGuard) takeFromRows() error {
 	if !g.call.TryLock() {
 		if g.closed.Load() {
@@ -329,7 +345,7 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 		return waitDone()
 	}
 	// Rows left open: see above.
-	if !g.lockCall(ctx) {
+	if !g.lockCallIdle(ctx) {
 		return fmt.Errorf("%w (%w)", errRollbackBusy, context.Cause(ctx))
 	}
 	if !g.ended.CompareAndSwap(false, true) {
@@ -344,16 +360,43 @@ func (g *txGuard) end(ctx context.Context, rollback func(context.Context) error)
 }
 
 // quiesce, before end's rollback under mu, waits (bounded by ctx) for a
-// call of rows read into memory (see appRows), which may be decoding with
-// the connection's type map: closed is set, so none starts after it, and
-// the connection the rollback gives back to the pool is not touched by
-// them any more. It returns what gives call back. When the wait runs out
-// (an application's sql.Scanner that hangs), the rollback goes on.
+// call of rows read into memory (see appRows), and for their Scans
+// decoding without call, which may be decoding with the connection's type
+// map: closed is set, so none starts after it, and the connection the
+// rollback gives back to the pool is not touched by them any more. It
+// returns what gives call back. When the wait runs out (an application's
+// sql.Scanner that hangs), the rollback goes on.
 func (g *txGuard) quiesce(ctx context.Context) (unlock func()) {
-	if !g.spilled.Load() || !g.lockCall(ctx) {
+	if !g.spilled.Load() || !g.lockCallIdle(ctx) {
 		return func() {}
 	}
 	return g.call.Unlock
+}
+
+// lockCallIdle is lockCall once no Scan decodes without call (decoding
+// is 0), waiting for both no longer than ctx: false when it did not get
+// there. A Scan decoding then may be running a statement through the Tx
+// (an sql.Scanner's): end's closed refuses it at once, or its cancel
+// ends it, so the Scan returns.
+func (g *txGuard) lockCallIdle(ctx context.Context) bool {
+	for {
+		if !g.lockCall(ctx) {
+			return false
+		}
+		if g.decoding == 0 {
+			return true
+		}
+		if g.idle == nil {
+			g.idle = make(chan struct{})
+		}
+		idle := g.idle
+		g.call.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // lockCall takes call for end, waiting for the rows' call into pgx in
@@ -489,7 +532,8 @@ func (r *guardedRow) Scan(dest ...any) error {
 // them ahead, and beside the store's rollback from another goroutine,
 // which ends them as it ends the store's own rows (dead: errGuardClosed),
 // and after which rows read ahead do not decode with the connection's
-// type map any more (closed; see quiesce).
+// type map any more (closed; see quiesce). Only a Scan's decoding into
+// the application's own types runs without call (see Scan).
 type appRows struct {
 	g    *txGuard
 	rows pgx.Rows // streaming from the connection, until read ahead or ended
@@ -498,7 +542,8 @@ type appRows struct {
 	on   bool     // a streamed Next returned true: rows.RawValues is the row
 	done bool     // ended: Next is false
 	// Read ahead (ahead): the row Next moved to (cur), the rows after it
-	// (next), decoded with the connection's type map and fields.
+	// (next), decoded with the connection's type map and fields (kept
+	// once read ahead, or scanned from a copy; see meta).
 	ahead  bool
 	err    error
 	cur    [][]byte
@@ -533,12 +578,7 @@ func (g *txGuard) appQuery(ctx context.Context, one bool, sql string, args ...an
 // them at pgx: under call, with mu held by them, which the caller takes
 // over (takeFromRows).
 func (r *appRows) readAhead() {
-	r.fields = slices.Clone(r.rows.FieldDescriptions()) // pgconn's buffer, reused by the next query
-	if c := r.rows.Conn(); c != nil {
-		r.types = c.TypeMap()
-	} else {
-		r.types = pgtype.NewMap()
-	}
+	r.meta()
 	if r.on {
 		r.cur = copyRaw(r.rows.RawValues())
 	}
@@ -553,6 +593,20 @@ func (r *appRows) readAhead() {
 	r.rows.Close() // reads the rest at the server, if any: the connection is free
 	r.err = r.rows.Err()
 	r.rows, r.held, r.ahead = nil, false, true
+}
+
+// meta keeps the streaming rows' fields and type map, for decoding their
+// values out of pgx's read buffer (read ahead, or a row's copy).
+func (r *appRows) meta() {
+	if r.fields != nil {
+		return
+	}
+	r.fields = slices.Clone(r.rows.FieldDescriptions()) // pgconn's buffer, reused by the next query
+	if c := r.rows.Conn(); c != nil {
+		r.types = c.TypeMap()
+	} else {
+		r.types = pgtype.NewMap()
+	}
 }
 
 // copyRaw copies a row's values out of pgx's read buffer, into one
@@ -632,12 +686,63 @@ func (r *appRows) Next() bool {
 
 // Scan decodes the row Next moved to. A failed Scan ends the rows, as
 // pgx's does.
+//
+// Destinations of the drivers' own types (plainDests) decode under call:
+// from pgx's read buffer while the rows stream, from memory once read
+// ahead. Any other runs the application's code while it decodes (an
+// sql.Scanner, a pgx RowScanner, JSON into a type with its own
+// UnmarshalJSON), which may run a statement through the Tx, as it may on
+// SQLite: that statement reads these rows ahead (takeFromRows), taking
+// call, which this goroutine would hold (review56 R4: it waited for
+// itself, for ever). So those decode without call, from a copy of the row
+// (the statement reads the connection into pgx's buffer), counted in
+// decoding, which the store's rollback waits for instead (lockCallIdle).
 func (r *appRows) Scan(dest ...any) error {
 	g := r.g
 	g.call.Lock()
+	if err := r.scannable(); err != nil {
+		g.call.Unlock()
+		return err
+	}
+	if plainDests(dest) {
+		defer g.call.Unlock()
+		if !r.ahead {
+			return r.rows.Scan(dest...)
+		}
+		if err := pgx.ScanRow(r.types, r.fields, r.cur, dest...); err != nil {
+			r.end(err)
+			return err
+		}
+		return nil
+	}
+	v := rowView{types: r.types, fields: r.fields, raw: r.cur}
+	if !r.ahead {
+		r.meta()
+		v = rowView{types: r.types, fields: r.fields, raw: copyRaw(r.rows.RawValues())}
+	}
+	g.decoding++
+	g.call.Unlock()
+	err := v.scan(dest)
+	g.call.Lock()
 	defer g.call.Unlock()
+	if g.decoding--; g.decoding == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+	if err != nil && !r.done {
+		if r.held && !g.dead.Load() {
+			r.rows.Close() // as pgx's failed Scan does
+		}
+		r.end(err)
+	}
+	return err
+}
+
+// scannable says why the rows have no row to scan, nil when they have:
+// under call.
+func (r *appRows) scannable() error {
 	switch {
-	case g.dead.Load():
+	case r.g.dead.Load():
 		return errGuardClosed
 	case r.done:
 		if r.err != nil {
@@ -645,7 +750,10 @@ func (r *appRows) Scan(dest ...any) error {
 		}
 		return errNoRow
 	case !r.ahead:
-		return r.rows.Scan(dest...)
+		if !r.on {
+			return errNoRow
+		}
+		return nil
 	}
 	if err := r.gone(); err != nil {
 		r.end(err)
@@ -654,11 +762,74 @@ func (r *appRows) Scan(dest ...any) error {
 	if r.cur == nil {
 		return errNoRow
 	}
-	if err := pgx.ScanRow(r.types, r.fields, r.cur, dest...); err != nil {
-		r.end(err)
-		return err
-	}
 	return nil
+}
+
+// rowView is one row of the application's rows out of pgx's read buffer
+// (read ahead, or copied for a Scan, see appRows.Scan), as a pgx RowScanner
+// destination gets it: its Scan, Values, RawValues and FieldDescriptions
+// are the row's, TypeMap the connection's; Next is false, Close does
+// nothing, Err is nil and Conn is nil (the rows may have left the
+// connection).
+type rowView struct {
+	types  *pgtype.Map
+	fields []pgconn.FieldDescription
+	raw    [][]byte
+}
+
+var _ pgx.Rows = (*rowView)(nil)
+
+// scan decodes the row into dest, a RowScanner alone as pgx's rows do.
+func (v rowView) scan(dest []any) error {
+	if len(dest) == 1 {
+		if rs, ok := dest[0].(pgx.RowScanner); ok {
+			if len(v.fields) != len(v.raw) {
+				return fmt.Errorf("number of field descriptions must equal number of values, got %d and %d", len(v.fields), len(v.raw))
+			}
+			rows := v // escapes: the heap only here
+			return rs.ScanRow(&rows)
+		}
+	}
+	return pgx.ScanRow(v.types, v.fields, v.raw, dest...)
+}
+
+func (v *rowView) Close()                                       {}
+func (v *rowView) Err() error                                   { return nil }
+func (v *rowView) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (v *rowView) FieldDescriptions() []pgconn.FieldDescription { return v.fields }
+func (v *rowView) Next() bool                                   { return false }
+func (v *rowView) Scan(dest ...any) error                       { return v.scan(dest) }
+func (v *rowView) RawValues() [][]byte                          { return v.raw }
+func (v *rowView) Conn() *pgx.Conn                              { return nil }
+func (v *rowView) TypeMap() *pgtype.Map                         { return v.types }
+
+// Values decodes the row as pgx's rows' Values does.
+func (v *rowView) Values() ([]any, error) {
+	values := make([]any, 0, len(v.fields))
+	for i, fd := range v.fields {
+		buf := v.raw[i]
+		if buf == nil {
+			values = append(values, nil)
+			continue
+		}
+		if t, ok := v.types.TypeForOID(fd.DataTypeOID); ok {
+			value, err := t.Codec.DecodeValue(v.types, fd.DataTypeOID, fd.Format, buf)
+			if err != nil {
+				return nil, err
+			}
+			values = append(values, value)
+			continue
+		}
+		switch fd.Format {
+		case pgx.TextFormatCode:
+			values = append(values, string(buf))
+		case pgx.BinaryFormatCode:
+			values = append(values, slices.Clone(buf))
+		default:
+			return nil, errors.New("unknown format code")
+		}
+	}
+	return values, nil
 }
 
 // errNoRow is the error of a Scan without a row to scan (before Next,

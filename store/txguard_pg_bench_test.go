@@ -39,7 +39,8 @@ func (r *nopRows) TypeMap() *pgtype.Map                         { return nil }
 
 // BenchmarkTxGuard: a statement through the guard, uncontended, as the
 // store's own (sqlc's calls): an Exec, a QueryRow and its Scan, a Query of
-// three rows read and closed as sqlc's loop does.
+// three rows read and closed as sqlc's loop does; and AppQuery3, the
+// application's Tx.Query of three rows (appRows), scanned into an *int.
 func BenchmarkTxGuard(b *testing.B) {
 	ctx := context.Background()
 	newGuard := func() *txGuard {
@@ -72,6 +73,26 @@ func BenchmarkTxGuard(b *testing.B) {
 		var n int
 		for b.Loop() {
 			rows, err := g.Query(ctx, "x")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+				if err := rows.Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AppQuery3", func(b *testing.B) {
+		g := newGuard()
+		b.ReportAllocs()
+		var n int
+		for b.Loop() {
+			rows, err := g.appQuery(ctx, false, "x")
 			if err != nil {
 				b.Fatal(err)
 			}
