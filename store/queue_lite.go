@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	litedb "github.com/alkstore/alkstore/db/lite"
@@ -387,6 +388,7 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		return nil, errors.New("a SQLite claim runs on the writer slot, in a transaction of its own")
 	}
 	var rows []liteClaimable
+	defer func() { putClaimRows(rows) }()
 	var lent []claimRef // the claims r.lent gave, settled in the claim's transaction
 	n, taken := r.n, false
 	stampTx := func(w *litedriver.Writer, ack bool) error {
@@ -400,7 +402,7 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		// The rows are read into one reused row and kept with what a job
 		// needs copied out of it: the payload (each its own), and the
 		// other text columns only when set (rarely).
-		rows = make([]liteClaimable, 0, n)
+		rows = claimRowsFor(rows, n)
 		lapsed := false
 		keep := func(row *litedb.ClaimableRow) {
 			if row.ID == 0 { // ClaimableReadyJobs: some claim lapsed
@@ -526,6 +528,41 @@ func (o liteOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 		slab = slab[1:]
 	}
 	return jobs, nil
+}
+
+// claimRows holds the claims' row buffers between claims (see
+// claimRowsFor), of at most maxPooledClaimRows rows. A claim of 100 made
+// one of 16 KiB, 152 of the 1,047 bytes a job of a burn-down allocated
+// (each job's claimedJob is 640 more), and the collector's share of a job
+// follows the bytes: callgrind of the whole process, a Work burn-down at
+// Concurrency 100, 21,000 less 6,000 jobs, 81.76k-82.21k instructions a
+// job (four runs) -> 80.92k-80.95k (two), the runtime's share 5.8k-6.5k ->
+// 5.5k-5.6k, SQLite's unchanged (issue 18, session 57).
+var claimRows sync.Pool
+
+const maxPooledClaimRows = 1024
+
+// claimRowsFor returns an empty buffer for n rows: rows when it has the
+// room, else one from claimRows or a new one.
+func claimRowsFor(rows []liteClaimable, n int) []liteClaimable {
+	if cap(rows) >= n {
+		return rows[:0]
+	}
+	if p, ok := claimRows.Get().(*[]liteClaimable); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]liteClaimable, 0, max(n, 16))
+}
+
+// putClaimRows gives a claim's row buffer back once its jobs are made
+// (they keep no part of it), cleared so that it keeps no payload alive.
+func putClaimRows(rows []liteClaimable) {
+	if cap(rows) == 0 || cap(rows) > maxPooledClaimRows {
+		return
+	}
+	rows = rows[:cap(rows)]
+	clear(rows)
+	claimRows.Put(&rows)
 }
 
 // liteClaimable is a row of ClaimableJobs, kept from the claim's
