@@ -1047,8 +1047,51 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 	defer release() // the transaction never began, or ended
 	return s.inTx(ctx, true, func(ctx context.Context, tx Tx) error {
 		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
-		return fn(ctx, tx)
+		err := fn(ctx, tx)
+		if !s.singleWriter() {
+			return err
+		}
+		// On SQLite the transaction held the writer for fn's whole run:
+		// keep the claims of the store's jobs that waited for it.
+		if err == nil {
+			if kerr := s.keepClaims(s.settleCtx(ctx), tx); kerr != nil {
+				s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", kerr)
+			}
+			return nil
+		}
+		s.keepClaimsAfresh(ctx, tx)
+		return err
 	})
+}
+
+// settleCtx is ctx without its end, for the store's own statements that
+// must run once the caller's work is done.
+func (s *Store) settleCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// keepClaimsAfresh is keepClaims for a group member's transaction on
+// SQLite that is to roll back (its handler failed, or SQLite rolled it
+// back whole): rolled back, it took nothing of the claims with it, but
+// they had lapsed under it all the same. When some need it, the
+// transaction is rolled back on its connection, which keeps the writer
+// (no other write of the process comes between), a new one begins there
+// (Tx.beginAgain: the rollback's hooks run, a partition rewound), revives
+// them and commits; InTx's rollback then has nothing to do.
+func (s *Store) keepClaimsAfresh(ctx context.Context, tx Tx) {
+	held := s.claimsToKeep()
+	if held == nil {
+		return
+	}
+	sctx := s.settleCtx(ctx)
+	if !tx.lost() && tx.rollbackKeep(sctx) != nil {
+		return // InTx rolls back
+	}
+	if err := tx.beginAgain(sctx); err != nil {
+		return
+	}
+	if err := s.reviveHeld(sctx, tx, held); err != nil {
+		s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", err)
+	}
+	_ = tx.Commit(sctx)
 }
 
 // endAbandonedTx rolls back the transaction of a handler the worker

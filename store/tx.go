@@ -808,6 +808,32 @@ func (tx Tx) execOwn(ctx context.Context, query string) error {
 	return err
 }
 
+// rollbackKeep rolls tx back on SQLite's writer, keeping its connection
+// for beginAgain, as SQLite rolling it back whole does (see
+// Store.keepClaimsAfresh); its statements are refused meanwhile.
+func (tx Tx) rollbackKeep(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rb, ok := st.dtx.(interface{ rollbackKeep(context.Context) error })
+	switch {
+	case st.done || st.abandoned:
+		return ErrTxDone
+	case !st.owned || !ok:
+		return errors.New("only a transaction the store began on SQLite's writer can roll back and begin again")
+	}
+	if err := rb.rollbackKeep(ctx); err != nil {
+		return err
+	}
+	if st.lost == nil {
+		st.lost = litedriver.ErrRolledBack
+	}
+	return nil
+}
+
 // lost reports whether the transaction no longer exists on its connection
 // (SQLite rolled it back whole: see Tx.failed) while tx is still open.
 func (tx Tx) lost() bool {

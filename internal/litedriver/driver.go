@@ -526,9 +526,12 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(c.broken, &err)
-	if len(args) == 0 && (query == beginImmediate || query == commitTx) && ctx.Value(beginAgainKey{}) != nil {
-		if query == commitTx {
+	if len(args) == 0 && (query == beginImmediate || query == commitTx || query == rollbackTx) && ctx.Value(beginAgainKey{}) != nil {
+		switch query {
+		case commitTx:
 			return c.tryCommit()
+		case rollbackTx:
+			return c.rollbackKeep()
 		}
 		return c.beginAgain(ctx)
 	}
@@ -600,7 +603,28 @@ func (c *conn) tryCommit() (driver.Result, error) {
 	return keptResult{}, nil
 }
 
-// beginAgainKey marks BeginAgain's (and TryCommit's) Exec: only it begins again (an
+// RollbackKeep rolls back the transaction of tx (begun on the connection
+// as BeginAgain's is) and keeps the connection, as SQLite rolling it back
+// whole does: BeginAgain may then begin again on it before any other
+// caller of the process writes. tx's other statements are refused
+// meanwhile (ErrRolledBack).
+func RollbackKeep(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, true), rollbackTx)
+	return err
+}
+
+// rollbackKeep is RollbackKeep on c.
+func (c *conn) rollbackKeep() (driver.Result, error) {
+	if !c.inTx.Load() || !c.ownTx {
+		return nil, errors.New("litedriver: RollbackKeep outside a transaction the connection began itself")
+	}
+	if err := c.rollback(); err != nil {
+		return nil, err
+	}
+	return keptResult{}, nil
+}
+
+// beginAgainKey marks BeginAgain's (and TryCommit's, RollbackKeep's) Exec: only it begins again (an
 // application's BEGIN on the *sql.Tx is refused as any statement of an
 // ended transaction is).
 type beginAgainKey struct{}
