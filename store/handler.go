@@ -712,7 +712,7 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// trigger refusing the retry's UPDATE); on PostgreSQL the job is
 		// left to its claim's lapse and the others keep theirs. So the
 		// claims are kept here, as settleAfresh keeps them, and commit.
-		if _, rerr := r.reviveHeld(tx, j, rj); rerr != nil {
+		if _, rerr := r.reviveHeld(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
 			if tx.lost() { // SQLite rolled tx back whole meanwhile
 				return afresh()
 			}
@@ -769,7 +769,7 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
-	revived, rerr := r.reviveHeld(tx, j, rj)
+	revived, rerr := r.reviveHeld(tx, j, rj, true)
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
 		return JobResult{}, false
@@ -798,9 +798,15 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 // see settleAfresh for why that is safe on SQLite's writer), and returns
 // the ids it revived. The transaction then holds no more extensions:
 // releaseOthers has nothing left to do.
-func (r *runner) reviveHeld(tx *Tx, j *Job, rj *runningJob) ([]int64, error) {
+//
+// own false leaves the job's claim out: it was lost (the job is not this
+// handler's any more, or its lease ran out by the store's clock).
+func (r *runner) reviveHeld(tx *Tx, j *Job, rj *runningJob, own bool) ([]int64, error) {
 	ctx := r.settleCtx
-	held := append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, rj.heldOthers...)
+	held := rj.heldOthers
+	if own {
+		held = append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, held...)
+	}
 	rj.heldOthers = nil // revived here: nothing for releaseOthers
 	var revived []int64
 	err := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
