@@ -411,6 +411,25 @@ func (t liteTx) beginAgain(ctx context.Context) error {
 	return litedriver.BeginAgain(ctx, t.tx)
 }
 
+// tryCommit commits t, and leaves it open, on its connection, when the
+// COMMIT failed (litedriver.TryCommit; see Tx.commitOrKeep): its commit
+// then only ends it (with the writer slot's hold) once it succeeded.
+func (t liteTx) tryCommit(ctx context.Context) error {
+	if t.adopted {
+		return errors.New("an adopted transaction's connection is the caller's")
+	}
+	return litedriver.TryCommit(ctx, t.tx)
+}
+
+// rollbackKeep rolls t back on its connection, which keeps the writer
+// slot, for beginAgain (litedriver.RollbackKeep).
+func (t liteTx) rollbackKeep(ctx context.Context) error {
+	if t.adopted {
+		return errors.New("an adopted transaction's connection is the caller's")
+	}
+	return litedriver.RollbackKeep(ctx, t.tx)
+}
+
 func (t liteTx) commit(context.Context) error {
 	defer t.release()
 	return t.tx.Commit()

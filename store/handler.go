@@ -497,9 +497,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		tx = nil
 	}
 	if tx != nil {
-		outcome, lostNow, err2 := r.finishTx(tx, j, rj, err, lost)
-		if outcome != 0 {
-			return r.settledResult(j, JobResult{Outcome: outcome}), false, false
+		res, lostNow, err2 := r.finishTx(tx, j, rj, err, lost)
+		if res.Outcome != 0 {
+			return res, false, false
 		}
 		lost = lostNow
 		if err == nil {
@@ -749,12 +749,15 @@ type claimHolder interface {
 func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
 	ctx := r.settleCtx
 	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
-	if rerr := tx.execOwn(ctx, queries.RollbackToHandler); rerr != nil {
+	afresh := func() (JobResult, bool) {
 		if res, ok := r.settleAfresh(tx, j, rj, err, stoppedIt); ok {
 			return res, true
 		}
 		r.rollbackTx(tx, j)
 		return JobResult{}, false
+	}
+	if rerr := tx.execOwn(ctx, queries.RollbackToHandler); rerr != nil {
+		return afresh()
 	}
 	// A settle of the handler's in tx (AckTx, SnoozeTx, ...) was rolled
 	// back with its writes: the claim is the job's again (the rollback to
@@ -763,13 +766,31 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 	// commit: a group member's CommitTx in the handler no longer moves
 	// its offset).
 	j.restoreClaim(rj.savepoint)
+	held := rj.heldOthers // releaseOthers forgets them
 	res, _ := r.settle(j, err, stoppedIt, tx)
 	if res.Outcome == OutcomeClaimLost || res.SettleErr != nil {
-		r.rollbackTx(tx, j)
-		return res, true
+		// Nothing was settled: the statement that failed changed nothing
+		// (SQLite undid it), or the claim is no longer the job's. Rolled
+		// back, tx took the claims' extensions with it, and the waiting
+		// jobs ended dead without their handlers running (attack57 F1: a
+		// trigger refusing the retry's UPDATE); on PostgreSQL the job is
+		// left to its claim's lapse and the others keep theirs. So the
+		// claims are kept here, as settleAfresh keeps them, and commit.
+		if _, rerr := r.reviveHeld(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
+			if tx.lost() { // SQLite rolled tx back whole meanwhile
+				return afresh()
+			}
+			r.rollbackTx(tx, j)
+			return res, true
+		}
+	} else {
+		r.releaseOthers(tx, rj)
 	}
-	r.releaseOthers(tx, rj)
-	if cerr := tx.Commit(ctx); cerr != nil {
+	if open, cerr := tx.commitOrKeep(ctx); cerr != nil {
+		if open { // kept, or rolled back whole on its connection
+			rj.heldOthers = held
+			return afresh()
+		}
 		// Rolled back (the claim is the job's again: see Job.settle).
 		r.q.s.log.Warn("alkstore: commit of a failed transactional handler's settle failed", "queue", r.q.name, "job", j.ID, "error", cerr)
 		return JobResult{}, false
@@ -812,20 +833,7 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
-	// The own claim, and each worker's held claims, to a Visibility (the
-	// worker's own) from now, as releaseOthers would have set them back.
-	held := append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, rj.heldOthers...)
-	rj.heldOthers = nil // revived here: nothing for releaseOthers
-	var revived []int64
-	rerr := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
-		h, ok := o.ops.(claimHolder)
-		if !ok {
-			return errors.New("no claims to revive on this engine")
-		}
-		var err error
-		revived, err = r.q.s.reviveHeld(ctx, h, held)
-		return err
-	})
+	revived, rerr := r.reviveHeld(tx, j, rj, true)
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
 		return JobResult{}, false
@@ -864,6 +872,36 @@ func (s *Store) reviveHeld(ctx context.Context, h claimHolder, held []heldClaims
 	return revived, nil
 }
 
+// reviveHeld sets, in tx, the claim of rj's job and the claims of the
+// other jobs rj's transaction held (holdOthers) to a Visibility (their
+// worker's) from now, as releaseOthers would have set them back, fenced
+// by their tokens and state running only, lapsed or not (ReviveClaims:
+// see settleAfresh for why that is safe on SQLite's writer), and returns
+// the ids it revived. The transaction then holds no more extensions:
+// releaseOthers has nothing left to do.
+//
+// own false leaves the job's claim out: it was lost (the job is not this
+// handler's any more, or its lease ran out by the store's clock).
+func (r *runner) reviveHeld(tx *Tx, j *Job, rj *runningJob, own bool) ([]int64, error) {
+	ctx := r.settleCtx
+	held := rj.heldOthers
+	if own {
+		held = append([]heldClaims{{r.opts.Visibility, []claimRef{{j.ID, rj.savepoint}}}}, held...)
+	}
+	rj.heldOthers = nil // revived here: nothing for releaseOthers
+	var revived []int64
+	err := run0(r.q.handle, "heartbeat", tx.via(ctx), func(o target) error {
+		h, ok := o.ops.(claimHolder)
+		if !ok {
+			return errors.New("no claims to revive on this engine")
+		}
+		var err error
+		revived, err = r.q.s.reviveHeld(ctx, h, held)
+		return err
+	})
+	return revived, err
+}
+
 // rollbackTx rolls back the handler's own transaction tx, logging a
 // failure.
 func (r *runner) rollbackTx(tx *Tx, j *Job) {
@@ -874,11 +912,24 @@ func (r *runner) rollbackTx(tx *Tx, j *Job) {
 
 // finishTx ends the handler's transaction: on success it completes the job
 // in it (unless the handler settled it there) and commits; otherwise, or
-// when the claim is lost, it rolls back. It returns the outcome when the
-// handler's writes are in (committed, or in the caller's transaction),
-// else 0, whether the claim is lost, and why the completion or commit
-// failed. In the caller's transaction it ends nothing.
-func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) (Outcome, bool, error) {
+// when the claim is lost, it rolls back. It returns the result when the
+// job is settled (the handler's writes committed, or in the caller's
+// transaction), else a zero one, whether the claim is lost, and why the
+// completion or commit failed. In the caller's transaction it ends
+// nothing.
+//
+// On SQLite (rj.savepoint set: the claims were extended in tx) a
+// completion or commit that failed does not roll tx back whole: that took
+// the extensions of the job's claim and of the claims waiting for the
+// writer with it, the waiting jobs ended dead without their handlers
+// running, and the job's own error was lost to its claim's lapse
+// (attack57 F1: an application's trigger refusing the completion, a
+// deferred foreign key the handler's writes broke, caught at COMMIT).
+// The job is settled in tx by that error instead, as a failed handler's
+// (settleInTx: the handler's writes rolled back to its savepoint, the
+// claims kept), which is what PostgreSQL records once its transaction
+// rolled back: a retry or failure by the completion's or commit's error.
+func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) (JobResult, bool, error) {
 	ctx, own := r.settleCtx, r.callerTx == nil
 	defer rj.releaseTxSlot(r.q.s) // the transaction ended, committed or not
 	rollback := func() {
@@ -891,23 +942,44 @@ func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) 
 	}
 	if lost || err != nil {
 		rollback()
-		return 0, lost, nil
+		return JobResult{}, lost, nil
 	}
+	keep := own && rj.savepoint != 0 // SQLite: settle in tx, the claims kept
 	outcome := OutcomeSettledByHandler
 	if !j.settled() {
 		outcome = OutcomeAcked
 		if aerr := j.AckTx(ctx, *tx); aerr != nil {
+			if keep {
+				if res, ok := r.settleInTx(tx, j, rj, aerr, false); ok {
+					return res, false, nil
+				}
+				return JobResult{}, false, aerr // rolled back: settle on its own
+			}
 			rollback()
-			return 0, errors.Is(aerr, ErrClaimLost), aerr
+			return JobResult{}, errors.Is(aerr, ErrClaimLost), aerr
 		}
 	}
 	if own {
+		held := rj.heldOthers
 		r.releaseOthers(tx, rj)
-		if cerr := tx.Commit(ctx); cerr != nil {
-			return 0, false, cerr // rolled back: the claim is the job's again (see Job.settle)
+		if !keep {
+			if cerr := tx.Commit(ctx); cerr != nil {
+				return JobResult{}, false, cerr // rolled back: the claim is the job's again (see Job.settle)
+			}
+		} else if open, cerr := tx.commitOrKeep(ctx); cerr != nil {
+			if !open {
+				return JobResult{}, false, cerr
+			}
+			// Still on the writer: the set-back of the claims, after the
+			// savepoint, goes with the handler's writes.
+			rj.heldOthers = held
+			if res, ok := r.settleInTx(tx, j, rj, cerr, false); ok {
+				return res, false, nil
+			}
+			return JobResult{}, false, cerr
 		}
 	}
-	return outcome, false, nil
+	return r.settledResult(j, JobResult{Outcome: outcome}), false, nil
 }
 
 // recovered runs fn, turning a panic into an error.
@@ -1057,8 +1129,51 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 	defer release() // the transaction never began, or ended
 	return s.inTx(ctx, true, func(ctx context.Context, tx Tx) error {
 		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
-		return fn(ctx, tx)
+		err := fn(ctx, tx)
+		if !s.singleWriter() {
+			return err
+		}
+		// On SQLite the transaction held the writer for fn's whole run:
+		// keep the claims of the store's jobs that waited for it.
+		if err == nil {
+			if kerr := s.keepClaims(s.settleCtx(ctx), tx); kerr != nil {
+				s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", kerr)
+			}
+			return nil
+		}
+		s.keepClaimsAfresh(ctx, tx)
+		return err
 	})
+}
+
+// settleCtx is ctx without its end, for the store's own statements that
+// must run once the caller's work is done.
+func (s *Store) settleCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// keepClaimsAfresh is keepClaims for a group member's transaction on
+// SQLite that is to roll back (its handler failed, or SQLite rolled it
+// back whole): rolled back, it took nothing of the claims with it, but
+// they had lapsed under it all the same. When some need it, the
+// transaction is rolled back on its connection, which keeps the writer
+// (no other write of the process comes between), a new one begins there
+// (Tx.beginAgain: the rollback's hooks run, a partition rewound), revives
+// them and commits; InTx's rollback then has nothing to do.
+func (s *Store) keepClaimsAfresh(ctx context.Context, tx Tx) {
+	held := s.claimsToKeep()
+	if held == nil {
+		return
+	}
+	sctx := s.settleCtx(ctx)
+	if !tx.lost() && tx.rollbackKeep(sctx) != nil {
+		return // InTx rolls back
+	}
+	if err := tx.beginAgain(sctx); err != nil {
+		return
+	}
+	if err := s.reviveHeldIn(sctx, tx, held); err != nil {
+		s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", err)
+	}
+	_ = tx.Commit(sctx)
 }
 
 // endAbandonedTx rolls back the transaction of a handler the worker

@@ -492,49 +492,83 @@ func (tx Tx) SQL() (*sql.Tx, bool) {
 // nothing and return an error matching ErrInvalidArgument: whoever began it
 // ends it, through the pgx.Tx or *sql.Tx.
 func (tx Tx) Commit(ctx context.Context) error {
+	_, err := tx.commit(ctx, false)
+	return err
+}
+
+// commitOrKeep commits tx, the transaction of a transactional handler on
+// SQLite's writer, as Commit does, except that a COMMIT that failed
+// leaves tx open (open true) when SQLite kept the transaction (a
+// DEFERRABLE INITIALLY DEFERRED foreign key the handler's writes broke:
+// litedriver.TryCommit), or rolled it back whole without the connection
+// leaving (Tx.beginAgain then begins again on it). Either way the writer
+// slot stays the process's, for the runner to keep the claims the
+// transaction extended and to settle the job by the commit's error
+// (runner.finishTx). Elsewhere, and when the COMMIT succeeded, it is
+// Commit.
+func (tx Tx) commitOrKeep(ctx context.Context) (open bool, err error) {
+	return tx.commit(ctx, true)
+}
+
+// commit is Commit, and commitOrKeep when keep.
+func (tx Tx) commit(ctx context.Context, keep bool) (open bool, _ error) {
 	if tx.h != nil && tx.h.lent {
-		return opErr("commit", "", errLent)
+		return false, opErr("commit", "", errLent)
 	}
 	st, err := tx.state()
 	if err != nil {
-		return opErr("commit", "", err)
+		return false, opErr("commit", "", err)
 	}
 	if !st.owned {
-		return opErr("commit", "", errAdopted)
+		return false, opErr("commit", "", errAdopted)
 	}
 	st.mu.Lock()
 	defer st.runRollbackHooks()
 	defer st.mu.Unlock()
 	switch {
 	case st.abandoned:
-		return opErr("commit", "", fmt.Errorf("%w: the store's shutdown rolled the transaction back", ErrClosed))
+		return false, opErr("commit", "", fmt.Errorf("%w: the store's shutdown rolled the transaction back", ErrClosed))
 	case st.done:
-		return opErr("commit", "", ErrTxDone)
+		return false, opErr("commit", "", ErrTxDone)
 	}
-	defer st.ended()
+	kept := false
+	defer func() {
+		if !kept {
+			st.ended()
+		}
+	}()
 	if st.shut.Load() { // the hard stop began: it is rolling the transaction back
 		st.done, st.abandoned = true, true
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		_ = st.dtx.rollback(rctx)
-		return opErr("commit", "", errTxShut)
+		return false, opErr("commit", "", errTxShut)
 	}
 	if tx.h.store.life.at() == phaseClosed {
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
-		return opErr("commit", "", ErrClosed)
+		return false, opErr("commit", "", ErrClosed)
 	}
 	if st.lost != nil { // nothing is left to commit
 		st.done = true
 		_ = st.dtx.rollback(context.WithoutCancel(ctx))
-		return opErr("commit", "", txLost(st.lost))
+		return false, opErr("commit", "", txLost(st.lost))
 	}
 	if err := ctx.Err(); err != nil { // as on PostgreSQL, where pgx sends nothing with an ended ctx
 		st.done = true
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		_ = st.dtx.rollback(rctx)
-		return opErr("commit", "", fmt.Errorf("its context ended before the commit, so the transaction was rolled back and nothing of it is stored: %w", err))
+		return false, opErr("commit", "", fmt.Errorf("its context ended before the commit, so the transaction was rolled back and nothing of it is stored: %w", err))
+	}
+	if keep {
+		if try, ok := st.dtx.(interface{ tryCommit(context.Context) error }); ok {
+			if err := try.tryCommit(ctx); err != nil {
+				kept, st.lost = true, st.dtx.endedAfter(err)
+				return true, opErr("commit", "", tx.h.store.driverErr(err))
+			}
+			// Committed: the driver's commit below only ends its side.
+		}
 	}
 	st.done, st.commit = true, true
 	if err := st.dtx.commit(ctx); err != nil {
@@ -545,13 +579,13 @@ func (tx Tx) Commit(ctx context.Context) error {
 		if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, sql.ErrTxDone) {
 			err = fmt.Errorf("the driver transaction had already ended: was it committed or rolled back directly, not through this Tx? (%w)", err)
 		}
-		return opErr("commit", "", tx.h.store.driverErr(err))
+		return false, opErr("commit", "", tx.h.store.driverErr(err))
 	}
 	st.afterRollback = nil
 	for _, fn := range st.afterCommit {
 		fn()
 	}
-	return nil
+	return false, nil
 }
 
 // onRollback arranges fn to run after tx ended without committing. An
@@ -949,6 +983,44 @@ func (tx Tx) execOwn(ctx context.Context, query string) error {
 		tx.h.state.trackSavepoints(query, tx.h.store.eng.kind() == "pg")
 	}
 	return err
+}
+
+// rollbackKeep rolls tx back on SQLite's writer, keeping its connection
+// for beginAgain, as SQLite rolling it back whole does (see
+// Store.keepClaimsAfresh); its statements are refused meanwhile.
+func (tx Tx) rollbackKeep(ctx context.Context) error {
+	st, err := tx.state()
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rb, ok := st.dtx.(interface{ rollbackKeep(context.Context) error })
+	switch {
+	case st.done || st.abandoned:
+		return ErrTxDone
+	case !st.owned || !ok:
+		return errors.New("only a transaction the store began on SQLite's writer can roll back and begin again")
+	}
+	if err := rb.rollbackKeep(ctx); err != nil {
+		return err
+	}
+	if st.lost == nil {
+		st.lost = litedriver.ErrRolledBack
+	}
+	return nil
+}
+
+// lost reports whether the transaction no longer exists on its connection
+// (SQLite rolled it back whole: see Tx.failed) while tx is still open.
+func (tx Tx) lost() bool {
+	st, err := tx.state()
+	if err != nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.done && st.lost != nil
 }
 
 // beginAgain begins, on SQLite, a new transaction in place of tx's, which

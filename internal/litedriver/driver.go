@@ -248,11 +248,14 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 type conn struct {
 	raw    sqlite.Conn
 	broken *atomic.Bool
-	inTx   atomic.Bool  // between BeginTx and the end of its transaction
-	ownTx  bool         // that transaction's BEGIN was c.begin (see BeginTx), which BeginAgain can run again
-	stops  *Interrupter // see OpenInterruptible
-	txStop *Interrupter // the open transaction's (WithTxInterrupter), if any
-	sc     stopCtx      // watch's (with stops)
+	inTx   atomic.Bool // between BeginTx and the end of its transaction
+	ownTx  bool        // that transaction's BEGIN was c.begin (see BeginTx), which BeginAgain can run again
+	// committed: TryCommit committed the open transaction, which the
+	// *sql.Tx's Commit then only ends (see TryCommit).
+	committed bool
+	stops     *Interrupter // see OpenInterruptible
+	txStop    *Interrupter // the open transaction's (WithTxInterrupter), if any
+	sc        stopCtx      // watch's (with stops)
 	// stmts are the connection's own statements (WriteTx's, a
 	// transaction's BEGIN, COMMIT and ROLLBACK, the kept ones), prepared
 	// on the connection the first time they run there; finalized when it
@@ -538,8 +541,14 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (t driver.Tx,
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (r driver.Result, err error) {
 	defer guard(c.broken, &err)
-	if query == beginImmediate && len(args) == 0 {
+	if len(args) == 0 && (query == beginImmediate || query == commitTx || query == rollbackTx) {
 		if how := ctx.Value(beginAgainKey{}); how != nil {
+			switch query {
+			case commitTx:
+				return c.tryCommit()
+			case rollbackTx:
+				return c.rollbackKeep()
+			}
 			return c.beginAgain(ctx, how == againRestart)
 		}
 	}
@@ -593,14 +602,73 @@ func RestartTx(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// beginAgainKey marks BeginAgain's and RestartTx's Exec: only they begin
-// again (an application's BEGIN on the *sql.Tx is refused as any
-// statement of an ended transaction is).
+// TryCommit commits the transaction of tx (begun on the connection as
+// BeginAgain's is) and leaves it open when the COMMIT fails with the
+// transaction still open in SQLite (a DEFERRABLE INITIALLY DEFERRED
+// foreign key broken, checked at COMMIT): tx's statements then go on in
+// it, a ROLLBACK TO a savepoint of it among them, and its Commit or
+// Rollback ends it, as before the COMMIT. database/sql's Commit gives the
+// connection back to its pool whatever the COMMIT did, so the driver's
+// Commit rolls such a transaction back, and with it everything it wrote
+// before the failing writes (see the store's runner.finishTx). A COMMIT
+// that ended the transaction without committing (SQLite rolled it back)
+// leaves it as BeginAgain finds it, its failure marked (StmtError.EndedTx).
+// Once TryCommit returned nil, tx's Commit ends database/sql's side and
+// returns nil. Like the driver's Commit, it is not interrupted.
+func TryCommit(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, againKeep), commitTx)
+	return err
+}
+
+// tryCommit is TryCommit on c.
+func (c *conn) tryCommit() (driver.Result, error) {
+	if !c.inTx.Load() || !c.ownTx {
+		return nil, errors.New("litedriver: TryCommit outside a transaction the connection began itself")
+	}
+	if err := c.ended(); err != nil {
+		return nil, &StmtError{Err: err, EndedTx: true}
+	}
+	if err := c.run(commitTx); err != nil {
+		if c.ended() != nil {
+			return nil, &StmtError{Err: err, EndedTx: true}
+		}
+		return nil, err
+	}
+	c.committed = true
+	return keptResult{}, nil
+}
+
+// RollbackKeep rolls back the transaction of tx (begun on the connection
+// as BeginAgain's is) and keeps the connection, as SQLite rolling it back
+// whole does: BeginAgain may then begin again on it before any other
+// caller of the process writes. tx's other statements are refused
+// meanwhile (ErrRolledBack).
+func RollbackKeep(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(context.WithValue(ctx, beginAgainKey{}, againKeep), rollbackTx)
+	return err
+}
+
+// rollbackKeep is RollbackKeep on c.
+func (c *conn) rollbackKeep() (driver.Result, error) {
+	if !c.inTx.Load() || !c.ownTx {
+		return nil, errors.New("litedriver: RollbackKeep outside a transaction the connection began itself")
+	}
+	if err := c.rollback(); err != nil {
+		return nil, err
+	}
+	return keptResult{}, nil
+}
+
+// beginAgainKey marks the Exec of BeginAgain, RestartTx, TryCommit and
+// RollbackKeep: only they begin again or end a transaction so (an
+// application's BEGIN on the *sql.Tx is refused as any statement of an
+// ended transaction is).
 type beginAgainKey struct{}
 
 const (
 	againAfterRollback = iota + 1 // BeginAgain
 	againRestart                  // RestartTx
+	againKeep                     // TryCommit, RollbackKeep
 )
 
 // beginAgain is BeginAgain on c; restart: RestartTx, which first rolls
@@ -690,6 +758,9 @@ func (t tx) Commit() (err error) {
 		return fmt.Errorf("%w: the transaction was rolled back", ErrPanicked)
 	}
 	defer t.c.endTx()
+	if t.c.committed { // by TryCommit
+		return nil
+	}
 	if err := t.c.ended(); err != nil {
 		return err
 	}
@@ -725,6 +796,7 @@ func (t tx) Rollback() (err error) {
 // reaches the connection's statements.
 func (c *conn) endTx() {
 	c.inTx.Store(false)
+	c.committed = false
 	c.txStop = nil
 }
 
