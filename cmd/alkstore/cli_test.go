@@ -252,6 +252,9 @@ func TestCLIQueues(t *testing.T) {
 		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "job", "999999").code)
 		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "job", "abc").code)
 		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "jobs", "emails", "--state", "bogus").code)
+		// As tail and heads: 0 was read as the default page and lost its
+		// next-page hint (attack57).
+		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "jobs", "emails", "--limit", "0").code)
 		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "enqueue", "__alk_x").code)
 		assert.Equal(t, exitBadInput, cli(t, dsn, "no-such-command").code)
 		assert.Equal(t, exitBadInput, cli(t, "", "stats").code)

@@ -55,6 +55,9 @@ func (a *app) jobsCmd() *cobra.Command {
 		Short: "A page of a queue's jobs in one state, in id order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit <= 0 { // as tail and heads: 0 read as the default lost the next-page hint
+				return badInput("--limit must be positive")
+			}
 			st, err := a.store(cmd.Context())
 			if err != nil {
 				return err
@@ -80,7 +83,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			if len(jobs) > 0 && len(jobs) == max(limit, 1) {
+			if len(jobs) > 0 && len(jobs) == limit {
 				fmt.Fprintf(a.errOut, "next page: --after %d\n", jobs[len(jobs)-1].ID)
 			}
 			return nil
