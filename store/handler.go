@@ -1136,13 +1136,25 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 		// On SQLite the transaction held the writer for fn's whole run:
 		// keep the claims of the store's jobs that waited for it.
 		if err == nil {
-			if kerr := s.keepClaims(s.settleCtx(ctx), tx); kerr != nil {
-				s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", kerr)
-			}
-			return nil
+			err = ctx.Err() // InTx would roll back, and the claims with it
 		}
-		s.keepClaimsAfresh(ctx, tx)
-		return err
+		if err != nil {
+			s.keepClaimsAfresh(ctx, tx)
+			return err
+		}
+		if kerr := s.keepClaims(s.settleCtx(ctx), tx); kerr != nil {
+			s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction", "error", kerr)
+		}
+		// Committed here, kept open should its COMMIT fail (a deferred
+		// foreign key the handler's writes broke): rolled back whole by
+		// InTx, it took the claims just kept with it, and a Work job
+		// waiting for the writer ended dead (review57 F1). Then they are
+		// kept afresh, and the error delivers the event again.
+		open, cerr := tx.commitOrKeep(ctx)
+		if cerr != nil && open {
+			s.keepClaimsAfresh(ctx, tx)
+		}
+		return cerr
 	})
 }
 
