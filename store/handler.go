@@ -776,7 +776,7 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// trigger refusing the retry's UPDATE); on PostgreSQL the job is
 		// left to its claim's lapse and the others keep theirs. So the
 		// claims are kept here, as settleAfresh keeps them, and commit.
-		if _, rerr := r.reviveHeld(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
+		if _, rerr := r.reviveRunClaims(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
 			if tx.lost() { // SQLite rolled tx back whole meanwhile
 				return afresh()
 			}
@@ -833,7 +833,7 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
-	revived, rerr := r.reviveHeld(tx, j, rj, true)
+	revived, rerr := r.reviveRunClaims(tx, j, rj, true)
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
 		return JobResult{}, false
@@ -872,7 +872,7 @@ func (s *Store) reviveHeld(ctx context.Context, h claimHolder, held []heldClaims
 	return revived, nil
 }
 
-// reviveHeld sets, in tx, the claim of rj's job and the claims of the
+// reviveRunClaims sets, in tx, the claim of rj's job and the claims of the
 // other jobs rj's transaction held (holdOthers) to a Visibility (their
 // worker's) from now, as releaseOthers would have set them back, fenced
 // by their tokens and state running only, lapsed or not (ReviveClaims:
@@ -882,7 +882,7 @@ func (s *Store) reviveHeld(ctx context.Context, h claimHolder, held []heldClaims
 //
 // own false leaves the job's claim out: it was lost (the job is not this
 // handler's any more, or its lease ran out by the store's clock).
-func (r *runner) reviveHeld(tx *Tx, j *Job, rj *runningJob, own bool) ([]int64, error) {
+func (r *runner) reviveRunClaims(tx *Tx, j *Job, rj *runningJob, own bool) ([]int64, error) {
 	ctx := r.settleCtx
 	held := rj.heldOthers
 	if own {
