@@ -87,31 +87,14 @@ func TestCronNextFireTimes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
 		s := e.open(t, store.WithClock(clk.Now))
-		c := ctx(t)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				t.Cleanup(func() { _ = s.Schedule("cron").Delete(c) })
-				q := s.Queue("cron-" + tc.name)
-				clk.Set(tc.from)
-				require.NoError(t, s.Schedule("cron").Set(c, store.ScheduleSpec{Spec: tc.spec, TZ: tc.tz, Queue: q.Name()}))
-				got := onlySchedule(t, s)
-				assert.True(t, tc.first.Equal(got.NextFireAt), "first boundary: want %s, got %s", tc.first, got.NextFireAt.UTC())
+				got := cronBoundaries(t, s, clk, tc.name, tc.spec, tc.tz, tc.from, tc.first, tc.then)
 				wantTZ := tc.tz
 				if wantTZ == "" {
 					wantTZ = "UTC"
 				}
 				assert.Equal(t, wantTZ, got.TZ)
-
-				clk.Set(got.NextFireAt)
-				fired, err := s.Scheduler("table", store.SchedulerOpts{}).RunOnce(c)
-				require.NoError(t, err)
-				require.Equal(t, 1, fired)
-				jobs := drain(t, q)
-				require.Len(t, jobs, 1)
-				assert.True(t, tc.first.Equal(jobs[0].RunAt), "the job's RunAt is its boundary")
-				got = onlySchedule(t, s)
-				assert.True(t, tc.then.Equal(got.NextFireAt), "second boundary: want %s, got %s", tc.then, got.NextFireAt.UTC())
-				require.NotNil(t, got.LastFiredAt)
 			})
 		}
 	})
@@ -170,28 +153,38 @@ func TestCronDaysWithoutMidnight(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		clk := newFakeClock()
 		s := e.open(t, store.WithClock(clk.Now))
-		c := ctx(t)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				t.Cleanup(func() { _ = s.Schedule("cron").Delete(c) })
-				q := s.Queue("cron-" + tc.name)
-				clk.Set(tc.from)
-				require.NoError(t, s.Schedule("cron").Set(c, store.ScheduleSpec{Spec: tc.spec, TZ: tc.loc.String(), Queue: q.Name()}))
-				got := onlySchedule(t, s)
-				assert.True(t, tc.first.Equal(got.NextFireAt), "first boundary: want %s, got %s", tc.first, got.NextFireAt.In(tc.loc))
-
-				clk.Set(tc.first)
-				fired, err := s.Scheduler("table", store.SchedulerOpts{}).RunOnce(c)
-				require.NoError(t, err)
-				require.Equal(t, 1, fired)
-				jobs := drain(t, q)
-				require.Len(t, jobs, 1)
-				assert.True(t, tc.first.Equal(jobs[0].RunAt), "the job's RunAt is its boundary")
-				got = onlySchedule(t, s)
-				assert.True(t, tc.then.Equal(got.NextFireAt), "second boundary: want %s, got %s", tc.then, got.NextFireAt.In(tc.loc))
+				cronBoundaries(t, s, clk, tc.name, tc.spec, tc.loc.String(), tc.from, tc.first, tc.then)
 			})
 		}
 	})
+}
+
+// cronBoundaries registers spec in tz at from, through the schedule table,
+// and checks its first boundary; fires it there and checks the job's RunAt
+// and the boundary after. It returns the schedule as it then reads.
+func cronBoundaries(t *testing.T, s *store.Store, clk *fakeClock, name, spec, tz string, from, first, then time.Time) store.ScheduleInfo {
+	t.Helper()
+	c := ctx(t)
+	t.Cleanup(func() { _ = s.Schedule("cron").Delete(c) })
+	q := s.Queue("cron-" + name)
+	clk.Set(from)
+	require.NoError(t, s.Schedule("cron").Set(c, store.ScheduleSpec{Spec: spec, TZ: tz, Queue: q.Name()}))
+	got := onlySchedule(t, s)
+	assert.True(t, first.Equal(got.NextFireAt), "first boundary: want %s, got %s", first.UTC(), got.NextFireAt.UTC())
+
+	clk.Set(got.NextFireAt)
+	fired, err := s.Scheduler("table", store.SchedulerOpts{}).RunOnce(c)
+	require.NoError(t, err)
+	require.Equal(t, 1, fired)
+	jobs := drain(t, q)
+	require.Len(t, jobs, 1)
+	assert.True(t, first.Equal(jobs[0].RunAt), "the job's RunAt is its boundary")
+	got = onlySchedule(t, s)
+	assert.True(t, then.Equal(got.NextFireAt), "second boundary: want %s, got %s", then.UTC(), got.NextFireAt.UTC())
+	require.NotNil(t, got.LastFiredAt)
+	return got
 }
 
 // TestMissedBoundariesCollapse: after downtime a schedule fires once, for
