@@ -488,7 +488,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
 	if tx != nil && err != nil && !lost && rj.savepoint != 0 {
-		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
+		res, ok := r.settleInTx(tx, j, rj, err, stoppedIt)
+		rj.releaseTxSlot(r.q.s) // the transaction ended
+		if ok {
 			return res, false, false
 		}
 		// Neither the transaction nor one begun again on its connection
@@ -745,10 +747,10 @@ type claimHolder interface {
 // extensions. When SQLite rolled the transaction back whole, a new one
 // on its connection settles the job instead (settleAfresh). ok is false
 // when neither could, the transaction rolled back now: the caller settles
-// on its own, as before.
+// on its own, as before. Either way tx has ended when it returns
+// (committed, or rolled back); the caller gives its slot back.
 func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
 	ctx := r.settleCtx
-	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
 	afresh := func() (JobResult, bool) {
 		if res, ok := r.settleAfresh(tx, j, rj, err, stoppedIt); ok {
 			return res, true
@@ -1218,7 +1220,11 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	}
 }
 
-// releaseTxSlot gives rj's slot back, once, if it holds one.
+// releaseTxSlot gives rj's slot back, once, if it holds one: where the
+// transaction ended (finishTx, settleInTx's caller, a Begin that failed),
+// or, for a handler the worker abandoned, by whichever of the worker
+// (endAbandonedTx) and the handler's goroutine (runAndSettle) ends it
+// first.
 func (rj *runningJob) releaseTxSlot(s *Store) {
 	if rj.txSlot.CompareAndSwap(true, false) {
 		s.releaseHandlerTx()
