@@ -658,24 +658,39 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 	// instead, as releaseOthers would have, before the writer is free
 	// (keepOnAbandon, reviveHeld). Registered first: an abandon between
 	// the extension and the registration would undo the extension
-	// unseen. kept is the list's own copy (releaseOthers edits held).
-	kept, s := slices.Clone(held), r.q.s
+	// unseen.
+	r.keepHeldOnAbandon(tx, held)
+	if err := r.extendInTx(ctx, tx, claims, deadline, true); err != nil {
+		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+		return
+	}
+	rj.heldOthers = held
+}
+
+// keepHeldOnAbandon registers with tx (Tx.keepOnAbandon) the revival of the
+// claims of held, which tx extends for the jobs waiting for the writer
+// it holds, should the store roll tx back from another goroutine: they
+// are set to a Visibility from then (reviveHeld), before the writer is
+// free. It keeps its own copy of held (releaseOthers edits the list).
+func (r *runner) keepHeldOnAbandon(tx *Tx, held []heldClaims) {
+	if len(held) == 0 {
+		return
+	}
+	kept, s, jobs := slices.Clone(held), r.q.s, 0
+	for _, h := range held {
+		jobs += len(h.claims)
+	}
 	tx.keepOnAbandon(func(ctx context.Context, o ops) error {
 		h, ok := o.(claimHolder)
 		if !ok {
 			return nil
 		}
 		if _, err := s.reviveHeld(ctx, h, kept); err != nil {
-			s.log.Warn("alkstore: could not keep the claims waiting for an abandoned transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+			s.log.Warn("alkstore: could not keep the claims waiting for an abandoned transactional handler's writer", "queue", r.q.name, "jobs", jobs, "error", err)
 			return err
 		}
 		return nil
 	})
-	if err := r.extendInTx(ctx, tx, claims, deadline, true); err != nil {
-		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
-		return
-	}
-	rj.heldOthers = held
 }
 
 // releaseOthers sets the claims holdOthers extended back to their worker's
@@ -835,6 +850,11 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
+	// The new transaction revives the waiting jobs' claims in place of
+	// the extensions that went: its abandon (the store closing under it)
+	// must keep them as the first one's would have (beginAgain dropped
+	// that registration with the rest of the first transaction's).
+	r.keepHeldOnAbandon(tx, rj.heldOthers)
 	revived, rerr := r.reviveRunClaims(tx, j, rj, true)
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
