@@ -795,6 +795,7 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// claims are kept here, as settleAfresh keeps them, and commit.
 		if _, rerr := r.reviveRunClaims(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
 			if tx.lost() { // SQLite rolled tx back whole meanwhile
+				rj.heldOthers = held // not revived: the new transaction revives them
 				return afresh()
 			}
 			r.rollbackTx(tx, j)
