@@ -488,7 +488,9 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 	stoppedIt := err != nil && r.stopped()
 	rj.cancel(nil) // the run is over: its context ends
 	if tx != nil && err != nil && !lost && rj.savepoint != 0 {
-		if res, ok := r.settleInTx(tx, j, rj, err, stoppedIt); ok {
+		res, ok := r.settleInTx(tx, j, rj, err, stoppedIt)
+		rj.releaseTxSlot(r.q.s) // the transaction ended
+		if ok {
 			return res, false, false
 		}
 		// Neither the transaction nor one begun again on its connection
@@ -656,24 +658,39 @@ func (r *runner) holdOthers(ctx context.Context, tx *Tx, rj *runningJob, deadlin
 	// instead, as releaseOthers would have, before the writer is free
 	// (keepOnAbandon, reviveHeld). Registered first: an abandon between
 	// the extension and the registration would undo the extension
-	// unseen. kept is the list's own copy (releaseOthers edits held).
-	kept, s := slices.Clone(held), r.q.s
+	// unseen.
+	r.keepHeldOnAbandon(tx, held)
+	if err := r.extendInTx(ctx, tx, claims, deadline, true); err != nil {
+		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+		return
+	}
+	rj.heldOthers = held
+}
+
+// keepHeldOnAbandon registers with tx (Tx.keepOnAbandon) the revival of the
+// claims of held, which tx extends for the jobs waiting for the writer
+// it holds, should the store roll tx back from another goroutine: they
+// are set to a Visibility from then (reviveHeld), before the writer is
+// free. It keeps its own copy of held (releaseOthers edits the list).
+func (r *runner) keepHeldOnAbandon(tx *Tx, held []heldClaims) {
+	if len(held) == 0 {
+		return
+	}
+	kept, s, jobs := slices.Clone(held), r.q.s, 0
+	for _, h := range held {
+		jobs += len(h.claims)
+	}
 	tx.keepOnAbandon(func(ctx context.Context, o ops) error {
 		h, ok := o.(claimHolder)
 		if !ok {
 			return nil
 		}
 		if _, err := s.reviveHeld(ctx, h, kept); err != nil {
-			s.log.Warn("alkstore: could not keep the claims waiting for an abandoned transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
+			s.log.Warn("alkstore: could not keep the claims waiting for an abandoned transactional handler's writer", "queue", r.q.name, "jobs", jobs, "error", err)
 			return err
 		}
 		return nil
 	})
-	if err := r.extendInTx(ctx, tx, claims, deadline, true); err != nil {
-		r.q.s.log.Warn("alkstore: could not extend the claims waiting for a transactional handler's writer", "queue", r.q.name, "jobs", len(claims), "error", err)
-		return
-	}
-	rj.heldOthers = held
 }
 
 // releaseOthers sets the claims holdOthers extended back to their worker's
@@ -745,10 +762,10 @@ type claimHolder interface {
 // extensions. When SQLite rolled the transaction back whole, a new one
 // on its connection settles the job instead (settleAfresh). ok is false
 // when neither could, the transaction rolled back now: the caller settles
-// on its own, as before.
+// on its own, as before. Either way tx has ended when it returns
+// (committed, or rolled back); the caller gives its slot back.
 func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt bool) (JobResult, bool) {
 	ctx := r.settleCtx
-	defer rj.releaseTxSlot(r.q.s) // the transaction ends here, committed or not
 	afresh := func() (JobResult, bool) {
 		if res, ok := r.settleAfresh(tx, j, rj, err, stoppedIt); ok {
 			return res, true
@@ -778,6 +795,7 @@ func (r *runner) settleInTx(tx *Tx, j *Job, rj *runningJob, err error, stoppedIt
 		// claims are kept here, as settleAfresh keeps them, and commit.
 		if _, rerr := r.reviveRunClaims(tx, j, rj, res.Outcome != OutcomeClaimLost); rerr != nil {
 			if tx.lost() { // SQLite rolled tx back whole meanwhile
+				rj.heldOthers = held // not revived: the new transaction revives them
 				return afresh()
 			}
 			r.rollbackTx(tx, j)
@@ -833,6 +851,11 @@ func (r *runner) settleAfresh(tx *Tx, j *Job, rj *runningJob, err error, stopped
 	// A settle of the handler's in tx went with the transaction: the
 	// claim is the job's again (beginAgain ran its rollback hooks).
 	j.restoreClaim(rj.savepoint)
+	// The new transaction revives the waiting jobs' claims in place of
+	// the extensions that went: its abandon (the store closing under it)
+	// must keep them as the first one's would have (beginAgain dropped
+	// that registration with the rest of the first transaction's).
+	r.keepHeldOnAbandon(tx, rj.heldOthers)
 	revived, rerr := r.reviveRunClaims(tx, j, rj, true)
 	if rerr != nil {
 		r.q.s.log.Warn("alkstore: could not revive the claims a transactional handler's transaction had extended before SQLite rolled it back", "queue", r.q.name, "job", j.ID, "error", rerr)
@@ -1218,7 +1241,11 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	}
 }
 
-// releaseTxSlot gives rj's slot back, once, if it holds one.
+// releaseTxSlot gives rj's slot back, once, if it holds one: where the
+// transaction ended (finishTx, settleInTx's caller, a Begin that failed),
+// or, for a handler the worker abandoned, by whichever of the worker
+// (endAbandonedTx) and the handler's goroutine (runAndSettle) ends it
+// first.
 func (rj *runningJob) releaseTxSlot(s *Store) {
 	if rj.txSlot.CompareAndSwap(true, false) {
 		s.releaseHandlerTx()

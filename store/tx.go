@@ -292,7 +292,10 @@ func (s *Store) inTx(ctx context.Context, handler bool, fn func(ctx context.Cont
 	if err != nil {
 		return err
 	}
-	var committed atomic.Bool // fn may commit tx itself
+	// fn may commit tx itself. A transaction begun again in tx's place
+	// (Tx.beginAgain) drops this mark with the rest: its commit holds
+	// none of fn's writes.
+	var committed atomic.Bool
 	tx.onCommit(func() { committed.Store(true) })
 	returned := false
 	defer func() {
@@ -1031,8 +1034,14 @@ func (tx Tx) lost() bool {
 // was to follow tx's commit is dropped (wakes for its writes, a group
 // CommitTx's offset) and what was to follow its rollback runs now (a
 // settle's claim given back, a group partition rewound): those writes are
-// gone. It fails, changing nothing, on PostgreSQL, on an adopted or ended
-// Tx, and when the transaction is still open.
+// gone. So are what keepOnAbandon registered (it redid writes of the
+// first transaction: the caller registers again what the new one must
+// keep, see runner.settleAfresh) and InTx's mark of a commit by its
+// function: the new transaction holds none of the function's writes, so
+// its commit is not the function's (InTx would return nil for work that
+// rolled back; keepClaimsAfresh's path, whose function returns an error,
+// never reads it). It fails, changing nothing, on PostgreSQL, on an
+// adopted or ended Tx, and when the transaction is still open.
 func (tx Tx) beginAgain(ctx context.Context) error {
 	st, err := tx.state()
 	if err != nil {
@@ -1054,6 +1063,7 @@ func (tx Tx) beginAgain(ctx context.Context) error {
 	}
 	hooks := st.afterRollback
 	st.lost, st.afterCommit, st.afterRollback, st.savepoints = nil, nil, nil, nil
+	st.keep = nil // what it redid were the first transaction's writes, gone with it
 	st.mu.Unlock()
 	for _, fn := range hooks {
 		fn()

@@ -358,7 +358,12 @@ func (w *Worker) stopRequested() bool {
 // back a Visibility later, and they settle nothing) or, with none
 // running, a claim, a settle or the ack of finished jobs waiting for the
 // database (on SQLite for the writer, which a transaction of the
-// application may hold: Run returns once it ends). Whenever Run left
+// application may hold: Run returns once it ends). On PostgreSQL the ack
+// of a finished job whose row another transaction holds (acked apart, so
+// that it holds up no other ack) is waited for at most a second once the
+// stop is hard: Run then returns without it, and it ends on its own,
+// acked once that transaction ends (or found cancelled, or lost if the
+// job's lease runs out first). Whenever Run left
 // handlers behind (its Grace cancelled them first), Stop says so too,
 // rather than nil. Stop before
 // Run makes Run return at once; Stop may be called more than once and

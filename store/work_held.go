@@ -65,7 +65,9 @@ func newHeldAcks(w *worker, s lockSkipper, limit int) *heldAcks {
 
 // room is how many jobs the ack loop may take into its next batch: every
 // batch's when none is held here (maxAckBatch); otherwise what the jobs
-// held here leave of limit, and the ack loop waits while they leave none.
+// held here leave of limit, and the ack loop waits while they leave none,
+// until a hard stop (see drain): the loop then takes every job its
+// handlers finished, so that none of them waits to hand its job over.
 func (h *heldAcks) room() int {
 	for {
 		h.mu.Lock()
@@ -77,7 +79,13 @@ func (h *heldAcks) room() int {
 		case n < h.limit:
 			return h.limit - n
 		}
-		<-h.freed
+		select {
+		case <-h.freed:
+		case <-h.w.q.s.life.hard:
+			return maxAckBatch
+		case <-h.w.handle.hard:
+			return maxAckBatch
+		}
 	}
 }
 
@@ -103,17 +111,61 @@ func (h *heldAcks) add(ctx context.Context, batch []*Job, locked []claimRef) []*
 }
 
 // drain ends the loop once every job held was acked or lost (the ack loop
-// ended), and returns then.
+// ended), and returns then, or heldAckStopWait into a hard stop, whichever
+// comes first.
+//
+// A hard stop (the store's Shutdown, or Worker.Stop, whose context ended)
+// waits no longer for them: a row another transaction holds may stay held
+// for as long as that transaction runs, which the stop cannot end when it
+// is not the store's (Worker.Stop ends none; an adopted transaction,
+// another process's), and waited for, it held Run (and with it
+// Worker.Stop and Shutdown) until then, or, for a job with no room to
+// wait, until its lease ran out: a Visibility (review57). The loop goes
+// on after Run returned, on its own, until each of them was acked (its
+// row freed), found cancelled, or lost (its lease ran out while the row
+// was held: it runs again), or the store closed (its statement then
+// fails, or Shutdown cancels it, and the job runs again once its lease
+// ran out): the stop makes none of them run again by itself, unless the
+// store closes under them.
 func (h *heldAcks) drain() {
 	h.mu.Lock()
 	h.closed = true
 	started := h.started
 	h.mu.Unlock()
-	if started {
-		signal(h.wake)
-		<-h.done
+	if !started {
+		return
+	}
+	signal(h.wake)
+	select {
+	case <-h.done:
+		return
+	case <-h.w.q.s.life.hard:
+	case <-h.w.handle.hard:
+	}
+	t := time.NewTimer(heldAckStopWait)
+	defer t.Stop()
+	select {
+	case <-h.done:
+		return
+	case <-t.C:
+	}
+	h.mu.Lock()
+	n := h.n
+	h.mu.Unlock()
+	if n > 0 {
+		h.w.q.s.log.Warn("alkstore: the stop leaves the acks of finished jobs whose rows another transaction holds to end on their own (acked once it ends, unless their leases run out first)",
+			"queue", h.w.q.name, "jobs", n)
 	}
 }
+
+// heldAckStopWait is how long a hard stop still waits for the acks of
+// jobs held apart (see drain): long enough for those whose rows the stop
+// frees itself (Shutdown rolls back the application's transactions at
+// once) to be acked before Run returns and the store closes under their
+// statements, short enough to leave Run well inside the 5 s that
+// Worker.Stop and Shutdown give it (hardStopWait), after a handler that
+// ignored its cancelled context too (hardStopWait + abandonSettleWait).
+const heldAckStopWait = time.Second
 
 // loop starts a statement that waits for the rows of the jobs pending when
 // there is room for it, and acks them again when their time comes.

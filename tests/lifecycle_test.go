@@ -186,10 +186,14 @@ func TestWorkerHandle(t *testing.T) {
 // A hard Worker.Stop whose wait runs out says what is still stuck. With no
 // handler running, the ack of the finished job waits for a transaction of
 // the application's: on SQLite one holding the writer (a business InTx or
-// Begin), on PostgreSQL one holding the job's row. Stop used to say
-// "handlers ignored the hard stop" then, blaming handlers for a stuck ack
-// (fresh-eyes review of wave 30, finding 5). The transaction is held open
-// until Stop returned, so the ack cannot get through whatever the speed.
+// Begin). Stop used to say "handlers ignored the hard stop" then, blaming
+// handlers for a stuck ack (fresh-eyes review of wave 30, finding 5). The
+// transaction is held open until Stop returned, so the ack cannot get
+// through whatever the speed. On PostgreSQL the transaction holds the
+// job's row, which the ack skips and acks apart, and a hard stop waits at
+// most a second for that (review57; TestWorkerStopDoesNotWaitForAHeldRowsAck):
+// Stop returns with Run, blaming nothing stuck, and the job is acked once
+// the transaction ended.
 func TestWorkerHardStopSaysWhatIsStuck(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
@@ -211,17 +215,23 @@ func TestWorkerHardStopSaysWhatIsStuck(t *testing.T) {
 		hard, cancel := context.WithCancel(c)
 		cancel() // no grace: a hard stop at once
 		err = w.Stop(hard)
-		require.Error(t, err, "Run cannot return while the ack waits")
-		assert.ErrorIs(t, err, context.Canceled)
-		assert.NotContains(t, err.Error(), "handlers ignored", "no handler was running")
-		assert.Contains(t, err.Error(), "no handler was running: the ack of finished jobs still waits for ")
 		if e.name == "lite" {
+			require.Error(t, err, "Run cannot return while the ack waits")
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.NotContains(t, err.Error(), "handlers ignored", "no handler was running")
+			assert.Contains(t, err.Error(), "no handler was running: the ack of finished jobs still waits for ")
 			assert.Contains(t, err.Error(), "SQLite's writer, which a transaction holds")
+		} else if err != nil { // the stop may have caught the handler before it returned
+			assert.NotContains(t, err.Error(), "handlers ignored", "no handler was running")
+			assert.NotContains(t, err.Error(), "still waits", "Run returned without the held row's ack")
 		}
 
 		require.NoError(t, tx.Rollback(c))
 		require.NoError(t, <-errc)
-		require.True(t, jobGone(t, q, id)(), "the ack went through once the transaction ended")
+		gone := jobGone(t, q, id)
+		for deadline := time.Now().Add(30 * time.Second); !gone(); time.Sleep(5 * time.Millisecond) {
+			require.True(t, time.Now().Before(deadline), "the ack went through once the transaction ended")
+		}
 	})
 }
 
