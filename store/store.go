@@ -104,13 +104,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 func WithCodec(codec Codec) Option { return func(c *config) { c.codec = codec } }
 
 // WithReadConns sets the size of SQLite's read-only connection pool
-// (default 4; below 1, Open fails with ErrInvalidArgument). Writes always
-// go through one writer connection.
+// (default 4; below 1, Open of a SQLite store fails with
+// ErrInvalidArgument). Writes always go through one writer connection.
+// PostgreSQL ignores it.
 func WithReadConns(n int) Option { return func(c *config) { c.readConns = n } }
 
 // WithMaxConns sets the size of the Postgres pool Open creates (default:
 // pgxpool's, or the DSN's pool_max_conns; below 1, Open fails with
-// ErrInvalidArgument). OpenPool leaves the caller's pool as it is.
+// ErrInvalidArgument). OpenPool leaves the caller's pool as it is, and
+// SQLite ignores it.
 func WithMaxConns(n int) Option {
 	return func(c *config) { c.maxConns, c.maxConnsSet = n, true }
 }
@@ -151,18 +153,27 @@ func newConfig(opts []Option) (config, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	// Refused, not clamped silently to the default (README, Names and
-	// arguments).
-	if c.readConns < 1 {
-		return c, opErr("open", "", fmt.Errorf("%w: WithReadConns(%d): at least 1", ErrInvalidArgument, c.readConns))
-	}
-	if c.maxConnsSet && c.maxConns < 1 {
-		return c, opErr("open", "", fmt.Errorf("%w: WithMaxConns(%d): at least 1", ErrInvalidArgument, c.maxConns))
-	}
+	// The pool sizes are checked by the Open that uses them (checkPoolSize):
+	// each engine ignores the other's, as README's Engine differences says.
 	if c.maxPayload < 1 || c.maxPayload > MaxPayloadSize {
 		return c, opErr("open", "", fmt.Errorf("%w: payload limit %d outside 1..%d", ErrInvalidArgument, c.maxPayload, MaxPayloadSize))
 	}
 	return c, checkInsertMiddleware(c.insert)
+}
+
+// checkPoolSize refuses the pool size of the pool this Open makes (SQLite's
+// readers, or a Postgres pool Open creates), rather than clamp it silently
+// to the default (README, Names and arguments). The other engine's option,
+// and WithMaxConns on OpenPool (the caller's pool), are ignored: a
+// configuration shared by deployments on both engines opens on either.
+func (c config) checkPoolSize(sqlite bool) error {
+	if sqlite && c.readConns < 1 {
+		return opErr("open", "", fmt.Errorf("%w: WithReadConns(%d): at least 1", ErrInvalidArgument, c.readConns))
+	}
+	if !sqlite && c.maxConnsSet && c.maxConns < 1 {
+		return opErr("open", "", fmt.Errorf("%w: WithMaxConns(%d): at least 1", ErrInvalidArgument, c.maxConns))
+	}
+	return nil
 }
 
 // checkPayload enforces the payload limit; what names the payload in the
@@ -242,6 +253,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	kind, target := dsnform.Classify(dsn)
+	if kind == dsnform.PostgresURL || kind == dsnform.PostgresKeyValue || kind == dsnform.SQLite {
+		if err := c.checkPoolSize(kind == dsnform.SQLite); err != nil {
+			return nil, err
+		}
+	}
 	if kind == dsnform.PostgresURL || kind == dsnform.PostgresKeyValue || kind == dsnform.SQLite {
 		// A PostgreSQL DSN mistyped into a file name too: SQLite's errors
 		// quote the name, so what would be its password is scrubbed.
