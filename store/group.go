@@ -1290,7 +1290,10 @@ func (m *GroupMember) isClosed() bool {
 // (committing how far their idle ones were read) and deletes its row, and
 // the wake makes the other members take the partitions at once. Events
 // handed out but not committed go to the partitions' next owners. Close
-// always returns nil (see Leave for the leave's error).
+// always returns nil (see Leave for the leave's error). It waits as long
+// as the leave takes: called while a transaction holding a CommitTx of one
+// of the member's partitions is still open, it waits for that transaction
+// (on the same goroutine, for ever); Leave with a context bounds the wait.
 func (m *GroupMember) Close() error {
 	_ = m.Leave(context.Background())
 	return nil

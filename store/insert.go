@@ -65,7 +65,10 @@ type InsertFunc func(ctx context.Context, in *Insert) error
 // see the error. It runs after the handle's name is checked and before the
 // payloads and headers are; the write's error, wrapped as every error of
 // the operation, reaches the caller. Jobs that schedules fire do not pass
-// through it (no caller is there to see them).
+// through it (no caller is there to see them). An error a middleware
+// returns after next succeeded does not undo the write: the job or event
+// is stored (in a Tx, it commits with the transaction), and a caller that
+// retries on that error writes it again.
 type InsertMiddleware func(next InsertFunc) InsertFunc
 
 // WithInsertMiddleware adds insert middleware, the first outermost.
