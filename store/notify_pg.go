@@ -25,7 +25,8 @@ import (
 // processes therefore hear of a busy topic's writes at most this late. An
 // auto-commit publish made while a trailing wake is owed carries a NOTIFY
 // after half the window, and its commit cancels the trailing wake it
-// stands in for (wakeGate.carry). The
+// stands in for (wakeGate.carry); an auto-commit EnqueueMany carries one
+// after half the window, owed or not (wakeGate.carryBatch). The
 // store never sees an adopted transaction commit, so writes in one bypass
 // the gate and always notify (pgOps.wake).
 const wakeWindow = 5 * time.Millisecond

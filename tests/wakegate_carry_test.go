@@ -135,7 +135,8 @@ func TestGateCarrierCoversTheTrailingWake(t *testing.T) {
 // commit: a NOTIFY transaction of its own, which back-to-back batches of
 // 2.5-5 ms paid every other batch. Every trailing wake is held here
 // (wake.SetTrailingHook) until the round ends, so the NOTIFY heard after
-// b2 can only be b2's own. b2 starts at least half the window after b1
+// b2 can only be b2's own; the second round's jobs differ in their
+// options (the other statement). b2 starts at least half the window after b1
 // returned (the sleep bounds the wait from below only); on a machine so
 // slow that it starts after the whole window, it carries a NOTIFY under
 // either rule and the round proves nothing, but cannot fail.
@@ -157,6 +158,9 @@ func TestEnqueueManyPastHalfTheWindowCarriesItsWake(t *testing.T) {
 		})
 		l := listenWakes(t, e, topic)
 		batch := []store.NewJob{{Payload: []byte(`"a"`)}, {Payload: []byte(`"b"`)}}
+		if round == 1 { // jobs with options of their own: EnqueueJobs, not EnqueueJobsAlike
+			batch[1].Opts.Priority = 3
+		}
 
 		ids, err := q.EnqueueMany(c, batch) // opens the window: notifies
 		require.NoError(t, err)
