@@ -131,15 +131,15 @@ func TestGateCarrierCoversTheTrailingWake(t *testing.T) {
 // TestEnqueueManyPastHalfTheWindowCarriesItsWake: b1, an auto-commit
 // EnqueueMany, opens the queue's window (a NOTIFY in its statement); b2,
 // begun once half the window has passed, carries a NOTIFY in its own
-// statement too. It carried none, and its trailing wake followed its
-// commit: a NOTIFY transaction of its own, which back-to-back batches of
-// 2.5-5 ms paid every other batch. Every trailing wake is held here
+// statement too. Before, it carried none and its trailing wake followed
+// its commit: a NOTIFY transaction of its own, which back-to-back batches
+// of 2.5-5 ms paid every other batch. Every trailing wake is held here
 // (wake.SetTrailingHook) until the round ends, so the NOTIFY heard after
 // b2 can only be b2's own; the second round's jobs differ in their
-// options (the other statement). b2 starts at least half the window after b1
-// returned (the sleep bounds the wait from below only); on a machine so
-// slow that it starts after the whole window, it carries a NOTIFY under
-// either rule and the round proves nothing, but cannot fail.
+// options (the other statement). b2 starts at least half the window after
+// b1 returned (the sleep bounds the wait from below only); on a machine
+// so slow that it starts after the whole window, it carries a NOTIFY
+// under either rule and the round proves nothing, but cannot fail.
 func TestEnqueueManyPastHalfTheWindowCarriesItsWake(t *testing.T) {
 	e := newEnv(t, "pg")
 	a := e.open(t)
