@@ -475,6 +475,14 @@ func (o pgOps) carry(topic string) (string, uint64) {
 	return o.eng.gate.carry(topic)
 }
 
+// carryBatch is carry for an auto-commit batch (wakeGate.carryBatch).
+func (o pgOps) carryBatch(topic string) (string, uint64) {
+	if o.inTx {
+		return o.wake(topic), 0
+	}
+	return o.eng.gate.carryBatch(topic)
+}
+
 // carried is sent for a write carry gave payload and seq: when its
 // statement worked (an auto-commit write: it committed), its NOTIFY
 // announced the writes owed a wake before it began.

@@ -44,3 +44,33 @@ func TestGateCarrierCoversOnlyWhatWasOwedBeforeItBegan(t *testing.T) {
 		restore()
 	}
 }
+
+// TestGateBatchCarriesPastHalfTheWindow: an auto-commit batch
+// (carryBatch, EnqueueMany) carries a NOTIFY once half the window has
+// passed, with no trailing wake owed, where a publish (carry) carries none
+// until one is owed; inside the first half it carries none, so the gate
+// still bounds a topic's NOTIFYs to about two a window. The interleaving
+// with a database is TestEnqueueManyPastHalfTheWindowCarriesItsWake.
+func TestGateBatchCarriesPastHalfTheWindow(t *testing.T) {
+	topic := "q:gate-batch-unit"
+	defer wake.SetGateWindow(topic, time.Hour)()
+	var sent []string
+	g := &wakeGate{send: func(topic string) { sent = append(sent, topic) }}
+	require.NotEmpty(t, g.wake(topic), "the first write opens the window")
+	w, seq := g.carryBatch(topic)
+	require.Empty(t, w, "a batch inside the first half of the window")
+	require.Zero(t, seq)
+	g.mu.Lock()
+	g.topics[topic].last = time.Now().Add(-40 * time.Minute) // past half the hour, not past the hour
+	g.mu.Unlock()
+	w, seq = g.carry(topic)
+	require.Empty(t, w, "a publish past half the window with no trailing wake owed")
+	require.Zero(t, seq)
+	w, seq = g.carryBatch(topic)
+	require.NotEmpty(t, w, "a batch past half the window carried no NOTIFY")
+	require.NotZero(t, seq)
+	w, _ = g.carryBatch(topic)
+	require.Empty(t, w, "the batch's NOTIFY opens a new window")
+	g.flush()
+	require.Empty(t, sent, "nothing was owed")
+}

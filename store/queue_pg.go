@@ -42,10 +42,10 @@ func (o pgOps) enqueue(ctx context.Context, queue, topic string, now time.Time, 
 	return id, skipped("job", err)
 }
 
-func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) ([]int64, error) {
+func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, jobs []newJob) (_ []int64, err error) {
 	topic := queueTopic(queue)
-	w := o.wake(topic)
-	defer o.sent(topic, w)
+	w, seq := o.carryBatch(topic)
+	defer func() { o.carried(topic, w, seq, err) }()
 	if alikeRun(jobs, math.MaxInt) == len(jobs) { // the usual batch: only payloads differ
 		j := jobs[0]
 		p := pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority, MaxAttempts: j.maxAttempts, Now: now,
@@ -93,11 +93,11 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 
 func (o pgOps) enqueueAlike(ctx context.Context, queue string, now time.Time, j newJob, jobs []NewJob) ([]int64, error) {
 	topic := queueTopic(queue)
-	w := o.wake(topic)
-	defer o.sent(topic, w)
+	w, seq := o.carryBatch(topic)
 	ids, err := o.q.EnqueueJobsAlikeFrom(ctx, pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority,
 		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers), Wake: w},
 		pgPayloads(jobs), make([]int64, 0, len(jobs)))
+	o.carried(topic, w, seq, err)
 	return allInserted(len(jobs), ids, err)
 }
 

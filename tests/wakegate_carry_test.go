@@ -3,12 +3,14 @@ package tests
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/alkstore/alkstore/internal/wake"
+	"github.com/alkstore/alkstore/store"
 )
 
 // The wake gate's carrier (store/notify_pg.go, wakeGate.carry): while a
@@ -124,4 +126,54 @@ func TestGateCarrierCoversTheTrailingWake(t *testing.T) {
 	require.EqualValues(t, 1, counts.Covered.Load(), "p3's commit did not cancel p2's trailing wake")
 	require.NoError(t, a.Close())
 	require.False(t, l.next(t, 2*time.Second), "Close sent a trailing wake p3's commit had covered")
+}
+
+// TestEnqueueManyPastHalfTheWindowCarriesItsWake: b1, an auto-commit
+// EnqueueMany, opens the queue's window (a NOTIFY in its statement); b2,
+// begun once half the window has passed, carries a NOTIFY in its own
+// statement too. Before, it carried none and its trailing wake followed
+// its commit: a NOTIFY transaction of its own, which back-to-back batches
+// of 2.5-5 ms paid every other batch. Every trailing wake is held here
+// (wake.SetTrailingHook) until the round ends, so the NOTIFY heard after
+// b2 can only be b2's own; the second round's jobs differ in their
+// options (the other statement). b2 starts at least half the window after
+// b1 returned (the sleep bounds the wait from below only); on a machine
+// so slow that it starts after the whole window, it carries a NOTIFY
+// under either rule and the round proves nothing, but cannot fail.
+func TestEnqueueManyPastHalfTheWindowCarriesItsWake(t *testing.T) {
+	e := newEnv(t, "pg")
+	a := e.open(t)
+	const window = 2 * time.Second
+	for round := range 2 {
+		c := ctx(t)
+		name := fmt.Sprint("batch-carries-", round)
+		topic := "q:" + name
+		q := a.Queue(name)
+		restoreWindow := wake.SetGateWindow(topic, window)
+		var held atomic.Int32
+		release := make(chan struct{})
+		removeHook := wake.SetTrailingHook(topic, func() {
+			held.Add(1)
+			<-release
+		})
+		l := listenWakes(t, e, topic)
+		batch := []store.NewJob{{Payload: []byte(`"a"`)}, {Payload: []byte(`"b"`)}}
+		if round == 1 { // jobs with options of their own: EnqueueJobs, not EnqueueJobsAlike
+			batch[1].Opts.Priority = 3
+		}
+
+		ids, err := q.EnqueueMany(c, batch) // opens the window: notifies
+		require.NoError(t, err)
+		require.Len(t, ids, 2)
+		time.Sleep(window / 2)
+		ids, err = q.EnqueueMany(c, batch) // past half the window
+		require.NoError(t, err)
+		require.Len(t, ids, 2)
+		require.True(t, l.next(t, 10*time.Second), "b1's NOTIFY")
+		require.True(t, l.next(t, 10*time.Second), "round %d: b2, past half the window, carried no NOTIFY (its trailing wake is held)", round)
+		require.Zero(t, held.Load(), "a trailing wake was owed")
+		close(release)
+		removeHook()
+		restoreWindow()
+	}
 }
