@@ -35,7 +35,14 @@ func (a *app) printQueues(queues []store.QueueInfo) error {
 }
 
 func (a *app) queuesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Aliases: []string{"queue"}, Short: "List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume"}
+	cmd := &cobra.Command{Use: "queues", Aliases: []string{"queue"},
+		Short: "List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume",
+		Long: `List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume.
+
+queues list shows an outbox by its own name ("outbox webhooks"); jobs and
+requeue take that name with --outbox (queues jobs --outbox webhooks --state
+dead, queues requeue --outbox webhooks --all-dead); queues job ID reads a job
+or message whatever its queue.`}
 	cmd.AddCommand(listCommand(a, "list", "Every queue (idle ones too) with its counts by state",
 		(*store.Store).Queues, toQueueJSON, a.printQueues), a.jobsCmd(), a.jobCmd(), a.enqueueCmd(),
 		a.jobActionCmd("cancel", "Cancel a pending or running job (a running handler is told to stop)", (*store.Queue).Cancel),
@@ -256,10 +263,9 @@ func (a *app) queueActionCmd(verb, short string, act func(*store.Queue, context.
 func (a *app) requeueCmd() *cobra.Command {
 	var allDead, outbox bool
 	cmd := &cobra.Command{
-		Use: "requeue QUEUE [ID]",
-		Short: "Put a dead, cancelled or expired job back to pending; --all-dead for every dead job of the queue; " +
-			"--outbox for an outbox's messages",
-		Args: cobra.RangeArgs(1, 2),
+		Use:   "requeue QUEUE [ID]",
+		Short: "Put a dead, cancelled or expired job back to pending (--all-dead: every dead job; --outbox: an outbox's)",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if allDead == (len(args) == 2) {
