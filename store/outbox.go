@@ -114,3 +114,13 @@ func (ob *Outbox) Job(ctx context.Context, id int64) (*Job, error) { return ob.q
 
 // Requeue sends a dead message back for delivery, with its attempts reset.
 func (ob *Outbox) Requeue(ctx context.Context, id int64) error { return ob.q.Requeue(ctx, id) }
+
+// Jobs returns a page of the outbox's messages in one state, as Queue.Jobs
+// pages a queue's jobs (what an operator lists dead messages with).
+func (ob *Outbox) Jobs(ctx context.Context, opts JobsOpts) ([]*Job, error) {
+	return ob.q.Jobs(ctx, opts)
+}
+
+// RequeueDead sends every dead message back for delivery, as
+// Queue.RequeueDead does a queue's dead jobs, and returns how many it moved.
+func (ob *Outbox) RequeueDead(ctx context.Context) (int64, error) { return ob.q.RequeueDead(ctx) }

@@ -137,6 +137,10 @@ func TestOutboxRetriesThenDead(t *testing.T) {
 		assert.Equal(t, store.JobDead, m.State)
 		assert.Contains(t, m.LastError, "endpoint answered 503 (try 3)")
 		assert.True(t, outboxSettled(t, c, ob)())
+		dead, err := ob.Jobs(c, store.JobsOpts{State: store.JobDead})
+		require.NoError(t, err)
+		require.Len(t, dead, 1, "the outbox's dead page")
+		assert.Equal(t, id, dead[0].ID)
 
 		for range 3 {
 			<-delivered // the three deliveries above

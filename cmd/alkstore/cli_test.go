@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -259,6 +260,116 @@ func TestCLIQueues(t *testing.T) {
 		assert.Equal(t, exitBadInput, cli(t, dsn, "no-such-command").code)
 		assert.Equal(t, exitBadInput, cli(t, "", "stats").code)
 	})
+}
+
+// TestCLIOutbox: an outbox's messages are paged and requeued by the name
+// queues list shows (--outbox), apart from a plain queue of the same name;
+// the backing queue's name is refused with the spelling that works and no
+// success line; a message without its own limit shows no 2^30 (attack58
+// F4: only queues job ID reached a dead message).
+func TestCLIOutbox(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		ob := s.Outbox("webhooks")
+		msg := killOutboxMessage(t, ob)
+		q := s.Queue("webhooks") // a plain queue of the same name, with a dead job
+		_, err := q.Enqueue(ctx, []byte("plain"), store.EnqueueOpts{MaxAttempts: 1})
+		require.NoError(t, err)
+		jobs, err := q.Claim(ctx, "w", 1, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, jobs[0].Fail(ctx, "x"))
+		plain := jobs[0].ID
+
+		assert.Regexp(t, `(?m)^outbox webhooks\s+-\s+0\s+0\s+0\s+1\s`, ok(t, dsn, "queues", "list"))
+		one := ok(t, dsn, "queues", "job", fmt.Sprint(msg))
+		assert.Regexp(t, `(?m)^queue\s+outbox webhooks$`, one)
+		assert.Regexp(t, `(?m)^attempts\s+1 \(the limit is the outbox deliverer's MaxAttempts`, one)
+		assert.NotContains(t, one, "1073741824")
+
+		// The backing queue's name: refused, pointing at --outbox, and no
+		// success line (requeue printed "requeued 0 dead jobs" with the error).
+		for _, args := range [][]string{
+			{"queues", "jobs", "__alk_outbox:webhooks", "--state", "dead"},
+			{"queues", "requeue", "__alk_outbox:webhooks", "--all-dead"},
+			{"queues", "requeue", "__alk_outbox:webhooks", "--all-dead", "--json"},
+			{"queues", "requeue", "__alk_outbox:webhooks", fmt.Sprint(msg)},
+		} {
+			r := cli(t, dsn, args...)
+			assert.Equal(t, exitBadInput, r.code, "%v", args)
+			assert.Contains(t, r.err, "--outbox webhooks", "%v", args)
+			assert.NotContains(t, r.err, "requeued", "%v", args)
+			assert.Empty(t, r.out, "%v", args)
+		}
+		assert.Equal(t, exitBadInput, cli(t, dsn, "queues", "jobs", "--outbox", "__alk_outbox:webhooks").code)
+
+		ids := func(args ...string) []int64 {
+			var out []int64
+			for _, row := range jsonLines(t, ok(t, dsn, append(args, "--json")...)) {
+				out = append(out, int64(row["id"].(float64)))
+			}
+			return out
+		}
+		assert.Equal(t, []int64{msg}, ids("queues", "jobs", "--outbox", "webhooks", "--state", "dead"))
+		assert.Equal(t, []int64{plain}, ids("queues", "jobs", "webhooks", "--state", "dead"))
+		page := ok(t, dsn, "queues", "jobs", "webhooks", "--outbox", "--state", "dead")
+		assert.Regexp(t, fmt.Sprintf(`(?m)^%d\s+dead\s+1/-\s`, msg), page)
+		assert.NotContains(t, page, "1073741824")
+
+		// The plain queue's requeue leaves the outbox alone, and once empty
+		// says where the dead messages are.
+		r := cli(t, dsn, "queues", "requeue", "webhooks", "--all-dead")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, "requeued 1 dead jobs of webhooks")
+		r = cli(t, dsn, "queues", "requeue", "webhooks", "--all-dead")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, "requeued 0 dead jobs of webhooks")
+		assert.Contains(t, r.err, "outbox webhooks has 1 dead: add --outbox")
+		r = cli(t, dsn, "queues", "jobs", "webhooks", "--state", "dead")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, "outbox webhooks has 1 dead: add --outbox")
+
+		rows := jsonLines(t, ok(t, dsn, "queues", "requeue", "--outbox", "webhooks", "--all-dead", "--json"))
+		assert.Equal(t, []map[string]any{{"requeued": float64(1)}}, rows)
+		j, err := ob.Job(ctx, msg)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobPending, j.State)
+
+		// One message by id.
+		msg = killOutboxMessage(t, ob)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "requeue", "webhooks", fmt.Sprint(msg)).code)
+		r = cli(t, dsn, "queues", "requeue", "--outbox", "webhooks", fmt.Sprint(msg))
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("job %d: requeued", msg))
+		j, err = ob.Job(ctx, msg)
+		require.NoError(t, err)
+		assert.Equal(t, store.JobPending, j.State)
+	})
+}
+
+// killOutboxMessage sends a new message of ob to dead through a deliverer
+// that refuses it for good, and returns its id. Any message pending before
+// it is refused too.
+func killOutboxMessage(t *testing.T, ob *store.Outbox) int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id, err := ob.Enqueue(ctx, []byte("hook"), store.EnqueueOpts{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		done <- ob.Run(ctx, store.OutboxOpts{}, func(context.Context, *store.Job) error {
+			return store.Permanent(errors.New("gone"))
+		})
+	}()
+	require.Eventually(t, func() bool {
+		j, err := ob.Job(context.Background(), id)
+		return err == nil && j.State == store.JobDead
+	}, time.Minute, 10*time.Millisecond)
+	cancel()
+	<-done
+	return id
 }
 
 // TestCLIStreams: list, publish (keyed and not), tail from an offset and

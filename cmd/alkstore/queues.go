@@ -35,7 +35,14 @@ func (a *app) printQueues(queues []store.QueueInfo) error {
 }
 
 func (a *app) queuesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Aliases: []string{"queue"}, Short: "List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume"}
+	cmd := &cobra.Command{Use: "queues", Aliases: []string{"queue"},
+		Short: "List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume",
+		Long: `List queues and their jobs; enqueue, cancel, delete, requeue, pause, resume.
+
+queues list shows an outbox by its own name ("outbox webhooks"); jobs and
+requeue take that name with --outbox (queues jobs --outbox webhooks --state
+dead, queues requeue --outbox webhooks --all-dead); queues job ID reads a job
+or message whatever its queue.`}
 	cmd.AddCommand(listCommand(a, "list", "Every queue (idle ones too) with its counts by state",
 		(*store.Store).Queues, toQueueJSON, a.printQueues), a.jobsCmd(), a.jobCmd(), a.enqueueCmd(),
 		a.jobActionCmd("cancel", "Cancel a pending or running job (a running handler is told to stop)", (*store.Queue).Cancel),
@@ -50,9 +57,10 @@ func (a *app) jobsCmd() *cobra.Command {
 	var state string
 	var after int64
 	var limit int
+	var outbox bool
 	cmd := &cobra.Command{
 		Use:   "jobs QUEUE",
-		Short: "A page of a queue's jobs in one state, in id order",
+		Short: "A page of a queue's jobs (--outbox: an outbox's messages) in one state, in id order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit <= 0 { // as tail and heads: 0 read as the default lost the next-page hint
@@ -62,9 +70,16 @@ func (a *app) jobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			jobs, err := st.Queue(args[0]).Jobs(cmd.Context(), store.JobsOpts{State: store.JobState(state), After: after, Limit: limit})
+			src, err := jobSourceOf(st, args[0], outbox)
 			if err != nil {
 				return err
+			}
+			jobs, err := src.Jobs(cmd.Context(), store.JobsOpts{State: store.JobState(state), After: after, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if len(jobs) == 0 && after == 0 && !outbox {
+				a.hintOutbox(cmd.Context(), st, args[0], store.JobState(state))
 			}
 			if a.json {
 				for _, j := range jobs {
@@ -77,7 +92,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			now := time.Now()
 			t := newTable(a.out, "ID", "STATE", "ATTEMPTS", "PRIORITY", "CREATED", "RUN AT", "FINISHED", "LAST ERROR", "PAYLOAD")
 			for _, j := range jobs {
-				t.row(j.ID, j.State, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts), j.Priority, agoT(j.CreatedAt, now),
+				t.row(j.ID, j.State, attemptsCell(j), j.Priority, agoT(j.CreatedAt, now),
 					agoT(j.RunAt, now), ago(j.FinishedAt, now), orDash(j.LastError, 40), preview(j.Payload, 40))
 			}
 			if err := t.flush(); err != nil {
@@ -92,6 +107,7 @@ func (a *app) jobsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&state, "state", "pending", "pending, running, completed, cancelled, expired or dead")
 	cmd.Flags().Int64Var(&after, "after", 0, "the last id of the previous page")
 	cmd.Flags().IntVarP(&limit, "limit", "n", store.DefaultJobsLimit, "jobs per page")
+	cmd.Flags().BoolVar(&outbox, "outbox", false, outboxFlagUsage)
 	return cmd
 }
 
@@ -119,9 +135,9 @@ func (a *app) jobCmd() *cobra.Command {
 			now := time.Now()
 			t := newTable(a.out, "FIELD", "VALUE")
 			t.row("id", j.ID)
-			t.row("queue", j.Queue)
+			t.row("queue", queueCell(j.Queue))
 			t.row("state", j.State)
-			t.row("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts))
+			t.row("attempts", attemptsLine(j))
 			t.row("priority", j.Priority)
 			t.row("created", agoT(j.CreatedAt, now))
 			t.row("run at", agoT(j.RunAt, now))
@@ -245,10 +261,10 @@ func (a *app) queueActionCmd(verb, short string, act func(*store.Queue, context.
 }
 
 func (a *app) requeueCmd() *cobra.Command {
-	var allDead bool
+	var allDead, outbox bool
 	cmd := &cobra.Command{
 		Use:   "requeue QUEUE [ID]",
-		Short: "Put a dead, cancelled or expired job back to pending; --all-dead for every dead job of the queue",
+		Short: "Put a dead, cancelled or expired job back to pending (--all-dead: every dead job; --outbox: an outbox's)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -259,36 +275,48 @@ func (a *app) requeueCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := st.Queue(args[0])
+			src, err := jobSourceOf(st, args[0], outbox)
+			if err != nil {
+				return err
+			}
 			if !allDead {
 				id, err := parseID(args[1])
 				if err != nil {
 					return err
 				}
-				if err := q.Requeue(ctx, id); err != nil {
+				if err := src.Requeue(ctx, id); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.errOut, "job %d: requeued\n", id)
 				return nil
 			}
-			n, err := a.requeueAllDead(ctx, q)
-			if a.json {
-				if jerr := jsonLine(a.out, map[string]int64{"requeued": n}); err == nil {
-					err = jerr
+			n, err := a.requeueAllDead(ctx, src)
+			if err != nil {
+				// No success line for a failed call; the batches that
+				// committed before the failure are said in its error.
+				if n > 0 {
+					return fmt.Errorf("requeued %d dead jobs of %s, then: %w", n, args[0], err)
 				}
-			} else {
-				fmt.Fprintf(a.errOut, "requeued %d dead jobs of %s\n", n, args[0])
+				return err
 			}
-			return err
+			if a.json {
+				return jsonLine(a.out, map[string]int64{"requeued": n})
+			}
+			fmt.Fprintf(a.errOut, "requeued %d dead jobs of %s%s\n", n, outboxWord(outbox), args[0])
+			if n == 0 && !outbox {
+				a.hintOutbox(ctx, st, args[0], store.JobDead)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&allDead, "all-dead", false, "requeue every dead job of the queue")
+	cmd.Flags().BoolVar(&outbox, "outbox", false, outboxFlagUsage)
 	return cmd
 }
 
 // requeueAllDead runs RequeueDead while drawing a progress bar on stderr
-// from the queue's dead count.
-func (a *app) requeueAllDead(ctx context.Context, q *store.Queue) (int64, error) {
+// from the queue's (or outbox's) dead count.
+func (a *app) requeueAllDead(ctx context.Context, q jobSource) (int64, error) {
 	before, err := q.Stats(ctx)
 	if err != nil {
 		return 0, err
