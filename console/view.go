@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/alkstore/alkstore/internal/joblimit"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -47,6 +48,7 @@ func parseTemplates(base string) map[string]*template.Template {
 		"outbox":   displayName,
 		"mod4":     func(i int) int { return i % 4 },
 		"isOutbox": func(queue string) bool { return strings.HasPrefix(queue, store.OutboxQueuePrefix) },
+		"limit":    joblimit.Text,
 		"button": func(p page, path, label, ask string) button {
 			return button{Action: base + path, Label: label, Ask: ask, CSRF: p.CSRF, Back: p.Back}
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/alkstore/alkstore/internal/joblimit"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -56,18 +57,11 @@ func outboxWord(outbox bool) string {
 	return ""
 }
 
-// isOutboxDefault tells an outbox message without a limit of its own: it
-// stores the 2^30 that stands for "the deliverer's OutboxOpts.MaxAttempts
-// applies", which no job of a plain queue can be given.
-func isOutboxDefault(j *store.Job) bool {
-	return strings.HasPrefix(j.Queue, store.OutboxQueuePrefix) && j.MaxAttempts >= 1<<30
-}
-
 // attemptsLine is queues job's attempts: "2 of 25", or for an outbox
 // message that the deliverer's limit governs, which the database does not
 // know, that instead of 1073741824.
 func attemptsLine(j *store.Job) string {
-	if isOutboxDefault(j) {
+	if joblimit.Deliverers(j) {
 		return fmt.Sprintf("%d (the limit is the outbox deliverer's MaxAttempts, 25 by default)", j.Attempts)
 	}
 	return fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts)
@@ -75,10 +69,7 @@ func attemptsLine(j *store.Job) string {
 
 // attemptsCell is attemptsLine in queues jobs' ATTEMPTS column.
 func attemptsCell(j *store.Job) string {
-	if isOutboxDefault(j) {
-		return fmt.Sprintf("%d/-", j.Attempts)
-	}
-	return fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts)
+	return fmt.Sprintf("%d/%s", j.Attempts, joblimit.Text(j))
 }
 
 // queueCell names a job's queue as queues list does: an outbox's by the
