@@ -2,6 +2,9 @@
 // every publish and enqueue that carry W3C trace context in the message's
 // headers, consumer spans on job handlers and stream consumers that
 // continue that trace, and metrics of the store's queues and streams.
+// The trace context shares store.MaxHeadersSize with the application's
+// headers and goes only where it fits (see InsertMiddleware): telemetry
+// never fails a write.
 //
 // It lives in its own module so alkstore's core keeps its small dependency
 // set. Attributes follow OpenTelemetry's messaging semantic conventions
