@@ -221,12 +221,30 @@ func (h headerCarrier) Keys() []string {
 
 // fieldCarrier collects what the propagator writes, in the order it
 // writes it, once per insert: every message of the call carries the same.
-type fieldCarrier []field
+// buf holds the usual three fields (traceparent, tracestate, baggage);
+// carriers are pooled, so an insert allocates none.
+type fieldCarrier struct {
+	fields []field
+	buf    [3]field
+}
 
 type field struct{ key, value string }
 
+var fieldCarriers = sync.Pool{New: func() any {
+	c := &fieldCarrier{}
+	c.fields = c.buf[:0]
+	return c
+}}
+
+// release returns c to the pool without the strings it held.
+func (c *fieldCarrier) release() {
+	clear(c.fields)
+	c.fields = c.fields[:0]
+	fieldCarriers.Put(c)
+}
+
 func (c *fieldCarrier) Get(key string) string {
-	for _, f := range *c {
+	for _, f := range c.fields {
 		if f.key == key {
 			return f.value
 		}
@@ -235,18 +253,18 @@ func (c *fieldCarrier) Get(key string) string {
 }
 
 func (c *fieldCarrier) Set(key, value string) {
-	for k := range *c {
-		if (*c)[k].key == key {
-			(*c)[k].value = value
+	for k := range c.fields {
+		if c.fields[k].key == key {
+			c.fields[k].value = value
 			return
 		}
 	}
-	*c = append(*c, field{key, value})
+	c.fields = append(c.fields, field{key, value})
 }
 
 func (c *fieldCarrier) Keys() []string {
-	keys := make([]string, len(*c))
-	for k, f := range *c {
+	keys := make([]string, len(c.fields))
+	for k, f := range c.fields {
 		keys[k] = f.key
 	}
 	return keys
@@ -283,8 +301,10 @@ const (
 // are past it gets nothing (its error is the application's). What was
 // left out is an event on span.
 func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []store.InsertMessage) {
-	var fields fieldCarrier
-	i.props.Inject(ctx, &fields)
+	carrier := fieldCarriers.Get().(*fieldCarrier)
+	defer carrier.release()
+	i.props.Inject(ctx, carrier)
+	fields := carrier.fields
 	if len(fields) == 0 {
 		return
 	}
