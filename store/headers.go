@@ -12,7 +12,8 @@ import (
 // value added up. Headers are small metadata that ride with a job or an
 // event (trace context, a tenant, a correlation id), like Kafka record
 // headers, not a second payload: 4 KiB holds a W3C traceparent and a
-// tracestate many times over. Past the bound, and for an empty key or a
+// tracestate many times over. Headers that insert middleware adds count
+// too (alkotel adds its trace context only where it fits). Past the bound, and for an empty key or a
 // key or value that is not valid UTF-8 or holds a NUL byte, the write
 // fails with ErrInvalidArgument.
 const MaxHeadersSize = 4096

@@ -2,6 +2,9 @@
 // every publish and enqueue that carry W3C trace context in the message's
 // headers, consumer spans on job handlers and stream consumers that
 // continue that trace, and metrics of the store's queues and streams.
+// The trace context shares store.MaxHeadersSize with the application's
+// headers and goes only where it fits (see InsertMiddleware): telemetry
+// never fails a write.
 //
 // It lives in its own module so alkstore's core keeps its small dependency
 // set. Attributes follow OpenTelemetry's messaging semantic conventions
@@ -36,6 +39,7 @@ package alkotel
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -215,18 +219,149 @@ func (h headerCarrier) Keys() []string {
 	return keys
 }
 
-// messageCarrier writes into an insert's message through SetHeader, which
-// never changes the caller's map.
-type messageCarrier struct{ m *store.InsertMessage }
+// fieldCarrier collects what the propagator writes, in the order it
+// writes it, once per insert: every message of the call carries the same.
+// buf holds the usual three fields (traceparent, tracestate, baggage);
+// carriers are pooled, so an insert allocates none.
+type fieldCarrier struct {
+	fields []field
+	buf    [3]field
+}
 
-func (c messageCarrier) Get(key string) string { return c.m.Headers[key] }
-func (c messageCarrier) Set(key, value string) { c.m.SetHeader(key, value) }
-func (c messageCarrier) Keys() []string        { return headerCarrier(c.m.Headers).Keys() }
+type field struct{ key, value string }
+
+var fieldCarriers = sync.Pool{New: func() any {
+	c := &fieldCarrier{}
+	c.fields = c.buf[:0]
+	return c
+}}
+
+// release returns c to the pool without the strings it held.
+func (c *fieldCarrier) release() {
+	clear(c.fields)
+	c.fields = c.fields[:0]
+	fieldCarriers.Put(c)
+}
+
+func (c *fieldCarrier) Get(key string) string {
+	for _, f := range c.fields {
+		if f.key == key {
+			return f.value
+		}
+	}
+	return ""
+}
+
+func (c *fieldCarrier) Set(key, value string) {
+	for k := range c.fields {
+		if c.fields[k].key == key {
+			c.fields[k].value = value
+			return
+		}
+	}
+	c.fields = append(c.fields, field{key, value})
+}
+
+func (c *fieldCarrier) Keys() []string {
+	keys := make([]string, len(c.fields))
+	for k, f := range c.fields {
+		keys[k] = f.key
+	}
+	return keys
+}
+
+// fieldRank orders the propagated fields by what they are worth when the
+// headers' room runs short: the trace's identity, then its vendors'
+// state, then the rest (baggage) as the propagator wrote it.
+func fieldRank(key string) int {
+	switch key {
+	case "traceparent":
+		return 0
+	case "tracestate":
+		return 1
+	}
+	return 2
+}
+
+// The producer span's event when propagated fields were left out of
+// messages whose headers they would have pushed past store.MaxHeadersSize:
+// which fields, in how many of the call's messages, and the bound.
+const (
+	EventPropagationDropped = "alkstore.propagation.dropped"
+	KeyDroppedFields        = attribute.Key("alkstore.propagation.dropped_fields")
+	KeyDroppedMessages      = attribute.Key("alkstore.propagation.dropped_messages")
+	KeyHeadersLimit         = attribute.Key("alkstore.headers.max_size")
+)
+
+// inject writes ctx's propagated fields into every message's headers, each
+// only if it still fits within store.MaxHeadersSize beside the headers
+// already there (traceparent first, then tracestate, only with it, then
+// the rest, such as baggage): the store refuses a message past the bound, and telemetry
+// must never fail the application's write. A message whose own headers
+// are past it gets nothing (its error is the application's). What was
+// left out is an event on span.
+func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []store.InsertMessage) {
+	carrier := fieldCarriers.Get().(*fieldCarrier)
+	defer carrier.release()
+	i.props.Inject(ctx, carrier)
+	fields := carrier.fields
+	if len(fields) == 0 {
+		return
+	}
+	slices.SortStableFunc(fields, func(a, b field) int { return fieldRank(a.key) - fieldRank(b.key) })
+	var dropped []string
+	droppedMsgs := 0
+	for k := range msgs {
+		m := &msgs[k]
+		size := headersSize(m.Headers)
+		if size > store.MaxHeadersSize {
+			continue
+		}
+		left, noParent := false, false
+		for _, f := range fields {
+			grow := len(f.key) + len(f.value)
+			if old, ok := m.Headers[f.key]; ok {
+				grow -= len(f.key) + len(old)
+			}
+			// A tracestate means nothing without its traceparent.
+			if size+grow > store.MaxHeadersSize || (noParent && f.key == "tracestate") {
+				left, noParent = true, noParent || f.key == "traceparent"
+				if !slices.Contains(dropped, f.key) {
+					dropped = append(dropped, f.key)
+				}
+				continue
+			}
+			m.SetHeader(f.key, f.value)
+			size += grow
+		}
+		if left {
+			droppedMsgs++
+		}
+	}
+	if droppedMsgs > 0 {
+		span.AddEvent(EventPropagationDropped, trace.WithAttributes(KeyDroppedFields.StringSlice(dropped),
+			KeyDroppedMessages.Int(droppedMsgs), KeyHeadersLimit.Int(store.MaxHeadersSize)))
+	}
+}
+
+// headersSize is what store.MaxHeadersSize bounds: the bytes of every key
+// and value added up.
+func headersSize(h map[string]string) int {
+	size := 0
+	for k, v := range h {
+		size += len(k) + len(v)
+	}
+	return size
+}
 
 // InsertMiddleware returns the store middleware that starts a producer span
 // per publish or enqueue call (one for a batch, with its message count),
 // writes its trace context into every message's headers, and counts the
-// messages sent.
+// messages sent. The propagated fields share store.MaxHeadersSize with the
+// application's headers: a field that would push a message past it is left
+// out of that message (traceparent is the last to go; see
+// EventPropagationDropped), so telemetry never makes a write fail that
+// passes without it.
 func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 	return func(next store.InsertFunc) store.InsertFunc {
 		return func(ctx context.Context, in *store.Insert) error {
@@ -248,9 +383,7 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 				}
 			}
 			if span.SpanContext().IsValid() {
-				for k := range in.Messages {
-					i.props.Inject(ctx, messageCarrier{&in.Messages[k]})
-				}
+				i.inject(ctx, span, in.Messages)
 			}
 			err := next(ctx, in)
 			if err != nil {
