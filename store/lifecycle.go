@@ -150,6 +150,16 @@ func (l *lifecycle) stopHard(why error) {
 	})
 }
 
+// isHard tells whether a hard stop has begun.
+func (l *lifecycle) isHard() bool {
+	select {
+	case <-l.hard:
+		return true
+	default:
+		return false
+	}
+}
+
 // hardStopWait is how long a hard stop waits for the handlers it cancelled
 // to return and be settled (a job whose handler returns goes back to its
 // queue with its attempt), before the store closes under any that ignore
@@ -340,24 +350,47 @@ func (s *Store) shutdown() error {
 	close(l.closing)
 	l.mu.Unlock()
 	s.hub.Close(nil) // receivers, listeners and idle loops hear it at once
-	s.bg.closeAll()
+	// Joined group members leave (release their partitions); a leave may
+	// wait for a transaction of the application's that holds what it
+	// writes (a partition row a pending CommitTx locked; SQLite's writer),
+	// which a hard stop rolls back (endAppTxs): it must not wait for the
+	// leaves first (attack58 F5: Shutdown waited until the application
+	// ended it, for ever when that was Shutdown's own goroutine).
+	leftGroups := make(chan struct{})
+	go func() { s.bg.closeAll(); close(leftGroups) }()
+	select {
+	case <-leftGroups:
+	case <-l.hard:
+	}
 	loopsDone := make(chan struct{})
 	go func() { l.loops.Wait(); close(loopsDone) }()
 	var err error
 	loopsLeft := false
-	stuck := 0 // transactions whose rollback did not end in time
-	select {
-	case <-loopsDone:
-	case <-l.hard:
-		t := time.NewTimer(hardStopWait + abandonSettleWait)
+	stuck := 0       // transactions whose rollback did not end in time
+	if !l.isHard() { // a hard stop already begun takes its path, loops done or not
+		select {
+		case <-loopsDone:
+		case <-l.hard:
+		}
+	}
+	if l.isHard() {
+		wait, cancel := context.WithTimeout(context.Background(), hardStopWait+abandonSettleWait)
 		appTxs := s.endAppTxs()
 		select {
 		case <-loopsDone:
-		case <-t.C:
+		case <-wait.Done():
 			loopsLeft = true
 			err = fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
 		}
-		t.Stop()
+		// The leaves, free once the rollback ended what they waited for,
+		// get the rest of the same wait; one still waiting (for another
+		// process's lock) fails as the store closes under it, and its
+		// partitions come back once their leases run out.
+		select {
+		case <-leftGroups:
+		case <-wait.Done():
+		}
+		cancel()
 		ended := <-appTxs
 		stuck += ended.stuck
 		if ended.open > 0 && err == nil {
