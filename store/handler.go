@@ -1259,7 +1259,7 @@ func leaveHandlerTx(st *txState, keep func(ctx context.Context, o ops) error) bo
 }
 
 // keepWaitingClaims is the keep (Tx.keepOnAbandon) of a group member's
-// transaction on SQLite that its loop leaves behind (see Group.consume):
+// transaction on SQLite that its loop leaves behind (Group.leaveHandler):
 // in the transaction begun again on the writer as it is rolled back, it
 // sets the claims of the store's jobs that waited for that writer, and
 // ran out or would within a third of their Visibility, to a Visibility
@@ -1267,7 +1267,9 @@ func leaveHandlerTx(st *txState, keep func(ctx context.Context, o ops) error) bo
 // member's commit would have (keepClaims). Without it the member's
 // transaction held the writer until the store closed, and a Work job the
 // stop had released, its release waiting for the writer, was left running
-// with its attempt spent (review57 F2).
+// with its attempt spent (review57 F2). As for keepClaims, a job whose
+// settle is in flight is found only among its worker's latest claims
+// (recentClaims): a handler no longer runs once it is being settled.
 func (s *Store) keepWaitingClaims(ctx context.Context, o ops) error {
 	held := s.claimsToKeep()
 	h, ok := o.(claimHolder)
