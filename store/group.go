@@ -143,7 +143,10 @@ type GroupOpts struct {
 	CommitInterval time.Duration
 	// Grace: when Consume or ConsumeTx is stopped, the handler in flight
 	// may finish (and commit) for this long before its context is
-	// cancelled; default 30s. A store's hard stop cancels it at once.
+	// cancelled; default 30s. A store's hard stop cancels it at once. A
+	// handler that ignores its cancelled context is left behind 5s later,
+	// as Work leaves one: its event is not committed (ConsumeTx: its
+	// transaction is rolled back) and the member leaves.
 	Grace time.Duration
 	// Logger: failed reads, heartbeats and handlers, leases that lapsed
 	// and claims that landed after their lease; default the store's. The
@@ -1414,17 +1417,26 @@ type GroupTxHandler func(ctx context.Context, tx Tx, ev Event) error
 // until ctx is cancelled or the store shuts down; then it lets the event in
 // flight finish and commit within GroupOpts.Grace (then its handler's
 // context is cancelled, and at once on a store's hard stop) and leaves the
-// group gracefully (its partitions go to the other members at once). It returns
-// nil after ctx was cancelled and an error matching ErrClosed when the
-// store's shutdown stopped it; other errors are bad options.
+// group gracefully (its partitions go to the other members at once). A
+// handler that ignores its cancelled context is waited for 5 seconds, then
+// left behind: Consume leaves the group without it, its event uncommitted
+// (the partition's next owner handles it), and what it returns later
+// commits nothing; ConsumeTx rolls its transaction back then (on SQLite
+// that frees the writer, keeping the claims of the store's jobs that
+// waited for it). It returns nil after ctx was cancelled and an error
+// matching ErrClosed when the store's shutdown stopped it; other errors
+// are bad options.
 func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandler) error {
 	if handler == nil {
 		return opErr("group consume", g.name, fmt.Errorf("%w: nil handler", ErrInvalidArgument))
 	}
 	var flushed time.Time
-	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
+	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error {
 		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
 			return err
+		}
+		if run.left.Load() {
+			return nil // the loop left the handler behind, and the member left: ev goes to the partition's next owner
 		}
 		// ev was handled: whatever its commit does, the handler is done
 		// with it. A failed commit is logged as one and not retried as a
@@ -1462,8 +1474,11 @@ func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHa
 	if err := g.CheckTxOpts(opts); err != nil {
 		return err
 	}
-	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event) error {
+	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error {
 		return g.s.inHandlerTx(ctx, func(ctx context.Context, tx Tx) error {
+			if err := run.began(tx); err != nil {
+				return err
+			}
 			if err := recovered(func() error { return handler(ctx, tx, ev) }); err != nil {
 				return err
 			}
@@ -1472,7 +1487,7 @@ func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHa
 	})
 }
 
-func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx context.Context, m *GroupMember, ev Event) error) error {
+func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error) error {
 	if g.s == nil {
 		return opErr("group consume", g.name, errNoStore)
 	}
@@ -1488,7 +1503,6 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			return err
 		}
 		defer func() { _ = m.Leave(context.WithoutCancel(ctx)) }()
-		log := m.opts.Logger
 		// The handlers' context: ctx's values, not its cancel, which
 		// only starts the Grace.
 		hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -1509,38 +1523,10 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			}
 			hcancel()
 		}()
-		for {
-			ev, err := m.Recv(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case errors.Is(err, ErrClosed):
-				return err
-			case err != nil:
-				log.Warn("alkstore: group member could not read", "group", g.name, "member", m.id, "error", err)
-				if !sleepCtx(ctx, m.opts.RetryDelay) {
-					return nil
-				}
-				continue
-			}
-			// A stop lets the event in flight finish and commit.
-			err = handle(hctx, m, ev)
-			switch {
-			case err == nil:
-			case ctx.Err() != nil:
-				m.redeliver(ev, time.Time{})
-				return nil
-			case !m.holds(ev):
-				// The partition moved on (the member's own fencing says so,
-				// not the handler's error, which may wrap ErrClaimLost for
-				// its own reasons): its new owner handles ev.
-			default:
-				log.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
-					"offset", ev.Offset, "error", err)
-				// Only ev's partition waits; the others go on.
-				m.redeliver(ev, g.s.now().Add(m.opts.RetryDelay))
-			}
-		}
+		run := &groupRun{}
+		events := make(chan error, 1)
+		go func() { events <- g.consumeEvents(ctx, hctx, m, run, handle) }()
+		return g.awaitEvents(hctx, m, run, events)
 	})
 	// The loop's own failures (a join's) carry their operation and name
 	// already: one "alkstore:" prefix, not the loop's around the join's.
@@ -1549,6 +1535,127 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 		return inner
 	}
 	return err
+}
+
+// consumeEvents is the loop of Consume and ConsumeTx: it receives m's
+// events and hands each to handle with hctx, until ctx ends or the
+// member closes, on a goroutine of its own, which the loop leaves behind
+// with a handler that ignores its cancelled context (awaitEvents).
+func (g *Group) consumeEvents(ctx, hctx context.Context, m *GroupMember, run *groupRun, handle func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error) error {
+	log := m.opts.Logger
+	for {
+		ev, err := m.Recv(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrClosed):
+			return err
+		case err != nil:
+			log.Warn("alkstore: group member could not read", "group", g.name, "member", m.id, "error", err)
+			if !sleepCtx(ctx, m.opts.RetryDelay) {
+				return nil
+			}
+			continue
+		}
+		// A stop lets the event in flight finish and commit.
+		run.offset.Store(ev.Offset)
+		err = handle(hctx, m, ev, run)
+		switch {
+		case run.left.Load():
+			return nil // the loop returned without this handler, and the member left
+		case err == nil:
+		case ctx.Err() != nil:
+			m.redeliver(ev, time.Time{})
+			return nil
+		case !m.holds(ev):
+			// The partition moved on (the member's own fencing says so,
+			// not the handler's error, which may wrap ErrClaimLost for
+			// its own reasons): its new owner handles ev.
+		default:
+			log.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
+				"offset", ev.Offset, "error", err)
+			// Only ev's partition waits; the others go on.
+			m.redeliver(ev, g.s.now().Add(m.opts.RetryDelay))
+		}
+	}
+}
+
+// groupRun is the event a group's loop has in flight, as the loop sees it
+// when it leaves the handler behind (awaitEvents).
+type groupRun struct {
+	offset atomic.Int64 // the event's
+	// tx: the state of the event's transaction (ConsumeTx), once begun;
+	// an earlier event's, ended, until then.
+	tx   atomic.Pointer[txState]
+	left atomic.Bool // the loop left the handler behind
+}
+
+// errLeftBehind is why a transaction a group member's handler was to run
+// in rolls back unused: the loop had left that handler behind as the
+// transaction began.
+var errLeftBehind = errors.New("the group's loop left the event's handler behind")
+
+// began records tx, the transaction of the event in flight, before its
+// handler runs: errLeftBehind once the loop left the handler behind
+// (the transaction then rolls back, the handler not run). Stored before
+// left is read, as leave sets left before it reads tx: either the loop
+// rolls tx back, or the handler never runs in it.
+func (r *groupRun) began(tx Tx) error {
+	r.tx.Store(tx.h.state)
+	if r.left.Load() {
+		return errLeftBehind
+	}
+	return nil
+}
+
+// awaitEvents waits for the loop's goroutine (consumeEvents) to return.
+// Once the stop cancelled the handler's context (hctx: its Grace ran out,
+// or the store's hard stop came) it waits hardStopWait more at most, as
+// Work waits for its handlers, then leaves behind a handler that ignores
+// its context (leaveHandler), so that the loop returns and the member
+// leaves. Before, the loop waited for that handler for ever: a graceful
+// Shutdown waited for its deadline, then the hard stop's 7 s (67 s of a
+// 60 s deadline), and on SQLite the member's transaction held the writer
+// until the store closed, under the settles of the jobs the stop had
+// cancelled, which waited for it: their releases never landed, and the
+// jobs stayed running, their attempts spent (review57 F2).
+func (g *Group) awaitEvents(hctx context.Context, m *GroupMember, run *groupRun, events <-chan error) error {
+	select {
+	case err := <-events:
+		return err
+	case <-hctx.Done():
+	}
+	t := time.NewTimer(hardStopWait)
+	defer t.Stop()
+	select {
+	case err := <-events:
+		return err
+	case <-t.C:
+	}
+	g.leaveHandler(m, run)
+	return nil
+}
+
+// leaveHandler leaves the handler in flight behind: what it returns later
+// neither commits nor settles anything (consumeEvents returns), and its
+// transaction (ConsumeTx) is rolled back now, with its writes, its
+// CommitTx (the member hands its partition out again from the committed
+// offset: the event is not committed, and the partition's next owner
+// handles it) and its transaction slot. On SQLite the rollback frees the
+// writer, and the claims of the store's jobs that waited for it are kept
+// first (keepWaitingClaims), as Work's rollback of a hung WorkTx
+// handler's transaction keeps them (Tx.keepOnAbandon).
+func (g *Group) leaveHandler(m *GroupMember, run *groupRun) {
+	run.left.Store(true)
+	if st := run.tx.Load(); st != nil {
+		var keep func(context.Context, ops) error
+		if g.s.singleWriter() {
+			keep = g.s.keepWaitingClaims
+		}
+		leaveHandlerTx(st, keep)
+	}
+	m.opts.Logger.Warn("alkstore: group handler ignored its cancelled context; the member leaves without it, and its event goes to the partition's next owner",
+		"group", g.name, "member", m.id, "offset", run.offset.Load(), "waited", hardStopWait)
 }
 
 // finish records that Consume handled ev: the next flush commits it.

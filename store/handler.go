@@ -1234,11 +1234,53 @@ func (rj *runningJob) endAbandonedTx(s *Store) {
 	if tx == nil || tx.h == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-	defer cancel()
-	if _, ended := runWithin(ctx, func() bool { return tx.h.state.abandon(false) }); ended {
+	if leaveHandlerTx(tx.h.state, nil) { // holdOthers registered the claims it extended
 		rj.releaseTxSlot(s)
 	}
+}
+
+// leaveHandlerTx rolls back st, the transaction of a handler its loop
+// leaves behind (Work's WorkTx handler, a group member's ConsumeTx
+// handler: it ignored its cancelled context past a stop), as the shutdown
+// rolls back a transaction still open (txState.abandon). keep, unless
+// nil, is registered first (Tx.keepOnAbandon): on SQLite what it writes
+// commits in a transaction begun again on the writer before the writer
+// is free. It waits for the rollback up to rollbackTimeout and reports
+// whether it ended; one that did not ends as the statement it waits for
+// does.
+func leaveHandlerTx(st *txState, keep func(ctx context.Context, o ops) error) bool {
+	if keep != nil {
+		st.keepOnAbandon(keep)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	_, ended := runWithin(ctx, func() bool { return st.abandon(false) })
+	return ended
+}
+
+// keepWaitingClaims is the keep (Tx.keepOnAbandon) of a group member's
+// transaction on SQLite that its loop leaves behind (Group.leaveHandler):
+// in the transaction begun again on the writer as it is rolled back, it
+// sets the claims of the store's jobs that waited for that writer, and
+// ran out or would within a third of their Visibility, to a Visibility
+// from now (claimsToKeep, reviveHeld: fenced by token and state), as the
+// member's commit would have (keepClaims). Without it the member's
+// transaction held the writer until the store closed, and a Work job the
+// stop had released, its release waiting for the writer, was left running
+// with its attempt spent (review57 F2). As for keepClaims, a job whose
+// settle is in flight is found only among its worker's latest claims
+// (recentClaims): a handler no longer runs once it is being settled.
+func (s *Store) keepWaitingClaims(ctx context.Context, o ops) error {
+	held := s.claimsToKeep()
+	h, ok := o.(claimHolder)
+	if held == nil || !ok {
+		return nil
+	}
+	if _, err := s.reviveHeld(ctx, h, held); err != nil {
+		s.log.Warn("alkstore: could not keep the claims waiting for a group member's transaction left behind", "error", err)
+		return err
+	}
+	return nil
 }
 
 // releaseTxSlot gives rj's slot back, once, if it holds one: where the

@@ -170,9 +170,10 @@ const hardStopWait = 5 * time.Second
 // waits for the loops to return. A Work loop waits hardStopWait for the
 // handlers it cancelled, then leaves behind those that ignore their
 // context and waits for the settles of the others, which on SQLite may
-// have waited for the writer a hung WorkTx handler's transaction held
-// until that moment (its rollback keeps their claims: see
-// Tx.keepOnAbandon). Waited for no longer than the loops' own wait, the
+// have waited for the writer a hung WorkTx or ConsumeTx handler's
+// transaction held until that moment (its rollback, as Work or the
+// group's loop leaves it behind, keeps their claims: see
+// Tx.keepOnAbandon, Group.awaitEvents). Waited for no longer than the loops' own wait, the
 // store closed under those settles, and the jobs the stop had cancelled
 // behind a hung handler were left running, their attempts spent, never
 // released (attack56a F7, the hard form). Loops that return in time end
@@ -309,7 +310,11 @@ func (l *lifecycle) nudge() {
 // the lock, its own context ends or (SQLite) its busy timeout. Shutdown
 // then returns an error matching ctx's, saying "operations still running"
 // only when some outlived that wait. A handler that ignores its context is
-// left running on a closed store: its job comes back after its visibility.
+// left running on a closed store: its job comes back after its visibility;
+// a group member's event (Consume, ConsumeTx), never committed, goes to
+// its partition's next owner. Work and the group's loop leave such a
+// handler behind 5 seconds after they cancelled it, in a graceful
+// shutdown too (after its Grace), rolling its transaction back.
 // A hard stop right away is Shutdown with a context that is already done.
 //
 // Shutdown and Close may be called more than once, and concurrently; every

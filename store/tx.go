@@ -625,10 +625,18 @@ func (tx Tx) rolledBackWhole() error {
 // o before it commits (liteTx.abandonKeeping). It is for writes made in
 // tx on behalf of others, which its rollback must not undo: the claims a
 // transactional handler's transaction extended for the jobs waiting for
-// the writer it holds (runner.holdOthers). Nothing runs when tx commits,
-// or its user rolls it back. A later fn replaces an earlier one.
+// the writer it holds (runner.holdOthers), or that waited for it while a
+// group member's handler ran (leaveHandlerTx). Nothing runs when tx
+// commits, or its user rolls it back. A later fn replaces an earlier one.
 func (tx Tx) keepOnAbandon(fn func(ctx context.Context, o ops) error) {
-	if st, err := tx.state(); err == nil && st.owned {
+	if st, err := tx.state(); err == nil {
+		st.keepOnAbandon(fn)
+	}
+}
+
+// keepOnAbandon is Tx.keepOnAbandon on the transaction's state.
+func (st *txState) keepOnAbandon(fn func(ctx context.Context, o ops) error) {
+	if st.owned {
 		st.mu.Lock()
 		st.keep = fn
 		st.mu.Unlock()
