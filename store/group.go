@@ -1051,7 +1051,9 @@ func (m *GroupMember) Commit(ctx context.Context, ev Event) error {
 // does when tx rolls back to a savepoint made before CommitTx (through
 // Tx.Exec; on SQLite a failed WorkTx or RunJobTx handler's transaction
 // rolls back to the store's savepoint before the handler), at once: tx
-// goes on, and its commit no longer moves the member past ev. (An
+// goes on, and its commit no longer moves the member past ev; the member
+// goes back only to what tx still commits of the partition (a CommitTx
+// of it made before the savepoint, or again since). (An
 // adopted transaction, AdoptPgx or AdoptSQL, does not tell the member of
 // its rollback: the partition then goes on after ev.)
 func (m *GroupMember) CommitTx(ctx context.Context, tx Tx, ev Event) error {
@@ -1088,6 +1090,7 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 		if o := m.owned[p]; o != nil && o.token == token {
 			o.committed = max(o.committed, ev.Offset)
 			o.deadline = maxTime(o.deadline, now.Add(m.opts.LeaseTTL))
+			o.goesOnAfter(ev.Offset)
 		}
 		m.mu.Unlock()
 	}
@@ -1099,27 +1102,54 @@ func (m *GroupMember) commitEvent(ctx context.Context, v via, ev Event, tx *Tx) 
 		done()
 		return nil
 	}
+	var before int64 // what tx committed of p before this CommitTx: its rollback goes back there
 	m.mu.Lock()
 	if o := m.owned[p]; o != nil && o.token == token {
+		before = o.pending()
 		o.inTx = max(o.inTx, ev.Offset) // Redeliver refuses it from now on
+		o.goesOnAfter(ev.Offset)        // made again after a rollback to a savepoint: not handed out again
 	}
 	m.mu.Unlock()
 	tx.onCommit(done)
-	tx.onRollback(func() { m.rewind(p, token) })
+	tx.onRollback(func() { m.rewind(p, token, before) })
 	return nil
 }
 
-// rewind hands partition p out again from its committed offset, after a
-// transaction with a CommitTx of it rolled back.
-func (m *GroupMember) rewind(p int, token int64) {
+// rewind hands partition p out again after offset to, once a CommitTx of
+// it rolled back (with its transaction, or to a savepoint made before it):
+// to is what the transaction committed of p before that CommitTx, which
+// is still in it after a ROLLBACK TO (a CommitTx before the savepoint);
+// its committed offset after a rollback of the whole transaction. The
+// rollback actions a ROLLBACK TO (or a rollback) runs are those of the
+// CommitTx calls since the savepoint, oldest first: the oldest's to is
+// what the transaction still commits, and the later ones' (higher)
+// changes nothing.
+func (m *GroupMember) rewind(p int, token, to int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.owned[p]
 	if o == nil || o.lost || o.token != token {
 		return
 	}
-	o.cursor, o.delivered, o.finished = o.committed, o.committed, o.committed
-	o.inPage, o.inTx = false, 0
+	to = min(to, o.pending())
+	o.cursor, o.delivered, o.finished = to, to, o.committed
+	o.inPage, o.inTx = false, to
+}
+
+// pending is how far the partition is committed once the open transaction
+// with CommitTx calls of it (the row lock makes it one at most) commits:
+// its committed offset when there is none.
+func (o *ownedPart) pending() int64 { return max(o.committed, o.inTx) }
+
+// goesOnAfter moves the partition past offset, committed or committed in
+// an open transaction, when a rollback (to a savepoint) or Redeliver left
+// it before: its next event is the one after. Not finished: a release
+// commits the partition's position, which must not include a CommitTx
+// whose transaction may still roll back.
+func (o *ownedPart) goesOnAfter(offset int64) {
+	if o.cursor < offset {
+		o.cursor, o.delivered = offset, offset
+	}
 }
 
 // heartbeats renew the member's row and its partitions' leases every third
