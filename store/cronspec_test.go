@@ -1,24 +1,40 @@
 package store
 
 import (
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/robfig/cron/v3"
 )
 
-// bruteFirst is first's definition walked minute by minute: the first
-// whole minute after t whose wall clock in c's zone the spec names (specs
-// here have no seconds field and zones whole-minute offsets). Zero when
-// none comes within the window.
-func bruteFirst(c cronSpec, t time.Time, window time.Duration) time.Time {
+// wallMatches is first's definition walked minute by minute: every whole
+// minute after start and before end whose wall clock in c's zone the spec
+// names (specs here have no seconds field and zones whole-minute offsets).
+// The test walks each span once, for all the starting points in it.
+func wallMatches(c cronSpec, start, end time.Time) []time.Time {
 	spec := c.sched.(*cron.SpecSchedule)
-	for u, end := t.Truncate(time.Minute).Add(time.Minute), t.Add(window); u.Before(end); u = u.Add(time.Minute) {
+	var out []time.Time
+	for u := start.Truncate(time.Minute).Add(time.Minute); u.Before(end); u = u.Add(time.Minute) {
 		w := u.In(c.loc)
 		day := civilDay{w.Year(), w.Month(), w.Day(), w.Weekday()}
 		if 1<<uint(w.Minute())&spec.Minute != 0 && 1<<uint(w.Hour())&spec.Hour != 0 && day.in(spec) {
-			return u.UTC()
+			out = append(out, u.UTC())
 		}
+	}
+	return out
+}
+
+// bruteFirst is the first whole minute after t, within the window, of
+// matches (wallMatches over a span that holds t and the window after it):
+// the minute a walk from t would stop at. Zero when none comes within the
+// window. Whole minutes are the same instants whatever the walk's start
+// (Truncate counts from the zero time), so one walk serves every t.
+func bruteFirst(matches []time.Time, t time.Time, window time.Duration) time.Time {
+	from := t.Truncate(time.Minute).Add(time.Minute)
+	i := sort.Search(len(matches), func(i int) bool { return !matches[i].Before(from) })
+	if i < len(matches) && matches[i].Before(t.Add(window)) {
+		return matches[i]
 	}
 	return time.Time{}
 }
@@ -58,8 +74,10 @@ func TestCronFirstIsTheFirstWallClockMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for from := day.Add(-30 * time.Hour); from.Before(day.Add(30 * time.Hour)); from = from.Add(37*time.Minute + 7*time.Second) {
-				want := bruteFirst(c, from, window)
+			start, stop := day.Add(-30*time.Hour), day.Add(30*time.Hour)
+			matches := wallMatches(c, start, stop.Add(window))
+			for from := start; from.Before(stop); from = from.Add(37*time.Minute + 7*time.Second) {
+				want := bruteFirst(matches, from, window)
 				if want.IsZero() {
 					continue // beyond the window: the walk would take too long
 				}
