@@ -236,8 +236,15 @@ func parallelTest(t *testing.T) {
 // GOMAXPROCS (2 on the 2-core machines this suite runs on), is the two
 // engine halves one test already runs: with tests one after another the
 // suite kept 1.07 of 2 cores busy (stop 43), most of a test's time being
-// waits (leases, timers, subprocesses, the server).
-const testParallel = 6
+// waits (leases, timers, subprocesses, the server). At 6 it still did, on
+// a quiet machine: the package's run took about 200 CPU-seconds in 197 s
+// (session 58; the tests and their servers, about one core of two), its
+// parallel phase held by bodies that wait (leases lapsing, hard-stop
+// waits, killed children): 54 engine halves of 5 s or more made 570 of
+// its 855 body-seconds. At 8, ./tests alone took 190 s at load 7-9
+// against 261-271 s at 6 (load 6-13); 8 is also maxClusters, so every
+// PostgreSQL body still has a server of its own at once.
+const testParallel = 8
 
 func setParallel() {
 	set := false
