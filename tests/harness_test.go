@@ -125,28 +125,31 @@ func eachEngine(t *testing.T, body func(t *testing.T, e *engineEnv)) {
 }
 
 // eachEngineEachForm is eachEngine for a test of several forms (keep or
-// not, in a Tx or not): each engine's half runs the forms one after the
-// other, as its subtests (TestX/pg/<form>), each on a fresh database of its
-// own. Forms as the test's subtests, each calling eachEngine, waited twice
-// in the queue for a -parallel slot (Go's testing queues a test's parallel
-// subtests behind every test already waiting, and a serial subtest whose
-// halves were parallel takes a slot back after them): in make test (session
-// 49) the four tests built so waited 14-94 s a form for that slot, their
-// later forms started only when every other test had ended and ran alone on
-// idle cores for the run's last 12 s; as parallel subtests, their halves
-// still came last, a 25 s tail.
+// not, in a Tx or not): each engine's run of each form is a parallel
+// subtest of the test itself (TestX/pg/<form>, one t.Run named
+// "pg/<form>"), on a fresh database of its own, queued once for a
+// -parallel slot beside the engine halves of every other test. Forms as
+// the test's subtests, each calling eachEngine, waited twice in the queue
+// (Go's testing queues a test's parallel subtests behind every test already
+// waiting, and a serial subtest whose halves were parallel takes a slot
+// back after them): in make test (session 49) the four tests built so
+// waited 14-94 s a form for that slot, and their later forms ran alone on
+// idle cores for the run's last 12 s; as parallel subtests of parallel
+// halves, they still came last, a 25 s tail. Forms one after the other
+// inside each engine's half (sessions 50-57) queued once, but made the
+// run's longest bodies: three forms of the hung-handler test 47 s on
+// SQLite, the group crash test's two 27 s on each engine, which started
+// 170 s into a 197 s run and were its last 15 s alone (session 58).
 func eachEngineEachForm(t *testing.T, forms []string, body func(t *testing.T, e *engineEnv, form int)) {
 	t.Helper()
 	parallelTest(t)
 	for _, name := range engines {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			for i, form := range forms {
-				t.Run(form, func(t *testing.T) {
-					labelled(t, func() { body(t, newEnv(t, name), i) })
-				})
-			}
-		})
+		for i, form := range forms {
+			t.Run(name+"/"+form, func(t *testing.T) {
+				t.Parallel()
+				labelled(t, func() { body(t, newEnv(t, name), i) })
+			})
+		}
 	}
 }
 
@@ -233,8 +236,15 @@ func parallelTest(t *testing.T) {
 // GOMAXPROCS (2 on the 2-core machines this suite runs on), is the two
 // engine halves one test already runs: with tests one after another the
 // suite kept 1.07 of 2 cores busy (stop 43), most of a test's time being
-// waits (leases, timers, subprocesses, the server).
-const testParallel = 6
+// waits (leases, timers, subprocesses, the server). At 6 it still did, on
+// a quiet machine: the package's run took about 200 CPU-seconds in 197 s
+// (session 58; the tests and their servers, about one core of two), its
+// parallel phase held by bodies that wait (leases lapsing, hard-stop
+// waits, killed children): 54 engine halves of 5 s or more made 570 of
+// its 855 body-seconds. At 8, ./tests alone took 190 s at load 7-9
+// against 261-271 s at 6 (load 6-13); 8 is also maxClusters, so every
+// PostgreSQL body still has a server of its own at once.
+const testParallel = 8
 
 func setParallel() {
 	set := false

@@ -433,6 +433,7 @@ func liteExecInTx(t *testing.T, db *sql.DB, stmts ...string) error {
 // default. Then the store works the jobs left, and a batch without options
 // gets DefaultMaxAttempts. SQLite only: PostgreSQL's 00038 is a no-op.
 func TestLiteJobRulesCheckMigratesBothWays(t *testing.T) {
+	parallelTest(t)
 	const file = "00038_one_job_rules_check.sql"
 	e := newEnv(t, "lite")
 	c := ctx(t)
