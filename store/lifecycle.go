@@ -51,6 +51,10 @@ type lifecycle struct {
 	txsGone     chan struct{} // closed when txs became empty, while draining waits
 	lastGC      atomic.Int64  // unix nanos of the last leak nudge
 	cut         atomic.Bool   // the hard stop cancelled a handler still running
+	// locksHeld: the hard stop gave up on statements waiting for a lock
+	// another connection holds (PostgreSQL: heldAcks.drain; SQLite's
+	// lock waits the engine ended: endLockWaits).
+	locksHeld atomic.Bool
 	// ops counts the auto-commit operations running, and those in adopted
 	// transactions (run, Tx.enter: enterOp, leaveOp); the last to leave
 	// while the store drains signals opsLeft.
@@ -349,6 +353,7 @@ func (s *Store) shutdown() error {
 	select {
 	case <-loopsDone:
 	case <-l.hard:
+		s.eng.endLockWaits()
 		t := time.NewTimer(hardStopWait + abandonSettleWait)
 		appTxs := s.endAppTxs()
 		select {
@@ -401,6 +406,8 @@ func (s *Store) shutdown() error {
 	// that are reported.
 	if !opsDone && !s.cutOps() {
 		err = fmt.Errorf("operations still running: %w", l.hardWhy)
+	} else if err == nil && s.locksCut() {
+		err = fmt.Errorf("%s: %w", locksCutMsg, l.hardWhy)
 	} else if !opsDone && err == nil {
 		err = fmt.Errorf("hard stop; every operation running returned (cancelled or finished; each one's error says which): %w", l.hardWhy)
 	}
@@ -411,6 +418,17 @@ func (s *Store) shutdown() error {
 	s.eng.close(stuck > 0 || loopsLeft)
 	return err
 }
+
+// locksCut reports whether the hard stop gave up on statements of the
+// store's waiting for a lock another connection holds.
+func (s *Store) locksCut() bool { return s.life.locksHeld.Load() || s.eng.lockWaitsEnded() }
+
+// locksCutMsg is what Shutdown says when the hard stop cut the store's
+// waits for a lock another connection holds, which the store cannot end:
+// no handler is to blame. Waited for, the acks of finished jobs held a
+// hard stop on SQLite for the whole busy timeout (10 s), past the wait for
+// the loops, which then blamed "handlers ignored the hard stop" (lows58).
+const locksCutMsg = "hard stop; writes waiting for a lock another connection holds (another process's, an adopted transaction's) were given up and stored nothing (a finished job whose ack was one of them runs again after its lease)"
 
 // endAppTxs is the hard stop's rollback of the transactions the
 // application began (Begin, InTx) still open, which stopHard marked, at
