@@ -300,7 +300,13 @@ func (l *lifecycle) nudge() {
 // up to 5 seconds to return. A pool passed to OpenPool and an adopted
 // transaction's connection are the application's, which the store does
 // not cancel: an operation on them waiting on a lock runs until it gets
-// the lock, its own context ends or (SQLite) its busy timeout. Shutdown
+// the lock, its own context ends or (SQLite) its busy timeout. The
+// store's own writes waiting for a lock such a connection or another
+// process holds (SQLite's write lock; on PostgreSQL a finished job's row,
+// acked apart) are given up as the stop begins, and store nothing: a
+// finished job whose ack was one of them runs again after its lease, and
+// Shutdown says so. A wait for the writer slot behind the store's own
+// transaction (a WorkTx handler's, a Begin) is not such a wait. Shutdown
 // then returns an error matching ctx's, saying "operations still running"
 // only when some outlived that wait. A handler that ignores its context is
 // left running on a closed store: its job comes back after its visibility.
