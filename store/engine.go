@@ -414,6 +414,13 @@ type engine interface {
 	// interrupt cancels the statements running on the store's connections
 	// (a hard stop), where the engine can.
 	interrupt()
+	// endLockWaits ends, where the engine waits for locks with a timeout
+	// of its own (SQLite's busy timeout), the waits of the store's
+	// statements for a lock another connection holds, now and from now
+	// on, and cuts nothing else (a hard stop: see Store.shutdown);
+	// lockWaitsEnded reports whether it ended any.
+	endLockWaits()
+	lockWaitsEnded() bool
 }
 
 // driverTx is a database transaction as the engine sees it.

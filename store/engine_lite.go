@@ -214,6 +214,17 @@ func (e *liteEngine) wrapTx(tx *sql.Tx) driverTx {
 // adopted transaction's connection is the application's: not interrupted.
 func (e *liteEngine) interrupt() { e.stops.Interrupt() }
 
+// endLockWaits ends the waits of the writer's and the readers' statements
+// in SQLite's busy handler, for a lock that another connection (another
+// process's, an adopted transaction's) holds, which the store cannot end:
+// each fails at once, marked litedriver.ErrInterrupted, and stores nothing.
+// A wait for the writer slot (the one connection of the writer pool, which
+// a transaction of this store holds: a WorkTx handler's, a Begin) is
+// database/sql's, not SQLite's: it goes on.
+func (e *liteEngine) endLockWaits() { e.stops.EndLockWaits() }
+
+func (e *liteEngine) lockWaitsEnded() bool { return e.stops.LockWaitsEnded() > 0 }
+
 // close closes the pools; database/sql closes a connection still in a
 // transaction when that transaction ends.
 func (e *liteEngine) close(bool) {

@@ -243,6 +243,14 @@ func (e *pgEngine) interrupt() {
 	}
 }
 
+// endLockWaits does nothing: a statement of the store's waits for a row
+// another transaction holds only to ack finished jobs apart, which a hard
+// stop gives up on by itself (heldAcks.drain, which reports it:
+// lifecycle.locksHeld).
+func (e *pgEngine) endLockWaits() {}
+
+func (e *pgEngine) lockWaitsEnded() bool { return false }
+
 func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	citus, err := detectCitus(ctx, pool, c.log)
 	if err != nil {

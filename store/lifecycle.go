@@ -51,6 +51,10 @@ type lifecycle struct {
 	txsGone     chan struct{} // closed when txs became empty, while draining waits
 	lastGC      atomic.Int64  // unix nanos of the last leak nudge
 	cut         atomic.Bool   // the hard stop cancelled a handler still running
+	// locksHeld: the hard stop gave up on statements waiting for a lock
+	// another connection holds (PostgreSQL: heldAcks.drain; SQLite's
+	// lock waits the engine ended: endLockWaits).
+	locksHeld atomic.Bool
 	// ops counts the auto-commit operations running, and those in adopted
 	// transactions (run, Tx.enter: enterOp, leaveOp); the last to leave
 	// while the store drains signals opsLeft.
@@ -307,7 +311,13 @@ func (l *lifecycle) nudge() {
 // up to 5 seconds to return. A pool passed to OpenPool and an adopted
 // transaction's connection are the application's, which the store does
 // not cancel: an operation on them waiting on a lock runs until it gets
-// the lock, its own context ends or (SQLite) its busy timeout. Shutdown
+// the lock, its own context ends or (SQLite) its busy timeout. The
+// store's own writes waiting for a lock such a connection or another
+// process holds (SQLite's write lock; on PostgreSQL a finished job's row,
+// acked apart) are given up as the stop begins, and store nothing: a
+// finished job whose ack was one of them runs again after its lease, and
+// Shutdown says so. A wait for the writer slot behind the store's own
+// transaction (a WorkTx handler's, a Begin) is not such a wait. Shutdown
 // then returns an error matching ctx's, saying "operations still running"
 // only when some outlived that wait. A handler that ignores its context is
 // left running on a closed store: its job comes back after its visibility;
@@ -379,6 +389,7 @@ func (s *Store) shutdown() error {
 		}
 	}
 	if l.isHard() {
+		s.eng.endLockWaits()
 		wait, cancel := context.WithTimeout(context.Background(), hardStopWait+abandonSettleWait)
 		appTxs := s.endAppTxs()
 		select {
@@ -388,9 +399,10 @@ func (s *Store) shutdown() error {
 			err = fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
 		}
 		// The leaves, free once the rollback ended what they waited for,
-		// get the rest of the same wait; one still waiting (for another
-		// process's lock) fails as the store closes under it, and its
-		// partitions come back once their leases run out.
+		// get the rest of the same wait; one waiting for a lock another
+		// connection holds gives up (SQLite: endLockWaits) or fails as the
+		// store closes under it (PostgreSQL), and its partitions come back
+		// once their leases run out.
 		select {
 		case <-leftGroups:
 		case <-wait.Done():
@@ -439,6 +451,8 @@ func (s *Store) shutdown() error {
 	// that are reported.
 	if !opsDone && !s.cutOps() {
 		err = fmt.Errorf("operations still running: %w", l.hardWhy)
+	} else if err == nil && s.locksCut() {
+		err = fmt.Errorf("%s: %w", locksCutMsg, l.hardWhy)
 	} else if !opsDone && err == nil {
 		err = fmt.Errorf("hard stop; every operation running returned (cancelled or finished; each one's error says which): %w", l.hardWhy)
 	}
@@ -449,6 +463,17 @@ func (s *Store) shutdown() error {
 	s.eng.close(stuck > 0 || loopsLeft)
 	return err
 }
+
+// locksCut reports whether the hard stop gave up on statements of the
+// store's waiting for a lock another connection holds.
+func (s *Store) locksCut() bool { return s.life.locksHeld.Load() || s.eng.lockWaitsEnded() }
+
+// locksCutMsg is what Shutdown says when the hard stop cut the store's
+// waits for a lock another connection holds, which the store cannot end:
+// no handler is to blame. Waited for, the acks of finished jobs held a
+// hard stop on SQLite for the whole busy timeout (10 s), past the wait for
+// the loops, which then blamed "handlers ignored the hard stop" (lows58).
+const locksCutMsg = "hard stop; writes waiting for a lock another connection holds (another process's, an adopted transaction's) were given up and stored nothing (a finished job whose ack was one of them runs again after its lease)"
 
 // endAppTxs is the hard stop's rollback of the transactions the
 // application began (Begin, InTx) still open, which stopHard marked, at

@@ -480,10 +480,13 @@ type worker struct {
 	lentDone  chan struct{}
 	// recent: on SQLite, the worker's latest claims, for a transactional
 	// handler holding the writer to extend (see recentClaims).
-	recent   recentClaims
-	ackCtx   context.Context
-	ackMore  func() []*Job
-	wg       sync.WaitGroup // jobs handed to handlers and not yet settled
+	recent  recentClaims
+	ackCtx  context.Context
+	ackMore func() []*Job
+	wg      sync.WaitGroup // jobs handed to handlers and not yet settled
+	// inHand counts them too, for a hard stop to read: done (the wait on
+	// wg) may not have been told yet when the stop looks (see run).
+	inHand   atomic.Int64
 	claiming sync.WaitGroup // the claimers (see claimers)
 	// The handler goroutines (runJobs) take claimed jobs from queue, oldest
 	// first. A goroutine that finished a job takes the next one there
@@ -597,15 +600,11 @@ func (w *worker) run(ctx context.Context) {
 	case <-done:
 	case <-grace.C:
 	case <-w.q.s.life.hard:
-		select {
-		case <-done:
-		default:
+		if w.inHand.Load() > 0 {
 			w.q.s.life.cut.Store(true) // handlers were still running
 		}
 	case <-w.handle.hard:
-		select {
-		case <-done:
-		default:
+		if w.inHand.Load() > 0 {
 			w.handle.cut.Store(true) // handlers were still running
 		}
 	}
@@ -670,6 +669,7 @@ func (w *worker) abandon() {
 	if w.handle != nil {
 		w.handle.left.Add(int64(len(ids))) // for Worker.Stop to report
 	}
+	w.inHand.Add(-int64(len(ids)))
 	w.wg.Add(-len(ids))
 	w.runners.Add(-len(ids))
 	w.q.s.log.Warn("alkstore: handlers ignored their cancelled context; Work returns without them, and their jobs run again once their claims lapse",
@@ -755,6 +755,7 @@ func (w *worker) runJob(j *Job) (abandoned bool) {
 		if abandoned {
 			return
 		}
+		w.inHand.Add(-1)
 		w.wg.Done()
 		<-w.slots
 		if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
@@ -1466,6 +1467,7 @@ func (w *worker) claimed(ctx context.Context, r claimDone, drainedSince *time.Ti
 		w.wakeLatencies(r.jobs, *drainedSince)
 	}
 	if len(r.jobs) > 0 {
+		w.inHand.Add(int64(len(r.jobs)))
 		w.wg.Add(len(r.jobs))
 		w.hand(r.jobs)
 	}

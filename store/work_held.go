@@ -153,6 +153,11 @@ func (h *heldAcks) drain() {
 	n := h.n
 	h.mu.Unlock()
 	if n > 0 {
+		select {
+		case <-h.w.q.s.life.hard:
+			h.w.q.s.life.locksHeld.Store(true) // for Shutdown to say
+		default:
+		}
 		h.w.q.s.log.Warn("alkstore: the stop leaves the acks of finished jobs whose rows another transaction holds to end on their own (acked once it ends, unless their leases run out first)",
 			"queue", h.w.q.name, "jobs", n)
 	}

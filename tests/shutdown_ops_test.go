@@ -106,7 +106,7 @@ func TestHardStopCancelsAnOperationWaitingOnALock(t *testing.T) {
 			waitForLockWait(t, e.pool(t), "the EnqueueMany")
 		} else {
 			waitFor(t, "the EnqueueMany waits for the file lock", func() bool {
-				return goroutineWaits("TestHardStopCancelsAnOperationWaitingOnALock", "EnqueueMany", "busy_timeout")
+				return goroutineWaits("TestHardStopCancelsAnOperationWaitingOnALock", "EnqueueMany", "Xgo_busy_")
 			})
 		}
 		now, cancel := context.WithCancel(c)
@@ -205,7 +205,7 @@ func TestHardStopInterruptsABeginWaitingOnALock(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, "the Begin waits for the file lock", func() bool {
-		return goroutineWaits("TestHardStopInterruptsABeginWaitingOnALock", "Begin", "busy_timeout")
+		return goroutineWaits("TestHardStopInterruptsABeginWaitingOnALock", "Begin", "Xgo_busy_")
 	})
 	now, cancel := context.WithCancel(c)
 	cancel()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"slices"
@@ -102,10 +103,95 @@ func ownBegin(name string) string {
 // nothing else may touch a connection another goroutine uses; so each
 // statement runs with its context wrapped (stopCtx, one a connection,
 // reused: no allocation).
-type Interrupter struct{ on atomic.Bool }
+type Interrupter struct {
+	on atomic.Bool
+	// locks: EndLockWaits was called; cut counts the waits it ended.
+	locks atomic.Bool
+	cut   atomic.Int64
+}
 
 // Interrupt ends the statements running and refuses later ones.
 func (in *Interrupter) Interrupt() { in.on.Store(true) }
+
+// EndLockWaits ends, from any goroutine, every wait of a statement on the
+// connections of the handles opened with in for a lock another
+// connection holds (SQLite's busy handler: another process's connection,
+// another handle's, another of the same pool's), and every such wait
+// from then on: the statement fails at once with SQLite's "database is
+// locked", marked to match ErrInterrupted, instead of waiting out the busy
+// timeout. Statements that wait for no lock run on: unlike Interrupt,
+// nothing that runs is cut, and a wait for a connection of the handle's
+// pool (database/sql's) is not SQLite's: it goes on. It is for a handle
+// about to close whose lock waits may be for what it cannot end. There is
+// no going back.
+func (in *Interrupter) EndLockWaits() { in.locks.Store(true) }
+
+// LockWaitsEnded is how many lock waits EndLockWaits has ended.
+func (in *Interrupter) LockWaitsEnded() int64 { return in.cut.Load() }
+
+// answered reports whether err may be SQLite's answer to in: an
+// interrupted statement or an ended lock wait (Interrupt), or an ended
+// lock wait (EndLockWaits).
+func (in *Interrupter) answered(err error) bool {
+	busy := errors.Is(err, sqlite3.BUSY)
+	return in.on.Load() && (busy || errors.Is(err, sqlite3.INTERRUPT)) || in.locks.Load() && busy
+}
+
+// lockWait is a connection's busy handler when its handle has an
+// Interrupter: SQLite's busy timeout (the handle's busy_timeout pragma),
+// which the Interrupter's EndLockWaits ends. The driver's handler reads
+// only the statement's context, which would end the statement's running
+// too (see stopCtx).
+type lockWait struct {
+	timeout time.Duration
+	in      *Interrupter
+	first   time.Time // the current wait's start
+	last    time.Time // its latest try
+}
+
+// retry is SQLite's busy handler (count: the wait's retries so far).
+func (w *lockWait) retry(_ context.Context, count int) bool {
+	if w.in.locks.Load() {
+		w.in.cut.Add(1)
+		return false
+	}
+	now := time.Now()
+	if count == 0 {
+		w.first = now
+	} else if now.Sub(w.first) >= w.timeout {
+		return false
+	}
+	if now.Sub(w.last) < time.Millisecond {
+		time.Sleep(rand.N(lockRetryGap)) // as the driver's busy timeout does
+	}
+	w.last = time.Now()
+	return true
+}
+
+// lockRetryGap bounds the sleep between two tries of a lock wait that
+// come within a millisecond (1 ms on average).
+const lockRetryGap = 2 * time.Millisecond
+
+// waitLocks makes in's EndLockWaits end raw's lock waits: raw's busy
+// timeout, as its pragma (or SetBusyTimeout) set it, becomes a lockWait.
+func waitLocks(raw *sqlite3.Conn, in *Interrupter) error {
+	st, _, err := raw.Prepare("PRAGMA busy_timeout")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if !st.Step() {
+		return cmp.Or(st.Err(), errors.New("PRAGMA busy_timeout returned no row"))
+	}
+	ms := st.ColumnInt64(0)
+	if err := st.Reset(); err != nil {
+		return err
+	}
+	if ms <= 0 {
+		return nil // no wait to end
+	}
+	return raw.BusyHandler((&lockWait{timeout: time.Duration(ms) * time.Millisecond, in: in}).retry)
+}
 
 // WithTxInterrupter returns ctx carrying in, for a BeginTx: the statements
 // of the transaction it begins read in as they read the handle's
@@ -237,6 +323,12 @@ func (n connector) Connect(ctx context.Context) (dc driver.Conn, err error) {
 	c := &conn{raw: raw.(sqlite.Conn), broken: &broken, stops: n.stops, begin: n.begin, keep: n.keep}
 	if d, ok := busyOverride(n.name); ok {
 		if err := c.raw.Raw().BusyTimeout(d); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+	}
+	if n.stops != nil {
+		if err := waitLocks(c.raw.Raw(), n.stops); err != nil {
 			_ = raw.Close()
 			return nil, err
 		}
@@ -397,10 +489,10 @@ func (c *conn) failed(ctx context.Context, err error) error {
 
 // interrupted marks err, the failure of a statement run with ctx, as the
 // Interrupter's doing (ErrInterrupted) when it is SQLite's answer to an
-// interrupt (interrupted, or a busy wait given up) that ctx did not ask for.
+// interrupt (interrupted, or a busy wait given up) or to EndLockWaits (a
+// busy wait given up) that ctx did not ask for.
 func (c *conn) interrupted(ctx context.Context, err error) error {
-	if c.stops == nil || !c.stops.on.Load() || ctx.Err() != nil ||
-		!(errors.Is(err, sqlite3.INTERRUPT) || errors.Is(err, sqlite3.BUSY)) {
+	if c.stops == nil || ctx.Err() != nil || !c.stops.answered(err) {
 		return err
 	}
 	var se *StmtError

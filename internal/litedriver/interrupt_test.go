@@ -74,7 +74,7 @@ func TestInterrupterEndsWaitsAndStatements(t *testing.T) {
 		_, err := db2.ExecContext(context.Background(), "INSERT INTO t VALUES (3)")
 		waited <- err
 	}()
-	waitStack(t, "TestInterrupterEndsWaitsAndStatements", "busy_timeout")
+	waitStack(t, "TestInterrupterEndsWaitsAndStatements", "Xgo_busy_")
 	stops2.Interrupt()
 	require.ErrorIs(t, within(t, waited), litedriver.ErrInterrupted, "the wait for the lock")
 	_, err = lock.ExecContext(ctx, "ROLLBACK")
@@ -125,4 +125,74 @@ func within(t *testing.T, done <-chan error) error {
 		t.Fatal("the interrupted statement still runs")
 		return nil
 	}
+}
+
+// TestEndLockWaitsEndsOnlyLockWaits: EndLockWaits ends a statement's wait
+// for a write lock another connection holds, which an hour's busy timeout
+// would not end, with an error matching ErrInterrupted, and every such
+// wait from then on at once; a statement that runs (it waits for no lock)
+// runs to its end, and the handle's own transaction commits. This is what
+// a hard stop of the store needs: a wait for another process's lock is
+// cut, the store's own work is not.
+func TestEndLockWaitsEndsOnlyLockWaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "locks.db")
+	defer litedriver.SetBusyTimeout(path, time.Hour)()
+	name := "file:" + path + "?_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)"
+	stops := &litedriver.Interrupter{}
+	db, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops)
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	plain, err := litedriver.Open(name)
+	require.NoError(t, err)
+	defer plain.Close()
+	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+
+	// The handle's own transaction holds the write lock, and a statement
+	// of the handle's waits for it (another connection of the pool).
+	own, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = own.ExecContext(ctx, "INSERT INTO t VALUES (1)")
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := db.ExecContext(context.Background(), "INSERT INTO t VALUES (2)")
+		waited <- err
+	}()
+	waitStack(t, "TestEndLockWaitsEndsOnlyLockWaits", "Xgo_busy_")
+
+	// A statement running on the handle's transaction (no lock wait).
+	ran := make(chan error, 1)
+	go func() {
+		var n int64
+		ran <- own.QueryRowContext(context.Background(),
+			"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 3000000) SELECT count(*) FROM c").Scan(&n)
+	}()
+	waitStack(t, "TestEndLockWaitsEndsOnlyLockWaits", "(*Stmt).Step")
+
+	stops.EndLockWaits()
+	require.ErrorIs(t, within(t, waited), litedriver.ErrInterrupted, "the wait for the lock")
+	require.NoError(t, within(t, ran), "the running statement")
+	require.NoError(t, own.Commit(), "the transaction that held the lock")
+	require.EqualValues(t, 1, stops.LockWaitsEnded())
+
+	// From now on a wait for the lock ends at once, a statement that
+	// waits for none runs.
+	lock, err := plain.Conn(ctx)
+	require.NoError(t, err)
+	defer lock.Close()
+	_, err = lock.ExecContext(ctx, "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (3)")
+	require.ErrorIs(t, err, litedriver.ErrInterrupted, "a wait started after EndLockWaits")
+	var n int64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n))
+	require.EqualValues(t, 1, n, "only the committed transaction's row")
+	_, err = lock.ExecContext(ctx, "ROLLBACK")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (4)")
+	require.NoError(t, err, "a write that waits for no lock")
 }

@@ -202,7 +202,7 @@ func TestABeginWaitingForTheWriterEndsWithItsContext(t *testing.T) {
 		}
 		waited <- err
 	}()
-	waitStack(t, "TestABeginWaitingForTheWriterEndsWithItsContext", "busy_timeout")
+	waitStack(t, "TestABeginWaitingForTheWriterEndsWithItsContext", "Xgo_busy_")
 	bcancel()
 	require.ErrorIs(t, within(t, waited), sqlite3.BUSY, "the wait ended")
 	_, err = lock.ExecContext(ctx, "ROLLBACK")
