@@ -161,6 +161,38 @@ func (h *heldAcks) drain() {
 		h.w.q.s.log.Warn("alkstore: the stop leaves the acks of finished jobs whose rows another transaction holds to end on their own (acked once it ends, unless their leases run out first)",
 			"queue", h.w.q.name, "jobs", n)
 	}
+	h.outliveRun()
+}
+
+// outliveRun makes the loop, left running after a Worker.Stop's hard stop,
+// one of the store's loops, so that the store's shutdown waits for its
+// acks as for Work's own: a graceful Close until they end (before,
+// review58a F4, Close returned and closed the store under a retry, and
+// the finished jobs ran again), a hard Shutdown heldAckStopWait after its
+// rollback freed the rows, then no longer (the store closes under the
+// rest, which run again after their leases). Nothing to do when the
+// store's own shutdown stopped Work: drain waited for those already.
+func (h *heldAcks) outliveRun() {
+	l := h.w.q.s.life
+	leave, err := l.enterLoop()
+	if err != nil {
+		return
+	}
+	go func() {
+		defer leave()
+		select {
+		case <-h.done:
+			return
+		case <-l.hard:
+		}
+		t := time.NewTimer(heldAckStopWait)
+		defer t.Stop()
+		select {
+		case <-h.done:
+		case <-t.C:
+			l.locksHeld.Store(true) // for Shutdown to say
+		}
+	}()
 }
 
 // heldAckStopWait is how long a hard stop still waits for the acks of

@@ -42,20 +42,37 @@ import (
 // transaction back itself: on both engines the job must be acked before
 // the store closed (it passed before the fix too; it keeps the second
 // the fix still waits for such acks honest).
+//
+// The last two forms close the store after such a Stop: the acks Run left
+// running must still end before the store closes, once the row is free (a
+// hard Shutdown, which frees it, with the ack's statement made slow on
+// PostgreSQL; or the application's rollback, then a graceful Close). Before
+// (review58a F4), Run having returned, the store's shutdown did not wait
+// for them: the hard one cancelled the ack it had just let through, the
+// graceful one closed the store before the next retry, and the job, which
+// had run and returned nil, ran again after its lease.
 func TestWorkerStopDoesNotWaitForAHeldRowsAck(t *testing.T) {
-	eachEngineEachForm(t, []string{"waiting", "retried", "Shutdown"}, func(t *testing.T, e *engineEnv, form int) {
+	forms := []string{"waiting", "retried", "Shutdown", "waiting, then a hard Shutdown", "retried, then Close"}
+	eachEngineEachForm(t, forms, func(t *testing.T, e *engineEnv, form int) {
 		const visibility = time.Minute
 		var counts stmtCounts
 		var s *store.Store
+		retried := form == 1 || form == 4
 		switch {
 		case e.name != "pg":
 			s = e.open(t)
-		case form == 1:
+		case retried:
 			s = e.openHookedPool(t, counts.hook, 2)
 		default:
 			s = e.openWarmTraced(t, pgStartTracer{counts.hook})
 		}
 		c := ctx(t)
+		if form == 3 && e.name == "pg" {
+			// The ack's DELETE takes 300 ms once the row is free, so that
+			// the store's shutdown is past its rollback while it runs.
+			e.execSQL(t, `CREATE FUNCTION public.slow_ack() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.3); RETURN OLD; END $$`)
+			e.execSQL(t, `CREATE TRIGGER slow_ack BEFORE DELETE ON alkstore.jobs FOR EACH ROW WHEN (OLD.queue = 'held-stop') EXECUTE FUNCTION public.slow_ack()`)
+		}
 		q := s.Queue("held-stop")
 		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
 		require.NoError(t, err)
@@ -91,7 +108,7 @@ func TestWorkerStopDoesNotWaitForAHeldRowsAck(t *testing.T) {
 			// The ack skipped the row and found the claim live (JobClaims);
 			// "waiting": the statement that waits for the row has begun.
 			apart := "CompleteLockedJobs"
-			if form == 1 {
+			if retried {
 				apart = "JobClaims"
 			}
 			for counts.count(apart) == 0 && c.Err() == nil {
@@ -119,6 +136,27 @@ func TestWorkerStopDoesNotWaitForAHeldRowsAck(t *testing.T) {
 			require.Equal(t, store.JobRunning, j.State, "the job was settled while its row was held")
 		} else {
 			require.ErrorContains(t, err, "SQLite's writer")
+		}
+		if form >= 3 {
+			if form == 3 {
+				hard, hardCancel := context.WithCancel(c)
+				hardCancel()
+				_ = s.Shutdown(hard) // rolls the transaction back
+			} else {
+				require.NoError(t, tx.Rollback(c))
+				require.NoError(t, s.Close())
+			}
+			if e.name != "pg" { // pg: Run returned already (above)
+				select {
+				case <-ran:
+				case <-c.Done():
+					t.Fatal("Run did not return")
+				}
+			}
+			_, err := e.open(t).Queue("held-stop").Job(c, id)
+			require.ErrorIs(t, err, store.ErrNotFound, "the store closed before the ack of a job whose row was free")
+			require.EqualValues(t, 1, runs.Load(), "the job ran again")
+			return
 		}
 
 		// Once the transaction ends, the job is acked: well inside its
