@@ -1131,7 +1131,12 @@ func (m *GroupMember) rewind(p int, token, to int64) {
 	if o == nil || o.lost || o.token != token {
 		return
 	}
-	to = min(to, o.pending())
+	// Never below what committed meanwhile: a Rollback frees the
+	// partition's row before its actions run, so another transaction's
+	// CommitTx of a later event may have committed first (review58b F1;
+	// only reachable with the member on two goroutines, which its doc
+	// forbids).
+	to = max(min(to, o.pending()), o.committed)
 	o.cursor, o.delivered, o.finished = to, to, o.committed
 	o.inPage, o.inTx = false, to
 }
