@@ -2,6 +2,7 @@ package litedriver_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,6 +14,26 @@ import (
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
+// interruptibleFile opens a WAL file (name) with table t twice: through
+// an Interrupter (stops; immediate transactions) and plainly, both waiting
+// an hour for a lock; closed when t ends.
+func interruptibleFile(ctx context.Context, t *testing.T, file string) (db, plain *sql.DB, stops *litedriver.Interrupter, name string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), file)
+	t.Cleanup(litedriver.SetBusyTimeout(path, time.Hour))
+	name = "file:" + path + "?_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)"
+	stops = &litedriver.Interrupter{}
+	db, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	plain, err = litedriver.Open(name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = plain.Close() })
+	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+	return db, plain, stops, name
+}
+
 // TestInterrupterEndsWaitsAndStatements: an Interrupter ends, from another
 // goroutine, a wait for another connection's write lock that an hour's busy
 // timeout would not end, and a statement that would run for good; both
@@ -23,18 +44,7 @@ import (
 func TestInterrupterEndsWaitsAndStatements(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "int.db")
-	defer litedriver.SetBusyTimeout(path, time.Hour)()
-	name := "file:" + path + "?_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)"
-	stops := &litedriver.Interrupter{}
-	db, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops)
-	require.NoError(t, err)
-	defer db.Close()
-	plain, err := litedriver.Open(name)
-	require.NoError(t, err)
-	defer plain.Close()
-	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
-	require.NoError(t, err)
+	db, plain, stops, name := interruptibleFile(ctx, t, "int.db")
 
 	// A transaction that ran its statements before the interrupt.
 	open, err := db.BeginTx(ctx, nil)
@@ -137,19 +147,8 @@ func within(t *testing.T, done <-chan error) error {
 func TestEndLockWaitsEndsOnlyLockWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "locks.db")
-	defer litedriver.SetBusyTimeout(path, time.Hour)()
-	name := "file:" + path + "?_pragma=journal_mode(wal)&_pragma=busy_timeout(10000)"
-	stops := &litedriver.Interrupter{}
-	db, err := litedriver.OpenInterruptible(name+"&_txlock=immediate", stops)
-	require.NoError(t, err)
-	defer db.Close()
+	db, plain, stops, _ := interruptibleFile(ctx, t, "locks.db")
 	db.SetMaxOpenConns(2)
-	plain, err := litedriver.Open(name)
-	require.NoError(t, err)
-	defer plain.Close()
-	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
-	require.NoError(t, err)
 
 	// The handle's own transaction holds the write lock, and a statement
 	// of the handle's waits for it (another connection of the pool).
