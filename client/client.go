@@ -256,6 +256,9 @@ func (c *Client) addGroup(g *store.Group, opts store.GroupOpts, run func(ctx con
 	if opts.Member == "" {
 		opts.Member = c.opts.Worker
 	}
+	if opts.HardStop == nil { // a hard Stop ends the group's Grace too
+		opts.HardStop = c.hard.Done()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {

@@ -148,6 +148,11 @@ type GroupOpts struct {
 	// as Work leaves one: its event is not committed (ConsumeTx: its
 	// transaction is rolled back) and the member leaves.
 	Grace time.Duration
+	// HardStop, once closed, ends the Grace at once, as a store's hard
+	// stop does (nil: only the store's): the handler's context is
+	// cancelled and one that ignores it is left behind 5s later. Package
+	// client closes it at a hard Stop.
+	HardStop <-chan struct{}
 	// Logger: failed reads, heartbeats and handlers, leases that lapsed
 	// and claims that landed after their lease; default the store's. The
 	// heartbeat's failures and the two lapses are logged once a minute at
@@ -1547,6 +1552,7 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			case <-hctx.Done():
 				return
 			case <-g.s.life.hard:
+			case <-opts.HardStop:
 			case <-ctx.Done():
 				t := time.NewTimer(m.opts.Grace)
 				defer t.Stop()
@@ -1554,6 +1560,7 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 				case <-hctx.Done():
 				case <-t.C:
 				case <-g.s.life.hard:
+				case <-opts.HardStop:
 				}
 			}
 			hcancel()
