@@ -433,7 +433,7 @@ func (w *worker) stuck() string {
 	}
 	wait := "the database (a lock another transaction holds?)"
 	if w.q.s.singleWriter() {
-		wait = "SQLite's writer, which a transaction holds (an InTx, a Begin, a WorkTx handler or another process)"
+		wait = "SQLite's writer, which a transaction holds (an InTx, a Begin, a WorkTx or ConsumeTx handler, or another process)"
 	}
 	switch w.step.Load() {
 	case stepClaiming:
