@@ -347,9 +347,12 @@ func (s *Store) check() error {
 // ErrClosed, and the DSN's password never shows.
 func (s *Store) driverErr(err error) error {
 	// An operation's own context ending is its own error, not the store's
-	// closing (a hard stop cancels statements on the server instead).
-	closing := s.life.at() >= phaseDraining && !errors.Is(err, ErrClosed) &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	// closing (a hard stop cancels statements on the server instead). A
+	// lock wait a hard stop ended (endLockWaits) may fail before the
+	// shutdown drains: it is the store's closing too.
+	phase := s.life.at()
+	closing := (phase >= phaseDraining || phase >= phaseClosing && errors.Is(err, litedriver.ErrInterrupted)) &&
+		!errors.Is(err, ErrClosed) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 	switch {
 	case err == nil:
 		return nil
