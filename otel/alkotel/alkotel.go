@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -289,9 +290,11 @@ func fieldRank(key string) int {
 // key or value that is not valid UTF-8 or holds a NUL byte, from a
 // propagator given WithPropagator) out of every message; fields that would
 // have pushed a message's headers past store.MaxHeadersSize out of that
-// message; fields that would have pushed a batch past store.MaxBatchSize
-// out of the whole batch (KeyBatchLimit then says the bound). It says which
-// fields, in how many of the call's messages, and the headers' bound.
+// message (W3C baggage, which lists members, keeps there its leading
+// members that fit, if any, and is named all the same); fields that would
+// have pushed a batch past store.MaxBatchSize out of the whole batch
+// (KeyBatchLimit then says the bound). It says which fields, in how many
+// of the call's messages, and the headers' bound.
 const (
 	EventPropagationDropped = "alkstore.propagation.dropped"
 	KeyDroppedFields        = attribute.Key("alkstore.propagation.dropped_fields")
@@ -306,7 +309,8 @@ const (
 // batch gets only the fields (traceparent first, then tracestate, only
 // with it, then the rest, such as baggage) that keep it within
 // store.MaxBatchSize; and a message gets each of those only if it still
-// fits within store.MaxHeadersSize beside the headers already there.
+// fits within store.MaxHeadersSize beside the headers already there
+// (baggage that does not fit whole: its leading members that fit).
 // Telemetry must never fail the application's write. A message whose own
 // headers are past the bound gets nothing, and a batch already past its
 // bound is not cut (either error is the application's). What was left out
@@ -346,9 +350,18 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, in *store
 		}
 		left, noParent := cut, false
 		for _, f := range fields {
-			grow := len(f.key) + len(f.value)
+			value, grow := f.value, len(f.key)+len(f.value)
 			if old, ok := m.Headers[f.key]; ok {
 				grow -= len(f.key) + len(old)
+			}
+			if size+grow > store.MaxHeadersSize && f.key == "baggage" {
+				// Its first members that fit, if any (else it goes whole).
+				if v := baggageFitting(value, len(value)-(size+grow-store.MaxHeadersSize)); v != "" {
+					value, grow, left = v, grow-(len(f.value)-len(v)), true
+					if !slices.Contains(dropped, f.key) {
+						dropped = append(dropped, f.key)
+					}
+				}
 			}
 			// A tracestate means nothing without its traceparent.
 			if size+grow > store.MaxHeadersSize || (noParent && f.key == "tracestate") {
@@ -358,7 +371,7 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, in *store
 				}
 				continue
 			}
-			m.SetHeader(f.key, f.value)
+			m.SetHeader(f.key, value)
 			size += grow
 		}
 		if left {
@@ -376,6 +389,27 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, in *store
 		}
 		span.AddEvent(EventPropagationDropped, trace.WithAttributes(attrs...))
 	}
+}
+
+// baggageFitting returns W3C baggage's first members (comma-separated:
+// commas within a value are percent-encoded) that fit in room bytes: all
+// of v when it fits, "" when not even the first member does.
+func baggageFitting(v string, room int) string {
+	if len(v) <= room {
+		return v
+	}
+	fits := ""
+	for i := 0; i < len(v); i++ {
+		if v[i] != ',' {
+			continue
+		}
+		members := strings.TrimRight(v[:i], " \t") // W3C's optional whitespace
+		if len(members) > room {
+			break
+		}
+		fits = members
+	}
+	return fits
 }
 
 // withoutOrphanState removes a tracestate whose traceparent was removed
@@ -432,11 +466,11 @@ func headersSize(h map[string]string) int {
 // messages sent. The propagated fields share store.MaxHeadersSize with the
 // application's headers, and a batch's store.MaxBatchSize with its
 // payloads: a field that would push a message past the first is left out
-// of that message, one that would push a batch past the second out of the
-// batch (traceparent is the last to go), and one the store refuses (from
-// a propagator given WithPropagator) out of every message (see
-// EventPropagationDropped), so telemetry never makes a write fail that
-// passes without it.
+// of that message (of baggage, only the members that do not fit), one
+// that would push a batch past the second out of the batch (traceparent
+// is the last to go), and one the store refuses (from a propagator given
+// WithPropagator) out of every message (see EventPropagationDropped), so
+// telemetry never makes a write fail that passes without it.
 func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 	return func(next store.InsertFunc) store.InsertFunc {
 		return func(ctx context.Context, in *store.Insert) error {
