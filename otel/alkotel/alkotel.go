@@ -332,8 +332,17 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, in *store
 		}
 		return false
 	})
-	fields = withoutOrphanState(fields, len(invalid) > 0)
 	dropped = append(dropped, invalid...)
+	if slices.Contains(invalid, "traceparent") {
+		// A tracestate means nothing without its traceparent.
+		fields = slices.DeleteFunc(fields, func(f field) bool {
+			if f.key == "tracestate" {
+				dropped = append(dropped, f.key)
+				return true
+			}
+			return false
+		})
+	}
 	fit := fitBatch(in, fields)
 	for _, f := range fields[fit:] {
 		dropped = append(dropped, f.key)
@@ -410,15 +419,6 @@ func baggageFitting(v string, room int) string {
 		fits = members
 	}
 	return fits
-}
-
-// withoutOrphanState removes a tracestate whose traceparent was removed
-// (removed says fields lost any): it means nothing without it.
-func withoutOrphanState(fields []field, removed bool) []field {
-	if !removed || slices.ContainsFunc(fields, func(f field) bool { return f.key == "traceparent" }) {
-		return fields
-	}
-	return slices.DeleteFunc(fields, func(f field) bool { return f.key == "tracestate" })
 }
 
 // fitBatch returns how many of fields (ranked) a batch can carry in every

@@ -321,6 +321,19 @@ func (oddPropagator) Extract(ctx context.Context, _ propagation.TextMapCarrier) 
 }
 func (oddPropagator) Fields() []string { return []string{"x-odd"} }
 
+// badParentPropagator writes a traceparent the store refuses (invalid
+// UTF-8) and a tracestate, which means nothing without it.
+type badParentPropagator struct{}
+
+func (badParentPropagator) Inject(_ context.Context, c propagation.TextMapCarrier) {
+	c.Set("traceparent", "00-\xff")
+	c.Set("tracestate", "vendor=abc")
+}
+func (badParentPropagator) Extract(ctx context.Context, _ propagation.TextMapCarrier) context.Context {
+	return ctx
+}
+func (badParentPropagator) Fields() []string { return []string{"traceparent", "tracestate"} }
+
 // A propagator (WithPropagator) that writes a field the store refuses
 // fails no write (review58a F2: "header "x-odd"'s value is not valid UTF-8
 // without NUL bytes"): the field is left out like one that does not fit,
@@ -361,5 +374,21 @@ func TestInvalidPropagatedFieldLeftOut(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, []string{"x-odd"}, f)
 		assert.EqualValues(t, 2, n)
+
+		// A refused traceparent takes its tracestate along.
+		tel = newTelemetry(alkotel.WithPropagator(badParentPropagator{}))
+		s = open(t, dsn, tel)
+		ctx, root = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans)).Tracer("app").Start(testCtx(t), "request")
+		defer root.End()
+		q = s.Queue("bad-parent")
+		id, err = q.Enqueue(ctx, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err, "telemetry failed a write")
+		j, err = q.Job(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, j.Headers)
+		a, ok = droppedEvent(t, spanNamed(t, tel.spans.Ended(), "enqueue bad-parent"))
+		require.True(t, ok)
+		assert.Equal(t, []string{"traceparent", "tracestate"}, a[alkotel.KeyDroppedFields].AsStringSlice())
+		assert.Equal(t, []string{"traceparent"}, a[alkotel.KeyInvalidFields].AsStringSlice())
 	})
 }
