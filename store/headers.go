@@ -28,19 +28,63 @@ func checkHeaders(h map[string]string) ([]byte, error) {
 	size := 0
 	for k, v := range h {
 		size += len(k) + len(v)
-		switch {
-		case k == "":
-			return nil, fmt.Errorf("%w: a header with an empty name", ErrInvalidArgument)
-		case !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0:
-			return nil, fmt.Errorf("%w: header name %q is not valid UTF-8 without NUL bytes", ErrInvalidArgument, k)
-		case !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0:
-			return nil, fmt.Errorf("%w: header %q's value is not valid UTF-8 without NUL bytes", ErrInvalidArgument, k)
+		if err := CheckHeader(k, v); err != nil {
+			return nil, err
 		}
 	}
 	if size > MaxHeadersSize {
 		return nil, fmt.Errorf("%w: headers of %d bytes exceed MaxHeadersSize (%d)", ErrInvalidArgument, size, MaxHeadersSize)
 	}
 	return encodeHeaders(h), nil
+}
+
+// CheckHeader returns the error (ErrInvalidArgument) a write fails with
+// for a header of this key and value, whatever its size: an empty key, or
+// a key or value that is not valid UTF-8 or holds a NUL byte. Insert
+// middleware that adds headers it does not control (a propagator's) leaves
+// out those the store refuses.
+func CheckHeader(key, value string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: a header with an empty name", ErrInvalidArgument)
+	case !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: header name %q is not valid UTF-8 without NUL bytes", ErrInvalidArgument, key)
+	case !utf8.ValidString(value) || strings.IndexByte(value, 0) >= 0:
+		return fmt.Errorf("%w: header %q's value is not valid UTF-8 without NUL bytes", ErrInvalidArgument, key)
+	}
+	return nil
+}
+
+// StoredHeadersSize is the bytes headers take as stored, which
+// MaxBatchSize counts: their JSON object, 0 for none. Adding headers a to
+// a message's headers grows their stored size by at most
+// StoredHeadersSize(a).
+func StoredHeadersSize(h map[string]string) int {
+	if len(h) == 0 {
+		return 0
+	}
+	// Without encoding (Insert.Size counts every message's headers) when
+	// JSON writes every key and value as itself: '{', then each "k":"v"
+	// with its ',' or the closing '}'.
+	size := 1
+	for k, v := range h {
+		if !plainJSON(k) || !plainJSON(v) {
+			return len(encodeHeaders(h))
+		}
+		size += len(k) + len(v) + len(`"":"",`)
+	}
+	return size
+}
+
+// plainJSON reports whether json.Marshal writes s as itself between its
+// quotes: printable ASCII but '"', '\\' and the HTML characters it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeHeaders is the stored form of headers already checked: nil for none.

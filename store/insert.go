@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 )
 
 // InsertKind says what an insert adds: events or jobs.
@@ -28,6 +29,37 @@ type Insert struct {
 	// message's Payload and Headers (see SetHeader) but not add or remove
 	// messages.
 	Messages []InsertMessage
+
+	jobs []NewJob // the caller's jobs, for EnqueueMany and a unique Enqueue: their unique keys count in Size
+}
+
+// Size returns at least what MaxBatchSize counts for the batch, its
+// messages as they are now: each message's payload, key and headers (as
+// stored: StoredHeadersSize), a unique job's key, and BatchElementOverhead
+// a message. It is exactly that but for an EnqueueMany whose jobs share
+// their options (EnqueueMany's usual batch), whose headers count once.
+// Middleware that adds headers to a batch keeps Size, once they are added,
+// within MaxBatchSize, so that the store still takes a batch it takes
+// without them. It encodes only headers that JSON escapes
+// (StoredHeadersSize), and digests unique jobs' keys.
+func (in *Insert) Size() int64 {
+	var size int64
+	for i := range in.Messages {
+		m := &in.Messages[i]
+		key := 0
+		if m.Key != nil {
+			key = len(*m.Key)
+		}
+		if i < len(in.jobs) && in.jobs[i].Opts.Unique.Key != "" {
+			// The digest's and the states' length: neither depends on the time.
+			k, states, err := uniqueColumns(in.Name, time.Time{}, in.jobs[i].Opts.Unique)
+			if err == nil {
+				key += len(k) + len(states)
+			}
+		}
+		size = batchSize(size, len(m.Payload), key, StoredHeadersSize(m.Headers))
+	}
+	return size
 }
 
 // InsertMessage is one event or job of an Insert.

@@ -441,7 +441,7 @@ func (q *Queue) enqueueMany(ctx context.Context, v via, op string, batch bool, j
 			return q.enqueueBatch(ctx, o, batch, jobs)
 		}
 		in := &Insert{Kind: InsertEnqueue, Name: q.name, Batch: batch, Tx: !o.auto,
-			Messages: make([]InsertMessage, len(jobs))}
+			Messages: make([]InsertMessage, len(jobs)), jobs: jobs}
 		for i, nj := range jobs {
 			in.Messages[i] = InsertMessage{Payload: nj.Payload, Headers: nj.Opts.Headers}
 		}

@@ -295,7 +295,7 @@ func (a *app) requeueCmd() *cobra.Command {
 				// No success line for a failed call; the batches that
 				// committed before the failure are said in its error.
 				if n > 0 {
-					return fmt.Errorf("requeued %d dead jobs of %s, then: %w", n, args[0], err)
+					return fmt.Errorf("requeued %d dead jobs of %s%s, then: %w", n, outboxWord(outbox), args[0], err)
 				}
 				return err
 			}
@@ -332,17 +332,26 @@ func (a *app) requeueAllDead(ctx context.Context, q jobSource) (int64, error) {
 	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	drawn := false
 	for {
 		select {
 		case r := <-done:
-			if before.Dead > 0 {
+			// The bar ends full only on success; a failure's bar says
+			// what the batches before it moved, if it says anything.
+			switch {
+			case before.Dead == 0:
+			case r.err == nil:
 				a.progress(before.Dead, before.Dead)
+				fmt.Fprintln(a.errOut)
+			case drawn || r.n > 0:
+				a.progress(min(r.n, before.Dead), before.Dead)
 				fmt.Fprintln(a.errOut)
 			}
 			return r.n, r.err
 		case <-tick.C:
 			if now, err := q.Stats(ctx); err == nil && before.Dead > 0 {
 				a.progress(max(before.Dead-now.Dead, 0), before.Dead)
+				drawn = true
 			}
 		}
 	}

@@ -3,8 +3,8 @@
 // headers, consumer spans on job handlers and stream consumers that
 // continue that trace, and metrics of the store's queues and streams.
 // The trace context shares store.MaxHeadersSize with the application's
-// headers and goes only where it fits (see InsertMiddleware): telemetry
-// never fails a write.
+// headers, and store.MaxBatchSize with a batch's payloads, and goes only
+// where it fits (see InsertMiddleware): telemetry never fails a write.
 //
 // It lives in its own module so alkstore's core keeps its small dependency
 // set. Attributes follow OpenTelemetry's messaging semantic conventions
@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +116,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config)
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
 
 // WithPropagator sets the propagator that writes and reads trace context in
-// headers (default: W3C trace context and baggage).
+// headers (default: W3C trace context and baggage). A field it writes that
+// the store refuses as a header (store.CheckHeader) is left out.
 func WithPropagator(p propagation.TextMapPropagator) Option { return func(c *config) { c.props = p } }
 
 // WithProducerLinks also links each consumer span to its producer's span,
@@ -284,23 +286,36 @@ func fieldRank(key string) int {
 }
 
 // The producer span's event when propagated fields were left out of
-// messages whose headers they would have pushed past store.MaxHeadersSize:
-// which fields, in how many of the call's messages, and the bound.
+// messages: fields the store refuses (KeyInvalidFields: an empty key, or a
+// key or value that is not valid UTF-8 or holds a NUL byte, from a
+// propagator given WithPropagator) out of every message; fields that would
+// have pushed a message's headers past store.MaxHeadersSize out of that
+// message (W3C baggage, which lists members, keeps there its leading
+// members that fit, if any, and is named all the same); fields that would
+// have pushed a batch past store.MaxBatchSize out of the whole batch
+// (KeyBatchLimit then says the bound). It says which fields, in how many
+// of the call's messages, and the headers' bound.
 const (
 	EventPropagationDropped = "alkstore.propagation.dropped"
 	KeyDroppedFields        = attribute.Key("alkstore.propagation.dropped_fields")
 	KeyDroppedMessages      = attribute.Key("alkstore.propagation.dropped_messages")
+	KeyInvalidFields        = attribute.Key("alkstore.propagation.invalid_fields")
 	KeyHeadersLimit         = attribute.Key("alkstore.headers.max_size")
+	KeyBatchLimit           = attribute.Key("alkstore.batch.max_size")
 )
 
 // inject writes ctx's propagated fields into every message's headers, each
-// only if it still fits within store.MaxHeadersSize beside the headers
-// already there (traceparent first, then tracestate, only with it, then
-// the rest, such as baggage): the store refuses a message past the bound, and telemetry
-// must never fail the application's write. A message whose own headers
-// are past it gets nothing (its error is the application's). What was
-// left out is an event on span.
-func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []store.InsertMessage) {
+// only where the store takes it: a field the store refuses goes nowhere; a
+// batch gets only the fields (traceparent first, then tracestate, only
+// with it, then the rest, such as baggage) that keep it within
+// store.MaxBatchSize; and a message gets each of those only if it still
+// fits within store.MaxHeadersSize beside the headers already there
+// (baggage that does not fit whole: its leading members that fit).
+// Telemetry must never fail the application's write. A message whose own
+// headers are past the bound gets nothing, and a batch already past its
+// bound is not cut (either error is the application's). What was left out
+// is an event on span.
+func (i *Instrumentation) inject(ctx context.Context, span trace.Span, in *store.Insert) {
 	carrier := fieldCarriers.Get().(*fieldCarrier)
 	defer carrier.release()
 	i.props.Inject(ctx, carrier)
@@ -309,19 +324,53 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []st
 		return
 	}
 	slices.SortStableFunc(fields, func(a, b field) int { return fieldRank(a.key) - fieldRank(b.key) })
-	var dropped []string
+	var dropped, invalid []string
+	fields = slices.DeleteFunc(fields, func(f field) bool {
+		if store.CheckHeader(f.key, f.value) != nil {
+			invalid = append(invalid, f.key)
+			return true
+		}
+		return false
+	})
+	dropped = append(dropped, invalid...)
+	if slices.Contains(invalid, "traceparent") {
+		// A tracestate means nothing without its traceparent.
+		fields = slices.DeleteFunc(fields, func(f field) bool {
+			if f.key == "tracestate" {
+				dropped = append(dropped, f.key)
+				return true
+			}
+			return false
+		})
+	}
+	fit := fitBatch(in, fields)
+	for _, f := range fields[fit:] {
+		dropped = append(dropped, f.key)
+	}
+	batchCut := fit < len(fields)
+	fields = fields[:fit]
+	cut := len(dropped) > 0 // out of every message
 	droppedMsgs := 0
-	for k := range msgs {
-		m := &msgs[k]
+	for k := range in.Messages {
+		m := &in.Messages[k]
 		size := headersSize(m.Headers)
 		if size > store.MaxHeadersSize {
 			continue
 		}
-		left, noParent := false, false
+		left, noParent := cut, false
 		for _, f := range fields {
-			grow := len(f.key) + len(f.value)
+			value, grow := f.value, len(f.key)+len(f.value)
 			if old, ok := m.Headers[f.key]; ok {
 				grow -= len(f.key) + len(old)
+			}
+			if size+grow > store.MaxHeadersSize && f.key == "baggage" {
+				// Its first members that fit, if any (else it goes whole).
+				if v := baggageFitting(value, len(value)-(size+grow-store.MaxHeadersSize)); v != "" {
+					value, grow, left = v, grow-(len(f.value)-len(v)), true
+					if !slices.Contains(dropped, f.key) {
+						dropped = append(dropped, f.key)
+					}
+				}
 			}
 			// A tracestate means nothing without its traceparent.
 			if size+grow > store.MaxHeadersSize || (noParent && f.key == "tracestate") {
@@ -331,7 +380,7 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []st
 				}
 				continue
 			}
-			m.SetHeader(f.key, f.value)
+			m.SetHeader(f.key, value)
 			size += grow
 		}
 		if left {
@@ -339,9 +388,66 @@ func (i *Instrumentation) inject(ctx context.Context, span trace.Span, msgs []st
 		}
 	}
 	if droppedMsgs > 0 {
-		span.AddEvent(EventPropagationDropped, trace.WithAttributes(KeyDroppedFields.StringSlice(dropped),
-			KeyDroppedMessages.Int(droppedMsgs), KeyHeadersLimit.Int(store.MaxHeadersSize)))
+		attrs := []attribute.KeyValue{KeyDroppedFields.StringSlice(dropped),
+			KeyDroppedMessages.Int(droppedMsgs), KeyHeadersLimit.Int(store.MaxHeadersSize)}
+		if len(invalid) > 0 {
+			attrs = append(attrs, KeyInvalidFields.StringSlice(invalid))
+		}
+		if batchCut {
+			attrs = append(attrs, KeyBatchLimit.Int64(store.MaxBatchSize))
+		}
+		span.AddEvent(EventPropagationDropped, trace.WithAttributes(attrs...))
 	}
+}
+
+// baggageFitting returns W3C baggage's first members (comma-separated:
+// commas within a value are percent-encoded) that fit in room bytes: all
+// of v when it fits, "" when not even the first member does.
+func baggageFitting(v string, room int) string {
+	if len(v) <= room {
+		return v
+	}
+	fits := ""
+	for i := 0; i < len(v); i++ {
+		if v[i] != ',' {
+			continue
+		}
+		members := strings.TrimRight(v[:i], " \t") // W3C's optional whitespace
+		if len(members) > room {
+			break
+		}
+		fits = members
+	}
+	return fits
+}
+
+// fitBatch returns how many of fields (ranked) a batch can carry in every
+// message and stay within store.MaxBatchSize, as the store counts it
+// (store.Insert.Size): each message's stored headers grow by at most the
+// fields' own stored size (store.StoredHeadersSize), so a batch the store
+// takes without them it takes with them. One message is far below the
+// bound (its payload is at most store.MaxPayloadSize, 4 MiB), and a batch
+// already past it fails whatever telemetry does: both carry every field.
+func fitBatch(in *store.Insert, fields []field) int {
+	if len(in.Messages) < 2 || len(fields) == 0 {
+		return len(fields)
+	}
+	room := store.MaxBatchSize - in.Size()
+	if room < 0 {
+		return len(fields)
+	}
+	n := int64(len(in.Messages))
+	kept := len(fields)
+	for ; kept > 0; kept-- {
+		h := make(map[string]string, kept)
+		for _, f := range fields[:kept] {
+			h[f.key] = f.value
+		}
+		if n*int64(store.StoredHeadersSize(h)) <= room {
+			break
+		}
+	}
+	return kept
 }
 
 // headersSize is what store.MaxHeadersSize bounds: the bytes of every key
@@ -358,10 +464,13 @@ func headersSize(h map[string]string) int {
 // per publish or enqueue call (one for a batch, with its message count),
 // writes its trace context into every message's headers, and counts the
 // messages sent. The propagated fields share store.MaxHeadersSize with the
-// application's headers: a field that would push a message past it is left
-// out of that message (traceparent is the last to go; see
-// EventPropagationDropped), so telemetry never makes a write fail that
-// passes without it.
+// application's headers, and a batch's store.MaxBatchSize with its
+// payloads: a field that would push a message past the first is left out
+// of that message (of baggage, only the members that do not fit), one
+// that would push a batch past the second out of the batch (traceparent
+// is the last to go), and one the store refuses (from a propagator given
+// WithPropagator) out of every message (see EventPropagationDropped), so
+// telemetry never makes a write fail that passes without it.
 func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 	return func(next store.InsertFunc) store.InsertFunc {
 		return func(ctx context.Context, in *store.Insert) error {
@@ -383,7 +492,7 @@ func (i *Instrumentation) InsertMiddleware() store.InsertMiddleware {
 				}
 			}
 			if span.SpanContext().IsValid() {
-				i.inject(ctx, span, in.Messages)
+				i.inject(ctx, span, in)
 			}
 			err := next(ctx, in)
 			if err != nil {
