@@ -149,8 +149,9 @@ type lockWait struct {
 	last    time.Time // its latest try
 }
 
-// retry is SQLite's busy handler (count: the wait's retries so far).
-func (w *lockWait) retry(_ context.Context, count int) bool {
+// retry is SQLite's busy handler (count: the wait's retries so far; ctx:
+// the statement's, as stopCtx).
+func (w *lockWait) retry(ctx context.Context, count int) bool {
 	if w.in.locks.Load() {
 		w.in.cut.Add(1)
 		return false
@@ -160,6 +161,10 @@ func (w *lockWait) retry(_ context.Context, count int) bool {
 		w.first = now
 	} else if now.Sub(w.first) >= w.timeout {
 		return false
+	} else if now.Sub(w.first) >= lockWaitNotice {
+		if lw, ok := ctx.Value(lockWaitWatchKey{}).(*LockWaitWatch); ok {
+			lw.tell()
+		}
 	}
 	if now.Sub(w.last) < time.Millisecond {
 		time.Sleep(rand.N(lockRetryGap)) // as the driver's busy timeout does
@@ -167,6 +172,50 @@ func (w *lockWait) retry(_ context.Context, count int) bool {
 	w.last = time.Now()
 	return true
 }
+
+// LockWaitWatch learns that a statement whose context carries it
+// (WithLockWaitWatch) waits for a lock another connection holds, on a
+// handle with an Interrupter (OpenInterruptible): each retry of a wait
+// that has lasted lockWaitNotice sends on C (buffered: one signal
+// waits there). It is for a caller that must not wait for what it cannot
+// end (a worker's hard stop, whose writes wait for another process's
+// transaction): a signal says a wait went on a moment ago, and a fresh
+// one comes about every millisecond while it goes on.
+type LockWaitWatch struct{ c chan struct{} }
+
+// NewLockWaitWatch returns a LockWaitWatch.
+func NewLockWaitWatch() *LockWaitWatch { return &LockWaitWatch{c: make(chan struct{}, 1)} }
+
+// C receives while a statement watched waits for another connection's lock.
+func (lw *LockWaitWatch) C() <-chan struct{} { return lw.c }
+
+// Drain drops a signal waiting on C (of a wait that may have ended).
+func (lw *LockWaitWatch) Drain() {
+	select {
+	case <-lw.c:
+	default:
+	}
+}
+
+func (lw *LockWaitWatch) tell() {
+	select {
+	case lw.c <- struct{}{}:
+	default:
+	}
+}
+
+// WithLockWaitWatch returns ctx carrying lw, for the statements run with
+// it (and the contexts made from it).
+func WithLockWaitWatch(ctx context.Context, lw *LockWaitWatch) context.Context {
+	return context.WithValue(ctx, lockWaitWatchKey{}, lw)
+}
+
+type lockWaitWatchKey struct{}
+
+// lockWaitNotice is how long a lock wait goes on before a LockWaitWatch
+// hears of it: a wait behind another connection's short write (a
+// checkpoint, another process's commit) is over before.
+const lockWaitNotice = 50 * time.Millisecond
 
 // lockRetryGap bounds the sleep between two tries of a lock wait that
 // come within a millisecond (1 ms on average).
