@@ -105,9 +105,12 @@ func ownBegin(name string) string {
 // reused: no allocation).
 type Interrupter struct {
 	on atomic.Bool
-	// locks: EndLockWaits was called; cut counts the waits it ended.
-	locks atomic.Bool
-	cut   atomic.Int64
+	// locks: EndLockWaits was called; cutWrites and cutReads count the
+	// waits it ended, of writable connections and of read-only ones
+	// (query_only).
+	locks     atomic.Bool
+	cutWrites atomic.Int64
+	cutReads  atomic.Int64
 }
 
 // Interrupt ends the statements running and refuses later ones.
@@ -126,8 +129,14 @@ func (in *Interrupter) Interrupt() { in.on.Store(true) }
 // no going back.
 func (in *Interrupter) EndLockWaits() { in.locks.Store(true) }
 
-// LockWaitsEnded is how many lock waits EndLockWaits has ended.
-func (in *Interrupter) LockWaitsEnded() int64 { return in.cut.Load() }
+// LockWaitsEnded is how many lock waits EndLockWaits has ended: of
+// writable connections (writes, as far as SQLite's locks go: a read
+// there waits for no lock another connection can hold in WAL mode) and of
+// read-only ones (query_only: reads, which wait for a lock only when
+// another connection holds the file exclusively, or outside WAL mode).
+func (in *Interrupter) LockWaitsEnded() (writes, reads int64) {
+	return in.cutWrites.Load(), in.cutReads.Load()
+}
 
 // answered reports whether err may be SQLite's answer to in: an
 // interrupted statement or an ended lock wait (Interrupt), or an ended
@@ -145,6 +154,7 @@ func (in *Interrupter) answered(err error) bool {
 type lockWait struct {
 	timeout time.Duration
 	in      *Interrupter
+	reader  bool      // the connection is read-only (query_only)
 	first   time.Time // the current wait's start
 	last    time.Time // its latest try
 }
@@ -153,7 +163,11 @@ type lockWait struct {
 // the statement's, as stopCtx).
 func (w *lockWait) retry(ctx context.Context, count int) bool {
 	if w.in.locks.Load() {
-		w.in.cut.Add(1)
+		if w.reader {
+			w.in.cutReads.Add(1)
+		} else {
+			w.in.cutWrites.Add(1)
+		}
 		return false
 	}
 	now := time.Now()
@@ -224,22 +238,29 @@ const lockRetryGap = 2 * time.Millisecond
 // waitLocks makes in's EndLockWaits end raw's lock waits: raw's busy
 // timeout, as its pragma (or SetBusyTimeout) set it, becomes a lockWait.
 func waitLocks(raw *sqlite3.Conn, in *Interrupter) error {
-	st, _, err := raw.Prepare("PRAGMA busy_timeout")
+	ms, err := pragmaInt(raw, "busy_timeout")
+	if err != nil || ms <= 0 {
+		return err // ms <= 0: no wait to end
+	}
+	readOnly, err := pragmaInt(raw, "query_only")
 	if err != nil {
 		return err
 	}
+	return raw.BusyHandler((&lockWait{timeout: time.Duration(ms) * time.Millisecond, in: in, reader: readOnly != 0}).retry)
+}
+
+// pragmaInt reads the pragma name's value on raw.
+func pragmaInt(raw *sqlite3.Conn, name string) (int64, error) {
+	st, _, err := raw.Prepare("PRAGMA " + name)
+	if err != nil {
+		return 0, err
+	}
 	defer st.Close()
 	if !st.Step() {
-		return cmp.Or(st.Err(), errors.New("PRAGMA busy_timeout returned no row"))
+		return 0, cmp.Or(st.Err(), errors.New("PRAGMA "+name+" returned no row"))
 	}
-	ms := st.ColumnInt64(0)
-	if err := st.Reset(); err != nil {
-		return err
-	}
-	if ms <= 0 {
-		return nil // no wait to end
-	}
-	return raw.BusyHandler((&lockWait{timeout: time.Duration(ms) * time.Millisecond, in: in}).retry)
+	v := st.ColumnInt64(0)
+	return v, st.Reset()
 }
 
 // WithTxInterrupter returns ctx carrying in, for a BeginTx: the statements
