@@ -50,11 +50,11 @@ type heldAcks struct {
 	n       int       // held: pending, and in statements that wait
 	pollAt  time.Time // when pending is acked again (zero: none pending)
 	started bool      // the loop runs
+	closed  bool      // the ack loop ended: the loop ends once n is 0
 	// giveUp ends the loop's context (set as it starts): the store's hard
 	// stop gives up the statements that wait for rows, which it cancels
 	// (see ackLocked).
 	giveUp context.CancelFunc
-	closed bool // the ack loop ended: the loop ends once n is 0
 
 	wake  chan struct{} // to the loop: pending grew, a statement that waited ended, closed
 	freed chan struct{} // to the ack loop: n fell
