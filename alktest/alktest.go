@@ -49,17 +49,35 @@ func Payload[T any](want T) Match[T] {
 			return true
 		}
 		if j != nil {
-			missed.Store(j, want)
+			if m, ok := asking.Load(j); ok {
+				m.(*miss).want = want
+			}
 		}
 		return false
 	}
 }
 
-// missed holds, for a job a Payload match turned down, the payload it
-// wanted, so that a failure can say how the job differs. alktest removes
-// each entry when it is done with the job (the jobs are its own, fresh for
-// each read).
-var missed sync.Map // *store.Job → the wanted value
+// asking holds the job an assertion is asking its match about, for the
+// duration of that call only (ask), and a Payload match turned down
+// records there the payload it wanted, so that a failure can say how the
+// job differs. A match called outside an assertion finds no entry and
+// keeps nothing: it kept each job it turned down, payload and all, until
+// alktest read that job again (attack58), for ever for the jobs of a
+// match called on its own.
+var asking sync.Map // *store.Job → *miss
+
+// miss is what a Payload match turned down: the value it wanted.
+type miss struct{ want any }
+
+// ask is match's answer about j's payload v, and the value a Payload
+// match wanted when it turned j down (nil otherwise).
+func ask[T any](match Match[T], j *store.Job, v T) (ok bool, want any) {
+	m := &miss{}
+	asking.Store(j, m)
+	defer asking.Delete(j)
+	ok = match(j, v)
+	return ok, m.want
+}
 
 // RequireEnqueued fails tb unless q holds a job (in any state) that match
 // accepts, and returns the first such job, in enqueue (id) order. The
@@ -96,12 +114,14 @@ func requireFound[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T
 	r := newReport(q, tx)
 	scan(ctx, tb, q, tx, func(j *store.Job) bool {
 		v, err := q.Payload(j)
-		ok := match == nil || (err == nil && match(j, v))
-		if want, seen := missed.LoadAndDelete(j); seen && !ok {
-			r.add(j, v, err, want)
-		} else {
-			r.add(j, v, err, nil)
+		ok, want := match == nil, any(nil)
+		if !ok && err == nil {
+			ok, want = ask(match, j, v)
 		}
+		if ok {
+			want = nil
+		}
+		r.add(j, v, err, want)
 		if ok {
 			found = j
 		}
@@ -121,7 +141,6 @@ func requireNone[T any](ctx context.Context, tb testing.TB, q *store.JobQueue[T]
 	scan(ctx, tb, q, tx, func(j *store.Job) bool {
 		v, err := q.Payload(j)
 		ok := match == nil || (err == nil && match(j, v))
-		missed.Delete(j)
 		if ok {
 			found, payloadErr = j, err
 			return false

@@ -418,9 +418,10 @@ type engine interface {
 	// of its own (SQLite's busy timeout), the waits of the store's
 	// statements for a lock another connection holds, now and from now
 	// on, and cuts nothing else (a hard stop: see Store.shutdown);
-	// lockWaitsEnded reports whether it ended any.
+	// lockWaitsEnded reports whether it ended any of writes, and of
+	// reads.
 	endLockWaits()
-	lockWaitsEnded() bool
+	lockWaitsEnded() (writes, reads bool)
 }
 
 // driverTx is a database transaction as the engine sees it.

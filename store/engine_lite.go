@@ -223,7 +223,10 @@ func (e *liteEngine) interrupt() { e.stops.Interrupt() }
 // database/sql's, not SQLite's: it goes on.
 func (e *liteEngine) endLockWaits() { e.stops.EndLockWaits() }
 
-func (e *liteEngine) lockWaitsEnded() bool { return e.stops.LockWaitsEnded() > 0 }
+func (e *liteEngine) lockWaitsEnded() (writes, reads bool) {
+	w, r := e.stops.LockWaitsEnded()
+	return w > 0, r > 0
+}
 
 // close closes the pools; database/sql closes a connection still in a
 // transaction when that transaction ends.

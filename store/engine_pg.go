@@ -249,7 +249,7 @@ func (e *pgEngine) interrupt() {
 // lifecycle.locksHeld).
 func (e *pgEngine) endLockWaits() {}
 
-func (e *pgEngine) lockWaitsEnded() bool { return false }
+func (e *pgEngine) lockWaitsEnded() (writes, reads bool) { return false, false }
 
 func newPostgres(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	citus, err := detectCitus(ctx, pool, c.log)

@@ -451,8 +451,8 @@ func (s *Store) shutdown() error {
 	// that are reported.
 	if !opsDone && !s.cutOps() {
 		err = fmt.Errorf("operations still running: %w", l.hardWhy)
-	} else if err == nil && s.locksCut() {
-		err = fmt.Errorf("%s: %w", locksCutMsg, l.hardWhy)
+	} else if writes, reads := s.locksCut(); err == nil && (writes || reads) {
+		err = fmt.Errorf("%s: %w", locksCutMsg(writes, reads), l.hardWhy)
 	} else if !opsDone && err == nil {
 		err = fmt.Errorf("hard stop; every operation running returned (cancelled or finished; each one's error says which): %w", l.hardWhy)
 	}
@@ -465,15 +465,31 @@ func (s *Store) shutdown() error {
 }
 
 // locksCut reports whether the hard stop gave up on statements of the
-// store's waiting for a lock another connection holds.
-func (s *Store) locksCut() bool { return s.life.locksHeld.Load() || s.eng.lockWaitsEnded() }
+// store's waiting for a lock another connection holds: writes, and reads.
+func (s *Store) locksCut() (writes, reads bool) {
+	writes, reads = s.eng.lockWaitsEnded()
+	return writes || s.life.locksHeld.Load(), reads
+}
 
 // locksCutMsg is what Shutdown says when the hard stop cut the store's
 // waits for a lock another connection holds, which the store cannot end:
 // no handler is to blame. Waited for, the acks of finished jobs held a
 // hard stop on SQLite for the whole busy timeout (10 s), past the wait for
 // the loops, which then blamed "handlers ignored the hard stop" (lows58).
-const locksCutMsg = "hard stop; writes waiting for a lock another connection holds (another process's, an adopted transaction's) were given up and stored nothing (a finished job whose ack was one of them runs again after its lease)"
+// It names what was cut: it said "writes" for a read's wait too.
+func locksCutMsg(writes, reads bool) string {
+	const (
+		holder = " waiting for a lock another connection holds (another process's, an adopted transaction's) were given up"
+		lost   = " (a finished job whose ack was one of them runs again after its lease)"
+	)
+	switch {
+	case writes && reads:
+		return "hard stop; writes and reads" + holder + ", and the writes stored nothing" + lost
+	case reads:
+		return "hard stop; reads" + holder + " (they failed with ErrClosed)"
+	}
+	return "hard stop; writes" + holder + " and stored nothing" + lost
+}
 
 // endAppTxs is the hard stop's rollback of the transactions the
 // application began (Begin, InTx) still open, which stopHard marked, at

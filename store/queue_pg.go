@@ -239,12 +239,39 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 // batch's ack skipped them (see ackSkipping), by one statement that waits
 // for the rows' locks (CompleteLockedJobs), fenced at now; it returns the
 // ids it settled, the others' claims were gone.
+//
+// ctx's end (a hard stop of the store giving the wait up) cancels the
+// statement on the server, on a pool given to OpenPool too, which the
+// hard stop's cancel of every statement does not reach: pgx, told by the
+// context, would only close the connection, and the server, blocked on
+// the lock, would notice once it got it, its ack committed after
+// Shutdown said it stored nothing. So the statement runs on a connection
+// of its own, which a cancel sent for it does not go back to the pool
+// (the cancel, which the server handles in its time, could cut the next
+// statement there).
 func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
 	p := pgdb.CompleteLockedJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
 		p.Ids[i], p.ClaimTokens[i] = c.id, c.token
 	}
-	return o.q.CompleteLockedJobs(ctx, p)
+	conn, err := o.eng.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(cancelled)
+		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		defer cancel()
+		_ = conn.Conn().PgConn().CancelRequest(cctx)
+	})
+	ids, err := pgdb.New(conn).CompleteLockedJobs(context.WithoutCancel(ctx), p)
+	if !stop() {
+		<-cancelled
+		_ = conn.Conn().Close(context.Background()) // the pool drops it as it comes back
+	}
+	conn.Release()
+	return ids, err
 }
 
 // ackSkipping is ackMany leaving the claims whose rows another

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/ncruces/go-sqlite3"
+
+	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
 // WorkOpts configure Queue.Work. Zero values take the defaults, and each
@@ -245,6 +247,10 @@ type Worker struct {
 	cut      atomic.Bool            // a hard stop cancelled a handler still running
 	left     atomic.Int64           // handlers Run left behind, ignoring their cancelled context (worker.abandon)
 	loop     atomic.Pointer[worker] // the loop while Run runs: what a hard stop still waits for
+	// locks hears of the loop's statements waiting for a lock another
+	// connection holds (SQLite's busy handler), which a hard Stop does not
+	// wait for (see Stop).
+	locks *litedriver.LockWaitWatch
 }
 
 // NewWorker returns a worker of the queue running handler with opts. It
@@ -290,7 +296,7 @@ func (q *Queue) newWorker(opts WorkOpts, h jobHandler) (*Worker, error) {
 		}
 	}
 	return &Worker{q: q, opts: opts, h: h, stopping: make(chan struct{}), hard: make(chan struct{}),
-		done: make(chan struct{})}, nil
+		done: make(chan struct{}), locks: litedriver.NewLockWaitWatch()}, nil
 }
 
 // Queue returns the queue the worker works (an outbox's backing queue for
@@ -316,6 +322,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer leave()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if w.q.s.singleWriter() {
+		lctx = litedriver.WithLockWaitWatch(lctx, w.locks)
+	}
 	go func() { // Stop stops claiming as cancelling ctx does
 		select {
 		case <-w.stopping:
@@ -363,7 +372,13 @@ func (w *Worker) stopRequested() bool {
 // that it holds up no other ack) is waited for at most a second once the
 // stop is hard: Run then returns without it, and it ends on its own,
 // acked once that transaction ends (or found cancelled, or lost if the
-// job's lease runs out first). Whenever Run left
+// job's lease runs out first). On SQLite, a write of the loop that waits
+// for a lock another connection holds (another process's transaction, a
+// handle not the store's; SQLite's busy handler) is not waited for
+// either: with no handler running, Stop returns as it sees one that has
+// waited 50 ms, with an error saying so; Run goes on and returns once the
+// write got the lock, or the busy timeout failed it (a job whose ack or
+// release was lost so runs again after its lease). Whenever Run left
 // handlers behind (its Grace cancelled them first), Stop says so too,
 // rather than nil. Stop before
 // Run makes Run return at once; Stop may be called more than once and
@@ -392,24 +407,45 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.hardOnce.Do(func() { close(w.hard) })
 	t := time.NewTimer(hardStopWait)
 	defer t.Stop()
-	select {
-	case <-w.done:
-		if n := w.left.Load(); n > 0 {
-			// Run gave up on them first (5 s after cancelling them, which
-			// its Grace may do before this ctx ends): reported, not nil.
-			return opErr("stop worker", w.q.name, fmt.Errorf("%d handlers ignored their cancelled context and were left behind: %w", n, cause))
+	w.locks.Drain() // a wait heard of before may be over
+	for {
+		select {
+		case <-w.done:
+			return w.stopped(cause)
+		case <-t.C:
+			what := "handlers ignored the hard stop"
+			if l := w.loop.Load(); l != nil {
+				what = l.stuck()
+			}
+			return opErr("stop worker", w.q.name, fmt.Errorf("%s: %w", what, cause))
+		case <-w.locks.C():
+			// A write of the loop waits for a lock another connection
+			// holds (SQLite: another process's transaction), which this
+			// stop cannot end: with no handler left to wait for, it
+			// waited out its 5 s, then the busy timeout held Run.
+			if l := w.loop.Load(); l != nil && l.running() == 0 {
+				select {
+				case <-w.done:
+					return w.stopped(cause)
+				default:
+				}
+				return opErr("stop worker", w.q.name, fmt.Errorf("%s: %w", l.lockWaitMsg(), cause))
+			}
 		}
-		if w.cut.Load() {
-			return opErr("stop worker", w.q.name, fmt.Errorf("handlers cancelled: %w", cause))
-		}
-		return nil
-	case <-t.C:
-		what := "handlers ignored the hard stop"
-		if l := w.loop.Load(); l != nil {
-			what = l.stuck()
-		}
-		return opErr("stop worker", w.q.name, fmt.Errorf("%s: %w", what, cause))
 	}
+}
+
+// stopped is what a hard Stop returns once Run returned.
+func (w *Worker) stopped(cause error) error {
+	if n := w.left.Load(); n > 0 {
+		// Run gave up on them first (5 s after cancelling them, which
+		// its Grace may do before this ctx ends): reported, not nil.
+		return opErr("stop worker", w.q.name, fmt.Errorf("%d handlers ignored their cancelled context and were left behind: %w", n, cause))
+	}
+	if w.cut.Load() {
+		return opErr("stop worker", w.q.name, fmt.Errorf("handlers cancelled: %w", cause))
+	}
+	return nil
 }
 
 // The steps of a worker loop's stop, in order (worker.step).
@@ -443,6 +479,26 @@ func (w *worker) stuck() string {
 	default:
 		return "no handler was running: the ack of finished jobs still waits for " + wait
 	}
+}
+
+// running is how many handlers are running.
+func (w *worker) running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// lockWaitMsg is what a hard Stop says when it returns while a write of
+// the loop (no handler running) waits for a lock another connection holds.
+func (w *worker) lockWaitMsg() string {
+	what := "a claim"
+	switch w.step.Load() {
+	case stepHandlers:
+		what = "the settle of a finished job"
+	case stepAcks:
+		what = "the ack of finished jobs"
+	}
+	return "no handler was running: " + what + " waits for a lock another connection holds (another process's transaction, or a handle not the store's), which the stop cannot end; Run goes on and returns once it got the lock, or once the busy timeout failed the write (a finished job whose ack or release was lost so runs again after its lease)"
 }
 
 // worker is a Worker's loop while it runs.

@@ -51,6 +51,10 @@ type heldAcks struct {
 	pollAt  time.Time // when pending is acked again (zero: none pending)
 	started bool      // the loop runs
 	closed  bool      // the ack loop ended: the loop ends once n is 0
+	// giveUp ends the loop's context (set as it starts): the store's hard
+	// stop gives up the statements that wait for rows, which it cancels
+	// (see ackLocked).
+	giveUp context.CancelFunc
 
 	wake  chan struct{} // to the loop: pending grew, a statement that waited ended, closed
 	freed chan struct{} // to the ack loop: n fell
@@ -103,7 +107,9 @@ func (h *heldAcks) add(ctx context.Context, batch []*Job, locked []claimRef) []*
 	}
 	if !h.started {
 		h.started = true
-		go h.loop(ctx)
+		lctx, giveUp := context.WithCancel(ctx)
+		h.giveUp = giveUp
+		go h.loop(lctx)
 	}
 	h.mu.Unlock()
 	signal(h.wake)
@@ -156,6 +162,7 @@ func (h *heldAcks) drain() {
 		select {
 		case <-h.w.q.s.life.hard:
 			h.w.q.s.life.locksHeld.Store(true) // for Shutdown to say
+			h.giveUp()
 		default:
 		}
 		h.w.q.s.log.Warn("alkstore: the stop leaves the acks of finished jobs whose rows another transaction holds to end on their own (acked once it ends, unless their leases run out first)",
@@ -191,6 +198,7 @@ func (h *heldAcks) outliveRun() {
 		case <-h.done:
 		case <-t.C:
 			l.locksHeld.Store(true) // for Shutdown to say
+			h.giveUp()
 		}
 	}()
 }
@@ -208,6 +216,7 @@ const heldAckStopWait = time.Second
 // there is room for it, and acks them again when their time comes.
 func (h *heldAcks) loop(ctx context.Context) {
 	defer close(h.done)
+	defer h.giveUp() // nothing left to give up
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {

@@ -125,3 +125,70 @@ func TestHardShutdownCutsAWaitOnAForeignLock(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenPoolHardShutdownGivesUpAHeldRowsAck is the test above on a store
+// opened on the application's own pool (OpenPool: PostgreSQL only), whose
+// statements the hard stop's cancel of every running statement does not
+// reach. The ack of the finished job whose row another connection holds
+// must be given up as on Open's store, and Shutdown must say the same:
+// the writes waiting for a lock another connection holds were given up
+// and stored nothing. Before, the ack's statement went on waiting on the
+// pool, Shutdown waited 5 s more for it as an operation still running
+// (6 s in all), said "operations still running", and the ack committed
+// once the row was free, after the store had closed.
+func TestOpenPoolHardShutdownGivesUpAHeldRowsAck(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	s, err := store.OpenPool(c, e.pool(t))
+	require.NoError(t, err)
+	q := s.Queue("foreign-lock")
+	id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+	require.NoError(t, err)
+
+	foreign := e.sqlDB(t)
+	var ftx atomic.Pointer[sql.Tx]
+	defer func() {
+		if tx := ftx.Load(); tx != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	w, err := q.NewWorker(store.WorkOpts{Concurrency: 1, Visibility: time.Minute, Timeout: time.Minute},
+		func(ctx context.Context, j *store.Job) error {
+			tx, err := foreign.BeginTx(c, nil)
+			if err == nil {
+				ftx.Store(tx)
+				_, err = tx.ExecContext(c, heldRowSQL(e), j.ID)
+			}
+			return err
+		})
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(c) }()
+	lockWaits := func() (n int) {
+		require.NoError(t, foreign.QueryRowContext(c, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		return n
+	}
+	waitFor(t, "the ack waits for the row", func() bool { return ftx.Load() != nil && lockWaits() > 0 })
+
+	hard, cancel := context.WithCancel(c)
+	cancel()
+	err = s.Shutdown(hard)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotContains(t, err.Error(), "operations still running")
+	require.Contains(t, err.Error(), "writes waiting for a lock another connection holds")
+	require.Contains(t, err.Error(), "stored nothing")
+	select {
+	case err := <-ran:
+		require.ErrorIs(t, err, store.ErrClosed)
+	case <-c.Done():
+		t.Fatal("Run did not return")
+	}
+	require.Zero(t, lockWaits(), "the ack still waits for the row after Shutdown returned")
+
+	// The row freed, nothing acks the job behind the closed store's back.
+	require.NoError(t, ftx.Load().Rollback())
+	var state string
+	require.NoError(t, foreign.QueryRowContext(c, `SELECT state FROM alkstore.jobs WHERE id = $1`, id).Scan(&state))
+	require.Equal(t, "running", state, "the ack the stop gave up was stored")
+}

@@ -317,6 +317,23 @@ func TestCLIOutbox(t *testing.T) {
 		assert.Regexp(t, fmt.Sprintf(`(?m)^%d\s+dead\s+1/-\s`, msg), page)
 		assert.NotContains(t, page, "1073741824")
 
+		// --json keeps the stored 2^30 (docs/cli-json.md) and says what it
+		// stands for, as the text's "-" does; a job with a limit of its
+		// own has no such field.
+		for _, args := range [][]string{
+			{"queues", "job", fmt.Sprint(msg), "--json"},
+			{"queues", "jobs", "webhooks", "--outbox", "--state", "dead", "--json"},
+		} {
+			rows := jsonLines(t, ok(t, dsn, args...))
+			require.Len(t, rows, 1, "%v", args)
+			assert.EqualValues(t, 1<<30, rows[0]["max_attempts"], "%v", args)
+			assert.Equal(t, true, rows[0]["max_attempts_by_deliverer"], "%v", args)
+		}
+		plainRows := jsonLines(t, ok(t, dsn, "queues", "job", fmt.Sprint(plain), "--json"))
+		require.Len(t, plainRows, 1)
+		assert.EqualValues(t, 1, plainRows[0]["max_attempts"])
+		assert.NotContains(t, plainRows[0], "max_attempts_by_deliverer")
+
 		// The plain queue's requeue leaves the outbox alone, and once empty
 		// says where the dead messages are.
 		r := cli(t, dsn, "queues", "requeue", "webhooks", "--all-dead")

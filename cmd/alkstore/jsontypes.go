@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/alkstore/alkstore/internal/joblimit"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -10,12 +11,17 @@ import (
 // durations in seconds. Documented in README.md ("Command line").
 
 type jobJSON struct {
-	ID             int64       `json:"id"`
-	Queue          string      `json:"queue"`
-	State          string      `json:"state"`
-	Priority       int         `json:"priority"`
-	Attempts       int         `json:"attempts"`
-	MaxAttempts    int         `json:"max_attempts"`
+	ID          int64  `json:"id"`
+	Queue       string `json:"queue"`
+	State       string `json:"state"`
+	Priority    int    `json:"priority"`
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	// ByDeliverer: the job is an outbox message without a limit of its
+	// own, whose max_attempts is the stored 2^30 that stands for its
+	// deliverer's OutboxOpts.MaxAttempts (the text output's "-"), so that
+	// a reader need not know the number.
+	ByDeliverer    bool        `json:"max_attempts_by_deliverer,omitempty"`
 	CreatedAt      time.Time   `json:"created_at"`
 	RunAt          time.Time   `json:"run_at"`
 	ClaimedAt      *time.Time  `json:"claimed_at,omitempty"`
@@ -36,7 +42,7 @@ type errorJSON struct {
 
 func toJobJSON(j *store.Job) jobJSON {
 	out := jobJSON{ID: j.ID, Queue: j.Queue, State: string(j.State), Priority: j.Priority, Attempts: j.Attempts,
-		MaxAttempts: j.MaxAttempts, CreatedAt: j.CreatedAt, RunAt: j.RunAt, ClaimedAt: j.ClaimedAt,
+		MaxAttempts: j.MaxAttempts, ByDeliverer: joblimit.Deliverers(j), CreatedAt: j.CreatedAt, RunAt: j.RunAt, ClaimedAt: j.ClaimedAt,
 		ClaimExpiresAt: j.ClaimExpiresAt, ExpiresAt: j.ExpiresAt, FinishedAt: j.FinishedAt, Worker: j.Worker,
 		LastError: j.LastError, payloadJSON: jsonPayload(j.Payload)}
 	for _, e := range j.Errors {

@@ -105,9 +105,12 @@ func ownBegin(name string) string {
 // reused: no allocation).
 type Interrupter struct {
 	on atomic.Bool
-	// locks: EndLockWaits was called; cut counts the waits it ended.
-	locks atomic.Bool
-	cut   atomic.Int64
+	// locks: EndLockWaits was called; cutWrites and cutReads count the
+	// waits it ended, of writable connections and of read-only ones
+	// (query_only).
+	locks     atomic.Bool
+	cutWrites atomic.Int64
+	cutReads  atomic.Int64
 }
 
 // Interrupt ends the statements running and refuses later ones.
@@ -126,8 +129,14 @@ func (in *Interrupter) Interrupt() { in.on.Store(true) }
 // no going back.
 func (in *Interrupter) EndLockWaits() { in.locks.Store(true) }
 
-// LockWaitsEnded is how many lock waits EndLockWaits has ended.
-func (in *Interrupter) LockWaitsEnded() int64 { return in.cut.Load() }
+// LockWaitsEnded is how many lock waits EndLockWaits has ended: of
+// writable connections (writes, as far as SQLite's locks go: a read
+// there waits for no lock another connection can hold in WAL mode) and of
+// read-only ones (query_only: reads, which wait for a lock only when
+// another connection holds the file exclusively, or outside WAL mode).
+func (in *Interrupter) LockWaitsEnded() (writes, reads int64) {
+	return in.cutWrites.Load(), in.cutReads.Load()
+}
 
 // answered reports whether err may be SQLite's answer to in: an
 // interrupted statement or an ended lock wait (Interrupt), or an ended
@@ -145,14 +154,20 @@ func (in *Interrupter) answered(err error) bool {
 type lockWait struct {
 	timeout time.Duration
 	in      *Interrupter
+	reader  bool      // the connection is read-only (query_only)
 	first   time.Time // the current wait's start
 	last    time.Time // its latest try
 }
 
-// retry is SQLite's busy handler (count: the wait's retries so far).
-func (w *lockWait) retry(_ context.Context, count int) bool {
+// retry is SQLite's busy handler (count: the wait's retries so far; ctx:
+// the statement's, as stopCtx).
+func (w *lockWait) retry(ctx context.Context, count int) bool {
 	if w.in.locks.Load() {
-		w.in.cut.Add(1)
+		if w.reader {
+			w.in.cutReads.Add(1)
+		} else {
+			w.in.cutWrites.Add(1)
+		}
 		return false
 	}
 	now := time.Now()
@@ -160,6 +175,10 @@ func (w *lockWait) retry(_ context.Context, count int) bool {
 		w.first = now
 	} else if now.Sub(w.first) >= w.timeout {
 		return false
+	} else if now.Sub(w.first) >= lockWaitNotice {
+		if lw, ok := ctx.Value(lockWaitWatchKey{}).(*LockWaitWatch); ok {
+			lw.tell()
+		}
 	}
 	if now.Sub(w.last) < time.Millisecond {
 		time.Sleep(rand.N(lockRetryGap)) // as the driver's busy timeout does
@@ -168,6 +187,50 @@ func (w *lockWait) retry(_ context.Context, count int) bool {
 	return true
 }
 
+// LockWaitWatch learns that a statement whose context carries it
+// (WithLockWaitWatch) waits for a lock another connection holds, on a
+// handle with an Interrupter (OpenInterruptible): each retry of a wait
+// that has lasted lockWaitNotice sends on C (buffered: one signal
+// waits there). It is for a caller that must not wait for what it cannot
+// end (a worker's hard stop, whose writes wait for another process's
+// transaction): a signal says a wait went on a moment ago, and a fresh
+// one comes about every millisecond while it goes on.
+type LockWaitWatch struct{ c chan struct{} }
+
+// NewLockWaitWatch returns a LockWaitWatch.
+func NewLockWaitWatch() *LockWaitWatch { return &LockWaitWatch{c: make(chan struct{}, 1)} }
+
+// C receives while a statement watched waits for another connection's lock.
+func (lw *LockWaitWatch) C() <-chan struct{} { return lw.c }
+
+// Drain drops a signal waiting on C (of a wait that may have ended).
+func (lw *LockWaitWatch) Drain() {
+	select {
+	case <-lw.c:
+	default:
+	}
+}
+
+func (lw *LockWaitWatch) tell() {
+	select {
+	case lw.c <- struct{}{}:
+	default:
+	}
+}
+
+// WithLockWaitWatch returns ctx carrying lw, for the statements run with
+// it (and the contexts made from it).
+func WithLockWaitWatch(ctx context.Context, lw *LockWaitWatch) context.Context {
+	return context.WithValue(ctx, lockWaitWatchKey{}, lw)
+}
+
+type lockWaitWatchKey struct{}
+
+// lockWaitNotice is how long a lock wait goes on before a LockWaitWatch
+// hears of it: a wait behind another connection's short write (a
+// checkpoint, another process's commit) is over before.
+const lockWaitNotice = 50 * time.Millisecond
+
 // lockRetryGap bounds the sleep between two tries of a lock wait that
 // come within a millisecond (1 ms on average).
 const lockRetryGap = 2 * time.Millisecond
@@ -175,22 +238,29 @@ const lockRetryGap = 2 * time.Millisecond
 // waitLocks makes in's EndLockWaits end raw's lock waits: raw's busy
 // timeout, as its pragma (or SetBusyTimeout) set it, becomes a lockWait.
 func waitLocks(raw *sqlite3.Conn, in *Interrupter) error {
-	st, _, err := raw.Prepare("PRAGMA busy_timeout")
+	ms, err := pragmaInt(raw, "busy_timeout")
+	if err != nil || ms <= 0 {
+		return err // ms <= 0: no wait to end
+	}
+	readOnly, err := pragmaInt(raw, "query_only")
 	if err != nil {
 		return err
 	}
+	return raw.BusyHandler((&lockWait{timeout: time.Duration(ms) * time.Millisecond, in: in, reader: readOnly != 0}).retry)
+}
+
+// pragmaInt reads the pragma name's value on raw.
+func pragmaInt(raw *sqlite3.Conn, name string) (int64, error) {
+	st, _, err := raw.Prepare("PRAGMA " + name)
+	if err != nil {
+		return 0, err
+	}
 	defer st.Close()
 	if !st.Step() {
-		return cmp.Or(st.Err(), errors.New("PRAGMA busy_timeout returned no row"))
+		return 0, cmp.Or(st.Err(), errors.New("PRAGMA "+name+" returned no row"))
 	}
-	ms := st.ColumnInt64(0)
-	if err := st.Reset(); err != nil {
-		return err
-	}
-	if ms <= 0 {
-		return nil // no wait to end
-	}
-	return raw.BusyHandler((&lockWait{timeout: time.Duration(ms) * time.Millisecond, in: in}).retry)
+	v := st.ColumnInt64(0)
+	return v, st.Reset()
 }
 
 // WithTxInterrupter returns ctx carrying in, for a BeginTx: the statements

@@ -176,7 +176,9 @@ func TestEndLockWaitsEndsOnlyLockWaits(t *testing.T) {
 	require.ErrorIs(t, within(t, waited), litedriver.ErrInterrupted, "the wait for the lock")
 	require.NoError(t, within(t, ran), "the running statement")
 	require.NoError(t, own.Commit(), "the transaction that held the lock")
-	require.EqualValues(t, 1, stops.LockWaitsEnded())
+	writes, reads := stops.LockWaitsEnded()
+	require.EqualValues(t, 1, writes)
+	require.Zero(t, reads)
 
 	// From now on a wait for the lock ends at once, a statement that
 	// waits for none runs.
@@ -194,4 +196,49 @@ func TestEndLockWaitsEndsOnlyLockWaits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, "INSERT INTO t VALUES (4)")
 	require.NoError(t, err, "a write that waits for no lock")
+}
+
+// TestEndLockWaitsCountsReadsApart: EndLockWaits counts the waits it
+// ended of read-only connections (query_only, as the store's readers)
+// apart from the others', so that the store's hard stop says which it gave
+// up. A read waits for a lock only when another connection holds the file
+// exclusively: outside WAL mode (here a rollback journal, and a writer's
+// BEGIN EXCLUSIVE), or when one holds a WAL file in exclusive locking mode,
+// which it cannot take while the store's connections are open.
+func TestEndLockWaitsCountsReadsApart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	t.Cleanup(litedriver.SetBusyTimeout(path, time.Hour))
+	name := "file:" + path + "?_pragma=journal_mode(delete)&_pragma=busy_timeout(10000)"
+	plain, err := litedriver.Open(name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = plain.Close() })
+	_, err = plain.ExecContext(ctx, "CREATE TABLE t (v INTEGER)")
+	require.NoError(t, err)
+	stops := &litedriver.Interrupter{}
+	readers, err := litedriver.OpenInterruptible("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", stops)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = readers.Close() })
+	readers.SetMaxOpenConns(1)
+	require.NoError(t, readers.PingContext(ctx)) // connected (its pragmas run) before the lock
+
+	lock, err := plain.Conn(ctx)
+	require.NoError(t, err)
+	defer lock.Close()
+	_, err = lock.ExecContext(ctx, "BEGIN EXCLUSIVE")
+	require.NoError(t, err)
+	read := make(chan error, 1)
+	go func() {
+		var n int64
+		read <- readers.QueryRowContext(context.Background(), "SELECT count(*) FROM t").Scan(&n)
+	}()
+	waitStack(t, "TestEndLockWaitsCountsReadsApart", "Xgo_busy_")
+	stops.EndLockWaits()
+	require.ErrorIs(t, within(t, read), litedriver.ErrInterrupted, "the read's wait for the lock")
+	writes, reads := stops.LockWaitsEnded()
+	require.Zero(t, writes)
+	require.EqualValues(t, 1, reads)
+	_, err = lock.ExecContext(ctx, "ROLLBACK")
+	require.NoError(t, err)
 }
