@@ -527,6 +527,12 @@ type worker struct {
 	bucket      *timeoutBucket
 	cancelled   bool
 	abandoned   bool // the stop gave up waiting for the handlers (abandon)
+	// settling: on SQLite, the handlers that failed and returned, from
+	// stopJob until their jobs' settles (a release, a retry...) returned:
+	// such a settle waits for the writer with its job's lock held, its
+	// job no longer among the running ones, so a transactional handler
+	// holding the writer finds it here (claimsToHold). nil elsewhere.
+	settling map[*runningJob]struct{}
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -537,6 +543,7 @@ func (w *worker) run(ctx context.Context) {
 		// A transactional handler of the store, this worker's or any
 		// other's, holds the writer for its whole run: it extends the
 		// claims of this worker's jobs waiting for it (holdOthers).
+		w.settling = map[*runningJob]struct{}{}
 		w.q.s.holds.add(w)
 		defer w.q.s.holds.remove(w)
 	}
@@ -584,7 +591,7 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
-		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob, settled: w.settledJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 
 	w.claimLoop(ctx)
