@@ -279,9 +279,9 @@ type runner struct {
 	// returning the other: that closure cost an allocation a job.)
 	start func(rj *runningJob)
 	stop  func(rj *runningJob)
-	// settled, unless nil, is called once the job of a handler that
-	// failed (runningJob.failed) is settled (a worker's: see
-	// worker.settling).
+	// settled, unless nil, is called once the job of a handler whose job
+	// this runner settles itself (runningJob.ownSettle) is settled (a
+	// SQLite worker's: see worker.settling).
 	settled func(rj *runningJob)
 	ack     func(j *Job) error // completes a job whose handler returned nil
 	// ackLater: ack hands the job to a batched ack, which reports its
@@ -391,10 +391,12 @@ type runningJob struct {
 	// token: the job's claim as its run began (set before the run
 	// starts, never changed), for a transactional handler holding
 	// SQLite's writer to extend while the job's lock is held by a settle
-	// that waits for that writer (see worker.claimsToHold). failed: the
-	// handler returned an error (set once it returned, before stop).
-	token  int64
-	failed bool
+	// that waits for that writer (see worker.claimsToHold). ownSettle:
+	// the runner settles the job with a statement of its own, not by the
+	// batched ack (the handler failed, or it had a transaction); set once
+	// the handler returned, before stop.
+	token     int64
+	ownSettle bool
 	// claimedTo: when the claim ran out as claimed (set before the run
 	// starts, never changed: a lower bound of the lease, which heartbeats
 	// and extensions only move later; see worker.claimsToHold).
@@ -468,9 +470,9 @@ func (r *runner) runAndSettle(j *Job, token int64) (res JobResult, later, abando
 		err = recovered(func() error { return r.h.plain(ctx, j) })
 	}
 
-	rj.failed = err != nil
+	rj.ownSettle = err != nil || tx != nil || !r.ackLater
 	r.stop(rj)
-	if rj.failed && r.settled != nil {
+	if rj.ownSettle && r.settled != nil {
 		defer r.settled(rj)
 	}
 	if rj.abandoned.Load() || rj.skip {
@@ -1283,7 +1285,7 @@ func leaveHandlerTx(st *txState, keep func(ctx context.Context, o ops) error) bo
 // transaction held the writer until the store closed, and a Work job the
 // stop had released, its release waiting for the writer, was left running
 // with its attempt spent (review57 F2). As for keepClaims, a job whose
-// settle is in flight is found among its worker's failed handlers
+// settle is in flight is found among its worker's settling jobs
 // (worker.settling) by the claim its run began with.
 func (s *Store) keepWaitingClaims(ctx context.Context, o ops) error {
 	held := s.claimsToKeep()

@@ -164,7 +164,7 @@ func (w *worker) stopJob(rj *runningJob) {
 		rj.next.prev = rj.prev
 	}
 	w.n--
-	if rj.failed && w.settling != nil {
+	if rj.ownSettle && w.settling != nil {
 		w.settling[rj] = struct{}{} // until settledJob
 	}
 	if b := rj.bucket; b != nil {
@@ -176,8 +176,8 @@ func (w *worker) stopJob(rj *runningJob) {
 	w.mu.Unlock()
 }
 
-// settledJob forgets a failed handler's job once its settle returned
-// (see worker.settling).
+// settledJob forgets a job the runner settled itself once its settle
+// returned (see worker.settling).
 func (w *worker) settledJob(rj *runningJob) {
 	w.mu.Lock()
 	delete(w.settling, rj)

@@ -527,11 +527,13 @@ type worker struct {
 	bucket      *timeoutBucket
 	cancelled   bool
 	abandoned   bool // the stop gave up waiting for the handlers (abandon)
-	// settling: on SQLite, the handlers that failed and returned, from
-	// stopJob until their jobs' settles (a release, a retry...) returned:
-	// such a settle waits for the writer with its job's lock held, its
-	// job no longer among the running ones, so a transactional handler
-	// holding the writer finds it here (claimsToHold). nil elsewhere.
+	// settling: on SQLite, the handlers that returned and whose jobs the
+	// runner settles itself (runningJob.ownSettle: a failed handler's
+	// release, retry..., a WorkTx handler's), from stopJob until that
+	// settle returned: such a settle may wait for the writer with its
+	// job's lock held, its job no longer among the running ones, so a
+	// transactional handler holding the writer finds it here
+	// (claimsToHold). nil elsewhere.
 	settling map[*runningJob]struct{}
 }
 
@@ -591,8 +593,11 @@ func (w *worker) run(ctx context.Context) {
 	go func() { defer watchers.Done(); w.heartbeats(watchCtx) }()
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
-		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob, settled: w.settledJob,
+		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
+	if w.settling != nil {
+		w.runner.settled = w.settledJob
+	}
 
 	w.claimLoop(ctx)
 	w.step.Store(stepHandlers)

@@ -72,7 +72,7 @@ type heldClaims struct {
 // the claims of w's jobs other than self's, running or claimed and about
 // to run (and those of its latest claims, which may still be on their
 // way to either list: recentClaims), and of the jobs of its handlers that
-// failed and whose settles have not returned (worker.settling), whose
+// returned and whose settles have not (worker.settling), whose
 // claims as claimed (runningJob.claimedTo, the job's ClaimExpiresAt) run
 // out before end and a third of w's Visibility (the time left, once the
 // writer is free, for a heartbeat, the job's own transaction or its
