@@ -468,8 +468,14 @@ type ownedPart struct {
 	deadline  time.Time // the lease, as last renewed
 	lost      bool      // a renewal found it gone: Recv drops it
 	claim     int64     // which of the member's claims took it
-	retryAt   time.Time // a failed event comes again then; until then the partition waits
-	inPage    bool      // the buffered page reads on from its cursor: its end moves the cursor
+	// retryAt: a failed event comes again then; until then the partition
+	// waits. Only the loop of Consume and ConsumeTx sets one (a failed
+	// handler's retry), and it hands out nothing of the partition, and
+	// commits nothing past the event, before the retry is due: no commit
+	// past the event finds a wait pending. Redeliver sets none (and ends
+	// one); a new claim starts without.
+	retryAt time.Time
+	inPage  bool // the buffered page reads on from its cursor: its end moves the cursor
 }
 
 // position is how far the partition may be committed: through its cursor
@@ -1567,6 +1573,10 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 		}()
 		run := &groupRun{}
 		events := make(chan error, 1)
+		// A handler's panic is its error (recovered, in Consume and
+		// ConsumeTx); one of the loop's own code here (a store bug) is
+		// recovered by nobody and ends the process, as one in Work's
+		// handler goroutines does.
 		go func() { events <- g.consumeEvents(ctx, hctx, m, run, handle) }()
 		return g.awaitEvents(hctx, m, run, events)
 	})

@@ -279,7 +279,11 @@ type runner struct {
 	// returning the other: that closure cost an allocation a job.)
 	start func(rj *runningJob)
 	stop  func(rj *runningJob)
-	ack   func(j *Job) error // completes a job whose handler returned nil
+	// settled, unless nil, is called once the job of a handler whose job
+	// this runner settles itself (runningJob.ownSettle) is settled (a
+	// SQLite worker's: see worker.settling).
+	settled func(rj *runningJob)
+	ack     func(j *Job) error // completes a job whose handler returned nil
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
@@ -384,6 +388,15 @@ type runningJob struct {
 	// own transaction began (callTx), not while it waits for a
 	// transaction slot, a pooled connection or SQLite's writer slot.
 	untimed bool
+	// token: the job's claim as its run began (set before the run
+	// starts, never changed), for a transactional handler holding
+	// SQLite's writer to extend while the job's lock is held by a settle
+	// that waits for that writer (see worker.claimsToHold). ownSettle:
+	// the runner settles the job with a statement of its own, not by the
+	// batched ack (the handler failed, or it had a transaction); set once
+	// the handler returned, before stop.
+	token     int64
+	ownSettle bool
 	// claimedTo: when the claim ran out as claimed (set before the run
 	// starts, never changed: a lower bound of the lease, which heartbeats
 	// and extensions only move later; see worker.claimsToHold).
@@ -422,8 +435,8 @@ func (r *runner) runJob(j *Job) JobResult {
 // run is runJob, and reports whether the worker abandoned the handler
 // (runningJob.abandoned).
 func (r *runner) run(j *Job) (JobResult, bool) {
-	j.beginRun()
-	res, later, abandoned := r.runAndSettle(j)
+	token := j.beginRun()
+	res, later, abandoned := r.runAndSettle(j, token)
 	if !later {
 		j.endRun(res)
 	}
@@ -433,10 +446,10 @@ func (r *runner) run(j *Job) (JobResult, bool) {
 // runAndSettle runs the handler of j and settles j by its result; later
 // says the result is reported by the batched ack (see runner.ackLater),
 // abandoned that the worker gave up on the handler (and nothing was
-// settled).
-func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
+// settled). token is the job's claim as the run began.
+func (r *runner) runAndSettle(j *Job, token int64) (res JobResult, later, abandoned bool) {
 	rj := j.runSlot()
-	rj.job, rj.since = j, time.Now()
+	rj.job, rj.since, rj.token = j, time.Now(), token
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
 	rj.savepoint, rj.heldOthers = 0, nil
 	if j.ClaimExpiresAt != nil {
@@ -457,7 +470,11 @@ func (r *runner) runAndSettle(j *Job) (res JobResult, later, abandoned bool) {
 		err = recovered(func() error { return r.h.plain(ctx, j) })
 	}
 
+	rj.ownSettle = err != nil || tx != nil || !r.ackLater
 	r.stop(rj)
+	if rj.ownSettle && r.settled != nil {
+		defer r.settled(rj)
+	}
 	if rj.abandoned.Load() || rj.skip {
 		// Work returned without this handler: settle nothing (its claim,
 		// no longer extended, lapses and the job runs again), only end
@@ -1268,8 +1285,8 @@ func leaveHandlerTx(st *txState, keep func(ctx context.Context, o ops) error) bo
 // transaction held the writer until the store closed, and a Work job the
 // stop had released, its release waiting for the writer, was left running
 // with its attempt spent (review57 F2). As for keepClaims, a job whose
-// settle is in flight is found only among its worker's latest claims
-// (recentClaims): a handler no longer runs once it is being settled.
+// settle is in flight is found among its worker's settling jobs
+// (worker.settling) by the claim its run began with.
 func (s *Store) keepWaitingClaims(ctx context.Context, o ops) error {
 	held := s.claimsToKeep()
 	h, ok := o.(claimHolder)

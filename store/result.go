@@ -41,14 +41,17 @@ func (j *Job) OnResult(fn func(JobResult)) bool {
 	return true
 }
 
-// beginRun marks j as run by the lifecycle: OnResult may register.
-func (j *Job) beginRun() {
+// beginRun marks j as run by the lifecycle: OnResult may register. It
+// returns the job's claim token as the run begins.
+func (j *Job) beginRun() (token int64) {
 	if j.mu == nil {
-		return
+		return j.token
 	}
 	j.mu.Lock()
 	j.inRun, j.result, j.results = true, nil, nil
+	token = j.token
 	j.mu.Unlock()
+	return token
 }
 
 // endRun reports res to the functions OnResult registered, once.

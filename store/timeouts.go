@@ -164,12 +164,23 @@ func (w *worker) stopJob(rj *runningJob) {
 		rj.next.prev = rj.prev
 	}
 	w.n--
+	if rj.ownSettle && w.settling != nil {
+		w.settling[rj] = struct{}{} // until settledJob
+	}
 	if b := rj.bucket; b != nil {
 		b.n--
 		if b.n == 0 && b != w.bucket {
 			b.cancel() // the run is over: its context ends anyway (Canceled)
 		}
 	}
+	w.mu.Unlock()
+}
+
+// settledJob forgets a job the runner settled itself once its settle
+// returned (see worker.settling).
+func (w *worker) settledJob(rj *runningJob) {
+	w.mu.Lock()
+	delete(w.settling, rj)
 	w.mu.Unlock()
 }
 

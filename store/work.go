@@ -583,6 +583,14 @@ type worker struct {
 	bucket      *timeoutBucket
 	cancelled   bool
 	abandoned   bool // the stop gave up waiting for the handlers (abandon)
+	// settling: on SQLite, the handlers that returned and whose jobs the
+	// runner settles itself (runningJob.ownSettle: a failed handler's
+	// release, retry..., a WorkTx handler's), from stopJob until that
+	// settle returned: such a settle may wait for the writer with its
+	// job's lock held, its job no longer among the running ones, so a
+	// transactional handler holding the writer finds it here
+	// (claimsToHold). nil elsewhere.
+	settling map[*runningJob]struct{}
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -593,6 +601,7 @@ func (w *worker) run(ctx context.Context) {
 		// A transactional handler of the store, this worker's or any
 		// other's, holds the writer for its whole run: it extends the
 		// claims of this worker's jobs waiting for it (holdOthers).
+		w.settling = map[*runningJob]struct{}{}
 		w.q.s.holds.add(w)
 		defer w.q.s.holds.remove(w)
 	}
@@ -642,6 +651,9 @@ func (w *worker) run(ctx context.Context) {
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
 		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
 		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
+	if w.settling != nil {
+		w.runner.settled = w.settledJob
+	}
 
 	w.claimLoop(ctx)
 	w.step.Store(stepHandlers)

@@ -71,13 +71,23 @@ type heldClaims struct {
 // SQLite's writer (see runner.holdOthers), which may hold it until end,
 // the claims of w's jobs other than self's, running or claimed and about
 // to run (and those of its latest claims, which may still be on their
-// way to either list: recentClaims), whose claims as claimed
-// (runningJob.claimedTo, the job's ClaimExpiresAt) run out before end and a third of w's Visibility (the
-// time left, once the writer is free, for a heartbeat or the job's own
-// transaction to take it). Nothing of w is claimed while that transaction
-// holds the writer. A claim whose settle is in flight (its job's lock
-// held) is left out: the settle may wait for the writer this transaction
-// holds.
+// way to either list: recentClaims), and of the jobs of its handlers that
+// returned and whose settles have not (worker.settling), whose
+// claims as claimed (runningJob.claimedTo, the job's ClaimExpiresAt) run
+// out before end and a third of w's Visibility (the time left, once the
+// writer is free, for a heartbeat, the job's own transaction or its
+// settle to take it). Nothing of w is claimed while that transaction
+// holds the writer. A job whose lock is held (a settle in flight, which
+// may wait for the writer this transaction holds) is not waited for: its
+// claim is the one its run began with (runningJob.token); one spent
+// since changes nothing, revivals being fenced by token and state
+// running. Before, such a job was found only among the worker's latest
+// claims (recentClaims): a worker of Concurrency 8 that claimed its jobs
+// one claim each, stopped beside a group member's hung handler, had the
+// releases of its 4 oldest jobs refused once that handler's transaction
+// was rolled back, the jobs left running with their attempts spent.
+// Jobs handed to the batched ack (handlers that returned nil) are found
+// only there (recentClaims).
 //
 // self is nil for a transaction of no job's (a group member's ConsumeTx:
 // see Store.keepClaims).
@@ -88,10 +98,22 @@ func (w *worker) claimsToHold(self *runningJob, end time.Time, claims []claimRef
 			claims = append(claims, claimRef{j.ID, token})
 		}
 	}
+	addRun := func(r *runningJob) {
+		if token, ok := r.job.peekToken(); !ok && r.token != 0 {
+			claims = append(claims, claimRef{r.job.ID, r.token}) // a settle holds its lock
+		} else if ok && token != 0 {
+			claims = append(claims, claimRef{r.job.ID, token})
+		}
+	}
 	w.mu.Lock()
 	for r := w.first; r != nil; r = r.next {
 		if (self == nil || r != self) && r.claimedTo.Before(need) {
-			add(r.job)
+			addRun(r)
+		}
+	}
+	for r := range w.settling {
+		if r.claimedTo.Before(need) {
+			addRun(r)
 		}
 	}
 	w.mu.Unlock()

@@ -178,3 +178,119 @@ func TestAStopLeavingAHungConsumeTxHandlerBehindKeepsTheJobsWaitingForIt(t *test
 		assert.Equal(t, 1, effects(t, s2)[off], "the event's effect committed once")
 	})
 }
+
+// TestAStopLeavingAHungConsumeTxHandlerBehindKeepsEveryJobWaitingForIt:
+// the test above with a worker of many claims. On SQLite, once a stopped
+// Work handler returned, its job's release waits for the writer the
+// member's hung transaction holds, its job's lock held, and its job is
+// no longer among the worker's running ones: the revival at that
+// transaction's rollback found such a job only among its worker's 4
+// latest claims. A worker of Concurrency 8 that claimed its 8 jobs one
+// claim each (Batch 1) kept the 4 latest: the other 4 jobs' releases,
+// their claims lapsed, were refused, and the jobs stayed running with
+// their attempts spent. What a user relies on: after the stop every job
+// the stop cancelled is back in its queue with its attempt.
+func TestAStopLeavingAHungConsumeTxHandlerBehindKeepsEveryJobWaitingForIt(t *testing.T) {
+	const vis = 2 * time.Second
+	const grace = 100 * time.Millisecond
+	const jobs = 8
+	eachEngineEachForm(t, []string{"HardShutdown", "Shutdown"}, func(t *testing.T, e *engineEnv, form int) {
+		c := ctx(t)
+		s := e.open(t)
+		createEffects(t, s)
+		q, st := s.Queue("hung-member-many"), s.Stream("hung-member-many")
+		hangRel := make(chan struct{})
+		defer close(hangRel) // the hung handler returns at the very end
+
+		claimedTo := make(chan time.Time, jobs)
+		workDone := make(chan error, 1)
+		go func() {
+			workDone <- q.Work(c, store.WorkOpts{Visibility: vis, Timeout: time.Minute, Grace: grace, Concurrency: jobs, Batch: 1},
+				func(ctx context.Context, j *store.Job) error {
+					claimedTo <- *j.ClaimExpiresAt
+					<-ctx.Done() // the stop cancels it
+					return ctx.Err()
+				})
+		}()
+		ids := make([]int64, jobs)
+		for i := range ids {
+			id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{MaxAttempts: 1})
+			require.NoError(t, err)
+			ids[i] = id
+		}
+		var lease time.Time // the latest of the claims
+		for range jobs {
+			select {
+			case l := <-claimedTo:
+				lease = maxTime(lease, l)
+			case <-c.Done():
+				t.Fatal("the Work handlers never all ran")
+			}
+		}
+
+		hung := make(chan int64, 1)
+		consumeDone := make(chan error, 1)
+		go func() {
+			consumeDone <- st.Group("g").ConsumeTx(c, store.GroupOpts{Partitions: 1, Grace: grace},
+				func(ctx context.Context, tx store.Tx, ev store.Event) error {
+					if err := writeEffect(ctx, tx, ev.Offset); err != nil {
+						return err
+					}
+					select {
+					case hung <- ev.Offset:
+					default:
+					}
+					<-hangRel // ignores its context
+					return nil
+				})
+		}()
+		off, err := st.Publish(c, []byte("ev"))
+		require.NoError(t, err)
+		select {
+		case got := <-hung:
+			require.Equal(t, off, got)
+		case <-c.Done():
+			t.Fatal("the member's handler never ran")
+		}
+		select { // every job's claim as claimed runs out under the member's transaction
+		case <-time.After(time.Until(lease.Add(vis / 4))):
+		case <-c.Done():
+			t.Fatal(c.Err())
+		}
+
+		sc, cancel := context.WithTimeout(c, 30*time.Second)
+		if form == 0 {
+			cancel()
+		}
+		err = s.Shutdown(sc)
+		cancel()
+		if form == 1 {
+			assert.NoError(t, err, "a graceful Shutdown leaves the hung handler behind before its deadline")
+		}
+		for _, done := range []chan error{consumeDone, workDone} {
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, store.ErrClosed)
+			case <-time.After(30 * time.Second):
+				t.Fatal("a loop has not returned 30 s after the stop")
+			}
+		}
+
+		s2 := e.open(t)
+		q2 := s2.Queue(q.Name())
+		for i, id := range ids {
+			j, err := q2.Job(c, id)
+			require.NoError(t, err)
+			assert.Equal(t, store.JobPending, j.State, "job %d (enqueued %d of %d) is back in its queue (%q)", id, i+1, jobs, j.LastError)
+			assert.Equal(t, 0, j.Attempts, "job %d (enqueued %d of %d) released with its attempt given back", id, i+1, jobs)
+		}
+		assert.NotContains(t, effects(t, s2), off, "the hung handler's effect was rolled back")
+	})
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
