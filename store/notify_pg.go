@@ -25,8 +25,9 @@ import (
 // processes therefore hear of a busy topic's writes at most this late. An
 // auto-commit publish made while a trailing wake is owed carries a NOTIFY
 // after half the window, and its commit cancels the trailing wake it
-// stands in for (wakeGate.carry); an auto-commit EnqueueMany carries one
-// after half the window, owed or not (wakeGate.carryBatch). The
+// stands in for (wakeGate.carry); an auto-commit EnqueueMany or
+// PublishMany carries one after half the window, owed or not
+// (wakeGate.carryBatch). The
 // store never sees an adopted transaction commit, so writes in one bypass
 // the gate and always notify (pgOps.wake).
 const wakeWindow = 5 * time.Millisecond
@@ -121,16 +122,18 @@ func (g *wakeGate) carry(topic string) (payload string, seq uint64) {
 	return g.carryAfter(topic, false)
 }
 
-// carryBatch is carry for an auto-commit batch (EnqueueMany): it carries a
+// carryBatch is carry for an auto-commit batch (EnqueueMany, PublishMany,
+// keyed or not): it carries a
 // NOTIFY once half the window has passed, a trailing wake scheduled or
 // not. A batch's statement runs for milliseconds: one that began inside
 // the window commits after it closed, and its trailing wake then went out
 // at once, a NOTIFY transaction of its own (a round trip on another
 // connection, a transaction id, a commit), where a NOTIFY in the
 // statement costs its commit about 17k server instructions. Back-to-back
-// 1,000-job batches of 2.5-5 ms sent one trailing wake every other batch;
-// now each carries its own. The bound stays about two NOTIFYs a topic a
-// window, as carry's.
+// 1,000-job batches of 2.5-5 ms sent one trailing wake every other batch,
+// and so did 1,000-event PublishMany batches of 3.5-5 ms; now each
+// carries its own. The bound stays about two NOTIFYs a topic a window, as
+// carry's.
 func (g *wakeGate) carryBatch(topic string) (payload string, seq uint64) {
 	return g.carryAfter(topic, true)
 }

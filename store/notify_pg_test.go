@@ -46,11 +46,11 @@ func TestGateCarrierCoversOnlyWhatWasOwedBeforeItBegan(t *testing.T) {
 }
 
 // TestGateBatchCarriesPastHalfTheWindow: an auto-commit batch
-// (carryBatch, EnqueueMany) carries a NOTIFY once half the window has
+// (carryBatch: EnqueueMany, PublishMany) carries a NOTIFY once half the window has
 // passed, with no trailing wake owed, where a publish (carry) carries none
 // until one is owed; inside the first half it carries none, so the gate
 // still bounds a topic's NOTIFYs to about two a window. The interleaving
-// with a database is TestEnqueueManyPastHalfTheWindowCarriesItsWake.
+// with a database is TestBatchPastHalfTheWindowCarriesItsWake.
 func TestGateBatchCarriesPastHalfTheWindow(t *testing.T) {
 	topic := "q:gate-batch-unit"
 	defer wake.SetGateWindow(topic, time.Hour)()
