@@ -13,7 +13,7 @@ import (
 
 func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	topic := e.topic
-	w := o.wake(topic)
+	w, seq := o.carry(topic)
 	p := pgdb.PublishKeyedEventNotifyParams{Stream: e.stream, Key: e.key, Payload: e.payload, Wake: w,
 		Headers: pgJSONOrNull(e.headers), SchemaVersion: e.schemaVersion, CompactionRank: e.rank, Now: e.now}
 	var id int64
@@ -30,7 +30,7 @@ func (o pgOps) publishKeyed(ctx context.Context, e keyedEvent) (int64, error) {
 	default:
 		id, err = o.q.PublishKeyedEventNotify(ctx, p)
 	}
-	o.sent(topic, w)
+	o.carried(topic, w, seq, err)
 	if err == nil {
 		o.drew(id, txid)
 	}

@@ -46,11 +46,11 @@ func TestGateCarrierCoversOnlyWhatWasOwedBeforeItBegan(t *testing.T) {
 }
 
 // TestGateBatchCarriesPastHalfTheWindow: an auto-commit batch
-// (carryBatch, EnqueueMany) carries a NOTIFY once half the window has
+// (carryBatch: EnqueueMany, PublishMany) carries a NOTIFY once half the window has
 // passed, with no trailing wake owed, where a publish (carry) carries none
 // until one is owed; inside the first half it carries none, so the gate
 // still bounds a topic's NOTIFYs to about two a window. The interleaving
-// with a database is TestEnqueueManyPastHalfTheWindowCarriesItsWake.
+// with a database is TestBatchPastHalfTheWindowCarriesItsWake.
 func TestGateBatchCarriesPastHalfTheWindow(t *testing.T) {
 	topic := "q:gate-batch-unit"
 	defer wake.SetGateWindow(topic, time.Hour)()
@@ -73,4 +73,87 @@ func TestGateBatchCarriesPastHalfTheWindow(t *testing.T) {
 	require.Empty(t, w, "the batch's NOTIFY opens a new window")
 	g.flush()
 	require.Empty(t, sent, "nothing was owed")
+}
+
+// TestGateCarrierPostponesWhatWasOwedAfterItBegan: a carrier's commit
+// (covered) with a debt owed after the carrier began keeps the trailing
+// wake, but moves it to a window after the carrier's NOTIFY went out (the
+// debt was owed after that), where it stayed at the end of the window
+// the carrier began in: with several writers the trailing wake went out
+// at the end of nearly every window. A later carrier with nothing owed
+// after it began then cancels it. The gate's NOTIFY is a function; the
+// window an hour, and the first wake moved 40 minutes back (past half the
+// window, so a carrier carries).
+func TestGateCarrierPostponesWhatWasOwedAfterItBegan(t *testing.T) {
+	topic := "s:gate-postpone-unit"
+	defer wake.SetGateWindow(topic, time.Hour)()
+	var sent []string
+	g := &wakeGate{send: func(topic string) { sent = append(sent, topic) }}
+	require.NotEmpty(t, g.wake(topic), "the first write opens the window")
+	g.mu.Lock()
+	g.topics[topic].last = time.Now().Add(-40 * time.Minute)
+	g.mu.Unlock()
+	g.owe(topic) // a write inside the window committed: a trailing wake 20 minutes away
+	st := g.topics[topic]
+	g.mu.Lock()
+	due := st.due
+	g.mu.Unlock()
+	require.WithinDuration(t, time.Now().Add(20*time.Minute), due, time.Minute)
+
+	w, seq := g.carry(topic) // past half the window, a trailing wake owed
+	require.NotEmpty(t, w)
+	g.owe(topic)          // committed after the carrier began
+	g.covered(topic, seq) // the carrier committed
+	g.mu.Lock()
+	trailing, postponed := st.trailing, st.due
+	g.mu.Unlock()
+	require.True(t, trailing, "a debt owed after the carrier began lost its trailing wake")
+	require.WithinDuration(t, time.Now().Add(time.Hour), postponed, time.Minute,
+		"the trailing wake did not move to a window after the carrier's NOTIFY")
+
+	g.mu.Lock()
+	st.last = time.Now().Add(-40 * time.Minute) // the next carrier, past half the window
+	g.mu.Unlock()
+	w, seq2 := g.carry(topic)
+	require.NotEmpty(t, w)
+	g.covered(topic, seq2) // nothing was owed after it began
+	g.mu.Lock()
+	trailing = st.trailing
+	g.mu.Unlock()
+	require.False(t, trailing, "the later carrier did not cancel the trailing wake")
+	g.flush()
+	require.Empty(t, sent)
+}
+
+// TestGateOnlyTheLatestCarrierPostpones: a carrier that commits after a
+// later one began leaves the trailing wake where it is (the later one's
+// commit decides): its NOTIFY went out before the later one's, which is
+// what last says.
+func TestGateOnlyTheLatestCarrierPostpones(t *testing.T) {
+	topic := "s:gate-postpone-latest-unit"
+	defer wake.SetGateWindow(topic, time.Hour)()
+	g := &wakeGate{send: func(string) {}}
+	require.NotEmpty(t, g.wake(topic))
+	g.mu.Lock()
+	g.topics[topic].last = time.Now().Add(-40 * time.Minute)
+	g.mu.Unlock()
+	g.owe(topic)
+	st := g.topics[topic]
+	w, seq := g.carry(topic)
+	require.NotEmpty(t, w)
+	g.mu.Lock()
+	st.last = time.Now().Add(-40 * time.Minute) // a later carrier begins
+	g.mu.Unlock()
+	w, _ = g.carry(topic)
+	require.NotEmpty(t, w)
+	g.owe(topic)
+	g.mu.Lock()
+	due := st.due
+	g.mu.Unlock()
+	g.covered(topic, seq) // the first carrier commits
+	g.mu.Lock()
+	require.True(t, st.trailing)
+	require.Equal(t, due, st.due, "a carrier that was not the latest moved the trailing wake")
+	g.mu.Unlock()
+	g.flush()
 }

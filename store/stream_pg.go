@@ -48,7 +48,7 @@ func (o pgOps) drew(off int64, txid pgtype.Uint64) {
 
 func (o pgOps) publishMany(ctx context.Context, r publishManyReq) ([]int64, error) {
 	topic := streamTopic(r.stream)
-	w, seq := o.carry(topic)
+	w, seq := o.carryBatch(topic)
 	p := pgdb.PublishEventsParams{
 		Stream:   r.stream,
 		Wake:     w,

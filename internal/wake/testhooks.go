@@ -147,6 +147,10 @@ type GateCounts struct {
 	// Covered: trailing wakes cancelled because a later write's NOTIFY,
 	// committed, announced every write that owed them.
 	Covered atomic.Int64
+	// Postponed: trailing wakes moved to a window after the NOTIFY of a
+	// later write that committed while writes after it began still owed
+	// them.
+	Postponed atomic.Int64
 }
 
 // CountGateTopics counts, until stop, what the wake gates do with the
@@ -186,3 +190,7 @@ func GateSwept(topic string, pruned bool) {
 // TrailingCovered records that a gate cancelled topic's trailing wake: a
 // write that carried a NOTIFY committed after every write that owed it.
 func TrailingCovered(topic string) { gateCounts(topic, func(n *GateCounts) { n.Covered.Add(1) }) }
+
+// TrailingPostponed records that a gate moved topic's trailing wake to a
+// window after a committed write's NOTIFY went out (wakeGate.covered).
+func TrailingPostponed(topic string) { gateCounts(topic, func(n *GateCounts) { n.Postponed.Add(1) }) }
