@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,44 @@ func TestSchemaVersionWithoutMigrate(t *testing.T) {
 		s, err := store.Open(c, e.dsn, store.WithoutMigrate())
 		require.NoError(t, err, "a migrated database passes the check")
 		require.NoError(t, s.Close())
+	})
+}
+
+// TestSchemaVersionErrorSaysWhichSideIsBehind: WithoutMigrate's refusal
+// of a schema at another version says whether the database is newer (a
+// newer alkstore migrated it: upgrade this one) or older (apply the
+// migrations), and still matches ErrSchemaVersion. It said "database is at
+// version 51, this library needs 50" for both, and an operator told the
+// schema mismatched migrated a database that was already ahead.
+func TestSchemaVersionErrorSaysWhichSideIsBehind(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		e.open(t).Close() // auto-migrate
+		table := schema.SQLiteVersionTable
+		if e.name == "pg" {
+			table = schema.PostgresVersionTable
+		}
+		var want int64
+		require.NoError(t, e.execDB(t).QueryRowContext(c, "SELECT max(version_id) FROM "+table).Scan(&want))
+
+		e.execSQL(t, fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true)", table, want+1))
+		_, err := store.Open(c, e.dsn, store.WithoutMigrate())
+		require.ErrorIs(t, err, store.ErrSchemaVersion)
+		assert.Contains(t, err.Error(), fmt.Sprintf("the database is at version %d, newer than this library (%d)", want+1, want))
+		assert.Contains(t, err.Error(), "upgrade alkstore")
+		assert.NotContains(t, err.Error(), "apply")
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err, "an auto-migrating Open accepts a newer schema")
+		require.NoError(t, s.Close())
+
+		e.execSQL(t, fmt.Sprintf("DELETE FROM %s WHERE version_id >= %d", table, want))
+		var have int64
+		require.NoError(t, e.execDB(t).QueryRowContext(c, "SELECT max(version_id) FROM "+table).Scan(&have))
+		_, err = store.Open(c, e.dsn, store.WithoutMigrate())
+		require.ErrorIs(t, err, store.ErrSchemaVersion)
+		assert.Contains(t, err.Error(), fmt.Sprintf("the database is at version %d, older than this library (%d)", have, want))
+		assert.Contains(t, err.Error(), "apply the migrations with goose -table "+table)
+		assert.NotContains(t, err.Error(), "upgrade")
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/pgtest"
 	"github.com/alkstore/alkstore/internal/testbin"
+	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -685,6 +688,95 @@ func TestCLISchemaBehindPointsToMigrateUp(t *testing.T) {
 			assert.Contains(t, r.err, "run alkstore migrate up", "alkstore %v", args)
 			assert.NotContains(t, r.err, "goose -table", "alkstore %v", args)
 			assert.NotContains(t, r.err, "auto-migration", "alkstore %v", args)
+		}
+	})
+}
+
+// TestCLISchemaOlderPointsToMigrateUp: a read command on a database whose
+// schema is at an older version than this binary's says so and tells the
+// operator to run alkstore migrate up.
+func TestCLISchemaOlderPointsToMigrateUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		require.NoError(t, open(t, dsn).Close())
+		db, table := versionTable(t, dsn)
+		want := newestVersion(t, db, table)
+		_, err := db.Exec(fmt.Sprintf("DELETE FROM %s WHERE version_id = %d", table, want))
+		require.NoError(t, err)
+		have := newestVersion(t, db, table)
+		r := cli(t, dsn, "queues", "list")
+		assert.Equal(t, exitFailure, r.code, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("schema version mismatch: the database is at version %d, older than this alkstore binary (%d): run alkstore migrate up", have, want))
+		assert.NotContains(t, r.err, "goose -table")
+		assert.NotContains(t, r.err, "upgrade")
+	})
+}
+
+// versionTable is alkstore's goose version table on dsn's engine, and a
+// writable handle on the database (closed when t ends).
+func versionTable(t *testing.T, dsn string) (*sql.DB, string) {
+	t.Helper()
+	open, table := litedriver.Open, schema.SQLiteVersionTable
+	if strings.HasPrefix(dsn, "postgres") {
+		open = func(dsn string) (*sql.DB, error) { return sql.Open("pgx", dsn) }
+		table = schema.PostgresVersionTable
+	}
+	db, err := open(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, table
+}
+
+// newestVersion is the highest version dsn's version table records.
+func newestVersion(t *testing.T, db *sql.DB, table string) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, db.QueryRow("SELECT max(version_id) FROM "+table).Scan(&v))
+	return v
+}
+
+// TestCLIOnANewerSchema: on a database a newer alkstore migrated (a version
+// this binary has no file for), migrate status and migrate up list that
+// version and say on stderr that the database is newer than this binary
+// (exit 0: goose's up says "no migrations to run" on such a database, and
+// an older binary's migrate up in a rollback's deploy must not fail while
+// the library's auto-migrating Open accepts the schema); every other
+// command refuses it saying to upgrade this binary, not to migrate. Both
+// said every migration was applied while the other commands failed with
+// "schema version mismatch: database is at version 51, this library needs
+// 50" (attack59 F3).
+func TestCLIOnANewerSchema(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		require.NoError(t, open(t, dsn).Close())
+		db, table := versionTable(t, dsn)
+		want := newestVersion(t, db, table)
+		newer := want + 1
+		_, err := db.Exec(fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true)", table, newer))
+		require.NoError(t, err)
+		note := fmt.Sprintf("the database is at version %d, newer than this alkstore binary (%d)", newer, want)
+
+		r := cli(t, dsn, "stats")
+		assert.Equal(t, exitFailure, r.code, r.err)
+		assert.Contains(t, r.err, "schema version mismatch: "+note+": a newer alkstore migrated it; upgrade this binary")
+		assert.NotContains(t, r.err, "migrate up")
+
+		for _, cmd := range []string{"status", "up"} {
+			r = cli(t, dsn, "migrate", cmd)
+			require.Equal(t, 0, r.code, "migrate %s: %s", cmd, r.err)
+			assert.Contains(t, r.err, note+": a newer alkstore migrated it; upgrade this binary", "migrate %s", cmd)
+			lines := strings.Split(strings.TrimSpace(r.out), "\n")
+			assert.Regexp(t, fmt.Sprintf(`^%d +- +applied \(unknown to this binary\)$`, newer), lines[len(lines)-1], "migrate %s", cmd)
+		}
+
+		r = cli(t, dsn, "migrate", "status", "--json")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, note)
+		rows := jsonLines(t, r.out)
+		last := rows[len(rows)-1]
+		assert.Equal(t, map[string]any{"version": float64(newer), "applied": true, "unknown": true}, last)
+		for _, m := range rows[:len(rows)-1] {
+			assert.Equal(t, true, m["applied"], "%v", m)
+			assert.NotContains(t, m, "unknown")
+			assert.NotEmpty(t, m["file"])
 		}
 	})
 }
