@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -199,5 +200,28 @@ func TestClosedStoreFailsEveryCall(t *testing.T) {
 		for name, call := range calls {
 			require.ErrorIs(t, call(), store.ErrClosed, name)
 		}
+	})
+}
+
+// TestNotFoundSaysNothingOfTheDriver: a job or schedule that does not exist
+// is ErrNotFound with the operation and the name, and nothing of the
+// driver's "no rows" text (it stays reachable with errors.Is).
+func TestNotFoundSaysNothingOfTheDriver(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		_, err := s.Job(c, 999)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, "alkstore: job: job 999: not found", err.Error())
+		assert.ErrorIs(t, err, sql.ErrNoRows)
+		_, err = s.Schedule("nosuch").Info(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: schedule info "nosuch": not found`, err.Error())
+		err = s.Schedule("nosuch").Resume(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: resume schedule "nosuch": not found`, err.Error())
+		_, err = s.Schedule("nosuch").Trigger(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: trigger schedule "nosuch": not found`, err.Error())
 	})
 }

@@ -780,3 +780,32 @@ func TestCLIOnANewerSchema(t *testing.T) {
 		}
 	})
 }
+
+// TestCLINotFoundSaysWhat: every command given a job, schedule or stream
+// that does not exist exits 3 with an error naming it and nothing of the
+// driver's: queues job, schedules resume and schedules trigger said
+// "not found: sql: no rows in result set" (attack59).
+func TestCLINotFoundSaysWhat(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"queues", "job", "999"}, `alkstore: job: job 999: not found`},
+			{[]string{"queues", "cancel", "emails", "999"}, `alkstore: cancel "emails": live job 999: not found`},
+			{[]string{"queues", "delete", "emails", "999"}, `alkstore: delete "emails": job 999: not found`},
+			{[]string{"queues", "requeue", "emails", "999"}, `alkstore: requeue "emails": dead, cancelled or expired job 999: not found`},
+			{[]string{"queues", "requeue", "--outbox", "hooks", "999"}, `alkstore: requeue "__alk_outbox:hooks": dead, cancelled or expired job 999: not found`},
+			{[]string{"streams", "consumers", "nosuch"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"schedules", "pause", "nosuch"}, `alkstore: pause schedule "nosuch": not found`},
+			{[]string{"schedules", "resume", "nosuch"}, `alkstore: resume schedule "nosuch": not found`},
+			{[]string{"schedules", "delete", "nosuch"}, `alkstore: delete schedule "nosuch": not found`},
+			{[]string{"schedules", "trigger", "nosuch"}, `alkstore: trigger schedule "nosuch": not found`},
+		} {
+			r := cli(t, dsn, c.args...)
+			assert.Equal(t, exitNotFound, r.code, "alkstore %v: %s", c.args, r.err)
+			assert.Equal(t, c.want, strings.TrimSpace(r.err), "alkstore %v", c.args)
+		}
+	})
+}
