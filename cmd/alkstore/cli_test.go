@@ -809,3 +809,16 @@ func TestCLINotFoundSaysWhat(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIRequeueSaysWhatIsMissing: requeue with neither a job id nor
+// --all-dead says a job is missing (it said "…, not both"), and with both
+// says not both; exit 2 either way, before opening anything.
+func TestCLIRequeueSaysWhatIsMissing(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "none.db")
+	r := cli(t, dsn, "queues", "requeue", "emails")
+	assert.Equal(t, exitBadInput, r.code, r.err)
+	assert.Equal(t, "alkstore: requeue emails: which job? give its ID, or --all-dead for every dead job", strings.TrimSpace(r.err))
+	r = cli(t, dsn, "queues", "requeue", "emails", "7", "--all-dead")
+	assert.Equal(t, exitBadInput, r.code, r.err)
+	assert.Equal(t, "alkstore: give a job ID or --all-dead, not both", strings.TrimSpace(r.err))
+}

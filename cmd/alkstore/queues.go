@@ -268,8 +268,11 @@ func (a *app) requeueCmd() *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if allDead == (len(args) == 2) {
+			switch {
+			case allDead && len(args) == 2:
 				return badInput("give a job ID or --all-dead, not both")
+			case !allDead && len(args) < 2:
+				return badInput("requeue %s: which job? give its ID, or --all-dead for every dead job", args[0])
 			}
 			st, err := a.store(ctx)
 			if err != nil {
