@@ -822,3 +822,45 @@ func TestCLIRequeueSaysWhatIsMissing(t *testing.T) {
 	assert.Equal(t, exitBadInput, r.code, r.err)
 	assert.Equal(t, "alkstore: give a job ID or --all-dead, not both", strings.TrimSpace(r.err))
 }
+
+// TestCLIWriteCommandsPrintJSON: with --json every write command prints one
+// JSON object on stdout saying what it did, and no text line; they printed
+// their text line on stderr whatever --json said (attack59).
+func TestCLIWriteCommandsPrintJSON(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		q := s.Queue("emails")
+		cancel, err := q.Enqueue(ctx, []byte("a"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		del, err := q.Enqueue(ctx, []byte("b"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.NoError(t, s.Schedule("nightly").Set(ctx, store.ScheduleSpec{Spec: "@daily", Queue: "reports"}))
+		_, err = s.Stream("orders").Publish(ctx, []byte("o"))
+		require.NoError(t, err)
+		dead := killOutboxMessage(t, s.Outbox("hooks"))
+
+		for _, c := range []struct {
+			args []string
+			want map[string]any
+		}{
+			{[]string{"queues", "cancel", "emails", fmt.Sprint(cancel)}, map[string]any{"action": "cancel", "queue": "emails", "id": float64(cancel)}},
+			{[]string{"queues", "requeue", "emails", fmt.Sprint(cancel)}, map[string]any{"action": "requeue", "queue": "emails", "id": float64(cancel)}},
+			{[]string{"queues", "delete", "emails", fmt.Sprint(del)}, map[string]any{"action": "delete", "queue": "emails", "id": float64(del)}},
+			{[]string{"queues", "requeue", "--outbox", "hooks", fmt.Sprint(dead)}, map[string]any{"action": "requeue", "outbox": "hooks", "id": float64(dead)}},
+			{[]string{"queues", "pause", "emails"}, map[string]any{"action": "pause", "queue": "emails"}},
+			{[]string{"queues", "resume", "emails"}, map[string]any{"action": "resume", "queue": "emails"}},
+			{[]string{"schedules", "pause", "nightly"}, map[string]any{"action": "pause", "schedule": "nightly"}},
+			{[]string{"schedules", "resume", "nightly"}, map[string]any{"action": "resume", "schedule": "nightly"}},
+			{[]string{"schedules", "delete", "nightly"}, map[string]any{"action": "delete", "schedule": "nightly"}},
+			{[]string{"streams", "reset", "orders", "billing", "1"}, map[string]any{"action": "reset", "stream": "orders", "consumer": "billing", "offset": float64(1)}},
+			{[]string{"notify", "ch", "hi"}, map[string]any{"action": "notify", "channel": "ch"}},
+		} {
+			r := cli(t, dsn, append(c.args, "--json")...)
+			require.Equal(t, 0, r.code, "alkstore %v: %s", c.args, r.err)
+			assert.Empty(t, r.err, "alkstore %v --json", c.args)
+			assert.Equal(t, []map[string]any{c.want}, jsonLines(t, r.out), "alkstore %v --json", c.args)
+		}
+	})
+}

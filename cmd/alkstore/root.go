@@ -35,8 +35,9 @@ func newRoot() (*cobra.Command, *app) {
 The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL, in
 any form the library opens: an SQLite file path, sqlite:path or file: URI,
 or a postgres:// URL or key=value DSN (host=... dbname=...). Read commands
-print aligned tables, or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
-2 bad input, 3 not found.`,
+print aligned tables, or with --json one JSON object per line; write
+commands say what they did on stderr, or with --json as one JSON object on
+stdout. Exit codes: 0 success, 1 failure, 2 bad input, 3 not found.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
