@@ -864,3 +864,15 @@ func TestCLIWriteCommandsPrintJSON(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIUIRefusesABadPort: ui given an --addr whose port is no port exits
+// 2 (bad input) before opening the database; it exited 1, the listen
+// failing after the open (attack59).
+func TestCLIUIRefusesABadPort(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "none.db") // no database: bad input is found first
+	for _, addr := range []string{"127.0.0.1:notaport", "127.0.0.1:65536", "127.0.0.1:-1"} {
+		r := cli(t, typo, "ui", "--addr", addr)
+		assert.Equal(t, exitBadInput, r.code, "--addr %s: %s", addr, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("alkstore: --addr %q: port", addr))
+	}
+}

@@ -40,9 +40,12 @@ that a web page re-pointed at this machine (DNS rebinding) cannot use it.
 			if user != "" && password == "" {
 				return badInput("--user needs the password in ALKSTORE_UI_PASSWORD")
 			}
-			host, _, err := net.SplitHostPort(addr)
+			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
 				return badInput("--addr %q: %v", addr, err)
+			}
+			if _, err := net.LookupPort("tcp", port); err != nil {
+				return badInput("--addr %q: port %q: want a number from 0 to 65535 (or a service name)", addr, port)
 			}
 			if !isLoopback(host) && token == "" && user == "" {
 				return badInput("refusing to serve the console on non-loopback address %s without credentials: set ALKSTORE_UI_TOKEN, or --user with ALKSTORE_UI_PASSWORD", addr)
