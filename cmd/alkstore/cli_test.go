@@ -865,14 +865,36 @@ func TestCLIWriteCommandsPrintJSON(t *testing.T) {
 	})
 }
 
-// TestCLIUIRefusesABadPort: ui given an --addr whose port is no port exits
-// 2 (bad input) before opening the database; it exited 1, the listen
-// failing after the open (attack59).
-func TestCLIUIRefusesABadPort(t *testing.T) {
+// TestCLIUIRefusesABadPortAndAShortToken: ui given an --addr whose port is
+// no port, or a token under 16 bytes, exits 2 (bad input) before opening
+// the database; the bad port exited 1 (the listen failed after the open),
+// and any token was taken, "x" too (attack59).
+func TestCLIUIRefusesABadPortAndAShortToken(t *testing.T) {
 	typo := filepath.Join(t.TempDir(), "none.db") // no database: bad input is found first
+	ui := func(token string, args ...string) result {
+		cmd := exec.Command(binary, append([]string{"ui"}, args...)...)
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+typo, "DATABASE_URL=", "ALKSTORE_UI_TOKEN="+token, "ALKSTORE_UI_PASSWORD=")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "ui %v exited 0: %s", args, errb.String())
+		return result{out.String(), errb.String(), ee.ExitCode()}
+	}
 	for _, addr := range []string{"127.0.0.1:notaport", "127.0.0.1:65536", "127.0.0.1:-1"} {
-		r := cli(t, typo, "ui", "--addr", addr)
+		r := ui("", "--addr", addr)
 		assert.Equal(t, exitBadInput, r.code, "--addr %s: %s", addr, r.err)
 		assert.Contains(t, r.err, fmt.Sprintf("alkstore: --addr %q: port", addr))
 	}
+	for _, tok := range []string{"x", "0123456789abcde"} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			r := ui(tok, "--addr", addr)
+			assert.Equal(t, exitBadInput, r.code, "token %q, --addr %s: %s", tok, addr, r.err)
+			assert.Equal(t, fmt.Sprintf("alkstore: ALKSTORE_UI_TOKEN is %d bytes: use at least 16 (openssl rand -hex 16 makes one)", len(tok)),
+				strings.TrimSpace(r.err), "the token itself is never printed")
+		}
+	}
+	r := ui("0123456789abcdef", "--addr", "0.0.0.0:0")
+	assert.Equal(t, exitFailure, r.code, "a 16-byte token passes; the missing database stops it: %s", r.err)
+	assert.Contains(t, r.err, "no SQLite database at")
 }
