@@ -89,8 +89,12 @@ func migrateOrCheck(ctx context.Context, db *sql.DB, m migration, apply bool) er
 	case !apply && len(missing) > 0:
 		return fmt.Errorf("%w: database is at version %d without versions %v, this library needs %d: open with auto-migration, or add -allow-missing to: %s",
 			ErrSchemaVersion, have, missing, want, m.cli)
+	case !apply && have > want:
+		return fmt.Errorf("%w: the database is at version %d, newer than this library (%d): a newer alkstore migrated it; upgrade alkstore",
+			ErrSchemaVersion, have, want)
 	case !apply:
-		return fmt.Errorf("%w: database is at version %d, this library needs %d", ErrSchemaVersion, have, want)
+		return fmt.Errorf("%w: the database is at version %d, older than this library (%d): apply the migrations with %s, or open with auto-migration",
+			ErrSchemaVersion, have, want, m.cli)
 	}
 	// The missing versions are all late-safe: goose applies them first,
 	// then the new ones.

@@ -93,7 +93,9 @@ type config struct {
 
 // WithoutMigrate turns auto-migration off: Open then only checks that the
 // database's schema is at this library's version and fails with
-// ErrSchemaVersion when it is not (apply schema/ with goose first).
+// ErrSchemaVersion when it is not: older (apply schema/ with goose first)
+// or newer (a newer alkstore migrated it: upgrade this one; an
+// auto-migrating Open accepts a newer schema). The error says which.
 func WithoutMigrate() Option { return func(c *config) { c.migrate = false } }
 
 // WithLogger sets the logger (default slog.Default()).

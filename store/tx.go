@@ -1208,13 +1208,26 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// noRows makes the drivers' "no rows" errors match ErrNotFound too.
+// noRows makes the drivers' "no rows" errors match ErrNotFound too. The
+// drivers' bare sentinel reads as "not found" alone (and stays reachable
+// with errors.Is): its text, "sql: no rows in result set", said nothing the
+// operation and the name around it do not, and showed through to the
+// command line ("job 999: not found: sql: no rows in result set").
 func noRows(err error) error {
-	if errors.Is(err, ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrNotFound):
 		return err // already marked
-	}
-	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows) {
+	case err == sql.ErrNoRows || err == pgx.ErrNoRows: // the bare sentinels only: a wrapped one keeps its wrapper's text
+		return noRowsError{err}
+	case errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err
 }
+
+// noRowsError is a driver's bare "no rows": it reads as ErrNotFound and
+// matches both it and the driver's sentinel.
+type noRowsError struct{ driver error }
+
+func (e noRowsError) Error() string   { return ErrNotFound.Error() }
+func (e noRowsError) Unwrap() []error { return []error{ErrNotFound, e.driver} }

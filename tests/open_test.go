@@ -3,6 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +101,44 @@ func TestSchemaVersionWithoutMigrate(t *testing.T) {
 	})
 }
 
+// TestSchemaVersionErrorSaysWhichSideIsBehind: WithoutMigrate's refusal
+// of a schema at another version says whether the database is newer (a
+// newer alkstore migrated it: upgrade this one) or older (apply the
+// migrations), and still matches ErrSchemaVersion. It said "database is at
+// version 51, this library needs 50" for both, and an operator told the
+// schema mismatched migrated a database that was already ahead.
+func TestSchemaVersionErrorSaysWhichSideIsBehind(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		e.open(t).Close() // auto-migrate
+		table := schema.SQLiteVersionTable
+		if e.name == "pg" {
+			table = schema.PostgresVersionTable
+		}
+		var want int64
+		require.NoError(t, e.execDB(t).QueryRowContext(c, "SELECT max(version_id) FROM "+table).Scan(&want))
+
+		e.execSQL(t, fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true)", table, want+1))
+		_, err := store.Open(c, e.dsn, store.WithoutMigrate())
+		require.ErrorIs(t, err, store.ErrSchemaVersion)
+		assert.Contains(t, err.Error(), fmt.Sprintf("the database is at version %d, newer than this library (%d)", want+1, want))
+		assert.Contains(t, err.Error(), "upgrade alkstore")
+		assert.NotContains(t, err.Error(), "apply")
+		s, err := store.Open(c, e.dsn)
+		require.NoError(t, err, "an auto-migrating Open accepts a newer schema")
+		require.NoError(t, s.Close())
+
+		e.execSQL(t, fmt.Sprintf("DELETE FROM %s WHERE version_id >= %d", table, want))
+		var have int64
+		require.NoError(t, e.execDB(t).QueryRowContext(c, "SELECT max(version_id) FROM "+table).Scan(&have))
+		_, err = store.Open(c, e.dsn, store.WithoutMigrate())
+		require.ErrorIs(t, err, store.ErrSchemaVersion)
+		assert.Contains(t, err.Error(), fmt.Sprintf("the database is at version %d, older than this library (%d)", have, want))
+		assert.Contains(t, err.Error(), "apply the migrations with goose -table "+table)
+		assert.NotContains(t, err.Error(), "upgrade")
+	})
+}
+
 // TestGooseCLIAppliesSchema: a DBA applies schema/ with the stock goose CLI,
 // and the library then opens the database without migrating.
 func TestGooseCLIAppliesSchema(t *testing.T) {
@@ -160,5 +200,28 @@ func TestClosedStoreFailsEveryCall(t *testing.T) {
 		for name, call := range calls {
 			require.ErrorIs(t, call(), store.ErrClosed, name)
 		}
+	})
+}
+
+// TestNotFoundSaysNothingOfTheDriver: a job or schedule that does not exist
+// is ErrNotFound with the operation and the name, and nothing of the
+// driver's "no rows" text (it stays reachable with errors.Is).
+func TestNotFoundSaysNothingOfTheDriver(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		c := ctx(t)
+		s := e.open(t)
+		_, err := s.Job(c, 999)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, "alkstore: job: job 999: not found", err.Error())
+		assert.ErrorIs(t, err, sql.ErrNoRows)
+		_, err = s.Schedule("nosuch").Info(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: schedule info "nosuch": not found`, err.Error())
+		err = s.Schedule("nosuch").Resume(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: resume schedule "nosuch": not found`, err.Error())
+		_, err = s.Schedule("nosuch").Trigger(c)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, `alkstore: trigger schedule "nosuch": not found`, err.Error())
 	})
 }

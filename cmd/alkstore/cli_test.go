@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/pgtest"
 	"github.com/alkstore/alkstore/internal/testbin"
+	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -704,4 +707,211 @@ func TestCLISchemaBehindPointsToMigrateUp(t *testing.T) {
 			assert.NotContains(t, r.err, "auto-migration", "alkstore %v", args)
 		}
 	})
+}
+
+// TestCLISchemaOlderPointsToMigrateUp: a read command on a database whose
+// schema is at an older version than this binary's says so and tells the
+// operator to run alkstore migrate up.
+func TestCLISchemaOlderPointsToMigrateUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		require.NoError(t, open(t, dsn).Close())
+		db, table := versionTable(t, dsn)
+		want := newestVersion(t, db, table)
+		_, err := db.Exec(fmt.Sprintf("DELETE FROM %s WHERE version_id = %d", table, want))
+		require.NoError(t, err)
+		have := newestVersion(t, db, table)
+		r := cli(t, dsn, "queues", "list")
+		assert.Equal(t, exitFailure, r.code, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("schema version mismatch: the database is at version %d, older than this alkstore binary (%d): run alkstore migrate up", have, want))
+		assert.NotContains(t, r.err, "goose -table")
+		assert.NotContains(t, r.err, "upgrade")
+	})
+}
+
+// versionTable is alkstore's goose version table on dsn's engine, and a
+// writable handle on the database (closed when t ends).
+func versionTable(t *testing.T, dsn string) (*sql.DB, string) {
+	t.Helper()
+	open, table := litedriver.Open, schema.SQLiteVersionTable
+	if strings.HasPrefix(dsn, "postgres") {
+		open = func(dsn string) (*sql.DB, error) { return sql.Open("pgx", dsn) }
+		table = schema.PostgresVersionTable
+	}
+	db, err := open(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, table
+}
+
+// newestVersion is the highest version dsn's version table records.
+func newestVersion(t *testing.T, db *sql.DB, table string) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, db.QueryRow("SELECT max(version_id) FROM "+table).Scan(&v))
+	return v
+}
+
+// TestCLIOnANewerSchema: on a database a newer alkstore migrated (a version
+// this binary has no file for), migrate status and migrate up list that
+// version and say on stderr that the database is newer than this binary
+// (exit 0: goose's up says "no migrations to run" on such a database, and
+// an older binary's migrate up in a rollback's deploy must not fail while
+// the library's auto-migrating Open accepts the schema); every other
+// command refuses it saying to upgrade this binary, not to migrate. Both
+// said every migration was applied while the other commands failed with
+// "schema version mismatch: database is at version 51, this library needs
+// 50" (attack59 F3).
+func TestCLIOnANewerSchema(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		require.NoError(t, open(t, dsn).Close())
+		db, table := versionTable(t, dsn)
+		want := newestVersion(t, db, table)
+		newer := want + 1
+		_, err := db.Exec(fmt.Sprintf("INSERT INTO %s (version_id, is_applied) VALUES (%d, true)", table, newer))
+		require.NoError(t, err)
+		note := fmt.Sprintf("the database is at version %d, newer than this alkstore binary (%d)", newer, want)
+
+		r := cli(t, dsn, "stats")
+		assert.Equal(t, exitFailure, r.code, r.err)
+		assert.Contains(t, r.err, "schema version mismatch: "+note+": a newer alkstore migrated it; upgrade this binary")
+		assert.NotContains(t, r.err, "migrate up")
+
+		for _, cmd := range []string{"status", "up"} {
+			r = cli(t, dsn, "migrate", cmd)
+			require.Equal(t, 0, r.code, "migrate %s: %s", cmd, r.err)
+			assert.Contains(t, r.err, note+": a newer alkstore migrated it; upgrade this binary", "migrate %s", cmd)
+			lines := strings.Split(strings.TrimSpace(r.out), "\n")
+			assert.Regexp(t, fmt.Sprintf(`^%d +- +applied \(unknown to this binary\)$`, newer), lines[len(lines)-1], "migrate %s", cmd)
+		}
+
+		r = cli(t, dsn, "migrate", "status", "--json")
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.err, note)
+		rows := jsonLines(t, r.out)
+		last := rows[len(rows)-1]
+		assert.Equal(t, map[string]any{"version": float64(newer), "applied": true, "unknown": true}, last)
+		for _, m := range rows[:len(rows)-1] {
+			assert.Equal(t, true, m["applied"], "%v", m)
+			assert.NotContains(t, m, "unknown")
+			assert.NotEmpty(t, m["file"])
+		}
+	})
+}
+
+// TestCLINotFoundSaysWhat: every command given a job, schedule or stream
+// that does not exist exits 3 with an error naming it and nothing of the
+// driver's: queues job, schedules resume and schedules trigger said
+// "not found: sql: no rows in result set" (attack59).
+func TestCLINotFoundSaysWhat(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"queues", "job", "999"}, `alkstore: job: job 999: not found`},
+			{[]string{"queues", "cancel", "emails", "999"}, `alkstore: cancel "emails": live job 999: not found`},
+			{[]string{"queues", "delete", "emails", "999"}, `alkstore: delete "emails": job 999: not found`},
+			{[]string{"queues", "requeue", "emails", "999"}, `alkstore: requeue "emails": dead, cancelled or expired job 999: not found`},
+			{[]string{"queues", "requeue", "--outbox", "hooks", "999"}, `alkstore: requeue "__alk_outbox:hooks": dead, cancelled or expired job 999: not found`},
+			{[]string{"streams", "consumers", "nosuch"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"schedules", "pause", "nosuch"}, `alkstore: pause schedule "nosuch": not found`},
+			{[]string{"schedules", "resume", "nosuch"}, `alkstore: resume schedule "nosuch": not found`},
+			{[]string{"schedules", "delete", "nosuch"}, `alkstore: delete schedule "nosuch": not found`},
+			{[]string{"schedules", "trigger", "nosuch"}, `alkstore: trigger schedule "nosuch": not found`},
+		} {
+			r := cli(t, dsn, c.args...)
+			assert.Equal(t, exitNotFound, r.code, "alkstore %v: %s", c.args, r.err)
+			assert.Equal(t, c.want, strings.TrimSpace(r.err), "alkstore %v", c.args)
+		}
+	})
+}
+
+// TestCLIRequeueSaysWhatIsMissing: requeue with neither a job id nor
+// --all-dead says a job is missing (it said "…, not both"), and with both
+// says not both; exit 2 either way, before opening anything.
+func TestCLIRequeueSaysWhatIsMissing(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "none.db")
+	r := cli(t, dsn, "queues", "requeue", "emails")
+	assert.Equal(t, exitBadInput, r.code, r.err)
+	assert.Equal(t, "alkstore: requeue emails: which job? give its ID, or --all-dead for every dead job", strings.TrimSpace(r.err))
+	r = cli(t, dsn, "queues", "requeue", "emails", "7", "--all-dead")
+	assert.Equal(t, exitBadInput, r.code, r.err)
+	assert.Equal(t, "alkstore: give a job ID or --all-dead, not both", strings.TrimSpace(r.err))
+}
+
+// TestCLIWriteCommandsPrintJSON: with --json every write command prints one
+// JSON object on stdout saying what it did, and no text line; they printed
+// their text line on stderr whatever --json said (attack59).
+func TestCLIWriteCommandsPrintJSON(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		q := s.Queue("emails")
+		cancel, err := q.Enqueue(ctx, []byte("a"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		del, err := q.Enqueue(ctx, []byte("b"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.NoError(t, s.Schedule("nightly").Set(ctx, store.ScheduleSpec{Spec: "@daily", Queue: "reports"}))
+		_, err = s.Stream("orders").Publish(ctx, []byte("o"))
+		require.NoError(t, err)
+		dead := killOutboxMessage(t, s.Outbox("hooks"))
+
+		for _, c := range []struct {
+			args []string
+			want map[string]any
+		}{
+			{[]string{"queues", "cancel", "emails", fmt.Sprint(cancel)}, map[string]any{"action": "cancel", "queue": "emails", "id": float64(cancel)}},
+			{[]string{"queues", "requeue", "emails", fmt.Sprint(cancel)}, map[string]any{"action": "requeue", "queue": "emails", "id": float64(cancel)}},
+			{[]string{"queues", "delete", "emails", fmt.Sprint(del)}, map[string]any{"action": "delete", "queue": "emails", "id": float64(del)}},
+			{[]string{"queues", "requeue", "--outbox", "hooks", fmt.Sprint(dead)}, map[string]any{"action": "requeue", "outbox": "hooks", "id": float64(dead)}},
+			{[]string{"queues", "pause", "emails"}, map[string]any{"action": "pause", "queue": "emails"}},
+			{[]string{"queues", "resume", "emails"}, map[string]any{"action": "resume", "queue": "emails"}},
+			{[]string{"schedules", "pause", "nightly"}, map[string]any{"action": "pause", "schedule": "nightly"}},
+			{[]string{"schedules", "resume", "nightly"}, map[string]any{"action": "resume", "schedule": "nightly"}},
+			{[]string{"schedules", "delete", "nightly"}, map[string]any{"action": "delete", "schedule": "nightly"}},
+			{[]string{"streams", "reset", "orders", "billing", "1"}, map[string]any{"action": "reset", "stream": "orders", "consumer": "billing", "offset": float64(1)}},
+			{[]string{"notify", "ch", "hi"}, map[string]any{"action": "notify", "channel": "ch"}},
+		} {
+			r := cli(t, dsn, append(c.args, "--json")...)
+			require.Equal(t, 0, r.code, "alkstore %v: %s", c.args, r.err)
+			assert.Empty(t, r.err, "alkstore %v --json", c.args)
+			assert.Equal(t, []map[string]any{c.want}, jsonLines(t, r.out), "alkstore %v --json", c.args)
+		}
+	})
+}
+
+// TestCLIUIRefusesABadPortAndAShortToken: ui given an --addr whose port is
+// no port, or a token under 16 bytes, exits 2 (bad input) before opening
+// the database; the bad port exited 1 (the listen failed after the open),
+// and any token was taken, "x" too (attack59).
+func TestCLIUIRefusesABadPortAndAShortToken(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "none.db") // no database: bad input is found first
+	ui := func(token string, args ...string) result {
+		cmd := exec.Command(binary, append([]string{"ui"}, args...)...)
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+typo, "DATABASE_URL=", "ALKSTORE_UI_TOKEN="+token, "ALKSTORE_UI_PASSWORD=")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "ui %v exited 0: %s", args, errb.String())
+		return result{out.String(), errb.String(), ee.ExitCode()}
+	}
+	for _, addr := range []string{"127.0.0.1:notaport", "127.0.0.1:65536", "127.0.0.1:-1"} {
+		r := ui("", "--addr", addr)
+		assert.Equal(t, exitBadInput, r.code, "--addr %s: %s", addr, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("alkstore: --addr %q: port", addr))
+	}
+	for _, tok := range []string{"x", "0123456789abcde"} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			r := ui(tok, "--addr", addr)
+			assert.Equal(t, exitBadInput, r.code, "token %q, --addr %s: %s", tok, addr, r.err)
+			assert.Equal(t, fmt.Sprintf("alkstore: ALKSTORE_UI_TOKEN is %d bytes: use at least 16 (openssl rand -hex 16 makes one)", len(tok)),
+				strings.TrimSpace(r.err), "the token itself is never printed")
+		}
+	}
+	r := ui("0123456789abcdef", "--addr", "0.0.0.0:0")
+	assert.Equal(t, exitFailure, r.code, "a 16-byte token passes; the missing database stops it: %s", r.err)
+	assert.Contains(t, r.err, "no SQLite database at")
 }

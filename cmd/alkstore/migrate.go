@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,7 +27,7 @@ func (a *app) migrateCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "migrate", Short: "Apply or show alkstore's schema migrations (the goose files the library embeds)"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
-		Short: "Apply every pending migration",
+		Short: "Apply every pending migration, then list them as status does",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a.migrate = true
@@ -38,7 +39,11 @@ func (a *app) migrateCmd() *cobra.Command {
 	}, &cobra.Command{
 		Use:   "status",
 		Short: "List the migrations and whether each is applied",
-		Args:  cobra.NoArgs,
+		Long: `List this binary's migrations and whether each is applied, then each
+version the database records applied that this binary has no file for: a
+newer alkstore applied it, and this binary's other commands refuse the
+database until it is upgraded (stderr says so; the exit code is 0).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.printStatus(cmd.Context())
 		},
@@ -48,13 +53,19 @@ func (a *app) migrateCmd() *cobra.Command {
 
 type migrationJSON struct {
 	Version int64  `json:"version"`
-	File    string `json:"file"`
+	File    string `json:"file,omitempty"`
 	Applied bool   `json:"applied"`
+	// Unknown: the database records this version applied and this binary
+	// has no file for it (a newer alkstore applied it).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // printStatus reads goose's history through alkstore's version table,
 // read only: a database alkstore never touched lists every migration
-// pending.
+// pending. It lists, after this binary's files, the versions the database
+// records applied that it has no file for, and says on stderr when the
+// database is newer than this binary: status and up said every migration
+// was applied while every other command refused the database.
 func (a *app) printStatus(ctx context.Context) error {
 	dsn, err := a.resolveDSN()
 	if err != nil {
@@ -73,12 +84,46 @@ func (a *app) printStatus(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate status: %w", err)
 	}
-	var out []migrationJSON
-	for _, src := range p.ListSources() {
-		out = append(out, migrationJSON{Version: src.Version, File: src.Path, Applied: applied[src.Version]})
+	out, have, want := statusRows(p.ListSources(), applied)
+	if err := a.printMigrations(out); err != nil {
+		return err
 	}
+	if have > want {
+		_, err = fmt.Fprintf(a.errOut, "the database is at version %d, newer than this alkstore binary (%d): a newer alkstore migrated it; "+
+			"upgrade this binary (its other commands refuse this database)\n", have, want)
+	}
+	return err
+}
+
+// statusRows is a row for each of this binary's migrations, then one for
+// each version the database records applied without a file here; have is
+// the highest version applied, want this binary's highest.
+func statusRows(sources []*goose.Source, applied map[int64]bool) (rows []migrationJSON, have, want int64) {
+	known := map[int64]bool{}
+	for _, src := range sources {
+		known[src.Version] = true
+		want = max(want, src.Version)
+		rows = append(rows, migrationJSON{Version: src.Version, File: src.Path, Applied: applied[src.Version]})
+	}
+	var unknown []int64
+	for v, ok := range applied {
+		if ok && v > 0 { // goose records 0 when it creates the table
+			have = max(have, v)
+			if !known[v] {
+				unknown = append(unknown, v)
+			}
+		}
+	}
+	slices.Sort(unknown)
+	for _, v := range unknown {
+		rows = append(rows, migrationJSON{Version: v, Applied: true, Unknown: true})
+	}
+	return rows, have, want
+}
+
+func (a *app) printMigrations(rows []migrationJSON) error {
 	if a.json {
-		for _, m := range out {
+		for _, m := range rows {
 			if err := jsonLine(a.out, m); err != nil {
 				return err
 			}
@@ -86,12 +131,15 @@ func (a *app) printStatus(ctx context.Context) error {
 		return nil
 	}
 	t := newTable(a.out, "VERSION", "FILE", "STATE")
-	for _, m := range out {
-		state := "pending"
-		if m.Applied {
+	for _, m := range rows {
+		state, file := "pending", m.File
+		switch {
+		case m.Unknown:
+			state, file = "applied (unknown to this binary)", "-"
+		case m.Applied:
 			state = "applied"
 		}
-		t.row(m.Version, m.File, state)
+		t.row(m.Version, file, state)
 	}
 	return t.flush()
 }

@@ -37,6 +37,18 @@ func (t *table) row(cells ...any) {
 
 func (t *table) flush() error { return t.w.Flush() }
 
+// done reports what a write command did: with --json the object v, one
+// line on stdout (docs/cli-json.md), else the text line on stderr. Write
+// commands printed their text line whatever --json said, so a script
+// reading JSON lines from every command got none.
+func (a *app) done(v any, format string, args ...any) error {
+	if a.json {
+		return jsonLine(a.out, v)
+	}
+	fmt.Fprintf(a.errOut, format+"\n", args...)
+	return nil
+}
+
 // jsonLine prints v as one line of JSON.
 func jsonLine(out io.Writer, v any) error {
 	b, err := json.Marshal(v)

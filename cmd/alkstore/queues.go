@@ -221,8 +221,7 @@ func (a *app) jobActionCmd(verb, short string, act func(*store.Queue, context.Co
 			if err := act(st.Queue(args[0]), cmd.Context(), id); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.errOut, "job %d: %s\n", id, pastTense(verb))
-			return nil
+			return a.done(map[string]any{"action": verb, "queue": args[0], "id": id}, "job %d: %s", id, pastTense(verb))
 		},
 	}
 }
@@ -254,8 +253,7 @@ func (a *app) queueActionCmd(verb, short string, act func(*store.Queue, context.
 			if err := act(st.Queue(args[0]), cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.errOut, "queue %s: %s\n", args[0], pastTense(verb))
-			return nil
+			return a.done(map[string]any{"action": verb, "queue": args[0]}, "queue %s: %s", args[0], pastTense(verb))
 		},
 	}
 }
@@ -268,8 +266,11 @@ func (a *app) requeueCmd() *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if allDead == (len(args) == 2) {
+			switch {
+			case allDead && len(args) == 2:
 				return badInput("give a job ID or --all-dead, not both")
+			case !allDead && len(args) < 2:
+				return badInput("requeue %s: which job? give its ID, or --all-dead for every dead job", args[0])
 			}
 			st, err := a.store(ctx)
 			if err != nil {
@@ -287,8 +288,11 @@ func (a *app) requeueCmd() *cobra.Command {
 				if err := src.Requeue(ctx, id); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.errOut, "job %d: requeued\n", id)
-				return nil
+				result := map[string]any{"action": "requeue", "queue": args[0], "id": id}
+				if outbox {
+					result = map[string]any{"action": "requeue", "outbox": args[0], "id": id}
+				}
+				return a.done(result, "job %d: requeued", id)
 			}
 			n, err := a.requeueAllDead(ctx, src)
 			if err != nil {

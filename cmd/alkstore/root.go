@@ -35,8 +35,9 @@ func newRoot() (*cobra.Command, *app) {
 The database comes from --dsn, else $ALKSTORE_DSN, else $DATABASE_URL, in
 any form the library opens: an SQLite file path, sqlite:path or file: URI,
 or a postgres:// URL or key=value DSN (host=... dbname=...). Read commands
-print aligned tables, or with --json one JSON object per line. Exit codes: 0 success, 1 failure,
-2 bad input, 3 not found.`,
+print aligned tables, or with --json one JSON object per line; write
+commands say what they did on stderr, or with --json as one JSON object on
+stdout. Exit codes: 0 success, 1 failure, 2 bad input, 3 not found.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -172,23 +173,23 @@ func (e schemaError) Error() string { return e.msg }
 func (e schemaError) Unwrap() error { return e.err }
 
 // forOperators points a CLI user whose database's schema is behind to
-// alkstore migrate up: the store's own error speaks to an application
-// (open with auto-migration) or a DBA (the goose command line). Other
-// errors, a schema newer than this binary's among them, pass unchanged.
+// alkstore migrate up, and one whose database is ahead (a newer alkstore
+// migrated it) to upgrading this binary: the store's own error speaks to an
+// application (open with auto-migration) or a DBA (the goose command
+// line). Other errors pass unchanged.
 func forOperators(err error) error {
 	if !errors.Is(err, store.ErrSchemaVersion) {
 		return err
 	}
-	msg := err.Error()
-	for _, tail := range []string{": apply it with ", ": open with auto-migration"} {
-		if i := strings.Index(msg, tail); i >= 0 {
-			return schemaError{msg[:i] + ": run alkstore migrate up", err}
+	msg := strings.Replace(err.Error(), "than this library (", "than this alkstore binary (", 1)
+	if i := strings.Index(msg, ", newer than this alkstore binary ("); i >= 0 {
+		if j := strings.Index(msg[i:], "): "); j >= 0 {
+			return schemaError{msg[:i+j] + "): a newer alkstore migrated it; upgrade this binary (alkstore migrate status lists the versions it does not know)", err}
 		}
 	}
-	var have, want int64
-	if i := strings.Index(msg, "database is at version "); i >= 0 {
-		if n, _ := fmt.Sscanf(msg[i:], "database is at version %d, this library needs %d", &have, &want); n == 2 && have < want {
-			return schemaError{msg + ": run alkstore migrate up", err}
+	for _, tail := range []string{": apply the migrations with ", ": apply it with ", ": open with auto-migration"} {
+		if i := strings.Index(msg, tail); i >= 0 {
+			return schemaError{msg[:i] + ": run alkstore migrate up", err}
 		}
 	}
 	return err

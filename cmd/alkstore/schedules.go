@@ -53,8 +53,7 @@ func (a *app) scheduleActionCmd(verb, short string, act func(*store.Schedule, co
 			if err := act(st.Schedule(args[0]), cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.errOut, "schedule %s: %s\n", args[0], pastTense(verb))
-			return nil
+			return a.done(map[string]any{"action": verb, "schedule": args[0]}, "schedule %s: %s", args[0], pastTense(verb))
 		},
 	}
 }
@@ -73,7 +72,13 @@ func (a *app) notifyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return st.Notify(cmd.Context(), args[0], payload)
+			if err := st.Notify(cmd.Context(), args[0], payload); err != nil {
+				return err
+			}
+			if a.json {
+				return jsonLine(a.out, map[string]any{"action": "notify", "channel": args[0]})
+			}
+			return nil // quiet, as before
 		},
 	}
 }

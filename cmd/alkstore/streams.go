@@ -300,8 +300,8 @@ func (a *app) resetCmd() *cobra.Command {
 			if err := st.Stream(args[0]).ResetOffset(cmd.Context(), args[1], off); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.errOut, "consumer %s of %s now at offset %d\n", args[1], args[0], off)
-			return nil
+			return a.done(map[string]any{"action": "reset", "stream": args[0], "consumer": args[1], "offset": off},
+				"consumer %s of %s now at offset %d", args[1], args[0], off)
 		},
 	}
 }

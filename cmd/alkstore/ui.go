@@ -24,9 +24,9 @@ func (a *app) uiCmd() *cobra.Command {
 		Short: "Serve the web console (loopback only unless given a token or basic-auth credentials)",
 		Long: `Serve the web console on --addr (default 127.0.0.1:8080).
 
-A non-loopback address needs credentials: a token in $ALKSTORE_UI_TOKEN
-(sent as "Authorization: Bearer TOKEN", or once as /?token=TOKEN, which sets
-a cookie), or --user with the password in $ALKSTORE_UI_PASSWORD (HTTP basic
+A non-loopback address needs credentials: a token of at least 16 bytes in
+$ALKSTORE_UI_TOKEN (sent as "Authorization: Bearer TOKEN", or once as
+/?token=TOKEN, which sets a cookie; openssl rand -hex 16 makes one), or --user with the password in $ALKSTORE_UI_PASSWORD (HTTP basic
 auth). Credentials come from the environment so that they never appear in
 the process list or shell history. Without credentials the console answers
 only requests addressed to a loopback name (127.0.0.1, [::1], localhost), so
@@ -40,9 +40,15 @@ that a web page re-pointed at this machine (DNS rebinding) cannot use it.
 			if user != "" && password == "" {
 				return badInput("--user needs the password in ALKSTORE_UI_PASSWORD")
 			}
-			host, _, err := net.SplitHostPort(addr)
+			if token != "" && len(token) < minTokenBytes {
+				return badInput("ALKSTORE_UI_TOKEN is %d bytes: use at least %d (openssl rand -hex 16 makes one)", len(token), minTokenBytes)
+			}
+			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
 				return badInput("--addr %q: %v", addr, err)
+			}
+			if _, err := net.LookupPort("tcp", port); err != nil {
+				return badInput("--addr %q: port %q: want a number from 0 to 65535 (or a service name)", addr, port)
 			}
 			if !isLoopback(host) && token == "" && user == "" {
 				return badInput("refusing to serve the console on non-loopback address %s without credentials: set ALKSTORE_UI_TOKEN, or --user with ALKSTORE_UI_PASSWORD", addr)
@@ -96,6 +102,11 @@ func isLoopback(host string) bool {
 }
 
 const tokenCookie = "alkstore_token"
+
+// minTokenBytes is the shortest ALKSTORE_UI_TOKEN ui takes: the token is
+// the console's only lock on a non-loopback address, and a short one can
+// be guessed (16 hex digits are 64 bits).
+const minTokenBytes = 16
 
 // loopbackHostOnly serves only requests addressed to a loopback name. Without
 // credentials the console trusts whoever can reach it, which on loopback
