@@ -12,7 +12,7 @@ import (
 type Head struct {
 	Key           string
 	Offset        int64
-	Payload       []byte // nil for a tombstone; an empty, non-nil payload is a value
+	Payload       []byte // nil for a tombstone (CompactionHead returns one with ErrNotFound; Heads leaves them out); an empty, non-nil payload is a value
 	SchemaVersion int
 	Rank          int64
 	UpdatedAt     time.Time

@@ -443,8 +443,10 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 
 // Heads lists the stream's current compaction heads in key order after
 // key after ("" for the first), up to limit, payloads raw (Topic.Heads
-// decodes them); headless keys are left out. limit <= 0 returns none and
-// does no I/O (a non-empty after is still checked).
+// decodes them); headless keys and deleted keys (whose head is a
+// tombstone) are left out, so every listed head has a value: a non-nil
+// Payload, empty for an empty value. limit <= 0 returns none and does no
+// I/O (a non-empty after is still checked).
 func (st *Stream) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
 	return run(st.handle, "heads", autoRead, func(o target) ([]Head, error) {
 		if after != "" {
