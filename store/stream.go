@@ -347,11 +347,11 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 			return err
 		case reset && !b.known:
 			return fmt.Errorf("%w: no stream by that name: nothing was published to it, configured or consumed (consumer %q, offset %d)", ErrNotFound, consumer, offset)
+		case !reset && offset <= b.committed:
+			return nil // a lower save, a no-op whatever the bound (an offset stored before the bound existed may be past it)
 		case offset > b.newest:
 			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams): it would skip the stream's next events",
 				ErrInvalidArgument, consumer, offset, b.newest)
-		case !reset && offset <= b.committed:
-			return nil // a save that moved nothing
 		}
 	}
 	return fmt.Errorf("consumer %q: offset %d not stored: the consumer's offset kept changing", consumer, offset)

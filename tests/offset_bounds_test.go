@@ -100,6 +100,16 @@ func TestOffsetAReaderGotIsNeverRefused(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []int64{next}, offsets(evs), "the stream's next event comes after it: nothing skipped")
 		require.ErrorIs(t, st.ResetOffset(c, "slow", next+1), store.ErrInvalidArgument)
+
+		// An offset stored before the bound existed, past it: a lower save
+		// stays a silent no-op, as it always was.
+		table := map[string]string{"pg": "alkstore.consumer_offsets", "lite": "alk_consumer_offsets"}[e.name]
+		e.execSQL(t, fmt.Sprintf("UPDATE %s SET committed_offset = %d WHERE consumer = 'slow'", table, next+1000))
+		require.NoError(t, st.SaveOffset(c, "slow", next), "a lower save")
+		require.NoError(t, st.SaveOffset(c, "slow", next+500), "a lower save, though past the newest offset")
+		got, err = st.Offset(c, "slow")
+		require.NoError(t, err)
+		assert.Equal(t, next+1000, got)
 	})
 }
 
