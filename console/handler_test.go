@@ -229,3 +229,32 @@ func TestStreamPageShowsItsGroups(t *testing.T) {
 		assert.NotContains(t, body, "elsewhere", "another stream's group")
 	})
 }
+
+// TestHeadsTableShowsAnEmptyValueAsAValue: a key whose current value is an
+// empty payload is a live key (store.Head: "an empty, non-nil payload is a
+// value"), shown as (empty) like the events table shows it; before session
+// 59 the heads table said "tombstone" (a template if is false for an empty
+// slice: attack59 F2). Stream.Heads leaves tombstones out, so a deleted key
+// is not listed at all. key_after lists the heads without waiting for the
+// sampler to count the keys.
+func TestHeadsTableShowsAnEmptyValueAsAValue(t *testing.T) {
+	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		kv := s.st.Stream("kv")
+		_, err := kv.PublishWithKey(ctx, "flag", []byte{})
+		require.NoError(t, err)
+		_, err = kv.PublishWithKey(ctx, "gone", []byte("v"))
+		require.NoError(t, err)
+		_, err = kv.PublishWithKey(ctx, "gone", nil)
+		require.NoError(t, err)
+		code, body := get(t, s.base+"/streams/kv?key_after=a")
+		require.Equal(t, http.StatusOK, code)
+		_, heads, ok := strings.Cut(body, `<table id="heads">`)
+		require.True(t, ok, "the heads table is shown")
+		heads, _, _ = strings.Cut(heads, "</table>")
+		assert.Contains(t, heads, "<code>flag</code>")
+		assert.Contains(t, heads, "<code>(empty)</code>", "an empty value reads as a value")
+		assert.NotContains(t, heads, "tombstone", "a live key with an empty value is shown as deleted")
+		assert.NotContains(t, heads, "<code>gone</code>", "a deleted key is left out")
+	})
+}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -137,4 +138,58 @@ func TestConfirmedActionsActOnTheNamedQueue(t *testing.T) {
 			assert.True(t, paused("orders/eu") && paused("orders%2Feu"))
 		})
 	}
+}
+
+// TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest: the console's
+// reset goes through Stream.ResetOffset, which refuses a stream nothing
+// was published to, configured or consumed (404) and an offset past the
+// newest of any event (400), and changes nothing; before session 59 both
+// were stored (attack59 F1).
+func TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest(t *testing.T) {
+	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		st := s.st.Stream("orders")
+		head, err := st.Publish(ctx, []byte("x"))
+		require.NoError(t, err)
+		require.NoError(t, st.SaveOffset(ctx, "billing", head))
+		var cookies []*http.Cookie
+		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		do := func(method, path string, form url.Values) (int, string) {
+			req, err := http.NewRequest(method, s.base+path, strings.NewReader(form.Encode()))
+			require.NoError(t, err)
+			if method == http.MethodPost {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			for _, ck := range cookies {
+				req.AddCookie(ck)
+			}
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			cookies = append(cookies, resp.Cookies()...)
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := do(http.MethodGet, "/queues/q", nil) // a page with a form whatever the sampler saw
+		require.Equal(t, http.StatusOK, code)
+		tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+		require.NotNil(t, tok)
+		reset := func(stream string, offset int64) (int, string) {
+			return do(http.MethodPost, "/streams/"+stream+"/reset", url.Values{"csrf": {tok[1]}, "confirm": {"yes"},
+				"consumer": {"billing"}, "offset": {fmt.Sprint(offset)}})
+		}
+		code, body = reset("orders-typo", 0)
+		assert.Equal(t, http.StatusNotFound, code, body)
+		code, body = reset("orders", head*10+100)
+		assert.Equal(t, http.StatusBadRequest, code, body)
+		assert.Contains(t, body, fmt.Sprintf("past %d", head))
+		off, err := st.Offset(ctx, "billing")
+		require.NoError(t, err)
+		assert.Equal(t, head, off, "nothing changed")
+		streams, err := s.st.Streams(ctx)
+		require.NoError(t, err)
+		assert.Len(t, streams, 1, "no consumer made for the mistyped stream")
+		code, _ = reset("orders", 0)
+		assert.Equal(t, http.StatusSeeOther, code, "a rewind still works")
+	})
 }

@@ -12,7 +12,7 @@ import (
 type Head struct {
 	Key           string
 	Offset        int64
-	Payload       []byte // nil for a tombstone; an empty, non-nil payload is a value
+	Payload       []byte // nil for a tombstone (CompactionHead returns one with ErrNotFound; Heads leaves them out); an empty, non-nil payload is a value
 	SchemaVersion int
 	Rank          int64
 	UpdatedAt     time.Time
@@ -105,11 +105,18 @@ const (
 	DefaultTombstoneRetention = 24 * time.Hour
 )
 
-// Configure stores the stream's settings (replacing earlier ones).
+// Configure stores the stream's settings (replacing earlier ones). A
+// duration that is negative, or positive but under 1µs (durations are
+// stored in microseconds), is refused with ErrInvalidArgument.
 func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 	return run0(st.handle, "configure", autoWrite(ctx), func(o target) error {
-		if c.HeadlessTTL < 0 || c.Retention < 0 || c.MinCompactionLag < 0 || c.TombstoneRetention < 0 {
-			return fmt.Errorf("%w: durations must not be negative", ErrInvalidArgument)
+		for _, d := range []struct {
+			field string
+			d     time.Duration
+		}{{"HeadlessTTL", c.HeadlessTTL}, {"Retention", c.Retention}, {"MinCompactionLag", c.MinCompactionLag}, {"TombstoneRetention", c.TombstoneRetention}} {
+			if err := checkMicros("StreamConfig."+d.field, d.d); err != nil {
+				return err
+			}
 		}
 		c.HeadlessTTL = cmp.Or(c.HeadlessTTL, DefaultHeadlessTTL)
 		c.TombstoneRetention = cmp.Or(c.TombstoneRetention, DefaultTombstoneRetention)

@@ -40,9 +40,13 @@ type streamOps interface {
 	publishMany(ctx context.Context, r publishManyReq) ([]int64, error)
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
-	saveOffset(ctx context.Context, stream, consumer string, offset int64) error
+	// saveOffset and resetOffset report whether they stored offset: a
+	// save moves only forward, and neither stores an offset above
+	// offsetBounds' newest (nor resetOffset one of an unknown stream).
+	saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error)
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
-	resetOffset(ctx context.Context, stream, consumer string, offset int64) error         // sets it, lower or higher
+	resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) // sets it, lower or higher
+	offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error)
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 }
 

@@ -353,7 +353,9 @@ func ExampleQueue_Jobs() {
 	for _, qi := range must(s.Queues(ctx)) {
 		fmt.Println(qi.Name, qi.Paused, qi.Config.CompletedRetention, qi.Stats.Ready, moved)
 	}
-	check(s.Stream("orders").ResetOffset(ctx, "billing", 0)) // replay from the start (SaveOffset only moves forward)
+	orders := s.Stream("orders")
+	check(orders.SaveOffset(ctx, "billing", must(orders.Publish(ctx, []byte("o")))))
+	check(orders.ResetOffset(ctx, "billing", 0)) // replay from the start (SaveOffset only moves forward)
 	// Output:
 	// 1 timeout
 	// 1 0 completed

@@ -285,7 +285,14 @@ func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, 
 }
 
 // SaveOffset records that consumer has processed every event up to offset.
-// Offsets only move forward: saving a lower offset is a silent no-op.
+// Offsets only move forward: saving a lower offset is a silent no-op. An
+// offset above the newest one any event has been given (offsets are
+// numbered across all streams) is refused with ErrInvalidArgument naming
+// the consumer and both offsets: no event has it yet, and the consumer
+// would skip the stream's events published until the numbering passed
+// it. An offset a reader was given is never refused, even once its event
+// is trimmed; one between the stream's last event and that bound skips
+// nothing (the stream's next event is numbered above it).
 func (st *Stream) SaveOffset(ctx context.Context, consumer string, offset int64) error {
 	return st.saveOffset(ctx, autoWrite(ctx), consumer, offset)
 }
@@ -304,14 +311,63 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 		if offset < 0 {
 			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return o.saveOffset(ctx, st.name, consumer, offset)
+		return storeOffset(ctx, o, st.name, consumer, offset, false)
 	})
+}
+
+// offsetBounds is why a save or reset stored nothing.
+type offsetBounds struct {
+	committed int64 // the consumer's stored offset, -1 when it has none
+	newest    int64 // the newest offset drawn for any event: the bound
+	known     bool  // whether the stream has events, heads, settings or consumers
+}
+
+// storeOffset runs a save or a reset, whose statement checks the bound
+// itself, so a save that moves the offset is one statement (the receivers'
+// auto-save path). Only when it stored nothing does offsetBounds tell why:
+// a save that did not move the offset, a stream nobody knows (a reset), or
+// an offset past the newest; an event that drew the offset between the two
+// statements makes it write again (the bound only grows, so the second
+// write does not fail on it).
+func storeOffset(ctx context.Context, o target, stream, consumer string, offset int64, reset bool) error {
+	for range 3 {
+		var stored bool
+		var err error
+		if reset {
+			stored, err = o.resetOffset(ctx, stream, consumer, offset)
+		} else {
+			stored, err = o.saveOffset(ctx, stream, consumer, offset)
+		}
+		if err != nil || stored {
+			return err
+		}
+		b, err := o.offsetBounds(ctx, stream, consumer)
+		switch {
+		case err != nil:
+			return err
+		case reset && !b.known:
+			return fmt.Errorf("%w: no stream by that name: nothing was published to it, configured or consumed (consumer %q, offset %d)", ErrNotFound, consumer, offset)
+		case !reset && offset <= b.committed:
+			return nil // a lower save, a no-op whatever the bound (an offset stored before the bound existed may be past it)
+		case offset > b.newest:
+			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams): it would skip the stream's next events",
+				ErrInvalidArgument, consumer, offset, b.newest)
+		}
+	}
+	return fmt.Errorf("consumer %q: offset %d not stored: the consumer's offset kept changing", consumer, offset)
 }
 
 // ResetOffset sets consumer's stored offset to offset, lower or higher than
 // before: a deliberate rewind (to replay events) or skip, unlike the
 // monotone SaveOffset. A consumer running meanwhile may save its own
-// offset over it; stop it first. 0 replays from the first event.
+// offset over it; stop it first. 0 replays from the first event. An
+// offset past the newest offset of any event is refused as SaveOffset
+// refuses it (ErrInvalidArgument naming both offsets), and a stream
+// nothing was published to, configured or consumed with ErrNotFound (a
+// mistyped name would make a consumer of a stream that does not exist).
+// To skip to the end, reset to Store.Horizon's Settled: on PostgreSQL an
+// offset above it (the stream's last event's, for one) may pass an event
+// a transaction drew below it and commits later.
 func (st *Stream) ResetOffset(ctx context.Context, consumer string, offset int64) error {
 	return run0(st.handle, "reset offset", autoWrite(ctx), func(o target) error {
 		if err := validateLocalName("consumer", consumer); err != nil {
@@ -320,7 +376,7 @@ func (st *Stream) ResetOffset(ctx context.Context, consumer string, offset int64
 		if offset < 0 {
 			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return o.resetOffset(ctx, st.name, consumer, offset)
+		return storeOffset(ctx, o, st.name, consumer, offset, true)
 	})
 }
 
@@ -443,8 +499,10 @@ func (st *Stream) Follow(ctx context.Context, after int64, opts SubscribeOpts) (
 
 // Heads lists the stream's current compaction heads in key order after
 // key after ("" for the first), up to limit, payloads raw (Topic.Heads
-// decodes them); headless keys are left out. limit <= 0 returns none and
-// does no I/O (a non-empty after is still checked).
+// decodes them); headless keys and deleted keys (whose head is a
+// tombstone) are left out, so every listed head has a value: a non-nil
+// Payload, empty for an empty value. limit <= 0 returns none and does no
+// I/O (a non-empty after is still checked).
 func (st *Stream) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
 	return run(st.handle, "heads", autoRead, func(o target) ([]Head, error) {
 		if after != "" {

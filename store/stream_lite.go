@@ -146,12 +146,19 @@ func ownBytes(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
+	n, err := o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+	return n > 0, err
 }
 
-func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
+	n, err := o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+	return n > 0, err
+}
+
+func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, known: r.StreamKnown != 0}, err
 }
 
 func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {

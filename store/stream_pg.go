@@ -299,16 +299,22 @@ func pageOut(evs []Event) []Event {
 	return slices.Clone(evs)
 }
 
-func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) error {
-	return o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
+	n, err := o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+	return n > 0, err
 }
 
-func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) error {
+func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
 	topic := offsetTopic(stream)
 	w := o.wake(topic)
-	err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, Wake: w})
+	n, err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, Wake: w})
 	o.sent(topic, w)
-	return err
+	return n > 0, err
+}
+
+func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, known: r.StreamKnown}, err
 }
 
 func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {

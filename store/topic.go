@@ -31,7 +31,8 @@ type PublishOpts struct {
 }
 
 // Publish publishes m. With a key, a nil m is a tombstone: it becomes the
-// head and the key reads as deleted.
+// head and the key reads as deleted. A non-nil m is always a value: when
+// the codec encodes it as a nil slice, an empty payload is stored.
 func (t *Topic[M]) Publish(ctx context.Context, m *M, opts PublishOpts) (int64, error) {
 	return t.publish(ctx, autoWrite(ctx), m, opts)
 }
@@ -50,6 +51,12 @@ func (t *Topic[M]) publish(ctx context.Context, v via, m *M, opts PublishOpts) (
 			return 0, opErr("publish", t.st.name, fmt.Errorf("%w: %w", ErrCodec, err))
 		}
 		payload = b
+		if payload == nil {
+			// Only a nil m is a tombstone: a codec that encodes a value as
+			// nil (a pass-through []byte codec given a nil slice) stores
+			// an empty value (attack59 F5).
+			payload = []byte{}
+		}
 	}
 	if opts.Key == "" {
 		if opts.Rank != 0 {

@@ -82,8 +82,8 @@ func uniqueColumns(queue string, now time.Time, o UniqueOpts) ([]byte, string, e
 	if err := validateText("unique key ", o.Key, MaxKeyLen); err != nil {
 		return nil, "", err
 	}
-	if o.ByPeriod < 0 || (o.ByPeriod > 0 && o.ByPeriod < time.Microsecond) {
-		return nil, "", fmt.Errorf("%w: UniqueOpts.ByPeriod %s (want 0 or at least 1µs)", ErrInvalidArgument, o.ByPeriod)
+	if err := checkMicros("UniqueOpts.ByPeriod", o.ByPeriod); err != nil {
+		return nil, "", err
 	}
 	states := o.ByState
 	if states == nil {
@@ -326,4 +326,15 @@ func matchInserted(batch []newJob, rows []insertedJob) ([]int64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// checkMicros refuses a duration the database cannot store: it keeps
+// durations in whole microseconds, so a positive one below 1µs would be
+// stored as 0 (which means "none" or breaks a CHECK) and a negative one
+// means nothing.
+func checkMicros(field string, d time.Duration) error {
+	if d < 0 || (d > 0 && d < time.Microsecond) {
+		return fmt.Errorf("%w: %s %s (want 0 or at least 1µs)", ErrInvalidArgument, field, d)
+	}
+	return nil
 }

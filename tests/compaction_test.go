@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,5 +267,31 @@ func TestKeyedPublishSkippedByATriggerFails(t *testing.T) {
 		for _, h := range heads {
 			assert.NotEqual(t, "k1", h.Key, "a head for an event never stored: %+v", h)
 		}
+	})
+}
+
+// TestConfigureRefusesDurationsBelowAMicrosecond: durations are stored in
+// microseconds, so one under 1µs is refused with ErrInvalidArgument naming
+// its field before any I/O, as UniqueOpts.ByPeriod is (attack59 F4: a
+// Retention or HeadlessTTL of 1-999ns was stored as 0 and failed on the
+// table's CHECK with the driver's error; a MinCompactionLag or
+// TombstoneRetention of 1ns was silently stored as 0).
+func TestConfigureRefusesDurationsBelowAMicrosecond(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		st := s.Stream("cfg")
+		c := ctx(t)
+		for field, cfg := range map[string]store.StreamConfig{
+			"Retention":          {Retention: time.Nanosecond},
+			"HeadlessTTL":        {Compacted: true, HeadlessTTL: 999 * time.Nanosecond},
+			"MinCompactionLag":   {MinCompactionLag: time.Nanosecond},
+			"TombstoneRetention": {TombstoneRetention: 500 * time.Nanosecond},
+		} {
+			err := st.Configure(c, cfg)
+			require.ErrorIs(t, err, store.ErrInvalidArgument, field)
+			assert.ErrorContains(t, err, "StreamConfig."+field, "the error names the field")
+		}
+		require.NoError(t, st.Configure(c, store.StreamConfig{Retention: time.Microsecond, HeadlessTTL: time.Microsecond,
+			MinCompactionLag: time.Microsecond, TombstoneRetention: time.Microsecond}), "1µs is the resolution: stored as it is")
 	})
 }

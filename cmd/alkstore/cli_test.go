@@ -430,6 +430,19 @@ func TestCLIStreams(t *testing.T) {
 		assert.Zero(t, off)
 		assert.Equal(t, exitNotFound, cli(t, dsn, "streams", "consumers", "nope").code)
 		assert.Equal(t, exitBadInput, cli(t, dsn, "streams", "reset", "orders", "billing", "-1").code)
+		// Past the newest offset (an operator's extra 0): refused, or the
+		// consumer skipped the stream's next events; a mistyped stream:
+		// not found, and no consumer made for it (attack59 F1).
+		past := cli(t, dsn, "streams", "reset", "orders", "billing", fmt.Sprint(mustInt(t, offs[2])*10+100))
+		assert.Equal(t, exitBadInput, past.code)
+		assert.Contains(t, past.err, `consumer "billing"`)
+		typo := cli(t, dsn, "streams", "reset", "orders-typo", "billing", "0")
+		assert.Equal(t, exitNotFound, typo.code)
+		assert.Contains(t, typo.err, `"orders-typo"`)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "streams", "consumers", "orders-typo").code, "no consumer made for it")
+		off, err = s.Stream("orders").Offset(ctx, "billing")
+		require.NoError(t, err)
+		assert.Zero(t, off, "the refused resets changed nothing")
 
 		heads := jsonLines(t, ok(t, dsn, "streams", "heads", "users", "--json"))
 		require.Len(t, heads, 1)

@@ -118,7 +118,7 @@ type headJSON struct {
 	Key       string    `json:"key"`
 	Offset    int64     `json:"offset"`
 	Rank      int64     `json:"rank"`
-	Tombstone bool      `json:"tombstone"`
+	Tombstone bool      `json:"tombstone"` // always false: Stream.Heads leaves deleted keys out; kept for --json readers (docs/cli-json.md)
 	UpdatedAt time.Time `json:"updated_at"`
 	payloadJSON
 }

@@ -321,6 +321,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.notifyStmt, err = db.PrepareContext(ctx, notify); err != nil {
 		return nil, fmt.Errorf("error preparing query Notify: %w", err)
 	}
+	if q.offsetBoundsStmt, err = db.PrepareContext(ctx, offsetBounds); err != nil {
+		return nil, fmt.Errorf("error preparing query OffsetBounds: %w", err)
+	}
 	if q.oldestWriteTransactionStmt, err = db.PrepareContext(ctx, oldestWriteTransaction); err != nil {
 		return nil, fmt.Errorf("error preparing query OldestWriteTransaction: %w", err)
 	}
@@ -962,6 +965,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing notifyStmt: %w", cerr)
 		}
 	}
+	if q.offsetBoundsStmt != nil {
+		if cerr := q.offsetBoundsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing offsetBoundsStmt: %w", cerr)
+		}
+	}
 	if q.oldestWriteTransactionStmt != nil {
 		if cerr := q.oldestWriteTransactionStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing oldestWriteTransactionStmt: %w", cerr)
@@ -1335,6 +1343,7 @@ type Queries struct {
 	nextScheduleFireStmt            *sql.Stmt
 	notificationsSinceStmt          *sql.Stmt
 	notifyStmt                      *sql.Stmt
+	offsetBoundsStmt                *sql.Stmt
 	oldestWriteTransactionStmt      *sql.Stmt
 	partitionsDeniedStmt            *sql.Stmt
 	pauseScheduleStmt               *sql.Stmt
@@ -1487,6 +1496,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextScheduleFireStmt:            q.nextScheduleFireStmt,
 		notificationsSinceStmt:          q.notificationsSinceStmt,
 		notifyStmt:                      q.notifyStmt,
+		offsetBoundsStmt:                q.offsetBoundsStmt,
 		oldestWriteTransactionStmt:      q.oldestWriteTransactionStmt,
 		partitionsDeniedStmt:            q.partitionsDeniedStmt,
 		pauseScheduleStmt:               q.pauseScheduleStmt,

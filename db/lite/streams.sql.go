@@ -29,6 +29,41 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 	return committed_offset, err
 }
 
+const offsetBounds = `-- name: OffsetBounds :one
+SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
+                      WHERE o.stream = CAST(?1 AS TEXT) AND o.consumer = CAST(?2 AS TEXT)), -1) AS INTEGER) AS committed_offset,
+       CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
+                                                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
+       CAST(((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(?1 AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(?1 AS TEXT))
+       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(?1 AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(?1 AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL) AS INTEGER) AS stream_known
+`
+
+type OffsetBoundsParams struct {
+	Stream   string
+	Consumer string
+}
+
+type OffsetBoundsRow struct {
+	CommittedOffset int64
+	NewestOffset    int64
+	StreamKnown     int64
+}
+
+// Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
+// when it has none), the newest offset drawn for any event (their bound),
+// and whether the stream is known (ResetOffset's condition, the same). A
+// probe is a scalar subquery ordered by its index, not an EXISTS, whose
+// ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
+// read compaction_heads whole for a stream it does not hold.
+func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
+	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer)
+	var i OffsetBoundsRow
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.StreamKnown)
+	return i, err
+}
+
 const publishEvent = `-- name: PublishEvent :execresult
 
 INSERT INTO alk_events (stream, key, payload, headers)
@@ -313,9 +348,15 @@ func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutside
 	return items, nil
 }
 
-const resetOffset = `-- name: ResetOffset :exec
+const resetOffset = `-- name: ResetOffset :execrows
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
-VALUES (?1, ?2, ?3)
+SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS INTEGER)
+WHERE CAST(?3 AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
+                                                coalesce((SELECT max(id) FROM alk_events), 0))
+  AND ((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(?1 AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(?1 AS TEXT))
+       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(?1 AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(?1 AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -328,15 +369,23 @@ type ResetOffsetParams struct {
 }
 
 // Sets the consumer's offset to exactly @committed_offset, lower or higher
-// (a deliberate rewind or skip, unlike the monotone SaveOffset).
-func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) error {
-	_, err := q.exec(ctx, q.resetOffsetStmt, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
-	return err
+// (a deliberate rewind or skip, unlike the monotone SaveOffset). 0 rows:
+// refused, as SaveOffset refuses, or because the stream is unknown:
+// nothing published (events or heads), configured or consumed (attack59
+// F1); OffsetBounds tells which.
+func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
+	result, err := q.exec(ctx, q.resetOffsetStmt, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
-const saveOffset = `-- name: SaveOffset :exec
+const saveOffset = `-- name: SaveOffset :execrows
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
-VALUES (?1, ?2, ?3)
+SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS INTEGER)
+WHERE CAST(?3 AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
+                                                coalesce((SELECT max(id) FROM alk_events), 0))
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = max(committed_offset, excluded.committed_offset),
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -349,10 +398,20 @@ type SaveOffsetParams struct {
 	CommittedOffset int64
 }
 
-// Monotone: a lower save leaves the stored offset as it is.
-func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
-	_, err := q.exec(ctx, q.saveOffsetStmt, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
-	return err
+// Monotone: a lower save leaves the stored offset as it is. An offset
+// above the newest one drawn for any event (AUTOINCREMENT: sqlite_sequence's
+// seq, or a row's id if higher, never lower than an offset a reader was
+// given, whether its event was trimmed since or not) is not saved: no
+// event has it yet, and it would skip the stream's next events (attack59
+// F1). 0 rows: a save that moved nothing, or that refusal; OffsetBounds,
+// run only then, tells which, so a save that moves the offset stays this
+// one statement.
+func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, error) {
+	result, err := q.exec(ctx, q.saveOffsetStmt, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const trimStream = `-- name: TrimStream :execrows

@@ -29,6 +29,40 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 	return committed_offset, err
 }
 
+const offsetBounds = `-- name: OffsetBounds :one
+SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                 WHERE o.stream = $1::text AND o.consumer = $2::text), -1)::bigint AS committed_offset,
+       COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS newest_offset,
+       ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = $1::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = $1::text)
+       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = $1::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = $1::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)::boolean AS stream_known
+`
+
+type OffsetBoundsParams struct {
+	Stream   string
+	Consumer string
+}
+
+type OffsetBoundsRow struct {
+	CommittedOffset int64
+	NewestOffset    int64
+	StreamKnown     bool
+}
+
+// Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
+// when it has none), the newest offset drawn for any event (their bound),
+// and whether the stream is known (ResetOffset's condition, the same). A
+// probe is a scalar subquery ordered by its index, not an EXISTS, whose
+// ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
+// read compaction_heads whole for a stream it does not hold.
+func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
+	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer)
+	var i OffsetBoundsRow
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.StreamKnown)
+	return i, err
+}
+
 const publishEvent = `-- name: PublishEvent :one
 
 INSERT INTO alkstore.events (id, stream, key, payload, txid, headers)
@@ -726,13 +760,18 @@ func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutside
 	return items, nil
 }
 
-const resetOffset = `-- name: ResetOffset :exec
+const resetOffset = `-- name: ResetOffset :execrows
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
 )
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT $1::text, $2::text, $3::bigint
 FROM w
+WHERE $3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+  AND ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = $1::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = $1::text)
+       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = $1::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = $1::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now()
 `
@@ -748,19 +787,27 @@ type ResetOffsetParams struct {
 // (a deliberate rewind or skip, unlike the monotone SaveOffset). A
 // non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
 // consumer's progress, carries none: it is too frequent to be worth one).
-func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) error {
-	_, err := q.db.Exec(ctx, resetOffset,
+// 0 rows: refused, as SaveOffset refuses, or because the stream is
+// unknown: nothing published (events or heads), configured or consumed
+// (attack59 F1: an operator's reset of a mistyped stream made a consumer
+// of a stream that does not exist); OffsetBounds tells which.
+func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
+	result, err := q.db.Exec(ctx, resetOffset,
 		arg.Stream,
 		arg.Consumer,
 		arg.CommittedOffset,
 		arg.Wake,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
-const saveOffset = `-- name: SaveOffset :exec
+const saveOffset = `-- name: SaveOffset :execrows
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
-VALUES ($1, $2, $3)
+SELECT $1::text, $2::text, $3::bigint
+WHERE $3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
@@ -773,10 +820,19 @@ type SaveOffsetParams struct {
 	CommittedOffset int64
 }
 
-// Monotone: a lower save leaves the stored offset as it is.
-func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) error {
-	_, err := q.db.Exec(ctx, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
-	return err
+// Monotone: a lower save leaves the stored offset as it is. An offset
+// above the newest one drawn for any event (the sequence's last value,
+// never lower than an offset a reader was given, whether its event was
+// trimmed since or not) is not saved: no event has it yet, and it would
+// skip the stream's next events (attack59 F1). 0 rows: a save that moved
+// nothing, or that refusal; OffsetBounds, run only then, tells which, so a
+// save that moves the offset stays this one statement.
+func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, error) {
+	result, err := q.db.Exec(ctx, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const settledSnapshot = `-- name: SettledSnapshot :one

@@ -399,28 +399,59 @@ UNION ALL
  ORDER BY e.id
  LIMIT (SELECT @lim::integer));
 
--- name: SaveOffset :exec
--- Monotone: a lower save leaves the stored offset as it is.
+-- name: SaveOffset :execrows
+-- Monotone: a lower save leaves the stored offset as it is. An offset
+-- above the newest one drawn for any event (the sequence's last value,
+-- never lower than an offset a reader was given, whether its event was
+-- trimmed since or not) is not saved: no event has it yet, and it would
+-- skip the stream's next events (attack59 F1). 0 rows: a save that moved
+-- nothing, or that refusal; OffsetBounds, run only then, tells which, so a
+-- save that moves the offset stays this one statement.
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
-VALUES (@stream, @consumer, @committed_offset)
+SELECT @stream::text, @consumer::text, @committed_offset::bigint
+WHERE @committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
 WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 
--- name: ResetOffset :exec
+-- name: ResetOffset :execrows
 -- Sets the consumer's offset to exactly @committed_offset, lower or higher
 -- (a deliberate rewind or skip, unlike the monotone SaveOffset). A
 -- non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
 -- consumer's progress, carries none: it is too frequent to be worth one).
+-- 0 rows: refused, as SaveOffset refuses, or because the stream is
+-- unknown: nothing published (events or heads), configured or consumed
+-- (attack59 F1: an operator's reset of a mistyped stream made a consumer
+-- of a stream that does not exist); OffsetBounds tells which.
 WITH w AS MATERIALIZED (
     SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
 )
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT @stream::text, @consumer::text, @committed_offset::bigint
 FROM w
+WHERE @committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+  AND ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = @stream::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = @stream::text)
+       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = @stream::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = @stream::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
+
+-- name: OffsetBounds :one
+-- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
+-- when it has none), the newest offset drawn for any event (their bound),
+-- and whether the stream is known (ResetOffset's condition, the same). A
+-- probe is a scalar subquery ordered by its index, not an EXISTS, whose
+-- ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
+-- read compaction_heads whole for a stream it does not hold.
+SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
+                 WHERE o.stream = @stream::text AND o.consumer = @consumer::text), -1)::bigint AS committed_offset,
+       COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS newest_offset,
+       ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = @stream::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = @stream::text)
+       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = @stream::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = @stream::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)::boolean AS stream_known;
 
 -- name: GetOffset :one
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
