@@ -79,9 +79,11 @@ type gateState struct {
 	timer    *time.Timer
 	due      time.Time // when timer fires, while trailing
 	owedSeq  uint64    // the gate's seq at the latest owe
-	// carrierSeq is the seq carry gave the latest write it gave a wake
-	// (last is when); see covered.
+	// carrierSeq is the seq carry gave the latest write it gave a wake,
+	// carrierAt when (last, until a write that is no carrier moves it:
+	// wake); see covered.
 	carrierSeq uint64
+	carrierAt  time.Time
 }
 
 // window is wakeWindow, unless a test set another for topic
@@ -157,7 +159,7 @@ func (g *wakeGate) carryAfter(topic string, batch bool) (payload string, seq uin
 	if since >= window || (st.trailing || batch) && since >= window/2 {
 		st.last = now
 		g.seq++
-		st.carrierSeq = g.seq
+		st.carrierSeq, st.carrierAt = g.seq, now
 		return wake.EncodeWake(topic), g.seq
 	}
 	return "", 0
@@ -171,14 +173,17 @@ func (g *wakeGate) carryAfter(topic string, batch bool) (payload string, seq uin
 // already took its timer finds it gone).
 //
 // A debt owed after the write began keeps the trailing wake, but it was
-// owed after the write's wake went out (last), so the trailing wake may
-// wait until a window after that, as for any write after a wake: with
+// owed after the write's wake went out (carrierAt), so the trailing wake
+// may wait until a window after that, as for any write after a wake (not
+// after last: a write that is no carrier moves it once the window closed,
+// as a late timer's has, and its NOTIFY may go out much later or never,
+// with a Tx's commit or not at all): with
 // several writers a write is nearly always committing while a carrier
 // runs, and the trailing wake went out at the end of nearly every window
 // (0.4-0.8 in 100 publishes with 8 publishers, each an auto-commit NOTIFY
 // transaction of its own), where the next carrier, half a window on, now
 // covers it. Only the latest carrier moves it (a later one began after
-// last: its own commit decides), and only a timer that has not fired.
+// it: its own commit decides), and only a timer that has not fired.
 func (g *wakeGate) covered(topic string, seq uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -192,7 +197,7 @@ func (g *wakeGate) covered(topic string, seq uint64) {
 		wake.TrailingCovered(topic)
 		return
 	}
-	if due := st.last.Add(g.window(topic)); st.carrierSeq == seq && due.After(st.due) && st.timer.Stop() {
+	if due := st.carrierAt.Add(g.window(topic)); st.carrierSeq == seq && due.After(st.due) && st.timer.Stop() {
 		st.timer.Reset(time.Until(due))
 		st.due = due
 		wake.TrailingPostponed(topic)

@@ -157,3 +157,44 @@ func TestGateOnlyTheLatestCarrierPostpones(t *testing.T) {
 	g.mu.Unlock()
 	g.flush()
 }
+
+// TestGatePostponesFromTheCarriersStart: the trailing wake a carrier's
+// commit moves goes to a window after the carrier's own start, not after
+// last, which a write that is no carrier (one in a store Tx, whose NOTIFY
+// goes out at its commit or never) moves once the window closed, as it
+// has when the trailing wake's timer runs late (review59a F1). Time is
+// emulated by moving the gate's times back, the window an hour.
+func TestGatePostponesFromTheCarriersStart(t *testing.T) {
+	topic := "s:gate-postpone-carrier-start-unit"
+	defer wake.SetGateWindow(topic, time.Hour)()
+	sent := make(chan string, 4)
+	g := &wakeGate{send: func(topic string) { sent <- topic }}
+	require.NotEmpty(t, g.wake(topic))
+	st := g.topics[topic]
+	g.mu.Lock()
+	st.last = time.Now().Add(-40 * time.Minute)
+	g.mu.Unlock()
+	g.owe(topic) // a trailing wake 20 minutes away
+	w, seq := g.carry(topic)
+	require.NotEmpty(t, w)
+	g.owe(topic) // W committed after the carrier C began
+	g.mu.Lock()
+	// 61 minutes pass: C's window closed; the trailing wake (due 41
+	// minutes ago) has not fired yet.
+	st.last = st.last.Add(-61 * time.Minute)
+	st.carrierAt = st.last
+	st.due = st.due.Add(-61 * time.Minute)
+	g.mu.Unlock()
+	require.NotEmpty(t, g.wake(topic), "X, a write in a store Tx past the window, takes a wake")
+	g.covered(topic, seq) // C commits
+	select {
+	case <-sent: // a window after C began: at once
+	case <-time.After(10 * time.Second):
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		require.True(t, st.trailing, "W lost its trailing wake")
+		require.Fail(t, "W's trailing wake did not go out", "C's commit moved it %v ahead, a window after X began, whose NOTIFY has not gone out",
+			time.Until(st.due).Round(time.Minute))
+	}
+	g.flush()
+}

@@ -211,8 +211,12 @@ func TestBatchPastHalfTheWindowCarriesItsWake(t *testing.T) {
 // window, an auto-commit NOTIFY transaction of its own (0.4-0.8 in 100
 // publishes with 8 publishers). Here p2, inside p1's window, is owed a
 // trailing wake; c, a keyed publish past half the window, carries a NOTIFY
-// and waits for the head row an open Tx's keyed publish holds; the Tx's
-// commit is owed a wake after c began; c commits. The trailing wake must
+// and waits in a trigger for an advisory lock the test holds; an open
+// Tx's publish commits (owed a wake after c began); then the test lets c
+// commit. (c waited for the Tx's head row before, which the Tx's COMMIT
+// freed at the server before the client ran its owe, so c's commit
+// sometimes came first and cancelled the trailing wake, as it should:
+// review59a F2, 1 run in 3 to 8.) The trailing wake must
 // move to a window after c's NOTIFY (Postponed), and c2, published half a
 // window after c with nothing owed after it began, must cancel it: no
 // trailing wake goes out, three NOTIFYs in all. A round in which c
@@ -223,6 +227,18 @@ func TestGateCarrierPostponesTheTrailingWake(t *testing.T) {
 	e := newEnv(t, "pg")
 	a := e.open(t)
 	pool := e.pool(t)
+	_, err := pool.Exec(ctx(t), `CREATE FUNCTION public.test_hold_c() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.stream LIKE 'gate-carrier-postpones-%' AND NEW.payload = 'c' THEN
+				PERFORM pg_advisory_xact_lock(59059);
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_hold_c BEFORE INSERT ON alkstore.events FOR EACH ROW EXECUTE FUNCTION public.test_hold_c()`)
+	require.NoError(t, err)
+	hold, err := pool.Acquire(ctx(t)) // holds the advisory lock c waits for
+	require.NoError(t, err)
+	defer hold.Release()
 	const window = 2 * time.Second
 	proved := 0
 	for round := range 2 {
@@ -247,14 +263,18 @@ func TestGateCarrierPostponesTheTrailingWake(t *testing.T) {
 		require.NoError(t, err)
 		time.Sleep(window / 2)
 
+		_, err = hold.Exec(c, `SELECT pg_advisory_lock(59059)`)
+		require.NoError(t, err)
 		beforeC := time.Now()
 		done := make(chan error, 1)
-		go func() { // carries a NOTIFY, then waits for k's head row
+		go func() { // carries a NOTIFY, then waits for the advisory lock
 			_, err := st.PublishWithKey(c, "k", []byte("c"))
 			done <- err
 		}()
 		waitForLockWait(t, pool, name)
-		require.NoError(t, tx.Commit(c)) // owed after c began
+		require.NoError(t, tx.Commit(c)) // owed after c began, before c commits
+		_, err = hold.Exec(c, `SELECT pg_advisory_unlock(59059)`)
+		require.NoError(t, err)
 		require.NoError(t, <-done)
 		cReturned := time.Now()
 		time.Sleep(window / 2)
