@@ -248,7 +248,11 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 // Shutdown said it stored nothing. So the statement runs on a connection
 // of its own, which a cancel sent for it does not go back to the pool
 // (the cancel, which the server handles in its time, could cut the next
-// statement there).
+// statement there). The cancel is sent again until the statement returned
+// (cancelUntil): ctx may end before the statement reached the server,
+// which drops a cancel for a backend with no statement running
+// (review59a F3: the ack then waited for the row after Shutdown returned,
+// and committed once it was free).
 func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
 	p := pgdb.CompleteLockedJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
@@ -258,14 +262,14 @@ func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	returned := make(chan struct{})
 	cancelled := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(cancelled)
-		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		_ = conn.Conn().PgConn().CancelRequest(cctx)
+		cancelUntil(conn.Conn().PgConn(), returned)
 	})
 	ids, err := pgdb.New(conn).CompleteLockedJobs(context.WithoutCancel(ctx), p)
+	close(returned)
 	if !stop() {
 		<-cancelled
 		_ = conn.Conn().Close(context.Background()) // the pool drops it as it comes back
