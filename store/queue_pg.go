@@ -397,12 +397,14 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 // if the row is still held when its lease runs out), waits for a
 // connection as long as ctx allows, then reads the time and runs
 // HeartbeatLockedJob, which waits for the row's lock until r.until ends.
-// Then a cancel request ends the wait at
-// the server, and the statement's reply is read before the connection
-// goes (closed, not back to the pool: a cancel that reached the server
-// late must not end another statement there). A statement that the
-// server cannot be made to end within rollbackTimeout is cut off on the
-// client side (the connection closed under it).
+// Then cancel requests end the wait at the server (cancelUntil: one
+// that came before the statement was dropped, and the statement waited
+// for the row after it was cut off below), and the statement's reply is
+// read before the connection goes (closed, not back to the pool: a
+// cancel that reached the server late must not end another statement
+// there). A statement that the server cannot be made to end within
+// rollbackTimeout is cut off on the client side (the connection closed
+// under it).
 func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time, bool, error) {
 	if o.inTx { // never: a worker's heartbeat is an auto-commit write
 		return time.Time{}, false, errors.New("a worker's heartbeat runs on a connection of its own")
@@ -421,14 +423,9 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	returned, sent := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(r.until, func() {
 		defer close(sent)
-		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		_ = conn.Conn().PgConn().CancelRequest(cctx)
-		select {
-		case <-returned:
-		case <-time.After(rollbackTimeout):
-			kill()
-		}
+		cut := time.AfterFunc(rollbackTimeout, kill)
+		defer cut.Stop()
+		cancelUntil(conn.Conn().PgConn(), returned)
 	})
 	now := r.clock()
 	lease, err := pgdb.New(conn).HeartbeatLockedJob(qctx, pgdb.HeartbeatLockedJobParams{ID: r.id, ClaimToken: r.token,

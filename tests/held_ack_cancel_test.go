@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -20,32 +21,35 @@ import (
 	"github.com/alkstore/alkstore/store"
 )
 
-// holdHeldAck holds the held rows' ack (the statement CompleteLockedJobs)
-// in the application's query tracer, which pgx calls before it sends the
-// statement, until a cancel request for the ack's backend was delivered:
-// the server then dropped it, the backend being idle (reading its next
-// command). A SELECT 1 on the same backend first makes sure the backend
-// took the cancel's signal before the statement arrives. It stands in for
-// the ack's goroutine descheduled between taking its connection and
-// sending the statement, while the hard stop gives the ack up.
-type holdHeldAck struct {
+// holdUntilCancelled holds the first statement named name
+// (its sqlc name, in the statement's text) in the application's query
+// tracer, which pgx calls before it sends the statement, until a cancel
+// request for that statement's backend was delivered: the server dropped
+// it, the backend being idle (reading its next command). A SELECT 1 on the
+// same backend first makes sure the backend took the cancel's signal
+// before the statement arrives. It stands in for the statement's goroutine
+// descheduled between taking its connection and sending the statement,
+// while the store gives the statement up.
+type holdUntilCancelled struct {
 	ctx       context.Context
+	name      string
 	once      sync.Once
-	pid       atomic.Uint32 // the ack's backend, once held
-	holding   chan struct{} // the ack holds its connection, its statement not sent
+	pid       atomic.Uint32 // the statement's backend, once held
+	holding   chan struct{} // the statement's connection is taken, the statement not sent
 	cancelled chan struct{} // a cancel request for pid was delivered
 	sentOne   sync.Once
-	ended     chan struct{} // the ack's statement returned
+	ended     chan struct{} // the statement returned
 }
 
-type heldAckKey struct{}
+type heldStatementKey struct{}
 
-func newHoldHeldAck(ctx context.Context) *holdHeldAck {
-	return &holdHeldAck{ctx: ctx, holding: make(chan struct{}), cancelled: make(chan struct{}), ended: make(chan struct{})}
+func newHoldUntilCancelled(ctx context.Context, name string) *holdUntilCancelled {
+	return &holdUntilCancelled{ctx: ctx, name: name,
+		holding: make(chan struct{}), cancelled: make(chan struct{}), ended: make(chan struct{})}
 }
 
-func (h *holdHeldAck) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !strings.Contains(d.SQL, "name: CompleteLockedJobs") {
+func (h *holdUntilCancelled) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if !strings.Contains(d.SQL, "name: "+h.name+" ") {
 		return ctx
 	}
 	held := false
@@ -62,11 +66,11 @@ func (h *holdHeldAck) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx
 	if !held {
 		return ctx
 	}
-	return context.WithValue(ctx, heldAckKey{}, true)
+	return context.WithValue(ctx, heldStatementKey{}, true)
 }
 
-func (h *holdHeldAck) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if ctx.Value(heldAckKey{}) != nil {
+func (h *holdUntilCancelled) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ctx.Value(heldStatementKey{}) != nil {
 		close(h.ended)
 	}
 }
@@ -74,7 +78,7 @@ func (h *holdHeldAck) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Trac
 // dial wraps the pool's dialer to see cancel requests (pgconn's
 // CancelRequest dials with it too): one for the held backend counts as
 // delivered once pgconn closes it, after the server closed its end.
-func (h *holdHeldAck) dial(dial pgconn.DialFunc) pgconn.DialFunc {
+func (h *holdUntilCancelled) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -84,23 +88,36 @@ func (h *holdHeldAck) dial(dial pgconn.DialFunc) pgconn.DialFunc {
 	}
 }
 
+// pool is an application's pool on e's database whose statement name is
+// held (see holdUntilCancelled).
+func (h *holdUntilCancelled) pool(t *testing.T, e *engineEnv) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(e.dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = h
+	cfg.ConnConfig.DialFunc = h.dial(cfg.ConnConfig.DialFunc)
+	pool, err := pgxpool.NewWithConfig(h.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 type cancelWatch struct {
 	net.Conn
-	h      *holdHeldAck
-	forAck atomic.Bool
+	h      *holdUntilCancelled
+	forHeld atomic.Bool
 }
 
 func (c *cancelWatch) Write(b []byte) (int, error) {
 	if len(b) >= 12 && binary.BigEndian.Uint32(b[4:8]) == 80877102 && // CancelRequest
 		binary.BigEndian.Uint32(b[8:12]) == c.h.pid.Load() && c.h.pid.Load() != 0 {
-		c.forAck.Store(true)
+		c.forHeld.Store(true)
 	}
 	return c.Conn.Write(b)
 }
 
 func (c *cancelWatch) Close() error {
 	err := c.Conn.Close()
-	if c.forAck.Load() {
+	if c.forHeld.Load() {
 		c.h.sentOne.Do(func() { close(c.h.cancelled) })
 	}
 	return err
@@ -112,7 +129,7 @@ func (c *cancelWatch) Close() error {
 // statement does: the ack has taken its connection, the give-up's cancel
 // request is delivered and dropped by the idle backend, and only then is
 // the statement sent (forced by the application's query tracer, see
-// holdHeldAck). The statement must still be given up: Shutdown returns
+// holdUntilCancelled). The statement must still be given up: Shutdown returns
 // with it ended and says the writes waiting for a lock stored nothing,
 // and once the row is free nothing acks the job behind the closed store's
 // back. Before, the give-up was one cancel request: the statement, run
@@ -125,14 +142,8 @@ func TestOpenPoolHardShutdownGivesUpAHeldAckNotSentYet(t *testing.T) {
 	c := ctx(t)
 	foreign := e.sqlDB(t)
 	for round := range 3 {
-		hold := newHoldHeldAck(c)
-		cfg, err := pgxpool.ParseConfig(e.dsn)
-		require.NoError(t, err)
-		cfg.ConnConfig.Tracer = hold
-		cfg.ConnConfig.DialFunc = hold.dial(cfg.ConnConfig.DialFunc)
-		pool, err := pgxpool.NewWithConfig(c, cfg)
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
+		hold := newHoldUntilCancelled(c, "CompleteLockedJobs")
+		pool := hold.pool(t, e)
 		s, err := store.OpenPool(c, pool)
 		require.NoError(t, err)
 		q := s.Queue(fmt.Sprintf("held-not-sent-%d", round))
@@ -198,5 +209,67 @@ func TestOpenPoolHardShutdownGivesUpAHeldAckNotSentYet(t *testing.T) {
 		require.NoError(t, foreign.QueryRowContext(c, `SELECT coalesce((SELECT state FROM alkstore.jobs WHERE id = $1), 'deleted')`, id).Scan(&state))
 		require.Equal(t, "running", state, "round %d: the ack the stop gave up was stored", round)
 		pool.Close() // nothing of the store's holds a connection
+	}
+}
+
+// TestAHeldRowsHeartbeatGivenUpBeforeItIsSentEnds is the same race for a
+// heartbeat waiting for a row another transaction holds
+// (HeartbeatLockedJob, on a connection of its own, given up by a cancel
+// request once its job's handler returned): the handler returns after the
+// heartbeat took its connection and before its statement reached the
+// server (forced as above; OpenPool, so PostgreSQL only). Once the
+// heartbeat returned, its statement must have ended at the server too.
+// Before, the one cancel request was dropped, the heartbeat was cut off on
+// the client side 5 s later (the connection closed under it), and its
+// statement went on waiting for the row at the server, to extend the
+// finished job's lease once the row was free.
+func TestAHeldRowsHeartbeatGivenUpBeforeItIsSentEnds(t *testing.T) {
+	e := newEnv(t, "pg")
+	c := ctx(t)
+	foreign := e.sqlDB(t)
+	for round := range 3 {
+		hold := newHoldUntilCancelled(c, "HeartbeatLockedJob")
+		s, err := store.OpenPool(c, hold.pool(t, e))
+		require.NoError(t, err)
+		q := s.Queue(fmt.Sprintf("held-beat-not-sent-%d", round))
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		ftx, err := foreign.BeginTx(c, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ftx.Rollback() })
+		wc, stop := context.WithCancel(c)
+		worked := make(chan error, 1)
+		go func() {
+			worked <- q.Work(wc, store.WorkOpts{Concurrency: 1, Visibility: 1500 * time.Millisecond, Timeout: time.Minute},
+				func(ctx context.Context, j *store.Job) error {
+					if _, err := ftx.ExecContext(c, heldRowSQL(e), j.ID); err != nil {
+						return err
+					}
+					select { // a beat waits for the row: give it up by returning
+					case <-hold.holding:
+					case <-c.Done():
+					}
+					return nil
+				})
+		}()
+		select {
+		case <-hold.ended:
+		case <-c.Done():
+			t.Fatalf("round %d: the held row's heartbeat never returned", round)
+		}
+		var waiting int
+		require.NoError(t, foreign.QueryRowContext(c, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND query LIKE '%name: HeartbeatLockedJob %'`).Scan(&waiting))
+		require.Zero(t, waiting, "round %d: the heartbeat's statement still waits for the row at the server after it returned", round)
+
+		require.NoError(t, ftx.Rollback())
+		waitFor(t, "the job is acked", func() bool {
+			_, err := q.Job(c, id)
+			return errors.Is(err, store.ErrNotFound)
+		})
+		stop()
+		require.NoError(t, <-worked)
+		require.NoError(t, s.Close())
 	}
 }
