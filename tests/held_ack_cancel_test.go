@@ -103,7 +103,7 @@ func (h *holdUntilCancelled) pool(t *testing.T, e *engineEnv) *pgxpool.Pool {
 
 type cancelWatch struct {
 	net.Conn
-	h      *holdUntilCancelled
+	h       *holdUntilCancelled
 	forHeld atomic.Bool
 }
 
