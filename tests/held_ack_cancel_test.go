@@ -260,7 +260,7 @@ func TestAHeldRowsHeartbeatGivenUpBeforeItIsSentEnds(t *testing.T) {
 		}
 		var waiting int
 		require.NoError(t, foreign.QueryRowContext(c, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND state = 'active' AND query LIKE '%name: HeartbeatLockedJob %'`).Scan(&waiting))
+			WHERE pid = $1 AND state = 'active'`, hold.pid.Load()).Scan(&waiting))
 		require.Zero(t, waiting, "round %d: the heartbeat's statement still waits for the row at the server after it returned", round)
 
 		require.NoError(t, ftx.Rollback())
