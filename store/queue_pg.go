@@ -399,10 +399,10 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 // HeartbeatLockedJob, which waits for the row's lock until r.until ends.
 // Then cancel requests end the wait at the server (cancelUntil: one
 // that came before the statement was dropped, and the statement waited
-// for the row after it was cut off below), and the statement's reply is
-// read before the connection goes (closed, not back to the pool: a
-// cancel that reached the server late must not end another statement
-// there). A statement that the server cannot be made to end within
+// for the row until it was cut off below, rollbackTimeout later), and the
+// statement's reply is read before the connection goes (closed, not back
+// to the pool: a cancel that reached the server late must not end
+// another statement there). A statement that the server cannot be made to end within
 // rollbackTimeout is cut off on the client side (the connection closed
 // under it).
 func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time, bool, error) {
