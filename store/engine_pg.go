@@ -234,6 +234,31 @@ func (c *pgConns) cancelAll() {
 	wg.Wait()
 }
 
+// cancelUntil asks the server to cancel the statement running on pc, and
+// again every cancelAgain until returned is closed (the statement
+// returned): the server drops a cancel that reaches the backend before
+// the statement does (one for a backend reading its next command), as a
+// goroutine descheduled between taking its connection and sending the
+// statement lets it. Only for a connection closed afterwards: a cancel
+// still on its way could cut its next statement.
+func cancelUntil(pc *pgconn.PgConn, returned <-chan struct{}) {
+	again := time.NewTicker(cancelAgain)
+	defer again.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+		_ = pc.CancelRequest(ctx)
+		cancel()
+		select {
+		case <-returned:
+			return
+		case <-again.C:
+		}
+	}
+}
+
+// cancelAgain is how often cancelUntil sends its cancel again.
+const cancelAgain = 50 * time.Millisecond
+
 // interrupt cancels the statements running on the store's own pool (a hard
 // stop); a pool the application passed to OpenPool is not the store's to
 // cancel.

@@ -248,7 +248,11 @@ func (o pgOps) ackMany(ctx context.Context, queue string, claims []claimRef, now
 // Shutdown said it stored nothing. So the statement runs on a connection
 // of its own, which a cancel sent for it does not go back to the pool
 // (the cancel, which the server handles in its time, could cut the next
-// statement there).
+// statement there). The cancel is sent again until the statement returned
+// (cancelUntil): ctx may end before the statement reached the server,
+// which drops a cancel for a backend with no statement running
+// (review59a F3: the ack then waited for the row after Shutdown returned,
+// and committed once it was free).
 func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) ([]int64, error) {
 	p := pgdb.CompleteLockedJobsParams{Now: now, Ids: make([]int64, len(claims)), ClaimTokens: make([]int64, len(claims))}
 	for i, c := range claims {
@@ -258,14 +262,14 @@ func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	returned := make(chan struct{})
 	cancelled := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(cancelled)
-		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		_ = conn.Conn().PgConn().CancelRequest(cctx)
+		cancelUntil(conn.Conn().PgConn(), returned)
 	})
 	ids, err := pgdb.New(conn).CompleteLockedJobs(context.WithoutCancel(ctx), p)
+	close(returned)
 	if !stop() {
 		<-cancelled
 		_ = conn.Conn().Close(context.Background()) // the pool drops it as it comes back
@@ -393,12 +397,14 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 // if the row is still held when its lease runs out), waits for a
 // connection as long as ctx allows, then reads the time and runs
 // HeartbeatLockedJob, which waits for the row's lock until r.until ends.
-// Then a cancel request ends the wait at
-// the server, and the statement's reply is read before the connection
-// goes (closed, not back to the pool: a cancel that reached the server
-// late must not end another statement there). A statement that the
-// server cannot be made to end within rollbackTimeout is cut off on the
-// client side (the connection closed under it).
+// Then cancel requests end the wait at the server (cancelUntil: one
+// that came before the statement was dropped, and the statement waited
+// for the row until it was cut off below, rollbackTimeout later), and the
+// statement's reply is read before the connection goes (closed, not back
+// to the pool: a cancel that reached the server late must not end
+// another statement there). A statement that the server cannot be made to end within
+// rollbackTimeout is cut off on the client side (the connection closed
+// under it).
 func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time, bool, error) {
 	if o.inTx { // never: a worker's heartbeat is an auto-commit write
 		return time.Time{}, false, errors.New("a worker's heartbeat runs on a connection of its own")
@@ -417,14 +423,9 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	returned, sent := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(r.until, func() {
 		defer close(sent)
-		cctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-		defer cancel()
-		_ = conn.Conn().PgConn().CancelRequest(cctx)
-		select {
-		case <-returned:
-		case <-time.After(rollbackTimeout):
-			kill()
-		}
+		cut := time.AfterFunc(rollbackTimeout, kill)
+		defer cut.Stop()
+		cancelUntil(conn.Conn().PgConn(), returned)
 	})
 	now := r.clock()
 	lease, err := pgdb.New(conn).HeartbeatLockedJob(qctx, pgdb.HeartbeatLockedJobParams{ID: r.id, ClaimToken: r.token,
