@@ -141,10 +141,10 @@ func TestConfirmedActionsActOnTheNamedQueue(t *testing.T) {
 }
 
 // TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest: the console's
-// reset goes through Stream.ResetOffset, which refuses a stream nothing
-// was published to, configured or consumed (404) and an offset past the
-// newest of any event (400), and changes nothing; before session 59 both
-// were stored (attack59 F1).
+// reset refuses a stream of which nothing is stored (Stream.Exists: 404)
+// and Stream.ResetOffset an offset past the newest of any event (400),
+// and changes nothing; before session 59 both were stored (attack59 F1).
+// A stream known by a consumer group alone is reset (review59b F1: 404).
 func TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest(t *testing.T) {
 	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
 		ctx := context.Background()
