@@ -119,6 +119,17 @@ func (c *Console) resetConsumer(w http.ResponseWriter, r *http.Request) {
 	}
 	c.act(w, r, fmt.Sprintf("Set consumer %s of stream %s to offset %d? Stop the consumer first, or it may save its own offset over this.", consumer, name, off),
 		[]string{"consumer", "offset"}, func(ctx context.Context) error {
-			return c.st.Stream(name).ResetOffset(ctx, consumer, off)
+			st := c.st.Stream(name)
+			// The library resets a consumer of any stream (one placed
+			// before the first publish); an operator's typo here would
+			// make a consumer of a stream nobody writes (attack59 F1).
+			ok, err := st.Exists(ctx)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("stream %q: %w: no event, key, setting, consumer or consumer group of it is stored", name, store.ErrNotFound)
+			}
+			return st.ResetOffset(ctx, consumer, off)
 		})
 }

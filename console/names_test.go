@@ -141,10 +141,10 @@ func TestConfirmedActionsActOnTheNamedQueue(t *testing.T) {
 }
 
 // TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest: the console's
-// reset goes through Stream.ResetOffset, which refuses a stream nothing
-// was published to, configured or consumed (404) and an offset past the
-// newest of any event (400), and changes nothing; before session 59 both
-// were stored (attack59 F1).
+// reset refuses a stream of which nothing is stored (Stream.Exists: 404)
+// and Stream.ResetOffset an offset past the newest of any event (400),
+// and changes nothing; before session 59 both were stored (attack59 F1).
+// A stream known by a consumer group alone is reset (review59b F1: 404).
 func TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest(t *testing.T) {
 	eachStore(t, console.Options{}, func(t *testing.T, s *server) {
 		ctx := context.Background()
@@ -191,5 +191,26 @@ func TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest(t *testing.T) {
 		assert.Len(t, streams, 1, "no consumer made for the mistyped stream")
 		code, _ = reset("orders", 0)
 		assert.Equal(t, http.StatusSeeOther, code, "a rewind still works")
+
+		// A stream a consumer group consumes, trimmed empty: known by its
+		// group alone (review59b F1: 404 before).
+		gs := s.st.Stream("payments")
+		var last int64
+		for range 2 {
+			last, err = gs.Publish(ctx, []byte("p"))
+			require.NoError(t, err)
+		}
+		m, err := gs.Group("g").Join(ctx, store.GroupOpts{Partitions: 1})
+		require.NoError(t, err)
+		for range 2 {
+			ev, err := m.Recv(ctx)
+			require.NoError(t, err)
+			require.NoError(t, m.Commit(ctx, ev))
+		}
+		require.NoError(t, m.Leave(ctx))
+		_, err = gs.TrimTo(ctx, last)
+		require.NoError(t, err)
+		code, body = reset("payments", last)
+		assert.Equal(t, http.StatusSeeOther, code, body)
 	})
 }

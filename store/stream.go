@@ -291,19 +291,27 @@ func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, 
 // the consumer and both offsets: no event has it yet, and the consumer
 // would skip the stream's events published until the numbering passed
 // it. An offset a reader was given is never refused, even once its event
-// is trimmed; one between the stream's last event and that bound skips
-// nothing (the stream's next event is numbered above it).
+// is trimmed. An offset no reader was given (another stream's, or
+// Store.Horizon's Head) may skip events: on SQLite none between the
+// stream's last event and that bound (the stream's next event is numbered
+// above it), on PostgreSQL any a transaction drew below it and commits
+// later; only Store.Horizon's Settled skips none there (see ResetOffset).
+// A save that stores nothing (a lower or equal save) costs a second
+// statement, to tell it from a refusal.
 func (st *Stream) SaveOffset(ctx context.Context, consumer string, offset int64) error {
-	return st.saveOffset(ctx, autoWrite(ctx), consumer, offset)
+	return st.saveOffset(ctx, autoWrite(ctx), consumer, offset, false)
 }
 
 // SaveOffsetTx is SaveOffset inside tx, so processing and offset commit
 // together.
 func (st *Stream) SaveOffsetTx(ctx context.Context, tx Tx, consumer string, offset int64) error {
-	return st.saveOffset(ctx, tx.via(ctx), consumer, offset)
+	return st.saveOffset(ctx, tx.via(ctx), consumer, offset, false)
 }
 
-func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64) error {
+// saveOffset is SaveOffset; given: offset is an event's a reader was given
+// (a receiver's position), so a save that stores nothing is a lower or
+// equal save, no refusal, and needs no second statement to tell.
+func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset int64, given bool) error {
 	return run0(st.handle, "save offset", v, func(o target) error {
 		if err := validateLocalName("consumer", consumer); err != nil {
 			return err
@@ -311,25 +319,27 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 		if offset < 0 {
 			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return storeOffset(ctx, o, st.name, consumer, offset, false)
+		return storeOffset(ctx, o, st.name, consumer, offset, false, given)
 	})
 }
 
 // offsetBounds is why a save or reset stored nothing.
 type offsetBounds struct {
 	committed int64 // the consumer's stored offset, -1 when it has none
-	newest    int64 // the newest offset drawn for any event: the bound
-	known     bool  // whether the stream has events, heads, settings or consumers
+	newest    int64 // the newest offset drawn for any event: the bound; -1 when the role may not read it (PostgreSQL)
+	top       int64 // the highest event id: above newest only when rows were imported without the sequence
 }
 
 // storeOffset runs a save or a reset, whose statement checks the bound
 // itself, so a save that moves the offset is one statement (the receivers'
-// auto-save path). Only when it stored nothing does offsetBounds tell why:
-// a save that did not move the offset, a stream nobody knows (a reset), or
-// an offset past the newest; an event that drew the offset between the two
-// statements makes it write again (the bound only grows, so the second
-// write does not fail on it).
-func storeOffset(ctx context.Context, o target, stream, consumer string, offset int64, reset bool) error {
+// auto-save path). Only when it stored nothing does offsetBounds tell why
+// (given: the offset is an event's a reader was given, below the bound, so
+// nothing stored is a lower or equal save, and the second statement is
+// skipped): a save that did not move the offset, or an offset past the
+// newest; an event that drew the offset between the two statements makes
+// it write again (the bound only grows, so the second write does not fail
+// on it).
+func storeOffset(ctx context.Context, o target, stream, consumer string, offset int64, reset, given bool) error {
 	for range 3 {
 		var stored bool
 		var err error
@@ -338,20 +348,21 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 		} else {
 			stored, err = o.saveOffset(ctx, stream, consumer, offset)
 		}
-		if err != nil || stored {
+		if err != nil || stored || given && !reset {
 			return err
 		}
 		b, err := o.offsetBounds(ctx, stream, consumer)
 		switch {
 		case err != nil:
 			return err
-		case reset && !b.known:
-			return fmt.Errorf("%w: no stream by that name: nothing was published to it, configured or consumed (consumer %q, offset %d)", ErrNotFound, consumer, offset)
 		case !reset && offset <= b.committed:
 			return nil // a lower save, a no-op whatever the bound (an offset stored before the bound existed may be past it)
-		case offset > b.newest:
+		case b.newest < 0:
+			return fmt.Errorf("%w: consumer %q: offset %d not checked: this role may not read alkstore.event_offset_seq (grant it USAGE or SELECT on the sequence)",
+				ErrInvalidArgument, consumer, offset)
+		case offset > max(b.newest, b.top):
 			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams): it would skip the stream's next events",
-				ErrInvalidArgument, consumer, offset, b.newest)
+				ErrInvalidArgument, consumer, offset, max(b.newest, b.top))
 		}
 	}
 	return fmt.Errorf("consumer %q: offset %d not stored: the consumer's offset kept changing", consumer, offset)
@@ -362,12 +373,15 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 // monotone SaveOffset. A consumer running meanwhile may save its own
 // offset over it; stop it first. 0 replays from the first event. An
 // offset past the newest offset of any event is refused as SaveOffset
-// refuses it (ErrInvalidArgument naming both offsets), and a stream
-// nothing was published to, configured or consumed with ErrNotFound (a
-// mistyped name would make a consumer of a stream that does not exist).
-// To skip to the end, reset to Store.Horizon's Settled: on PostgreSQL an
-// offset above it (the stream's last event's, for one) may pass an event
-// a transaction drew below it and commits later.
+// refuses it (ErrInvalidArgument naming both offsets). Any stream name is
+// accepted, one nothing was published to yet included (a consumer placed
+// at deploy time, before the first publish); Exists tells whether
+// anything of a stream is stored (the CLI and console refuse to reset a
+// stream that does not exist, where a typo would make a consumer of a
+// stream nobody writes). To skip to the end, reset to Store.Horizon's
+// Settled: on PostgreSQL an offset above it (the stream's last event's,
+// for one) may pass an event a transaction drew below it and commits
+// later.
 func (st *Stream) ResetOffset(ctx context.Context, consumer string, offset int64) error {
 	return run0(st.handle, "reset offset", autoWrite(ctx), func(o target) error {
 		if err := validateLocalName("consumer", consumer); err != nil {
@@ -376,7 +390,17 @@ func (st *Stream) ResetOffset(ctx context.Context, consumer string, offset int64
 		if offset < 0 {
 			return fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, offset)
 		}
-		return storeOffset(ctx, o, st.name, consumer, offset, true)
+		return storeOffset(ctx, o, st.name, consumer, offset, true, false)
+	})
+}
+
+// Exists reports whether anything of the stream is stored: an event, a
+// key's head (headless ones too), settings (Configure), a consumer's
+// offset or a consumer group. A name alone is nothing: Store.Stream does
+// no I/O, and a stream is made by its first write.
+func (st *Stream) Exists(ctx context.Context) (bool, error) {
+	return run(st.handle, "exists", autoRead, func(o target) (bool, error) {
+		return o.streamExists(ctx, st.name)
 	})
 }
 
@@ -536,7 +560,7 @@ func (src streamSource) SaveOffset(ctx context.Context, offset int64) error {
 	if err := src.canSave(); err != nil {
 		return err
 	}
-	return src.st.SaveOffset(ctx, src.consumer, offset)
+	return src.st.saveOffset(ctx, autoWrite(ctx), src.consumer, offset, true) // a position Recv returned
 }
 
 // canSave refuses a save for a followed stream, which has no consumer.

@@ -158,7 +158,12 @@ func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offse
 
 func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
 	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
-	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, known: r.StreamKnown != 0}, err
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
+}
+
+func (o liteOps) streamExists(ctx context.Context, stream string) (bool, error) {
+	n, err := o.q.StreamExists(ctx, stream)
+	return n != 0, err
 }
 
 func (o liteOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {

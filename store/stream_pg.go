@@ -308,13 +308,19 @@ func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset 
 	topic := offsetTopic(stream)
 	w := o.wake(topic)
 	n, err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, Wake: w})
-	o.sent(topic, w)
+	if n > 0 { // a refused reset changed nothing, and its statement sent no wake
+		o.sent(topic, w)
+	}
 	return n > 0, err
 }
 
 func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
 	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
-	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, known: r.StreamKnown}, err
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
+}
+
+func (o pgOps) streamExists(ctx context.Context, stream string) (bool, error) {
+	return o.q.StreamExists(ctx, stream)
 }
 
 func (o pgOps) getOffset(ctx context.Context, stream, consumer string) (int64, error) {

@@ -3,8 +3,10 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -113,34 +115,199 @@ func TestOffsetAReaderGotIsNeverRefused(t *testing.T) {
 	})
 }
 
-// TestResetOffsetOfAnUnknownStreamIsNotFound: ResetOffset on a stream
-// nothing was published to, configured or consumed fails with ErrNotFound
-// and makes no consumer (before session 59 it made one for a stream that
-// does not exist: an operator's rewind of a mistyped stream "worked" and
-// rewound nothing, attack59 F1). A stream known by its settings alone, or
-// by a consumer only, can be reset.
-func TestResetOffsetOfAnUnknownStreamIsNotFound(t *testing.T) {
+// TestResetOffsetOfANewStream: ResetOffset places a consumer of a stream
+// nothing was published to yet (a deploy step before the first publish:
+// offset 0 is always valid), as it did before session 59's f0ac1fe made it
+// ErrNotFound (review59b N3); an offset past the newest is still refused.
+// Stream.Exists, the CLI's and console's check before a reset, counts
+// every way a stream is stored: events, a key's row, settings, a plain
+// consumer and a consumer group, the last one for a stream trimmed empty
+// (review59b F1: called unknown).
+func TestResetOffsetOfANewStream(t *testing.T) {
 	eachEngine(t, func(t *testing.T, e *engineEnv) {
 		s := e.open(t)
 		c := ctx(t)
-		_, err := s.Stream("orders").Publish(c, []byte("x"))
+		fresh := s.Stream("fresh")
+		require.NoError(t, fresh.ResetOffset(c, "billing", 0), "a consumer placed before the first publish")
+		head, err := s.Stream("orders").Publish(c, []byte("x"))
 		require.NoError(t, err)
-		err = s.Stream("orders-typo").ResetOffset(c, "billing", 0)
-		require.ErrorIs(t, err, store.ErrNotFound)
-		assert.Contains(t, err.Error(), `"orders-typo"`)
-		streams, err := s.Streams(c)
+		require.NoError(t, s.Stream("fresh2").ResetOffset(c, "billing", head), "any offset up to the newest")
+		require.ErrorIs(t, s.Stream("fresh3").ResetOffset(c, "billing", head+1), store.ErrInvalidArgument)
+		first, err := fresh.Publish(c, []byte("first"))
 		require.NoError(t, err)
-		require.Len(t, streams, 1, "no consumer made for the unknown stream")
-		assert.Equal(t, "orders", streams[0].Name)
+		evs, err := fresh.ReadFromConsumer(c, "billing", 10)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{first}, offsets(evs))
 
+		exists := func(name string) bool {
+			ok, err := s.Stream(name).Exists(c)
+			require.NoError(t, err)
+			return ok
+		}
+		assert.False(t, exists("orders-typo"))
+		assert.True(t, exists("orders"), "by its event")
+		assert.False(t, exists("fresh3"), "a refused reset made nothing")
 		require.NoError(t, s.Stream("configured").Configure(c, store.StreamConfig{Compacted: true}))
-		require.NoError(t, s.Stream("configured").ResetOffset(c, "billing", 0), "known by its settings")
+		assert.True(t, exists("configured"), "by its settings")
 		require.NoError(t, s.Stream("consumed").SaveOffset(c, "a", 0))
-		require.NoError(t, s.Stream("consumed").ResetOffset(c, "b", 0), "known by a consumer")
+		assert.True(t, exists("consumed"), "by a consumer")
 		_, err = s.Stream("keyed").PublishWithKey(c, "k", nil)
 		require.NoError(t, err)
 		_, err = s.Stream("keyed").TrimTo(c, 1<<40) // its only event goes; its key's row stays, headless
 		require.NoError(t, err)
-		require.NoError(t, s.Stream("keyed").ResetOffset(c, "b", 0), "known by its key's row")
+		assert.True(t, exists("keyed"), "by its key's row")
+
+		// A stream a consumer group consumes, trimmed empty: no event, key,
+		// setting or plain consumer left, only the group.
+		gs := s.Stream("gorders")
+		var last int64
+		for range 3 {
+			last, err = gs.Publish(c, []byte("y"))
+			require.NoError(t, err)
+		}
+		m, err := gs.Group("g").Join(c, store.GroupOpts{Partitions: 1})
+		require.NoError(t, err)
+		for range 3 {
+			ev, err := m.Recv(c)
+			require.NoError(t, err)
+			require.NoError(t, m.Commit(c, ev))
+		}
+		require.NoError(t, m.Leave(c))
+		n, err := gs.TrimTo(c, last)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, n)
+		assert.True(t, exists("gorders"), "by its consumer group")
+	})
+}
+
+// TestOffsetOfAnImportedEventIsAccepted: an event row whose id is above
+// the offset sequence (imported, or copied by logical replication, which
+// carries no sequence values) is delivered, so its offset is saved, by
+// SaveOffset and by a read-and-save in one Tx, and reset to. Before, on
+// PostgreSQL, the bound was the sequence alone: the save was refused with
+// "past <the sequence>", false (the event exists), and a read-then-save
+// loop read the same page for ever (review59b F5). SQLite's bound counts
+// max(id) already. An offset above every event and the sequence is still
+// refused, naming the highest.
+func TestOffsetOfAnImportedEventIsAccepted(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		st := s.Stream("orders")
+		head, err := st.Publish(c, []byte("x"))
+		require.NoError(t, err)
+		id := head + 100
+		if e.name == "pg" {
+			e.execSQL(t, fmt.Sprintf("INSERT INTO alkstore.events (id, stream, payload, txid) VALUES (%d, 'orders', 'imported', pg_current_xact_id())", id))
+		} else {
+			e.execSQL(t, fmt.Sprintf("INSERT INTO alk_events (id, stream, payload) VALUES (%d, 'orders', 'imported')", id))
+		}
+		evs, err := st.ReadFromConsumer(c, "c", 10)
+		require.NoError(t, err)
+		require.Equal(t, []int64{head, id}, offsets(evs))
+		require.NoError(t, st.SaveOffset(c, "c", id))
+		require.NoError(t, s.InTx(c, func(c context.Context, tx store.Tx) error {
+			evs, err := st.ReadFromConsumerTx(c, tx, "d", 10)
+			if err != nil {
+				return err
+			}
+			return st.SaveOffsetTx(c, tx, "d", evs[len(evs)-1].Offset)
+		}), "the exactly-once loop moves on")
+		require.NoError(t, st.ResetOffset(c, "e", id-1), "below the imported event")
+		for _, consumer := range []string{"c", "d"} {
+			evs, err = st.ReadFromConsumer(c, consumer, 10)
+			require.NoError(t, err)
+			assert.Empty(t, evs, consumer)
+		}
+		err = st.SaveOffset(c, "c", id+1)
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), fmt.Sprintf("past %d", id), "the highest event named, not the sequence")
+	})
+}
+
+// TestRefusedResetSendsNoWake (PostgreSQL): a ResetOffset refused for
+// being past the newest offset sends no offset wake (Store.Changes would
+// signal a change that did not happen); before, the statement's NOTIFY ran
+// before the bound refused the row (review59b F4). A reset that is stored
+// still sends one.
+func TestRefusedResetSendsNoWake(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		if e.name != "pg" {
+			t.Skip("pg_notify: SQLite's Changes is in-process")
+		}
+		c := ctx(t)
+		s := e.open(t)
+		st := s.Stream("orders")
+		head, err := st.Publish(c, []byte("x"))
+		require.NoError(t, err)
+		conn, err := pgx.Connect(c, e.dsn)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(c, "LISTEN alkstore")
+		require.NoError(t, err)
+		// heard collects the payloads that arrive before marker's.
+		heard := func(marker string) []string {
+			require.NoError(t, s.Notify(c, marker, []byte("m")))
+			var before []string
+			for {
+				n, err := conn.WaitForNotification(c)
+				require.NoError(t, err)
+				if strings.Contains(n.Payload, marker) {
+					return before
+				}
+				before = append(before, n.Payload)
+			}
+		}
+		heard("start") // whatever the publish sent
+		for round := range 5 {
+			require.ErrorIs(t, st.ResetOffset(c, "billing", head+1000), store.ErrInvalidArgument)
+			for _, p := range heard(fmt.Sprint("refused", round)) {
+				assert.NotContains(t, p, "o:orders", "round %d: a refused reset sent an offset wake", round)
+			}
+		}
+		require.NoError(t, st.ResetOffset(c, "billing", head))
+		for {
+			n, err := conn.WaitForNotification(c)
+			require.NoError(t, err, "a stored reset's wake (or its trailing wake)")
+			if strings.Contains(n.Payload, "o:orders") {
+				break
+			}
+		}
+	})
+}
+
+// TestReceiverEqualSaveIsOneStatement: a receiver's SaveOffset of the
+// position it saved already (an explicit save with nothing new since) is
+// its one statement: the position is an event's offset Recv returned,
+// below the bound, so a save that stored nothing is an equal save and
+// needs no OffsetBounds to say so (review59b N4: two statements before).
+// Stream.SaveOffset of an offset the caller gives still asks, to refuse
+// one past the newest.
+func TestReceiverEqualSaveIsOneStatement(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		var sc stmtCounts
+		s := e.openHooked(t, sc.hook)
+		c := ctx(t)
+		st := s.Stream("orders")
+		off, err := st.Publish(c, []byte("x"))
+		require.NoError(t, err)
+		rcv, err := st.Subscribe(c, "billing", store.SubscribeOpts{})
+		require.NoError(t, err)
+		defer rcv.Close()
+		ev, err := rcv.Recv(c)
+		require.NoError(t, err)
+		require.Equal(t, off, ev.Offset)
+		require.NoError(t, rcv.SaveOffset(c))
+		saves, bounds := sc.count("SaveOffset"), sc.count("OffsetBounds")
+		for range 3 {
+			require.NoError(t, rcv.SaveOffset(c))
+		}
+		assert.Equal(t, 3, sc.count("SaveOffset")-saves)
+		assert.Zero(t, sc.count("OffsetBounds")-bounds, "an equal save of a receiver's position")
+		require.NoError(t, st.SaveOffset(c, "billing", off))
+		assert.Equal(t, 1, sc.count("OffsetBounds")-bounds, "Stream.SaveOffset's equal save tells it from a refusal")
+		got, err := st.Offset(c, "billing")
+		require.NoError(t, err)
+		assert.Equal(t, off, got)
 	})
 }

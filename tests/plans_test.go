@@ -616,10 +616,14 @@ var hotStatements = []hotStmt{
 	{name: "ReadEventsFromConsumer", label: "big stream", args: map[string]any{"stream": "big", "consumer": "c"}},
 	{name: "SaveOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Runs after a SaveOffset that stored nothing (a lower save, or one
-	// past the newest offset) or a refused ResetOffset: by primary keys,
-	// the sequence, and one probe of each table a stream lives in.
-	{name: "OffsetBounds", label: "known stream", args: map[string]any{"stream": "big", "consumer": "c"}},
-	{name: "OffsetBounds", label: "unknown stream", args: map[string]any{"stream": "nosuch", "consumer": "c"}},
+	// past the newest offset) or a refused ResetOffset: by primary key,
+	// the sequence, and the newest event (one descent of each partition's
+	// primary key).
+	{name: "OffsetBounds", args: map[string]any{"stream": "big", "consumer": "c"}},
+	// The CLI's and console's check before a reset: one probe of each
+	// table a stream lives in.
+	{name: "StreamExists", label: "known stream", args: map[string]any{"stream": "big"}},
+	{name: "StreamExists", label: "unknown stream", args: map[string]any{"stream": "nosuch"}},
 	{name: "GetOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Compacted keys.
 	{name: "PublishKeyedEvent"},
@@ -824,7 +828,7 @@ var coldStatements = map[string]string{
 	"SetQueuePaused":            "an operator's call (Pause, Resume), one primary-key upsert",
 	"ListQueueSettings":         "Store.Queues lists every configured queue: its cost is its answer",
 	"DeleteJob":                 "an operator's call, by primary key",
-	"ResetOffset":               "an operator's call, by primary key, with OffsetBounds' probes (checked there)",
+	"ResetOffset":               "an operator's call, by primary key, with SaveOffset's bound (checked there)",
 	"ListPendingJobs":           "a console page of pending jobs: reads the queue's pending rows from the claim index and sorts them, so it costs the queue's backlog by design (README: an index of its own costs every enqueue 13-36%)",
 	"ListRunningJobs":           "a console page of running jobs: the queue's claims in flight, few enough to sort",
 	"ClaimJobByID":              "alktest's claim of one given job in a test, by primary key",

@@ -392,6 +392,53 @@ func killOutboxMessage(t *testing.T, ob *store.Outbox) int64 {
 	return id
 }
 
+// TestCLIResetKnowsEveryStream: `streams reset` refuses a stream of which
+// nothing is stored (exit 3, a typo: attack59 F1), but counts a stream
+// known by a consumer group alone, trimmed empty (review59b F1: exit 3
+// before), and `--new` places a consumer of a stream nothing was published
+// to yet (the library's ResetOffset accepts it; `--new` was no flag before).
+func TestCLIResetKnowsEveryStream(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		gs := s.Stream("payments")
+		var last int64
+		for range 3 {
+			var err error
+			last, err = gs.Publish(ctx, []byte("p"))
+			require.NoError(t, err)
+		}
+		m, err := gs.Group("g").Join(ctx, store.GroupOpts{Partitions: 1})
+		require.NoError(t, err)
+		for range 3 {
+			ev, err := m.Recv(ctx)
+			require.NoError(t, err)
+			require.NoError(t, m.Commit(ctx, ev))
+		}
+		require.NoError(t, m.Leave(ctx))
+		_, err = gs.TrimTo(ctx, last)
+		require.NoError(t, err)
+		ok(t, dsn, "streams", "reset", "payments", "audit", fmt.Sprint(last))
+		off, err := gs.Offset(ctx, "audit")
+		require.NoError(t, err)
+		assert.Equal(t, last, off)
+
+		typo := cli(t, dsn, "streams", "reset", "payments-typo", "audit", "0")
+		assert.Equal(t, exitNotFound, typo.code)
+		assert.Contains(t, typo.err, "--new")
+		exists, err := s.Stream("payments-typo").Exists(ctx)
+		require.NoError(t, err)
+		assert.False(t, exists, "no consumer made for it")
+		ok(t, dsn, "streams", "reset", "invoices", "billing", "0", "--new")
+		exists, err = s.Stream("invoices").Exists(ctx)
+		require.NoError(t, err)
+		assert.True(t, exists, "its consumer placed before the first publish")
+		assert.Equal(t, exitBadInput, cli(t, dsn, "streams", "reset", "invoices2", "billing", fmt.Sprint(last+1), "--new").code, "still bounded")
+		assert.Contains(t, ok(t, dsn, "streams", "reset", "--help"), "--new")
+	})
+}
+
 // TestCLIStreams: list, publish (keyed and not), tail from an offset and
 // from a consumer, consumers with lag, reset, heads.
 func TestCLIStreams(t *testing.T) {

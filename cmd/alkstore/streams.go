@@ -284,10 +284,15 @@ func (a *app) consumersCmd() *cobra.Command {
 }
 
 func (a *app) resetCmd() *cobra.Command {
-	return &cobra.Command{
+	var fresh bool
+	cmd := &cobra.Command{
 		Use:   "reset STREAM CONSUMER OFFSET",
 		Short: "Set a consumer's offset (a rewind to replay, or a skip); stop the consumer first",
-		Args:  cobra.ExactArgs(3),
+		Long: `Set a consumer's offset (a rewind to replay, or a skip); stop the consumer first.
+A stream of which nothing is stored (no event, key, setting, consumer or
+consumer group: a mistyped name?) is refused (exit 3) unless --new is given,
+to place a consumer of a stream nothing was published to yet.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			off, err := strconv.ParseInt(args[2], 10, 64)
 			if err != nil || off < 0 {
@@ -297,13 +302,35 @@ func (a *app) resetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := st.Stream(args[0]).ResetOffset(cmd.Context(), args[1], off); err != nil {
+			stream := st.Stream(args[0])
+			if !fresh {
+				if err := mustExist(cmd.Context(), stream, args[0]); err != nil {
+					return err
+				}
+			}
+			if err := stream.ResetOffset(cmd.Context(), args[1], off); err != nil {
 				return err
 			}
 			return a.done(map[string]any{"action": "reset", "stream": args[0], "consumer": args[1], "offset": off},
 				"consumer %s of %s now at offset %d", args[1], args[0], off)
 		},
 	}
+	cmd.Flags().BoolVar(&fresh, "new", false, "reset a consumer of a stream of which nothing is stored yet (placed before the first publish)")
+	return cmd
+}
+
+// mustExist refuses a stream of which nothing is stored: an operator's
+// typo would otherwise make a consumer of a stream nobody writes
+// (attack59 F1).
+func mustExist(ctx context.Context, st *store.Stream, name string) error {
+	ok, err := st.Exists(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("stream %q: %w: no event, key, setting, consumer or consumer group of it is stored (a mistyped name? --new resets a consumer of a stream not written yet)", name, store.ErrNotFound)
+	}
+	return nil
 }
 
 func (a *app) headsCmd() *cobra.Command {

@@ -429,6 +429,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.streamEventStatsStmt, err = db.PrepareContext(ctx, streamEventStats); err != nil {
 		return nil, fmt.Errorf("error preparing query StreamEventStats: %w", err)
 	}
+	if q.streamExistsStmt, err = db.PrepareContext(ctx, streamExists); err != nil {
+		return nil, fmt.Errorf("error preparing query StreamExists: %w", err)
+	}
 	if q.streamHeadStatsStmt, err = db.PrepareContext(ctx, streamHeadStats); err != nil {
 		return nil, fmt.Errorf("error preparing query StreamHeadStats: %w", err)
 	}
@@ -1145,6 +1148,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing streamEventStatsStmt: %w", cerr)
 		}
 	}
+	if q.streamExistsStmt != nil {
+		if cerr := q.streamExistsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing streamExistsStmt: %w", cerr)
+		}
+	}
 	if q.streamHeadStatsStmt != nil {
 		if cerr := q.streamHeadStatsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing streamHeadStatsStmt: %w", cerr)
@@ -1379,6 +1387,7 @@ type Queries struct {
 	setQueuePausedStmt              *sql.Stmt
 	snoozeJobStmt                   *sql.Stmt
 	streamEventStatsStmt            *sql.Stmt
+	streamExistsStmt                *sql.Stmt
 	streamHeadStatsStmt             *sql.Stmt
 	streamsWithHeadlessStmt         *sql.Stmt
 	sweepAllExpiredJobsStmt         *sql.Stmt
@@ -1532,6 +1541,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		setQueuePausedStmt:              q.setQueuePausedStmt,
 		snoozeJobStmt:                   q.snoozeJobStmt,
 		streamEventStatsStmt:            q.streamEventStatsStmt,
+		streamExistsStmt:                q.streamExistsStmt,
 		streamHeadStatsStmt:             q.streamHeadStatsStmt,
 		streamsWithHeadlessStmt:         q.streamsWithHeadlessStmt,
 		sweepAllExpiredJobsStmt:         q.sweepAllExpiredJobsStmt,

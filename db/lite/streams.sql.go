@@ -33,11 +33,8 @@ const offsetBounds = `-- name: OffsetBounds :one
 SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(?1 AS TEXT) AND o.consumer = CAST(?2 AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(?1 AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(?1 AS TEXT))
-       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(?1 AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(?1 AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL) AS INTEGER) AS stream_known
+                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
+       CAST(coalesce((SELECT max(id) FROM alk_events), 0) AS INTEGER) AS top_event
 `
 
 type OffsetBoundsParams struct {
@@ -48,19 +45,17 @@ type OffsetBoundsParams struct {
 type OffsetBoundsRow struct {
 	CommittedOffset int64
 	NewestOffset    int64
-	StreamKnown     int64
+	TopEvent        int64
 }
 
 // Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
 // when it has none), the newest offset drawn for any event (their bound),
-// and whether the stream is known (ResetOffset's condition, the same). A
-// probe is a scalar subquery ordered by its index, not an EXISTS, whose
-// ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
-// read compaction_heads whole for a stream it does not hold.
+// and the highest event id (in the bound already: the same as PostgreSQL's
+// for the shared code).
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
 	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer)
 	var i OffsetBoundsRow
-	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.StreamKnown)
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
 	return i, err
 }
 
@@ -353,10 +348,6 @@ INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS INTEGER)
 WHERE CAST(?3 AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
                                                 coalesce((SELECT max(id) FROM alk_events), 0))
-  AND ((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(?1 AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(?1 AS TEXT))
-       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(?1 AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(?1 AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -369,10 +360,10 @@ type ResetOffsetParams struct {
 }
 
 // Sets the consumer's offset to exactly @committed_offset, lower or higher
-// (a deliberate rewind or skip, unlike the monotone SaveOffset). 0 rows:
-// refused, as SaveOffset refuses, or because the stream is unknown:
-// nothing published (events or heads), configured or consumed (attack59
-// F1); OffsetBounds tells which.
+// (a deliberate rewind or skip, unlike the monotone SaveOffset), of any
+// stream, one nothing was published to yet included (a consumer placed
+// at deploy time). 0 rows: refused, as SaveOffset refuses; OffsetBounds
+// says why.
 func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
 	result, err := q.exec(ctx, q.resetOffsetStmt, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
 	if err != nil {
@@ -412,6 +403,25 @@ func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const streamExists = `-- name: StreamExists :one
+SELECT CAST(((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(?1 AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(?1 AS TEXT))
+       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(?1 AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(?1 AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL
+       OR (SELECT g.stream FROM alk_consumer_groups g WHERE g.stream = CAST(?1 AS TEXT) ORDER BY g.stream, g.grp LIMIT 1) IS NOT NULL) AS INTEGER) AS known
+`
+
+// Whether anything of the stream is stored: an event, a head (headless
+// ones too), settings, a consumer's offset or a consumer group (the
+// operator tools' check before a reset, not the library's). Each probe is
+// a scalar subquery ordered by its index, as PostgreSQL's.
+func (q *Queries) StreamExists(ctx context.Context, stream string) (int64, error) {
+	row := q.queryRow(ctx, q.streamExistsStmt, streamExists, stream)
+	var known int64
+	err := row.Scan(&known)
+	return known, err
 }
 
 const trimStream = `-- name: TrimStream :execrows

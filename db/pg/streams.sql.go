@@ -32,11 +32,10 @@ func (q *Queries) GetOffset(ctx context.Context, arg GetOffsetParams) (int64, er
 const offsetBounds = `-- name: OffsetBounds :one
 SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                  WHERE o.stream = $1::text AND o.consumer = $2::text), -1)::bigint AS committed_offset,
-       COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS newest_offset,
-       ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = $1::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = $1::text)
-       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = $1::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = $1::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)::boolean AS stream_known
+       (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
+             THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+             ELSE -1 END)::bigint AS newest_offset,
+       COALESCE((SELECT e.id FROM alkstore.events e ORDER BY e.id DESC LIMIT 1), 0)::bigint AS top_event
 `
 
 type OffsetBoundsParams struct {
@@ -47,19 +46,19 @@ type OffsetBoundsParams struct {
 type OffsetBoundsRow struct {
 	CommittedOffset int64
 	NewestOffset    int64
-	StreamKnown     bool
+	TopEvent        int64
 }
 
 // Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
-// when it has none), the newest offset drawn for any event (their bound),
-// and whether the stream is known (ResetOffset's condition, the same). A
-// probe is a scalar subquery ordered by its index, not an EXISTS, whose
-// ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
-// read compaction_heads whole for a stream it does not hold.
+// when it has none), the newest offset drawn for any event (their bound:
+// the sequence's last value; -1 when this role may not read the sequence,
+// whose pg_sequence_last_value is then NULL on some releases), and the
+// highest event id, which is above the sequence only when rows were
+// imported without it.
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
 	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer)
 	var i OffsetBoundsRow
-	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.StreamKnown)
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
 	return i, err
 }
 
@@ -761,17 +760,17 @@ func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutside
 }
 
 const resetOffset = `-- name: ResetOffset :execrows
-WITH w AS MATERIALIZED (
-    SELECT CASE WHEN $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+WITH b AS MATERIALIZED (
+    SELECT ($3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+            OR (SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1) IS NOT NULL) AS ok
+), w AS MATERIALIZED (
+    SELECT b.ok, CASE WHEN b.ok AND $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+    FROM b
 )
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT $1::text, $2::text, $3::bigint
 FROM w
-WHERE $3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-  AND ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = $1::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = $1::text)
-       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = $1::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = $1::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
+WHERE w.ok
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now()
 `
@@ -784,13 +783,13 @@ type ResetOffsetParams struct {
 }
 
 // Sets the consumer's offset to exactly @committed_offset, lower or higher
-// (a deliberate rewind or skip, unlike the monotone SaveOffset). A
-// non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
-// consumer's progress, carries none: it is too frequent to be worth one).
-// 0 rows: refused, as SaveOffset refuses, or because the stream is
-// unknown: nothing published (events or heads), configured or consumed
-// (attack59 F1: an operator's reset of a mistyped stream made a consumer
-// of a stream that does not exist); OffsetBounds tells which.
+// (a deliberate rewind or skip, unlike the monotone SaveOffset), of any
+// stream, one nothing was published to yet included (a consumer placed
+// at deploy time). A non-empty wake tells Store.Changes elsewhere, on
+// commit (SaveOffset, a consumer's progress, carries none: it is too
+// frequent to be worth one); only when the offset is stored: the bound
+// is decided first (b) and gates the NOTIFY (review59b F4). 0 rows:
+// refused, as SaveOffset refuses; OffsetBounds says why.
 func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, resetOffset,
 		arg.Stream,
@@ -808,6 +807,7 @@ const saveOffset = `-- name: SaveOffset :execrows
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT $1::text, $2::text, $3::bigint
 WHERE $3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+   OR (SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1) IS NOT NULL
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
@@ -824,9 +824,16 @@ type SaveOffsetParams struct {
 // above the newest one drawn for any event (the sequence's last value,
 // never lower than an offset a reader was given, whether its event was
 // trimmed since or not) is not saved: no event has it yet, and it would
-// skip the stream's next events (attack59 F1). 0 rows: a save that moved
-// nothing, or that refusal; OffsetBounds, run only then, tells which, so a
-// save that moves the offset stays this one statement.
+// skip the stream's next events (attack59 F1). Unless an event has an id
+// at or above it: a row imported or copied without its sequence
+// (logical replication carries none) is delivered, so its offset is
+// accepted (review59b F5). That probe is an InitPlan, run only when the
+// sequence refuses (evaluated lazily, OR's first operand first): a scalar
+// subquery ordered by the primary key (an EXISTS loses its ORDER BY, and
+// a custom plan then seq-scans a small partition), one descent of each
+// partition the offset does not prune. 0 rows: a save
+// that moved nothing, or that refusal; OffsetBounds, run only then, tells
+// which, so a save that moves the offset stays this one statement.
 func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
 	if err != nil {
@@ -880,6 +887,27 @@ func (q *Queries) SettledSnapshot(ctx context.Context) (SettledSnapshotRow, erro
 		&i.ProvenNext,
 	)
 	return i, err
+}
+
+const streamExists = `-- name: StreamExists :one
+SELECT ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = $1::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = $1::text)
+       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = $1::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = $1::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL
+       OR (SELECT g.stream FROM alkstore.consumer_groups g WHERE g.stream = $1::text ORDER BY g.stream, g.grp LIMIT 1) IS NOT NULL)::boolean AS known
+`
+
+// Whether anything of the stream is stored: an event, a head (headless
+// ones too), settings, a consumer's offset or a consumer group (the
+// operator tools' check before a reset, not the library's). A probe is a
+// scalar subquery ordered by its index, not an EXISTS, whose ORDER BY and
+// LIMIT the planner drops: PostgreSQL's generic plan then read
+// compaction_heads whole for a stream it does not hold.
+func (q *Queries) StreamExists(ctx context.Context, stream string) (bool, error) {
+	row := q.db.QueryRow(ctx, streamExists, stream)
+	var known bool
+	err := row.Scan(&known)
+	return known, err
 }
 
 const trimStream = `-- name: TrimStream :execrows

@@ -85,18 +85,14 @@ WHERE committed_offset < excluded.committed_offset;
 
 -- name: ResetOffset :execrows
 -- Sets the consumer's offset to exactly @committed_offset, lower or higher
--- (a deliberate rewind or skip, unlike the monotone SaveOffset). 0 rows:
--- refused, as SaveOffset refuses, or because the stream is unknown:
--- nothing published (events or heads), configured or consumed (attack59
--- F1); OffsetBounds tells which.
+-- (a deliberate rewind or skip, unlike the monotone SaveOffset), of any
+-- stream, one nothing was published to yet included (a consumer placed
+-- at deploy time). 0 rows: refused, as SaveOffset refuses; OffsetBounds
+-- says why.
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(@stream AS TEXT), CAST(@consumer AS TEXT), CAST(@committed_offset AS INTEGER)
 WHERE CAST(@committed_offset AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
                                                 coalesce((SELECT max(id) FROM alk_events), 0))
-  AND ((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(@stream AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(@stream AS TEXT))
-       OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(@stream AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(@stream AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER);
@@ -104,18 +100,24 @@ SET committed_offset = excluded.committed_offset,
 -- name: OffsetBounds :one
 -- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
 -- when it has none), the newest offset drawn for any event (their bound),
--- and whether the stream is known (ResetOffset's condition, the same). A
--- probe is a scalar subquery ordered by its index, not an EXISTS, whose
--- ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
--- read compaction_heads whole for a stream it does not hold.
+-- and the highest event id (in the bound already: the same as PostgreSQL's
+-- for the shared code).
 SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(@stream AS TEXT) AND o.consumer = CAST(@consumer AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(@stream AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
+       CAST(coalesce((SELECT max(id) FROM alk_events), 0) AS INTEGER) AS top_event;
+
+-- name: StreamExists :one
+-- Whether anything of the stream is stored: an event, a head (headless
+-- ones too), settings, a consumer's offset or a consumer group (the
+-- operator tools' check before a reset, not the library's). Each probe is
+-- a scalar subquery ordered by its index, as PostgreSQL's.
+SELECT CAST(((SELECT x.stream FROM alk_consumer_offsets x WHERE x.stream = CAST(@stream AS TEXT) ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
        OR EXISTS (SELECT 1 FROM alk_streams s WHERE s.name = CAST(@stream AS TEXT))
        OR (SELECT h.stream FROM alk_compaction_heads h WHERE h.stream = CAST(@stream AS TEXT) ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(@stream AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL) AS INTEGER) AS stream_known;
+       OR (SELECT e.stream FROM alk_events e WHERE e.stream = CAST(@stream AS TEXT) ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL
+       OR (SELECT g.stream FROM alk_consumer_groups g WHERE g.stream = CAST(@stream AS TEXT) ORDER BY g.stream, g.grp LIMIT 1) IS NOT NULL) AS INTEGER) AS known;
 
 -- name: GetOffset :one
 SELECT CAST(COALESCE((SELECT committed_offset FROM alk_consumer_offsets

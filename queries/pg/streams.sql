@@ -404,12 +404,20 @@ UNION ALL
 -- above the newest one drawn for any event (the sequence's last value,
 -- never lower than an offset a reader was given, whether its event was
 -- trimmed since or not) is not saved: no event has it yet, and it would
--- skip the stream's next events (attack59 F1). 0 rows: a save that moved
--- nothing, or that refusal; OffsetBounds, run only then, tells which, so a
--- save that moves the offset stays this one statement.
+-- skip the stream's next events (attack59 F1). Unless an event has an id
+-- at or above it: a row imported or copied without its sequence
+-- (logical replication carries none) is delivered, so its offset is
+-- accepted (review59b F5). That probe is an InitPlan, run only when the
+-- sequence refuses (evaluated lazily, OR's first operand first): a scalar
+-- subquery ordered by the primary key (an EXISTS loses its ORDER BY, and
+-- a custom plan then seq-scans a small partition), one descent of each
+-- partition the offset does not prune. 0 rows: a save
+-- that moved nothing, or that refusal; OffsetBounds, run only then, tells
+-- which, so a save that moves the offset stays this one statement.
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT @stream::text, @consumer::text, @committed_offset::bigint
 WHERE @committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+   OR (SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1) IS NOT NULL
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
@@ -417,41 +425,53 @@ WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 
 -- name: ResetOffset :execrows
 -- Sets the consumer's offset to exactly @committed_offset, lower or higher
--- (a deliberate rewind or skip, unlike the monotone SaveOffset). A
--- non-empty wake tells Store.Changes elsewhere, on commit (SaveOffset, a
--- consumer's progress, carries none: it is too frequent to be worth one).
--- 0 rows: refused, as SaveOffset refuses, or because the stream is
--- unknown: nothing published (events or heads), configured or consumed
--- (attack59 F1: an operator's reset of a mistyped stream made a consumer
--- of a stream that does not exist); OffsetBounds tells which.
-WITH w AS MATERIALIZED (
-    SELECT CASE WHEN @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+-- (a deliberate rewind or skip, unlike the monotone SaveOffset), of any
+-- stream, one nothing was published to yet included (a consumer placed
+-- at deploy time). A non-empty wake tells Store.Changes elsewhere, on
+-- commit (SaveOffset, a consumer's progress, carries none: it is too
+-- frequent to be worth one); only when the offset is stored: the bound
+-- is decided first (b) and gates the NOTIFY (review59b F4). 0 rows:
+-- refused, as SaveOffset refuses; OffsetBounds says why.
+WITH b AS MATERIALIZED (
+    SELECT (@committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+            OR (SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1) IS NOT NULL) AS ok
+), w AS MATERIALIZED (
+    SELECT b.ok, CASE WHEN b.ok AND @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
+    FROM b
 )
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT @stream::text, @consumer::text, @committed_offset::bigint
 FROM w
-WHERE @committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-  AND ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = @stream::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
-       OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = @stream::text)
-       OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = @stream::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = @stream::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)
+WHERE w.ok
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
 
 -- name: OffsetBounds :one
 -- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
--- when it has none), the newest offset drawn for any event (their bound),
--- and whether the stream is known (ResetOffset's condition, the same). A
--- probe is a scalar subquery ordered by its index, not an EXISTS, whose
--- ORDER BY and LIMIT the planner drops: PostgreSQL's generic plan then
--- read compaction_heads whole for a stream it does not hold.
+-- when it has none), the newest offset drawn for any event (their bound:
+-- the sequence's last value; -1 when this role may not read the sequence,
+-- whose pg_sequence_last_value is then NULL on some releases), and the
+-- highest event id, which is above the sequence only when rows were
+-- imported without it.
 SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                  WHERE o.stream = @stream::text AND o.consumer = @consumer::text), -1)::bigint AS committed_offset,
-       COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)::bigint AS newest_offset,
-       ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = @stream::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
+       (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
+             THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
+             ELSE -1 END)::bigint AS newest_offset,
+       COALESCE((SELECT e.id FROM alkstore.events e ORDER BY e.id DESC LIMIT 1), 0)::bigint AS top_event;
+
+-- name: StreamExists :one
+-- Whether anything of the stream is stored: an event, a head (headless
+-- ones too), settings, a consumer's offset or a consumer group (the
+-- operator tools' check before a reset, not the library's). A probe is a
+-- scalar subquery ordered by its index, not an EXISTS, whose ORDER BY and
+-- LIMIT the planner drops: PostgreSQL's generic plan then read
+-- compaction_heads whole for a stream it does not hold.
+SELECT ((SELECT x.stream FROM alkstore.consumer_offsets x WHERE x.stream = @stream::text ORDER BY x.stream, x.consumer LIMIT 1) IS NOT NULL
        OR EXISTS (SELECT 1 FROM alkstore.streams s WHERE s.name = @stream::text)
        OR (SELECT h.stream FROM alkstore.compaction_heads h WHERE h.stream = @stream::text ORDER BY h.stream, h.key LIMIT 1) IS NOT NULL
-       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = @stream::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL)::boolean AS stream_known;
+       OR (SELECT e.stream FROM alkstore.events e WHERE e.stream = @stream::text ORDER BY e.stream, e.id LIMIT 1) IS NOT NULL
+       OR (SELECT g.stream FROM alkstore.consumer_groups g WHERE g.stream = @stream::text ORDER BY g.stream, g.grp LIMIT 1) IS NOT NULL)::boolean AS known;
 
 -- name: GetOffset :one
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
