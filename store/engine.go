@@ -41,12 +41,13 @@ type streamOps interface {
 	readSince(ctx context.Context, stream string, after int64, limit int) ([]Event, error)
 	readFromConsumer(ctx context.Context, stream, consumer string, limit int) ([]Event, error)
 	// saveOffset and resetOffset report whether they stored offset: a
-	// save moves only forward, and neither stores an offset above
-	// offsetBounds' newest unless an event has an id at or above it.
-	saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error)
+	// save moves only forward, and neither stores an offset above both
+	// offsetBounds' newest and acceptUpto (0, or an offset known to be an
+	// event's).
+	saveOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error)
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
-	resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) // sets it, lower or higher
-	offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error)
+	resetOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) // sets it, lower or higher
+	offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error)
 	streamExists(ctx context.Context, stream string) (bool, error)                        // Stream.Exists
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 }

@@ -323,35 +323,42 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 	})
 }
 
-// offsetBounds is why a save or reset stored nothing.
+// offsetBounds is why a save or reset of an offset stored nothing.
 type offsetBounds struct {
 	committed int64 // the consumer's stored offset, -1 when it has none
 	newest    int64 // the newest offset drawn for any event: the bound; -1 when the role may not read it (PostgreSQL)
-	top       int64 // the highest event id: above newest only when rows were imported without the sequence
+	top       int64 // the first event id at or above the offset, 0 for none: above newest only for rows imported without the sequence
 }
 
 // storeOffset runs a save or a reset, whose statement checks the bound
 // itself, so a save that moves the offset is one statement (the receivers'
-// auto-save path). Only when it stored nothing does offsetBounds tell why
-// (given: the offset is an event's a reader was given, below the bound, so
-// nothing stored is a lower or equal save, and the second statement is
-// skipped): a save that did not move the offset, or an offset past the
-// newest; an event that drew the offset between the two statements makes
-// it write again (the bound only grows, so the second write does not fail
-// on it).
+// auto-save path). given: the offset is an event's a reader was given, so
+// the bound is raised to it (acceptUpto: it may be above the sequence, an
+// imported row's, and its event trimmed since) and nothing stored is a
+// lower or equal save: no second statement. Otherwise, only when it
+// stored nothing does offsetBounds tell why: a save that did not move the
+// offset; an offset past the newest, refused unless an event has an id at
+// or above it (a row imported without the sequence: the statement goes
+// again with the bound raised to the offset); or an event that drew the
+// offset between the two statements, which makes it write again (the
+// bound only grows, so the second write does not fail on it).
 func storeOffset(ctx context.Context, o target, stream, consumer string, offset int64, reset, given bool) error {
+	var acceptUpto int64
+	if given {
+		acceptUpto = offset
+	}
 	for range 3 {
 		var stored bool
 		var err error
 		if reset {
-			stored, err = o.resetOffset(ctx, stream, consumer, offset)
+			stored, err = o.resetOffset(ctx, stream, consumer, offset, acceptUpto)
 		} else {
-			stored, err = o.saveOffset(ctx, stream, consumer, offset)
+			stored, err = o.saveOffset(ctx, stream, consumer, offset, acceptUpto)
 		}
 		if err != nil || stored || given && !reset {
 			return err
 		}
-		b, err := o.offsetBounds(ctx, stream, consumer)
+		b, err := o.offsetBounds(ctx, stream, consumer, offset)
 		switch {
 		case err != nil:
 			return err
@@ -360,9 +367,11 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 		case b.newest < 0:
 			return fmt.Errorf("%w: consumer %q: offset %d not checked: this role may not read alkstore.event_offset_seq (grant it USAGE or SELECT on the sequence)",
 				ErrInvalidArgument, consumer, offset)
-		case offset > max(b.newest, b.top):
-			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams): it would skip the stream's next events",
-				ErrInvalidArgument, consumer, offset, max(b.newest, b.top))
+		case offset > b.newest && b.top == 0:
+			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams), and no event has an id at or above it: it would skip the stream's next events",
+				ErrInvalidArgument, consumer, offset, b.newest)
+		case offset > b.newest:
+			acceptUpto = offset // an event above the sequence (imported) has an id at or above it
 		}
 	}
 	return fmt.Errorf("consumer %q: offset %d not stored: the consumer's offset kept changing", consumer, offset)

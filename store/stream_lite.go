@@ -146,18 +146,18 @@ func ownBytes(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
-	n, err := o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o liteOps) saveOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) {
+	n, err := o.q.SaveOffset(ctx, litedb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, AcceptUpto: acceptUpto})
 	return n > 0, err
 }
 
-func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
-	n, err := o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) {
+	n, err := o.q.ResetOffset(ctx, litedb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, AcceptUpto: acceptUpto})
 	return n > 0, err
 }
 
-func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
-	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
 	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
 }
 

@@ -299,23 +299,23 @@ func pageOut(evs []Event) []Event {
 	return slices.Clone(evs)
 }
 
-func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
-	n, err := o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
+func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) {
+	n, err := o.q.SaveOffset(ctx, pgdb.SaveOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, AcceptUpto: acceptUpto})
 	return n > 0, err
 }
 
-func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset int64) (bool, error) {
+func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) {
 	topic := offsetTopic(stream)
 	w := o.wake(topic)
-	n, err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, Wake: w})
+	n, err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, AcceptUpto: acceptUpto, Wake: w})
 	if n > 0 { // a refused reset changed nothing, and its statement sent no wake
 		o.sent(topic, w)
 	}
 	return n > 0, err
 }
 
-func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
-	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
 	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
 }
 

@@ -617,8 +617,8 @@ var hotStatements = []hotStmt{
 	{name: "SaveOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Runs after a SaveOffset that stored nothing (a lower save, or one
 	// past the newest offset) or a refused ResetOffset: by primary key,
-	// the sequence, and the newest event (one descent of each partition's
-	// primary key).
+	// the sequence, and the first event at or above the offset (a descent
+	// of the primary key of each partition the offset does not prune).
 	{name: "OffsetBounds", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// The CLI's and console's check before a reset: one probe of each
 	// table a stream lives in.
@@ -957,7 +957,7 @@ func checkClassified(t *testing.T, dialect string) {
 // batch, the first job, the due schedule "due-1".
 func planArgs(t *testing.T, e *engineEnv, now time.Time) map[string]any {
 	args := map[string]any{
-		"stream": "kv", "key": "k1", "payload": []byte("x"), "wake": "", "now": "@t:0s",
+		"stream": "kv", "key": "k1", "acceptupto": 0, "payload": []byte("x"), "wake": "", "now": "@t:0s",
 		"after": 0, "horizon": int64(1) << 62, "hold": int64(1) << 62, "lim": 100, "consumer": "c", "committedoffset": 10,
 		"schemaversion": 1, "compactionrank": 0, "headoffset": 1, "id": 1, "firstid": 0, "upto": 0,
 		"compacted": true, "cutoff": "@t:-1h", "batch": planBatch, "cap": store.StatsCountLimit,

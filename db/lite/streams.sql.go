@@ -34,12 +34,13 @@ SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(?1 AS TEXT) AND o.consumer = CAST(?2 AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
                 coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(coalesce((SELECT max(id) FROM alk_events), 0) AS INTEGER) AS top_event
+       CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(?3 AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS top_event
 `
 
 type OffsetBoundsParams struct {
-	Stream   string
-	Consumer string
+	Stream          string
+	Consumer        string
+	CommittedOffset int64
 }
 
 type OffsetBoundsRow struct {
@@ -50,10 +51,10 @@ type OffsetBoundsRow struct {
 
 // Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
 // when it has none), the newest offset drawn for any event (their bound),
-// and the highest event id (in the bound already: the same as PostgreSQL's
-// for the shared code).
+// and the first event id at or above @committed_offset, 0 for none (in
+// the bound already: the same as PostgreSQL's for the shared code).
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
-	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer)
+	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer, arg.CommittedOffset)
 	var i OffsetBoundsRow
 	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
 	return i, err
@@ -347,7 +348,7 @@ const resetOffset = `-- name: ResetOffset :execrows
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS INTEGER)
 WHERE CAST(?3 AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0))
+                                                coalesce((SELECT max(id) FROM alk_events), 0), CAST(?4 AS INTEGER))
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -357,6 +358,7 @@ type ResetOffsetParams struct {
 	Stream          string
 	Consumer        string
 	CommittedOffset int64
+	AcceptUpto      int64
 }
 
 // Sets the consumer's offset to exactly @committed_offset, lower or higher
@@ -365,7 +367,12 @@ type ResetOffsetParams struct {
 // at deploy time). 0 rows: refused, as SaveOffset refuses; OffsetBounds
 // says why.
 func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
-	result, err := q.exec(ctx, q.resetOffsetStmt, resetOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	result, err := q.exec(ctx, q.resetOffsetStmt, resetOffset,
+		arg.Stream,
+		arg.Consumer,
+		arg.CommittedOffset,
+		arg.AcceptUpto,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -376,7 +383,7 @@ const saveOffset = `-- name: SaveOffset :execrows
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS INTEGER)
 WHERE CAST(?3 AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0))
+                                                coalesce((SELECT max(id) FROM alk_events), 0), CAST(?4 AS INTEGER))
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = max(committed_offset, excluded.committed_offset),
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -387,6 +394,7 @@ type SaveOffsetParams struct {
 	Stream          string
 	Consumer        string
 	CommittedOffset int64
+	AcceptUpto      int64
 }
 
 // Monotone: a lower save leaves the stored offset as it is. An offset
@@ -394,11 +402,18 @@ type SaveOffsetParams struct {
 // seq, or a row's id if higher, never lower than an offset a reader was
 // given, whether its event was trimmed since or not) is not saved: no
 // event has it yet, and it would skip the stream's next events (attack59
-// F1). 0 rows: a save that moved nothing, or that refusal; OffsetBounds,
-// run only then, tells which, so a save that moves the offset stays this
-// one statement.
+// F1). @accept_upto raises that bound, as PostgreSQL's does (a reader's
+// offset; an event's at or above it: OffsetBounds), which here only
+// repeats what the bound holds. 0 rows: a save that moved nothing, or
+// that refusal; OffsetBounds, run only then, tells which, so a save that
+// moves the offset stays this one statement.
 func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, error) {
-	result, err := q.exec(ctx, q.saveOffsetStmt, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	result, err := q.exec(ctx, q.saveOffsetStmt, saveOffset,
+		arg.Stream,
+		arg.Consumer,
+		arg.CommittedOffset,
+		arg.AcceptUpto,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -35,12 +35,13 @@ SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
        (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
              THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
              ELSE -1 END)::bigint AS newest_offset,
-       COALESCE((SELECT e.id FROM alkstore.events e ORDER BY e.id DESC LIMIT 1), 0)::bigint AS top_event
+       COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS top_event
 `
 
 type OffsetBoundsParams struct {
-	Stream   string
-	Consumer string
+	Stream          string
+	Consumer        string
+	CommittedOffset int64
 }
 
 type OffsetBoundsRow struct {
@@ -53,10 +54,11 @@ type OffsetBoundsRow struct {
 // when it has none), the newest offset drawn for any event (their bound:
 // the sequence's last value; -1 when this role may not read the sequence,
 // whose pg_sequence_last_value is then NULL on some releases), and the
-// highest event id, which is above the sequence only when rows were
-// imported without it.
+// first event id at or above @committed_offset (0 for none), which a row
+// imported without the sequence can have above the sequence: the save or
+// reset then goes again with the bound raised to the offset (@accept_upto).
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
-	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer)
+	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer, arg.CommittedOffset)
 	var i OffsetBoundsRow
 	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
 	return i, err
@@ -761,10 +763,9 @@ func (q *Queries) ReadEventsOutsideTx(ctx context.Context, arg ReadEventsOutside
 
 const resetOffset = `-- name: ResetOffset :execrows
 WITH b AS MATERIALIZED (
-    SELECT ($3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-            OR (SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1) IS NOT NULL) AS ok
+    SELECT $3::bigint <= GREATEST(COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0), $4::bigint) AS ok
 ), w AS MATERIALIZED (
-    SELECT b.ok, CASE WHEN b.ok AND $4::text <> '' THEN pg_notify('alkstore', $4::text)::text END AS woke
+    SELECT b.ok, CASE WHEN b.ok AND $5::text <> '' THEN pg_notify('alkstore', $5::text)::text END AS woke
     FROM b
 )
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
@@ -779,6 +780,7 @@ type ResetOffsetParams struct {
 	Stream          string
 	Consumer        string
 	CommittedOffset int64
+	AcceptUpto      int64
 	Wake            string
 }
 
@@ -788,13 +790,15 @@ type ResetOffsetParams struct {
 // at deploy time). A non-empty wake tells Store.Changes elsewhere, on
 // commit (SaveOffset, a consumer's progress, carries none: it is too
 // frequent to be worth one); only when the offset is stored: the bound
-// is decided first (b) and gates the NOTIFY (review59b F4). 0 rows:
-// refused, as SaveOffset refuses; OffsetBounds says why.
+// is decided first (b) and gates the NOTIFY (review59b F4); @accept_upto
+// as SaveOffset's. 0 rows: refused, as SaveOffset refuses; OffsetBounds
+// says why.
 func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, resetOffset,
 		arg.Stream,
 		arg.Consumer,
 		arg.CommittedOffset,
+		arg.AcceptUpto,
 		arg.Wake,
 	)
 	if err != nil {
@@ -806,8 +810,7 @@ func (q *Queries) ResetOffset(ctx context.Context, arg ResetOffsetParams) (int64
 const saveOffset = `-- name: SaveOffset :execrows
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT $1::text, $2::text, $3::bigint
-WHERE $3::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-   OR (SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1) IS NOT NULL
+WHERE $3::bigint <= GREATEST(COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0), $4::bigint)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
@@ -818,24 +821,32 @@ type SaveOffsetParams struct {
 	Stream          string
 	Consumer        string
 	CommittedOffset int64
+	AcceptUpto      int64
 }
 
 // Monotone: a lower save leaves the stored offset as it is. An offset
 // above the newest one drawn for any event (the sequence's last value,
 // never lower than an offset a reader was given, whether its event was
 // trimmed since or not) is not saved: no event has it yet, and it would
-// skip the stream's next events (attack59 F1). Unless an event has an id
-// at or above it: a row imported or copied without its sequence
-// (logical replication carries none) is delivered, so its offset is
-// accepted (review59b F5). That probe is an InitPlan, run only when the
-// sequence refuses (evaluated lazily, OR's first operand first): a scalar
-// subquery ordered by the primary key (an EXISTS loses its ORDER BY, and
-// a custom plan then seq-scans a small partition), one descent of each
-// partition the offset does not prune. 0 rows: a save
-// that moved nothing, or that refusal; OffsetBounds, run only then, tells
-// which, so a save that moves the offset stays this one statement.
+// skip the stream's next events (attack59 F1). @accept_upto raises that
+// bound: to the offset for one a reader was given (a receiver's), or for
+// one an event has at or above it (OffsetBounds), since a row imported or
+// copied without its sequence (logical replication carries none) is
+// delivered (review59b F5). The statement names no events table: a
+// generic plan locks every relation it names, partitions included, each
+// execution, whether or not a subquery on it runs (with the probe of
+// events in it and 40 partitions a save took 80 locks, 64 of them outside
+// the fast path, and 2.4-3.9 times the server CPU: review59c F1). 0 rows:
+// a save that moved nothing, or that refusal; OffsetBounds, run only
+// then, tells which, so a save that moves the offset stays this one
+// statement.
 func (q *Queries) SaveOffset(ctx context.Context, arg SaveOffsetParams) (int64, error) {
-	result, err := q.db.Exec(ctx, saveOffset, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	result, err := q.db.Exec(ctx, saveOffset,
+		arg.Stream,
+		arg.Consumer,
+		arg.CommittedOffset,
+		arg.AcceptUpto,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -71,13 +71,15 @@ LIMIT CAST(@lim AS INTEGER);
 -- seq, or a row's id if higher, never lower than an offset a reader was
 -- given, whether its event was trimmed since or not) is not saved: no
 -- event has it yet, and it would skip the stream's next events (attack59
--- F1). 0 rows: a save that moved nothing, or that refusal; OffsetBounds,
--- run only then, tells which, so a save that moves the offset stays this
--- one statement.
+-- F1). @accept_upto raises that bound, as PostgreSQL's does (a reader's
+-- offset; an event's at or above it: OffsetBounds), which here only
+-- repeats what the bound holds. 0 rows: a save that moved nothing, or
+-- that refusal; OffsetBounds, run only then, tells which, so a save that
+-- moves the offset stays this one statement.
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(@stream AS TEXT), CAST(@consumer AS TEXT), CAST(@committed_offset AS INTEGER)
 WHERE CAST(@committed_offset AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0))
+                                                coalesce((SELECT max(id) FROM alk_events), 0), CAST(@accept_upto AS INTEGER))
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = max(committed_offset, excluded.committed_offset),
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER)
@@ -92,7 +94,7 @@ WHERE committed_offset < excluded.committed_offset;
 INSERT INTO alk_consumer_offsets (stream, consumer, committed_offset)
 SELECT CAST(@stream AS TEXT), CAST(@consumer AS TEXT), CAST(@committed_offset AS INTEGER)
 WHERE CAST(@committed_offset AS INTEGER) <= max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                                                coalesce((SELECT max(id) FROM alk_events), 0))
+                                                coalesce((SELECT max(id) FROM alk_events), 0), CAST(@accept_upto AS INTEGER))
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = excluded.committed_offset,
     updated_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER);
@@ -100,13 +102,13 @@ SET committed_offset = excluded.committed_offset,
 -- name: OffsetBounds :one
 -- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
 -- when it has none), the newest offset drawn for any event (their bound),
--- and the highest event id (in the bound already: the same as PostgreSQL's
--- for the shared code).
+-- and the first event id at or above @committed_offset, 0 for none (in
+-- the bound already: the same as PostgreSQL's for the shared code).
 SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(@stream AS TEXT) AND o.consumer = CAST(@consumer AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
                 coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(coalesce((SELECT max(id) FROM alk_events), 0) AS INTEGER) AS top_event;
+       CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(@committed_offset AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS top_event;
 
 -- name: StreamExists :one
 -- Whether anything of the stream is stored: an event, a head (headless

@@ -404,20 +404,21 @@ UNION ALL
 -- above the newest one drawn for any event (the sequence's last value,
 -- never lower than an offset a reader was given, whether its event was
 -- trimmed since or not) is not saved: no event has it yet, and it would
--- skip the stream's next events (attack59 F1). Unless an event has an id
--- at or above it: a row imported or copied without its sequence
--- (logical replication carries none) is delivered, so its offset is
--- accepted (review59b F5). That probe is an InitPlan, run only when the
--- sequence refuses (evaluated lazily, OR's first operand first): a scalar
--- subquery ordered by the primary key (an EXISTS loses its ORDER BY, and
--- a custom plan then seq-scans a small partition), one descent of each
--- partition the offset does not prune. 0 rows: a save
--- that moved nothing, or that refusal; OffsetBounds, run only then, tells
--- which, so a save that moves the offset stays this one statement.
+-- skip the stream's next events (attack59 F1). @accept_upto raises that
+-- bound: to the offset for one a reader was given (a receiver's), or for
+-- one an event has at or above it (OffsetBounds), since a row imported or
+-- copied without its sequence (logical replication carries none) is
+-- delivered (review59b F5). The statement names no events table: a
+-- generic plan locks every relation it names, partitions included, each
+-- execution, whether or not a subquery on it runs (with the probe of
+-- events in it and 40 partitions a save took 80 locks, 64 of them outside
+-- the fast path, and 2.4-3.9 times the server CPU: review59c F1). 0 rows:
+-- a save that moved nothing, or that refusal; OffsetBounds, run only
+-- then, tells which, so a save that moves the offset stays this one
+-- statement.
 INSERT INTO alkstore.consumer_offsets (stream, consumer, committed_offset)
 SELECT @stream::text, @consumer::text, @committed_offset::bigint
-WHERE @committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-   OR (SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1) IS NOT NULL
+WHERE @committed_offset::bigint <= GREATEST(COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0), @accept_upto::bigint)
 ON CONFLICT (stream, consumer) DO UPDATE
 SET committed_offset = GREATEST(alkstore.consumer_offsets.committed_offset, EXCLUDED.committed_offset),
     updated_at = now()
@@ -430,11 +431,11 @@ WHERE alkstore.consumer_offsets.committed_offset < EXCLUDED.committed_offset;
 -- at deploy time). A non-empty wake tells Store.Changes elsewhere, on
 -- commit (SaveOffset, a consumer's progress, carries none: it is too
 -- frequent to be worth one); only when the offset is stored: the bound
--- is decided first (b) and gates the NOTIFY (review59b F4). 0 rows:
--- refused, as SaveOffset refuses; OffsetBounds says why.
+-- is decided first (b) and gates the NOTIFY (review59b F4); @accept_upto
+-- as SaveOffset's. 0 rows: refused, as SaveOffset refuses; OffsetBounds
+-- says why.
 WITH b AS MATERIALIZED (
-    SELECT (@committed_offset::bigint <= COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-            OR (SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1) IS NOT NULL) AS ok
+    SELECT @committed_offset::bigint <= GREATEST(COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0), @accept_upto::bigint) AS ok
 ), w AS MATERIALIZED (
     SELECT b.ok, CASE WHEN b.ok AND @wake::text <> '' THEN pg_notify('alkstore', @wake::text)::text END AS woke
     FROM b
@@ -451,14 +452,15 @@ SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
 -- when it has none), the newest offset drawn for any event (their bound:
 -- the sequence's last value; -1 when this role may not read the sequence,
 -- whose pg_sequence_last_value is then NULL on some releases), and the
--- highest event id, which is above the sequence only when rows were
--- imported without it.
+-- first event id at or above @committed_offset (0 for none), which a row
+-- imported without the sequence can have above the sequence: the save or
+-- reset then goes again with the bound raised to the offset (@accept_upto).
 SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                  WHERE o.stream = @stream::text AND o.consumer = @consumer::text), -1)::bigint AS committed_offset,
        (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
              THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
              ELSE -1 END)::bigint AS newest_offset,
-       COALESCE((SELECT e.id FROM alkstore.events e ORDER BY e.id DESC LIMIT 1), 0)::bigint AS top_event;
+       COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS top_event;
 
 -- name: StreamExists :one
 -- Whether anything of the stream is stored: an event, a head (headless
