@@ -194,14 +194,7 @@ func TestOffsetOfAnImportedEventIsAccepted(t *testing.T) {
 		s := e.open(t)
 		c := ctx(t)
 		st := s.Stream("orders")
-		head, err := st.Publish(c, []byte("x"))
-		require.NoError(t, err)
-		id := head + 100
-		if e.name == "pg" {
-			e.execSQL(t, fmt.Sprintf("INSERT INTO alkstore.events (id, stream, payload, txid) VALUES (%d, 'orders', 'imported', pg_current_xact_id())", id))
-		} else {
-			e.execSQL(t, fmt.Sprintf("INSERT INTO alk_events (id, stream, payload) VALUES (%d, 'orders', 'imported')", id))
-		}
+		head, id := publishThenImport(t, e, st)
 		evs, err := st.ReadFromConsumer(c, "c", 10)
 		require.NoError(t, err)
 		require.Equal(t, []int64{head, id}, offsets(evs))
@@ -379,14 +372,7 @@ func TestAReceiversSaveOfATrimmedImportedEvent(t *testing.T) {
 		s := e.open(t)
 		c := ctx(t)
 		st := s.Stream("orders")
-		head, err := st.Publish(c, []byte("x"))
-		require.NoError(t, err)
-		id := head + 100
-		if e.name == "pg" {
-			e.execSQL(t, fmt.Sprintf("INSERT INTO alkstore.events (id, stream, payload, txid) VALUES (%d, 'orders', 'imported', pg_current_xact_id())", id))
-		} else {
-			e.execSQL(t, fmt.Sprintf("INSERT INTO alk_events (id, stream, payload) VALUES (%d, 'orders', 'imported')", id))
-		}
+		head, id := publishThenImport(t, e, st)
 		rcv, err := st.Subscribe(c, "c", store.SubscribeOpts{})
 		require.NoError(t, err)
 		defer rcv.Close()
@@ -404,4 +390,21 @@ func TestAReceiversSaveOfATrimmedImportedEvent(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, id, off, "the receiver's save stored nothing")
 	})
+}
+
+// publishThenImport publishes one event to st, then writes a second one
+// by hand 100 offsets above it, past the offset sequence (an import, or a
+// copy by logical replication, which carries no sequence values), and
+// returns both offsets.
+func publishThenImport(t *testing.T, e *engineEnv, st *store.Stream) (head, id int64) {
+	t.Helper()
+	head, err := st.Publish(ctx(t), []byte("x"))
+	require.NoError(t, err)
+	id = head + 100
+	if e.name == "pg" {
+		e.execSQL(t, fmt.Sprintf("INSERT INTO alkstore.events (id, stream, payload, txid) VALUES (%d, '%s', 'imported', pg_current_xact_id())", id, st.Name()))
+	} else {
+		e.execSQL(t, fmt.Sprintf("INSERT INTO alk_events (id, stream, payload) VALUES (%d, '%s', 'imported')", id, st.Name()))
+	}
+	return head, id
 }
