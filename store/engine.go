@@ -47,7 +47,8 @@ type streamOps interface {
 	saveOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error)
 	getOffset(ctx context.Context, stream, consumer string) (int64, error)
 	resetOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) // sets it, lower or higher
-	offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error)
+	offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error)
+	firstEventFrom(ctx context.Context, offset int64) (int64, error)                      // the first event id at or above offset, 0 for none
 	streamExists(ctx context.Context, stream string) (bool, error)                        // Stream.Exists
 	trim(ctx context.Context, stream string, horizon int64, now time.Time) (int64, error) // unheads what it deletes
 }

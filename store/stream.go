@@ -291,7 +291,11 @@ func (st *Stream) readFromConsumer(ctx context.Context, v via, consumer string, 
 // the consumer and both offsets: no event has it yet, and the consumer
 // would skip the stream's events published until the numbering passed
 // it. An offset a reader was given is never refused, even once its event
-// is trimmed. An offset no reader was given (another stream's, or
+// is trimmed (on PostgreSQL, but for an event imported above the offset
+// sequence, a table copied without it: SaveOffset of its offset is
+// refused once no event is left at or above it, though an EventReceiver's
+// save of it is taken; after an import, setval the sequence past it). An
+// offset no reader was given (another stream's, or
 // Store.Horizon's Head) may skip events: on SQLite none between the
 // stream's last event and that bound (the stream's next event is numbered
 // above it), on PostgreSQL any a transaction drew below it and commits
@@ -327,7 +331,6 @@ func (st *Stream) saveOffset(ctx context.Context, v via, consumer string, offset
 type offsetBounds struct {
 	committed int64 // the consumer's stored offset, -1 when it has none
 	newest    int64 // the newest offset drawn for any event: the bound; -1 when the role may not read it (PostgreSQL)
-	top       int64 // the first event id at or above the offset, 0 for none: above newest only for rows imported without the sequence
 }
 
 // storeOffset runs a save or a reset, whose statement checks the bound
@@ -338,10 +341,11 @@ type offsetBounds struct {
 // lower or equal save: no second statement. Otherwise, only when it
 // stored nothing does offsetBounds tell why: a save that did not move the
 // offset; an offset past the newest, refused unless an event has an id at
-// or above it (a row imported without the sequence: the statement goes
-// again with the bound raised to the offset); or an event that drew the
-// offset between the two statements, which makes it write again (the
-// bound only grows, so the second write does not fail on it).
+// or above it (a row imported without the sequence, which firstEventFrom
+// looks for: the statement goes again with the bound raised to the
+// offset); or an event that drew the offset between the two statements,
+// which makes it write again (the bound only grows, so the second write
+// does not fail on it).
 func storeOffset(ctx context.Context, o target, stream, consumer string, offset int64, reset, given bool) error {
 	var acceptUpto int64
 	if given {
@@ -358,7 +362,7 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 		if err != nil || stored || given && !reset {
 			return err
 		}
-		b, err := o.offsetBounds(ctx, stream, consumer, offset)
+		b, err := o.offsetBounds(ctx, stream, consumer)
 		switch {
 		case err != nil:
 			return err
@@ -367,11 +371,18 @@ func storeOffset(ctx context.Context, o target, stream, consumer string, offset 
 		case b.newest < 0:
 			return fmt.Errorf("%w: consumer %q: offset %d not checked: this role may not read alkstore.event_offset_seq (grant it USAGE or SELECT on the sequence)",
 				ErrInvalidArgument, consumer, offset)
-		case offset > b.newest && b.top == 0:
-			return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams), and no event has an id at or above it: it would skip the stream's next events",
-				ErrInvalidArgument, consumer, offset, b.newest)
 		case offset > b.newest:
-			acceptUpto = offset // an event above the sequence (imported) has an id at or above it
+			// An event imported above the sequence may have an id at or
+			// above it (read only now: it names the events table).
+			top, err := o.firstEventFrom(ctx, offset)
+			if err != nil {
+				return err
+			}
+			if top == 0 {
+				return fmt.Errorf("%w: consumer %q: offset %d is past %d, the newest offset of any event (offsets are numbered across streams), and no event has an id at or above it: it would skip the stream's next events",
+					ErrInvalidArgument, consumer, offset, b.newest)
+			}
+			acceptUpto = offset
 		}
 	}
 	return fmt.Errorf("consumer %q: offset %d not stored: the consumer's offset kept changing", consumer, offset)

@@ -156,9 +156,13 @@ func (o liteOps) resetOffset(ctx context.Context, stream, consumer string, offse
 	return n > 0, err
 }
 
-func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error) {
-	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
+func (o liteOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, litedb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset}, err
+}
+
+func (o liteOps) firstEventFrom(ctx context.Context, offset int64) (int64, error) {
+	return o.q.FirstEventFrom(ctx, offset)
 }
 
 func (o liteOps) streamExists(ctx context.Context, stream string) (bool, error) {

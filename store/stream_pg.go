@@ -314,9 +314,13 @@ func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset,
 	return n > 0, err
 }
 
-func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string, offset int64) (offsetBounds, error) {
-	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer, CommittedOffset: offset})
-	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset, top: r.TopEvent}, err
+func (o pgOps) offsetBounds(ctx context.Context, stream, consumer string) (offsetBounds, error) {
+	r, err := o.q.OffsetBounds(ctx, pgdb.OffsetBoundsParams{Stream: stream, Consumer: consumer})
+	return offsetBounds{committed: r.CommittedOffset, newest: r.NewestOffset}, err
+}
+
+func (o pgOps) firstEventFrom(ctx context.Context, offset int64) (int64, error) {
+	return o.q.FirstEventFrom(ctx, offset)
 }
 
 func (o pgOps) streamExists(ctx context.Context, stream string) (bool, error) {

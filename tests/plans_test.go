@@ -616,10 +616,13 @@ var hotStatements = []hotStmt{
 	{name: "ReadEventsFromConsumer", label: "big stream", args: map[string]any{"stream": "big", "consumer": "c"}},
 	{name: "SaveOffset", args: map[string]any{"stream": "big", "consumer": "c"}},
 	// Runs after a SaveOffset that stored nothing (a lower save, or one
-	// past the newest offset) or a refused ResetOffset: by primary key,
-	// the sequence, and the first event at or above the offset (a descent
-	// of the primary key of each partition the offset does not prune).
+	// past the newest offset) or a refused ResetOffset: by primary key and
+	// the sequence.
 	{name: "OffsetBounds", args: map[string]any{"stream": "big", "consumer": "c"}},
+	// Then only for an offset past the sequence: the first event at or
+	// above it (a descent of each partition's primary key the offset does
+	// not prune).
+	{name: "FirstEventFrom"},
 	// The CLI's and console's check before a reset: one probe of each
 	// table a stream lives in.
 	{name: "StreamExists", label: "known stream", args: map[string]any{"stream": "big"}},

@@ -216,6 +216,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.fireScheduleStmt, err = db.PrepareContext(ctx, fireSchedule); err != nil {
 		return nil, fmt.Errorf("error preparing query FireSchedule: %w", err)
 	}
+	if q.firstEventFromStmt, err = db.PrepareContext(ctx, firstEventFrom); err != nil {
+		return nil, fmt.Errorf("error preparing query FirstEventFrom: %w", err)
+	}
 	if q.getCompactionHeadStmt, err = db.PrepareContext(ctx, getCompactionHead); err != nil {
 		return nil, fmt.Errorf("error preparing query GetCompactionHead: %w", err)
 	}
@@ -793,6 +796,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing fireScheduleStmt: %w", cerr)
 		}
 	}
+	if q.firstEventFromStmt != nil {
+		if cerr := q.firstEventFromStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing firstEventFromStmt: %w", cerr)
+		}
+	}
 	if q.getCompactionHeadStmt != nil {
 		if cerr := q.getCompactionHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getCompactionHeadStmt: %w", cerr)
@@ -1316,6 +1324,7 @@ type Queries struct {
 	expiredTombstonesStmt           *sql.Stmt
 	findJobStmt                     *sql.Stmt
 	fireScheduleStmt                *sql.Stmt
+	firstEventFromStmt              *sql.Stmt
 	getCompactionHeadStmt           *sql.Stmt
 	getEventPayloadStmt             *sql.Stmt
 	getJobStmt                      *sql.Stmt
@@ -1470,6 +1479,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		expiredTombstonesStmt:           q.expiredTombstonesStmt,
 		findJobStmt:                     q.findJobStmt,
 		fireScheduleStmt:                q.fireScheduleStmt,
+		firstEventFromStmt:              q.firstEventFromStmt,
 		getCompactionHeadStmt:           q.getCompactionHeadStmt,
 		getEventPayloadStmt:             q.getEventPayloadStmt,
 		getJobStmt:                      q.getJobStmt,

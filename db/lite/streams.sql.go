@@ -12,6 +12,20 @@ import (
 	"github.com/alkstore/alkstore/internal/litedriver"
 )
 
+const firstEventFrom = `-- name: FirstEventFrom :one
+SELECT CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(?1 AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS id
+`
+
+// The first event id at or above @committed_offset, 0 for none: for an
+// offset past OffsetBounds' newest (none here: the bound counts max(id);
+// the same as PostgreSQL's for the shared code).
+func (q *Queries) FirstEventFrom(ctx context.Context, committedOffset int64) (int64, error) {
+	row := q.queryRow(ctx, q.firstEventFromStmt, firstEventFrom, committedOffset)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const getOffset = `-- name: GetOffset :one
 SELECT CAST(COALESCE((SELECT committed_offset FROM alk_consumer_offsets
                       WHERE stream = ?1 AND consumer = ?2), 0) AS INTEGER) AS committed_offset
@@ -33,30 +47,26 @@ const offsetBounds = `-- name: OffsetBounds :one
 SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(?1 AS TEXT) AND o.consumer = CAST(?2 AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(?3 AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS top_event
+                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset
 `
 
 type OffsetBoundsParams struct {
-	Stream          string
-	Consumer        string
-	CommittedOffset int64
+	Stream   string
+	Consumer string
 }
 
 type OffsetBoundsRow struct {
 	CommittedOffset int64
 	NewestOffset    int64
-	TopEvent        int64
 }
 
 // Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
-// when it has none), the newest offset drawn for any event (their bound),
-// and the first event id at or above @committed_offset, 0 for none (in
-// the bound already: the same as PostgreSQL's for the shared code).
+// when it has none) and the newest offset drawn for any event (their
+// bound, which counts the highest event id already).
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
-	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	row := q.queryRow(ctx, q.offsetBoundsStmt, offsetBounds, arg.Stream, arg.Consumer)
 	var i OffsetBoundsRow
-	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset)
 	return i, err
 }
 

@@ -12,6 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const firstEventFrom = `-- name: FirstEventFrom :one
+SELECT COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= $1::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS id
+`
+
+// The first event id at or above @committed_offset, 0 for none: for an
+// offset past the sequence (OffsetBounds), which a row imported without
+// the sequence can have; the save or reset then goes again with the bound
+// raised to the offset (@accept_upto). One descent of the primary key of
+// each partition the offset does not prune.
+func (q *Queries) FirstEventFrom(ctx context.Context, committedOffset int64) (int64, error) {
+	row := q.db.QueryRow(ctx, firstEventFrom, committedOffset)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const getOffset = `-- name: GetOffset :one
 SELECT COALESCE((SELECT committed_offset FROM alkstore.consumer_offsets
                  WHERE stream = $1 AND consumer = $2), 0)::bigint AS committed_offset
@@ -34,33 +50,29 @@ SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                  WHERE o.stream = $1::text AND o.consumer = $2::text), -1)::bigint AS committed_offset,
        (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
              THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-             ELSE -1 END)::bigint AS newest_offset,
-       COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= $3::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS top_event
+             ELSE -1 END)::bigint AS newest_offset
 `
 
 type OffsetBoundsParams struct {
-	Stream          string
-	Consumer        string
-	CommittedOffset int64
+	Stream   string
+	Consumer string
 }
 
 type OffsetBoundsRow struct {
 	CommittedOffset int64
 	NewestOffset    int64
-	TopEvent        int64
 }
 
 // Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
-// when it has none), the newest offset drawn for any event (their bound:
+// when it has none) and the newest offset drawn for any event (their bound:
 // the sequence's last value; -1 when this role may not read the sequence,
-// whose pg_sequence_last_value is then NULL on some releases), and the
-// first event id at or above @committed_offset (0 for none), which a row
-// imported without the sequence can have above the sequence: the save or
-// reset then goes again with the bound raised to the offset (@accept_upto).
+// whose pg_sequence_last_value is then NULL on some releases). It names no
+// events relation, so that a lower or equal save's plan locks none
+// (FirstEventFrom does, only for an offset past the sequence).
 func (q *Queries) OffsetBounds(ctx context.Context, arg OffsetBoundsParams) (OffsetBoundsRow, error) {
-	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer, arg.CommittedOffset)
+	row := q.db.QueryRow(ctx, offsetBounds, arg.Stream, arg.Consumer)
 	var i OffsetBoundsRow
-	err := row.Scan(&i.CommittedOffset, &i.NewestOffset, &i.TopEvent)
+	err := row.Scan(&i.CommittedOffset, &i.NewestOffset)
 	return i, err
 }
 

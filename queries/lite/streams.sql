@@ -101,14 +101,18 @@ SET committed_offset = excluded.committed_offset,
 
 -- name: OffsetBounds :one
 -- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
--- when it has none), the newest offset drawn for any event (their bound),
--- and the first event id at or above @committed_offset, 0 for none (in
--- the bound already: the same as PostgreSQL's for the shared code).
+-- when it has none) and the newest offset drawn for any event (their
+-- bound, which counts the highest event id already).
 SELECT CAST(COALESCE((SELECT o.committed_offset FROM alk_consumer_offsets o
                       WHERE o.stream = CAST(@stream AS TEXT) AND o.consumer = CAST(@consumer AS TEXT)), -1) AS INTEGER) AS committed_offset,
        CAST(max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alk_events'), 0),
-                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset,
-       CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(@committed_offset AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS top_event;
+                coalesce((SELECT max(id) FROM alk_events), 0)) AS INTEGER) AS newest_offset;
+
+-- name: FirstEventFrom :one
+-- The first event id at or above @committed_offset, 0 for none: for an
+-- offset past OffsetBounds' newest (none here: the bound counts max(id);
+-- the same as PostgreSQL's for the shared code).
+SELECT CAST(coalesce((SELECT id FROM alk_events WHERE id >= CAST(@committed_offset AS INTEGER) ORDER BY id LIMIT 1), 0) AS INTEGER) AS id;
 
 -- name: StreamExists :one
 -- Whether anything of the stream is stored: an event, a head (headless

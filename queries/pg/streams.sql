@@ -449,18 +449,24 @@ SET committed_offset = EXCLUDED.committed_offset, updated_at = now();
 
 -- name: OffsetBounds :one
 -- Why SaveOffset or ResetOffset stored nothing: the consumer's offset (-1
--- when it has none), the newest offset drawn for any event (their bound:
+-- when it has none) and the newest offset drawn for any event (their bound:
 -- the sequence's last value; -1 when this role may not read the sequence,
--- whose pg_sequence_last_value is then NULL on some releases), and the
--- first event id at or above @committed_offset (0 for none), which a row
--- imported without the sequence can have above the sequence: the save or
--- reset then goes again with the bound raised to the offset (@accept_upto).
+-- whose pg_sequence_last_value is then NULL on some releases). It names no
+-- events relation, so that a lower or equal save's plan locks none
+-- (FirstEventFrom does, only for an offset past the sequence).
 SELECT COALESCE((SELECT o.committed_offset FROM alkstore.consumer_offsets o
                  WHERE o.stream = @stream::text AND o.consumer = @consumer::text), -1)::bigint AS committed_offset,
        (CASE WHEN has_sequence_privilege('alkstore.event_offset_seq', 'SELECT, USAGE')
              THEN COALESCE(pg_sequence_last_value('alkstore.event_offset_seq'::regclass), 0)
-             ELSE -1 END)::bigint AS newest_offset,
-       COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS top_event;
+             ELSE -1 END)::bigint AS newest_offset;
+
+-- name: FirstEventFrom :one
+-- The first event id at or above @committed_offset, 0 for none: for an
+-- offset past the sequence (OffsetBounds), which a row imported without
+-- the sequence can have; the save or reset then goes again with the bound
+-- raised to the offset (@accept_upto). One descent of the primary key of
+-- each partition the offset does not prune.
+SELECT COALESCE((SELECT e.id FROM alkstore.events e WHERE e.id >= @committed_offset::bigint ORDER BY e.id LIMIT 1), 0)::bigint AS id;
 
 -- name: StreamExists :one
 -- Whether anything of the stream is stored: an event, a head (headless
