@@ -54,12 +54,7 @@ func TestHardShutdownCutsAWaitOnAForeignLock(t *testing.T) {
 			func(ctx context.Context, j *store.Job) error {
 				if runs.Add(1) == 1 {
 					// Taken before the handler returns: its ack waits.
-					tx, err := foreign.BeginTx(c, nil)
-					if err == nil {
-						ftx.Store(tx)
-						_, err = tx.ExecContext(c, heldRowSQL(e), j.ID)
-					}
-					return err
+					return holdJobRow(c, e, foreign, &ftx, j.ID)
 				}
 				return nil
 			})
@@ -154,12 +149,7 @@ func TestOpenPoolHardShutdownGivesUpAHeldRowsAck(t *testing.T) {
 	}()
 	w, err := q.NewWorker(store.WorkOpts{Concurrency: 1, Visibility: time.Minute, Timeout: time.Minute},
 		func(ctx context.Context, j *store.Job) error {
-			tx, err := foreign.BeginTx(c, nil)
-			if err == nil {
-				ftx.Store(tx)
-				_, err = tx.ExecContext(c, heldRowSQL(e), j.ID)
-			}
-			return err
+			return holdJobRow(c, e, foreign, &ftx, j.ID)
 		})
 	require.NoError(t, err)
 	ran := make(chan error, 1)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,20 @@ func shutdownFreesAHeldRow(t *testing.T, c context.Context, e *engineEnv, s *sto
 }
 
 // heldRowSQL takes a job's row in a transaction ($1: its id).
+// holdJobRow begins a transaction on foreign, a connection that is not
+// the store's (another process's, as far as the store knows), keeps it in
+// held, and takes the job's row in it (on SQLite, the write lock), so
+// that what the job's settle needs waits for it.
+func holdJobRow(ctx context.Context, e *engineEnv, foreign *sql.DB, held *atomic.Pointer[sql.Tx], id int64) error {
+	tx, err := foreign.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	held.Store(tx)
+	_, err = tx.ExecContext(ctx, heldRowSQL(e), id)
+	return err
+}
+
 func heldRowSQL(e *engineEnv) string {
 	if e.name == "lite" {
 		return "UPDATE alk_jobs SET priority = priority WHERE id = $1"
