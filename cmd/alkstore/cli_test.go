@@ -368,6 +368,56 @@ func TestCLIOutbox(t *testing.T) {
 	})
 }
 
+// TestCLICancelAndDeleteRefuseAnOutboxMessage: the store has no cancel or
+// delete for an outbox's messages, so queues cancel and queues delete
+// refuse one however it is named (--outbox, the backing queue's name, or
+// a message's id under the outbox's name), exit 2, saying so and pointing
+// at what works, and touch nothing. Before, --outbox was an unknown flag,
+// the backing name a reserved name, and a message's id "not found".
+func TestCLICancelAndDeleteRefuseAnOutboxMessage(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		ob := s.Outbox("webhooks")
+		dead := killOutboxMessage(t, ob)
+		pending, err := ob.Enqueue(ctx, []byte("hook"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		for _, verb := range []string{"cancel", "delete"} {
+			for _, id := range []int64{dead, pending} {
+				for _, args := range [][]string{
+					{"queues", verb, "--outbox", "webhooks", fmt.Sprint(id)},
+					{"queues", verb, "webhooks", "--outbox", fmt.Sprint(id), "--json"},
+					{"queues", verb, "__alk_outbox:webhooks", fmt.Sprint(id)},
+					{"queues", verb, "webhooks", fmt.Sprint(id)},
+				} {
+					r := cli(t, dsn, args...)
+					assert.Equal(t, exitBadInput, r.code, "%v", args)
+					assert.Contains(t, r.err, fmt.Sprintf("an outbox's messages cannot be %s", pastTense(verb)), "%v", args)
+					assert.Contains(t, r.err, "queues requeue --outbox webhooks ID", "%v", args)
+					assert.Empty(t, r.out, "%v", args)
+					if len(args) == 4 && args[2] == "webhooks" {
+						assert.Contains(t, r.err, fmt.Sprintf("job %d is a message of outbox webhooks, not a job of queue webhooks", id), "%v", args)
+					}
+				}
+			}
+		}
+		for id, state := range map[int64]store.JobState{dead: store.JobDead, pending: store.JobPending} {
+			j, err := ob.Job(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, state, j.State, "message %d untouched", id)
+		}
+		// A plain queue's job of that name is still cancelled and deleted.
+		id, err := s.Queue("webhooks").Enqueue(ctx, []byte("plain"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		r := cli(t, dsn, "queues", "cancel", "webhooks", fmt.Sprint(id))
+		require.Equal(t, 0, r.code, r.err)
+		r = cli(t, dsn, "queues", "delete", "webhooks", fmt.Sprint(id))
+		require.Equal(t, 0, r.code, r.err)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "delete", "webhooks", fmt.Sprint(id)).code, "gone: not found, not an outbox's")
+	})
+}
+
 // killOutboxMessage sends a new message of ob to dead through a deliverer
 // that refuses it for good, and returns its id. Any message pending before
 // it is refused too.
