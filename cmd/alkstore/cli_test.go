@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1024,4 +1025,36 @@ func TestCLIUIRefusesABadPortAndAShortToken(t *testing.T) {
 	r := ui("0123456789abcdef", "--addr", "0.0.0.0:0")
 	assert.Equal(t, exitFailure, r.code, "a 16-byte token passes; the missing database stops it: %s", r.err)
 	assert.Contains(t, r.err, "no SQLite database at")
+}
+
+// TestCLIUIRefusesAShortPassword: ui --user with an ALKSTORE_UI_PASSWORD
+// under 12 characters exits 2 (bad input) before opening the database, on
+// loopback too, saying the minimum and never the password; any password
+// was taken before, "x" too, where a token under 16 bytes was refused. A
+// password of 12 characters (not bytes: "é" is two) passes.
+func TestCLIUIRefusesAShortPassword(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "none.db") // no database: bad input is found first
+	ui := func(password string, args ...string) result {
+		cmd := exec.Command(binary, append([]string{"ui", "--user", "ops"}, args...)...)
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+typo, "DATABASE_URL=", "ALKSTORE_UI_TOKEN=", "ALKSTORE_UI_PASSWORD="+password)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "ui %v exited 0: %s", args, errb.String())
+		return result{out.String(), errb.String(), ee.ExitCode()}
+	}
+	for _, pw := range []string{"x", "hunter2hunt", "ééééééééééé"} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			r := ui(pw, "--addr", addr)
+			assert.Equal(t, exitBadInput, r.code, "password %q, --addr %s: %s", pw, addr, r.err)
+			assert.Equal(t, fmt.Sprintf("alkstore: ALKSTORE_UI_PASSWORD is %d characters: use at least 12 (openssl rand -base64 12 makes one)", utf8.RuneCountInString(pw)),
+				strings.TrimSpace(r.err), "the password itself is never printed")
+		}
+	}
+	for _, pw := range []string{"hunter2hunter", "éééééééééééé"} {
+		r := ui(pw, "--addr", "0.0.0.0:0")
+		assert.Equal(t, exitFailure, r.code, "a password of 12 characters passes; the missing database stops it: %s", r.err)
+		assert.Contains(t, r.err, "no SQLite database at")
+	}
 }
