@@ -1159,6 +1159,7 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool, tx *Tx) (JobResult, b
 		}
 		res.SettleErr = serr
 		r.q.s.log.Warn("alkstore: could not settle job", "queue", r.q.name, "job", j.ID, "outcome", res.Outcome.String(), "error", serr)
+		r.q.s.life.settleFailed(1, serr)
 		return res, false
 	}
 	return r.settledResult(j, res), false

@@ -1825,6 +1825,13 @@ func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job
 func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err error) {
 	if len(failed) > 0 {
 		w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(failed), "error", err)
+		why := err
+		for _, e := range failed {
+			if why == nil {
+				why = e
+			}
+		}
+		w.q.s.life.settleFailed(len(failed), why)
 	}
 	if lost := len(batch) - len(ids) - len(failed); lost > 0 {
 		// Lost: the claim expired (the job runs again), or the job was
