@@ -1443,12 +1443,13 @@ func (g *Group) CheckTxOpts(opts GroupOpts) error {
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
 // never skipped: a partition waits for its failing event). A panic counts
 // as an error, and so does runtime.Goexit (t.FailNow called from a
-// handler): the loop goes on with another goroutine. A commit that fails after the handler returned nil (the
-// database refused it, or the claim was lost) is not the handler's
-// failure: Consume logs it ("could not commit") and goes on without
-// running the handler for the event again; the next commit of the
-// partition (the next event's, the next flush, a release) commits it, or,
-// should the partition move first, its next owner handles it again.
+// handler): the loop goes on with another goroutine. A commit that fails
+// after the handler returned nil (the database refused it, or the claim
+// was lost) is not the handler's failure: Consume logs it ("could not
+// commit") and goes on without running the handler for the event again;
+// the next commit of the partition (the next event's, the next flush, a
+// release) commits it, or, should the partition move first, its next owner
+// handles it again.
 type GroupHandler func(ctx context.Context, ev Event) error
 
 // GroupTxHandler handles one event inside a transaction that Consume
