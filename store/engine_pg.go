@@ -499,6 +499,15 @@ func (o pgOps) wake(topic string) string {
 	return o.eng.gate.wake(topic)
 }
 
+// wakeRefundable is wake for a write whose statement may send nothing
+// (wakeGate.wakeRefundable); refund gives back what it did not send.
+func (o pgOps) wakeRefundable(topic string) (string, wakeGrant) {
+	if o.txs != nil && o.txs.adopted {
+		return wake.EncodeWake(topic), wakeGrant{}
+	}
+	return o.eng.gate.wakeRefundable(topic)
+}
+
 // carry is wake for an auto-commit write that reports its commit to
 // carried (wakeGate.carry); in a transaction, wake.
 func (o pgOps) carry(topic string) (string, uint64) {

@@ -1442,20 +1442,23 @@ func (g *Group) CheckTxOpts(opts GroupOpts) error {
 // nil commits the event (Commit); an error leaves it uncommitted and hands
 // it to the handler again after GroupOpts.RetryDelay (a stream's events are
 // never skipped: a partition waits for its failing event). A panic counts
-// as an error. A commit that fails after the handler returned nil (the
-// database refused it, or the claim was lost) is not the handler's
-// failure: Consume logs it ("could not commit") and goes on without
-// running the handler for the event again; the next commit of the
-// partition (the next event's, the next flush, a release) commits it, or,
-// should the partition move first, its next owner handles it again.
+// as an error, and so does runtime.Goexit (t.FailNow called from a
+// handler): the loop goes on with another goroutine. A commit that fails
+// after the handler returned nil (the database refused it, or the claim
+// was lost) is not the handler's failure: Consume logs it ("could not
+// commit") and goes on without running the handler for the event again;
+// the next commit of the partition (the next event's, the next flush, a
+// release) commits it, or, should the partition move first, its next owner
+// handles it again.
 type GroupHandler func(ctx context.Context, ev Event) error
 
 // GroupTxHandler handles one event inside a transaction that Consume
 // begins: what it writes through tx commits together with the group's
 // offset (CommitTx), or not at all, so each event's effects commit exactly
-// once. An error (or a panic) rolls tx back, and the event comes again after
-// GroupOpts.RetryDelay. A lost claim rolls tx back too: the partition's new
-// owner makes the effects. The handler must not end tx.
+// once. An error (or a panic, or a runtime.Goexit) rolls tx back, and the
+// event comes again after GroupOpts.RetryDelay. A lost claim rolls tx back
+// too: the partition's new owner makes the effects. The handler must not
+// end tx.
 type GroupTxHandler func(ctx context.Context, tx Tx, ev Event) error
 
 // Consume joins the group and runs handler on every event of the member's
@@ -1478,7 +1481,7 @@ func (g *Group) Consume(ctx context.Context, opts GroupOpts, handler GroupHandle
 	}
 	var flushed time.Time
 	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error {
-		if err := recovered(func() error { return handler(ctx, ev) }); err != nil {
+		if err := run.call.run(func() error { return handler(ctx, ev) }); err != nil {
 			return err
 		}
 		if run.left.Load() {
@@ -1521,11 +1524,11 @@ func (g *Group) ConsumeTx(ctx context.Context, opts GroupOpts, handler GroupTxHa
 		return err
 	}
 	return g.consume(ctx, opts, func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error {
-		return g.s.inHandlerTx(ctx, func(ctx context.Context, tx Tx) error {
+		return g.s.inHandlerTx(ctx, &run.call, func(ctx context.Context, tx Tx) error {
 			if err := run.began(tx); err != nil {
 				return err
 			}
-			if err := recovered(func() error { return handler(ctx, tx, ev) }); err != nil {
+			if err := run.call.run(func() error { return handler(ctx, tx, ev) }); err != nil {
 				return err
 			}
 			return m.CommitTx(ctx, tx, ev)
@@ -1573,11 +1576,11 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 		}()
 		run := &groupRun{}
 		events := make(chan error, 1)
-		// A handler's panic is its error (recovered, in Consume and
+		// A handler's panic is its error (handlerCall, in Consume and
 		// ConsumeTx); one of the loop's own code here (a store bug) is
 		// recovered by nobody and ends the process, as one in Work's
 		// handler goroutines does.
-		go func() { events <- g.consumeEvents(ctx, hctx, m, run, handle) }()
+		go g.consumeEvents(ctx, hctx, m, run, handle, events)
 		return g.awaitEvents(hctx, m, run, events)
 	})
 	// The loop's own failures (a join's) carry their operation and name
@@ -1592,8 +1595,26 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 // consumeEvents is the loop of Consume and ConsumeTx: it receives m's
 // events and hands each to handle with hctx, until ctx ends or the
 // member closes, on a goroutine of its own, which the loop leaves behind
-// with a handler that ignores its cancelled context (awaitEvents).
-func (g *Group) consumeEvents(ctx, hctx context.Context, m *GroupMember, run *groupRun, handle func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error) error {
+// with a handler that ignores its cancelled context (awaitEvents). It
+// sends what the loop returned to done. A handler that exits its
+// goroutine (runtime.Goexit) failed: its event comes again as after an
+// error, and another goroutine goes on with the loop. Before, the loop
+// ended with that goroutine, the member kept its partitions, and the stop
+// waited 5 s more for the handler.
+func (g *Group) consumeEvents(ctx, hctx context.Context, m *GroupMember, run *groupRun, handle func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error, done chan<- error) {
+	defer run.call.afterExit(func(err error) {
+		run.call = handlerCall{}
+		if g.handled(ctx, m, run.ev, run, err) {
+			go g.consumeEvents(ctx, hctx, m, run, handle, done)
+		} else {
+			done <- nil
+		}
+	})
+	done <- g.eventLoop(ctx, hctx, m, run, handle)
+}
+
+// eventLoop is consumeEvents' loop.
+func (g *Group) eventLoop(ctx, hctx context.Context, m *GroupMember, run *groupRun, handle func(ctx context.Context, m *GroupMember, ev Event, run *groupRun) error) error {
 	log := m.opts.Logger
 	for {
 		ev, err := m.Recv(ctx)
@@ -1611,25 +1632,34 @@ func (g *Group) consumeEvents(ctx, hctx context.Context, m *GroupMember, run *gr
 		}
 		// A stop lets the event in flight finish and commit.
 		run.offset.Store(ev.Offset)
-		err = handle(hctx, m, ev, run)
-		switch {
-		case run.left.Load():
-			return nil // the loop returned without this handler, and the member left
-		case err == nil:
-		case ctx.Err() != nil:
-			m.redeliver(ev, time.Time{})
+		run.ev = ev
+		if !g.handled(ctx, m, ev, run, handle(hctx, m, ev, run)) {
 			return nil
-		case !m.holds(ev):
-			// The partition moved on (the member's own fencing says so,
-			// not the handler's error, which may wrap ErrClaimLost for
-			// its own reasons): its new owner handles ev.
-		default:
-			log.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
-				"offset", ev.Offset, "error", err)
-			// Only ev's partition waits; the others go on.
-			m.redeliver(ev, g.s.now().Add(m.opts.RetryDelay))
 		}
 	}
+}
+
+// handled does what the result of ev's handler asks (err: see handle),
+// and reports whether the loop goes on.
+func (g *Group) handled(ctx context.Context, m *GroupMember, ev Event, run *groupRun, err error) bool {
+	switch {
+	case run.left.Load():
+		return false // the loop returned without this handler, and the member left
+	case err == nil:
+	case ctx.Err() != nil:
+		m.redeliver(ev, time.Time{})
+		return false
+	case !m.holds(ev):
+		// The partition moved on (the member's own fencing says so,
+		// not the handler's error, which may wrap ErrClaimLost for
+		// its own reasons): its new owner handles ev.
+	default:
+		m.opts.Logger.Warn("alkstore: group handler failed; retrying the event", "group", g.name, "member", m.id,
+			"offset", ev.Offset, "error", err)
+		// Only ev's partition waits; the others go on.
+		m.redeliver(ev, g.s.now().Add(m.opts.RetryDelay))
+	}
+	return true
 }
 
 // groupRun is the event a group's loop has in flight, as the loop sees it
@@ -1640,6 +1670,10 @@ type groupRun struct {
 	// an earlier event's, ended, until then.
 	tx   atomic.Pointer[txState]
 	left atomic.Bool // the loop left the handler behind
+	// ev and call: the event in flight and its handler's call (see
+	// handlerCall), the loop's goroutine's alone.
+	ev   Event
+	call handlerCall
 }
 
 // errLeftBehind is why a transaction a group member's handler was to run

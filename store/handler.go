@@ -22,7 +22,10 @@ import (
 // Handler processes one job. Returning nil acks it; an error retries it with
 // backoff until its attempts are spent; an error wrapped with Permanent
 // fails it at once; Snooze(d) runs it again after d without spending an
-// attempt. A panic counts as an error.
+// attempt. A panic counts as an error, and so does runtime.Goexit (what
+// t.FailNow does when a test calls it from a handler): the job is settled
+// as a failed handler's, its error naming the Goexit, and the worker goes
+// on with another goroutine.
 //
 // The handler's context ends at its Timeout, when the worker stops (after
 // Grace), and when the job's claim is lost: Queue.Cancel cancelled the job
@@ -287,6 +290,10 @@ type runner struct {
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
+	// exited, unless nil, is called, its job settled, when a handler
+	// exited its goroutine (see handlerCall): a worker's handler
+	// goroutine ends with it. abandoned: see run.
+	exited func(abandoned bool)
 }
 
 func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
@@ -434,20 +441,39 @@ func (r *runner) runJob(j *Job) JobResult {
 
 // run is runJob, and reports whether the worker abandoned the handler
 // (runningJob.abandoned).
-func (r *runner) run(j *Job) (JobResult, bool) {
+func (r *runner) run(j *Job) (res JobResult, abandoned bool) {
 	token := j.beginRun()
-	res, later, abandoned := r.runAndSettle(j, token)
+	rj := r.begin(j, token)
+	var call handlerCall
+	// A handler that exits its goroutine failed: its job is settled so
+	// before the goroutine ends, and a worker puts another goroutine in
+	// its place (exited). On the caller's goroutine (RunJob) the Goexit
+	// goes on once the job is settled, as t.FailNow wants.
+	defer call.afterExit(func(err error) {
+		res, abandoned = r.finish(j, rj, r.exitedTx(rj), err)
+		if r.exited != nil {
+			r.exited(abandoned)
+		}
+	})
+	tx, err := r.call(j, rj, &call)
+	return r.finish(j, rj, tx, err)
+}
+
+// finish settles j by its handler's result (settle) and reports it to the
+// job's result functions, unless the batched ack does (see
+// runner.ackLater).
+func (r *runner) finish(j *Job, rj *runningJob, tx *Tx, err error) (JobResult, bool) {
+	res, later, abandoned := r.settleRun(j, rj, tx, err)
 	if !later {
 		j.endRun(res)
 	}
 	return res, abandoned
 }
 
-// runAndSettle runs the handler of j and settles j by its result; later
-// says the result is reported by the batched ack (see runner.ackLater),
-// abandoned that the worker gave up on the handler (and nothing was
-// settled). token is the job's claim as the run began.
-func (r *runner) runAndSettle(j *Job, token int64) (res JobResult, later, abandoned bool) {
+// begin starts the run of j's handler: its slot, its context, its
+// registration with the worker (start). token is the job's claim as the
+// run began.
+func (r *runner) begin(j *Job, token int64) *runningJob {
 	rj := j.runSlot()
 	rj.job, rj.since, rj.token = j, time.Now(), token
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
@@ -457,19 +483,41 @@ func (r *runner) runAndSettle(j *Job, token int64) (res JobResult, later, abando
 		rj.claimedTo = rj.lease
 	}
 	r.start(rj)
-	ctx := rj.ctx
+	return rj
+}
 
-	var tx *Tx
-	var err error
+// call runs the handler of j (in its transaction, begun here, for a
+// transactional one); tx is that transaction, nil when none was begun.
+func (r *runner) call(j *Job, rj *runningJob, call *handlerCall) (tx *Tx, err error) {
+	ctx := rj.ctx
 	switch {
 	case rj.skip:
-		err = context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	case r.h.tx != nil:
-		tx, err = r.callTx(ctx, j, rj)
+		return r.callTx(ctx, j, rj, call)
 	default:
-		err = recovered(func() error { return r.h.plain(ctx, j) })
+		return nil, call.run(func() error { return r.h.plain(ctx, j) })
 	}
+}
 
+// exitedTx is the transaction of a handler that exited its goroutine:
+// the caller's (RunJobInTx), or its own (callTx stored it before the
+// handler ran).
+func (r *runner) exitedTx(rj *runningJob) *Tx {
+	switch {
+	case r.h.tx == nil:
+		return nil
+	case r.callerTx != nil:
+		return r.callerTx
+	}
+	return rj.tx.Load()
+}
+
+// settleRun settles j by its handler's result (tx, err: see call); later
+// says the result is reported by the batched ack (see runner.ackLater),
+// abandoned that the worker gave up on the handler (and nothing was
+// settled).
+func (r *runner) settleRun(j *Job, rj *runningJob, tx *Tx, err error) (res JobResult, later, abandoned bool) {
 	rj.ownSettle = err != nil || tx != nil || !r.ackLater
 	r.stop(rj)
 	if rj.ownSettle && r.settled != nil {
@@ -561,11 +609,11 @@ func (r *runner) lostResult(j *Job, err error) JobResult {
 
 // callTx begins the handler's transaction (or takes the caller's) and runs
 // the handler in it. tx is nil when none was begun.
-func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error) {
+func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob, call *handlerCall) (*Tx, error) {
 	s := r.q.s
 	if r.callerTx != nil {
 		tx := *r.callerTx
-		return r.callerTx, recovered(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(j), j) })
+		return r.callerTx, call.run(func() error { return r.h.tx(withTx(ctx, s, tx), tx.lend(j), j) })
 	}
 	if err := s.takeHandlerTx(ctx); err != nil {
 		return nil, err
@@ -626,7 +674,7 @@ func (r *runner) callTx(ctx context.Context, j *Job, rj *runningJob) (*Tx, error
 		}
 	})
 	defer stopAt()
-	return &tx, recovered(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(j), j) })
+	return &tx, call.run(func() error { return r.h.tx(withTx(hctx, s, tx), tx.lend(j), j) })
 }
 
 // holdOthers extends, in tx (on SQLite's writer), the claims of the
@@ -1022,14 +1070,45 @@ func (r *runner) finishTx(tx *Tx, j *Job, rj *runningJob, err error, lost bool) 
 	return r.settledResult(j, JobResult{Outcome: outcome}), false, nil
 }
 
-// recovered runs fn, turning a panic into an error.
-func recovered(fn func() error) (err error) {
+// errHandlerExited is the failure of a handler that exited its goroutine
+// (runtime.Goexit), as t.FailNow does when a test calls it from a
+// handler: the run failed, as a panic's does.
+var errHandlerExited = errors.New("handler exited its goroutine (runtime.Goexit; t.FailNow, t.Fatal or t.SkipNow called from a handler?)")
+
+// handlerCall runs a user's handler (Work's, WorkTx's, a group member's)
+// and records how it ended. A panic is the handler's error ("handler
+// panicked"). A runtime.Goexit cannot be stopped: the goroutine ends once
+// its deferred calls ran. So the call records it (exited), and the frames
+// above that have a failure's work to do (settle the job, roll back,
+// deliver the event again, put a goroutine of the loop back in the ended
+// one's place) do it in a deferred afterExit, with errHandlerExited as
+// the handler's error. Before, the job or event stayed in flight until
+// the loop's stop, which then waited 5 s more for the handler.
+type handlerCall struct{ exited bool }
+
+// run runs fn, turning a panic into an error and recording a Goexit.
+func (c *handlerCall) run(fn func() error) (err error) {
+	c.exited = false
+	returned := false
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		} else if !returned {
+			c.exited = true
 		}
 	}()
-	return fn()
+	err = fn()
+	returned = true
+	return err
+}
+
+// afterExit, deferred, calls failed with errHandlerExited when the handler
+// run by c exited its goroutine. Nothing else unwinds through it: a panic
+// of the store's own code goes on untouched.
+func (c *handlerCall) afterExit(failed func(err error)) {
+	if c.exited {
+		failed(errHandlerExited)
+	}
 }
 
 // settle settles the job by its handler's result, unless the handler
@@ -1080,6 +1159,7 @@ func (r *runner) settle(j *Job, err error, stoppedIt bool, tx *Tx) (JobResult, b
 		}
 		res.SettleErr = serr
 		r.q.s.log.Warn("alkstore: could not settle job", "queue", r.q.name, "job", j.ID, "outcome", res.Outcome.String(), "error", serr)
+		r.q.s.life.settleFailed(1, serr)
 		return res, false
 	}
 	return r.settledResult(j, res), false
@@ -1154,8 +1234,9 @@ func (s *Store) takeHandlerTx(ctx context.Context) error {
 // gives it back once it ended: committed, rolled back, or rolled back by
 // the store's shutdown (abandoned) while fn still runs. What the caller
 // holds meanwhile (a member's partitions) its own heartbeats keep, on the
-// connection the slots leave free.
-func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+// connection the slots leave free. call runs fn's handler: one that exits
+// its goroutine failed, as one returning an error (InTx rolls back).
+func (s *Store) inHandlerTx(ctx context.Context, call *handlerCall, fn func(ctx context.Context, tx Tx) error) error {
 	if err := s.takeHandlerTx(ctx); err != nil {
 		return err
 	}
@@ -1169,10 +1250,11 @@ func (s *Store) inHandlerTx(ctx context.Context, fn func(ctx context.Context, tx
 	defer release() // the transaction never began, or ended
 	return s.inTx(ctx, true, func(ctx context.Context, tx Tx) error {
 		tx.onRollback(release) // a shutdown's rollback ends it before fn returns
-		err := fn(ctx, tx)
 		if !s.singleWriter() {
-			return err
+			return fn(ctx, tx)
 		}
+		defer call.afterExit(func(error) { s.keepClaimsAfresh(ctx, tx) })
+		err := fn(ctx, tx)
 		// On SQLite the transaction held the writer for fn's whole run:
 		// keep the claims of the store's jobs that waited for it.
 		if err == nil {

@@ -60,6 +60,46 @@ type lifecycle struct {
 	// while the store drains signals opsLeft.
 	ops     atomic.Int64
 	opsLeft chan struct{} // capacity 1
+	// unsettled counts the finished jobs whose settle (a batched ack, a
+	// failed handler's retry, a stop's release) failed once the store had
+	// begun to close, unsettledWhy the first one's error (under mu): a
+	// graceful Shutdown reports them (see settleFailed).
+	unsettled    int
+	unsettledWhy error
+}
+
+// settleFailed records that the settles of n finished jobs failed with
+// why. Once the store began to close, Shutdown returns an error saying so:
+// those jobs run again once their claims lapse, a result the application
+// closing the store relies on. On SQLite a graceful Close while another
+// connection (another process) held the write lock waited out the busy
+// timeout, the acks failed, and Close returned nil with a logged warning,
+// where PostgreSQL's hard stop said the acks were given up (review59a).
+// Before the close, a failed settle is the log's alone, as it was.
+func (l *lifecycle) settleFailed(n int, why error) {
+	if n == 0 || l.at() == phaseOpen {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unsettled += n
+	if l.unsettledWhy == nil {
+		l.unsettledWhy = why
+	}
+}
+
+// unsettledErr is Shutdown's error for the settles that failed as the
+// store closed (settleFailed); nil when none did.
+func (l *lifecycle) unsettledErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.unsettled {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("the settle of a finished job failed as the store closed; the job runs again once its claim lapses: %w", l.unsettledWhy)
+	}
+	return fmt.Errorf("the settles of %d finished jobs failed as the store closed; they run again once their claims lapse: %w", l.unsettled, l.unsettledWhy)
 }
 
 func newLifecycle() *lifecycle {
@@ -327,6 +367,12 @@ func (l *lifecycle) nudge() {
 // shutdown too (after its Grace), rolling its transaction back.
 // A hard stop right away is Shutdown with a context that is already done.
 //
+// A finished job's settle (its ack, a failed handler's retry, a stop's
+// release) that fails once the shutdown began (on SQLite, gracefully, a
+// write that waited out the busy timeout behind another process's write
+// lock) makes Shutdown return an error saying so, wrapping the settle's
+// error: that job runs again once its claim lapses.
+//
 // Shutdown and Close may be called more than once, and concurrently; every
 // call waits for the first to finish, and any caller's ctx ending turns a
 // graceful shutdown in progress into a hard one (a second SIGINT). Do not
@@ -455,6 +501,9 @@ func (s *Store) shutdown() error {
 		err = fmt.Errorf("%s: %w", locksCutMsg(writes, reads), l.hardWhy)
 	} else if !opsDone && err == nil {
 		err = fmt.Errorf("hard stop; every operation running returned (cancelled or finished; each one's error says which): %w", l.hardWhy)
+	}
+	if err == nil {
+		err = l.unsettledErr() // the loops and operations returned: their settles are done
 	}
 	s.feed.once.Do(func() {}) // no feed may start from now on
 	if s.feed.stop != nil {

@@ -99,18 +99,51 @@ func (g *wakeGate) window(topic string) time.Duration {
 // or "" when one went out within the window. A write given "" must be
 // passed to owe once it committed (pgOps.sent).
 func (g *wakeGate) wake(topic string) string {
+	payload, _ := g.wakeRefundable(topic)
+	return payload
+}
+
+// wakeGrant is a wake the gate granted (wakeRefundable): when it was
+// granted, and when the topic's last wake had gone out before.
+type wakeGrant struct{ at, before time.Time }
+
+// wakeRefundable is wake for a write whose statement may send nothing
+// (ResetOffset's NOTIFY goes out only with the row it stores): refund
+// gives the gate back the wake such a write did not send. granted is the
+// zero wakeGrant when the payload is "" or the gate is closed.
+func (g *wakeGate) wakeRefundable(topic string) (payload string, granted wakeGrant) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return wake.EncodeWake(topic)
+		return wake.EncodeWake(topic), wakeGrant{}
 	}
 	st := g.entry(topic)
 	now := time.Now()
 	if now.Sub(st.last) >= g.window(topic) {
+		granted = wakeGrant{at: now, before: st.last}
 		st.last = now
-		return wake.EncodeWake(topic)
+		return wake.EncodeWake(topic), granted
 	}
-	return ""
+	return "", wakeGrant{}
+}
+
+// refund gives back a wake granted to a write that did not send it (a
+// refused ResetOffset): the topic's window is as it was before, so its
+// next write notifies at once. Kept, the window marked a NOTIFY that never
+// went out, and the next write (a reset that is stored, or the refused
+// one's own retry with an imported event's offset) carried none and was
+// announced by a trailing wake up to a window late (review59d F2). A wake
+// granted since, or a trailing wake that went out (they moved last), is
+// left alone.
+func (g *wakeGate) refund(topic string, granted wakeGrant) {
+	if granted.at.IsZero() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.topics[topic]; st != nil && st.last.Equal(granted.at) {
+		st.last = granted.before
+	}
 }
 
 // carry is wake for an auto-commit write whose caller reports its commit

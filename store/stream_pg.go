@@ -306,10 +306,12 @@ func (o pgOps) saveOffset(ctx context.Context, stream, consumer string, offset, 
 
 func (o pgOps) resetOffset(ctx context.Context, stream, consumer string, offset, acceptUpto int64) (bool, error) {
 	topic := offsetTopic(stream)
-	w := o.wake(topic)
+	w, granted := o.wakeRefundable(topic)
 	n, err := o.q.ResetOffset(ctx, pgdb.ResetOffsetParams{Stream: stream, Consumer: consumer, CommittedOffset: offset, AcceptUpto: acceptUpto, Wake: w})
-	if n > 0 { // a refused reset changed nothing, and its statement sent no wake
+	if n > 0 {
 		o.sent(topic, w)
+	} else { // a refused reset changed nothing, and its statement sent no wake
+		o.eng.gate.refund(topic, granted)
 	}
 	return n > 0, err
 }

@@ -650,7 +650,8 @@ func (w *worker) run(ctx context.Context) {
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
 		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
-		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
+		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true,
+		exited: w.handlerExited}
 	if w.settling != nil {
 		w.runner.settled = w.settledJob
 	}
@@ -764,7 +765,7 @@ func (w *worker) call() {
 	case w.todo <- struct{}{}:
 	default:
 		w.runners.Add(1)
-		go w.runJobs()
+		go w.runJobs(true)
 	}
 }
 
@@ -793,9 +794,9 @@ func (w *worker) take(called bool) (*Job, bool) {
 }
 
 // runJobs runs the queue's jobs, and waits on todo while it is empty,
-// until todo closes.
-func (w *worker) runJobs() {
-	for called := true; ; {
+// until todo closes. called says the goroutine was called (see take).
+func (w *worker) runJobs(called bool) {
+	for {
 		j, next := w.take(called)
 		if j == nil {
 			if _, ok := <-w.todo; !ok {
@@ -819,22 +820,39 @@ func (w *worker) runJobs() {
 // the loop. It reports whether the loop abandoned the handler (see
 // abandon), which then counted the job and the goroutine off for it.
 func (w *worker) runJob(j *Job) (abandoned bool) {
-	defer func() {
-		if abandoned {
-			return
-		}
-		w.inHand.Add(-1)
-		w.wg.Done()
-		<-w.slots
-		if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
-		}
-	}()
 	_, abandoned = w.runner.run(j)
+	if !abandoned {
+		w.jobDone()
+	}
 	return abandoned
+}
+
+// jobDone counts a job whose handler returned off, and frees its slot.
+func (w *worker) jobDone() {
+	w.inHand.Add(-1)
+	w.wg.Done()
+	<-w.slots
+	if cap(w.slots)-len(w.slots) >= int(w.wantFree.Load()) {
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handlerExited: a handler exited its goroutine (runtime.Goexit), and
+// the runner settled its job as a failed handler's (see handlerCall).
+// The handler goroutine ends with it: another takes its place, unless the
+// stop left the handler behind (abandon) and counted the goroutine off.
+// Before, the job stayed running until the stop, which waited 5 s more
+// for it (hardStopWait), and the goroutine's place in runners was never
+// given back.
+func (w *worker) handlerExited(abandoned bool) {
+	if abandoned {
+		return
+	}
+	w.jobDone()
+	go w.runJobs(false)
 }
 
 // claimCheckGap spaces a worker's claim checks: on SQLite every commit by
@@ -1807,6 +1825,13 @@ func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job
 func (w *worker) report(batch []*Job, ids []int64, failed map[*Job]error, err error) {
 	if len(failed) > 0 {
 		w.q.s.log.Warn("alkstore: ack failed; the jobs will run again", "queue", w.q.name, "jobs", len(failed), "error", err)
+		why := err
+		for _, e := range failed {
+			if why == nil {
+				why = e
+			}
+		}
+		w.q.s.life.settleFailed(len(failed), why)
 	}
 	if lost := len(batch) - len(ids) - len(failed); lost > 0 {
 		// Lost: the claim expired (the job runs again), or the job was

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/wake"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -266,6 +268,55 @@ func TestRefusedResetSendsNoWake(t *testing.T) {
 				break
 			}
 		}
+	})
+}
+
+// TestARefusedResetLeavesTheWakeGateAsItWas (PostgreSQL): a ResetOffset
+// the bound refused sent no NOTIFY, yet its wake gate marked the topic's
+// wake as sent, so the next reset within the window (5 ms), a stored one
+// or the refused statement's own retry with an imported event's offset,
+// carried none and was announced by a trailing wake a window late
+// (review59d F2). The refused reset now gives the wake back. The topic's
+// window is an hour here, so a trailing wake cannot stand in for the
+// reset's own NOTIFY: what the test asserts is that the stored reset's
+// wake reached a LISTEN connection before a marker notification sent after
+// it returned, whatever the machine's speed.
+func TestARefusedResetLeavesTheWakeGateAsItWas(t *testing.T) {
+	eachEngineEachForm(t, []string{"after a refused reset", "an imported event's offset"}, func(t *testing.T, e *engineEnv, form int) {
+		if e.name != "pg" {
+			t.Skip("the wake gate is PostgreSQL's: SQLite's watchers see every commit")
+		}
+		c := ctx(t)
+		s := e.open(t)
+		name := fmt.Sprint("refund-", form)
+		st := s.Stream(name)
+		topic := "o:" + name
+		defer wake.SetGateWindow(topic, time.Hour)()
+		l := listenWakes(t, e, topic)
+		head, id := publishThenImport(t, e, st)
+		if form == 0 {
+			require.ErrorIs(t, st.ResetOffset(c, "billing", id+1000), store.ErrInvalidArgument)
+			require.NoError(t, st.ResetOffset(c, "billing", head))
+		} else {
+			// Past the sequence: the first statement is refused, its retry
+			// (the bound raised to the imported event's offset) stores it.
+			require.NoError(t, st.ResetOffset(c, "billing", id))
+		}
+		marker := fmt.Sprint("marker-", name)
+		require.NoError(t, s.Notify(c, marker, []byte("m")))
+		woke := false
+		for {
+			n, err := l.conn.WaitForNotification(c)
+			require.NoError(t, err)
+			if strings.Contains(n.Payload, marker) {
+				break
+			}
+			woke = woke || n.Payload == l.payload
+		}
+		assert.True(t, woke, "the stored reset carried its own wake (not a trailing one a window later)")
+		got, err := st.Offset(c, "billing")
+		require.NoError(t, err)
+		assert.Equal(t, map[int]int64{0: head, 1: id}[form], got)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -365,6 +366,56 @@ func TestCLIOutbox(t *testing.T) {
 		j, err = ob.Job(ctx, msg)
 		require.NoError(t, err)
 		assert.Equal(t, store.JobPending, j.State)
+	})
+}
+
+// TestCLICancelAndDeleteRefuseAnOutboxMessage: the store has no cancel or
+// delete for an outbox's messages, so queues cancel and queues delete
+// refuse one however it is named (--outbox, the backing queue's name, or
+// a message's id under the outbox's name), exit 2, saying so and pointing
+// at what works, and touch nothing. Before, --outbox was an unknown flag,
+// the backing name a reserved name, and a message's id "not found".
+func TestCLICancelAndDeleteRefuseAnOutboxMessage(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		ob := s.Outbox("webhooks")
+		dead := killOutboxMessage(t, ob)
+		pending, err := ob.Enqueue(ctx, []byte("hook"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		for _, verb := range []string{"cancel", "delete"} {
+			for _, id := range []int64{dead, pending} {
+				for _, args := range [][]string{
+					{"queues", verb, "--outbox", "webhooks", fmt.Sprint(id)},
+					{"queues", verb, "webhooks", "--outbox", fmt.Sprint(id), "--json"},
+					{"queues", verb, "__alk_outbox:webhooks", fmt.Sprint(id)},
+					{"queues", verb, "webhooks", fmt.Sprint(id)},
+				} {
+					r := cli(t, dsn, args...)
+					assert.Equal(t, exitBadInput, r.code, "%v", args)
+					assert.Contains(t, r.err, fmt.Sprintf("an outbox's messages cannot be %s", pastTense(verb)), "%v", args)
+					assert.Contains(t, r.err, "queues requeue --outbox webhooks ID", "%v", args)
+					assert.Empty(t, r.out, "%v", args)
+					if len(args) == 4 && args[2] == "webhooks" {
+						assert.Contains(t, r.err, fmt.Sprintf("job %d is a message of outbox webhooks, not a job of queue webhooks", id), "%v", args)
+					}
+				}
+			}
+		}
+		for id, state := range map[int64]store.JobState{dead: store.JobDead, pending: store.JobPending} {
+			j, err := ob.Job(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, state, j.State, "message %d untouched", id)
+		}
+		// A plain queue's job of that name is still cancelled and deleted.
+		id, err := s.Queue("webhooks").Enqueue(ctx, []byte("plain"), store.EnqueueOpts{})
+		require.NoError(t, err)
+		r := cli(t, dsn, "queues", "cancel", "webhooks", fmt.Sprint(id))
+		require.Equal(t, 0, r.code, r.err)
+		r = cli(t, dsn, "queues", "delete", "webhooks", fmt.Sprint(id))
+		require.Equal(t, 0, r.code, r.err)
+		assert.Equal(t, exitNotFound, cli(t, dsn, "queues", "delete", "webhooks", fmt.Sprint(id)).code, "gone: not found, not an outbox's")
 	})
 }
 
@@ -974,4 +1025,36 @@ func TestCLIUIRefusesABadPortAndAShortToken(t *testing.T) {
 	r := ui("0123456789abcdef", "--addr", "0.0.0.0:0")
 	assert.Equal(t, exitFailure, r.code, "a 16-byte token passes; the missing database stops it: %s", r.err)
 	assert.Contains(t, r.err, "no SQLite database at")
+}
+
+// TestCLIUIRefusesAShortPassword: ui --user with an ALKSTORE_UI_PASSWORD
+// under 12 characters exits 2 (bad input) before opening the database, on
+// loopback too, saying the minimum and never the password; any password
+// was taken before, "x" too, where a token under 16 bytes was refused. A
+// password of 12 characters (not bytes: "é" is two) passes.
+func TestCLIUIRefusesAShortPassword(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "none.db") // no database: bad input is found first
+	ui := func(password string, args ...string) result {
+		cmd := exec.Command(binary, append([]string{"ui", "--user", "ops"}, args...)...)
+		cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+typo, "DATABASE_URL=", "ALKSTORE_UI_TOKEN=", "ALKSTORE_UI_PASSWORD="+password)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "ui %v exited 0: %s", args, errb.String())
+		return result{out.String(), errb.String(), ee.ExitCode()}
+	}
+	for _, pw := range []string{"x", "hunter2hunt", "ééééééééééé"} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			r := ui(pw, "--addr", addr)
+			assert.Equal(t, exitBadInput, r.code, "password %q, --addr %s: %s", pw, addr, r.err)
+			assert.Equal(t, fmt.Sprintf("alkstore: ALKSTORE_UI_PASSWORD is %d characters: use at least 12 (openssl rand -base64 12 makes one)", utf8.RuneCountInString(pw)),
+				strings.TrimSpace(r.err), "the password itself is never printed")
+		}
+	}
+	for _, pw := range []string{"hunter2hunter", "éééééééééééé"} {
+		r := ui(pw, "--addr", "0.0.0.0:0")
+		assert.Equal(t, exitFailure, r.code, "a password of 12 characters passes; the missing database stops it: %s", r.err)
+		assert.Contains(t, r.err, "no SQLite database at")
+	}
 }

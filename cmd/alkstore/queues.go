@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -42,7 +43,8 @@ func (a *app) queuesCmd() *cobra.Command {
 queues list shows an outbox by its own name ("outbox webhooks"); jobs and
 requeue take that name with --outbox (queues jobs --outbox webhooks --state
 dead, queues requeue --outbox webhooks --all-dead); queues job ID reads a job
-or message whatever its queue.`}
+or message whatever its queue. cancel and delete refuse an outbox's message:
+the store has no such operation for one.`}
 	cmd.AddCommand(listCommand(a, "list", "Every queue (idle ones too) with its counts by state",
 		(*store.Store).Queues, toQueueJSON, a.printQueues), a.jobsCmd(), a.jobCmd(), a.enqueueCmd(),
 		a.jobActionCmd("cancel", "Cancel a pending or running job (a running handler is told to stop)", (*store.Queue).Cancel),
@@ -204,8 +206,13 @@ func (a *app) enqueueCmd() *cobra.Command {
 	return cmd
 }
 
+// jobActionCmd is queues cancel and queues delete. The store has no such
+// operation on an outbox's messages (Outbox offers Requeue and
+// RequeueDead), so --outbox, an outbox's backing queue name and the id of
+// an outbox's message are refused, saying so (exit 2).
 func (a *app) jobActionCmd(verb, short string, act func(*store.Queue, context.Context, int64) error) *cobra.Command {
-	return &cobra.Command{
+	var outbox bool
+	cmd := &cobra.Command{
 		Use:   verb + " QUEUE ID",
 		Short: short,
 		Args:  cobra.ExactArgs(2),
@@ -214,16 +221,39 @@ func (a *app) jobActionCmd(verb, short string, act func(*store.Queue, context.Co
 			if err != nil {
 				return err
 			}
-			st, err := a.store(cmd.Context())
+			if ob, found := strings.CutPrefix(args[0], store.OutboxQueuePrefix); found || outbox {
+				return outboxActionRefused(verb, cmpOr(ob, args[0]), "")
+			}
+			ctx := cmd.Context()
+			st, err := a.store(ctx)
 			if err != nil {
 				return err
 			}
-			if err := act(st.Queue(args[0]), cmd.Context(), id); err != nil {
+			if err := act(st.Queue(args[0]), ctx, id); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					if j, jerr := st.Job(ctx, id); jerr == nil {
+						if ob, found := strings.CutPrefix(j.Queue, store.OutboxQueuePrefix); found {
+							return outboxActionRefused(verb, ob, fmt.Sprintf("job %d is a message of outbox %s, not a job of queue %s; ", id, ob, args[0]))
+						}
+					}
+				}
 				return err
 			}
 			return a.done(map[string]any{"action": verb, "queue": args[0], "id": id}, "job %d: %s", id, pastTense(verb))
 		},
 	}
+	cmd.Flags().BoolVar(&outbox, "outbox", false, "refused: an outbox's messages cannot be "+pastTense(verb)+" (the store has no such operation for them)")
+	return cmd
+}
+
+// outboxActionRefused is why queues cancel or delete refuses a message of
+// outbox (note, unless empty, says how the command named it): the store
+// has no such operation for an outbox's messages.
+func outboxActionRefused(verb, outbox, note string) error {
+	return badInput("queues %s: %san outbox's messages cannot be %s: the store has no such operation for them "+
+		"(a committed message is delivered, or dead once its deliverer's MaxAttempts ran out); "+
+		"queues jobs --outbox %s lists them, queues requeue --outbox %s ID sends a dead one back",
+		verb, note, pastTense(verb), outbox, outbox)
 }
 
 func pastTense(verb string) string {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +28,7 @@ func (a *app) uiCmd() *cobra.Command {
 A non-loopback address needs credentials: a token of at least 16 bytes in
 $ALKSTORE_UI_TOKEN (sent as "Authorization: Bearer TOKEN", or once as
 /?token=TOKEN, which sets a cookie; openssl rand -hex 16 makes one), or --user with the password in $ALKSTORE_UI_PASSWORD (HTTP basic
-auth). Credentials come from the environment so that they never appear in
+auth; at least 12 characters). Credentials come from the environment so that they never appear in
 the process list or shell history. Without credentials the console answers
 only requests addressed to a loopback name (127.0.0.1, [::1], localhost), so
 that a web page re-pointed at this machine (DNS rebinding) cannot use it.
@@ -42,6 +43,9 @@ that a web page re-pointed at this machine (DNS rebinding) cannot use it.
 			}
 			if token != "" && len(token) < minTokenBytes {
 				return badInput("ALKSTORE_UI_TOKEN is %d bytes: use at least %d (openssl rand -hex 16 makes one)", len(token), minTokenBytes)
+			}
+			if n := utf8.RuneCountInString(password); user != "" && n < minPasswordChars {
+				return badInput("ALKSTORE_UI_PASSWORD is %d characters: use at least %d (openssl rand -base64 12 makes one)", n, minPasswordChars)
 			}
 			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
@@ -107,6 +111,11 @@ const tokenCookie = "alkstore_token"
 // the console's only lock on a non-loopback address, and a short one can
 // be guessed (16 hex digits are 64 bits).
 const minTokenBytes = 16
+
+// minPasswordChars is the shortest ALKSTORE_UI_PASSWORD ui takes with
+// --user: the console can delete, cancel and requeue jobs, and basic auth
+// is then its only lock; any password was taken before, "x" too.
+const minPasswordChars = 12
 
 // loopbackHostOnly serves only requests addressed to a loopback name. Without
 // credentials the console trusts whoever can reach it, which on loopback
