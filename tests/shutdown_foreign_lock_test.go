@@ -76,7 +76,7 @@ func TestHardShutdownCutsAWaitOnAForeignLock(t *testing.T) {
 			// A write of the worker's waits for the file lock: the ack, or
 			// the claim it was lent to (which acks it once it failed).
 			waitFor(t, "a write waits for the file lock", func() bool {
-				return goroutineWaits("alkstore/store.", "Xgo_busy_")
+				return goroutineOfWaits(t, "Xgo_busy_")
 			})
 		}
 

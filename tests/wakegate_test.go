@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -358,6 +360,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// goroutineOfWaits tells whether a goroutine of t's (one labelled runs
+// t's body in, or one started from it: goroutines inherit their creator's
+// profiler labels) has every one of frames on its stack. goroutineWaits
+// with a creator as wide as "alkstore/store." also matched the goroutines
+// of the tests running beside t (the other form's store waiting on its
+// own foreign lock), and the wait it guarded ended early.
+func goroutineOfWaits(t *testing.T, frames ...string) bool {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatalf("goroutine profile: %v", err)
+	}
+	label := fmt.Sprintf("%q:%q", "test", t.Name())
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if !strings.Contains(g, "# labels: ") || !strings.Contains(g, label) {
+			continue
+		}
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // goroutineWaits tells whether a goroutine that creator started has every

@@ -83,7 +83,7 @@ func TestWorkerStopDoesNotWaitOutAForeignLock(t *testing.T) {
 				})
 			} else {
 				waitFor(t, "the ack waits for the file lock", func() bool {
-					return goroutineWaits("alkstore/store.", "Xgo_busy_")
+					return goroutineOfWaits(t, "Xgo_busy_")
 				})
 			}
 		}
