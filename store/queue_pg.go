@@ -54,7 +54,11 @@ func (o pgOps) enqueueMany(ctx context.Context, queue string, now time.Time, job
 		for i, j := range jobs {
 			p.Payloads[i] = j.payload
 		}
-		ids, err := o.q.EnqueueJobsAlike(ctx, p)
+		row, err := o.q.EnqueueJobsAlike(ctx, p)
+		var ids []int64
+		if err == nil {
+			ids = row.AppendIDs(make([]int64, 0, len(jobs)), len(jobs))
+		}
 		return allInserted(len(jobs), ids, err)
 	}
 	p := pgdb.EnqueueJobsParams{Queue: queue, Now: now, Wake: w,
@@ -96,7 +100,7 @@ func (o pgOps) enqueueAlike(ctx context.Context, queue string, now time.Time, j 
 	w, seq := o.carryBatch(topic)
 	ids, err := o.q.EnqueueJobsAlikeFrom(ctx, pgdb.EnqueueJobsAlikeParams{Queue: queue, Priority: j.priority,
 		MaxAttempts: j.maxAttempts, Now: now, RunAt: j.runAt, ExpiresAt: j.expiresAt, Headers: pgJSON(j.headers), Wake: w},
-		pgPayloads(jobs), make([]int64, 0, len(jobs)))
+		pgPayloads(jobs), len(jobs), make([]int64, 0, len(jobs)))
 	o.carried(topic, w, seq, err)
 	return allInserted(len(jobs), ids, err)
 }

@@ -136,6 +136,61 @@ func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 	})
 }
 
+// TestEnqueueManyIDsBesideABeforeTriggersJobs: an application's BEFORE
+// INSERT trigger that inserts a job of its own for each job of a queue
+// takes an id between every two of the batch's while the batch is
+// inserted (an AFTER trigger's jobs, above, come after the whole batch on
+// PostgreSQL). EnqueueMany still returns the ids of the caller's jobs, in
+// order, alone and inside the caller's transaction. On PostgreSQL a batch
+// of alike jobs gets back its first id alone when its ids are contiguous
+// (EnqueueJobsAlike), and all of them when they are not, as here.
+func TestEnqueueManyIDsBesideABeforeTriggersJobs(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q, audit := s.Queue("main"), s.Queue("audit")
+		_, err := audit.Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
+		require.NoError(t, err)
+		if e.name == "pg" {
+			e.execSQL(t, `CREATE FUNCTION public.test_fanout_before() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN IF NEW.queue = 'main' THEN INSERT INTO alkstore.jobs (queue, payload, max_attempts, created_at, run_at)
+				VALUES ('audit', NEW.payload, 3, now(), now()); END IF; RETURN NEW; END $$`,
+				`CREATE TRIGGER test_fanout_before BEFORE INSERT ON alkstore.jobs FOR EACH ROW EXECUTE FUNCTION public.test_fanout_before()`)
+		} else {
+			e.execSQL(t, `CREATE TRIGGER test_fanout_before BEFORE INSERT ON alk_jobs WHEN NEW.queue = 'main' BEGIN
+				INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('audit', NEW.payload, 3, NEW.created_at, NEW.run_at); END`)
+		}
+		jobs := make([]store.NewJob, 40)
+		for i := range jobs {
+			jobs[i] = store.NewJob{Payload: fmt.Appendf(nil, "p%d", i)}
+		}
+		check := func(ids []int64, batches int64) {
+			require.Len(t, ids, len(jobs))
+			assert.Greater(t, ids[len(ids)-1]-ids[0]+1, int64(len(ids)), "the audit jobs' ids are between the batch's")
+			for i, id := range ids {
+				j, err := q.Job(c, id)
+				require.NoError(t, err, "job %d: id %d", i, id)
+				assert.Equal(t, "main", j.Queue, "job %d: id %d", i, id)
+				assert.Equal(t, fmt.Sprintf("p%d", i), string(j.Payload), "job %d: id %d", i, id)
+			}
+			st, err := q.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, batches*int64(len(jobs)), st.Ready, "main's jobs, each stored once")
+			st, err = audit.Stats(c)
+			require.NoError(t, err)
+			assert.Equal(t, 1+batches*int64(len(jobs)), st.Ready, "audit's jobs, one a main job")
+		}
+		ids, err := q.EnqueueMany(c, jobs)
+		require.NoError(t, err)
+		check(ids, 1)
+		require.NoError(t, s.InTx(c, func(ctx context.Context, tx store.Tx) error {
+			ids, err = q.EnqueueManyTx(ctx, tx, jobs)
+			return err
+		}))
+		check(ids, 2)
+	})
+}
+
 // TestEnqueueManyPayloadsKeepEveryByte: a batch of jobs alike but for their
 // payloads (on SQLite one EnqueueJobsAlike, whose payloads travel as a
 // JSONB array of raw strings) stores each payload's bytes as they are:

@@ -1,8 +1,8 @@
 package pgdb
 
 // Written by hand, not by sqlc: EnqueueJobsAlike's statement, its payloads
-// any value pgx encodes as a bytea[] and its ids read from the array's
-// binary form. TestEnqueueJobsAlikeFromIsEnqueueJobsAlike holds its
+// any value pgx encodes as a bytea[] and its ids read from its first id or
+// the array's binary form. TestEnqueueJobsAlikeFromIsEnqueueJobsAlike holds its
 // arguments to the generated EnqueueJobsAlike's.
 
 import (
@@ -15,12 +15,14 @@ import (
 
 // EnqueueJobsAlikeFrom runs EnqueueJobsAlike's statement with payloads in
 // place of arg.Payloads (a [][]byte, or a pgtype.ArrayGetter that spares
-// building one), and appends the ids to ids. A binary bigint[] without
-// NULLs (the statement's, under the extended protocol) is read in one
-// pass; any other form goes through pgx's Scan, as EnqueueJobsAlike's.
-// Scanning the array into a []int64 cost about 200 instructions an id
-// (callgrind, a 1,000-job batch).
-func (q *Queries) EnqueueJobsAlikeFrom(ctx context.Context, arg EnqueueJobsAlikeParams, payloads any, ids []int64) ([]int64, error) {
+// building one) and appends the ids of its n jobs to ids: first_id and
+// the next n-1 when the statement sends no array (they were contiguous),
+// else the array's. A binary bigint[] without NULLs (the statement's,
+// under the extended protocol) is read in one pass; any other form goes
+// through pgx's Scan, as EnqueueJobsAlike's. Scanning the array into a
+// []int64 cost about 200 instructions an id (callgrind, a 1,000-job
+// batch).
+func (q *Queries) EnqueueJobsAlikeFrom(ctx context.Context, arg EnqueueJobsAlikeParams, payloads any, n int, ids []int64) ([]int64, error) {
 	rows, err := q.db.Query(ctx, enqueueJobsAlike,
 		payloads,
 		arg.Wake,
@@ -42,23 +44,53 @@ func (q *Queries) EnqueueJobsAlikeFrom(ctx context.Context, arg EnqueueJobsAlike
 		}
 		return nil, pgx.ErrNoRows
 	}
-	fd := rows.FieldDescriptions()
-	got, ok := ids, false
-	if len(fd) == 1 && fd[0].Format == pgtype.BinaryFormatCode && fd[0].DataTypeOID == pgtype.Int8ArrayOID {
-		got, ok = AppendInt8Array(ids, rows.RawValues()[0])
-	}
-	if !ok {
-		var scanned []int64
-		if err := rows.Scan(&scanned); err != nil {
-			return nil, err
-		}
-		got = append(ids, scanned...)
+	got, err := alikeIDs(rows, n, ids)
+	if err != nil {
+		return nil, err
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return got, nil
+}
+
+// alikeIDs appends to ids those of EnqueueJobsAlike's row (first_id, ids):
+// n from first_id up when ids is NULL, else the array's elements.
+func alikeIDs(rows pgx.Rows, n int, ids []int64) ([]int64, error) {
+	fd, raw := rows.FieldDescriptions(), rows.RawValues()
+	if len(fd) == 2 && len(raw) == 2 && fd[0].Format == pgtype.BinaryFormatCode && fd[0].DataTypeOID == pgtype.Int8OID &&
+		len(raw[0]) == 8 && fd[1].Format == pgtype.BinaryFormatCode && fd[1].DataTypeOID == pgtype.Int8ArrayOID {
+		if raw[1] == nil {
+			return AppendIDRun(ids, int64(binary.BigEndian.Uint64(raw[0])), n), nil
+		}
+		if got, ok := AppendInt8Array(ids, raw[1]); ok {
+			return got, nil
+		}
+	}
+	var r EnqueueJobsAlikeRow
+	if err := rows.Scan(&r.FirstID, &r.Ids); err != nil {
+		return nil, err
+	}
+	return r.AppendIDs(ids, n), nil
+}
+
+// AppendIDs appends to ids those of the n jobs r answers for (see
+// EnqueueJobsAlike): n from r.FirstID up when r.Ids is nil (they were
+// contiguous), else r.Ids.
+func (r EnqueueJobsAlikeRow) AppendIDs(ids []int64, n int) []int64 {
+	if r.Ids == nil {
+		return AppendIDRun(ids, r.FirstID, n)
+	}
+	return append(ids, r.Ids...)
+}
+
+// AppendIDRun appends first and the n-1 ids after it to ids.
+func AppendIDRun(ids []int64, first int64, n int) []int64 {
+	for id := first; id < first+int64(n); id++ {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // AppendInt8Array appends the elements of b, a one-dimensional bigint[]
