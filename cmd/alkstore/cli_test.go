@@ -887,16 +887,17 @@ func TestCLINotFoundSaysWhat(t *testing.T) {
 	})
 }
 
-// TestCLIReadsOfWhatIsNotThereAreNotFound: streams tail of a stream of
-// which nothing is stored (Stream.Exists), tail --consumer of a consumer
-// the stream does not have, and queues jobs of a queue or outbox of which
-// nothing is stored (no job, no settings row: what queues list lists) exit
-// 3 saying what is missing and print nothing, as streams consumers does.
-// Before session 60 each exited 0: tail and jobs printed nothing, and a
-// mistyped --consumer read as offset 0 printed the whole stream (attack60
-// F4). What is there still reads: a consumer at offset 0, a stream known by
-// a consumer alone, an idle queue, an empty state of a queue known by its
-// jobs alone (EnqueueTx writes no settings row), an outbox.
+// TestCLIReadsOfWhatIsNotThereAreNotFound: streams tail and heads of a
+// stream of which nothing is stored (Stream.Exists), tail --consumer of a
+// consumer the stream does not have, and queues jobs of a queue or outbox
+// of which nothing is stored (no job, no settings row: what queues list
+// lists) exit 3 saying what is missing and print nothing, as streams
+// consumers does. Before session 60 each exited 0: tail, heads and jobs
+// printed nothing, and a mistyped --consumer read as offset 0 printed the
+// whole stream (attack60 F4). What is there still reads: a consumer at
+// offset 0, a stream known by a consumer alone, a stream without keys, an
+// idle queue, an empty state of a queue known by its jobs alone (EnqueueTx
+// writes no settings row), an outbox.
 func TestCLIReadsOfWhatIsNotThereAreNotFound(t *testing.T) {
 	eachEngine(t, func(t *testing.T, dsn string) {
 		ok(t, dsn, "migrate", "up")
@@ -949,6 +950,8 @@ func TestCLIReadsOfWhatIsNotThereAreNotFound(t *testing.T) {
 			{[]string{"streams", "tail", "nosuch", "--consumer", "billing"}, `alkstore: stream "nosuch": not found`},
 			{[]string{"streams", "tail", "orders", "--consumer", "biling"}, `alkstore: consumer "biling" of stream "orders": not found`},
 			{[]string{"streams", "tail", "invoices", "--consumer", "billing"}, `alkstore: consumer "billing" of stream "invoices": not found`},
+			{[]string{"streams", "heads", "nosuch"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "heads", "nosuch", "--json"}, `alkstore: stream "nosuch": not found`},
 			{[]string{"queues", "jobs", "nosuch"}, `alkstore: queue "nosuch": not found`},
 			{[]string{"queues", "jobs", "nosuch", "--state", "dead", "--json"}, `alkstore: queue "nosuch": not found`},
 			{[]string{"queues", "jobs", "nosuch", "--after", "5"}, `alkstore: queue "nosuch": not found`},
@@ -968,6 +971,7 @@ func TestCLIReadsOfWhatIsNotThereAreNotFound(t *testing.T) {
 		assert.Len(t, jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--consumer", "zero", "--json")), 3, "a consumer at offset 0")
 		assert.Empty(t, ok(t, dsn, "streams", "tail", "invoices"), "a stream known by its consumer")
 		assert.Empty(t, ok(t, dsn, "streams", "tail", "invoices", "--consumer", "audit", "--json"))
+		assert.Empty(t, ok(t, dsn, "streams", "heads", "orders", "--json"), "a stream without keys")
 		assert.Empty(t, ok(t, dsn, "queues", "jobs", "idle", "--json"), "an idle queue (its settings row)")
 		assert.Empty(t, ok(t, dsn, "queues", "jobs", "txonly", "--state", "dead", "--json"), "a queue known by its jobs")
 		assert.Len(t, jsonLines(t, ok(t, dsn, "queues", "jobs", "txonly", "--json")), 1)

@@ -387,9 +387,19 @@ func (a *app) headsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			heads, err := st.Stream(args[0]).Heads(cmd.Context(), after, limit)
+			stream := st.Stream(args[0])
+			heads, err := stream.Heads(cmd.Context(), after, limit)
 			if err != nil {
 				return err
+			}
+			if len(heads) == 0 { // a mistyped stream, or one without keys (attack60 F4)
+				exists, err := stream.Exists(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if !exists {
+					return streamNotFound(args[0])
+				}
 			}
 			if a.json {
 				for _, h := range heads {
