@@ -22,10 +22,7 @@ type confirmData struct {
 
 // act runs an action once confirmed, then sends the browser back.
 func (c *Console) act(w http.ResponseWriter, r *http.Request, ask string, fields []string, do func(ctx context.Context) error) {
-	back := r.PostFormValue("back")
-	if !strings.HasPrefix(back, c.baseURL+"/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
-		back = c.baseURL + "/"
-	}
+	back := c.backTo(r.PostFormValue("back"))
 	if r.PostFormValue("confirm") != "yes" {
 		// The escaped path: the decoded one of queue "orders/eu" posted to
 		// /queues/orders/eu/pause (404), and of queue "orders%2Feu" paused
@@ -42,6 +39,20 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, ask string, fields
 		return
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// backTo is where an action sends the browser once done (and what its
+// confirmation page carries on): back, when it is a path of the console's,
+// else the console's first page. A path starting with "//", or holding a
+// backslash or an ASCII control character, is not one: browsers read
+// "//host", "/\host" and "/<TAB>/host" as another site's (the WHATWG URL
+// parser drops every tab and newline: attack60 F3).
+func (c *Console) backTo(back string) string {
+	if !strings.HasPrefix(back, c.baseURL+"/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") ||
+		strings.ContainsFunc(back, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return c.baseURL + "/"
+	}
+	return back
 }
 
 func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {

@@ -214,3 +214,70 @@ func TestResetRefusesAnUnknownStreamAndAnOffsetPastTheNewest(t *testing.T) {
 		assert.Equal(t, http.StatusSeeOther, code, body)
 	})
 }
+
+// TestActionsSendTheBrowserBackOnlyWithinTheConsole: an action's back (where
+// the browser goes once it is done, and what the confirmation page carries
+// on) is kept only when it is a path of the console's; any other goes to
+// the console's first page. Before session 60 a back holding an ASCII
+// control character passed: "/<TAB>/evil.com" was sent as the Location,
+// which a browser follows to //evil.com, the WHATWG URL parser dropping
+// tabs and newlines (attack60 F3).
+func TestActionsSendTheBrowserBackOnlyWithinTheConsole(t *testing.T) {
+	for _, prefix := range []string{"", "/admin"} {
+		eachStore(t, console.Options{Prefix: prefix}, func(t *testing.T, s *server) {
+			var cookies []*http.Cookie
+			client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			do := func(method, path string, form url.Values) (int, string, string) {
+				req, err := http.NewRequest(method, s.base+path, strings.NewReader(form.Encode()))
+				require.NoError(t, err)
+				if method == http.MethodPost {
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				}
+				for _, ck := range cookies {
+					req.AddCookie(ck)
+				}
+				resp, err := client.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				cookies = append(cookies, resp.Cookies()...)
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, resp.Header.Get("Location"), string(b)
+			}
+			code, _, body := do(http.MethodGet, prefix+"/queues/q", nil)
+			require.Equal(t, http.StatusOK, code)
+			tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+			require.NotNil(t, tok)
+			hiddenBack := regexp.MustCompile(`<input type="hidden" name="back" value="([^"]*)">`)
+			home := prefix + "/"
+			for back, want := range map[string]string{
+				prefix + "/queues/q":         prefix + "/queues/q",
+				prefix + "/queues/a%20b?x=1": prefix + "/queues/a%20b?x=1",
+				"/\t/evil.com":               home,
+				"/\t\t/evil.com":             home,
+				"/\n/evil.com":               home,
+				"/\r/evil.com":               home,
+				"/\x00/evil.com":             home,
+				"/\x1f/evil.com":             home,
+				"/\x7f/evil.com":             home,
+				prefix + "/\t/evil.com":      home,
+				prefix + "/queues/q\t":       home,
+				"//evil.com":                 home,
+				"/\\evil.com":                home,
+				"https://evil.com/":          home,
+				"evil.com":                   home,
+				"":                           home,
+			} {
+				form := url.Values{"csrf": {tok[1]}, "back": {back}}
+				code, _, confirm := do(http.MethodPost, prefix+"/queues/q/pause", form)
+				require.Equal(t, http.StatusOK, code, "the confirmation page, back %q", back)
+				carried := hiddenBack.FindStringSubmatch(confirm)
+				require.NotNil(t, carried, confirm)
+				assert.Equal(t, want, html.UnescapeString(carried[1]), "the confirmation page carries back %q on as", back)
+				form.Set("confirm", "yes")
+				code, location, _ := do(http.MethodPost, prefix+"/queues/q/pause", form)
+				require.Equal(t, http.StatusSeeOther, code, "back %q", back)
+				assert.Equal(t, want, location, "back %q", back)
+			}
+		})
+	}
+}

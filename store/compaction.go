@@ -107,7 +107,8 @@ const (
 
 // Configure stores the stream's settings (replacing earlier ones). A
 // duration that is negative, or positive but under 1µs (durations are
-// stored in microseconds), is refused with ErrInvalidArgument.
+// stored in whole microseconds: a remainder below 1µs is dropped), is
+// refused with ErrInvalidArgument.
 func (st *Stream) Configure(ctx context.Context, c StreamConfig) error {
 	return run0(st.handle, "configure", autoWrite(ctx), func(o target) error {
 		for _, d := range []struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -46,7 +47,7 @@ const (
 )
 
 func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
-	if path == "" || path == ":memory:" || strings.Contains(path, "mode=memory") {
+	if ownDatabase(sqliteURI(path)) {
 		return nil, opErr("open", "", fmt.Errorf("%w: SQLite needs a file (in-memory databases cannot share the writer and reader connections); use a temporary file", ErrInvalidArgument))
 	}
 	stops := &litedriver.Interrupter{}
@@ -169,6 +170,59 @@ func sqliteURI(path string, params ...string) string {
 		sep = "&"
 	}
 	return uri + sep + strings.Join(params, "&")
+}
+
+// ownDatabase reports whether SQLite gives each connection that opens uri
+// (a "file:" URI, as sqliteURI makes it) a database of its own, which the
+// writer, the readers and the watcher cannot share: an in-memory one (the
+// file name ":memory:", or a mode=memory parameter) or a temporary one
+// (an empty file name). It reads uri as SQLite does (sqlite3ParseUri): an
+// authority ("//localhost") is skipped, the name ends at the first "?" or
+// "#", parameters are split at "&" and "=" before %HH escapes are decoded,
+// a %00 ends the part it is in, and names and values compare byte for
+// byte ("mode=MEMORY" is an error there, not a memory database). A real
+// file whose name merely contains "memory" is not one.
+func ownDatabase(uri string) bool {
+	rest := strings.TrimPrefix(uri, "file:")
+	rest, _, _ = strings.Cut(rest, "#")
+	if authority, ok := strings.CutPrefix(rest, "//"); ok {
+		rest = ""
+		if i := strings.IndexByte(authority, '/'); i >= 0 {
+			rest = authority[i:]
+		}
+	}
+	name, query, _ := strings.Cut(rest, "?")
+	if name = uriUnescape(name); name == "" || name == ":memory:" {
+		return true
+	}
+	for param := range strings.SplitSeq(query, "&") {
+		key, value, _ := strings.Cut(param, "=")
+		if uriUnescape(key) == "mode" && uriUnescape(value) == "memory" {
+			return true
+		}
+	}
+	return false
+}
+
+// uriUnescape decodes the %HH escapes of one part of a SQLite URI as
+// SQLite does: a "%" not followed by two hex digits stays as it is, and
+// %00 ends the part.
+func uriUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if c, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				if c == 0 {
+					break
+				}
+				b.WriteByte(byte(c))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func (e *liteEngine) kind() string { return "lite" }

@@ -29,11 +29,18 @@ type QueueConfig struct {
 }
 
 // Configure stores the queue's settings (replacing earlier ones; a paused
-// queue stays paused).
+// queue stays paused). A retention that is negative, or positive but under
+// 1µs, is refused with ErrInvalidArgument, as Stream.Configure refuses its
+// durations: they are stored in whole microseconds (a remainder below 1µs
+// is dropped), and under 1µs a CompletedRetention was stored as 0, keeping
+// nothing, and a DeadRetention failed on the table's CHECK.
 func (q *Queue) Configure(ctx context.Context, c QueueConfig) error {
 	return run0(q.handle, "configure", autoWrite(ctx), func(o target) error {
-		if c.CompletedRetention < 0 || c.DeadRetention < 0 {
-			return fmt.Errorf("%w: retentions must not be negative", ErrInvalidArgument)
+		if err := checkMicros("QueueConfig.CompletedRetention", c.CompletedRetention); err != nil {
+			return err
+		}
+		if err := checkMicros("QueueConfig.DeadRetention", c.DeadRetention); err != nil {
+			return err
 		}
 		return o.configureQueue(ctx, q.name, c, q.s.now())
 	})

@@ -244,8 +244,10 @@ func checkBatchSize(kind string, n int, size int64) error {
 
 // Open opens the store behind dsn: "postgres://..." or "postgresql://..." or
 // pgx's key=value form ("host=/tmp port=5432 dbname=app user=app") for
-// PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite. With
-// auto-migration on (the default) it brings the schema up to date. A current
+// PostgreSQL; a file path, "sqlite:path" or a "file:" URI for SQLite (an
+// in-memory or temporary SQLite database, ":memory:", "file::memory:",
+// "mode=memory", is refused with ErrInvalidArgument: the store's
+// connections could not share it). With auto-migration on (the default) it brings the schema up to date. A current
 // schema is only read, so a role with just the privileges of the library's
 // statements can open it (README.md, "Schema and migrations"); migrating
 // needs the schema owner's.

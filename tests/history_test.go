@@ -340,3 +340,66 @@ func TestQueueConfigure(t *testing.T) {
 		require.ErrorIs(t, s.Queue("").Configure(c, want), store.ErrInvalidName)
 	})
 }
+
+// TestQueueConfigureRefusesRetentionsBelowAMicrosecond: retentions are
+// stored in microseconds, so one under 1µs is refused with
+// ErrInvalidArgument naming its field before any I/O, as
+// Stream.Configure's durations are, and the settings stored before stay.
+// Before session 60 a DeadRetention of 1-999ns failed on the table's CHECK
+// with the driver's error, and a CompletedRetention that small was stored
+// as 0, turning the retention off: the next acked job was deleted
+// (attack60 F2). A remainder below 1µs is dropped, as Stream.Configure
+// drops it: 1.5µs reads back as 1µs.
+func TestQueueConfigureRefusesRetentionsBelowAMicrosecond(t *testing.T) {
+	eachEngine(t, func(t *testing.T, e *engineEnv) {
+		s := e.open(t)
+		c := ctx(t)
+		q := s.Queue("conf-us")
+		config := func() (store.QueueConfig, bool) {
+			qs, err := s.Queues(c)
+			require.NoError(t, err)
+			for _, qi := range qs {
+				if qi.Name == q.Name() {
+					return qi.Config, true
+				}
+			}
+			return store.QueueConfig{}, false
+		}
+		refused := map[string][]store.QueueConfig{
+			"CompletedRetention": {{CompletedRetention: time.Nanosecond}, {CompletedRetention: 500 * time.Nanosecond},
+				{CompletedRetention: 999 * time.Nanosecond, DeadRetention: time.Hour}, {CompletedRetention: -time.Nanosecond}},
+			"DeadRetention": {{DeadRetention: time.Nanosecond}, {DeadRetention: 999 * time.Nanosecond, CompletedRetention: time.Hour},
+				{DeadRetention: -time.Nanosecond}},
+		}
+		for field, cfgs := range refused {
+			for _, cfg := range cfgs {
+				err := q.Configure(c, cfg)
+				require.ErrorIs(t, err, store.ErrInvalidArgument, "%+v", cfg)
+				assert.ErrorContains(t, err, "QueueConfig."+field, "the error names the field: %+v", cfg)
+			}
+		}
+		_, stored := config()
+		assert.False(t, stored, "nothing was written for a refused configuration")
+
+		kept := store.QueueConfig{CompletedRetention: time.Hour, DeadRetention: 24 * time.Hour}
+		require.NoError(t, q.Configure(c, kept))
+		for _, cfgs := range refused {
+			for _, cfg := range cfgs {
+				require.ErrorIs(t, q.Configure(c, cfg), store.ErrInvalidArgument)
+			}
+		}
+		got, _ := config()
+		assert.Equal(t, kept, got, "a refused configuration leaves the stored one")
+		id, err := q.Enqueue(c, nil, store.EnqueueOpts{})
+		require.NoError(t, err)
+		require.NoError(t, claimOne(t, q).Ack(c))
+		assert.Equal(t, store.JobCompleted, jobState(t, q, id), "the retention still keeps acked jobs")
+
+		require.NoError(t, q.Configure(c, store.QueueConfig{CompletedRetention: time.Microsecond, DeadRetention: time.Microsecond}),
+			"1µs is the resolution")
+		require.NoError(t, q.Configure(c, store.QueueConfig{CompletedRetention: 1500 * time.Nanosecond, DeadRetention: 2500 * time.Nanosecond}))
+		got, _ = config()
+		assert.Equal(t, store.QueueConfig{CompletedRetention: time.Microsecond, DeadRetention: 2 * time.Microsecond}, got,
+			"a remainder below 1µs is dropped")
+	})
+}

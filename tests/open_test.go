@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,57 @@ func TestOpenForms(t *testing.T) {
 	for _, dsn := range []string{"", "mysql://u@h/db", "host=localhost dbname", ":memory:"} {
 		_, err := store.Open(c, dsn)
 		require.ErrorIs(t, err, store.ErrInvalidArgument, "%q", dsn)
+	}
+}
+
+// TestOpenRefusesEveryInMemoryForm: an SQLite database each connection
+// has to itself (in memory, or temporary: an empty name) is refused with
+// ErrInvalidArgument before any I/O (a cancelled context does not get to
+// say so), read from the URI as SQLite reads it. Before session 60 only
+// ":memory:" and a "mode=memory" substring were: "file::memory:" and
+// "file::memory:?cache=shared" opened, took writes through the writer and
+// failed every read ("no such table": attack60 F1), while a real file
+// named "mode=memory.db" was refused. Files whose names merely contain
+// "memory" open and read back what was written.
+func TestOpenRefusesEveryInMemoryForm(t *testing.T) {
+	parallelTest(t)
+	dir := t.TempDir()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, dsn := range []string{
+		":memory:", "sqlite::memory:", "sqlite:",
+		"file::memory:", "file::memory:?cache=shared", "sqlite:file::memory:?cache=shared",
+		"file:%3Amemory%3A", "file::memory:%00.db", "file://localhost", "file:?cache=shared", "file:",
+		"file:" + filepath.Join(dir, "a.db") + "?mode=memory", "file:" + filepath.Join(dir, "b.db") + "?cache=shared&mode=memory",
+		"file:" + filepath.Join(dir, "c.db") + "?mode=%6Demory", "file:" + filepath.Join(dir, "d.db") + "?mode=rwc&mode=memory",
+	} {
+		_, err := store.Open(cancelled, dsn)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, "%q", dsn)
+		require.ErrorContains(t, err, "SQLite needs a file", "%q", dsn)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a refused DSN created nothing")
+
+	c := ctx(t)
+	for _, dsn := range []string{
+		filepath.Join(dir, "memory.db"),
+		filepath.Join(dir, "mode=memory.db"),
+		"sqlite:" + filepath.Join(dir, ":memory:"),
+		"file:" + filepath.Join(dir, "mode=memory-uri.db"),
+		"file:" + filepath.Join(dir, "in-memory.db") + "?mode=rwc",
+		"sqlite:file:" + filepath.Join(dir, "memory-shared.db") + "?cache=shared",
+		"file:" + filepath.Join(dir, "p.db") + "?memory=mode",
+	} {
+		s, err := store.Open(c, dsn)
+		require.NoError(t, err, dsn)
+		q := s.Queue("q")
+		id, err := q.Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err, dsn)
+		j, err := q.Job(c, id)
+		require.NoError(t, err, "%s: read back", dsn)
+		assert.Equal(t, []byte("x"), j.Payload, dsn)
+		require.NoError(t, s.Close())
 	}
 }
 

@@ -938,6 +938,109 @@ func TestCLINotFoundSaysWhat(t *testing.T) {
 	})
 }
 
+// TestCLIReadsOfWhatIsNotThereAreNotFound: streams tail and heads of a
+// stream of which nothing is stored (Stream.Exists), tail --consumer of a
+// consumer the stream does not have, and queues jobs of a queue or outbox
+// of which nothing is stored (no job, no settings row: what queues list
+// lists) exit 3 saying what is missing and print nothing, as streams
+// consumers does. Before session 60 each exited 0: tail, heads and jobs
+// printed nothing, and a mistyped --consumer read as offset 0 printed the
+// whole stream (attack60 F4). What is there still reads: a consumer at
+// offset 0, a stream known by a consumer alone, a stream without keys, an
+// idle queue, an empty state of a queue known by its jobs alone (EnqueueTx
+// writes no settings row), an outbox.
+func TestCLIReadsOfWhatIsNotThereAreNotFound(t *testing.T) {
+	eachEngine(t, func(t *testing.T, dsn string) {
+		ok(t, dsn, "migrate", "up")
+		s := open(t, dsn)
+		ctx := context.Background()
+		orders := s.Stream("orders")
+		var offs []int64
+		for range 3 {
+			off, err := orders.Publish(ctx, []byte("o"))
+			require.NoError(t, err)
+			offs = append(offs, off)
+		}
+		require.NoError(t, orders.SaveOffset(ctx, "billing", offs[0]))
+		require.NoError(t, orders.ResetOffset(ctx, "zero", 0))
+		require.NoError(t, s.Stream("invoices").ResetOffset(ctx, "audit", 0))
+		require.NoError(t, s.Queue("idle").Pause(ctx))
+		require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := s.Queue("txonly").EnqueueTx(ctx, tx, []byte("j"), store.EnqueueOpts{})
+			return err
+		}))
+		_, err := s.Outbox("hooks").Enqueue(ctx, []byte("h"), store.EnqueueOpts{})
+		require.NoError(t, err)
+
+		// --follow would wait for events: a bound on a failure, not a pace.
+		run := func(args ...string) result {
+			t.Helper()
+			c, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(c, binary, args...)
+			cmd.Env = append(os.Environ(), "ALKSTORE_DSN="+dsn, "DATABASE_URL=")
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			require.NoError(t, c.Err(), "alkstore %v did not end: %s", args, out.String())
+			code := 0
+			if ee, isExit := err.(*exec.ExitError); isExit {
+				code = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			return result{out: out.String(), err: errb.String(), code: code}
+		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"streams", "tail", "nosuch"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "tail", "nosuch", "--json"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "tail", "nosuch", "--end"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "tail", "nosuch", "--consumer", "billing"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "tail", "orders", "--consumer", "biling"}, `alkstore: consumer "biling" of stream "orders": not found`},
+			{[]string{"streams", "tail", "invoices", "--consumer", "billing"}, `alkstore: consumer "billing" of stream "invoices": not found`},
+			{[]string{"streams", "heads", "nosuch"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"streams", "heads", "nosuch", "--json"}, `alkstore: stream "nosuch": not found`},
+			{[]string{"queues", "jobs", "nosuch"}, `alkstore: queue "nosuch": not found`},
+			{[]string{"queues", "jobs", "nosuch", "--state", "dead", "--json"}, `alkstore: queue "nosuch": not found`},
+			{[]string{"queues", "jobs", "nosuch", "--after", "5"}, `alkstore: queue "nosuch": not found`},
+			{[]string{"queues", "jobs", "--outbox", "nosuch", "--state", "dead"}, `alkstore: outbox "nosuch": not found`},
+			{[]string{"queues", "jobs", "--outbox", "txonly"}, `alkstore: outbox "txonly": not found`},
+			// Last: before session 60 these waited for events.
+			{[]string{"streams", "tail", "orders", "--consumer", "biling", "--json", "--follow"}, `alkstore: consumer "biling" of stream "orders": not found`},
+			{[]string{"streams", "tail", "nosuch", "--follow"}, `alkstore: stream "nosuch": not found`},
+		} {
+			r := run(c.args...)
+			assert.Equal(t, exitNotFound, r.code, "alkstore %v: %s", c.args, r.err)
+			assert.Equal(t, c.want, strings.TrimSpace(r.err), "alkstore %v", c.args)
+			assert.Empty(t, r.out, "alkstore %v", c.args)
+		}
+
+		assert.Len(t, jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--consumer", "billing", "--json")), 2)
+		assert.Len(t, jsonLines(t, ok(t, dsn, "streams", "tail", "orders", "--consumer", "zero", "--json")), 3, "a consumer at offset 0")
+		assert.Empty(t, ok(t, dsn, "streams", "tail", "invoices"), "a stream known by its consumer")
+		assert.Empty(t, ok(t, dsn, "streams", "tail", "invoices", "--consumer", "audit", "--json"))
+		assert.Empty(t, ok(t, dsn, "streams", "heads", "orders", "--json"), "a stream without keys")
+		assert.Empty(t, ok(t, dsn, "queues", "jobs", "idle", "--json"), "an idle queue (its settings row)")
+		assert.Empty(t, ok(t, dsn, "queues", "jobs", "txonly", "--state", "dead", "--json"), "a queue known by its jobs")
+		assert.Len(t, jsonLines(t, ok(t, dsn, "queues", "jobs", "txonly", "--json")), 1)
+		assert.Empty(t, ok(t, dsn, "queues", "jobs", "--outbox", "hooks", "--state", "dead", "--json"))
+		assert.Len(t, jsonLines(t, ok(t, dsn, "queues", "jobs", "--outbox", "hooks", "--json")), 1)
+
+		// A name no stream, consumer or queue can have is still bad input.
+		for _, args := range [][]string{
+			{"streams", "tail", "bad\x01name"},
+			{"streams", "tail", "orders", "--consumer", "bad\x01name"},
+			{"queues", "jobs", "bad\x01name"},
+			{"streams", "tail", "orders", "--from", "-1"},
+		} {
+			assert.Equal(t, exitBadInput, cli(t, dsn, args...).code, "alkstore %v", args)
+		}
+	})
+}
+
 // TestCLIRequeueSaysWhatIsMissing: requeue with neither a job id nor
 // --all-dead says a job is missing (it said "…, not both"), and with both
 // says not both; exit 2 either way, before opening anything.

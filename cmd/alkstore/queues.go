@@ -80,8 +80,13 @@ func (a *app) jobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(jobs) == 0 && after == 0 && !outbox {
-				a.hintOutbox(cmd.Context(), st, args[0], store.JobState(state))
+			if len(jobs) == 0 {
+				if after == 0 && !outbox {
+					a.hintOutbox(cmd.Context(), st, args[0], store.JobState(state))
+				}
+				if err := queueMustExist(cmd.Context(), st, args[0], outbox); err != nil {
+					return err
+				}
 			}
 			if a.json {
 				for _, j := range jobs {
@@ -111,6 +116,31 @@ func (a *app) jobsCmd() *cobra.Command {
 	cmd.Flags().IntVarP(&limit, "limit", "n", store.DefaultJobsLimit, "jobs per page")
 	cmd.Flags().BoolVar(&outbox, "outbox", false, outboxFlagUsage)
 	return cmd
+}
+
+// queueMustExist refuses a queue (with outbox, an outbox) of which nothing
+// is stored, neither a job nor its settings row (Store.Queues lists both:
+// a row is written by Pause, Configure, a worker's claims or Enqueue). A
+// mistyped name's empty page read as an idle queue's, exit 0 (attack60 F4).
+func queueMustExist(ctx context.Context, st *store.Store, name string, outbox bool) error {
+	stored := name
+	if outbox {
+		stored = store.OutboxQueuePrefix + name
+	}
+	queues, err := st.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range queues {
+		if q.Name == stored {
+			return nil
+		}
+	}
+	what := "queue"
+	if outbox {
+		what = "outbox"
+	}
+	return fmt.Errorf("%s %q: %w", what, name, store.ErrNotFound)
 }
 
 func (a *app) jobCmd() *cobra.Command {

@@ -92,11 +92,6 @@ func (a *app) tailCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			stream := st.Stream(args[0])
 			set := 0
 			for _, b := range []bool{cmd.Flags().Changed("from"), end, consumer != ""} {
 				if b {
@@ -105,6 +100,26 @@ func (a *app) tailCmd() *cobra.Command {
 			}
 			if set > 1 {
 				return badInput("use one of --from, --end and --consumer")
+			}
+			if from < 0 {
+				return badInput("--from must not be negative")
+			}
+			if limit <= 0 {
+				return badInput("--limit must be positive")
+			}
+			st, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			stream := st.Stream(args[0])
+			// A mistyped stream printed nothing and exited 0, as an idle
+			// one does (attack60 F4).
+			exists, err := stream.Exists(ctx)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return streamNotFound(args[0])
 			}
 			after := from
 			switch {
@@ -122,25 +137,49 @@ func (a *app) tailCmd() *cobra.Command {
 				}
 				after = hz.Settled
 			case consumer != "":
-				if after, err = stream.Offset(ctx, consumer); err != nil {
+				if after, err = consumerOffset(ctx, stream, consumer); err != nil {
 					return err
 				}
-			}
-			if after < 0 {
-				return badInput("--from must not be negative")
-			}
-			if limit <= 0 {
-				return badInput("--limit must be positive")
 			}
 			return a.tail(ctx, stream, after, limit, follow)
 		},
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "print events after this offset (0: from the first)")
 	cmd.Flags().BoolVar(&end, "end", false, "start at the current end, the settled horizon (with --follow: only new events, none that commits late skipped)")
-	cmd.Flags().StringVar(&consumer, "consumer", "", "start at this consumer's saved offset (it is not changed)")
+	cmd.Flags().StringVar(&consumer, "consumer", "", "start at this consumer's saved offset (it is not changed; one the stream does not have is not found, exit 3)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events as they commit, until interrupted")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 100, "without --follow: print at most this many events")
 	return cmd
+}
+
+// streamNotFound is a read command's error for a stream it does not find.
+func streamNotFound(name string) error {
+	return fmt.Errorf("stream %q: %w", name, store.ErrNotFound)
+}
+
+// consumerOffset is consumer's saved offset in stream. A consumer the
+// stream does not have is refused: Offset reads it as 0, and a mistyped
+// --consumer printed the whole stream from its first event (attack60 F4).
+func consumerOffset(ctx context.Context, stream *store.Stream, consumer string) (int64, error) {
+	off, err := stream.Offset(ctx, consumer) // checks the name: a bad one is bad input
+	if err != nil {
+		return 0, err
+	}
+	streams, err := stream.Store().Streams(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range streams {
+		if s.Name != stream.Name() {
+			continue
+		}
+		for _, c := range s.Consumers {
+			if c.Consumer == consumer {
+				return off, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("consumer %q of stream %q: %w", consumer, stream.Name(), store.ErrNotFound)
 }
 
 func (a *app) tail(ctx context.Context, stream *store.Stream, after int64, limit int, follow bool) error {
@@ -264,7 +303,7 @@ func (a *app) consumersCmd() *cobra.Command {
 					(errors.Is(err, store.ErrInvalidName) || errors.Is(err, store.ErrReservedName)) {
 					return fmt.Errorf("stream %q: %w", args[0], oe.Err)
 				}
-				return fmt.Errorf("stream %q: %w", args[0], store.ErrNotFound)
+				return streamNotFound(args[0])
 			}
 			if a.json {
 				for _, c := range toStreamJSON(*found).Consumers {
@@ -348,9 +387,19 @@ func (a *app) headsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			heads, err := st.Stream(args[0]).Heads(cmd.Context(), after, limit)
+			stream := st.Stream(args[0])
+			heads, err := stream.Heads(cmd.Context(), after, limit)
 			if err != nil {
 				return err
+			}
+			if len(heads) == 0 { // a mistyped stream, or one without keys (attack60 F4)
+				exists, err := stream.Exists(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if !exists {
+					return streamNotFound(args[0])
+				}
 			}
 			if a.json {
 				for _, h := range heads {
