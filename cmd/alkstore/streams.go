@@ -119,7 +119,13 @@ func (a *app) tailCmd() *cobra.Command {
 				return err
 			}
 			if !exists {
-				return streamNotFound(args[0])
+				if !follow || consumer != "" {
+					return streamNotFound(args[0])
+				}
+				// Following a stream nothing was written to yet waits for
+				// its first event, as tail -F waits for a file: a consumer
+				// is often started before its producer.
+				fmt.Fprintf(a.errOut, "stream %q has no events yet; waiting for its first\n", args[0])
 			}
 			after := from
 			switch {
