@@ -165,6 +165,10 @@ func sqliteURI(path string, params ...string) string {
 	if !strings.HasPrefix(path, "file:") {
 		uri = "file:" + (&url.URL{Path: path}).EscapedPath()
 	}
+	// SQLite ignores a URI's fragment; the store's parameters appended
+	// after it were ignored with it, and the database opened without WAL
+	// or the busy timeout (attackfix60).
+	uri, _, _ = strings.Cut(uri, "#")
 	sep := "?"
 	if strings.Contains(uri, "?") {
 		sep = "&"

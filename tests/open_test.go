@@ -105,6 +105,27 @@ func TestOpenRefusesEveryInMemoryForm(t *testing.T) {
 	}
 }
 
+// TestOpenFileURIWithAFragmentKeepsTheStoresSettings: SQLite ignores a
+// "file:" URI's fragment, and the store appended its own parameters (WAL,
+// the busy timeout) after it, where they were ignored too: the database
+// opened in rollback-journal mode, whose readers block the writer.
+func TestOpenFileURIWithAFragmentKeepsTheStoresSettings(t *testing.T) {
+	parallelTest(t)
+	dir := t.TempDir()
+	c := ctx(t)
+	for _, name := range []string{"a.db?cache=private#frag", "b.db#frag"} {
+		s, err := store.Open(c, "file:"+filepath.Join(dir, name))
+		require.NoError(t, err, name)
+		_, err = s.Queue("q").Enqueue(c, []byte("x"), store.EnqueueOpts{})
+		require.NoError(t, err, name)
+		file, _, _ := strings.Cut(name, "?")
+		file, _, _ = strings.Cut(file, "#")
+		_, err = os.Stat(filepath.Join(dir, file+"-wal"))
+		assert.NoError(t, err, "%s: opened in WAL mode", name)
+		require.NoError(t, s.Close())
+	}
+}
+
 func TestOpenPoolLeavesThePoolOpen(t *testing.T) {
 	parallelTest(t)
 	e := newEnv(t, "pg")
