@@ -6,7 +6,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -79,7 +82,7 @@ func openSQLite(ctx context.Context, path string, c config) (*Store, error) {
 	}
 	if err != nil {
 		writer.Close()
-		return nil, opErr("open", "", err)
+		return nil, readOnlyDirErr(path, err)
 	}
 
 	readers, err := litedriver.OpenInterruptible(sqliteURI(path, "_pragma="+busyTimeout, "_pragma=query_only(1)"), stops)
@@ -130,6 +133,59 @@ func connectWriter(ctx context.Context, writer *sql.DB) error {
 		case <-t.C:
 		}
 	}
+}
+
+// readOnlyDirErr is Open's error for err, a failure of the writer's first
+// statements (its journal_mode(wal) pragma, the migration). SQLite reports
+// a database directory it cannot create the WAL's files in as "attempt to
+// write a readonly database", which says neither what nor where: when the
+// directory refuses a file of ours too, the error says so, naming it.
+func readOnlyDirErr(path string, err error) error {
+	if !errors.Is(err, sqlite3.READONLY) {
+		return opErr("open", "", err)
+	}
+	file := sqliteFileName(path)
+	dir := filepath.Dir(file)
+	why := dirUnwritable(dir)
+	if why == nil {
+		return opErr("open", "", err)
+	}
+	base := filepath.Base(file)
+	return opErr("open", file, fmt.Errorf("the directory %q is not writable (%v): SQLite's WAL mode needs to create %s-wal and %s-shm beside the database: %w",
+		dir, why, base, base, err))
+}
+
+// dirUnwritable reports why a file cannot be created in dir (nil when one
+// can), by creating one and removing it.
+func dirUnwritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".alkstore-probe-*")
+	if err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return pe.Err // "permission denied", "read-only file system": the path is said once
+		}
+		return err
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// sqliteFileName is the file a path or "file:" URI (Open's SQLite target)
+// names, read as ownDatabase reads it.
+func sqliteFileName(path string) string {
+	rest, ok := strings.CutPrefix(path, "file:")
+	if !ok {
+		return path
+	}
+	rest, _, _ = strings.Cut(rest, "#")
+	if authority, ok := strings.CutPrefix(rest, "//"); ok {
+		rest = ""
+		if i := strings.IndexByte(authority, '/'); i >= 0 {
+			rest = authority[i:]
+		}
+	}
+	name, _, _ := strings.Cut(rest, "?")
+	return uriUnescape(name)
 }
 
 // liteSchemaObjects reads the main database's table list (queries/lite's

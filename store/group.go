@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/wake"
 )
 
@@ -416,8 +417,19 @@ type GroupMember struct {
 	onClose   func()
 
 	// The heartbeats' goroutine's: until when the last renewal (or the
-	// join) leased the member's row.
-	leasedUntil time.Time
+	// join) leased the member's row, and the failures of the heartbeats
+	// since (how many, the last error): a lease that lapsed meanwhile is
+	// theirs, not slow statements'.
+	leasedUntil  time.Time
+	beatFailures int
+	beatErr      error
+	// beatFailed is the heartbeats' last failure and when (by the store's
+	// clock), for a claim that landed late meanwhile (Recv's goroutine).
+	beatFailed atomic.Pointer[beatFailure]
+	// beatLocks and claimLocks hear of a heartbeat's or a claim's wait for
+	// another connection's lock (SQLite's busy handler; nothing on
+	// PostgreSQL): why it landed late.
+	beatLocks, claimLocks *litedriver.LockWaitWatch
 	// When each warning was last logged, and how many since held back (a
 	// lease that lapsed between renewals, a claim that landed after its
 	// lease, a failed heartbeat): once a minute at most each, by the
@@ -517,7 +529,8 @@ func (g *Group) join(ctx context.Context, opts GroupOpts, loop bool) (*GroupMemb
 		}
 		m := &GroupMember{g: g, id: opts.Member + "-" + strconv.FormatInt(suffix%(1<<40), 36), opts: opts,
 			ref: groupRef{g.st.name, g.group}, owned: map[int]*ownedPart{}, pages: pager{size: opts.PageSize, bytes: opts.PageBytes},
-			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{})}
+			stopBeats: make(chan struct{}), beatsDone: make(chan struct{}), closed: make(chan struct{}),
+			beatLocks: litedriver.NewLockWaitWatch(), claimLocks: litedriver.NewLockWaitWatch()}
 		m.stepNow.Store(true)
 		now := g.s.now()
 		want := cmp.Or(opts.Partitions, DefaultGroupPartitions)
@@ -893,8 +906,10 @@ func (m *GroupMember) step(ctx context.Context) error {
 		// many claims under load took longer than a short lease.
 		cnow := s.now()
 		exp := cnow.Add(m.opts.LeaseTTL)
-		res, err := run(m.g.handle, "group claim", autoWrite(ctx), func(o target) (ownedPart, error) {
-			token, committed, ok, err := o.claimGroupPartition(ctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: cnow, exp: exp})
+		m.claimLocks.Drain()
+		cctx := litedriver.WithLockWaitWatch(ctx, m.claimLocks)
+		res, err := run(m.g.handle, "group claim", autoWrite(cctx), func(o target) (ownedPart, error) {
+			token, committed, ok, err := o.claimGroupPartition(cctx, groupPartReq{groupRef: m.ref, member: m.id, part: r.part, now: cnow, exp: exp})
 			if err != nil || !ok {
 				return ownedPart{}, err
 			}
@@ -906,7 +921,7 @@ func (m *GroupMember) step(ctx context.Context) error {
 		if res.token == 0 {
 			continue // someone else was first
 		}
-		m.reportLateClaim(r.part, exp)
+		m.reportLateClaim(r.part, cnow, exp, waited(m.claimLocks))
 		m.mu.Lock()
 		m.claims++
 		res.claim, res.from, res.handedBy = m.claims, res.committed, m.handed[r.part]
@@ -1180,6 +1195,7 @@ func (m *GroupMember) heartbeats() {
 		<-m.stopBeats
 		cancel()
 	}()
+	ctx = litedriver.WithLockWaitWatch(ctx, m.beatLocks)
 	t := time.NewTicker(m.opts.LeaseTTL / 3)
 	defer t.Stop()
 	for {
@@ -1193,6 +1209,9 @@ func (m *GroupMember) heartbeats() {
 			return // the store closed (a loop that ignored the hard stop)
 		}
 		if err != nil && ctx.Err() == nil {
+			m.beatFailures++
+			m.beatErr = err
+			m.beatFailed.Store(&beatFailure{err: err, at: m.g.s.now()})
 			m.reportBeatFailed(err)
 		}
 	}
@@ -1204,6 +1223,7 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	m.mu.Unlock()
 	now := m.g.s.now()
 	exp := now.Add(m.opts.LeaseTTL)
+	m.beatLocks.Drain()
 	tokens, err := run(m.g.handle, "group heartbeat", autoWrite(ctx), func(o target) (map[int]int64, error) {
 		if err := o.upsertGroupMember(ctx, m.ref, m.id, now, exp, false); err != nil {
 			return nil, err
@@ -1213,7 +1233,8 @@ func (m *GroupMember) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.reportLapse(exp)
+	m.reportLapse(exp, lateCause{failures: m.beatFailures, err: m.beatErr, lockWait: waited(m.beatLocks)})
+	m.beatFailures, m.beatErr = 0, nil
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p, o := range m.owned {
@@ -1279,13 +1300,16 @@ func (m *GroupMember) reportBeatFailed(err error) {
 		"suppressed", suppressed)
 }
 
-// reportLateClaim warns when a claim of partition p (leasing it until
-// exp) landed after that lease ran out: the claim holds nothing, the
-// member hands out none of the partition's events, and its next step
-// drops the partition and claims it again. That is statements slow next
-// to LeaseTTL, as reportLapse says for renewals; a member whose every
-// claim lands late never hands out an event. Rate-limited as reportLapse.
-func (m *GroupMember) reportLateClaim(p int, exp time.Time) {
+// reportLateClaim warns when a claim of partition p (made at start,
+// leasing it until exp; lockWait: it waited for another connection's
+// lock) landed after that lease ran out: the claim holds
+// nothing, the member hands out none of the partition's events, and its
+// next step drops the partition and claims it again. Its cause is said as
+// reportLapse says a renewal's: the claim waited for another connection's
+// lock, or the heartbeats failed while it ran (the database was down),
+// else statements slow next to LeaseTTL; a member whose every claim lands
+// late never hands out an event. Rate-limited as reportLapse.
+func (m *GroupMember) reportLateClaim(p int, start, exp time.Time, lockWait bool) {
 	landed := m.g.s.now()
 	if landed.Before(exp) {
 		return
@@ -1294,9 +1318,66 @@ func (m *GroupMember) reportLateClaim(p int, exp time.Time) {
 	if !ok {
 		return
 	}
-	m.opts.Logger.Warn("alkstore: group member's claim landed after its lease ran out; statements are slow next to LeaseTTL (raise it)",
-		"group", m.g.name, "member", m.id, "partition", p, "late", landed.Sub(exp), "lease", m.opts.LeaseTTL,
-		"suppressed", suppressed)
+	cause := lateCause{lockWait: lockWait}
+	if f := m.beatFailed.Load(); f != nil && !f.at.Before(start) {
+		cause.err = f.err
+	}
+	m.opts.Logger.Warn("alkstore: group member's claim landed after its lease ran out; "+cause.advice(),
+		append([]any{"group", m.g.name, "member", m.id, "partition", p, "late", landed.Sub(exp), "lease", m.opts.LeaseTTL,
+			"suppressed", suppressed}, cause.attrs()...)...)
+}
+
+// beatFailure is a heartbeat's failure and when it came.
+type beatFailure struct {
+	err error
+	at  time.Time
+}
+
+// lateCause is why a member's renewal or claim landed after its lease:
+// its heartbeats failed meanwhile (failures of them, the last err), or it
+// waited for another connection's lock (lockWait); neither, its
+// statements succeeded and were slow.
+type lateCause struct {
+	failures int
+	err      error
+	lockWait bool
+}
+
+// advice ends the warning: what happened, and raising LeaseTTL only when
+// it helps (statements that succeeded, slowly). A database that was down
+// or locked longer than the lease is not fixed by a longer lease.
+func (c lateCause) advice() string {
+	switch {
+	case c.err != nil:
+		return "heartbeats failed meanwhile: the database was unreachable or locked (see error), not slow"
+	case c.lockWait:
+		return "it waited for another connection's lock: the database is locked (SQLite's write lock, held by another process's or handle's transaction), not slow"
+	default:
+		return "statements are slow next to LeaseTTL (raise it)"
+	}
+}
+
+// attrs are the cause's log attributes: the last failure, and how many
+// heartbeats failed when they are counted.
+func (c lateCause) attrs() []any {
+	switch {
+	case c.err == nil:
+		return nil
+	case c.failures == 0:
+		return []any{"error", c.err}
+	}
+	return []any{"error", c.err, "failed", c.failures}
+}
+
+// waited reports whether a statement watched by lw waited for another
+// connection's lock since lw was last drained.
+func waited(lw *litedriver.LockWaitWatch) bool {
+	select {
+	case <-lw.C():
+		return true
+	default:
+		return false
+	}
 }
 
 // reportLapse warns when a renewal (leasing until exp) landed after the
@@ -1307,8 +1388,11 @@ func (m *GroupMember) reportLateClaim(p int, exp time.Time) {
 // statements are slow next to LeaseTTL (a loaded machine or database, a
 // pool too small for the heartbeats beside the handlers): the member
 // still makes progress, but its partitions may move and events be
-// handled again; a longer LeaseTTL fixes it.
-func (m *GroupMember) reportLapse(exp time.Time) {
+// handled again; a longer LeaseTTL fixes it. It happens too when the
+// database was down or locked longer than the lease (the heartbeats
+// failed, or waited for another process's lock): cause says so, naming
+// the last failure, and a longer lease would not fix it.
+func (m *GroupMember) reportLapse(exp time.Time, cause lateCause) {
 	landed := m.g.s.now()
 	lapsed := landed.Sub(m.leasedUntil)
 	if landed.After(exp) {
@@ -1322,8 +1406,9 @@ func (m *GroupMember) reportLapse(exp time.Time) {
 	if !ok {
 		return
 	}
-	m.opts.Logger.Warn("alkstore: group member's lease lapsed between heartbeats; statements are slow next to LeaseTTL (raise it)",
-		"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL, "suppressed", suppressed)
+	m.opts.Logger.Warn("alkstore: group member's lease lapsed between heartbeats; "+cause.advice(),
+		append([]any{"group", m.g.name, "member", m.id, "lapsed", lapsed, "lease", m.opts.LeaseTTL, "suppressed", suppressed},
+			cause.attrs()...)...)
 }
 
 func (m *GroupMember) isClosed() bool {
