@@ -18,6 +18,11 @@ import (
 // and Consume never returned, and Shutdown's hard stop waited for them
 // and for its cancel requests far past its bound (attack60b F0).
 //
+// Only on PostgreSQL (lifecycle.settlesEnd), whose statements wait for a
+// server that may not answer: SQLite's run in the process and end within
+// its busy timeout, and its driver watches a context that can end at a
+// cost a statement, so its settle contexts stay without an end.
+//
 // The hard stop gives them up once it stopped waiting for the loops
 // (hardStopWait plus abandonSettleWait after it began): a settle still
 // running then fails, its job runs again once its claim lapses, as for any
@@ -79,12 +84,18 @@ func (l *lifecycle) settleBase(ctx context.Context) context.Context {
 // must run once the caller's work is done, ended when the store gives
 // them up.
 func (l *lifecycle) settleCtx(ctx context.Context) context.Context {
+	if !l.settlesEnd {
+		return context.WithoutCancel(ctx)
+	}
 	return &settleContext{values: ctx, base: l.settleBase(ctx)}
 }
 
 // storeSettleCtx is settleCtx for statements that may outlive their
 // loop: they end with the store's settles only.
 func (l *lifecycle) storeSettleCtx(ctx context.Context) context.Context {
+	if !l.settlesEnd {
+		return context.WithoutCancel(ctx)
+	}
 	return &settleContext{values: ctx, base: l.giveUp}
 }
 

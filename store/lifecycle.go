@@ -67,8 +67,10 @@ type lifecycle struct {
 	unsettled    int
 	unsettledWhy error
 	// giveUp ends the settle contexts (see giveup.go); giveUpNow ends it.
-	giveUp    context.Context
-	giveUpNow context.CancelCauseFunc
+	// settlesEnd: the settle contexts have an end (PostgreSQL's).
+	giveUp     context.Context
+	giveUpNow  context.CancelCauseFunc
+	settlesEnd bool
 }
 
 // settleFailed records that the settles of n finished jobs failed with
@@ -105,9 +107,9 @@ func (l *lifecycle) unsettledErr() error {
 	return fmt.Errorf("the settles of %d finished jobs failed as the store closed; they run again once their claims lapse: %w", l.unsettled, l.unsettledWhy)
 }
 
-func newLifecycle() *lifecycle {
+func newLifecycle(settlesEnd bool) *lifecycle {
 	l := &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{},
-		opsLeft: make(chan struct{}, 1)}
+		opsLeft: make(chan struct{}, 1), settlesEnd: settlesEnd}
 	l.giveUp, l.giveUpNow = context.WithCancelCause(context.Background())
 	return l
 }
@@ -279,8 +281,14 @@ func (l *lifecycle) endTx(st *txState) {
 // settleBound is 0. The caller must call cancel when the loop returns; it
 // ends the loop's settles too.
 func (l *lifecycle) loopContext(ctx context.Context, settleBound time.Duration) (context.Context, context.CancelFunc) {
+	if !l.settlesEnd {
+		settleBound = 0
+	}
 	base, giveUp := context.WithCancelCause(l.giveUp)
-	lctx, cancel := context.WithCancel(context.WithValue(ctx, giveUpKey{}, base))
+	if l.settlesEnd {
+		ctx = context.WithValue(ctx, giveUpKey{}, base)
+	}
+	lctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
 		case <-l.closing:
@@ -306,12 +314,10 @@ func (l *lifecycle) loopContext(ctx context.Context, settleBound time.Duration) 
 // whose handlers get grace once its stop began: grace, hardStopWait and
 // abandonSettleWait, as a hard stop waits (see giveUpLoops); none for a
 // negative grace (an application's RunLoop, whose function the store does
-// not leave behind). Only on PostgreSQL, whose statements wait for a
-// server that may not answer: SQLite's run in the process, and end within
-// its busy timeout.
+// not leave behind).
 func (s *Store) loopContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	bound := grace + hardStopWait + abandonSettleWait
-	if grace < 0 || s.singleWriter() {
+	if grace < 0 {
 		bound = 0
 	}
 	return s.life.loopContext(ctx, bound)
@@ -499,13 +505,15 @@ func (s *Store) shutdown() error {
 		select {
 		case <-leftGroups:
 		case <-wait.Done():
-			l.giveUpSettles()
-			t := time.NewTimer(giveUpWait)
-			select {
-			case <-leftGroups:
-			case <-t.C:
+			if l.settlesEnd {
+				l.giveUpSettles()
+				t := time.NewTimer(giveUpWait)
+				select {
+				case <-leftGroups:
+				case <-t.C:
+				}
+				t.Stop()
 			}
-			t.Stop()
 		}
 		cancel()
 		ended := <-appTxs
@@ -579,6 +587,9 @@ func (s *Store) shutdown() error {
 // settles were given up had waited for the database.
 func (s *Store) giveUpLoops(loopsDone <-chan struct{}) (left bool, err error) {
 	l := s.life
+	if !l.settlesEnd { // SQLite: nothing to give up
+		return true, fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
+	}
 	l.giveUpSettles()
 	t := time.NewTimer(giveUpWait)
 	defer t.Stop()
