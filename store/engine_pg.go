@@ -406,13 +406,21 @@ func (e *pgEngine) wrapTx(tx pgx.Tx) driverTx {
 }
 
 func (e *pgEngine) close(abandoned bool) {
-	e.gate.flush()
+	if !abandoned {
+		e.gate.flush()
+	}
 	e.learner.stop()
 	e.persist.stop(abandoned)
 	switch {
 	case !e.owned:
+		if abandoned {
+			go e.gate.flush()
+		}
 	case abandoned:
-		go e.pool.Close() // pgxpool waits for every connection to come back
+		// pgxpool waits for every connection to come back, and the
+		// trailing wakes for a server that may not answer (its statements
+		// were given up: each wake waits up to rollbackTimeout).
+		go func() { e.gate.flush(); e.pool.Close() }()
 	default:
 		e.pool.Close()
 	}
@@ -584,7 +592,7 @@ func (o pgOps) allOrNone(ctx context.Context, need bool, fn func(pgOps) error) e
 	// pgx refused would leave the batch in the caller's transaction
 	// although the call failed. The rollback fails when the transaction
 	// itself is gone (a statement cut short by ctx closes the connection).
-	sctx := context.WithoutCancel(ctx)
+	sctx := uninterrupted(ctx)
 	err := fn(o)
 	if err == nil {
 		if err = o.q.ReleaseBatch(sctx); err == nil {

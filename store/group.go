@@ -1429,7 +1429,7 @@ func (m *GroupMember) isClosed() bool {
 // of the member's partitions is still open, it waits for that transaction
 // (on the same goroutine, for ever); Leave with a context bounds the wait.
 func (m *GroupMember) Close() error {
-	_ = m.Leave(context.Background())
+	_ = m.Leave(m.g.s.life.settleCtx(context.Background())) // a hard stop gives it up (giveUpSettles)
 	return nil
 }
 
@@ -1625,10 +1625,11 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 	if g.s == nil {
 		return opErr("group consume", g.name, errNoStore)
 	}
-	if _, err := opts.withDefaults(g.s); err != nil {
+	defaulted, err := opts.withDefaults(g.s)
+	if err != nil {
 		return opErr("group consume", g.name, err)
 	}
-	err := g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
+	err = g.s.runLoop(ctx, "group "+g.name, defaulted.Grace, func(ctx context.Context) error {
 		m, err := g.join(ctx, opts, true)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1636,7 +1637,7 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 			}
 			return err
 		}
-		defer func() { _ = m.Leave(context.WithoutCancel(ctx)) }()
+		defer func() { _ = m.Leave(g.s.life.settleCtx(ctx)) }()
 		// The handlers' context: ctx's values, not its cancel, which
 		// only starts the Grace.
 		hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -315,7 +315,7 @@ func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
 // standard pair (a cause for the lost claim, a timer for the Timeout): one
 // job does not need the worker's shared timeouts.
 func (r *runner) runAlone(ctx context.Context, j *Job) JobResult {
-	r.settleCtx = context.WithoutCancel(ctx)
+	r.settleCtx = r.q.s.life.settleCtx(ctx)
 	r.stopped = func() bool { return ctx.Err() != nil }
 	var endTimeout, endBeats context.CancelFunc
 	var done chan struct{}
@@ -1281,8 +1281,8 @@ func (s *Store) inHandlerTx(ctx context.Context, call *handlerCall, fn func(ctx 
 }
 
 // settleCtx is ctx without its end, for the store's own statements that
-// must run once the caller's work is done.
-func (s *Store) settleCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+// must run once the caller's work is done (see lifecycle.settleCtx).
+func (s *Store) settleCtx(ctx context.Context) context.Context { return s.life.settleCtx(ctx) }
 
 // keepClaimsAfresh is keepClaims for a group member's transaction on
 // SQLite that is to roll back (its handler failed, or SQLite rolled it

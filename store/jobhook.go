@@ -125,7 +125,7 @@ func (e *liteEngine) beginSnapshot(ctx context.Context) (driverTx, error) {
 func (o pgOps) claimJobByID(ctx context.Context, r claimReq, id int64) (*Job, error) {
 	if !o.inTx {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
+		ctx, cancel = context.WithTimeout(uninterrupted(ctx), uninterruptedTimeout)
 		defer cancel()
 	}
 	rows, err := o.q.ClaimJobByID(ctx, pgdb.ClaimJobByIDParams{Now: r.now, ClaimExpiresAt: r.expiresAt,

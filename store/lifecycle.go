@@ -66,6 +66,11 @@ type lifecycle struct {
 	// graceful Shutdown reports them (see settleFailed).
 	unsettled    int
 	unsettledWhy error
+	// giveUp ends the settle contexts (see giveup.go); giveUpNow ends it.
+	// settlesEnd: the settle contexts have an end (PostgreSQL's).
+	giveUp     context.Context
+	giveUpNow  context.CancelCauseFunc
+	settlesEnd bool
 }
 
 // settleFailed records that the settles of n finished jobs failed with
@@ -102,9 +107,11 @@ func (l *lifecycle) unsettledErr() error {
 	return fmt.Errorf("the settles of %d finished jobs failed as the store closed; they run again once their claims lapse: %w", l.unsettled, l.unsettledWhy)
 }
 
-func newLifecycle() *lifecycle {
-	return &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{},
-		opsLeft: make(chan struct{}, 1)}
+func newLifecycle(settlesEnd bool) *lifecycle {
+	l := &lifecycle{closing: make(chan struct{}), hard: make(chan struct{}), txs: map[*txState]struct{}{},
+		opsLeft: make(chan struct{}, 1), settlesEnd: settlesEnd}
+	l.giveUp, l.giveUpNow = context.WithCancelCause(context.Background())
+	return l
 }
 
 // enterOp counts an auto-commit operation (or one in an adopted
@@ -160,8 +167,14 @@ func (s *Store) cutOps() bool {
 	defer limit.Stop()
 	again := time.NewTicker(leakNudgeAfter)
 	defer again.Stop()
+	// The cancel requests run beside the wait, which they must not hold up:
+	// a server that stopped answering never answers them, each waited for
+	// up to rollbackTimeout (attack60b F0). One round at a time.
+	var asking atomic.Bool
 	for l.ops.Load() > 0 {
-		s.eng.interrupt()
+		if asking.CompareAndSwap(false, true) {
+			go func() { defer asking.Store(false); s.eng.interrupt() }()
+		}
 		select {
 		case <-l.opsLeft:
 		case <-again.C:
@@ -262,9 +275,19 @@ func (l *lifecycle) endTx(st *txState) {
 	}
 }
 
-// loopContext is ctx, also cancelled when shutdown begins. The caller must
-// call cancel when the loop returns.
-func (l *lifecycle) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// loopContext is ctx, also cancelled when shutdown begins, holding the
+// end of the loop's settles (settleCtx): the store's give-up, and
+// settleBound after the loop's stop began (its context ended), unless
+// settleBound is 0. The caller must call cancel when the loop returns; it
+// ends the loop's settles too.
+func (l *lifecycle) loopContext(ctx context.Context, settleBound time.Duration) (context.Context, context.CancelFunc) {
+	if !l.settlesEnd {
+		settleBound = 0
+	}
+	base, giveUp := context.WithCancelCause(l.giveUp)
+	if l.settlesEnd {
+		ctx = context.WithValue(ctx, giveUpKey{}, base)
+	}
 	lctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
@@ -273,7 +296,31 @@ func (l *lifecycle) loopContext(ctx context.Context) (context.Context, context.C
 		case <-lctx.Done():
 		}
 	}()
-	return lctx, cancel
+	disarm := func() bool { return true }
+	if settleBound > 0 {
+		disarm = context.AfterFunc(lctx, func() {
+			t := time.AfterFunc(settleBound, func() { giveUp(errLoopSettlesGivenUp) })
+			context.AfterFunc(base, func() { t.Stop() })
+		})
+	}
+	return lctx, func() {
+		disarm()
+		cancel()
+		giveUp(context.Canceled)
+	}
+}
+
+// loopContext is the lifecycle's, with the bound of the settles of a loop
+// whose handlers get grace once its stop began: grace, hardStopWait and
+// abandonSettleWait, as a hard stop waits (see giveUpLoops); none for a
+// negative grace (an application's RunLoop, whose function the store does
+// not leave behind).
+func (s *Store) loopContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	bound := grace + hardStopWait + abandonSettleWait
+	if grace < 0 {
+		bound = 0
+	}
+	return s.life.loopContext(ctx, bound)
 }
 
 // stoppedByClose reports whether shutdown has begun (so a loop that ended
@@ -366,6 +413,12 @@ func (l *lifecycle) nudge() {
 // handler behind 5 seconds after they cancelled it, in a graceful
 // shutdown too (after its Grace), rolling its transaction back.
 // A hard stop right away is Shutdown with a context that is already done.
+// On PostgreSQL the store's own statements that a server which stopped
+// answering has not answered (a finished job's ack, a stop's release, a
+// claim, a group member's leave, a scheduler's resignation) are given up
+// when the hard stop stops waiting for the loops (7 seconds in): the loops
+// then return, Shutdown says so, and a job whose ack was given up runs
+// again after its lease.
 //
 // A finished job's settle (its ack, a failed handler's retry, a stop's
 // release) that fails once the shutdown began (on SQLite, gracefully, a
@@ -441,17 +494,26 @@ func (s *Store) shutdown() error {
 		select {
 		case <-loopsDone:
 		case <-wait.Done():
-			loopsLeft = true
-			err = fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
+			loopsLeft, err = s.giveUpLoops(loopsDone)
 		}
 		// The leaves, free once the rollback ended what they waited for,
 		// get the rest of the same wait; one waiting for a lock another
 		// connection holds gives up (SQLite: endLockWaits) or fails as the
 		// store closes under it (PostgreSQL), and its partitions come back
-		// once their leases run out.
+		// once their leases run out. One the database does not answer is
+		// given up with the settles (giveUpSettles).
 		select {
 		case <-leftGroups:
 		case <-wait.Done():
+			if l.settlesEnd {
+				l.giveUpSettles()
+				t := time.NewTimer(giveUpWait)
+				select {
+				case <-leftGroups:
+				case <-t.C:
+				}
+				t.Stop()
+			}
 		}
 		cancel()
 		ended := <-appTxs
@@ -509,8 +571,35 @@ func (s *Store) shutdown() error {
 	if s.feed.stop != nil {
 		s.feed.stop()
 	}
-	s.eng.close(stuck > 0 || loopsLeft)
+	// Abandoned: something still runs on the connections, or the database
+	// did not answer the store's own statements (given up): the close
+	// waits for neither.
+	s.eng.close(stuck > 0 || loopsLeft || !opsDone && l.ops.Load() > 0 || l.giveUp.Err() != nil)
 	return err
+}
+
+// giveUpLoops is the hard stop's end of the loops still running once it
+// waited hardStopWait plus abandonSettleWait: it gives up their settles
+// (a statement the database has not answered: giveUpSettles) and waits
+// up to giveUpWait more. It reports whether some loop is still running,
+// and Shutdown's error: loops still running are a handler's (a RunLoop
+// function's) that ignores the stop; loops that returned once their
+// settles were given up had waited for the database.
+func (s *Store) giveUpLoops(loopsDone <-chan struct{}) (left bool, err error) {
+	l := s.life
+	if !l.settlesEnd { // SQLite: nothing to give up
+		return true, fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
+	}
+	l.giveUpSettles()
+	t := time.NewTimer(giveUpWait)
+	defer t.Stop()
+	select {
+	case <-loopsDone:
+		s.log.Warn("alkstore: hard stop: "+errSettlesGivenUp.Error(), "waited", hardStopWait+abandonSettleWait)
+		return false, fmt.Errorf("%w: %w", errSettlesGivenUp, l.hardWhy)
+	case <-t.C:
+		return true, fmt.Errorf("handlers ignored the hard stop: %w", l.hardWhy)
+	}
 }
 
 // locksCut reports whether the hard stop gave up on statements of the
@@ -618,6 +707,12 @@ func waitTxs(l *lifecycle, gone <-chan struct{}) error {
 // janitor runs this way; so can an application's own loops that use the
 // store.
 func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	return s.runLoop(ctx, name, -1, fn)
+}
+
+// runLoop is RunLoop for a loop whose handlers get grace once its stop
+// began (see Store.loopContext; -1: RunLoop's).
+func (s *Store) runLoop(ctx context.Context, name string, grace time.Duration, fn func(ctx context.Context) error) error {
 	switch {
 	case s == nil:
 		return opErr("run loop", name, errNoStore)
@@ -629,7 +724,7 @@ func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Co
 		return opErr("run loop", name, err)
 	}
 	defer leave()
-	lctx, cancel := s.life.loopContext(ctx)
+	lctx, cancel := s.loopContext(ctx, grace)
 	defer cancel()
 	err = fn(lctx)
 	if s.life.stoppedByClose() && ctx.Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {

@@ -156,7 +156,7 @@ func (o pgOps) claim(ctx context.Context, r claimReq) ([]*Job, error) {
 	// of 2 beside an application's transaction at load 20: a Visibility
 	// of 300 ms lost every claim of a round's first claim in 1 round of 16).
 	r.stamp(r.clock())
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
+	ctx, cancel := context.WithTimeout(uninterrupted(ctx), uninterruptedTimeout)
 	defer cancel()
 	q := pgdb.New(conn)
 	// One statement: it also ends the jobs whose lapsed claim was their last
@@ -272,7 +272,7 @@ func (o pgOps) ackLocked(ctx context.Context, claims []claimRef, now time.Time) 
 		defer close(cancelled)
 		cancelUntil(conn.Conn().PgConn(), returned)
 	})
-	ids, err := pgdb.New(conn).CompleteLockedJobs(context.WithoutCancel(ctx), p)
+	ids, err := pgdb.New(conn).CompleteLockedJobs(uninterrupted(ctx), p)
 	close(returned)
 	if !stop() {
 		<-cancelled
@@ -381,7 +381,7 @@ func (o pgOps) heartbeatMany(ctx context.Context, r beatReq) (beatRes, error) {
 		return beatRes{}, err
 	}
 	defer conn.Release()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninterruptedTimeout)
+	ctx, cancel := context.WithTimeout(uninterrupted(ctx), uninterruptedTimeout)
 	defer cancel()
 	res := beatRes{now: r.clock()}
 	res.deadline = res.now.Add(r.extend).Truncate(time.Microsecond)
@@ -422,7 +422,7 @@ func (o pgOps) heartbeatLocked(ctx context.Context, r lockedBeatReq) (time.Time,
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	qctx, kill := context.WithCancel(context.WithoutCancel(ctx))
+	qctx, kill := context.WithCancel(uninterrupted(ctx))
 	defer kill()
 	returned, sent := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(r.until, func() {

@@ -99,12 +99,12 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 	sub := sc.s.subscribe(schedulerTopic)
 	defer sub.Close()
 	parent := ctx
-	ctx, stop := sc.s.life.loopContext(ctx)
+	ctx, stop := sc.s.loopContext(ctx, 0)
 	defer stop()
 	keep.ctx = ctx
 	// The store is still usable while its loops stop: resigning frees the
 	// lease for a standby at once instead of after a TTL.
-	defer sc.resign(context.WithoutCancel(ctx), keep.l)
+	defer sc.resign(sc.s.life.settleCtx(ctx), keep.l)
 	for ctx.Err() == nil {
 		wait := sc.step(ctx, keep)
 		t := time.NewTimer(wait)
@@ -134,7 +134,7 @@ func (sc *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	if err != nil || !held {
 		return 0, err
 	}
-	defer sc.resign(context.WithoutCancel(ctx), keep.l)
+	defer sc.resign(sc.s.life.settleCtx(ctx), keep.l)
 	fired, err := sc.fireDue(ctx, sc.s.now(), keep)
 	if err == nil {
 		err = ctx.Err()

@@ -312,7 +312,7 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, 
 func newStore(eng engine, c config, password string) *Store {
 	secrets := c.secrets.With(password)
 	return &Store{eng: eng, log: dsnform.Logger(c.log, secrets), codec: c.codec, secrets: secrets, clock: c.clock,
-		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle()}
+		maxPayload: c.maxPayload, insert: c.insert, hub: &wake.Hub{}, life: newLifecycle(eng.kind() == "pg")}
 }
 
 // logger is l (a GroupOpts' or SubscribeOpts' own), else the store's, with

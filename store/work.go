@@ -176,7 +176,10 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // its slot (see WorkTx): a statement the handler still runs in it fails,
 // later ones fail with ErrTxDone. A job whose handler failed only
 // because the stop cancelled it goes back to the queue with its attempt
-// restored. Work returns nil after ctx was cancelled and an error matching
+// restored. On PostgreSQL a settle (or claim) the server has not answered
+// Grace plus 7 seconds after the stop began (a server that stopped
+// answering) is given up: its job runs again after its lease, and a
+// warning says so. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
 // started); other errors are bad options. Work is NewWorker and Run; a
 // Worker can also be stopped hard on its own (Worker.Stop).
@@ -606,14 +609,14 @@ func (w *worker) run(ctx context.Context) {
 		defer w.q.s.holds.remove(w)
 	}
 	// Claiming stops when ctx is cancelled or the store begins to shut down.
-	ctx, stopClaiming := w.q.s.life.loopContext(ctx)
+	ctx, stopClaiming := w.q.s.loopContext(ctx, w.opts.Grace)
 	defer stopClaiming()
 
 	// Handlers outlive the stop by up to Grace so stopping does not abort
 	// work in flight (their contexts hold the values of ctx, not its
 	// cancellation; see startJob); settling uses a context that survives
 	// the stop.
-	settleCtx := context.WithoutCancel(ctx)
+	settleCtx := w.q.s.life.settleCtx(ctx)
 	w.handlerValues, w.tick = &handlerValues{values: ctx}, timeoutTick(w.opts.Timeout)
 	if w.handle.h.tx != nil {
 		w.handlerValues.site = &txSite{queue: w.q.name}
@@ -1813,6 +1816,9 @@ func (w *worker) ackAndReport(ctx context.Context, b *[]*Job, more func() []*Job
 		skipped = &w.skipped
 	}
 	ids, failed, err := w.ackBatch(ctx, b, more, skipped)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err) // why: the settles were given up
+	}
 	batch := *b
 	if skipped != nil && len(*skipped) > 0 {
 		batch = w.held.add(ctx, batch, *skipped)

@@ -107,7 +107,9 @@ func (h *heldAcks) add(ctx context.Context, batch []*Job, locked []claimRef) []*
 	}
 	if !h.started {
 		h.started = true
-		lctx, giveUp := context.WithCancel(ctx)
+		// The loop may outlive Work (see drain): its statements end with
+		// the store's settles, not with Work's (Store.loopContext).
+		lctx, giveUp := context.WithCancel(h.w.q.s.life.storeSettleCtx(ctx))
 		h.giveUp = giveUp
 		go h.loop(lctx)
 	}
