@@ -272,7 +272,7 @@ func TestRunJobExitingThenPanickingInADeferFailed(t *testing.T) {
 // ran the next job (its one slot was lost), or, on the ack loop, the jobs
 // after it were never acked and the stop hung, blaming a lock.
 func TestAWorkerGoesOnAfterAGoexitInItsSettle(t *testing.T) {
-	forms := []string{"Backoff", "WorkTx Backoff"}
+	forms := []string{"Backoff", "WorkTx Backoff", "OnResult failed", "OnResult acked"}
 	eachEngineEachForm(t, forms, func(t *testing.T, e *engineEnv, form int) {
 		logs := &capturedLogs{}
 		s := e.open(t, store.WithLogger(slog.New(logs)))
