@@ -16,11 +16,12 @@ import "fmt"
 // ack committed. It must be quick and must not block (it holds up the
 // worker's acks); a panic in it is recovered and logged, and so is a
 // runtime.Goexit (t.FailNow), which ends only fn's goroutine. A run whose
-// handler never returns (it ignored a hard stop) reports nothing. Each run reports for itself, in no order
-// across runs: once a run's settle has committed, the job's next run may
-// start (on another worker, or another Store) and report before this
-// run's fn is called: the last report to arrive for a job is not always
-// its latest run's (Queue.Job reads its state).
+// handler never returns (it ignored a hard stop) reports nothing. Each run
+// reports for itself, in no order across runs: once a run's settle has
+// committed, the job's next run may start (on another worker, or another
+// Store) and report before this run's fn is called: the last report to
+// arrive for a job is not always its latest run's (Queue.Job reads its
+// state).
 //
 // OnResult returns false, and never calls fn, when job is not being run
 // by the lifecycle: a job from Claim handled by hand, or a run whose
