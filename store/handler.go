@@ -290,10 +290,6 @@ type runner struct {
 	// ackLater: ack hands the job to a batched ack, which reports its
 	// result (Job.OnResult) once the batch committed.
 	ackLater bool
-	// exited, unless nil, is called, its job settled, when a handler
-	// exited its goroutine (see handlerCall): a worker's handler
-	// goroutine ends with it. abandoned: see run.
-	exited func(abandoned bool)
 }
 
 func newRunner(job *Job, opts WorkOpts, h jobHandler) (*runner, error) {
@@ -404,6 +400,10 @@ type runningJob struct {
 	// the handler returned, before stop.
 	token     int64
 	ownSettle bool
+	// stopped: the runner called stop for it (settleRun). The handler's
+	// goroutine's alone, for a worker's runJob to tell, when the
+	// goroutine exits, whether the worker still counts the run.
+	stopped bool
 	// claimedTo: when the claim ran out as claimed (set before the run
 	// starts, never changed: a lower bound of the lease, which heartbeats
 	// and extensions only move later; see worker.claimsToHold).
@@ -435,26 +435,20 @@ func (rj *runningJob) loseClaim(cause error) {
 // runJob is the handler lifecycle: it runs the handler of j and settles j
 // by its result. Every handler run of every worker goes through it.
 func (r *runner) runJob(j *Job) JobResult {
-	res, _ := r.run(j)
+	res, _ := r.run(j, r.begin(j))
 	return res
 }
 
-// run is runJob, and reports whether the worker abandoned the handler
+// run runs the handler of j (its run begun: rj) and settles j, and
+// reports whether the worker abandoned the handler
 // (runningJob.abandoned).
-func (r *runner) run(j *Job) (res JobResult, abandoned bool) {
-	token := j.beginRun()
-	rj := r.begin(j, token)
+func (r *runner) run(j *Job, rj *runningJob) (res JobResult, abandoned bool) {
 	var call handlerCall
 	// A handler that exits its goroutine failed: its job is settled so
 	// before the goroutine ends, and a worker puts another goroutine in
-	// its place (exited). On the caller's goroutine (RunJob) the Goexit
-	// goes on once the job is settled, as t.FailNow wants.
-	defer call.afterExit(func(err error) {
-		res, abandoned = r.finish(j, rj, r.exitedTx(rj), err)
-		if r.exited != nil {
-			r.exited(abandoned)
-		}
-	})
+	// its place (worker.runJob). On the caller's goroutine (RunJob) the
+	// Goexit goes on once the job is settled, as t.FailNow wants.
+	defer call.afterExit(func(err error) { r.finish(j, rj, r.exitedTx(rj), err) })
 	tx, err := r.call(j, rj, &call)
 	return r.finish(j, rj, tx, err)
 }
@@ -471,9 +465,9 @@ func (r *runner) finish(j *Job, rj *runningJob, tx *Tx, err error) (JobResult, b
 }
 
 // begin starts the run of j's handler: its slot, its context, its
-// registration with the worker (start). token is the job's claim as the
-// run began.
-func (r *runner) begin(j *Job, token int64) *runningJob {
+// registration with the worker (start).
+func (r *runner) begin(j *Job) *runningJob {
+	token := j.beginRun() // the job's claim as the run began
 	rj := j.runSlot()
 	rj.job, rj.since, rj.token = j, time.Now(), token
 	rj.untimed = r.h.tx != nil && r.callerTx == nil
@@ -520,6 +514,7 @@ func (r *runner) exitedTx(rj *runningJob) *Tx {
 func (r *runner) settleRun(j *Job, rj *runningJob, tx *Tx, err error) (res JobResult, later, abandoned bool) {
 	rj.ownSettle = err != nil || tx != nil || !r.ackLater
 	r.stop(rj)
+	rj.stopped = true
 	if rj.ownSettle && r.settled != nil {
 		defer r.settled(rj)
 	}
@@ -1087,19 +1082,29 @@ var errHandlerExited = errors.New("handler exited its goroutine (runtime.Goexit;
 type handlerCall struct{ exited bool }
 
 // run runs fn, turning a panic into an error and recording a Goexit.
-func (c *handlerCall) run(fn func() error) (err error) {
+// exited is set before fn runs and cleared only once the recovering call
+// returned: every way out of fn other than a return or a recovered panic
+// counts, a Goexit whose unwinding then panicked in one of the handler's
+// own deferred calls too (the recover takes that panic, and Go goes on
+// with the Goexit: the recovering call never returns). Before, exited was
+// set only when the recovering call saw no panic, and such a handler was
+// not settled: its job stayed running, its transaction held SQLite's
+// writer, and a worker's slot was lost for good (review60a).
+func (c *handlerCall) run(fn func() error) error {
+	c.exited = true
+	err := recovered(fn)
 	c.exited = false
-	returned := false
+	return err
+}
+
+// recovered runs fn, turning a panic into an error.
+func recovered(fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
-		} else if !returned {
-			c.exited = true
 		}
 	}()
-	err = fn()
-	returned = true
-	return err
+	return fn()
 }
 
 // afterExit, deferred, calls failed with errHandlerExited when the handler

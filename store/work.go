@@ -653,8 +653,7 @@ func (w *worker) run(ctx context.Context) {
 
 	w.runner = runner{q: w.q, opts: w.opts, h: w.handle.h, settleCtx: settleCtx,
 		stopped: w.stopped.Load, start: w.startJob, stop: w.stopJob,
-		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true,
-		exited: w.handlerExited}
+		ack: func(j *Job) error { w.acks <- j; return nil }, ackLater: true}
 	if w.settling != nil {
 		w.runner.settled = w.settledJob
 	}
@@ -823,7 +822,15 @@ func (w *worker) runJobs(called bool) {
 // the loop. It reports whether the loop abandoned the handler (see
 // abandon), which then counted the job and the goroutine off for it.
 func (w *worker) runJob(j *Job) (abandoned bool) {
-	_, abandoned = w.runner.run(j)
+	rj := w.runner.begin(j)
+	returned := false
+	defer func() {
+		if !returned {
+			w.runExited(rj)
+		}
+	}()
+	_, abandoned = w.runner.run(j, rj)
+	returned = true
 	if !abandoned {
 		w.jobDone()
 	}
@@ -843,15 +850,26 @@ func (w *worker) jobDone() {
 	}
 }
 
-// handlerExited: a handler exited its goroutine (runtime.Goexit), and
-// the runner settled its job as a failed handler's (see handlerCall).
-// The handler goroutine ends with it: another takes its place, unless the
-// stop left the handler behind (abandon) and counted the goroutine off.
-// Before, the job stayed running until the stop, which waited 5 s more
-// for it (hardStopWait), and the goroutine's place in runners was never
-// given back.
-func (w *worker) handlerExited(abandoned bool) {
-	if abandoned {
+// runExited: the goroutine running rj's handler exits, its run never
+// returned. A handler that exited it (runtime.Goexit, t.FailNow) had its
+// job settled as a failed handler's (see handlerCall); a Goexit in code
+// of the user's that the settle ran (a WorkOpts.Backoff) left the job as
+// far as the settle got (its claim lapses, and it runs again). Either way
+// the run is counted off, its transaction (if still open) rolled back,
+// its slot freed, and another goroutine takes this one's place, unless
+// the stop left the handler behind (abandon) and counted both off. This
+// is the only place that does it, once per exit. Until session 60 a Goexit
+// that handlerCall had not recorded (one followed by a panic in a
+// deferred call of the handler's, or in a result function) lost the slot
+// for good: with Concurrency 1 the next job never ran (review60a).
+func (w *worker) runExited(rj *runningJob) {
+	if !rj.stopped { // it exited before its settle began
+		rj.ownSettle = false
+		w.stopJob(rj)
+		rj.cancel(nil)
+	}
+	rj.endAbandonedTx(w.q.s)
+	if rj.abandoned.Load() {
 		return
 	}
 	w.jobDone()
