@@ -1,29 +1,19 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alkstore/alkstore/internal/syncbuf"
 )
 
 // syncBuffer is a bytes.Buffer safe for the store's goroutines to log to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+type syncBuffer = syncbuf.Buffer
 
 // On Linux the SQLite change watcher is nudged by writes to the database's
 // WAL file (inotify) instead of polling every 16 ms while idle: the WAL

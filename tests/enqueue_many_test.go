@@ -89,15 +89,7 @@ func TestEnqueueManyIDsBesideATriggersJobs(t *testing.T) {
 		q, audit := s.Queue("main"), s.Queue("audit")
 		_, err := audit.Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
 		require.NoError(t, err)
-		if e.name == "pg" {
-			e.execSQL(t, `CREATE FUNCTION public.test_fanout() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN IF NEW.queue = 'main' THEN INSERT INTO alkstore.jobs (queue, payload, max_attempts, created_at, run_at)
-				VALUES ('audit', NEW.payload, 3, now(), now()); END IF; RETURN NULL; END $$`,
-				`CREATE TRIGGER test_fanout AFTER INSERT ON alkstore.jobs FOR EACH ROW EXECUTE FUNCTION public.test_fanout()`)
-		} else {
-			e.execSQL(t, `CREATE TRIGGER test_fanout AFTER INSERT ON alk_jobs WHEN NEW.queue = 'main' BEGIN
-				INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('audit', NEW.payload, 3, NEW.created_at, NEW.run_at); END`)
-		}
+		fanoutTrigger(t, e, "AFTER")
 		jobs := make([]store.NewJob, 40)
 		for i := range jobs {
 			jobs[i] = store.NewJob{Payload: fmt.Appendf(nil, "p%d", i)}
@@ -151,15 +143,7 @@ func TestEnqueueManyIDsBesideABeforeTriggersJobs(t *testing.T) {
 		q, audit := s.Queue("main"), s.Queue("audit")
 		_, err := audit.Enqueue(c, []byte("x"), store.EnqueueOpts{}) // registers the queue
 		require.NoError(t, err)
-		if e.name == "pg" {
-			e.execSQL(t, `CREATE FUNCTION public.test_fanout_before() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN IF NEW.queue = 'main' THEN INSERT INTO alkstore.jobs (queue, payload, max_attempts, created_at, run_at)
-				VALUES ('audit', NEW.payload, 3, now(), now()); END IF; RETURN NEW; END $$`,
-				`CREATE TRIGGER test_fanout_before BEFORE INSERT ON alkstore.jobs FOR EACH ROW EXECUTE FUNCTION public.test_fanout_before()`)
-		} else {
-			e.execSQL(t, `CREATE TRIGGER test_fanout_before BEFORE INSERT ON alk_jobs WHEN NEW.queue = 'main' BEGIN
-				INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('audit', NEW.payload, 3, NEW.created_at, NEW.run_at); END`)
-		}
+		fanoutTrigger(t, e, "BEFORE")
 		jobs := make([]store.NewJob, 40)
 		for i := range jobs {
 			jobs[i] = store.NewJob{Payload: fmt.Appendf(nil, "p%d", i)}
@@ -251,4 +235,21 @@ func TestEnqueueManyPayloadsKeepEveryByte(t *testing.T) {
 		enqueue([][]byte{[]byte("abc"), []byte("de")}, false) // 7 bytes: '{'
 		enqueue([][]byte{[]byte("a"), []byte("1")}, true)
 	})
+}
+
+// fanoutTrigger makes each job of queue main insert a job of queue audit
+// with its payload, from a row trigger that fires timing ("AFTER" or
+// "BEFORE") the job's insert. An AFTER trigger's jobs come after the whole
+// batch on PostgreSQL, a BEFORE trigger's between the batch's jobs.
+func fanoutTrigger(t *testing.T, e *engineEnv, timing string) {
+	t.Helper()
+	if e.name == "pg" {
+		e.execSQL(t, `CREATE FUNCTION public.test_fanout() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.queue = 'main' THEN INSERT INTO alkstore.jobs (queue, payload, max_attempts, created_at, run_at)
+			VALUES ('audit', NEW.payload, 3, now(), now()); END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER test_fanout `+timing+` INSERT ON alkstore.jobs FOR EACH ROW EXECUTE FUNCTION public.test_fanout()`)
+		return
+	}
+	e.execSQL(t, `CREATE TRIGGER test_fanout `+timing+` INSERT ON alk_jobs WHEN NEW.queue = 'main' BEGIN
+		INSERT INTO alk_jobs (queue, payload, max_attempts, created_at, run_at) VALUES ('audit', NEW.payload, 3, NEW.created_at, NEW.run_at); END`)
 }

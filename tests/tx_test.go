@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alkstore/alkstore/internal/syncbuf"
 	"github.com/alkstore/alkstore/store"
 )
 
@@ -423,20 +423,5 @@ func TestAdoptedTransactions(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for the cleanup goroutine's log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for the store's goroutines' log writes.
+type syncBuffer = syncbuf.Buffer

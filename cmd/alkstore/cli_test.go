@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/alkstore/alkstore/internal/litedriver"
 	"github.com/alkstore/alkstore/internal/pgtest"
+	"github.com/alkstore/alkstore/internal/syncbuf"
 	"github.com/alkstore/alkstore/internal/testbin"
 	"github.com/alkstore/alkstore/schema"
 	"github.com/alkstore/alkstore/store"
@@ -702,22 +702,7 @@ func requireFollowed(t *testing.T, lines <-chan string, stderr *syncBuffer, payl
 
 // syncBuffer is a bytes.Buffer a subprocess's stderr copier writes while
 // the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // TestCLINeverEchoesThePassword: a failed connection's error names
 // neither the DSN's password nor the DSN.
