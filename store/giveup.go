@@ -30,19 +30,18 @@ import (
 // long before.
 
 // errSettlesGivenUp is the cause of a settle context the hard stop ended.
-var errSettlesGivenUp = errors.New("the hard stop gave up the store's statements the database had not answered (settles, claims, leaves); finished jobs among them run again once their claims lapse")
-
-// errLoopSettlesGivenUp is the cause of a loop's settle context that its
-// stop ended (see Store.loopContext).
-var errLoopSettlesGivenUp = errors.New("the loop's stop gave up the store's statements the database had not answered (settles, claims, leaves); finished jobs among them run again once their claims lapse")
+// A statement given up may still be carried out by a server that was only
+// slow (review60b F2): the job of an ack given up runs again only if not.
+var errSettlesGivenUp = errors.New("the hard stop gave up the store's statements the database had not answered (settles, claims, leaves); a finished job whose ack the database does not carry out after all runs again once its claim lapses")
 
 // giveUpWait is how long Shutdown waits for the loops once it gave their
 // settles up: a statement whose context ended returns at once (pgx closes
 // its connection), so this is a margin, not a wait for the server.
 const giveUpWait = time.Second
 
-// giveUpKey is the key under which a loop's context holds the cancel
-// context that ends the settles run for it (settleBase).
+// giveUpKey is the key under which a settle context answers its base, so
+// that code which has a context but not the store keeps a settle
+// context's end (uninterrupted).
 type giveUpKey struct{}
 
 // settleContext has the values of values and the end of base, a cancel
@@ -72,13 +71,10 @@ func (c *settleContext) Value(key any) any {
 }
 
 // settleBase is the cancel context the settles run for ctx end with: the
-// one its loop's context holds, else the store's.
-func (l *lifecycle) settleBase(ctx context.Context) context.Context {
-	if b, ok := ctx.Value(giveUpKey{}).(context.Context); ok {
-		return b
-	}
-	return l.giveUp
-}
+// store's, which only the hard stop ends. A loop's stop ends none: a
+// bound counted from it gave up a healthy server's ack waiting for a pool
+// connection or a row lock (review60b F0, F2).
+func (l *lifecycle) settleBase(context.Context) context.Context { return l.giveUp }
 
 // settleCtx is ctx without its end, for the store's own statements that
 // must run once the caller's work is done, ended when the store gives
@@ -90,17 +86,8 @@ func (l *lifecycle) settleCtx(ctx context.Context) context.Context {
 	return &settleContext{values: ctx, base: l.settleBase(ctx)}
 }
 
-// storeSettleCtx is settleCtx for statements that may outlive their
-// loop: they end with the store's settles only.
-func (l *lifecycle) storeSettleCtx(ctx context.Context) context.Context {
-	if !l.settlesEnd {
-		return context.WithoutCancel(ctx)
-	}
-	return &settleContext{values: ctx, base: l.giveUp}
-}
-
 // uninterrupted is settleCtx for code that has a context but not the
-// store: ctx's settle end when it is a loop's (or derived from one),
+// store: a settle context's end when ctx is one (or derived from one),
 // else none (context.WithoutCancel).
 func uninterrupted(ctx context.Context) context.Context {
 	if b, ok := ctx.Value(giveUpKey{}).(context.Context); ok {

@@ -1625,11 +1625,10 @@ func (g *Group) consume(ctx context.Context, opts GroupOpts, handle func(ctx con
 	if g.s == nil {
 		return opErr("group consume", g.name, errNoStore)
 	}
-	defaulted, err := opts.withDefaults(g.s)
-	if err != nil {
+	if _, err := opts.withDefaults(g.s); err != nil {
 		return opErr("group consume", g.name, err)
 	}
-	err = g.s.runLoop(ctx, "group "+g.name, defaulted.Grace, func(ctx context.Context) error {
+	err := g.s.RunLoop(ctx, "group "+g.name, func(ctx context.Context) error {
 		m, err := g.join(ctx, opts, true)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -276,17 +276,18 @@ func (l *lifecycle) endTx(st *txState) {
 }
 
 // loopContext is ctx, also cancelled when shutdown begins, holding the
-// end of the loop's settles (settleCtx): the store's give-up, and
-// settleBound after the loop's stop began (its context ended), unless
-// settleBound is 0. The caller must call cancel when the loop returns; it
-// ends the loop's settles too.
-func (l *lifecycle) loopContext(ctx context.Context, settleBound time.Duration) (context.Context, context.CancelFunc) {
-	if !l.settlesEnd {
-		settleBound = 0
-	}
-	base, giveUp := context.WithCancelCause(l.giveUp)
+// store's give-up of its settles (giveUpKey). The caller must call cancel
+// when the loop returns. A loop's own stop gives up none of its settles:
+// on a server that answers they end by themselves, and only the hard stop
+// gives them up (giveUpSettles). A bound counted from the loop's
+// stop (review60b) gave up a healthy server's ack waiting for a pool
+// connection or a row lock, and ended the claims of a detached copy of
+// the loop's context once the loop returned.
+func (l *lifecycle) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.settlesEnd {
-		ctx = context.WithValue(ctx, giveUpKey{}, base)
+		// The store's statements run for the loop with code that has its
+		// context but not the store (uninterrupted) end with the hard stop.
+		ctx = context.WithValue(ctx, giveUpKey{}, l.giveUp)
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	go func() {
@@ -296,31 +297,7 @@ func (l *lifecycle) loopContext(ctx context.Context, settleBound time.Duration) 
 		case <-lctx.Done():
 		}
 	}()
-	disarm := func() bool { return true }
-	if settleBound > 0 {
-		disarm = context.AfterFunc(lctx, func() {
-			t := time.AfterFunc(settleBound, func() { giveUp(errLoopSettlesGivenUp) })
-			context.AfterFunc(base, func() { t.Stop() })
-		})
-	}
-	return lctx, func() {
-		disarm()
-		cancel()
-		giveUp(context.Canceled)
-	}
-}
-
-// loopContext is the lifecycle's, with the bound of the settles of a loop
-// whose handlers get grace once its stop began: grace, hardStopWait and
-// abandonSettleWait, as a hard stop waits (see giveUpLoops); none for a
-// negative grace (an application's RunLoop, whose function the store does
-// not leave behind).
-func (s *Store) loopContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	bound := grace + hardStopWait + abandonSettleWait
-	if grace < 0 {
-		bound = 0
-	}
-	return s.life.loopContext(ctx, bound)
+	return lctx, cancel
 }
 
 // stoppedByClose reports whether shutdown has begun (so a loop that ended
@@ -707,12 +684,6 @@ func waitTxs(l *lifecycle, gone <-chan struct{}) error {
 // janitor runs this way; so can an application's own loops that use the
 // store.
 func (s *Store) RunLoop(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	return s.runLoop(ctx, name, -1, fn)
-}
-
-// runLoop is RunLoop for a loop whose handlers get grace once its stop
-// began (see Store.loopContext; -1: RunLoop's).
-func (s *Store) runLoop(ctx context.Context, name string, grace time.Duration, fn func(ctx context.Context) error) error {
 	switch {
 	case s == nil:
 		return opErr("run loop", name, errNoStore)
@@ -724,7 +695,7 @@ func (s *Store) runLoop(ctx context.Context, name string, grace time.Duration, f
 		return opErr("run loop", name, err)
 	}
 	defer leave()
-	lctx, cancel := s.loopContext(ctx, grace)
+	lctx, cancel := s.life.loopContext(ctx)
 	defer cancel()
 	err = fn(lctx)
 	if s.life.stoppedByClose() && ctx.Err() == nil && (err == nil || errors.Is(err, context.Canceled)) {

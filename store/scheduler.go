@@ -99,7 +99,7 @@ func (sc *Scheduler) Run(ctx context.Context) error {
 	sub := sc.s.subscribe(schedulerTopic)
 	defer sub.Close()
 	parent := ctx
-	ctx, stop := sc.s.loopContext(ctx, 0)
+	ctx, stop := sc.s.life.loopContext(ctx)
 	defer stop()
 	keep.ctx = ctx
 	// The store is still usable while its loops stop: resigning frees the

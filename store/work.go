@@ -176,10 +176,11 @@ func (o WorkOpts) withDefaults() (WorkOpts, error) {
 // its slot (see WorkTx): a statement the handler still runs in it fails,
 // later ones fail with ErrTxDone. A job whose handler failed only
 // because the stop cancelled it goes back to the queue with its attempt
-// restored. On PostgreSQL a settle (or claim) the server has not answered
-// Grace plus 7 seconds after the stop began (a server that stopped
-// answering) is given up: its job runs again after its lease, and a
-// warning says so. Work returns nil after ctx was cancelled and an error matching
+// restored. A settle waits for the database however long it takes
+// (a pool connection, a row lock); on PostgreSQL only the store's hard
+// stop gives up one the server has not answered (Store.Shutdown): a loop
+// stopped by its ctx on a server that stopped answering returns when the
+// server answers or the store stops hard. Work returns nil after ctx was cancelled and an error matching
 // ErrClosed when the store's shutdown stopped it (or had begun before Work
 // started); other errors are bad options. Work is NewWorker and Run; a
 // Worker can also be stopped hard on its own (Worker.Stop).
@@ -609,7 +610,7 @@ func (w *worker) run(ctx context.Context) {
 		defer w.q.s.holds.remove(w)
 	}
 	// Claiming stops when ctx is cancelled or the store begins to shut down.
-	ctx, stopClaiming := w.q.s.loopContext(ctx, w.opts.Grace)
+	ctx, stopClaiming := w.q.s.life.loopContext(ctx)
 	defer stopClaiming()
 
 	// Handlers outlive the stop by up to Grace so stopping does not abort

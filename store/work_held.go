@@ -108,8 +108,8 @@ func (h *heldAcks) add(ctx context.Context, batch []*Job, locked []claimRef) []*
 	if !h.started {
 		h.started = true
 		// The loop may outlive Work (see drain): its statements end with
-		// the store's settles, not with Work's (Store.loopContext).
-		lctx, giveUp := context.WithCancel(h.w.q.s.life.storeSettleCtx(ctx))
+		// the store's settles (settleCtx), not with Work's context.
+		lctx, giveUp := context.WithCancel(h.w.q.s.life.settleCtx(ctx))
 		h.giveUp = giveUp
 		go h.loop(lctx)
 	}
